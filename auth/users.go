@@ -1,0 +1,493 @@
+package auth
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+)
+
+// Store is the durable metadata storage auth needs; the broker's store
+// implements it. Writes must be durable when they return.
+type Store interface {
+	PutMeta(key string, val []byte) error
+	DeleteMeta(key string) error
+	// LoadMeta calls fn for each record whose key starts with prefix.
+	LoadMeta(prefix string, fn func(key string, val []byte) error) error
+}
+
+// Key prefixes of auth's records in the Store.
+const (
+	userPrefix = "user/"
+	permPrefix = "perm/"
+)
+
+// Options configures New.
+type Options struct {
+	// DefaultUser is created with DefaultPass, tag administrator and full
+	// permissions on DefaultVHost when the store holds no user. Empty: none.
+	DefaultUser  string
+	DefaultPass  string
+	DefaultVHost string // "/" when empty
+	// LoopbackUsers may authenticate only from a loopback address.
+	LoopbackUsers []string
+}
+
+// User is an immutable view of a user at the time it was looked up.
+type User struct {
+	name string
+	tags []string
+	hash []byte // salt + digest; nil means no password
+	alg  string
+}
+
+// Name returns the user's name.
+func (u *User) Name() string { return u.name }
+
+// Tags returns a copy of the user's tags (administrator, monitoring,
+// management, policymaker, or any other string).
+func (u *User) Tags() []string { return slices.Clone(u.tags) }
+
+// HasTag reports whether the user carries tag.
+func (u *User) HasTag(tag string) bool { return slices.Contains(u.tags, tag) }
+
+// PasswordHash returns the hash as RabbitMQ exports it (base64 of salt and
+// digest), or "" for a user without a password.
+func (u *User) PasswordHash() string {
+	if u.hash == nil {
+		return ""
+	}
+	return base64.StdEncoding.EncodeToString(u.hash)
+}
+
+// HashingAlgorithm returns RabbitMQ's name for the hash algorithm
+// (HashSHA256 for every password set through PutUser).
+func (u *User) HashingAlgorithm() string {
+	if u.alg == "" {
+		return HashSHA256
+	}
+	return u.alg
+}
+
+// userRecord is a user's stored JSON form, shaped like definitions.json.
+type userRecord struct {
+	Name             string   `json:"name"`
+	PasswordHash     string   `json:"password_hash"`
+	HashingAlgorithm string   `json:"hashing_algorithm"`
+	Tags             []string `json:"tags"`
+}
+
+// snapshot is an immutable state of all users and permissions. Writers
+// copy the parts they change and publish a new snapshot.
+type snapshot struct {
+	users map[string]*User
+	perms map[string]map[string]*permission // user → vhost → permission
+}
+
+func (s *snapshot) perm(user, vhost string) *permission {
+	return s.perms[user][vhost]
+}
+
+// clone copies the top-level maps; per-user vhost maps are shared and must
+// be replaced, not modified, via withPerm.
+func (s *snapshot) clone() *snapshot {
+	n := &snapshot{
+		users: make(map[string]*User, len(s.users)+1),
+		perms: make(map[string]map[string]*permission, len(s.perms)+1),
+	}
+	for k, v := range s.users {
+		n.users[k] = v
+	}
+	for k, v := range s.perms {
+		n.perms[k] = v
+	}
+	return n
+}
+
+// withPerm sets (p != nil) or removes (p == nil) user's permission in vhost
+// on a cloned snapshot.
+func (s *snapshot) withPerm(user, vhost string, p *permission) {
+	m := make(map[string]*permission, len(s.perms[user])+1)
+	for k, v := range s.perms[user] {
+		m[k] = v
+	}
+	if p == nil {
+		delete(m, vhost)
+	} else {
+		m[vhost] = p
+	}
+	if len(m) == 0 {
+		delete(s.perms, user)
+	} else {
+		s.perms[user] = m
+	}
+}
+
+// Users is the user and permission database. It is safe for concurrent use;
+// reads take no lock.
+type Users struct {
+	st       Store
+	loopback map[string]bool
+
+	mu   sync.Mutex // serialises writers: store write, then snapshot swap
+	snap atomic.Pointer[snapshot]
+}
+
+// New loads users and permissions from st and, when there is no user at
+// all, creates Options.DefaultUser. Permission records of users that no
+// longer exist (left by an interrupted DeleteUser) are deleted.
+func New(st Store, opts Options) (*Users, error) {
+	us := &Users{st: st, loopback: make(map[string]bool)}
+	for _, n := range opts.LoopbackUsers {
+		us.loopback[n] = true
+	}
+	s := &snapshot{users: map[string]*User{}, perms: map[string]map[string]*permission{}}
+	err := st.LoadMeta(userPrefix, func(key string, val []byte) error {
+		var r userRecord
+		if err := json.Unmarshal(val, &r); err != nil {
+			return fmt.Errorf("auth: load %s: %w", key, err)
+		}
+		h, alg, err := decodeHash(r.PasswordHash)
+		if err != nil || r.Name == "" {
+			return fmt.Errorf("auth: load %s: bad record", key)
+		}
+		s.users[r.Name] = &User{name: r.Name, tags: r.Tags, hash: h, alg: alg}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var orphans []string
+	err = st.LoadMeta(permPrefix, func(key string, val []byte) error {
+		var p Permission
+		if err := json.Unmarshal(val, &p); err != nil {
+			return fmt.Errorf("auth: load %s: %w", key, err)
+		}
+		if s.users[p.User] == nil {
+			orphans = append(orphans, key)
+			return nil
+		}
+		cp, err := compilePermission(p)
+		if err != nil {
+			return fmt.Errorf("auth: load %s: %w", key, err)
+		}
+		if s.perms[p.User] == nil {
+			s.perms[p.User] = map[string]*permission{}
+		}
+		s.perms[p.User][p.VHost] = cp
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range orphans {
+		if err := st.DeleteMeta(k); err != nil {
+			return nil, fmt.Errorf("auth: delete orphan %s: %w", k, err)
+		}
+	}
+	us.snap.Store(s)
+
+	if len(s.users) == 0 && opts.DefaultUser != "" {
+		vhost := opts.DefaultVHost
+		if vhost == "" {
+			vhost = "/"
+		}
+		if err := us.PutUser(opts.DefaultUser, opts.DefaultPass, []string{"administrator"}); err != nil {
+			return nil, err
+		}
+		if err := us.SetPermissions(opts.DefaultUser, vhost, ".*", ".*", ".*"); err != nil {
+			return nil, err
+		}
+	}
+	return us, nil
+}
+
+// Authenticate checks name and password. It returns ErrBadCredentials for
+// an unknown user, a wrong or empty password or a user without password,
+// and ErrLoopbackOnly for a loopback-only user connecting from elsewhere.
+// The password comparison is constant-time, and an unknown user costs a
+// hash computation like a known one.
+func (us *Users) Authenticate(name, password string, remote net.Addr) (*User, error) {
+	u := us.snap.Load().users[name]
+	h := dummyHash
+	if u != nil && u.hash != nil {
+		h = u.hash
+	}
+	if !checkPassword(h, password) || u == nil || u.hash == nil {
+		return nil, ErrBadCredentials
+	}
+	if us.loopback[name] && !isLoopback(remote) {
+		return nil, ErrLoopbackOnly
+	}
+	return u, nil
+}
+
+// isLoopback reports whether remote is a loopback IP address or a Unix
+// socket. A nil or unparsable address is not loopback.
+func isLoopback(remote net.Addr) bool {
+	switch a := remote.(type) {
+	case nil:
+		return false
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	case *net.UDPAddr:
+		return a.IP.IsLoopback()
+	case *net.IPAddr:
+		return a.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true
+	}
+	ap, err := netip.ParseAddrPort(remote.String())
+	if err != nil {
+		return false
+	}
+	return ap.Addr().Unmap().IsLoopback()
+}
+
+// Lookup returns the user named name (for SASL EXTERNAL and the HTTP API).
+func (us *Users) Lookup(name string) (*User, bool) {
+	u, ok := us.snap.Load().users[name]
+	return u, ok
+}
+
+// CanAccessVHost reports whether u has a permission record in vhost, which
+// is what RabbitMQ requires for connection.open.
+func (us *Users) CanAccessVHost(u *User, vhost string) bool {
+	return u != nil && us.snap.Load().perm(u.name, vhost) != nil
+}
+
+// CheckVHost is CanAccessVHost returning an *AccessError with RabbitMQ's
+// text ("access to vhost '/x' refused for user 'bob'").
+func (us *Users) CheckVHost(u *User, vhost string) error {
+	if us.CanAccessVHost(u, vhost) {
+		return nil
+	}
+	return &AccessError{User: userName(u), VHost: vhost}
+}
+
+// Check returns nil if u's permission in vhost allows perm on the resource
+// of the given kind ("queue", "exchange", ...) and name, else an
+// *AccessError (errors.Is ErrAccessRefused) with RabbitMQ's text, e.g.
+// "configure access to queue 'q' in vhost '/' refused for user 'bob'".
+// The default exchange (kind "exchange", name "") is checked as
+// "amq.default". Check reads the current permissions, not those at
+// authentication time.
+func (us *Users) Check(u *User, vhost string, perm Perm, kind, name string) error {
+	if kind == "exchange" && name == "" {
+		name = DefaultExchangeName
+	}
+	if u != nil {
+		if p := us.snap.Load().perm(u.name, vhost); p != nil && p.allows(perm, name) {
+			return nil
+		}
+	}
+	return &AccessError{User: userName(u), VHost: vhost, Perm: perm, Kind: kind, Name: name}
+}
+
+func userName(u *User) string {
+	if u == nil {
+		return ""
+	}
+	return u.name
+}
+
+// Permissions returns user's permission record in vhost.
+func (us *Users) Permissions(user, vhost string) (Permission, bool) {
+	p := us.snap.Load().perm(user, vhost)
+	if p == nil {
+		return Permission{}, false
+	}
+	return p.Permission, true
+}
+
+// ListUsers returns all users sorted by name.
+func (us *Users) ListUsers() []*User {
+	s := us.snap.Load()
+	out := make([]*User, 0, len(s.users))
+	for _, u := range s.users {
+		out = append(out, u)
+	}
+	slices.SortFunc(out, func(a, b *User) int { return strings.Compare(a.name, b.name) })
+	return out
+}
+
+// ListPermissions returns all permission records sorted by vhost, then user.
+func (us *Users) ListPermissions() []Permission {
+	s := us.snap.Load()
+	var out []Permission
+	for _, m := range s.perms {
+		for _, p := range m {
+			out = append(out, p.Permission)
+		}
+	}
+	slices.SortFunc(out, func(a, b Permission) int {
+		if c := strings.Compare(a.VHost, b.VHost); c != 0 {
+			return c
+		}
+		return strings.Compare(a.User, b.User)
+	})
+	return out
+}
+
+func validName(s string) bool { return s != "" && utf8.ValidString(s) }
+
+func userKey(name string) string { return userPrefix + url.PathEscape(name) }
+
+func permKey(vhost, user string) string {
+	return permPrefix + url.PathEscape(vhost) + "/" + url.PathEscape(user)
+}
+
+// normalizeTags trims tags and drops empty and duplicate ones, keeping order.
+func normalizeTags(tags []string) []string {
+	out := make([]string, 0, len(tags))
+	for _, t := range tags {
+		if t = strings.TrimSpace(t); t != "" && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// PutUser creates or replaces user name with a new sha256-salted hash of
+// password and the given tags; its permissions are kept. An empty password
+// makes a user that cannot authenticate by password.
+func (us *Users) PutUser(name, password string, tags []string) error {
+	var h []byte
+	if password != "" {
+		h = hashPassword(password)
+	}
+	return us.putUser(name, h, HashSHA256, tags)
+}
+
+// PutUserHash is PutUser with a password hash as RabbitMQ exports it
+// (base64 of a 4-byte salt and a SHA-256 or SHA-512 digest, the algorithm
+// told by the length), for importing definitions. "" means no password.
+func (us *Users) PutUserHash(name, hash string, tags []string) error {
+	h, alg, err := decodeHash(hash)
+	if err != nil {
+		return err
+	}
+	return us.putUser(name, h, alg, tags)
+}
+
+func (us *Users) putUser(name string, h []byte, alg string, tags []string) error {
+	if !validName(name) {
+		return ErrBadName
+	}
+	if h == nil {
+		alg = HashSHA256
+	}
+	u := &User{name: name, tags: normalizeTags(tags), hash: h, alg: alg}
+	val, err := json.Marshal(userRecord{Name: name, PasswordHash: u.PasswordHash(), HashingAlgorithm: alg, Tags: u.tags})
+	if err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
+	us.mu.Lock()
+	defer us.mu.Unlock()
+	if err := us.st.PutMeta(userKey(name), val); err != nil {
+		return fmt.Errorf("auth: store user %q: %w", name, err)
+	}
+	s := us.snap.Load().clone()
+	s.users[name] = u
+	us.snap.Store(s)
+	return nil
+}
+
+// DeleteUser deletes user name and all its permissions. Permissions are
+// deleted first, so an interruption never leaves permissions that a later
+// user of the same name would inherit.
+func (us *Users) DeleteUser(name string) error {
+	us.mu.Lock()
+	defer us.mu.Unlock()
+	cur := us.snap.Load()
+	if cur.users[name] == nil {
+		return fmt.Errorf("%w: %q", ErrNoSuchUser, name)
+	}
+	s := cur.clone()
+	for vhost := range cur.perms[name] {
+		if err := us.st.DeleteMeta(permKey(vhost, name)); err != nil {
+			us.snap.Store(s) // publish what was already deleted
+			return fmt.Errorf("auth: delete permission of %q in %q: %w", name, vhost, err)
+		}
+		s.withPerm(name, vhost, nil)
+	}
+	if err := us.st.DeleteMeta(userKey(name)); err != nil {
+		us.snap.Store(s)
+		return fmt.Errorf("auth: delete user %q: %w", name, err)
+	}
+	delete(s.users, name)
+	us.snap.Store(s)
+	return nil
+}
+
+// SetPermissions sets user's configure, write and read expressions in
+// vhost (RE2 syntax, unanchored; "" matches nothing, ".*" everything). The
+// user must exist; the vhost's existence is the caller's to check.
+func (us *Users) SetPermissions(user, vhost, configure, write, read string) error {
+	if !validName(vhost) {
+		return ErrBadName
+	}
+	p, err := compilePermission(Permission{User: user, VHost: vhost, Configure: configure, Write: write, Read: read})
+	if err != nil {
+		return err
+	}
+	val, err := json.Marshal(p.Permission)
+	if err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
+	us.mu.Lock()
+	defer us.mu.Unlock()
+	if us.snap.Load().users[user] == nil {
+		return fmt.Errorf("%w: %q", ErrNoSuchUser, user)
+	}
+	if err := us.st.PutMeta(permKey(vhost, user), val); err != nil {
+		return fmt.Errorf("auth: store permission of %q in %q: %w", user, vhost, err)
+	}
+	s := us.snap.Load().clone()
+	s.withPerm(user, vhost, p)
+	us.snap.Store(s)
+	return nil
+}
+
+// ClearPermissions removes user's permissions in vhost; it is a no-op if
+// there are none.
+func (us *Users) ClearPermissions(user, vhost string) error {
+	us.mu.Lock()
+	defer us.mu.Unlock()
+	if us.snap.Load().perm(user, vhost) == nil {
+		return nil
+	}
+	if err := us.st.DeleteMeta(permKey(vhost, user)); err != nil {
+		return fmt.Errorf("auth: delete permission of %q in %q: %w", user, vhost, err)
+	}
+	s := us.snap.Load().clone()
+	s.withPerm(user, vhost, nil)
+	us.snap.Store(s)
+	return nil
+}
+
+// ClearVHost removes every user's permissions in vhost (call it when the
+// vhost is deleted).
+func (us *Users) ClearVHost(vhost string) error {
+	us.mu.Lock()
+	defer us.mu.Unlock()
+	s := us.snap.Load().clone()
+	defer func() { us.snap.Store(s) }() // publish what was deleted, even on error
+	for user, m := range s.perms {
+		if m[vhost] == nil {
+			continue
+		}
+		if err := us.st.DeleteMeta(permKey(vhost, user)); err != nil {
+			return fmt.Errorf("auth: delete permission of %q in %q: %w", user, vhost, err)
+		}
+		s.withPerm(user, vhost, nil)
+	}
+	return nil
+}

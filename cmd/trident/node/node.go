@@ -1,0 +1,182 @@
+// Package node assembles one Trident server from a conf.Config: the store,
+// the core, the users and the protocol listeners, and tears them down in
+// order. cmd/trident runs one; black-box tests start one on 127.0.0.1:0.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/conf"
+	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/amqp"
+	"github.com/trident-broker/trident/store"
+)
+
+// storeDir is the store's directory under conf.Config.DataDir.
+const storeDir = "badger"
+
+// Node is a running server. Its methods are safe for concurrent use.
+type Node struct {
+	cfg    conf.Config
+	log    *slog.Logger
+	store  *store.Badger
+	broker *exchange.Broker
+	users  *auth.Users
+
+	amqp       *amqp.Server
+	amqpLn     net.Listener
+	amqpServed chan error // receives Serve's result once
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start opens the store under cfg.DataDir, recovers the core, loads the
+// users (creating the default user on a fresh store), ensures the default
+// vhost and starts the enabled listeners. On error everything opened so far
+// is closed again. cfg should have passed Validate.
+func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{cfg: cfg, log: log}
+	defer func() {
+		if err != nil {
+			n.abort()
+		}
+	}()
+
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("node: data dir: %w", err)
+	}
+	dir := filepath.Join(cfg.DataDir, storeDir)
+	n.store, err = store.OpenBadger(dir, store.BadgerOptions{}, log.With("component", "store"))
+	if err != nil {
+		return nil, fmt.Errorf("node: open store %s: %w", dir, err)
+	}
+	n.broker, err = exchange.New(n.store, log.With("component", "core"))
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	n.users, err = auth.New(n.store, auth.Options{
+		DefaultUser:   cfg.DefaultUser,
+		DefaultPass:   cfg.DefaultPass,
+		DefaultVHost:  cfg.DefaultVHost,
+		LoopbackUsers: cfg.LoopbackUsers,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	if err := n.broker.EnsureVHost(cfg.DefaultVHost); err != nil {
+		return nil, fmt.Errorf("node: default vhost %q: %w", cfg.DefaultVHost, err)
+	}
+
+	if cfg.AMQP.Listen != "" {
+		if err := n.startAMQP(); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+func (n *Node) startAMQP() error {
+	c := n.cfg.AMQP
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return fmt.Errorf("node: amqp.listen: %w", err)
+	}
+	n.amqpLn = ln
+	channelMax := c.ChannelMax // conf.Validate keeps it in [0, 65535]
+	if channelMax == 0 {
+		channelMax = 65535 // "no limit" in conf; amqp.Config takes 0 as "default"
+	}
+	n.amqp = amqp.NewServer(amqp.Config{
+		FrameMax:         uint32(c.FrameMax), // conf.Validate: [4096, 2^32-1]
+		ChannelMax:       uint16(channelMax),
+		Heartbeat:        c.Heartbeat,
+		MaxMessageSize:   c.MaxMessageSize,
+		HandshakeTimeout: c.HandshakeTimeout,
+	}, n.broker, n.users, n.log.With("component", "amqp"))
+	n.amqpServed = make(chan error, 1)
+	go func() {
+		err := n.amqp.Serve(ln)
+		if err != nil && !errors.Is(err, amqp.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			n.log.Error("amqp listener stopped", "err", err)
+		}
+		n.amqpServed <- err
+	}()
+	return nil
+}
+
+// AMQPAddr returns the address the AMQP listener is bound to, or nil when
+// AMQP is disabled.
+func (n *Node) AMQPAddr() net.Addr {
+	if n.amqpLn == nil {
+		return nil
+	}
+	return n.amqpLn.Addr()
+}
+
+// Broker returns the core.
+func (n *Node) Broker() *exchange.Broker { return n.broker }
+
+// Users returns the user database.
+func (n *Node) Users() *auth.Users { return n.users }
+
+// Close shuts the node down gracefully, in order: stop accepting
+// connections, close client connections (AMQP clients get connection.close
+// 320 CONNECTION_FORCED) waiting for them until ctx is done, close the core,
+// then flush and close the store. The store is closed even if ctx expires.
+// Close is idempotent; later calls return the first call's result.
+func (n *Node) Close(ctx context.Context) error {
+	n.closeOnce.Do(func() { n.closeErr = n.close(ctx) })
+	return n.closeErr
+}
+
+func (n *Node) close(ctx context.Context) error {
+	var errs []error
+	if n.amqp != nil {
+		// Shutdown stops accepting first, then closes every connection.
+		if err := n.amqp.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("node: amqp shutdown: %w", err))
+		}
+		// In case Serve had not registered the listener when Shutdown ran.
+		if err := n.amqpLn.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, fmt.Errorf("node: close amqp listener: %w", err))
+		}
+		select {
+		case <-n.amqpServed:
+		case <-ctx.Done():
+		}
+	} else if n.amqpLn != nil {
+		n.amqpLn.Close()
+	}
+	if n.broker != nil {
+		if err := n.broker.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("node: close core: %w", err))
+		}
+	}
+	if n.store != nil {
+		if err := n.store.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("node: close store: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// abort undoes a failed Start.
+func (n *Node) abort() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // nothing is serving yet worth waiting for
+	if err := n.close(ctx); err != nil {
+		n.log.Warn("cleanup after failed start", "err", err)
+	}
+}

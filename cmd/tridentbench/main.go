@@ -1,0 +1,291 @@
+// Command tridentbench measures end-to-end broker throughput with real clients
+// against one or more brokers, one after the other in the same run, and prints
+// the figures side by side.
+//
+//	go run ./cmd/tridentbench                         # builds and starts a Trident, benches it
+//	go run ./cmd/tridentbench --anchors               # ... and RabbitMQ from ../shared/anchors
+//	go run ./cmd/tridentbench \
+//	    --target trident=amqp://guest:guest@127.0.0.1:5672/ \
+//	    --target rabbitmq=amqp://guest:guest@127.0.0.1:5673/ --duration 10s --rounds 3
+//
+// Scenarios (AMQP 0-9-1 with github.com/rabbitmq/amqp091-go, 1 publisher and
+// 1 consumer on separate connections, 16-byte bodies by default):
+//
+//	amqp-transient-autoack   transient messages, non-durable queue, no-ack consumer,
+//	                         publisher unthrottled but at most --max-in-flight ahead
+//	amqp-persistent-confirm  persistent messages, durable queue, publisher confirms
+//	                         (window --confirm-window), manual acks (prefetch
+//	                         --prefetch, multiple every --ack-every)
+//
+// "published/s" is messages sent, or confirmed by the broker in the confirm
+// scenario; "consumed/s" is the consumer's receive rate, the headline figure.
+// The ratio column compares consumed/s with the target named rabbitmq if there
+// is one, else with the first target.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/trident-broker/trident/test/testbin"
+)
+
+// scenarios is every scenario, in run order.
+var scenarios = []Scenario{
+	amqpScenario{name: "amqp-transient-autoack"},
+	amqpScenario{name: "amqp-persistent-confirm", confirms: true},
+}
+
+// rabbitAnchorURL is where ../shared/anchors/start-anchors.sh puts RabbitMQ.
+const rabbitAnchorURL = "amqp://guest:guest@127.0.0.1:5673/"
+
+// baselineName is the target the ratio column compares with, when present.
+const baselineName = "rabbitmq"
+
+// Target is a broker under test: a name and one URL per protocol scheme.
+type Target struct {
+	Name string
+	URLs map[string]string // scheme ("amqp", "mqtt", "stomp") → URL
+}
+
+// targetList collects repeated --target name=url flags; a name given twice
+// with URLs of different schemes is one target speaking several protocols.
+type targetList []*Target
+
+func (l *targetList) String() string { return "" }
+
+func (l *targetList) Set(v string) error {
+	name, raw, ok := strings.Cut(v, "=")
+	if !ok || name == "" || raw == "" {
+		return errors.New("want name=url")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	scheme := strings.TrimSuffix(u.Scheme, "s") // amqps → amqp, mqtts → mqtt
+	if scheme == "" {
+		return fmt.Errorf("%q has no scheme", raw)
+	}
+	return l.add(name, scheme, raw)
+}
+
+func (l *targetList) add(name, scheme, raw string) error {
+	for _, t := range *l {
+		if t.Name == name {
+			if _, dup := t.URLs[scheme]; dup {
+				return fmt.Errorf("target %s has two %s URLs", name, scheme)
+			}
+			t.URLs[scheme] = raw
+			return nil
+		}
+	}
+	*l = append(*l, &Target{Name: name, URLs: map[string]string{scheme: raw}})
+	return nil
+}
+
+func (l targetList) has(name string) bool {
+	for _, t := range l {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+type options struct {
+	targets     targetList
+	params      Params
+	rounds      int
+	only        string
+	jsonOut     bool
+	anchors     bool
+	tridentBin  string
+	tridentArgs stringList
+}
+
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, " ") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+func main() {
+	var o options
+	fs := flag.NewFlagSet("tridentbench", flag.ExitOnError)
+	fs.Var(&o.targets, "target", "broker to bench, `name=url` (repeatable; default: build and start a Trident)")
+	fs.DurationVar(&o.params.Duration, "duration", 10*time.Second, "measured time per scenario, target and round")
+	fs.DurationVar(&o.params.Warmup, "warmup", 2*time.Second, "unmeasured warm-up before each measurement")
+	fs.IntVar(&o.params.MsgSize, "size", 16, "message body size in bytes")
+	fs.Uint64Var(&o.params.MaxInFlight, "max-in-flight", 100_000, "publisher pauses when published-consumed exceeds this")
+	fs.IntVar(&o.params.ConfirmWindow, "confirm-window", 1000, "max unconfirmed publishes (confirm scenario)")
+	fs.IntVar(&o.params.Prefetch, "prefetch", 1000, "consumer prefetch count (manual-ack scenario)")
+	fs.IntVar(&o.params.AckEvery, "ack-every", 100, "ack with multiple=true every N deliveries (manual-ack scenario)")
+	fs.IntVar(&o.rounds, "rounds", 1, "repeat each scenario, targets interleaved within each round")
+	fs.StringVar(&o.only, "scenarios", "", "comma-separated scenario names to run (default all: "+scenarioNames()+")")
+	fs.BoolVar(&o.jsonOut, "json", false, "print JSON instead of a table")
+	fs.BoolVar(&o.anchors, "anchors", false, "run ../shared/anchors/start-anchors.sh and add target rabbitmq="+rabbitAnchorURL)
+	fs.StringVar(&o.tridentBin, "trident-bin", "", "prebuilt trident binary for the self-started target (default: go build ./cmd/trident)")
+	fs.Var(&o.tridentArgs, "trident-arg", "extra argument for the self-started trident (repeatable)")
+	_ = fs.Parse(os.Args[1:])
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "tridentbench: unexpected arguments %q\n", fs.Args())
+		os.Exit(2)
+	}
+
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, &o)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "tridentbench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func scenarioNames() string {
+	names := make([]string, len(scenarios))
+	for i, s := range scenarios {
+		names[i] = s.Name()
+	}
+	return strings.Join(names, ",")
+}
+
+func selectScenarios(only string) ([]Scenario, error) {
+	if only == "" {
+		return scenarios, nil
+	}
+	var out []Scenario
+	for _, name := range strings.Split(only, ",") {
+		found := false
+		for _, s := range scenarios {
+			if s.Name() == strings.TrimSpace(name) {
+				out = append(out, s)
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("unknown scenario %q (have %s)", name, scenarioNames())
+		}
+	}
+	return out, nil
+}
+
+func run(ctx context.Context, o *options) error {
+	p := o.params
+	if p.Duration <= 0 || p.Warmup < 0 || p.MsgSize < 0 || p.MaxInFlight == 0 ||
+		p.ConfirmWindow <= 0 || p.Prefetch <= 0 || p.AckEvery <= 0 || o.rounds <= 0 {
+		return errors.New("--duration, --max-in-flight, --confirm-window, --prefetch, --ack-every and --rounds must be positive")
+	}
+	if p.AckEvery > p.Prefetch {
+		return fmt.Errorf("--ack-every %d > --prefetch %d would stall the consumer", p.AckEvery, p.Prefetch)
+	}
+	selected, err := selectScenarios(o.only)
+	if err != nil {
+		return err
+	}
+
+	startTrident := len(o.targets) == 0
+	if o.anchors {
+		if err := runAnchors(ctx); err != nil {
+			return err
+		}
+		if !o.targets.has(baselineName) {
+			_ = o.targets.add(baselineName, "amqp", rabbitAnchorURL)
+		}
+	}
+	if startTrident {
+		proc, err := launchTrident(ctx, o)
+		if err != nil {
+			if len(o.targets) == 0 {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "tridentbench: skipping target trident: %v\n", err)
+		} else {
+			defer func() {
+				if err := proc.Stop(); err != nil {
+					fmt.Fprintf(os.Stderr, "tridentbench: %v\n", err)
+				}
+				proc.Cleanup()
+			}()
+			o.targets = append(targetList{{Name: "trident", URLs: map[string]string{"amqp": proc.AMQPURL}}}, o.targets...)
+		}
+	}
+
+	rep := newReport(o, p)
+	for _, s := range selected {
+		for round := 1; round <= o.rounds; round++ {
+			for _, t := range o.targets {
+				u, ok := t.URLs[s.Scheme()]
+				if !ok {
+					continue
+				}
+				fmt.Fprintf(os.Stderr, "%-24s %-10s round %d/%d ... ", s.Name(), t.Name, round, o.rounds)
+				res, err := s.Run(ctx, u, p)
+				if ctx.Err() != nil {
+					fmt.Fprintln(os.Stderr, "interrupted")
+					return ctx.Err()
+				}
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "error: %v\n", err)
+				} else {
+					fmt.Fprintf(os.Stderr, "pub %s/s  cons %s/s\n", human(res.PublishRate), human(res.ConsumeRate))
+				}
+				rep.add(s.Name(), t, u, res, err)
+			}
+		}
+	}
+	rep.finish()
+	if o.jsonOut {
+		return rep.writeJSON(os.Stdout)
+	}
+	rep.writeTable(os.Stdout)
+	return nil
+}
+
+// runAnchors runs ../shared/anchors/start-anchors.sh relative to the module root.
+func runAnchors(ctx context.Context) error {
+	root, err := testbin.FindModuleRoot()
+	if err != nil {
+		return err
+	}
+	script := filepath.Join(root, "..", "shared", "anchors", "start-anchors.sh")
+	fmt.Fprintf(os.Stderr, "tridentbench: running %s\n", script)
+	cmd := exec.CommandContext(ctx, "bash", script)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %w", script, err)
+	}
+	return nil
+}
+
+func launchTrident(ctx context.Context, o *options) (*testbin.Proc, error) {
+	fmt.Fprintln(os.Stderr, "tridentbench: no --target given; building and starting ./cmd/trident")
+	proc, err := testbin.Launch(ctx, testbin.Options{Binary: o.tridentBin, ExtraArgs: o.tridentArgs})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "tridentbench: trident listening on %s (data %s, log %s)\n", proc.AMQPAddr, proc.DataDir, proc.LogPath)
+	return proc, nil
+}
+
+// hostInfo describes the machine for the report.
+func hostInfo() map[string]any {
+	h, _ := os.Hostname()
+	return map[string]any{
+		"host":       h,
+		"cpus":       runtime.NumCPU(),
+		"gomaxprocs": runtime.GOMAXPROCS(0),
+		"go":         runtime.Version(),
+		"os_arch":    runtime.GOOS + "/" + runtime.GOARCH,
+	}
+}

@@ -1,0 +1,146 @@
+// Package conf holds Trident's configuration: a plain Config struct with
+// defaults that match RabbitMQ's, loaded from a YAML file, environment
+// variables and command-line flags (in that order of increasing precedence)
+// and checked by Validate.
+//
+// Every leaf field has a YAML key (snake_case, nested as in the struct), an
+// environment variable and a flag; Usage prints the full table. An empty
+// listen address disables that listener.
+package conf
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Config is the whole server configuration. The zero value is not useful;
+// start from Default().
+type Config struct {
+	// DataDir is where the store keeps its files.
+	DataDir string `yaml:"data_dir"`
+
+	Log        Log        `yaml:"log"`
+	AMQP       AMQP       `yaml:"amqp"`
+	MQTT       MQTT       `yaml:"mqtt"`
+	STOMP      STOMP      `yaml:"stomp"`
+	HTTP       HTTP       `yaml:"http"`
+	Prometheus Prometheus `yaml:"prometheus"`
+
+	// DefaultVHost is created on start if missing; the default user gets
+	// full permissions on it when the user is created.
+	DefaultVHost string `yaml:"default_vhost"`
+	// DefaultUser and DefaultPass are created (tag administrator) when the
+	// store holds no user at all. An empty DefaultUser creates none.
+	DefaultUser string `yaml:"default_user"`
+	DefaultPass string `yaml:"default_pass"`
+	// LoopbackUsers may only connect from a loopback address (RabbitMQ's
+	// loopback_users). Empty allows every user from anywhere.
+	LoopbackUsers []string `yaml:"loopback_users"`
+}
+
+// Log configures the server's slog logger.
+type Log struct {
+	// Level is one of debug, info, warn (or warning), error.
+	Level string `yaml:"level"`
+	// Format is text or json.
+	Format string `yaml:"format"`
+}
+
+// AMQP configures the AMQP 0-9-1 listener. Durations are Go durations in
+// YAML, env and flags ("60s", "1m30s").
+type AMQP struct {
+	Listen string `yaml:"listen"`
+	// FrameMax is the largest frame the server proposes in connection.tune
+	// (bytes, at least 4096).
+	FrameMax int `yaml:"frame_max"`
+	// ChannelMax is the largest channel number the server proposes
+	// (0 means no limit other than 65535).
+	ChannelMax int `yaml:"channel_max"`
+	// Heartbeat is the heartbeat interval the server proposes, in whole
+	// seconds; 0 disables heartbeats.
+	Heartbeat time.Duration `yaml:"heartbeat"`
+	// MaxMessageSize is the largest message body accepted (bytes, at most
+	// 512 MiB as in RabbitMQ).
+	MaxMessageSize int `yaml:"max_message_size"`
+	// HandshakeTimeout bounds the time from TCP accept to connection.open.
+	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
+}
+
+// MQTT configures the MQTT listeners.
+type MQTT struct {
+	Listen string `yaml:"listen"`
+	// WSListen serves MQTT over WebSocket at path /ws.
+	WSListen string `yaml:"ws_listen"`
+	// Exchange is the topic exchange MQTT publishes to and binds from.
+	Exchange string `yaml:"exchange"`
+}
+
+// STOMP configures the STOMP listeners.
+type STOMP struct {
+	Listen string `yaml:"listen"`
+	// WSListen serves STOMP over WebSocket at path /ws.
+	WSListen string `yaml:"ws_listen"`
+}
+
+// HTTP configures the management API and UI listener.
+type HTTP struct {
+	Listen string `yaml:"listen"`
+}
+
+// Prometheus configures the /metrics listener.
+type Prometheus struct {
+	Listen string `yaml:"listen"`
+}
+
+// Limits enforced by Validate.
+const (
+	MinFrameMax       = 4096      // AMQP 0-9-1 frame-min-size
+	MaxMessageSizeCap = 512 << 20 // RabbitMQ's hard cap on max_message_size
+	maxHeartbeat      = 65535 * time.Second
+)
+
+// Default returns the configuration a new user expects: RabbitMQ's ports and
+// limits, data in ./data, guest/guest allowed only from loopback.
+func Default() Config {
+	return Config{
+		DataDir: "./data",
+		Log:     Log{Level: "info", Format: "text"},
+		AMQP: AMQP{
+			Listen:           ":5672",
+			FrameMax:         131072,
+			ChannelMax:       2047,
+			Heartbeat:        60 * time.Second,
+			MaxMessageSize:   134217728,
+			HandshakeTimeout: 10 * time.Second,
+		},
+		MQTT:          MQTT{Listen: ":1883", WSListen: ":15675", Exchange: "amq.topic"},
+		STOMP:         STOMP{Listen: ":61613", WSListen: ":15674"},
+		HTTP:          HTTP{Listen: ":15672"},
+		Prometheus:    Prometheus{Listen: ":15692"},
+		DefaultVHost:  "/",
+		DefaultUser:   "guest",
+		DefaultPass:   "guest",
+		LoopbackUsers: []string{"guest"},
+	}
+}
+
+// SlogLevel returns the slog level for Level; Validate guarantees it is
+// known, an unknown level yields slog.LevelInfo.
+func (l Log) SlogLevel() slog.Level {
+	lv, _ := parseLevel(l.Level)
+	return lv
+}
+
+func parseLevel(s string) (slog.Level, bool) {
+	switch s {
+	case "debug":
+		return slog.LevelDebug, true
+	case "info":
+		return slog.LevelInfo, true
+	case "warn", "warning":
+		return slog.LevelWarn, true
+	case "error":
+		return slog.LevelError, true
+	}
+	return slog.LevelInfo, false
+}

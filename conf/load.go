@@ -1,0 +1,209 @@
+package conf
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// EnvConfig names the environment variable holding the config file path
+// (the --config flag wins over it).
+const EnvConfig = "TRIDENT_CONFIG"
+
+// field describes one leaf of Config: its YAML key, environment variable,
+// flag name and where it lives.
+type field struct {
+	key   string // YAML key, dotted
+	env   string
+	flag  string
+	usage string
+	ptr   func(*Config) any // *string, *int, *time.Duration or *[]string
+}
+
+// fields lists every leaf of Config. Env and flag names derive from the key:
+// amqp.frame_max → TRIDENT_AMQP_FRAME_MAX, --amqp-frame-max.
+var fields = []field{
+	f("data_dir", "directory of the store's files", func(c *Config) any { return &c.DataDir }),
+	f("log.level", "log level: debug, info, warn, error", func(c *Config) any { return &c.Log.Level }),
+	f("log.format", "log format: text or json", func(c *Config) any { return &c.Log.Format }),
+	f("amqp.listen", "AMQP 0-9-1 listen address (empty disables)", func(c *Config) any { return &c.AMQP.Listen }),
+	f("amqp.frame_max", "largest AMQP frame in bytes", func(c *Config) any { return &c.AMQP.FrameMax }),
+	f("amqp.channel_max", "largest AMQP channel number (0: 65535)", func(c *Config) any { return &c.AMQP.ChannelMax }),
+	f("amqp.heartbeat", "AMQP heartbeat proposed to clients (0 disables)", func(c *Config) any { return &c.AMQP.Heartbeat }),
+	f("amqp.max_message_size", "largest message body in bytes", func(c *Config) any { return &c.AMQP.MaxMessageSize }),
+	f("amqp.handshake_timeout", "time allowed from accept to connection.open", func(c *Config) any { return &c.AMQP.HandshakeTimeout }),
+	f("mqtt.listen", "MQTT listen address (empty disables)", func(c *Config) any { return &c.MQTT.Listen }),
+	f("mqtt.ws_listen", "MQTT over WebSocket listen address (empty disables)", func(c *Config) any { return &c.MQTT.WSListen }),
+	f("mqtt.exchange", "topic exchange used by MQTT", func(c *Config) any { return &c.MQTT.Exchange }),
+	f("stomp.listen", "STOMP listen address (empty disables)", func(c *Config) any { return &c.STOMP.Listen }),
+	f("stomp.ws_listen", "STOMP over WebSocket listen address (empty disables)", func(c *Config) any { return &c.STOMP.WSListen }),
+	f("http.listen", "management HTTP API and UI listen address (empty disables)", func(c *Config) any { return &c.HTTP.Listen }),
+	f("prometheus.listen", "Prometheus /metrics listen address (empty disables)", func(c *Config) any { return &c.Prometheus.Listen }),
+	f("default_vhost", "virtual host created on start", func(c *Config) any { return &c.DefaultVHost }),
+	f("default_user", "user created when none exists (empty: none)", func(c *Config) any { return &c.DefaultUser }),
+	f("default_pass", "password of default_user", func(c *Config) any { return &c.DefaultPass }),
+	f("loopback_users", "comma-separated users allowed only from loopback", func(c *Config) any { return &c.LoopbackUsers }),
+}
+
+func f(key, usage string, ptr func(*Config) any) field {
+	up := strings.ToUpper(strings.NewReplacer(".", "_").Replace(key))
+	fl := strings.NewReplacer(".", "-", "_", "-").Replace(key)
+	return field{key: key, env: "TRIDENT_" + up, flag: fl, usage: usage, ptr: ptr}
+}
+
+// set parses s into the field of c. Lists are comma-separated; an empty
+// string is an empty list.
+func (fd field) set(c *Config, s string) error {
+	switch p := fd.ptr(c).(type) {
+	case *string:
+		*p = s
+	case *int:
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("%q is not an integer", s)
+		}
+		*p = n
+	case *time.Duration:
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("%q is not a duration such as 60s or 1m30s", s)
+		}
+		*p = d
+	case *[]string:
+		*p = splitList(s)
+	default:
+		panic("conf: unsupported field type for " + fd.key)
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	out := []string{}
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Load builds the configuration from, in increasing precedence: Default(),
+// the YAML file named by --config (or $TRIDENT_CONFIG), environment
+// variables (TRIDENT_DATA_DIR, TRIDENT_AMQP_LISTEN, ...: see Usage) and the
+// flags in args (args excludes the program name). It then calls Validate.
+//
+// env is os.Getenv in production; an empty value counts as unset, so use the
+// flag or the file to disable a listener. With -h or --help Load returns an
+// error that wraps flag.ErrHelp; print Usage then.
+func Load(args []string, env func(string) string) (Config, error) {
+	if env == nil {
+		env = func(string) string { return "" }
+	}
+	cfg := Default()
+
+	type setting struct {
+		fd  field
+		val string
+	}
+	var flagged []setting
+	var configFile string
+	fs := flag.NewFlagSet("trident", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&configFile, "config", "", "")
+	for _, fd := range fields {
+		fs.Func(fd.flag, fd.usage, func(s string) error {
+			var probe Config // check the value now so the error names the flag
+			if err := fd.set(&probe, s); err != nil {
+				return err
+			}
+			flagged = append(flagged, setting{fd, s})
+			return nil
+		})
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return Config{}, fmt.Errorf("conf: %w", err)
+		}
+		return Config{}, fmt.Errorf("conf: %v", err)
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("conf: unexpected argument %q", fs.Arg(0))
+	}
+
+	if configFile == "" {
+		configFile = env(EnvConfig)
+	}
+	if configFile != "" {
+		if err := loadFile(&cfg, configFile); err != nil {
+			return Config{}, err
+		}
+	}
+	for _, fd := range fields {
+		if v := env(fd.env); v != "" {
+			if err := fd.set(&cfg, v); err != nil {
+				return Config{}, fmt.Errorf("conf: %s: %v", fd.env, err)
+			}
+		}
+	}
+	for _, s := range flagged {
+		_ = s.fd.set(&cfg, s.val) // checked while parsing
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// loadFile decodes the YAML file at path over cfg. Unknown keys are errors,
+// so a typo does not silently leave a default in place.
+func loadFile(cfg *Config, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("conf: config file: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("conf: config file %s: %v", path, err)
+	}
+	return nil
+}
+
+// Usage writes the flags, environment variables and YAML keys with their
+// defaults to w.
+func Usage(w io.Writer) {
+	d := Default()
+	fmt.Fprintf(w, "Usage: trident [flags]\n\n")
+	fmt.Fprintf(w, "Settings come from defaults, then the YAML file (--config FILE or $%s),\n", EnvConfig)
+	fmt.Fprintf(w, "then environment variables, then flags. An empty listen address disables a listener.\n\n")
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	fmt.Fprintf(tw, "FLAG\tENV\tYAML\tDEFAULT\tDESCRIPTION\n")
+	fmt.Fprintf(tw, "--config\t%s\t\t\tYAML config file\n", EnvConfig)
+	for _, fd := range fields {
+		fmt.Fprintf(tw, "--%s\t%s\t%s\t%s\t%s\n", fd.flag, fd.env, fd.key, formatValue(fd.ptr(&d)), fd.usage)
+	}
+	tw.Flush()
+}
+
+func formatValue(p any) string {
+	switch p := p.(type) {
+	case *string:
+		return strconv.Quote(*p)
+	case *int:
+		return strconv.Itoa(*p)
+	case *time.Duration:
+		return p.String()
+	case *[]string:
+		return strconv.Quote(strings.Join(*p, ","))
+	}
+	return ""
+}

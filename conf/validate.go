@@ -1,0 +1,134 @@
+package conf
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Validate checks every field and returns all problems found, joined, each
+// naming the field by its YAML key, e.g.
+//
+//	conf: amqp.listen "x": missing port
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key string, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("conf: %s: %s", key, fmt.Sprintf(format, args...)))
+	}
+
+	if c.DataDir == "" {
+		bad("data_dir", "must not be empty")
+	}
+	if _, ok := parseLevel(c.Log.Level); !ok {
+		bad("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		bad("log.format", "%q is not one of text, json", c.Log.Format)
+	}
+
+	a := c.AMQP
+	if a.FrameMax < MinFrameMax || a.FrameMax > 1<<32-1 {
+		bad("amqp.frame_max", "%d is out of range [%d, %d]", a.FrameMax, MinFrameMax, uint32(1<<32-1))
+	}
+	if a.ChannelMax < 0 || a.ChannelMax > 65535 {
+		bad("amqp.channel_max", "%d is out of range [0, 65535]", a.ChannelMax)
+	}
+	switch {
+	case a.Heartbeat < 0 || a.Heartbeat > maxHeartbeat:
+		bad("amqp.heartbeat", "%s is out of range [0s, %s]", a.Heartbeat, maxHeartbeat)
+	case a.Heartbeat%time.Second != 0:
+		bad("amqp.heartbeat", "%s is not a whole number of seconds", a.Heartbeat)
+	}
+	if a.MaxMessageSize <= 0 || a.MaxMessageSize > MaxMessageSizeCap {
+		bad("amqp.max_message_size", "%d is out of range [1, %d]", a.MaxMessageSize, MaxMessageSizeCap)
+	}
+	if a.HandshakeTimeout <= 0 {
+		bad("amqp.handshake_timeout", "%s must be positive", a.HandshakeTimeout)
+	}
+	if c.MQTT.Exchange == "" && (c.MQTT.Listen != "" || c.MQTT.WSListen != "") {
+		bad("mqtt.exchange", "must not be empty while MQTT is enabled")
+	}
+	if c.DefaultVHost == "" {
+		bad("default_vhost", "must not be empty")
+	}
+	if c.DefaultUser != "" && c.DefaultPass == "" {
+		bad("default_pass", "must not be empty when default_user %q is set", c.DefaultUser)
+	}
+	for i, u := range c.LoopbackUsers {
+		if u == "" {
+			bad(fmt.Sprintf("loopback_users[%d]", i), "must not be empty")
+		}
+	}
+
+	errs = append(errs, c.validateListeners()...)
+	return errors.Join(errs...)
+}
+
+// listeners returns every listener by YAML key, enabled or not, in a fixed order.
+func (c *Config) listeners() []struct{ key, addr string } {
+	return []struct{ key, addr string }{
+		{"amqp.listen", c.AMQP.Listen},
+		{"mqtt.listen", c.MQTT.Listen},
+		{"mqtt.ws_listen", c.MQTT.WSListen},
+		{"stomp.listen", c.STOMP.Listen},
+		{"stomp.ws_listen", c.STOMP.WSListen},
+		{"http.listen", c.HTTP.Listen},
+		{"prometheus.listen", c.Prometheus.Listen},
+	}
+}
+
+// validateListeners checks each enabled listen address and that no two
+// listeners would bind the same port on overlapping hosts.
+func (c *Config) validateListeners() []error {
+	var errs []error
+	type bound struct{ key, host, port string }
+	var seen []bound
+	for _, l := range c.listeners() {
+		if l.addr == "" {
+			continue // disabled
+		}
+		host, port, err := splitListen(l.addr)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("conf: %s %q: %s", l.key, l.addr, err))
+			continue
+		}
+		if port == "0" {
+			continue // ephemeral, never conflicts
+		}
+		for _, s := range seen {
+			if s.port == port && (s.host == host || isWildcard(s.host) || isWildcard(host)) {
+				errs = append(errs, fmt.Errorf("conf: %s %q: port %s is also used by %s", l.key, l.addr, port, s.key))
+				break
+			}
+		}
+		seen = append(seen, bound{l.key, host, port})
+	}
+	return errs
+}
+
+// splitListen parses "host:port" with a numeric port (host may be empty).
+func splitListen(addr string) (host, port string, err error) {
+	host, port, err = net.SplitHostPort(addr)
+	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			return "", "", errors.New(strings.TrimSuffix(ae.Err, " in address"))
+		}
+		return "", "", err
+	}
+	if port == "" {
+		return "", "", errors.New("missing port")
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return "", "", fmt.Errorf("port %q is not a number in [0, 65535]", port)
+	}
+	return host, strconv.FormatUint(n, 10), nil
+}
+
+func isWildcard(host string) bool {
+	return host == "" || host == "0.0.0.0" || host == "::"
+}

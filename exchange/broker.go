@@ -1,0 +1,231 @@
+package exchange
+
+import (
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Broker is the core: the set of vhosts over one store.
+type Broker struct {
+	store Store
+	log   *slog.Logger
+
+	mu     sync.RWMutex
+	vhosts map[string]*VHost
+	qid    atomic.Uint64
+	closed bool
+}
+
+// New creates the core over st and recovers every durable vhost, exchange,
+// queue, binding and stored message from it.
+func New(st Store, log *slog.Logger) (*Broker, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	b := &Broker{store: st, log: log, vhosts: map[string]*VHost{}}
+	if err := b.recover(); err != nil {
+		return nil, fmt.Errorf("exchange: recovery: %w", err)
+	}
+	return b, nil
+}
+
+func (b *Broker) nextQueueID() uint64 { return b.qid.Add(1) }
+
+// EnsureVHost creates the vhost if it does not exist.
+func (b *Broker) EnsureVHost(name string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.vhosts[name]; ok {
+		return nil
+	}
+	if err := b.store.PutMeta("vhost/"+name, encodeRecord(Table{})); err != nil {
+		return err
+	}
+	b.vhosts[name] = newVHost(b, name)
+	return nil
+}
+
+// VHost returns the named vhost.
+func (b *Broker) VHost(name string) (*VHost, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	v, ok := b.vhosts[name]
+	return v, ok
+}
+
+// VHosts returns the vhost names, sorted.
+func (b *Broker) VHosts() []string {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	out := make([]string, 0, len(b.vhosts))
+	for n := range b.vhosts {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// DeleteVHost deletes a vhost with everything in it.
+func (b *Broker) DeleteVHost(name string) error {
+	b.mu.Lock()
+	v, ok := b.vhosts[name]
+	if ok {
+		delete(b.vhosts, name)
+	}
+	b.mu.Unlock()
+	if !ok {
+		return errorf(KindNotFound, "no vhost '%s'", name)
+	}
+	for _, q := range v.Queues() {
+		_, _ = v.deleteQueue(q, false)
+	}
+	for _, x := range v.Exchanges() {
+		v.mu.Lock()
+		_ = v.deleteExchangeLocked(x)
+		v.mu.Unlock()
+	}
+	for _, p := range []string{"exchange/", "queue/", "binding/"} {
+		if err := b.store.DeleteMetaPrefix(p + name + "\x00"); err != nil {
+			return err
+		}
+	}
+	return b.store.DeleteMeta("vhost/" + name)
+}
+
+// Close flushes the store. The store itself is closed by its owner.
+func (b *Broker) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	return b.store.Sync()
+}
+
+func splitKey(key, prefix string) (vhost, rest string, ok bool) {
+	k := strings.TrimPrefix(key, prefix)
+	return strings.Cut(k, "\x00")
+}
+
+func (b *Broker) recover() error {
+	err := b.store.LoadMeta("vhost/", func(key string, _ []byte) error {
+		name := strings.TrimPrefix(key, "vhost/")
+		b.vhosts[name] = newVHost(b, name)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = b.store.LoadMeta("exchange/", func(key string, val []byte) error {
+		vn, name, ok := splitKey(key, "exchange/")
+		v := b.vhosts[vn]
+		if !ok || v == nil {
+			return nil
+		}
+		r, err := decodeRecord(val)
+		if err != nil {
+			return err
+		}
+		kind, _ := r["type"].(string)
+		x := &Exchange{vh: v, name: name, kind: kind, durable: true, router: newRouter(kind)}
+		x.autoDelete, _ = r["auto_delete"].(bool)
+		x.internal, _ = r["internal"].(bool)
+		x.args, _ = asTable(r["args"])
+		if ae, ok := x.args["alternate-exchange"].(string); ok {
+			x.alternate, x.hasAE = ae, true
+		}
+		if x.router == nil {
+			return nil
+		}
+		v.exchanges[name] = x
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var queues []*Queue
+	err = b.store.LoadMeta("queue/", func(key string, val []byte) error {
+		vn, name, ok := splitKey(key, "queue/")
+		v := b.vhosts[vn]
+		if !ok || v == nil {
+			return nil
+		}
+		r, err := decodeRecord(val)
+		if err != nil {
+			return err
+		}
+		id, _ := r["id"].(uint64)
+		args, _ := asTable(r["args"])
+		ad, _ := r["auto_delete"].(bool)
+		a, err := parseQueueArgs(args)
+		if err != nil {
+			b.log.Warn("queue with bad arguments skipped", "vhost", vn, "queue", name, "err", err)
+			return nil
+		}
+		q := newQueue(v, name, id, true, false, ad, nil, args, a)
+		v.queues[name] = q
+		queues = append(queues, q)
+		if id > b.qid.Load() {
+			b.qid.Store(id)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = b.store.LoadMeta("binding/", func(key string, val []byte) error {
+		vn, _, ok := splitKey(key, "binding/")
+		v := b.vhosts[vn]
+		if !ok || v == nil {
+			return nil
+		}
+		r, err := decodeRecord(val)
+		if err != nil {
+			return err
+		}
+		src, _ := r["source"].(string)
+		dst, _ := r["destination"].(string)
+		dt, _ := r["destination_type"].(string)
+		rk, _ := r["routing_key"].(string)
+		args, _ := asTable(r["args"])
+		sx, q, dx, lerr := v.lookupBind(dst, dt == "queue", src, nil)
+		if lerr != nil {
+			return nil // its source or destination is gone
+		}
+		v.addBindingLocked(&binding{src: sx, q: q, x: dx, key: rk, args: args})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var total int
+	for _, q := range queues {
+		err := b.store.LoadMessages(q.id, func(seq uint64, data []byte) error {
+			m, _, err := decodeMessage(data)
+			if err != nil {
+				b.log.Error("corrupt stored message skipped", "queue", q.name, "seq", seq, "err", err)
+				return nil
+			}
+			if m.expiresAt != 0 {
+				q.vh.anyExpiring.Store(true)
+			}
+			q.recoverMessage(seq, m)
+			total++
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, q := range queues {
+		q.mu.Lock()
+		now := nowNano()
+		q.cmdExpire(now)
+		q.scheduleExpiry(now)
+		q.unlock()
+	}
+	b.log.Info("recovered", "vhosts", len(b.vhosts), "queues", len(queues), "messages", total)
+	return nil
+}

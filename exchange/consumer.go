@@ -1,0 +1,164 @@
+package exchange
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Sink is a consumer's way out to its front end. Both methods are called with
+// the queue's lock held: they must not block and must not call back into the
+// core synchronously.
+type Sink interface {
+	// Deliver hands a message to the consumer; the front end always takes
+	// it. Returning false asks the queue to stop dispatching to this
+	// consumer until Consumer.Resume is called (transport back-pressure).
+	Deliver(d Delivery) bool
+	// Cancelled tells the front end that the core has cancelled the
+	// consumer (its queue was deleted). It is not called for Consumer.Cancel.
+	Cancelled(c *Consumer)
+}
+
+// Delivery is one message handed to a consumer or returned by Get.
+type Delivery struct {
+	Queue       *Queue
+	Consumer    *Consumer // nil for Get
+	Msg         *Message
+	Seq         uint64 // the queue's handle for Ack and Reject
+	Redelivered bool
+	// Remaining is the number of ready messages left (for basic.get-ok).
+	Remaining int
+}
+
+// Limit is a channel-wide prefetch limit shared by the consumers of one
+// channel across queues (AMQP basic.qos with global=true). Its zero value
+// is unlimited. It is safe for concurrent use.
+type Limit struct {
+	max  atomic.Int32
+	used atomic.Int32
+
+	mu        sync.Mutex
+	consumers []*Consumer
+}
+
+// SetMax changes the limit (0 is unlimited) and wakes consumers that may
+// now receive more.
+func (l *Limit) SetMax(n int) {
+	old := l.max.Swap(int32(n))
+	if n == 0 || int32(n) > old {
+		l.kick()
+	}
+}
+
+func (l *Limit) tryAcquire() bool {
+	for {
+		u, m := l.used.Load(), l.max.Load()
+		if m > 0 && u >= m {
+			return false
+		}
+		if l.used.CompareAndSwap(u, u+1) {
+			return true
+		}
+	}
+}
+
+// release returns n credits and reports whether the limit was full before.
+func (l *Limit) release(n int32) bool {
+	u := l.used.Add(-n)
+	m := l.max.Load()
+	return m > 0 && u+n >= m && u < m
+}
+
+func (l *Limit) attach(c *Consumer) {
+	l.mu.Lock()
+	l.consumers = append(l.consumers, c)
+	l.mu.Unlock()
+}
+
+func (l *Limit) detach(c *Consumer) {
+	l.mu.Lock()
+	for i, e := range l.consumers {
+		if e == c {
+			l.consumers = append(l.consumers[:i], l.consumers[i+1:]...)
+			break
+		}
+	}
+	l.mu.Unlock()
+}
+
+// kick asks every queue with a consumer under this limit to dispatch.
+func (l *Limit) kick() {
+	l.mu.Lock()
+	cs := append([]*Consumer(nil), l.consumers...)
+	l.mu.Unlock()
+	seen := make(map[*Queue]bool, len(cs))
+	for _, c := range cs {
+		if !seen[c.q] {
+			seen[c.q] = true
+			c.q.Kick()
+		}
+	}
+}
+
+// ConsumeOpts describe a new consumer.
+type ConsumeOpts struct {
+	Tag       string
+	NoAck     bool
+	Exclusive bool
+	Priority  int // x-priority
+	Prefetch  int // per-consumer limit of unacked messages, 0 = unlimited
+	Limit     *Limit
+	Sink      Sink
+	Owner     any // the connection, for exclusive queues
+}
+
+// Consumer is a subscription to a queue.
+type Consumer struct {
+	q        *Queue
+	tag      string
+	noAck    bool
+	excl     bool
+	priority int
+	prefetch int
+	limit    *Limit
+	sink     Sink
+
+	// Guarded by q.mu.
+	unacked   int
+	blocked   bool // the sink asked for a pause
+	cancelled bool
+}
+
+// Tag is the consumer tag.
+func (c *Consumer) Tag() string { return c.tag }
+
+// Queue is the queue consumed from.
+func (c *Consumer) Queue() *Queue { return c.q }
+
+// NoAck reports whether deliveries need no acknowledgement.
+func (c *Consumer) NoAck() bool { return c.noAck }
+
+// Resume lifts a pause requested by Sink.Deliver returning false.
+func (c *Consumer) Resume() {
+	q := c.q
+	q.mu.Lock()
+	c.blocked = false
+	q.dispatchLocked(nowNano())
+	q.unlock()
+}
+
+// Cancel removes the consumer. Its unacknowledged deliveries stay
+// unacknowledged until acked, rejected or requeued by the front end.
+func (c *Consumer) Cancel() { c.q.removeConsumer(c) }
+
+func (c *Consumer) canTake() bool {
+	if c.blocked || c.cancelled {
+		return false
+	}
+	if !c.noAck && c.prefetch > 0 && c.unacked >= c.prefetch {
+		return false
+	}
+	if !c.noAck && c.limit != nil && !c.limit.tryAcquire() {
+		return false
+	}
+	return true
+}

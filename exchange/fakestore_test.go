@@ -1,0 +1,218 @@
+package exchange
+
+import (
+	"errors"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// fakeStore is an in-memory Store. Appends are applied at once (so that a
+// later delete of the same key is applied after them) but their done
+// callbacks run on another goroutine, as a group-committing writer would.
+// With hold set, done callbacks wait until release.
+type fakeStore struct {
+	mu      sync.Mutex
+	meta    map[string][]byte
+	msgs    map[uint64]map[uint64][]byte
+	appends int
+	deletes int
+	hold    bool
+	held    []func()
+	failErr error // passed to done when set
+	// syncDone calls done before AppendMessage returns: a writer that
+	// finished before the publisher looked.
+	syncDone bool
+	wg      sync.WaitGroup
+}
+
+var _ Store = (*fakeStore)(nil)
+
+func newFakeStore() *fakeStore {
+	return &fakeStore{meta: map[string][]byte{}, msgs: map[uint64]map[uint64][]byte{}}
+}
+
+func (s *fakeStore) PutMeta(key string, val []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.meta[key] = append([]byte(nil), val...)
+	return nil
+}
+
+func (s *fakeStore) DeleteMeta(key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.meta, key)
+	return nil
+}
+
+func (s *fakeStore) DeleteMetaPrefix(prefix string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.meta {
+		if strings.HasPrefix(k, prefix) {
+			delete(s.meta, k)
+		}
+	}
+	return nil
+}
+
+func (s *fakeStore) LoadMeta(prefix string, fn func(key string, val []byte) error) error {
+	s.mu.Lock()
+	keys := s.metaKeysLocked(prefix)
+	vals := make([][]byte, len(keys))
+	for i, k := range keys {
+		vals[i] = s.meta[k]
+	}
+	s.mu.Unlock()
+	for i, k := range keys {
+		if err := fn(k, vals[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *fakeStore) AppendMessage(qid, seq uint64, data []byte, done func(error)) {
+	s.mu.Lock()
+	m := s.msgs[qid]
+	if m == nil {
+		m = map[uint64][]byte{}
+		s.msgs[qid] = m
+	}
+	m[seq] = append([]byte(nil), data...)
+	s.appends++
+	err := s.failErr
+	if done != nil {
+		if s.syncDone {
+			s.mu.Unlock()
+			done(err)
+			return
+		}
+		if s.hold {
+			s.held = append(s.held, func() { done(err) })
+		} else {
+			s.wg.Add(1)
+			go func() { defer s.wg.Done(); done(err) }()
+		}
+	}
+	s.mu.Unlock()
+}
+
+func (s *fakeStore) DeleteMessage(qid, seq uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.msgs[qid], seq)
+	s.deletes++
+}
+
+func (s *fakeStore) LoadMessages(qid uint64, fn func(seq uint64, data []byte) error) error {
+	s.mu.Lock()
+	seqs := s.seqsLocked(qid)
+	data := make([][]byte, len(seqs))
+	for i, q := range seqs {
+		data[i] = s.msgs[qid][q]
+	}
+	s.mu.Unlock()
+	for i, q := range seqs {
+		if err := fn(q, data[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *fakeStore) DropMessages(qid uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.msgs, qid)
+	return nil
+}
+
+func (s *fakeStore) Sync() error {
+	s.wg.Wait()
+	return nil
+}
+
+func (s *fakeStore) Close() error { return s.Sync() }
+
+// release runs the held done callbacks, each on its own goroutine, and
+// stops holding new ones.
+func (s *fakeStore) release() {
+	s.mu.Lock()
+	held := s.held
+	s.held, s.hold = nil, false
+	s.mu.Unlock()
+	for _, f := range held {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); f() }()
+	}
+}
+
+// storedSeqs returns the stored message seqs of queue qid in order.
+func (s *fakeStore) storedSeqs(qid uint64) []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seqsLocked(qid)
+}
+
+// storedMessages decodes the stored messages of qid in seq order.
+func (s *fakeStore) storedMessages(qid uint64) ([]*Message, error) {
+	var out []*Message
+	err := s.LoadMessages(qid, func(_ uint64, data []byte) error {
+		m, _, err := decodeMessage(data)
+		if err != nil {
+			return err
+		}
+		out = append(out, m)
+		return nil
+	})
+	return out, err
+}
+
+// metaKeys returns the meta keys with prefix, sorted.
+func (s *fakeStore) metaKeys(prefix string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.metaKeysLocked(prefix)
+}
+
+func (s *fakeStore) metaRecord(key string) (Table, error) {
+	s.mu.Lock()
+	v, ok := s.meta[key]
+	s.mu.Unlock()
+	if !ok {
+		return nil, errors.New("no such key")
+	}
+	return decodeRecord(v)
+}
+
+func (s *fakeStore) totalMessages() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, m := range s.msgs {
+		n += len(m)
+	}
+	return n
+}
+
+func (s *fakeStore) metaKeysLocked(prefix string) []string {
+	var keys []string
+	for k := range s.meta {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func (s *fakeStore) seqsLocked(qid uint64) []uint64 {
+	seqs := make([]uint64, 0, len(s.msgs[qid]))
+	for q := range s.msgs[qid] {
+		seqs = append(seqs, q)
+	}
+	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+	return seqs
+}

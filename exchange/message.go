@@ -1,0 +1,48 @@
+package exchange
+
+import "time"
+
+// Table is a header or argument table. Values are Go values: bool, int8..int64,
+// uint8..uint64, float32, float64, string, []byte, time.Time, []any,
+// map[string]any (or a named map type with that underlying type), nil.
+type Table = map[string]any
+
+// Properties are a message's properties, as AMQP 0-9-1 defines them; the MQTT
+// and STOMP front ends map theirs onto these. A zero value means "absent".
+type Properties struct {
+	ContentType     string
+	ContentEncoding string
+	Headers         Table
+	DeliveryMode    uint8 // 2 = persistent
+	Priority        uint8
+	CorrelationID   string
+	ReplyTo         string
+	Expiration      string // milliseconds, as a decimal string
+	MessageID       string
+	Timestamp       time.Time
+	Type            string
+	UserID          string
+	AppID           string
+}
+
+// Persistent reports whether the message asks to be stored.
+func (p *Properties) Persistent() bool { return p.DeliveryMode == 2 }
+
+// Message is one message as the core sees it. A Message is immutable once
+// published: the core shares one *Message between every queue it is routed
+// to, and front ends must not modify a delivered Message.
+type Message struct {
+	Exchange   string
+	RoutingKey string
+	Props      Properties
+	Body       []byte
+
+	// ts is when the core accepted the message (unix nanoseconds).
+	ts int64
+	// expiresAt is the per-message expiry (unix nanoseconds), 0 if none.
+	// Set by the core when it accepts the message.
+	expiresAt int64
+}
+
+// Size is the body size in bytes, the unit of x-max-length-bytes.
+func (m *Message) Size() int { return len(m.Body) }

@@ -1,0 +1,733 @@
+package exchange
+
+import (
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Overflow behaviours (x-overflow).
+const (
+	OverflowDropHead         = "drop-head"
+	OverflowRejectPublish    = "reject-publish"
+	OverflowRejectPublishDLX = "reject-publish-dlx"
+)
+
+// queueArgs are a queue's parsed x-arguments.
+type queueArgs struct {
+	messageTTL  int64 // ms, -1 none
+	expires     int64 // ms, 0 none
+	maxLen      int64 // -1 none
+	maxLenBytes int64 // -1 none
+	overflow    string
+	dlx         string
+	hasDLX      bool
+	dlrk        string
+	hasDLRK     bool
+	maxPriority int
+	sac         bool
+}
+
+func parseQueueArgs(args Table) (queueArgs, error) {
+	a := queueArgs{messageTTL: -1, maxLen: -1, maxLenBytes: -1, overflow: OverflowDropHead}
+	intArg := func(name string, min int64) (int64, bool, error) {
+		v, ok := args[name]
+		if !ok {
+			return 0, false, nil
+		}
+		n, ok := asInt64(v)
+		if _, isStr := v.(string); isStr || !ok {
+			return 0, false, errorf(KindPreconditionFailed, "invalid arg '%s' for queue: %v of type %T is not a number", name, v, v)
+		}
+		if n < min {
+			return 0, false, errorf(KindPreconditionFailed, "invalid arg '%s' for queue: %d must be at least %d", name, n, min)
+		}
+		return n, true, nil
+	}
+	var err error
+	var ok bool
+	var n int64
+	if n, ok, err = intArg("x-message-ttl", 0); err != nil {
+		return a, err
+	} else if ok {
+		a.messageTTL = n
+	}
+	if n, ok, err = intArg("x-expires", 1); err != nil {
+		return a, err
+	} else if ok {
+		a.expires = n
+	}
+	if n, ok, err = intArg("x-max-length", 0); err != nil {
+		return a, err
+	} else if ok {
+		a.maxLen = n
+	}
+	if n, ok, err = intArg("x-max-length-bytes", 0); err != nil {
+		return a, err
+	} else if ok {
+		a.maxLenBytes = n
+	}
+	if n, ok, err = intArg("x-max-priority", 0); err != nil {
+		return a, err
+	} else if ok {
+		if n > 255 {
+			return a, errorf(KindPreconditionFailed, "invalid arg 'x-max-priority' for queue: %d is above 255", n)
+		}
+		a.maxPriority = int(n)
+	}
+	if v, ok := args["x-overflow"]; ok {
+		s, _ := v.(string)
+		switch s {
+		case OverflowDropHead, OverflowRejectPublish, OverflowRejectPublishDLX:
+			a.overflow = s
+		default:
+			return a, errorf(KindPreconditionFailed, "invalid arg 'x-overflow' for queue: %v", v)
+		}
+	}
+	if v, ok := args["x-dead-letter-exchange"]; ok {
+		s, isStr := v.(string)
+		if !isStr {
+			return a, errorf(KindPreconditionFailed, "invalid arg 'x-dead-letter-exchange' for queue: %v is not a string", v)
+		}
+		a.dlx, a.hasDLX = s, true
+	}
+	if v, ok := args["x-dead-letter-routing-key"]; ok {
+		s, isStr := v.(string)
+		if !isStr {
+			return a, errorf(KindPreconditionFailed, "invalid arg 'x-dead-letter-routing-key' for queue: %v is not a string", v)
+		}
+		if !a.hasDLX {
+			return a, errorf(KindPreconditionFailed, "invalid arg 'x-dead-letter-routing-key' for queue: x-dead-letter-exchange is not set")
+		}
+		a.dlrk, a.hasDLRK = s, true
+	}
+	if v, ok := args["x-single-active-consumer"]; ok {
+		b, isBool := v.(bool)
+		if !isBool {
+			return a, errorf(KindPreconditionFailed, "invalid arg 'x-single-active-consumer' for queue: %v is not a boolean", v)
+		}
+		a.sac = b
+	}
+	if v, ok := args["x-queue-type"]; ok {
+		s, _ := v.(string)
+		if s != "classic" && s != "" {
+			return a, errorf(KindPreconditionFailed, "invalid arg 'x-queue-type' for queue: '%v' is not supported by this node", v)
+		}
+	}
+	return a, nil
+}
+
+type unackedEntry struct {
+	e entry
+	c *Consumer // nil for basic.get
+}
+
+// Queue is a classic queue: an in-memory ready list in front of the store.
+type Queue struct {
+	vh         *VHost
+	name       string
+	id         uint64
+	durable    bool
+	exclusive  bool
+	autoDelete bool
+	owner      any
+	args       Table
+	a          queueArgs
+
+	mu        sync.Mutex
+	nextSeq   uint64
+	ready     readyList
+	unacked   map[uint64]unackedEntry
+	consumers []*Consumer // sorted by priority, highest first
+	rr        int
+	hadCons   bool
+	deleted   bool
+	lastUsed  int64 // for x-expires
+	expTimer  *time.Timer
+	expAt     int64 // when expTimer fires (ttl), 0 if not armed
+	idleTimer *time.Timer
+
+	// Work collected under mu and carried out by unlock.
+	pendingDL   []deadLetter
+	kickLimits  []*Limit
+	autoDeleted bool
+
+	bindings []*binding // bindings with this queue as destination (vh.mu)
+}
+
+type deadLetter struct {
+	msg    *Message
+	reason string
+}
+
+func newQueue(vh *VHost, name string, id uint64, durable, exclusive, autoDelete bool, owner any, args Table, a queueArgs) *Queue {
+	q := &Queue{
+		vh: vh, name: name, id: id, durable: durable, exclusive: exclusive,
+		autoDelete: autoDelete, owner: owner, args: args, a: a,
+		nextSeq: 1,
+		ready:   newReadyList(a.maxPriority),
+		unacked: map[uint64]unackedEntry{},
+	}
+	q.lastUsed = nowNano()
+	if a.expires > 0 {
+		q.armIdleTimer()
+	}
+	return q
+}
+
+// Name is the queue's name.
+func (q *Queue) Name() string { return q.name }
+
+// VHost is the queue's vhost name.
+func (q *Queue) VHost() string { return q.vh.name }
+
+// Durable reports whether the queue survives a restart.
+func (q *Queue) Durable() bool { return q.durable }
+
+// Exclusive reports whether the queue belongs to one connection.
+func (q *Queue) Exclusive() bool { return q.exclusive }
+
+// AutoDelete reports whether the queue goes away with its last consumer.
+func (q *Queue) AutoDelete() bool { return q.autoDelete }
+
+// Args returns the queue's declared arguments (do not modify).
+func (q *Queue) Args() Table { return q.args }
+
+// Stats returns ready and unacked message counts and the consumer count.
+func (q *Queue) Stats() (ready, unacked, consumers int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.ready.n, len(q.unacked), len(q.consumers)
+}
+
+func nowNano() int64 { return time.Now().UnixNano() }
+
+// unlock releases q.mu and then carries out the work collected under it:
+// dead-lettering, waking other queues, auto-delete.
+func (q *Queue) unlock() {
+	dl := q.pendingDL
+	q.pendingDL = nil
+	kl := q.kickLimits
+	q.kickLimits = nil
+	ad := q.autoDeleted
+	q.autoDeleted = false
+	q.mu.Unlock()
+	for i := range dl {
+		q.vh.deadLetter(q, dl[i].msg, dl[i].reason)
+	}
+	for _, l := range kl {
+		l.kick()
+	}
+	if ad {
+		q.vh.deleteQueue(q, false)
+	}
+}
+
+// Kick makes the queue try to dispatch ready messages.
+func (q *Queue) Kick() {
+	q.mu.Lock()
+	q.dispatchLocked(nowNano())
+	q.unlock()
+}
+
+// --- commands: the only way a queue's state changes ---
+
+// cmdEnqueue appends e. It returns false if the queue refused it
+// (x-overflow reject-publish*), and dropped true if making room dropped e
+// itself (then e must not be stored).
+func (q *Queue) cmdEnqueue(e entry) (ok, dropped bool) {
+	if q.full(len(e.msg.Body)) {
+		switch q.a.overflow {
+		case OverflowRejectPublish:
+			return false, false
+		case OverflowRejectPublishDLX:
+			e.stored = false // never appended
+			q.deadLetterLocked(e, "maxlen")
+			return false, false
+		}
+	}
+	q.ready.push(e)
+	// drop-head: make room by dropping the oldest messages.
+	for q.overLimit() {
+		old, ok := q.ready.popOldest()
+		if !ok {
+			break
+		}
+		if old.seq == e.seq {
+			// e itself goes; it was never appended, so it must not
+			// be deleted now and appended after.
+			old.stored, dropped = false, true
+		}
+		q.deadLetterLocked(old, "maxlen")
+	}
+	return true, dropped
+}
+
+func (q *Queue) full(size int) bool {
+	if q.a.maxLen >= 0 && int64(q.ready.n) >= q.a.maxLen {
+		return true
+	}
+	return q.a.maxLenBytes >= 0 && q.ready.bytes+int64(size) > q.a.maxLenBytes
+}
+
+func (q *Queue) overLimit() bool {
+	return (q.a.maxLen >= 0 && int64(q.ready.n) > q.a.maxLen) ||
+		(q.a.maxLenBytes >= 0 && q.ready.bytes > q.a.maxLenBytes)
+}
+
+// deadline is when e expires (unix ns), 0 if never.
+func (q *Queue) deadline(e *entry) int64 {
+	var d int64
+	if q.a.messageTTL >= 0 {
+		d = e.msg.ts + q.a.messageTTL*int64(time.Millisecond)
+	}
+	if x := e.msg.expiresAt; x != 0 && (d == 0 || x < d) {
+		d = x
+	}
+	return d
+}
+
+// cmdExpire drops expired messages from the head.
+func (q *Queue) cmdExpire(now int64) {
+	for {
+		e := q.ready.peek()
+		if e == nil {
+			return
+		}
+		// A message is expired once its deadline has passed, not at it:
+		// with a TTL of 0 it still reaches a consumer that can take it
+		// in the same publish, as in RabbitMQ.
+		if d := q.deadline(e); d == 0 || d >= now {
+			return
+		}
+		old, _ := q.ready.pop()
+		q.deadLetterLocked(old, "expired")
+	}
+}
+
+// cmdTake removes the next live message for delivery.
+func (q *Queue) cmdTake(now int64) (entry, bool) {
+	q.cmdExpire(now)
+	e, ok := q.ready.pop()
+	if ok {
+		e.deliveries++
+	}
+	return e, ok
+}
+
+// cmdSettle acknowledges seq.
+func (q *Queue) cmdSettle(seq uint64) (unackedEntry, bool) {
+	u, ok := q.unacked[seq]
+	if !ok {
+		return u, false
+	}
+	delete(q.unacked, seq)
+	q.releaseCredit(u.c)
+	if u.e.stored {
+		q.vh.b.store.DeleteMessage(q.id, seq)
+	}
+	return u, true
+}
+
+// cmdReturn puts an unacked message back (requeue) or drops it.
+func (q *Queue) cmdReturn(seq uint64, requeue bool) bool {
+	u, ok := q.unacked[seq]
+	if !ok {
+		return false
+	}
+	delete(q.unacked, seq)
+	q.releaseCredit(u.c)
+	if requeue {
+		q.ready.insert(u.e)
+	} else {
+		q.deadLetterLocked(u.e, "rejected")
+	}
+	return true
+}
+
+// cmdPurge drops every ready message.
+func (q *Queue) cmdPurge() int {
+	all := q.ready.clear()
+	for i := range all {
+		q.dropStored(&all[i])
+	}
+	return len(all)
+}
+
+func (q *Queue) releaseCredit(c *Consumer) {
+	if c == nil {
+		return
+	}
+	c.unacked--
+	if c.limit != nil && c.limit.release(1) {
+		q.kickLimits = appendLimit(q.kickLimits, c.limit)
+	}
+}
+
+func appendLimit(l []*Limit, x *Limit) []*Limit {
+	for _, e := range l {
+		if e == x {
+			return l
+		}
+	}
+	return append(l, x)
+}
+
+func (q *Queue) dropStored(e *entry) {
+	if e.stored {
+		q.vh.b.store.DeleteMessage(q.id, e.seq)
+		e.stored = false
+	}
+}
+
+// deadLetterLocked drops e, dead-lettering it if the queue has a DLX.
+func (q *Queue) deadLetterLocked(e entry, reason string) {
+	q.dropStored(&e)
+	if q.a.hasDLX {
+		q.pendingDL = append(q.pendingDL, deadLetter{msg: e.msg, reason: reason})
+	}
+}
+
+// --- publishing, delivery, acks ---
+
+// enqueue is called by VHost.publish for a routed message. data is the
+// encoded record if the message is to be stored. It returns false if the
+// queue refused the message.
+func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64) (accepted, stored, refused bool) {
+	q.mu.Lock()
+	if q.deleted {
+		q.mu.Unlock()
+		return false, false, false
+	}
+	e := entry{msg: m, seq: q.nextSeq}
+	q.nextSeq++
+	if data != nil && q.persisted() {
+		e.stored = true
+	}
+	ok, dropped := q.cmdEnqueue(e)
+	if !ok {
+		q.unlock()
+		return false, false, true
+	}
+	if dropped {
+		e.stored = false
+	}
+	if e.stored {
+		// Append inside the lock so that the store sees appends and
+		// deletes of this queue in order.
+		q.vh.b.store.AppendMessage(q.id, e.seq, data, done)
+	}
+	q.dispatchLocked(now)
+	q.scheduleExpiry(now)
+	q.unlock()
+	return true, e.stored, false
+}
+
+// dispatchLocked delivers ready messages to consumers with credit.
+func (q *Queue) dispatchLocked(now int64) {
+	for q.ready.n > 0 && len(q.consumers) > 0 {
+		c := q.pickConsumer()
+		if c == nil {
+			return
+		}
+		e, ok := q.cmdTake(now)
+		if !ok {
+			if !c.noAck && c.limit != nil {
+				c.limit.release(1)
+			}
+			return
+		}
+		if c.noAck {
+			q.dropStored(&e)
+		} else {
+			c.unacked++
+			q.unacked[e.seq] = unackedEntry{e: e, c: c}
+		}
+		if !c.sink.Deliver(Delivery{Queue: q, Consumer: c, Msg: e.msg, Seq: e.seq, Redelivered: e.deliveries > 1}) {
+			c.blocked = true
+		}
+	}
+	if q.ready.n > 0 {
+		q.cmdExpire(now)
+	}
+}
+
+// pickConsumer chooses the next consumer round-robin among those of the
+// highest priority that can take a message. It acquires the consumer's
+// channel limit credit.
+func (q *Queue) pickConsumer() *Consumer {
+	cs := q.consumers
+	if q.a.sac {
+		if cs[0].canTake() {
+			return cs[0]
+		}
+		return nil
+	}
+	for start := 0; start < len(cs); {
+		end := start + 1
+		for end < len(cs) && cs[end].priority == cs[start].priority {
+			end++
+		}
+		size := end - start
+		for k := 0; k < size; k++ {
+			i := start + (q.rr+k)%size
+			if cs[i].canTake() {
+				q.rr = (q.rr + k + 1) % size
+				return cs[i]
+			}
+		}
+		start = end
+	}
+	return nil
+}
+
+// Ack acknowledges a delivery.
+func (q *Queue) Ack(seq uint64) {
+	q.mu.Lock()
+	if u, ok := q.cmdSettle(seq); ok && u.c != nil {
+		q.dispatchLocked(nowNano())
+	}
+	q.unlock()
+}
+
+// AckMany acknowledges several deliveries at once.
+func (q *Queue) AckMany(seqs []uint64) {
+	q.mu.Lock()
+	for _, s := range seqs {
+		q.cmdSettle(s)
+	}
+	q.dispatchLocked(nowNano())
+	q.unlock()
+}
+
+// Reject returns deliveries to the queue (requeue, to their original
+// position, flagged redelivered) or drops them, dead-lettering them with
+// reason "rejected" if the queue has a dead-letter exchange.
+func (q *Queue) Reject(seqs []uint64, requeue bool) {
+	q.mu.Lock()
+	if requeue {
+		// Requeue in reverse so that inserts near the head stay cheap.
+		sort.Slice(seqs, func(i, j int) bool { return seqs[i] > seqs[j] })
+	}
+	for _, s := range seqs {
+		q.cmdReturn(s, requeue)
+	}
+	now := nowNano()
+	q.dispatchLocked(now)
+	q.scheduleExpiry(now)
+	q.unlock()
+}
+
+// Get takes one message (basic.get). With noAck false the message stays
+// unacked until Ack or Reject.
+func (q *Queue) Get(noAck bool) (Delivery, bool) {
+	q.mu.Lock()
+	now := nowNano()
+	q.lastUsed = now
+	e, ok := q.cmdTake(now)
+	if !ok {
+		q.unlock()
+		return Delivery{}, false
+	}
+	if noAck {
+		q.dropStored(&e)
+	} else {
+		q.unacked[e.seq] = unackedEntry{e: e}
+	}
+	d := Delivery{Queue: q, Msg: e.msg, Seq: e.seq, Redelivered: e.deliveries > 1, Remaining: q.ready.n}
+	q.scheduleExpiry(now)
+	q.unlock()
+	return d, true
+}
+
+// Purge removes every ready message and returns how many.
+func (q *Queue) Purge() int {
+	q.mu.Lock()
+	n := q.cmdPurge()
+	q.unlock()
+	return n
+}
+
+// --- consumers ---
+
+func (q *Queue) addConsumer(o ConsumeOpts) (*Consumer, error) {
+	q.mu.Lock()
+	if q.deleted {
+		q.mu.Unlock()
+		return nil, errorf(KindNotFound, "no queue '%s' in vhost '%s'", q.name, q.vh.name)
+	}
+	for _, c := range q.consumers {
+		if c.excl {
+			q.mu.Unlock()
+			return nil, errorf(KindAccessRefused, "queue '%s' in vhost '%s' in exclusive use", q.name, q.vh.name)
+		}
+	}
+	if o.Exclusive && len(q.consumers) > 0 {
+		q.mu.Unlock()
+		return nil, errorf(KindAccessRefused, "queue '%s' in vhost '%s' in exclusive use", q.name, q.vh.name)
+	}
+	c := &Consumer{q: q, tag: o.Tag, noAck: o.NoAck, excl: o.Exclusive, priority: o.Priority,
+		prefetch: o.Prefetch, limit: o.Limit, sink: o.Sink}
+	// Keep consumers sorted by priority, highest first, stable.
+	i := sort.Search(len(q.consumers), func(i int) bool { return q.consumers[i].priority < c.priority })
+	q.consumers = append(q.consumers, nil)
+	copy(q.consumers[i+1:], q.consumers[i:])
+	q.consumers[i] = c
+	q.hadCons = true
+	q.lastUsed = nowNano()
+	if c.limit != nil {
+		c.limit.attach(c)
+	}
+	q.dispatchLocked(nowNano())
+	q.unlock()
+	return c, nil
+}
+
+func (q *Queue) removeConsumer(c *Consumer) {
+	q.mu.Lock()
+	if c.cancelled {
+		q.mu.Unlock()
+		return
+	}
+	c.cancelled = true
+	for i, e := range q.consumers {
+		if e == c {
+			q.consumers = append(q.consumers[:i], q.consumers[i+1:]...)
+			break
+		}
+	}
+	if c.limit != nil {
+		c.limit.detach(c)
+	}
+	q.lastUsed = nowNano()
+	if len(q.consumers) == 0 && q.autoDelete && q.hadCons && !q.deleted {
+		q.autoDeleted = true
+	} else if q.a.sac {
+		// A new single active consumer takes over.
+		q.dispatchLocked(nowNano())
+	}
+	q.unlock()
+}
+
+// --- timers ---
+
+// scheduleExpiry arms the TTL timer for the head message, if any.
+func (q *Queue) scheduleExpiry(now int64) {
+	if q.a.messageTTL < 0 && !q.vh.anyExpiring.Load() {
+		return
+	}
+	e := q.ready.peek()
+	if e == nil {
+		return
+	}
+	d := q.deadline(e)
+	if d == 0 || (q.expAt != 0 && q.expAt <= d) {
+		return
+	}
+	q.expAt = d
+	wait := time.Duration(d - now)
+	if q.expTimer == nil {
+		q.expTimer = time.AfterFunc(wait, q.onExpiryTimer)
+	} else {
+		q.expTimer.Reset(wait)
+	}
+}
+
+func (q *Queue) onExpiryTimer() {
+	q.mu.Lock()
+	if q.deleted {
+		q.mu.Unlock()
+		return
+	}
+	q.expAt = 0
+	now := nowNano()
+	q.cmdExpire(now)
+	q.dispatchLocked(now)
+	q.scheduleExpiry(now)
+	q.unlock()
+}
+
+// armIdleTimer implements x-expires: the queue is deleted once it has had
+// no consumers and no basic.get or redeclare for that long.
+func (q *Queue) armIdleTimer() {
+	d := time.Duration(q.a.expires) * time.Millisecond
+	q.idleTimer = time.AfterFunc(d, q.onIdleTimer)
+}
+
+func (q *Queue) onIdleTimer() {
+	q.mu.Lock()
+	if q.deleted {
+		q.mu.Unlock()
+		return
+	}
+	idle := time.Duration(nowNano() - q.lastUsed)
+	ttl := time.Duration(q.a.expires) * time.Millisecond
+	if len(q.consumers) > 0 || idle < ttl {
+		wait := ttl - idle
+		if len(q.consumers) > 0 {
+			wait = ttl
+		}
+		q.idleTimer.Reset(wait)
+		q.mu.Unlock()
+		return
+	}
+	q.mu.Unlock()
+	q.vh.deleteQueue(q, false)
+}
+
+// touch records a use of the queue (redeclare), for x-expires.
+func (q *Queue) touch() {
+	q.mu.Lock()
+	q.lastUsed = nowNano()
+	q.mu.Unlock()
+}
+
+// markDeleted stops the queue and returns its consumers and the number of
+// messages it held. Called by VHost.deleteQueue.
+func (q *Queue) markDeleted() (n int) {
+	q.mu.Lock()
+	q.deleted = true
+	n = q.ready.n
+	q.ready.clear()
+	for _, c := range q.consumers {
+		c.cancelled = true
+		if c.limit != nil {
+			c.limit.detach(c)
+		}
+		c.sink.Cancelled(c)
+	}
+	q.consumers = nil
+	for seq, u := range q.unacked {
+		delete(q.unacked, seq)
+		q.releaseCredit(u.c)
+	}
+	if q.expTimer != nil {
+		q.expTimer.Stop()
+	}
+	if q.idleTimer != nil {
+		q.idleTimer.Stop()
+	}
+	q.pendingDL = nil
+	q.unlock()
+	return n
+}
+
+// recover loads a stored message at start-up.
+func (q *Queue) recoverMessage(seq uint64, m *Message) {
+	q.ready.push(entry{msg: m, seq: seq, stored: true})
+	if seq >= q.nextSeq {
+		q.nextSeq = seq + 1
+	}
+}
+
+func parseExpiration(s string) (int64, bool) {
+	if s == "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}

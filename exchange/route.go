@@ -1,0 +1,258 @@
+package exchange
+
+import (
+	"strings"
+)
+
+// binding is one edge of the routing graph: from a source exchange to a
+// queue or to another exchange.
+type binding struct {
+	src  *Exchange
+	q    *Queue    // destination queue, or nil
+	x    *Exchange // destination exchange, or nil
+	key  string
+	args Table
+
+	// headers exchange: parsed match rules.
+	matchAll  bool
+	matchXArg bool // "any-with-x"/"all-with-x": x- headers take part
+}
+
+func (b *binding) destName() string {
+	if b.q != nil {
+		return b.q.name
+	}
+	return b.x.name
+}
+
+// same reports whether b binds the same (destination, key, args) triple.
+func (b *binding) same(q *Queue, x *Exchange, key string, args Table) bool {
+	return b.q == q && b.x == x && b.key == key && tablesEqual(b.args, args)
+}
+
+// router holds one exchange's bindings in the shape its type routes by.
+type router interface {
+	add(b *binding)
+	remove(b *binding)
+	// route appends the bindings that match to out.
+	route(key string, headers Table, out []*binding) []*binding
+}
+
+func newRouter(kind string) router {
+	switch kind {
+	case KindDirect:
+		return &directRouter{m: map[string][]*binding{}}
+	case KindFanout:
+		return &fanoutRouter{}
+	case KindTopic:
+		return newTopicRouter()
+	case KindHeaders:
+		return &headersRouter{}
+	}
+	return nil
+}
+
+func removeBinding(list []*binding, b *binding) []*binding {
+	for i, e := range list {
+		if e == b {
+			copy(list[i:], list[i+1:])
+			list[len(list)-1] = nil
+			return list[:len(list)-1]
+		}
+	}
+	return list
+}
+
+// direct: exact routing key match.
+type directRouter struct{ m map[string][]*binding }
+
+func (r *directRouter) add(b *binding) { r.m[b.key] = append(r.m[b.key], b) }
+func (r *directRouter) remove(b *binding) {
+	l := removeBinding(r.m[b.key], b)
+	if len(l) == 0 {
+		delete(r.m, b.key)
+	} else {
+		r.m[b.key] = l
+	}
+}
+func (r *directRouter) route(key string, _ Table, out []*binding) []*binding {
+	return append(out, r.m[key]...)
+}
+
+// fanout: every binding.
+type fanoutRouter struct{ all []*binding }
+
+func (r *fanoutRouter) add(b *binding)    { r.all = append(r.all, b) }
+func (r *fanoutRouter) remove(b *binding) { r.all = removeBinding(r.all, b) }
+func (r *fanoutRouter) route(_ string, _ Table, out []*binding) []*binding {
+	return append(out, r.all...)
+}
+
+// topic: a trie of dot-separated words; '*' matches one word, '#' zero or more.
+type topicNode struct {
+	children map[string]*topicNode
+	bindings []*binding
+}
+
+type topicRouter struct{ root *topicNode }
+
+func newTopicRouter() *topicRouter { return &topicRouter{root: &topicNode{}} }
+
+func (r *topicRouter) add(b *binding) {
+	n := r.root
+	for _, w := range splitWords(b.key) {
+		if n.children == nil {
+			n.children = map[string]*topicNode{}
+		}
+		c := n.children[w]
+		if c == nil {
+			c = &topicNode{}
+			n.children[w] = c
+		}
+		n = c
+	}
+	n.bindings = append(n.bindings, b)
+}
+
+func (r *topicRouter) remove(b *binding) {
+	words := splitWords(b.key)
+	path := make([]*topicNode, 0, len(words)+1)
+	n := r.root
+	path = append(path, n)
+	for _, w := range words {
+		n = n.children[w]
+		if n == nil {
+			return
+		}
+		path = append(path, n)
+	}
+	n.bindings = removeBinding(n.bindings, b)
+	// Prune empty nodes bottom-up.
+	for i := len(words) - 1; i >= 0; i-- {
+		c := path[i+1]
+		if len(c.bindings) > 0 || len(c.children) > 0 {
+			break
+		}
+		delete(path[i].children, words[i])
+	}
+}
+
+// splitWords splits a routing key or pattern on '.'. The empty key is zero
+// words, as in RabbitMQ (rabbit_db_topic_exchange:split_topic_key).
+func splitWords(key string) []string {
+	if key == "" {
+		return nil
+	}
+	return strings.Split(key, ".")
+}
+
+func (r *topicRouter) route(key string, _ Table, out []*binding) []*binding {
+	start := len(out)
+	out = topicMatch(r.root, key, key == "", out)
+	return dedupeBindings(out, start)
+}
+
+// topicMatch walks the trie against the remaining routing key. done is true
+// when every word of the key has been consumed.
+func topicMatch(n *topicNode, rest string, done bool, out []*binding) []*binding {
+	if done {
+		out = append(out, n.bindings...)
+		// A trailing '#' matches zero words.
+		if h := n.children["#"]; h != nil {
+			out = topicMatch(h, "", true, out)
+		}
+		return out
+	}
+	word, tail, more := strings.Cut(rest, ".")
+	if n.children == nil {
+		return out
+	}
+	if c := n.children[word]; c != nil {
+		out = topicMatch(c, tail, !more, out)
+	}
+	if c := n.children["*"]; c != nil {
+		out = topicMatch(c, tail, !more, out)
+	}
+	if c := n.children["#"]; c != nil {
+		// '#' swallows zero words: try c against this word onwards...
+		out = topicMatch(c, rest, false, out)
+		// ...or one or more words.
+		r, d := rest, false
+		for !d {
+			_, t, m := strings.Cut(r, ".")
+			r, d = t, !m
+			out = topicMatch(c, r, d, out)
+		}
+	}
+	return out
+}
+
+func dedupeBindings(out []*binding, start int) []*binding {
+	if len(out)-start < 2 {
+		return out
+	}
+	j := start
+	for i := start; i < len(out); i++ {
+		dup := false
+		for k := start; k < j; k++ {
+			if out[k] == out[i] {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			out[j] = out[i]
+			j++
+		}
+	}
+	return out[:j]
+}
+
+// headers: match binding arguments against message headers.
+type headersRouter struct{ all []*binding }
+
+func (r *headersRouter) add(b *binding) {
+	b.matchAll = true
+	switch xm, _ := b.args["x-match"].(string); xm {
+	case "any":
+		b.matchAll = false
+	case "any-with-x":
+		b.matchAll, b.matchXArg = false, true
+	case "all-with-x":
+		b.matchXArg = true
+	}
+	r.all = append(r.all, b)
+}
+func (r *headersRouter) remove(b *binding) { r.all = removeBinding(r.all, b) }
+func (r *headersRouter) route(_ string, h Table, out []*binding) []*binding {
+	for _, b := range r.all {
+		if headersMatch(b, h) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func headersMatch(b *binding, h Table) bool {
+	considered := 0
+	for k, want := range b.args {
+		if strings.HasPrefix(k, "x-") && !b.matchXArg {
+			continue
+		}
+		if k == "x-match" {
+			continue
+		}
+		considered++
+		got, ok := h[k]
+		// A void (nil) binding value matches on presence alone.
+		hit := ok && (want == nil || valuesEqual(got, want))
+		if b.matchAll && !hit {
+			return false
+		}
+		if !b.matchAll && hit {
+			return true
+		}
+	}
+	_ = considered
+	return b.matchAll
+}

@@ -1,0 +1,35 @@
+package exchange
+
+// Store is what the core needs from durable storage. It is byte-oriented so
+// that the store package needs no core types; store.Badger and store.Memory
+// implement it (and store.Store, which has the same method set).
+//
+// Metadata writes are synchronous and durable when they return. Message
+// appends are asynchronous and group-committed: done is called (from the
+// store's writer goroutine) once the record is durable, or with an error.
+// Deletes are batched too and need no callback; a delete issued after an
+// append of the same key is applied after it.
+type Store interface {
+	// PutMeta stores a metadata record (vhost, exchange, queue, binding,
+	// user, permission...) under key, durably.
+	PutMeta(key string, val []byte) error
+	// DeleteMeta removes a metadata record, durably.
+	DeleteMeta(key string) error
+	// DeleteMetaPrefix removes every metadata record whose key starts with prefix.
+	DeleteMetaPrefix(prefix string) error
+	// LoadMeta calls fn for each record whose key starts with prefix, in key order.
+	LoadMeta(prefix string, fn func(key string, val []byte) error) error
+
+	// AppendMessage stores message seq of queue qid. done may be nil.
+	AppendMessage(qid, seq uint64, data []byte, done func(error))
+	// DeleteMessage removes message seq of queue qid (batched, not waited for).
+	DeleteMessage(qid, seq uint64)
+	// LoadMessages calls fn for each stored message of qid in seq order.
+	LoadMessages(qid uint64, fn func(seq uint64, data []byte) error) error
+	// DropMessages removes every message of qid.
+	DropMessages(qid uint64) error
+	// Sync waits until every append and delete issued so far is durable.
+	Sync() error
+	// Close flushes and closes the store.
+	Close() error
+}

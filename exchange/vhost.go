@@ -1,0 +1,852 @@
+package exchange
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ReplyToQueue is the pseudo-queue of RabbitMQ's direct reply-to.
+const ReplyToQueue = "amq.rabbitmq.reply-to"
+
+// VHost is a virtual host: a namespace of exchanges, queues and bindings.
+type VHost struct {
+	b    *Broker
+	name string
+
+	mu        sync.RWMutex
+	exchanges map[string]*Exchange
+	queues    map[string]*Queue
+	replyTo   map[string]*Queue
+
+	// anyExpiring is set once any message with a per-message expiration
+	// was published, so that queues without x-message-ttl check expiry.
+	anyExpiring atomic.Bool
+	closed      bool
+}
+
+func newVHost(b *Broker, name string) *VHost {
+	v := &VHost{b: b, name: name, exchanges: map[string]*Exchange{}, queues: map[string]*Queue{}, replyTo: map[string]*Queue{}}
+	for _, p := range predeclared {
+		x := &Exchange{vh: v, name: p.name, kind: p.kind, durable: true, router: newRouter(p.kind)}
+		v.exchanges[p.name] = x
+	}
+	return v
+}
+
+// Name is the vhost's name.
+func (v *VHost) Name() string { return v.name }
+
+func (v *VHost) key(kind, name string) string { return kind + "/" + v.name + "\x00" + name }
+
+func (v *VHost) errNoQueue(name string) error {
+	return errorf(KindNotFound, "no queue '%s' in vhost '%s'", name, v.name)
+}
+
+func (v *VHost) errNoExchange(name string) error {
+	return errorf(KindNotFound, "no exchange '%s' in vhost '%s'", name, v.name)
+}
+
+// --- exchanges ---
+
+// DeclareExchange declares (or, passively, checks) an exchange.
+func (v *VHost) DeclareExchange(name, kind string, o ExchangeOpts) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	x := v.exchanges[name]
+	if o.Passive {
+		if x == nil {
+			return v.errNoExchange(name)
+		}
+		return nil
+	}
+	if name == "" {
+		return errorf(KindAccessRefused, "operation not permitted on the default exchange")
+	}
+	if x != nil {
+		return x.equivalent(kind, o)
+	}
+	if strings.HasPrefix(name, "amq.") {
+		return errorf(KindAccessRefused, "exchange name '%s' contains reserved prefix 'amq.*'", name)
+	}
+	if !validKind(kind) {
+		return errorf(KindCommandInvalid, "invalid exchange type '%s'", kind)
+	}
+	x = &Exchange{vh: v, name: name, kind: kind, durable: o.Durable, autoDelete: o.AutoDelete,
+		internal: o.Internal, args: o.Args, router: newRouter(kind)}
+	if ae, ok := o.Args["alternate-exchange"].(string); ok {
+		x.alternate, x.hasAE = ae, true
+	}
+	if x.durable {
+		if err := v.b.store.PutMeta(v.key("exchange", name), encodeRecord(x.record())); err != nil {
+			return errorf(KindInternal, "store: %v", err)
+		}
+	}
+	v.exchanges[name] = x
+	return nil
+}
+
+func (x *Exchange) record() Table {
+	return Table{"type": x.kind, "durable": x.durable, "auto_delete": x.autoDelete,
+		"internal": x.internal, "args": x.args}
+}
+
+func (x *Exchange) equivalent(kind string, o ExchangeOpts) error {
+	ineq := func(arg string, got, cur any) error {
+		return errorf(KindPreconditionFailed, "inequivalent arg '%s' for exchange '%s' in vhost '%s': received '%v' but current is '%v'",
+			arg, x.name, x.vh.name, got, cur)
+	}
+	switch {
+	case kind != x.kind:
+		return ineq("type", kind, x.kind)
+	case o.Durable != x.durable:
+		return ineq("durable", o.Durable, x.durable)
+	case o.AutoDelete != x.autoDelete:
+		return ineq("auto_delete", o.AutoDelete, x.autoDelete)
+	case o.Internal != x.internal:
+		return ineq("internal", o.Internal, x.internal)
+	}
+	if !tablesEqual(stripXArgs(o.Args, "alternate-exchange"), stripXArgs(x.args, "alternate-exchange")) {
+		return ineq("alternate-exchange", o.Args["alternate-exchange"], x.args["alternate-exchange"])
+	}
+	return nil
+}
+
+func stripXArgs(t Table, keep ...string) Table {
+	out := Table{}
+	for _, k := range keep {
+		if v, ok := t[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// Exchange returns the named exchange, if it exists.
+func (v *VHost) Exchange(name string) (*Exchange, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	x, ok := v.exchanges[name]
+	return x, ok
+}
+
+// Exchanges returns all exchanges.
+func (v *VHost) Exchanges() []*Exchange {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	out := make([]*Exchange, 0, len(v.exchanges))
+	for _, x := range v.exchanges {
+		out = append(out, x)
+	}
+	return out
+}
+
+// DeleteExchange deletes an exchange and its bindings. Deleting one that
+// does not exist succeeds, as in RabbitMQ.
+func (v *VHost) DeleteExchange(name string, ifUnused bool) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if name == "" || strings.HasPrefix(name, "amq.") {
+		if name == "" {
+			return errorf(KindAccessRefused, "operation not permitted on the default exchange")
+		}
+		return errorf(KindAccessRefused, "deletion of system exchange '%s' in vhost '%s' refused", name, v.name)
+	}
+	x := v.exchanges[name]
+	if x == nil {
+		return nil
+	}
+	if ifUnused && len(x.bindings) > 0 {
+		return errorf(KindPreconditionFailed, "exchange '%s' in vhost '%s' in use", name, v.name)
+	}
+	return v.deleteExchangeLocked(x)
+}
+
+func (v *VHost) deleteExchangeLocked(x *Exchange) error {
+	for len(x.bindings) > 0 {
+		v.removeBindingLocked(x.bindings[len(x.bindings)-1], false)
+	}
+	for len(x.inbound) > 0 {
+		v.removeBindingLocked(x.inbound[len(x.inbound)-1], false)
+	}
+	delete(v.exchanges, x.name)
+	if x.durable {
+		if err := v.b.store.DeleteMeta(v.key("exchange", x.name)); err != nil {
+			return errorf(KindInternal, "store: %v", err)
+		}
+	}
+	return nil
+}
+
+// --- queues ---
+
+// QueueOpts describe a queue declaration.
+type QueueOpts struct {
+	Durable    bool
+	Exclusive  bool
+	AutoDelete bool
+	Args       Table
+	Passive    bool
+	Owner      any // the declaring connection
+}
+
+// QueueInfo answers a declaration.
+type QueueInfo struct {
+	Name      string
+	Messages  int
+	Consumers int
+}
+
+// DeclareQueue declares (or, passively, checks) a queue. An empty name makes
+// a server-named queue.
+func (v *VHost) DeclareQueue(name string, o QueueOpts) (QueueInfo, error) {
+	if name == ReplyToQueue && o.Passive {
+		return QueueInfo{Name: name}, nil
+	}
+	v.mu.Lock()
+	q := v.queues[name]
+	if q == nil && strings.HasPrefix(name, ReplyToQueue+".") && o.Passive {
+		q = v.replyTo[name]
+	}
+	if q != nil {
+		if q.exclusive && q.owner != o.Owner {
+			v.mu.Unlock()
+			return QueueInfo{}, errLocked(q)
+		}
+		if !o.Passive {
+			if err := q.equivalent(o); err != nil {
+				v.mu.Unlock()
+				return QueueInfo{}, err
+			}
+		}
+		v.mu.Unlock()
+		q.touch()
+		r, _, c := q.Stats()
+		return QueueInfo{Name: q.name, Messages: r, Consumers: c}, nil
+	}
+	if o.Passive {
+		v.mu.Unlock()
+		return QueueInfo{}, v.errNoQueue(name)
+	}
+	if name == "" {
+		name = "amq.gen-" + randomToken()
+	} else if strings.HasPrefix(name, "amq.") {
+		v.mu.Unlock()
+		return QueueInfo{}, errorf(KindAccessRefused, "queue name '%s' contains reserved prefix 'amq.*'", name)
+	}
+	a, err := parseQueueArgs(o.Args)
+	if err != nil {
+		v.mu.Unlock()
+		return QueueInfo{}, err
+	}
+	var owner any
+	if o.Exclusive {
+		owner = o.Owner
+	}
+	q = newQueue(v, name, v.b.nextQueueID(), o.Durable, o.Exclusive, o.AutoDelete, owner, o.Args, a)
+	if q.persisted() {
+		if err := v.b.store.PutMeta(v.key("queue", name), encodeRecord(q.record())); err != nil {
+			v.mu.Unlock()
+			return QueueInfo{}, errorf(KindInternal, "store: %v", err)
+		}
+	}
+	v.queues[name] = q
+	// Every queue is bound to the default exchange by its name; that
+	// binding is implicit (see route).
+	v.mu.Unlock()
+	return QueueInfo{Name: name}, nil
+}
+
+func errLocked(q *Queue) error {
+	return errorf(KindResourceLocked, "cannot obtain exclusive access to locked queue '%s' in vhost '%s'. It could be originally declared on another connection or the exclusive property value does not match that of the original declaration.", q.name, q.vh.name)
+}
+
+// persisted reports whether the queue's definition is stored. Exclusive
+// queues die with their connection, so they are never stored.
+func (q *Queue) persisted() bool { return q.durable && !q.exclusive }
+
+func (q *Queue) record() Table {
+	return Table{"id": q.id, "durable": q.durable, "auto_delete": q.autoDelete, "args": q.args}
+}
+
+func (q *Queue) equivalent(o QueueOpts) error {
+	ineq := func(arg string, got, cur any) error {
+		return errorf(KindPreconditionFailed, "inequivalent arg '%s' for queue '%s' in vhost '%s': received '%v' but current is '%v'",
+			arg, q.name, q.vh.name, got, cur)
+	}
+	switch {
+	case o.Durable != q.durable:
+		return ineq("durable", o.Durable, q.durable)
+	case o.Exclusive != q.exclusive:
+		return errLocked(q)
+	case o.AutoDelete != q.autoDelete:
+		return ineq("auto_delete", o.AutoDelete, q.autoDelete)
+	}
+	for _, k := range []string{"x-message-ttl", "x-expires", "x-max-length", "x-max-length-bytes", "x-overflow",
+		"x-dead-letter-exchange", "x-dead-letter-routing-key", "x-max-priority", "x-single-active-consumer", "x-queue-type"} {
+		a, aok := o.Args[k]
+		b, bok := q.args[k]
+		if aok != bok || (aok && !valuesEqual(a, b)) {
+			if k == "x-queue-type" && (!aok || !bok) {
+				continue // "classic" is the default
+			}
+			return ineq(k, a, b)
+		}
+	}
+	return nil
+}
+
+// Queue finds a queue for use by owner (exclusive queues only by theirs).
+func (v *VHost) Queue(name string, owner any) (*Queue, error) {
+	v.mu.RLock()
+	q := v.queues[name]
+	v.mu.RUnlock()
+	if q == nil {
+		return nil, v.errNoQueue(name)
+	}
+	if q.exclusive && q.owner != owner {
+		return nil, errLocked(q)
+	}
+	return q, nil
+}
+
+// Queues returns all queues.
+func (v *VHost) Queues() []*Queue {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	out := make([]*Queue, 0, len(v.queues))
+	for _, q := range v.queues {
+		out = append(out, q)
+	}
+	return out
+}
+
+// DeleteQueue deletes a queue and returns how many messages it held.
+// Deleting a queue that does not exist succeeds with 0, as in RabbitMQ.
+func (v *VHost) DeleteQueue(name string, ifUnused, ifEmpty bool, owner any) (int, error) {
+	v.mu.RLock()
+	q := v.queues[name]
+	v.mu.RUnlock()
+	if q == nil {
+		return 0, nil
+	}
+	if q.exclusive && q.owner != owner {
+		return 0, errLocked(q)
+	}
+	r, _, c := q.Stats()
+	if ifUnused && c > 0 {
+		return 0, errorf(KindPreconditionFailed, "queue '%s' in vhost '%s' in use", name, v.name)
+	}
+	if ifEmpty && r > 0 {
+		return 0, errorf(KindPreconditionFailed, "queue '%s' in vhost '%s' is not empty", name, v.name)
+	}
+	return v.deleteQueue(q, true)
+}
+
+// PurgeQueue removes a queue's ready messages.
+func (v *VHost) PurgeQueue(name string, owner any) (int, error) {
+	q, err := v.Queue(name, owner)
+	if err != nil {
+		return 0, err
+	}
+	return q.Purge(), nil
+}
+
+// deleteQueue removes q from the vhost, cancels its consumers and drops
+// its stored messages.
+func (v *VHost) deleteQueue(q *Queue, _ bool) (int, error) {
+	v.mu.Lock()
+	if v.queues[q.name] == q {
+		delete(v.queues, q.name)
+	} else if v.replyTo[q.name] == q {
+		delete(v.replyTo, q.name)
+	} else {
+		v.mu.Unlock()
+		return 0, nil
+	}
+	for len(q.bindings) > 0 {
+		v.removeBindingLocked(q.bindings[len(q.bindings)-1], true)
+	}
+	v.mu.Unlock()
+	n := q.markDeleted()
+	if q.persisted() {
+		if err := v.b.store.DeleteMeta(v.key("queue", q.name)); err != nil {
+			return n, errorf(KindInternal, "store: %v", err)
+		}
+		if err := v.b.store.DropMessages(q.id); err != nil {
+			return n, errorf(KindInternal, "store: %v", err)
+		}
+	}
+	return n, nil
+}
+
+// CloseOwner deletes the exclusive queues of a closing connection.
+func (v *VHost) CloseOwner(owner any) {
+	v.mu.RLock()
+	var mine []*Queue
+	for _, q := range v.queues {
+		if q.exclusive && q.owner == owner {
+			mine = append(mine, q)
+		}
+	}
+	v.mu.RUnlock()
+	for _, q := range mine {
+		v.deleteQueue(q, false)
+	}
+}
+
+// Consume adds a consumer to a queue.
+func (v *VHost) Consume(queue string, o ConsumeOpts) (*Consumer, error) {
+	q, err := v.Queue(queue, o.Owner)
+	if err != nil {
+		return nil, err
+	}
+	return q.addConsumer(o)
+}
+
+// ConsumeReplyTo starts a direct reply-to consumer (basic.consume on
+// amq.rabbitmq.reply-to). The consumer must be no-ack. The returned name is
+// what the front end writes into the reply-to property of messages the
+// same channel publishes with reply-to amq.rabbitmq.reply-to.
+func (v *VHost) ConsumeReplyTo(o ConsumeOpts) (*Consumer, string, error) {
+	if !o.NoAck {
+		return nil, "", errorf(KindPreconditionFailed, "reply consumer cannot acknowledge")
+	}
+	name := ReplyToQueue + "." + randomToken()
+	q := newQueue(v, name, 0, false, true, true, o.Owner, nil, queueArgs{messageTTL: -1, maxLen: -1, maxLenBytes: -1})
+	v.mu.Lock()
+	v.replyTo[name] = q
+	v.mu.Unlock()
+	c, err := q.addConsumer(o)
+	return c, name, err
+}
+
+func randomToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// --- bindings ---
+
+// BindQueue binds queue to exchange with key and args.
+func (v *VHost) BindQueue(queue, exchange, key string, args Table, owner any) error {
+	return v.bind(queue, true, exchange, key, args, owner)
+}
+
+// UnbindQueue removes a queue binding. Removing one that does not exist
+// succeeds, as in RabbitMQ.
+func (v *VHost) UnbindQueue(queue, exchange, key string, args Table, owner any) error {
+	return v.unbind(queue, true, exchange, key, args, owner)
+}
+
+// BindExchange binds destination exchange dst to source src.
+func (v *VHost) BindExchange(dst, src, key string, args Table) error {
+	return v.bind(dst, false, src, key, args, nil)
+}
+
+// UnbindExchange removes an exchange-to-exchange binding.
+func (v *VHost) UnbindExchange(dst, src, key string, args Table) error {
+	return v.unbind(dst, false, src, key, args, nil)
+}
+
+func (v *VHost) lookupBind(dst string, toQueue bool, src string, owner any) (*Exchange, *Queue, *Exchange, error) {
+	if src == "" || (dst == "" && !toQueue) {
+		return nil, nil, nil, errorf(KindAccessRefused, "operation not permitted on the default exchange")
+	}
+	sx := v.exchanges[src]
+	if sx == nil {
+		return nil, nil, nil, v.errNoExchange(src)
+	}
+	if toQueue {
+		q := v.queues[dst]
+		if q == nil {
+			return nil, nil, nil, v.errNoQueue(dst)
+		}
+		if q.exclusive && q.owner != owner {
+			return nil, nil, nil, errLocked(q)
+		}
+		return sx, q, nil, nil
+	}
+	dx := v.exchanges[dst]
+	if dx == nil {
+		return nil, nil, nil, v.errNoExchange(dst)
+	}
+	return sx, nil, dx, nil
+}
+
+func (v *VHost) bind(dst string, toQueue bool, src, key string, args Table, owner any) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	sx, q, dx, err := v.lookupBind(dst, toQueue, src, owner)
+	if err != nil {
+		return err
+	}
+	for _, b := range sx.bindings {
+		if b.same(q, dx, key, args) {
+			return nil
+		}
+	}
+	if sx.kind == KindHeaders {
+		if xm, ok := args["x-match"]; ok {
+			s, _ := xm.(string)
+			if s != "all" && s != "any" && s != "all-with-x" && s != "any-with-x" {
+				return errorf(KindPreconditionFailed, "Invalid x-match field value %v; expected all, any, all-with-x, or any-with-x", xm)
+			}
+		}
+	}
+	b := &binding{src: sx, q: q, x: dx, key: key, args: args}
+	if sx.durable && ((q != nil && q.persisted()) || (dx != nil && dx.durable)) {
+		if err := v.b.store.PutMeta(v.bindingKey(b), encodeRecord(b.record())); err != nil {
+			return errorf(KindInternal, "store: %v", err)
+		}
+	}
+	v.addBindingLocked(b)
+	return nil
+}
+
+func (v *VHost) addBindingLocked(b *binding) {
+	b.src.bindings = append(b.src.bindings, b)
+	b.src.router.add(b)
+	if b.q != nil {
+		b.q.bindings = append(b.q.bindings, b)
+	} else {
+		b.x.inbound = append(b.x.inbound, b)
+	}
+}
+
+func (v *VHost) unbind(dst string, toQueue bool, src, key string, args Table, owner any) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	sx, q, dx, err := v.lookupBind(dst, toQueue, src, owner)
+	if err != nil {
+		return err
+	}
+	for _, b := range sx.bindings {
+		if b.same(q, dx, key, args) {
+			v.removeBindingLocked(b, true)
+			return nil
+		}
+	}
+	return nil
+}
+
+// removeBindingLocked removes b; autoDelete lets an auto-delete source
+// exchange go with its last binding.
+func (v *VHost) removeBindingLocked(b *binding, autoDelete bool) {
+	sx := b.src
+	sx.bindings = removeBinding(sx.bindings, b)
+	sx.router.remove(b)
+	if b.q != nil {
+		b.q.bindings = removeBinding(b.q.bindings, b)
+	} else {
+		b.x.inbound = removeBinding(b.x.inbound, b)
+	}
+	_ = v.b.store.DeleteMeta(v.bindingKey(b))
+	if autoDelete && sx.autoDelete && len(sx.bindings) == 0 && v.exchanges[sx.name] == sx {
+		_ = v.deleteExchangeLocked(sx)
+	}
+}
+
+func (v *VHost) bindingKey(b *binding) string {
+	dk := "e"
+	if b.q != nil {
+		dk = "q"
+	}
+	e := enc{}
+	e.table(b.args)
+	return fmt.Sprintf("binding/%s\x00%s\x00%s%s\x00%s\x00%x", v.name, b.src.name, dk, b.destName(), b.key, e.b)
+}
+
+func (b *binding) record() Table {
+	dk := "exchange"
+	if b.q != nil {
+		dk = "queue"
+	}
+	return Table{"source": b.src.name, "destination": b.destName(), "destination_type": dk, "routing_key": b.key, "args": b.args}
+}
+
+// BindingInfo describes one binding, for listings.
+type BindingInfo struct {
+	Source, Destination, DestinationType, RoutingKey string
+	Args                                             Table
+}
+
+// Bindings lists every binding of the vhost (the implicit default-exchange
+// bindings are not included).
+func (v *VHost) Bindings() []BindingInfo {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	var out []BindingInfo
+	for _, x := range v.exchanges {
+		for _, b := range x.bindings {
+			r := b.record()
+			out = append(out, BindingInfo{Source: x.name, Destination: b.destName(), DestinationType: r["destination_type"].(string), RoutingKey: b.key, Args: b.args})
+		}
+	}
+	return out
+}
+
+// --- publishing ---
+
+// Confirmer receives the outcome of a publish that was pending.
+type Confirmer interface {
+	Confirm(tag uint64, ok bool)
+}
+
+// PublishOpts are per-publish options.
+type PublishOpts struct {
+	// Confirmer, if set, is told the outcome of a publish that returned
+	// Pending, exactly once, from another goroutine.
+	Confirmer Confirmer
+	Tag       uint64
+}
+
+// PublishResult is the outcome of a publish.
+type PublishResult struct {
+	// Routed is the number of queues (and reply-to consumers) the message
+	// reached.
+	Routed int
+	// Pending is true if the outcome waits for the store: the Confirmer
+	// will be called. Otherwise OK is final.
+	Pending bool
+	// OK is false if a queue refused the message (x-overflow reject-publish).
+	OK bool
+}
+
+type confirmWait struct {
+	c      Confirmer
+	tag    uint64
+	left   atomic.Int32
+	failed atomic.Bool
+}
+
+func (w *confirmWait) done(err error) {
+	if err != nil {
+		w.failed.Store(true)
+	}
+	if w.left.Add(-1) == 0 {
+		w.c.Confirm(w.tag, !w.failed.Load())
+	}
+}
+
+var routePool = sync.Pool{New: func() any { s := make([]*Queue, 0, 8); return &s }}
+
+// Publish routes m from m.Exchange by m.RoutingKey and enqueues it. The
+// message must not be modified afterwards.
+func (v *VHost) Publish(m *Message, o PublishOpts) (PublishResult, error) {
+	now := nowNano()
+	m.ts = now
+	if ms, ok := parseExpiration(m.Props.Expiration); ok {
+		m.expiresAt = now + ms*int64(time.Millisecond)
+		v.anyExpiring.Store(true)
+	}
+	return v.publish(m, o, now, nil)
+}
+
+func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) bool) (PublishResult, error) {
+	qs := routePool.Get().(*[]*Queue)
+	defer func() {
+		clear(*qs)
+		*qs = (*qs)[:0]
+		routePool.Put(qs)
+	}()
+	v.mu.RLock()
+	x := v.exchanges[m.Exchange]
+	if x == nil {
+		v.mu.RUnlock()
+		return PublishResult{}, v.errNoExchange(m.Exchange)
+	}
+	if x.internal {
+		v.mu.RUnlock()
+		return PublishResult{}, errorf(KindAccessRefused, "cannot publish to internal exchange '%s' in vhost '%s'", x.name, v.name)
+	}
+	*qs = v.routeLocked(x, m, *qs)
+	v.mu.RUnlock()
+
+	res := PublishResult{OK: true}
+	var data []byte
+	var wait *confirmWait
+	if m.Props.Persistent() {
+		for _, q := range *qs {
+			if q.persisted() {
+				data = encodeMessage(m, now, nil)
+				break
+			}
+		}
+		if data != nil && o.Confirmer != nil {
+			wait = &confirmWait{c: o.Confirmer, tag: o.Tag}
+			wait.left.Store(1) // held by this call until the end
+		}
+	}
+	var done func(error)
+	if wait != nil {
+		done = wait.done
+	}
+	for _, q := range *qs {
+		if skip != nil && skip(q) {
+			continue
+		}
+		if wait != nil {
+			wait.left.Add(1)
+		}
+		accepted, stored, refused := q.enqueue(m, data, done, now)
+		if wait != nil && !stored {
+			wait.left.Add(-1)
+		}
+		if accepted {
+			res.Routed++
+		} else if refused {
+			res.OK = false
+		}
+	}
+	if wait != nil {
+		if !res.OK {
+			wait.failed.Store(true)
+		}
+		if wait.left.Load() > 1 {
+			res.Pending = true
+			wait.done(nil) // drop this call's hold
+		} else if wait.failed.Load() {
+			// The store already answered, with an error: the outcome
+			// is final here and the Confirmer is not called.
+			res.OK = false
+		}
+	}
+	return res, nil
+}
+
+// routeLocked collects the queues m reaches from x, following
+// exchange-to-exchange bindings and alternate exchanges, each queue once.
+func (v *VHost) routeLocked(x *Exchange, m *Message, out []*Queue) []*Queue {
+	if x.name == "" {
+		if q := v.queues[m.RoutingKey]; q != nil {
+			return append(out, q)
+		}
+		if strings.HasPrefix(m.RoutingKey, ReplyToQueue+".") {
+			if q := v.replyTo[m.RoutingKey]; q != nil {
+				return append(out, q)
+			}
+		}
+		return out
+	}
+	var seen [8]*Exchange
+	return v.routeExchange(x, m, out, seen[:0])
+}
+
+func (v *VHost) routeExchange(x *Exchange, m *Message, out []*Queue, seen []*Exchange) []*Queue {
+	for _, s := range seen {
+		if s == x {
+			return out
+		}
+	}
+	seen = append(seen, x)
+	var bs [16]*binding
+	matched := x.router.route(m.RoutingKey, m.Props.Headers, bs[:0])
+	for _, b := range matched {
+		if b.q != nil {
+			dup := false
+			for _, q := range out {
+				if q == b.q {
+					dup = true
+					break
+				}
+			}
+			if !dup {
+				out = append(out, b.q)
+			}
+		} else {
+			out = v.routeExchange(b.x, m, out, seen)
+		}
+	}
+	// As RabbitMQ does, the AE is used only if none of x's own bindings
+	// matched, whatever its destinations then route to.
+	if len(matched) == 0 && x.hasAE {
+		if ae := v.exchanges[x.alternate]; ae != nil {
+			out = v.routeExchange(ae, m, out, seen)
+		}
+	}
+	return out
+}
+
+// --- dead-lettering ---
+
+// deadLetter republishes m from queue q to q's dead-letter exchange with an
+// x-death header as RabbitMQ writes it.
+func (v *VHost) deadLetter(q *Queue, m *Message, reason string) {
+	nm := &Message{Exchange: q.a.dlx, RoutingKey: m.RoutingKey, Props: m.Props, Body: m.Body}
+	if q.a.hasDLRK {
+		nm.RoutingKey = q.a.dlrk
+	}
+	h := make(Table, len(m.Props.Headers)+4)
+	for k, val := range m.Props.Headers {
+		h[k] = val
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	entry := Table{
+		"count":        int64(1),
+		"reason":       reason,
+		"queue":        q.name,
+		"time":         now,
+		"exchange":     m.Exchange,
+		"routing-keys": []any{m.RoutingKey},
+	}
+	if m.Props.Expiration != "" {
+		entry["original-expiration"] = m.Props.Expiration
+		nm.Props.Expiration = ""
+	}
+	deaths, _ := h["x-death"].([]any)
+	rest := make([]any, 0, len(deaths)+1)
+	for _, d := range deaths {
+		t, ok := asTable(d)
+		if ok && t["queue"] == q.name && t["reason"] == reason {
+			n, _ := asInt64(t["count"])
+			entry["count"] = n + 1
+			continue
+		}
+		rest = append(rest, d)
+	}
+	h["x-death"] = append([]any{entry}, rest...)
+	if _, ok := h["x-first-death-reason"]; !ok {
+		h["x-first-death-reason"] = reason
+		h["x-first-death-queue"] = q.name
+		h["x-first-death-exchange"] = m.Exchange
+	}
+	h["x-last-death-reason"] = reason
+	h["x-last-death-queue"] = q.name
+	h["x-last-death-exchange"] = m.Exchange
+	nm.Props.Headers = h
+	nowNs := nowNano()
+	nm.ts = nowNs
+	nm.expiresAt = 0
+	// Cycle detection: a message that would come back to a queue it died
+	// in, with no rejection on the way, is dropped (as RabbitMQ does).
+	rejected := false
+	for _, d := range h["x-death"].([]any) {
+		if t, ok := asTable(d); ok && t["reason"] == "rejected" {
+			rejected = true
+		}
+	}
+	skip := func(target *Queue) bool {
+		if rejected {
+			return false
+		}
+		for _, d := range h["x-death"].([]any) {
+			if t, ok := asTable(d); ok && t["queue"] == target.name {
+				return true
+			}
+		}
+		return false
+	}
+	v.mu.RLock()
+	_, ok := v.exchanges[nm.Exchange]
+	v.mu.RUnlock()
+	if !ok {
+		return
+	}
+	_, _ = v.publish(nm, PublishOpts{}, nowNs, skip)
+}

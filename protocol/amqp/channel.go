@@ -1,0 +1,784 @@
+package amqp
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"sync"
+	"sync/atomic"
+
+	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/amqp/wire"
+)
+
+type chanState uint8
+
+const (
+	chOpen    chanState = iota
+	chClosing           // we sent channel.close; waiting for close-ok
+)
+
+// unackedRef maps a delivery tag to the queue's handle.
+type unackedRef struct {
+	tag uint64
+	q   *exchange.Queue
+	seq uint64
+}
+
+// channel is one AMQP channel. Its methods run on the connection's reader
+// goroutine, except Deliver, Cancelled and Confirm, which the core calls.
+type channel struct {
+	c     *conn
+	id    uint16
+	state chanState
+
+	// Publishing (reader goroutine only).
+	pub       wire.BasicPublish
+	pubActive bool
+	pubHeader bool
+	pubProps  wire.Properties
+	pubSize   uint64
+	pubBody   []byte
+	permCache map[string]bool // exchange name → write permitted
+
+	// Confirms.
+	confirm bool
+	pubSeq  uint64
+
+	// Transactions (reader goroutine only).
+	tx      bool
+	txPubs  []txPublish
+	txAcks  []txAck
+	txError *wire.Error
+
+	// Consumers (reader goroutine; read by sinks only through their own fields).
+	consumers map[string]*sink
+	prefetch  int // basic.qos global=false: for new consumers
+	limit     exchange.Limit
+	replyTo   string // direct reply-to name, once consuming it
+
+	// Deliveries: tag counter and unacked list, under dmu.
+	dmu     sync.Mutex
+	nextTag uint64
+	unacked []unackedRef
+	uhead   int
+	scratch []uint64 // reader goroutine: seqs to ack per queue
+}
+
+type txPublish struct {
+	msg       *exchange.Message
+	mandatory bool
+}
+
+type txAck struct {
+	tag               uint64
+	multiple, requeue bool
+	ack               bool
+}
+
+func newChannel(c *conn, id uint16) *channel {
+	ch := &channel{c: c, id: id, consumers: map[string]*sink{}}
+	return ch
+}
+
+// method runs one method received on the channel.
+func (ch *channel) method(m wire.Method) error {
+	if ch.state == chClosing {
+		switch m.(type) {
+		case *wire.ChannelCloseOK:
+			ch.c.removeChannel(ch.id)
+		case *wire.ChannelClose:
+			ch.c.send(ch.id, &wire.ChannelCloseOK{})
+		}
+		return nil
+	}
+	if ch.pubActive {
+		return connErr(wire.UnexpectedFrame, m, "expected content header for class 60, got non content header frame instead")
+	}
+	err := ch.dispatch(m)
+	if err == nil {
+		return nil
+	}
+	we := protoError(err, m)
+	if we.ConnectionScope {
+		return we
+	}
+	ch.close(we)
+	return nil
+}
+
+// close closes the channel from our side with a channel error.
+func (ch *channel) close(we *wire.Error) {
+	ch.c.log.Debug("channel error", "channel", ch.id, "code", we.Code, "text", we.Text)
+	ch.cleanup()
+	ch.state = chClosing
+	ch.c.send(ch.id, &wire.ChannelClose{ReplyCode: we.Code, ReplyText: we.Text, ReplyClassID: we.ClassID, ReplyMethodID: we.MethodID})
+}
+
+// cleanup cancels the channel's consumers and requeues its unacked messages.
+func (ch *channel) cleanup() {
+	for tag, s := range ch.consumers {
+		s.cons.Cancel()
+		delete(ch.consumers, tag)
+	}
+	ch.dmu.Lock()
+	refs := ch.unacked[ch.uhead:]
+	ch.unacked, ch.uhead = nil, 0
+	ch.dmu.Unlock()
+	ch.requeue(refs, true)
+	ch.txPubs, ch.txAcks = nil, nil
+	ch.pubActive = false
+}
+
+// requeue returns deliveries to their queues (or drops them), grouped by queue.
+func (ch *channel) requeue(refs []unackedRef, requeue bool) {
+	for len(refs) > 0 {
+		q := refs[0].q
+		seqs := ch.scratch[:0]
+		rest := refs[:0]
+		for _, r := range refs {
+			if r.q == nil {
+				continue
+			}
+			if r.q == q {
+				seqs = append(seqs, r.seq)
+			} else {
+				rest = append(rest, r)
+			}
+		}
+		if q != nil && len(seqs) > 0 {
+			q.Reject(seqs, requeue)
+		}
+		ch.scratch = seqs[:0]
+		refs = rest
+	}
+}
+
+func (ch *channel) vh() *exchange.VHost { return ch.c.vh }
+
+func (ch *channel) check(perm auth.Perm, kind, name string) error {
+	if kind == "exchange" && name == "" {
+		name = auth.DefaultExchangeName
+	}
+	return ch.c.s.users.Check(ch.c.user, ch.c.vh.Name(), perm, kind, name)
+}
+
+func randomTag(prefix string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func (ch *channel) dispatch(m wire.Method) error {
+	vh := ch.vh()
+	switch m := m.(type) {
+	case *wire.ChannelOpen:
+		return connErr(wire.ChannelError, m, "second 'channel.open' seen")
+	case *wire.ChannelClose:
+		ch.cleanup()
+		ch.c.removeChannel(ch.id)
+		ch.c.send(ch.id, &wire.ChannelCloseOK{})
+		return nil
+	case *wire.ChannelCloseOK:
+		return nil
+	case *wire.ChannelFlow:
+		// As RabbitMQ: a client may not ask the server to stop deliveries
+		// with channel.flow (basic.qos is the way to limit them).
+		if !m.Active {
+			return connErr(wire.NotImplemented, m, "active=false")
+		}
+		ch.c.send(ch.id, &wire.ChannelFlowOK{Active: true})
+		return nil
+	case *wire.ChannelFlowOK:
+		return nil
+
+	case *wire.ExchangeDeclare:
+		if !m.Passive {
+			if err := ch.check(auth.Configure, "exchange", m.Exchange); err != nil {
+				return err
+			}
+			if ae, ok := m.Arguments["alternate-exchange"].(string); ok {
+				if err := ch.check(auth.Write, "exchange", ae); err != nil {
+					return err
+				}
+			}
+		}
+		if !m.Passive && m.Type == "" {
+			return connErr(wire.CommandInvalid, m, "invalid exchange type ''")
+		}
+		err := vh.DeclareExchange(m.Exchange, m.Type, exchange.ExchangeOpts{Durable: m.Durable, AutoDelete: m.AutoDelete,
+			Internal: m.Internal, Args: m.Arguments, Passive: m.Passive})
+		if err != nil {
+			return err
+		}
+		if !m.NoWait {
+			ch.c.send(ch.id, &wire.ExchangeDeclareOK{})
+		}
+		return nil
+	case *wire.ExchangeDelete:
+		if err := ch.check(auth.Configure, "exchange", m.Exchange); err != nil {
+			return err
+		}
+		if err := vh.DeleteExchange(m.Exchange, m.IfUnused); err != nil {
+			return err
+		}
+		if !m.NoWait {
+			ch.c.send(ch.id, &wire.ExchangeDeleteOK{})
+		}
+		return nil
+	case *wire.ExchangeBind:
+		if err := ch.bindPerms(m.Destination, "exchange", m.Source); err != nil {
+			return err
+		}
+		if err := vh.BindExchange(m.Destination, m.Source, m.RoutingKey, m.Arguments); err != nil {
+			return err
+		}
+		if !m.NoWait {
+			ch.c.send(ch.id, &wire.ExchangeBindOK{})
+		}
+		return nil
+	case *wire.ExchangeUnbind:
+		if err := ch.bindPerms(m.Destination, "exchange", m.Source); err != nil {
+			return err
+		}
+		if err := vh.UnbindExchange(m.Destination, m.Source, m.RoutingKey, m.Arguments); err != nil {
+			return err
+		}
+		if !m.NoWait {
+			ch.c.send(ch.id, &wire.ExchangeUnbindOK{})
+		}
+		return nil
+
+	case *wire.QueueDeclare:
+		return ch.queueDeclare(m)
+	case *wire.QueueBind:
+		if err := ch.bindPerms(m.Queue, "queue", m.Exchange); err != nil {
+			return err
+		}
+		if err := vh.BindQueue(m.Queue, m.Exchange, m.RoutingKey, m.Arguments, ch.c); err != nil {
+			return err
+		}
+		if !m.NoWait {
+			ch.c.send(ch.id, &wire.QueueBindOK{})
+		}
+		return nil
+	case *wire.QueueUnbind:
+		if err := ch.bindPerms(m.Queue, "queue", m.Exchange); err != nil {
+			return err
+		}
+		if err := vh.UnbindQueue(m.Queue, m.Exchange, m.RoutingKey, m.Arguments, ch.c); err != nil {
+			return err
+		}
+		ch.c.send(ch.id, &wire.QueueUnbindOK{})
+		return nil
+	case *wire.QueuePurge:
+		if err := ch.check(auth.Read, "queue", m.Queue); err != nil {
+			return err
+		}
+		n, err := vh.PurgeQueue(m.Queue, ch.c)
+		if err != nil {
+			return err
+		}
+		if !m.NoWait {
+			ch.c.send(ch.id, &wire.QueuePurgeOK{MessageCount: uint32(n)})
+		}
+		return nil
+	case *wire.QueueDelete:
+		if err := ch.check(auth.Configure, "queue", m.Queue); err != nil {
+			return err
+		}
+		n, err := vh.DeleteQueue(m.Queue, m.IfUnused, m.IfEmpty, ch.c)
+		if err != nil {
+			return err
+		}
+		if !m.NoWait {
+			ch.c.send(ch.id, &wire.QueueDeleteOK{MessageCount: uint32(n)})
+		}
+		return nil
+
+	case *wire.BasicQos:
+		if m.PrefetchSize != 0 {
+			return connErr(wire.NotImplemented, m, "prefetch_size!=0 (%d)", m.PrefetchSize)
+		}
+		if m.Global {
+			ch.limit.SetMax(int(m.PrefetchCount))
+		} else {
+			ch.prefetch = int(m.PrefetchCount)
+		}
+		ch.c.send(ch.id, &wire.BasicQosOK{})
+		return nil
+	case *wire.BasicConsume:
+		return ch.consume(m)
+	case *wire.BasicCancel:
+		if s, ok := ch.consumers[m.ConsumerTag]; ok {
+			delete(ch.consumers, m.ConsumerTag)
+			s.cons.Cancel()
+		}
+		if !m.NoWait {
+			ch.c.send(ch.id, &wire.BasicCancelOK{ConsumerTag: m.ConsumerTag})
+		}
+		return nil
+	case *wire.BasicPublish:
+		if m.Immediate {
+			return connErr(wire.NotImplemented, m, "immediate=true")
+		}
+		ch.pub = *m
+		ch.pubActive = true
+		ch.pubHeader = false
+		return nil
+	case *wire.BasicGet:
+		return ch.get(m)
+	case *wire.BasicAck:
+		return ch.settle(m, m.DeliveryTag, m.Multiple, true, false)
+	case *wire.BasicNack:
+		return ch.settle(m, m.DeliveryTag, m.Multiple, false, m.Requeue)
+	case *wire.BasicReject:
+		return ch.settle(m, m.DeliveryTag, false, false, m.Requeue)
+	case *wire.BasicRecover:
+		ch.recover()
+		ch.c.send(ch.id, &wire.BasicRecoverOK{})
+		return nil
+	case *wire.BasicRecoverAsync:
+		ch.recover()
+		return nil
+
+	case *wire.ConfirmSelect:
+		if ch.tx {
+			return chanErr(wire.PreconditionFailed, m, "cannot switch from tx to confirm mode")
+		}
+		ch.confirm = true
+		if !m.NoWait {
+			ch.c.send(ch.id, &wire.ConfirmSelectOK{})
+		}
+		return nil
+	case *wire.TxSelect:
+		if ch.confirm {
+			return chanErr(wire.PreconditionFailed, m, "cannot switch from confirm to tx mode")
+		}
+		ch.tx = true
+		ch.c.send(ch.id, &wire.TxSelectOK{})
+		return nil
+	case *wire.TxCommit:
+		if !ch.tx {
+			return chanErr(wire.PreconditionFailed, m, "channel is not transactional")
+		}
+		if err := ch.commit(); err != nil {
+			return err
+		}
+		ch.c.send(ch.id, &wire.TxCommitOK{})
+		return nil
+	case *wire.TxRollback:
+		if !ch.tx {
+			return chanErr(wire.PreconditionFailed, m, "channel is not transactional")
+		}
+		ch.txPubs, ch.txAcks = nil, nil
+		ch.c.send(ch.id, &wire.TxRollbackOK{})
+		return nil
+	}
+	return connErr(wire.CommandInvalid, m, "unexpected method %s from client", m.Name())
+}
+
+// bindPerms checks RabbitMQ's binding permissions: write on the
+// destination, read on the source exchange.
+func (ch *channel) bindPerms(dst, dstKind, src string) error {
+	if err := ch.check(auth.Write, dstKind, dst); err != nil {
+		return err
+	}
+	return ch.check(auth.Read, "exchange", src)
+}
+
+func (ch *channel) queueDeclare(m *wire.QueueDeclare) error {
+	name := m.Queue
+	if !m.Passive || name != "" {
+		if err := ch.check(auth.Configure, "queue", name); err != nil && !m.Passive {
+			return err
+		}
+	}
+	if m.Passive && name == "" {
+		return chanErr(wire.NotFound, m, "no queue '' in vhost '%s'", ch.vh().Name())
+	}
+	if name == exchange.ReplyToQueue || (len(name) > len(exchange.ReplyToQueue) && name[:len(exchange.ReplyToQueue)+1] == exchange.ReplyToQueue+".") {
+		if !m.Passive {
+			return chanErr(wire.AccessRefused, m, "queue name '%s' contains reserved prefix 'amq.*'", name)
+		}
+	}
+	info, err := ch.vh().DeclareQueue(name, exchange.QueueOpts{Durable: m.Durable, Exclusive: m.Exclusive,
+		AutoDelete: m.AutoDelete, Args: m.Arguments, Passive: m.Passive, Owner: ch.c})
+	if err != nil {
+		return err
+	}
+	if !m.NoWait {
+		ch.c.send(ch.id, &wire.QueueDeclareOK{Queue: info.Name, MessageCount: uint32(info.Messages), ConsumerCount: uint32(info.Consumers)})
+	}
+	return nil
+}
+
+func (ch *channel) consume(m *wire.BasicConsume) error {
+	tag := m.ConsumerTag
+	if tag == "" {
+		tag = randomTag("amq.ctag-")
+	}
+	if old, dup := ch.consumers[tag]; dup {
+		if !old.gone.Load() {
+			return connErr(wire.NotAllowed, m, "attempt to reuse consumer tag '%s'", tag)
+		}
+		delete(ch.consumers, tag)
+	}
+	s := &sink{ch: ch, tag: tag, noAck: m.NoAck}
+	o := exchange.ConsumeOpts{Tag: tag, NoAck: m.NoAck, Exclusive: m.Exclusive, Sink: s, Owner: ch.c,
+		Prefetch: ch.prefetch, Limit: &ch.limit}
+	if p, ok := m.Arguments["x-priority"]; ok {
+		n, ok := toInt(p)
+		if !ok {
+			return chanErr(wire.PreconditionFailed, m, "invalid arg 'x-priority' for consumer")
+		}
+		o.Priority = n
+	}
+	if m.Queue == exchange.ReplyToQueue {
+		if ch.replyTo != "" {
+			return chanErr(wire.PreconditionFailed, m, "reply consumer already set")
+		}
+		cons, name, err := ch.vh().ConsumeReplyTo(o)
+		if err != nil {
+			return err
+		}
+		ch.replyTo = name
+		s.cons = cons
+		ch.consumers[tag] = s
+		if !m.NoWait {
+			ch.c.send(ch.id, &wire.BasicConsumeOK{ConsumerTag: tag})
+		}
+		return nil
+	}
+	if err := ch.check(auth.Read, "queue", m.Queue); err != nil {
+		return err
+	}
+	// The consume-ok must precede the first delivery: hold the delivery
+	// lock so that dispatch inside Consume waits for it.
+	ch.dmu.Lock()
+	s.pending = true
+	ch.dmu.Unlock()
+	cons, err := ch.vh().Consume(m.Queue, o)
+	if err != nil {
+		return err
+	}
+	s.cons = cons
+	ch.consumers[tag] = s
+	if !m.NoWait {
+		ch.c.send(ch.id, &wire.BasicConsumeOK{ConsumerTag: tag})
+	}
+	s.release()
+	return nil
+}
+
+func toInt(v any) (int, bool) {
+	switch n := v.(type) {
+	case int8:
+		return int(n), true
+	case uint8:
+		return int(n), true
+	case int16:
+		return int(n), true
+	case uint16:
+		return int(n), true
+	case int32:
+		return int(n), true
+	case uint32:
+		return int(n), true
+	case int64:
+		return int(n), true
+	case int:
+		return n, true
+	}
+	return 0, false
+}
+
+func (ch *channel) get(m *wire.BasicGet) error {
+	if err := ch.check(auth.Read, "queue", m.Queue); err != nil {
+		return err
+	}
+	q, err := ch.vh().Queue(m.Queue, ch.c)
+	if err != nil {
+		return err
+	}
+	// Take the message and assign its tag under dmu so that tags stay in
+	// order with deliveries.
+	ch.dmu.Lock()
+	d, ok := q.Get(m.NoAck)
+	if !ok {
+		ch.dmu.Unlock()
+		ch.c.send(ch.id, &wire.BasicGetEmpty{})
+		return nil
+	}
+	ch.nextTag++
+	tag := ch.nextTag
+	if !m.NoAck {
+		ch.unacked = append(ch.unacked, unackedRef{tag: tag, q: q, seq: d.Seq})
+	}
+	ch.c.wmu.Lock()
+	gm := wire.BasicGetOK{DeliveryTag: tag, Redelivered: d.Redelivered, Exchange: d.Msg.Exchange,
+		RoutingKey: d.Msg.RoutingKey, MessageCount: uint32(d.Remaining)}
+	ch.c.appendContentLocked(ch.id, &gm, d.Msg)
+	ch.c.wmu.Unlock()
+	ch.dmu.Unlock()
+	return nil
+}
+
+// settle handles basic.ack, basic.nack and basic.reject.
+func (ch *channel) settle(m wire.Method, tag uint64, multiple, ack, requeue bool) error {
+	if ch.tx {
+		if err := ch.checkTag(m, tag, multiple); err != nil {
+			return err
+		}
+		ch.txAcks = append(ch.txAcks, txAck{tag: tag, multiple: multiple, requeue: requeue, ack: ack})
+		return nil
+	}
+	refs, err := ch.take(m, tag, multiple)
+	if err != nil {
+		return err
+	}
+	ch.apply(refs, ack, requeue)
+	return nil
+}
+
+func (ch *channel) apply(refs []unackedRef, ack, requeue bool) {
+	if !ack {
+		ch.requeue(refs, requeue)
+		return
+	}
+	for len(refs) > 0 {
+		q := refs[0].q
+		seqs := ch.scratch[:0]
+		rest := refs[:0]
+		for _, r := range refs {
+			if r.q == q {
+				seqs = append(seqs, r.seq)
+			} else {
+				rest = append(rest, r)
+			}
+		}
+		if len(seqs) == 1 {
+			q.Ack(seqs[0])
+		} else {
+			q.AckMany(seqs)
+		}
+		ch.scratch = seqs[:0]
+		refs = rest
+	}
+}
+
+// checkTag verifies a tag without taking it (for transactions).
+func (ch *channel) checkTag(m wire.Method, tag uint64, multiple bool) error {
+	ch.dmu.Lock()
+	defer ch.dmu.Unlock()
+	if multiple && tag == 0 {
+		return nil
+	}
+	if i := ch.find(tag); i < 0 {
+		return chanErr(wire.PreconditionFailed, m, "unknown delivery tag %d", tag)
+	}
+	return nil
+}
+
+// find returns the index in unacked of tag, or -1.
+func (ch *channel) find(tag uint64) int {
+	lo, hi := ch.uhead, len(ch.unacked)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if ch.unacked[mid].tag < tag {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo < len(ch.unacked) && ch.unacked[lo].tag == tag && ch.unacked[lo].q != nil {
+		return lo
+	}
+	return -1
+}
+
+// take removes tag (or every tag up to it, with multiple; tag 0 with
+// multiple means all) from the unacked list.
+func (ch *channel) take(m wire.Method, tag uint64, multiple bool) ([]unackedRef, error) {
+	ch.dmu.Lock()
+	defer ch.dmu.Unlock()
+	if multiple {
+		end := len(ch.unacked)
+		if tag != 0 {
+			lo, hi := ch.uhead, len(ch.unacked)
+			for lo < hi {
+				mid := (lo + hi) / 2
+				if ch.unacked[mid].tag <= tag {
+					lo = mid + 1
+				} else {
+					hi = mid
+				}
+			}
+			end = lo
+			if ch.find(tag) < 0 {
+				return nil, chanErr(wire.PreconditionFailed, m, "unknown delivery tag %d", tag)
+			}
+		}
+		out := make([]unackedRef, 0, end-ch.uhead)
+		for i := ch.uhead; i < end; i++ {
+			if ch.unacked[i].q != nil {
+				out = append(out, ch.unacked[i])
+			}
+		}
+		ch.uhead = end
+		ch.compact()
+		return out, nil
+	}
+	i := ch.find(tag)
+	if i < 0 {
+		return nil, chanErr(wire.PreconditionFailed, m, "unknown delivery tag %d", tag)
+	}
+	r := ch.unacked[i]
+	ch.unacked[i].q = nil
+	for ch.uhead < len(ch.unacked) && ch.unacked[ch.uhead].q == nil {
+		ch.uhead++
+	}
+	ch.compact()
+	return []unackedRef{r}, nil
+}
+
+// compact drops the settled prefix of the unacked list. Called with dmu.
+func (ch *channel) compact() {
+	if ch.uhead == len(ch.unacked) {
+		ch.unacked, ch.uhead = ch.unacked[:0], 0
+		return
+	}
+	if ch.uhead > 1024 && ch.uhead*2 > len(ch.unacked) {
+		n := copy(ch.unacked, ch.unacked[ch.uhead:])
+		ch.unacked, ch.uhead = ch.unacked[:n], 0
+	}
+}
+
+// recover requeues every unacked delivery of the channel.
+func (ch *channel) recover() {
+	ch.dmu.Lock()
+	refs := append([]unackedRef(nil), ch.unacked[ch.uhead:]...)
+	ch.unacked, ch.uhead = ch.unacked[:0], 0
+	ch.dmu.Unlock()
+	ch.requeue(refs, true)
+}
+
+func (ch *channel) commit() error {
+	pubs, acks := ch.txPubs, ch.txAcks
+	ch.txPubs, ch.txAcks = nil, nil
+	var wg sync.WaitGroup
+	tc := &txConfirm{wg: &wg}
+	for _, p := range pubs {
+		wg.Add(1)
+		res, err := ch.vh().Publish(p.msg, exchange.PublishOpts{Confirmer: tc})
+		if err != nil {
+			wg.Done()
+			return err
+		}
+		if !res.Pending {
+			wg.Done()
+		}
+		if res.Routed == 0 && p.mandatory {
+			ch.sendReturn(p.msg)
+		}
+	}
+	for _, a := range acks {
+		refs, err := ch.take(nil, a.tag, a.multiple)
+		if err != nil {
+			return err
+		}
+		ch.apply(refs, a.ack, a.requeue)
+	}
+	wg.Wait()
+	return nil
+}
+
+type txConfirm struct{ wg *sync.WaitGroup }
+
+func (t *txConfirm) Confirm(uint64, bool) { t.wg.Done() }
+
+func (ch *channel) sendReturn(msg *exchange.Message) {
+	ch.c.wmu.Lock()
+	r := wire.BasicReturn{ReplyCode: wire.NoRoute, ReplyText: "NO_ROUTE", Exchange: msg.Exchange, RoutingKey: msg.RoutingKey}
+	ch.c.appendContentLocked(ch.id, &r, msg)
+	ch.c.wmu.Unlock()
+}
+
+// --- the consumer sink ---
+
+// sink delivers a consumer's messages onto its channel.
+type sink struct {
+	ch      *channel
+	tag     string
+	noAck   bool
+	cons    *exchange.Consumer
+	pending bool                // consume-ok not yet sent; under ch.dmu
+	gone    atomic.Bool         // cancelled by the core
+	held    []exchange.Delivery // deliveries before consume-ok; under ch.dmu
+}
+
+// release sends deliveries held back until consume-ok was queued.
+func (s *sink) release() {
+	ch := s.ch
+	ch.dmu.Lock()
+	s.pending = false
+	held := s.held
+	s.held = nil
+	for _, d := range held {
+		s.write(d)
+	}
+	ch.dmu.Unlock()
+}
+
+// Deliver implements exchange.Sink.
+func (s *sink) Deliver(d exchange.Delivery) bool {
+	ch := s.ch
+	ch.dmu.Lock()
+	if s.pending {
+		s.held = append(s.held, d)
+		ch.dmu.Unlock()
+		return true
+	}
+	ok := s.write(d)
+	ch.dmu.Unlock()
+	return ok
+}
+
+// write assigns the delivery tag and encodes the delivery. Called with dmu.
+func (s *sink) write(d exchange.Delivery) bool {
+	ch := s.ch
+	ch.nextTag++
+	tag := ch.nextTag
+	if !s.noAck {
+		ch.unacked = append(ch.unacked, unackedRef{tag: tag, q: d.Queue, seq: d.Seq})
+	}
+	c := ch.c
+	c.wmu.Lock()
+	c.deliver = wire.BasicDeliver{ConsumerTag: s.tag, DeliveryTag: tag, Redelivered: d.Redelivered,
+		Exchange: d.Msg.Exchange, RoutingKey: d.Msg.RoutingKey}
+	ok := c.appendContentLocked(ch.id, &c.deliver, d.Msg)
+	if !ok && d.Consumer != nil {
+		c.paused = append(c.paused, d.Consumer)
+	}
+	c.wmu.Unlock()
+	return ok
+}
+
+// Cancelled implements exchange.Sink: the queue went away.
+func (s *sink) Cancelled(*exchange.Consumer) {
+	s.gone.Store(true)
+	c := s.ch.c
+	if !c.capCancel {
+		return
+	}
+	c.wmu.Lock()
+	if !c.wclosed {
+		var err error
+		var b []byte
+		if b, err = wire.AppendMethodFrame(c.out, s.ch.id, &wire.BasicCancel{ConsumerTag: s.tag, NoWait: true}); err == nil {
+			c.out = b
+		}
+		c.queued()
+	}
+	c.wmu.Unlock()
+}

@@ -1,0 +1,651 @@
+package amqp
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/amqp/wire"
+)
+
+// Output buffer watermarks: above high, consumers are paused until the
+// writer has brought the buffer below low.
+const (
+	outHigh = 4 << 20
+	outLow  = 1 << 20
+)
+
+const version = "0.1.0"
+
+type conn struct {
+	s    *Server
+	nc   net.Conn
+	id   uint64
+	name string
+	r    *bufio.Reader
+	log  interface {
+		Debug(string, ...any)
+		Info(string, ...any)
+		Warn(string, ...any)
+	}
+
+	// Negotiated at handshake; read-only afterwards.
+	frameMax    uint32
+	channelMax  uint16
+	heartbeat   time.Duration
+	user        *auth.User
+	vh          *exchange.VHost
+	clientProps wire.Table
+	capCancel   bool // consumer_cancel_notify
+	connectedAt time.Time
+
+	chmu     sync.Mutex
+	channels map[uint16]*channel
+
+	// Writer state.
+	wmu     sync.Mutex
+	wcond   *sync.Cond
+	out     []byte
+	spare   []byte
+	wclosed bool
+	paused  []*exchange.Consumer
+	deliver wire.BasicDeliver // scratch, under wmu
+	props   wire.Properties   // scratch, under wmu
+	ack     wire.BasicAck     // scratch, under wmu
+	nack    wire.BasicNack    // scratch, under wmu
+	wrote   atomic.Bool       // something was written since the last heartbeat tick
+	werr    error
+
+	opened   atomic.Bool // handshake done: vh, user and the tuned values are set
+	wdone    chan struct{}
+	lastRead atomic.Int64
+	closing  atomic.Bool // connection.close sent, waiting for close-ok
+	done     chan struct{}
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{s: s, nc: nc, id: s.seq.Add(1), channels: map[uint16]*channel{}, done: make(chan struct{}), wdone: make(chan struct{})}
+	c.name = fmt.Sprintf("%s -> %s", nc.RemoteAddr(), nc.LocalAddr())
+	c.log = s.log.With("conn", c.name)
+	c.wcond = sync.NewCond(&c.wmu)
+	c.frameMax = wire.FrameMinSize
+	c.connectedAt = time.Now()
+	return c
+}
+
+// errClosed ends the reader loop quietly.
+var errClosed = errors.New("amqp: connection closed")
+
+func (c *conn) serve() {
+	defer c.nc.Close()
+	c.r = bufio.NewReaderSize(readTracker{c}, 64<<10)
+	go c.writer()
+	err := c.handshake()
+	if err == nil {
+		c.log.Debug("connection open", "user", c.user.Name(), "vhost", c.vh.Name())
+		if c.heartbeat > 0 {
+			go c.heartbeater()
+		}
+		err = c.readLoop()
+	}
+	c.cleanup()
+	c.stopWriter()
+	close(c.done)
+	select {
+	case <-c.wdone:
+	case <-time.After(5 * time.Second):
+	}
+	if err != nil && !errors.Is(err, errClosed) && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		c.log.Info("connection closed", "err", err)
+	}
+}
+
+// readTracker records the time of every successful read, for heartbeats.
+type readTracker struct{ c *conn }
+
+func (t readTracker) Read(p []byte) (int, error) {
+	n, err := t.c.nc.Read(p)
+	if n > 0 {
+		t.c.lastRead.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+// --- writer ---
+
+func (c *conn) writer() {
+	defer close(c.wdone)
+	for {
+		c.wmu.Lock()
+		for len(c.out) == 0 && !c.wclosed {
+			c.wcond.Wait()
+		}
+		if len(c.out) == 0 {
+			c.wmu.Unlock()
+			return
+		}
+		buf := c.out
+		c.out = c.spare[:0]
+		c.spare = nil
+		c.wmu.Unlock()
+
+		_, err := c.nc.Write(buf)
+		c.wrote.Store(true)
+
+		c.wmu.Lock()
+		if cap(buf) <= outHigh {
+			c.spare = buf[:0]
+		}
+		var resume []*exchange.Consumer
+		if len(c.out) < outLow && len(c.paused) > 0 {
+			resume = c.paused
+			c.paused = nil
+		}
+		if err != nil {
+			c.werr = err
+			c.wclosed = true
+			c.out = nil
+		}
+		c.wmu.Unlock()
+		for _, cons := range resume {
+			cons.Resume()
+		}
+		if err != nil {
+			c.nc.Close()
+			return
+		}
+	}
+}
+
+// stopWriter lets the writer flush what is queued and exit.
+func (c *conn) stopWriter() {
+	c.wmu.Lock()
+	c.wclosed = true
+	c.wcond.Signal()
+	c.wmu.Unlock()
+}
+
+// flushAndWait waits (briefly) until the writer has written everything.
+func (c *conn) flushAndWait(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		c.wmu.Lock()
+		empty := len(c.out) == 0 && c.spare != nil || c.wclosed
+		c.wmu.Unlock()
+		if empty {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// queued is called with wmu held after appending to c.out.
+func (c *conn) queued() {
+	c.wcond.Signal()
+}
+
+// send writes one method frame.
+func (c *conn) send(ch uint16, m wire.Method) {
+	c.wmu.Lock()
+	if !c.wclosed {
+		var err error
+		var b []byte
+		if b, err = wire.AppendMethodFrame(c.out, ch, m); err == nil {
+			c.out = b
+		} else {
+			c.log.Warn("cannot encode method", "method", m.Name(), "err", err)
+		}
+		c.queued()
+	}
+	c.wmu.Unlock()
+}
+
+// sendContent writes a method with content (deliver, get-ok, return).
+// Called with wmu held. It returns false if the output buffer is over its
+// high watermark.
+func (c *conn) appendContentLocked(ch uint16, m wire.Method, msg *exchange.Message) bool {
+	if c.wclosed {
+		return true
+	}
+	toWireProps(&c.props, &msg.Props)
+	b, err := wire.AppendMethodFrame(c.out, ch, m)
+	if err == nil {
+		b, err = wire.AppendHeaderFrame(b, ch, uint64(len(msg.Body)), &c.props)
+	}
+	if err != nil {
+		c.log.Warn("cannot encode delivery", "err", err)
+		return true
+	}
+	maxBody := int(c.frameMax - wire.FrameOverhead)
+	for rest := msg.Body; len(rest) > 0; {
+		n := min(len(rest), maxBody)
+		b = wire.AppendFrame(b, wire.FrameBody, ch, rest[:n])
+		rest = rest[n:]
+	}
+	c.out = b
+	c.queued()
+	return len(c.out) < outHigh
+}
+
+func (c *conn) sendConfirm(ch uint16, tag uint64, multiple, ok bool) {
+	c.wmu.Lock()
+	if !c.wclosed {
+		var m wire.Method
+		if ok {
+			c.ack = wire.BasicAck{DeliveryTag: tag, Multiple: multiple}
+			m = &c.ack
+		} else {
+			c.nack = wire.BasicNack{DeliveryTag: tag, Multiple: multiple}
+			m = &c.nack
+		}
+		c.out, _ = wire.AppendMethodFrame(c.out, ch, m)
+		c.queued()
+	}
+	c.wmu.Unlock()
+}
+
+func (c *conn) heartbeater() {
+	t := time.NewTicker(c.heartbeat / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+		}
+		if !c.wrote.Swap(false) {
+			c.wmu.Lock()
+			if !c.wclosed {
+				c.out = wire.AppendHeartbeat(c.out)
+				c.queued()
+			}
+			c.wmu.Unlock()
+		}
+		if time.Since(time.Unix(0, c.lastRead.Load())) > 2*c.heartbeat {
+			c.log.Warn("missed heartbeats from client, timeout", "timeout", c.heartbeat)
+			c.nc.Close()
+			return
+		}
+	}
+}
+
+// --- handshake ---
+
+func (c *conn) serverProperties() wire.Table {
+	return wire.Table{
+		"product":      "Trident",
+		"version":      version,
+		"platform":     "Go",
+		"cluster_name": c.s.cfg.ClusterName,
+		"copyright":    "Trident authors",
+		"information":  "Trident, a multi-protocol message broker",
+		"capabilities": wire.Table{
+			"publisher_confirms":           true,
+			"exchange_exchange_bindings":   true,
+			"basic.nack":                   true,
+			"consumer_cancel_notify":       true,
+			"connection.blocked":           true,
+			"consumer_priorities":          true,
+			"authentication_failure_close": true,
+			"per_consumer_qos":             true,
+			"direct_reply_to":              true,
+		},
+	}
+}
+
+// readMethod reads the next frame during the handshake and decodes it as a
+// method on channel 0, skipping heartbeats.
+func (c *conn) readMethod() (wire.Method, error) {
+	for {
+		f, err := wire.ReadFrame(c.r, c.frameMax, nil)
+		if err != nil {
+			return nil, err
+		}
+		switch f.Type {
+		case wire.FrameHeartbeat:
+			continue
+		case wire.FrameMethod:
+			if f.Channel != 0 {
+				return nil, wire.NewConnectionError(wire.ChannelError, "expected 'connection' class frames on channel 0")
+			}
+			return wire.DecodeMethod(f.Payload)
+		default:
+			return nil, wire.NewConnectionError(wire.UnexpectedFrame, "expected method frame, got frame type %d", f.Type)
+		}
+	}
+}
+
+func (c *conn) handshake() error {
+	cfg := &c.s.cfg
+	_ = c.nc.SetDeadline(time.Now().Add(cfg.HandshakeTimeout))
+	hdr := make([]byte, 8)
+	if _, err := io.ReadFull(c.r, hdr); err != nil {
+		return err
+	}
+	if err := wire.CheckProtocolHeader(hdr); err != nil {
+		c.nc.Write([]byte(wire.ProtocolHeader))
+		return err
+	}
+	c.send(0, &wire.ConnectionStart{VersionMajor: 0, VersionMinor: 9, ServerProperties: c.serverProperties(),
+		Mechanisms: "PLAIN AMQPLAIN", Locales: "en_US"})
+	m, err := c.readMethod()
+	if err != nil {
+		return c.handshakeError(err)
+	}
+	so, ok := m.(*wire.ConnectionStartOK)
+	if !ok {
+		return c.handshakeError(wire.NewConnectionError(wire.CommandInvalid, "expected connection.start-ok, got %s", m.Name()))
+	}
+	c.clientProps = so.ClientProperties
+	if caps, ok := so.ClientProperties["capabilities"].(wire.Table); ok {
+		c.capCancel, _ = caps["consumer_cancel_notify"].(bool)
+	}
+	user, pass, err := saslCredentials(so.Mechanism, so.Response)
+	if err != nil {
+		return c.handshakeError(err)
+	}
+	u, aerr := c.s.users.Authenticate(user, pass, c.nc.RemoteAddr())
+	if aerr != nil {
+		c.log.Warn("authentication failed", "user", user, "mechanism", so.Mechanism, "err", aerr)
+		text := fmt.Sprintf("Login was refused using authentication mechanism %s. For details see the broker logfile.", so.Mechanism)
+		if errors.Is(aerr, auth.ErrLoopbackOnly) {
+			text = fmt.Sprintf("User '%s' can only connect via localhost", user)
+		}
+		return c.handshakeError(wire.NewConnectionError(wire.AccessRefused, "%s", text))
+	}
+	c.user = u
+	hb := uint16(cfg.Heartbeat / time.Second)
+	c.send(0, &wire.ConnectionTune{ChannelMax: cfg.ChannelMax, FrameMax: cfg.FrameMax, Heartbeat: hb})
+	m, err = c.readMethod()
+	if err != nil {
+		return c.handshakeError(err)
+	}
+	to, ok := m.(*wire.ConnectionTuneOK)
+	if !ok {
+		return c.handshakeError(wire.NewConnectionError(wire.CommandInvalid, "expected connection.tune-ok, got %s", m.Name()))
+	}
+	c.channelMax = cfg.ChannelMax
+	if to.ChannelMax != 0 && to.ChannelMax < c.channelMax {
+		c.channelMax = to.ChannelMax
+	}
+	switch {
+	case to.FrameMax == 0:
+		c.frameMax = cfg.FrameMax
+	case to.FrameMax < wire.FrameMinSize:
+		return c.handshakeError(wire.NewConnectionError(wire.NotAllowed, "frame_max=%d < %d min size", to.FrameMax, wire.FrameMinSize))
+	case to.FrameMax > cfg.FrameMax:
+		return c.handshakeError(wire.NewConnectionError(wire.NotAllowed, "frame_max=%d > %d max size", to.FrameMax, cfg.FrameMax))
+	default:
+		c.frameMax = to.FrameMax
+	}
+	c.heartbeat = time.Duration(to.Heartbeat) * time.Second
+	m, err = c.readMethod()
+	if err != nil {
+		return c.handshakeError(err)
+	}
+	op, ok := m.(*wire.ConnectionOpen)
+	if !ok {
+		return c.handshakeError(wire.NewConnectionError(wire.CommandInvalid, "expected connection.open, got %s", m.Name()))
+	}
+	vh, ok := c.s.b.VHost(op.VirtualHost)
+	if !ok {
+		return c.handshakeError(wire.NewConnectionError(wire.NotAllowed, "vhost %s not found", op.VirtualHost))
+	}
+	if err := c.s.users.CheckVHost(u, op.VirtualHost); err != nil {
+		return c.handshakeError(wire.NewConnectionError(wire.NotAllowed, "%s", err.Error()))
+	}
+	c.vh = vh
+	c.opened.Store(true)
+	c.lastRead.Store(time.Now().UnixNano())
+	_ = c.nc.SetDeadline(time.Time{})
+	c.send(0, &wire.ConnectionOpenOK{})
+	return nil
+}
+
+// handshakeError sends connection.close for a protocol error during the
+// handshake and waits briefly for the client to read it.
+func (c *conn) handshakeError(err error) error {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		c.send(0, &wire.ConnectionClose{ReplyCode: we.Code, ReplyText: we.Text, ReplyClassID: we.ClassID, ReplyMethodID: we.MethodID})
+		c.stopWriter()
+		c.waitCloseOK()
+	}
+	return err
+}
+
+// waitCloseOK reads and drops frames until connection.close-ok or a timeout.
+func (c *conn) waitCloseOK() {
+	_ = c.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+	for {
+		f, err := wire.ReadFrame(c.r, c.frameMax, nil)
+		if err != nil {
+			return
+		}
+		if f.Type == wire.FrameMethod && f.Channel == 0 {
+			if m, err := wire.DecodeMethod(f.Payload); err == nil {
+				switch m.(type) {
+				case *wire.ConnectionCloseOK:
+					return
+				case *wire.ConnectionClose:
+					c.send(0, &wire.ConnectionCloseOK{})
+					return
+				}
+			}
+		}
+	}
+}
+
+func saslCredentials(mech, resp string) (user, pass string, err error) {
+	switch mech {
+	case "PLAIN":
+		parts := strings.SplitN(resp, "\x00", 3)
+		if len(parts) != 3 {
+			return "", "", wire.NewConnectionError(wire.AccessRefused, "Login was refused using authentication mechanism PLAIN. For details see the broker logfile.")
+		}
+		return parts[1], parts[2], nil
+	case "AMQPLAIN":
+		// A field table without its length prefix.
+		b := make([]byte, 4+len(resp))
+		b[0], b[1], b[2], b[3] = byte(len(resp)>>24), byte(len(resp)>>16), byte(len(resp)>>8), byte(len(resp))
+		copy(b[4:], resp)
+		t, terr := wire.DecodeTable(b)
+		if terr != nil {
+			return "", "", wire.NewConnectionError(wire.AccessRefused, "Login was refused using authentication mechanism AMQPLAIN. For details see the broker logfile.")
+		}
+		user, _ = t["LOGIN"].(string)
+		pass, _ = t["PASSWORD"].(string)
+		return user, pass, nil
+	}
+	return "", "", wire.NewConnectionError(wire.AccessRefused, "unsupported authentication mechanism '%s'", mech)
+}
+
+// --- reading ---
+
+func (c *conn) readLoop() error {
+	var buf []byte
+	for {
+		f, err := wire.ReadFrame(c.r, c.frameMax, buf)
+		if err != nil {
+			if c.closing.Load() {
+				return errClosed
+			}
+			var we *wire.Error
+			if errors.As(err, &we) {
+				c.connectionError(we)
+				return err
+			}
+			return err
+		}
+		buf = f.Payload[:0]
+		if err := c.handleFrame(f); err != nil {
+			if errors.Is(err, errClosed) {
+				return nil
+			}
+			var we *wire.Error
+			if errors.As(err, &we) {
+				c.connectionError(we)
+			}
+			return err
+		}
+	}
+}
+
+func (c *conn) handleFrame(f wire.Frame) error {
+	if c.closing.Load() {
+		// After connection.close only close-ok (or close) matters.
+		if f.Type == wire.FrameMethod && f.Channel == 0 {
+			m, err := wire.DecodeMethod(f.Payload)
+			if err == nil {
+				switch m.(type) {
+				case *wire.ConnectionCloseOK:
+					return errClosed
+				case *wire.ConnectionClose:
+					c.send(0, &wire.ConnectionCloseOK{})
+					return errClosed
+				}
+			}
+		}
+		return nil
+	}
+	switch f.Type {
+	case wire.FrameHeartbeat:
+		if f.Channel != 0 {
+			return wire.NewConnectionError(wire.FrameError, "heartbeat frame on channel %d", f.Channel)
+		}
+		return nil
+	case wire.FrameMethod:
+		m, err := wire.DecodeMethod(f.Payload)
+		if err != nil {
+			return err
+		}
+		if f.Channel == 0 {
+			return c.connectionMethod(m)
+		}
+		return c.channelMethod(f.Channel, m)
+	case wire.FrameHeader, wire.FrameBody:
+		ch := c.channel(f.Channel)
+		if ch == nil {
+			return wire.NewConnectionError(wire.UnexpectedFrame, "content frame on unopened channel %d", f.Channel)
+		}
+		return ch.content(f)
+	}
+	return wire.NewConnectionError(wire.FrameError, "unknown frame type %d", f.Type)
+}
+
+func (c *conn) connectionMethod(m wire.Method) error {
+	switch m := m.(type) {
+	case *wire.ConnectionClose:
+		c.cleanup()
+		c.send(0, &wire.ConnectionCloseOK{})
+		return errClosed
+	case *wire.ConnectionCloseOK:
+		return errClosed
+	case *wire.ConnectionBlocked, *wire.ConnectionUnblocked:
+		return nil
+	case *wire.ConnectionUpdateSecret:
+		c.send(0, &wire.ConnectionUpdateSecretOK{})
+		return nil
+	default:
+		return wire.NewConnectionError(wire.CommandInvalid, "unexpected method %s on channel 0", m.Name())
+	}
+}
+
+func (c *conn) channel(id uint16) *channel {
+	c.chmu.Lock()
+	ch := c.channels[id]
+	c.chmu.Unlock()
+	return ch
+}
+
+func (c *conn) channelMethod(id uint16, m wire.Method) error {
+	ch := c.channel(id)
+	if ch == nil {
+		if _, ok := m.(*wire.ChannelOpen); !ok {
+			if _, ok := m.(*wire.ChannelCloseOK); ok {
+				return nil
+			}
+			return wire.NewConnectionError(wire.ChannelError, "expected 'channel.open' on channel %d", id)
+		}
+		if id > c.channelMax {
+			return wire.NewConnectionError(wire.ChannelError, "channel id %d over the negotiated channel_max %d", id, c.channelMax)
+		}
+		ch = newChannel(c, id)
+		c.chmu.Lock()
+		c.channels[id] = ch
+		c.chmu.Unlock()
+		c.send(id, &wire.ChannelOpenOK{})
+		return nil
+	}
+	return ch.method(m)
+}
+
+func (c *conn) removeChannel(id uint16) {
+	c.chmu.Lock()
+	delete(c.channels, id)
+	c.chmu.Unlock()
+}
+
+// connectionError closes the connection with err's code.
+func (c *conn) connectionError(we *wire.Error) {
+	if !c.closing.CompareAndSwap(false, true) {
+		return
+	}
+	c.log.Warn("connection error", "code", we.Code, "text", we.Text)
+	c.cleanup()
+	c.send(0, &wire.ConnectionClose{ReplyCode: we.Code, ReplyText: we.Text, ReplyClassID: we.ClassID, ReplyMethodID: we.MethodID})
+	c.waitCloseOK()
+}
+
+// forceClose is called from other goroutines (shutdown, management) to
+// close the connection with 320 CONNECTION_FORCED.
+func (c *conn) forceClose(reason string) {
+	if !c.opened.Load() {
+		c.nc.Close()
+		return
+	}
+	if !c.closing.CompareAndSwap(false, true) {
+		return
+	}
+	c.send(0, &wire.ConnectionClose{ReplyCode: wire.ConnectionForced, ReplyText: "CONNECTION_FORCED - " + reason})
+	// The reader sees close-ok, or its deadline.
+	_ = c.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+}
+
+// cleanup closes every channel (requeueing unacked messages, cancelling
+// consumers) and deletes the connection's exclusive queues. Idempotent.
+func (c *conn) cleanup() {
+	c.chmu.Lock()
+	chs := make([]*channel, 0, len(c.channels))
+	for _, ch := range c.channels {
+		chs = append(chs, ch)
+	}
+	c.channels = map[uint16]*channel{}
+	c.chmu.Unlock()
+	for _, ch := range chs {
+		ch.cleanup()
+	}
+	if c.vh != nil {
+		c.vh.CloseOwner(c)
+	}
+}
+
+func (c *conn) info() (ConnInfo, bool) {
+	if !c.opened.Load() {
+		return ConnInfo{}, false
+	}
+	c.chmu.Lock()
+	n := len(c.channels)
+	c.chmu.Unlock()
+	return ConnInfo{Name: c.name, User: c.user.Name(), VHost: c.vh.Name(), Peer: c.nc.RemoteAddr().String(),
+		Local: c.nc.LocalAddr().String(), Channels: n, ConnectedAt: c.connectedAt, ClientProperties: c.clientProps,
+		FrameMax: c.frameMax, ChannelMax: c.channelMax, Heartbeat: c.heartbeat}, true
+}

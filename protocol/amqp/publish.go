@@ -1,0 +1,121 @@
+package amqp
+
+import (
+	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/amqp/wire"
+)
+
+// content handles a content header or body frame of a basic.publish.
+func (ch *channel) content(f wire.Frame) error {
+	if ch.state == chClosing {
+		return nil
+	}
+	if !ch.pubActive {
+		return connErr(wire.UnexpectedFrame, nil, "unexpected content frame on channel %d", ch.id)
+	}
+	if f.Type == wire.FrameHeader {
+		if ch.pubHeader {
+			return connErr(wire.UnexpectedFrame, &ch.pub, "expected content body, got content header")
+		}
+		classID, size, props, err := wire.DecodeContentHeader(f.Payload)
+		if err != nil {
+			return err
+		}
+		if classID != wire.ClassBasic {
+			return connErr(wire.UnexpectedFrame, &ch.pub, "content header class %d, expected %d", classID, wire.ClassBasic)
+		}
+		if max := uint64(ch.c.s.cfg.MaxMessageSize); size > max {
+			ch.pubActive = false
+			ch.close(chanErr(wire.PreconditionFailed, &ch.pub, "message size %d is larger than configured max size %d", size, max))
+			return nil
+		}
+		ch.pubProps = props
+		ch.pubSize = size
+		ch.pubHeader = true
+		ch.pubBody = make([]byte, 0, size)
+		if size == 0 {
+			return ch.publish()
+		}
+		return nil
+	}
+	if !ch.pubHeader {
+		return connErr(wire.UnexpectedFrame, &ch.pub, "expected content header, got content body")
+	}
+	if uint64(len(ch.pubBody)+len(f.Payload)) > ch.pubSize {
+		return connErr(wire.FrameError, &ch.pub, "content body larger than the declared size %d", ch.pubSize)
+	}
+	ch.pubBody = append(ch.pubBody, f.Payload...)
+	if uint64(len(ch.pubBody)) == ch.pubSize {
+		return ch.publish()
+	}
+	return nil
+}
+
+// publish routes the message that has just been assembled.
+func (ch *channel) publish() error {
+	ch.pubActive = false
+	m := &ch.pub
+	err := ch.publishOne(m)
+	if err == nil {
+		return nil
+	}
+	we := protoError(err, m)
+	if we.ConnectionScope {
+		return we
+	}
+	ch.close(we)
+	return nil
+}
+
+func (ch *channel) publishOne(m *wire.BasicPublish) error {
+	if ok, seen := ch.permCache[m.Exchange]; !seen || !ok {
+		if err := ch.check(auth.Write, "exchange", m.Exchange); err != nil {
+			return err
+		}
+		if ch.permCache == nil {
+			ch.permCache = map[string]bool{}
+		}
+		ch.permCache[m.Exchange] = true
+	}
+	msg := &exchange.Message{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Body: ch.pubBody}
+	ch.pubBody = nil
+	fromWireProps(&msg.Props, &ch.pubProps)
+	if u := msg.Props.UserID; u != "" && u != ch.c.user.Name() {
+		return chanErr(wire.PreconditionFailed, m, "user_id property set to '%s' but authenticated user was '%s'", u, ch.c.user.Name())
+	}
+	if msg.Props.ReplyTo == exchange.ReplyToQueue {
+		if ch.replyTo == "" {
+			return chanErr(wire.PreconditionFailed, m, "fast reply consumer does not exist")
+		}
+		msg.Props.ReplyTo = ch.replyTo
+	}
+	if ch.tx {
+		if _, ok := ch.vh().Exchange(m.Exchange); !ok {
+			return chanErr(wire.NotFound, m, "no exchange '%s' in vhost '%s'", m.Exchange, ch.vh().Name())
+		}
+		ch.txPubs = append(ch.txPubs, txPublish{msg: msg, mandatory: m.Mandatory})
+		return nil
+	}
+	var o exchange.PublishOpts
+	if ch.confirm {
+		ch.pubSeq++
+		o = exchange.PublishOpts{Confirmer: ch, Tag: ch.pubSeq}
+	}
+	res, err := ch.vh().Publish(msg, o)
+	if err != nil {
+		return err
+	}
+	if res.Routed == 0 && m.Mandatory {
+		ch.sendReturn(msg)
+	}
+	if ch.confirm && !res.Pending {
+		ch.c.sendConfirm(ch.id, o.Tag, false, res.OK)
+	}
+	return nil
+}
+
+// Confirm implements exchange.Confirmer for publisher confirms.
+func (ch *channel) Confirm(tag uint64, ok bool) {
+	ch.c.sendConfirm(ch.id, tag, false, ok)
+}

@@ -1,0 +1,204 @@
+package amqp
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/exchange"
+)
+
+// Config holds the AMQP listener's limits.
+type Config struct {
+	FrameMax         uint32        // largest frame offered in connection.tune
+	ChannelMax       uint16        // most channels per connection
+	Heartbeat        time.Duration // heartbeat offered in connection.tune; 0 disables
+	MaxMessageSize   int           // largest message body accepted
+	HandshakeTimeout time.Duration // time allowed from TCP accept to connection.open
+	ClusterName      string
+}
+
+func (c *Config) defaults() {
+	if c.FrameMax == 0 {
+		c.FrameMax = 131072
+	}
+	if c.ChannelMax == 0 {
+		c.ChannelMax = 2047
+	}
+	if c.MaxMessageSize == 0 {
+		c.MaxMessageSize = 128 << 20
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = 10 * time.Second
+	}
+	if c.ClusterName == "" {
+		c.ClusterName = "trident"
+	}
+}
+
+// Server accepts AMQP connections.
+type Server struct {
+	cfg   Config
+	b     *exchange.Broker
+	users *auth.Users
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	lns      []net.Listener
+	shutdown bool
+	wg       sync.WaitGroup
+	seq      atomic.Uint64
+}
+
+// NewServer creates an AMQP server over the core and the user database.
+func NewServer(cfg Config, b *exchange.Broker, users *auth.Users, log *slog.Logger) *Server {
+	cfg.defaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg, b: b, users: users, log: log.With("proto", "amqp"), conns: map[*conn]struct{}{}}
+}
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("amqp: server closed")
+
+// Serve accepts connections on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.shutdown {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	s.lns = append(s.lns, ln)
+	s.mu.Unlock()
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			done := s.shutdown
+			s.mu.Unlock()
+			if done {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		c := newConn(s, nc)
+		s.mu.Lock()
+		if s.shutdown {
+			s.mu.Unlock()
+			nc.Close()
+			continue
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Shutdown stops accepting, closes every connection with 320
+// CONNECTION_FORCED and waits for them to finish or for ctx.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.shutdown = true
+	for _, ln := range s.lns {
+		ln.Close()
+	}
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.forceClose("broker forced connection closure with reason 'shutdown'")
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+// ConnInfo describes a connection for management.
+type ConnInfo struct {
+	Name             string
+	User             string
+	VHost            string
+	Peer             string
+	Local            string
+	Channels         int
+	ConnectedAt      time.Time
+	ClientProperties map[string]any
+	FrameMax         uint32
+	ChannelMax       uint16
+	Heartbeat        time.Duration
+}
+
+// Connections lists open connections, sorted by name.
+func (s *Server) Connections() []ConnInfo {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	out := make([]ConnInfo, 0, len(conns))
+	for _, c := range conns {
+		if i, ok := c.info(); ok {
+			out = append(out, i)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// CloseConnection closes the named connection with 320 CONNECTION_FORCED and
+// reason, as RabbitMQ's management API does. It reports whether it was found.
+func (s *Server) CloseConnection(name, reason string) bool {
+	s.mu.Lock()
+	var found *conn
+	for c := range s.conns {
+		if c.name == name {
+			found = c
+			break
+		}
+	}
+	s.mu.Unlock()
+	if found == nil {
+		return false
+	}
+	if reason == "" {
+		reason = "Closed via management plugin"
+	}
+	found.forceClose(reason)
+	return true
+}

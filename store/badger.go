@@ -1,0 +1,376 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// BadgerOptions tunes a Badger store. Zero fields take the value of
+// DefaultBadgerOptions.
+type BadgerOptions struct {
+	MemTableSize     int64         // bytes per memtable (default 32 MiB)
+	NumMemtables     int           // memtables kept in memory (default 3)
+	BlockCacheSize   int64         // block cache bytes (default 16 MiB)
+	IndexCacheSize   int64         // index cache bytes; 0 keeps indices in memory
+	NumCompactors    int           // compaction goroutines (default 2)
+	ValueLogFileSize int64         // value log file size (default 256 MiB)
+	GCInterval       time.Duration // value-log GC period (default 5m; negative disables)
+	GCDiscardRatio   float64       // RunValueLogGC ratio (default 0.5)
+	// MaxPendingBytes is a soft bound on appends and deletes queued for the
+	// writer (data bytes plus ~64 bytes per record). AppendMessage and
+	// DeleteMessage block while it is exceeded. Default 64 MiB.
+	MaxPendingBytes int
+}
+
+// DefaultBadgerOptions returns modest settings for a small broker node.
+func DefaultBadgerOptions() BadgerOptions {
+	return BadgerOptions{
+		MemTableSize:     32 << 20,
+		NumMemtables:     3,
+		BlockCacheSize:   16 << 20,
+		NumCompactors:    2,
+		ValueLogFileSize: 256 << 20,
+		GCInterval:       5 * time.Minute,
+		GCDiscardRatio:   0.5,
+		MaxPendingBytes:  64 << 20,
+	}
+}
+
+func (o BadgerOptions) withDefaults() BadgerOptions {
+	d := DefaultBadgerOptions()
+	if o.MemTableSize <= 0 {
+		o.MemTableSize = d.MemTableSize
+	}
+	if o.NumMemtables <= 0 {
+		o.NumMemtables = d.NumMemtables
+	}
+	if o.BlockCacheSize <= 0 {
+		o.BlockCacheSize = d.BlockCacheSize
+	}
+	if o.IndexCacheSize < 0 {
+		o.IndexCacheSize = 0
+	}
+	if o.NumCompactors <= 0 {
+		o.NumCompactors = d.NumCompactors
+	}
+	if o.ValueLogFileSize <= 0 {
+		o.ValueLogFileSize = d.ValueLogFileSize
+	}
+	if o.GCInterval == 0 {
+		o.GCInterval = d.GCInterval
+	}
+	if o.GCDiscardRatio <= 0 || o.GCDiscardRatio >= 1 {
+		o.GCDiscardRatio = d.GCDiscardRatio
+	}
+	if o.MaxPendingBytes <= 0 {
+		o.MaxPendingBytes = d.MaxPendingBytes
+	}
+	return o
+}
+
+// Badger is the durable Store on Badger v4. Message appends and deletes are
+// group-committed by one writer goroutine (see writer.go); metadata writes
+// are synchronous.
+//
+// Lock order: life before mu. life guards the DB against Close for the
+// synchronous methods; mu guards the pending batch.
+type Badger struct {
+	db   *badger.DB
+	log  *slog.Logger
+	opts BadgerOptions
+
+	life   sync.RWMutex
+	closed bool // under life
+
+	mu       sync.Mutex
+	wake     *sync.Cond // writer waits for work
+	room     *sync.Cond // producers wait for MaxPendingBytes
+	pend     *batch     // being filled by producers
+	free     []*batch   // recycled batches
+	stopping bool       // no more work accepted
+	failed   error      // sticky write/sync error
+	idle     bool       // writer is waiting on wake
+	waiting  int        // producers waiting on room
+
+	notifyMu   sync.Mutex
+	notifyCond *sync.Cond
+	notifyQ    []*batch // written batches whose callbacks are due
+	notifyStop bool
+
+	writerDone chan struct{}
+	notifyDone chan struct{}
+	gcStop     chan struct{}
+	gcDone     chan struct{}
+
+	stats struct {
+		appends, deletes, cancelled, batches, syncs atomic.Uint64
+	}
+}
+
+// OpenBadger opens (creating if needed) a Badger store in dir. log may be
+// nil to discard Badger's messages.
+func OpenBadger(dir string, opts BadgerOptions, log *slog.Logger) (*Badger, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts = opts.withDefaults()
+	bo := badger.DefaultOptions(dir).
+		WithSyncWrites(false).
+		WithLogger(badgerLogger{log}).
+		WithMemTableSize(opts.MemTableSize).
+		WithNumMemtables(opts.NumMemtables).
+		WithBlockCacheSize(opts.BlockCacheSize).
+		WithIndexCacheSize(opts.IndexCacheSize).
+		WithNumCompactors(opts.NumCompactors).
+		WithValueLogFileSize(opts.ValueLogFileSize).
+		WithDetectConflicts(false)
+	db, err := badger.Open(bo)
+	if err != nil {
+		return nil, fmt.Errorf("store: open badger in %s: %w", dir, err)
+	}
+	b := &Badger{
+		db:         db,
+		log:        log,
+		opts:       opts,
+		pend:       new(batch),
+		writerDone: make(chan struct{}),
+		notifyDone: make(chan struct{}),
+		gcStop:     make(chan struct{}),
+		gcDone:     make(chan struct{}),
+	}
+	b.wake = sync.NewCond(&b.mu)
+	b.room = sync.NewCond(&b.mu)
+	b.notifyCond = sync.NewCond(&b.notifyMu)
+	go b.runWriter()
+	go b.runNotifier()
+	go b.runGC()
+	return b, nil
+}
+
+// Stats returns counters of the group-commit writer.
+func (b *Badger) Stats() Stats {
+	return Stats{
+		Appends:   b.stats.appends.Load(),
+		Deletes:   b.stats.deletes.Load(),
+		Cancelled: b.stats.cancelled.Load(),
+		Batches:   b.stats.batches.Load(),
+		Syncs:     b.stats.syncs.Load(),
+	}
+}
+
+// begin takes the read side of life; it fails once the store is closed.
+func (b *Badger) begin() error {
+	b.life.RLock()
+	if b.closed {
+		b.life.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (b *Badger) end() { b.life.RUnlock() }
+
+// PutMeta implements Store: the record is written and synced before it returns.
+func (b *Badger) PutMeta(key string, val []byte) error {
+	if err := b.begin(); err != nil {
+		return err
+	}
+	defer b.end()
+	k := []byte(metaPrefix + key)
+	v := bytes.Clone(val)
+	if v == nil {
+		v = []byte{}
+	}
+	err := b.db.Update(func(txn *badger.Txn) error { return txn.Set(k, v) })
+	if err == nil {
+		err = b.db.Sync()
+	}
+	if err != nil {
+		return fmt.Errorf("store: put meta %q: %w", key, err)
+	}
+	return nil
+}
+
+// DeleteMeta implements Store: the delete is synced before it returns.
+func (b *Badger) DeleteMeta(key string) error {
+	if err := b.begin(); err != nil {
+		return err
+	}
+	defer b.end()
+	k := []byte(metaPrefix + key)
+	err := b.db.Update(func(txn *badger.Txn) error { return txn.Delete(k) })
+	if err == nil {
+		err = b.db.Sync()
+	}
+	if err != nil {
+		return fmt.Errorf("store: delete meta %q: %w", key, err)
+	}
+	return nil
+}
+
+// DeleteMetaPrefix implements Store: the deletes are synced before it returns.
+func (b *Badger) DeleteMetaPrefix(prefix string) error {
+	if err := b.begin(); err != nil {
+		return err
+	}
+	defer b.end()
+	wb := b.db.NewWriteBatch()
+	err := deletePrefix(b.db, wb, []byte(metaPrefix+prefix))
+	if err == nil {
+		err = wb.Flush()
+	} else {
+		wb.Cancel()
+	}
+	if err == nil {
+		err = b.db.Sync()
+	}
+	if err != nil {
+		return fmt.Errorf("store: delete meta prefix %q: %w", prefix, err)
+	}
+	return nil
+}
+
+// deletePrefix adds a delete of every key with prefix to wb.
+func deletePrefix(db *badger.DB, wb *badger.WriteBatch, prefix []byte) error {
+	return db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if err := wb.Delete(it.Item().KeyCopy(nil)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// LoadMeta implements Store. fn gets copies it may keep; an error from fn
+// stops the scan and is returned as is.
+func (b *Badger) LoadMeta(prefix string, fn func(key string, val []byte) error) error {
+	if err := b.begin(); err != nil {
+		return err
+	}
+	defer b.end()
+	return b.scan([]byte(metaPrefix+prefix), func(k, v []byte) error {
+		return fn(string(k[len(metaPrefix):]), v)
+	})
+}
+
+// LoadMessages implements Store. fn gets a copy of data it may keep; an
+// error from fn stops the scan and is returned as is. Appends not yet
+// durable may or may not be seen; call Sync first to see them all.
+func (b *Badger) LoadMessages(qid uint64, fn func(seq uint64, data []byte) error) error {
+	if err := b.begin(); err != nil {
+		return err
+	}
+	defer b.end()
+	return b.scan(msgQueuePrefix(qid), func(k, v []byte) error {
+		return fn(msgKeySeq(k), v)
+	})
+}
+
+// errStop carries fn's error out of a Badger View unchanged.
+type errStop struct{ err error }
+
+func (e errStop) Error() string { return e.err.Error() }
+
+func (b *Badger) scan(prefix []byte, fn func(k, v []byte) error) error {
+	err := b.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 256})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			v, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			if err := fn(item.Key(), v); err != nil {
+				return errStop{err}
+			}
+		}
+		return nil
+	})
+	var stop errStop
+	if errors.As(err, &stop) {
+		return stop.err
+	}
+	if err != nil {
+		return fmt.Errorf("store: scan: %w", err)
+	}
+	return nil
+}
+
+// Close implements Store: it waits for every queued append and delete to
+// be durable and its done callback to return, stops the background
+// goroutines and closes the database. Later calls return ErrClosed.
+func (b *Badger) Close() error {
+	b.life.Lock()
+	if b.closed {
+		b.life.Unlock()
+		return ErrClosed
+	}
+	b.closed = true
+	b.life.Unlock()
+
+	b.mu.Lock()
+	b.stopping = true
+	b.wake.Signal()
+	b.room.Broadcast()
+	b.mu.Unlock()
+	<-b.writerDone
+	b.notifyMu.Lock()
+	b.notifyStop = true
+	b.notifyCond.Signal()
+	b.notifyMu.Unlock()
+	<-b.notifyDone
+	close(b.gcStop)
+	<-b.gcDone
+
+	b.mu.Lock()
+	failed := b.failed
+	b.mu.Unlock()
+	err := b.db.Close()
+	if err != nil {
+		return fmt.Errorf("store: close badger: %w", err)
+	}
+	return failed
+}
+
+// runGC runs Badger's value-log GC every GCInterval until Close.
+func (b *Badger) runGC() {
+	defer close(b.gcDone)
+	if b.opts.GCInterval < 0 {
+		<-b.gcStop
+		return
+	}
+	t := time.NewTicker(b.opts.GCInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.gcStop:
+			return
+		case <-t.C:
+		}
+		for n := 0; ; n++ {
+			err := b.db.RunValueLogGC(b.opts.GCDiscardRatio)
+			if err != nil {
+				if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
+					b.log.Warn("store: value log GC", "err", err)
+				}
+				break
+			}
+			select {
+			case <-b.gcStop:
+				return
+			default:
+			}
+		}
+	}
+}

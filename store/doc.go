@@ -1,0 +1,66 @@
+// Package store keeps Trident's durable state: metadata records (vhosts,
+// exchanges, queues, bindings, users, permissions, retained messages,
+// sessions) and the messages of durable queues. Store is the byte-oriented
+// interface; it has the method set of exchange.Store, which the core
+// defines, so this package never imports the core. Badger is the durable
+// engine (Badger v4); Memory is the in-memory fake. Both pass the
+// conformance suite in store/storetest.
+//
+// # What Badger guarantees
+//
+//   - Metadata: PutMeta, DeleteMeta and DeleteMetaPrefix return after the
+//     change is written and fsynced. LoadMeta scans a consistent snapshot
+//     in key order. Metadata writes are not ordered against message writes
+//     still queued for the writer.
+//   - Messages are group-committed. AppendMessage copies data, queues the
+//     record and returns; one writer goroutine takes everything queued,
+//     writes it in one Badger WriteBatch (split by Badger when too big),
+//     issues one fsync, and only then are the done callbacks called, in
+//     issue order, from one notifier goroutine. A message whose done(nil)
+//     was called survives kill -9 (TestCrashRecovery checks this).
+//   - done is called exactly once per AppendMessage: with nil once durable,
+//     with the store's write error if the group commit failed, or with
+//     ErrClosed (synchronously, before AppendMessage returns) after Close.
+//     Callbacks must not block for long: they hold up later callbacks, not
+//     later writes.
+//   - Records are applied in issue order: a delete issued after an append of
+//     the same message applies after it, and DropMessages applies after
+//     every append and delete issued before it and returns once durable.
+//     An append and a later delete of the same message that meet in one
+//     batch cancel: neither is written (the append's done still gets nil).
+//     This relies on (qid, seq) naming one message: re-appending a seq that
+//     is already stored, then deleting it in the same batch, would leave the
+//     older copy. The core never reuses a seq.
+//   - DeleteMessage needs no callback; a delete is durable once a later
+//     Sync returns or a later append's done is called.
+//   - Sync returns once everything issued before it is durable and the done
+//     callbacks of the appends before it have returned.
+//   - LoadMessages scans a queue's messages in seq order. Records still
+//     queued for the writer are not visible; call Sync first to see them.
+//   - Data handed to fn by LoadMeta and LoadMessages is a copy fn may keep.
+//   - Close writes everything queued, waits for every callback, stops the
+//     writer, the notifier and value-log GC, and closes the database. Every
+//     call after Close returns (or passes to done) ErrClosed; DeleteMessage
+//     does nothing.
+//   - A failed group commit makes the store fail-stop: later appends, Syncs
+//     and drops get that error. Restart and recover from disk.
+//   - Memory is bounded: AppendMessage and DeleteMessage block while more
+//     than BadgerOptions.MaxPendingBytes is queued for the writer.
+//
+// Badger runs with SyncWrites off; durability comes from the writer's
+// db.Sync. Against power loss (not process death) this is as good as
+// Badger's Sync, which fsyncs the active memtable's log and the value log:
+// if a batch straddles a memtable switch, the part in the older memtable is
+// on disk only once Badger has flushed that memtable to a table.
+//
+// # Keys
+//
+//	"m:" + key                             metadata record
+//	'q' + qid (8 bytes BE) + seq (8 bytes BE) message
+//
+// # Lock order (Badger)
+//
+// life (RWMutex: closed flag, guards the DB for synchronous calls) before
+// mu (the pending batch, writer wake-up and back-pressure) before nothing;
+// notifyMu (the queue of written batches) is never held with either.
+package store

@@ -1,0 +1,332 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Group commit. Producers append records to b.pend under b.mu (data copied
+// into the batch's arena). The writer goroutine swaps b.pend for an empty
+// batch, cancels append+delete pairs, writes the rest in one Badger
+// WriteBatch (which splits itself on ErrTxnTooBig), issues one db.Sync and
+// hands the batch to the notifier goroutine, which calls the done callbacks
+// in issue order and releases Sync and DropMessages callers. Callbacks
+// therefore never hold up the next write, and a callback that takes a lock
+// held by a producer blocked on MaxPendingBytes cannot deadlock the writer.
+
+type opKind uint8
+
+const (
+	opAppend opKind = iota // write a message
+	opDelete               // delete a message
+	opDrop                 // delete every message of qid; wait gets the result
+	opSync                 // barrier; wait gets the result
+)
+
+// opOverhead is what one record counts toward MaxPendingBytes besides its data.
+const opOverhead = 64
+
+type op struct {
+	kind     opKind
+	skip     bool // an append or delete that met its pair in the batch
+	qid, seq uint64
+	off, n   int // data is arena[off:off+n]
+	done     func(error)
+	wait     chan error
+}
+
+type batch struct {
+	ops     []op
+	arena   []byte
+	bytes   int // counted toward MaxPendingBytes
+	deletes int
+	err     error // outcome, set by the writer
+}
+
+type msgID struct{ qid, seq uint64 }
+
+// AppendMessage implements Store. data is copied before it returns. done
+// (if not nil) is called exactly once, from the notifier goroutine once the
+// record is durable, or with ErrClosed (synchronously) after Close, or with
+// the store's write error. It may block while MaxPendingBytes is exceeded.
+func (b *Badger) AppendMessage(qid, seq uint64, data []byte, done func(error)) {
+	b.mu.Lock()
+	if err := b.admitLocked(len(data)); err != nil {
+		b.mu.Unlock()
+		if done != nil {
+			done(err)
+		}
+		return
+	}
+	p := b.pend
+	off := len(p.arena)
+	p.arena = append(p.arena, data...)
+	p.ops = append(p.ops, op{kind: opAppend, qid: qid, seq: seq, off: off, n: len(data), done: done})
+	p.bytes += len(data) + opOverhead
+	b.kickLocked()
+	b.mu.Unlock()
+}
+
+// DeleteMessage implements Store. The delete is applied after every append
+// issued before it; it is durable once a later Sync returns (or a later
+// append's done is called). After Close it does nothing.
+func (b *Badger) DeleteMessage(qid, seq uint64) {
+	b.mu.Lock()
+	if b.admitLocked(0) == nil {
+		p := b.pend
+		p.ops = append(p.ops, op{kind: opDelete, qid: qid, seq: seq})
+		p.bytes += opOverhead
+		p.deletes++
+		b.kickLocked()
+	}
+	b.mu.Unlock()
+}
+
+// DropMessages implements Store: it deletes every message of qid, after
+// every append and delete issued before it, and returns once that is durable.
+func (b *Badger) DropMessages(qid uint64) error {
+	return b.barrier(opDrop, qid)
+}
+
+// Sync implements Store: it returns once every append and delete issued
+// before it is durable and their done callbacks have returned.
+func (b *Badger) Sync() error {
+	return b.barrier(opSync, 0)
+}
+
+func (b *Badger) barrier(kind opKind, qid uint64) error {
+	ch := make(chan error, 1)
+	b.mu.Lock()
+	if b.stopping {
+		b.mu.Unlock()
+		return ErrClosed
+	}
+	if b.failed != nil {
+		b.mu.Unlock()
+		return b.failed
+	}
+	b.pend.ops = append(b.pend.ops, op{kind: kind, qid: qid, wait: ch})
+	b.pend.bytes += opOverhead
+	b.kickLocked()
+	b.mu.Unlock()
+	return <-ch
+}
+
+// admitLocked waits until the pending batch has room for n more bytes.
+func (b *Badger) admitLocked(n int) error {
+	for {
+		if b.stopping {
+			return ErrClosed
+		}
+		if b.failed != nil {
+			return b.failed
+		}
+		if b.pend.bytes == 0 || b.pend.bytes+n+opOverhead <= b.opts.MaxPendingBytes {
+			return nil
+		}
+		b.waiting++
+		b.room.Wait()
+		b.waiting--
+	}
+}
+
+func (b *Badger) kickLocked() {
+	if b.idle {
+		b.idle = false
+		b.wake.Signal()
+	}
+}
+
+func (b *Badger) newBatchLocked() *batch {
+	if n := len(b.free); n > 0 {
+		c := b.free[n-1]
+		b.free = b.free[:n-1]
+		return c
+	}
+	return new(batch)
+}
+
+func (b *Badger) recycle(c *batch) {
+	if cap(c.ops) > 1<<16 || cap(c.arena) > 4<<20 {
+		return // do not keep a burst's memory
+	}
+	clear(c.ops) // drop callback references
+	c.ops, c.arena = c.ops[:0], c.arena[:0]
+	c.bytes, c.deletes, c.err = 0, 0, nil
+	b.mu.Lock()
+	if len(b.free) < 4 {
+		b.free = append(b.free, c)
+	}
+	b.mu.Unlock()
+}
+
+func (b *Badger) runWriter() {
+	defer close(b.writerDone)
+	var (
+		keys   []byte
+		cancel = make(map[msgID]int)
+	)
+	for {
+		b.mu.Lock()
+		for len(b.pend.ops) == 0 && !b.stopping {
+			b.idle = true
+			b.wake.Wait()
+		}
+		b.idle = false
+		if len(b.pend.ops) == 0 {
+			b.mu.Unlock()
+			return
+		}
+		cur := b.pend
+		b.pend = b.newBatchLocked()
+		if b.waiting > 0 {
+			b.room.Broadcast()
+		}
+		failed := b.failed
+		b.mu.Unlock()
+
+		cur.err = failed
+		if failed == nil {
+			if cur.deletes > 0 {
+				b.cancelPairs(cur, cancel)
+			}
+			keys, cur.err = b.write(cur, keys)
+			if cur.err != nil {
+				cur.err = fmt.Errorf("store: group commit: %w", cur.err)
+				b.log.Error("store: group commit failed; store is now read-only", "err", cur.err)
+				b.mu.Lock()
+				b.failed = cur.err
+				b.room.Broadcast()
+				b.mu.Unlock()
+			}
+		}
+		b.notifyMu.Lock()
+		b.notifyQ = append(b.notifyQ, cur)
+		b.notifyCond.Signal()
+		b.notifyMu.Unlock()
+	}
+}
+
+// cancelPairs marks each delete that follows an append of the same message
+// in c, and that append, as cancelled: neither reaches the disk. A drop
+// ends the window, as the appends before it are dropped by it anyway.
+func (b *Badger) cancelPairs(c *batch, idx map[msgID]int) {
+	defer clear(idx)
+	var n uint64
+	for i := range c.ops {
+		o := &c.ops[i]
+		switch o.kind {
+		case opAppend:
+			idx[msgID{o.qid, o.seq}] = i
+		case opDelete:
+			id := msgID{o.qid, o.seq}
+			if j, ok := idx[id]; ok {
+				c.ops[j].skip = true
+				o.skip = true
+				delete(idx, id)
+				n++
+			}
+		case opDrop:
+			clear(idx)
+		}
+	}
+	b.stats.cancelled.Add(n)
+}
+
+// write applies c to Badger and syncs once. keys is a reusable buffer for
+// message keys; Badger references them until the WriteBatch is flushed.
+func (b *Badger) write(c *batch, keys []byte) ([]byte, error) {
+	b.stats.batches.Add(1)
+	if need := len(c.ops) * msgKeyLen; cap(keys) < need {
+		keys = make([]byte, 0, need)
+	}
+	keys = keys[:0]
+	key := func(o *op) []byte {
+		k := len(keys)
+		keys = appendMsgKey(keys, o.qid, o.seq)
+		return keys[k : k+msgKeyLen : k+msgKeyLen]
+	}
+	wb := b.db.NewWriteBatch()
+	wrote := false
+	var deletes uint64
+	for i := range c.ops {
+		o := &c.ops[i]
+		if o.skip {
+			continue
+		}
+		var err error
+		switch o.kind {
+		case opAppend:
+			err = wb.Set(key(o), c.arena[o.off:o.off+o.n:o.off+o.n])
+			wrote = true
+		case opDelete:
+			err = wb.Delete(key(o))
+			deletes++
+			wrote = true
+		case opDrop:
+			if err = wb.Flush(); err != nil {
+				return keys, err
+			}
+			wb = b.db.NewWriteBatch()
+			err = deletePrefix(b.db, wb, msgQueuePrefix(o.qid))
+			wrote = true
+		}
+		if err != nil {
+			wb.Cancel()
+			return keys, err
+		}
+	}
+	b.stats.deletes.Add(deletes)
+	if err := wb.Flush(); err != nil {
+		return keys, err
+	}
+	if !wrote {
+		return keys, nil
+	}
+	b.stats.syncs.Add(1)
+	if err := b.db.Sync(); err != nil {
+		return keys, errors.Join(errors.New("sync"), err)
+	}
+	return keys, nil
+}
+
+func (b *Badger) runNotifier() {
+	defer close(b.notifyDone)
+	var q []*batch
+	for {
+		b.notifyMu.Lock()
+		for len(b.notifyQ) == 0 && !b.notifyStop {
+			b.notifyCond.Wait()
+		}
+		if len(b.notifyQ) == 0 {
+			b.notifyMu.Unlock()
+			return
+		}
+		q, b.notifyQ = b.notifyQ, q[:0]
+		b.notifyMu.Unlock()
+		for _, c := range q {
+			b.callbacks(c)
+			b.recycle(c)
+		}
+		clear(q)
+	}
+}
+
+func (b *Badger) callbacks(c *batch) {
+	var appends uint64
+	for i := range c.ops {
+		o := &c.ops[i]
+		switch {
+		case o.wait != nil:
+			o.wait <- c.err
+		case o.done != nil:
+			o.done(c.err)
+		}
+		if o.kind == opAppend {
+			appends++
+		}
+	}
+	if c.err == nil {
+		b.stats.appends.Add(appends)
+	}
+}

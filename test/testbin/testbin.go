@@ -1,0 +1,382 @@
+// Package testbin builds the trident binary and runs it on free loopback ports
+// for black-box tests and the bench command: build, start, wait until the AMQP
+// port answers, stop (SIGTERM), kill (SIGKILL), restart on the same ports and
+// data directory.
+//
+// Tests use Start, which ties the process to a testing.TB. Programs (the bench
+// command) use Build and Launch.
+//
+// The flags passed to trident are those of the conf package:
+//
+//	--data-dir DIR --amqp-listen 127.0.0.1:PORT --http-listen "" --mqtt-listen ""
+//	--stomp-listen "" --prometheus-listen ""
+//
+// followed by any extra arguments, which may override them (the last flag wins).
+// Set TRIDENT_BIN to use a prebuilt binary instead of building ./cmd/trident.
+package testbin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ModulePath is the module whose ./cmd/trident is built.
+const ModulePath = "github.com/trident-broker/trident"
+
+// ErrNotRunning is returned by Stop and Kill when the process is not running.
+var ErrNotRunning = errors.New("testbin: trident is not running")
+
+// Options configures Launch.
+type Options struct {
+	// Binary is the trident executable. Empty means $TRIDENT_BIN, or else
+	// build ./cmd/trident with Build into a temporary directory.
+	Binary string
+	// DataDir is passed as --data-dir. Empty means a new temporary directory
+	// that Proc.Cleanup removes.
+	DataDir string
+	// ExtraArgs are appended after the default flags.
+	ExtraArgs []string
+	// Log receives the process's stdout and stderr. Nil means a file
+	// trident.log beside the data directory (see Proc.LogPath).
+	Log io.Writer
+	// StartTimeout bounds the wait for the AMQP port (default 30s).
+	StartTimeout time.Duration
+	// StopTimeout bounds the wait after SIGTERM before SIGKILL (default 15s).
+	StopTimeout time.Duration
+}
+
+// Proc is a running (or stopped) trident process.
+type Proc struct {
+	// AMQPURL is amqp://guest:guest@127.0.0.1:PORT/.
+	AMQPURL string
+	// AMQPAddr is 127.0.0.1:PORT.
+	AMQPAddr string
+	// DataDir is the directory passed as --data-dir.
+	DataDir string
+	// Binary is the executable that runs.
+	Binary string
+	// LogPath is the file holding the process output ("" when Options.Log was set).
+	LogPath string
+
+	opts    Options
+	args    []string
+	tmpDirs []string
+	logFile *os.File
+	tb      testing.TB
+
+	mu  sync.Mutex
+	cur *run // the running process, nil when stopped
+}
+
+// run is one execution of the binary.
+type run struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+	err  error         // cmd.Wait's result, valid once done is closed
+}
+
+// FindModuleRoot returns the directory of the go.mod of ModulePath, searching
+// from the working directory upwards.
+func FindModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && bytes.Contains(data, []byte("module "+ModulePath)) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("testbin: no go.mod of %s above the working directory", ModulePath)
+		}
+		dir = parent
+	}
+}
+
+// Build compiles ./cmd/trident of the module into dir and returns the path of
+// the executable.
+func Build(ctx context.Context, dir string) (string, error) {
+	root, err := FindModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "trident")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/trident")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("testbin: go build ./cmd/trident: %v\n%s", err, b)
+	}
+	return out, nil
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Launch starts trident and waits until its AMQP port accepts connections.
+// The caller must call Stop or Kill, then Cleanup.
+func Launch(ctx context.Context, opts Options) (*Proc, error) {
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = 30 * time.Second
+	}
+	if opts.StopTimeout == 0 {
+		opts.StopTimeout = 15 * time.Second
+	}
+	p := &Proc{opts: opts}
+	ok := false
+	defer func() {
+		if !ok {
+			p.Cleanup()
+		}
+	}()
+
+	p.Binary = opts.Binary
+	if p.Binary == "" {
+		p.Binary = os.Getenv("TRIDENT_BIN")
+	}
+	if p.Binary == "" {
+		dir, err := p.tempDir("trident-bin-")
+		if err != nil {
+			return nil, err
+		}
+		if p.Binary, err = Build(ctx, dir); err != nil {
+			return nil, err
+		}
+	}
+	p.DataDir = opts.DataDir
+	if p.DataDir == "" {
+		dir, err := p.tempDir("trident-data-")
+		if err != nil {
+			return nil, err
+		}
+		p.DataDir = filepath.Join(dir, "data")
+	}
+	if opts.Log == nil {
+		p.LogPath = filepath.Join(filepath.Dir(p.DataDir), "trident.log")
+		f, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		p.logFile = f
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	p.AMQPAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	p.AMQPURL = "amqp://guest:guest@" + p.AMQPAddr + "/"
+	p.args = append([]string{
+		"--data-dir", p.DataDir,
+		"--amqp-listen", p.AMQPAddr,
+		"--http-listen", "",
+		"--mqtt-listen", "",
+		"--stomp-listen", "",
+		"--prometheus-listen", "",
+	}, opts.ExtraArgs...)
+
+	if err := p.start(ctx); err != nil {
+		return nil, err
+	}
+	ok = true
+	return p, nil
+}
+
+func (p *Proc) tempDir(prefix string) (string, error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", err
+	}
+	p.tmpDirs = append(p.tmpDirs, dir)
+	return dir, nil
+}
+
+func (p *Proc) output() io.Writer {
+	if p.opts.Log != nil {
+		return p.opts.Log
+	}
+	return p.logFile
+}
+
+func (p *Proc) start(ctx context.Context) error {
+	p.mu.Lock()
+	if p.cur != nil {
+		p.mu.Unlock()
+		return errors.New("testbin: trident is already running")
+	}
+	cmd := exec.Command(p.Binary, p.args...)
+	cmd.Stdout = p.output()
+	cmd.Stderr = p.output()
+	if err := cmd.Start(); err != nil {
+		p.mu.Unlock()
+		return fmt.Errorf("testbin: start %s: %w", p.Binary, err)
+	}
+	r := &run{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		r.err = cmd.Wait()
+		close(r.done)
+	}()
+	p.cur = r
+	p.mu.Unlock()
+
+	deadline := time.Now().Add(p.opts.StartTimeout)
+	for {
+		c, err := net.DialTimeout("tcp", p.AMQPAddr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case <-r.done:
+			p.clear(r)
+			return fmt.Errorf("testbin: trident exited before listening on %s: %v%s", p.AMQPAddr, r.err, p.logTail())
+		case <-ctx.Done():
+			p.kill(r)
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.kill(r)
+			return fmt.Errorf("testbin: trident did not listen on %s within %v%s", p.AMQPAddr, p.opts.StartTimeout, p.logTail())
+		}
+	}
+}
+
+// current returns the running process, or nil.
+func (p *Proc) current() *run {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cur
+}
+
+// clear forgets r if it is still the current process.
+func (p *Proc) clear(r *run) {
+	p.mu.Lock()
+	if p.cur == r {
+		p.cur = nil
+	}
+	p.mu.Unlock()
+}
+
+// kill sends SIGKILL to r and waits for its exit.
+func (p *Proc) kill(r *run) {
+	_ = r.cmd.Process.Kill()
+	<-r.done
+	p.clear(r)
+}
+
+// logTail returns the last lines of the log file, for error messages.
+func (p *Proc) logTail() string {
+	if p.LogPath == "" {
+		return ""
+	}
+	b, err := os.ReadFile(p.LogPath)
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	if len(b) > 4096 {
+		b = b[len(b)-4096:]
+	}
+	return "\n--- tail of " + p.LogPath + " ---\n" + strings.TrimRight(string(b), "\n")
+}
+
+// Running reports whether the process is running.
+func (p *Proc) Running() bool { return p.current() != nil }
+
+// Stop sends SIGTERM and waits for the exit; after StopTimeout it sends SIGKILL
+// and returns an error. An exit status other than 0 is an error too.
+// A Proc from Start fails its test on error.
+func (p *Proc) Stop() error {
+	err := p.stop()
+	p.report("Stop", err)
+	return err
+}
+
+func (p *Proc) stop() error {
+	r := p.current()
+	if r == nil {
+		return ErrNotRunning
+	}
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.done:
+		p.clear(r)
+		if r.err != nil {
+			return fmt.Errorf("testbin: trident exited after SIGTERM: %v%s", r.err, p.logTail())
+		}
+		return nil
+	case <-time.After(p.opts.StopTimeout):
+		p.kill(r)
+		return fmt.Errorf("testbin: trident did not exit within %v of SIGTERM; killed%s", p.opts.StopTimeout, p.logTail())
+	}
+}
+
+// Kill sends SIGKILL and waits for the exit.
+// A Proc from Start fails its test on error.
+func (p *Proc) Kill() error {
+	r := p.current()
+	if r == nil {
+		p.report("Kill", ErrNotRunning)
+		return ErrNotRunning
+	}
+	p.kill(r)
+	return nil
+}
+
+// Restart stops the process if it is running (SIGTERM) and starts it again with
+// the same arguments, ports and data directory.
+// A Proc from Start fails its test on error.
+func (p *Proc) Restart() error {
+	var err error
+	if p.Running() {
+		err = p.stop()
+	}
+	if err == nil {
+		err = p.start(context.Background())
+	}
+	p.report("Restart", err)
+	return err
+}
+
+// Cleanup kills the process if it still runs and removes the temporary
+// directories Launch created (binary, data directory, log).
+func (p *Proc) Cleanup() {
+	if r := p.current(); r != nil {
+		p.kill(r)
+	}
+	if p.logFile != nil {
+		p.logFile.Close()
+		p.logFile = nil
+	}
+	for _, d := range p.tmpDirs {
+		os.RemoveAll(d)
+	}
+	p.tmpDirs = nil
+}
+
+func (p *Proc) report(op string, err error) {
+	if err != nil && p.tb != nil {
+		p.tb.Helper()
+		p.tb.Fatalf("testbin: %s: %v", op, err)
+	}
+}
