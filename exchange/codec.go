@@ -156,7 +156,7 @@ func (d *dec) raw(n uint64) []byte {
 	return p
 }
 
-func (d *dec) str() string  { return string(d.raw(d.uvarint())) }
+func (d *dec) str() string { return string(d.raw(d.uvarint())) }
 func (d *dec) byte1() byte {
 	if len(d.b) < 1 {
 		d.fail()

@@ -23,7 +23,7 @@ type fakeStore struct {
 	// syncDone calls done before AppendMessage returns: a writer that
 	// finished before the publisher looked.
 	syncDone bool
-	wg      sync.WaitGroup
+	wg       sync.WaitGroup
 }
 
 var _ Store = (*fakeStore)(nil)

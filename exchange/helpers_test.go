@@ -70,7 +70,9 @@ type confirms struct {
 	ch    chan struct{}
 }
 
-func newConfirms() *confirms { return &confirms{calls: map[uint64][]bool{}, ch: make(chan struct{}, 1024)} }
+func newConfirms() *confirms {
+	return &confirms{calls: map[uint64][]bool{}, ch: make(chan struct{}, 1024)}
+}
 
 func (c *confirms) Confirm(tag uint64, ok bool) {
 	c.mu.Lock()

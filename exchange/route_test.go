@@ -144,9 +144,9 @@ func TestDirectAndFanout(t *testing.T) {
 	bindQ(t, v, "qb", "d", "k1", nil)
 
 	tt := []struct {
-		x, key     string
-		routed     int
-		dqa, dqb   int
+		x, key   string
+		routed   int
+		dqa, dqb int
 	}{
 		{"d", "k1", 2, 1, 1},
 		{"d", "k2", 1, 1, 0},

@@ -170,8 +170,10 @@ func (v *VHost) deleteExchangeLocked(x *Exchange) error {
 	for len(x.bindings) > 0 {
 		v.removeBindingLocked(x.bindings[len(x.bindings)-1], false)
 	}
+	// Removing the bindings into x may leave an auto-delete source
+	// exchange without bindings: it goes too, as in RabbitMQ.
 	for len(x.inbound) > 0 {
-		v.removeBindingLocked(x.inbound[len(x.inbound)-1], false)
+		v.removeBindingLocked(x.inbound[len(x.inbound)-1], true)
 	}
 	delete(v.exchanges, x.name)
 	if x.durable {

@@ -9,15 +9,18 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/conf"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/amqp"
 	"github.com/trident-broker/trident/store"
+	"github.com/trident-broker/trident/web"
 )
 
 // storeDir is the store's directory under conf.Config.DataDir.
@@ -34,6 +37,9 @@ type Node struct {
 	amqp       *amqp.Server
 	amqpLn     net.Listener
 	amqpServed chan error // receives Serve's result once
+
+	http   *http.Server
+	httpLn net.Listener
 
 	closeOnce sync.Once
 	closeErr  error
@@ -84,7 +90,65 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 			return nil, err
 		}
 	}
+	if cfg.HTTP.Listen != "" {
+		if err := n.startHTTP(); err != nil {
+			return nil, err
+		}
+	}
 	return n, nil
+}
+
+func (n *Node) startHTTP() error {
+	ln, err := net.Listen("tcp", n.cfg.HTTP.Listen)
+	if err != nil {
+		return fmt.Errorf("node: http.listen: %w", err)
+	}
+	n.httpLn = ln
+	api := web.New(n.users, connections{n}, "trident@"+hostname(), n.log.With("component", "web"))
+	n.http = &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := n.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error("http listener stopped", "err", err)
+		}
+	}()
+	n.log.Info("listening", "protocol", "http", "addr", ln.Addr().String())
+	return nil
+}
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "localhost"
+	}
+	return h
+}
+
+// HTTPAddr returns the management API's address, or nil when disabled.
+func (n *Node) HTTPAddr() net.Addr {
+	if n.httpLn == nil {
+		return nil
+	}
+	return n.httpLn.Addr()
+}
+
+// connections adapts the protocol servers to web.Connections.
+type connections struct{ n *Node }
+
+func (c connections) ListConnections() []web.ConnectionInfo {
+	if c.n.amqp == nil {
+		return nil
+	}
+	var out []web.ConnectionInfo
+	for _, i := range c.n.amqp.Connections() {
+		out = append(out, web.ConnectionInfo{Name: i.Name, Protocol: "AMQP 0-9-1", User: i.User, VHost: i.VHost,
+			Peer: i.Peer, Local: i.Local, Channels: i.Channels, ConnectedAt: i.ConnectedAt,
+			ClientProperties: i.ClientProperties, FrameMax: i.FrameMax, Heartbeat: i.Heartbeat})
+	}
+	return out
+}
+
+func (c connections) CloseConnection(name, reason string) bool {
+	return c.n.amqp != nil && c.n.amqp.CloseConnection(name, reason)
 }
 
 func (n *Node) startAMQP() error {
@@ -143,6 +207,11 @@ func (n *Node) Close(ctx context.Context) error {
 
 func (n *Node) close(ctx context.Context) error {
 	var errs []error
+	if n.http != nil {
+		_ = n.http.Close()
+	} else if n.httpLn != nil {
+		n.httpLn.Close()
+	}
 	if n.amqp != nil {
 		// Shutdown stops accepting first, then closes every connection.
 		if err := n.amqp.Shutdown(ctx); err != nil {
