@@ -191,7 +191,7 @@ func TestDeleteQueue(t *testing.T) {
 	publish(t, v, "", "q", "b")
 	_, err := v.DeleteQueue("q", false, true, nil)
 	wantKind(t, err, KindPreconditionFailed)
-	wantText(t, err, "queue 'q' in vhost '/' is not empty")
+	wantText(t, err, "queue 'q' in vhost '/' not empty")
 	c, s := consume(t, v, "q", ConsumeOpts{})
 	_, err = v.DeleteQueue("q", true, false, nil)
 	wantKind(t, err, KindPreconditionFailed)

@@ -154,7 +154,7 @@ func (v *VHost) DeleteExchange(name string, ifUnused bool) error {
 		if name == "" {
 			return errorf(KindAccessRefused, "operation not permitted on the default exchange")
 		}
-		return errorf(KindAccessRefused, "deletion of system exchange '%s' in vhost '%s' refused", name, v.name)
+		return errorf(KindAccessRefused, "deletion of system exchange '%s' in vhost '%s' not allowed", name, v.name)
 	}
 	x := v.exchanges[name]
 	if x == nil {
@@ -344,7 +344,7 @@ func (v *VHost) DeleteQueue(name string, ifUnused, ifEmpty bool, owner any) (int
 		return 0, errorf(KindPreconditionFailed, "queue '%s' in vhost '%s' in use", name, v.name)
 	}
 	if ifEmpty && r > 0 {
-		return 0, errorf(KindPreconditionFailed, "queue '%s' in vhost '%s' is not empty", name, v.name)
+		return 0, errorf(KindPreconditionFailed, "queue '%s' in vhost '%s' not empty", name, v.name)
 	}
 	return v.deleteQueue(q, true)
 }
@@ -525,6 +525,9 @@ func (v *VHost) unbind(dst string, toQueue bool, src, key string, args Table, ow
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	sx, q, dx, err := v.lookupBind(dst, toQueue, src, owner)
+	if KindOf(err) == KindNotFound {
+		return nil // RabbitMQ 3.10: unbinding a missing queue or exchange is ok
+	}
 	if err != nil {
 		return err
 	}

@@ -42,6 +42,7 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	startPprof(log)
 	n, err := node.Start(cfg, log)
 	if err != nil {
 		log.Error("startup failed", "err", err)

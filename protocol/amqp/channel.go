@@ -501,15 +501,15 @@ func (ch *channel) get(m *wire.BasicGet) error {
 	if err != nil {
 		return err
 	}
-	// Take the message and assign its tag under dmu so that tags stay in
-	// order with deliveries.
-	ch.dmu.Lock()
+	// Take the message first (the queue's lock comes before dmu in the
+	// lock order), then assign its tag under dmu so that tags reach the
+	// client in order with deliveries.
 	d, ok := q.Get(m.NoAck)
 	if !ok {
-		ch.dmu.Unlock()
 		ch.c.send(ch.id, &wire.BasicGetEmpty{})
 		return nil
 	}
+	ch.dmu.Lock()
 	ch.nextTag++
 	tag := ch.nextTag
 	if !m.NoAck {

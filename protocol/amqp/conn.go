@@ -173,20 +173,6 @@ func (c *conn) stopWriter() {
 	c.wmu.Unlock()
 }
 
-// flushAndWait waits (briefly) until the writer has written everything.
-func (c *conn) flushAndWait(d time.Duration) {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		c.wmu.Lock()
-		empty := len(c.out) == 0 && c.spare != nil || c.wclosed
-		c.wmu.Unlock()
-		if empty {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // queued is called with wmu held after appending to c.out.
 func (c *conn) queued() {
 	c.wcond.Signal()

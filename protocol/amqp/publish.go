@@ -1,6 +1,9 @@
 package amqp
 
 import (
+	"strconv"
+	"strings"
+
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/amqp/wire"
@@ -81,6 +84,11 @@ func (ch *channel) publishOne(m *wire.BasicPublish) error {
 	msg := &exchange.Message{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Body: ch.pubBody}
 	ch.pubBody = nil
 	fromWireProps(&msg.Props, &ch.pubProps)
+	if e := msg.Props.Expiration; e != "" {
+		if why := badExpiration(e); why != "" {
+			return chanErr(wire.PreconditionFailed, m, "invalid expiration '%s': %s", e, why)
+		}
+	}
 	if u := msg.Props.UserID; u != "" && u != ch.c.user.Name() {
 		return chanErr(wire.PreconditionFailed, m, "user_id property set to '%s' but authenticated user was '%s'", u, ch.c.user.Name())
 	}
@@ -118,4 +126,30 @@ func (ch *channel) publishOne(m *wire.BasicPublish) error {
 // Confirm implements exchange.Confirmer for publisher confirms.
 func (ch *channel) Confirm(tag uint64, ok bool) {
 	ch.c.sendConfirm(ch.id, tag, false, ok)
+}
+
+// badExpiration says why an expiration property is not what RabbitMQ
+// accepts (a non-negative integer of milliseconds), in RabbitMQ's words,
+// or returns "" if it is fine.
+func badExpiration(s string) string {
+	i := 0
+	if i < len(s) && (s[i] == '-' || s[i] == '+') {
+		i++
+	}
+	j := i
+	for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+		j++
+	}
+	if j == i {
+		return "no_integer"
+	}
+	if j < len(s) {
+		return "{leftover_string," + strconv.Quote(s[j:]) + "}"
+	}
+	if s[0] == '-' {
+		if n := strings.TrimLeft(s[1:j], "0"); n != "" {
+			return "{value_negative,-" + n + "}"
+		}
+	}
+	return ""
 }

@@ -127,7 +127,12 @@ func TestAMQP091Suite(t *testing.T) {
 	for _, name := range sum.failed {
 		t.Errorf("%s failed:\n%s", name, sum.output(name, 80))
 	}
-	if runErr != nil && len(sum.failed) == 0 {
+	if i := bytes.Index(out, []byte("found unexpected goroutines")); i >= 0 {
+		// The suite's TestMain runs goleak: every test passed but some client
+		// goroutines (usually a connection the broker never finished closing)
+		// were still alive at the end.
+		t.Errorf("goleak (the suite's TestMain) found leaked goroutines after all tests:\n%s", head(out[i:], 60))
+	} else if runErr != nil && len(sum.failed) == 0 {
 		t.Errorf("suite did not pass (%v); tail of its output:\n%s", runErr, tail(out, 60))
 	}
 	if runErr == nil && len(sum.passed) == 0 {
@@ -185,6 +190,14 @@ func (s summary) output(name string, max int) string {
 		from = to + 1 - max
 	}
 	return strings.Join(s.lines[from:to+1], "\n")
+}
+
+func head(out []byte, n int) string {
+	lines := strings.SplitN(string(out), "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
 }
 
 func tail(out []byte, n int) string {
