@@ -64,6 +64,10 @@ type AMQP struct {
 	MaxMessageSize int `yaml:"max_message_size"`
 	// HandshakeTimeout bounds the time from TCP accept to connection.open.
 	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
+	// Product is the "product" server property sent in connection.start.
+	// Some clients and test suites enable features only when it reads
+	// "RabbitMQ"; set it so for them.
+	Product string `yaml:"product"`
 }
 
 // MQTT configures the MQTT listeners.
@@ -112,6 +116,7 @@ func Default() Config {
 			Heartbeat:        60 * time.Second,
 			MaxMessageSize:   134217728,
 			HandshakeTimeout: 10 * time.Second,
+			Product:          "Trident",
 		},
 		MQTT:          MQTT{Listen: ":1883", WSListen: ":15675", Exchange: "amq.topic"},
 		STOMP:         STOMP{Listen: ":61613", WSListen: ":15674"},

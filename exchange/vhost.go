@@ -64,6 +64,10 @@ func (v *VHost) DeclareExchange(name, kind string, o ExchangeOpts) error {
 		}
 		return nil
 	}
+	// As RabbitMQ: the type is checked first, even for an existing exchange.
+	if !validKind(kind) {
+		return errorf(KindCommandInvalid, "unknown exchange type '%s'", kind)
+	}
 	if name == "" {
 		return errorf(KindAccessRefused, "operation not permitted on the default exchange")
 	}
@@ -72,9 +76,6 @@ func (v *VHost) DeclareExchange(name, kind string, o ExchangeOpts) error {
 	}
 	if strings.HasPrefix(name, "amq.") {
 		return errorf(KindAccessRefused, "exchange name '%s' contains reserved prefix 'amq.*'", name)
-	}
-	if !validKind(kind) {
-		return errorf(KindCommandInvalid, "invalid exchange type '%s'", kind)
 	}
 	x = &Exchange{vh: v, name: name, kind: kind, durable: o.Durable, autoDelete: o.AutoDelete,
 		internal: o.Internal, args: o.Args, router: newRouter(kind)}

@@ -353,6 +353,17 @@ func TestExchangeReservedPrefix(t *testing.T) {
 func TestExchangeInvalidTypeClosesConnection(t *testing.T) {
 	tg := newTarget(t)
 	c, ch := tg.channel()
+	// The type is checked before anything else, even for an existing
+	// exchange.
+	existing := tg.x("goodtype")
+	must(t, ch.ExchangeDeclare(existing, "direct", false, false, false, false, nil))
+	if err := ch.ExchangeDeclare(existing, "no-such-type", false, false, false, false, nil); amqpCode(err) != 503 {
+		t.Fatalf("redeclare with an unknown type: %v, want 503", err)
+	}
+	if !c.IsClosed() {
+		<-c.NotifyClose(make(chan *amqp.Error, 1))
+	}
+	c, ch = tg.channel()
 	closed := c.NotifyClose(make(chan *amqp.Error, 1))
 	name := tg.x("badtype")
 	err := ch.ExchangeDeclare(name, "no-such-type", false, false, false, false, nil)
@@ -362,7 +373,7 @@ func TestExchangeInvalidTypeClosesConnection(t *testing.T) {
 		if e == nil || e.Code != 503 || e.Server != true {
 			t.Fatalf("connection closed with %+v, want 503 from the server", e)
 		}
-		if !strings.HasPrefix(e.Reason, "COMMAND_INVALID - ") || !strings.Contains(e.Reason, "'no-such-type'") {
+		if e.Reason != "COMMAND_INVALID - unknown exchange type 'no-such-type'" {
 			t.Fatalf("reply text %q", e.Reason)
 		}
 	case <-time.After(5 * time.Second):
@@ -739,7 +750,6 @@ func TestQueueRedeclareInequivalentArgs(t *testing.T) {
 		name string
 		args amqp.Table
 	}{
-		{"other value", amqp.Table{"x-message-ttl": int32(100)}},
 		{"missing", nil},
 		{"added", amqp.Table{"x-message-ttl": int32(200), "x-max-length": int32(5)}},
 	} {
@@ -751,7 +761,15 @@ func TestQueueRedeclareInequivalentArgs(t *testing.T) {
 			})
 		})
 	}
-	t.Run("text", func(t *testing.T) {
+	t.Run("other value", func(t *testing.T) {
+		ch := newChannel(t, c)
+		channelError(t, c, ch, 406, "PRECONDITION_FAILED - inequivalent arg 'x-message-ttl' for queue '"+name+
+			"' in vhost '/': received '100' but current is '200'", func() error {
+			_, err := ch.QueueDeclare(name, false, false, false, false, amqp.Table{"x-message-ttl": int32(100)})
+			return err
+		})
+	})
+	t.Run("durable", func(t *testing.T) {
 		ch := newChannel(t, c)
 		channelError(t, c, ch, 406, "PRECONDITION_FAILED - inequivalent arg 'durable' for queue '"+name+
 			"' in vhost '/': received 'true' but current is 'false'", func() error {

@@ -335,10 +335,17 @@ func (ch *channel) dispatch(m wire.Method) error {
 	case *wire.BasicReject:
 		return ch.settle(m, m.DeliveryTag, false, false, m.Requeue)
 	case *wire.BasicRecover:
+		if !m.Requeue {
+			// As RabbitMQ: redelivery to the same consumer is not supported.
+			return connErr(wire.NotImplemented, m, "requeue=false")
+		}
 		ch.recover()
 		ch.c.send(ch.id, &wire.BasicRecoverOK{})
 		return nil
 	case *wire.BasicRecoverAsync:
+		if !m.Requeue {
+			return connErr(wire.NotImplemented, m, "requeue=false")
+		}
 		ch.recover()
 		return nil
 

@@ -267,7 +267,7 @@ func (c *conn) heartbeater() {
 
 func (c *conn) serverProperties() wire.Table {
 	return wire.Table{
-		"product":      "Trident",
+		"product":      c.s.cfg.Product,
 		"version":      version,
 		"platform":     "Go",
 		"cluster_name": c.s.cfg.ClusterName,
@@ -561,11 +561,14 @@ func (c *conn) channelMethod(id uint16, m wire.Method) error {
 			}
 			return wire.NewConnectionError(wire.ChannelError, "expected 'channel.open' on channel %d", id)
 		}
-		if id > c.channelMax {
-			return wire.NewConnectionError(wire.ChannelError, "channel id %d over the negotiated channel_max %d", id, c.channelMax)
+		// As RabbitMQ: channel_max limits how many channels are open at
+		// once (530 NOT_ALLOWED), not the channel numbers.
+		c.chmu.Lock()
+		if n := len(c.channels); c.channelMax != 0 && n >= int(c.channelMax) {
+			c.chmu.Unlock()
+			return wire.NewConnectionError(wire.NotAllowed, "number of channels opened (%d) has reached the negotiated channel_max (%d)", n, c.channelMax)
 		}
 		ch = newChannel(c, id)
-		c.chmu.Lock()
 		c.channels[id] = ch
 		c.chmu.Unlock()
 		c.send(id, &wire.ChannelOpenOK{})

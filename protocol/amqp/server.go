@@ -22,6 +22,7 @@ type Config struct {
 	MaxMessageSize   int           // largest message body accepted
 	HandshakeTimeout time.Duration // time allowed from TCP accept to connection.open
 	ClusterName      string
+	Product          string // "product" server property; "Trident" by default
 }
 
 func (c *Config) defaults() {
@@ -36,6 +37,9 @@ func (c *Config) defaults() {
 	}
 	if c.HandshakeTimeout == 0 {
 		c.HandshakeTimeout = 10 * time.Second
+	}
+	if c.Product == "" {
+		c.Product = "Trident"
 	}
 	if c.ClusterName == "" {
 		c.ClusterName = "trident"

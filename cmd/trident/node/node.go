@@ -168,6 +168,7 @@ func (n *Node) startAMQP() error {
 		Heartbeat:        c.Heartbeat,
 		MaxMessageSize:   c.MaxMessageSize,
 		HandshakeTimeout: c.HandshakeTimeout,
+		Product:          c.Product,
 	}, n.broker, n.users, n.log.With("component", "amqp"))
 	n.amqpServed = make(chan error, 1)
 	go func() {
