@@ -428,6 +428,7 @@ func TestConnPermissionsPerOperation(t *testing.T) {
 }
 
 func TestConnHeartbeat(t *testing.T) {
+	t.Parallel()
 	url := bbURL(t)
 	c, err := amqp.DialConfig(url, amqp.Config{Heartbeat: time.Second})
 	if err != nil {
@@ -455,6 +456,7 @@ func TestConnHeartbeat(t *testing.T) {
 // TestConnHeartbeatTimeout: a client that stops sending is disconnected
 // after two missed heartbeats.
 func TestConnHeartbeatTimeout(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t)
 	c := bbDialRaw(t, b.Addr)
 	c.write([]byte("AMQP\x00\x00\x09\x01"))

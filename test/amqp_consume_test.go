@@ -569,6 +569,20 @@ func TestConsumeRecover(t *testing.T) {
 	noDelivery(t, ds, 100*time.Millisecond)
 }
 
+// TestConsumeRecoverNoRequeue: basic.recover with requeue=false is not
+// implemented by RabbitMQ: 540 at connection scope.
+func TestConsumeRecoverNoRequeue(t *testing.T) {
+	url := bbURL(t)
+	conn, ch := channel(t, url)
+	cerrs := conn.NotifyClose(make(chan *amqp.Error, 1))
+	if err := ch.Recover(false); amqpCode(err) != amqp.NotImplemented {
+		t.Fatalf("basic.recover requeue=false: %v, want 540", err)
+	}
+	if e := bbClosed(t, cerrs); e.Code != amqp.NotImplemented {
+		t.Fatalf("connection closed with %d, want 540", e.Code)
+	}
+}
+
 func TestConsumeExclusive(t *testing.T) {
 	url := bbURL(t)
 	conn, ch := channel(t, url)

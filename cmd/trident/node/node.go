@@ -41,6 +41,10 @@ type Node struct {
 	http   *http.Server
 	httpLn net.Listener
 
+	// frontEnds are the other protocol front ends (MQTT, STOMP, ...), in
+	// start order; Close shuts them down in reverse before the core.
+	frontEnds []frontEnd
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -90,6 +94,11 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 			return nil, err
 		}
 	}
+	for _, start := range starters {
+		if err := start(n); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.HTTP.Listen != "" {
 		if err := n.startHTTP(); err != nil {
 			return nil, err
@@ -135,20 +144,50 @@ func (n *Node) HTTPAddr() net.Addr {
 type connections struct{ n *Node }
 
 func (c connections) ListConnections() []web.ConnectionInfo {
-	if c.n.amqp == nil {
-		return nil
-	}
 	var out []web.ConnectionInfo
-	for _, i := range c.n.amqp.Connections() {
-		out = append(out, web.ConnectionInfo{Name: i.Name, Protocol: "AMQP 0-9-1", User: i.User, VHost: i.VHost,
-			Peer: i.Peer, Local: i.Local, Channels: i.Channels, ConnectedAt: i.ConnectedAt,
-			ClientProperties: i.ClientProperties, FrameMax: i.FrameMax, Heartbeat: i.Heartbeat})
+	if c.n.amqp != nil {
+		for _, i := range c.n.amqp.Connections() {
+			out = append(out, web.ConnectionInfo{Name: i.Name, Protocol: "AMQP 0-9-1", User: i.User, VHost: i.VHost,
+				Peer: i.Peer, Local: i.Local, Channels: i.Channels, ConnectedAt: i.ConnectedAt,
+				ClientProperties: i.ClientProperties, FrameMax: i.FrameMax, Heartbeat: i.Heartbeat})
+		}
+	}
+	for _, f := range c.n.frontEnds {
+		out = append(out, f.ListConnections()...)
 	}
 	return out
 }
 
 func (c connections) CloseConnection(name, reason string) bool {
-	return c.n.amqp != nil && c.n.amqp.CloseConnection(name, reason)
+	if c.n.amqp != nil && c.n.amqp.CloseConnection(name, reason) {
+		return true
+	}
+	for _, f := range c.n.frontEnds {
+		if f.CloseConnection(name, reason) {
+			return true
+		}
+	}
+	return false
+}
+
+// starters start the front ends other than AMQP. Each front end's file
+// registers its start function from init; the function does nothing when
+// the front end's listeners are disabled in the config, and otherwise
+// appends the running front end to n.frontEnds.
+var starters []func(n *Node) error
+
+// frontEnd is a protocol front end other than AMQP, as the node runs it.
+// Each lives in its own file of this package (mqtt.go, stomp.go, ...) with a
+// startX method that Start calls and that appends to n.frontEnds.
+type frontEnd interface {
+	// Name is the protocol's name for logs, e.g. "mqtt".
+	Name() string
+	// Shutdown stops accepting, closes the front end's connections and
+	// waits for them, or for ctx.
+	Shutdown(ctx context.Context) error
+	// ListConnections and CloseConnection serve the management API.
+	ListConnections() []web.ConnectionInfo
+	CloseConnection(name, reason string) bool
 }
 
 func (n *Node) startAMQP() error {
@@ -212,6 +251,12 @@ func (n *Node) close(ctx context.Context) error {
 		_ = n.http.Close()
 	} else if n.httpLn != nil {
 		n.httpLn.Close()
+	}
+	for i := len(n.frontEnds) - 1; i >= 0; i-- {
+		f := n.frontEnds[i]
+		if err := f.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("node: %s shutdown: %w", f.Name(), err))
+		}
 	}
 	if n.amqp != nil {
 		// Shutdown stops accepting first, then closes every connection.
