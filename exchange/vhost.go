@@ -640,7 +640,16 @@ func (w *confirmWait) done(err error) {
 	}
 }
 
-var routePool = sync.Pool{New: func() any { s := make([]*Queue, 0, 8); return &s }}
+// routeScratch holds a publish's routing results; pooled so that routing
+// allocates nothing per message.
+type routeScratch struct {
+	qs []*Queue
+	bs []*binding // a stack of matched bindings, one region per exchange level
+}
+
+var routePool = sync.Pool{New: func() any {
+	return &routeScratch{qs: make([]*Queue, 0, 8), bs: make([]*binding, 0, 16)}
+}}
 
 // Publish routes m from m.Exchange by m.RoutingKey and enqueues it. The
 // message must not be modified afterwards.
@@ -655,12 +664,13 @@ func (v *VHost) Publish(m *Message, o PublishOpts) (PublishResult, error) {
 }
 
 func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) bool) (PublishResult, error) {
-	qs := routePool.Get().(*[]*Queue)
+	sc := routePool.Get().(*routeScratch)
 	defer func() {
-		clear(*qs)
-		*qs = (*qs)[:0]
-		routePool.Put(qs)
+		clear(sc.qs)
+		sc.qs = sc.qs[:0]
+		routePool.Put(sc)
 	}()
+	qs := &sc.qs
 	v.mu.RLock()
 	x := v.exchanges[m.Exchange]
 	if x == nil {
@@ -671,7 +681,7 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 		v.mu.RUnlock()
 		return PublishResult{}, errorf(KindAccessRefused, "cannot publish to internal exchange '%s' in vhost '%s'", x.name, v.name)
 	}
-	*qs = v.routeLocked(x, m, *qs)
+	*qs = v.routeLocked(x, m, sc)
 	v.mu.RUnlock()
 
 	res := PublishResult{OK: true}
@@ -728,7 +738,8 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 
 // routeLocked collects the queues m reaches from x, following
 // exchange-to-exchange bindings and alternate exchanges, each queue once.
-func (v *VHost) routeLocked(x *Exchange, m *Message, out []*Queue) []*Queue {
+func (v *VHost) routeLocked(x *Exchange, m *Message, sc *routeScratch) []*Queue {
+	out := sc.qs
 	if x.name == "" {
 		if q := v.queues[m.RoutingKey]; q != nil {
 			return append(out, q)
@@ -741,19 +752,24 @@ func (v *VHost) routeLocked(x *Exchange, m *Message, out []*Queue) []*Queue {
 		return out
 	}
 	var seen [8]*Exchange
-	return v.routeExchange(x, m, out, seen[:0])
+	out = v.routeExchange(x, m, out, seen[:0], sc)
+	clear(sc.bs)
+	sc.bs = sc.bs[:0]
+	return out
 }
 
-func (v *VHost) routeExchange(x *Exchange, m *Message, out []*Queue, seen []*Exchange) []*Queue {
+func (v *VHost) routeExchange(x *Exchange, m *Message, out []*Queue, seen []*Exchange, sc *routeScratch) []*Queue {
 	for _, s := range seen {
 		if s == x {
 			return out
 		}
 	}
 	seen = append(seen, x)
-	var bs [16]*binding
-	matched := x.router.route(m.RoutingKey, m.Props.Headers, bs[:0])
-	for _, b := range matched {
+	start := len(sc.bs)
+	sc.bs = x.router.route(m.RoutingKey, m.Props.Headers, sc.bs)
+	end := len(sc.bs)
+	for i := start; i < end; i++ {
+		b := sc.bs[i] // sc.bs may grow (and move) in the recursion below
 		if b.q != nil {
 			dup := false
 			for _, q := range out {
@@ -766,14 +782,15 @@ func (v *VHost) routeExchange(x *Exchange, m *Message, out []*Queue, seen []*Exc
 				out = append(out, b.q)
 			}
 		} else {
-			out = v.routeExchange(b.x, m, out, seen)
+			out = v.routeExchange(b.x, m, out, seen, sc)
 		}
 	}
+	sc.bs = sc.bs[:start]
 	// As RabbitMQ does, the AE is used only if none of x's own bindings
 	// matched, whatever its destinations then route to.
-	if len(matched) == 0 && x.hasAE {
+	if end == start && x.hasAE {
 		if ae := v.exchanges[x.alternate]; ae != nil {
-			out = v.routeExchange(ae, m, out, seen)
+			out = v.routeExchange(ae, m, out, seen, sc)
 		}
 	}
 	return out
