@@ -34,11 +34,13 @@ type channel struct {
 
 	// Publishing (reader goroutine only).
 	pub       wire.BasicPublish
+	pubIn     wire.BasicPublish // decode target of basic.publish frames
 	pubActive bool
 	pubHeader bool
 	pubProps  wire.Properties
 	pubSize   uint64
 	pubBody   []byte
+	pubMsg    *exchange.Message // allocated with the content header
 	permCache map[string]bool // exchange name → write permitted
 
 	// Confirms.

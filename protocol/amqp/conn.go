@@ -509,6 +509,17 @@ func (c *conn) handleFrame(f wire.Frame) error {
 		}
 		return nil
 	case wire.FrameMethod:
+		if ch := c.channel(f.Channel); ch != nil && f.Channel != 0 {
+			// The hot path: basic.publish decodes into a value the channel
+			// keeps, which reuses its exchange and routing key strings.
+			cid, mid, args, err := wire.SplitMethod(f.Payload)
+			if err == nil && cid == wire.ClassBasic && mid == wire.MethodBasicPublish && ch.state == chOpen && !ch.pubActive {
+				if err := ch.pubIn.DecodeArgs(args); err != nil {
+					return withMethod(wire.NewConnectionError(wire.SyntaxError, "%s", err.Error()), &ch.pubIn)
+				}
+				return ch.method(&ch.pubIn)
+			}
+		}
 		m, err := wire.DecodeMethod(f.Payload)
 		if err != nil {
 			return err
@@ -545,11 +556,10 @@ func (c *conn) connectionMethod(m wire.Method) error {
 	}
 }
 
+// channel returns an open channel. Only the reader goroutine changes the
+// channels map (under chmu, for info), so the reader reads it unlocked.
 func (c *conn) channel(id uint16) *channel {
-	c.chmu.Lock()
-	ch := c.channels[id]
-	c.chmu.Unlock()
-	return ch
+	return c.channels[id]
 }
 
 func (c *conn) channelMethod(id uint16, m wire.Method) error {

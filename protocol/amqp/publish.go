@@ -9,6 +9,17 @@ import (
 	"github.com/trident-broker/trident/protocol/amqp/wire"
 )
 
+// smallBody is the largest body that shares one allocation with its
+// Message (see smallMessage).
+const smallBody = 64
+
+// smallMessage lets a small message and its body share one allocation: the
+// body slices buf, which the Message keeps alive.
+type smallMessage struct {
+	exchange.Message
+	buf [smallBody]byte
+}
+
 // content handles a content header or body frame of a basic.publish.
 func (ch *channel) content(f wire.Frame) error {
 	if ch.state == chClosing {
@@ -36,7 +47,12 @@ func (ch *channel) content(f wire.Frame) error {
 		ch.pubProps = props
 		ch.pubSize = size
 		ch.pubHeader = true
-		ch.pubBody = make([]byte, 0, size)
+		if size <= smallBody {
+			sm := new(smallMessage)
+			ch.pubMsg, ch.pubBody = &sm.Message, sm.buf[:0:size]
+		} else {
+			ch.pubMsg, ch.pubBody = new(exchange.Message), make([]byte, 0, size)
+		}
 		if size == 0 {
 			return ch.publish()
 		}
@@ -81,8 +97,9 @@ func (ch *channel) publishOne(m *wire.BasicPublish) error {
 		}
 		ch.permCache[m.Exchange] = true
 	}
-	msg := &exchange.Message{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Body: ch.pubBody}
-	ch.pubBody = nil
+	msg := ch.pubMsg
+	msg.Exchange, msg.RoutingKey, msg.Body = m.Exchange, m.RoutingKey, ch.pubBody
+	ch.pubMsg, ch.pubBody = nil, nil
 	fromWireProps(&msg.Props, &ch.pubProps)
 	if e := msg.Props.Expiration; e != "" {
 		if why := badExpiration(e); why != "" {

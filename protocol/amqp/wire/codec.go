@@ -94,6 +94,16 @@ func (d *decoder) shortstr() string {
 	return string(d.shortstrBytes())
 }
 
+// shortstrReuse decodes a short string, returning old itself when it has
+// the same bytes (no allocation).
+func (d *decoder) shortstrReuse(old string) string {
+	b := d.shortstrBytes()
+	if string(b) == old {
+		return old
+	}
+	return string(b)
+}
+
 // longstrBytes returns the next long string aliasing the input. A length
 // larger than the remaining input is an error, never an allocation.
 func (d *decoder) longstrBytes() []byte {

@@ -232,9 +232,9 @@ func (m *ConnectionStartOK) AppendArgs(b []byte) ([]byte, error) {
 func (m *ConnectionStartOK) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
 	m.ClientProperties = d.table()
-	m.Mechanism = d.shortstr()
+	m.Mechanism = d.shortstrReuse(m.Mechanism)
 	m.Response = d.longstr()
-	m.Locale = d.shortstr()
+	m.Locale = d.shortstrReuse(m.Locale)
 	return d.finish()
 }
 
@@ -364,7 +364,7 @@ func (m *ConnectionOpen) AppendArgs(b []byte) ([]byte, error) {
 
 func (m *ConnectionOpen) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
-	m.VirtualHost = d.shortstr()
+	m.VirtualHost = d.shortstrReuse(m.VirtualHost)
 	d.skipShortstr()
 	d.octet()
 	return d.finish()
@@ -417,7 +417,7 @@ func (m *ConnectionClose) AppendArgs(b []byte) ([]byte, error) {
 func (m *ConnectionClose) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
 	m.ReplyCode = d.short()
-	m.ReplyText = d.shortstr()
+	m.ReplyText = d.shortstrReuse(m.ReplyText)
 	m.ReplyClassID = d.short()
 	m.ReplyMethodID = d.short()
 	return d.finish()
@@ -455,7 +455,7 @@ func (m *ConnectionBlocked) AppendArgs(b []byte) ([]byte, error) {
 
 func (m *ConnectionBlocked) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
-	m.Reason = d.shortstr()
+	m.Reason = d.shortstrReuse(m.Reason)
 	return d.finish()
 }
 
@@ -494,7 +494,7 @@ func (m *ConnectionUpdateSecret) AppendArgs(b []byte) ([]byte, error) {
 func (m *ConnectionUpdateSecret) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
 	m.NewSecret = d.longstr()
-	m.Reason = d.shortstr()
+	m.Reason = d.shortstrReuse(m.Reason)
 	return d.finish()
 }
 
@@ -635,7 +635,7 @@ func (m *ChannelClose) AppendArgs(b []byte) ([]byte, error) {
 func (m *ChannelClose) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
 	m.ReplyCode = d.short()
-	m.ReplyText = d.shortstr()
+	m.ReplyText = d.shortstrReuse(m.ReplyText)
 	m.ReplyClassID = d.short()
 	m.ReplyMethodID = d.short()
 	return d.finish()
@@ -701,8 +701,8 @@ func (m *ExchangeDeclare) AppendArgs(b []byte) ([]byte, error) {
 func (m *ExchangeDeclare) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
 	d.skipShort()
-	m.Exchange = d.shortstr()
-	m.Type = d.shortstr()
+	m.Exchange = d.shortstrReuse(m.Exchange)
+	m.Type = d.shortstrReuse(m.Type)
 	bits := d.octet()
 	m.Passive = bits&(1<<0) != 0
 	m.Durable = bits&(1<<1) != 0
@@ -757,7 +757,7 @@ func (m *ExchangeDelete) AppendArgs(b []byte) ([]byte, error) {
 func (m *ExchangeDelete) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
 	d.skipShort()
-	m.Exchange = d.shortstr()
+	m.Exchange = d.shortstrReuse(m.Exchange)
 	bits := d.octet()
 	m.IfUnused = bits&(1<<0) != 0
 	m.NoWait = bits&(1<<1) != 0
@@ -810,9 +810,9 @@ func (m *ExchangeBind) AppendArgs(b []byte) ([]byte, error) {
 func (m *ExchangeBind) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
 	d.skipShort()
-	m.Destination = d.shortstr()
-	m.Source = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	m.Destination = d.shortstrReuse(m.Destination)
+	m.Source = d.shortstrReuse(m.Source)
+	m.RoutingKey = d.shortstrReuse(m.RoutingKey)
 	bits := d.octet()
 	m.NoWait = bits&(1<<0) != 0
 	m.Arguments = d.table()
@@ -865,9 +865,9 @@ func (m *ExchangeUnbind) AppendArgs(b []byte) ([]byte, error) {
 func (m *ExchangeUnbind) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
 	d.skipShort()
-	m.Destination = d.shortstr()
-	m.Source = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	m.Destination = d.shortstrReuse(m.Destination)
+	m.Source = d.shortstrReuse(m.Source)
+	m.RoutingKey = d.shortstrReuse(m.RoutingKey)
 	bits := d.octet()
 	m.NoWait = bits&(1<<0) != 0
 	m.Arguments = d.table()
@@ -932,7 +932,7 @@ func (m *QueueDeclare) AppendArgs(b []byte) ([]byte, error) {
 func (m *QueueDeclare) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
 	d.skipShort()
-	m.Queue = d.shortstr()
+	m.Queue = d.shortstrReuse(m.Queue)
 	bits := d.octet()
 	m.Passive = bits&(1<<0) != 0
 	m.Durable = bits&(1<<1) != 0
@@ -966,7 +966,7 @@ func (m *QueueDeclareOK) AppendArgs(b []byte) ([]byte, error) {
 
 func (m *QueueDeclareOK) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
-	m.Queue = d.shortstr()
+	m.Queue = d.shortstrReuse(m.Queue)
 	m.MessageCount = d.long()
 	m.ConsumerCount = d.long()
 	return d.finish()
@@ -1005,9 +1005,9 @@ func (m *QueueBind) AppendArgs(b []byte) ([]byte, error) {
 func (m *QueueBind) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
 	d.skipShort()
-	m.Queue = d.shortstr()
-	m.Exchange = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	m.Queue = d.shortstrReuse(m.Queue)
+	m.Exchange = d.shortstrReuse(m.Exchange)
+	m.RoutingKey = d.shortstrReuse(m.RoutingKey)
 	bits := d.octet()
 	m.NoWait = bits&(1<<0) != 0
 	m.Arguments = d.table()
@@ -1054,9 +1054,9 @@ func (m *QueueUnbind) AppendArgs(b []byte) ([]byte, error) {
 func (m *QueueUnbind) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
 	d.skipShort()
-	m.Queue = d.shortstr()
-	m.Exchange = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	m.Queue = d.shortstrReuse(m.Queue)
+	m.Exchange = d.shortstrReuse(m.Exchange)
+	m.RoutingKey = d.shortstrReuse(m.RoutingKey)
 	m.Arguments = d.table()
 	return d.finish()
 }
@@ -1101,7 +1101,7 @@ func (m *QueuePurge) AppendArgs(b []byte) ([]byte, error) {
 func (m *QueuePurge) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
 	d.skipShort()
-	m.Queue = d.shortstr()
+	m.Queue = d.shortstrReuse(m.Queue)
 	bits := d.octet()
 	m.NoWait = bits&(1<<0) != 0
 	return d.finish()
@@ -1165,7 +1165,7 @@ func (m *QueueDelete) AppendArgs(b []byte) ([]byte, error) {
 func (m *QueueDelete) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
 	d.skipShort()
-	m.Queue = d.shortstr()
+	m.Queue = d.shortstrReuse(m.Queue)
 	bits := d.octet()
 	m.IfUnused = bits&(1<<0) != 0
 	m.IfEmpty = bits&(1<<1) != 0
@@ -1286,8 +1286,8 @@ func (m *BasicConsume) AppendArgs(b []byte) ([]byte, error) {
 func (m *BasicConsume) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
 	d.skipShort()
-	m.Queue = d.shortstr()
-	m.ConsumerTag = d.shortstr()
+	m.Queue = d.shortstrReuse(m.Queue)
+	m.ConsumerTag = d.shortstrReuse(m.ConsumerTag)
 	bits := d.octet()
 	m.NoLocal = bits&(1<<0) != 0
 	m.NoAck = bits&(1<<1) != 0
@@ -1316,7 +1316,7 @@ func (m *BasicConsumeOK) AppendArgs(b []byte) ([]byte, error) {
 
 func (m *BasicConsumeOK) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
-	m.ConsumerTag = d.shortstr()
+	m.ConsumerTag = d.shortstrReuse(m.ConsumerTag)
 	return d.finish()
 }
 
@@ -1345,7 +1345,7 @@ func (m *BasicCancel) AppendArgs(b []byte) ([]byte, error) {
 
 func (m *BasicCancel) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
-	m.ConsumerTag = d.shortstr()
+	m.ConsumerTag = d.shortstrReuse(m.ConsumerTag)
 	bits := d.octet()
 	m.NoWait = bits&(1<<0) != 0
 	return d.finish()
@@ -1370,7 +1370,7 @@ func (m *BasicCancelOK) AppendArgs(b []byte) ([]byte, error) {
 
 func (m *BasicCancelOK) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
-	m.ConsumerTag = d.shortstr()
+	m.ConsumerTag = d.shortstrReuse(m.ConsumerTag)
 	return d.finish()
 }
 
@@ -1408,8 +1408,8 @@ func (m *BasicPublish) AppendArgs(b []byte) ([]byte, error) {
 func (m *BasicPublish) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
 	d.skipShort()
-	m.Exchange = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	m.Exchange = d.shortstrReuse(m.Exchange)
+	m.RoutingKey = d.shortstrReuse(m.RoutingKey)
 	bits := d.octet()
 	m.Mandatory = bits&(1<<0) != 0
 	m.Immediate = bits&(1<<1) != 0
@@ -1443,9 +1443,9 @@ func (m *BasicReturn) AppendArgs(b []byte) ([]byte, error) {
 func (m *BasicReturn) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
 	m.ReplyCode = d.short()
-	m.ReplyText = d.shortstr()
-	m.Exchange = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	m.ReplyText = d.shortstrReuse(m.ReplyText)
+	m.Exchange = d.shortstrReuse(m.Exchange)
+	m.RoutingKey = d.shortstrReuse(m.RoutingKey)
 	return d.finish()
 }
 
@@ -1481,12 +1481,12 @@ func (m *BasicDeliver) AppendArgs(b []byte) ([]byte, error) {
 
 func (m *BasicDeliver) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
-	m.ConsumerTag = d.shortstr()
+	m.ConsumerTag = d.shortstrReuse(m.ConsumerTag)
 	m.DeliveryTag = d.longlong()
 	bits := d.octet()
 	m.Redelivered = bits&(1<<0) != 0
-	m.Exchange = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	m.Exchange = d.shortstrReuse(m.Exchange)
+	m.RoutingKey = d.shortstrReuse(m.RoutingKey)
 	return d.finish()
 }
 
@@ -1517,7 +1517,7 @@ func (m *BasicGet) AppendArgs(b []byte) ([]byte, error) {
 func (m *BasicGet) DecodeArgs(b []byte) error {
 	d := decoder{b: b}
 	d.skipShort()
-	m.Queue = d.shortstr()
+	m.Queue = d.shortstrReuse(m.Queue)
 	bits := d.octet()
 	m.NoAck = bits&(1<<0) != 0
 	return d.finish()
@@ -1558,8 +1558,8 @@ func (m *BasicGetOK) DecodeArgs(b []byte) error {
 	m.DeliveryTag = d.longlong()
 	bits := d.octet()
 	m.Redelivered = bits&(1<<0) != 0
-	m.Exchange = d.shortstr()
-	m.RoutingKey = d.shortstr()
+	m.Exchange = d.shortstrReuse(m.Exchange)
+	m.RoutingKey = d.shortstrReuse(m.RoutingKey)
 	m.MessageCount = d.long()
 	return d.finish()
 }

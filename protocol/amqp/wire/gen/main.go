@@ -415,6 +415,11 @@ func genMethod(b *bytes.Buffer, c class, m method, fields []genField, typ string
 			}
 		case f.goName == "":
 			p("\td.skip%s()\n", camel(f.amqp))
+		case f.amqp == "shortstr":
+			// Reuse the string already in m when the bytes are the same:
+			// a channel decoding basic.publish into one value allocates
+			// no exchange or routing key string per message.
+			p("\tm.%s = d.shortstrReuse(m.%s)\n", f.goName, f.goName)
 		default:
 			p("\tm.%s = d.%s()\n", f.goName, f.amqp)
 		}

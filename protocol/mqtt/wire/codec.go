@@ -1,0 +1,164 @@
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// Packet is a decoded MQTT control packet (mochi-mqtt's single packet type).
+type Packet = packets.Packet
+
+// Errors returned by Read and Decode. Decode also returns the packets.Code
+// errors of the body decoders (malformed packet, protocol violation), which
+// carry an MQTT 5 reason code.
+var (
+	// ErrTooLarge: the packet's remaining length exceeds the limit.
+	ErrTooLarge = errors.New("wire: packet exceeds maximum size")
+	// ErrMalformed: the bytes are not an MQTT control packet.
+	ErrMalformed = errors.New("wire: malformed packet")
+)
+
+// Header is a packet's fixed header.
+type Header struct {
+	First     byte // packet type and flags
+	Remaining int  // length of the rest of the packet
+}
+
+// ReadHeader reads a fixed header. It rejects a remaining length over max
+// (max <= 0: the MQTT limit of 268,435,455) before anything else is read.
+func ReadHeader(r io.ByteReader, max int) (Header, error) {
+	first, err := r.ReadByte()
+	if err != nil {
+		return Header{}, err
+	}
+	n, _, err := packets.DecodeLength(r)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return Header{}, io.ErrUnexpectedEOF
+		}
+		return Header{}, ErrMalformed
+	}
+	if max > 0 && n > max {
+		return Header{}, ErrTooLarge
+	}
+	return Header{First: first, Remaining: n}, nil
+}
+
+// Read reads one packet from r: fixed header, then the body into buf
+// (grown as needed, and returned for reuse), then Decode. The decoded
+// packet's byte slices (payload, password, ...) alias the returned buffer
+// and are valid only until the next Read with it.
+func Read(r *bufio.Reader, version byte, max int, buf []byte) (Packet, []byte, error) {
+	h, err := ReadHeader(r, max)
+	if err != nil {
+		return Packet{}, buf, err
+	}
+	if cap(buf) < h.Remaining {
+		buf = make([]byte, h.Remaining)
+	}
+	body := buf[:h.Remaining]
+	if _, err := io.ReadFull(r, body); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return Packet{}, buf, err
+	}
+	pk, err := Decode(h, body, version)
+	return pk, buf, err
+}
+
+// Decode decodes a packet body. version is the protocol version of the
+// connection (3, 4 or 5); for CONNECT it is read from the packet itself.
+// It never panics.
+func Decode(h Header, body []byte, version byte) (pk Packet, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			pk, err = Packet{}, fmt.Errorf("%w: %v", ErrMalformed, r)
+		}
+	}()
+	pk.ProtocolVersion = version
+	if err := pk.FixedHeader.Decode(h.First); err != nil {
+		return Packet{}, err
+	}
+	pk.FixedHeader.Remaining = h.Remaining
+	if len(body) != h.Remaining {
+		return Packet{}, ErrMalformed
+	}
+	switch pk.FixedHeader.Type {
+	case packets.Connect:
+		err = pk.ConnectDecode(body)
+	case packets.Publish:
+		err = pk.PublishDecode(body)
+	case packets.Puback:
+		err = pk.PubackDecode(body)
+	case packets.Pubrec:
+		err = pk.PubrecDecode(body)
+	case packets.Pubrel:
+		err = pk.PubrelDecode(body)
+	case packets.Pubcomp:
+		err = pk.PubcompDecode(body)
+	case packets.Subscribe:
+		err = pk.SubscribeDecode(body)
+	case packets.Unsubscribe:
+		err = pk.UnsubscribeDecode(body)
+	case packets.Pingreq:
+		if h.Remaining != 0 {
+			err = ErrMalformed
+		}
+	case packets.Disconnect:
+		err = pk.DisconnectDecode(body)
+	case packets.Auth:
+		err = pk.AuthDecode(body)
+	default:
+		// CONNACK, SUBACK, UNSUBACK, PINGRESP and reserved types are
+		// never sent by a client.
+		err = fmt.Errorf("%w: packet type %d from a client", ErrMalformed, pk.FixedHeader.Type)
+	}
+	if err != nil {
+		return Packet{}, err
+	}
+	return pk, nil
+}
+
+// Encode appends the encoding of pk to buf. pk.ProtocolVersion selects the
+// MQTT 5 form (properties, reason codes).
+func Encode(buf *bytes.Buffer, pk *Packet) error {
+	switch pk.FixedHeader.Type {
+	case packets.Connect:
+		return pk.ConnectEncode(buf)
+	case packets.Connack:
+		return pk.ConnackEncode(buf)
+	case packets.Publish:
+		return pk.PublishEncode(buf)
+	case packets.Puback:
+		return pk.PubackEncode(buf)
+	case packets.Pubrec:
+		return pk.PubrecEncode(buf)
+	case packets.Pubrel:
+		return pk.PubrelEncode(buf)
+	case packets.Pubcomp:
+		return pk.PubcompEncode(buf)
+	case packets.Subscribe:
+		return pk.SubscribeEncode(buf)
+	case packets.Suback:
+		return pk.SubackEncode(buf)
+	case packets.Unsubscribe:
+		return pk.UnsubscribeEncode(buf)
+	case packets.Unsuback:
+		return pk.UnsubackEncode(buf)
+	case packets.Pingreq:
+		return pk.PingreqEncode(buf)
+	case packets.Pingresp:
+		return pk.PingrespEncode(buf)
+	case packets.Disconnect:
+		return pk.DisconnectEncode(buf)
+	case packets.Auth:
+		return pk.AuthEncode(buf)
+	}
+	return fmt.Errorf("%w: cannot encode packet type %d", ErrMalformed, pk.FixedHeader.Type)
+}
