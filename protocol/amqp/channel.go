@@ -41,7 +41,7 @@ type channel struct {
 	pubSize   uint64
 	pubBody   []byte
 	pubMsg    *exchange.Message // allocated with the content header
-	permCache map[string]bool // exchange name → write permitted
+	permCache map[string]bool   // exchange name → write permitted
 
 	// Confirms.
 	confirm bool
