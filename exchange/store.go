@@ -20,7 +20,8 @@ type Store interface {
 	// LoadMeta calls fn for each record whose key starts with prefix, in key order.
 	LoadMeta(prefix string, fn func(key string, val []byte) error) error
 
-	// AppendMessage stores message seq of queue qid. done may be nil.
+	// AppendMessage stores message seq of queue qid. done may be nil. The
+	// store copies data: the caller may reuse it once AppendMessage returns.
 	AppendMessage(qid, seq uint64, data []byte, done func(error))
 	// DeleteMessage removes message seq of queue qid (batched, not waited for).
 	DeleteMessage(qid, seq uint64)

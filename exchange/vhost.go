@@ -640,6 +640,8 @@ func (w *confirmWait) done(err error) {
 	}
 }
 
+var encodePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
 // routeScratch holds a publish's routing results; pooled so that routing
 // allocates nothing per message.
 type routeScratch struct {
@@ -690,7 +692,16 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 	if m.Props.Persistent() {
 		for _, q := range *qs {
 			if q.persisted() {
-				data = encodeMessage(m, now, nil)
+				// The store copies what it is given, so the record is
+				// encoded into a pooled buffer.
+				buf := encodePool.Get().(*[]byte)
+				data = encodeMessage(m, now, (*buf)[:0])
+				defer func() {
+					if cap(data) <= 64<<10 {
+						*buf = data[:0]
+						encodePool.Put(buf)
+					}
+				}()
 				break
 			}
 		}
