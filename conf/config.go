@@ -36,6 +36,15 @@ type Config struct {
 	// LoopbackUsers may only connect from a loopback address (RabbitMQ's
 	// loopback_users). Empty allows every user from anywhere.
 	LoopbackUsers []string `yaml:"loopback_users"`
+
+	// MemoryHighWatermarkPercent raises the memory alarm (publishers are
+	// blocked, consumers keep draining) when the broker uses more than this
+	// percentage of the machine's memory: RabbitMQ's
+	// vm_memory_high_watermark.relative = 0.4 is 40. 0 disables the alarm.
+	MemoryHighWatermarkPercent int `yaml:"memory_high_watermark_percent"`
+	// MemoryHighWatermarkBytes, if set, is an absolute limit that replaces
+	// the percentage (RabbitMQ's vm_memory_high_watermark.absolute).
+	MemoryHighWatermarkBytes int `yaml:"memory_high_watermark_bytes"`
 }
 
 // Log configures the server's slog logger.
@@ -126,6 +135,8 @@ func Default() Config {
 		DefaultUser:   "guest",
 		DefaultPass:   "guest",
 		LoopbackUsers: []string{"guest"},
+
+		MemoryHighWatermarkPercent: 40,
 	}
 }
 

@@ -53,6 +53,8 @@ var fields = []field{
 	f("default_user", "user created when none exists (empty: none)", func(c *Config) any { return &c.DefaultUser }),
 	f("default_pass", "password of default_user", func(c *Config) any { return &c.DefaultPass }),
 	f("loopback_users", "comma-separated users allowed only from loopback", func(c *Config) any { return &c.LoopbackUsers }),
+	f("memory_high_watermark_percent", "memory alarm above this % of RAM (0 disables)", func(c *Config) any { return &c.MemoryHighWatermarkPercent }),
+	f("memory_high_watermark_bytes", "memory alarm above this many bytes (overrides the %)", func(c *Config) any { return &c.MemoryHighWatermarkBytes }),
 }
 
 func f(key, usage string, ptr func(*Config) any) field {

@@ -57,6 +57,12 @@ func (c *Config) Validate() error {
 	if c.DefaultUser != "" && c.DefaultPass == "" {
 		bad("default_pass", "must not be empty when default_user %q is set", c.DefaultUser)
 	}
+	if p := c.MemoryHighWatermarkPercent; p < 0 || p > 100 {
+		bad("memory_high_watermark_percent", "%d must be between 0 and 100", p)
+	}
+	if c.MemoryHighWatermarkBytes < 0 {
+		bad("memory_high_watermark_bytes", "%d must not be negative", c.MemoryHighWatermarkBytes)
+	}
 	for i, u := range c.LoopbackUsers {
 		if u == "" {
 			bad(fmt.Sprintf("loopback_users[%d]", i), "must not be empty")

@@ -18,7 +18,11 @@ type Broker struct {
 	vhosts map[string]*VHost
 	qid    atomic.Uint64
 	closed bool
+	alarms *Alarms
 }
+
+// Alarms returns the broker's resource alarms.
+func (b *Broker) Alarms() *Alarms { return b.alarms }
 
 // New creates the core over st and recovers every durable vhost, exchange,
 // queue, binding and stored message from it.
@@ -26,7 +30,7 @@ func New(st Store, log *slog.Logger) (*Broker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	b := &Broker{store: st, log: log, vhosts: map[string]*VHost{}}
+	b := &Broker{store: st, log: log, vhosts: map[string]*VHost{}, alarms: newAlarms()}
 	if err := b.recover(); err != nil {
 		return nil, fmt.Errorf("exchange: recovery: %w", err)
 	}

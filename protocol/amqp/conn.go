@@ -45,6 +45,7 @@ type conn struct {
 	vh          *exchange.VHost
 	clientProps wire.Table
 	capCancel   bool // consumer_cancel_notify
+	capBlocked  bool // connection.blocked
 	connectedAt time.Time
 
 	chmu     sync.Mutex
@@ -67,12 +68,15 @@ type conn struct {
 	opened   atomic.Bool // handshake done: vh, user and the tuned values are set
 	wdone    chan struct{}
 	lastRead atomic.Int64
-	closing  atomic.Bool // connection.close sent, waiting for close-ok
+	closing  atomic.Bool   // connection.close sent, waiting for close-ok
+	blocked  atomic.Bool   // reading is paused by a resource alarm
+	abort    chan struct{} // closed by forceClose: stop waiting on alarms
+	abortOne sync.Once
 	done     chan struct{}
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, id: s.seq.Add(1), channels: map[uint16]*channel{}, done: make(chan struct{}), wdone: make(chan struct{})}
+	c := &conn{s: s, nc: nc, id: s.seq.Add(1), channels: map[uint16]*channel{}, done: make(chan struct{}), wdone: make(chan struct{}), abort: make(chan struct{})}
 	c.name = fmt.Sprintf("%s -> %s", nc.RemoteAddr(), nc.LocalAddr())
 	c.log = s.log.With("conn", c.name)
 	c.wcond = sync.NewCond(&c.wmu)
@@ -255,6 +259,9 @@ func (c *conn) heartbeater() {
 			}
 			c.wmu.Unlock()
 		}
+		if c.blocked.Load() {
+			continue // we are not reading on purpose
+		}
 		if time.Since(time.Unix(0, c.lastRead.Load())) > 2*c.heartbeat {
 			c.log.Warn("missed heartbeats from client, timeout", "timeout", c.heartbeat)
 			c.nc.Close()
@@ -333,6 +340,7 @@ func (c *conn) handshake() error {
 	c.clientProps = so.ClientProperties
 	if caps, ok := so.ClientProperties["capabilities"].(wire.Table); ok {
 		c.capCancel, _ = caps["consumer_cancel_notify"].(bool)
+		c.capBlocked, _ = caps["connection.blocked"].(bool)
 	}
 	user, pass, err := saslCredentials(so.Mechanism, so.Response)
 	if err != nil {
@@ -517,6 +525,7 @@ func (c *conn) handleFrame(f wire.Frame) error {
 				if err := ch.pubIn.DecodeArgs(args); err != nil {
 					return withMethod(wire.NewConnectionError(wire.SyntaxError, "%s", err.Error()), &ch.pubIn)
 				}
+				c.waitUnblocked()
 				return ch.method(&ch.pubIn)
 			}
 		}
@@ -614,9 +623,39 @@ func (c *conn) forceClose(reason string) {
 	if !c.closing.CompareAndSwap(false, true) {
 		return
 	}
+	c.abortOne.Do(func() { close(c.abort) })
 	c.send(0, &wire.ConnectionClose{ReplyCode: wire.ConnectionForced, ReplyText: "CONNECTION_FORCED - " + reason})
 	// The reader sees close-ok, or its deadline.
 	_ = c.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+}
+
+// waitUnblocked is called by the reader before a publish: while a resource
+// alarm is raised it tells the client (connection.blocked, if it has the
+// capability) and stops reading until the alarm clears, as RabbitMQ does.
+// Consumers on the connection keep receiving meanwhile.
+func (c *conn) waitUnblocked() {
+	alarms := c.s.b.Alarms()
+	if !alarms.Raised() {
+		return
+	}
+	blocked, cleared, reason := alarms.Blocked()
+	if !blocked {
+		return
+	}
+	c.log.Info("publishing blocked by a resource alarm", "reason", reason)
+	c.blocked.Store(true)
+	if c.capBlocked {
+		c.send(0, &wire.ConnectionBlocked{Reason: reason})
+	}
+	select {
+	case <-cleared:
+	case <-c.abort:
+	}
+	c.lastRead.Store(time.Now().UnixNano())
+	c.blocked.Store(false)
+	if c.capBlocked {
+		c.send(0, &wire.ConnectionUnblocked{})
+	}
 }
 
 // cleanup closes every channel (requeueing unacked messages, cancelling

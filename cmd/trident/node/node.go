@@ -45,6 +45,8 @@ type Node struct {
 	// start order; Close shuts them down in reverse before the core.
 	frontEnds []frontEnd
 
+	stopWatch chan struct{} // stops the memory alarm's watcher
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -93,6 +95,10 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 		if err := n.startAMQP(); err != nil {
 			return nil, err
 		}
+	}
+	if limit := n.memoryLimit(); limit > 0 {
+		n.stopWatch = make(chan struct{})
+		go watchMemory(n.broker.Alarms(), limit, n.stopWatch, n.log)
 	}
 	for _, start := range starters {
 		if err := start(n); err != nil {
@@ -247,6 +253,9 @@ func (n *Node) Close(ctx context.Context) error {
 
 func (n *Node) close(ctx context.Context) error {
 	var errs []error
+	if n.stopWatch != nil {
+		close(n.stopWatch)
+	}
 	if n.http != nil {
 		_ = n.http.Close()
 	} else if n.httpLn != nil {
