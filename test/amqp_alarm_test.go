@@ -32,7 +32,10 @@ func TestMemoryAlarmBlocksPublishers(t *testing.T) {
 
 	alarms := b.n.Broker().Alarms()
 	// Make sure the two messages are in the queue before the alarm.
-	waitFor(t, func() bool { n, _ := pub.QueueDeclarePassive(q.Name, false, false, false, false, nil); return n.Messages == 2 })
+	waitFor(t, func() bool {
+		n, _ := pub.QueueDeclarePassive(q.Name, false, false, false, false, nil)
+		return n.Messages == 2
+	})
 	alarms.Set("memory", true)
 
 	if err := pub.PublishWithContext(ctx, "", q.Name, false, false, amqp.Publishing{Body: []byte("during")}); err != nil {
