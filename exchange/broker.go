@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,10 +102,19 @@ func (b *Broker) DeleteVHost(name string) error {
 }
 
 // Close flushes the store. The store itself is closed by its owner.
+// Close records which stored messages were delivered (see redelivered.go)
+// and flushes the store. The store itself is closed by its owner. Call it
+// after the front ends have closed their connections.
 func (b *Broker) Close() error {
 	b.mu.Lock()
 	b.closed = true
 	b.mu.Unlock()
+	if err := b.store.Sync(); err != nil {
+		return err
+	}
+	if err := b.saveDelivered(); err != nil {
+		return err
+	}
 	return b.store.Sync()
 }
 
@@ -204,8 +214,29 @@ func (b *Broker) recover() error {
 	if err != nil {
 		return err
 	}
+	clean := false
+	if err := b.store.LoadMeta(cleanShutdownKey, func(string, []byte) error { clean = true; return nil }); err != nil {
+		return err
+	}
+	delivered := map[uint64]map[uint64]bool{}
+	if err := b.store.LoadMeta(deliveredPrefix, func(key string, val []byte) error {
+		if id, err := strconv.ParseUint(strings.TrimPrefix(key, deliveredPrefix), 10, 64); err == nil {
+			delivered[id] = decodeDelivered(val)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	// From here on a crash is not a clean shutdown.
+	if err := b.store.DeleteMeta(cleanShutdownKey); err != nil {
+		return err
+	}
+	if err := b.store.DeleteMetaPrefix(deliveredPrefix); err != nil {
+		return err
+	}
 	var total int
 	for _, q := range queues {
+		seen := delivered[q.id]
 		err := b.store.LoadMessages(q.id, func(seq uint64, data []byte) error {
 			m, _, err := decodeMessage(data)
 			if err != nil {
@@ -215,7 +246,7 @@ func (b *Broker) recover() error {
 			if m.expiresAt != 0 {
 				q.vh.anyExpiring.Store(true)
 			}
-			q.recoverMessage(seq, m)
+			q.recoverMessage(seq, m, !clean || seen[seq])
 			total++
 			return nil
 		})

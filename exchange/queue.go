@@ -154,6 +154,8 @@ type Queue struct {
 	autoDeleted bool
 
 	bindings []*binding // bindings with this queue as destination (vh.mu)
+
+	counters msgCounters // atomics, no lock
 }
 
 type deadLetter struct {
@@ -323,6 +325,8 @@ func (q *Queue) cmdSettle(seq uint64) (unackedEntry, bool) {
 		return u, false
 	}
 	delete(q.unacked, seq)
+	q.counters.ack.Add(1)
+	q.vh.counters.ack.Add(1)
 	q.releaseCredit(u.c)
 	if u.e.stored {
 		q.vh.b.store.DeleteMessage(q.id, seq)
@@ -413,6 +417,7 @@ func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64) (a
 	if dropped {
 		e.stored = false
 	}
+	q.counters.publish.Add(1)
 	if e.stored {
 		// Append inside the lock so that the store sees appends and
 		// deletes of this queue in order.
@@ -438,6 +443,7 @@ func (q *Queue) dispatchLocked(now int64) {
 			}
 			return
 		}
+		q.countDeliver(false, c.noAck, e.deliveries)
 		if c.noAck {
 			q.dropStored(&e)
 		} else {
@@ -527,9 +533,12 @@ func (q *Queue) Get(noAck bool) (Delivery, bool) {
 	q.lastUsed = now
 	e, ok := q.cmdTake(now)
 	if !ok {
+		q.counters.getEmpty.Add(1)
+		q.vh.counters.getEmpty.Add(1)
 		q.unlock()
 		return Delivery{}, false
 	}
+	q.countDeliver(true, noAck, e.deliveries)
 	if noAck {
 		q.dropStored(&e)
 	} else {
@@ -713,9 +722,14 @@ func (q *Queue) markDeleted() (n int) {
 	return n
 }
 
-// recover loads a stored message at start-up.
-func (q *Queue) recoverMessage(seq uint64, m *Message) {
-	q.ready.push(entry{msg: m, seq: seq, stored: true})
+// recoverMessage loads a stored message at start-up; delivered marks it as
+// possibly delivered before the restart (redelivered on its next delivery).
+func (q *Queue) recoverMessage(seq uint64, m *Message, delivered bool) {
+	e := entry{msg: m, seq: seq, stored: true}
+	if delivered {
+		e.deliveries = 1
+	}
+	q.ready.push(e)
 	if seq >= q.nextSeq {
 		q.nextSeq = seq + 1
 	}

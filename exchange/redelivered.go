@@ -1,0 +1,100 @@
+package exchange
+
+import (
+	"encoding/binary"
+	"slices"
+	"strconv"
+)
+
+// The redelivered flag across restarts. A message may have reached a
+// consumer before the broker stopped; AMQP's redelivered flag says "may have
+// been delivered before", and consumers rely on it to spot duplicates. The
+// store does not record deliveries (that would be a write per delivery), so:
+//
+//   - On a clean shutdown, Close records for each stored queue the seqs of
+//     its messages that were delivered at least once (by then every
+//     connection has closed and its unacked messages are back in the
+//     queue), and a clean-shutdown marker.
+//   - On start, with the marker, exactly those messages come back flagged
+//     redelivered; without it (kill -9, power loss) every recovered message
+//     does, which is the safe answer. The marker is removed at start, so a
+//     later crash is never mistaken for a clean stop.
+const (
+	cleanShutdownKey = "shutdown/clean"
+	deliveredPrefix  = "delivered/"
+)
+
+func deliveredKey(qid uint64) string { return deliveredPrefix + strconv.FormatUint(qid, 10) }
+
+// saveDelivered records the delivered messages of every stored queue and
+// then the clean-shutdown marker.
+func (b *Broker) saveDelivered() error {
+	b.mu.RLock()
+	vhosts := make([]*VHost, 0, len(b.vhosts))
+	for _, v := range b.vhosts {
+		vhosts = append(vhosts, v)
+	}
+	b.mu.RUnlock()
+	for _, v := range vhosts {
+		for _, q := range v.Queues() {
+			if !q.persisted() {
+				continue
+			}
+			if rec := q.deliveredRecord(); rec != nil {
+				if err := b.store.PutMeta(deliveredKey(q.id), rec); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return b.store.PutMeta(cleanShutdownKey, []byte{1})
+}
+
+// deliveredRecord encodes the seqs (ascending, delta varints) of the
+// queue's stored messages delivered at least once; nil if there are none.
+func (q *Queue) deliveredRecord() []byte {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var seqs []uint64
+	for i := range q.ready.levels {
+		d := &q.ready.levels[i]
+		for j := 0; j < d.n; j++ {
+			if e := d.at(j); e.stored && e.deliveries > 0 {
+				seqs = append(seqs, e.seq)
+			}
+		}
+	}
+	for seq, u := range q.unacked {
+		if u.e.stored {
+			seqs = append(seqs, seq)
+		}
+	}
+	if len(seqs) == 0 {
+		return nil
+	}
+	sortUint64s(seqs)
+	var out []byte
+	prev := uint64(0)
+	for _, s := range seqs {
+		out = binary.AppendUvarint(out, s-prev)
+		prev = s
+	}
+	return out
+}
+
+func decodeDelivered(b []byte) map[uint64]bool {
+	out := map[uint64]bool{}
+	prev := uint64(0)
+	for len(b) > 0 {
+		d, n := binary.Uvarint(b)
+		if n <= 0 {
+			break
+		}
+		prev += d
+		out[prev] = true
+		b = b[n:]
+	}
+	return out
+}
+
+func sortUint64s(s []uint64) { slices.Sort(s) }
