@@ -11,8 +11,13 @@
 //     frames into calls on VHost, Queue and Consumer, and translate *Error
 //     values back into their protocol's error.
 //   - A persistent message routed to a durable queue is handed to the Store
-//     before Publish returns; PublishOpts.Done is called with true only after
-//     the Store reports it durable (group commit).
+//     before Publish returns; PublishOpts.Confirmer is told ok=true only
+//     after the Store reports it durable (group commit). A publish whose
+//     result is not Pending is final when Publish returns.
+//   - Routing a message allocates nothing; a vhost's topology is read under
+//     a shared lock, and each queue has its own lock.
+//   - Resource alarms (Alarms) are raised by the node and honoured by the
+//     front ends: publishers wait, consumers drain.
 //
 // Lock order: VHost.mu → Exchange.mu → Queue.mu → Limit (atomics only).
 // A Sink is called with Queue.mu held and must not block or call back into
