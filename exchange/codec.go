@@ -102,10 +102,12 @@ func (e *enc) value(v any) {
 			return
 		}
 		// Decimal and other struct values: keep what we can, as a string.
+		// A decimal from a front end's codec: {Scale uint8; Value int32}.
 		rv := reflect.ValueOf(v)
-		if rv.Kind() == reflect.Struct && rv.NumField() == 2 {
+		if rv.Kind() == reflect.Struct && rv.NumField() == 2 &&
+			rv.Field(0).Kind() == reflect.Uint8 && rv.Field(1).Kind() == reflect.Int32 {
 			e.b = append(e.b, 'D')
-			e.uvarint(uint64(rv.Field(0).Uint()))
+			e.uvarint(rv.Field(0).Uint())
 			e.b = binary.AppendVarint(e.b, rv.Field(1).Int())
 			return
 		}
