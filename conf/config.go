@@ -36,6 +36,9 @@ type Config struct {
 	// LoopbackUsers may only connect from a loopback address (RabbitMQ's
 	// loopback_users). Empty allows every user from anywhere.
 	LoopbackUsers []string `yaml:"loopback_users"`
+	// Definitions is a definitions.json file (RabbitMQ's format) imported
+	// at boot; empty imports nothing.
+	Definitions string `yaml:"definitions"`
 
 	// MemoryHighWatermarkPercent raises the memory alarm (publishers are
 	// blocked, consumers keep draining) when the broker uses more than this
@@ -98,6 +101,9 @@ type STOMP struct {
 // HTTP configures the management API and UI listener.
 type HTTP struct {
 	Listen string `yaml:"listen"`
+	// StatsInterval is how often message counters are sampled for the
+	// API's rates (RabbitMQ's collect_statistics_interval).
+	StatsInterval time.Duration `yaml:"stats_interval"`
 }
 
 // Prometheus configures the /metrics listener.
@@ -129,7 +135,7 @@ func Default() Config {
 		},
 		MQTT:          MQTT{Listen: ":1883", WSListen: ":15675", Exchange: "amq.topic"},
 		STOMP:         STOMP{Listen: ":61613", WSListen: ":15674"},
-		HTTP:          HTTP{Listen: ":15672"},
+		HTTP:          HTTP{Listen: ":15672", StatsInterval: 5 * time.Second},
 		Prometheus:    Prometheus{Listen: ":15692"},
 		DefaultVHost:  "/",
 		DefaultUser:   "guest",

@@ -48,11 +48,13 @@ var fields = []field{
 	f("stomp.listen", "STOMP listen address (empty disables)", func(c *Config) any { return &c.STOMP.Listen }),
 	f("stomp.ws_listen", "STOMP over WebSocket listen address (empty disables)", func(c *Config) any { return &c.STOMP.WSListen }),
 	f("http.listen", "management HTTP API and UI listen address (empty disables)", func(c *Config) any { return &c.HTTP.Listen }),
+	f("http.stats_interval", "how often message rates are sampled", func(c *Config) any { return &c.HTTP.StatsInterval }),
 	f("prometheus.listen", "Prometheus /metrics listen address (empty disables)", func(c *Config) any { return &c.Prometheus.Listen }),
 	f("default_vhost", "virtual host created on start", func(c *Config) any { return &c.DefaultVHost }),
 	f("default_user", "user created when none exists (empty: none)", func(c *Config) any { return &c.DefaultUser }),
 	f("default_pass", "password of default_user", func(c *Config) any { return &c.DefaultPass }),
 	f("loopback_users", "comma-separated users allowed only from loopback", func(c *Config) any { return &c.LoopbackUsers }),
+	f("definitions", "definitions.json file to import at boot (RabbitMQ's format)", func(c *Config) any { return &c.Definitions }),
 	f("memory_high_watermark_percent", "memory alarm above this % of RAM (0 disables)", func(c *Config) any { return &c.MemoryHighWatermarkPercent }),
 	f("memory_high_watermark_bytes", "memory alarm above this many bytes (overrides the %)", func(c *Config) any { return &c.MemoryHighWatermarkBytes }),
 }

@@ -24,6 +24,8 @@ type Exchange struct {
 	router   router
 	bindings []*binding // this exchange as source
 	inbound  []*binding // this exchange as destination
+
+	counters msgCounters // atomics, no lock
 }
 
 // Name is the exchange's name ("" for the default exchange).

@@ -27,6 +27,8 @@ type VHost struct {
 	// was published, so that queues without x-message-ttl check expiry.
 	anyExpiring atomic.Bool
 	closed      bool
+
+	counters msgCounters // atomics, no lock; totals of its queues and exchanges
 }
 
 func newVHost(b *Broker, name string) *VHost {
@@ -742,6 +744,15 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 			// The store already answered, with an error: the outcome
 			// is final here and the Confirmer is not called.
 			res.OK = false
+		}
+	}
+	if skip == nil { // not a dead-lettered republish
+		v.counters.publish.Add(1)
+		x.counters.publishIn.Add(1)
+		if res.Routed > 0 {
+			x.counters.publishOut.Add(1)
+		} else {
+			v.counters.dropUnroutable.Add(1)
 		}
 	}
 	return res, nil

@@ -3,61 +3,123 @@ package web
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/web/ui"
 )
 
-// ConnectionInfo describes one client connection, whatever its protocol.
-type ConnectionInfo struct {
-	Name             string
-	Protocol         string // "AMQP 0-9-1", ...
-	User             string
-	VHost            string
-	Peer             string // host:port
-	Local            string // host:port
-	Channels         int
-	ConnectedAt      time.Time
-	ClientProperties map[string]any
-	FrameMax         uint32
-	Heartbeat        time.Duration
+// Version strings the API reports. Clients and tools (rabbitmqadmin,
+// Terraform providers) read rabbitmq_version to pick features.
+const (
+	rabbitVersion  = "3.10.0"
+	productName    = "Trident"
+	productVersion = "0.1.0"
+)
+
+// Core is what the API needs from the broker core (*exchange.Broker).
+type Core interface {
+	VHosts() []string
+	VHost(name string) (*exchange.VHost, bool)
+	EnsureVHost(name string) error
+	DeleteVHost(name string) error
 }
 
-// Connections is what the API needs from the protocol front ends.
-type Connections interface {
-	ListConnections() []ConnectionInfo
-	// CloseConnection closes the named connection with reason; false if
-	// there is none.
-	CloseConnection(name, reason string) bool
+// Listener is one protocol listener, for /api/overview and the
+// port-listener health check.
+type Listener struct {
+	Protocol string // "amqp", "mqtt", "stomp", "http", "prometheus", ...
+	Addr     net.Addr
+}
+
+// Options configure the API.
+type Options struct {
+	Users *auth.Users
+	Core  Core
+	Conns Connections
+	// Node is the node name ("trident@host").
+	Node string
+	Log  *slog.Logger
+	// StatsInterval is how often message counters are sampled for rates
+	// (RabbitMQ's collect_statistics_interval); 5s when zero.
+	StatsInterval time.Duration
+	// Listeners returns the node's listeners (it may be called before
+	// they are all open, so it is a function).
+	Listeners func() []Listener
+	// DataDir is where the node stores data, for disk_free.
+	DataDir string
 }
 
 // Server is the management API.
 type Server struct {
-	users *auth.Users
-	conns Connections
-	node  string
-	log   *slog.Logger
-	mux   *http.ServeMux
+	users     *auth.Users
+	core      Core
+	conns     Connections
+	node      string
+	log       *slog.Logger
+	mux       *http.ServeMux
+	listeners func() []Listener
+	dataDir   string
+	started   time.Time
+	rates     *rates
+
+	metaMu sync.Mutex
+	vmeta  map[string]vhostMeta // vhost description and tags
+
+	stop     chan struct{}
+	stopOnce sync.Once
 }
 
-// New creates the API over the user database and the connections.
-func New(users *auth.Users, conns Connections, nodeName string, log *slog.Logger) *Server {
+// New creates the API and starts its statistics sampler; Close stops it.
+func New(o Options) *Server {
+	log := o.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{users: users, conns: conns, node: nodeName, log: log, mux: http.NewServeMux()}
-	s.mux.HandleFunc("GET /api/whoami", s.authed(s.whoami, ""))
-	s.mux.HandleFunc("GET /api/overview", s.authed(s.overview, ""))
-	s.mux.HandleFunc("GET /api/connections", s.authed(s.listConnections, "monitoring"))
-	s.mux.HandleFunc("GET /api/connections/{name}", s.authed(s.getConnection, "monitoring"))
-	s.mux.HandleFunc("DELETE /api/connections/{name}", s.authed(s.closeConnection, "administrator"))
+	if o.StatsInterval <= 0 {
+		o.StatsInterval = 5 * time.Second
+	}
+	if o.Listeners == nil {
+		o.Listeners = func() []Listener { return nil }
+	}
+	s := &Server{users: o.Users, core: o.Core, conns: o.Conns, node: o.Node, log: log,
+		mux: http.NewServeMux(), listeners: o.Listeners, dataDir: o.DataDir, started: time.Now(),
+		vmeta: map[string]vhostMeta{}, stop: make(chan struct{})}
+	s.rates = newRates(o.StatsInterval)
+	s.routes()
+	// The web UI (web/ui) is served at "/".
+	s.mux.Handle("GET /", ui.Handler())
+
+	s.rates.sample(s) // a first sample, so that rates start at once
+	go s.sampleLoop()
 	return s
+}
+
+// Close stops the statistics sampler.
+func (s *Server) Close() {
+	s.stopOnce.Do(func() { close(s.stop) })
+}
+
+func (s *Server) sampleLoop() {
+	t := time.NewTicker(s.rates.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.rates.sample(s)
+		}
+	}
 }
 
 // Handler returns the HTTP handler.
@@ -65,24 +127,63 @@ func (s *Server) Handler() http.Handler { return s }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Connection names contain spaces and '>' and arrive escaped; the mux
-	// matches on the decoded path, which is what we want.
+	// matches on the decoded path segments, which is what we want.
 	if strings.HasSuffix(r.URL.Path, "/") && len(r.URL.Path) > 1 {
 		r.URL.Path = strings.TrimSuffix(r.URL.Path, "/")
 		r.URL.RawPath = strings.TrimSuffix(r.URL.RawPath, "/")
 	}
+	// The default vhost is "/", written %2F; http.ServeMux does not
+	// match a path segment that is exactly %2F, so it goes through as
+	// slashSegment and pathValue turns it back.
+	if raw := r.URL.RawPath; raw != "" && (strings.Contains(raw, "/%2F") || strings.Contains(raw, "/%2f")) {
+		segs := strings.Split(raw, "/")
+		for i, sg := range segs {
+			if sg == "%2F" || sg == "%2f" {
+				segs[i] = slashSegment
+			}
+		}
+		r.URL.RawPath = strings.Join(segs, "/")
+		if p, err := url.PathUnescape(r.URL.RawPath); err == nil {
+			r.URL.Path = p
+		}
+	}
 	s.mux.ServeHTTP(w, r)
 }
 
-type ctxUser struct{}
+// slashSegment stands for a path segment "%2F" (see ServeHTTP).
+const slashSegment = "%2F%00"
 
-// authed wraps h with HTTP basic authentication. tag, if set, is required
-// (administrator satisfies every tag, monitoring satisfies management).
-func (s *Server) authed(h func(http.ResponseWriter, *http.Request, *auth.User), tag string) http.HandlerFunc {
+// pathValue is r.PathValue with slashSegment turned back into "/".
+func pathValue(r *http.Request, key string) string {
+	v := r.PathValue(key)
+	if v == "/\x00" {
+		return "/"
+	}
+	return v
+}
+
+// access is what an endpoint requires of the user, on top of a valid
+// login with a management tag.
+type access int
+
+const (
+	accManagement    access = iota // any management-ish tag
+	accMonitoring                  // monitoring or administrator
+	accAdministrator               // administrator
+	accPolicymaker                 // policymaker or administrator
+)
+
+type handler func(w http.ResponseWriter, r *http.Request, u *auth.User)
+
+// authed wraps h with HTTP basic authentication and the tag rule of
+// RabbitMQ's management plugin: every user needs one of the management
+// tags; acc may require more.
+func (s *Server) authed(acc access, h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name, pass, ok := r.BasicAuth()
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
-			writeError(w, http.StatusUnauthorized, "not_authorised", "Not_Authorized")
+			writeError(w, http.StatusUnauthorized, "not_authorized", "Login failed")
 			return
 		}
 		var remote net.Addr
@@ -97,28 +198,40 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, *auth.User), 
 			if errors.Is(err, auth.ErrLoopbackOnly) {
 				reason = "User can only log in via localhost"
 			}
-			writeError(w, http.StatusUnauthorized, "not_authorised", reason)
+			writeError(w, http.StatusUnauthorized, "not_authorized", reason)
 			return
 		}
-		if tag != "" && !hasTag(u, tag) {
+		if !isManagement(u) {
 			writeError(w, http.StatusUnauthorized, "not_authorised", "Not management user")
 			return
+		}
+		switch acc {
+		case accMonitoring:
+			if !isMonitor(u) {
+				writeError(w, http.StatusUnauthorized, "not_authorised", "Not monitor user")
+				return
+			}
+		case accAdministrator:
+			if !isAdmin(u) {
+				writeError(w, http.StatusUnauthorized, "not_authorised", "Not administrator user")
+				return
+			}
+		case accPolicymaker:
+			if !isAdmin(u) && !u.HasTag("policymaker") {
+				writeError(w, http.StatusUnauthorized, "not_authorised", "Not policymaker user")
+				return
+			}
 		}
 		h(w, r, u)
 	}
 }
 
-func hasTag(u *auth.User, tag string) bool {
-	if u.HasTag("administrator") {
-		return true
-	}
-	switch tag {
-	case "management":
-		return u.HasTag("management") || u.HasTag("monitoring") || u.HasTag("policymaker")
-	case "monitoring":
-		return u.HasTag("monitoring")
-	}
-	return u.HasTag(tag)
+func isAdmin(u *auth.User) bool { return u.HasTag("administrator") }
+
+func isMonitor(u *auth.User) bool { return isAdmin(u) || u.HasTag("monitoring") }
+
+func isManagement(u *auth.User) bool {
+	return isMonitor(u) || u.HasTag("management") || u.HasTag("policymaker")
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -128,54 +241,141 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func writeError(w http.ResponseWriter, status int, errText, reason string) {
-	writeJSON(w, status, map[string]string{"error": errText, "reason": reason})
+func writeError(w http.ResponseWriter, status int, errText string, reason any) {
+	writeJSON(w, status, map[string]any{"error": errText, "reason": reason})
 }
 
-func (s *Server) whoami(w http.ResponseWriter, _ *http.Request, u *auth.User) {
-	writeJSON(w, http.StatusOK, map[string]any{"name": u.Name(), "tags": u.Tags()})
+func notFound(w http.ResponseWriter) {
+	writeError(w, http.StatusNotFound, "Object Not Found", "Not Found")
 }
 
-func (s *Server) overview(w http.ResponseWriter, _ *http.Request, u *auth.User) {
-	writeJSON(w, http.StatusOK, map[string]any{
-		"management_version": "3.10.0",
-		"rabbitmq_version":   "3.10.0",
-		"product_name":       "Trident",
-		"product_version":    "0.1.0",
-		"cluster_name":       s.node,
-		"node":               s.node,
-		"object_totals":      map[string]int{"connections": len(s.conns.ListConnections())},
-	})
+func badRequest(w http.ResponseWriter, reason any) {
+	writeError(w, http.StatusBadRequest, "bad_request", reason)
 }
 
-// connectionJSON renders a connection with RabbitMQ's field names.
-func (s *Server) connectionJSON(c ConnectionInfo) map[string]any {
-	peerHost, peerPort := splitHostPort(c.Peer)
-	host, port := splitHostPort(c.Local)
-	props := c.ClientProperties
-	if props == nil {
-		props = map[string]any{}
+// noVHostAccess is RabbitMQ's answer to a user without permissions in the
+// vhost it addresses.
+func noVHostAccess(w http.ResponseWriter) {
+	writeError(w, http.StatusUnauthorized, "not_authorised", "User not authorised to access virtual host")
+}
+
+func accessRefused(w http.ResponseWriter) {
+	writeError(w, http.StatusUnauthorized, "not_authorised", "Access refused.")
+}
+
+// maxBody bounds request bodies (definitions files can be large).
+const maxBody = 64 << 20
+
+// decodeBody decodes a JSON object body. Numbers that are integers become
+// int64 (so x-arguments keep their type), others float64. An empty body
+// is an empty object.
+func decodeBody(r *http.Request) (map[string]any, error) {
+	data, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err != nil {
+		return nil, err
 	}
-	return map[string]any{
-		"name":              c.Name,
-		"node":              s.node,
-		"protocol":          c.Protocol,
-		"user":              c.User,
-		"vhost":             c.VHost,
-		"peer_host":         peerHost,
-		"peer_port":         peerPort,
-		"host":              host,
-		"port":              port,
-		"channels":          c.Channels,
-		"connected_at":      c.ConnectedAt.UnixMilli(),
-		"client_properties": props,
-		"frame_max":         c.FrameMax,
-		"timeout":           int(c.Heartbeat / time.Second),
-		"state":             "running",
-		"type":              "network",
-		"ssl":               false,
-		"auth_mechanism":    "PLAIN",
+	return decodeObject(data)
+}
+
+func decodeObject(data []byte) (map[string]any, error) {
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return map[string]any{}, nil
 	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	m, ok := normalizeNumbers(v).(map[string]any)
+	if !ok {
+		return nil, errors.New("not_a_json_object")
+	}
+	return m, nil
+}
+
+func normalizeNumbers(v any) any {
+	switch t := v.(type) {
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			return i
+		}
+		f, _ := t.Float64()
+		return f
+	case map[string]any:
+		for k, e := range t {
+			t[k] = normalizeNumbers(e)
+		}
+		return t
+	case []any:
+		for i, e := range t {
+			t[i] = normalizeNumbers(e)
+		}
+		return t
+	}
+	return v
+}
+
+// Helpers to read typed fields of a decoded body.
+
+func strField(m map[string]any, k string) string {
+	s, _ := m[k].(string)
+	return s
+}
+
+func boolField(m map[string]any, k string) bool {
+	switch b := m[k].(type) {
+	case bool:
+		return b
+	case string:
+		return b == "true"
+	}
+	return false
+}
+
+func tableField(m map[string]any, k string) map[string]any {
+	t, _ := m[k].(map[string]any)
+	if t == nil {
+		return map[string]any{}
+	}
+	return t
+}
+
+func intField(m map[string]any, k string, def int) int {
+	switch n := m[k].(type) {
+	case int64:
+		return int(n)
+	case float64:
+		return int(n)
+	case string:
+		if i, err := strconv.Atoi(n); err == nil {
+			return i
+		}
+	}
+	return def
+}
+
+// tagList reads tags given as a comma-separated string or a list.
+func tagList(v any) []string {
+	var out []string
+	switch t := v.(type) {
+	case string:
+		for _, s := range strings.Split(t, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+	case []any:
+		for _, e := range t {
+			if s, ok := e.(string); ok && strings.TrimSpace(s) != "" {
+				out = append(out, strings.TrimSpace(s))
+			}
+		}
+	}
+	if out == nil {
+		out = []string{}
+	}
+	return out
 }
 
 func splitHostPort(hp string) (string, int) {
@@ -185,58 +385,4 @@ func splitHostPort(hp string) (string, int) {
 	}
 	n, _ := strconv.Atoi(p)
 	return h, n
-}
-
-func (s *Server) visible(u *auth.User, c ConnectionInfo) bool {
-	return u.HasTag("administrator") || u.HasTag("monitoring") || c.User == u.Name()
-}
-
-func (s *Server) listConnections(w http.ResponseWriter, _ *http.Request, u *auth.User) {
-	out := []map[string]any{}
-	for _, c := range s.conns.ListConnections() {
-		if s.visible(u, c) {
-			out = append(out, s.connectionJSON(c))
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func (s *Server) findConnection(r *http.Request) (ConnectionInfo, bool) {
-	name := r.PathValue("name")
-	if n, err := url.PathUnescape(name); err == nil {
-		name = n
-	}
-	for _, c := range s.conns.ListConnections() {
-		if c.Name == name {
-			return c, true
-		}
-	}
-	return ConnectionInfo{}, false
-}
-
-func (s *Server) getConnection(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	c, ok := s.findConnection(r)
-	if !ok || !s.visible(u, c) {
-		writeError(w, http.StatusNotFound, "Object Not Found", "Not Found")
-		return
-	}
-	writeJSON(w, http.StatusOK, s.connectionJSON(c))
-}
-
-func (s *Server) closeConnection(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	c, ok := s.findConnection(r)
-	if !ok {
-		writeError(w, http.StatusNotFound, "Object Not Found", "Not Found")
-		return
-	}
-	reason := r.Header.Get("X-Reason")
-	if reason == "" {
-		reason = "Closed via management plugin"
-	}
-	if !s.conns.CloseConnection(c.Name, reason) {
-		writeError(w, http.StatusNotFound, "Object Not Found", "Not Found")
-		return
-	}
-	s.log.Info("connection closed via the API", "connection", c.Name, "by", u.Name(), "reason", reason)
-	w.WriteHeader(http.StatusNoContent)
 }

@@ -50,6 +50,19 @@ var scenarios = []Scenario{
 // rabbitAnchorURL is where ../shared/anchors/start-anchors.sh puts RabbitMQ.
 const rabbitAnchorURL = "amqp://guest:guest@127.0.0.1:5673/"
 
+// anchorURLs are the anchor RabbitMQ's URLs for the protocols other than
+// AMQP, by scheme; each protocol's scenario file registers its own.
+var anchorURLs = map[string]string{}
+
+// listener is a protocol listener the self-started trident opens on a free
+// loopback port: the flag that sets its address and the target URL, with %s
+// for host:port. Each protocol's scenario file registers its own.
+type listener struct {
+	scheme, flag, urlFormat string
+}
+
+var listeners []listener
+
 // baselineName is the target the ratio column compares with, when present.
 const baselineName = "rabbitmq"
 
@@ -201,9 +214,22 @@ func run(ctx context.Context, o *options) error {
 		}
 		if !o.targets.has(baselineName) {
 			_ = o.targets.add(baselineName, "amqp", rabbitAnchorURL)
+			for scheme, u := range anchorURLs {
+				_ = o.targets.add(baselineName, scheme, u)
+			}
 		}
 	}
 	if startTrident {
+		urls := map[string]string{}
+		for _, l := range listeners {
+			port, err := testbin.FreePort()
+			if err != nil {
+				return err
+			}
+			addr := fmt.Sprintf("127.0.0.1:%d", port)
+			o.tridentArgs = append(o.tridentArgs, l.flag, addr)
+			urls[l.scheme] = fmt.Sprintf(l.urlFormat, addr)
+		}
 		proc, err := launchTrident(ctx, o)
 		if err != nil {
 			if len(o.targets) == 0 {
@@ -217,7 +243,8 @@ func run(ctx context.Context, o *options) error {
 				}
 				proc.Cleanup()
 			}()
-			o.targets = append(targetList{{Name: "trident", URLs: map[string]string{"amqp": proc.AMQPURL}}}, o.targets...)
+			urls["amqp"] = proc.AMQPURL
+			o.targets = append(targetList{{Name: "trident", URLs: urls}}, o.targets...)
 		}
 	}
 

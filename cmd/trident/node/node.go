@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
 
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/conf"
@@ -40,6 +39,10 @@ type Node struct {
 
 	http   *http.Server
 	httpLn net.Listener
+	api    *web.Server
+
+	metrics   *http.Server
+	metricsLn net.Listener
 
 	// frontEnds are the other protocol front ends (MQTT, STOMP, ...), in
 	// start order; Close shuts them down in reverse before the core.
@@ -90,6 +93,11 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	if err := n.broker.EnsureVHost(cfg.DefaultVHost); err != nil {
 		return nil, fmt.Errorf("node: default vhost %q: %w", cfg.DefaultVHost, err)
 	}
+	if cfg.Definitions != "" {
+		if err := n.importDefinitions(cfg.Definitions); err != nil {
+			return nil, err
+		}
+	}
 
 	if cfg.AMQP.Listen != "" {
 		if err := n.startAMQP(); err != nil {
@@ -110,24 +118,12 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 			return nil, err
 		}
 	}
-	return n, nil
-}
-
-func (n *Node) startHTTP() error {
-	ln, err := net.Listen("tcp", n.cfg.HTTP.Listen)
-	if err != nil {
-		return fmt.Errorf("node: http.listen: %w", err)
-	}
-	n.httpLn = ln
-	api := web.New(n.users, connections{n}, "trident@"+hostname(), n.log.With("component", "web"))
-	n.http = &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := n.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			n.log.Error("http listener stopped", "err", err)
+	if cfg.Prometheus.Listen != "" {
+		if err := n.startMetrics(); err != nil {
+			return nil, err
 		}
-	}()
-	n.log.Info("listening", "protocol", "http", "addr", ln.Addr().String())
-	return nil
+	}
+	return n, nil
 }
 
 func hostname() string {
@@ -260,6 +256,14 @@ func (n *Node) close(ctx context.Context) error {
 		_ = n.http.Close()
 	} else if n.httpLn != nil {
 		n.httpLn.Close()
+	}
+	if n.api != nil {
+		n.api.Close()
+	}
+	if n.metrics != nil {
+		_ = n.metrics.Close()
+	} else if n.metricsLn != nil {
+		n.metricsLn.Close()
 	}
 	for i := len(n.frontEnds) - 1; i >= 0; i-- {
 		f := n.frontEnds[i]

@@ -49,27 +49,36 @@ func ReadHeader(r io.ByteReader, max int) (Header, error) {
 	return Header{First: first, Remaining: n}, nil
 }
 
-// Read reads one packet from r: fixed header, then the body into buf
-// (grown as needed, and returned for reuse), then Decode. The decoded
-// packet's byte slices (payload, password, ...) alias the returned buffer
-// and are valid only until the next Read with it.
-func Read(r *bufio.Reader, version byte, max int, buf []byte) (Packet, []byte, error) {
+// Read reads one packet from r: fixed header, then the body into a new
+// buffer, then Decode. The packet's byte slices and strings (payload,
+// topic, client id, ...) alias that buffer, which is never reused, so they
+// may be kept.
+func Read(r *bufio.Reader, version byte, max int) (Packet, error) {
 	h, err := ReadHeader(r, max)
 	if err != nil {
-		return Packet{}, buf, err
+		return Packet{}, err
 	}
-	if cap(buf) < h.Remaining {
-		buf = make([]byte, h.Remaining)
-	}
-	body := buf[:h.Remaining]
+	body := make([]byte, h.Remaining)
 	if _, err := io.ReadFull(r, body); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return Packet{}, buf, err
+		return Packet{}, err
 	}
-	pk, err := Decode(h, body, version)
-	return pk, buf, err
+	return Decode(h, body, version)
+}
+
+// AppendAck appends a PUBACK, PUBREC, PUBREL or PUBCOMP (typ) for packet
+// id pid. With v5 a reason code other than success is written; v3 has none.
+func AppendAck(b []byte, typ byte, pid uint16, code byte, v5 bool) []byte {
+	first := typ << 4
+	if typ == packets.Pubrel {
+		first |= 0x02
+	}
+	if v5 && code != 0 {
+		return append(b, first, 3, byte(pid>>8), byte(pid), code)
+	}
+	return append(b, first, 2, byte(pid>>8), byte(pid))
 }
 
 // Decode decodes a packet body. version is the protocol version of the
@@ -112,6 +121,10 @@ func Decode(h Header, body []byte, version byte) (pk Packet, err error) {
 		}
 	case packets.Disconnect:
 		err = pk.DisconnectDecode(body)
+		if err == nil && version == 5 && len(body) == 1 {
+			// mochi reads the reason code only when properties follow.
+			pk.ReasonCode = body[0]
+		}
 	case packets.Auth:
 		err = pk.AuthDecode(body)
 	default:

@@ -1,0 +1,148 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/trident-broker/trident/protocol/mqtt"
+	"github.com/trident-broker/trident/web"
+)
+
+func init() { starters = append(starters, startMQTT) }
+
+// mqttFrontEnd runs the MQTT server on its TCP and WebSocket listeners.
+type mqttFrontEnd struct {
+	srv    *mqtt.Server
+	ln     net.Listener // TCP, or nil
+	wsLn   net.Listener // WebSocket, or nil
+	ws     *http.Server
+	served chan struct{}
+}
+
+// startMQTT starts the MQTT listeners enabled in the config. As RabbitMQ
+// does by default, a client without a username connects as the default
+// user (which the loopback restriction still applies to).
+func startMQTT(n *Node) error {
+	c := n.cfg.MQTT
+	if c.Listen == "" && c.WSListen == "" {
+		return nil
+	}
+	srv, err := mqtt.NewServer(mqtt.Config{
+		Exchange:       c.Exchange,
+		DefaultVHost:   n.cfg.DefaultVHost,
+		AllowAnonymous: n.cfg.DefaultUser != "",
+		AnonUser:       n.cfg.DefaultUser,
+		AnonPass:       n.cfg.DefaultPass,
+	}, n.broker, n.users, n.store, n.log.With("component", "mqtt"))
+	if err != nil {
+		return fmt.Errorf("node: mqtt: %w", err)
+	}
+	f := &mqttFrontEnd{srv: srv, served: make(chan struct{})}
+	if c.Listen != "" {
+		if f.ln, err = net.Listen("tcp", c.Listen); err != nil {
+			return fmt.Errorf("node: mqtt.listen: %w", err)
+		}
+	}
+	if c.WSListen != "" {
+		if f.wsLn, err = net.Listen("tcp", c.WSListen); err != nil {
+			if f.ln != nil {
+				f.ln.Close()
+			}
+			return fmt.Errorf("node: mqtt.ws_listen: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/ws", srv.WebSocketHandler())
+		f.ws = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := f.ws.Serve(f.wsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				n.log.Error("mqtt websocket listener stopped", "err", err)
+			}
+		}()
+		n.log.Info("listening", "protocol", "mqtt-ws", "addr", f.wsLn.Addr().String())
+	}
+	if f.ln != nil {
+		go func() {
+			defer close(f.served)
+			err := srv.Serve(f.ln)
+			if err != nil && !errors.Is(err, mqtt.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+				n.log.Error("mqtt listener stopped", "err", err)
+			}
+		}()
+		n.log.Info("listening", "protocol", "mqtt", "addr", f.ln.Addr().String())
+	} else {
+		close(f.served)
+	}
+	n.frontEnds = append(n.frontEnds, f)
+	return nil
+}
+
+func (f *mqttFrontEnd) Name() string { return "mqtt" }
+
+func (f *mqttFrontEnd) Shutdown(ctx context.Context) error {
+	if f.ws != nil {
+		_ = f.wsLn.Close()
+	}
+	err := f.srv.Shutdown(ctx)
+	if f.ln != nil {
+		_ = f.ln.Close()
+	}
+	if f.ws != nil {
+		_ = f.ws.Close()
+	}
+	select {
+	case <-f.served:
+	case <-ctx.Done():
+	}
+	return err
+}
+
+func (f *mqttFrontEnd) ListConnections() []web.ConnectionInfo {
+	var out []web.ConnectionInfo
+	for _, i := range f.srv.Connections() {
+		proto := "MQTT 3.1.1"
+		switch i.Version {
+		case 3:
+			proto = "MQTT 3.1"
+		case 5:
+			proto = "MQTT 5.0"
+		}
+		if i.Transport == "websocket" {
+			proto = "Web " + proto
+		}
+		out = append(out, web.ConnectionInfo{Name: i.Name, Protocol: proto, User: i.User, VHost: i.VHost,
+			Peer: i.Peer, Local: i.Local, ConnectedAt: i.ConnectedAt, Heartbeat: i.Keepalive,
+			ClientProperties: map[string]any{"client_id": i.ClientID, "clean_start": i.CleanStart,
+				"recv_publish": i.RecvPublish, "sent_publish": i.SentPublish, "recv_bytes": i.RecvBytes,
+				"sent_bytes": i.SentBytes, "subscriptions": i.Subscriptions, "inflight": i.Inflight}})
+	}
+	return out
+}
+
+func (f *mqttFrontEnd) CloseConnection(name, reason string) bool {
+	return f.srv.CloseConnection(name, reason)
+}
+
+// MQTTAddr returns the MQTT TCP listener's address, or nil when disabled.
+func (n *Node) MQTTAddr() net.Addr {
+	for _, f := range n.frontEnds {
+		if m, ok := f.(*mqttFrontEnd); ok && m.ln != nil {
+			return m.ln.Addr()
+		}
+	}
+	return nil
+}
+
+// MQTTWSAddr returns the MQTT WebSocket listener's address (path /ws), or
+// nil when disabled.
+func (n *Node) MQTTWSAddr() net.Addr {
+	for _, f := range n.frontEnds {
+		if m, ok := f.(*mqttFrontEnd); ok && m.wsLn != nil {
+			return m.wsLn.Addr()
+		}
+	}
+	return nil
+}

@@ -1,0 +1,138 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/trident-broker/trident/protocol/stomp"
+	"github.com/trident-broker/trident/web"
+)
+
+func init() { starters = append(starters, (*Node).startSTOMP) }
+
+// stompFrontEnd runs the STOMP listener (cfg.STOMP.Listen) and STOMP over
+// WebSocket at /ws (cfg.STOMP.WSListen).
+type stompFrontEnd struct {
+	srv    *stomp.Server
+	ln     net.Listener
+	wsLn   net.Listener
+	http   *http.Server
+	served chan error
+}
+
+func (n *Node) startSTOMP() error {
+	c := n.cfg.STOMP
+	if c.Listen == "" && c.WSListen == "" {
+		return nil
+	}
+	f := &stompFrontEnd{served: make(chan error, 1)}
+	f.srv = stomp.NewServer(stomp.Config{
+		MaxBodySize:  n.cfg.AMQP.MaxMessageSize,
+		DefaultUser:  n.cfg.DefaultUser,
+		DefaultPass:  n.cfg.DefaultPass,
+		DefaultVHost: n.cfg.DefaultVHost,
+	}, n.broker, n.users, n.log.With("component", "stomp"))
+	if c.Listen != "" {
+		ln, err := net.Listen("tcp", c.Listen)
+		if err != nil {
+			return fmt.Errorf("node: stomp.listen: %w", err)
+		}
+		f.ln = ln
+		go func() {
+			err := f.srv.Serve(ln)
+			if err != nil && !errors.Is(err, stomp.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+				n.log.Error("stomp listener stopped", "err", err)
+			}
+			f.served <- err
+		}()
+		n.log.Info("listening", "protocol", "stomp", "addr", ln.Addr().String())
+	} else {
+		f.served <- nil
+	}
+	if c.WSListen != "" {
+		ln, err := net.Listen("tcp", c.WSListen)
+		if err != nil {
+			if f.ln != nil {
+				f.ln.Close()
+			}
+			return fmt.Errorf("node: stomp.ws_listen: %w", err)
+		}
+		f.wsLn = ln
+		mux := http.NewServeMux()
+		mux.Handle("/ws", f.srv)
+		f.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := f.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+				n.log.Error("web-stomp listener stopped", "err", err)
+			}
+		}()
+		n.log.Info("listening", "protocol", "web-stomp", "addr", ln.Addr().String())
+	}
+	n.frontEnds = append(n.frontEnds, f)
+	return nil
+}
+
+func (f *stompFrontEnd) Name() string { return "stomp" }
+
+func (f *stompFrontEnd) Shutdown(ctx context.Context) error {
+	if f.http != nil {
+		// Stop accepting upgrades; the WebSocket connections are the
+		// server's and are closed by its Shutdown below.
+		f.wsLn.Close()
+	}
+	err := f.srv.Shutdown(ctx)
+	if f.http != nil {
+		_ = f.http.Close()
+	}
+	if f.ln != nil {
+		f.ln.Close()
+		select {
+		case <-f.served:
+		case <-ctx.Done():
+		}
+	}
+	return err
+}
+
+func (f *stompFrontEnd) ListConnections() []web.ConnectionInfo {
+	var out []web.ConnectionInfo
+	for _, i := range f.srv.Connections() {
+		out = append(out, web.ConnectionInfo{Name: i.Name, Protocol: i.Protocol, User: i.User, VHost: i.VHost,
+			Peer: i.Peer, Local: i.Local, ConnectedAt: i.ConnectedAt, ClientProperties: i.Client, Heartbeat: i.Heartbeat})
+	}
+	return out
+}
+
+func (f *stompFrontEnd) CloseConnection(name, reason string) bool {
+	return f.srv.CloseConnection(name, reason)
+}
+
+func (n *Node) stompFrontEnd() *stompFrontEnd {
+	for _, f := range n.frontEnds {
+		if s, ok := f.(*stompFrontEnd); ok {
+			return s
+		}
+	}
+	return nil
+}
+
+// STOMPAddr returns the STOMP listener's address, or nil when disabled.
+func (n *Node) STOMPAddr() net.Addr {
+	if f := n.stompFrontEnd(); f != nil && f.ln != nil {
+		return f.ln.Addr()
+	}
+	return nil
+}
+
+// STOMPWSAddr returns the Web-STOMP listener's address (STOMP over
+// WebSocket at ws://ADDR/ws), or nil when disabled.
+func (n *Node) STOMPWSAddr() net.Addr {
+	if f := n.stompFrontEnd(); f != nil && f.wsLn != nil {
+		return f.wsLn.Addr()
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/trident-broker/trident/web"
+)
+
+// The management API, the Prometheus listener and boot-time definitions.
+
+func (n *Node) nodeName() string { return "trident@" + hostname() }
+
+func (n *Node) startHTTP() error {
+	ln, err := net.Listen("tcp", n.cfg.HTTP.Listen)
+	if err != nil {
+		return fmt.Errorf("node: http.listen: %w", err)
+	}
+	n.httpLn = ln
+	n.api = web.New(web.Options{
+		Users:         n.users,
+		Core:          n.broker,
+		Conns:         connections{n},
+		Node:          n.nodeName(),
+		Log:           n.log.With("component", "web"),
+		StatsInterval: n.cfg.HTTP.StatsInterval,
+		Listeners:     n.listeners,
+		DataDir:       n.cfg.DataDir,
+	})
+	n.http = &http.Server{Handler: n.api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := n.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error("http listener stopped", "err", err)
+		}
+	}()
+	n.log.Info("listening", "protocol", "http", "addr", ln.Addr().String())
+	return nil
+}
+
+// startMetrics serves Prometheus /metrics and /metrics/per-object.
+func (n *Node) startMetrics() error {
+	ln, err := net.Listen("tcp", n.cfg.Prometheus.Listen)
+	if err != nil {
+		return fmt.Errorf("node: prometheus.listen: %w", err)
+	}
+	n.metricsLn = ln
+	m := web.NewMetrics(n.broker, connections{n}, n.nodeName())
+	n.metrics = &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := n.metrics.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error("prometheus listener stopped", "err", err)
+		}
+	}()
+	n.log.Info("listening", "protocol", "prometheus", "addr", ln.Addr().String())
+	return nil
+}
+
+// MetricsAddr returns the Prometheus listener's address, or nil when
+// disabled.
+func (n *Node) MetricsAddr() net.Addr {
+	if n.metricsLn == nil {
+		return nil
+	}
+	return n.metricsLn.Addr()
+}
+
+// listeners names the open listeners for the API (overview, health).
+func (n *Node) listeners() []web.Listener {
+	var out []web.Listener
+	if n.amqpLn != nil {
+		out = append(out, web.Listener{Protocol: "amqp", Addr: n.amqpLn.Addr()})
+	}
+	if n.httpLn != nil {
+		out = append(out, web.Listener{Protocol: "http", Addr: n.httpLn.Addr()})
+	}
+	if n.metricsLn != nil {
+		out = append(out, web.Listener{Protocol: "http/prometheus", Addr: n.metricsLn.Addr()})
+	}
+	for _, f := range n.frontEnds {
+		if l, ok := f.(interface{ Addrs() []net.Addr }); ok {
+			for _, a := range l.Addrs() {
+				out = append(out, web.Listener{Protocol: f.Name(), Addr: a})
+			}
+		}
+	}
+	return out
+}
+
+// importDefinitions loads a definitions.json file (RabbitMQ's format) at
+// boot, as RabbitMQ's load_definitions does. Any failure stops the boot.
+func (n *Node) importDefinitions(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("node: definitions: %w", err)
+	}
+	if err := web.ImportDefinitions(n.broker, n.users, data, "", n.log.With("component", "definitions")); err != nil {
+		return fmt.Errorf("node: definitions %s: %w", path, err)
+	}
+	n.log.Info("definitions imported", "file", path)
+	return nil
+}

@@ -1,0 +1,326 @@
+package mqtt
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/mqtt/wire"
+)
+
+// maxConnectSize bounds the CONNECT packet (before authentication).
+const maxConnectSize = 1 << 20
+
+// readBufSize is the per-connection read buffer; small, so that idle
+// connections stay cheap.
+const readBufSize = 2048
+
+// conn is one client connection and its session state machine.
+type conn struct {
+	s           *Server
+	nc          net.Conn
+	br          *bufio.Reader
+	name        string
+	transport   string
+	connectedAt time.Time
+
+	// Set while handling CONNECT, read-only afterwards.
+	version    byte
+	clientID   string
+	user       *auth.User
+	vh         *exchange.VHost
+	se         *session
+	keepalive  time.Duration
+	cleanStart bool
+	maxOut     uint32 // the client's maximum packet size, 0: none
+	will       *will
+
+	connected atomic.Bool
+	noLocal   atomic.Bool // the session has a no-local subscription
+
+	// Reader goroutine only.
+	aliasIn        map[uint16]string
+	normalClose    bool // DISCONNECT without will
+	disconnectWill bool // DISCONNECT 0x04
+
+	consMu    sync.Mutex
+	consumers map[string]*exchange.Consumer // by queue name
+	limit     exchange.Limit
+
+	outMu   sync.Mutex
+	out     []outItem
+	outSig  chan struct{}
+	quit    chan struct{}
+	wdone   chan struct{}
+	closing atomic.Bool
+	// finalQueued: a packet after which the writer closes is queued.
+	finalQueued atomic.Bool
+
+	infMu    sync.Mutex
+	inflight map[uint16]inflight
+	nextPID  uint16
+
+	ackMu   sync.Mutex
+	acks    []pendingAck
+	ackBase uint64
+
+	recvPublish, sentPublish atomic.Uint64
+	recvBytes, sentBytes     atomic.Uint64
+}
+
+// inflight is an outbound QoS 1 or 2 PUBLISH awaiting its acknowledgement.
+type inflight struct {
+	q        *exchange.Queue // nil for a retained message
+	seq      uint64
+	released bool // QoS 2: PUBREC received, PUBREL sent, awaiting PUBCOMP
+}
+
+func newConn(s *Server, nc net.Conn, transport string) *conn {
+	return &conn{
+		s: s, nc: nc, br: bufio.NewReaderSize(nc, readBufSize), transport: transport,
+		name: s.connName(nc), connectedAt: time.Now(),
+		outSig: make(chan struct{}, 1), quit: make(chan struct{}), wdone: make(chan struct{}),
+	}
+}
+
+func (c *conn) serve() {
+	go c.writeLoop()
+	err := c.readLoop()
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		c.s.log.Debug("connection closed", "conn", c.name, "client_id", c.clientID, "err", err)
+	}
+	c.cleanup()
+}
+
+func (c *conn) readLoop() error {
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.ConnectTimeout))
+	pk, err := wire.Read(c.br, 0, maxConnectSize)
+	if err != nil {
+		return err
+	}
+	c.recvBytes.Add(uint64(pk.FixedHeader.Remaining + 2))
+	if pk.FixedHeader.Type != packets.Connect {
+		return errProto(codeProtocolError, "first packet is not CONNECT")
+	}
+	if err := c.handleConnect(&pk); err != nil {
+		return err
+	}
+	if c.keepalive == 0 {
+		_ = c.nc.SetReadDeadline(time.Time{})
+	}
+	for {
+		if c.keepalive > 0 {
+			_ = c.nc.SetReadDeadline(time.Now().Add(c.keepalive * 3 / 2))
+		}
+		pk, err := wire.Read(c.br, c.version, c.s.cfg.MaxPacketSize)
+		if err != nil {
+			var ne net.Error
+			switch {
+			case errors.Is(err, wire.ErrTooLarge):
+				c.serverDisconnect(codePacketTooLarge)
+			case errors.As(err, &ne) && ne.Timeout():
+				c.serverDisconnect(codeKeepAliveTimeout)
+			case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+			default:
+				c.serverDisconnect(reasonOf(err))
+			}
+			return err
+		}
+		c.recvBytes.Add(uint64(pk.FixedHeader.Remaining + 2))
+		if err := c.handle(&pk); err != nil {
+			if errors.Is(err, errClientDisconnect) {
+				return nil
+			}
+			c.serverDisconnect(reasonOf(err))
+			return err
+		}
+	}
+}
+
+var errClientDisconnect = errors.New("mqtt: client sent DISCONNECT")
+
+func (c *conn) handle(pk *packets.Packet) error {
+	switch pk.FixedHeader.Type {
+	case packets.Publish:
+		return c.handlePublish(pk)
+	case packets.Puback:
+		c.handlePuback(pk.PacketID)
+	case packets.Pubrec:
+		c.handlePubrec(pk.PacketID, pk.ReasonCode)
+	case packets.Pubrel:
+		c.handlePubrel(pk.PacketID)
+	case packets.Pubcomp:
+		c.handlePubcomp(pk.PacketID)
+	case packets.Subscribe:
+		return c.handleSubscribe(pk)
+	case packets.Unsubscribe:
+		return c.handleUnsubscribe(pk)
+	case packets.Pingreq:
+		c.sendPacket(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pingresp}}, false)
+	case packets.Disconnect:
+		return c.handleDisconnect(pk)
+	case packets.Connect:
+		return errProto(codeProtocolError, "second CONNECT")
+	default:
+		return errProto(codeProtocolError, "unexpected packet type "+packets.PacketNames[pk.FixedHeader.Type])
+	}
+	return nil
+}
+
+func (c *conn) handleDisconnect(pk *packets.Packet) error {
+	c.normalClose = true
+	if c.version == 5 {
+		if pk.ReasonCode == packets.CodeDisconnectWillMessage.Code {
+			c.disconnectWill = true
+		}
+		if pk.Properties.SessionExpiryIntervalFlag {
+			se := c.se
+			se.mu.Lock()
+			if se.expiry == 0 && pk.Properties.SessionExpiryInterval != 0 {
+				se.mu.Unlock()
+				return errProto(codeProtocolError, "session expiry interval set on DISCONNECT after 0 on CONNECT")
+			}
+			se.expiry = pk.Properties.SessionExpiryInterval
+			se.persistent = se.expiry > 0
+			se.mu.Unlock()
+		}
+	}
+	return errClientDisconnect
+}
+
+// serverDisconnect ends the connection from the server side: MQTT 5
+// clients get a DISCONNECT with code first.
+func (c *conn) serverDisconnect(code byte) {
+	if !c.closing.CompareAndSwap(false, true) {
+		return
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if c.connected.Load() && c.version == 5 {
+		c.sendPacket(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Disconnect},
+			ProtocolVersion: 5, ReasonCode: code}, true)
+		return
+	}
+	c.nc.Close()
+}
+
+// cleanup runs once the reader has stopped: it stops the writer, returns
+// unacknowledged deliveries to their queues, releases or ends the session
+// and sends the will message.
+func (c *conn) cleanup() {
+	if c.finalQueued.Load() {
+		// Let the writer send the last packet (CONNACK refusal,
+		// DISCONNECT); it closes the connection after it.
+		select {
+		case <-c.wdone:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	c.nc.Close()
+	c.consMu.Lock()
+	cons := c.consumers
+	c.consumers = nil
+	c.consMu.Unlock()
+	for _, k := range cons {
+		k.Cancel()
+	}
+	close(c.quit)
+	<-c.wdone
+
+	// Everything delivered but not acknowledged goes back, flagged
+	// redelivered.
+	back := map[*exchange.Queue][]uint64{}
+	c.outMu.Lock()
+	for i := range c.out {
+		if it := &c.out[i]; it.kind == itemDelivery {
+			back[it.d.Queue] = append(back[it.d.Queue], it.d.Seq)
+		}
+	}
+	c.out = nil
+	c.outMu.Unlock()
+	var released []uint16
+	c.infMu.Lock()
+	for pid, f := range c.inflight {
+		if f.released {
+			released = append(released, pid)
+		} else if f.q != nil {
+			back[f.q] = append(back[f.q], f.seq)
+		}
+	}
+	c.inflight = nil
+	c.infMu.Unlock()
+	for q, seqs := range back {
+		q.Reject(seqs, true)
+	}
+
+	se := c.se
+	if se == nil {
+		return
+	}
+	s := c.s
+	s.mu.Lock()
+	se.mu.Lock()
+	if se.owner != c {
+		se.mu.Unlock()
+		s.mu.Unlock()
+		return
+	}
+	se.owner = nil
+	se.relOut = released
+	end := !se.persistent
+	if end {
+		se.ended = true
+		if s.sessions[se.key] == se {
+			delete(s.sessions, se.key)
+		}
+	}
+	gone := se.ownerGone
+	se.mu.Unlock()
+	s.mu.Unlock()
+
+	if end {
+		s.dropSession(se)
+	} else {
+		s.armExpiry(se)
+	}
+	if c.will != nil && (!c.normalClose || c.disconnectWill) {
+		s.scheduleWill(se, c.will, end)
+	}
+	close(gone)
+}
+
+// info describes the connection for management.
+func (c *conn) info() (ConnInfo, bool) {
+	if !c.connected.Load() {
+		return ConnInfo{}, false
+	}
+	c.infMu.Lock()
+	inf := len(c.inflight)
+	c.infMu.Unlock()
+	i := ConnInfo{Name: c.name, ClientID: c.clientID, VHost: c.vh.Name(), Peer: c.nc.RemoteAddr().String(),
+		Local: c.nc.LocalAddr().String(), Transport: c.transport, Version: c.version, ConnectedAt: c.connectedAt,
+		Keepalive: c.keepalive, CleanStart: c.cleanStart,
+		RecvPublish: c.recvPublish.Load(), SentPublish: c.sentPublish.Load(),
+		RecvBytes: c.recvBytes.Load(), SentBytes: c.sentBytes.Load(),
+		Subscriptions: len(c.se.subList()), Inflight: inf}
+	if c.user != nil {
+		i.User = c.user.Name()
+	}
+	return i, true
+}
+
+// splitUsername applies RabbitMQ's "vhost:user" convention.
+func (s *Server) splitUsername(name string) (vhost, user string) {
+	if v, u, ok := strings.Cut(name, ":"); ok && v != "" && u != "" {
+		return v, u
+	}
+	return s.cfg.DefaultVHost, name
+}

@@ -1,0 +1,259 @@
+package mqtt
+
+import (
+	"bytes"
+	"errors"
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/exchange"
+)
+
+// handleConnect authenticates the client, takes over or creates its
+// session, answers CONNACK and resumes the session's subscriptions.
+func (c *conn) handleConnect(pk *packets.Packet) error {
+	v := pk.ProtocolVersion
+	c.version = v
+	if code := pk.ConnectValidate(); code != packets.CodeSuccess {
+		if code == packets.ErrProtocolViolationProtocolVersion && (bytes.Equal(pk.Connect.ProtocolName, []byte("MQTT")) || bytes.Equal(pk.Connect.ProtocolName, []byte("MQIsdp"))) {
+			if v != 5 {
+				c.version = 4
+			}
+			c.refuse(codeUnsupportedVersion)
+			return code
+		}
+		if code == packets.ErrProtocolViolationProtocolName {
+			return code // not MQTT: just close
+		}
+		c.refuse(code.Code)
+		return code
+	}
+	c.cleanStart = pk.Connect.Clean
+	c.keepalive = time.Duration(pk.Connect.Keepalive) * time.Second
+	if v == 5 {
+		c.maxOut = pk.Properties.MaximumPacketSize
+		rm := c.s.cfg.ReceiveMaximum
+		if pk.Properties.ReceiveMaximum > 0 && pk.Properties.ReceiveMaximum < rm {
+			rm = pk.Properties.ReceiveMaximum
+		}
+		c.limit.SetMax(int(rm))
+	} else {
+		c.limit.SetMax(int(c.s.cfg.ReceiveMaximum))
+	}
+
+	// Authentication and vhost.
+	vhost, userName := c.s.cfg.DefaultVHost, ""
+	pass := string(pk.Connect.Password)
+	if pk.Connect.UsernameFlag {
+		vhost, userName = c.s.splitUsername(string(pk.Connect.Username))
+	} else if c.s.cfg.AllowAnonymous && !pk.Connect.PasswordFlag {
+		userName, pass = c.s.cfg.AnonUser, c.s.cfg.AnonPass
+	}
+	if userName == "" {
+		c.refuse(codeNotAuthorized)
+		return errProto(codeNotAuthorized, "anonymous access refused")
+	}
+	u, err := c.s.users.Authenticate(userName, pass, c.nc.RemoteAddr())
+	if err != nil {
+		code := codeBadUserOrPassword
+		if errors.Is(err, auth.ErrLoopbackOnly) {
+			code = codeNotAuthorized
+		}
+		c.refuse(code)
+		return err
+	}
+	vh, ok := c.s.b.VHost(vhost)
+	if !ok || c.s.users.CheckVHost(u, vhost) != nil {
+		c.refuse(codeNotAuthorized)
+		return errProto(codeNotAuthorized, "access to vhost '"+vhost+"' refused for user '"+userName+"'")
+	}
+	c.user, c.vh = u, vh
+
+	// Client identifier.
+	id := pk.Connect.ClientIdentifier
+	assigned := false
+	if id == "" {
+		if v != 5 && !c.cleanStart {
+			c.refuse(codeClientIDNotValid)
+			return errProto(codeClientIDNotValid, "empty client id with a persistent session")
+		}
+		id, assigned = "trident-"+exchangeToken(), true
+	}
+	c.clientID = id
+
+	se, present, err := c.takeSession(vhost, id)
+	if err != nil {
+		c.refuse(codeServerUnavailable)
+		return err
+	}
+	c.se = se
+	present = present && !c.cleanStart
+	c.setSessionMode(pk)
+	if err := c.prepareSession(); err != nil {
+		c.refuse(codeServerUnavailable)
+		return err
+	}
+	if pk.Connect.WillFlag {
+		c.will = newWill(pk, c)
+	}
+
+	ack := &packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connack}, ProtocolVersion: v,
+		SessionPresent: present}
+	if v == 5 {
+		p := &ack.Properties
+		p.ReceiveMaximum = c.s.cfg.ReceiveMaximum
+		p.TopicAliasMaximum = c.s.cfg.TopicAliasMaximum
+		p.MaximumPacketSize = uint32(c.s.cfg.MaxPacketSize)
+		if assigned {
+			p.AssignedClientID = id
+		}
+		p.SharedSubAvailable, p.SharedSubAvailableFlag = 1, true
+		p.SubIDAvailable, p.SubIDAvailableFlag = 1, true
+		p.WildcardSubAvailable, p.WildcardSubAvailableFlag = 1, true
+		p.RetainAvailable, p.RetainAvailableFlag = 1, true
+	}
+	c.connected.Store(true)
+	c.sendPacket(ack, false)
+	c.resume()
+	return nil
+}
+
+// refuse answers CONNACK with a failure and closes after it.
+func (c *conn) refuse(code byte) {
+	ack := &packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connack}, ProtocolVersion: c.version}
+	if c.version == 5 {
+		ack.ReasonCode = code
+	} else {
+		ack.ReasonCode = connackV3(code)
+	}
+	c.closing.Store(true)
+	_ = c.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	c.sendPacket(ack, true)
+}
+
+// takeSession claims the session of client id, disconnecting a connection
+// that holds it (session takeover) and waiting for it to let go.
+func (c *conn) takeSession(vhost, id string) (*session, bool, error) {
+	s := c.s
+	key := vhost + "\x00" + id
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.mu.Lock()
+		if s.shutdown {
+			s.mu.Unlock()
+			return nil, false, ErrServerClosed
+		}
+		se := s.sessions[key]
+		present := se != nil
+		if se == nil {
+			se = newSession(vhost, id)
+			s.sessions[key] = se
+		}
+		se.mu.Lock()
+		if old := se.owner; old != nil {
+			gone := se.ownerGone
+			se.mu.Unlock()
+			s.mu.Unlock()
+			old.serverDisconnect(codeSessionTakenOver)
+			select {
+			case <-gone:
+			case <-time.After(time.Until(deadline)):
+				return nil, false, errProto(codeServerUnavailable, "session takeover timed out")
+			}
+			continue
+		}
+		se.owner = c
+		se.ownerGone = make(chan struct{})
+		if se.expTimer != nil {
+			se.expTimer.Stop()
+			se.expTimer = nil
+		}
+		if se.willTimer != nil {
+			se.willTimer.Stop() // [MQTT-3.1.3-9]: the delayed will is not sent
+			se.willTimer = nil
+		}
+		se.mu.Unlock()
+		s.mu.Unlock()
+		return se, present, nil
+	}
+}
+
+// setSessionMode applies clean start and the session expiry interval.
+func (c *conn) setSessionMode(pk *packets.Packet) {
+	se := c.se
+	if c.cleanStart {
+		se.mu.Lock()
+		was := se.persistent || len(se.subList()) > 0
+		se.mu.Unlock()
+		if was {
+			c.s.dropSession(se)
+		}
+		se.mu.Lock()
+		se.setSubs(nil)
+		clear(se.qos2In)
+		se.relOut = nil
+		se.mu.Unlock()
+	}
+	se.mu.Lock()
+	if c.version == 5 {
+		se.expiry = pk.Properties.SessionExpiryInterval
+	} else if c.cleanStart {
+		se.expiry = 0
+	} else {
+		se.expiry = expiryNever
+	}
+	se.persistent = se.expiry > 0
+	se.mu.Unlock()
+}
+
+// prepareSession stores a persistent session's record.
+func (c *conn) prepareSession() error {
+	se := c.se
+	se.mu.Lock()
+	p := se.persistent
+	se.mu.Unlock()
+	if p {
+		return c.s.saveSession(se)
+	}
+	return c.s.st.DeleteMeta(sessionPrefix + se.key)
+}
+
+// resume re-establishes a resumed session's subscriptions and resends
+// PUBREL for outbound QoS 2 messages awaiting PUBCOMP.
+func (c *conn) resume() {
+	se := c.se
+	se.mu.Lock()
+	rel := se.relOut
+	se.relOut = nil
+	se.mu.Unlock()
+	if len(rel) > 0 {
+		c.infMu.Lock()
+		if c.inflight == nil {
+			c.inflight = map[uint16]inflight{}
+		}
+		for _, pid := range rel {
+			c.inflight[pid] = inflight{released: true}
+		}
+		c.infMu.Unlock()
+		for _, pid := range rel {
+			c.sendAck(packets.Pubrel, pid, 0)
+		}
+	}
+	for _, sub := range se.subList() {
+		if sub.NoLocal {
+			c.noLocal.Store(true)
+		}
+		if err := c.bindAndConsume(sub); err != nil {
+			c.s.log.Warn("resume subscription", "client_id", c.clientID, "filter", sub.Filter, "err", err)
+		}
+	}
+}
+
+func exchangeToken() string {
+	// A server-assigned client id: unique and short.
+	return randomID()
+}
+
+var _ exchange.Sink = (*conn)(nil)

@@ -1,0 +1,190 @@
+package mqtt
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/mqtt/wire"
+)
+
+// Headers the front end writes on messages it publishes; they carry MQTT
+// semantics through the core and are not shown to MQTT 5 clients as user
+// properties.
+const (
+	hdrQoS       = "x-mqtt-publish-qos"    // 2 for a QoS 2 publish
+	hdrRetain    = "x-mqtt-retain"         // true for a PUBLISH with the retain flag
+	hdrPublisher = "x-mqtt-publisher"      // client id, for no-local
+	hdrFormat    = "x-mqtt-payload-format" // MQTT 5 payload format indicator
+)
+
+// messageQoS is the QoS a message was published with: non-persistent
+// messages are QoS 0, persistent ones QoS 1 unless published at QoS 2.
+func messageQoS(m *exchange.Message) byte {
+	if !m.Props.Persistent() {
+		return 0
+	}
+	if n, ok := intValue(m.Props.Headers[hdrQoS]); ok && n == 2 {
+		return 2
+	}
+	return 1
+}
+
+func intValue(v any) (int64, bool) {
+	switch x := v.(type) {
+	case uint8:
+		return int64(x), true
+	case int8:
+		return int64(x), true
+	case int16:
+		return int64(x), true
+	case uint16:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case uint32:
+		return int64(x), true
+	case int64:
+		return x, true
+	case int:
+		return int64(x), true
+	}
+	return 0, false
+}
+
+// delivery writes a core delivery as a PUBLISH, at the highest QoS of the
+// session's matching subscriptions, capped by the message's own QoS.
+func (w *packetWriter) delivery(d exchange.Delivery) {
+	c := w.c
+	m := d.Msg
+	topic := wire.KeyToTopic(m.RoutingKey)
+	own := d.Queue.Name() == c.se.queueName()
+	self := false
+	if p, ok := m.Props.Headers[hdrPublisher].(string); ok && p == c.clientID {
+		self = true
+	}
+	var qos byte
+	matched, rap := false, false
+	var ids []int
+	for _, sub := range c.se.subList() {
+		if own {
+			if sub.Share != "" || !wire.Match(sub.Filter, topic) {
+				continue
+			}
+		} else if sub.queue != d.Queue.Name() {
+			continue
+		}
+		if sub.NoLocal && self {
+			continue
+		}
+		matched = true
+		qos = max(qos, sub.QoS)
+		rap = rap || sub.RAP
+		if sub.ID > 0 {
+			ids = append(ids, sub.ID)
+		}
+	}
+	if !matched {
+		w.settleLater(d)
+		return
+	}
+	qos = min(qos, messageQoS(m))
+	retain := false
+	if rap {
+		retain, _ = m.Props.Headers[hdrRetain].(bool)
+	}
+	pk := c.publishPacket(m, topic, qos, retain, ids)
+	if qos > 0 {
+		pid, ok := c.allocPID(inflight{q: d.Queue, seq: d.Seq})
+		if !ok {
+			d.Queue.Reject([]uint64{d.Seq}, true)
+			return
+		}
+		pk.PacketID = pid
+		pk.FixedHeader.Dup = d.Redelivered
+	} else {
+		w.settleLater(d)
+	}
+	if !w.encodePublish(&pk) && qos > 0 {
+		// Too large for the client: dropped, as MQTT 5 says [MQTT-3.1.2-25].
+		c.infMu.Lock()
+		delete(c.inflight, pk.PacketID)
+		c.infMu.Unlock()
+		w.settleLater(d)
+	}
+}
+
+// encodePublish writes pk unless it exceeds the client's maximum packet
+// size, and reports whether it was written.
+func (w *packetWriter) encodePublish(pk *packets.Packet) bool {
+	w.scratch.Reset()
+	if err := pk.PublishEncode(&w.scratch); err != nil {
+		return false
+	}
+	if w.c.maxOut > 0 && uint32(w.scratch.Len()) > w.c.maxOut {
+		return false
+	}
+	w.out(w.scratch.Bytes())
+	w.c.sentPublish.Add(1)
+	return true
+}
+
+// publishPacket maps a core message onto a PUBLISH.
+func (c *conn) publishPacket(m *exchange.Message, topic string, qos byte, retain bool, ids []int) packets.Packet {
+	pk := packets.Packet{
+		FixedHeader:     packets.FixedHeader{Type: packets.Publish, Qos: qos, Retain: retain},
+		TopicName:       topic,
+		Payload:         m.Body,
+		ProtocolVersion: c.version,
+	}
+	if c.version != 5 {
+		return pk
+	}
+	p := &pk.Properties
+	p.SubscriptionIdentifier = ids
+	p.ContentType = m.Props.ContentType
+	if m.Props.ReplyTo != "" {
+		p.ResponseTopic = wire.KeyToTopic(m.Props.ReplyTo)
+	}
+	if m.Props.CorrelationID != "" {
+		p.CorrelationData = []byte(m.Props.CorrelationID)
+	}
+	if ms, err := strconv.ParseInt(m.Props.Expiration, 10, 64); err == nil && ms >= 0 {
+		p.MessageExpiryInterval = uint32(max((ms+999)/1000, 1))
+	}
+	if len(m.Props.Headers) > 0 {
+		if f, ok := intValue(m.Props.Headers[hdrFormat]); ok {
+			p.PayloadFormat, p.PayloadFormatFlag = byte(f), true
+		}
+		p.User = userProperties(m.Props.Headers)
+	}
+	return pk
+}
+
+// userProperties turns string-valued headers (except the front end's own)
+// into MQTT 5 user properties, sorted by key.
+func userProperties(h exchange.Table) []packets.UserProperty {
+	var out []packets.UserProperty
+	for k, v := range h {
+		if strings.HasPrefix(k, "x-mqtt-") {
+			continue
+		}
+		switch x := v.(type) {
+		case string:
+			out = append(out, packets.UserProperty{Key: k, Val: x})
+		case []byte:
+			out = append(out, packets.UserProperty{Key: k, Val: string(x)})
+		case []any:
+			for _, e := range x {
+				if s, ok := e.(string); ok {
+					out = append(out, packets.UserProperty{Key: k, Val: s})
+				}
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}

@@ -1,0 +1,37 @@
+// Package mqtt is Trident's MQTT 3.1, 3.1.1 and 5 front end, over TCP and
+// WebSocket. Each connection runs its own session state machine and turns
+// packets into calls on the protocol-neutral core (package exchange), as
+// RabbitMQ's MQTT plugin does:
+//
+//   - PUBLISH to topic a/b/c goes to the configured topic exchange
+//     (amq.topic) with routing key a.b.c; QoS >= 1 makes the message
+//     persistent, and PUBACK (QoS 1) or PUBREC (QoS 2) is sent only once the
+//     core's Confirmer reports the message durable in every durable queue it
+//     reached, in the order the PUBLISH packets arrived.
+//   - A session owns one queue, mqtt-subscription-<client id>qos1, that
+//     SUBSCRIBE binds to the exchange (+ → *, # → #). The queue is durable
+//     for a persistent session (clean session 0, or a session expiry
+//     interval), so its bindings and stored messages survive a restart; the
+//     session's subscription options are kept in the store (PutMeta).
+//   - Shared subscriptions $share/g/f consume from a queue
+//     mqtt-shared-<g>-<f> shared by every member of the group.
+//   - Retained messages live in the store and in memory, per vhost, and are
+//     delivered to matching (also wildcard) subscriptions on SUBSCRIBE.
+//
+// Codec: the packets package of github.com/mochi-mqtt/server/v2 through
+// protocol/mqtt/wire. mochi's server and hooks are not used: its PUBACK is
+// written synchronously inside its publish handler, so waiting for the
+// store would serialise a client's QoS 1 publishes on one fsync each, and it
+// keeps subscriptions, inflight messages and retained messages in its own
+// topic index and storage, a second routing system beside the core.
+//
+// Per connection there is one reader goroutine and one writer goroutine.
+// Core deliveries (Sink.Deliver, called under the queue's lock) and
+// confirms only append to the connection's outbound list; the writer
+// encodes them into a pooled bufio.Writer and flushes when the list is
+// empty.
+//
+// Lock order: Server.mu → session.mu → conn.outMu. None of them is held
+// while calling into the core, except that Sink.Deliver takes conn.outMu
+// under the core's queue lock.
+package mqtt

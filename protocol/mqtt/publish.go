@@ -1,0 +1,300 @@
+package mqtt
+
+import (
+	"strconv"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/mqtt/wire"
+)
+
+// pendingAck is a PUBACK or PUBREC waiting for the store; acks leave in the
+// order their PUBLISH packets arrived [MQTT-4.6.0-2].
+type pendingAck struct {
+	typ  byte
+	pid  uint16
+	done bool
+	code byte
+}
+
+// handlePublish routes an inbound PUBLISH into the core.
+func (c *conn) handlePublish(pk *packets.Packet) error {
+	c.recvPublish.Add(1)
+	qos := pk.FixedHeader.Qos
+	if c.version == 5 {
+		if code := pk.PublishValidate(c.s.cfg.TopicAliasMaximum); code != packets.CodeSuccess {
+			return code
+		}
+		if pk.Properties.TopicAliasFlag {
+			a := pk.Properties.TopicAlias
+			if a == 0 || a > c.s.cfg.TopicAliasMaximum {
+				return errProto(codeTopicAliasInvalid, "topic alias out of range")
+			}
+			if pk.TopicName != "" {
+				if c.aliasIn == nil {
+					c.aliasIn = map[uint16]string{}
+				}
+				c.aliasIn[a] = pk.TopicName
+			} else if t, ok := c.aliasIn[a]; ok {
+				pk.TopicName = t
+			} else {
+				return errProto(codeProtocolError, "unknown topic alias")
+			}
+		}
+	} else if qos > 0 && pk.PacketID == 0 {
+		return errProto(codeProtocolError, "PUBLISH without packet id")
+	}
+	topic := pk.TopicName
+	if !wire.ValidTopic(topic) {
+		return errProto(codeTopicNameInvalid, "invalid topic name")
+	}
+	ackType := packets.Puback
+	if qos == 2 {
+		ackType = packets.Pubrec
+	}
+	ex := c.s.cfg.Exchange
+	if err := c.s.users.Check(c.user, c.vh.Name(), auth.Write, "exchange", ex); err != nil {
+		return c.refusePublish(pk, ackType, codeNotAuthorized, err)
+	}
+	if qos == 2 {
+		se := c.se
+		se.mu.Lock()
+		_, dup := se.qos2In[pk.PacketID]
+		if !dup {
+			se.qos2In[pk.PacketID] = struct{}{}
+		}
+		se.mu.Unlock()
+		if dup {
+			// Already received and stored: acknowledge again, publish once.
+			c.completeAck(c.pushAck(ackType, pk.PacketID), codeSuccess)
+			return nil
+		}
+	}
+	if pk.FixedHeader.Retain {
+		if err := c.s.retained.put(c.s.st, c.vh.Name(), pk); err != nil {
+			c.s.log.Error("store retained message", "topic", topic, "err", err)
+			return c.refusePublish(pk, ackType, codeUnspecified, err)
+		}
+	}
+	m := c.toMessage(pk, ex)
+	var opts exchange.PublishOpts
+	var tag uint64
+	if qos > 0 {
+		tag = c.pushAck(ackType, pk.PacketID)
+		opts = exchange.PublishOpts{Confirmer: c, Tag: tag}
+	}
+	res, err := c.vh.Publish(m, opts)
+	if qos == 0 {
+		return nil
+	}
+	switch {
+	case err != nil:
+		c.s.log.Warn("publish", "client_id", c.clientID, "err", err)
+		c.completeAck(tag, codeUnspecified)
+	case res.Pending:
+	case !res.OK:
+		c.completeAck(tag, codeQuotaExceeded)
+	case res.Routed == 0 && c.version == 5:
+		c.completeAck(tag, codeNoMatchingSubscribers)
+	default:
+		c.completeAck(tag, codeSuccess)
+	}
+	return nil
+}
+
+// refusePublish answers a PUBLISH that is not routed: MQTT 5 gets the
+// reason code in PUBACK/PUBREC (QoS 0: dropped); MQTT 3 has no negative
+// acknowledgement, so the connection is closed, as RabbitMQ does.
+func (c *conn) refusePublish(pk *packets.Packet, ackType, code byte, err error) error {
+	if c.version != 5 {
+		return err
+	}
+	if pk.FixedHeader.Qos > 0 {
+		c.completeAck(c.pushAck(ackType, pk.PacketID), code)
+	}
+	return nil
+}
+
+// toMessage maps a PUBLISH onto a core message.
+func (c *conn) toMessage(pk *packets.Packet, ex string) *exchange.Message {
+	m := &exchange.Message{Exchange: ex, RoutingKey: wire.TopicToKey(pk.TopicName), Body: pk.Payload}
+	qos := pk.FixedHeader.Qos
+	m.Props.DeliveryMode = 1
+	if qos > 0 {
+		m.Props.DeliveryMode = 2
+	}
+	var h exchange.Table
+	set := func(k string, v any) {
+		if h == nil {
+			h = exchange.Table{}
+		}
+		h[k] = v
+	}
+	if qos == 2 {
+		set(hdrQoS, uint8(2))
+	}
+	if pk.FixedHeader.Retain {
+		set(hdrRetain, true)
+	}
+	if c.noLocal.Load() {
+		set(hdrPublisher, c.clientID)
+	}
+	if c.version == 5 {
+		p := &pk.Properties
+		m.Props.ContentType = p.ContentType
+		if p.ResponseTopic != "" {
+			m.Props.ReplyTo = wire.TopicToKey(p.ResponseTopic)
+		}
+		if len(p.CorrelationData) > 0 {
+			m.Props.CorrelationID = string(p.CorrelationData)
+		}
+		if p.MessageExpiryInterval > 0 {
+			m.Props.Expiration = strconv.FormatUint(uint64(p.MessageExpiryInterval)*1000, 10)
+		}
+		if p.PayloadFormatFlag {
+			set(hdrFormat, p.PayloadFormat)
+		}
+		for _, u := range p.User {
+			switch old := h[u.Key].(type) {
+			case nil:
+				set(u.Key, u.Val)
+			case string:
+				h[u.Key] = []any{old, u.Val}
+			case []any:
+				h[u.Key] = append(old, u.Val)
+			}
+		}
+	}
+	m.Props.Headers = h
+	return m
+}
+
+// pushAck reserves the next place in the acknowledgement order.
+func (c *conn) pushAck(typ byte, pid uint16) uint64 {
+	c.ackMu.Lock()
+	tag := c.ackBase + uint64(len(c.acks))
+	c.acks = append(c.acks, pendingAck{typ: typ, pid: pid})
+	c.ackMu.Unlock()
+	return tag
+}
+
+// Confirm implements exchange.Confirmer: the store has the message.
+func (c *conn) Confirm(tag uint64, ok bool) {
+	code := codeSuccess
+	if !ok {
+		code = codeUnspecified
+	}
+	c.completeAck(tag, code)
+}
+
+// completeAck settles the acknowledgement at tag and sends every settled
+// one at the head of the order.
+func (c *conn) completeAck(tag uint64, code byte) {
+	c.ackMu.Lock()
+	i := tag - c.ackBase
+	if i >= uint64(len(c.acks)) {
+		c.ackMu.Unlock()
+		return
+	}
+	c.acks[i].done, c.acks[i].code = true, code
+	n := 0
+	for n < len(c.acks) && c.acks[n].done {
+		n++
+	}
+	if n == 0 {
+		c.ackMu.Unlock()
+		return
+	}
+	failed := false
+	c.outMu.Lock()
+	for _, a := range c.acks[:n] {
+		if a.code >= codeUnspecified && c.version != 5 {
+			failed = true
+			continue
+		}
+		c.out = append(c.out, outItem{kind: itemAck, typ: a.typ, pid: a.pid, code: a.code})
+	}
+	c.outMu.Unlock()
+	for _, a := range c.acks[:n] {
+		if a.typ == packets.Pubrec && a.code >= codeUnspecified {
+			c.se.mu.Lock()
+			delete(c.se.qos2In, a.pid)
+			c.se.mu.Unlock()
+		}
+	}
+	c.acks = append(c.acks[:0], c.acks[n:]...)
+	c.ackBase += uint64(n)
+	c.ackMu.Unlock()
+	select {
+	case c.outSig <- struct{}{}:
+	default:
+	}
+	if failed {
+		// MQTT 3 cannot refuse a message: close, and the client resends.
+		c.serverDisconnect(codeUnspecified)
+	}
+}
+
+// handlePuback settles an outbound QoS 1 delivery.
+func (c *conn) handlePuback(pid uint16) {
+	c.infMu.Lock()
+	f, ok := c.inflight[pid]
+	if ok && !f.released {
+		delete(c.inflight, pid)
+	}
+	c.infMu.Unlock()
+	if ok && !f.released && f.q != nil {
+		f.q.Ack(f.seq)
+	}
+}
+
+// handlePubrec settles an outbound QoS 2 delivery with the core (the
+// client has it now) and answers PUBREL.
+func (c *conn) handlePubrec(pid uint16, code byte) {
+	c.infMu.Lock()
+	f, ok := c.inflight[pid]
+	if ok {
+		if code >= codeUnspecified {
+			delete(c.inflight, pid)
+		} else {
+			c.inflight[pid] = inflight{released: true}
+		}
+	}
+	c.infMu.Unlock()
+	if !ok {
+		if c.version == 5 {
+			c.sendAck(packets.Pubrel, pid, 0x92) // packet identifier not found
+		}
+		return
+	}
+	if !f.released && f.q != nil {
+		f.q.Ack(f.seq)
+	}
+	if code < codeUnspecified {
+		c.sendAck(packets.Pubrel, pid, 0)
+	}
+}
+
+func (c *conn) handlePubcomp(pid uint16) {
+	c.infMu.Lock()
+	if f, ok := c.inflight[pid]; ok && f.released {
+		delete(c.inflight, pid)
+	}
+	c.infMu.Unlock()
+}
+
+// handlePubrel completes an inbound QoS 2 exchange.
+func (c *conn) handlePubrel(pid uint16) {
+	se := c.se
+	se.mu.Lock()
+	_, ok := se.qos2In[pid]
+	delete(se.qos2In, pid)
+	se.mu.Unlock()
+	code := codeSuccess
+	if !ok && c.version == 5 {
+		code = 0x92 // packet identifier not found
+	}
+	c.sendAck(packets.Pubcomp, pid, code)
+}

@@ -1,0 +1,312 @@
+package mqtt
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/exchange"
+)
+
+// Config holds the MQTT front end's settings.
+type Config struct {
+	// Exchange is the topic exchange publishes go to and subscriptions
+	// bind from ("amq.topic").
+	Exchange string
+	// DefaultVHost is used when the username names no vhost ("vhost:user").
+	DefaultVHost string
+	// AllowAnonymous lets a client without a username in as AnonUser
+	// (RabbitMQ's mqtt.allow_anonymous with mqtt.default_user/default_pass);
+	// the user's loopback restriction still applies.
+	AllowAnonymous     bool
+	AnonUser, AnonPass string
+	// MaxPacketSize is the largest packet accepted once connected
+	// (default 16 MiB); before CONNECT is accepted the limit is 1 MiB.
+	MaxPacketSize int
+	// ConnectTimeout bounds the time from accept to CONNECT (default 10s).
+	ConnectTimeout time.Duration
+	// ReceiveMaximum bounds the unacknowledged deliveries to a client
+	// (MQTT 5 clients may ask for fewer; default 1024).
+	ReceiveMaximum uint16
+	// TopicAliasMaximum is the number of inbound topic aliases offered to
+	// MQTT 5 clients (default 64).
+	TopicAliasMaximum uint16
+}
+
+func (c *Config) defaults() {
+	if c.Exchange == "" {
+		c.Exchange = "amq.topic"
+	}
+	if c.DefaultVHost == "" {
+		c.DefaultVHost = "/"
+	}
+	if c.MaxPacketSize <= 0 {
+		c.MaxPacketSize = 16 << 20
+	}
+	if c.ConnectTimeout <= 0 {
+		c.ConnectTimeout = 10 * time.Second
+	}
+	if c.ReceiveMaximum == 0 {
+		c.ReceiveMaximum = 1024
+	}
+	if c.TopicAliasMaximum == 0 {
+		c.TopicAliasMaximum = 64
+	}
+}
+
+// MetaStore is the durable metadata storage the front end keeps retained
+// messages and persistent sessions in; the broker's store implements it.
+// Writes are durable when they return.
+type MetaStore interface {
+	PutMeta(key string, val []byte) error
+	DeleteMeta(key string) error
+	LoadMeta(prefix string, fn func(key string, val []byte) error) error
+}
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("mqtt: server closed")
+
+// Server accepts MQTT connections over TCP and WebSocket.
+type Server struct {
+	cfg   Config
+	b     *exchange.Broker
+	users *auth.Users
+	st    MetaStore
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	sessions map[string]*session // vhost + "\x00" + client id
+	lns      []net.Listener
+	shutdown bool
+	wg       sync.WaitGroup
+	seq      atomic.Uint64
+
+	retained *retainedStore
+}
+
+// NewServer creates an MQTT server over the core, the user database and
+// the store, and loads persistent sessions and retained messages from st.
+func NewServer(cfg Config, b *exchange.Broker, users *auth.Users, st MetaStore, log *slog.Logger) (*Server, error) {
+	cfg.defaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, b: b, users: users, st: st, log: log.With("proto", "mqtt"),
+		conns: map[*conn]struct{}{}, sessions: map[string]*session{}}
+	var err error
+	if s.retained, err = loadRetained(st); err != nil {
+		return nil, err
+	}
+	if err := s.loadSessions(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Serve accepts connections on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.shutdown {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	s.lns = append(s.lns, ln)
+	s.mu.Unlock()
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			done := s.shutdown
+			s.mu.Unlock()
+			if done {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		s.serveConn(nc, "tcp")
+	}
+}
+
+// serveConn runs one connection in its own goroutine.
+func (s *Server) serveConn(nc net.Conn, transport string) {
+	c := newConn(s, nc, transport)
+	s.mu.Lock()
+	if s.shutdown {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		c.serve()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+}
+
+// WebSocketHandler serves MQTT over WebSocket (subprotocol "mqtt", binary
+// frames) at any path it is mounted on; the node mounts it at /ws.
+func (s *Server) WebSocketHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+			Subprotocols:       []string{"mqtt", "mqttv3.1"},
+			InsecureSkipVerify: true, // MQTT clients in browsers connect from any origin
+		})
+		if err != nil {
+			return
+		}
+		ws.SetReadLimit(int64(s.cfg.MaxPacketSize) + 8)
+		nc := websocket.NetConn(context.Background(), ws, websocket.MessageBinary)
+		done := make(chan struct{})
+		s.serveConnWS(nc, done)
+		<-done
+	})
+}
+
+// serveConnWS is serveConn on the handler's goroutine's behalf: the
+// http.Server keeps the hijacked connection while the handler runs.
+func (s *Server) serveConnWS(nc net.Conn, done chan struct{}) {
+	c := newConn(s, nc, "websocket")
+	s.mu.Lock()
+	if s.shutdown {
+		s.mu.Unlock()
+		nc.Close()
+		close(done)
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer close(done)
+		defer s.wg.Done()
+		c.serve()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+}
+
+// Shutdown stops accepting, closes every connection (MQTT 5 clients get
+// DISCONNECT 0x8B server shutting down) and waits for them or for ctx.
+// Persistent sessions stay in the store.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.shutdown = true
+	for _, ln := range s.lns {
+		ln.Close()
+	}
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	sessions := make([]*session, 0, len(s.sessions))
+	for _, se := range s.sessions {
+		sessions = append(sessions, se)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.serverDisconnect(codeServerShuttingDown)
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+		err = ctx.Err()
+	}
+	for _, se := range sessions {
+		se.stopTimers()
+	}
+	return err
+}
+
+// ConnInfo describes a connection for management.
+type ConnInfo struct {
+	Name        string
+	ClientID    string
+	User        string
+	VHost       string
+	Peer        string
+	Local       string
+	Transport   string // "tcp" or "websocket"
+	Version     byte   // 3, 4 or 5
+	ConnectedAt time.Time
+	Keepalive   time.Duration
+	CleanStart  bool
+	// Counters.
+	RecvPublish, SentPublish uint64
+	RecvBytes, SentBytes     uint64
+	Subscriptions            int
+	Inflight                 int
+}
+
+// Connections lists the open (connected) connections, sorted by name.
+func (s *Server) Connections() []ConnInfo {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	out := make([]ConnInfo, 0, len(conns))
+	for _, c := range conns {
+		if i, ok := c.info(); ok {
+			out = append(out, i)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// CloseConnection closes the named connection (MQTT 5: DISCONNECT 0x98
+// administrative action). It reports whether it was found.
+func (s *Server) CloseConnection(name, _ string) bool {
+	s.mu.Lock()
+	var found *conn
+	for c := range s.conns {
+		if c.name == name {
+			found = c
+			break
+		}
+	}
+	s.mu.Unlock()
+	if found == nil {
+		return false
+	}
+	found.serverDisconnect(codeAdministrativeAction)
+	return true
+}
+
+func (s *Server) connName(nc net.Conn) string {
+	return nc.RemoteAddr().String() + " -> " + nc.LocalAddr().String() + " #" + strconv.FormatUint(s.seq.Add(1), 10)
+}

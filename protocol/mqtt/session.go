@@ -1,0 +1,189 @@
+package mqtt
+
+import (
+	"encoding/json"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Store key prefixes of the front end's records.
+const (
+	sessionPrefix  = "mqtt-session/"
+	retainedPrefix = "mqtt-retained/"
+)
+
+// expiryNever is the MQTT 5 session expiry interval meaning "never".
+const expiryNever = 0xFFFFFFFF
+
+// subscription is one topic filter of a session.
+type subscription struct {
+	Filter   string `json:"f"`           // MQTT filter, without $share/group/
+	Share    string `json:"g,omitempty"` // shared subscription group, "" if none
+	QoS      byte   `json:"q"`
+	NoLocal  bool   `json:"nl,omitempty"`
+	RAP      bool   `json:"rap,omitempty"` // retain as published
+	Handling byte   `json:"rh,omitempty"`  // retain handling
+	ID       int    `json:"id,omitempty"`  // subscription identifier
+	queue    string // the queue consumed for it
+	key      string // its binding key
+}
+
+func (s *subscription) same(o *subscription) bool { return s.Filter == o.Filter && s.Share == o.Share }
+
+// session is the state that outlives a connection: for a persistent
+// session until it expires, across restarts through its store record.
+type session struct {
+	key      string // vhost + "\x00" + client id
+	vhost    string
+	clientID string
+
+	// subs is replaced, never modified (copy on write under mu); the
+	// writer goroutine reads it without a lock.
+	subs atomic.Pointer[[]*subscription]
+
+	mu         sync.Mutex
+	persistent bool
+	expiry     uint32 // session expiry interval in seconds, expiryNever: never
+	owner      *conn  // the connected connection, nil if none
+	ownerGone  chan struct{}
+	qos2In     map[uint16]struct{} // inbound QoS 2 packet ids awaiting PUBREL
+	relOut     []uint16            // outbound QoS 2 packet ids awaiting PUBCOMP
+	expTimer   *time.Timer
+	willTimer  *time.Timer
+	ended      bool
+}
+
+func newSession(vhost, clientID string) *session {
+	se := &session{key: vhost + "\x00" + clientID, vhost: vhost, clientID: clientID, qos2In: map[uint16]struct{}{}}
+	se.subs.Store(&[]*subscription{})
+	return se
+}
+
+// queueName is the session's own queue, as RabbitMQ names it.
+func (se *session) queueName() string { return "mqtt-subscription-" + se.clientID + "qos1" }
+
+// sharedQueueName is the queue of a shared subscription group.
+func sharedQueueName(group, filter string) string { return "mqtt-shared-" + group + "-" + filter }
+
+func (se *session) subList() []*subscription { return *se.subs.Load() }
+
+// setSubs publishes a new subscription list (se.mu held).
+func (se *session) setSubs(l []*subscription) { se.subs.Store(&l) }
+
+func (se *session) stopTimers() {
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	if se.expTimer != nil {
+		se.expTimer.Stop()
+		se.expTimer = nil
+	}
+	if se.willTimer != nil {
+		se.willTimer.Stop()
+		se.willTimer = nil
+	}
+}
+
+// sessionRecord is a persistent session's stored form.
+type sessionRecord struct {
+	Expiry uint32          `json:"exp"`
+	Subs   []*subscription `json:"subs"`
+}
+
+func (s *Server) sessionKey(se *session) string { return sessionPrefix + se.key }
+
+// saveSession writes a persistent session's record, durably.
+func (s *Server) saveSession(se *session) error {
+	se.mu.Lock()
+	rec := sessionRecord{Expiry: se.expiry, Subs: se.subList()}
+	se.mu.Unlock()
+	val, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return s.st.PutMeta(s.sessionKey(se), val)
+}
+
+// loadSessions restores the persistent sessions; each starts its expiry
+// timer as if its connection had just gone.
+func (s *Server) loadSessions() error {
+	return s.st.LoadMeta(sessionPrefix, func(key string, val []byte) error {
+		vh, id, ok := strings.Cut(strings.TrimPrefix(key, sessionPrefix), "\x00")
+		if !ok {
+			return nil
+		}
+		var rec sessionRecord
+		if err := json.Unmarshal(val, &rec); err != nil {
+			s.log.Warn("corrupt session record skipped", "key", key, "err", err)
+			return nil
+		}
+		se := newSession(vh, id)
+		se.persistent, se.expiry = true, rec.Expiry
+		for _, sub := range rec.Subs {
+			s.prepareSub(se, sub)
+		}
+		se.setSubs(rec.Subs)
+		s.sessions[se.key] = se
+		s.armExpiry(se)
+		return nil
+	})
+}
+
+// prepareSub fills in a subscription's queue and binding key.
+func (s *Server) prepareSub(se *session, sub *subscription) {
+	sub.key = filterKey(sub.Filter)
+	if sub.Share != "" {
+		sub.queue = sharedQueueName(sub.Share, sub.Filter)
+	} else {
+		sub.queue = se.queueName()
+	}
+}
+
+// armExpiry starts a disconnected persistent session's expiry timer
+// (se.mu not held).
+func (s *Server) armExpiry(se *session) {
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	if se.expiry == expiryNever || se.owner != nil || se.ended {
+		return
+	}
+	d := time.Duration(se.expiry) * time.Second
+	if se.expTimer != nil {
+		se.expTimer.Stop()
+	}
+	se.expTimer = time.AfterFunc(d, func() { s.expireSession(se) })
+}
+
+// expireSession ends a session whose expiry interval has passed.
+func (s *Server) expireSession(se *session) {
+	s.mu.Lock()
+	if s.sessions[se.key] != se {
+		s.mu.Unlock()
+		return
+	}
+	se.mu.Lock()
+	if se.owner != nil || se.ended {
+		se.mu.Unlock()
+		s.mu.Unlock()
+		return
+	}
+	se.ended = true
+	se.mu.Unlock()
+	delete(s.sessions, se.key)
+	s.mu.Unlock()
+	s.dropSession(se)
+}
+
+// dropSession deletes an ended session's queue, shared consumers' state
+// and record.
+func (s *Server) dropSession(se *session) {
+	if vh, ok := s.b.VHost(se.vhost); ok {
+		_, _ = vh.DeleteQueue(se.queueName(), false, false, nil)
+	}
+	if se.persistent {
+		if err := s.st.DeleteMeta(sessionPrefix + se.key); err != nil {
+			s.log.Warn("delete session record", "client_id", se.clientID, "err", err)
+		}
+	}
+}

@@ -1,0 +1,256 @@
+package mqtt
+
+import (
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/mqtt/wire"
+)
+
+func filterKey(filter string) string { return wire.FilterToKey(filter) }
+
+// handleSubscribe binds the session's queue (or a shared group's queue)
+// for each filter, stores a persistent session's subscriptions, answers
+// SUBACK and then sends matching retained messages.
+func (c *conn) handleSubscribe(pk *packets.Packet) error {
+	if c.version == 5 {
+		if code := pk.SubscribeValidate(); code != packets.CodeSuccess {
+			return code
+		}
+	} else if len(pk.Filters) == 0 {
+		return errProto(codeProtocolError, "SUBSCRIBE without filters")
+	}
+	se := c.se
+	codes := make([]byte, len(pk.Filters))
+	type newSub struct {
+		sub    *subscription
+		isNew  bool
+		shared bool
+	}
+	var added []newSub
+	for i, f := range pk.Filters {
+		group, filter, shared, valid := wire.SharedFilter(f.Filter)
+		if !valid || !wire.ValidFilter(filter) {
+			codes[i] = c.subFailure(codeTopicFilterInvalid)
+			continue
+		}
+		if shared && f.NoLocal && c.version == 5 {
+			return errProto(codeProtocolError, "no local on a shared subscription") // [MQTT-3.8.3-4]
+		}
+		sub := &subscription{Filter: filter, Share: group, QoS: f.Qos, NoLocal: f.NoLocal, RAP: f.RetainAsPublished,
+			Handling: f.RetainHandling, ID: f.Identifier}
+		if c.version != 5 {
+			sub.NoLocal, sub.RAP, sub.Handling, sub.ID = false, false, 0, 0
+		}
+		c.s.prepareSub(se, sub)
+		if err := c.checkSubscribe(sub); err != nil {
+			codes[i] = c.subFailure(codeNotAuthorized)
+			continue
+		}
+		if err := c.bindAndConsume(sub); err != nil {
+			c.s.log.Warn("subscribe", "client_id", c.clientID, "filter", f.Filter, "err", err)
+			code := codeUnspecified
+			if exchange.KindOf(err) == exchange.KindAccessRefused {
+				code = codeNotAuthorized
+			}
+			codes[i] = c.subFailure(code)
+			continue
+		}
+		isNew := c.replaceSub(sub)
+		if sub.NoLocal {
+			c.noLocal.Store(true)
+		}
+		codes[i] = sub.QoS
+		added = append(added, newSub{sub: sub, isNew: isNew, shared: shared})
+	}
+	if err := c.persistSubs(); err != nil {
+		c.s.log.Error("store session", "client_id", c.clientID, "err", err)
+		for i := range codes {
+			if codes[i] < 0x80 {
+				codes[i] = c.subFailure(codeUnspecified)
+			}
+		}
+		added = nil
+	}
+	c.sendPacket(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Suback}, PacketID: pk.PacketID,
+		ReasonCodes: codes}, false)
+	for _, a := range added {
+		// Retain handling: 0 send, 1 send if new, 2 never; shared
+		// subscriptions get no retained messages [MQTT-3.8.4-4].
+		if a.shared || a.sub.Handling == 2 || (a.sub.Handling == 1 && !a.isNew) {
+			continue
+		}
+		for _, r := range c.s.retained.match(c.vh.Name(), a.sub.Filter) {
+			c.push(outItem{kind: itemRetained, ret: r, sub: a.sub})
+		}
+	}
+	return nil
+}
+
+func (c *conn) subFailure(code byte) byte {
+	if c.version == 5 {
+		return code
+	}
+	return 0x80
+}
+
+// checkSubscribe checks the permissions RabbitMQ checks for a
+// subscription: configure on the queue, write on the queue and read on the
+// exchange for the binding, read on the queue for consuming.
+func (c *conn) checkSubscribe(sub *subscription) error {
+	us, vh := c.s.users, c.vh.Name()
+	if err := us.Check(c.user, vh, auth.Configure, "queue", sub.queue); err != nil {
+		return err
+	}
+	if err := us.Check(c.user, vh, auth.Write, "queue", sub.queue); err != nil {
+		return err
+	}
+	if err := us.Check(c.user, vh, auth.Read, "queue", sub.queue); err != nil {
+		return err
+	}
+	return us.Check(c.user, vh, auth.Read, "exchange", c.s.cfg.Exchange)
+}
+
+// replaceSub adds sub to the session, replacing one with the same filter,
+// and reports whether it is new.
+func (c *conn) replaceSub(sub *subscription) bool {
+	se := c.se
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	old := se.subList()
+	l := make([]*subscription, 0, len(old)+1)
+	isNew := true
+	for _, o := range old {
+		if o.same(sub) {
+			isNew = false
+			continue
+		}
+		l = append(l, o)
+	}
+	se.setSubs(append(l, sub))
+	return isNew
+}
+
+func (c *conn) persistSubs() error {
+	se := c.se
+	se.mu.Lock()
+	p := se.persistent
+	se.mu.Unlock()
+	if !p {
+		return nil
+	}
+	return c.s.saveSession(se)
+}
+
+// bindAndConsume makes sure the subscription's queue exists, is bound and
+// is consumed by this connection.
+func (c *conn) bindAndConsume(sub *subscription) error {
+	se := c.se
+	se.mu.Lock()
+	durable := se.persistent
+	se.mu.Unlock()
+	opts := exchange.QueueOpts{Durable: durable}
+	if sub.Share != "" {
+		opts = exchange.QueueOpts{AutoDelete: true}
+	}
+	if _, err := c.vh.DeclareQueue(sub.queue, opts); err != nil {
+		if exchange.KindOf(err) != exchange.KindPreconditionFailed || sub.Share != "" {
+			return err
+		}
+		// The session changed between persistent and not: its queue is
+		// replaced (its messages belonged to the old session).
+		if _, err := c.vh.DeleteQueue(sub.queue, false, false, nil); err != nil {
+			return err
+		}
+		if _, err := c.vh.DeclareQueue(sub.queue, opts); err != nil {
+			return err
+		}
+	}
+	if err := c.vh.BindQueue(sub.queue, c.s.cfg.Exchange, sub.key, nil, nil); err != nil {
+		return err
+	}
+	c.consMu.Lock()
+	if c.consumers == nil {
+		c.consumers = map[string]*exchange.Consumer{}
+	}
+	_, have := c.consumers[sub.queue]
+	c.consMu.Unlock()
+	if have {
+		return nil
+	}
+	k, err := c.vh.Consume(sub.queue, exchange.ConsumeOpts{Tag: "mqtt-" + c.clientID, Limit: &c.limit, Sink: c})
+	if err != nil {
+		return err
+	}
+	c.consMu.Lock()
+	if c.consumers == nil { // closed meanwhile
+		c.consMu.Unlock()
+		k.Cancel()
+		return nil
+	}
+	c.consumers[sub.queue] = k
+	c.consMu.Unlock()
+	return nil
+}
+
+// handleUnsubscribe removes subscriptions and their bindings.
+func (c *conn) handleUnsubscribe(pk *packets.Packet) error {
+	if len(pk.Filters) == 0 {
+		return errProto(codeProtocolError, "UNSUBSCRIBE without filters")
+	}
+	se := c.se
+	codes := make([]byte, len(pk.Filters))
+	for i, f := range pk.Filters {
+		group, filter, _, _ := wire.SharedFilter(f.Filter)
+		probe := &subscription{Filter: filter, Share: group}
+		se.mu.Lock()
+		old := se.subList()
+		var gone *subscription
+		l := make([]*subscription, 0, len(old))
+		for _, o := range old {
+			if o.same(probe) {
+				gone = o
+				continue
+			}
+			l = append(l, o)
+		}
+		se.setSubs(l)
+		se.mu.Unlock()
+		if gone == nil {
+			codes[i] = codeNoSubscriptionExisted
+			continue
+		}
+		// Another filter of the same queue may map to the same key
+		// ("a/+" and a literal "a/*").
+		keep := false
+		for _, o := range l {
+			if o.queue == gone.queue && o.key == gone.key {
+				keep = true
+			}
+		}
+		// A shared group's queue keeps its binding for the other members;
+		// it goes with its last consumer (auto-delete).
+		if !keep && gone.Share == "" {
+			_ = c.vh.UnbindQueue(gone.queue, c.s.cfg.Exchange, gone.key, nil, nil)
+		}
+		if gone.Share != "" {
+			c.consMu.Lock()
+			k := c.consumers[gone.queue]
+			delete(c.consumers, gone.queue)
+			c.consMu.Unlock()
+			if k != nil {
+				k.Cancel()
+			}
+		}
+	}
+	if err := c.persistSubs(); err != nil {
+		c.s.log.Error("store session", "client_id", c.clientID, "err", err)
+	}
+	ack := &packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Unsuback}, PacketID: pk.PacketID}
+	if c.version == 5 {
+		ack.ReasonCodes = codes
+	}
+	c.sendPacket(ack, false)
+	return nil
+}

@@ -1,0 +1,80 @@
+package mqtt
+
+import (
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/trident-broker/trident/exchange"
+)
+
+// will is a connection's will message.
+type will struct {
+	pk    packets.Packet // as a PUBLISH
+	delay time.Duration  // MQTT 5 will delay interval
+}
+
+func newWill(pk *packets.Packet, c *conn) *will {
+	w := &will{pk: packets.Packet{
+		FixedHeader:     packets.FixedHeader{Type: packets.Publish, Qos: pk.Connect.WillQos, Retain: pk.Connect.WillRetain},
+		TopicName:       pk.Connect.WillTopic,
+		Payload:         pk.Connect.WillPayload,
+		ProtocolVersion: c.version,
+	}}
+	if c.version == 5 {
+		wp := pk.Connect.WillProperties
+		w.pk.Properties = packets.Properties{PayloadFormat: wp.PayloadFormat, PayloadFormatFlag: wp.PayloadFormatFlag,
+			ContentType: wp.ContentType, ResponseTopic: wp.ResponseTopic, CorrelationData: wp.CorrelationData,
+			User: wp.User, MessageExpiryInterval: wp.MessageExpiryInterval}
+		w.delay = time.Duration(wp.WillDelayInterval) * time.Second
+	}
+	return w
+}
+
+// scheduleWill publishes c's will now, or after its delay unless the
+// session resumes first; a session that ends sends it at once, as the will
+// delay ends with the session [MQTT-3.1.3-9].
+func (s *Server) scheduleWill(se *session, w *will, sessionEnded bool) {
+	if w.delay <= 0 || sessionEnded {
+		s.publishWill(se, w)
+		return
+	}
+	se.mu.Lock()
+	d := w.delay
+	if se.expiry != expiryNever && time.Duration(se.expiry)*time.Second < d {
+		d = time.Duration(se.expiry) * time.Second
+	}
+	if se.willTimer != nil {
+		se.willTimer.Stop()
+	}
+	se.willTimer = time.AfterFunc(d, func() {
+		se.mu.Lock()
+		se.willTimer = nil
+		owned := se.owner != nil
+		se.mu.Unlock()
+		if !owned {
+			s.publishWill(se, w)
+		}
+	})
+	se.mu.Unlock()
+}
+
+// publishWill routes the will into the core like a PUBLISH from the
+// client (retained if asked), without waiting for the store.
+func (s *Server) publishWill(se *session, w *will) {
+	vh, ok := s.b.VHost(se.vhost)
+	if !ok {
+		return
+	}
+	pk := w.pk
+	if pk.FixedHeader.Retain {
+		if err := s.retained.put(s.st, se.vhost, &pk); err != nil {
+			s.log.Warn("retain will", "client_id", se.clientID, "err", err)
+		}
+	}
+	c := &conn{s: s, version: pk.ProtocolVersion, clientID: se.clientID}
+	m := c.toMessage(&pk, s.cfg.Exchange)
+	if _, err := vh.Publish(m, exchange.PublishOpts{}); err != nil {
+		s.log.Warn("publish will", "client_id", se.clientID, "err", err)
+	}
+}

@@ -1,0 +1,190 @@
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"math/rand"
+	"testing"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// golden are whole client packets with what they must decode to.
+var golden = []struct {
+	name    string
+	version byte
+	raw     []byte
+	typ     byte
+	check   func(*testing.T, Packet)
+	err     bool
+}{
+	{name: "connect 3.1.1", version: 0, typ: packets.Connect,
+		raw: []byte{0x10, 16, 0, 4, 'M', 'Q', 'T', 'T', 4, 0x02, 0, 60, 0, 4, 'c', 'l', 'i', 'd'},
+		check: func(t *testing.T, p Packet) {
+			if p.ProtocolVersion != 4 || p.Connect.ClientIdentifier != "clid" || !p.Connect.Clean || p.Connect.Keepalive != 60 {
+				t.Fatalf("%+v", p.Connect)
+			}
+		}},
+	{name: "connect 5 with session expiry", version: 0, typ: packets.Connect,
+		raw: []byte{0x10, 19, 0, 4, 'M', 'Q', 'T', 'T', 5, 0x00, 0, 30, 5, 17, 0, 0, 0, 9, 0, 1, 'x'},
+		check: func(t *testing.T, p Packet) {
+			if p.ProtocolVersion != 5 || p.Properties.SessionExpiryInterval != 9 || p.Connect.ClientIdentifier != "x" {
+				t.Fatalf("%+v", p)
+			}
+		}},
+	{name: "publish qos1", version: 4, typ: packets.Publish,
+		raw: []byte{0x32, 9, 0, 3, 'a', '/', 'b', 0, 7, 'h', 'i'},
+		check: func(t *testing.T, p Packet) {
+			if p.TopicName != "a/b" || p.PacketID != 7 || string(p.Payload) != "hi" || p.FixedHeader.Qos != 1 {
+				t.Fatalf("%+v", p)
+			}
+		}},
+	{name: "publish qos3 is malformed", version: 4, raw: []byte{0x36, 5, 0, 1, 'a', 0, 1}, err: true},
+	{name: "puback", version: 4, typ: packets.Puback, raw: []byte{0x40, 2, 0x12, 0x34},
+		check: func(t *testing.T, p Packet) {
+			if p.PacketID != 0x1234 {
+				t.Fatalf("pid %x", p.PacketID)
+			}
+		}},
+	{name: "subscribe v5 options", version: 5, typ: packets.Subscribe,
+		raw: []byte{0x82, 8, 0, 1, 0, 0, 2, 'a', '#', 0x2E},
+		check: func(t *testing.T, p Packet) {
+			f := p.Filters[0]
+			if f.Filter != "a#" || f.Qos != 2 || !f.NoLocal || !f.RetainAsPublished || f.RetainHandling != 2 {
+				t.Fatalf("%+v", f)
+			}
+		}},
+	{name: "subscribe v5 truncated options", version: 5, raw: []byte{0x82, 7, 0, 1, 0, 0, 2, 'a', '#'}, err: true},
+	{name: "subscribe bad flags", version: 4, raw: []byte{0x80, 6, 0, 1, 0, 1, 'a', 0}, err: true},
+	{name: "pingreq", version: 4, typ: packets.Pingreq, raw: []byte{0xC0, 0}},
+	{name: "pingreq with body", version: 4, raw: []byte{0xC0, 1, 0}, err: true},
+	{name: "connack from a client", version: 4, raw: []byte{0x20, 2, 0, 0}, err: true},
+	{name: "disconnect v5 reason", version: 5, typ: packets.Disconnect, raw: []byte{0xE0, 1, 0x04},
+		check: func(t *testing.T, p Packet) {
+			if p.ReasonCode != 0x04 {
+				t.Fatalf("reason %x", p.ReasonCode)
+			}
+		}},
+}
+
+func TestGolden(t *testing.T) {
+	for _, g := range golden {
+		t.Run(g.name, func(t *testing.T) {
+			p, err := Read(bufio.NewReader(bytes.NewReader(g.raw)), g.version, 0)
+			if g.err {
+				if err == nil {
+					t.Fatalf("decoded %+v, want an error", p)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.FixedHeader.Type != g.typ {
+				t.Fatalf("type %d, want %d", p.FixedHeader.Type, g.typ)
+			}
+			if g.check != nil {
+				g.check(t, p)
+			}
+			// What decodes re-encodes to the same bytes (for the
+			// packets whose encoding is canonical).
+			if g.typ == packets.Publish || g.typ == packets.Puback || g.typ == packets.Pingreq {
+				var buf bytes.Buffer
+				if err := Encode(&buf, &p); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(buf.Bytes(), g.raw) {
+					t.Fatalf("re-encoded %x, want %x", buf.Bytes(), g.raw)
+				}
+			}
+		})
+	}
+}
+
+func TestReadLimits(t *testing.T) {
+	// The size limit applies before the body is read.
+	_, err := Read(bufio.NewReader(bytes.NewReader([]byte{0x30, 0xff, 0xff, 0xff, 0x7f})), 4, 1024)
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("err = %v, want ErrTooLarge", err)
+	}
+	// A five-byte length is malformed.
+	_, err = Read(bufio.NewReader(bytes.NewReader([]byte{0x30, 0xff, 0xff, 0xff, 0xff, 0x01})), 4, 0)
+	if !errors.Is(err, ErrMalformed) {
+		t.Fatalf("err = %v, want ErrMalformed", err)
+	}
+	// A truncated body is an unexpected EOF.
+	_, err = Read(bufio.NewReader(bytes.NewReader([]byte{0x30, 10, 0, 1})), 4, 0)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("err = %v, want ErrUnexpectedEOF", err)
+	}
+}
+
+func TestAppendAck(t *testing.T) {
+	for _, tc := range []struct {
+		typ  byte
+		code byte
+		v5   bool
+		want []byte
+	}{
+		{packets.Puback, 0, false, []byte{0x40, 2, 1, 2}},
+		{packets.Puback, 0x87, false, []byte{0x40, 2, 1, 2}},
+		{packets.Puback, 0x10, true, []byte{0x40, 3, 1, 2, 0x10}},
+		{packets.Pubrel, 0, true, []byte{0x62, 2, 1, 2}},
+		{packets.Pubcomp, 0x92, true, []byte{0x70, 3, 1, 2, 0x92}},
+	} {
+		got := AppendAck(nil, tc.typ, 0x0102, tc.code, tc.v5)
+		if !bytes.Equal(got, tc.want) {
+			t.Errorf("AppendAck(%d, %x, %v) = %x, want %x", tc.typ, tc.code, tc.v5, got, tc.want)
+		}
+		v := byte(4)
+		if tc.v5 {
+			v = 5
+		}
+		p, err := Read(bufio.NewReader(bytes.NewReader(got)), v, 0)
+		if err != nil || p.PacketID != 0x0102 {
+			t.Errorf("decode %x: %+v %v", got, p, err)
+		}
+	}
+}
+
+// FuzzRead feeds arbitrary bytes, whole and split at random points, to
+// Read for every protocol version: it must never panic, and whatever it
+// decodes must have a type a client may send.
+func FuzzRead(f *testing.F) {
+	for _, g := range golden {
+		f.Add(g.raw, g.version)
+	}
+	f.Add([]byte{0x82, 7, 0, 1, 0, 0, 2, 'a', '#'}, byte(5))
+	f.Fuzz(func(t *testing.T, data []byte, version byte) {
+		version = []byte{0, 3, 4, 5}[version%4]
+		r := bufio.NewReaderSize(&splitReader{data: data, rnd: rand.New(rand.NewSource(int64(len(data))))}, 16)
+		for i := 0; i < 64; i++ {
+			p, err := Read(r, version, 1<<16)
+			if err != nil {
+				return
+			}
+			if p.FixedHeader.Type == packets.Connack || p.FixedHeader.Type == packets.Suback {
+				t.Fatalf("decoded a server-only packet %d", p.FixedHeader.Type)
+			}
+		}
+	})
+}
+
+// splitReader returns data in random-sized pieces.
+type splitReader struct {
+	data []byte
+	rnd  *rand.Rand
+}
+
+func (s *splitReader) Read(p []byte) (int, error) {
+	if len(s.data) == 0 {
+		return 0, io.EOF
+	}
+	n := 1 + s.rnd.Intn(len(s.data))
+	n = min(n, len(p))
+	copy(p, s.data[:n])
+	s.data = s.data[n:]
+	return n, nil
+}

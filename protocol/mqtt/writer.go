@@ -1,0 +1,210 @@
+package mqtt
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"sync"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/mqtt/wire"
+)
+
+// Kinds of outbound item.
+const (
+	itemAck      = iota + 1 // PUBACK, PUBREC, PUBREL, PUBCOMP
+	itemPacket              // any other control packet
+	itemDelivery            // a core delivery to turn into PUBLISH
+	itemRetained            // a retained message for a new subscription
+)
+
+// outItem is one entry of a connection's outbound list.
+type outItem struct {
+	kind       uint8
+	typ        byte // itemAck: packet type
+	code       byte // itemAck: reason code
+	pid        uint16
+	closeAfter bool
+	pk         *packets.Packet   // itemPacket
+	d          exchange.Delivery // itemDelivery
+	ret        *retainedMsg      // itemRetained
+	sub        *subscription     // itemRetained
+}
+
+var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 16<<10) }}
+
+func (c *conn) push(it outItem) {
+	c.outMu.Lock()
+	c.out = append(c.out, it)
+	c.outMu.Unlock()
+	select {
+	case c.outSig <- struct{}{}:
+	default:
+	}
+}
+
+// sendPacket queues a control packet; closeAfter closes the connection
+// once it is written.
+func (c *conn) sendPacket(pk *packets.Packet, closeAfter bool) {
+	pk.ProtocolVersion = c.version
+	if closeAfter {
+		c.finalQueued.Store(true)
+	}
+	c.push(outItem{kind: itemPacket, pk: pk, closeAfter: closeAfter})
+}
+
+func (c *conn) sendAck(typ byte, pid uint16, code byte) {
+	c.push(outItem{kind: itemAck, typ: typ, pid: pid, code: code})
+}
+
+// Deliver implements exchange.Sink. It runs under the queue's lock and
+// only appends to the outbound list.
+func (c *conn) Deliver(d exchange.Delivery) bool {
+	c.outMu.Lock()
+	c.out = append(c.out, outItem{kind: itemDelivery, d: d})
+	c.outMu.Unlock()
+	select {
+	case c.outSig <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// Cancelled implements exchange.Sink: a queue consumed from was deleted.
+func (c *conn) Cancelled(k *exchange.Consumer) {
+	go func() {
+		c.consMu.Lock()
+		if c.consumers != nil && c.consumers[k.Queue().Name()] == k {
+			delete(c.consumers, k.Queue().Name())
+		}
+		c.consMu.Unlock()
+	}()
+}
+
+// writeLoop is the connection's writer goroutine: it drains the outbound
+// list into a pooled buffered writer and flushes when the list is empty.
+func (c *conn) writeLoop() {
+	defer close(c.wdone)
+	var batch []outItem
+	var w packetWriter
+	w.c = c
+	for {
+		select {
+		case <-c.outSig:
+		case <-c.quit:
+			return
+		}
+		bw := writerPool.Get().(*bufio.Writer)
+		bw.Reset(c.nc)
+		w.bw = bw
+		closeAfter := false
+		for !closeAfter {
+			c.outMu.Lock()
+			batch, c.out = c.out, batch[:0]
+			c.outMu.Unlock()
+			if len(batch) == 0 {
+				break
+			}
+			for i := range batch {
+				w.write(&batch[i])
+				closeAfter = closeAfter || batch[i].closeAfter
+				batch[i] = outItem{}
+			}
+		}
+		err := bw.Flush()
+		if err == nil {
+			err = w.err
+		}
+		bw.Reset(nil)
+		writerPool.Put(bw)
+		w.bw = nil
+		w.settle()
+		if err != nil || closeAfter {
+			c.nc.Close()
+			return
+		}
+	}
+}
+
+// packetWriter encodes outbound items for one connection.
+type packetWriter struct {
+	c       *conn
+	bw      *bufio.Writer
+	scratch bytes.Buffer
+	small   [8]byte
+	err     error
+	settled map[*exchange.Queue][]uint64 // deliveries to ack after the flush
+}
+
+func (w *packetWriter) write(it *outItem) {
+	c := w.c
+	switch it.kind {
+	case itemAck:
+		b := wire.AppendAck(w.small[:0], it.typ, it.pid, it.code, c.version == 5)
+		w.out(b)
+	case itemPacket:
+		w.scratch.Reset()
+		if err := wire.Encode(&w.scratch, it.pk); err != nil {
+			c.s.log.Warn("encode", "client_id", c.clientID, "err", err)
+			return
+		}
+		w.out(w.scratch.Bytes())
+	case itemDelivery:
+		w.delivery(it.d)
+	case itemRetained:
+		w.retained(it.ret, it.sub)
+	}
+}
+
+func (w *packetWriter) out(b []byte) {
+	if w.err != nil {
+		return
+	}
+	_, w.err = w.bw.Write(b)
+	w.c.sentBytes.Add(uint64(len(b)))
+}
+
+// settleLater acknowledges d to its queue after the flush (QoS 0, or a
+// message that goes to no subscription of the session).
+func (w *packetWriter) settleLater(d exchange.Delivery) {
+	if w.settled == nil {
+		w.settled = map[*exchange.Queue][]uint64{}
+	}
+	w.settled[d.Queue] = append(w.settled[d.Queue], d.Seq)
+}
+
+func (w *packetWriter) settle() {
+	for q, seqs := range w.settled {
+		q.AckMany(seqs)
+		delete(w.settled, q)
+	}
+}
+
+// allocPID assigns a packet id to an outbound QoS >= 1 PUBLISH.
+func (c *conn) allocPID(f inflight) (uint16, bool) {
+	c.infMu.Lock()
+	defer c.infMu.Unlock()
+	if c.inflight == nil {
+		c.inflight = map[uint16]inflight{}
+	}
+	for range 65535 {
+		c.nextPID++
+		if c.nextPID == 0 {
+			c.nextPID = 1
+		}
+		if _, used := c.inflight[c.nextPID]; !used {
+			c.inflight[c.nextPID] = f
+			return c.nextPID, true
+		}
+	}
+	return 0, false
+}
+
+func randomID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}

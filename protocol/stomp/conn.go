@@ -1,0 +1,423 @@
+package stomp
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/stomp/frame"
+)
+
+// Output buffer watermarks: above high, consumers are paused until the
+// writer has brought the buffer below low.
+const (
+	outHigh = 4 << 20
+	outLow  = 1 << 20
+)
+
+const version = "0.1.0"
+
+// conn is one STOMP session. Frames are handled on the reader goroutine
+// (serve); the core calls the sinks (Deliver) and Confirm from its own.
+//
+// Lock order: Queue.mu (core) → conn.dmu → conn.wmu; conn.rmu → conn.wmu.
+// The reader goroutine never holds dmu or rmu while calling into the core.
+type conn struct {
+	s    *Server
+	t    transport
+	id   uint64
+	name string
+	log  *slog.Logger
+
+	// Set by CONNECT; read-only afterwards.
+	version     frame.Version
+	user        *auth.User
+	vh          *exchange.VHost
+	session     string
+	hbOut, hbIn time.Duration
+	client      map[string]any
+	connectedAt time.Time
+	opened      atomic.Bool
+
+	// Reader goroutine only.
+	subs     map[string]*subscription // by subscription id
+	txs      map[string]*transaction
+	replyQs  map[string]string // temp-queue id → queue name
+	declared map[string]bool   // /queue/ names declared by SEND
+	canWrite map[string]bool   // exchanges the user may publish to (checked once)
+	txBytes  int               // body bytes buffered in open transactions
+	txFrames int               // frames buffered in open transactions
+	closing  bool              // an ERROR was sent; stop reading
+
+	// Deliveries: tag counter and the subscriptions' unacked lists.
+	dmu     sync.Mutex
+	nextTag uint64
+
+	// Receipts waiting for the store, in order (see receipt.go).
+	rmu      sync.Mutex
+	rcond    *sync.Cond
+	receipts []receiptEntry
+	rbase    uint64 // sequence number of receipts[0]
+
+	// Writer state.
+	wmu     sync.Mutex
+	wcond   *sync.Cond // the writer waits for output
+	drained *sync.Cond // the reader waits for the writer (back-pressure)
+	out     []byte
+	ends    []int // frame ends in out (WebSocket only)
+	spare   []byte
+	wclosed bool
+	paused  []*exchange.Consumer
+	wrote   atomic.Bool
+
+	lastRead atomic.Int64
+	wdone    chan struct{}
+	done     chan struct{}
+	forced   atomic.Pointer[string]
+}
+
+func newConn(s *Server, t transport) *conn {
+	c := &conn{s: s, t: t, id: s.seq.Add(1), version: frame.V10, done: make(chan struct{}), wdone: make(chan struct{}),
+		subs: map[string]*subscription{}, txs: map[string]*transaction{}, replyQs: map[string]string{}, declared: map[string]bool{}, canWrite: map[string]bool{}}
+	c.name = fmt.Sprintf("%s -> %s", t.remote(), t.local())
+	c.log = s.log.With("conn", c.name)
+	c.wcond = sync.NewCond(&c.wmu)
+	c.drained = sync.NewCond(&c.wmu)
+	c.rcond = sync.NewCond(&c.rmu)
+	c.connectedAt = time.Now()
+	c.lastRead.Store(time.Now().UnixNano())
+	return c
+}
+
+func randomID(prefix string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// readTracker records the time of every successful read, for heart-beats.
+type readTracker struct{ c *conn }
+
+func (r readTracker) Read(p []byte) (int, error) {
+	n, err := r.c.t.Read(p)
+	if n > 0 {
+		r.c.lastRead.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+func (c *conn) serve() {
+	go c.writer()
+	hs := time.AfterFunc(c.s.cfg.HandshakeTimeout, func() {
+		if !c.opened.Load() {
+			c.log.Info("no CONNECT frame in time, closing")
+			c.t.Close()
+		}
+	})
+	rd := frame.NewReader(readTracker{c}, c.s.lim)
+	err := c.readLoop(rd)
+	hs.Stop()
+	c.cleanup()
+	c.stopWriter()
+	close(c.done)
+	select {
+	case <-c.wdone:
+	case <-time.After(5 * time.Second):
+	}
+	if c.closing {
+		c.t.closeGracefully()
+	} else {
+		c.t.Close()
+	}
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, errDisconnect) {
+		c.log.Debug("connection closed", "err", err)
+	}
+}
+
+// errDisconnect ends the read loop after DISCONNECT or an ERROR frame.
+var errDisconnect = errors.New("stomp: disconnect")
+
+func (c *conn) readLoop(rd *frame.Reader) error {
+	for {
+		f, err := rd.Read()
+		if err != nil {
+			var fe *frame.Error
+			if errors.As(err, &fe) {
+				c.sendError(&Error{Message: fe.Message, Detail: fe.Detail}, "")
+				return err
+			}
+			if r := c.forced.Load(); r != nil {
+				return errDisconnect
+			}
+			return err
+		}
+		if r := c.forced.Load(); r != nil {
+			return errDisconnect
+		}
+		c.waitOutput()
+		if err := c.handle(&f, rd); err != nil {
+			if !errors.Is(err, errDisconnect) {
+				c.sendError(coreError(err), f.Value("receipt"))
+			}
+			return err
+		}
+	}
+}
+
+// handle runs one frame.
+func (c *conn) handle(f *frame.Frame, rd *frame.Reader) error {
+	if !c.opened.Load() {
+		if f.Command != frame.CONNECT && f.Command != frame.STOMP {
+			return errorf("Illegal command", "You must log in using CONNECT first")
+		}
+		if err := c.connect(f); err != nil {
+			return err
+		}
+		rd.SetVersion(c.version)
+		return nil
+	}
+	var err error
+	switch f.Command {
+	case frame.SEND:
+		err = c.send(f)
+	case frame.SUBSCRIBE:
+		err = c.subscribe(f)
+	case frame.UNSUBSCRIBE:
+		err = c.unsubscribe(f)
+	case frame.ACK:
+		err = c.ack(f, true)
+	case frame.NACK:
+		if c.version == frame.V10 {
+			return errorf("Bad command", "Could not interpret command %s", f.Command)
+		}
+		err = c.ack(f, false)
+	case frame.BEGIN:
+		err = c.begin(f)
+	case frame.COMMIT:
+		err = c.commit(f)
+	case frame.ABORT:
+		err = c.abort(f)
+	case frame.DISCONNECT:
+		c.disconnect(f)
+		return errDisconnect
+	case frame.CONNECT, frame.STOMP:
+		return errorf("Unexpected CONNECT", "Already connected")
+	default:
+		return errorf("Bad command", "Could not interpret command %s", f.Command)
+	}
+	if err != nil {
+		return err
+	}
+	if id, ok := f.Get("receipt"); ok && f.Command != frame.SEND && f.Command != frame.COMMIT {
+		c.receipt(id)
+	}
+	return nil
+}
+
+// sendError writes an ERROR frame and marks the connection closing: the
+// reader stops and the socket is closed once the frame is flushed.
+func (c *conn) sendError(e *Error, receipt string) {
+	if c.closing {
+		return
+	}
+	c.closing = true
+	c.log.Info("STOMP error frame sent", "message", e.Message, "detail", e.Detail)
+	hs := []frame.Header{{Key: "message", Value: e.Message}, {Key: "content-type", Value: "text/plain"},
+		{Key: "version", Value: "1.0,1.1,1.2"}}
+	if receipt != "" {
+		hs = append(hs, frame.Header{Key: "receipt-id", Value: receipt})
+	}
+	c.writeFrame(&frame.Frame{Command: frame.ERROR, Headers: hs, Body: []byte(e.Detail)})
+}
+
+// forceClose is called from other goroutines (shutdown, management): it
+// sends an ERROR frame and makes the reader stop.
+func (c *conn) forceClose(reason string) {
+	c.kill(&Error{Message: "CONNECTION_FORCED", Detail: "CONNECTION_FORCED - " + reason}, "")
+}
+
+// kill sends an ERROR frame from a goroutine other than the reader and
+// closes the connection once it is flushed.
+func (c *conn) kill(e *Error, receipt string) {
+	reason := e.Message
+	if !c.forced.CompareAndSwap(nil, &reason) {
+		return
+	}
+	if c.opened.Load() {
+		hs := []frame.Header{{Key: "message", Value: e.Message}, {Key: "content-type", Value: "text/plain"}}
+		if receipt != "" {
+			hs = append(hs, frame.Header{Key: "receipt-id", Value: receipt})
+		}
+		c.writeFrame(&frame.Frame{Command: frame.ERROR, Headers: hs, Body: []byte(e.Detail)})
+	}
+	c.stopWriter()
+	go func() {
+		select {
+		case <-c.wdone:
+		case <-time.After(2 * time.Second):
+		}
+		c.t.Close()
+	}()
+}
+
+// --- writer ---
+
+func (c *conn) writer() {
+	defer close(c.wdone)
+	var ends []int
+	for {
+		c.wmu.Lock()
+		for len(c.out) == 0 && !c.wclosed {
+			c.wcond.Wait()
+		}
+		if len(c.out) == 0 {
+			c.wmu.Unlock()
+			return
+		}
+		buf := c.out
+		ends = append(ends[:0], c.ends...)
+		c.out = c.spare[:0]
+		c.ends = c.ends[:0]
+		c.spare = nil
+		c.wmu.Unlock()
+
+		err := c.t.writeFrames(buf, ends)
+		c.wrote.Store(true)
+
+		c.wmu.Lock()
+		if cap(buf) <= outHigh {
+			c.spare = buf[:0]
+		}
+		c.drained.Broadcast()
+		var resume []*exchange.Consumer
+		if len(c.out) < outLow && len(c.paused) > 0 {
+			resume = c.paused
+			c.paused = nil
+		}
+		if err != nil {
+			c.wclosed = true
+			c.out = nil
+			c.drained.Broadcast()
+		}
+		c.wmu.Unlock()
+		for _, cons := range resume {
+			cons.Resume()
+		}
+		if err != nil {
+			c.t.Close()
+			return
+		}
+	}
+}
+
+// stopWriter lets the writer flush what is queued and exit.
+func (c *conn) stopWriter() {
+	c.wmu.Lock()
+	c.wclosed = true
+	c.wcond.Signal()
+	c.drained.Broadcast()
+	c.wmu.Unlock()
+}
+
+// waitOutput holds the reader while the output buffer is over its high
+// watermark, so that a client that sends without reading (receipts,
+// ERRORs) cannot grow it without bound.
+func (c *conn) waitOutput() {
+	c.wmu.Lock()
+	for len(c.out) >= outHigh && !c.wclosed {
+		c.drained.Wait()
+	}
+	c.wmu.Unlock()
+}
+
+// endFrameLocked records the end of a frame just appended (wmu held).
+func (c *conn) endFrameLocked() {
+	if c.t.web() {
+		c.ends = append(c.ends, len(c.out))
+	}
+	c.wcond.Signal()
+}
+
+// writeFrame queues one frame.
+func (c *conn) writeFrame(f *frame.Frame) {
+	c.wmu.Lock()
+	if !c.wclosed {
+		c.out = frame.Append(c.out, f, c.version)
+		c.endFrameLocked()
+	}
+	c.wmu.Unlock()
+}
+
+// heartbeater sends heart-beats when nothing else was written and closes
+// the connection when the client has been silent for too long.
+func (c *conn) heartbeater() {
+	tick := c.hbOut
+	if tick == 0 || (c.hbIn > 0 && c.hbIn < tick) {
+		tick = c.hbIn
+	}
+	t := time.NewTicker(tick / 2)
+	defer t.Stop()
+	lastBeat := time.Now()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		if c.hbOut > 0 && now.Sub(lastBeat) >= c.hbOut-tick/4 {
+			lastBeat = now
+			if !c.wrote.Swap(false) {
+				c.wmu.Lock()
+				if !c.wclosed {
+					c.out = append(c.out, '\n')
+					c.endFrameLocked()
+				}
+				c.wmu.Unlock()
+			}
+		}
+		if c.hbIn > 0 && now.Sub(time.Unix(0, c.lastRead.Load())) > 2*c.hbIn {
+			c.log.Warn("no heart-beat from client, closing", "interval", c.hbIn)
+			c.t.Close()
+			return
+		}
+	}
+}
+
+// cleanup cancels the subscriptions (requeueing unacked messages) and
+// deletes the connection's exclusive queues. Idempotent.
+func (c *conn) cleanup() {
+	for id, s := range c.subs {
+		s.cancel()
+		delete(c.subs, id)
+	}
+	c.txs = map[string]*transaction{}
+	if c.vh != nil {
+		c.vh.CloseOwner(c)
+	}
+	c.rmu.Lock()
+	c.receipts = nil
+	c.rcond.Broadcast()
+	c.rmu.Unlock()
+}
+
+func (c *conn) info() (ConnInfo, bool) {
+	if !c.opened.Load() {
+		return ConnInfo{}, false
+	}
+	proto := "STOMP " + c.version.String()
+	if c.t.web() {
+		proto = "Web STOMP " + c.version.String()
+	}
+	return ConnInfo{Name: c.name, Protocol: proto, User: c.user.Name(), VHost: c.vh.Name(), Peer: c.t.remote(),
+		Local: c.t.local(), ConnectedAt: c.connectedAt, Heartbeat: c.hbIn, Client: c.client}, true
+}

@@ -1,0 +1,130 @@
+package frame
+
+import (
+	"bytes"
+	"errors"
+	"io"
+)
+
+// minRead is the smallest free space the Reader asks its source to fill.
+const minRead = 32 << 10
+
+// shrinkAbove is the buffer size above which an empty buffer is replaced.
+const shrinkAbove = 1 << 20
+
+// Reader reads frames from an io.Reader through a buffer that grows to at
+// most Limits.MaxFrameSize (plus one read's worth). It is not safe for
+// concurrent use.
+type Reader struct {
+	src     io.Reader
+	lim     Limits
+	version Version
+	buf     []byte
+	start   int // first unparsed byte
+	end     int // end of buffered data
+	hdrs    []Header
+	// OnHeartbeat, if set, is called for every heart-beat EOL run read.
+	OnHeartbeat func()
+}
+
+// NewReader returns a Reader over src; the version starts at V10 (no
+// escaping) until SetVersion.
+func NewReader(src io.Reader, lim Limits) *Reader {
+	return &Reader{src: src, lim: lim.WithDefaults(), version: V10, buf: make([]byte, minRead)}
+}
+
+// SetVersion sets the version used to unescape headers.
+func (r *Reader) SetVersion(v Version) { r.version = v }
+
+// Buffered reports whether a complete or partial frame is already buffered.
+func (r *Reader) Buffered() int { return r.end - r.start }
+
+// Read returns the next frame, skipping heart-beats. Its Headers are valid
+// until the next Read; its Body is the caller's. Errors are an *Error for a
+// bad frame, or the source's error (io.EOF at a frame boundary,
+// io.ErrUnexpectedEOF inside one).
+func (r *Reader) Read() (Frame, error) {
+	var wait incomplete
+	for {
+		if r.end > r.start && r.ready(wait) {
+			f, n, inc, err := parse(r.buf[r.start:r.end], r.version, r.lim, r.hdrs)
+			if err != nil {
+				return Frame{}, err
+			}
+			if n > 0 {
+				r.start += n
+				if f.Command == "" {
+					if r.OnHeartbeat != nil {
+						r.OnHeartbeat()
+					}
+					wait = incomplete{}
+					continue
+				}
+				r.hdrs = f.Headers
+				if r.start == r.end {
+					r.start, r.end = 0, 0
+					if len(r.buf) > shrinkAbove {
+						r.buf = make([]byte, minRead) // give a big frame's buffer back
+					}
+				}
+				return f, nil
+			}
+			wait = inc
+		}
+		if err := r.fill(wait); err != nil {
+			if errors.Is(err, io.EOF) && r.end > r.start {
+				return Frame{}, io.ErrUnexpectedEOF
+			}
+			return Frame{}, err
+		}
+	}
+}
+
+// ready reports whether the buffered bytes may now hold what parse waited for.
+func (r *Reader) ready(w incomplete) bool {
+	switch {
+	case w.need > 0:
+		return r.end-r.start >= w.need
+	case w.forNUL:
+		if r.end-r.start >= r.lim.MaxFrameSize || r.end-r.start-w.body > r.lim.MaxBodySize {
+			return true // parse reports the frame as too large
+		}
+		from := r.start + w.from
+		return from < r.end && bytes.IndexByte(r.buf[from:r.end], 0) >= 0
+	}
+	return true
+}
+
+// fill reads more data, compacting or growing the buffer as needed.
+func (r *Reader) fill(w incomplete) error {
+	if r.start > 0 && (r.start == r.end || len(r.buf)-r.end < minRead) {
+		n := copy(r.buf, r.buf[r.start:r.end])
+		r.end = n
+		r.start = 0
+	}
+	if len(r.buf)-r.end < minRead {
+		want := 2 * len(r.buf)
+		if w.need > want {
+			want = w.need
+		}
+		if max := r.lim.MaxFrameSize + minRead; want > max {
+			want = max
+		}
+		if want <= len(r.buf) {
+			// Cannot happen while limits hold: parse fails first.
+			return &Error{Message: "Frame too large", Detail: "frame exceeds the size limit"}
+		}
+		nb := make([]byte, want)
+		copy(nb, r.buf[:r.end])
+		r.buf = nb
+	}
+	n, err := r.src.Read(r.buf[r.end:])
+	r.end += n
+	if n > 0 {
+		return nil
+	}
+	if err == nil {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,395 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/exchange"
+)
+
+// Definitions are RabbitMQ's definitions.json: users, vhosts,
+// permissions, exchanges, queues and bindings. Parameters, policies and
+// topic permissions are kept as given on export (empty) and ignored on
+// import.
+type Definitions struct {
+	RabbitVersion    string           `json:"rabbit_version,omitempty"`
+	RabbitMQVersion  string           `json:"rabbitmq_version,omitempty"`
+	ProductName      string           `json:"product_name,omitempty"`
+	ProductVersion   string           `json:"product_version,omitempty"`
+	Users            []DefUser        `json:"users,omitempty"`
+	VHosts           []DefVHost       `json:"vhosts,omitempty"`
+	Permissions      []DefPermission  `json:"permissions,omitempty"`
+	TopicPermissions []map[string]any `json:"topic_permissions,omitempty"`
+	Parameters       []map[string]any `json:"parameters"`
+	GlobalParameters []map[string]any `json:"global_parameters,omitempty"`
+	Policies         []map[string]any `json:"policies"`
+	Queues           []DefQueue       `json:"queues"`
+	Exchanges        []DefExchange    `json:"exchanges"`
+	Bindings         []DefBinding     `json:"bindings"`
+}
+
+// DefUser is a user in definitions. Tags is a list in 3.10 exports and a
+// comma-separated string in older ones.
+type DefUser struct {
+	Name             string         `json:"name"`
+	PasswordHash     string         `json:"password_hash"`
+	HashingAlgorithm string         `json:"hashing_algorithm,omitempty"`
+	Tags             any            `json:"tags"`
+	Limits           map[string]any `json:"limits,omitempty"`
+}
+
+type DefVHost struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description,omitempty"`
+	Tags        any            `json:"tags,omitempty"`
+	Metadata    map[string]any `json:"metadata,omitempty"`
+}
+
+type DefPermission struct {
+	User      string `json:"user"`
+	VHost     string `json:"vhost"`
+	Configure string `json:"configure"`
+	Write     string `json:"write"`
+	Read      string `json:"read"`
+}
+
+type DefQueue struct {
+	Name       string         `json:"name"`
+	VHost      string         `json:"vhost,omitempty"`
+	Durable    bool           `json:"durable"`
+	AutoDelete bool           `json:"auto_delete"`
+	Arguments  map[string]any `json:"arguments"`
+}
+
+type DefExchange struct {
+	Name       string         `json:"name"`
+	VHost      string         `json:"vhost,omitempty"`
+	Type       string         `json:"type"`
+	Durable    bool           `json:"durable"`
+	AutoDelete bool           `json:"auto_delete"`
+	Internal   bool           `json:"internal"`
+	Arguments  map[string]any `json:"arguments"`
+}
+
+type DefBinding struct {
+	Source          string         `json:"source"`
+	VHost           string         `json:"vhost,omitempty"`
+	Destination     string         `json:"destination"`
+	DestinationType string         `json:"destination_type"`
+	RoutingKey      string         `json:"routing_key"`
+	Arguments       map[string]any `json:"arguments"`
+}
+
+// ExportDefinitions collects the definitions of vhost, or of everything
+// (users, vhosts and permissions included) when vhost is "". Exclusive
+// queues and the predeclared exchanges are left out, as RabbitMQ does.
+func (s *Server) ExportDefinitions(vhost string) Definitions {
+	d := Definitions{Parameters: []map[string]any{}, Policies: []map[string]any{},
+		Queues: []DefQueue{}, Exchanges: []DefExchange{}, Bindings: []DefBinding{}}
+	d.RabbitVersion = rabbitVersion
+	names := []string{vhost}
+	if vhost == "" {
+		d.RabbitMQVersion, d.ProductName, d.ProductVersion = rabbitVersion, productName, productVersion
+		d.Users, d.VHosts, d.Permissions = []DefUser{}, []DefVHost{}, []DefPermission{}
+		d.TopicPermissions, d.GlobalParameters = []map[string]any{}, []map[string]any{}
+		for _, u := range s.users.ListUsers() {
+			tags := u.Tags()
+			if tags == nil {
+				tags = []string{}
+			}
+			d.Users = append(d.Users, DefUser{Name: u.Name(), PasswordHash: u.PasswordHash(),
+				HashingAlgorithm: u.HashingAlgorithm(), Tags: tags, Limits: map[string]any{}})
+		}
+		names = s.core.VHosts()
+		for _, n := range names {
+			m := s.meta(n)
+			d.VHosts = append(d.VHosts, DefVHost{Name: n, Description: m.Description, Tags: m.Tags,
+				Metadata: map[string]any{"description": m.Description, "tags": m.Tags}})
+		}
+		for _, p := range s.users.ListPermissions() {
+			d.Permissions = append(d.Permissions, DefPermission(p))
+		}
+	}
+	for _, n := range names {
+		v, ok := s.core.VHost(n)
+		if !ok {
+			continue
+		}
+		vn := n
+		if vhost != "" {
+			vn = "" // per-vhost exports omit the vhost field
+		}
+		qs := v.Queues()
+		sort.Slice(qs, func(i, j int) bool { return qs[i].Name() < qs[j].Name() })
+		for _, q := range qs {
+			if q.Exclusive() {
+				continue
+			}
+			d.Queues = append(d.Queues, DefQueue{Name: q.Name(), VHost: vn, Durable: q.Durable(),
+				AutoDelete: q.AutoDelete(), Arguments: nonNil(q.Args())})
+		}
+		xs := v.Exchanges()
+		sort.Slice(xs, func(i, j int) bool { return xs[i].Name() < xs[j].Name() })
+		for _, x := range xs {
+			if x.Name() == "" || strings.HasPrefix(x.Name(), "amq.") {
+				continue
+			}
+			d.Exchanges = append(d.Exchanges, DefExchange{Name: x.Name(), VHost: vn, Type: x.Kind(),
+				Durable: x.Durable(), AutoDelete: x.AutoDelete(), Internal: x.Internal(), Arguments: nonNil(x.Args())})
+		}
+		for _, b := range vhostBindings(v) {
+			if b.Source == "" {
+				continue
+			}
+			if q := lookupQueue(v, b.Destination); b.DestinationType == "queue" && q != nil && q.Exclusive() {
+				continue
+			}
+			d.Bindings = append(d.Bindings, DefBinding{Source: b.Source, VHost: vn, Destination: b.Destination,
+				DestinationType: b.DestinationType, RoutingKey: b.RoutingKey, Arguments: b.Arguments})
+		}
+	}
+	return d
+}
+
+func nonNil(t map[string]any) map[string]any {
+	if t == nil {
+		return map[string]any{}
+	}
+	return t
+}
+
+// ErrDefinitions wraps every error of ImportDefinitions.
+var ErrDefinitions = errors.New("web: definitions")
+
+// ImportDefinitions applies definitions in RabbitMQ's format: users,
+// vhosts, permissions, exchanges, queues, then bindings. Objects that
+// exist are left as they are when equivalent. If vhost is not "", items
+// without a vhost field go there (a per-vhost file). Quorum and stream
+// queues, which this node does not have yet, are declared classic with a
+// warning. Every failure is collected; the rest is still applied.
+func ImportDefinitions(core Core, users *auth.Users, data []byte, vhost string, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	d, err := parseDefinitions(data)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	fail := func(what string, err error) {
+		errs = append(errs, fmt.Errorf("%s: %v", what, err))
+	}
+	for _, u := range d.Users {
+		if err := users.PutUserHash(u.Name, u.PasswordHash, tagList(u.Tags)); err != nil {
+			fail("user "+u.Name, err)
+		}
+	}
+	for _, v := range d.VHosts {
+		if err := core.EnsureVHost(v.Name); err != nil {
+			fail("vhost "+v.Name, err)
+		}
+	}
+	for _, p := range d.Permissions {
+		if _, ok := core.VHost(p.VHost); !ok {
+			fail("permission of "+p.User, fmt.Errorf("no vhost %q", p.VHost))
+			continue
+		}
+		if err := users.SetPermissions(p.User, p.VHost, p.Configure, p.Write, p.Read); err != nil {
+			fail("permission of "+p.User+" in "+p.VHost, err)
+		}
+	}
+	vh := func(name string) (*exchange.VHost, error) {
+		if name == "" {
+			name = vhost
+		}
+		v, ok := core.VHost(name)
+		if !ok {
+			return nil, fmt.Errorf("no vhost %q", name)
+		}
+		return v, nil
+	}
+	for _, x := range d.Exchanges {
+		v, err := vh(x.VHost)
+		if err == nil {
+			if strings.HasPrefix(x.Name, "amq.") || x.Name == "" {
+				continue
+			}
+			err = v.DeclareExchange(x.Name, x.Type, exchange.ExchangeOpts{Durable: x.Durable,
+				AutoDelete: x.AutoDelete, Internal: x.Internal, Args: x.Arguments})
+		}
+		if err != nil {
+			fail("exchange "+x.Name, err)
+		}
+	}
+	for _, q := range d.Queues {
+		v, err := vh(q.VHost)
+		if err == nil {
+			args := q.Arguments
+			if t, _ := args["x-queue-type"].(string); t != "" && t != "classic" {
+				log.Warn("queue type not supported yet, declared classic", "queue", q.Name, "type", t)
+				args = withoutKeys(args, "x-queue-type", "x-quorum-initial-group-size", "x-delivery-limit",
+					"x-max-in-memory-length", "x-max-in-memory-bytes", "x-max-age", "x-stream-max-segment-size-bytes")
+			}
+			_, err = v.DeclareQueue(q.Name, exchange.QueueOpts{Durable: q.Durable, AutoDelete: q.AutoDelete, Args: args})
+		}
+		if err != nil {
+			fail("queue "+q.Name, err)
+		}
+	}
+	for _, b := range d.Bindings {
+		v, err := vh(b.VHost)
+		if err == nil {
+			if b.DestinationType == "queue" {
+				err = v.BindQueue(b.Destination, b.Source, b.RoutingKey, b.Arguments, nil)
+			} else {
+				err = v.BindExchange(b.Destination, b.Source, b.RoutingKey, b.Arguments)
+			}
+		}
+		if err != nil {
+			fail("binding "+b.Source+" -> "+b.Destination, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrDefinitions, errors.Join(errs...))
+	}
+	return nil
+}
+
+func withoutKeys(t map[string]any, keys ...string) map[string]any {
+	out := make(map[string]any, len(t))
+	for k, v := range t {
+		out[k] = v
+	}
+	for _, k := range keys {
+		delete(out, k)
+	}
+	return out
+}
+
+func parseDefinitions(data []byte) (Definitions, error) {
+	var d Definitions
+	m, err := decodeObject(data) // integers stay integers in arguments
+	if err != nil {
+		return d, fmt.Errorf("%w: %v", ErrDefinitions, err)
+	}
+	// Round-trip the normalised value into the typed struct, keeping
+	// argument values as decoded.
+	b, _ := json.Marshal(m)
+	if err := json.Unmarshal(b, &d); err != nil {
+		return d, fmt.Errorf("%w: %v", ErrDefinitions, err)
+	}
+	fix := func(args map[string]any, raw any) map[string]any {
+		if t, ok := raw.(map[string]any); ok {
+			return t
+		}
+		return nonNil(args)
+	}
+	for i := range d.Queues {
+		d.Queues[i].Arguments = fix(d.Queues[i].Arguments, rawArgs(m, "queues", i))
+	}
+	for i := range d.Exchanges {
+		d.Exchanges[i].Arguments = fix(d.Exchanges[i].Arguments, rawArgs(m, "exchanges", i))
+	}
+	for i := range d.Bindings {
+		d.Bindings[i].Arguments = fix(d.Bindings[i].Arguments, rawArgs(m, "bindings", i))
+	}
+	return d, nil
+}
+
+func rawArgs(m map[string]any, list string, i int) any {
+	l, _ := m[list].([]any)
+	if i >= len(l) {
+		return nil
+	}
+	o, _ := l[i].(map[string]any)
+	return o["arguments"]
+}
+
+func (s *Server) getDefinitions(w http.ResponseWriter, r *http.Request, _ *auth.User) {
+	d := s.ExportDefinitions("")
+	if r.URL.Query().Get("download") != "" {
+		w.Header().Set("Content-Disposition", `attachment; filename="`+r.URL.Query().Get("download")+`"`)
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *Server) getVHostDefinitions(w http.ResponseWriter, r *http.Request, _ *auth.User) {
+	name := pathValue(r, "vhost")
+	if _, ok := s.core.VHost(name); !ok {
+		notFound(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.ExportDefinitions(name))
+}
+
+// readDefinitionsBody accepts a JSON body, or a form upload with the file
+// in "file" (the UI's), optionally wrapped as RabbitMQ's UI sends it.
+func readDefinitionsBody(r *http.Request) ([]byte, error) {
+	ct := r.Header.Get("Content-Type")
+	if strings.HasPrefix(ct, "multipart/form-data") {
+		if err := r.ParseMultipartForm(maxBody); err != nil {
+			return nil, err
+		}
+		f, _, err := r.FormFile("file")
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		return io.ReadAll(io.LimitReader(f, maxBody))
+	}
+	return io.ReadAll(io.LimitReader(r.Body, maxBody))
+}
+
+func (s *Server) postDefinitions(vhostScoped bool) handler {
+	return func(w http.ResponseWriter, r *http.Request, u *auth.User) {
+		vhost := ""
+		if vhostScoped {
+			vhost = pathValue(r, "vhost")
+			if _, ok := s.core.VHost(vhost); !ok {
+				notFound(w)
+				return
+			}
+		}
+		data, err := readDefinitionsBody(r)
+		if err != nil {
+			badRequest(w, err.Error())
+			return
+		}
+		if err := ImportDefinitions(s.core, s.users, data, vhost, s.log); err != nil {
+			badRequest(w, err.Error())
+			return
+		}
+		s.importVHostMeta(data)
+		s.log.Info("definitions imported via the API", "by", u.Name(), "vhost", vhost)
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// importVHostMeta keeps the descriptions and tags of imported vhosts.
+func (s *Server) importVHostMeta(data []byte) {
+	d, err := parseDefinitions(data)
+	if err != nil {
+		return
+	}
+	s.metaMu.Lock()
+	defer s.metaMu.Unlock()
+	for _, v := range d.VHosts {
+		desc, tags := v.Description, v.Tags
+		if desc == "" && v.Metadata != nil {
+			desc, _ = v.Metadata["description"].(string)
+		}
+		if tags == nil && v.Metadata != nil {
+			tags = v.Metadata["tags"]
+		}
+		if desc != "" || tags != nil {
+			s.vmeta[v.Name] = vhostMeta{Description: desc, Tags: tagList(tags)}
+		}
+	}
+}

@@ -1,0 +1,291 @@
+package web
+
+import (
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/exchange"
+)
+
+func (s *Server) whoami(w http.ResponseWriter, _ *http.Request, u *auth.User) {
+	tags := u.Tags()
+	if tags == nil {
+		tags = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": u.Name(), "tags": tags})
+}
+
+var exchangeTypes = []map[string]any{
+	{"name": "direct", "description": "AMQP direct exchange, as per the AMQP specification", "enabled": true},
+	{"name": "fanout", "description": "AMQP fanout exchange, as per the AMQP specification", "enabled": true},
+	{"name": "headers", "description": "AMQP headers exchange, as per the AMQP specification", "enabled": true},
+	{"name": "topic", "description": "AMQP topic exchange, as per the AMQP specification", "enabled": true},
+}
+
+type listenerJSON struct {
+	Node      string `json:"node"`
+	Protocol  string `json:"protocol"`
+	IPAddress string `json:"ip_address"`
+	Port      int    `json:"port"`
+}
+
+func (s *Server) listenersJSON() []listenerJSON {
+	out := []listenerJSON{}
+	for _, l := range s.listeners() {
+		if l.Addr == nil {
+			continue
+		}
+		h, p := splitHostPort(l.Addr.String())
+		out = append(out, listenerJSON{Node: s.node, Protocol: l.Protocol, IPAddress: h, Port: p})
+	}
+	return out
+}
+
+// totals counts the objects and messages of the vhosts u sees.
+type totals struct {
+	queues, exchanges, consumers int
+	ready, unacked               int64
+	stats                        exchange.MsgStats
+}
+
+func (s *Server) totals(vs []*exchange.VHost) totals {
+	var t totals
+	for _, v := range vs {
+		for _, q := range v.Queues() {
+			st := q.Status()
+			t.queues++
+			t.consumers += st.Consumers
+			t.ready += int64(st.Ready)
+			t.unacked += int64(st.Unacked)
+		}
+		t.exchanges += len(v.Exchanges())
+		addStats(&t.stats, v.MsgStats())
+	}
+	return t
+}
+
+func (s *Server) overview(w http.ResponseWriter, r *http.Request, u *auth.User) {
+	vs := s.visibleVHosts(u)
+	t := s.totals(vs)
+	conns := s.visibleConnections(u, "")
+	channels := 0
+	for _, c := range conns {
+		channels += c.Channels
+	}
+	// Rates: node-wide for users that see everything, else summed
+	// per visible vhost (without history).
+	var win window
+	if isMonitor(u) {
+		win = s.rates.node(historyAge(r))
+	} else {
+		win = s.sumVHostWindows(vs)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"management_version":        rabbitVersion,
+		"rates_mode":                "basic",
+		"sample_retention_policies": map[string]any{"global": []int{600, 3600, 28800, 86400}, "basic": []int{600, 3600}, "detailed": []int{600}},
+		"exchange_types":            exchangeTypes,
+		"product_version":           productVersion,
+		"product_name":              productName,
+		"rabbitmq_version":          rabbitVersion,
+		"cluster_name":              s.node,
+		"erlang_version":            runtime.Version(),
+		"erlang_full_version":       runtime.Version(),
+		"disable_stats":             false,
+		"enable_queue_totals":       false,
+		"message_stats":             messageStats(kindVHost, t.stats, win),
+		"queue_totals":              lengths(t.ready, t.unacked, win),
+		"object_totals": map[string]int{"connections": len(conns), "channels": channels,
+			"exchanges": t.exchanges, "queues": t.queues, "consumers": t.consumers},
+		"statistics_db_event_queue": 0,
+		"node":                      s.node,
+		"listeners":                 s.listenersJSON(),
+		"contexts":                  []map[string]any{{"node": s.node, "description": "RabbitMQ Management", "path": "/", "port": strconv.Itoa(s.httpPort())}},
+	})
+}
+
+func (s *Server) sumVHostWindows(vs []*exchange.VHost) window {
+	var out window
+	for i, v := range vs {
+		w := s.rates.vhost(v.Name(), 0)
+		if !w.ok {
+			continue
+		}
+		if i == 0 || !out.ok {
+			out = window{a: sample{t: w.a.t}, b: sample{t: w.b.t}, ok: true}
+		}
+		addStats(&out.a.s, w.a.s)
+		addStats(&out.b.s, w.b.s)
+		out.a.ready += w.a.ready
+		out.a.unacked += w.a.unacked
+		out.b.ready += w.b.ready
+		out.b.unacked += w.b.unacked
+	}
+	return out
+}
+
+func (s *Server) httpPort() int {
+	for _, l := range s.listeners() {
+		if l.Protocol == "http" && l.Addr != nil {
+			_, p := splitHostPort(l.Addr.String())
+			return p
+		}
+	}
+	return 15672
+}
+
+func (s *Server) nodeJSON() map[string]any {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	var diskFree uint64
+	if s.dataDir != "" {
+		var st syscall.Statfs_t
+		if syscall.Statfs(s.dataDir, &st) == nil {
+			diskFree = st.Bavail * uint64(st.Bsize)
+		}
+	}
+	conns := 0
+	if s.conns != nil {
+		conns = len(s.conns.ListConnections())
+	}
+	return map[string]any{
+		"name": s.node, "type": "disc", "running": true, "os_pid": strconv.Itoa(os.Getpid()),
+		"mem_used": ms.Sys, "mem_limit": 0, "mem_alarm": s.alarmOn("memory"),
+		"disk_free": diskFree, "disk_free_limit": 50000000, "disk_free_alarm": s.alarmOn("disk"),
+		"fd_used": 0, "fd_total": 0, "sockets_used": conns, "sockets_total": 0,
+		"proc_used": runtime.NumGoroutine(), "proc_total": 0,
+		"processors": runtime.NumCPU(), "run_queue": 0,
+		"uptime":     time.Since(s.started).Milliseconds(),
+		"partitions": []any{}, "applications": []any{}, "enabled_plugins": []string{"rabbitmq_management", "rabbitmq_prometheus"},
+		"exchange_types": exchangeTypes, "being_drained": false, "rates_mode": "basic", "net_ticktime": 60,
+		"config_files": []any{}, "log_files": []any{}, "cluster_links": []any{},
+	}
+}
+
+func (s *Server) listNodes(w http.ResponseWriter, _ *http.Request, _ *auth.User) {
+	writeJSON(w, http.StatusOK, []map[string]any{s.nodeJSON()})
+}
+
+func (s *Server) getNode(w http.ResponseWriter, r *http.Request, _ *auth.User) {
+	if pathValue(r, "node") != s.node {
+		notFound(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.nodeJSON())
+}
+
+// --- health checks ---
+
+// alarmsHealth fails with 503 while a resource alarm is raised.
+func (s *Server) alarmsHealth(w http.ResponseWriter, r *http.Request, u *auth.User) {
+	var active []string
+	if a, okA := s.core.(interface{ Alarms() *exchange.Alarms }); okA && a.Alarms() != nil {
+		active = a.Alarms().Active()
+	}
+	if len(active) == 0 {
+		ok(w, r, u)
+		return
+	}
+	alarms := make([]map[string]string, 0, len(active))
+	for _, a := range active {
+		alarms = append(alarms, map[string]string{"node": s.node, "resource": a})
+	}
+	writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "failed",
+		"reason": "resource alarm(s) in effect in the cluster", "alarms": alarms})
+}
+
+func ok(w http.ResponseWriter, _ *http.Request, _ *auth.User) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) portListener(w http.ResponseWriter, r *http.Request, _ *auth.User) {
+	port, err := strconv.Atoi(pathValue(r, "port"))
+	if err != nil {
+		badRequest(w, "invalid port")
+		return
+	}
+	ports := []int{}
+	for _, l := range s.listenersJSON() {
+		if l.Port == port {
+			writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "port": port})
+			return
+		}
+		ports = append(ports, l.Port)
+	}
+	writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "failed", "reason": "No active listener",
+		"missing": port, "ports": ports})
+}
+
+func (s *Server) protocolListener(w http.ResponseWriter, r *http.Request, _ *auth.User) {
+	p := pathValue(r, "protocol")
+	protos := []string{}
+	for _, l := range s.listenersJSON() {
+		if l.Protocol == p {
+			writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "protocol": p})
+			return
+		}
+		protos = append(protos, l.Protocol)
+	}
+	writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "failed", "reason": "No active listener",
+		"missing": p, "protocols": protos})
+}
+
+// virtualHostsHealth fails when a vhost is not running; every vhost of a
+// single node is.
+func (s *Server) virtualHostsHealth(w http.ResponseWriter, r *http.Request, u *auth.User) {
+	ok(w, r, u)
+}
+
+// aliveness declares the queue aliveness-test in the vhost, publishes a
+// message to it and gets it back, as RabbitMQ does.
+func (s *Server) aliveness(w http.ResponseWriter, r *http.Request, u *auth.User) {
+	v, okv := s.writeVHost(w, r, u)
+	if !okv {
+		return
+	}
+	const q = "aliveness-test"
+	fail := func(reason string) {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "failed", "reason": reason})
+	}
+	if _, err := v.DeclareQueue(q, exchange.QueueOpts{}); err != nil {
+		fail(errText(err))
+		return
+	}
+	if _, err := v.Publish(&exchange.Message{RoutingKey: q, Body: []byte("test_message")}, exchange.PublishOpts{}); err != nil {
+		fail(errText(err))
+		return
+	}
+	qq, err := v.Queue(q, nil)
+	if err != nil {
+		fail(errText(err))
+		return
+	}
+	received := false
+	for {
+		if _, got := qq.Get(true); !got {
+			break
+		}
+		received = true
+	}
+	if !received {
+		fail("aliveness-test message not received")
+		return
+	}
+	ok(w, r, u)
+}
+
+func (s *Server) alarmOn(name string) bool {
+	if a, ok := s.core.(interface{ Alarms() *exchange.Alarms }); ok && a.Alarms() != nil {
+		for _, x := range a.Alarms().Active() {
+			if x == name {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,1400 @@
+// Trident management UI: one page, plain JavaScript, no dependencies.
+// It speaks RabbitMQ's management API (/api/...) with HTTP basic
+// credentials kept in sessionStorage, as RabbitMQ's own UI does.
+'use strict';
+(() => {
+  const AUTH_KEY = 'trident.auth';
+  const USER_KEY = 'trident.user';
+  const PREFS_KEY = 'trident.prefs';
+  const HISTORY_SECONDS = 600;
+
+  // ---------------------------------------------------------------- DOM
+  function h(tag, attrs, ...kids) {
+    const el = document.createElement(tag);
+    if (attrs) {
+      for (const [k, v] of Object.entries(attrs)) {
+        if (v == null || v === false) continue;
+        if (k === 'class') el.className = v;
+        else if (k === 'text') el.textContent = v;
+        else if (k === 'style') el.style.cssText = v;
+        else if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v);
+        else if (k === 'value') el.value = v;
+        else if (k === 'checked' || k === 'selected' || k === 'disabled') { el[k] = !!v; if (v) el.setAttribute(k, ''); }
+        else el.setAttribute(k, v === true ? '' : String(v));
+      }
+    }
+    add(el, kids);
+    return el;
+  }
+  function add(el, kids) {
+    for (const k of kids) {
+      if (k == null || k === false) continue;
+      if (Array.isArray(k)) add(el, k);
+      else if (k instanceof Node) el.appendChild(k);
+      else el.appendChild(document.createTextNode(String(k)));
+    }
+    return el;
+  }
+  function fill(el, ...kids) {
+    el.replaceChildren();
+    return add(el, kids);
+  }
+  const $ = (sel, root) => (root || document).querySelector(sel);
+
+  // --------------------------------------------------------- formatting
+  const nf = new Intl.NumberFormat('en-US');
+  function num(v) { return v == null || v === '' ? '' : (typeof v === 'number' ? nf.format(v) : String(v)); }
+  function rate(v) {
+    if (v == null) return '';
+    if (v === 0) return '0/s';
+    if (v < 10) return v.toFixed(1) + '/s';
+    return nf.format(Math.round(v)) + '/s';
+  }
+  function compact(v) {
+    const a = Math.abs(v);
+    if (a >= 1e9) return +(v / 1e9).toFixed(1) + 'G';
+    if (a >= 1e6) return +(v / 1e6).toFixed(1) + 'M';
+    if (a >= 1e3) return +(v / 1e3).toFixed(1) + 'k';
+    if (a > 0 && a < 10 && v % 1 !== 0) return String(+v.toFixed(2));
+    return String(Math.round(v));
+  }
+  function bytes(v) {
+    if (v == null || v === '' || isNaN(v)) return '';
+    const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+    let i = 0;
+    v = Number(v);
+    while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
+    return (i === 0 ? v : v.toFixed(v < 10 ? 1 : 0)) + ' ' + u[i];
+  }
+  function duration(ms) {
+    if (ms == null) return '';
+    let s = Math.floor(ms / 1000);
+    const d = Math.floor(s / 86400); s -= d * 86400;
+    const hh = Math.floor(s / 3600); s -= hh * 3600;
+    const m = Math.floor(s / 60); s -= m * 60;
+    if (d) return `${d}d ${hh}h`;
+    if (hh) return `${hh}h ${m}m`;
+    if (m) return `${m}m ${s}s`;
+    return `${s}s`;
+  }
+  function when(ms) {
+    if (!ms) return '';
+    const d = new Date(typeof ms === 'number' ? ms : Date.parse(ms));
+    if (isNaN(d)) return String(ms);
+    const p = (n) => String(n).padStart(2, '0');
+    return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+  }
+  function ago(ms) {
+    const t = typeof ms === 'number' ? ms : Date.parse(ms);
+    if (isNaN(t)) return String(ms);
+    return duration(Math.max(0, Date.now() - t)) + ' ago';
+  }
+  function get(o, path) {
+    let v = o;
+    for (const k of path.split('.')) { if (v == null) return undefined; v = v[k]; }
+    return v;
+  }
+  const rateOf = (o, stat) => get(o, `message_stats.${stat}_details.rate`);
+  function jsonText(v) {
+    if (v == null) return '';
+    if (typeof v === 'string') return v;
+    return JSON.stringify(v);
+  }
+  function isEmptyObj(v) { return v == null || (Array.isArray(v) ? v.length === 0 : typeof v === 'object' && Object.keys(v).length === 0); }
+  function argsView(args) {
+    if (isEmptyObj(args)) return h('span', { class: 'muted' }, '—');
+    return h('span', { class: 'mono' }, Object.entries(args).map(([k, v], i) => [i ? ', ' : '', `${k}=${jsonText(v)}`]));
+  }
+  const vhostLabel = (v) => v;
+  const enc = encodeURIComponent;
+  // The default exchange has the empty name; RabbitMQ's API and UI call it
+  // amq.default in paths.
+  const exPath = (name) => enc(name === '' ? 'amq.default' : name);
+  const exLabel = (name) => (name === '' ? '(AMQP default)' : name);
+
+  // Parses "key = value" lines into an object; values that read as JSON
+  // (numbers, booleans, objects, quoted strings) keep their type.
+  function parseKV(text) {
+    const out = {};
+    for (const raw of String(text || '').split('\n')) {
+      const line = raw.trim();
+      if (!line || line.startsWith('#')) continue;
+      const i = line.indexOf('=');
+      if (i <= 0) throw new Error(`"${line}" is not key = value`);
+      const key = line.slice(0, i).trim();
+      const sv = line.slice(i + 1).trim();
+      let v = sv;
+      if (/^(-?\d+(\.\d+)?([eE][-+]?\d+)?|true|false|null|\{.*\}|\[.*\]|".*")$/.test(sv)) {
+        try { v = JSON.parse(sv); } catch (_) { v = sv; }
+      }
+      out[key] = v;
+    }
+    return out;
+  }
+
+  // ---------------------------------------------------------------- prefs
+  const prefs = Object.assign({ vhost: '', refresh: 5, lists: {} }, JSON.parse(localStorage.getItem(PREFS_KEY) || '{}'));
+  function savePrefs() { localStorage.setItem(PREFS_KEY, JSON.stringify(prefs)); }
+
+  // ------------------------------------------------------------------ API
+  class ApiError extends Error {
+    constructor(status, error, reason) {
+      super(reason ? `${error}: ${reason}` : error);
+      this.status = status; this.error = error; this.reason = reason;
+    }
+    describe() {
+      if (this.status === 0) return this.message;
+      const what = this.reason && this.reason !== this.error ? `${this.error} — ${this.reason}` : this.error;
+      return `${this.status}: ${what}`;
+    }
+  }
+  function b64(s) { return btoa(String.fromCharCode(...new TextEncoder().encode(s))); }
+  function authHeader() { return sessionStorage.getItem(AUTH_KEY); }
+
+  async function api(method, path, body, extraHeaders) {
+    const headers = Object.assign({ Accept: 'application/json' }, extraHeaders || {});
+    const auth = authHeader();
+    if (auth) headers.Authorization = 'Basic ' + auth;
+    let payload;
+    if (body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      payload = typeof body === 'string' ? body : JSON.stringify(body);
+    }
+    let res;
+    try {
+      // credentials: 'omit' keeps the browser from popping up its own
+      // basic-auth dialog on a 401; we send the header ourselves.
+      res = await fetch('api' + path, { method, headers, body: payload, credentials: 'omit', cache: 'no-store' });
+    } catch (e) {
+      showBanner('Cannot reach the server. Retrying…');
+      throw new ApiError(0, 'network error: ' + e.message);
+    }
+    showBanner(null);
+    const text = await res.text();
+    let data = null;
+    if (text) {
+      try { data = JSON.parse(text); } catch (_) { data = text; }
+    }
+    if (!res.ok) {
+      const err = data && typeof data === 'object'
+        ? new ApiError(res.status, data.error || res.statusText, data.reason)
+        : new ApiError(res.status, res.statusText || 'error', typeof data === 'string' ? data.trim().slice(0, 200) : '');
+      if (res.status === 401 && auth && path !== '/whoami' && /login failed|not_authori[sz]ed/i.test((err.reason || '') + ' ' + err.error) && !/not management/i.test(err.reason || '')) {
+        // The credentials no longer work (user deleted or password changed).
+        const check = await fetch('api/whoami', { headers: { Authorization: 'Basic ' + auth }, credentials: 'omit' }).catch(() => null);
+        if (check && check.status === 401) logout('Your session is no longer valid; please log in again.');
+      }
+      throw err;
+    }
+    return data;
+  }
+  const errText = (e) => (e instanceof ApiError ? e.describe() : (e && e.message) || String(e));
+
+  // ------------------------------------------------------------ feedback
+  function toast(kind, msg) {
+    const t = h('div', { class: 'toast ' + kind, role: kind === 'error' ? 'alert' : 'status' },
+      h('span', null, msg), h('button', { class: 'x', type: 'button', title: 'Dismiss', onclick: () => t.remove() }, '✕'));
+    $('#toasts').appendChild(t);
+    setTimeout(() => t.remove(), kind === 'error' ? 9000 : 4000);
+  }
+  function showBanner(msg) {
+    const b = $('#banner');
+    if (!msg) { b.hidden = true; return; }
+    b.textContent = msg; b.hidden = false;
+  }
+  function alertBox(kind, ...kids) { return h('div', { class: 'alert ' + kind, role: kind === 'error' ? 'alert' : null }, kids); }
+  function errorBox(prefix, e) { return alertBox('error', h('b', null, prefix + ' '), errText(e)); }
+
+  // Runs an action from a button or form: disables it, reports errors.
+  async function act(btn, fn) {
+    if (btn) btn.disabled = true;
+    try {
+      return await fn();
+    } catch (e) {
+      toast('error', errText(e));
+      return undefined;
+    } finally {
+      if (btn) btn.disabled = false;
+    }
+  }
+
+  // ------------------------------------------------------------ widgets
+  function panel(title, opts, ...body) {
+    opts = opts || {};
+    const head = h('div', { class: 'panel-head' }, h('h2', null, title), opts.count || null, opts.right ? h('div', { class: 'right' }, opts.right) : null);
+    return h('section', { class: 'panel', id: opts.id || null }, head, h('div', { class: 'panel-body' + (opts.flush ? ' flush' : '') }, body));
+  }
+  function collapsible(title, id, open, ...body) {
+    return h('details', { class: 'panel', id, open }, h('summary', null, title), h('div', { class: 'panel-body' }, body));
+  }
+  function stat(label, value, opts) {
+    opts = opts || {};
+    return h('div', { class: 'stat' + (opts.accent ? ' accent' : ''), 'data-stat': opts.key || null },
+      h('div', { class: 'label' }, label), h('div', { class: 'value' }, value));
+  }
+  function tag(text, color, title) { return h('span', { class: 'tag ' + (color || ''), title: title || null }, text); }
+  function stateView(s) {
+    if (!s) return '';
+    const cls = s === 'running' || s === 'live' ? '' : (s === 'idle' || s === 'flow' || s === 'starting') ? ' idle' : ' bad';
+    return h('span', { class: 'state' + cls }, s);
+  }
+  function kv(pairs) {
+    return h('dl', { class: 'kv' }, pairs.filter(Boolean).map(([k, v]) => [h('dt', null, k), h('dd', null, v === '' || v == null ? h('span', { class: 'muted' }, '—') : v)]));
+  }
+  function table(cols, rows, empty) {
+    return h('div', { class: 'table-wrap' }, h('table', { class: 'data' },
+      h('thead', null, h('tr', null, cols.map((c) => h('th', { class: c.num ? 'num' : null }, c.title)))),
+      h('tbody', null, rows.length ? rows.map((r) => h('tr', null, cols.map((c) => h('td', { class: c.cls || (c.num ? 'num' : null) }, c.render(r)))))
+        : h('tr', null, h('td', { class: 'empty', colspan: cols.length }, empty || 'Nothing here')))));
+  }
+  function selectEl(attrs, options, value) {
+    return h('select', attrs, options.map((o) => {
+      const [v, label] = Array.isArray(o) ? o : [o, o];
+      return h('option', { value: v, selected: v === value }, label);
+    }));
+  }
+  function bar(used, total, fmt) {
+    fmt = fmt || num;
+    if (!total) return fmt(used);
+    const pct = Math.min(100, (used / total) * 100);
+    const color = pct > 85 ? 'var(--danger)' : pct > 60 ? '#e09a1f' : 'var(--ok)';
+    return h('div', { style: 'min-width:120px;max-width:280px' },
+      h('div', { class: 'small' }, `${fmt(used)} / ${fmt(total)}`),
+      h('div', { style: 'height:5px;background:#eef1f6;border-radius:3px;margin-top:3px' },
+        h('div', { style: `height:5px;width:${pct.toFixed(1)}%;background:${color};border-radius:3px` })));
+  }
+  function protocolView(p) {
+    const s = String(p || '');
+    const web = /web|ws/i.test(s);
+    let fam = 'Other', color = '';
+    if (/amqp/i.test(s)) { fam = 'AMQP'; color = 'blue'; } else if (/mqtt/i.test(s)) { fam = 'MQTT'; color = 'green'; } else if (/stomp/i.test(s)) { fam = 'STOMP'; color = 'violet'; }
+    const ver = (s.match(/(\d[\d.-]*)\s*$/) || [])[1] || '';
+    return h('span', { title: s }, tag(fam, color), web ? tag('WebSocket', 'teal') : null, ver ? h('span', { class: 'muted small' }, ' ' + ver) : null);
+  }
+  function features(o) {
+    return h('span', null,
+      o.durable ? tag('D', 'blue', 'durable') : tag('T', '', 'transient'),
+      o.auto_delete ? tag('AD', 'amber', 'auto-delete') : null,
+      o.exclusive ? tag('Excl', 'red', 'exclusive') : null,
+      o.internal ? tag('I', 'violet', 'internal') : null,
+      argTags(o.arguments),
+      o.policy ? tag(o.policy, 'green', 'policy') : null);
+  }
+  function argTags(args) {
+    if (isEmptyObj(args)) return null;
+    const short = {
+      'x-message-ttl': 'TTL', 'x-expires': 'Exp', 'x-max-length': 'Lim', 'x-max-length-bytes': 'Lim B',
+      'x-dead-letter-exchange': 'DLX', 'x-dead-letter-routing-key': 'DLK', 'x-max-priority': 'Pri',
+      'x-single-active-consumer': 'SAC', 'x-overflow': 'Ovfl', 'x-queue-mode': 'Mode', 'alternate-exchange': 'AE',
+    };
+    return Object.keys(args).filter((k) => k !== 'x-queue-type').map((k) => tag(short[k] || 'Args', 'teal', `${k}: ${jsonText(args[k])}`));
+  }
+
+  // --------------------------------------------------------------- chart
+  // A small canvas line chart over the last HISTORY_SECONDS.
+  function lineChart(series, fmt, integer) {
+    const canvas = h('canvas', null);
+    const legend = h('div', { class: 'legend' });
+    const tip = h('div', { class: 'chart-tip', hidden: true });
+    const wrap = h('div', { class: 'chart' }, canvas, tip, legend);
+    let points = [];
+    let hover = null;
+    const pad = { l: 46, r: 10, t: 10, b: 22 };
+
+    function draw() {
+      const dpr = window.devicePixelRatio || 1;
+      const w = canvas.clientWidth, hh = canvas.clientHeight;
+      if (!w || !hh) return;
+      canvas.width = Math.round(w * dpr); canvas.height = Math.round(hh * dpr);
+      const g = canvas.getContext('2d');
+      g.setTransform(dpr, 0, 0, dpr, 0, 0);
+      g.clearRect(0, 0, w, hh);
+      const now = Date.now(), t0 = now - HISTORY_SECONDS * 1000;
+      const pw = w - pad.l - pad.r, ph = hh - pad.t - pad.b;
+      let max = 0;
+      for (const p of points) for (const s of series) max = Math.max(max, p.v[s.key] || 0);
+      const step = niceStep(max / 4, integer);
+      const top = step * 4;
+      const x = (t) => pad.l + ((t - t0) / (now - t0)) * pw;
+      const y = (v) => pad.t + ph - (v / top) * ph;
+      g.font = '11px system-ui, sans-serif';
+      g.textBaseline = 'middle';
+      g.strokeStyle = '#e9edf3'; g.fillStyle = '#8a94a6'; g.lineWidth = 1;
+      for (let i = 0; i <= 4; i++) {
+        const v = (top / 4) * i, yy = Math.round(y(v)) + 0.5;
+        g.beginPath(); g.moveTo(pad.l, yy); g.lineTo(w - pad.r, yy); g.stroke();
+        g.textAlign = 'right'; g.fillText(fmt(v, true), pad.l - 6, yy);
+      }
+      g.textAlign = 'center'; g.textBaseline = 'top';
+      for (let m = 10; m >= 0; m -= 2) {
+        const t = now - m * 60000;
+        g.fillText(m ? `-${m}m` : 'now', Math.min(x(t), w - pad.r - 12), pad.t + ph + 6);
+      }
+      const visible = points.filter((p) => p.t >= t0 - 10000);
+      for (const s of series) {
+        g.strokeStyle = s.color; g.lineWidth = 2; g.lineJoin = 'round';
+        g.setLineDash(s.dash ? [5, 4] : []);
+        g.beginPath();
+        visible.forEach((p, i) => {
+          const xx = Math.max(pad.l, x(p.t)), yy = y(p.v[s.key] || 0);
+          if (i === 0) g.moveTo(xx, yy); else g.lineTo(xx, yy);
+        });
+        g.stroke();
+        g.setLineDash([]);
+        if (s.fill && visible.length > 1) {
+          g.lineTo(x(visible[visible.length - 1].t), y(0)); g.lineTo(Math.max(pad.l, x(visible[0].t)), y(0)); g.closePath();
+          g.globalAlpha = 0.08; g.fillStyle = s.color; g.fill(); g.globalAlpha = 1;
+        }
+        if (visible.length === 1) {
+          g.fillStyle = s.color; g.beginPath(); g.arc(x(visible[0].t), y(visible[0].v[s.key] || 0), 3, 0, 7); g.fill();
+        }
+      }
+      if (visible.length < 2) {
+        g.fillStyle = '#98a2b3'; g.textAlign = 'center'; g.textBaseline = 'middle'; g.font = '13px system-ui, sans-serif';
+        g.fillText('Collecting samples…', pad.l + pw / 2, pad.t + ph / 2);
+      }
+      if (hover && visible.length) {
+        let best = visible[0];
+        for (const p of visible) if (Math.abs(x(p.t) - hover) < Math.abs(x(best.t) - hover)) best = p;
+        const xx = Math.round(x(best.t)) + 0.5;
+        g.strokeStyle = '#98a2b3'; g.setLineDash([3, 3]); g.beginPath(); g.moveTo(xx, pad.t); g.lineTo(xx, pad.t + ph); g.stroke(); g.setLineDash([]);
+        fill(tip, h('div', { class: 'muted', style: 'color:#cfd5e1' }, when(best.t).slice(11)),
+          series.map((s) => h('div', null, h('span', { class: 'sw', style: `background:${s.color}` }), `${s.label}: ${fmt(best.v[s.key] || 0)}`)));
+        tip.hidden = false;
+        const left = xx + 12 + 170 > w ? xx - 180 : xx + 12;
+        tip.style.left = left + 'px'; tip.style.top = pad.t + 'px';
+      } else {
+        tip.hidden = true;
+      }
+    }
+    function niceStep(v, whole) {
+      if (v <= 0) return whole ? 1 : 0.25;
+      const p = Math.pow(10, Math.floor(Math.log10(v)));
+      let st = 10 * p;
+      for (const m of [1, 2, 2.5, 5]) if (m * p >= v) { st = m * p; break; }
+      return whole ? Math.max(1, Math.ceil(st)) : st;
+    }
+    function legendUpdate() {
+      const last = points[points.length - 1];
+      fill(legend, series.map((s) => h('span', { class: 'item' }, h('span', { class: 'sw', style: `background:${s.color}` }), s.label,
+        h('span', { class: 'v' }, last ? fmt(last.v[s.key] || 0) : '—'))));
+    }
+    canvas.addEventListener('mousemove', (e) => { hover = e.offsetX; draw(); });
+    canvas.addEventListener('mouseleave', () => { hover = null; draw(); });
+    new ResizeObserver(() => draw()).observe(canvas);
+    return {
+      el: wrap,
+      update(pts) { points = pts; draw(); legendUpdate(); },
+    };
+  }
+
+  // ------------------------------------------------------ overview sampler
+  // The overview is polled on every tick whatever page is shown, so that the
+  // charts have a history when the user comes back to them.
+  const samples = [];
+  let lastOverview = null;
+  let seeded = false;
+  const RATE_KEYS = ['publish', 'confirm', 'deliver_get', 'ack', 'redeliver'];
+
+  async function sampleOverview() {
+    const q = seeded ? '' : `?lengths_age=${HISTORY_SECONDS}&lengths_incr=5&msg_rates_age=${HISTORY_SECONDS}&msg_rates_incr=5`;
+    const ov = await api('GET', '/overview' + q);
+    lastOverview = ov;
+    if (!seeded) { seeded = true; seedHistory(ov); }
+    const qt = ov.queue_totals || {};
+    const v = {
+      ready: qt.messages_ready || 0, unacked: qt.messages_unacknowledged || 0, total: qt.messages || 0,
+    };
+    for (const k of RATE_KEYS) v[k] = rateOf(ov, k) || 0;
+    v.unroutable = (rateOf(ov, 'drop_unroutable') || 0) + (rateOf(ov, 'return_unroutable') || 0);
+    const now = Date.now();
+    if (samples.length && now - samples[samples.length - 1].t < 1000) samples.pop();
+    samples.push({ t: now, v });
+    while (samples.length && samples[0].t < now - (HISTORY_SECONDS + 30) * 1000) samples.shift();
+    updateFooter(ov);
+    return ov;
+  }
+  // RabbitMQ returns samples (newest first) when asked with *_age params.
+  function seedHistory(ov) {
+    const byT = new Map();
+    const put = (t, k, v) => { if (!byT.has(t)) byT.set(t, {}); byT.get(t)[k] = v; };
+    const qt = ov.queue_totals || {};
+    for (const [k, f] of [['ready', 'messages_ready'], ['unacked', 'messages_unacknowledged'], ['total', 'messages']]) {
+      for (const s of get(qt, f + '_details.samples') || []) put(s.timestamp, k, s.sample);
+    }
+    for (const k of RATE_KEYS) {
+      const ss = get(ov, `message_stats.${k}_details.samples`) || [];
+      for (let i = 0; i + 1 < ss.length; i++) {
+        const dt = (ss[i].timestamp - ss[i + 1].timestamp) / 1000;
+        if (dt > 0) put(ss[i].timestamp, k, Math.max(0, (ss[i].sample - ss[i + 1].sample) / dt));
+      }
+    }
+    const ts = [...byT.keys()].sort((a, b) => a - b);
+    const skew = ts.length ? Date.now() - ts[ts.length - 1] : 0; // server clock vs ours
+    for (const t of ts) samples.push({ t: t + Math.max(0, skew - 5000), v: byT.get(t) });
+  }
+  function updateFooter(ov) {
+    const f = $('#footer-info');
+    if (!f) return;
+    const product = ov.product_name || 'Trident';
+    fill(f, `${product} ${ov.product_version || ov.rabbitmq_version || ''} · node `, h('b', null, ov.node || ''), ov.cluster_name ? ` · cluster ${ov.cluster_name}` : '');
+    $('#last-update').textContent = 'Updated ' + when(Date.now()).slice(11);
+  }
+
+  // ----------------------------------------------------------- vhosts
+  let vhostNames = [];
+  async function loadVhosts() {
+    try {
+      const vs = await api('GET', '/vhosts');
+      vhostNames = (Array.isArray(vs) ? vs : vs.items || []).map((v) => v.name).sort();
+    } catch (_) {
+      if (!vhostNames.length) vhostNames = ['/'];
+    }
+    const sel = $('#vhost-select');
+    const cur = prefs.vhost;
+    fill(sel, h('option', { value: '' }, 'All'), vhostNames.map((n) => h('option', { value: n, selected: n === cur }, vhostLabel(n))));
+    if (cur && !vhostNames.includes(cur)) { prefs.vhost = ''; savePrefs(); }
+    sel.value = prefs.vhost;
+  }
+  function vhostSelect(attrs, value) {
+    const names = vhostNames.length ? vhostNames : ['/'];
+    return selectEl(attrs, names, value || prefs.vhost || (names.includes('/') ? '/' : names[0]));
+  }
+
+  // ------------------------------------------------------- paged lists
+  // A list backed by one of the API's paged collections (page, page_size,
+  // name, use_regex, sort, sort_reverse). If the API answers with a plain
+  // array, paging, filtering and sorting are done here instead.
+  function pagedList(opts) {
+    const st = Object.assign({ page: 1, page_size: 50, name: '', use_regex: false, sort: opts.defaultSort || 'name', sort_reverse: false },
+      prefs.lists[opts.key] || {});
+    const save = () => { prefs.lists[opts.key] = st; savePrefs(); };
+    const filter = h('input', { type: 'search', placeholder: `Filter ${opts.noun}s by name`, value: st.name, 'aria-label': 'Filter by name' });
+    const regex = h('input', { type: 'checkbox', checked: st.use_regex });
+    const sizeSel = selectEl({ 'aria-label': 'Page size' }, [['20', '20'], ['50', '50'], ['100', '100'], ['500', '500']], String(st.page_size));
+    const countEl = h('span', { class: 'muted small' });
+    const errEl = h('div');
+    const thead = h('tr');
+    const tbody = h('tbody');
+    const pager = h('div', { class: 'pager' });
+    let timer = null;
+    filter.addEventListener('input', () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => { st.name = filter.value; st.page = 1; save(); refresh(); }, 250);
+    });
+    regex.addEventListener('change', () => { st.use_regex = regex.checked; st.page = 1; save(); refresh(); });
+    sizeSel.addEventListener('change', () => { st.page_size = +sizeSel.value; st.page = 1; save(); refresh(); });
+
+    function cols() { return opts.columns().filter(Boolean); }
+    function renderHead() {
+      fill(thead, cols().map((c) => {
+        const sorted = c.sort && c.sort === st.sort;
+        const th = h('th', { class: [c.num ? 'num' : '', c.sort ? 'sortable' : '', sorted ? 'sorted' : '', sorted && st.sort_reverse ? 'desc' : ''].join(' ').trim() || null, title: c.sort ? 'Sort' : null }, c.title);
+        if (c.sort) {
+          th.addEventListener('click', () => {
+            if (st.sort === c.sort) st.sort_reverse = !st.sort_reverse; else { st.sort = c.sort; st.sort_reverse = !!c.num; }
+            save(); refresh();
+          });
+        }
+        return th;
+      }));
+    }
+    function localPage(items) {
+      let xs = items;
+      if (st.name) {
+        let re = null;
+        if (st.use_regex) { try { re = new RegExp(st.name); } catch (e) { throw new ApiError(400, 'bad_request', 'invalid regular expression'); } }
+        xs = xs.filter((x) => (re ? re.test(x.name) : String(x.name).toLowerCase().includes(st.name.toLowerCase())));
+      }
+      if (st.sort) {
+        const dir = st.sort_reverse ? -1 : 1;
+        xs = [...xs].sort((a, b) => {
+          const va = get(a, st.sort), vb = get(b, st.sort);
+          if (typeof va === 'number' || typeof vb === 'number') return ((va || 0) - (vb || 0)) * dir;
+          return String(va ?? '').localeCompare(String(vb ?? '')) * dir;
+        });
+      }
+      const pageCount = Math.max(1, Math.ceil(xs.length / st.page_size));
+      const page = Math.min(st.page, pageCount);
+      return {
+        items: xs.slice((page - 1) * st.page_size, page * st.page_size), page, page_count: pageCount,
+        filtered_count: xs.length, total_count: items.length, item_count: 0, page_size: st.page_size,
+      };
+    }
+    let seq = 0;
+    async function refresh() {
+      const my = ++seq;
+      const q = new URLSearchParams({
+        page: st.page, page_size: st.page_size, name: st.name, use_regex: st.use_regex,
+        pagination: true, sort: st.sort || '', sort_reverse: st.sort_reverse,
+      });
+      let res;
+      try {
+        const data = await api('GET', opts.path() + '?' + q);
+        if (my !== seq) return;
+        res = Array.isArray(data) ? localPage(data) : data;
+        fill(errEl);
+      } catch (e) {
+        if (my !== seq) return;
+        fill(errEl, h('div', { style: 'padding:0 16px' }, errorBox(`Could not load ${opts.noun}s:`, e)));
+        return;
+      }
+      if (res.page_count && st.page > res.page_count) { st.page = res.page_count; save(); refresh(); return; }
+      renderHead();
+      const cs = cols();
+      const items = res.items || [];
+      fill(tbody, items.length ? items.map((it) => h('tr', null, cs.map((c) => h('td', { class: c.cls || (c.num ? 'num' : null) }, c.render(it)))))
+        : h('tr', null, h('td', { class: 'empty', colspan: cs.length }, st.name ? `No ${opts.noun}s match the filter` : `No ${opts.noun}s`)));
+      const total = res.total_count ?? items.length, filtered = res.filtered_count ?? total;
+      countEl.textContent = filtered === total ? `${num(total)} ${opts.noun}${total === 1 ? '' : 's'}` : `${num(filtered)} of ${num(total)} ${opts.noun}s`;
+      const pages = res.page_count || 1;
+      const go = (p) => { st.page = p; save(); refresh(); };
+      fill(pager,
+        h('span', { class: 'grow' }, items.length ? `Showing ${num((st.page - 1) * st.page_size + 1)}–${num((st.page - 1) * st.page_size + items.length)} of ${num(filtered)}` : ''),
+        h('button', { class: 'btn secondary small', type: 'button', disabled: st.page <= 1, onclick: () => go(1) }, '«'),
+        h('button', { class: 'btn secondary small', type: 'button', disabled: st.page <= 1, onclick: () => go(st.page - 1) }, '‹ Prev'),
+        h('span', null, `Page ${num(res.page || st.page)} of ${num(pages)}`),
+        h('button', { class: 'btn secondary small', type: 'button', disabled: st.page >= pages, onclick: () => go(st.page + 1) }, 'Next ›'),
+        h('button', { class: 'btn secondary small', type: 'button', disabled: st.page >= pages, onclick: () => go(pages) }, '»'));
+    }
+    renderHead();
+    const el = h('section', { class: 'panel', id: opts.id },
+      h('div', { class: 'panel-head' }, h('h2', null, opts.title), countEl, opts.headRight ? h('div', { class: 'right' }, opts.headRight) : null),
+      h('div', { class: 'toolbar' }, filter, h('label', { class: 'check small' }, regex, 'Regex'), h('span', { class: 'grow' }),
+        h('label', { class: 'small muted' }, 'Page size ', sizeSel)),
+      errEl,
+      h('div', { class: 'table-wrap' }, h('table', { class: 'data', id: opts.id + '-table' }, h('thead', null, thead), tbody)),
+      pager);
+    return { el, refresh };
+  }
+  const vhostPath = (base) => () => (prefs.vhost ? `${base}/${enc(prefs.vhost)}` : base);
+  const showVhostCol = () => !prefs.vhost && vhostNames.length !== 1;
+
+  // ------------------------------------------------------------ pages
+  function pageHead(title, sub, crumbs, actions) {
+    return h('div', null,
+      crumbs ? h('div', { class: 'crumbs' }, crumbs) : null,
+      h('div', { class: 'page-head' }, h('h1', null, title), sub ? h('span', { class: 'sub' }, sub) : null,
+        actions ? h('div', { class: 'actions' }, actions) : null));
+  }
+
+  // Overview ----------------------------------------------------------
+  function overviewPage() {
+    const stats = h('div', { class: 'stats', id: 'overview-stats' });
+    const queued = lineChart([
+      { key: 'ready', label: 'Ready', color: '#1f4fd1', fill: true },
+      { key: 'unacked', label: 'Unacked', color: '#e0831f' },
+      { key: 'total', label: 'Total', color: '#7a8699', dash: true },
+    ], (v, axis) => (axis ? compact(v) : num(Math.round(v))), true);
+    const rates = lineChart([
+      { key: 'publish', label: 'Publish', color: '#1f4fd1', fill: true },
+      { key: 'confirm', label: 'Confirm', color: '#7c4ddb' },
+      { key: 'deliver_get', label: 'Deliver / get', color: '#1d8a4f' },
+      { key: 'ack', label: 'Ack', color: '#e0831f' },
+      { key: 'redeliver', label: 'Redeliver', color: '#c62f2f' },
+      { key: 'unroutable', label: 'Unroutable', color: '#98a2b3' },
+    ], (v, axis) => (axis ? compact(v) + '/s' : rate(v)));
+    const nodeBox = h('div');
+    const listenBox = h('div');
+    const el = h('div', null,
+      pageHead('Overview', null),
+      stats,
+      h('div', { class: 'grid two' },
+        panel('Queued messages', { id: 'chart-queued', right: h('span', { class: 'muted small' }, 'last 10 minutes') }, queued.el),
+        panel('Message rates', { id: 'chart-rates', right: h('span', { class: 'muted small' }, 'last 10 minutes') }, rates.el)),
+      h('div', { class: 'spacer' }), h('div', { class: 'spacer' }), h('div', { class: 'spacer' }),
+      h('div', { class: 'grid two' }, panel('Node', { id: 'node-info' }, nodeBox), panel('Listeners', { flush: true }, listenBox)));
+
+    async function refresh() {
+      const ov = lastOverview;
+      if (!ov) return;
+      const ot = ov.object_totals || {}, qt = ov.queue_totals || {};
+      const link = (href, v) => h('a', { href }, num(v ?? 0));
+      fill(stats,
+        stat('Connections', link('#/connections', ot.connections), { key: 'connections', accent: true }),
+        stat('Channels', link('#/channels', ot.channels), { key: 'channels', accent: true }),
+        stat('Exchanges', link('#/exchanges', ot.exchanges), { key: 'exchanges', accent: true }),
+        stat('Queues', link('#/queues', ot.queues), { key: 'queues', accent: true }),
+        stat('Consumers', num(ot.consumers ?? 0), { key: 'consumers', accent: true }),
+        stat('Ready', num(qt.messages_ready ?? 0), { key: 'ready' }),
+        stat('Unacked', num(qt.messages_unacknowledged ?? 0), { key: 'unacked' }),
+        stat('Publish', rate(rateOf(ov, 'publish') ?? 0), { key: 'publish' }),
+        stat('Deliver', rate(rateOf(ov, 'deliver_get') ?? 0), { key: 'deliver' }));
+      queued.update(samples);
+      rates.update(samples);
+      const listeners = ov.listeners || [];
+      fill(listenBox, table([
+        { title: 'Protocol', render: (l) => h('b', null, l.protocol) },
+        { title: 'Bound to', render: (l) => l.ip_address },
+        { title: 'Port', num: true, render: (l) => l.port },
+        { title: 'Node', render: (l) => h('span', { class: 'muted' }, l.node) },
+      ], listeners, 'No listeners reported'));
+      let node = null;
+      try {
+        const nodes = await api('GET', '/nodes');
+        node = (nodes || []).find((n) => n.name === ov.node) || (nodes || [])[0] || null;
+      } catch (_) { /* the node panel shows what the overview has */ }
+      fill(nodeBox, kv([
+        ['Node', h('b', null, ov.node || (node && node.name) || '')],
+        ['Cluster', ov.cluster_name],
+        ['Version', `${ov.product_name || 'RabbitMQ'} ${ov.product_version || ov.rabbitmq_version || ''}`],
+        ov.erlang_version ? ['Runtime', /^go/.test(ov.erlang_version) ? `Go ${ov.erlang_version.replace(/^go/, '')}` : `Erlang ${ov.erlang_version}`] : null,
+        node ? ['Uptime', duration(node.uptime)] : null,
+        node && node.mem_used != null ? ['Memory', bar(node.mem_used, node.mem_limit, bytes)] : null,
+        node && node.disk_free != null ? ['Disk free', h('span', null, bytes(node.disk_free), node.disk_free_limit ? h('span', { class: 'muted' }, ` (limit ${bytes(node.disk_free_limit)})`) : '')] : null,
+        node && node.fd_total ? ['File descriptors', bar(node.fd_used, node.fd_total)] : null,
+        node && node.sockets_total ? ['Sockets', bar(node.sockets_used, node.sockets_total)] : null,
+        node && node.processors ? ['Cores', num(node.processors)] : null,
+      ]));
+    }
+    return { el, refresh };
+  }
+
+  // Connections ---------------------------------------------------------
+  function connectionsPage() {
+    const list = pagedList({
+      key: 'connections', id: 'connections', title: 'Connections', noun: 'connection', path: () => (prefs.vhost ? `/vhosts/${enc(prefs.vhost)}/connections` : '/connections'),
+      columns: () => [
+        { title: 'Name', sort: 'name', cls: 'name', render: (c) => h('span', { title: c.name }, c.name, c.client_properties && c.client_properties.connection_name ? h('div', { class: 'muted small' }, c.client_properties.connection_name) : null) },
+        { title: 'Protocol', sort: 'protocol', render: (c) => [protocolView(c.protocol), c.ssl ? tag('TLS', 'green') : null] },
+        showVhostCol() && { title: 'Vhost', sort: 'vhost', render: (c) => c.vhost },
+        { title: 'User', sort: 'user', render: (c) => c.user },
+        { title: 'Client', render: (c) => { const p = c.client_properties || {}; return [p.product, p.version].filter(Boolean).join(' ') || h('span', { class: 'muted' }, '—'); } },
+        { title: 'State', sort: 'state', render: (c) => stateView(c.state) },
+        { title: 'Channels', sort: 'channels', num: true, render: (c) => num(c.channels) },
+        { title: 'From client', sort: 'recv_oct_details.rate', num: true, render: (c) => (get(c, 'recv_oct_details.rate') != null ? bytes(get(c, 'recv_oct_details.rate')) + '/s' : '') },
+        { title: 'To client', sort: 'send_oct_details.rate', num: true, render: (c) => (get(c, 'send_oct_details.rate') != null ? bytes(get(c, 'send_oct_details.rate')) + '/s' : '') },
+        { title: 'Connected', sort: 'connected_at', render: (c) => h('span', { title: when(c.connected_at) }, c.connected_at ? ago(c.connected_at) : '') },
+        { title: '', cls: 'actions', render: (c) => h('button', { class: 'btn danger small', type: 'button', onclick: (e) => closeConn(e.target, c) }, 'Close') },
+      ],
+    });
+    async function closeConn(btn, c) {
+      if (!confirm(`Close connection ${c.name}?`)) return;
+      await act(btn, async () => {
+        await api('DELETE', `/connections/${enc(c.name)}`, undefined, { 'X-Reason': 'Closed via management UI' });
+        toast('ok', 'Connection closed');
+        list.refresh();
+      });
+    }
+    return { el: h('div', null, pageHead('Connections', 'AMQP, MQTT, STOMP and WebSocket clients'), list.el), refresh: list.refresh };
+  }
+
+  // Channels ------------------------------------------------------------
+  function channelsPage() {
+    const list = pagedList({
+      key: 'channels', id: 'channels', title: 'Channels', noun: 'channel', path: () => (prefs.vhost ? `/vhosts/${enc(prefs.vhost)}/channels` : '/channels'),
+      columns: () => [
+        { title: 'Channel', sort: 'name', cls: 'name', render: (c) => h('span', { title: c.name }, c.name) },
+        showVhostCol() && { title: 'Vhost', sort: 'vhost', render: (c) => c.vhost },
+        { title: 'User', sort: 'user', render: (c) => c.user },
+        { title: 'Mode', render: (c) => [c.confirm ? tag('C', 'blue', 'confirm mode') : null, c.transactional ? tag('T', 'amber', 'transactional') : null] },
+        { title: 'State', sort: 'state', render: (c) => stateView(c.state) },
+        { title: 'Prefetch', sort: 'prefetch_count', num: true, render: (c) => num(c.prefetch_count) },
+        { title: 'Consumers', sort: 'consumer_count', num: true, render: (c) => num(c.consumer_count) },
+        { title: 'Unacked', sort: 'messages_unacknowledged', num: true, render: (c) => num(c.messages_unacknowledged) },
+        { title: 'Unconfirmed', sort: 'messages_unconfirmed', num: true, render: (c) => num(c.messages_unconfirmed) },
+        { title: 'Publish', sort: 'message_stats.publish_details.rate', num: true, render: (c) => rate(rateOf(c, 'publish')) },
+        { title: 'Deliver / get', sort: 'message_stats.deliver_get_details.rate', num: true, render: (c) => rate(rateOf(c, 'deliver_get')) },
+        { title: 'Ack', sort: 'message_stats.ack_details.rate', num: true, render: (c) => rate(rateOf(c, 'ack')) },
+      ],
+    });
+    return { el: h('div', null, pageHead('Channels'), list.el), refresh: list.refresh };
+  }
+
+  // Exchanges -------------------------------------------------------------
+  const EXCHANGE_TYPES = ['direct', 'fanout', 'topic', 'headers'];
+  function exchangesPage() {
+    const list = pagedList({
+      key: 'exchanges', id: 'exchanges', title: 'Exchanges', noun: 'exchange', path: vhostPath('/exchanges'),
+      columns: () => [
+        showVhostCol() && { title: 'Vhost', sort: 'vhost', render: (x) => x.vhost },
+        { title: 'Name', sort: 'name', cls: 'name', render: (x) => h('a', { href: `#/exchanges/${enc(x.vhost)}/${exPath(x.name)}`, title: exLabel(x.name) }, exLabel(x.name)) },
+        { title: 'Type', sort: 'type', render: (x) => tag(x.type, 'blue') },
+        { title: 'Features', render: (x) => features(x) },
+        { title: 'Rate in', sort: 'message_stats.publish_in_details.rate', num: true, render: (x) => rate(rateOf(x, 'publish_in')) },
+        { title: 'Rate out', sort: 'message_stats.publish_out_details.rate', num: true, render: (x) => rate(rateOf(x, 'publish_out')) },
+      ],
+    });
+    const types = (lastOverview && lastOverview.exchange_types || []).map((t) => t.name);
+    const f = {
+      vhost: vhostSelect({ id: 'add-exchange-vhost' }),
+      name: h('input', { type: 'text', id: 'add-exchange-name', required: true, autocomplete: 'off' }),
+      type: selectEl({ id: 'add-exchange-type' }, types.length ? types : EXCHANGE_TYPES, 'direct'),
+      durable: selectEl({ id: 'add-exchange-durable' }, [['true', 'Durable'], ['false', 'Transient']], 'true'),
+      autoDelete: h('input', { type: 'checkbox', id: 'add-exchange-autodelete' }),
+      internal: h('input', { type: 'checkbox', id: 'add-exchange-internal' }),
+      args: h('textarea', { id: 'add-exchange-args', rows: 2, placeholder: 'alternate-exchange = my-ae' }),
+    };
+    const form = h('form', { class: 'form', onsubmit: (e) => { e.preventDefault(); submit(e.submitter); } },
+      h('label', null, 'Virtual host'), f.vhost,
+      h('label', { for: 'add-exchange-name' }, 'Name'), f.name,
+      h('label', null, 'Type'), f.type,
+      h('label', null, 'Durability'), f.durable,
+      h('label', null, 'Options'), h('div', { class: 'row' }, h('label', { class: 'check' }, f.autoDelete, 'Auto delete'), h('label', { class: 'check' }, f.internal, 'Internal')),
+      h('label', null, 'Arguments'), h('div', null, f.args, h('div', { class: 'hint' }, 'One key = value per line. Numbers and booleans keep their type.')),
+      h('div', { class: 'form-actions' }, h('button', { class: 'btn', type: 'submit', id: 'add-exchange-submit' }, 'Add exchange')));
+    async function submit(btn) {
+      await act(btn, async () => {
+        const name = f.name.value.trim();
+        if (!name) throw new Error('The exchange needs a name');
+        const body = { type: f.type.value, durable: f.durable.value === 'true', auto_delete: f.autoDelete.checked, internal: f.internal.checked, arguments: parseKV(f.args.value) };
+        await api('PUT', `/exchanges/${enc(f.vhost.value)}/${enc(name)}`, body);
+        toast('ok', `Exchange ${name} declared`);
+        f.name.value = ''; f.args.value = '';
+        list.refresh();
+      });
+    }
+    return { el: h('div', null, pageHead('Exchanges'), list.el, collapsible('Add a new exchange', 'add-exchange', false, form)), refresh: list.refresh };
+  }
+
+  // Queues ---------------------------------------------------------------
+  function queuesPage() {
+    const list = pagedList({
+      key: 'queues', id: 'queues', title: 'Queues', noun: 'queue', path: vhostPath('/queues'),
+      columns: () => [
+        showVhostCol() && { title: 'Vhost', sort: 'vhost', render: (q) => q.vhost },
+        { title: 'Name', sort: 'name', cls: 'name', render: (q) => h('a', { href: `#/queues/${enc(q.vhost)}/${enc(q.name)}`, title: q.name }, q.name) },
+        { title: 'Type', sort: 'type', render: (q) => tag(q.type || 'classic', q.type === 'quorum' ? 'violet' : q.type === 'stream' ? 'teal' : '') },
+        { title: 'Features', render: (q) => features(q) },
+        { title: 'State', sort: 'state', render: (q) => stateView(q.state) },
+        { title: 'Ready', sort: 'messages_ready', num: true, render: (q) => num(q.messages_ready) },
+        { title: 'Unacked', sort: 'messages_unacknowledged', num: true, render: (q) => num(q.messages_unacknowledged) },
+        { title: 'Total', sort: 'messages', num: true, render: (q) => h('b', null, num(q.messages)) },
+        { title: 'Consumers', sort: 'consumers', num: true, render: (q) => num(q.consumers) },
+        { title: 'Incoming', sort: 'message_stats.publish_details.rate', num: true, render: (q) => rate(rateOf(q, 'publish')) },
+        { title: 'Deliver / get', sort: 'message_stats.deliver_get_details.rate', num: true, render: (q) => rate(rateOf(q, 'deliver_get')) },
+        { title: 'Ack', sort: 'message_stats.ack_details.rate', num: true, render: (q) => rate(rateOf(q, 'ack')) },
+      ],
+    });
+    const f = {
+      vhost: vhostSelect({ id: 'add-queue-vhost' }),
+      type: selectEl({ id: 'add-queue-type' }, [['classic', 'Classic'], ['quorum', 'Quorum']], 'classic'),
+      name: h('input', { type: 'text', id: 'add-queue-name', autocomplete: 'off' }),
+      durable: selectEl({ id: 'add-queue-durable' }, [['true', 'Durable'], ['false', 'Transient']], 'true'),
+      autoDelete: h('input', { type: 'checkbox', id: 'add-queue-autodelete' }),
+      args: h('textarea', { id: 'add-queue-args', rows: 3, placeholder: 'x-message-ttl = 60000' }),
+    };
+    const hint = (k, v) => h('a', { href: '#', onclick: (e) => { e.preventDefault(); f.args.value += (f.args.value && !f.args.value.endsWith('\n') ? '\n' : '') + `${k} = ${v}`; f.args.focus(); } }, k);
+    const form = h('form', { class: 'form', id: 'add-queue-form', onsubmit: (e) => { e.preventDefault(); submit(e.submitter); } },
+      h('label', null, 'Virtual host'), f.vhost,
+      h('label', null, 'Type'), f.type,
+      h('label', { for: 'add-queue-name' }, 'Name'), f.name,
+      h('label', null, 'Durability'), f.durable,
+      h('label', null, 'Options'), h('label', { class: 'check' }, f.autoDelete, 'Auto delete'),
+      h('label', null, 'Arguments'), h('div', null, f.args, h('div', { class: 'hint' }, 'Add: ',
+        hint('x-message-ttl', 60000), hint('x-expires', 1800000), hint('x-max-length', 10000), hint('x-overflow', 'reject-publish'),
+        hint('x-dead-letter-exchange', 'dlx'), hint('x-dead-letter-routing-key', 'dead'), hint('x-max-priority', 10), hint('x-single-active-consumer', true))),
+      h('div', { class: 'form-actions' }, h('button', { class: 'btn', type: 'submit', id: 'add-queue-submit' }, 'Add queue')));
+    f.type.addEventListener('change', () => { if (f.type.value === 'quorum') { f.durable.value = 'true'; f.autoDelete.checked = false; } });
+    async function submit(btn) {
+      await act(btn, async () => {
+        const name = f.name.value.trim();
+        if (!name) throw new Error('The queue needs a name');
+        const args = parseKV(f.args.value);
+        if (f.type.value !== 'classic') args['x-queue-type'] = f.type.value;
+        const body = { durable: f.durable.value === 'true', auto_delete: f.autoDelete.checked, arguments: args };
+        await api('PUT', `/queues/${enc(f.vhost.value)}/${enc(name)}`, body);
+        toast('ok', `Queue ${name} declared`);
+        f.name.value = ''; f.args.value = '';
+        list.refresh();
+      });
+    }
+    return { el: h('div', null, pageHead('Queues'), list.el, collapsible('Add a new queue', 'add-queue', false, form)), refresh: list.refresh };
+  }
+
+  // Publishing (exchange and queue pages) ---------------------------------
+  function publishForm(vhost, exchange, fixedKey) {
+    const f = {
+      key: h('input', { type: 'text', id: 'publish-routing-key', value: fixedKey || '', autocomplete: 'off', readonly: fixedKey != null }),
+      mode: selectEl({ id: 'publish-delivery-mode' }, [['1', '1 – Non-persistent'], ['2', '2 – Persistent']], '1'),
+      headers: h('textarea', { id: 'publish-headers', rows: 2, placeholder: 'x-trace = 1' }),
+      props: h('textarea', { id: 'publish-properties', rows: 2, placeholder: 'content_type = text/plain\ncorrelation_id = abc' }),
+      payload: h('textarea', { id: 'publish-payload', rows: 5, placeholder: 'Message body' }),
+      encoding: selectEl({ id: 'publish-encoding' }, [['string', 'String'], ['base64', 'Base64']], 'string'),
+    };
+    const result = h('div', { id: 'publish-result' });
+    const form = h('form', { class: 'form', id: 'publish-form', onsubmit: (e) => { e.preventDefault(); submit(e.submitter); } },
+      h('label', { for: 'publish-routing-key' }, 'Routing key'), h('div', null, f.key, fixedKey != null ? h('div', { class: 'hint' }, 'Published through the default exchange to this queue.') : null),
+      h('label', null, 'Delivery mode'), f.mode,
+      h('label', null, 'Headers'), f.headers,
+      h('label', null, 'Properties'), f.props,
+      h('label', { for: 'publish-payload' }, 'Payload'), f.payload,
+      h('label', null, 'Payload encoding'), f.encoding,
+      h('div', { class: 'form-actions' }, h('button', { class: 'btn', type: 'submit', id: 'publish-submit' }, 'Publish message')),
+      h('div', { class: 'full' }, result));
+    async function submit(btn) {
+      fill(result);
+      await act(btn, async () => {
+        const properties = parseKV(f.props.value);
+        properties.delivery_mode = +f.mode.value;
+        const headers = parseKV(f.headers.value);
+        if (!isEmptyObj(headers)) properties.headers = headers;
+        const body = { properties, routing_key: f.key.value, payload: f.payload.value, payload_encoding: f.encoding.value };
+        try {
+          const r = await api('POST', `/exchanges/${enc(vhost)}/${exPath(exchange)}/publish`, body);
+          fill(result, r && r.routed === false
+            ? alertBox('info', h('b', null, 'Message published, but not routed: '), 'no queue is bound for this routing key.')
+            : alertBox('ok', h('b', null, 'Message published.')));
+        } catch (e) {
+          fill(result, errorBox('Publish failed:', e));
+        }
+      });
+    }
+    return form;
+  }
+
+  // Binding rows shared by the queue and exchange pages.
+  function bindingsTable(bs, vhost, perspective, onChange) {
+    const dest = (b) => (b.destination_type === 'exchange'
+      ? h('a', { href: `#/exchanges/${enc(vhost)}/${exPath(b.destination)}` }, tag('exchange', 'violet'), ' ', b.destination)
+      : h('a', { href: `#/queues/${enc(vhost)}/${enc(b.destination)}` }, tag('queue'), ' ', b.destination));
+    const src = (b) => (b.source === '' ? h('span', { class: 'muted' }, '(AMQP default)') : h('a', { href: `#/exchanges/${enc(vhost)}/${exPath(b.source)}` }, b.source));
+    const cols = [
+      perspective === 'source' ? { title: 'To', render: dest } : { title: 'From', render: src },
+      { title: 'Routing key', render: (b) => (b.routing_key === '' ? h('span', { class: 'muted' }, '(empty)') : h('span', { class: 'mono' }, b.routing_key)) },
+      { title: 'Arguments', render: (b) => argsView(b.arguments) },
+      { title: '', cls: 'actions', render: (b) => (b.source === '' ? h('span', { class: 'muted small' }, 'implicit') : h('button', { class: 'btn danger small', type: 'button', onclick: (e) => unbind(e.target, b) }, 'Unbind')) },
+    ];
+    async function unbind(btn, b) {
+      await act(btn, async () => {
+        const t = b.destination_type === 'exchange' ? 'e' : 'q';
+        const pk = b.properties_key != null ? b.properties_key : (b.routing_key || '~');
+        await api('DELETE', `/bindings/${enc(vhost)}/e/${enc(b.source)}/${t}/${enc(b.destination)}/${enc(pk)}`);
+        toast('ok', 'Binding removed');
+        onChange();
+      });
+    }
+    return table(cols, bs, 'No bindings');
+  }
+  function bindForm(vhost, onBind, mode) {
+    // mode 'queue': bind this queue from an exchange; 'exchange': bind this exchange to a destination.
+    const target = h('input', { type: 'text', id: 'bind-target', autocomplete: 'off', required: true });
+    const destType = selectEl({ id: 'bind-dest-type' }, [['q', 'To queue'], ['e', 'To exchange']], 'q');
+    const key = h('input', { type: 'text', id: 'bind-routing-key', autocomplete: 'off' });
+    const args = h('textarea', { id: 'bind-args', rows: 2, placeholder: 'x-match = any' });
+    return h('form', { class: 'form', onsubmit: (e) => {
+      e.preventDefault();
+      act(e.submitter, async () => {
+        if (!target.value.trim()) throw new Error(mode === 'queue' ? 'Name the exchange to bind from' : 'Name the destination');
+        await onBind(target.value.trim(), destType.value, key.value, parseKV(args.value));
+        target.value = ''; key.value = ''; args.value = '';
+      });
+    } },
+    h('label', null, mode === 'queue' ? 'From exchange' : 'Destination'), mode === 'queue' ? target : h('div', { class: 'row' }, destType, target),
+    h('label', null, 'Routing key'), key,
+    h('label', null, 'Arguments'), args,
+    h('div', { class: 'form-actions' }, h('button', { class: 'btn', type: 'submit' }, 'Bind')));
+  }
+
+  // Queue page -----------------------------------------------------------
+  function queuePage(vhost, name) {
+    const base = `/queues/${enc(vhost)}/${enc(name)}`;
+    const headTags = h('span');
+    const stats = h('div', { class: 'stats', id: 'queue-stats' });
+    const details = h('div');
+    const consumers = h('div');
+    const bindings = h('div');
+    const loadErr = h('div');
+    const getResult = h('div', { id: 'get-result' });
+    const g = {
+      ackmode: selectEl({ id: 'get-ackmode' }, [['ack_requeue_true', 'Nack, requeue'], ['reject_requeue_true', 'Reject, requeue'], ['ack_requeue_false', 'Ack, remove from queue'], ['reject_requeue_false', 'Reject, remove from queue']], 'ack_requeue_true'),
+      encoding: selectEl({ id: 'get-encoding' }, [['auto', 'Auto string / base64'], ['base64', 'Base64']], 'auto'),
+      count: h('input', { type: 'number', id: 'get-count', value: '1', min: '1', max: '1000', style: 'width:90px' }),
+    };
+    const getForm = h('form', { class: 'form', id: 'get-form', onsubmit: (e) => { e.preventDefault(); getMessages(e.submitter); } },
+      h('label', null, 'Ack mode'), g.ackmode,
+      h('label', null, 'Encoding'), g.encoding,
+      h('label', null, 'Messages'), g.count,
+      h('div', { class: 'form-actions' }, h('button', { class: 'btn', type: 'submit', id: 'get-submit' }, 'Get messages'),
+        h('span', { class: 'hint muted small' }, 'Nack/Reject with requeue leaves the messages in the queue (marked redelivered).')),
+      h('div', { class: 'full' }, getResult));
+
+    async function getMessages(btn) {
+      fill(getResult);
+      await act(btn, async () => {
+        try {
+          const msgs = await api('POST', base + '/get', { count: Math.max(1, +g.count.value || 1), ackmode: g.ackmode.value, encoding: g.encoding.value, truncate: 50000 });
+          if (!msgs || !msgs.length) { fill(getResult, alertBox('info', 'Queue is empty.')); return; }
+          fill(getResult, msgs.map((m, i) => h('div', { class: 'msg' },
+            h('div', { class: 'msg-head' },
+              h('span', null, 'Message ', h('b', null, String(i + 1))),
+              h('span', null, 'Exchange ', h('b', null, exLabel(m.exchange || ''))),
+              h('span', null, 'Routing key ', h('b', null, m.routing_key)),
+              h('span', null, 'Redelivered ', h('b', null, m.redelivered ? 'yes' : 'no')),
+              h('span', null, 'Remaining ', h('b', null, num(m.message_count))),
+              h('span', null, h('b', null, bytes(m.payload_bytes)), ', ', m.payload_encoding)),
+            !isEmptyObj(m.properties) ? h('div', { style: 'padding:8px 12px;border-bottom:1px solid var(--line)' }, kv(Object.entries(m.properties).map(([k, v]) => [k, h('span', { class: 'mono' }, jsonText(v))]))) : null,
+            h('pre', { class: 'payload' }, m.payload))));
+          refresh();
+        } catch (e) {
+          fill(getResult, errorBox('Get failed:', e));
+        }
+      });
+    }
+    async function purge(btn) {
+      if (!confirm(`Purge all ready messages from ${name}?`)) return;
+      await act(btn, async () => { await api('DELETE', base + '/contents'); toast('ok', `Queue ${name} purged`); refresh(); });
+    }
+    async function del(btn) {
+      if (!confirm(`Delete queue ${name}?`)) return;
+      await act(btn, async () => { await api('DELETE', base); toast('ok', `Queue ${name} deleted`); location.hash = '#/queues'; });
+    }
+    const el = h('div', null,
+      pageHead(name, null, [h('a', { href: '#/queues' }, 'Queues'), ' › virtual host ', h('b', null, vhost)], [headTags,
+        h('button', { class: 'btn secondary', type: 'button', id: 'queue-purge', onclick: (e) => purge(e.currentTarget) }, 'Purge'),
+        h('button', { class: 'btn danger', type: 'button', id: 'queue-delete', onclick: (e) => del(e.currentTarget) }, 'Delete')]),
+      loadErr, h('div', { class: 'page-body', hidden: true }, stats,
+      h('div', { class: 'grid two' },
+        panel('Details', {}, details),
+        panel('Bindings', { id: 'queue-bindings' }, bindings, h('div', { class: 'spacer' }), h('h3', { style: 'margin-top:12px' }, 'Add binding'),
+          bindForm(vhost, async (ex, _t, key, args) => {
+            await api('POST', `/bindings/${enc(vhost)}/e/${enc(ex)}/q/${enc(name)}`, { routing_key: key, arguments: args });
+            toast('ok', 'Binding added'); refresh();
+          }, 'queue'))),
+      h('div', { class: 'spacer' }), h('div', { class: 'spacer' }), h('div', { class: 'spacer' }),
+      panel('Consumers', { flush: true, id: 'queue-consumers' }, consumers),
+      h('div', { class: 'grid two' },
+        panel('Get messages', { id: 'queue-get' }, getForm),
+        panel('Publish message', { id: 'queue-publish' }, publishForm(vhost, '', name)))));
+
+    async function refresh() {
+      let q, bs;
+      try {
+        [q, bs] = await Promise.all([api('GET', base), api('GET', base + '/bindings').catch(() => null)]);
+        fill(loadErr);
+      } catch (e) {
+        fill(loadErr, errorBox(`Could not load queue ${name}:`, e));
+        return;
+      }
+      $('.page-body', el).hidden = false;
+      fill(headTags, tag(q.type || 'classic', q.type === 'quorum' ? 'violet' : ''), ' ', features(q), ' ', stateView(q.state));
+      fill(stats,
+        stat('Ready', num(q.messages_ready ?? 0), { key: 'ready', accent: true }),
+        stat('Unacked', num(q.messages_unacknowledged ?? 0), { key: 'unacked', accent: true }),
+        stat('Total', num(q.messages ?? 0), { key: 'total', accent: true }),
+        stat('Consumers', num(q.consumers ?? 0), { key: 'consumers' }),
+        stat('Incoming', rate(rateOf(q, 'publish') ?? 0)),
+        stat('Deliver / get', rate(rateOf(q, 'deliver_get') ?? 0)),
+        stat('Ack', rate(rateOf(q, 'ack') ?? 0)),
+        q.message_bytes != null ? stat('Bytes', bytes(q.message_bytes)) : null);
+      fill(details, kv([
+        ['Virtual host', vhost],
+        ['Type', q.type || 'classic'],
+        ['Node', q.node],
+        ['Durable', q.durable ? 'yes' : 'no'],
+        ['Auto delete', q.auto_delete ? 'yes' : 'no'],
+        ['Exclusive', q.exclusive ? 'yes' : 'no'],
+        ['Arguments', argsView(q.arguments)],
+        ['Policy', q.policy || ''],
+        q.consumer_utilisation != null ? ['Consumer capacity', `${Math.round((q.consumer_capacity ?? q.consumer_utilisation) * 100)}%`] : null,
+        q.memory != null ? ['Memory', bytes(q.memory)] : null,
+        q.idle_since ? ['Idle since', when(q.idle_since)] : null,
+      ]));
+      fill(consumers, table([
+        { title: 'Channel', render: (c) => get(c, 'channel_details.name') || '' },
+        { title: 'Consumer tag', render: (c) => h('span', { class: 'mono' }, c.consumer_tag) },
+        { title: 'Ack required', render: (c) => (c.ack_required ? 'yes' : 'no') },
+        { title: 'Exclusive', render: (c) => (c.exclusive ? 'yes' : 'no') },
+        { title: 'Prefetch', num: true, render: (c) => num(c.prefetch_count) },
+        { title: 'Active', render: (c) => (c.active === false ? tag('waiting', 'amber') : tag('active', 'green')) },
+        { title: 'Arguments', render: (c) => argsView(c.arguments) },
+      ], q.consumer_details || [], 'No consumers'));
+      fill(bindings, bs == null ? alertBox('error', 'Could not load bindings.') : bindingsTable(bs, vhost, 'destination', refresh));
+    }
+    return { el, refresh };
+  }
+
+  // Exchange page ------------------------------------------------------------
+  function exchangePage(vhost, urlName) {
+    const name = urlName === 'amq.default' ? '' : urlName;
+    const base = `/exchanges/${enc(vhost)}/${exPath(name)}`;
+    const headTags = h('span');
+    const stats = h('div', { class: 'stats' });
+    const details = h('div');
+    const outgoing = h('div');
+    const incoming = h('div');
+    const loadErr = h('div');
+    const builtin = name === '' || name.startsWith('amq.');
+    async function del(btn) {
+      if (!confirm(`Delete exchange ${name}?`)) return;
+      await act(btn, async () => { await api('DELETE', base); toast('ok', `Exchange ${name} deleted`); location.hash = '#/exchanges'; });
+    }
+    const el = h('div', null,
+      pageHead(exLabel(name), null, [h('a', { href: '#/exchanges' }, 'Exchanges'), ' › virtual host ', h('b', null, vhost)], [headTags,
+        builtin ? null : h('button', { class: 'btn danger', type: 'button', id: 'exchange-delete', onclick: (e) => del(e.currentTarget) }, 'Delete')]),
+      loadErr, h('div', { class: 'page-body', hidden: true }, stats,
+      h('div', { class: 'grid two' },
+        panel('Details', {}, details),
+        panel('Publish message', { id: 'exchange-publish' }, publishForm(vhost, name, null))),
+      h('div', { class: 'spacer' }), h('div', { class: 'spacer' }), h('div', { class: 'spacer' }),
+      panel('Bindings from this exchange', { id: 'exchange-bindings' }, outgoing,
+        name === '' ? null : [h('h3', { style: 'margin-top:16px' }, 'Add binding'), bindForm(vhost, async (dest, t, key, args) => {
+          await api('POST', `/bindings/${enc(vhost)}/e/${enc(name)}/${t}/${enc(dest)}`, { routing_key: key, arguments: args });
+          toast('ok', 'Binding added'); refresh();
+        }, 'exchange')]),
+      incoming));
+
+    async function refresh() {
+      let x, out, inc;
+      try {
+        [x, out, inc] = await Promise.all([api('GET', base), api('GET', base + '/bindings/source').catch(() => null), api('GET', base + '/bindings/destination').catch(() => null)]);
+        fill(loadErr);
+      } catch (e) {
+        fill(loadErr, errorBox(`Could not load exchange ${exLabel(name)}:`, e));
+        return;
+      }
+      $('.page-body', el).hidden = false;
+      fill(headTags, tag(x.type, 'blue'), ' ', features(x));
+      fill(stats, stat('Rate in', rate(rateOf(x, 'publish_in') ?? 0), { accent: true }), stat('Rate out', rate(rateOf(x, 'publish_out') ?? 0), { accent: true }),
+        name === '' ? null : stat('Bindings', num(out ? out.length : 0)));
+      fill(details, kv([
+        ['Virtual host', vhost], ['Type', x.type], ['Durable', x.durable ? 'yes' : 'no'], ['Auto delete', x.auto_delete ? 'yes' : 'no'],
+        ['Internal', x.internal ? 'yes' : 'no'], ['Arguments', argsView(x.arguments)], ['Policy', x.policy || ''],
+      ]));
+      if (name === '') {
+        fill(outgoing, alertBox('info', 'The default exchange is implicitly bound to every queue, with a routing key equal to the queue name. It cannot be bound or unbound explicitly.'));
+      } else {
+        fill(outgoing, out == null ? alertBox('error', 'Could not load bindings.') : bindingsTable(out, vhost, 'source', refresh));
+      }
+      fill(incoming, inc && inc.length ? panel('Bindings to this exchange', {}, bindingsTable(inc, vhost, 'destination', refresh)) : null);
+    }
+    return { el, refresh };
+  }
+
+  // Admin ------------------------------------------------------------------
+  function adminTabs(active) {
+    const t = (id, label) => h('a', { href: `#/admin/${id}`, class: id === active ? 'active' : null, id: `tab-${id}` }, label);
+    return h('div', { class: 'tabs' }, t('users', 'Users'), t('vhosts', 'Virtual hosts'), t('permissions', 'Permissions'), t('definitions', 'Definitions'));
+  }
+  function adminPage(sub) {
+    sub = sub || 'users';
+    const body = { users: usersView, vhosts: vhostsView, permissions: permissionsView, definitions: definitionsView }[sub] || usersView;
+    const v = body();
+    return { el: h('div', null, pageHead('Admin'), adminTabs(sub), v.el), refresh: v.refresh };
+  }
+  function usersView() {
+    const box = h('div');
+    const f = {
+      name: h('input', { type: 'text', id: 'user-name', autocomplete: 'off' }),
+      pass: h('input', { type: 'password', id: 'user-password', autocomplete: 'new-password' }),
+      tags: h('input', { type: 'text', id: 'user-tags', placeholder: 'administrator, monitoring' }),
+    };
+    const tagHint = (t) => h('a', { href: '#', onclick: (e) => { e.preventDefault(); const cur = f.tags.value.split(',').map((s) => s.trim()).filter(Boolean); if (!cur.includes(t)) cur.push(t); f.tags.value = cur.join(', '); } }, t);
+    const form = h('form', { class: 'form', onsubmit: (e) => {
+      e.preventDefault();
+      act(e.submitter, async () => {
+        const name = f.name.value.trim();
+        if (!name) throw new Error('The user needs a name');
+        const body = { tags: f.tags.value.split(',').map((s) => s.trim()).filter(Boolean).join(',') };
+        if (f.pass.value) body.password = f.pass.value; else body.password_hash = '';
+        await api('PUT', `/users/${enc(name)}`, body);
+        toast('ok', `User ${name} saved`);
+        f.name.value = ''; f.pass.value = ''; f.tags.value = '';
+        refresh();
+      });
+    } },
+    h('label', null, 'Username'), f.name,
+    h('label', null, 'Password'), h('div', null, f.pass, h('div', { class: 'hint' }, 'Leave empty for a user that cannot log in with a password.')),
+    h('label', null, 'Tags'), h('div', null, f.tags, h('div', { class: 'hint' }, 'Set: ', ['administrator', 'monitoring', 'policymaker', 'management', 'impersonator'].map(tagHint))),
+    h('div', { class: 'form-actions' }, h('button', { class: 'btn', type: 'submit', id: 'user-submit' }, 'Add / update user')));
+    async function refresh() {
+      try {
+        const [users, perms] = await Promise.all([api('GET', '/users'), api('GET', '/permissions').catch(() => [])]);
+        const access = {};
+        for (const p of perms || []) (access[p.user] = access[p.user] || []).push(p.vhost);
+        const tagsOf = (u) => (Array.isArray(u.tags) ? u.tags : String(u.tags || '').split(',')).map((s) => s.trim()).filter(Boolean);
+        fill(box, table([
+          { title: 'Name', cls: 'name', render: (u) => u.name },
+          { title: 'Tags', render: (u) => tagsOf(u).map((t) => tag(t, t === 'administrator' ? 'red' : 'blue')) },
+          { title: 'Can access vhosts', render: (u) => (access[u.name] || []).join(', ') || h('span', { class: 'muted' }, 'No access') },
+          { title: 'Has password', render: (u) => (u.password_hash ? '●' : '○') },
+          { title: '', cls: 'actions', render: (u) => h('button', { class: 'btn danger small', type: 'button', onclick: (e) => delUser(e.target, u.name) }, 'Delete') },
+        ], users || [], 'No users'));
+      } catch (e) {
+        fill(box, h('div', { style: 'padding:0 16px' }, errorBox('Could not load users:', e)));
+      }
+    }
+    async function delUser(btn, name) {
+      if (!confirm(`Delete user ${name}?`)) return;
+      await act(btn, async () => { await api('DELETE', `/users/${enc(name)}`); toast('ok', `User ${name} deleted`); refresh(); });
+    }
+    return { el: h('div', null, panel('Users', { flush: true, id: 'users' }, box), collapsible('Add / update a user', 'add-user', false, form)), refresh };
+  }
+  function vhostsView() {
+    const box = h('div');
+    const f = {
+      name: h('input', { type: 'text', id: 'vhost-name', autocomplete: 'off' }),
+      desc: h('input', { type: 'text', id: 'vhost-description' }),
+      tags: h('input', { type: 'text', id: 'vhost-tags' }),
+    };
+    const form = h('form', { class: 'form', onsubmit: (e) => {
+      e.preventDefault();
+      act(e.submitter, async () => {
+        const name = f.name.value.trim();
+        if (!name) throw new Error('The virtual host needs a name');
+        await api('PUT', `/vhosts/${enc(name)}`, { description: f.desc.value, tags: f.tags.value });
+        toast('ok', `Virtual host ${name} added`);
+        f.name.value = ''; f.desc.value = ''; f.tags.value = '';
+        await loadVhosts(); refresh();
+      });
+    } },
+    h('label', null, 'Name'), f.name, h('label', null, 'Description'), f.desc, h('label', null, 'Tags'), f.tags,
+    h('div', { class: 'form-actions' }, h('button', { class: 'btn', type: 'submit', id: 'vhost-submit' }, 'Add virtual host')));
+    async function refresh() {
+      try {
+        const vs = await api('GET', '/vhosts');
+        fill(box, table([
+          { title: 'Name', cls: 'name', render: (v) => h('b', null, v.name) },
+          { title: 'Description', render: (v) => v.description || h('span', { class: 'muted' }, '—') },
+          { title: 'Ready', num: true, render: (v) => num(v.messages_ready) },
+          { title: 'Unacked', num: true, render: (v) => num(v.messages_unacknowledged) },
+          { title: 'Total', num: true, render: (v) => num(v.messages) },
+          { title: 'Publish', num: true, render: (v) => rate(rateOf(v, 'publish')) },
+          { title: 'Deliver / get', num: true, render: (v) => rate(rateOf(v, 'deliver_get')) },
+          { title: '', cls: 'actions', render: (v) => h('button', { class: 'btn danger small', type: 'button', onclick: (e) => delVhost(e.target, v.name) }, 'Delete') },
+        ], Array.isArray(vs) ? vs : vs.items || [], 'No virtual hosts'));
+      } catch (e) {
+        fill(box, h('div', { style: 'padding:0 16px' }, errorBox('Could not load virtual hosts:', e)));
+      }
+    }
+    async function delVhost(btn, name) {
+      if (!confirm(`Delete virtual host ${name} and everything in it?`)) return;
+      await act(btn, async () => { await api('DELETE', `/vhosts/${enc(name)}`); toast('ok', `Virtual host ${name} deleted`); await loadVhosts(); refresh(); });
+    }
+    return { el: h('div', null, panel('Virtual hosts', { flush: true, id: 'vhosts' }, box), collapsible('Add a virtual host', 'add-vhost', false, form)), refresh };
+  }
+  function permissionsView() {
+    const box = h('div');
+    const userSel = h('select', { id: 'perm-user' });
+    const f = {
+      vhost: vhostSelect({ id: 'perm-vhost' }),
+      configure: h('input', { type: 'text', id: 'perm-configure', value: '.*' }),
+      write: h('input', { type: 'text', id: 'perm-write', value: '.*' }),
+      read: h('input', { type: 'text', id: 'perm-read', value: '.*' }),
+    };
+    const form = h('form', { class: 'form', onsubmit: (e) => {
+      e.preventDefault();
+      act(e.submitter, async () => {
+        if (!userSel.value) throw new Error('Choose a user');
+        await api('PUT', `/permissions/${enc(f.vhost.value)}/${enc(userSel.value)}`, { configure: f.configure.value, write: f.write.value, read: f.read.value });
+        toast('ok', `Permissions set for ${userSel.value} on ${f.vhost.value}`);
+        refresh();
+      });
+    } },
+    h('label', null, 'User'), userSel, h('label', null, 'Virtual host'), f.vhost,
+    h('label', null, 'Configure regexp'), f.configure, h('label', null, 'Write regexp'), f.write, h('label', null, 'Read regexp'), f.read,
+    h('div', { class: 'form-actions' }, h('button', { class: 'btn', type: 'submit', id: 'perm-submit' }, 'Set permission')));
+    let usersLoaded = false;
+    async function refresh() {
+      try {
+        const [perms, users] = await Promise.all([api('GET', '/permissions'), usersLoaded ? null : api('GET', '/users').catch(() => [])]);
+        if (users) {
+          usersLoaded = true;
+          fill(userSel, users.map((u) => h('option', { value: u.name }, u.name)));
+        }
+        const re = (s) => h('span', { class: 'mono' }, s === '' ? '(none)' : s);
+        fill(box, table([
+          { title: 'User', render: (p) => h('b', null, p.user) },
+          { title: 'Virtual host', render: (p) => p.vhost },
+          { title: 'Configure', render: (p) => re(p.configure) },
+          { title: 'Write', render: (p) => re(p.write) },
+          { title: 'Read', render: (p) => re(p.read) },
+          { title: '', cls: 'actions', render: (p) => h('button', { class: 'btn danger small', type: 'button', onclick: (e) => clearPerm(e.target, p) }, 'Clear') },
+        ], perms || [], 'No permissions'));
+      } catch (e) {
+        fill(box, h('div', { style: 'padding:0 16px' }, errorBox('Could not load permissions:', e)));
+      }
+    }
+    async function clearPerm(btn, p) {
+      if (!confirm(`Clear permissions of ${p.user} on ${p.vhost}?`)) return;
+      await act(btn, async () => { await api('DELETE', `/permissions/${enc(p.vhost)}/${enc(p.user)}`); toast('ok', 'Permissions cleared'); refresh(); });
+    }
+    return { el: h('div', null, panel('Permissions', { flush: true, id: 'permissions' }, box), collapsible('Set permission', 'set-permission', true, form)), refresh };
+  }
+  function definitionsView() {
+    const exportVhost = selectEl({ id: 'export-vhost' }, [['', 'All virtual hosts'], ...vhostNames.map((n) => [n, n])], '');
+    const exportResult = h('div', { id: 'export-result' });
+    const importVhost = selectEl({ id: 'import-vhost' }, [['', 'All virtual hosts'], ...vhostNames.map((n) => [n, n])], '');
+    const file = h('input', { type: 'file', id: 'import-file', accept: '.json,application/json' });
+    const importResult = h('div', { id: 'import-result' });
+    async function doExport(btn) {
+      fill(exportResult);
+      await act(btn, async () => {
+        try {
+          const v = exportVhost.value;
+          const defs = await api('GET', v ? `/definitions/${enc(v)}` : '/definitions');
+          const blob = new Blob([JSON.stringify(defs, null, 2) + '\n'], { type: 'application/json' });
+          const host = (lastOverview && lastOverview.node || 'trident').replace(/[^\w.-]+/g, '_');
+          const fname = `${host}${v ? '_' + v.replace(/[^\w.-]+/g, '_') : ''}_${new Date().toISOString().slice(0, 10)}.json`;
+          const a = h('a', { href: URL.createObjectURL(blob), download: fname, id: 'export-download' }, 'Download ' + fname);
+          const counts = ['users', 'vhosts', 'permissions', 'exchanges', 'queues', 'bindings', 'policies'].filter((k) => Array.isArray(defs[k])).map((k) => `${defs[k].length} ${k}`).join(', ');
+          fill(exportResult, alertBox('ok', h('b', null, 'Definitions ready. '), a, counts ? h('div', { class: 'small', style: 'margin-top:4px' }, counts) : null));
+          a.click();
+        } catch (e) {
+          fill(exportResult, errorBox('Export failed:', e));
+        }
+      });
+    }
+    async function doImport(btn) {
+      fill(importResult);
+      await act(btn, async () => {
+        const f = file.files && file.files[0];
+        if (!f) { fill(importResult, alertBox('error', 'Choose a definitions file first.')); return; }
+        const text = await f.text();
+        try { JSON.parse(text); } catch (e) { fill(importResult, alertBox('error', h('b', null, 'Not valid JSON: '), e.message)); return; }
+        try {
+          const v = importVhost.value;
+          await api('POST', v ? `/definitions/${enc(v)}` : '/definitions', text);
+          fill(importResult, alertBox('ok', h('b', null, 'Definitions imported '), `from ${f.name}.`));
+          loadVhosts();
+        } catch (e) {
+          fill(importResult, errorBox('Import failed:', e));
+        }
+      });
+    }
+    const el = h('div', { class: 'grid two' },
+      panel('Export definitions', { id: 'export' },
+        h('p', { class: 'muted', style: 'margin-top:0' }, 'Users, virtual hosts, permissions, exchanges, queues, bindings and policies as a RabbitMQ-compatible definitions.json.'),
+        h('div', { class: 'inline-form' }, exportVhost, h('button', { class: 'btn', type: 'button', id: 'export-submit', onclick: (e) => doExport(e.currentTarget) }, 'Download')), exportResult),
+      panel('Import definitions', { id: 'import' },
+        h('p', { class: 'muted', style: 'margin-top:0' }, 'Load a definitions file exported from Trident or RabbitMQ. Existing objects are kept; new ones are added.'),
+        h('div', { class: 'inline-form' }, file, importVhost, h('button', { class: 'btn', type: 'button', id: 'import-submit', onclick: (e) => doImport(e.currentTarget) }, 'Upload')), importResult));
+    return { el, refresh: async () => {} };
+  }
+
+  // Nodes ----------------------------------------------------------------
+  function nodesPage() {
+    const box = h('div');
+    async function refresh() {
+      try {
+        const nodes = await api('GET', '/nodes');
+        fill(box, table([
+          { title: 'Name', cls: 'name', render: (n) => h('b', null, n.name) },
+          { title: 'Type', render: (n) => n.type || '' },
+          { title: 'State', render: (n) => stateView(n.running === false ? 'stopped' : 'running') },
+          { title: 'Uptime', render: (n) => duration(n.uptime) },
+          { title: 'Memory', render: (n) => (n.mem_used != null ? bar(n.mem_used, n.mem_limit, bytes) : '') },
+          { title: 'Disk free', render: (n) => bytes(n.disk_free) },
+          { title: 'File descriptors', render: (n) => (n.fd_used != null ? bar(n.fd_used, n.fd_total) : '') },
+          { title: 'Sockets', render: (n) => (n.sockets_used != null ? bar(n.sockets_used, n.sockets_total) : '') },
+          { title: 'Cores', num: true, render: (n) => num(n.processors) },
+        ], nodes || [], 'No nodes reported'));
+      } catch (e) {
+        fill(box, h('div', { style: 'padding:0 16px' }, errorBox('Could not load nodes:', e)));
+      }
+    }
+    return { el: h('div', null, pageHead('Nodes', 'Members of this cluster'), panel('Nodes', { flush: true, id: 'nodes' }, box)), refresh };
+  }
+
+  // Login -------------------------------------------------------------------
+  function loginPage(message) {
+    const user = h('input', { type: 'text', id: 'login-username', autocomplete: 'username', required: true, autofocus: true });
+    const pass = h('input', { type: 'password', id: 'login-password', autocomplete: 'current-password' });
+    const err = h('div', { id: 'login-error' }, message ? alertBox('error', message) : null);
+    const btn = h('button', { class: 'btn', type: 'submit', id: 'login-submit' }, 'Log in');
+    const form = h('form', { class: 'login-card', onsubmit: async (e) => {
+      e.preventDefault();
+      fill(err);
+      btn.disabled = true;
+      try {
+        const token = b64(`${user.value}:${pass.value}`);
+        const res = await fetch('api/whoami', { headers: { Authorization: 'Basic ' + token, Accept: 'application/json' }, credentials: 'omit', cache: 'no-store' });
+        const body = await res.json().catch(() => ({}));
+        if (!res.ok) {
+          fill(err, alertBox('error', h('b', null, 'Login failed. '), body.reason && body.reason !== 'Login failed' ? body.reason : 'Check the username and password.'));
+          return;
+        }
+        sessionStorage.setItem(AUTH_KEY, token);
+        sessionStorage.setItem(USER_KEY, JSON.stringify(body));
+        start();
+      } catch (ex) {
+        fill(err, alertBox('error', 'Cannot reach the server: ' + ex.message));
+      } finally {
+        btn.disabled = false;
+      }
+    } },
+    h('div', { class: 'brand' }, h('img', { src: 'favicon.svg', alt: '', width: 30, height: 30 }), h('span', null, 'Trident')),
+    h('p', { class: 'sub' }, 'Management console'),
+    h('label', { for: 'login-username' }, 'Username'), user,
+    h('label', { for: 'login-password' }, 'Password'), pass,
+    btn, err,
+    h('div', { class: 'foot' }, 'AMQP · MQTT · STOMP message broker'));
+    setTimeout(() => user.focus(), 0);
+    return h('div', { class: 'login-wrap' }, form);
+  }
+
+  // ----------------------------------------------------------------- router
+  let current = null;
+  let timer = null;
+  let navToken = 0;
+
+  function route() {
+    const parts = location.hash.replace(/^#\/?/, '').split('/').map((p) => { try { return decodeURIComponent(p); } catch (_) { return p; } });
+    const [a, b, c] = parts;
+    switch (a) {
+      case '': case undefined: case 'overview': return ['overview', overviewPage()];
+      case 'connections': return ['connections', connectionsPage()];
+      case 'channels': return ['channels', channelsPage()];
+      case 'exchanges': return ['exchanges', b !== undefined && c !== undefined ? exchangePage(b, c) : exchangesPage()];
+      case 'queues': return ['queues', b !== undefined && c !== undefined ? queuePage(b, parts.slice(2).join('/')) : queuesPage()];
+      case 'admin': return ['admin', adminPage(b)];
+      case 'nodes': return ['nodes', nodesPage()];
+      default: return ['overview', overviewPage()];
+    }
+  }
+
+  async function tick() {
+    const my = navToken;
+    try { await sampleOverview(); } catch (_) { /* pages show their own errors */ }
+    if (current && my === navToken) await current.refresh();
+  }
+  function schedule() {
+    clearInterval(timer);
+    if (prefs.refresh > 0) timer = setInterval(tick, prefs.refresh * 1000);
+  }
+  function render() {
+    if (!authHeader()) { showLogin(); return; }
+    navToken++;
+    const [nav, page] = route();
+    current = page;
+    document.querySelectorAll('#nav a').forEach((a) => a.classList.toggle('active', a.dataset.nav === nav));
+    fill($('#view'), page.el);
+    const title = { overview: 'Overview', connections: 'Connections', channels: 'Channels', exchanges: 'Exchanges', queues: 'Queues', admin: 'Admin', nodes: 'Nodes' }[nav];
+    document.title = `${title} · Trident`;
+    if (nav === 'overview' && !lastOverview) tick(); else page.refresh();
+    window.scrollTo(0, 0);
+  }
+  function showLogin(message) {
+    clearInterval(timer);
+    current = null;
+    document.body.classList.add('login');
+    $('#topbar').hidden = true; $('#footer').hidden = true;
+    fill($('#view'), loginPage(message));
+    document.title = 'Log in · Trident';
+  }
+  function logout(message) {
+    sessionStorage.removeItem(AUTH_KEY);
+    sessionStorage.removeItem(USER_KEY);
+    samples.length = 0; seeded = false; lastOverview = null;
+    showLogin(message);
+  }
+  async function start() {
+    document.body.classList.remove('login');
+    $('#topbar').hidden = false; $('#footer').hidden = false;
+    const me = JSON.parse(sessionStorage.getItem(USER_KEY) || '{}');
+    const tags = Array.isArray(me.tags) ? me.tags : String(me.tags || '').split(',').filter(Boolean);
+    fill($('#whoami'), 'User ', h('b', null, me.name || ''), tags.map((t) => tag(t, 'blue')));
+    $('#refresh-select').value = String(prefs.refresh);
+    fill($('#view'), h('div', { class: 'loading' }, 'Loading…'));
+    await loadVhosts();
+    try { await sampleOverview(); } catch (e) { /* shown by the page */ }
+    render();
+    schedule();
+  }
+
+  window.addEventListener('hashchange', () => { if (authHeader()) render(); });
+  $('#logout').addEventListener('click', () => logout());
+  $('#vhost-select').addEventListener('change', (e) => { prefs.vhost = e.target.value; savePrefs(); render(); });
+  $('#refresh-select').addEventListener('change', (e) => { prefs.refresh = +e.target.value; savePrefs(); schedule(); });
+  if (authHeader()) start(); else showLogin();
+})();

@@ -1,0 +1,185 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/trident-broker/trident/auth"
+)
+
+type userJSON struct {
+	Name             string         `json:"name"`
+	PasswordHash     string         `json:"password_hash"`
+	HashingAlgorithm string         `json:"hashing_algorithm"`
+	Tags             []string       `json:"tags"`
+	Limits           map[string]any `json:"limits"`
+}
+
+func userJSONOf(u *auth.User) userJSON {
+	tags := u.Tags()
+	if tags == nil {
+		tags = []string{}
+	}
+	return userJSON{Name: u.Name(), PasswordHash: u.PasswordHash(), HashingAlgorithm: u.HashingAlgorithm(),
+		Tags: tags, Limits: map[string]any{}}
+}
+
+func uName(u *auth.User) string { return u.Name() }
+
+func (s *Server) listUsers(w http.ResponseWriter, r *http.Request, _ *auth.User) {
+	respondList(w, r, listSpec[*auth.User, userJSON]{refs: s.users.ListUsers(), name: uName, build: userJSONOf})
+}
+
+func (s *Server) getUser(w http.ResponseWriter, r *http.Request, _ *auth.User) {
+	u, ok := s.users.Lookup(pathValue(r, "user"))
+	if !ok {
+		notFound(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, userJSONOf(u))
+}
+
+// putUser creates or updates a user from {password | password_hash, tags}:
+// 201 created, 204 updated. tags is required, as in RabbitMQ.
+func (s *Server) putUser(w http.ResponseWriter, r *http.Request, _ *auth.User) {
+	name := pathValue(r, "user")
+	body, err := decodeBody(r)
+	if err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	if _, ok := body["tags"]; !ok {
+		badRequest(w, "tags_not_present")
+		return
+	}
+	tags := tagList(body["tags"])
+	_, existed := s.users.Lookup(name)
+	if pw, ok := body["password"].(string); ok {
+		err = s.users.PutUser(name, pw, tags)
+	} else if h, ok := body["password_hash"].(string); ok {
+		err = s.users.PutUserHash(name, h, tags)
+	} else if existed {
+		// Changing only the tags keeps the password.
+		cur, _ := s.users.Lookup(name)
+		err = s.users.PutUserHash(name, cur.PasswordHash(), tags)
+	} else {
+		err = s.users.PutUser(name, "", tags)
+	}
+	if err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	if existed {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+}
+
+func (s *Server) deleteUser(w http.ResponseWriter, r *http.Request, _ *auth.User) {
+	if err := s.users.DeleteUser(pathValue(r, "user")); err != nil {
+		if errors.Is(err, auth.ErrNoSuchUser) {
+			notFound(w)
+			return
+		}
+		writeError(w, http.StatusInternalServerError, "internal_server_error", err.Error())
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// bulkDeleteUsers is POST /api/users/bulk-delete {"users": [...]}.
+func (s *Server) bulkDeleteUsers(w http.ResponseWriter, r *http.Request, _ *auth.User) {
+	body, err := decodeBody(r)
+	if err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	names, _ := body["users"].([]any)
+	for _, n := range names {
+		if name, ok := n.(string); ok {
+			_ = s.users.DeleteUser(name)
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) userPermissions(w http.ResponseWriter, r *http.Request, _ *auth.User) {
+	name := pathValue(r, "user")
+	if _, ok := s.users.Lookup(name); !ok {
+		notFound(w)
+		return
+	}
+	out := []auth.Permission{}
+	for _, p := range s.users.ListPermissions() {
+		if p.User == name {
+			out = append(out, p)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// --- permissions ---
+
+func (s *Server) listPermissions(w http.ResponseWriter, r *http.Request, _ *auth.User) {
+	out := s.users.ListPermissions()
+	if out == nil {
+		out = []auth.Permission{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getPermission(w http.ResponseWriter, r *http.Request, _ *auth.User) {
+	p, ok := s.users.Permissions(pathValue(r, "user"), pathValue(r, "vhost"))
+	if !ok {
+		notFound(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+// putPermission sets {configure, write, read}: 201 created, 204 updated,
+// 400 vhost_or_user_not_found.
+func (s *Server) putPermission(w http.ResponseWriter, r *http.Request, _ *auth.User) {
+	user, vhost := pathValue(r, "user"), pathValue(r, "vhost")
+	body, err := decodeBody(r)
+	if err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	_, uok := s.users.Lookup(user)
+	_, vok := s.core.VHost(vhost)
+	if !uok || !vok {
+		badRequest(w, "vhost_or_user_not_found")
+		return
+	}
+	for _, k := range []string{"configure", "write", "read"} {
+		if _, ok := body[k]; !ok {
+			badRequest(w, "[{key_missing,"+k+"}]")
+			return
+		}
+	}
+	_, existed := s.users.Permissions(user, vhost)
+	if err := s.users.SetPermissions(user, vhost, strField(body, "configure"), strField(body, "write"), strField(body, "read")); err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	if existed {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+}
+
+func (s *Server) deletePermission(w http.ResponseWriter, r *http.Request, _ *auth.User) {
+	user, vhost := pathValue(r, "user"), pathValue(r, "vhost")
+	if _, ok := s.users.Permissions(user, vhost); !ok {
+		notFound(w)
+		return
+	}
+	if err := s.users.ClearPermissions(user, vhost); err != nil {
+		writeError(w, http.StatusInternalServerError, "internal_server_error", err.Error())
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
