@@ -1,9 +1,12 @@
-// Package web is Trident's management HTTP API (RabbitMQ-compatible shapes),
-// served on the management port (15672). It reads the broker through small
-// interfaces it defines, so it knows no protocol front end.
+// Package web is Trident's management HTTP API, with RabbitMQ 3.10's paths,
+// JSON field names, status codes and tag rules (so rabbitmqadmin, client
+// test suites and scripts work), and its Prometheus /metrics. It reads the
+// broker through interfaces it defines (Core, Connections) and knows no
+// protocol front end.
 //
-// So far it serves what clients' own test suites need: /api/whoami,
-// /api/overview and /api/connections (list, and DELETE to close one with
-// 320 CONNECTION_FORCED, honouring the X-Reason header). The full API and
-// the UI are the management issue's.
+// Files: routes.go lists every endpoint and the tag it needs; authz.go the
+// access rules; list.go paging, filtering and sorting; rates.go the
+// sampler behind message rates; metrics.go the Prometheus collector;
+// definitions.go definitions.json export and import (also used at boot).
+// Vhost descriptions and tags are kept in memory only.
 package web

@@ -143,6 +143,8 @@ func (c *conn) publishPacket(m *exchange.Message, topic string, qos byte, retain
 	if c.version != 5 {
 		return pk
 	}
+	// mochi writes correlation data only with AllowResponseInfo.
+	pk.Mods.AllowResponseInfo = true
 	p := &pk.Properties
 	p.SubscriptionIdentifier = ids
 	p.ContentType = m.Props.ContentType

@@ -123,6 +123,7 @@ func (w *packetWriter) retained(msg *retainedMsg, sub *subscription) {
 		ProtocolVersion: c.version,
 	}
 	if c.version == 5 {
+		pk.Mods.AllowResponseInfo = true // for correlation data
 		pk.Properties = msg.Props
 		if msg.ExpiresAt != 0 {
 			left := msg.ExpiresAt - time.Now().Unix()
