@@ -2,11 +2,13 @@ package test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/go-stomp/stomp/v3"
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -420,7 +422,8 @@ func TestSTOMPBadFrames(t *testing.T) {
 func TestSTOMPHeartbeats(t *testing.T) {
 	b := stBroker(t)
 	// go-stomp beats every 100ms and expects ours: it stays connected.
-	c := stDial(t, b, stomp.ConnOpt.HeartBeat(100*time.Millisecond, 100*time.Millisecond))
+	c := stDial(t, b, stomp.ConnOpt.HeartBeat(100*time.Millisecond, 100*time.Millisecond),
+		stomp.ConnOpt.HeartBeatGracePeriodMultiplier(3))
 	time.Sleep(700 * time.Millisecond)
 	if err := c.Send("/queue/hb", "", []byte("still here"), stomp.SendOpt.Receipt); err != nil {
 		t.Fatalf("after idle: %v", err)
@@ -610,5 +613,45 @@ func TestSTOMPWebSocketSubprotocol(t *testing.T) {
 		if got := ws.Subprotocol(); got != want {
 			t.Fatalf("subprotocol %q, want %q", got, want)
 		}
+	}
+}
+
+// TestSTOMPWebSocketFraming: a WebSocket message may hold several frames,
+// a frame may span messages, and binary messages work like text ones; the
+// server answers one frame per message, binary only when not UTF-8.
+func TestSTOMPWebSocketFraming(t *testing.T) {
+	b := stBroker(t)
+	ws := stDialWSRaw(t, b, "v12.stomp")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	write := func(typ websocket.MessageType, s string) {
+		t.Helper()
+		if err := ws.Write(ctx, typ, []byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() (websocket.MessageType, string) {
+		t.Helper()
+		typ, p, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return typ, string(p)
+	}
+	// CONNECT split over two messages.
+	write(websocket.MessageText, "CONNECT\naccept-version:1.2\nho")
+	write(websocket.MessageBinary, "st:/\nlogin:guest\npasscode:guest\n\n\x00")
+	if _, f := read(); !strings.HasPrefix(f, "CONNECTED\n") {
+		t.Fatalf("got %q", f)
+	}
+	// Two frames in one message; the second with a binary body.
+	write(websocket.MessageBinary, "SUBSCRIBE\nid:s\ndestination:/queue/ws-framing\nreceipt:r1\n\n\x00"+
+		"SEND\ndestination:/queue/ws-framing\ncontent-length:3\n\n\xff\x00\xfe\x00")
+	if typ, f := read(); typ != websocket.MessageText || !strings.HasPrefix(f, "RECEIPT\nreceipt-id:r1\n") {
+		t.Fatalf("got %v %q", typ, f)
+	}
+	typ, f := read()
+	if typ != websocket.MessageBinary || !strings.HasPrefix(f, "MESSAGE\n") || !strings.HasSuffix(f, "\n\n\xff\x00\xfe\x00") {
+		t.Fatalf("got %v %q", typ, f)
 	}
 }

@@ -49,14 +49,16 @@ type conn struct {
 	opened      atomic.Bool
 
 	// Reader goroutine only.
-	subs     map[string]*subscription // by subscription id
-	txs      map[string]*transaction
-	replyQs  map[string]string // temp-queue id → queue name
-	declared map[string]bool   // /queue/ names declared by SEND
-	canWrite map[string]bool   // exchanges the user may publish to (checked once)
-	txBytes  int               // body bytes buffered in open transactions
-	txFrames int               // frames buffered in open transactions
-	closing  bool              // an ERROR was sent; stop reading
+	subs       map[string]*subscription // by subscription id
+	txs        map[string]*transaction
+	replyQs    map[string]string // temp-queue id → queue name
+	declared   map[string]bool   // /queue/ names declared by SEND
+	canWrite   map[string]bool   // exchanges the user may publish to (checked once)
+	txBytes    int               // body bytes buffered in open transactions
+	txFrames   int               // frames buffered in open transactions
+	lastDest   string            // the last SEND destination header...
+	lastParsed destination       // ...parsed
+	closing    bool              // an ERROR was sent; stop reading
 
 	// Deliveries: tag counter and the subscriptions' unacked lists.
 	dmu     sync.Mutex

@@ -19,6 +19,11 @@
 //	/temp-queue/t    in reply-to: a private queue, reply-to rewritten to its name
 //	/reply-queue/q   a temp queue by its real name, for repliers
 //
+// Transactions: SEND, ACK and NACK frames naming a transaction are
+// buffered (their receipts are sent when buffered) and run in order by
+// COMMIT, whose RECEIPT waits for the store to confirm the transaction's
+// persistent messages. Buffering is bounded per connection.
+//
 // Durability: a persistent SEND (persistent:true, delivery mode 2) with a
 // receipt header gets its RECEIPT only once the store has confirmed the
 // message (exchange.Confirmer); receipts leave in frame order.
@@ -31,9 +36,11 @@
 // does not close is "Server cancelled subscription" (its queue was
 // deleted), as in RabbitMQ.
 //
-// Where Trident differs from RabbitMQ otherwise: ACK in ack mode client is cumulative
-// per subscription (the STOMP spec), where RabbitMQ acks every earlier
-// message of the connection; UNSUBSCRIBE requeues the subscription's
-// unacknowledged messages at once; a durable topic subscription's queue
-// is not auto-delete unless auto-delete:true is given.
+// Where Trident differs from RabbitMQ otherwise: ACK in ack mode client
+// is cumulative per subscription (the STOMP spec), where RabbitMQ acks
+// every earlier message of the connection; UNSUBSCRIBE requeues the
+// subscription's unacknowledged messages at once (a later ACK of one is an
+// error); the receipt header of a SEND is not copied into the message; a
+// durable topic subscription's queue is not auto-delete unless
+// auto-delete:true is given.
 package stomp

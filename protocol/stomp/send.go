@@ -64,7 +64,7 @@ func (c *conn) doSend(f *frame.Frame, rid string, barrier bool) error {
 	if !ok {
 		return errorf("Missing destination", "SEND must include a 'destination', and optional 'receipt' headers\n")
 	}
-	d, perr := parseDestination(dh)
+	d, perr := c.sendDestination(dh)
 	if perr != nil {
 		return perr
 	}
@@ -115,6 +115,19 @@ func (c *conn) doSend(f *frame.Frame, rid string, barrier bool) error {
 		c.settleReceipt(seq, res.OK)
 	}
 	return nil
+}
+
+// sendDestination parses a SEND destination, remembering the last one:
+// a publisher usually sends to one destination over and over.
+func (c *conn) sendDestination(dh string) (destination, *Error) {
+	if dh == c.lastDest && dh != "" {
+		return c.lastParsed, nil
+	}
+	d, err := parseDestination(dh)
+	if err == nil {
+		c.lastDest, c.lastParsed = dh, d
+	}
+	return d, err
 }
 
 // dropReceipt turns a queued receipt into a satisfied barrier (its SEND failed).

@@ -191,6 +191,7 @@ func Launch(ctx context.Context, opts Options) (*Proc, error) {
 		"--amqp-listen", p.AMQPAddr,
 		"--http-listen", "",
 		"--mqtt-listen", "",
+		"--mqtt-ws-listen", "",
 		"--stomp-listen", "",
 		"--stomp-ws-listen", "",
 		"--prometheus-listen", "",
