@@ -27,6 +27,23 @@ type ConnectionInfo struct {
 	// Optional counters a front end may fill; rates are derived from them.
 	RecvOct, SendOct     uint64
 	Published, Delivered uint64
+	// ChannelList details the channels, where the protocol has them; when
+	// nil, Channels channels numbered 1..n are listed without details.
+	ChannelList []ChannelInfo
+}
+
+// ChannelInfo describes one channel of a connection.
+type ChannelInfo struct {
+	Number              int
+	Consumers           int
+	Prefetch            int
+	GlobalPrefetch      int
+	Unacked             int
+	Unconfirmed         int
+	UncommittedMessages int
+	UncommittedAcks     int
+	Confirm             bool
+	Transactional       bool
 }
 
 // Connections is what the API needs from the protocol front ends.
@@ -179,8 +196,8 @@ func (s *Server) closeConnection(w http.ResponseWriter, r *http.Request, u *auth
 
 // --- channels ---
 
-// Front ends report a channel count per connection; the channels are
-// listed as RabbitMQ names them, "<connection> (<n>)".
+// Channels are listed as RabbitMQ names them, "<connection> (<n>)", with
+// the details a front end gives (AMQP's; others report only a count).
 type channelJSON struct {
 	Name                   string         `json:"name"`
 	Number                 int            `json:"number"`
@@ -205,10 +222,20 @@ func (s *Server) channelsOf(cs []ConnectionInfo) []channelJSON {
 	out := []channelJSON{}
 	for _, c := range cs {
 		ph, pp := splitHostPort(c.Peer)
-		for i := 1; i <= c.Channels; i++ {
-			out = append(out, channelJSON{Name: fmt.Sprintf("%s (%d)", c.Name, i), Number: i, Node: s.node,
+		list := c.ChannelList
+		if list == nil {
+			for i := 1; i <= c.Channels; i++ {
+				list = append(list, ChannelInfo{Number: i})
+			}
+		}
+		for _, ci := range list {
+			out = append(out, channelJSON{Name: fmt.Sprintf("%s (%d)", c.Name, ci.Number), Number: ci.Number, Node: s.node,
 				User: c.User, VHost: c.VHost, State: "running",
-				ConnectionDetails: map[string]any{"name": c.Name, "peer_host": ph, "peer_port": pp}})
+				ConnectionDetails: map[string]any{"name": c.Name, "peer_host": ph, "peer_port": pp},
+				ConsumerCount:     ci.Consumers, PrefetchCount: ci.Prefetch, GlobalPrefetchCount: ci.GlobalPrefetch,
+				MessagesUnacknowledged: ci.Unacked, MessagesUnconfirmed: ci.Unconfirmed,
+				MessagesUncommitted: ci.UncommittedMessages, AcksUncommitted: ci.UncommittedAcks,
+				Confirm: ci.Confirm, Transactional: ci.Transactional})
 		}
 	}
 	return out

@@ -59,12 +59,58 @@ type channel struct {
 	limit     exchange.Limit
 	replyTo   string // direct reply-to name, once consuming it
 
+	// stats are what management reads from other goroutines; the reader
+	// keeps them up to date where its own fields change.
+	stats chanStats
+
 	// Deliveries: tag counter and unacked list, under dmu.
 	dmu     sync.Mutex
 	nextTag uint64
 	unacked []unackedRef
 	uhead   int
 	scratch []uint64 // reader goroutine: seqs to ack per queue
+}
+
+type chanStats struct {
+	published   atomic.Uint64
+	delivered   atomic.Uint64
+	consumers   atomic.Int32
+	prefetch    atomic.Int32
+	globalPref  atomic.Int32
+	unconfirmed atomic.Int64
+	txMsgs      atomic.Int32
+	txAcks      atomic.Int32
+	confirm     atomic.Bool
+	tx          atomic.Bool
+}
+
+// syncStats copies the reader's own fields into stats (after each
+// method but basic.publish, whose counters are kept where they change).
+func (ch *channel) syncStats() {
+	st := &ch.stats
+	st.consumers.Store(int32(len(ch.consumers)))
+	st.prefetch.Store(int32(ch.prefetch))
+	st.txMsgs.Store(int32(len(ch.txPubs)))
+	st.txAcks.Store(int32(len(ch.txAcks)))
+	st.confirm.Store(ch.confirm)
+	st.tx.Store(ch.tx)
+}
+
+// info is the channel as management sees it; safe from any goroutine.
+func (ch *channel) info() ChanInfo {
+	ch.dmu.Lock()
+	unacked := 0
+	for _, r := range ch.unacked[ch.uhead:] {
+		if r.q != nil {
+			unacked++
+		}
+	}
+	ch.dmu.Unlock()
+	st := &ch.stats
+	return ChanInfo{Number: int(ch.id), Consumers: int(st.consumers.Load()), Prefetch: int(st.prefetch.Load()),
+		GlobalPrefetch: int(st.globalPref.Load()), Unacked: unacked, Unconfirmed: int(max(st.unconfirmed.Load(), 0)),
+		UncommittedMessages: int(st.txMsgs.Load()), UncommittedAcks: int(st.txAcks.Load()),
+		Confirm: st.confirm.Load(), Transactional: st.tx.Load()}
 }
 
 type txPublish struct {
@@ -98,6 +144,9 @@ func (ch *channel) method(m wire.Method) error {
 		return connErr(wire.UnexpectedFrame, m, "expected content header for class 60, got non content header frame instead")
 	}
 	err := ch.dispatch(m)
+	if _, pub := m.(*wire.BasicPublish); !pub {
+		ch.syncStats()
+	}
 	if err == nil {
 		return nil
 	}
@@ -304,6 +353,7 @@ func (ch *channel) dispatch(m wire.Method) error {
 		}
 		if m.Global {
 			ch.limit.SetMax(int(m.PrefetchCount))
+			ch.stats.globalPref.Store(int32(m.PrefetchCount))
 		} else {
 			ch.prefetch = int(m.PrefetchCount)
 		}
@@ -520,6 +570,7 @@ func (ch *channel) get(m *wire.BasicGet) error {
 	}
 	ch.dmu.Lock()
 	ch.nextTag++
+	ch.stats.delivered.Add(1)
 	tag := ch.nextTag
 	if !m.NoAck {
 		ch.unacked = append(ch.unacked, unackedRef{tag: tag, q: q, seq: d.Seq})
@@ -757,6 +808,7 @@ func (s *sink) Deliver(d exchange.Delivery) bool {
 func (s *sink) write(d exchange.Delivery) bool {
 	ch := s.ch
 	ch.nextTag++
+	ch.stats.delivered.Add(1)
 	tag := ch.nextTag
 	if !s.noAck {
 		ch.unacked = append(ch.unacked, unackedRef{tag: tag, q: d.Queue, seq: d.Seq})

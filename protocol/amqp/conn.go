@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,6 +69,8 @@ type conn struct {
 	opened   atomic.Bool // handshake done: vh, user and the tuned values are set
 	wdone    chan struct{}
 	lastRead atomic.Int64
+	recvOct  atomic.Uint64
+	sendOct  atomic.Uint64
 	closing  atomic.Bool   // connection.close sent, waiting for close-ok
 	blocked  atomic.Bool   // reading is paused by a resource alarm
 	abort    chan struct{} // closed by forceClose: stop waiting on alarms
@@ -119,6 +122,7 @@ func (t readTracker) Read(p []byte) (int, error) {
 	n, err := t.c.nc.Read(p)
 	if n > 0 {
 		t.c.lastRead.Store(time.Now().UnixNano())
+		t.c.recvOct.Add(uint64(n))
 	}
 	return n, err
 }
@@ -141,8 +145,9 @@ func (c *conn) writer() {
 		c.spare = nil
 		c.wmu.Unlock()
 
-		_, err := c.nc.Write(buf)
+		n, err := c.nc.Write(buf)
 		c.wrote.Store(true)
+		c.sendOct.Add(uint64(n))
 
 		c.wmu.Lock()
 		if cap(buf) <= outHigh {
@@ -681,9 +686,21 @@ func (c *conn) info() (ConnInfo, bool) {
 		return ConnInfo{}, false
 	}
 	c.chmu.Lock()
-	n := len(c.channels)
+	chs := make([]*channel, 0, len(c.channels))
+	for _, ch := range c.channels {
+		chs = append(chs, ch)
+	}
 	c.chmu.Unlock()
-	return ConnInfo{Name: c.name, User: c.user.Name(), VHost: c.vh.Name(), Peer: c.nc.RemoteAddr().String(),
-		Local: c.nc.LocalAddr().String(), Channels: n, ConnectedAt: c.connectedAt, ClientProperties: c.clientProps,
-		FrameMax: c.frameMax, ChannelMax: c.channelMax, Heartbeat: c.heartbeat}, true
+	i := ConnInfo{Name: c.name, User: c.user.Name(), VHost: c.vh.Name(), Peer: c.nc.RemoteAddr().String(),
+		Local: c.nc.LocalAddr().String(), Channels: len(chs), ConnectedAt: c.connectedAt, ClientProperties: c.clientProps,
+		FrameMax: c.frameMax, ChannelMax: c.channelMax, Heartbeat: c.heartbeat,
+		RecvOct: c.recvOct.Load(), SendOct: c.sendOct.Load()}
+	for _, ch := range chs {
+		ci := ch.info()
+		i.Published += ch.stats.published.Load()
+		i.Delivered += ch.stats.delivered.Load()
+		i.ChannelList = append(i.ChannelList, ci)
+	}
+	sort.Slice(i.ChannelList, func(a, b int) bool { return i.ChannelList[a].Number < i.ChannelList[b].Number })
+	return i, true
 }

@@ -120,6 +120,7 @@ func (ch *channel) publishOne(m *wire.BasicPublish) error {
 			return chanErr(wire.NotFound, m, "no exchange '%s' in vhost '%s'", m.Exchange, ch.vh().Name())
 		}
 		ch.txPubs = append(ch.txPubs, txPublish{msg: msg, mandatory: m.Mandatory})
+		ch.stats.txMsgs.Store(int32(len(ch.txPubs)))
 		return nil
 	}
 	var o exchange.PublishOpts
@@ -130,6 +131,10 @@ func (ch *channel) publishOne(m *wire.BasicPublish) error {
 	res, err := ch.vh().Publish(msg, o)
 	if err != nil {
 		return err
+	}
+	ch.stats.published.Add(1)
+	if res.Pending {
+		ch.stats.unconfirmed.Add(1)
 	}
 	if res.Routed == 0 && m.Mandatory {
 		ch.sendReturn(msg)
@@ -142,6 +147,7 @@ func (ch *channel) publishOne(m *wire.BasicPublish) error {
 
 // Confirm implements exchange.Confirmer for publisher confirms.
 func (ch *channel) Confirm(tag uint64, ok bool) {
+	ch.stats.unconfirmed.Add(-1)
 	ch.c.sendConfirm(ch.id, tag, false, ok)
 }
 

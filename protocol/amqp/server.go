@@ -165,6 +165,24 @@ type ConnInfo struct {
 	FrameMax         uint32
 	ChannelMax       uint16
 	Heartbeat        time.Duration
+	RecvOct, SendOct uint64 // bytes read and written
+	Published        uint64 // messages published on the connection
+	Delivered        uint64 // messages delivered (consumers and basic.get)
+	ChannelList      []ChanInfo
+}
+
+// ChanInfo describes one open channel for management.
+type ChanInfo struct {
+	Number              int
+	Consumers           int
+	Prefetch            int // basic.qos for new consumers
+	GlobalPrefetch      int // basic.qos global
+	Unacked             int
+	Unconfirmed         int
+	UncommittedMessages int
+	UncommittedAcks     int
+	Confirm             bool
+	Transactional       bool
 }
 
 // Connections lists open connections, sorted by name.

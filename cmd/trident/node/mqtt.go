@@ -115,6 +115,8 @@ func (f *mqttFrontEnd) ListConnections() []web.ConnectionInfo {
 		}
 		out = append(out, web.ConnectionInfo{Name: i.Name, Protocol: proto, User: i.User, VHost: i.VHost,
 			Peer: i.Peer, Local: i.Local, ConnectedAt: i.ConnectedAt, Heartbeat: i.Keepalive,
+			RecvOct: uint64(i.RecvBytes), SendOct: uint64(i.SentBytes),
+			Published: uint64(i.RecvPublish), Delivered: uint64(i.SentPublish),
 			ClientProperties: map[string]any{"client_id": i.ClientID, "clean_start": i.CleanStart,
 				"recv_publish": i.RecvPublish, "sent_publish": i.SentPublish, "recv_bytes": i.RecvBytes,
 				"sent_bytes": i.SentBytes, "subscriptions": i.Subscriptions, "inflight": i.Inflight}})

@@ -149,9 +149,15 @@ func (c connections) ListConnections() []web.ConnectionInfo {
 	var out []web.ConnectionInfo
 	if c.n.amqp != nil {
 		for _, i := range c.n.amqp.Connections() {
-			out = append(out, web.ConnectionInfo{Name: i.Name, Protocol: "AMQP 0-9-1", User: i.User, VHost: i.VHost,
+			ci := web.ConnectionInfo{Name: i.Name, Protocol: "AMQP 0-9-1", User: i.User, VHost: i.VHost,
 				Peer: i.Peer, Local: i.Local, Channels: i.Channels, ConnectedAt: i.ConnectedAt,
-				ClientProperties: i.ClientProperties, FrameMax: i.FrameMax, Heartbeat: i.Heartbeat})
+				ClientProperties: i.ClientProperties, FrameMax: i.FrameMax, Heartbeat: i.Heartbeat,
+				RecvOct: i.RecvOct, SendOct: i.SendOct, Published: i.Published, Delivered: i.Delivered,
+				ChannelList: []web.ChannelInfo{}}
+			for _, ch := range i.ChannelList {
+				ci.ChannelList = append(ci.ChannelList, web.ChannelInfo(ch))
+			}
+			out = append(out, ci)
 		}
 	}
 	for _, f := range c.n.frontEnds {
