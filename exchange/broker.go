@@ -89,9 +89,9 @@ func (b *Broker) DeleteVHost(name string) error {
 		_, _ = v.deleteQueue(q, false)
 	}
 	for _, x := range v.Exchanges() {
-		v.mu.Lock()
+		v.lockTopology()
 		_ = v.deleteExchangeLocked(x)
-		v.mu.Unlock()
+		_ = v.unlockTopology()
 	}
 	for _, p := range []string{"exchange/", "queue/", "binding/"} {
 		if err := b.store.DeleteMetaPrefix(p + name + "\x00"); err != nil {

@@ -19,7 +19,9 @@
 //   - Resource alarms (Alarms) are raised by the node and honoured by the
 //     front ends: publishers wait, consumers drain.
 //
-// Lock order: VHost.mu → Exchange.mu → Queue.mu → Limit (atomics only).
+// Lock order: VHost.metaMu → VHost.mu → Queue.mu → Limit (atomics only).
+// Store writes for topology changes happen under metaMu only, never under
+// VHost.mu, so routing never waits for an fsync.
 // A Sink is called with Queue.mu held and must not block or call back into
 // the core synchronously.
 package exchange

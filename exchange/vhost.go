@@ -18,6 +18,13 @@ type VHost struct {
 	b    *Broker
 	name string
 
+	// metaMu serialises topology changes with their store writes; it is
+	// taken before mu. mu guards the topology in memory and is held only
+	// while it changes, never across a store write, so publishers (which
+	// read under mu) never wait for an fsync.
+	metaMu  sync.Mutex
+	metaOps []metaOp // store writes collected under mu
+
 	mu        sync.RWMutex
 	exchanges map[string]*Exchange
 	queues    map[string]*Queue
@@ -53,19 +60,76 @@ func (v *VHost) errNoExchange(name string) error {
 	return errorf(KindNotFound, "no exchange '%s' in vhost '%s'", name, v.name)
 }
 
+// metaOp is a metadata write collected under mu.
+type metaOp struct {
+	key string
+	val []byte // nil: delete
+}
+
+// lockTopology starts a topology change.
+func (v *VHost) lockTopology() {
+	v.metaMu.Lock()
+	v.mu.Lock()
+}
+
+// unlockTopology ends a topology change: it releases mu, then writes the
+// collected metadata to the store in order, then releases metaMu.
+func (v *VHost) unlockTopology() error {
+	ops := v.metaOps
+	v.metaOps = nil
+	v.mu.Unlock()
+	defer v.metaMu.Unlock()
+	var first error
+	for _, op := range ops {
+		var err error
+		if op.val == nil {
+			err = v.b.store.DeleteMeta(op.key)
+		} else {
+			err = v.b.store.PutMeta(op.key, op.val)
+		}
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return errorf(KindInternal, "store: %v", first)
+	}
+	return nil
+}
+
+func (v *VHost) putMetaLocked(key string, val []byte) {
+	v.metaOps = append(v.metaOps, metaOp{key: key, val: val})
+}
+
+func (v *VHost) deleteMetaLocked(key string) {
+	v.metaOps = append(v.metaOps, metaOp{key: key})
+}
+
+// inTopology runs f as one topology change.
+func (v *VHost) inTopology(f func() error) error {
+	v.lockTopology()
+	err := f()
+	if serr := v.unlockTopology(); err == nil {
+		err = serr
+	}
+	return err
+}
+
 // --- exchanges ---
 
 // DeclareExchange declares (or, passively, checks) an exchange.
 func (v *VHost) DeclareExchange(name, kind string, o ExchangeOpts) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	x := v.exchanges[name]
 	if o.Passive {
-		if x == nil {
+		if _, ok := v.Exchange(name); !ok {
 			return v.errNoExchange(name)
 		}
 		return nil
 	}
+	return v.inTopology(func() error { return v.declareExchangeLocked(name, kind, o) })
+}
+
+func (v *VHost) declareExchangeLocked(name, kind string, o ExchangeOpts) error {
+	x := v.exchanges[name]
 	// As RabbitMQ: the type is checked first, even for an existing exchange.
 	if !validKind(kind) {
 		return errorf(KindCommandInvalid, "unknown exchange type '%s'", kind)
@@ -85,9 +149,7 @@ func (v *VHost) DeclareExchange(name, kind string, o ExchangeOpts) error {
 		x.alternate, x.hasAE = ae, true
 	}
 	if x.durable {
-		if err := v.b.store.PutMeta(v.key("exchange", name), encodeRecord(x.record())); err != nil {
-			return errorf(KindInternal, "store: %v", err)
-		}
+		v.putMetaLocked(v.key("exchange", name), encodeRecord(x.record()))
 	}
 	v.exchanges[name] = x
 	return nil
@@ -151,8 +213,10 @@ func (v *VHost) Exchanges() []*Exchange {
 // DeleteExchange deletes an exchange and its bindings. Deleting one that
 // does not exist succeeds, as in RabbitMQ.
 func (v *VHost) DeleteExchange(name string, ifUnused bool) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	return v.inTopology(func() error { return v.deleteExchangeChecked(name, ifUnused) })
+}
+
+func (v *VHost) deleteExchangeChecked(name string, ifUnused bool) error {
 	if name == "" || strings.HasPrefix(name, "amq.") {
 		if name == "" {
 			return errorf(KindAccessRefused, "operation not permitted on the default exchange")
@@ -180,9 +244,7 @@ func (v *VHost) deleteExchangeLocked(x *Exchange) error {
 	}
 	delete(v.exchanges, x.name)
 	if x.durable {
-		if err := v.b.store.DeleteMeta(v.key("exchange", x.name)); err != nil {
-			return errorf(KindInternal, "store: %v", err)
-		}
+		v.deleteMetaLocked(v.key("exchange", x.name))
 	}
 	return nil
 }
@@ -209,60 +271,71 @@ type QueueInfo struct {
 // DeclareQueue declares (or, passively, checks) a queue. An empty name makes
 // a server-named queue.
 func (v *VHost) DeclareQueue(name string, o QueueOpts) (QueueInfo, error) {
-	if name == ReplyToQueue && o.Passive {
+	if o.Passive {
+		return v.declarePassive(name, o.Owner)
+	}
+	var info QueueInfo
+	err := v.inTopology(func() error {
+		var err error
+		info, err = v.declareQueueLocked(name, o)
+		return err
+	})
+	return info, err
+}
+
+func (v *VHost) declarePassive(name string, owner any) (QueueInfo, error) {
+	if name == ReplyToQueue {
 		return QueueInfo{Name: name}, nil
 	}
-	v.mu.Lock()
+	v.mu.RLock()
 	q := v.queues[name]
-	if q == nil && strings.HasPrefix(name, ReplyToQueue+".") && o.Passive {
+	if q == nil && strings.HasPrefix(name, ReplyToQueue+".") {
 		q = v.replyTo[name]
 	}
-	if q != nil {
+	v.mu.RUnlock()
+	if q == nil {
+		return QueueInfo{}, v.errNoQueue(name)
+	}
+	if q.exclusive && q.owner != owner {
+		return QueueInfo{}, errLocked(q)
+	}
+	q.touch()
+	r, _, c := q.Stats()
+	return QueueInfo{Name: q.name, Messages: r, Consumers: c}, nil
+}
+
+func (v *VHost) declareQueueLocked(name string, o QueueOpts) (QueueInfo, error) {
+	if q := v.queues[name]; q != nil {
 		if q.exclusive && q.owner != o.Owner {
-			v.mu.Unlock()
 			return QueueInfo{}, errLocked(q)
 		}
-		if !o.Passive {
-			if err := q.equivalent(o); err != nil {
-				v.mu.Unlock()
-				return QueueInfo{}, err
-			}
+		if err := q.equivalent(o); err != nil {
+			return QueueInfo{}, err
 		}
-		v.mu.Unlock()
-		q.touch()
+		q.touch() // lock order: vhost, then queue
 		r, _, c := q.Stats()
 		return QueueInfo{Name: q.name, Messages: r, Consumers: c}, nil
-	}
-	if o.Passive {
-		v.mu.Unlock()
-		return QueueInfo{}, v.errNoQueue(name)
 	}
 	if name == "" {
 		name = "amq.gen-" + randomToken()
 	} else if strings.HasPrefix(name, "amq.") {
-		v.mu.Unlock()
 		return QueueInfo{}, errorf(KindAccessRefused, "queue name '%s' contains reserved prefix 'amq.*'", name)
 	}
 	a, err := parseQueueArgs(o.Args)
 	if err != nil {
-		v.mu.Unlock()
 		return QueueInfo{}, err
 	}
 	var owner any
 	if o.Exclusive {
 		owner = o.Owner
 	}
-	q = newQueue(v, name, v.b.nextQueueID(), o.Durable, o.Exclusive, o.AutoDelete, owner, o.Args, a)
+	q := newQueue(v, name, v.b.nextQueueID(), o.Durable, o.Exclusive, o.AutoDelete, owner, o.Args, a)
 	if q.persisted() {
-		if err := v.b.store.PutMeta(v.key("queue", name), encodeRecord(q.record())); err != nil {
-			v.mu.Unlock()
-			return QueueInfo{}, errorf(KindInternal, "store: %v", err)
-		}
+		v.putMetaLocked(v.key("queue", name), encodeRecord(q.record()))
 	}
-	v.queues[name] = q
 	// Every queue is bound to the default exchange by its name; that
 	// binding is implicit (see route).
-	v.mu.Unlock()
+	v.queues[name] = q
 	return QueueInfo{Name: name}, nil
 }
 
@@ -364,29 +437,31 @@ func (v *VHost) PurgeQueue(name string, owner any) (int, error) {
 // deleteQueue removes q from the vhost, cancels its consumers and drops
 // its stored messages.
 func (v *VHost) deleteQueue(q *Queue, _ bool) (int, error) {
-	v.mu.Lock()
+	v.lockTopology()
 	if v.queues[q.name] == q {
 		delete(v.queues, q.name)
 	} else if v.replyTo[q.name] == q {
 		delete(v.replyTo, q.name)
 	} else {
-		v.mu.Unlock()
+		_ = v.unlockTopology()
 		return 0, nil
 	}
 	for len(q.bindings) > 0 {
 		v.removeBindingLocked(q.bindings[len(q.bindings)-1], true)
 	}
-	v.mu.Unlock()
+	if q.persisted() {
+		v.deleteMetaLocked(v.key("queue", q.name))
+	}
+	err := v.unlockTopology()
 	n := q.markDeleted()
 	if q.persisted() {
-		if err := v.b.store.DeleteMeta(v.key("queue", q.name)); err != nil {
-			return n, errorf(KindInternal, "store: %v", err)
-		}
-		if err := v.b.store.DropMessages(q.id); err != nil {
-			return n, errorf(KindInternal, "store: %v", err)
+		// The queue's id is never reused, so its messages can go after
+		// the topology lock.
+		if derr := v.b.store.DropMessages(q.id); derr != nil && err == nil {
+			err = errorf(KindInternal, "store: %v", derr)
 		}
 	}
-	return n, nil
+	return n, err
 }
 
 // CloseOwner deletes the exclusive queues of a closing connection.
@@ -485,8 +560,10 @@ func (v *VHost) lookupBind(dst string, toQueue bool, src string, owner any) (*Ex
 }
 
 func (v *VHost) bind(dst string, toQueue bool, src, key string, args Table, owner any) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	return v.inTopology(func() error { return v.bindLocked(dst, toQueue, src, key, args, owner) })
+}
+
+func (v *VHost) bindLocked(dst string, toQueue bool, src, key string, args Table, owner any) error {
 	sx, q, dx, err := v.lookupBind(dst, toQueue, src, owner)
 	if err != nil {
 		return err
@@ -506,9 +583,7 @@ func (v *VHost) bind(dst string, toQueue bool, src, key string, args Table, owne
 	}
 	b := &binding{src: sx, q: q, x: dx, key: key, args: args}
 	if sx.durable && ((q != nil && q.persisted()) || (dx != nil && dx.durable)) {
-		if err := v.b.store.PutMeta(v.bindingKey(b), encodeRecord(b.record())); err != nil {
-			return errorf(KindInternal, "store: %v", err)
-		}
+		v.putMetaLocked(v.bindingKey(b), encodeRecord(b.record()))
 	}
 	v.addBindingLocked(b)
 	return nil
@@ -525,8 +600,10 @@ func (v *VHost) addBindingLocked(b *binding) {
 }
 
 func (v *VHost) unbind(dst string, toQueue bool, src, key string, args Table, owner any) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	return v.inTopology(func() error { return v.unbindLocked(dst, toQueue, src, key, args, owner) })
+}
+
+func (v *VHost) unbindLocked(dst string, toQueue bool, src, key string, args Table, owner any) error {
 	sx, q, dx, err := v.lookupBind(dst, toQueue, src, owner)
 	if KindOf(err) == KindNotFound {
 		return nil // RabbitMQ 3.10: unbinding a missing queue or exchange is ok
@@ -554,7 +631,9 @@ func (v *VHost) removeBindingLocked(b *binding, autoDelete bool) {
 	} else {
 		b.x.inbound = removeBinding(b.x.inbound, b)
 	}
-	_ = v.b.store.DeleteMeta(v.bindingKey(b))
+	if sx.durable {
+		v.deleteMetaLocked(v.bindingKey(b))
+	}
 	if autoDelete && sx.autoDelete && len(sx.bindings) == 0 && v.exchanges[sx.name] == sx {
 		_ = v.deleteExchangeLocked(sx)
 	}
