@@ -12,9 +12,15 @@
 //   - A user may use a vhost iff it has a permission record there.
 //   - Users listed in Options.LoopbackUsers authenticate only from a loopback
 //     address (RabbitMQ's loopback_users; guest by default).
+//   - Topic permissions (TopicPermission) restrict routing keys per user,
+//     vhost and topic exchange: write on publish, read on bind/subscribe,
+//     checked by CheckTopic or a per-connection TopicCache.
+//   - Failed logins are logged and rate-limited per source address
+//     (ratelimit.go); authentications are audit records (audit.go).
 //
-// Every change is written to the Store (keys "user/<name>" and
-// "perm/<vhost>/<user>", path-escaped, JSON values) before it becomes
+// Every change is written to the Store (keys "user/<name>",
+// "perm/<vhost>/<user>" and "tperm/<vhost>/<user>/<exchange>", path-escaped,
+// JSON values) before it becomes
 // visible. Reads (Authenticate, Lookup, Check) take no lock: they load an
 // immutable snapshot that writers replace under Users.mu. Checks always use
 // the current snapshot, so a permission change or a user deletion applies

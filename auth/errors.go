@@ -23,6 +23,9 @@ var (
 	ErrBadName = errors.New("auth: name must be non-empty UTF-8")
 	// ErrBadRegex: a permission expression does not compile (RE2 syntax).
 	ErrBadRegex = errors.New("auth: invalid permission regex")
+	// ErrTooManyAttempts: the source address had too many failed logins
+	// and is in its back-off period; the password was not checked.
+	ErrTooManyAttempts = errors.New("auth: too many failed logins from this address, try again later")
 )
 
 // AccessError is returned by Check and CheckVHost. Its Error text is
@@ -34,12 +37,17 @@ type AccessError struct {
 	VHost string
 	Perm  Perm   // zero for vhost access
 	Kind  string // "queue", "exchange", "topic"...; empty for vhost access
-	Name  string
+	Name  string // for Kind "topic": the exchange
+	Topic string // for Kind "topic": the routing or binding key
 }
 
 func (e *AccessError) Error() string {
 	if e.Kind == "" {
 		return fmt.Sprintf("access to vhost '%s' refused for user '%s'", e.VHost, e.User)
+	}
+	if e.Kind == "topic" {
+		return fmt.Sprintf("%s access to topic '%s' in exchange '%s' in vhost '%s' refused for user '%s'",
+			e.Perm, e.Topic, e.Name, e.VHost, e.User)
 	}
 	return fmt.Sprintf("%s access to %s '%s' in vhost '%s' refused for user '%s'",
 		e.Perm, e.Kind, e.Name, e.VHost, e.User)

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 )
 
@@ -38,6 +40,19 @@ type Options struct {
 	DefaultVHost string // "/" when empty
 	// LoopbackUsers may authenticate only from a loopback address.
 	LoopbackUsers []string
+
+	// FailedLoginLimit failed logins from one source address (an IPv6
+	// address counts by its /64) block it for FailedLoginBackoff:
+	// Authenticate then returns ErrTooManyAttempts at once. The allowance
+	// refills at FailedLoginLimit per FailedLoginBackoff. 0 takes
+	// DefaultFailedLoginLimit, negative disables the limit; 0 backoff takes
+	// DefaultFailedLoginBackoff.
+	FailedLoginLimit   int
+	FailedLoginBackoff time.Duration
+	// Log receives a warning for each failed login (nil: discarded).
+	Log *slog.Logger
+	// Audit receives the audit records (see OpenAudit); nil: off.
+	Audit *slog.Logger
 }
 
 // User is an immutable view of a user at the time it was looked up.
@@ -89,6 +104,8 @@ type userRecord struct {
 type snapshot struct {
 	users map[string]*User
 	perms map[string]map[string]*permission // user → vhost → permission
+	// tperms: user → vhost → exchange → topic permission
+	tperms map[string]map[string]map[string]*topicPermission
 }
 
 func (s *snapshot) perm(user, vhost string) *permission {
@@ -99,14 +116,18 @@ func (s *snapshot) perm(user, vhost string) *permission {
 // be replaced, not modified, via withPerm.
 func (s *snapshot) clone() *snapshot {
 	n := &snapshot{
-		users: make(map[string]*User, len(s.users)+1),
-		perms: make(map[string]map[string]*permission, len(s.perms)+1),
+		users:  make(map[string]*User, len(s.users)+1),
+		perms:  make(map[string]map[string]*permission, len(s.perms)+1),
+		tperms: make(map[string]map[string]map[string]*topicPermission, len(s.tperms)+1),
 	}
 	for k, v := range s.users {
 		n.users[k] = v
 	}
 	for k, v := range s.perms {
 		n.perms[k] = v
+	}
+	for k, v := range s.tperms {
+		n.tperms[k] = v
 	}
 	return n
 }
@@ -135,6 +156,9 @@ func (s *snapshot) withPerm(user, vhost string, p *permission) {
 type Users struct {
 	st       Store
 	loopback map[string]bool
+	limit    *limiter     // nil: no rate limit
+	log      *slog.Logger // never nil
+	audit    *slog.Logger // nil: off
 
 	mu   sync.Mutex // serialises writers: store write, then snapshot swap
 	snap atomic.Pointer[snapshot]
@@ -144,11 +168,21 @@ type Users struct {
 // all, creates Options.DefaultUser. Permission records of users that no
 // longer exist (left by an interrupted DeleteUser) are deleted.
 func New(st Store, opts Options) (*Users, error) {
-	us := &Users{st: st, loopback: make(map[string]bool)}
+	us := &Users{st: st, loopback: make(map[string]bool), log: opts.Log, audit: opts.Audit}
+	if us.log == nil {
+		us.log = discardLogger
+	}
+	switch {
+	case opts.FailedLoginLimit == 0:
+		us.limit = newLimiter(DefaultFailedLoginLimit, opts.FailedLoginBackoff)
+	case opts.FailedLoginLimit > 0:
+		us.limit = newLimiter(opts.FailedLoginLimit, opts.FailedLoginBackoff)
+	}
 	for _, n := range opts.LoopbackUsers {
 		us.loopback[n] = true
 	}
-	s := &snapshot{users: map[string]*User{}, perms: map[string]map[string]*permission{}}
+	s := &snapshot{users: map[string]*User{}, perms: map[string]map[string]*permission{},
+		tperms: map[string]map[string]map[string]*topicPermission{}}
 	err := st.LoadMeta(userPrefix, func(key string, val []byte) error {
 		var r userRecord
 		if err := json.Unmarshal(val, &r); err != nil {
@@ -187,6 +221,11 @@ func New(st Store, opts Options) (*Users, error) {
 	if err != nil {
 		return nil, err
 	}
+	tOrphans, err := loadTopicPerms(st, s)
+	if err != nil {
+		return nil, err
+	}
+	orphans = append(orphans, tOrphans...)
 	for _, k := range orphans {
 		if err := st.DeleteMeta(k); err != nil {
 			return nil, fmt.Errorf("auth: delete orphan %s: %w", k, err)
@@ -214,19 +253,56 @@ func New(st Store, opts Options) (*Users, error) {
 // and ErrLoopbackOnly for a loopback-only user connecting from elsewhere.
 // The password comparison is constant-time, and an unknown user costs a
 // hash computation like a known one.
+//
+// Failed logins are rate-limited per source address (see
+// Options.FailedLoginLimit): while an address is blocked, Authenticate
+// returns ErrTooManyAttempts without checking the password. Every failure
+// is logged, and successes and failures are audit records.
 func (us *Users) Authenticate(name, password string, remote net.Addr) (*User, error) {
+	key := limitKey(remote)
+	if us.limit != nil {
+		if until, blocked := us.limit.blocked(key); blocked {
+			us.authFailed(name, remote, ErrTooManyAttempts, AuditAuthBlocked, slog.Time("blocked_until", until))
+			return nil, ErrTooManyAttempts
+		}
+	}
 	u := us.snap.Load().users[name]
 	h := dummyHash
 	if u != nil && u.hash != nil {
 		h = u.hash
 	}
-	if !checkPassword(h, password) || u == nil || u.hash == nil {
-		return nil, ErrBadCredentials
+	var err error
+	switch {
+	case !checkPassword(h, password) || u == nil || u.hash == nil:
+		err = ErrBadCredentials
+	case us.loopback[name] && !isLoopback(remote):
+		err = ErrLoopbackOnly
 	}
-	if us.loopback[name] && !isLoopback(remote) {
-		return nil, ErrLoopbackOnly
+	if err != nil {
+		if us.limit != nil && us.limit.fail(key) {
+			us.log.Warn("login rate limit: blocking source address", "remote", addrString(remote), "backoff", us.limit.backoff)
+		}
+		us.authFailed(name, remote, err, AuditAuthFailure)
+		return nil, err
+	}
+	if us.audit != nil {
+		us.audit.Info(AuditAuthSuccess, "user", name, "remote", addrString(remote))
 	}
 	return u, nil
+}
+
+func (us *Users) authFailed(name string, remote net.Addr, err error, event string, extra ...any) {
+	us.log.Warn("authentication failed", append([]any{"user", name, "remote", addrString(remote), "err", err}, extra...)...)
+	if us.audit != nil {
+		us.audit.Info(event, append([]any{"user", name, "remote", addrString(remote), "reason", err.Error()}, extra...)...)
+	}
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
 }
 
 // isLoopback reports whether remote is a loopback IP address or a Unix
@@ -411,6 +487,10 @@ func (us *Users) DeleteUser(name string) error {
 		return fmt.Errorf("%w: %q", ErrNoSuchUser, name)
 	}
 	s := cur.clone()
+	if err := us.deleteTopicPerms(s, name, ""); err != nil {
+		us.snap.Store(s)
+		return err
+	}
 	for vhost := range cur.perms[name] {
 		if err := us.st.DeleteMeta(permKey(vhost, name)); err != nil {
 			us.snap.Store(s) // publish what was already deleted
@@ -480,6 +560,9 @@ func (us *Users) ClearVHost(vhost string) error {
 	defer us.mu.Unlock()
 	s := us.snap.Load().clone()
 	defer func() { us.snap.Store(s) }() // publish what was deleted, even on error
+	if err := us.deleteTopicPerms(s, "", vhost); err != nil {
+		return err
+	}
 	for user, m := range s.perms {
 		if m[vhost] == nil {
 			continue

@@ -25,6 +25,9 @@ type Config struct {
 	STOMP      STOMP      `yaml:"stomp"`
 	HTTP       HTTP       `yaml:"http"`
 	Prometheus Prometheus `yaml:"prometheus"`
+	// TLS holds the certificate, key and client verification shared by
+	// every TLS listener (see tls.go).
+	TLS TLS `yaml:"tls"`
 
 	// DefaultVHost is created on start if missing; the default user gets
 	// full permissions on it when the user is created.
@@ -48,6 +51,39 @@ type Config struct {
 	// MemoryHighWatermarkBytes, if set, is an absolute limit that replaces
 	// the percentage (RabbitMQ's vm_memory_high_watermark.absolute).
 	MemoryHighWatermarkBytes int `yaml:"memory_high_watermark_bytes"`
+	// DiskFreeLimit raises the disk alarm (publishers are blocked) while
+	// the file system holding DataDir has fewer free bytes than this:
+	// RabbitMQ's disk_free_limit.absolute, 50 MB by default. 0 disables.
+	DiskFreeLimit int `yaml:"disk_free_limit"`
+	// DiskFreeCheckInterval is how often free disk space is measured.
+	DiskFreeCheckInterval time.Duration `yaml:"disk_free_check_interval"`
+
+	Limits Limits `yaml:"limits"`
+
+	// Audit, Auth and Encryption: see security.go.
+	Audit      Audit      `yaml:"audit"`
+	Auth       Auth       `yaml:"auth"`
+	Encryption Encryption `yaml:"encryption"`
+}
+
+// Limits bounds what clients may use, across every protocol. A zero
+// value means no limit, RabbitMQ's default for each of them (its vhost
+// limits max-connections and max-queues, its user limit max-connections).
+type Limits struct {
+	// MaxConnectionsPerUser bounds one user's open connections.
+	MaxConnectionsPerUser int `yaml:"max_connections_per_user"`
+	// MaxConnectionsPerVHost bounds the open connections to one vhost.
+	MaxConnectionsPerVHost int `yaml:"max_connections_per_vhost"`
+	// MaxQueuesPerVHost bounds the queues of one vhost.
+	MaxQueuesPerVHost int `yaml:"max_queues_per_vhost"`
+	// PublishRatePerUser bounds the messages per second one user
+	// publishes (all its connections together; burst one second's worth).
+	// Publishers over the rate are slowed by not reading their sockets;
+	// nothing is dropped.
+	PublishRatePerUser int `yaml:"publish_rate_per_user"`
+	// PublishRatePerVHost bounds the messages per second published to a
+	// vhost, likewise.
+	PublishRatePerVHost int `yaml:"publish_rate_per_vhost"`
 }
 
 // Log configures the server's slog logger.
@@ -62,6 +98,8 @@ type Log struct {
 // YAML, env and flags ("60s", "1m30s").
 type AMQP struct {
 	Listen string `yaml:"listen"`
+	// TLSListen is the AMQPS listener, started only when tls.cert_file is set.
+	TLSListen string `yaml:"tls_listen"`
 	// FrameMax is the largest frame the server proposes in connection.tune
 	// (bytes, at least 4096).
 	FrameMax int `yaml:"frame_max"`
@@ -72,9 +110,11 @@ type AMQP struct {
 	// seconds; 0 disables heartbeats.
 	Heartbeat time.Duration `yaml:"heartbeat"`
 	// MaxMessageSize is the largest message body accepted (bytes, at most
-	// 512 MiB as in RabbitMQ).
+	// 512 MiB as in RabbitMQ). It is RabbitMQ's max_message_size and
+	// applies to MQTT and STOMP publishes too.
 	MaxMessageSize int `yaml:"max_message_size"`
-	// HandshakeTimeout bounds the time from TCP accept to connection.open.
+	// HandshakeTimeout bounds the time from TCP accept to connection.open;
+	// MQTT's CONNECT and STOMP's CONNECT get the same time.
 	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
 	// Product is the "product" server property sent in connection.start.
 	// Some clients and test suites enable features only when it reads
@@ -87,6 +127,14 @@ type MQTT struct {
 	Listen string `yaml:"listen"`
 	// WSListen serves MQTT over WebSocket at path /ws.
 	WSListen string `yaml:"ws_listen"`
+	// TLSListen (MQTTS) and WSSListen (MQTT over secure WebSocket, /ws)
+	// are started only when tls.cert_file is set.
+	TLSListen string `yaml:"tls_listen"`
+	WSSListen string `yaml:"wss_listen"`
+	// CertLogin lets a client with a verified certificate and no username
+	// or password log in as the user the certificate names
+	// (RabbitMQ's mqtt.ssl_cert_login).
+	CertLogin bool `yaml:"cert_login"`
 	// Exchange is the topic exchange MQTT publishes to and binds from.
 	Exchange string `yaml:"exchange"`
 }
@@ -96,11 +144,21 @@ type STOMP struct {
 	Listen string `yaml:"listen"`
 	// WSListen serves STOMP over WebSocket at path /ws.
 	WSListen string `yaml:"ws_listen"`
+	// TLSListen (STOMP over TLS) and WSSListen (Web-STOMP over secure
+	// WebSocket, /ws) are started only when tls.cert_file is set.
+	TLSListen string `yaml:"tls_listen"`
+	WSSListen string `yaml:"wss_listen"`
+	// CertLogin lets a client with a verified certificate and no login
+	// header log in as the user the certificate names
+	// (RabbitMQ's stomp.ssl_cert_login).
+	CertLogin bool `yaml:"cert_login"`
 }
 
 // HTTP configures the management API and UI listener.
 type HTTP struct {
 	Listen string `yaml:"listen"`
+	// TLSListen serves the API and UI over HTTPS when tls.cert_file is set.
+	TLSListen string `yaml:"tls_listen"`
 	// StatsInterval is how often message counters are sampled for the
 	// API's rates (RabbitMQ's collect_statistics_interval).
 	StatsInterval time.Duration `yaml:"stats_interval"`
@@ -109,6 +167,8 @@ type HTTP struct {
 // Prometheus configures the /metrics listener.
 type Prometheus struct {
 	Listen string `yaml:"listen"`
+	// TLSListen serves /metrics over HTTPS when tls.cert_file is set.
+	TLSListen string `yaml:"tls_listen"`
 }
 
 // Limits enforced by Validate.
@@ -126,6 +186,7 @@ func Default() Config {
 		Log:     Log{Level: "info", Format: "text"},
 		AMQP: AMQP{
 			Listen:           ":5672",
+			TLSListen:        ":5671",
 			FrameMax:         131072,
 			ChannelMax:       2047,
 			Heartbeat:        60 * time.Second,
@@ -133,16 +194,20 @@ func Default() Config {
 			HandshakeTimeout: 10 * time.Second,
 			Product:          "Trident",
 		},
-		MQTT:          MQTT{Listen: ":1883", WSListen: ":15675", Exchange: "amq.topic"},
-		STOMP:         STOMP{Listen: ":61613", WSListen: ":15674"},
-		HTTP:          HTTP{Listen: ":15672", StatsInterval: 5 * time.Second},
-		Prometheus:    Prometheus{Listen: ":15692"},
+		MQTT:          MQTT{Listen: ":1883", WSListen: ":15675", TLSListen: ":8883", WSSListen: ":15676", Exchange: "amq.topic"},
+		STOMP:         STOMP{Listen: ":61613", WSListen: ":15674", TLSListen: ":61614", WSSListen: ":15673"},
+		HTTP:          HTTP{Listen: ":15672", TLSListen: ":15671", StatsInterval: 5 * time.Second},
+		Prometheus:    Prometheus{Listen: ":15692", TLSListen: ":15691"},
+		TLS:           DefaultTLS(),
 		DefaultVHost:  "/",
 		DefaultUser:   "guest",
 		DefaultPass:   "guest",
 		LoopbackUsers: []string{"guest"},
 
 		MemoryHighWatermarkPercent: 40,
+		DiskFreeLimit:              50_000_000,
+		DiskFreeCheckInterval:      2 * time.Second,
+		Auth:                       DefaultAuth(),
 	}
 }
 

@@ -26,7 +26,7 @@ type field struct {
 	env   string
 	flag  string
 	usage string
-	ptr   func(*Config) any // *string, *int, *time.Duration or *[]string
+	ptr   func(*Config) any // *string, *int, *time.Duration, *[]string or *bool
 }
 
 // fields lists every leaf of Config. Env and flag names derive from the key:
@@ -57,6 +57,13 @@ var fields = []field{
 	f("definitions", "definitions.json file to import at boot (RabbitMQ's format)", func(c *Config) any { return &c.Definitions }),
 	f("memory_high_watermark_percent", "memory alarm above this % of RAM (0 disables)", func(c *Config) any { return &c.MemoryHighWatermarkPercent }),
 	f("memory_high_watermark_bytes", "memory alarm above this many bytes (overrides the %)", func(c *Config) any { return &c.MemoryHighWatermarkBytes }),
+	f("disk_free_limit", "disk alarm below this many free bytes in data_dir (0 disables)", func(c *Config) any { return &c.DiskFreeLimit }),
+	f("disk_free_check_interval", "how often free disk space is measured", func(c *Config) any { return &c.DiskFreeCheckInterval }),
+	f("limits.max_connections_per_user", "most open connections per user, all protocols (0: no limit)", func(c *Config) any { return &c.Limits.MaxConnectionsPerUser }),
+	f("limits.max_connections_per_vhost", "most open connections per vhost, all protocols (0: no limit)", func(c *Config) any { return &c.Limits.MaxConnectionsPerVHost }),
+	f("limits.max_queues_per_vhost", "most queues per vhost (0: no limit)", func(c *Config) any { return &c.Limits.MaxQueuesPerVHost }),
+	f("limits.publish_rate_per_user", "messages/s one user may publish; slows the reader (0: no limit)", func(c *Config) any { return &c.Limits.PublishRatePerUser }),
+	f("limits.publish_rate_per_vhost", "messages/s published to one vhost; slows the reader (0: no limit)", func(c *Config) any { return &c.Limits.PublishRatePerVHost }),
 }
 
 func f(key, usage string, ptr func(*Config) any) field {
@@ -85,6 +92,12 @@ func (fd field) set(c *Config, s string) error {
 		*p = d
 	case *[]string:
 		*p = splitList(s)
+	case *bool:
+		b, err := strconv.ParseBool(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("%q is not a boolean (true or false)", s)
+		}
+		*p = b
 	default:
 		panic("conf: unsupported field type for " + fd.key)
 	}
@@ -209,6 +222,8 @@ func formatValue(p any) string {
 		return p.String()
 	case *[]string:
 		return strconv.Quote(strings.Join(*p, ","))
+	case *bool:
+		return strconv.FormatBool(*p)
 	}
 	return ""
 }

@@ -63,12 +63,34 @@ func (c *Config) Validate() error {
 	if c.MemoryHighWatermarkBytes < 0 {
 		bad("memory_high_watermark_bytes", "%d must not be negative", c.MemoryHighWatermarkBytes)
 	}
+	if c.DiskFreeLimit < 0 {
+		bad("disk_free_limit", "%d must not be negative", c.DiskFreeLimit)
+	}
+	if c.DiskFreeLimit > 0 && c.DiskFreeCheckInterval <= 0 {
+		bad("disk_free_check_interval", "%s must be positive", c.DiskFreeCheckInterval)
+	}
+	for _, l := range []struct {
+		key string
+		v   int
+	}{
+		{"limits.max_connections_per_user", c.Limits.MaxConnectionsPerUser},
+		{"limits.max_connections_per_vhost", c.Limits.MaxConnectionsPerVHost},
+		{"limits.max_queues_per_vhost", c.Limits.MaxQueuesPerVHost},
+		{"limits.publish_rate_per_user", c.Limits.PublishRatePerUser},
+		{"limits.publish_rate_per_vhost", c.Limits.PublishRatePerVHost},
+	} {
+		if l.v < 0 {
+			bad(l.key, "%d must not be negative (0 means no limit)", l.v)
+		}
+	}
 	for i, u := range c.LoopbackUsers {
 		if u == "" {
 			bad(fmt.Sprintf("loopback_users[%d]", i), "must not be empty")
 		}
 	}
 
+	c.validateSecurity(bad)
+	errs = append(errs, c.validateTLS()...)
 	errs = append(errs, c.validateListeners()...)
 	return errors.Join(errs...)
 }
@@ -92,7 +114,7 @@ func (c *Config) validateListeners() []error {
 	var errs []error
 	type bound struct{ key, host, port string }
 	var seen []bound
-	for _, l := range c.listeners() {
+	for _, l := range append(c.listeners(), c.tlsListeners()...) {
 		if l.addr == "" {
 			continue // disabled
 		}

@@ -20,10 +20,14 @@ type Broker struct {
 	qid    atomic.Uint64
 	closed bool
 	alarms *Alarms
+	limits *Limiter
 }
 
 // Alarms returns the broker's resource alarms.
 func (b *Broker) Alarms() *Alarms { return b.alarms }
+
+// Limiter returns the broker's client limits (none until Set).
+func (b *Broker) Limiter() *Limiter { return b.limits }
 
 // New creates the core over st and recovers every durable vhost, exchange,
 // queue, binding and stored message from it.
@@ -31,7 +35,7 @@ func New(st Store, log *slog.Logger) (*Broker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	b := &Broker{store: st, log: log, vhosts: map[string]*VHost{}, alarms: newAlarms()}
+	b := &Broker{store: st, log: log, vhosts: map[string]*VHost{}, alarms: newAlarms(), limits: newLimiter()}
 	if err := b.recover(); err != nil {
 		return nil, fmt.Errorf("exchange: recovery: %w", err)
 	}

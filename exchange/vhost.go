@@ -325,6 +325,9 @@ func (v *VHost) declareQueueLocked(name string, o QueueOpts) (QueueInfo, error) 
 	if err != nil {
 		return QueueInfo{}, err
 	}
+	if m := v.b.limits.maxQueue.Load(); m > 0 && int64(len(v.queues)) >= m {
+		return QueueInfo{}, errorf(KindPreconditionFailed, "cannot declare queue '%s': queue limit in vhost '%s' (%d) is reached", name, v.name, m)
+	}
 	var owner any
 	if o.Exclusive {
 		owner = o.Owner

@@ -191,6 +191,10 @@ func (s *Server) createBinding(toQueue bool) handler {
 		}
 		key := strField(body, "routing_key")
 		args := tableField(body, "arguments")
+		if err := s.permitsTopic(u, v, auth.Read, src, key); err != nil {
+			accessRefused(w)
+			return
+		}
 		if toQueue {
 			err = v.BindQueue(dst, src, key, args, ownerOf(v, dst))
 		} else {

@@ -15,24 +15,24 @@ import (
 )
 
 // Definitions are RabbitMQ's definitions.json: users, vhosts,
-// permissions, exchanges, queues and bindings. Parameters, policies and
-// topic permissions are kept as given on export (empty) and ignored on
-// import.
+// permissions, topic permissions, exchanges, queues and bindings.
+// Parameters and policies are kept as given on export (empty) and ignored
+// on import.
 type Definitions struct {
-	RabbitVersion    string           `json:"rabbit_version,omitempty"`
-	RabbitMQVersion  string           `json:"rabbitmq_version,omitempty"`
-	ProductName      string           `json:"product_name,omitempty"`
-	ProductVersion   string           `json:"product_version,omitempty"`
-	Users            []DefUser        `json:"users,omitempty"`
-	VHosts           []DefVHost       `json:"vhosts,omitempty"`
-	Permissions      []DefPermission  `json:"permissions,omitempty"`
-	TopicPermissions []map[string]any `json:"topic_permissions,omitempty"`
-	Parameters       []map[string]any `json:"parameters"`
-	GlobalParameters []map[string]any `json:"global_parameters,omitempty"`
-	Policies         []map[string]any `json:"policies"`
-	Queues           []DefQueue       `json:"queues"`
-	Exchanges        []DefExchange    `json:"exchanges"`
-	Bindings         []DefBinding     `json:"bindings"`
+	RabbitVersion    string               `json:"rabbit_version,omitempty"`
+	RabbitMQVersion  string               `json:"rabbitmq_version,omitempty"`
+	ProductName      string               `json:"product_name,omitempty"`
+	ProductVersion   string               `json:"product_version,omitempty"`
+	Users            []DefUser            `json:"users,omitempty"`
+	VHosts           []DefVHost           `json:"vhosts,omitempty"`
+	Permissions      []DefPermission      `json:"permissions,omitempty"`
+	TopicPermissions []DefTopicPermission `json:"topic_permissions,omitempty"`
+	Parameters       []map[string]any     `json:"parameters"`
+	GlobalParameters []map[string]any     `json:"global_parameters,omitempty"`
+	Policies         []map[string]any     `json:"policies"`
+	Queues           []DefQueue           `json:"queues"`
+	Exchanges        []DefExchange        `json:"exchanges"`
+	Bindings         []DefBinding         `json:"bindings"`
 }
 
 // DefUser is a user in definitions. Tags is a list in 3.10 exports and a
@@ -58,6 +58,15 @@ type DefPermission struct {
 	Configure string `json:"configure"`
 	Write     string `json:"write"`
 	Read      string `json:"read"`
+}
+
+// DefTopicPermission is a topic permission in definitions.
+type DefTopicPermission struct {
+	User     string `json:"user"`
+	VHost    string `json:"vhost"`
+	Exchange string `json:"exchange"`
+	Write    string `json:"write"`
+	Read     string `json:"read"`
 }
 
 type DefQueue struct {
@@ -98,7 +107,7 @@ func (s *Server) ExportDefinitions(vhost string) Definitions {
 	if vhost == "" {
 		d.RabbitMQVersion, d.ProductName, d.ProductVersion = rabbitVersion, productName, productVersion
 		d.Users, d.VHosts, d.Permissions = []DefUser{}, []DefVHost{}, []DefPermission{}
-		d.TopicPermissions, d.GlobalParameters = []map[string]any{}, []map[string]any{}
+		d.TopicPermissions, d.GlobalParameters = []DefTopicPermission{}, []map[string]any{}
 		for _, u := range s.users.ListUsers() {
 			tags := u.Tags()
 			if tags == nil {
@@ -115,6 +124,9 @@ func (s *Server) ExportDefinitions(vhost string) Definitions {
 		}
 		for _, p := range s.users.ListPermissions() {
 			d.Permissions = append(d.Permissions, DefPermission(p))
+		}
+		for _, p := range s.users.ListTopicPermissions() {
+			d.TopicPermissions = append(d.TopicPermissions, DefTopicPermission(p))
 		}
 	}
 	for _, n := range names {
@@ -169,7 +181,7 @@ func nonNil(t map[string]any) map[string]any {
 var ErrDefinitions = errors.New("web: definitions")
 
 // ImportDefinitions applies definitions in RabbitMQ's format: users,
-// vhosts, permissions, exchanges, queues, then bindings. Objects that
+// vhosts, permissions, topic permissions, exchanges, queues, then bindings. Objects that
 // exist are left as they are when equivalent. If vhost is not "", items
 // without a vhost field go there (a per-vhost file). Quorum and stream
 // queues, which this node does not have yet, are declared classic with a
@@ -203,6 +215,15 @@ func ImportDefinitions(core Core, users *auth.Users, data []byte, vhost string, 
 		}
 		if err := users.SetPermissions(p.User, p.VHost, p.Configure, p.Write, p.Read); err != nil {
 			fail("permission of "+p.User+" in "+p.VHost, err)
+		}
+	}
+	for _, p := range d.TopicPermissions {
+		if _, ok := core.VHost(p.VHost); !ok {
+			fail("topic permission of "+p.User, fmt.Errorf("no vhost %q", p.VHost))
+			continue
+		}
+		if err := users.SetTopicPermissions(p.User, p.VHost, p.Exchange, p.Write, p.Read); err != nil {
+			fail("topic permission of "+p.User+" in "+p.VHost, err)
 		}
 	}
 	vh := func(name string) (*exchange.VHost, error) {

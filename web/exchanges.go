@@ -176,6 +176,10 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, u *auth.User) {
 		badRequest(w, "Unknown payload_encoding")
 		return
 	}
+	if err := s.permitsTopic(u, v, auth.Write, name, strField(body, "routing_key")); err != nil {
+		badRequest(w, "403 ACCESS_REFUSED - "+err.Error()) // as for the exchange above
+		return
+	}
 	props, _ := body["properties"].(map[string]any)
 	m := &exchange.Message{Exchange: name, RoutingKey: strField(body, "routing_key"),
 		Props: parseProperties(props), Body: payload}

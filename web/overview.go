@@ -155,8 +155,8 @@ func (s *Server) nodeJSON() map[string]any {
 	}
 	return map[string]any{
 		"name": s.node, "type": "disc", "running": true, "os_pid": strconv.Itoa(os.Getpid()),
-		"mem_used": ms.Sys, "mem_limit": 0, "mem_alarm": s.alarmOn("memory"),
-		"disk_free": diskFree, "disk_free_limit": 50000000, "disk_free_alarm": s.alarmOn("disk"),
+		"mem_used": ms.Sys, "mem_limit": s.memLimit, "mem_alarm": s.alarmOn("memory"),
+		"disk_free": diskFree, "disk_free_limit": s.diskLimit, "disk_free_alarm": s.alarmOn("disk"),
 		"fd_used": 0, "fd_total": 0, "sockets_used": conns, "sockets_total": 0,
 		"proc_used": runtime.NumGoroutine(), "proc_total": 0,
 		"processors": runtime.NumCPU(), "run_queue": 0,

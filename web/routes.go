@@ -8,7 +8,7 @@ import (
 
 // routes registers every endpoint with the access it needs.
 func (s *Server) routes() {
-	m := func(pattern string, acc access, h handler) { s.mux.HandleFunc(pattern, s.authed(acc, h)) }
+	m := func(pattern string, acc access, h handler) { s.mux.HandleFunc(pattern, s.authed(acc, s.audited(h))) }
 	const (
 		mg  = accManagement
 		mon = accMonitoring
@@ -67,7 +67,7 @@ func (s *Server) routes() {
 	m("PUT /api/vhosts/{vhost}", adm, s.putVHost)
 	m("DELETE /api/vhosts/{vhost}", adm, s.deleteVHost)
 	m("GET /api/vhosts/{vhost}/permissions", adm, s.vhostPermissions)
-	m("GET /api/vhosts/{vhost}/topic-permissions", adm, emptyList)
+	m("GET /api/vhosts/{vhost}/topic-permissions", adm, s.vhostTopicPermissions)
 
 	m("GET /api/users", adm, s.listUsers)
 	m("GET /api/users/without-permissions", adm, s.usersWithoutPermissions)
@@ -76,13 +76,16 @@ func (s *Server) routes() {
 	m("PUT /api/users/{user}", adm, s.putUser)
 	m("DELETE /api/users/{user}", adm, s.deleteUser)
 	m("GET /api/users/{user}/permissions", adm, s.userPermissions)
-	m("GET /api/users/{user}/topic-permissions", adm, emptyList)
+	m("GET /api/users/{user}/topic-permissions", adm, s.userTopicPermissions)
 
 	m("GET /api/permissions", adm, s.listPermissions)
 	m("GET /api/permissions/{vhost}/{user}", adm, s.getPermission)
 	m("PUT /api/permissions/{vhost}/{user}", adm, s.putPermission)
 	m("DELETE /api/permissions/{vhost}/{user}", adm, s.deletePermission)
-	m("GET /api/topic-permissions", adm, emptyList)
+	m("GET /api/topic-permissions", adm, s.listTopicPermissions)
+	m("GET /api/topic-permissions/{vhost}/{user}", adm, s.getTopicPermission)
+	m("PUT /api/topic-permissions/{vhost}/{user}", adm, s.putTopicPermission)
+	m("DELETE /api/topic-permissions/{vhost}/{user}", adm, s.deleteTopicPermission)
 	m("GET /api/policies", mg, emptyList)
 	m("GET /api/policies/{vhost}", mg, emptyList)
 	m("GET /api/operator-policies", mg, emptyList)

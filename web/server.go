@@ -57,6 +57,9 @@ type Options struct {
 	Listeners func() []Listener
 	// DataDir is where the node stores data, for disk_free.
 	DataDir string
+	// MemLimit and DiskFreeLimit are the memory and disk alarms'
+	// thresholds in bytes (0: alarm disabled), shown in /api/nodes.
+	MemLimit, DiskFreeLimit int64
 }
 
 // Server is the management API.
@@ -69,6 +72,8 @@ type Server struct {
 	mux       *http.ServeMux
 	listeners func() []Listener
 	dataDir   string
+	memLimit  int64
+	diskLimit int64
 	started   time.Time
 	rates     *rates
 
@@ -92,7 +97,7 @@ func New(o Options) *Server {
 		o.Listeners = func() []Listener { return nil }
 	}
 	s := &Server{users: o.Users, core: o.Core, conns: o.Conns, node: o.Node, log: log,
-		mux: http.NewServeMux(), listeners: o.Listeners, dataDir: o.DataDir, started: time.Now(),
+		mux: http.NewServeMux(), listeners: o.Listeners, dataDir: o.DataDir, memLimit: o.MemLimit, diskLimit: o.DiskFreeLimit, started: time.Now(),
 		vmeta: map[string]vhostMeta{}, stop: make(chan struct{})}
 	s.rates = newRates(o.StatsInterval)
 	s.routes()

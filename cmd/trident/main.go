@@ -4,7 +4,8 @@
 //
 // Run "trident -h" for every flag, its environment variable and YAML key.
 // SIGINT or SIGTERM shuts down gracefully (clients are told, the store is
-// flushed) within 10 seconds; a second signal exits at once.
+// flushed) within 10 seconds; a second signal exits at once. SIGHUP
+// re-reads the TLS certificate, key and CA files.
 package main
 
 import (
@@ -37,10 +38,23 @@ func run() int {
 		return 2
 	}
 	log := newLogger(cfg.Log)
+	if cfg.Encryption.RotateTo != "" {
+		if err := node.RotateEncryptionKey(cfg); err != nil {
+			log.Error("encryption key rotation failed", "err", err)
+			return 1
+		}
+		log.Info("encryption key rotated; start with encryption.key_file set to the new key", "new_key_file", cfg.Encryption.RotateTo)
+		return 0
+	}
 
 	// Registered before Start so that a signal during startup is not lost.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+
+	// SIGHUP re-reads the TLS certificate, key and CA files.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 
 	startPprof(log)
 	n, err := node.Start(cfg, log)
@@ -48,6 +62,13 @@ func run() int {
 		log.Error("startup failed", "err", err)
 		return 1
 	}
+	go func() {
+		for range hup {
+			if err := n.ReloadTLS(); err != nil {
+				log.Error("TLS reload on SIGHUP failed; the previous certificate stays", "err", err)
+			}
+		}
+	}()
 	log.Info("trident started", "data_dir", cfg.DataDir, "default_vhost", cfg.DefaultVHost)
 	if a := n.AMQPAddr(); a != nil {
 		log.Info("listening", "protocol", "amqp", "addr", a.String())

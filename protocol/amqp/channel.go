@@ -42,6 +42,7 @@ type channel struct {
 	pubBody   []byte
 	pubMsg    *exchange.Message // allocated with the content header
 	permCache map[string]bool   // exchange name → write permitted
+	topics    auth.TopicCache   // topic permission decisions (topicperm.go)
 
 	// Confirms.
 	confirm bool
@@ -281,6 +282,9 @@ func (ch *channel) dispatch(m wire.Method) error {
 		if err := ch.bindPerms(m.Destination, "exchange", m.Source); err != nil {
 			return err
 		}
+		if err := ch.checkTopic(auth.Read, m.Source, m.RoutingKey); err != nil {
+			return err
+		}
 		if err := vh.BindExchange(m.Destination, m.Source, m.RoutingKey, m.Arguments); err != nil {
 			return err
 		}
@@ -290,6 +294,9 @@ func (ch *channel) dispatch(m wire.Method) error {
 		return nil
 	case *wire.ExchangeUnbind:
 		if err := ch.bindPerms(m.Destination, "exchange", m.Source); err != nil {
+			return err
+		}
+		if err := ch.checkTopic(auth.Read, m.Source, m.RoutingKey); err != nil {
 			return err
 		}
 		if err := vh.UnbindExchange(m.Destination, m.Source, m.RoutingKey, m.Arguments); err != nil {
@@ -306,6 +313,9 @@ func (ch *channel) dispatch(m wire.Method) error {
 		if err := ch.bindPerms(m.Queue, "queue", m.Exchange); err != nil {
 			return err
 		}
+		if err := ch.checkTopic(auth.Read, m.Exchange, m.RoutingKey); err != nil {
+			return err
+		}
 		if err := vh.BindQueue(m.Queue, m.Exchange, m.RoutingKey, m.Arguments, ch.c); err != nil {
 			return err
 		}
@@ -315,6 +325,9 @@ func (ch *channel) dispatch(m wire.Method) error {
 		return nil
 	case *wire.QueueUnbind:
 		if err := ch.bindPerms(m.Queue, "queue", m.Exchange); err != nil {
+			return err
+		}
+		if err := ch.checkTopic(auth.Read, m.Exchange, m.RoutingKey); err != nil {
 			return err
 		}
 		if err := vh.UnbindQueue(m.Queue, m.Exchange, m.RoutingKey, m.Arguments, ch.c); err != nil {

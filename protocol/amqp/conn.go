@@ -76,6 +76,8 @@ type conn struct {
 	abort    chan struct{} // closed by forceClose: stop waiting on alarms
 	abortOne sync.Once
 	done     chan struct{}
+
+	releaseConn func() // the connection limits' slot, set by the handshake
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -93,10 +95,11 @@ var errClosed = errors.New("amqp: connection closed")
 
 func (c *conn) serve() {
 	defer c.nc.Close()
-	c.r = bufio.NewReaderSize(readTracker{c}, 64<<10)
+	c.r = bufio.NewReaderSize(readTracker{c}, handshakeBufSize)
 	go c.writer()
 	err := c.handshake()
 	if err == nil {
+		c.growReader()
 		c.log.Debug("connection open", "user", c.user.Name(), "vhost", c.vh.Name())
 		if c.heartbeat > 0 {
 			go c.heartbeater()
@@ -333,7 +336,7 @@ func (c *conn) handshake() error {
 		return err
 	}
 	c.send(0, &wire.ConnectionStart{VersionMajor: 0, VersionMinor: 9, ServerProperties: c.serverProperties(),
-		Mechanisms: "PLAIN AMQPLAIN", Locales: "en_US"})
+		Mechanisms: c.mechanisms(), Locales: "en_US"})
 	m, err := c.readMethod()
 	if err != nil {
 		return c.handshakeError(err)
@@ -347,11 +350,21 @@ func (c *conn) handshake() error {
 		c.capCancel, _ = caps["consumer_cancel_notify"].(bool)
 		c.capBlocked, _ = caps["connection.blocked"].(bool)
 	}
-	user, pass, err := saslCredentials(so.Mechanism, so.Response)
-	if err != nil {
-		return c.handshakeError(err)
+	var (
+		user string
+		u    *auth.User
+		aerr error
+	)
+	if so.Mechanism == mechExternal {
+		user, u, aerr = c.externalLogin() // see external.go
+	} else {
+		var pass string
+		user, pass, err = saslCredentials(so.Mechanism, so.Response)
+		if err != nil {
+			return c.handshakeError(err)
+		}
+		u, aerr = c.s.users.Authenticate(user, pass, c.nc.RemoteAddr())
 	}
-	u, aerr := c.s.users.Authenticate(user, pass, c.nc.RemoteAddr())
 	if aerr != nil {
 		c.log.Warn("authentication failed", "user", user, "mechanism", so.Mechanism, "err", aerr)
 		text := fmt.Sprintf("Login was refused using authentication mechanism %s. For details see the broker logfile.", so.Mechanism)
@@ -400,6 +413,9 @@ func (c *conn) handshake() error {
 	}
 	if err := c.s.users.CheckVHost(u, op.VirtualHost); err != nil {
 		return c.handshakeError(wire.NewConnectionError(wire.NotAllowed, "%s", err.Error()))
+	}
+	if err := c.openLimited(u.Name(), op.VirtualHost); err != nil {
+		return c.handshakeError(err)
 	}
 	c.vh = vh
 	c.opened.Store(true)
@@ -639,6 +655,9 @@ func (c *conn) forceClose(reason string) {
 // capability) and stops reading until the alarm clears, as RabbitMQ does.
 // Consumers on the connection keep receiving meanwhile.
 func (c *conn) waitUnblocked() {
+	if c.s.b.Limiter().RateLimited() {
+		c.waitRate()
+	}
 	alarms := c.s.b.Alarms()
 	if !alarms.Raised() {
 		return
@@ -678,6 +697,9 @@ func (c *conn) cleanup() {
 	}
 	if c.vh != nil {
 		c.vh.CloseOwner(c)
+	}
+	if c.releaseConn != nil {
+		c.releaseConn() // idempotent
 	}
 }
 

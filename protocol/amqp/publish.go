@@ -97,6 +97,9 @@ func (ch *channel) publishOne(m *wire.BasicPublish) error {
 		}
 		ch.permCache[m.Exchange] = true
 	}
+	if err := ch.checkTopic(auth.Write, m.Exchange, m.RoutingKey); err != nil {
+		return err
+	}
 	msg := ch.pubMsg
 	msg.Exchange, msg.RoutingKey, msg.Body = m.Exchange, m.RoutingKey, ch.pubBody
 	ch.pubMsg, ch.pubBody = nil, nil

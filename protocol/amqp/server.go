@@ -23,6 +23,9 @@ type Config struct {
 	HandshakeTimeout time.Duration // time allowed from TCP accept to connection.open
 	ClusterName      string
 	Product          string // "product" server property; "Trident" by default
+	// CertLogin, when set, offers SASL EXTERNAL on TLS connections whose
+	// client certificate was verified, logging in as the user it names.
+	CertLogin *auth.CertLogin
 }
 
 func (c *Config) defaults() {

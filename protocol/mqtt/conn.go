@@ -36,6 +36,7 @@ type conn struct {
 	// Set while handling CONNECT, read-only afterwards.
 	version    byte
 	clientID   string
+	topics     auth.TopicCache // topic permission decisions (topicperm.go); reader only
 	user       *auth.User
 	vh         *exchange.VHost
 	se         *session
@@ -75,6 +76,11 @@ type conn struct {
 
 	recvPublish, sentPublish atomic.Uint64
 	recvBytes, sentBytes     atomic.Uint64
+
+	// abort is closed by serverDisconnect, to wake a reader that waits
+	// for a resource alarm or a rate limit (see limits.go).
+	abort       chan struct{}
+	releaseConn func() // the connection limits' slot, set by CONNECT
 }
 
 // inflight is an outbound QoS 1 or 2 PUBLISH awaiting its acknowledgement.
@@ -89,6 +95,7 @@ func newConn(s *Server, nc net.Conn, transport string) *conn {
 		s: s, nc: nc, br: bufio.NewReaderSize(nc, readBufSize), transport: transport,
 		name: s.connName(nc), connectedAt: time.Now(),
 		outSig: make(chan struct{}, 1), quit: make(chan struct{}), wdone: make(chan struct{}),
+		abort: make(chan struct{}),
 	}
 }
 
@@ -203,6 +210,7 @@ func (c *conn) serverDisconnect(code byte) {
 	if !c.closing.CompareAndSwap(false, true) {
 		return
 	}
+	close(c.abort)
 	_ = c.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	if c.connected.Load() && c.version == 5 {
 		c.sendPacket(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Disconnect},
@@ -225,6 +233,9 @@ func (c *conn) cleanup() {
 		}
 	}
 	c.nc.Close()
+	if c.releaseConn != nil {
+		c.releaseConn()
+	}
 	c.consMu.Lock()
 	cons := c.consumers
 	c.consumers = nil

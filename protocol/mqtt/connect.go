@@ -46,8 +46,11 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 	// Authentication and vhost.
 	vhost, userName := c.s.cfg.DefaultVHost, ""
 	pass := string(pk.Connect.Password)
+	certUser := c.certLoginUser(pk) // see certlogin.go
 	if pk.Connect.UsernameFlag {
 		vhost, userName = c.s.splitUsername(string(pk.Connect.Username))
+	} else if certUser != "" {
+		userName = certUser
 	} else if c.s.cfg.AllowAnonymous && !pk.Connect.PasswordFlag {
 		userName, pass = c.s.cfg.AnonUser, c.s.cfg.AnonPass
 	}
@@ -55,7 +58,13 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		c.refuse(codeNotAuthorized)
 		return errProto(codeNotAuthorized, "anonymous access refused")
 	}
-	u, err := c.s.users.Authenticate(userName, pass, c.nc.RemoteAddr())
+	var u *auth.User
+	var err error
+	if certUser != "" {
+		u, err = c.s.users.AuthenticateCert(certUser, c.nc.RemoteAddr())
+	} else {
+		u, err = c.s.users.Authenticate(userName, pass, c.nc.RemoteAddr())
+	}
 	if err != nil {
 		code := codeBadUserOrPassword
 		if errors.Is(err, auth.ErrLoopbackOnly) {
@@ -68,6 +77,9 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 	if !ok || c.s.users.CheckVHost(u, vhost) != nil {
 		c.refuse(codeNotAuthorized)
 		return errProto(codeNotAuthorized, "access to vhost '"+vhost+"' refused for user '"+userName+"'")
+	}
+	if err := c.openLimited(u.Name(), vhost); err != nil {
+		return err
 	}
 	c.user, c.vh = u, vh
 

@@ -22,6 +22,9 @@ type pendingAck struct {
 // handlePublish routes an inbound PUBLISH into the core.
 func (c *conn) handlePublish(pk *packets.Packet) error {
 	c.recvPublish.Add(1)
+	if err := c.admitPublish(pk); err != nil {
+		return err
+	}
 	qos := pk.FixedHeader.Qos
 	if c.version == 5 {
 		if code := pk.PublishValidate(c.s.cfg.TopicAliasMaximum); code != packets.CodeSuccess {
@@ -56,6 +59,9 @@ func (c *conn) handlePublish(pk *packets.Packet) error {
 	}
 	ex := c.s.cfg.Exchange
 	if err := c.s.users.Check(c.user, c.vh.Name(), auth.Write, "exchange", ex); err != nil {
+		return c.refusePublish(pk, ackType, codeNotAuthorized, err)
+	}
+	if err := c.checkTopic(auth.Write, topic, false); err != nil {
 		return c.refusePublish(pk, ackType, codeNotAuthorized, err)
 	}
 	if qos == 2 {

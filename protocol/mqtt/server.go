@@ -33,6 +33,9 @@ type Config struct {
 	// MaxPacketSize is the largest packet accepted once connected
 	// (default 16 MiB); before CONNECT is accepted the limit is 1 MiB.
 	MaxPacketSize int
+	// MaxMessageSize bounds a PUBLISH payload (RabbitMQ's
+	// max_message_size); 0 leaves only MaxPacketSize.
+	MaxMessageSize int
 	// ConnectTimeout bounds the time from accept to CONNECT (default 10s).
 	ConnectTimeout time.Duration
 	// ReceiveMaximum bounds the unacknowledged deliveries to a client
@@ -41,6 +44,10 @@ type Config struct {
 	// TopicAliasMaximum is the number of inbound topic aliases offered to
 	// MQTT 5 clients (default 64).
 	TopicAliasMaximum uint16
+	// CertLogin, when set, logs a client that sends neither username nor
+	// password in as the user its verified TLS certificate names
+	// (RabbitMQ's mqtt.ssl_cert_login); nil disables it.
+	CertLogin *auth.CertLogin
 }
 
 func (c *Config) defaults() {
@@ -179,7 +186,7 @@ func (s *Server) WebSocketHandler() http.Handler {
 			return
 		}
 		ws.SetReadLimit(int64(s.cfg.MaxPacketSize) + 8)
-		nc := websocket.NetConn(context.Background(), ws, websocket.MessageBinary)
+		nc := withTLSState(websocket.NetConn(context.Background(), ws, websocket.MessageBinary), r.TLS)
 		done := make(chan struct{})
 		s.serveConnWS(nc, done)
 		<-done

@@ -109,7 +109,10 @@ func (c *conn) checkSubscribe(sub *subscription) error {
 	if err := us.Check(c.user, vh, auth.Read, "queue", sub.queue); err != nil {
 		return err
 	}
-	return us.Check(c.user, vh, auth.Read, "exchange", c.s.cfg.Exchange)
+	if err := us.Check(c.user, vh, auth.Read, "exchange", c.s.cfg.Exchange); err != nil {
+		return err
+	}
+	return c.checkTopic(auth.Read, sub.Filter, true)
 }
 
 // replaceSub adds sub to the session, replacing one with the same filter,

@@ -54,6 +54,7 @@ type conn struct {
 	replyQs    map[string]string // temp-queue id → queue name
 	declared   map[string]bool   // /queue/ names declared by SEND
 	canWrite   map[string]bool   // exchanges the user may publish to (checked once)
+	topics     auth.TopicCache   // topic permission decisions (topicperm.go)
 	txBytes    int               // body bytes buffered in open transactions
 	txFrames   int               // frames buffered in open transactions
 	lastDest   string            // the last SEND destination header...
@@ -85,10 +86,15 @@ type conn struct {
 	wdone    chan struct{}
 	done     chan struct{}
 	forced   atomic.Pointer[string]
+
+	// stop is closed by kill, to wake a reader that waits for a resource
+	// alarm or a rate limit (see limits.go).
+	stop        chan struct{}
+	releaseConn func() // the connection limits' slot, set by CONNECT
 }
 
 func newConn(s *Server, t transport) *conn {
-	c := &conn{s: s, t: t, id: s.seq.Add(1), version: frame.V10, done: make(chan struct{}), wdone: make(chan struct{}),
+	c := &conn{s: s, t: t, id: s.seq.Add(1), version: frame.V10, done: make(chan struct{}), wdone: make(chan struct{}), stop: make(chan struct{}),
 		subs: map[string]*subscription{}, txs: map[string]*transaction{}, replyQs: map[string]string{}, declared: map[string]bool{}, canWrite: map[string]bool{}}
 	c.name = fmt.Sprintf("%s -> %s", t.remote(), t.local())
 	c.log = s.log.With("conn", c.name)
@@ -254,6 +260,7 @@ func (c *conn) kill(e *Error, receipt string) {
 	if !c.forced.CompareAndSwap(nil, &reason) {
 		return
 	}
+	close(c.stop)
 	if c.opened.Load() {
 		hs := []frame.Header{{Key: "message", Value: e.Message}, {Key: "content-type", Value: "text/plain"}}
 		if receipt != "" {
@@ -405,6 +412,10 @@ func (c *conn) cleanup() {
 	c.txs = map[string]*transaction{}
 	if c.vh != nil {
 		c.vh.CloseOwner(c)
+	}
+	if c.releaseConn != nil {
+		c.releaseConn()
+		c.releaseConn = nil
 	}
 	c.rmu.Lock()
 	c.receipts = nil

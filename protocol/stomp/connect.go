@@ -64,7 +64,13 @@ func (c *conn) connect(f *frame.Frame) error {
 	}
 	login, hasLogin := f.Get("login")
 	pass := f.Value("passcode")
+	certUser := ""
 	if !hasLogin {
+		certUser = c.certLoginUser() // see certlogin.go
+	}
+	if !hasLogin && certUser != "" {
+		login = certUser
+	} else if !hasLogin {
 		if cfg.DefaultUser == "" {
 			return errorf("Bad CONNECT", "Missing login header and no default user is configured")
 		}
@@ -74,7 +80,13 @@ func (c *conn) connect(f *frame.Frame) error {
 	if h, ok := f.Get("host"); ok && h != "" {
 		vhost = h
 	}
-	u, err := c.s.users.Authenticate(login, pass, c.t.remoteAddr())
+	var u *auth.User
+	var err error
+	if certUser != "" {
+		u, err = c.s.users.AuthenticateCert(certUser, c.t.remoteAddr())
+	} else {
+		u, err = c.s.users.Authenticate(login, pass, c.t.remoteAddr())
+	}
 	if err != nil {
 		c.log.Warn("STOMP login failed", "user", login, "err", err)
 		if errors.Is(err, auth.ErrLoopbackOnly) {
@@ -88,6 +100,9 @@ func (c *conn) connect(f *frame.Frame) error {
 	}
 	if err := c.s.users.CheckVHost(u, vhost); err != nil {
 		return errorf("Bad CONNECT", "Virtual host '%s' access denied", vhost)
+	}
+	if err := c.openLimited(u.Name(), vhost); err != nil {
+		return err
 	}
 	c.user, c.vh = u, vh
 	c.session = randomID("session-")

@@ -60,6 +60,9 @@ func (c *conn) send(f *frame.Frame) error {
 // doSend publishes f. With a receipt id (or barrier, for COMMIT) the
 // RECEIPT waits for the store when the message is persistent.
 func (c *conn) doSend(f *frame.Frame, rid string, barrier bool) error {
+	if err := c.admitPublish(); err != nil {
+		return err
+	}
 	dh, ok := f.Get("destination")
 	if !ok {
 		return errorf("Missing destination", "SEND must include a 'destination', and optional 'receipt' headers\n")
@@ -89,6 +92,9 @@ func (c *conn) doSend(f *frame.Frame, rid string, barrier bool) error {
 			return err
 		}
 		c.canWrite[xname] = true
+	}
+	if err := c.checkTopic(auth.Write, xname, key); err != nil {
+		return err
 	}
 	msg := &exchange.Message{Exchange: xname, RoutingKey: key, Body: f.Body}
 	if err := c.properties(&msg.Props, f); err != nil {

@@ -39,6 +39,10 @@ type Config struct {
 	MinHeartbeat time.Duration
 	// Product names the server in CONNECTED ("Trident").
 	Product string
+	// CertLogin, when set, logs a CONNECT without a login header in as the
+	// user the connection's verified TLS certificate names (RabbitMQ's
+	// stomp.ssl_cert_login), before DefaultUser; nil disables it.
+	CertLogin *auth.CertLogin
 }
 
 func (c *Config) defaults() {

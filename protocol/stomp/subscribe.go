@@ -159,6 +159,14 @@ func (c *conn) ensureSource(d destination, id string, hasID bool, f *frame.Frame
 			// headers say otherwise.
 			p = queueParams{durable: true}
 		}
+		if d.kind == destExchange {
+			err = c.checkTopic(auth.Read, d.name, d.pattern)
+		} else {
+			err = c.checkTopic(auth.Read, topicExchange, d.name)
+		}
+		if err != nil {
+			return "", "", err
+		}
 		name := subscriptionQueueName(f, d.name, id, durable)
 		if p, err = c.declareQueue(name, f, p); err != nil {
 			return "", "", err

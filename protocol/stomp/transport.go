@@ -2,6 +2,7 @@ package stomp
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -57,10 +58,11 @@ type wsTransport struct {
 	cur  io.Reader
 	peer string
 	host string
+	tls  *tls.ConnectionState // the request's, over HTTPS; else nil
 }
 
 func newWSTransport(ws *websocket.Conn, r *http.Request) *wsTransport {
-	return &wsTransport{ws: ws, peer: r.RemoteAddr, host: r.Host}
+	return &wsTransport{ws: ws, peer: r.RemoteAddr, host: r.Host, tls: r.TLS}
 }
 
 func (t *wsTransport) Read(p []byte) (int, error) {

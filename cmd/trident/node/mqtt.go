@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/trident-broker/trident/protocol/mqtt"
 	"github.com/trident-broker/trident/web"
@@ -28,7 +27,7 @@ type mqttFrontEnd struct {
 // user (which the loopback restriction still applies to).
 func startMQTT(n *Node) error {
 	c := n.cfg.MQTT
-	if c.Listen == "" && c.WSListen == "" {
+	if c.Listen == "" && c.WSListen == "" && !tlsWanted(n.cfg, c.TLSListen) && !tlsWanted(n.cfg, c.WSSListen) {
 		return nil
 	}
 	srv, err := mqtt.NewServer(mqtt.Config{
@@ -37,6 +36,9 @@ func startMQTT(n *Node) error {
 		AllowAnonymous: n.cfg.DefaultUser != "",
 		AnonUser:       n.cfg.DefaultUser,
 		AnonPass:       n.cfg.DefaultPass,
+		CertLogin:      n.mqttCertLogin(),
+		MaxMessageSize: n.cfg.AMQP.MaxMessageSize,
+		ConnectTimeout: n.cfg.AMQP.HandshakeTimeout,
 	}, n.broker, n.users, n.store, n.log.With("component", "mqtt"))
 	if err != nil {
 		return fmt.Errorf("node: mqtt: %w", err)
@@ -56,7 +58,7 @@ func startMQTT(n *Node) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/ws", srv.WebSocketHandler())
-		f.ws = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		f.ws = &http.Server{Handler: mux, ReadHeaderTimeout: n.cfg.AMQP.HandshakeTimeout}
 		go func() {
 			if err := f.ws.Serve(f.wsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				n.log.Error("mqtt websocket listener stopped", "err", err)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -48,7 +49,12 @@ type Node struct {
 	// start order; Close shuts them down in reverse before the core.
 	frontEnds []frontEnd
 
-	stopWatch chan struct{} // stops the memory alarm's watcher
+	tls tlsState // the TLS listeners (tls.go)
+
+	stopWatch chan struct{} // stops the memory and disk alarms' watchers
+
+	audit       *slog.Logger // audit records; nil when audit.file is empty
+	auditCloser io.Closer    // the audit file, if any (security.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -73,7 +79,14 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
 	dir := filepath.Join(cfg.DataDir, storeDir)
-	n.store, err = store.OpenBadger(dir, store.BadgerOptions{}, log.With("component", "store"))
+	if err := n.openAudit(); err != nil {
+		return nil, err
+	}
+	sopts, err := storeOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n.store, err = store.OpenBadger(dir, sopts, log.With("component", "store"))
 	if err != nil {
 		return nil, fmt.Errorf("node: open store %s: %w", dir, err)
 	}
@@ -81,12 +94,8 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	n.users, err = auth.New(n.store, auth.Options{
-		DefaultUser:   cfg.DefaultUser,
-		DefaultPass:   cfg.DefaultPass,
-		DefaultVHost:  cfg.DefaultVHost,
-		LoopbackUsers: cfg.LoopbackUsers,
-	})
+	n.broker.Limiter().Set(exchange.Limits(cfg.Limits))
+	n.users, err = auth.New(n.store, n.authOptions())
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -99,29 +108,35 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 		}
 	}
 
-	if cfg.AMQP.Listen != "" {
+	if cfg.AMQP.Listen != "" || tlsWanted(cfg, cfg.AMQP.TLSListen) {
 		if err := n.startAMQP(); err != nil {
 			return nil, err
 		}
 	}
+	n.stopWatch = make(chan struct{})
 	if limit := n.memoryLimit(); limit > 0 {
-		n.stopWatch = make(chan struct{})
 		go watchMemory(n.broker.Alarms(), limit, n.stopWatch, n.log)
+	}
+	if limit := cfg.DiskFreeLimit; limit > 0 {
+		go watchDisk(n.broker.Alarms(), cfg.DataDir, int64(limit), cfg.DiskFreeCheckInterval, n.stopWatch, n.log)
 	}
 	for _, start := range starters {
 		if err := start(n); err != nil {
 			return nil, err
 		}
 	}
-	if cfg.HTTP.Listen != "" {
+	if cfg.HTTP.Listen != "" || tlsWanted(cfg, cfg.HTTP.TLSListen) {
 		if err := n.startHTTP(); err != nil {
 			return nil, err
 		}
 	}
-	if cfg.Prometheus.Listen != "" {
+	if cfg.Prometheus.Listen != "" || tlsWanted(cfg, cfg.Prometheus.TLSListen) {
 		if err := n.startMetrics(); err != nil {
 			return nil, err
 		}
+	}
+	if err := n.startTLS(); err != nil {
+		return nil, err
 	}
 	return n, nil
 }
@@ -200,11 +215,14 @@ type frontEnd interface {
 
 func (n *Node) startAMQP() error {
 	c := n.cfg.AMQP
-	ln, err := net.Listen("tcp", c.Listen)
-	if err != nil {
-		return fmt.Errorf("node: amqp.listen: %w", err)
+	var ln net.Listener
+	if c.Listen != "" { // else only amqp.tls_listen serves (tls.go)
+		var err error
+		if ln, err = net.Listen("tcp", c.Listen); err != nil {
+			return fmt.Errorf("node: amqp.listen: %w", err)
+		}
+		n.amqpLn = ln
 	}
-	n.amqpLn = ln
 	channelMax := c.ChannelMax // conf.Validate keeps it in [0, 65535]
 	if channelMax == 0 {
 		channelMax = 65535 // "no limit" in conf; amqp.Config takes 0 as "default"
@@ -216,8 +234,13 @@ func (n *Node) startAMQP() error {
 		MaxMessageSize:   c.MaxMessageSize,
 		HandshakeTimeout: c.HandshakeTimeout,
 		Product:          c.Product,
+		CertLogin:        n.amqpCertLogin(),
 	}, n.broker, n.users, n.log.With("component", "amqp"))
 	n.amqpServed = make(chan error, 1)
+	if ln == nil {
+		n.amqpServed <- nil
+		return nil
+	}
 	go func() {
 		err := n.amqp.Serve(ln)
 		if err != nil && !errors.Is(err, amqp.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
@@ -258,6 +281,7 @@ func (n *Node) close(ctx context.Context) error {
 	if n.stopWatch != nil {
 		close(n.stopWatch)
 	}
+	n.closeTLS()
 	if n.http != nil {
 		_ = n.http.Close()
 	} else if n.httpLn != nil {
@@ -283,7 +307,9 @@ func (n *Node) close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("node: amqp shutdown: %w", err))
 		}
 		// In case Serve had not registered the listener when Shutdown ran.
-		if err := n.amqpLn.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		if n.amqpLn == nil {
+			// amqp.tls_listen only
+		} else if err := n.amqpLn.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 			errs = append(errs, fmt.Errorf("node: close amqp listener: %w", err))
 		}
 		select {
@@ -301,6 +327,11 @@ func (n *Node) close(ctx context.Context) error {
 	if n.store != nil {
 		if err := n.store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("node: close store: %w", err))
+		}
+	}
+	if n.auditCloser != nil {
+		if err := n.auditCloser.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("node: close audit log: %w", err))
 		}
 	}
 	return errors.Join(errs...)

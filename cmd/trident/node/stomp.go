@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/trident-broker/trident/protocol/stomp"
 	"github.com/trident-broker/trident/web"
@@ -26,15 +25,18 @@ type stompFrontEnd struct {
 
 func (n *Node) startSTOMP() error {
 	c := n.cfg.STOMP
-	if c.Listen == "" && c.WSListen == "" {
+	if c.Listen == "" && c.WSListen == "" && !tlsWanted(n.cfg, c.TLSListen) && !tlsWanted(n.cfg, c.WSSListen) {
 		return nil
 	}
 	f := &stompFrontEnd{served: make(chan error, 1)}
 	f.srv = stomp.NewServer(stomp.Config{
-		MaxBodySize:  n.cfg.AMQP.MaxMessageSize,
-		DefaultUser:  n.cfg.DefaultUser,
-		DefaultPass:  n.cfg.DefaultPass,
-		DefaultVHost: n.cfg.DefaultVHost,
+		MaxBodySize: n.cfg.AMQP.MaxMessageSize,
+		// One handshake timeout for every protocol.
+		HandshakeTimeout: n.cfg.AMQP.HandshakeTimeout,
+		DefaultUser:      n.cfg.DefaultUser,
+		DefaultPass:      n.cfg.DefaultPass,
+		DefaultVHost:     n.cfg.DefaultVHost,
+		CertLogin:        n.stompCertLogin(),
 	}, n.broker, n.users, n.log.With("component", "stomp"))
 	if c.Listen != "" {
 		ln, err := net.Listen("tcp", c.Listen)
@@ -64,7 +66,7 @@ func (n *Node) startSTOMP() error {
 		f.wsLn = ln
 		mux := http.NewServeMux()
 		mux.Handle("/ws", f.srv)
-		f.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		f.http = &http.Server{Handler: mux, ReadHeaderTimeout: n.cfg.AMQP.HandshakeTimeout}
 		go func() {
 			if err := f.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 				n.log.Error("web-stomp listener stopped", "err", err)

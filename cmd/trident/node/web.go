@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"time"
 
 	"github.com/trident-broker/trident/web"
 )
@@ -16,11 +15,14 @@ import (
 func (n *Node) nodeName() string { return "trident@" + hostname() }
 
 func (n *Node) startHTTP() error {
-	ln, err := net.Listen("tcp", n.cfg.HTTP.Listen)
-	if err != nil {
-		return fmt.Errorf("node: http.listen: %w", err)
+	var ln net.Listener
+	if n.cfg.HTTP.Listen != "" { // else only http.tls_listen serves (tls.go)
+		var err error
+		if ln, err = net.Listen("tcp", n.cfg.HTTP.Listen); err != nil {
+			return fmt.Errorf("node: http.listen: %w", err)
+		}
+		n.httpLn = ln
 	}
-	n.httpLn = ln
 	n.api = web.New(web.Options{
 		Users:         n.users,
 		Core:          n.broker,
@@ -30,8 +32,13 @@ func (n *Node) startHTTP() error {
 		StatsInterval: n.cfg.HTTP.StatsInterval,
 		Listeners:     n.listeners,
 		DataDir:       n.cfg.DataDir,
+		MemLimit:      n.memoryLimit(),
+		DiskFreeLimit: int64(n.cfg.DiskFreeLimit),
 	})
-	n.http = &http.Server{Handler: n.api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	n.http = &http.Server{Handler: n.api.Handler(), ReadHeaderTimeout: n.cfg.AMQP.HandshakeTimeout}
+	if ln == nil {
+		return nil
+	}
 	go func() {
 		if err := n.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("http listener stopped", "err", err)
@@ -43,13 +50,19 @@ func (n *Node) startHTTP() error {
 
 // startMetrics serves Prometheus /metrics and /metrics/per-object.
 func (n *Node) startMetrics() error {
-	ln, err := net.Listen("tcp", n.cfg.Prometheus.Listen)
-	if err != nil {
-		return fmt.Errorf("node: prometheus.listen: %w", err)
+	var ln net.Listener
+	if n.cfg.Prometheus.Listen != "" { // else only prometheus.tls_listen serves (tls.go)
+		var err error
+		if ln, err = net.Listen("tcp", n.cfg.Prometheus.Listen); err != nil {
+			return fmt.Errorf("node: prometheus.listen: %w", err)
+		}
+		n.metricsLn = ln
 	}
-	n.metricsLn = ln
 	m := web.NewMetrics(n.broker, connections{n}, n.nodeName())
-	n.metrics = &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	n.metrics = &http.Server{Handler: m.Handler(), ReadHeaderTimeout: n.cfg.AMQP.HandshakeTimeout}
+	if ln == nil {
+		return nil
+	}
 	go func() {
 		if err := n.metrics.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("prometheus listener stopped", "err", err)
@@ -79,6 +92,11 @@ func (n *Node) listeners() []web.Listener {
 	}
 	if n.metricsLn != nil {
 		out = append(out, web.Listener{Protocol: "http/prometheus", Addr: n.metricsLn.Addr()})
+	}
+	if t := n.tls.get(); t != nil {
+		for _, l := range t.lns {
+			out = append(out, web.Listener{Protocol: l.protocol, Addr: l.raw.Addr()})
+		}
 	}
 	for _, f := range n.frontEnds {
 		if l, ok := f.(interface{ Addrs() []net.Addr }); ok {

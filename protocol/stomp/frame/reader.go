@@ -9,6 +9,10 @@ import (
 // minRead is the smallest free space the Reader asks its source to fill.
 const minRead = 32 << 10
 
+// initialBuf is a new Reader's buffer: small, so that idle and half-open
+// connections stay cheap; it doubles as frames need.
+const initialBuf = 4 << 10
+
 // shrinkAbove is the buffer size above which an empty buffer is replaced.
 const shrinkAbove = 1 << 20
 
@@ -30,7 +34,7 @@ type Reader struct {
 // NewReader returns a Reader over src; the version starts at V10 (no
 // escaping) until SetVersion.
 func NewReader(src io.Reader, lim Limits) *Reader {
-	return &Reader{src: src, lim: lim.WithDefaults(), version: V10, buf: make([]byte, minRead)}
+	return &Reader{src: src, lim: lim.WithDefaults(), version: V10, buf: make([]byte, initialBuf)}
 }
 
 // SetVersion sets the version used to unescape headers.
@@ -64,7 +68,7 @@ func (r *Reader) Read() (Frame, error) {
 				if r.start == r.end {
 					r.start, r.end = 0, 0
 					if len(r.buf) > shrinkAbove {
-						r.buf = make([]byte, minRead) // give a big frame's buffer back
+						r.buf = make([]byte, initialBuf) // give a big frame's buffer back
 					}
 				}
 				return f, nil
@@ -97,12 +101,14 @@ func (r *Reader) ready(w incomplete) bool {
 
 // fill reads more data, compacting or growing the buffer as needed.
 func (r *Reader) fill(w incomplete) error {
-	if r.start > 0 && (r.start == r.end || len(r.buf)-r.end < minRead) {
+	// Ask for at least minRead bytes, or half a small buffer.
+	free := min(minRead, len(r.buf)/2)
+	if r.start > 0 && (r.start == r.end || len(r.buf)-r.end < free) {
 		n := copy(r.buf, r.buf[r.start:r.end])
 		r.end = n
 		r.start = 0
 	}
-	if len(r.buf)-r.end < minRead {
+	if len(r.buf)-r.end < free {
 		want := 2 * len(r.buf)
 		if w.need > want {
 			want = w.need

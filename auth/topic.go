@@ -1,0 +1,357 @@
+package auth
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// TopicPermission is a user's topic permission record for one exchange in a
+// vhost (RabbitMQ's topic permissions, shaped as in definitions.json). Write
+// is matched against the routing key of a publish to the exchange, Read
+// against the binding key of a binding from it (a queue.bind, an MQTT
+// subscription, a STOMP subscription). They apply to topic exchanges only.
+//
+// As in RabbitMQ: a user without a topic permission record for an exchange
+// may use every routing key on it; the expressions are unanchored; the
+// empty expression matches only the empty routing key; "{username}",
+// "{vhost}" and (MQTT only) "{client_id}" are replaced by the connection's
+// values before matching. Unlike RabbitMQ, the values are regexp-quoted,
+// so a user named "a.b" does not also match "aXb".
+type TopicPermission struct {
+	User     string `json:"user"`
+	VHost    string `json:"vhost"`
+	Exchange string `json:"exchange"`
+	Write    string `json:"write"`
+	Read     string `json:"read"`
+}
+
+const (
+	topicPermPrefix = "tperm/"
+	varClientID     = "{client_id}"
+)
+
+// topicPermission is a TopicPermission with its expressions compiled.
+type topicPermission struct {
+	TopicPermission
+	m [2]topicMatcher // 0 write, 1 read
+}
+
+// topicMatcher is an expression with {username} and {vhost} expanded. If
+// it uses {client_id} it is kept as a template (tmpl) and compiled per
+// connection, else compiled once.
+type topicMatcher struct {
+	matcher
+	tmpl string
+}
+
+func topicIndex(p Perm) int {
+	switch p {
+	case Write:
+		return 0
+	case Read:
+		return 1
+	}
+	return -1
+}
+
+func expandTopicExpr(expr string, vars ...string) string {
+	if expr == "" {
+		return "^$"
+	}
+	if !strings.Contains(expr, "{") {
+		return expr
+	}
+	for i := 0; i+1 < len(vars); i += 2 {
+		expr = strings.ReplaceAll(expr, vars[i], regexp.QuoteMeta(vars[i+1]))
+	}
+	return expr
+}
+
+func compileTopicPermission(p TopicPermission) (*topicPermission, error) {
+	tp := &topicPermission{TopicPermission: p}
+	for i, expr := range [2]string{p.Write, p.Read} {
+		e := expandTopicExpr(expr, "{username}", p.User, "{vhost}", p.VHost)
+		if strings.Contains(e, varClientID) {
+			if _, err := regexp.Compile(strings.ReplaceAll(e, varClientID, "x")); err != nil {
+				return nil, fmt.Errorf("%w: topic %s %q: %v", ErrBadRegex, [2]Perm{Write, Read}[i], expr, err)
+			}
+			tp.m[i] = topicMatcher{tmpl: e}
+			continue
+		}
+		m, err := compileMatcher(e)
+		if err != nil {
+			return nil, fmt.Errorf("%w: topic %s %q: %v", ErrBadRegex, [2]Perm{Write, Read}[i], expr, err)
+		}
+		tp.m[i] = topicMatcher{matcher: m}
+	}
+	return tp, nil
+}
+
+func topicPermKey(vhost, user, exchange string) string {
+	return topicPermPrefix + url.PathEscape(vhost) + "/" + url.PathEscape(user) + "/" + url.PathEscape(exchange)
+}
+
+// withTopicPerm sets (p != nil) or removes (p == nil) user's topic
+// permission for exchange in vhost on a cloned snapshot.
+func (s *snapshot) withTopicPerm(user, vhost, exchange string, p *topicPermission) {
+	vm := make(map[string]map[string]*topicPermission, len(s.tperms[user])+1)
+	for k, v := range s.tperms[user] {
+		vm[k] = v
+	}
+	em := make(map[string]*topicPermission, len(vm[vhost])+1)
+	for k, v := range vm[vhost] {
+		em[k] = v
+	}
+	if p == nil {
+		delete(em, exchange)
+	} else {
+		em[exchange] = p
+	}
+	if len(em) == 0 {
+		delete(vm, vhost)
+	} else {
+		vm[vhost] = em
+	}
+	if len(vm) == 0 {
+		delete(s.tperms, user)
+	} else {
+		s.tperms[user] = vm
+	}
+}
+
+// loadTopicPerms reads the topic permission records into s; records of
+// users that do not exist are returned as orphans.
+func loadTopicPerms(st Store, s *snapshot) (orphans []string, err error) {
+	err = st.LoadMeta(topicPermPrefix, func(key string, val []byte) error {
+		var p TopicPermission
+		if err := json.Unmarshal(val, &p); err != nil {
+			return fmt.Errorf("auth: load %s: %w", key, err)
+		}
+		if s.users[p.User] == nil {
+			orphans = append(orphans, key)
+			return nil
+		}
+		tp, err := compileTopicPermission(p)
+		if err != nil {
+			return fmt.Errorf("auth: load %s: %w", key, err)
+		}
+		s.withTopicPerm(p.User, p.VHost, p.Exchange, tp)
+		return nil
+	})
+	return orphans, err
+}
+
+// SetTopicPermissions sets user's topic permission for exchange in vhost
+// (RE2 syntax, unanchored; "" matches only the empty routing key). The user
+// must exist.
+func (us *Users) SetTopicPermissions(user, vhost, exchange, write, read string) error {
+	if !validName(vhost) || !validName(exchange) {
+		return ErrBadName
+	}
+	p, err := compileTopicPermission(TopicPermission{User: user, VHost: vhost, Exchange: exchange, Write: write, Read: read})
+	if err != nil {
+		return err
+	}
+	val, err := json.Marshal(p.TopicPermission)
+	if err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
+	us.mu.Lock()
+	defer us.mu.Unlock()
+	if us.snap.Load().users[user] == nil {
+		return fmt.Errorf("%w: %q", ErrNoSuchUser, user)
+	}
+	if err := us.st.PutMeta(topicPermKey(vhost, user, exchange), val); err != nil {
+		return fmt.Errorf("auth: store topic permission of %q in %q: %w", user, vhost, err)
+	}
+	s := us.snap.Load().clone()
+	s.withTopicPerm(user, vhost, exchange, p)
+	us.snap.Store(s)
+	return nil
+}
+
+// ClearTopicPermissions removes user's topic permission for exchange in
+// vhost, or all of user's topic permissions in vhost when exchange is "".
+// It is a no-op if there are none.
+func (us *Users) ClearTopicPermissions(user, vhost, exchange string) error {
+	us.mu.Lock()
+	defer us.mu.Unlock()
+	s := us.snap.Load().clone()
+	defer func() { us.snap.Store(s) }() // publish what was deleted, even on error
+	for ex := range us.snap.Load().tperms[user][vhost] {
+		if exchange != "" && ex != exchange {
+			continue
+		}
+		if err := us.st.DeleteMeta(topicPermKey(vhost, user, ex)); err != nil {
+			return fmt.Errorf("auth: delete topic permission of %q in %q: %w", user, vhost, err)
+		}
+		s.withTopicPerm(user, vhost, ex, nil)
+	}
+	return nil
+}
+
+// deleteTopicPerms deletes every topic permission of user (vhost "") or of
+// every user in vhost (user "") on s; the caller holds us.mu.
+func (us *Users) deleteTopicPerms(s *snapshot, user, vhost string) error {
+	for u, vm := range s.tperms {
+		if user != "" && u != user {
+			continue
+		}
+		for vh, em := range vm {
+			if vhost != "" && vh != vhost {
+				continue
+			}
+			for ex := range em {
+				if err := us.st.DeleteMeta(topicPermKey(vh, u, ex)); err != nil {
+					return fmt.Errorf("auth: delete topic permission of %q in %q: %w", u, vh, err)
+				}
+				s.withTopicPerm(u, vh, ex, nil)
+			}
+		}
+	}
+	return nil
+}
+
+// TopicPermissions returns user's topic permission records in vhost (all
+// vhosts when vhost is ""), sorted by vhost, then exchange.
+func (us *Users) TopicPermissions(user, vhost string) []TopicPermission {
+	var out []TopicPermission
+	for vh, em := range us.snap.Load().tperms[user] {
+		if vhost != "" && vh != vhost {
+			continue
+		}
+		for _, p := range em {
+			out = append(out, p.TopicPermission)
+		}
+	}
+	sortTopicPerms(out)
+	return out
+}
+
+// ListTopicPermissions returns all topic permission records sorted by
+// vhost, user, exchange.
+func (us *Users) ListTopicPermissions() []TopicPermission {
+	var out []TopicPermission
+	for _, vm := range us.snap.Load().tperms {
+		for _, em := range vm {
+			for _, p := range em {
+				out = append(out, p.TopicPermission)
+			}
+		}
+	}
+	sortTopicPerms(out)
+	return out
+}
+
+func sortTopicPerms(ps []TopicPermission) {
+	slices.SortFunc(ps, func(a, b TopicPermission) int {
+		if c := strings.Compare(a.VHost, b.VHost); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.User, b.User); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Exchange, b.Exchange)
+	})
+}
+
+// CheckTopic returns nil if u may use routingKey on the topic exchange
+// exchange in vhost for perm (Write: publish; Read: bind or subscribe),
+// else an *AccessError with RabbitMQ's text ("write access to topic 'a.b'
+// in exchange 'amq.topic' in vhost '/' refused for user 'bob'"). The
+// caller checks that the exchange is a topic exchange. clientID is the
+// value of {client_id} (MQTT), "" elsewhere. CheckTopic compiles
+// expressions that use {client_id} on every call; connections use a
+// TopicCache instead.
+func (us *Users) CheckTopic(u *User, vhost string, perm Perm, exchange, routingKey, clientID string) error {
+	var c TopicCache
+	c.ClientID = clientID
+	return c.Check(us, u, vhost, perm, exchange, routingKey)
+}
+
+// maxTopicCache bounds the decisions a TopicCache remembers.
+const maxTopicCache = 4096
+
+// TopicCache remembers CheckTopic's decisions for one connection or
+// channel, so that a publish costs a map lookup, not a regexp match. It
+// forgets everything when any user or permission changes. The zero value
+// is ready to use; it is not safe for concurrent use.
+type TopicCache struct {
+	// ClientID is the value of {client_id} (MQTT). Set it before the first
+	// check.
+	ClientID string
+
+	snap *snapshot
+	res  map[topicCacheKey]bool
+	re   map[string]matcher // {client_id} templates compiled
+}
+
+type topicCacheKey struct {
+	perm          Perm
+	exchange, key string
+}
+
+// Check is CheckTopic through the cache.
+func (c *TopicCache) Check(us *Users, u *User, vhost string, perm Perm, exchange, routingKey string) error {
+	s := us.snap.Load()
+	if u == nil {
+		return &AccessError{VHost: vhost, Perm: perm, Kind: "topic", Name: exchange, Topic: routingKey}
+	}
+	em := s.tperms[u.name][vhost]
+	if em == nil {
+		return nil // the common case: no topic permissions at all
+	}
+	if c.snap != s {
+		c.snap, c.res = s, nil
+	}
+	k := topicCacheKey{perm, exchange, routingKey}
+	ok, seen := c.res[k]
+	if !seen {
+		ok = c.allows(em[exchange], perm, routingKey)
+		if c.res == nil || len(c.res) >= maxTopicCache {
+			c.res = make(map[topicCacheKey]bool)
+		}
+		c.res[k] = ok
+	}
+	if ok {
+		return nil
+	}
+	return &AccessError{User: u.name, VHost: vhost, Perm: perm, Kind: "topic", Name: exchange, Topic: routingKey}
+}
+
+func (c *TopicCache) allows(p *topicPermission, perm Perm, key string) bool {
+	if p == nil {
+		return true // no record for this exchange: everything is allowed
+	}
+	i := topicIndex(perm)
+	if i < 0 {
+		return false
+	}
+	tm := p.m[i]
+	if tm.tmpl == "" {
+		return tm.match(key)
+	}
+	m, ok := c.re[tm.tmpl]
+	if !ok {
+		var err error
+		m, err = compileMatcher(strings.ReplaceAll(tm.tmpl, varClientID, regexp.QuoteMeta(c.ClientID)))
+		if err != nil {
+			m = matcher{} // cannot happen: checked with a stand-in when set
+		}
+		if c.re == nil {
+			c.re = map[string]matcher{}
+		}
+		c.re[tm.tmpl] = m
+	}
+	return m.match(key)
+}
+
+// HasTopicPermissions reports whether u has any topic permission record in
+// vhost, so front ends can skip looking up the exchange's type otherwise.
+func (us *Users) HasTopicPermissions(u *User, vhost string) bool {
+	return u != nil && us.snap.Load().tperms[u.name][vhost] != nil
+}
