@@ -58,6 +58,28 @@ func (b *Broker) EnsureVHost(name string) error {
 	return nil
 }
 
+// SetVHostMetadata stores a vhost's description and tags (management
+// metadata; routing does not use them).
+func (b *Broker) SetVHostMetadata(name, description string, tags []string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v, ok := b.vhosts[name]
+	if !ok {
+		return errorf(KindNotFound, "no vhost '%s'", name)
+	}
+	t := make([]any, len(tags))
+	for i, tag := range tags {
+		t[i] = tag
+	}
+	if err := b.store.PutMeta("vhost/"+name, encodeRecord(Table{"description": description, "tags": t})); err != nil {
+		return err
+	}
+	v.metaMu.Lock()
+	v.description, v.tags = description, append([]string(nil), tags...)
+	v.metaMu.Unlock()
+	return nil
+}
+
 // VHost returns the named vhost.
 func (b *Broker) VHost(name string) (*VHost, bool) {
 	b.mu.RLock()
@@ -128,9 +150,20 @@ func splitKey(key, prefix string) (vhost, rest string, ok bool) {
 }
 
 func (b *Broker) recover() error {
-	err := b.store.LoadMeta("vhost/", func(key string, _ []byte) error {
+	err := b.store.LoadMeta("vhost/", func(key string, val []byte) error {
 		name := strings.TrimPrefix(key, "vhost/")
-		b.vhosts[name] = newVHost(b, name)
+		v := newVHost(b, name)
+		if r, err := decodeRecord(val); err == nil {
+			v.description, _ = r["description"].(string)
+			if tags, ok := r["tags"].([]any); ok {
+				for _, t := range tags {
+					if s, ok := t.(string); ok {
+						v.tags = append(v.tags, s)
+					}
+				}
+			}
+		}
+		b.vhosts[name] = v
 		return nil
 	})
 	if err != nil {

@@ -24,6 +24,9 @@ type VHost struct {
 	// read under mu) never wait for an fsync.
 	metaMu  sync.Mutex
 	metaOps []metaOp // store writes collected under mu
+	// description and tags are management metadata (under metaMu).
+	description string
+	tags        []string
 
 	mu        sync.RWMutex
 	exchanges map[string]*Exchange
@@ -49,6 +52,13 @@ func newVHost(b *Broker, name string) *VHost {
 
 // Name is the vhost's name.
 func (v *VHost) Name() string { return v.name }
+
+// Metadata returns the vhost's description and tags.
+func (v *VHost) Metadata() (description string, tags []string) {
+	v.metaMu.Lock()
+	defer v.metaMu.Unlock()
+	return v.description, append([]string(nil), v.tags...)
+}
 
 func (v *VHost) key(kind, name string) string { return kind + "/" + v.name + "\x00" + name }
 

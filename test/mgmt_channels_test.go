@@ -60,3 +60,19 @@ func TestMgmtChannelDetails(t *testing.T) {
 		t.Errorf("connection byte counters: %v", cs)
 	}
 }
+
+// TestMgmtVHostMetadataSurvivesRestart: a vhost's description and tags are
+// stored with the vhost, not only in the API's memory.
+func TestMgmtVHostMetadataSurvivesRestart(t *testing.T) {
+	b, base := mgmtBroker(t)
+	a := apiClient{t: t, base: base, user: "guest", pass: "guest"}
+	a.expect(201, "PUT", "/api/vhosts/meta-v", map[string]any{"description": "orders of the shop", "tags": "prod,eu"})
+	b.restart()
+	base = "http://" + b.n.HTTPAddr().String()
+	a = apiClient{t: t, base: base, user: "guest", pass: "guest"}
+	v := a.object("/api/vhosts/meta-v")
+	tags, _ := v["tags"].([]any)
+	if v["description"] != "orders of the shop" || len(tags) != 2 || tags[0] != "prod" || tags[1] != "eu" {
+		t.Fatalf("vhost after restart: %v", v)
+	}
+}

@@ -399,8 +399,6 @@ func (s *Server) importVHostMeta(data []byte) {
 	if err != nil {
 		return
 	}
-	s.metaMu.Lock()
-	defer s.metaMu.Unlock()
 	for _, v := range d.VHosts {
 		desc, tags := v.Description, v.Tags
 		if desc == "" && v.Metadata != nil {
@@ -410,7 +408,9 @@ func (s *Server) importVHostMeta(data []byte) {
 			tags = v.Metadata["tags"]
 		}
 		if desc != "" || tags != nil {
-			s.vmeta[v.Name] = vhostMeta{Description: desc, Tags: tagList(tags)}
+			if err := s.core.SetVHostMetadata(v.Name, desc, tagList(tags)); err != nil {
+				s.log.Warn("vhost metadata from definitions", "vhost", v.Name, "err", err)
+			}
 		}
 	}
 }

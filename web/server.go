@@ -32,6 +32,7 @@ type Core interface {
 	VHost(name string) (*exchange.VHost, bool)
 	EnsureVHost(name string) error
 	DeleteVHost(name string) error
+	SetVHostMetadata(name, description string, tags []string) error
 }
 
 // Listener is one protocol listener, for /api/overview and the
@@ -77,9 +78,6 @@ type Server struct {
 	started   time.Time
 	rates     *rates
 
-	metaMu sync.Mutex
-	vmeta  map[string]vhostMeta // vhost description and tags
-
 	stop     chan struct{}
 	stopOnce sync.Once
 }
@@ -98,7 +96,7 @@ func New(o Options) *Server {
 	}
 	s := &Server{users: o.Users, core: o.Core, conns: o.Conns, node: o.Node, log: log,
 		mux: http.NewServeMux(), listeners: o.Listeners, dataDir: o.DataDir, memLimit: o.MemLimit, diskLimit: o.DiskFreeLimit, started: time.Now(),
-		vmeta: map[string]vhostMeta{}, stop: make(chan struct{})}
+		stop: make(chan struct{})}
 	s.rates = newRates(o.StatsInterval)
 	s.routes()
 	// The web UI (web/ui) is served at "/".

@@ -7,8 +7,7 @@ import (
 	"github.com/trident-broker/trident/exchange"
 )
 
-// vhostMeta is a vhost's description and tags. The core does not store
-// them; they live in the API's memory.
+// vhostMeta is a vhost's description and tags, kept by the core.
 type vhostMeta struct {
 	Description string
 	Tags        []string
@@ -27,11 +26,12 @@ type vhostJSON struct {
 }
 
 func (s *Server) meta(name string) vhostMeta {
-	s.metaMu.Lock()
-	defer s.metaMu.Unlock()
-	m := s.vmeta[name]
-	if m.Tags == nil {
-		m.Tags = []string{}
+	m := vhostMeta{Tags: []string{}}
+	if v, ok := s.core.VHost(name); ok {
+		m.Description, m.Tags = v.Metadata()
+		if m.Tags == nil {
+			m.Tags = []string{}
+		}
 	}
 	return m
 }
@@ -103,9 +103,10 @@ func (s *Server) putVHost(w http.ResponseWriter, r *http.Request, u *auth.User) 
 	if t, ok := body["tags"]; ok {
 		m.Tags = tagList(t)
 	}
-	s.metaMu.Lock()
-	s.vmeta[name] = m
-	s.metaMu.Unlock()
+	if err := s.core.SetVHostMetadata(name, m.Description, m.Tags); err != nil {
+		writeError(w, http.StatusInternalServerError, "internal_server_error", err.Error())
+		return
+	}
 	if existed {
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -129,9 +130,6 @@ func (s *Server) deleteVHost(w http.ResponseWriter, r *http.Request, u *auth.Use
 	if err := s.users.ClearVHost(name); err != nil {
 		s.log.Warn("clearing permissions of a deleted vhost", "vhost", name, "err", err)
 	}
-	s.metaMu.Lock()
-	delete(s.vmeta, name)
-	s.metaMu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }
 
