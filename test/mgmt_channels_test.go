@@ -2,9 +2,13 @@ package test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
+	"github.com/go-stomp/stomp/v3"
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/trident-broker/trident/conf"
 )
 
 // TestMgmtChannelDetails checks that /api/channels shows each AMQP channel
@@ -74,5 +78,29 @@ func TestMgmtVHostMetadataSurvivesRestart(t *testing.T) {
 	tags, _ := v["tags"].([]any)
 	if v["description"] != "orders of the shop" || len(tags) != 2 || tags[0] != "prod" || tags[1] != "eu" {
 		t.Fatalf("vhost after restart: %v", v)
+	}
+}
+
+// TestMgmtSTOMPConnectionCounters: STOMP connections report bytes and
+// messages to the management API, as AMQP ones do.
+func TestMgmtSTOMPConnectionCounters(t *testing.T) {
+	b, base := mgmtBroker(t, func(c *conf.Config) { c.STOMP.Listen = "127.0.0.1:0" })
+	a := apiClient{t: t, base: base, user: "guest", pass: "guest"}
+	c := stDial(t, b)
+	sub, err := c.Subscribe("/queue/st-counters", stomp.AckAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Send("/queue/st-counters", "text/plain", []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	stRecv(t, sub)
+	var cs []map[string]any
+	waitUntil(t, "STOMP connection counted", func() bool {
+		cs = a.list("/api/connections")
+		return len(cs) == 1 && num(cs[0]["recv_oct"]) > 0 && num(cs[0]["send_oct"]) > 0
+	})
+	if p, _ := cs[0]["protocol"].(string); !strings.HasPrefix(p, "STOMP") {
+		t.Fatalf("protocol %q", p)
 	}
 }

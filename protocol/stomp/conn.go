@@ -83,9 +83,11 @@ type conn struct {
 	wrote   atomic.Bool
 
 	lastRead atomic.Int64
-	wdone    chan struct{}
-	done     chan struct{}
-	forced   atomic.Pointer[string]
+	// Management counters.
+	recvOct, sendOct, published, delivered atomic.Uint64
+	wdone                                  chan struct{}
+	done                                   chan struct{}
+	forced                                 atomic.Pointer[string]
 
 	// stop is closed by kill, to wake a reader that waits for a resource
 	// alarm or a rate limit (see limits.go).
@@ -119,6 +121,7 @@ func (r readTracker) Read(p []byte) (int, error) {
 	n, err := r.c.t.Read(p)
 	if n > 0 {
 		r.c.lastRead.Store(time.Now().UnixNano())
+		r.c.recvOct.Add(uint64(n))
 	}
 	return n, err
 }
@@ -300,6 +303,9 @@ func (c *conn) writer() {
 		c.wmu.Unlock()
 
 		err := c.t.writeFrames(buf, ends)
+		if err == nil {
+			c.sendOct.Add(uint64(len(buf)))
+		}
 		c.wrote.Store(true)
 
 		c.wmu.Lock()
@@ -432,5 +438,6 @@ func (c *conn) info() (ConnInfo, bool) {
 		proto = "Web STOMP " + c.version.String()
 	}
 	return ConnInfo{Name: c.name, Protocol: proto, User: c.user.Name(), VHost: c.vh.Name(), Peer: c.t.remote(),
-		Local: c.t.local(), ConnectedAt: c.connectedAt, Heartbeat: c.hbIn, Client: c.client}, true
+		Local: c.t.local(), ConnectedAt: c.connectedAt, Heartbeat: c.hbIn, Client: c.client,
+		RecvOct: c.recvOct.Load(), SendOct: c.sendOct.Load(), Published: c.published.Load(), Delivered: c.delivered.Load()}, true
 }

@@ -117,6 +117,7 @@ func (c *conn) doSend(f *frame.Frame, rid string, barrier bool) error {
 		}
 		return err
 	}
+	c.published.Add(1)
 	if wait && !res.Pending {
 		c.settleReceipt(seq, res.OK)
 	}

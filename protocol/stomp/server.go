@@ -226,6 +226,9 @@ type ConnInfo struct {
 	ConnectedAt time.Time
 	Heartbeat   time.Duration
 	Client      map[string]any
+	// Counters for management: bytes read and written, SENDs routed,
+	// MESSAGEs delivered.
+	RecvOct, SendOct, Published, Delivered uint64
 }
 
 // Connections lists the open (logged-in) connections, sorted by name.

@@ -53,6 +53,7 @@ func (s *subscription) Deliver(d exchange.Delivery) bool {
 	c := s.c
 	c.dmu.Lock()
 	c.nextTag++
+	c.delivered.Add(1)
 	tag := c.nextTag
 	if s.ack != ackAuto {
 		s.unacked = append(s.unacked, unackedRef{tag: tag, q: d.Queue, seq: d.Seq})

@@ -104,7 +104,8 @@ func (f *stompFrontEnd) ListConnections() []web.ConnectionInfo {
 	var out []web.ConnectionInfo
 	for _, i := range f.srv.Connections() {
 		out = append(out, web.ConnectionInfo{Name: i.Name, Protocol: i.Protocol, User: i.User, VHost: i.VHost,
-			Peer: i.Peer, Local: i.Local, ConnectedAt: i.ConnectedAt, ClientProperties: i.Client, Heartbeat: i.Heartbeat})
+			Peer: i.Peer, Local: i.Local, ConnectedAt: i.ConnectedAt, ClientProperties: i.Client, Heartbeat: i.Heartbeat,
+			RecvOct: i.RecvOct, SendOct: i.SendOct, Published: i.Published, Delivered: i.Delivered})
 	}
 	return out
 }
