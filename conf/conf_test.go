@@ -269,3 +269,27 @@ func TestValidateReportsAll(t *testing.T) {
 		t.Fatalf("Validate() = %v, want both problems", err)
 	}
 }
+
+// TestMQTTAllowAnonymous: mqtt.allow_anonymous defaults to true (as
+// RabbitMQ) and loads from YAML, env and flags.
+func TestMQTTAllowAnonymous(t *testing.T) {
+	if !Default().MQTT.AllowAnonymous {
+		t.Fatal("mqtt.allow_anonymous defaults to false")
+	}
+	file := writeFile(t, "mqtt:\n  allow_anonymous: false\n  default_user: dev\n  default_pass: pw\n")
+	c, err := Load([]string{"--config", file}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MQTT.AllowAnonymous || c.MQTT.DefaultUser != "dev" || c.MQTT.DefaultPass != "pw" {
+		t.Fatalf("from file: %+v", c.MQTT)
+	}
+	c, err = Load(nil, envMap(map[string]string{"TRIDENT_MQTT_ALLOW_ANONYMOUS": "false"}))
+	if err != nil || c.MQTT.AllowAnonymous {
+		t.Fatalf("from env: %v %v", c.MQTT.AllowAnonymous, err)
+	}
+	c, err = Load([]string{"--config", file, "--mqtt-allow-anonymous=true"}, nil)
+	if err != nil || !c.MQTT.AllowAnonymous {
+		t.Fatalf("flag over file: %v %v", c.MQTT.AllowAnonymous, err)
+	}
+}

@@ -137,6 +137,18 @@ type MQTT struct {
 	CertLogin bool `yaml:"cert_login"`
 	// Exchange is the topic exchange MQTT publishes to and binds from.
 	Exchange string `yaml:"exchange"`
+	// AllowAnonymous lets a client that sends no credentials (and no
+	// certificate login applies) connect as DefaultUser, as RabbitMQ's
+	// mqtt.allow_anonymous (default true). When false such a CONNECT is
+	// refused: MQTT 5 0x86, 3.1.1 return code 4 (bad user name or
+	// password), as RabbitMQ answers it.
+	AllowAnonymous bool `yaml:"allow_anonymous"`
+	// DefaultUser and DefaultPass are the credentials an anonymous client
+	// logs in with (RabbitMQ's mqtt.default_user/default_pass); empty
+	// means the top-level default_user/default_pass. The user's loopback
+	// restriction still applies.
+	DefaultUser string `yaml:"default_user"`
+	DefaultPass string `yaml:"default_pass"`
 }
 
 // STOMP configures the STOMP listeners.
@@ -194,7 +206,7 @@ func Default() Config {
 			HandshakeTimeout: 10 * time.Second,
 			Product:          "Trident",
 		},
-		MQTT:          MQTT{Listen: ":1883", WSListen: ":15675", TLSListen: ":8883", WSSListen: ":15676", Exchange: "amq.topic"},
+		MQTT:          MQTT{Listen: ":1883", WSListen: ":15675", TLSListen: ":8883", WSSListen: ":15676", Exchange: "amq.topic", AllowAnonymous: true},
 		STOMP:         STOMP{Listen: ":61613", WSListen: ":15674", TLSListen: ":61614", WSSListen: ":15673"},
 		HTTP:          HTTP{Listen: ":15672", TLSListen: ":15671", StatsInterval: 5 * time.Second},
 		Prometheus:    Prometheus{Listen: ":15692", TLSListen: ":15691"},

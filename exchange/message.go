@@ -44,5 +44,11 @@ type Message struct {
 	expiresAt int64
 }
 
+// ExpiresAt is when the message's own expiration (Props.Expiration, set
+// when the core accepted it) passes, in unix nanoseconds; 0 if it has none.
+// Front ends use it to pass on the remaining lifetime (MQTT 5's message
+// expiry interval) rather than the original one.
+func (m *Message) ExpiresAt() int64 { return m.expiresAt }
+
 // Size is the body size in bytes, the unit of x-max-length-bytes.
 func (m *Message) Size() int { return len(m.Body) }

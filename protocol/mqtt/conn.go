@@ -43,13 +43,18 @@ type conn struct {
 	keepalive  time.Duration
 	cleanStart bool
 	maxOut     uint32 // the client's maximum packet size, 0: none
+	aliasMax   uint16 // the client's topic alias maximum (MQTT 5), 0: none
 	will       *will
 
 	connected atomic.Bool
 	noLocal   atomic.Bool // the session has a no-local subscription
 
 	// Reader goroutine only.
-	aliasIn        map[uint16]string
+	aliasIn map[uint16]string
+	// inQuota counts MQTT 5 inbound QoS 1 and 2 publishes not yet
+	// acknowledged (PUBACK, a failed PUBREC, or PUBCOMP), against the
+	// Receive Maximum the server advertised; see publish.go.
+	inQuota        atomic.Int32
 	normalClose    bool // DISCONNECT without will
 	disconnectWill bool // DISCONNECT 0x04
 
@@ -249,10 +254,17 @@ func (c *conn) cleanup() {
 	// Everything delivered but not acknowledged goes back, flagged
 	// redelivered.
 	back := map[*exchange.Queue][]uint64{}
+	var relAcks map[*exchange.Queue][]uint64 // unwritten PUBRELs' messages
 	c.outMu.Lock()
 	for i := range c.out {
-		if it := &c.out[i]; it.kind == itemDelivery {
+		switch it := &c.out[i]; {
+		case it.kind == itemDelivery:
 			back[it.d.Queue] = append(back[it.d.Queue], it.d.Seq)
+		case it.kind == itemAck && it.d.Queue != nil:
+			if relAcks == nil {
+				relAcks = map[*exchange.Queue][]uint64{}
+			}
+			relAcks[it.d.Queue] = append(relAcks[it.d.Queue], it.d.Seq)
 		}
 	}
 	c.out = nil
@@ -274,6 +286,7 @@ func (c *conn) cleanup() {
 
 	se := c.se
 	if se == nil {
+		c.settleReleased(relAcks)
 		return
 	}
 	s := c.s
@@ -282,6 +295,7 @@ func (c *conn) cleanup() {
 	if se.owner != c {
 		se.mu.Unlock()
 		s.mu.Unlock()
+		c.settleReleased(relAcks)
 		return
 	}
 	se.owner = nil
@@ -296,6 +310,7 @@ func (c *conn) cleanup() {
 	gone := se.ownerGone
 	se.mu.Unlock()
 	s.mu.Unlock()
+	c.settleReleased(relAcks)
 
 	if end {
 		s.dropSession(se)

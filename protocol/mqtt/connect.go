@@ -34,6 +34,7 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 	c.keepalive = time.Duration(pk.Connect.Keepalive) * time.Second
 	if v == 5 {
 		c.maxOut = pk.Properties.MaximumPacketSize
+		c.aliasMax = pk.Properties.TopicAliasMaximum
 		rm := c.s.cfg.ReceiveMaximum
 		if pk.Properties.ReceiveMaximum > 0 && pk.Properties.ReceiveMaximum < rm {
 			rm = pk.Properties.ReceiveMaximum
@@ -55,8 +56,10 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		userName, pass = c.s.cfg.AnonUser, c.s.cfg.AnonPass
 	}
 	if userName == "" {
-		c.refuse(codeNotAuthorized)
-		return errProto(codeNotAuthorized, "anonymous access refused")
+		// RabbitMQ answers a CONNECT without credentials (anonymous
+		// access off) with "bad user name or password".
+		c.refuse(codeBadUserOrPassword)
+		return errProto(codeBadUserOrPassword, "no credentials provided and anonymous access is off")
 	}
 	var u *auth.User
 	var err error
@@ -94,6 +97,17 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		id, assigned = "trident-"+exchangeToken(), true
 	}
 	c.clientID = id
+	if pk.Connect.WillFlag {
+		if err := c.checkWill(pk.Connect.WillTopic); err != nil {
+			code := codeNotAuthorized
+			var pe *protoError
+			if errors.As(err, &pe) {
+				code = pe.code
+			}
+			c.refuse(code)
+			return err
+		}
+	}
 
 	se, present, err := c.takeSession(vhost, id)
 	if err != nil {

@@ -1,9 +1,10 @@
 package mqtt
 
 import (
+	"math"
 	"sort"
-	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
 
@@ -91,12 +92,30 @@ func (w *packetWriter) delivery(d exchange.Delivery) {
 		w.settleLater(d)
 		return
 	}
+	// A message whose expiry passed while it was queued is dropped
+	// [MQTT-3.3.2-5] (the core drops expired messages only from a
+	// queue's head); the rest carry their remaining lifetime. An
+	// expiration of 0 (AMQP) means "now or never": the core handed it
+	// over at once, so it goes out with the least interval.
+	var left uint32
+	if exp := m.ExpiresAt(); exp != 0 {
+		ns := exp - time.Now().UnixNano()
+		switch {
+		case ns > 0:
+			left = uint32(min((ns+int64(time.Second)-1)/int64(time.Second), math.MaxUint32))
+		case m.Props.Expiration == "0":
+			left = 1
+		default:
+			w.settleLater(d)
+			return
+		}
+	}
 	qos = min(qos, messageQoS(m))
 	retain := false
 	if rap {
 		retain, _ = m.Props.Headers[hdrRetain].(bool)
 	}
-	pk := c.publishPacket(m, topic, qos, retain, ids)
+	pk := c.publishPacket(m, topic, qos, retain, ids, left)
 	if qos > 0 {
 		pid, ok := c.allocPID(inflight{q: d.Queue, seq: d.Seq})
 		if !ok {
@@ -118,8 +137,21 @@ func (w *packetWriter) delivery(d exchange.Delivery) {
 }
 
 // encodePublish writes pk unless it exceeds the client's maximum packet
-// size, and reports whether it was written.
+// size, and reports whether it was written. For an MQTT 5 client that
+// accepts topic aliases the topic goes as an alias: the first
+// TopicAliasMaximum distinct topics of the connection get one, sent with
+// the topic once and alone afterwards.
 func (w *packetWriter) encodePublish(pk *packets.Packet) bool {
+	var newAlias uint16
+	if w.c.aliasMax > 0 {
+		if a, ok := w.aliases[pk.TopicName]; ok {
+			pk.Properties.TopicAlias, pk.Properties.TopicAliasFlag = a, true
+			pk.TopicName = ""
+		} else if len(w.aliases) < int(w.c.aliasMax) {
+			newAlias = uint16(len(w.aliases) + 1)
+			pk.Properties.TopicAlias, pk.Properties.TopicAliasFlag = newAlias, true
+		}
+	}
 	w.scratch.Reset()
 	if err := pk.PublishEncode(&w.scratch); err != nil {
 		return false
@@ -127,13 +159,20 @@ func (w *packetWriter) encodePublish(pk *packets.Packet) bool {
 	if w.c.maxOut > 0 && uint32(w.scratch.Len()) > w.c.maxOut {
 		return false
 	}
+	if newAlias != 0 {
+		if w.aliases == nil {
+			w.aliases = map[string]uint16{}
+		}
+		w.aliases[pk.TopicName] = newAlias
+	}
 	w.out(w.scratch.Bytes())
 	w.c.sentPublish.Add(1)
 	return true
 }
 
 // publishPacket maps a core message onto a PUBLISH.
-func (c *conn) publishPacket(m *exchange.Message, topic string, qos byte, retain bool, ids []int) packets.Packet {
+// expiry is the remaining message expiry interval in seconds (0: none).
+func (c *conn) publishPacket(m *exchange.Message, topic string, qos byte, retain bool, ids []int, expiry uint32) packets.Packet {
 	pk := packets.Packet{
 		FixedHeader:     packets.FixedHeader{Type: packets.Publish, Qos: qos, Retain: retain},
 		TopicName:       topic,
@@ -154,9 +193,7 @@ func (c *conn) publishPacket(m *exchange.Message, topic string, qos byte, retain
 	if m.Props.CorrelationID != "" {
 		p.CorrelationData = []byte(m.Props.CorrelationID)
 	}
-	if ms, err := strconv.ParseInt(m.Props.Expiration, 10, 64); err == nil && ms >= 0 {
-		p.MessageExpiryInterval = uint32(max((ms+999)/1000, 1))
-	}
+	p.MessageExpiryInterval = expiry
 	if len(m.Props.Headers) > 0 {
 		if f, ok := intValue(m.Props.Headers[hdrFormat]); ok {
 			p.PayloadFormat, p.PayloadFormatFlag = byte(f), true

@@ -24,6 +24,7 @@ const (
 	codeSessionTakenOver      byte = 0x8E
 	codeTopicFilterInvalid    byte = 0x8F
 	codeTopicNameInvalid      byte = 0x90
+	codeReceiveMaxExceeded    byte = 0x93
 	codeTopicAliasInvalid     byte = 0x94
 	codePacketTooLarge        byte = 0x95
 	codeQuotaExceeded         byte = 0x97

@@ -30,6 +30,11 @@ func (c *conn) handlePublish(pk *packets.Packet) error {
 		if code := pk.PublishValidate(c.s.cfg.TopicAliasMaximum); code != packets.CodeSuccess {
 			return code
 		}
+		// Every QoS > 0 PUBLISH from here on is acknowledged, and gives
+		// its credit back then (completeAck, handlePubrel).
+		if qos > 0 && c.inQuota.Add(1) > int32(c.s.cfg.ReceiveMaximum) {
+			return errProto(codeReceiveMaxExceeded, "more unacknowledged QoS 1 and 2 publishes than the receive maximum") // [MQTT-3.3.4-9]
+		}
 		if pk.Properties.TopicAliasFlag {
 			a := pk.Properties.TopicAlias
 			if a == 0 || a > c.s.cfg.TopicAliasMaximum {
@@ -69,11 +74,16 @@ func (c *conn) handlePublish(pk *packets.Packet) error {
 		se.mu.Lock()
 		_, dup := se.qos2In[pk.PacketID]
 		if !dup {
-			se.qos2In[pk.PacketID] = struct{}{}
+			se.qos2In[pk.PacketID] = c
+			se.qos2Dirty.Store(true)
 		}
 		se.mu.Unlock()
 		if dup {
-			// Already received and stored: acknowledge again, publish once.
+			// Already received and stored: acknowledge again, publish
+			// once. Its credit is the first copy's.
+			if c.version == 5 {
+				c.inQuota.Add(-1)
+			}
 			c.completeAck(c.pushAck(ackType, pk.PacketID), codeSuccess)
 			return nil
 		}
@@ -214,20 +224,28 @@ func (c *conn) completeAck(tag uint64, code byte) {
 		return
 	}
 	failed := false
+	var credit int32
 	c.outMu.Lock()
 	for _, a := range c.acks[:n] {
 		if a.code >= codeUnspecified && c.version != 5 {
 			failed = true
 			continue
 		}
+		if a.typ == packets.Puback || a.code >= codeUnspecified {
+			credit++ // a successful PUBREC's credit returns with PUBCOMP
+		}
 		c.out = append(c.out, outItem{kind: itemAck, typ: a.typ, pid: a.pid, code: a.code})
 	}
 	c.outMu.Unlock()
+	if c.version == 5 && credit > 0 {
+		c.inQuota.Add(-credit)
+	}
 	for _, a := range c.acks[:n] {
 		if a.typ == packets.Pubrec && a.code >= codeUnspecified {
 			c.se.mu.Lock()
 			delete(c.se.qos2In, a.pid)
 			c.se.mu.Unlock()
+			c.se.qos2Dirty.Store(true)
 		}
 	}
 	c.acks = append(c.acks[:0], c.acks[n:]...)
@@ -275,29 +293,49 @@ func (c *conn) handlePubrec(pid uint16, code byte) {
 		}
 		return
 	}
-	if !f.released && f.q != nil {
-		f.q.Ack(f.seq)
+	if code >= codeUnspecified {
+		if !f.released && f.q != nil {
+			f.q.Ack(f.seq)
+		}
+		return
 	}
-	if code < codeUnspecified {
-		c.sendAck(packets.Pubrel, pid, 0)
+	// The PUBREL, and after it the core acknowledgement, wait for a
+	// persistent session's record to hold the packet id (qos2.go).
+	it := outItem{kind: itemAck, typ: packets.Pubrel, pid: pid}
+	if !f.released {
+		c.se.qos2Dirty.Store(true)
+		if f.q != nil {
+			it.d = exchange.Delivery{Queue: f.q, Seq: f.seq}
+		}
 	}
+	c.push(it)
 }
 
 func (c *conn) handlePubcomp(pid uint16) {
 	c.infMu.Lock()
-	if f, ok := c.inflight[pid]; ok && f.released {
+	f, ok := c.inflight[pid]
+	if ok && f.released {
 		delete(c.inflight, pid)
 	}
 	c.infMu.Unlock()
+	if ok && f.released {
+		c.se.qos2Dirty.Store(true) // written with the next record
+	}
 }
 
 // handlePubrel completes an inbound QoS 2 exchange.
 func (c *conn) handlePubrel(pid uint16) {
 	se := c.se
 	se.mu.Lock()
-	_, ok := se.qos2In[pid]
+	owner, ok := se.qos2In[pid]
 	delete(se.qos2In, pid)
 	se.mu.Unlock()
+	if ok {
+		se.qos2Dirty.Store(true)
+	}
+	if ok && owner == c && c.version == 5 {
+		c.inQuota.Add(-1)
+	}
 	code := codeSuccess
 	if !ok && c.version == 5 {
 		code = 0x92 // packet identifier not found

@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,15 +49,25 @@ type session struct {
 	expiry     uint32 // session expiry interval in seconds, expiryNever: never
 	owner      *conn  // the connected connection, nil if none
 	ownerGone  chan struct{}
-	qos2In     map[uint16]struct{} // inbound QoS 2 packet ids awaiting PUBREL
-	relOut     []uint16            // outbound QoS 2 packet ids awaiting PUBCOMP
-	expTimer   *time.Timer
-	willTimer  *time.Timer
-	ended      bool
+	// qos2In holds the inbound QoS 2 packet ids awaiting PUBREL, each
+	// with the connection that received it (nil: an earlier one, or
+	// before a restart), for the receive maximum's count.
+	qos2In map[uint16]*conn
+	relOut []uint16 // outbound QoS 2 packet ids awaiting PUBCOMP, while disconnected
+	// qos2Dirty: the QoS 2 packet ids (qos2In, the owner's released
+	// inflight) changed since the record was last saved; see qos2.go.
+	qos2Dirty atomic.Bool
+	// saveMu serialises record writes, so the last write holds the
+	// latest state.
+	saveMu sync.Mutex
+
+	expTimer  *time.Timer
+	willTimer *time.Timer
+	ended     bool
 }
 
 func newSession(vhost, clientID string) *session {
-	se := &session{key: vhost + "\x00" + clientID, vhost: vhost, clientID: clientID, qos2In: map[uint16]struct{}{}}
+	se := &session{key: vhost + "\x00" + clientID, vhost: vhost, clientID: clientID, qos2In: map[uint16]*conn{}}
 	se.subs.Store(&[]*subscription{})
 	return se
 }
@@ -89,15 +100,33 @@ func (se *session) stopTimers() {
 type sessionRecord struct {
 	Expiry uint32          `json:"exp"`
 	Subs   []*subscription `json:"subs"`
+	// QoS2In are inbound QoS 2 packet ids awaiting PUBREL, RelOut
+	// outbound ones awaiting PUBCOMP (qos2.go).
+	QoS2In []uint16 `json:"q2in,omitempty"`
+	RelOut []uint16 `json:"q2out,omitempty"`
 }
 
 func (s *Server) sessionKey(se *session) string { return sessionPrefix + se.key }
 
-// saveSession writes a persistent session's record, durably.
+// saveSession writes a persistent session's record, durably, with its
+// QoS 2 state as it is when the write starts.
 func (s *Server) saveSession(se *session) error {
+	se.saveMu.Lock()
+	defer se.saveMu.Unlock()
+	se.qos2Dirty.Store(false)
 	se.mu.Lock()
-	rec := sessionRecord{Expiry: se.expiry, Subs: se.subList()}
+	rec := sessionRecord{Expiry: se.expiry, Subs: se.subList(), RelOut: slices.Clone(se.relOut)}
+	for pid := range se.qos2In {
+		rec.QoS2In = append(rec.QoS2In, pid)
+	}
+	owner := se.owner
 	se.mu.Unlock()
+	if owner != nil {
+		rec.RelOut = owner.releasedPIDs(rec.RelOut)
+	}
+	slices.Sort(rec.QoS2In)
+	slices.Sort(rec.RelOut)
+	rec.RelOut = slices.Compact(rec.RelOut)
 	val, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -120,6 +149,10 @@ func (s *Server) loadSessions() error {
 		}
 		se := newSession(vh, id)
 		se.persistent, se.expiry = true, rec.Expiry
+		for _, pid := range rec.QoS2In {
+			se.qos2In[pid] = nil
+		}
+		se.relOut = rec.RelOut
 		for _, sub := range rec.Subs {
 			s.prepareSub(se, sub)
 		}

@@ -5,7 +5,9 @@ import (
 
 	"github.com/mochi-mqtt/server/v2/packets"
 
+	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/mqtt/wire"
 )
 
 // will is a connection's will message.
@@ -29,6 +31,20 @@ func newWill(pk *packets.Packet, c *conn) *will {
 		w.delay = time.Duration(wp.WillDelayInterval) * time.Second
 	}
 	return w
+}
+
+// checkWill checks at CONNECT that the client may publish its will, as
+// RabbitMQ does: write on the MQTT exchange and the topic permission on
+// the will topic. It runs before the session is taken over, so a refused
+// CONNECT leaves a connected session alone.
+func (c *conn) checkWill(topic string) error {
+	if !wire.ValidTopic(topic) {
+		return errProto(codeTopicNameInvalid, "invalid will topic")
+	}
+	if err := c.s.users.Check(c.user, c.vh.Name(), auth.Write, "exchange", c.s.cfg.Exchange); err != nil {
+		return err
+	}
+	return c.checkTopic(auth.Write, topic, false)
 }
 
 // scheduleWill publishes c's will now, or after its delay unless the

@@ -29,7 +29,7 @@ type outItem struct {
 	pid        uint16
 	closeAfter bool
 	pk         *packets.Packet   // itemPacket
-	d          exchange.Delivery // itemDelivery
+	d          exchange.Delivery // itemDelivery; itemAck: a PUBREL's core message, acked after the flush
 	ret        *retainedMsg      // itemRetained
 	sub        *subscription     // itemRetained
 }
@@ -108,6 +108,7 @@ func (c *conn) writeLoop() {
 			if len(batch) == 0 {
 				break
 			}
+			c.saveQoS2Before(batch)
 			for i := range batch {
 				w.write(&batch[i])
 				closeAfter = closeAfter || batch[i].closeAfter
@@ -137,6 +138,7 @@ type packetWriter struct {
 	small   [8]byte
 	err     error
 	settled map[*exchange.Queue][]uint64 // deliveries to ack after the flush
+	aliases map[string]uint16            // outbound topic aliases (MQTT 5)
 }
 
 func (w *packetWriter) write(it *outItem) {
@@ -145,6 +147,9 @@ func (w *packetWriter) write(it *outItem) {
 	case itemAck:
 		b := wire.AppendAck(w.small[:0], it.typ, it.pid, it.code, c.version == 5)
 		w.out(b)
+		if it.d.Queue != nil {
+			w.settleLater(it.d)
+		}
 	case itemPacket:
 		w.scratch.Reset()
 		if err := wire.Encode(&w.scratch, it.pk); err != nil {

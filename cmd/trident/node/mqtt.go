@@ -23,19 +23,24 @@ type mqttFrontEnd struct {
 }
 
 // startMQTT starts the MQTT listeners enabled in the config. As RabbitMQ
-// does by default, a client without a username connects as the default
-// user (which the loopback restriction still applies to).
+// does by default (mqtt.allow_anonymous), a client without credentials
+// connects as mqtt.default_user, else the default user (which the loopback
+// restriction still applies to).
 func startMQTT(n *Node) error {
 	c := n.cfg.MQTT
 	if c.Listen == "" && c.WSListen == "" && !tlsWanted(n.cfg, c.TLSListen) && !tlsWanted(n.cfg, c.WSSListen) {
 		return nil
 	}
+	anonUser, anonPass := c.DefaultUser, c.DefaultPass
+	if anonUser == "" {
+		anonUser, anonPass = n.cfg.DefaultUser, n.cfg.DefaultPass
+	}
 	srv, err := mqtt.NewServer(mqtt.Config{
 		Exchange:       c.Exchange,
 		DefaultVHost:   n.cfg.DefaultVHost,
-		AllowAnonymous: n.cfg.DefaultUser != "",
-		AnonUser:       n.cfg.DefaultUser,
-		AnonPass:       n.cfg.DefaultPass,
+		AllowAnonymous: c.AllowAnonymous && anonUser != "",
+		AnonUser:       anonUser,
+		AnonPass:       anonPass,
 		CertLogin:      n.mqttCertLogin(),
 		MaxMessageSize: n.cfg.AMQP.MaxMessageSize,
 		ConnectTimeout: n.cfg.AMQP.HandshakeTimeout,

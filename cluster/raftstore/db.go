@@ -1,0 +1,149 @@
+package raftstore
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/trident-broker/trident/cluster/logbridge"
+)
+
+// ErrClosed is returned by every call on a DB, or a Store of it, after
+// DB.Close.
+var ErrClosed = errors.New("raftstore: closed")
+
+// Options tune the Badger instance under a DB.
+type Options struct {
+	// MemTableSize is Badger's memtable size. Raft logs are truncated by
+	// snapshots, so the working set is small.
+	MemTableSize int64
+	// ValueLogFileSize is the size of one Badger value-log file.
+	ValueLogFileSize int64
+	// GCInterval is how often value-log GC runs; negative disables it.
+	GCInterval time.Duration
+}
+
+// DefaultOptions returns the options Open uses for zero fields.
+func DefaultOptions() Options {
+	return Options{
+		MemTableSize:     16 << 20,
+		ValueLogFileSize: 256 << 20,
+		GCInterval:       5 * time.Minute,
+	}
+}
+
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	if o.MemTableSize <= 0 {
+		o.MemTableSize = d.MemTableSize
+	}
+	if o.ValueLogFileSize <= 0 {
+		o.ValueLogFileSize = d.ValueLogFileSize
+	}
+	if o.GCInterval == 0 {
+		o.GCInterval = d.GCInterval
+	}
+	return o
+}
+
+// DB is one Badger instance holding the Raft state of every group on a node.
+type DB struct {
+	db  *badger.DB
+	log *slog.Logger
+
+	mu     sync.RWMutex // held shared by every operation, exclusively by Close
+	closed bool
+
+	gcStop chan struct{}
+	gcDone chan struct{}
+}
+
+// Open opens (creating if needed) the Raft DB in dir. log may be nil.
+func Open(dir string, opts Options, log *slog.Logger) (*DB, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts = opts.withDefaults()
+	bo := badger.DefaultOptions(dir).
+		WithSyncWrites(true). // StoreLogs, Set: durable on return
+		WithLogger(logbridge.BadgerLogger{L: log}).
+		WithMemTableSize(opts.MemTableSize).
+		WithValueLogFileSize(opts.ValueLogFileSize).
+		WithNumVersionsToKeep(1).
+		WithDetectConflicts(false)
+	db, err := badger.Open(bo)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: open badger in %s: %w", dir, err)
+	}
+	d := &DB{db: db, log: log, gcStop: make(chan struct{}), gcDone: make(chan struct{})}
+	go d.runGC(opts.GCInterval)
+	return d, nil
+}
+
+// Group returns the Store of the named Raft group. Two calls with the same
+// name share the same keys; a Store is usable until the DB is closed.
+func (d *DB) Group(name string) *Store {
+	return &Store{d: d, ks: newKeyspace(name)}
+}
+
+// DropGroup deletes every key of the named group, durably. The group's Raft
+// instance must have been shut down.
+func (d *DB) DropGroup(name string) error {
+	return d.Group(name).deletePrefix(newKeyspace(name).group)
+}
+
+// Close closes the database. Shut down every Raft instance using it first.
+func (d *DB) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	d.mu.Unlock()
+	close(d.gcStop)
+	<-d.gcDone
+	return d.db.Close()
+}
+
+// enter takes the shared lock; it fails once the DB is closed.
+func (d *DB) enter() error {
+	d.mu.RLock()
+	if d.closed {
+		d.mu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (d *DB) leave() { d.mu.RUnlock() }
+
+func (d *DB) runGC(every time.Duration) {
+	defer close(d.gcDone)
+	if every < 0 {
+		<-d.gcStop
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.gcStop:
+			return
+		case <-t.C:
+		}
+		for {
+			err := d.db.RunValueLogGC(0.5)
+			if err != nil {
+				if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
+					d.log.Warn("raft value-log GC failed", "err", err)
+				}
+				break
+			}
+		}
+	}
+}
