@@ -276,6 +276,7 @@ type QueueInfo struct {
 	Name      string
 	Messages  int
 	Consumers int
+	Created   bool // the declaration created the queue
 }
 
 // DeclareQueue declares (or, passively, checks) a queue. An empty name makes
@@ -349,7 +350,7 @@ func (v *VHost) declareQueueLocked(name string, o QueueOpts) (QueueInfo, error) 
 	// Every queue is bound to the default exchange by its name; that
 	// binding is implicit (see route).
 	v.queues[name] = q
-	return QueueInfo{Name: name}, nil
+	return QueueInfo{Name: name, Created: true}, nil
 }
 
 func errLocked(q *Queue) error {

@@ -230,3 +230,51 @@ func TestAuditLog(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditLogAMQPObjects: objects created and deleted over AMQP are
+// audited with the user who did it.
+func TestAuditLogAMQPObjects(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "audit.json")
+	b := startBroker(t, func(c *conf.Config) { c.Audit.File = file })
+	_, ch := channel(t, b.URL)
+	if err := ch.ExchangeDeclare("audit-x", "fanout", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("audit-q", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("audit-q", true, false, false, false, nil); err != nil { // redeclare: no record
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDelete("audit-q", false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.ExchangeDelete("audit-x", false, false); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ event, kind, name string }{
+		{"object.created", "exchange", "audit-x"},
+		{"object.created", "queue", "audit-q"},
+		{"object.deleted", "queue", "audit-q"},
+		{"object.deleted", "exchange", "audit-x"},
+	}
+	var recs []map[string]any
+	waitFor(t, func() bool {
+		recs = readAudit(t, file)
+		return findAudit(recs, "object.deleted", map[string]any{"kind": "exchange", "name": "audit-x"}) != nil
+	})
+	for _, w := range want {
+		if findAudit(recs, w.event, map[string]any{"kind": w.kind, "name": w.name, "user": "guest", "protocol": "amqp", "vhost": "/"}) == nil {
+			t.Errorf("no %s record for %s %s in %v", w.event, w.kind, w.name, recs)
+		}
+	}
+	n := 0
+	for _, r := range recs {
+		if r["msg"] == "object.created" && r["name"] == "audit-q" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d object.created records for audit-q, want 1 (a redeclare creates nothing)", n)
+	}
+}

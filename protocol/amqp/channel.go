@@ -208,6 +208,17 @@ func (ch *channel) requeue(refs []unackedRef, requeue bool) {
 
 func (ch *channel) vh() *exchange.VHost { return ch.c.vh }
 
+// audit records an object's creation or deletion, and by whom, in the audit
+// log (when one is configured).
+func (ch *channel) audit(event, kind, name string) {
+	users := ch.c.s.users
+	if !users.Auditing() {
+		return
+	}
+	users.Audit().Info(event, "user", ch.c.user.Name(), "remote", ch.c.nc.RemoteAddr().String(), "protocol", "amqp",
+		"vhost", ch.vh().Name(), "kind", kind, "name", name)
+}
+
 func (ch *channel) check(perm auth.Perm, kind, name string) error {
 	if kind == "exchange" && name == "" {
 		name = auth.DefaultExchangeName
@@ -258,10 +269,14 @@ func (ch *channel) dispatch(m wire.Method) error {
 		if !m.Passive && m.Type == "" {
 			return connErr(wire.CommandInvalid, m, "invalid exchange type ''")
 		}
+		_, existed := vh.Exchange(m.Exchange)
 		err := vh.DeclareExchange(m.Exchange, m.Type, exchange.ExchangeOpts{Durable: m.Durable, AutoDelete: m.AutoDelete,
 			Internal: m.Internal, Args: m.Arguments, Passive: m.Passive})
 		if err != nil {
 			return err
+		}
+		if !existed && !m.Passive {
+			ch.audit(auth.AuditObjectCreated, "exchange", m.Exchange)
 		}
 		if !m.NoWait {
 			ch.c.send(ch.id, &wire.ExchangeDeclareOK{})
@@ -271,8 +286,12 @@ func (ch *channel) dispatch(m wire.Method) error {
 		if err := ch.check(auth.Configure, "exchange", m.Exchange); err != nil {
 			return err
 		}
+		_, existed := vh.Exchange(m.Exchange)
 		if err := vh.DeleteExchange(m.Exchange, m.IfUnused); err != nil {
 			return err
+		}
+		if existed {
+			ch.audit(auth.AuditObjectDeleted, "exchange", m.Exchange)
 		}
 		if !m.NoWait {
 			ch.c.send(ch.id, &wire.ExchangeDeleteOK{})
@@ -351,9 +370,13 @@ func (ch *channel) dispatch(m wire.Method) error {
 		if err := ch.check(auth.Configure, "queue", m.Queue); err != nil {
 			return err
 		}
+		_, qerr := vh.Queue(m.Queue, ch.c)
 		n, err := vh.DeleteQueue(m.Queue, m.IfUnused, m.IfEmpty, ch.c)
 		if err != nil {
 			return err
+		}
+		if qerr == nil {
+			ch.audit(auth.AuditObjectDeleted, "queue", m.Queue)
 		}
 		if !m.NoWait {
 			ch.c.send(ch.id, &wire.QueueDeleteOK{MessageCount: uint32(n)})
@@ -478,6 +501,9 @@ func (ch *channel) queueDeclare(m *wire.QueueDeclare) error {
 		AutoDelete: m.AutoDelete, Args: m.Arguments, Passive: m.Passive, Owner: ch.c})
 	if err != nil {
 		return err
+	}
+	if info.Created {
+		ch.audit(auth.AuditObjectCreated, "queue", info.Name)
 	}
 	if !m.NoWait {
 		ch.c.send(ch.id, &wire.QueueDeclareOK{Queue: info.Name, MessageCount: uint32(info.Messages), ConsumerCount: uint32(info.Consumers)})
