@@ -1343,8 +1343,24 @@
     }
   }
 
+  // Resource alarms (memory, disk) block publishers: say so on every page.
+  async function checkAlarms() {
+    let nodes;
+    try { nodes = await api('GET', '/nodes'); } catch (_) { return; } // not every user may read nodes
+    const raised = [];
+    for (const n of nodes || []) {
+      if (n.mem_alarm) raised.push(`memory alarm on ${n.name}`);
+      if (n.disk_free_alarm) raised.push(`disk alarm on ${n.name}`);
+    }
+    const box = $('#alarms');
+    if (!raised.length) { box.hidden = true; return; }
+    box.textContent = `Resource alarm: ${raised.join(', ')} — publishers are blocked until it clears.`;
+    box.hidden = false;
+  }
+
   async function tick() {
     const my = navToken;
+    checkAlarms();
     try { await sampleOverview(); } catch (_) { /* pages show their own errors */ }
     if (current && my === navToken) await current.refresh();
   }
@@ -1361,7 +1377,7 @@
     fill($('#view'), page.el);
     const title = { overview: 'Overview', connections: 'Connections', channels: 'Channels', exchanges: 'Exchanges', queues: 'Queues', admin: 'Admin', nodes: 'Nodes' }[nav];
     document.title = `${title} · Trident`;
-    if (nav === 'overview' && !lastOverview) tick(); else page.refresh();
+    if (nav === 'overview' && !lastOverview) tick(); else { page.refresh(); checkAlarms(); }
     window.scrollTo(0, 0);
   }
   function showLogin(message) {
