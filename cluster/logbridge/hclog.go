@@ -5,6 +5,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -14,14 +15,16 @@ import (
 // to their slog namesakes. Key/value pairs become slog attributes; the
 // logger's name becomes the attribute "logger".
 func NewHCLogger(l *slog.Logger, name string) hclog.Logger {
-	return &hcLogger{l: l, name: name, level: hclog.Trace}
+	h := &hcLogger{l: l, name: name, level: new(atomic.Int32)}
+	h.level.Store(int32(hclog.Trace))
+	return h
 }
 
 type hcLogger struct {
 	l       *slog.Logger
 	name    string
 	implied []any
-	level   hclog.Level // hclog-side floor; slog's handler filters too
+	level   *atomic.Int32 // hclog-side floor (an hclog.Level), shared with derived loggers; slog's handler filters too
 }
 
 func slogLevel(level hclog.Level) slog.Level {
@@ -40,7 +43,8 @@ func slogLevel(level hclog.Level) slog.Level {
 }
 
 func (h *hcLogger) enabled(level hclog.Level) bool {
-	if level == hclog.Off || h.level == hclog.Off || level < h.level {
+	floor := hclog.Level(h.level.Load())
+	if level == hclog.Off || floor == hclog.Off || level < floor {
 		return false
 	}
 	return h.l.Enabled(context.Background(), slogLevel(level))
@@ -100,8 +104,8 @@ func (h *hcLogger) ResetNamed(name string) hclog.Logger {
 	return &c
 }
 
-func (h *hcLogger) SetLevel(level hclog.Level) { h.level = level }
-func (h *hcLogger) GetLevel() hclog.Level      { return h.level }
+func (h *hcLogger) SetLevel(level hclog.Level) { h.level.Store(int32(level)) }
+func (h *hcLogger) GetLevel() hclog.Level      { return hclog.Level(h.level.Load()) }
 
 func (h *hcLogger) StandardLogger(*hclog.StandardLoggerOptions) *log.Logger {
 	return NewStdLogger(h.l)
