@@ -72,8 +72,11 @@ type conn struct {
 	finalQueued atomic.Bool
 
 	infMu    sync.Mutex
-	inflight map[uint16]inflight
-	nextPID  uint16
+	inflight pidTable
+
+	// Reader goroutine only: PUBACKs not yet handed to the core.
+	ackQ    *exchange.Queue
+	ackSeqs []uint64
 
 	ackMu   sync.Mutex
 	acks    []pendingAck
@@ -88,13 +91,6 @@ type conn struct {
 	releaseConn func() // the connection limits' slot, set by CONNECT
 }
 
-// inflight is an outbound QoS 1 or 2 PUBLISH awaiting its acknowledgement.
-type inflight struct {
-	q        *exchange.Queue // nil for a retained message
-	seq      uint64
-	released bool // QoS 2: PUBREC received, PUBREL sent, awaiting PUBCOMP
-}
-
 func newConn(s *Server, nc net.Conn, transport string) *conn {
 	return &conn{
 		s: s, nc: nc, br: bufio.NewReaderSize(nc, readBufSize), transport: transport,
@@ -107,6 +103,7 @@ func newConn(s *Server, nc net.Conn, transport string) *conn {
 func (c *conn) serve() {
 	go c.writeLoop()
 	err := c.readLoop()
+	c.flushSettles()
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		c.s.log.Debug("connection closed", "conn", c.name, "client_id", c.clientID, "err", err)
 	}
@@ -129,9 +126,20 @@ func (c *conn) readLoop() error {
 	if c.keepalive == 0 {
 		_ = c.nc.SetReadDeadline(time.Time{})
 	}
+	sinceArm := 0
 	for {
-		if c.keepalive > 0 {
-			_ = c.nc.SetReadDeadline(time.Now().Add(c.keepalive * 3 / 2))
+		// Keep-alive is rearmed when the reader is about to wait for the
+		// socket, and every 64 packets of a stream that keeps the buffer
+		// full, rather than for every packet.
+		empty := c.br.Buffered() == 0
+		if empty {
+			c.flushSettles() // settle what was read before waiting
+		}
+		if sinceArm++; empty || sinceArm >= 64 {
+			sinceArm = 0
+			if c.keepalive > 0 {
+				_ = c.nc.SetReadDeadline(time.Now().Add(c.keepalive * 3 / 2))
+			}
 		}
 		pk, err := wire.Read(c.br, c.version, c.s.cfg.MaxPacketSize)
 		if err != nil {
@@ -271,14 +279,14 @@ func (c *conn) cleanup() {
 	c.outMu.Unlock()
 	var released []uint16
 	c.infMu.Lock()
-	for pid, f := range c.inflight {
+	c.inflight.each(func(pid uint16, f inflight) {
 		if f.released {
 			released = append(released, pid)
 		} else if f.q != nil {
 			back[f.q] = append(back[f.q], f.seq)
 		}
-	}
-	c.inflight = nil
+	})
+	c.inflight = pidTable{}
 	c.infMu.Unlock()
 	for q, seqs := range back {
 		q.Reject(seqs, true)
@@ -329,7 +337,7 @@ func (c *conn) info() (ConnInfo, bool) {
 		return ConnInfo{}, false
 	}
 	c.infMu.Lock()
-	inf := len(c.inflight)
+	inf := c.inflight.len()
 	c.infMu.Unlock()
 	i := ConnInfo{Name: c.name, ClientID: c.clientID, VHost: c.vh.Name(), Peer: c.nc.RemoteAddr().String(),
 		Local: c.nc.LocalAddr().String(), Transport: c.transport, Version: c.version, ConnectedAt: c.connectedAt,

@@ -256,11 +256,8 @@ func (c *conn) resume() {
 	se.mu.Unlock()
 	if len(rel) > 0 {
 		c.infMu.Lock()
-		if c.inflight == nil {
-			c.inflight = map[uint16]inflight{}
-		}
 		for _, pid := range rel {
-			c.inflight[pid] = inflight{released: true}
+			c.inflight.set(pid, inflight{released: true})
 		}
 		c.infMu.Unlock()
 		for _, pid := range rel {

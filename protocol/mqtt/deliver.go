@@ -61,8 +61,8 @@ func intValue(v any) (int64, bool) {
 func (w *packetWriter) delivery(d exchange.Delivery) {
 	c := w.c
 	m := d.Msg
-	topic := wire.KeyToTopic(m.RoutingKey)
-	own := d.Queue.Name() == c.se.queueName()
+	topic := w.topicOf(m.RoutingKey)
+	own := d.Queue.Name() == c.se.qname
 	self := false
 	if p, ok := m.Props.Headers[hdrPublisher].(string); ok && p == c.clientID {
 		self = true
@@ -115,25 +115,43 @@ func (w *packetWriter) delivery(d exchange.Delivery) {
 	if rap {
 		retain, _ = m.Props.Headers[hdrRetain].(bool)
 	}
-	pk := c.publishPacket(m, topic, qos, retain, ids, left)
+	var pid uint16
 	if qos > 0 {
-		pid, ok := c.allocPID(inflight{q: d.Queue, seq: d.Seq})
-		if !ok {
+		var ok bool
+		if pid, ok = c.allocPID(inflight{q: d.Queue, seq: d.Seq}); !ok {
 			d.Queue.Reject([]uint64{d.Seq}, true)
 			return
 		}
-		pk.PacketID = pid
-		pk.FixedHeader.Dup = d.Redelivered
 	} else {
 		w.settleLater(d)
 	}
+	if c.version != 5 {
+		// MQTT 3: no properties, encoded without allocating.
+		w.hdr = wire.AppendPublishHeader(w.hdr[:0], topic, qos, qos > 0 && d.Redelivered, retain, pid, len(m.Body))
+		w.out(w.hdr)
+		w.out(m.Body)
+		c.sentPublish.Add(1)
+		return
+	}
+	pk := c.publishPacket(m, topic, qos, retain, ids, left)
+	pk.PacketID = pid
+	pk.FixedHeader.Dup = qos > 0 && d.Redelivered
 	if !w.encodePublish(&pk) && qos > 0 {
 		// Too large for the client: dropped, as MQTT 5 says [MQTT-3.1.2-25].
 		c.infMu.Lock()
-		delete(c.inflight, pk.PacketID)
+		c.inflight.del(pk.PacketID)
 		c.infMu.Unlock()
 		w.settleLater(d)
 	}
+}
+
+// topicOf maps a routing key to its topic, remembering the last one: a
+// connection mostly gets runs of the same topic.
+func (w *packetWriter) topicOf(key string) string {
+	if key != w.lastKey || w.lastTopic == "" {
+		w.lastKey, w.lastTopic = key, wire.KeyToTopic(key)
+	}
+	return w.lastTopic
 }
 
 // encodePublish writes pk unless it exceeds the client's maximum packet

@@ -17,6 +17,21 @@
 //     mqtt-shared-<g>-<f> shared by every member of the group.
 //   - Retained messages live in the store and in memory, per vhost, and are
 //     delivered to matching (also wildcard) subscriptions on SUBSCRIBE.
+//   - Auth: a CONNECT without credentials logs in as the configured
+//     anonymous user (RabbitMQ's mqtt.allow_anonymous) or is refused with
+//     bad user name or password; a will needs write permission on the
+//     exchange and the topic permission on its topic, checked at CONNECT
+//     (refused: not authorized), as RabbitMQ does.
+//   - MQTT 5 flow control: more unacknowledged inbound QoS 1 and 2
+//     publishes than the advertised Receive Maximum end the connection
+//     (DISCONNECT 0x93); outbound, the client's Receive Maximum bounds the
+//     deliveries in flight (the consumers' shared exchange.Limit). Topics
+//     go out as topic aliases up to the client's Topic Alias Maximum, and
+//     a message carries the expiry interval it has left; one that expired
+//     while queued is dropped.
+//   - A persistent session's QoS 2 packet ids (inbound awaiting PUBREL,
+//     outbound awaiting PUBCOMP) are part of its store record, written by
+//     the writer only around QoS 2 acknowledgements (qos2.go).
 //
 // Codec: the packets package of github.com/mochi-mqtt/server/v2 through
 // protocol/mqtt/wire. mochi's server and hooks are not used: its PUBACK is
@@ -28,8 +43,10 @@
 // Per connection there is one reader goroutine and one writer goroutine.
 // Core deliveries (Sink.Deliver, called under the queue's lock) and
 // confirms only append to the connection's outbound list; the writer
-// encodes them into a pooled bufio.Writer and flushes when the list is
-// empty.
+// encodes them into a pooled bufio.Writer (MQTT 3 PUBLISH without
+// allocating, wire.AppendPublishHeader) and flushes when the list is
+// empty. The reader hands PUBACKs to the core in one AckMany per read
+// from the socket, and rearms the keep-alive deadline once per read.
 //
 // Lock order: Server.mu → session.mu → conn.outMu. None of them is held
 // while calling into the core, except that Sink.Deliver takes conn.outMu

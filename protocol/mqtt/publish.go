@@ -264,13 +264,13 @@ func (c *conn) completeAck(tag uint64, code byte) {
 // handlePuback settles an outbound QoS 1 delivery.
 func (c *conn) handlePuback(pid uint16) {
 	c.infMu.Lock()
-	f, ok := c.inflight[pid]
+	f, ok := c.inflight.get(pid)
 	if ok && !f.released {
-		delete(c.inflight, pid)
+		c.inflight.del(pid)
 	}
 	c.infMu.Unlock()
 	if ok && !f.released && f.q != nil {
-		f.q.Ack(f.seq)
+		c.settle(f.q, f.seq)
 	}
 }
 
@@ -278,12 +278,12 @@ func (c *conn) handlePuback(pid uint16) {
 // client has it now) and answers PUBREL.
 func (c *conn) handlePubrec(pid uint16, code byte) {
 	c.infMu.Lock()
-	f, ok := c.inflight[pid]
+	f, ok := c.inflight.get(pid)
 	if ok {
 		if code >= codeUnspecified {
-			delete(c.inflight, pid)
+			c.inflight.del(pid)
 		} else {
-			c.inflight[pid] = inflight{released: true}
+			c.inflight.set(pid, inflight{released: true})
 		}
 	}
 	c.infMu.Unlock()
@@ -313,9 +313,9 @@ func (c *conn) handlePubrec(pid uint16, code byte) {
 
 func (c *conn) handlePubcomp(pid uint16) {
 	c.infMu.Lock()
-	f, ok := c.inflight[pid]
+	f, ok := c.inflight.get(pid)
 	if ok && f.released {
-		delete(c.inflight, pid)
+		c.inflight.del(pid)
 	}
 	c.infMu.Unlock()
 	if ok && f.released {

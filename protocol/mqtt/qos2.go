@@ -25,6 +25,11 @@ import (
 //     session resends PUBREL instead of losing track of a packet id the
 //     client holds.
 //
+// A PUBCOMP received only marks the state changed: it is written with the
+// next record or when the connection ends. A crash before that makes the
+// session resend a PUBREL the client answers with PUBCOMP again, which is
+// harmless.
+//
 // What is left: a crash between the store's confirm of an inbound QoS 2
 // message and the record write (the PUBREC has not left) lets the client's
 // resend route the message again, and a crash between the record write
@@ -35,11 +40,11 @@ import (
 func (c *conn) releasedPIDs(l []uint16) []uint16 {
 	c.infMu.Lock()
 	defer c.infMu.Unlock()
-	for pid, f := range c.inflight {
+	c.inflight.each(func(pid uint16, f inflight) {
 		if f.released {
 			l = append(l, pid)
 		}
-	}
+	})
 	return l
 }
 
@@ -72,14 +77,12 @@ func (c *conn) saveQoS2Before(batch []outItem) {
 	}
 }
 
-// settleReleased acknowledges, at cleanup, the core messages of PUBRELs
-// that were queued but not written: the client has them (it sent
-// PUBREC), and the session resends PUBREL when it resumes. A persistent
-// session's record is written first.
+// settleReleased runs at cleanup: it writes a persistent session's record
+// if its QoS 2 state changed (so PUBCOMPs received since the last write
+// are not resent as PUBREL after a restart), then acknowledges the core
+// messages of PUBRELs that were queued but not written: the client has
+// them (it sent PUBREC), and the session resends PUBREL when it resumes.
 func (c *conn) settleReleased(acks map[*exchange.Queue][]uint64) {
-	if len(acks) == 0 {
-		return
-	}
 	if se := c.se; se != nil && se.qos2Dirty.Load() {
 		se.mu.Lock()
 		p := se.persistent && !se.ended

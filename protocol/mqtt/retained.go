@@ -145,7 +145,7 @@ func (w *packetWriter) retained(msg *retainedMsg, sub *subscription) {
 	}
 	if !w.encodePublish(&pk) && qos > 0 {
 		c.infMu.Lock()
-		delete(c.inflight, pk.PacketID)
+		c.inflight.del(pk.PacketID)
 		c.infMu.Unlock()
 	}
 }

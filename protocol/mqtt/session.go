@@ -39,6 +39,7 @@ type session struct {
 	key      string // vhost + "\x00" + client id
 	vhost    string
 	clientID string
+	qname    string // queueName()
 
 	// subs is replaced, never modified (copy on write under mu); the
 	// writer goroutine reads it without a lock.
@@ -68,6 +69,7 @@ type session struct {
 
 func newSession(vhost, clientID string) *session {
 	se := &session{key: vhost + "\x00" + clientID, vhost: vhost, clientID: clientID, qos2In: map[uint16]*conn{}}
+	se.qname = se.queueName()
 	se.subs.Store(&[]*subscription{})
 	return se
 }

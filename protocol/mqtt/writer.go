@@ -139,6 +139,9 @@ type packetWriter struct {
 	err     error
 	settled map[*exchange.Queue][]uint64 // deliveries to ack after the flush
 	aliases map[string]uint16            // outbound topic aliases (MQTT 5)
+	hdr     []byte                       // an MQTT 3 PUBLISH header (deliver.go)
+
+	lastKey, lastTopic string // topicOf's cache
 }
 
 func (w *packetWriter) write(it *outItem) {
@@ -192,20 +195,7 @@ func (w *packetWriter) settle() {
 func (c *conn) allocPID(f inflight) (uint16, bool) {
 	c.infMu.Lock()
 	defer c.infMu.Unlock()
-	if c.inflight == nil {
-		c.inflight = map[uint16]inflight{}
-	}
-	for range 65535 {
-		c.nextPID++
-		if c.nextPID == 0 {
-			c.nextPID = 1
-		}
-		if _, used := c.inflight[c.nextPID]; !used {
-			c.inflight[c.nextPID] = f
-			return c.nextPID, true
-		}
-	}
-	return 0, false
+	return c.inflight.alloc(f)
 }
 
 func randomID() string {

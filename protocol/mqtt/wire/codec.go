@@ -81,6 +81,44 @@ func AppendAck(b []byte, typ byte, pid uint16, code byte, v5 bool) []byte {
 	return append(b, first, 2, byte(pid>>8), byte(pid))
 }
 
+// AppendPublishHeader appends an MQTT 3.1/3.1.1 PUBLISH up to its payload
+// (fixed header, topic name, packet id when qos > 0) for a payload of
+// payloadLen bytes; the payload follows it on the wire. It is the
+// allocation-free encoding of the delivery path; MQTT 5 packets, with
+// properties, go through packets.Packet.PublishEncode. The result is that
+// of PublishEncode for the same packet.
+func AppendPublishHeader(b []byte, topic string, qos byte, dup, retain bool, pid uint16, payloadLen int) []byte {
+	first := byte(packets.Publish<<4) | qos<<1
+	if dup {
+		first |= 0x08
+	}
+	if retain {
+		first |= 0x01
+	}
+	rem := 2 + len(topic) + payloadLen
+	if qos > 0 {
+		rem += 2
+	}
+	b = append(b, first)
+	for {
+		d := byte(rem % 128)
+		rem /= 128
+		if rem > 0 {
+			d |= 0x80
+		}
+		b = append(b, d)
+		if rem == 0 {
+			break
+		}
+	}
+	b = append(b, byte(len(topic)>>8), byte(len(topic)))
+	b = append(b, topic...)
+	if qos > 0 {
+		b = append(b, byte(pid>>8), byte(pid))
+	}
+	return b
+}
+
 // Decode decodes a packet body. version is the protocol version of the
 // connection (3, 4 or 5); for CONNECT it is read from the packet itself.
 // It never panics.

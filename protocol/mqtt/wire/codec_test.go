@@ -188,3 +188,38 @@ func (s *splitReader) Read(p []byte) (int, error) {
 	s.data = s.data[n:]
 	return n, nil
 }
+
+// TestAppendPublishHeader: the delivery path's v3 PUBLISH encoding is
+// byte for byte mochi's PublishEncode.
+func TestAppendPublishHeader(t *testing.T) {
+	cases := []struct {
+		name        string
+		topic       string
+		qos         byte
+		dup, retain bool
+		pid         uint16
+		payload     int
+	}{
+		{"qos0", "a/b", 0, false, false, 0, 16},
+		{"qos1", "sensors/x/temp", 1, false, false, 513, 3},
+		{"qos2 dup retain", "t", 2, true, true, 65535, 0},
+		{"two-byte length", "long/topic", 1, false, false, 7, 300},
+		{"three-byte length", "big", 1, false, false, 9, 20000},
+		{"four-byte length", "huge", 0, false, true, 0, 2100000},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			payload := bytes.Repeat([]byte{'x'}, tc.payload)
+			pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: tc.qos, Dup: tc.dup,
+				Retain: tc.retain}, TopicName: tc.topic, PacketID: tc.pid, Payload: payload, ProtocolVersion: 4}
+			var want bytes.Buffer
+			if err := pk.PublishEncode(&want); err != nil {
+				t.Fatal(err)
+			}
+			got := append(AppendPublishHeader(nil, tc.topic, tc.qos, tc.dup, tc.retain, tc.pid, len(payload)), payload...)
+			if !bytes.Equal(got, want.Bytes()) {
+				t.Fatalf("got  %x\nwant %x", got[:min(len(got), 32)], want.Bytes()[:min(want.Len(), 32)])
+			}
+		})
+	}
+}
