@@ -369,3 +369,53 @@ func TestLoginRateLimitAllProtocols(t *testing.T) {
 	c.write("CONNECT\naccept-version:1.2\nhost:/\nlogin:guest\npasscode:guest\n\n\x00")
 	c.expectError("Bad CONNECT")
 }
+
+// TestPermMatrixMQTTResourcePermissions: ordinary (resource) permissions
+// apply to MQTT as to AMQP: write on the MQTT exchange to publish, read to
+// subscribe, vhost access to connect.
+func TestPermMatrixMQTTResourcePermissions(t *testing.T) {
+	b, bob := permBroker(t)
+	admin := bob.as("guest", "guest")
+	admin.expect(201, "PUT", "/api/users/nowrite", map[string]any{"password": "p", "tags": ""})
+	admin.expect(201, "PUT", "/api/permissions/%2F/nowrite", map[string]any{"configure": ".*", "write": "^mqtt-subscription-", "read": ".*"})
+	admin.expect(201, "PUT", "/api/users/noread", map[string]any{"password": "p", "tags": ""})
+	admin.expect(201, "PUT", "/api/permissions/%2F/noread", map[string]any{"configure": ".*", "write": ".*", "read": "^$"})
+	admin.expect(201, "PUT", "/api/users/novhost", map[string]any{"password": "p", "tags": ""})
+	addr := b.n.MQTTAddr().String()
+	login := func(user, id string) *paho.Connect {
+		return &paho.Connect{ClientID: id, CleanStart: true, Username: user, UsernameFlag: true, Password: []byte("p"), PasswordFlag: true}
+	}
+
+	t.Run("publish without write permission", func(t *testing.T) {
+		c, _ := dial5(t, addr, login("nowrite", "nw"))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		r, err := c.Publish(ctx, &paho.Publish{Topic: "allowed/x", QoS: 1, Payload: []byte("x")})
+		if r == nil || r.ReasonCode != 0x87 {
+			t.Fatalf("PUBACK %+v (%v), want reason 0x87", r, err)
+		}
+	})
+	t.Run("subscribe without read permission", func(t *testing.T) {
+		c, _ := dial5(t, addr, login("noread", "nr"))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		sa, err := c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "allowed/#", QoS: 1}}})
+		if sa == nil || len(sa.Reasons) != 1 || sa.Reasons[0] != 0x87 {
+			t.Fatalf("SUBACK %+v (%v), want 0x87", sa, err)
+		}
+	})
+	t.Run("connect without vhost access", func(t *testing.T) {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		c := paho.NewClient(paho.ClientConfig{Conn: nc})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ca, err := c.Connect(ctx, login("novhost", "nv"))
+		if ca == nil || ca.ReasonCode != 0x87 {
+			t.Fatalf("CONNACK %+v (%v), want 0x87 not authorized", ca, err)
+		}
+	})
+}
