@@ -164,6 +164,10 @@ type STOMP struct {
 	// header log in as the user the certificate names
 	// (RabbitMQ's stomp.ssl_cert_login).
 	CertLogin bool `yaml:"cert_login"`
+	// MaxHeaders and MaxHeaderLength bound a frame's header lines (count,
+	// and bytes per line); bodies are bounded by amqp.max_message_size.
+	MaxHeaders      int `yaml:"max_headers"`
+	MaxHeaderLength int `yaml:"max_header_length"`
 }
 
 // HTTP configures the management API and UI listener.
@@ -206,8 +210,9 @@ func Default() Config {
 			HandshakeTimeout: 10 * time.Second,
 			Product:          "Trident",
 		},
-		MQTT:          MQTT{Listen: ":1883", WSListen: ":15675", TLSListen: ":8883", WSSListen: ":15676", Exchange: "amq.topic", AllowAnonymous: true},
-		STOMP:         STOMP{Listen: ":61613", WSListen: ":15674", TLSListen: ":61614", WSSListen: ":15673"},
+		MQTT: MQTT{Listen: ":1883", WSListen: ":15675", TLSListen: ":8883", WSSListen: ":15676", Exchange: "amq.topic", AllowAnonymous: true},
+		STOMP: STOMP{Listen: ":61613", WSListen: ":15674", TLSListen: ":61614", WSSListen: ":15673",
+			MaxHeaders: 1000, MaxHeaderLength: 64 << 10},
 		HTTP:          HTTP{Listen: ":15672", TLSListen: ":15671", StatsInterval: 5 * time.Second},
 		Prometheus:    Prometheus{Listen: ":15692", TLSListen: ":15691"},
 		TLS:           DefaultTLS(),

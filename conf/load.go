@@ -50,6 +50,8 @@ var fields = []field{
 	f("mqtt.default_pass", "password of mqtt.default_user (empty: default_pass)", func(c *Config) any { return &c.MQTT.DefaultPass }),
 	f("stomp.listen", "STOMP listen address (empty disables)", func(c *Config) any { return &c.STOMP.Listen }),
 	f("stomp.ws_listen", "STOMP over WebSocket listen address (empty disables)", func(c *Config) any { return &c.STOMP.WSListen }),
+	f("stomp.max_headers", "most header lines in a STOMP frame", func(c *Config) any { return &c.STOMP.MaxHeaders }),
+	f("stomp.max_header_length", "longest STOMP header line in bytes", func(c *Config) any { return &c.STOMP.MaxHeaderLength }),
 	f("http.listen", "management HTTP API and UI listen address (empty disables)", func(c *Config) any { return &c.HTTP.Listen }),
 	f("http.stats_interval", "how often message rates are sampled", func(c *Config) any { return &c.HTTP.StatsInterval }),
 	f("prometheus.listen", "Prometheus /metrics listen address (empty disables)", func(c *Config) any { return &c.Prometheus.Listen }),

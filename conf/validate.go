@@ -57,6 +57,12 @@ func (c *Config) Validate() error {
 	if c.DefaultUser != "" && c.DefaultPass == "" {
 		bad("default_pass", "must not be empty when default_user %q is set", c.DefaultUser)
 	}
+	if c.STOMP.MaxHeaders < 1 {
+		bad("stomp.max_headers", "%d must be at least 1", c.STOMP.MaxHeaders)
+	}
+	if c.STOMP.MaxHeaderLength < 256 {
+		bad("stomp.max_header_length", "%d must be at least 256", c.STOMP.MaxHeaderLength)
+	}
 	if p := c.MemoryHighWatermarkPercent; p < 0 || p > 100 {
 		bad("memory_high_watermark_percent", "%d must be between 0 and 100", p)
 	}

@@ -153,3 +153,33 @@ func TestMaxMessageSizeEveryProtocol(t *testing.T) {
 		t.Fatalf("AMQP publish over max_message_size: channel still open (%v)", err)
 	}
 }
+
+// TestSTOMPHeaderLimitsConfigurable: stomp.max_headers and
+// stomp.max_header_length bound a frame's headers.
+func TestSTOMPHeaderLimitsConfigurable(t *testing.T) {
+	b := stBroker(t, func(c *conf.Config) { c.STOMP.MaxHeaders = 8; c.STOMP.MaxHeaderLength = 300 })
+	c := stDialRaw(t, b)
+	c.connect()
+	var h strings.Builder
+	for i := 0; i < 6; i++ {
+		fmt.Fprintf(&h, "x-h%d:v\n", i)
+	}
+	// destination + 6 custom headers: within the limit of 8.
+	c.write("SEND\ndestination:/queue/hl\nreceipt:r1\n" + h.String() + "\nbody\x00")
+	if f := c.read(); f.Command != "RECEIPT" {
+		t.Fatalf("want RECEIPT, got %s %v", f.Command, f.Header)
+	}
+	for i := 6; i < 12; i++ {
+		fmt.Fprintf(&h, "x-h%d:v\n", i)
+	}
+	c.write("SEND\ndestination:/queue/hl\n" + h.String() + "\nbody\x00")
+	c.expectError("Too many headers")
+
+	c2 := stDialRaw(t, b)
+	c2.connect()
+	c2.write("SEND\ndestination:/queue/hl\nx-long:" + strings.Repeat("a", 400) + "\n\nbody\x00")
+	f := c2.read()
+	if f.Command != "ERROR" {
+		t.Fatalf("a 400-byte header line with a 300-byte limit: got %s %v", f.Command, f.Header)
+	}
+}

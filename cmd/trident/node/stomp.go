@@ -30,7 +30,9 @@ func (n *Node) startSTOMP() error {
 	}
 	f := &stompFrontEnd{served: make(chan error, 1)}
 	f.srv = stomp.NewServer(stomp.Config{
-		MaxBodySize: n.cfg.AMQP.MaxMessageSize,
+		MaxBodySize:     n.cfg.AMQP.MaxMessageSize,
+		MaxHeaders:      n.cfg.STOMP.MaxHeaders,
+		MaxHeaderLength: n.cfg.STOMP.MaxHeaderLength,
 		// One handshake timeout for every protocol.
 		HandshakeTimeout: n.cfg.AMQP.HandshakeTimeout,
 		DefaultUser:      n.cfg.DefaultUser,
