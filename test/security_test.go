@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/go-stomp/stomp/v3"
 	"os"
 	"path/filepath"
 	"strings"
@@ -276,5 +278,36 @@ func TestAuditLogAMQPObjects(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("%d object.created records for audit-q, want 1 (a redeclare creates nothing)", n)
+	}
+}
+
+// TestAuditLogSTOMPAndMQTTQueues: queues that STOMP and MQTT create for
+// their subscriptions are audited too, with the protocol and the user.
+func TestAuditLogSTOMPAndMQTTQueues(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "audit.json")
+	b := startBroker(t, func(c *conf.Config) {
+		c.Audit.File = file
+		c.STOMP.Listen = "127.0.0.1:0"
+		c.MQTT.Listen = "127.0.0.1:0"
+	})
+	sc := stDial(t, b)
+	if _, err := sc.Subscribe("/queue/audit-stomp", stomp.AckAuto); err != nil {
+		t.Fatal(err)
+	}
+	stSync(t, sc)
+	mc, _ := dial5(t, b.n.MQTTAddr().String(), &paho.Connect{ClientID: "audit-mqtt", CleanStart: true,
+		Username: "guest", UsernameFlag: true, Password: []byte("guest"), PasswordFlag: true})
+	mc.subscribe(t, paho.SubscribeOptions{Topic: "audit/#", QoS: 1})
+	var recs []map[string]any
+	waitFor(t, func() bool {
+		recs = readAudit(t, file)
+		return findAudit(recs, "object.created", map[string]any{"protocol": "mqtt"}) != nil &&
+			findAudit(recs, "object.created", map[string]any{"protocol": "stomp"}) != nil
+	})
+	if findAudit(recs, "object.created", map[string]any{"protocol": "stomp", "name": "audit-stomp", "user": "guest", "kind": "queue"}) == nil {
+		t.Errorf("no STOMP queue record in %v", recs)
+	}
+	if r := findAudit(recs, "object.created", map[string]any{"protocol": "mqtt", "user": "guest", "kind": "queue"}); r == nil {
+		t.Errorf("no MQTT queue record in %v", recs)
 	}
 }

@@ -157,7 +157,12 @@ func (c *conn) bindAndConsume(sub *subscription) error {
 	if sub.Share != "" {
 		opts = exchange.QueueOpts{AutoDelete: true}
 	}
-	if _, err := c.vh.DeclareQueue(sub.queue, opts); err != nil {
+	info, err := c.vh.DeclareQueue(sub.queue, opts)
+	if err == nil && info.Created && c.s.users.Auditing() {
+		c.s.users.Audit().Info(auth.AuditObjectCreated, "user", c.user.Name(), "remote", c.nc.RemoteAddr().String(),
+			"protocol", "mqtt", "vhost", c.vh.Name(), "kind", "queue", "name", info.Name)
+	}
+	if err != nil {
 		if exchange.KindOf(err) != exchange.KindPreconditionFailed || sub.Share != "" {
 			return err
 		}

@@ -148,6 +148,16 @@ func (c *conn) dropReceipt(seq uint64) {
 	c.rmu.Unlock()
 }
 
+// audit records a queue's creation or deletion, and by whom, in the audit
+// log (when one is configured).
+func (c *conn) audit(event, kind, name string) {
+	if !c.s.users.Auditing() {
+		return
+	}
+	c.s.users.Audit().Info(event, "user", c.user.Name(), "remote", c.t.remote(), "protocol", "stomp",
+		"vhost", c.vh.Name(), "kind", kind, "name", name)
+}
+
 func (c *conn) check(perm auth.Perm, kind, name string) error {
 	return c.s.users.Check(c.user, c.vh.Name(), perm, kind, name)
 }

@@ -119,8 +119,11 @@ func (c *conn) declareQueue(name string, f *frame.Frame, p queueParams) (queuePa
 	if err := c.check(auth.Configure, "queue", name); err != nil {
 		return p, err
 	}
-	_, err = c.vh.DeclareQueue(name, exchange.QueueOpts{Durable: p.durable, AutoDelete: p.autoDelete,
+	info, err := c.vh.DeclareQueue(name, exchange.QueueOpts{Durable: p.durable, AutoDelete: p.autoDelete,
 		Exclusive: p.exclusive, Args: args, Owner: c})
+	if err == nil && info.Created {
+		c.audit(auth.AuditObjectCreated, "queue", info.Name)
+	}
 	return p, err
 }
 
@@ -282,6 +285,7 @@ func (c *conn) unsubscribe(f *frame.Frame) error {
 		if _, err := c.vh.DeleteQueue(s.durableQ, false, false, c); err != nil {
 			return err
 		}
+		c.audit(auth.AuditObjectDeleted, "queue", s.durableQ)
 	}
 	return nil
 }
