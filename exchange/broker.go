@@ -112,7 +112,7 @@ func (b *Broker) DeleteVHost(name string) error {
 		return errorf(KindNotFound, "no vhost '%s'", name)
 	}
 	for _, q := range v.Queues() {
-		_, _ = v.deleteQueue(q, false)
+		_, _ = v.deleteQueue(q)
 	}
 	for _, x := range v.Exchanges() {
 		v.lockTopology()

@@ -222,7 +222,7 @@ func (q *Queue) unlock() {
 		l.kick()
 	}
 	if ad {
-		q.vh.deleteQueue(q, false)
+		q.vh.deleteQueue(q)
 	}
 }
 
@@ -682,7 +682,7 @@ func (q *Queue) onIdleTimer() {
 		return
 	}
 	q.mu.Unlock()
-	q.vh.deleteQueue(q, false)
+	q.vh.deleteQueue(q)
 }
 
 // touch records a use of the queue (redeclare), for x-expires.

@@ -436,7 +436,7 @@ func (v *VHost) DeleteQueue(name string, ifUnused, ifEmpty bool, owner any) (int
 	if ifEmpty && r > 0 {
 		return 0, errorf(KindPreconditionFailed, "queue '%s' in vhost '%s' not empty", name, v.name)
 	}
-	return v.deleteQueue(q, true)
+	return v.deleteQueue(q)
 }
 
 // PurgeQueue removes a queue's ready messages.
@@ -450,7 +450,7 @@ func (v *VHost) PurgeQueue(name string, owner any) (int, error) {
 
 // deleteQueue removes q from the vhost, cancels its consumers and drops
 // its stored messages.
-func (v *VHost) deleteQueue(q *Queue, _ bool) (int, error) {
+func (v *VHost) deleteQueue(q *Queue) (int, error) {
 	v.lockTopology()
 	if v.queues[q.name] == q {
 		delete(v.queues, q.name)
@@ -489,7 +489,7 @@ func (v *VHost) CloseOwner(owner any) {
 	}
 	v.mu.RUnlock()
 	for _, q := range mine {
-		v.deleteQueue(q, false)
+		v.deleteQueue(q)
 	}
 }
 
