@@ -270,11 +270,11 @@ func TestValidateReportsAll(t *testing.T) {
 	}
 }
 
-// TestMQTTAllowAnonymous: mqtt.allow_anonymous defaults to true (as
-// RabbitMQ) and loads from YAML, env and flags.
+// TestMQTTAllowAnonymous: mqtt.allow_anonymous is off unless configured
+// (RabbitMQ's default is on) and loads from YAML, env and flags.
 func TestMQTTAllowAnonymous(t *testing.T) {
-	if !Default().MQTT.AllowAnonymous {
-		t.Fatal("mqtt.allow_anonymous defaults to false")
+	if Default().MQTT.AllowAnonymous {
+		t.Fatal("mqtt.allow_anonymous defaults to true")
 	}
 	file := writeFile(t, "mqtt:\n  allow_anonymous: false\n  default_user: dev\n  default_pass: pw\n")
 	c, err := Load([]string{"--config", file}, nil)
@@ -284,8 +284,8 @@ func TestMQTTAllowAnonymous(t *testing.T) {
 	if c.MQTT.AllowAnonymous || c.MQTT.DefaultUser != "dev" || c.MQTT.DefaultPass != "pw" {
 		t.Fatalf("from file: %+v", c.MQTT)
 	}
-	c, err = Load(nil, envMap(map[string]string{"TRIDENT_MQTT_ALLOW_ANONYMOUS": "false"}))
-	if err != nil || c.MQTT.AllowAnonymous {
+	c, err = Load(nil, envMap(map[string]string{"TRIDENT_MQTT_ALLOW_ANONYMOUS": "true"}))
+	if err != nil || !c.MQTT.AllowAnonymous {
 		t.Fatalf("from env: %v %v", c.MQTT.AllowAnonymous, err)
 	}
 	c, err = Load([]string{"--config", file, "--mqtt-allow-anonymous=true"}, nil)

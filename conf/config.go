@@ -64,6 +64,9 @@ type Config struct {
 	Audit      Audit      `yaml:"audit"`
 	Auth       Auth       `yaml:"auth"`
 	Encryption Encryption `yaml:"encryption"`
+
+	// Cluster: gossip membership with other nodes (cluster.go).
+	Cluster Cluster `yaml:"cluster"`
 }
 
 // Limits bounds what clients may use, across every protocol. A zero
@@ -139,9 +142,10 @@ type MQTT struct {
 	Exchange string `yaml:"exchange"`
 	// AllowAnonymous lets a client that sends no credentials (and no
 	// certificate login applies) connect as DefaultUser, as RabbitMQ's
-	// mqtt.allow_anonymous (default true). When false such a CONNECT is
-	// refused: MQTT 5 0x86, 3.1.1 return code 4 (bad user name or
-	// password), as RabbitMQ answers it.
+	// mqtt.allow_anonymous. It is off by default — anonymous access only
+	// if configured — where RabbitMQ's default is on. When off such a
+	// CONNECT is refused: MQTT 5 0x86, 3.1.1 return code 4 (bad user name
+	// or password), as RabbitMQ answers it.
 	AllowAnonymous bool `yaml:"allow_anonymous"`
 	// DefaultUser and DefaultPass are the credentials an anonymous client
 	// logs in with (RabbitMQ's mqtt.default_user/default_pass); empty
@@ -210,7 +214,7 @@ func Default() Config {
 			HandshakeTimeout: 10 * time.Second,
 			Product:          "Trident",
 		},
-		MQTT: MQTT{Listen: ":1883", WSListen: ":15675", TLSListen: ":8883", WSSListen: ":15676", Exchange: "amq.topic", AllowAnonymous: true},
+		MQTT: MQTT{Listen: ":1883", WSListen: ":15675", TLSListen: ":8883", WSSListen: ":15676", Exchange: "amq.topic"},
 		STOMP: STOMP{Listen: ":61613", WSListen: ":15674", TLSListen: ":61614", WSSListen: ":15673",
 			MaxHeaders: 1000, MaxHeaderLength: 64 << 10},
 		HTTP:          HTTP{Listen: ":15672", TLSListen: ":15671", StatsInterval: 5 * time.Second},
@@ -225,6 +229,7 @@ func Default() Config {
 		DiskFreeLimit:              50_000_000,
 		DiskFreeCheckInterval:      2 * time.Second,
 		Auth:                       DefaultAuth(),
+		Cluster:                    DefaultCluster(),
 	}
 }
 

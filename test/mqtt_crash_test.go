@@ -19,7 +19,7 @@ func TestMQTTCrashPersistentSessionAndRetained(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	p := testbin.Start(t, "--mqtt-listen", addr, "--mqtt-ws-listen", "")
+	p := testbin.Start(t, "--mqtt-listen", addr, "--mqtt-ws-listen", "", "--mqtt-allow-anonymous=true")
 	url := "tcp://" + addr
 	waitMQTT(t, url)
 

@@ -19,6 +19,7 @@ func startMQTTBroker(t testing.TB, mutate ...func(*conf.Config)) *broker {
 	t.Helper()
 	return startBroker(t, append([]func(*conf.Config){func(c *conf.Config) {
 		c.MQTT.Listen, c.MQTT.WSListen = "127.0.0.1:0", "127.0.0.1:0"
+		c.MQTT.AllowAnonymous = true // many tests connect without credentials
 	}}, mutate...)...)
 }
 

@@ -112,7 +112,7 @@ func TestTLSMQTT(t *testing.T) {
 // the anonymous default user.
 func TestTLSMQTTCertLoginOff(t *testing.T) {
 	p := newPKI(t)
-	b := tlsBroker(t, p, func(c *conf.Config) { c.MQTT.CertLogin, c.STOMP.CertLogin = false, false })
+	b := tlsBroker(t, p, func(c *conf.Config) { c.MQTT.CertLogin, c.STOMP.CertLogin = false, false; c.MQTT.AllowAnonymous = true })
 	addUser(t, b, "alice", "")
 	dial3(t, "ssl://"+b.n.MQTTTLSAddr().String(), "anon", true, func(o *mqtt3.ClientOptions) {
 		o.SetTLSConfig(p.client(p.clientCert("alice", nil, nil)))
