@@ -152,6 +152,20 @@ func Load(args []string, env func(string) string) (Config, error) {
 			return nil
 		})
 	}
+	for alias, key := range flagAliases { // e.g. --join for --cluster-join
+		for _, fd := range fields {
+			if fd.key == key {
+				fs.Func(alias, fd.usage, func(s string) error {
+					var probe Config
+					if err := fd.set(&probe, s); err != nil {
+						return err
+					}
+					flagged = append(flagged, setting{fd, s})
+					return nil
+				})
+			}
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return Config{}, fmt.Errorf("conf: %w", err)

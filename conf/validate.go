@@ -97,6 +97,7 @@ func (c *Config) Validate() error {
 
 	c.validateSecurity(bad)
 	errs = append(errs, c.validateTLS()...)
+	errs = append(errs, c.validateCluster()...)
 	errs = append(errs, c.validateListeners()...)
 	return errors.Join(errs...)
 }

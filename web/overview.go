@@ -167,17 +167,7 @@ func (s *Server) nodeJSON() map[string]any {
 	}
 }
 
-func (s *Server) listNodes(w http.ResponseWriter, _ *http.Request, _ *auth.User) {
-	writeJSON(w, http.StatusOK, []map[string]any{s.nodeJSON()})
-}
-
-func (s *Server) getNode(w http.ResponseWriter, r *http.Request, _ *auth.User) {
-	if pathValue(r, "node") != s.node {
-		notFound(w)
-		return
-	}
-	writeJSON(w, http.StatusOK, s.nodeJSON())
-}
+// listNodes and getNode (/api/nodes): see cluster.go.
 
 // --- health checks ---
 

@@ -61,6 +61,9 @@ type Options struct {
 	// MemLimit and DiskFreeLimit are the memory and disk alarms'
 	// thresholds in bytes (0: alarm disabled), shown in /api/nodes.
 	MemLimit, DiskFreeLimit int64
+	// Cluster lists the cluster's members for /api/nodes; nil means a
+	// single node (cluster.go).
+	Cluster Cluster
 }
 
 // Server is the management API.
@@ -77,6 +80,7 @@ type Server struct {
 	diskLimit int64
 	started   time.Time
 	rates     *rates
+	cluster   Cluster
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -97,6 +101,7 @@ func New(o Options) *Server {
 	s := &Server{users: o.Users, core: o.Core, conns: o.Conns, node: o.Node, log: log,
 		mux: http.NewServeMux(), listeners: o.Listeners, dataDir: o.DataDir, memLimit: o.MemLimit, diskLimit: o.DiskFreeLimit, started: time.Now(),
 		stop: make(chan struct{})}
+	s.cluster = o.Cluster
 	s.rates = newRates(o.StatsInterval)
 	s.routes()
 	// The web UI (web/ui) is served at "/".

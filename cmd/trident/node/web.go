@@ -12,7 +12,13 @@ import (
 
 // The management API, the Prometheus listener and boot-time definitions.
 
-func (n *Node) nodeName() string { return "trident@" + hostname() }
+// nodeName is cluster.node_name, "trident@<host>" by default.
+func (n *Node) nodeName() string {
+	if n.cfg.Cluster.NodeName != "" {
+		return n.cfg.Cluster.NodeName
+	}
+	return "trident@" + hostname()
+}
 
 func (n *Node) startHTTP() error {
 	var ln net.Listener
@@ -34,6 +40,7 @@ func (n *Node) startHTTP() error {
 		DataDir:       n.cfg.DataDir,
 		MemLimit:      n.memoryLimit(),
 		DiskFreeLimit: int64(n.cfg.DiskFreeLimit),
+		Cluster:       n.webCluster(),
 	})
 	n.http = &http.Server{Handler: n.api.Handler(), ReadHeaderTimeout: n.cfg.AMQP.HandshakeTimeout}
 	if ln == nil {

@@ -1,0 +1,180 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/trident-broker/trident/cluster/discovery"
+	"github.com/trident-broker/trident/conf"
+	"github.com/trident-broker/trident/web"
+)
+
+// Clustering (issue 7), as far as discovery: when cluster.gossip_listen is
+// set the node joins the cluster's gossip (cluster/discovery) under
+// cluster.node_name, tells the other nodes its AMQP and HTTP addresses in
+// its gossiped metadata, and lists every member in /api/nodes. It runs as a
+// front end so that Close leaves the cluster (peers see "left", not a
+// failure) before the core and the store close. With gossip_listen empty
+// nothing here runs.
+
+func init() { starters = append(starters, (*Node).startCluster) }
+
+// leaveTimeout bounds how long Close waits for the goodbye to go out.
+const leaveTimeout = 2 * time.Second
+
+// clusterFrontEnd is the node's membership in the cluster.
+type clusterFrontEnd struct {
+	m    *discovery.Membership
+	addr net.Addr // the gossip listener, for /api/overview's listeners
+}
+
+func (n *Node) startCluster() error {
+	c := n.cfg.Cluster
+	if !c.Enabled() {
+		return nil
+	}
+	host, portStr, err := net.SplitHostPort(c.GossipListen)
+	if err != nil {
+		return fmt.Errorf("node: cluster.gossip_listen: %w", err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return fmt.Errorf("node: cluster.gossip_listen: port %q", portStr)
+	}
+	dc := discovery.Default()
+	dc.NodeName = n.nodeName()
+	dc.BindAddr = host // "" binds every address
+	dc.BindPort = port
+	dc.Join = c.Join
+	advHost := host
+	if c.AdvertiseAddr != "" {
+		ip, p, err := conf.ParseAdvertise(c.AdvertiseAddr)
+		if err != nil {
+			return fmt.Errorf("node: cluster.advertise_addr: %w", err)
+		}
+		dc.AdvertiseAddr, dc.AdvertisePort, advHost = ip, p, ip
+	}
+	dc.Meta = n.clusterMeta(advHost)
+	m, err := discovery.Start(dc, n.log.With("component", "cluster"))
+	if err != nil {
+		return fmt.Errorf("node: cluster: %w", err)
+	}
+	if isUnspecified(advHost) {
+		// Bound to every address: memberlist picked the address it
+		// advertises; tell peers our listeners at that address.
+		if h, _, err := net.SplitHostPort(m.LocalMember().Addr); err == nil && h != "" {
+			if err := m.SetMeta(n.clusterMeta(h), time.Second); err != nil {
+				n.log.Warn("cluster: could not update metadata", "err", err)
+			}
+		}
+	}
+	f := &clusterFrontEnd{m: m}
+	f.addr, _ = net.ResolveTCPAddr("tcp", c.GossipListen)
+	n.frontEnds = append(n.frontEnds, f)
+	n.log.Info("cluster membership started", "node", dc.NodeName, "gossip", c.GossipListen, "join", c.Join)
+	return nil
+}
+
+// clusterMeta is the metadata gossiped about this node: the addresses of
+// its AMQP and HTTP listeners, with a wildcard host replaced by host.
+// (An HTTP listener on port 0 is not bound yet and is left out.)
+func (n *Node) clusterMeta(host string) map[string]string {
+	meta := map[string]string{}
+	addr := func(listen string) string {
+		h, p, err := net.SplitHostPort(listen)
+		if err != nil || p == "0" {
+			return ""
+		}
+		if isUnspecified(h) && !isUnspecified(host) {
+			h = host
+		}
+		return net.JoinHostPort(h, p)
+	}
+	if a := n.AMQPAddr(); a != nil {
+		meta["amqp"] = addr(a.String())
+	}
+	if n.cfg.HTTP.Listen != "" {
+		if a := addr(n.cfg.HTTP.Listen); a != "" {
+			meta["http"] = a
+		}
+	}
+	return meta
+}
+
+func isUnspecified(h string) bool {
+	if h == "" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsUnspecified()
+}
+
+func (f *clusterFrontEnd) Name() string { return "clustering" }
+
+// Shutdown leaves the cluster (peers record "left") and stops gossip.
+func (f *clusterFrontEnd) Shutdown(ctx context.Context) error {
+	timeout := leaveTimeout
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
+		timeout = max(time.Until(d), 100*time.Millisecond)
+	}
+	if err := f.m.Leave(timeout); err != nil && err != discovery.ErrShutdown {
+		_ = f.m.Shutdown()
+		return fmt.Errorf("leave: %w", err)
+	}
+	return f.m.Shutdown()
+}
+
+func (f *clusterFrontEnd) ListConnections() []web.ConnectionInfo    { return nil }
+func (f *clusterFrontEnd) CloseConnection(name, reason string) bool { return false }
+
+// Addrs lists the gossip listener, as RabbitMQ lists its "clustering"
+// listener.
+func (f *clusterFrontEnd) Addrs() []net.Addr {
+	if f.addr == nil {
+		return nil
+	}
+	return []net.Addr{f.addr}
+}
+
+func (n *Node) clusterFront() *clusterFrontEnd {
+	for _, f := range n.frontEnds {
+		if c, ok := f.(*clusterFrontEnd); ok {
+			return c
+		}
+	}
+	return nil
+}
+
+// Members lists the cluster's members as this node sees them, itself
+// included, sorted by name; nil when clustering is off.
+func (n *Node) Members() []discovery.Member {
+	if c := n.clusterFront(); c != nil {
+		return c.m.Members()
+	}
+	return nil
+}
+
+// webCluster is the web.Cluster for the management API, nil when
+// clustering is off (the API then lists this node alone).
+func (n *Node) webCluster() web.Cluster {
+	if n.clusterFront() == nil {
+		return nil
+	}
+	return clusterView{n}
+}
+
+// clusterView adapts Members to web.Cluster.
+type clusterView struct{ n *Node }
+
+func (v clusterView) ClusterMembers() []web.ClusterMember {
+	ms := v.n.Members()
+	out := make([]web.ClusterMember, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, web.ClusterMember{Name: m.Name, Running: m.Status == discovery.StatusAlive,
+			Status: m.Status.String(), GossipAddr: m.Addr, Meta: m.Meta})
+	}
+	return out
+}

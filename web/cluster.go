@@ -1,0 +1,90 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/trident-broker/trident/auth"
+)
+
+// Cluster is what the API needs to list the nodes of a cluster (the node
+// implements it over cluster/discovery). Options.Cluster nil means a
+// single node.
+type Cluster interface {
+	// ClusterMembers returns every node seen, the local one included,
+	// sorted by name.
+	ClusterMembers() []ClusterMember
+}
+
+// ClusterMember is one node of the cluster as the local node sees it.
+type ClusterMember struct {
+	Name string
+	// Running is false once the node failed or left.
+	Running bool
+	// Status is the membership status: alive, dead or left.
+	Status string
+	// GossipAddr is the node's gossip host:port.
+	GossipAddr string
+	// Meta is what the node gossips about itself, e.g. "amqp" and "http"
+	// listener addresses.
+	Meta map[string]string
+}
+
+// nodesJSON is /api/nodes: the local node with its statistics, and every
+// other member with what the cluster knows of it (RabbitMQ lists stopped
+// members too, with running false).
+func (s *Server) nodesJSON() []map[string]any {
+	if s.cluster == nil {
+		return []map[string]any{s.nodeJSON()}
+	}
+	members := s.cluster.ClusterMembers()
+	out := make([]map[string]any, 0, len(members)+1)
+	local := false
+	for _, m := range members {
+		if m.Name == s.node {
+			out = append(out, s.localMemberJSON(m))
+			local = true
+			continue
+		}
+		out = append(out, remoteMemberJSON(m))
+	}
+	if !local { // not yet in its own member list: still report it
+		out = append([]map[string]any{s.nodeJSON()}, out...)
+	}
+	return out
+}
+
+func (s *Server) localMemberJSON(m ClusterMember) map[string]any {
+	j := s.nodeJSON()
+	j["cluster_status"] = m.Status
+	j["gossip_addr"] = m.GossipAddr
+	for k, v := range m.Meta {
+		j[k+"_addr"] = v
+	}
+	return j
+}
+
+func remoteMemberJSON(m ClusterMember) map[string]any {
+	j := map[string]any{
+		"name": m.Name, "type": "disc", "running": m.Running, "cluster_status": m.Status,
+		"gossip_addr": m.GossipAddr, "partitions": []any{}, "being_drained": false,
+	}
+	for k, v := range m.Meta {
+		j[k+"_addr"] = v
+	}
+	return j
+}
+
+func (s *Server) listNodes(w http.ResponseWriter, _ *http.Request, _ *auth.User) {
+	writeJSON(w, http.StatusOK, s.nodesJSON())
+}
+
+func (s *Server) getNode(w http.ResponseWriter, r *http.Request, _ *auth.User) {
+	name := pathValue(r, "node")
+	for _, n := range s.nodesJSON() {
+		if n["name"] == name {
+			writeJSON(w, http.StatusOK, n)
+			return
+		}
+	}
+	notFound(w)
+}
