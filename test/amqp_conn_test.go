@@ -777,3 +777,29 @@ func TestMalformedContentOutOfOrder(t *testing.T) {
 		t.Fatalf("stray body frame: connection.close %d %q, want 505", code, text)
 	}
 }
+
+// TestChannelCloseCrossing: the server closes a channel (404 on a passive
+// declare) while the client closes it too, or reopens the number without
+// answering close-ok. Neither side may be left waiting.
+func TestChannelCloseCrossing(t *testing.T) {
+	passiveMissing := bbMethod(50, 10, bbU16(0), bbShortStr("no-such-queue-x"), []byte{1}, bbEmptyTable()) // passive
+	t.Run("close crosses close", func(t *testing.T) {
+		c := bbDialRaw(t, bbAddrURL(t))
+		c.open(0, 0)
+		c.openChannel(1)
+		bbSendMethod(c, 1, passiveMissing)
+		// The client closes before it has read the server's channel.close.
+		bbSendMethod(c, 1, bbMethod(20, 40, bbU16(200), bbShortStr("bye"), bbU16(0), bbU16(0)))
+		c.readMethod(20, 40) // the server's channel.close (404)
+		c.readMethod(20, 41) // close-ok for ours
+		c.openChannel(1)     // the number is free again
+	})
+	t.Run("reopen without close-ok", func(t *testing.T) {
+		c := bbDialRaw(t, bbAddrURL(t))
+		c.open(0, 0)
+		c.openChannel(1)
+		bbSendMethod(c, 1, passiveMissing)
+		c.readMethod(20, 40)
+		c.openChannel(1)
+	})
+}

@@ -133,11 +133,21 @@ func newChannel(c *conn, id uint16) *channel {
 // method runs one method received on the channel.
 func (ch *channel) method(m wire.Method) error {
 	if ch.state == chClosing {
+		// We sent channel.close: only the end of the close matters.
 		switch m.(type) {
 		case *wire.ChannelCloseOK:
 			ch.c.removeChannel(ch.id)
 		case *wire.ChannelClose:
+			// Both sides closed at once: each answers close-ok and the
+			// channel is closed (the client may not send close-ok for
+			// ours after its own close was answered).
+			ch.c.removeChannel(ch.id)
 			ch.c.send(ch.id, &wire.ChannelCloseOK{})
+		case *wire.ChannelOpen:
+			// The client considers the channel closed and reuses its
+			// number: open it afresh rather than leave it waiting.
+			ch.c.removeChannel(ch.id)
+			return ch.c.channelMethod(ch.id, m)
 		}
 		return nil
 	}
