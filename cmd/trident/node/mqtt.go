@@ -65,7 +65,7 @@ func startMQTT(n *Node) error {
 		mux.Handle("/ws", srv.WebSocketHandler())
 		f.ws = &http.Server{Handler: mux, ReadHeaderTimeout: n.cfg.AMQP.HandshakeTimeout}
 		go func() {
-			if err := f.ws.Serve(f.wsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := f.ws.Serve(f.wsLn); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 				n.log.Error("mqtt websocket listener stopped", "err", err)
 			}
 		}()

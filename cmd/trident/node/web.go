@@ -47,7 +47,7 @@ func (n *Node) startHTTP() error {
 		return nil
 	}
 	go func() {
-		if err := n.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := n.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			n.log.Error("http listener stopped", "err", err)
 		}
 	}()
@@ -71,7 +71,7 @@ func (n *Node) startMetrics() error {
 		return nil
 	}
 	go func() {
-		if err := n.metrics.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := n.metrics.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			n.log.Error("prometheus listener stopped", "err", err)
 		}
 	}()
