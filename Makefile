@@ -11,7 +11,7 @@ FUZZTIME ?= 60s
 # Extra flags for `make bench`, e.g. BENCHFLAGS='--anchors'.
 BENCHFLAGS ?=
 
-.PHONY: all build run test vet race fuzz bench lint clean
+.PHONY: all build run test vet race suites fuzz bench lint clean
 
 all: build
 
@@ -25,14 +25,21 @@ build:
 run: build
 	./$(BIN)/trident $(ARGS)
 
-# The lead adds further targets (integration suites) as prerequisites here.
-test: vet race
+test: vet race suites
 
 vet:
 	$(GO) vet ./...
 
+# The third-party client suites (amqp091-go's integration suite, paho's fvt
+# tests) drive a real broker process with timing-sensitive tests; they run
+# after the race-enabled tests, one at a time, rather than beside them.
+SUITES := ./test/amqp091suite ./test/pahofvt
+
 race:
-	$(GO) test -race -timeout 20m ./...
+	$(GO) test -race -timeout 20m $$($(GO) list ./... | grep -v -e /test/amqp091suite -e /test/pahofvt)
+
+suites:
+	$(GO) test -count=1 -p 1 -timeout 20m $(SUITES)
 
 # Runs every Fuzz* target for FUZZTIME each (only packages whose tests
 # define one are compiled).

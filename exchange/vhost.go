@@ -294,6 +294,34 @@ func (v *VHost) DeclareQueue(name string, o QueueOpts) (QueueInfo, error) {
 	return info, err
 }
 
+// Binding names a binding of a queue to an exchange, for DeclareQueueBound.
+type Binding struct {
+	Exchange string
+	Key      string
+	Args     Table
+}
+
+// DeclareQueueBound declares a queue and binds it in one topology change:
+// the queue and its bindings route together, before the store writes of
+// either (a subscription is live as soon as it exists in memory; the call
+// still returns only once they are durable).
+func (v *VHost) DeclareQueueBound(name string, o QueueOpts, binds []Binding) (QueueInfo, error) {
+	var info QueueInfo
+	err := v.inTopology(func() error {
+		var err error
+		if info, err = v.declareQueueLocked(name, o); err != nil {
+			return err
+		}
+		for _, b := range binds {
+			if err := v.bindLocked(info.Name, true, b.Exchange, b.Key, b.Args, o.Owner); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return info, err
+}
+
 func (v *VHost) declarePassive(name string, owner any) (QueueInfo, error) {
 	if name == ReplyToQueue {
 		return QueueInfo{Name: name}, nil

@@ -157,7 +157,10 @@ func (c *conn) bindAndConsume(sub *subscription) error {
 	if sub.Share != "" {
 		opts = exchange.QueueOpts{AutoDelete: true}
 	}
-	info, err := c.vh.DeclareQueue(sub.queue, opts)
+	// Declared and bound in one step, so that the subscription routes at
+	// once rather than after the declaration's fsync.
+	binds := []exchange.Binding{{Exchange: c.s.cfg.Exchange, Key: sub.key}}
+	info, err := c.vh.DeclareQueueBound(sub.queue, opts, binds)
 	if err == nil && info.Created && c.s.users.Auditing() {
 		c.s.users.Audit().Info(auth.AuditObjectCreated, "user", c.user.Name(), "remote", c.nc.RemoteAddr().String(),
 			"protocol", "mqtt", "vhost", c.vh.Name(), "kind", "queue", "name", info.Name)
@@ -171,12 +174,9 @@ func (c *conn) bindAndConsume(sub *subscription) error {
 		if _, err := c.vh.DeleteQueue(sub.queue, false, false, nil); err != nil {
 			return err
 		}
-		if _, err := c.vh.DeclareQueue(sub.queue, opts); err != nil {
+		if _, err := c.vh.DeclareQueueBound(sub.queue, opts, binds); err != nil {
 			return err
 		}
-	}
-	if err := c.vh.BindQueue(sub.queue, c.s.cfg.Exchange, sub.key, nil, nil); err != nil {
-		return err
 	}
 	c.consMu.Lock()
 	if c.consumers == nil {
