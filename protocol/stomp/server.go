@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/connreg"
 	"github.com/trident-broker/trident/protocol/stomp/frame"
 )
 
@@ -192,10 +192,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, ln := range s.lns {
 		ln.Close()
 	}
-	conns := make([]*conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
+	conns := connreg.Snapshot(s.conns)
 	s.mu.Unlock()
 	for _, c := range conns {
 		c.forceClose("broker forced connection closure with reason 'shutdown'")
@@ -233,35 +230,21 @@ type ConnInfo struct {
 
 // Connections lists the open (logged-in) connections, sorted by name.
 func (s *Server) Connections() []ConnInfo {
+	return connreg.Sorted(s.snapshot(), (*conn).info, func(i ConnInfo) string { return i.Name })
+}
+
+// snapshot copies the set of connections.
+func (s *Server) snapshot() []*conn {
 	s.mu.Lock()
-	conns := make([]*conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-	out := make([]ConnInfo, 0, len(conns))
-	for _, c := range conns {
-		if i, ok := c.info(); ok {
-			out = append(out, i)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	defer s.mu.Unlock()
+	return connreg.Snapshot(s.conns)
 }
 
 // CloseConnection closes the named connection with an ERROR frame carrying
 // reason. It reports whether the connection was found.
 func (s *Server) CloseConnection(name, reason string) bool {
-	s.mu.Lock()
-	var found *conn
-	for c := range s.conns {
-		if c.name == name {
-			found = c
-			break
-		}
-	}
-	s.mu.Unlock()
-	if found == nil {
+	found, ok := connreg.Named(s.snapshot(), func(c *conn) string { return c.name }, name)
+	if !ok {
 		return false
 	}
 	if reason == "" {
