@@ -62,3 +62,13 @@ func (us *Users) Audit() *slog.Logger {
 // Auditing reports whether an audit sink is configured, for callers that
 // would otherwise build attributes for nothing.
 func (us *Users) Auditing() bool { return us.audit != nil }
+
+// AuditObject records that user (from remote, over protocol) created or
+// deleted (event) the object kind/name in vhost. Front ends call it for
+// the objects their clients declare and delete.
+func (us *Users) AuditObject(event, user, remote, protocol, vhost, kind, name string) {
+	if us.audit == nil {
+		return
+	}
+	us.audit.Info(event, "user", user, "remote", remote, "protocol", protocol, "vhost", vhost, "kind", kind, "name", name)
+}

@@ -155,7 +155,14 @@ func (ch *channel) method(m wire.Method) error {
 		return connErr(wire.UnexpectedFrame, m, "expected content header for class 60, got non content header frame instead")
 	}
 	err := ch.dispatch(m)
-	if _, pub := m.(*wire.BasicPublish); !pub {
+	switch m.(type) {
+	case *wire.BasicPublish, *wire.BasicAck, *wire.BasicNack, *wire.BasicReject:
+		// The per-message methods change none of the synced fields,
+		// except the uncommitted acks of a transaction.
+		if ch.tx {
+			ch.stats.txAcks.Store(int32(len(ch.txAcks)))
+		}
+	default:
 		ch.syncStats()
 	}
 	if err == nil {
@@ -221,12 +228,9 @@ func (ch *channel) vh() *exchange.VHost { return ch.c.vh }
 // audit records an object's creation or deletion, and by whom, in the audit
 // log (when one is configured).
 func (ch *channel) audit(event, kind, name string) {
-	users := ch.c.s.users
-	if !users.Auditing() {
-		return
+	if ch.c.s.users.Auditing() {
+		ch.c.s.users.AuditObject(event, ch.c.user.Name(), ch.c.nc.RemoteAddr().String(), "amqp", ch.vh().Name(), kind, name)
 	}
-	users.Audit().Info(event, "user", ch.c.user.Name(), "remote", ch.c.nc.RemoteAddr().String(), "protocol", "amqp",
-		"vhost", ch.vh().Name(), "kind", kind, "name", name)
 }
 
 func (ch *channel) check(perm auth.Perm, kind, name string) error {

@@ -162,8 +162,7 @@ func (c *conn) bindAndConsume(sub *subscription) error {
 	binds := []exchange.Binding{{Exchange: c.s.cfg.Exchange, Key: sub.key}}
 	info, err := c.vh.DeclareQueueBound(sub.queue, opts, binds)
 	if err == nil && info.Created && c.s.users.Auditing() {
-		c.s.users.Audit().Info(auth.AuditObjectCreated, "user", c.user.Name(), "remote", c.nc.RemoteAddr().String(),
-			"protocol", "mqtt", "vhost", c.vh.Name(), "kind", "queue", "name", info.Name)
+		c.s.users.AuditObject(auth.AuditObjectCreated, c.user.Name(), c.nc.RemoteAddr().String(), "mqtt", c.vh.Name(), "queue", info.Name)
 	}
 	if err != nil {
 		if exchange.KindOf(err) != exchange.KindPreconditionFailed || sub.Share != "" {

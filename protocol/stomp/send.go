@@ -151,11 +151,9 @@ func (c *conn) dropReceipt(seq uint64) {
 // audit records a queue's creation or deletion, and by whom, in the audit
 // log (when one is configured).
 func (c *conn) audit(event, kind, name string) {
-	if !c.s.users.Auditing() {
-		return
+	if c.s.users.Auditing() {
+		c.s.users.AuditObject(event, c.user.Name(), c.t.remote(), "stomp", c.vh.Name(), kind, name)
 	}
-	c.s.users.Audit().Info(event, "user", c.user.Name(), "remote", c.t.remote(), "protocol", "stomp",
-		"vhost", c.vh.Name(), "kind", kind, "name", name)
 }
 
 func (c *conn) check(perm auth.Perm, kind, name string) error {
