@@ -111,11 +111,7 @@ func (s *Server) putExchange(w http.ResponseWriter, r *http.Request, u *auth.Use
 		coreError(w, err)
 		return
 	}
-	if existed {
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	w.WriteHeader(http.StatusCreated)
+	putStatus(w, existed)
 }
 
 func (s *Server) deleteExchange(w http.ResponseWriter, r *http.Request, u *auth.User) {

@@ -168,19 +168,14 @@ func (s *Server) putQueue(w http.ResponseWriter, r *http.Request, u *auth.User) 
 		badRequest(w, err.Error())
 		return
 	}
-	existed := lookupQueue(v, name) != nil
 	args := tableField(body, "arguments")
-	_, err = v.DeclareQueue(name, exchange.QueueOpts{Durable: boolField(body, "durable"),
+	info, err := v.DeclareQueue(name, exchange.QueueOpts{Durable: boolField(body, "durable"),
 		AutoDelete: boolField(body, "auto_delete"), Args: args})
 	if err != nil {
 		coreError(w, err)
 		return
 	}
-	if existed {
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	w.WriteHeader(http.StatusCreated)
+	putStatus(w, !info.Created)
 }
 
 func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request, u *auth.User) {

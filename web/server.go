@@ -394,3 +394,13 @@ func splitHostPort(hp string) (string, int) {
 	n, _ := strconv.Atoi(p)
 	return h, n
 }
+
+// putStatus answers a PUT as RabbitMQ does: 201 Created for a new object,
+// 204 No Content when it existed already.
+func putStatus(w http.ResponseWriter, existed bool) {
+	if existed {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+}

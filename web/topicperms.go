@@ -92,11 +92,7 @@ func (s *Server) putTopicPermission(w http.ResponseWriter, r *http.Request, _ *a
 		badRequest(w, err.Error())
 		return
 	}
-	if existed {
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	w.WriteHeader(http.StatusCreated)
+	putStatus(w, existed)
 }
 
 func (s *Server) deleteTopicPermission(w http.ResponseWriter, r *http.Request, _ *auth.User) {

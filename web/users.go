@@ -69,11 +69,7 @@ func (s *Server) putUser(w http.ResponseWriter, r *http.Request, _ *auth.User) {
 		badRequest(w, err.Error())
 		return
 	}
-	if existed {
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	w.WriteHeader(http.StatusCreated)
+	putStatus(w, existed)
 }
 
 func (s *Server) deleteUser(w http.ResponseWriter, r *http.Request, _ *auth.User) {
@@ -164,11 +160,7 @@ func (s *Server) putPermission(w http.ResponseWriter, r *http.Request, _ *auth.U
 		badRequest(w, err.Error())
 		return
 	}
-	if existed {
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	w.WriteHeader(http.StatusCreated)
+	putStatus(w, existed)
 }
 
 func (s *Server) deletePermission(w http.ResponseWriter, r *http.Request, _ *auth.User) {
