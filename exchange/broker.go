@@ -18,7 +18,6 @@ type Broker struct {
 	mu     sync.RWMutex
 	vhosts map[string]*VHost
 	qid    atomic.Uint64
-	closed bool
 	alarms *Alarms
 	limits *Limiter
 }
@@ -127,14 +126,10 @@ func (b *Broker) DeleteVHost(name string) error {
 	return b.store.DeleteMeta("vhost/" + name)
 }
 
-// Close flushes the store. The store itself is closed by its owner.
 // Close records which stored messages were delivered (see redelivered.go)
 // and flushes the store. The store itself is closed by its owner. Call it
 // after the front ends have closed their connections.
 func (b *Broker) Close() error {
-	b.mu.Lock()
-	b.closed = true
-	b.mu.Unlock()
 	if err := b.store.Sync(); err != nil {
 		return err
 	}

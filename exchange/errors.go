@@ -44,7 +44,3 @@ func KindOf(err error) Kind {
 	}
 	return KindInternal
 }
-
-// ErrClosed is returned by operations on a broker, vhost or queue that has
-// been closed or deleted.
-var ErrClosed = errors.New("exchange: closed")

@@ -36,7 +36,6 @@ type VHost struct {
 	// anyExpiring is set once any message with a per-message expiration
 	// was published, so that queues without x-message-ttl check expiry.
 	anyExpiring atomic.Bool
-	closed      bool
 
 	counters msgCounters // atomics, no lock; totals of its queues and exchanges
 }
