@@ -20,6 +20,8 @@ type Broker struct {
 	qid    atomic.Uint64
 	alarms *Alarms
 	limits *Limiter
+
+	cluster Cluster // nil when standalone
 }
 
 // Alarms returns the broker's resource alarms.
@@ -44,25 +46,27 @@ func New(st Store, log *slog.Logger) (*Broker, error) {
 func (b *Broker) nextQueueID() uint64 { return b.qid.Add(1) }
 
 // EnsureVHost creates the vhost if it does not exist.
+// The store write happens outside b.mu: in a cluster it is a Raft round
+// trip whose application on this node takes b.mu.
 func (b *Broker) EnsureVHost(name string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if _, ok := b.vhosts[name]; ok {
+	if _, ok := b.VHost(name); ok {
 		return nil
 	}
 	if err := b.store.PutMeta("vhost/"+name, encodeRecord(Table{})); err != nil {
 		return err
 	}
-	b.vhosts[name] = newVHost(b, name)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.vhosts[name]; !ok {
+		b.vhosts[name] = newVHost(b, name)
+	}
 	return nil
 }
 
 // SetVHostMetadata stores a vhost's description and tags (management
 // metadata; routing does not use them).
 func (b *Broker) SetVHostMetadata(name, description string, tags []string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	v, ok := b.vhosts[name]
+	v, ok := b.VHost(name)
 	if !ok {
 		return errorf(KindNotFound, "no vhost '%s'", name)
 	}
@@ -73,9 +77,9 @@ func (b *Broker) SetVHostMetadata(name, description string, tags []string) error
 	if err := b.store.PutMeta("vhost/"+name, encodeRecord(Table{"description": description, "tags": t})); err != nil {
 		return err
 	}
-	v.metaMu.Lock()
+	v.mu.Lock()
 	v.description, v.tags = description, append([]string(nil), tags...)
-	v.metaMu.Unlock()
+	v.mu.Unlock()
 	return nil
 }
 
@@ -148,16 +152,7 @@ func (b *Broker) recover() error {
 	err := b.store.LoadMeta("vhost/", func(key string, val []byte) error {
 		name := strings.TrimPrefix(key, "vhost/")
 		v := newVHost(b, name)
-		if r, err := decodeRecord(val); err == nil {
-			v.description, _ = r["description"].(string)
-			if tags, ok := r["tags"].([]any); ok {
-				for _, t := range tags {
-					if s, ok := t.(string); ok {
-						v.tags = append(v.tags, s)
-					}
-				}
-			}
-		}
+		v.description, v.tags = vhostMetadata(val)
 		b.vhosts[name] = v
 		return nil
 	})
@@ -174,18 +169,9 @@ func (b *Broker) recover() error {
 		if err != nil {
 			return err
 		}
-		kind, _ := r["type"].(string)
-		x := &Exchange{vh: v, name: name, kind: kind, durable: true, router: newRouter(kind)}
-		x.autoDelete, _ = r["auto_delete"].(bool)
-		x.internal, _ = r["internal"].(bool)
-		x.args, _ = asTable(r["args"])
-		if ae, ok := x.args["alternate-exchange"].(string); ok {
-			x.alternate, x.hasAE = ae, true
+		if x := exchangeFromRecord(v, name, r); x != nil {
+			v.exchanges[name] = x
 		}
-		if x.router == nil {
-			return nil
-		}
-		v.exchanges[name] = x
 		return nil
 	})
 	if err != nil {
@@ -202,15 +188,12 @@ func (b *Broker) recover() error {
 		if err != nil {
 			return err
 		}
-		id, _ := r["id"].(uint64)
-		args, _ := asTable(r["args"])
-		ad, _ := r["auto_delete"].(bool)
-		a, err := parseQueueArgs(args)
+		q, err := queueFromRecord(v, name, r)
 		if err != nil {
 			b.log.Warn("queue with bad arguments skipped", "vhost", vn, "queue", name, "err", err)
 			return nil
 		}
-		q := newQueue(v, name, id, true, false, ad, nil, args, a)
+		id := q.id
 		v.queues[name] = q
 		queues = append(queues, q)
 		if id > b.qid.Load() {

@@ -1,5 +1,7 @@
 package exchange
 
+import "strings"
+
 // What the core needs from a cluster (issue 7). The core knows nothing of
 // Raft or of the network: the node wires these interfaces to cluster/*.
 //
@@ -72,4 +74,324 @@ type Remote interface {
 	Count() (messages, consumers int, err error)
 	// Close stops everything (the proxy queue is gone or became local).
 	Close()
+}
+
+// Cluster is the node's clustering as the core sees it (Broker.SetCluster);
+// the core runs standalone without one.
+type Cluster interface {
+	// NodeName is this node's name: the home of the classic queues
+	// declared here.
+	NodeName() string
+	// QuorumMembers picks the nodes of a new quorum queue's Raft group;
+	// size 0 means the default (3, or fewer nodes if the cluster is
+	// smaller).
+	QuorumMembers(size int) []string
+	// Attach is called when a durable queue comes into being on this node
+	// (declared here, applied from the cluster, or recovered at start) and
+	// whenever its definition changes. The cluster decides where its
+	// messages live and calls BecomeProxy or BecomeLocal, now or later.
+	// Attach is called with core locks held: it must not block or call
+	// into the core synchronously.
+	Attach(q *Queue)
+	// Detach is called once a durable queue is deleted (the quorum group
+	// stops and drops its log).
+	Detach(q *Queue)
+	// WaitReady waits until a newly declared quorum queue has a leader.
+	WaitReady(q *Queue) error
+}
+
+// QueueHome is a classic queue's home node ("" when standalone).
+func (q *Queue) Home() string { return q.home }
+
+// Members are a quorum queue's Raft group members.
+func (q *Queue) Members() []string { return q.members }
+
+// Quorum reports whether q is a quorum queue.
+func (q *Queue) Quorum() bool { return q.a.quorum }
+
+// ID is the queue's id, unique in the cluster while it exists.
+func (q *Queue) ID() uint64 { return q.id }
+
+// SetCluster makes the broker part of a cluster and attaches every durable
+// queue recovered so far. Call it once, before serving clients.
+func (b *Broker) SetCluster(c Cluster) {
+	b.cluster = c
+	self := c.NodeName()
+	for _, name := range b.VHosts() {
+		v, _ := b.VHost(name)
+		for _, q := range v.Queues() {
+			if !q.persisted() {
+				continue
+			}
+			if !q.a.quorum && q.home == "" {
+				// Declared before the node was clustered: it lives here.
+				q.home = self
+			}
+			c.Attach(q)
+		}
+	}
+}
+
+// replicatedPrefixes are the core's metadata records shared by a cluster.
+var replicatedPrefixes = []string{"vhost/", "exchange/", "queue/", "binding/"}
+
+// ReplicatedKey reports whether a core metadata key is cluster-wide (the
+// rest, such as the clean-shutdown marker, is the node's own).
+func ReplicatedKey(key string) bool {
+	for _, p := range replicatedPrefixes {
+		if strings.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// dropQueue releases a deleted durable queue's messages: the stored ones
+// of a classic queue living here, the Raft group of a quorum queue.
+func (b *Broker) dropQueue(q *Queue) error {
+	if !q.persisted() {
+		return nil
+	}
+	var err error
+	if !q.a.quorum && (b.cluster == nil || q.home == "" || q.home == b.cluster.NodeName()) {
+		// The queue's id is never reused, so its messages can go after
+		// the topology lock.
+		err = b.store.DropMessages(q.id)
+	}
+	if b.cluster != nil {
+		b.cluster.Detach(q)
+	}
+	return err
+}
+
+// ApplyMeta brings memory in line with metadata records committed by the
+// cluster (the node has already written them to its store). It is
+// idempotent: a record equal to what memory holds changes nothing, which
+// is the case on the node that made the change. It takes no metaMu, so a
+// node waiting under metaMu for its own change to commit cannot block it.
+func (b *Broker) ApplyMeta(ops []MetaOp) error {
+	for _, op := range ops {
+		if op.Prefix {
+			// Only DeleteVHost deletes by prefix, followed by the
+			// vhost's own record, which clears memory.
+			continue
+		}
+		switch {
+		case strings.HasPrefix(op.Key, "vhost/"):
+			b.applyVHost(strings.TrimPrefix(op.Key, "vhost/"), op.Val)
+		case strings.HasPrefix(op.Key, "exchange/"):
+			if v, name, ok := b.splitVHostKey(op.Key, "exchange/"); ok {
+				v.applyExchange(name, op.Val)
+			}
+		case strings.HasPrefix(op.Key, "queue/"):
+			if v, name, ok := b.splitVHostKey(op.Key, "queue/"); ok {
+				v.applyQueue(name, op.Val)
+			}
+		case strings.HasPrefix(op.Key, "binding/"):
+			if v, _, ok := b.splitVHostKey(op.Key, "binding/"); ok {
+				v.applyBinding(op.Key, op.Val)
+			}
+		}
+	}
+	return nil
+}
+
+func (b *Broker) splitVHostKey(key, prefix string) (*VHost, string, bool) {
+	vn, rest, ok := splitKey(key, prefix)
+	if !ok {
+		return nil, "", false
+	}
+	v, ok := b.VHost(vn)
+	return v, rest, ok
+}
+
+func vhostMetadata(val []byte) (description string, tags []string) {
+	r, err := decodeRecord(val)
+	if err != nil {
+		return "", nil
+	}
+	description, _ = r["description"].(string)
+	if ts, ok := r["tags"].([]any); ok {
+		for _, t := range ts {
+			if s, ok := t.(string); ok {
+				tags = append(tags, s)
+			}
+		}
+	}
+	return description, tags
+}
+
+func (b *Broker) applyVHost(name string, val []byte) {
+	if val != nil {
+		d, tags := vhostMetadata(val)
+		b.mu.Lock()
+		v, ok := b.vhosts[name]
+		if !ok {
+			v = newVHost(b, name)
+			b.vhosts[name] = v
+		}
+		b.mu.Unlock()
+		v.mu.Lock()
+		v.description, v.tags = d, tags
+		v.mu.Unlock()
+		return
+	}
+	b.mu.Lock()
+	v, ok := b.vhosts[name]
+	delete(b.vhosts, name)
+	b.mu.Unlock()
+	if !ok {
+		return
+	}
+	for _, q := range v.Queues() {
+		v.applyQueue(q.name, nil)
+	}
+}
+
+// exchangeFromRecord rebuilds a durable exchange; nil for an unknown type.
+func exchangeFromRecord(v *VHost, name string, r Table) *Exchange {
+	kind, _ := r["type"].(string)
+	x := &Exchange{vh: v, name: name, kind: kind, durable: true, router: newRouter(kind)}
+	if x.router == nil {
+		return nil
+	}
+	x.autoDelete, _ = r["auto_delete"].(bool)
+	x.internal, _ = r["internal"].(bool)
+	x.args, _ = asTable(r["args"])
+	if ae, ok := x.args["alternate-exchange"].(string); ok {
+		x.alternate, x.hasAE = ae, true
+	}
+	return x
+}
+
+func (v *VHost) applyExchange(name string, val []byte) {
+	v.mu.Lock()
+	defer func() {
+		v.metaOps = nil // this node's store already has the records
+		v.mu.Unlock()
+	}()
+	cur := v.exchanges[name]
+	if val == nil {
+		if cur != nil && cur.durable {
+			_ = v.deleteExchangeLocked(cur)
+		}
+		return
+	}
+	r, err := decodeRecord(val)
+	if err != nil {
+		return
+	}
+	x := exchangeFromRecord(v, name, r)
+	if x == nil {
+		return
+	}
+	if cur != nil {
+		if cur.kind == x.kind && cur.autoDelete == x.autoDelete && cur.internal == x.internal && valuesEqual(cur.args, x.args) {
+			return
+		}
+		_ = v.deleteExchangeLocked(cur)
+	}
+	v.exchanges[name] = x
+}
+
+// queueFromRecord rebuilds a durable queue.
+func queueFromRecord(v *VHost, name string, r Table) (*Queue, error) {
+	id, _ := r["id"].(uint64)
+	args, _ := asTable(r["args"])
+	ad, _ := r["auto_delete"].(bool)
+	a, err := parseQueueArgs(args)
+	if err != nil {
+		return nil, err
+	}
+	q := newQueue(v, name, id, true, false, ad, nil, args, a)
+	q.home, _ = r["node"].(string)
+	if ms, ok := r["members"].([]any); ok {
+		for _, m := range ms {
+			if s, ok := m.(string); ok {
+				q.members = append(q.members, s)
+			}
+		}
+	}
+	return q, nil
+}
+
+func (v *VHost) applyQueue(name string, val []byte) {
+	var q *Queue
+	if val != nil {
+		r, err := decodeRecord(val)
+		if err != nil {
+			return
+		}
+		if q, err = queueFromRecord(v, name, r); err != nil {
+			return
+		}
+	}
+	v.mu.Lock()
+	cur := v.queues[name]
+	if cur != nil && q != nil && cur.id == q.id {
+		v.mu.Unlock()
+		return // the same queue
+	}
+	if cur != nil && (cur.exclusive || !cur.durable) && q == nil {
+		v.mu.Unlock()
+		return // a local queue of this node: not the record's
+	}
+	if cur != nil {
+		delete(v.queues, name)
+		for len(cur.bindings) > 0 {
+			v.removeBindingLocked(cur.bindings[len(cur.bindings)-1], true)
+		}
+	}
+	if q != nil {
+		v.queues[name] = q
+		if c := v.b.cluster; c != nil {
+			c.Attach(q)
+		}
+	}
+	v.metaOps = nil // this node's store already has the records
+	v.mu.Unlock()
+	if cur != nil {
+		cur.markDeleted()
+		if err := v.b.dropQueue(cur); err != nil {
+			v.b.log.Warn("dropping a deleted queue's messages failed", "queue", name, "err", err)
+		}
+	}
+}
+
+func (v *VHost) applyBinding(key string, val []byte) {
+	v.mu.Lock()
+	defer func() {
+		v.metaOps = nil
+		v.mu.Unlock()
+	}()
+	if val == nil {
+		for _, x := range v.exchanges {
+			for _, b := range x.bindings {
+				if v.bindingKey(b) == key {
+					v.removeBindingLocked(b, false)
+					return
+				}
+			}
+		}
+		return
+	}
+	r, err := decodeRecord(val)
+	if err != nil {
+		return
+	}
+	src, _ := r["source"].(string)
+	dst, _ := r["destination"].(string)
+	dt, _ := r["destination_type"].(string)
+	rk, _ := r["routing_key"].(string)
+	args, _ := asTable(r["args"])
+	sx, q, dx, err := v.lookupBind(dst, dt == "queue", src, nil)
+	if err != nil {
+		return
+	}
+	for _, b := range sx.bindings {
+		if b.same(q, dx, rk, args) {
+			return
+		}
+	}
+	v.addBindingLocked(&binding{src: sx, q: q, x: dx, key: rk, args: args})
 }

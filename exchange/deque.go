@@ -6,6 +6,7 @@ type entry struct {
 	seq        uint64
 	deliveries uint32 // times delivered; >0 means redelivered
 	stored     bool   // persisted in the store under (queue id, seq)
+	up         uint64 // a proxy's upstream delivery tag (Remote), 0 if local
 }
 
 // deque is a ring buffer of entries kept in seq order.

@@ -27,10 +27,14 @@ type queueArgs struct {
 	hasDLRK     bool
 	maxPriority int
 	sac         bool
+
+	quorum        bool  // x-queue-type quorum
+	deliveryLimit int64 // x-delivery-limit, -1 none
+	groupSize     int   // x-quorum-initial-group-size, 0 default
 }
 
 func parseQueueArgs(args Table) (queueArgs, error) {
-	a := queueArgs{messageTTL: -1, maxLen: -1, maxLenBytes: -1, overflow: OverflowDropHead}
+	a := queueArgs{messageTTL: -1, maxLen: -1, maxLenBytes: -1, overflow: OverflowDropHead, deliveryLimit: -1}
 	intArg := func(name string, min int64) (int64, bool, error) {
 		v, ok := args[name]
 		if !ok {
@@ -111,9 +115,23 @@ func parseQueueArgs(args Table) (queueArgs, error) {
 	}
 	if v, ok := args["x-queue-type"]; ok {
 		s, _ := v.(string)
-		if s != "classic" && s != "" {
+		switch s {
+		case "classic", "":
+		case "quorum":
+			a.quorum = true
+		default:
 			return a, errorf(KindPreconditionFailed, "invalid arg 'x-queue-type' for queue: '%v' is not supported by this node", v)
 		}
+	}
+	if n, ok, err = intArg("x-delivery-limit", 0); err != nil {
+		return a, err
+	} else if ok {
+		a.deliveryLimit = n
+	}
+	if n, ok, err = intArg("x-quorum-initial-group-size", 1); err != nil {
+		return a, err
+	} else if ok {
+		a.groupSize = int(min(n, 1<<10))
 	}
 	return a, nil
 }
@@ -154,6 +172,17 @@ type Queue struct {
 	autoDeleted bool
 
 	bindings []*binding // bindings with this queue as destination (vh.mu)
+
+	// Clustering (cluster.go). home is the node a classic queue lives on
+	// ("" standalone); members are a quorum queue's Raft group. log holds
+	// the messages when set (a quorum queue led here), else the store.
+	// remote is set while the messages live on another node: q is then a
+	// proxy whose ready list buffers what the remote consumer pushed.
+	home    string
+	members []string
+	log     MessageLog
+	remote  Remote
+	window  int // the prefetch asked of remote's consumer
 
 	counters msgCounters // atomics, no lock
 }
@@ -292,6 +321,9 @@ func (q *Queue) deadline(e *entry) int64 {
 
 // cmdExpire drops expired messages from the head.
 func (q *Queue) cmdExpire(now int64) {
+	if q.remote != nil {
+		return // the owning node expires its messages
+	}
 	for {
 		e := q.ready.peek()
 		if e == nil {
@@ -328,9 +360,7 @@ func (q *Queue) cmdSettle(seq uint64) (unackedEntry, bool) {
 	q.counters.ack.Add(1)
 	q.vh.counters.ack.Add(1)
 	q.releaseCredit(u.c)
-	if u.e.stored {
-		q.vh.b.store.DeleteMessage(q.id, seq)
-	}
+	q.dropStored(&u.e)
 	return u, true
 }
 
@@ -342,10 +372,21 @@ func (q *Queue) cmdReturn(seq uint64, requeue bool) bool {
 	}
 	delete(q.unacked, seq)
 	q.releaseCredit(u.c)
-	if requeue {
-		q.ready.insert(u.e)
-	} else {
+	switch {
+	case u.e.up != 0:
+		// Settled where the message lives (requeue or dead-letter there).
+		if q.remote != nil {
+			q.remote.Nack(u.e.up, requeue)
+		}
+	case !requeue:
 		q.deadLetterLocked(u.e, "rejected")
+	case q.a.deliveryLimit >= 0 && int64(u.e.deliveries) > q.a.deliveryLimit:
+		q.deadLetterLocked(u.e, "delivery_limit")
+	default:
+		if rl, ok := q.log.(ReturnLog); ok && u.e.stored {
+			rl.ReturnMessage(q.id, u.e.seq)
+		}
+		q.ready.insert(u.e)
 	}
 	return true
 }
@@ -379,10 +420,24 @@ func appendLimit(l []*Limit, x *Limit) []*Limit {
 }
 
 func (q *Queue) dropStored(e *entry) {
+	if e.up != 0 {
+		if q.remote != nil {
+			q.remote.Ack(e.up)
+		}
+		e.up = 0
+	}
 	if e.stored {
-		q.vh.b.store.DeleteMessage(q.id, e.seq)
+		q.messageLog().DeleteMessage(q.id, e.seq)
 		e.stored = false
 	}
+}
+
+// messageLog is where q keeps its messages.
+func (q *Queue) messageLog() MessageLog {
+	if q.log != nil {
+		return q.log
+	}
+	return q.vh.b.store
 }
 
 // deadLetterLocked drops e, dead-lettering it if the queue has a DLX.
@@ -404,9 +459,20 @@ func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64) (a
 		q.mu.Unlock()
 		return false, false, false
 	}
+	if q.remote != nil {
+		q.counters.publish.Add(1)
+		wait := done != nil && q.storesMessage(m)
+		if wait {
+			q.remote.Publish(m, done)
+		} else {
+			q.remote.Publish(m, func(error) {})
+		}
+		q.mu.Unlock()
+		return true, wait, false
+	}
 	e := entry{msg: m, seq: q.nextSeq}
 	q.nextSeq++
-	if data != nil && q.persisted() {
+	if data != nil && q.storesMessage(m) {
 		e.stored = true
 	}
 	ok, dropped := q.cmdEnqueue(e)
@@ -421,7 +487,7 @@ func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64) (a
 	if e.stored {
 		// Append inside the lock so that the store sees appends and
 		// deletes of this queue in order.
-		q.vh.b.store.AppendMessage(q.id, e.seq, data, done)
+		q.messageLog().AppendMessage(q.id, e.seq, data, done)
 	}
 	q.dispatchLocked(now)
 	q.scheduleExpiry(now)
@@ -529,6 +595,10 @@ func (q *Queue) Reject(seqs []uint64, requeue bool) {
 // unacked until Ack or Reject.
 func (q *Queue) Get(noAck bool) (Delivery, bool) {
 	q.mu.Lock()
+	if r := q.remote; r != nil {
+		q.mu.Unlock()
+		return q.getRemote(r, noAck)
+	}
 	now := nowNano()
 	q.lastUsed = now
 	e, ok := q.cmdTake(now)
@@ -553,6 +623,14 @@ func (q *Queue) Get(noAck bool) (Delivery, bool) {
 // Purge removes every ready message and returns how many.
 func (q *Queue) Purge() int {
 	q.mu.Lock()
+	if r := q.remote; r != nil {
+		q.mu.Unlock()
+		n, err := r.Purge()
+		if err != nil {
+			q.vh.b.log.Warn("remote purge failed", "queue", q.name, "err", err)
+		}
+		return n
+	}
 	n := q.cmdPurge()
 	q.unlock()
 	return n
@@ -588,6 +666,7 @@ func (q *Queue) addConsumer(o ConsumeOpts) (*Consumer, error) {
 	if c.limit != nil {
 		c.limit.attach(c)
 	}
+	q.consumeRemoteLocked()
 	q.dispatchLocked(nowNano())
 	q.unlock()
 	return c, nil
@@ -609,6 +688,7 @@ func (q *Queue) removeConsumer(c *Consumer) {
 	if c.limit != nil {
 		c.limit.detach(c)
 	}
+	q.consumeRemoteLocked()
 	q.lastUsed = nowNano()
 	if len(q.consumers) == 0 && q.autoDelete && q.hadCons && !q.deleted {
 		q.autoDeleted = true
@@ -718,7 +798,12 @@ func (q *Queue) markDeleted() (n int) {
 		q.idleTimer.Stop()
 	}
 	q.pendingDL = nil
+	r := q.remote
+	q.remote = nil
 	q.unlock()
+	if r != nil {
+		r.Close()
+	}
 	return n
 }
 

@@ -24,7 +24,7 @@ type VHost struct {
 	// read under mu) never wait for an fsync.
 	metaMu  sync.Mutex
 	metaOps []metaOp // store writes collected under mu
-	// description and tags are management metadata (under metaMu).
+	// description and tags are management metadata (under mu).
 	description string
 	tags        []string
 
@@ -54,8 +54,8 @@ func (v *VHost) Name() string { return v.name }
 
 // Metadata returns the vhost's description and tags.
 func (v *VHost) Metadata() (description string, tags []string) {
-	v.metaMu.Lock()
-	defer v.metaMu.Unlock()
+	v.mu.RLock()
+	defer v.mu.RUnlock()
 	return v.description, append([]string(nil), v.tags...)
 }
 
@@ -290,7 +290,28 @@ func (v *VHost) DeclareQueue(name string, o QueueOpts) (QueueInfo, error) {
 		info, err = v.declareQueueLocked(name, o)
 		return err
 	})
+	if err == nil && info.Created {
+		err = v.waitReady(info.Name)
+	}
 	return info, err
+}
+
+// waitReady waits until a new quorum queue's group can take messages.
+func (v *VHost) waitReady(name string) error {
+	c := v.b.cluster
+	if c == nil {
+		return nil
+	}
+	v.mu.RLock()
+	q := v.queues[name]
+	v.mu.RUnlock()
+	if q == nil || !q.a.quorum {
+		return nil
+	}
+	if err := c.WaitReady(q); err != nil {
+		return errorf(KindInternal, "quorum queue '%s' in vhost '%s' has no leader: %v", name, v.name, err)
+	}
+	return nil
 }
 
 // Binding names a binding of a queue to an exchange, for DeclareQueueBound.
@@ -339,6 +360,11 @@ func (v *VHost) declarePassive(name string, owner any) (QueueInfo, error) {
 	}
 	q.touch()
 	r, _, c := q.Stats()
+	if rm := q.currentRemote(); rm != nil {
+		if n, nc, err := rm.Count(); err == nil {
+			r, c = n, nc
+		}
+	}
 	return QueueInfo{Name: q.name, Messages: r, Consumers: c}, nil
 }
 
@@ -366,11 +392,29 @@ func (v *VHost) declareQueueLocked(name string, o QueueOpts) (QueueInfo, error) 
 	if m := v.b.limits.maxQueue.Load(); m > 0 && int64(len(v.queues)) >= m {
 		return QueueInfo{}, errorf(KindPreconditionFailed, "cannot declare queue '%s': queue limit in vhost '%s' (%d) is reached", name, v.name, m)
 	}
+	if a.quorum {
+		switch {
+		case !o.Durable:
+			return QueueInfo{}, errorf(KindPreconditionFailed, "invalid property 'non-durable' for queue '%s' in vhost '%s'", name, v.name)
+		case o.Exclusive:
+			return QueueInfo{}, errorf(KindPreconditionFailed, "invalid property 'exclusive-owner' for queue '%s' in vhost '%s'", name, v.name)
+		case o.AutoDelete:
+			return QueueInfo{}, errorf(KindPreconditionFailed, "invalid property 'auto-delete' for queue '%s' in vhost '%s'", name, v.name)
+		}
+	}
 	var owner any
 	if o.Exclusive {
 		owner = o.Owner
 	}
 	q := newQueue(v, name, v.b.nextQueueID(), o.Durable, o.Exclusive, o.AutoDelete, owner, o.Args, a)
+	if c := v.b.cluster; c != nil && q.persisted() {
+		if a.quorum {
+			q.members = c.QuorumMembers(a.groupSize)
+		} else {
+			q.home = c.NodeName()
+		}
+		c.Attach(q)
+	}
 	if q.persisted() {
 		v.putMetaLocked(v.key("queue", name), encodeRecord(q.record()))
 	}
@@ -388,8 +432,25 @@ func errLocked(q *Queue) error {
 // queues die with their connection, so they are never stored.
 func (q *Queue) persisted() bool { return q.durable && !q.exclusive }
 
+// storesMessage reports whether m is kept in the queue's message log: a
+// persistent message in a durable queue, every message in a quorum queue.
+func (q *Queue) storesMessage(m *Message) bool {
+	return q.persisted() && (m.Props.Persistent() || q.a.quorum)
+}
+
 func (q *Queue) record() Table {
-	return Table{"id": q.id, "durable": q.durable, "auto_delete": q.autoDelete, "args": q.args}
+	r := Table{"id": q.id, "durable": q.durable, "auto_delete": q.autoDelete, "args": q.args}
+	if q.home != "" {
+		r["node"] = q.home
+	}
+	if len(q.members) > 0 {
+		ms := make([]any, len(q.members))
+		for i, m := range q.members {
+			ms[i] = m
+		}
+		r["members"] = ms
+	}
+	return r
 }
 
 func (q *Queue) equivalent(o QueueOpts) error {
@@ -495,12 +556,8 @@ func (v *VHost) deleteQueue(q *Queue) (int, error) {
 	}
 	err := v.unlockTopology()
 	n := q.markDeleted()
-	if q.persisted() {
-		// The queue's id is never reused, so its messages can go after
-		// the topology lock.
-		if derr := v.b.store.DropMessages(q.id); derr != nil && err == nil {
-			err = errorf(KindInternal, "store: %v", derr)
-		}
+	if derr := v.b.dropQueue(q); derr != nil && err == nil {
+		err = errorf(KindInternal, "store: %v", derr)
 	}
 	return n, err
 }
@@ -811,26 +868,30 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 	res := PublishResult{OK: true}
 	var data []byte
 	var wait *confirmWait
-	if m.Props.Persistent() {
-		for _, q := range *qs {
-			if q.persisted() {
-				// The store copies what it is given, so the record is
-				// encoded into a pooled buffer.
-				buf := encodePool.Get().(*[]byte)
-				data = encodeMessage(m, now, (*buf)[:0])
-				defer func() {
-					if cap(data) <= 64<<10 {
-						*buf = data[:0]
-						encodePool.Put(buf)
-					}
-				}()
-				break
+	// A confirm waits for the queues that store the message and for the
+	// nodes that own proxied queues.
+	needWait := false
+	for _, q := range *qs {
+		if q.storesMessage(m) {
+			needWait = true
+			break
+		}
+	}
+	if needWait {
+		// The store copies what it is given, so the record is encoded
+		// into a pooled buffer.
+		buf := encodePool.Get().(*[]byte)
+		data = encodeMessage(m, now, (*buf)[:0])
+		defer func() {
+			if cap(data) <= 64<<10 {
+				*buf = data[:0]
+				encodePool.Put(buf)
 			}
-		}
-		if data != nil && o.Confirmer != nil {
-			wait = &confirmWait{c: o.Confirmer, tag: o.Tag}
-			wait.left.Store(1) // held by this call until the end
-		}
+		}()
+	}
+	if needWait && o.Confirmer != nil {
+		wait = &confirmWait{c: o.Confirmer, tag: o.Tag}
+		wait.left.Store(1) // held by this call until the end
 	}
 	var done func(error)
 	if wait != nil {

@@ -1,0 +1,179 @@
+package exchange
+
+// A queue becomes a proxy when its messages live on another node (see
+// cluster.go) and local again when they come here (a quorum queue whose
+// leadership moved to this node). In either direction the messages held
+// in memory are forgotten, never settled: they belong to the owner, which
+// redelivers what was not acknowledged to it, flagged redelivered.
+
+// remoteWindowDefault is the prefetch asked upstream for a local consumer
+// without a prefetch limit; remoteWindowMax caps the sum.
+const (
+	remoteWindowDefault = 200
+	remoteWindowMax     = 2000
+)
+
+// BecomeProxy makes q reach its messages through r. The consumers stay
+// attached and are fed from r.
+func (q *Queue) BecomeProxy(r Remote) {
+	q.mu.Lock()
+	if q.deleted {
+		q.mu.Unlock()
+		r.Close()
+		return
+	}
+	old := q.remote
+	q.forgetLocked()
+	q.remote, q.log, q.window = r, nil, 0
+	q.consumeRemoteLocked()
+	q.unlock()
+	if old != nil && old != r {
+		old.Close()
+	}
+}
+
+// BecomeLocal makes q hold its messages here, in log, starting from those
+// load yields in seq order (returns: times each came back requeued).
+// Every loaded message is flagged redelivered: the previous owner may have
+// delivered it.
+func (q *Queue) BecomeLocal(log MessageLog, load func(fn func(seq uint64, data []byte, returns uint32) bool)) {
+	q.mu.Lock()
+	if q.deleted {
+		q.mu.Unlock()
+		return
+	}
+	old := q.remote
+	q.forgetLocked()
+	q.remote, q.log, q.window = nil, log, 0
+	if load != nil {
+		load(func(seq uint64, data []byte, returns uint32) bool {
+			m, _, err := decodeMessage(data)
+			if err != nil {
+				q.vh.b.log.Error("corrupt replicated message skipped", "queue", q.name, "seq", seq, "err", err)
+				return true
+			}
+			if m.expiresAt != 0 {
+				q.vh.anyExpiring.Store(true)
+			}
+			q.ready.push(entry{msg: m, seq: seq, stored: true, deliveries: returns + 1})
+			if seq >= q.nextSeq {
+				q.nextSeq = seq + 1
+			}
+			return true
+		})
+	}
+	now := nowNano()
+	q.cmdExpire(now)
+	q.dispatchLocked(now)
+	q.scheduleExpiry(now)
+	q.unlock()
+	if old != nil {
+		old.Close()
+	}
+}
+
+func (q *Queue) currentRemote() Remote {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.remote
+}
+
+// IsProxy reports whether q's messages live on another node.
+func (q *Queue) IsProxy() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.remote != nil
+}
+
+// forgetLocked drops the ready and unacked messages held in memory without
+// settling them anywhere. Consumers get their credit back; their later
+// acks of forgotten deliveries are ignored.
+func (q *Queue) forgetLocked() {
+	q.ready.clear()
+	for seq, u := range q.unacked {
+		delete(q.unacked, seq)
+		q.releaseCredit(u.c)
+	}
+}
+
+// consumeRemoteLocked sizes the upstream consumer of a proxy to its local
+// consumers: none stops it.
+func (q *Queue) consumeRemoteLocked() {
+	r := q.remote
+	if r == nil || q.deleted {
+		return
+	}
+	w := 0
+	for _, c := range q.consumers {
+		if c.prefetch > 0 {
+			w += c.prefetch
+		} else {
+			w += remoteWindowDefault
+		}
+	}
+	w = min(w, remoteWindowMax)
+	if w == q.window {
+		return
+	}
+	q.window = w
+	if w == 0 {
+		r.StopConsuming()
+		// Unacked upstream, so the owner requeues them.
+		q.ready.clear()
+		return
+	}
+	r.Consume(w, func(m *Message, tag uint64, redelivered bool) { q.pushRemote(r, m, tag, redelivered) },
+		func() { q.resetRemote(r) })
+}
+
+// pushRemote takes a delivery from r's consumer into the ready list.
+func (q *Queue) pushRemote(r Remote, m *Message, tag uint64, redelivered bool) {
+	q.mu.Lock()
+	if q.remote != r || q.deleted {
+		q.mu.Unlock()
+		return // r is closed; its channel requeues the message
+	}
+	e := entry{msg: m, seq: q.nextSeq, up: tag}
+	q.nextSeq++
+	if redelivered {
+		e.deliveries = 1
+	}
+	q.ready.push(e)
+	q.dispatchLocked(nowNano())
+	q.unlock()
+}
+
+// resetRemote forgets the ready messages r pushed before it lost its
+// upstream consumer: the owner redelivers them.
+func (q *Queue) resetRemote(r Remote) {
+	q.mu.Lock()
+	if q.remote == r {
+		q.ready.clear()
+	}
+	q.mu.Unlock()
+}
+
+// getRemote is basic.get on a proxy.
+func (q *Queue) getRemote(r Remote, noAck bool) (Delivery, bool) {
+	m, tag, redelivered, remaining, ok, err := r.Get(noAck)
+	if err != nil || !ok {
+		if err != nil {
+			q.vh.b.log.Warn("remote basic.get failed", "queue", q.name, "err", err)
+		}
+		q.counters.getEmpty.Add(1)
+		q.vh.counters.getEmpty.Add(1)
+		return Delivery{}, false
+	}
+	q.mu.Lock()
+	e := entry{msg: m, seq: q.nextSeq, up: tag, deliveries: 1}
+	if redelivered {
+		e.deliveries = 2
+	}
+	q.nextSeq++
+	q.countDeliver(true, noAck, e.deliveries)
+	if !noAck {
+		q.unacked[e.seq] = unackedEntry{e: e}
+	}
+	q.mu.Unlock()
+	return Delivery{Queue: q, Msg: m, Seq: e.seq, Redelivered: redelivered, Remaining: remaining}, true
+}
