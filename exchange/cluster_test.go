@@ -1,0 +1,358 @@
+package exchange
+
+import (
+	"reflect"
+	"sort"
+	"sync"
+	"testing"
+)
+
+// recStore records the metadata writes a broker makes, as the cluster's
+// replicated store would propose them.
+type recStore struct {
+	*fakeStore
+	mu  sync.Mutex
+	ops []MetaOp
+}
+
+func (s *recStore) PutMeta(key string, val []byte) error {
+	s.mu.Lock()
+	s.ops = append(s.ops, MetaOp{Key: key, Val: append([]byte(nil), val...)})
+	s.mu.Unlock()
+	return s.fakeStore.PutMeta(key, val)
+}
+
+func (s *recStore) DeleteMeta(key string) error {
+	s.mu.Lock()
+	s.ops = append(s.ops, MetaOp{Key: key})
+	s.mu.Unlock()
+	return s.fakeStore.DeleteMeta(key)
+}
+
+func (s *recStore) DeleteMetaPrefix(prefix string) error {
+	s.mu.Lock()
+	s.ops = append(s.ops, MetaOp{Key: prefix, Prefix: true})
+	s.mu.Unlock()
+	return s.fakeStore.DeleteMetaPrefix(prefix)
+}
+
+func (s *recStore) take() []MetaOp {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ops := s.ops
+	s.ops = nil
+	var out []MetaOp
+	for _, op := range ops {
+		if ReplicatedKey(op.Key) {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// topology is a comparable picture of a broker's durable topology.
+func topology(b *Broker) []string {
+	var out []string
+	for _, vn := range b.VHosts() {
+		v, _ := b.VHost(vn)
+		out = append(out, "vhost "+vn)
+		for _, x := range v.Exchanges() {
+			out = append(out, "exchange "+vn+" "+x.name+" "+x.kind)
+		}
+		for _, q := range v.Queues() {
+			out = append(out, "queue "+vn+" "+q.name)
+		}
+		for _, bi := range v.Bindings() {
+			out = append(out, "binding "+vn+" "+bi.Source+" "+bi.Destination+" "+bi.RoutingKey)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestApplyMetaMirrorsTopology(t *testing.T) {
+	st := &recStore{fakeStore: newFakeStore()}
+	a := newTestBroker(t, st)
+	b := newTestBroker(t, newFakeStore())
+	va := mustVHost(t, a, "/")
+	mustVHost(t, a, "other")
+	declareX(t, va, "orders", KindTopic, ExchangeOpts{Durable: true})
+	declareX(t, va, "gone", KindFanout, ExchangeOpts{Durable: true})
+	declareQ(t, va, "q1", QueueOpts{Durable: true})
+	declareQ(t, va, "q2", QueueOpts{Durable: true})
+	bindQ(t, va, "q1", "orders", "eu.#", nil)
+	bindQ(t, va, "q2", "orders", "us.*", nil)
+	bindQ(t, va, "q2", "gone", "", nil)
+	if err := va.UnbindQueue("q2", "orders", "us.*", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := va.DeleteExchange("gone", false); err != nil {
+		t.Fatal(err)
+	}
+	declareQ(t, va, "transient", QueueOpts{}) // not replicated
+	ops := st.take()
+	if err := b.ApplyMeta(ops); err != nil {
+		t.Fatal(err)
+	}
+	want := topology(a)
+	for i, s := range want {
+		if s == "queue / transient" {
+			want = append(want[:i:i], want[i+1:]...)
+			break
+		}
+	}
+	if got := topology(b); !reflect.DeepEqual(got, want) {
+		t.Fatalf("replica topology\n got %v\nwant %v", got, want)
+	}
+	// Applying again, and applying on the origin, changes nothing.
+	q1, _ := va.Queue("q1", nil)
+	if err := b.ApplyMeta(ops); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ApplyMeta(ops); err != nil {
+		t.Fatal(err)
+	}
+	if got := topology(b); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after replay\n got %v\nwant %v", got, want)
+	}
+	if q, _ := va.Queue("q1", nil); q != q1 {
+		t.Fatal("the origin's queue was replaced by its own record")
+	}
+	// Deletes follow.
+	if _, err := va.DeleteQueue("q1", false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.DeleteVHost("other"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ApplyMeta(st.take()); err != nil {
+		t.Fatal(err)
+	}
+	want = topology(a)
+	for i, s := range want {
+		if s == "queue / transient" {
+			want = append(want[:i:i], want[i+1:]...)
+			break
+		}
+	}
+	if got := topology(b); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after deletes\n got %v\nwant %v", got, want)
+	}
+}
+
+func TestQuorumDeclareRules(t *testing.T) {
+	v, st := newTestVHost(t)
+	q := Table{"x-queue-type": "quorum"}
+	for _, o := range []QueueOpts{{Args: q}, {Durable: true, Exclusive: true, Args: q}, {Durable: true, AutoDelete: true, Args: q}} {
+		if _, err := v.DeclareQueue("qq", o); KindOf(err) != KindPreconditionFailed {
+			t.Fatalf("declare %+v: %v, want PRECONDITION_FAILED", o, err)
+		}
+	}
+	if _, err := v.DeclareQueue("qq", QueueOpts{Durable: true, Args: Table{"x-queue-type": "quorum", "x-delivery-limit": "x"}}); KindOf(err) != KindPreconditionFailed {
+		t.Fatalf("bad x-delivery-limit: %v", err)
+	}
+	declareQ(t, v, "qq", QueueOpts{Durable: true, Args: q})
+	// A quorum queue keeps transient messages too, and the confirm waits.
+	cf := newConfirms()
+	st.hold = true
+	res, err := v.Publish(&Message{RoutingKey: "qq", Body: []byte("t")}, PublishOpts{Confirmer: cf, Tag: 1})
+	if err != nil || !res.Pending {
+		t.Fatalf("publish: %+v %v, want pending", res, err)
+	}
+	st.release()
+	<-cf.ch
+	if got := cf.get(1); len(got) != 1 || !got[0] {
+		t.Fatalf("confirm %v", got)
+	}
+}
+
+func TestDeliveryLimitDeadLetters(t *testing.T) {
+	v, _ := newTestVHost(t)
+	declareQ(t, v, "dead", QueueOpts{Durable: true})
+	q := declareQ(t, v, "qq", QueueOpts{Durable: true, Args: Table{"x-queue-type": "quorum",
+		"x-delivery-limit": int64(1), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dead"}})
+	if _, err := v.Publish(&Message{RoutingKey: "qq", Body: []byte("poison")}, PublishOpts{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		d, ok := q.Get(false)
+		if !ok {
+			t.Fatalf("get %d: empty", i)
+		}
+		if d.Redelivered != (i > 0) {
+			t.Fatalf("get %d: redelivered %v", i, d.Redelivered)
+		}
+		q.Reject([]uint64{d.Seq}, true)
+	}
+	if _, ok := q.Get(false); ok {
+		t.Fatal("message still in the queue past its delivery limit")
+	}
+	dq, _ := v.Queue("dead", nil)
+	d, ok := dq.Get(true)
+	if !ok || string(d.Msg.Body) != "poison" {
+		t.Fatalf("dead-lettered: %v %v", ok, d.Msg)
+	}
+	deaths, _ := d.Msg.Props.Headers["x-death"].([]any)
+	if len(deaths) == 0 || deaths[0].(Table)["reason"] != "delivery_limit" {
+		t.Fatalf("x-death %v", d.Msg.Props.Headers["x-death"])
+	}
+}
+
+// fakeRemote records what a proxy queue asks of its owner.
+type fakeRemote struct {
+	mu       sync.Mutex
+	pub      []*Message
+	done     []func(error)
+	prefetch int
+	push     func(*Message, uint64, bool)
+	reset    func()
+	acks     []uint64
+	nacks    []uint64
+	stopped  int
+	closed   bool
+}
+
+func (r *fakeRemote) Publish(m *Message, done func(error)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pub = append(r.pub, m)
+	r.done = append(r.done, done)
+}
+func (r *fakeRemote) Consume(prefetch int, push func(*Message, uint64, bool), reset func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.prefetch, r.push, r.reset = prefetch, push, reset
+}
+func (r *fakeRemote) StopConsuming() { r.mu.Lock(); r.stopped++; r.prefetch = 0; r.mu.Unlock() }
+func (r *fakeRemote) Ack(tag uint64) { r.mu.Lock(); r.acks = append(r.acks, tag); r.mu.Unlock() }
+func (r *fakeRemote) Nack(tag uint64, requeue bool) {
+	r.mu.Lock()
+	r.nacks = append(r.nacks, tag)
+	r.mu.Unlock()
+}
+func (r *fakeRemote) Get(bool) (*Message, uint64, bool, int, bool, error) {
+	return &Message{Body: []byte("got")}, 77, true, 3, true, nil
+}
+func (r *fakeRemote) Purge() (int, error)      { return 5, nil }
+func (r *fakeRemote) Count() (int, int, error) { return 9, 2, nil }
+func (r *fakeRemote) Close()                   { r.mu.Lock(); r.closed = true; r.mu.Unlock() }
+func (r *fakeRemote) state() (int, []uint64, []uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.prefetch, r.acks, r.nacks
+}
+func (r *fakeRemote) pushed() func(*Message, uint64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.push
+}
+
+func TestProxyQueue(t *testing.T) {
+	v, st := newTestVHost(t)
+	q := declareQ(t, v, "far", QueueOpts{Durable: true})
+	r := &fakeRemote{}
+	q.BecomeProxy(r)
+
+	// Publishes go to the owner; the confirm waits for it.
+	cf := newConfirms()
+	res, err := v.Publish(&Message{RoutingKey: "far", Body: []byte("p"), Props: Properties{DeliveryMode: 2}}, PublishOpts{Confirmer: cf, Tag: 7})
+	if err != nil || !res.Pending || res.Routed != 1 {
+		t.Fatalf("publish %+v %v", res, err)
+	}
+	if st.appends != 0 {
+		t.Fatal("a proxied message was stored locally")
+	}
+	r.done[0](nil)
+	<-cf.ch
+	if got := cf.get(7); len(got) != 1 || !got[0] {
+		t.Fatalf("confirm %v", got)
+	}
+
+	// Consumers are fed from the owner, within their prefetch.
+	s := &sink{}
+	c, err := v.Consume("far", ConsumeOpts{Tag: "c", Prefetch: 2, Sink: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _, _ := r.state(); p != 2 {
+		t.Fatalf("upstream prefetch %d, want 2", p)
+	}
+	push := r.pushed()
+	push(&Message{Body: []byte("a")}, 101, false)
+	push(&Message{Body: []byte("b")}, 102, true)
+	push(&Message{Body: []byte("c")}, 103, false)
+	ds := s.deliveries()
+	if len(ds) != 2 || ds[0].Redelivered || !ds[1].Redelivered {
+		t.Fatalf("deliveries %v", s.bodies())
+	}
+	q.Ack(ds[0].Seq)                    // → upstream ack of 101
+	q.Reject([]uint64{ds[1].Seq}, true) // → upstream nack of 102, not requeued here
+	if _, acks, nacks := r.state(); !reflect.DeepEqual(acks, []uint64{101}) || !reflect.DeepEqual(nacks, []uint64{102}) {
+		t.Fatalf("acks %v nacks %v", acks, nacks)
+	}
+	if got := s.bodies(); !reflect.DeepEqual(got, []string{"a", "b", "c"}) {
+		t.Fatalf("bodies %v", got)
+	}
+	// A reset forgets what was pushed before it.
+	push(&Message{Body: []byte("d")}, 104, false)
+	r.reset()
+	q.Ack(s.deliveries()[2].Seq) // c: still settles upstream
+	if r, _, _ := q.Stats(); r != 0 {
+		t.Fatalf("ready after reset %d", r)
+	}
+	c.Cancel()
+	if r.stopped != 1 {
+		t.Fatalf("upstream consumer not stopped")
+	}
+	if n := q.Purge(); n != 5 {
+		t.Fatalf("purge %d", n)
+	}
+	info, err := v.DeclareQueue("far", QueueOpts{Passive: true})
+	if err != nil || info.Messages != 9 || info.Consumers != 2 {
+		t.Fatalf("passive declare %+v %v", info, err)
+	}
+	d, ok := q.Get(false)
+	if !ok || !d.Redelivered || string(d.Msg.Body) != "got" {
+		t.Fatalf("get %+v %v", d, ok)
+	}
+	q.Ack(d.Seq)
+	if _, acks, _ := r.state(); acks[len(acks)-1] != 77 {
+		t.Fatalf("get not acked upstream: %v", acks)
+	}
+}
+
+func TestBecomeLocalLoadsReplicatedMessages(t *testing.T) {
+	v, st := newTestVHost(t)
+	q := declareQ(t, v, "qq", QueueOpts{Durable: true, Args: Table{"x-queue-type": "quorum"}})
+	r := &fakeRemote{}
+	q.BecomeProxy(r)
+	s := &sink{}
+	if _, err := v.Consume("qq", ConsumeOpts{Tag: "c", Sink: s}); err != nil {
+		t.Fatal(err)
+	}
+	r.pushed()(&Message{Body: []byte("old")}, 1, false) // delivered, unacked: forgotten
+	data := func(body string) []byte { return encodeMessage(&Message{Body: []byte(body)}, nowNano(), nil) }
+	q.BecomeLocal(st, func(fn func(uint64, []byte, uint32) bool) {
+		fn(10, data("x"), 0)
+		fn(11, data("y"), 2)
+	})
+	if !r.closed {
+		t.Fatal("remote not closed")
+	}
+	ds := s.deliveries()
+	if len(ds) != 3 || string(ds[1].Msg.Body) != "x" || !ds[1].Redelivered || !ds[2].Redelivered {
+		t.Fatalf("deliveries %v", s.bodies())
+	}
+	q.Ack(ds[0].Seq) // forgotten: ignored
+	q.Ack(ds[1].Seq)
+	if st.deletes != 1 {
+		t.Fatalf("deletes %d, want 1", st.deletes)
+	}
+	// New messages get seqs after the loaded ones.
+	if _, err := v.Publish(&Message{RoutingKey: "qq", Body: []byte("z")}, PublishOpts{}); err != nil {
+		t.Fatal(err)
+	}
+	if ds := s.deliveries(); ds[3].Seq <= 11 {
+		t.Fatalf("new seq %d", ds[3].Seq)
+	}
+}
