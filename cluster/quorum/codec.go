@@ -1,0 +1,123 @@
+package quorum
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// A Raft log entry of a quorum queue's group is one batch of operations:
+//
+//	entry   = version:byte op*
+//	op      = kind:byte seq:uvarint [len:uvarint data:len bytes]  (len and data for opAppend only)
+//
+// The ops run to the end of the entry; there is no count, so a batch can
+// be built by appending ops to a buffer as they are queued.
+
+// entryVersion is the first byte of every entry this package writes.
+const entryVersion byte = 1
+
+// opKind says what an op does to the state.
+type opKind byte
+
+const (
+	opAppend opKind = 1 // put message seq (replacing it if present)
+	opDelete opKind = 2 // remove message seq
+	opReturn opKind = 3 // count one return (delivery + requeue) of seq
+)
+
+func (k opKind) String() string {
+	switch k {
+	case opAppend:
+		return "append"
+	case opDelete:
+		return "delete"
+	case opReturn:
+		return "return"
+	}
+	return fmt.Sprintf("op(%d)", byte(k))
+}
+
+// op is one decoded operation. For opAppend, data aliases the decoded
+// entry: the FSM copies it.
+type op struct {
+	kind opKind
+	seq  uint64
+	data []byte
+}
+
+// newEntry returns an empty entry (just the version byte) with room for
+// size more bytes.
+func newEntry(size int) []byte {
+	b := make([]byte, 1, 1+size)
+	b[0] = entryVersion
+	return b
+}
+
+// appendOp appends one encoded op to an entry started by newEntry.
+func appendOp(dst []byte, kind opKind, seq uint64, data []byte) []byte {
+	dst = append(dst, byte(kind))
+	dst = binary.AppendUvarint(dst, seq)
+	if kind == opAppend {
+		dst = binary.AppendUvarint(dst, uint64(len(data)))
+		dst = append(dst, data...)
+	}
+	return dst
+}
+
+// opSize is the encoded size of an op, as appendOp writes it.
+func opSize(kind opKind, seq uint64, data []byte) int {
+	n := 1 + uvarintLen(seq)
+	if kind == opAppend {
+		n += uvarintLen(uint64(len(data))) + len(data)
+	}
+	return n
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}
+
+// decodeEntry decodes an entry, appending its ops to ops[:0]. Append data
+// alias b. Any malformed input is an error wrapping ErrCorrupt; nothing is
+// allocated beyond the ops slice, which holds at most len(b)/2 ops.
+func decodeEntry(b []byte, ops []op) ([]op, error) {
+	ops = ops[:0]
+	if len(b) == 0 {
+		return ops, fmt.Errorf("%w: empty entry", ErrCorrupt)
+	}
+	if b[0] != entryVersion {
+		return ops, fmt.Errorf("%w: entry version %d, want %d", ErrCorrupt, b[0], entryVersion)
+	}
+	for i := 1; i < len(b); {
+		kind := opKind(b[i])
+		i++
+		if kind != opAppend && kind != opDelete && kind != opReturn {
+			return ops, fmt.Errorf("%w: unknown op kind %d at offset %d", ErrCorrupt, byte(kind), i-1)
+		}
+		seq, n := binary.Uvarint(b[i:])
+		if n <= 0 {
+			return ops, fmt.Errorf("%w: bad seq at offset %d", ErrCorrupt, i)
+		}
+		i += n
+		o := op{kind: kind, seq: seq}
+		if kind == opAppend {
+			l, n := binary.Uvarint(b[i:])
+			if n <= 0 {
+				return ops, fmt.Errorf("%w: bad data length at offset %d", ErrCorrupt, i)
+			}
+			i += n
+			if l > uint64(len(b)-i) {
+				return ops, fmt.Errorf("%w: data length %d past the end of the entry", ErrCorrupt, l)
+			}
+			o.data = b[i : i+int(l) : i+int(l)]
+			i += int(l)
+		}
+		ops = append(ops, o)
+	}
+	return ops, nil
+}

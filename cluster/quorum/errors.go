@@ -1,0 +1,12 @@
+package quorum
+
+import "errors"
+
+var (
+	// ErrClosed is passed to the done callback of every op that the Log
+	// had not proposed when Close was called, and of every op queued after.
+	ErrClosed = errors.New("quorum: log closed")
+	// ErrCorrupt is wrapped by the error of a Raft entry or a snapshot
+	// that does not decode.
+	ErrCorrupt = errors.New("quorum: corrupt data")
+)

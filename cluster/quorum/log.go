@@ -1,0 +1,296 @@
+package quorum
+
+import (
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// Log is the MessageLog (and ReturnLog) of a quorum queue on the node
+// that leads its Raft group: it turns the core's appends, deletes and
+// returns into batched Raft entries that every member's FSM applies.
+//
+// Ops are encoded into the open batch as they are queued, under a mutex,
+// and never wait for Raft (but see Options.MaxPendingBytes). Three
+// goroutines move batches along:
+//
+//   - the proposer takes the oldest queued batch once fewer than
+//     MaxInFlight are in flight and hands it to raft.Apply; whatever is
+//     queued while it waits goes into the next batch (group commit);
+//   - the waiter waits for each proposed batch's ApplyFuture, in order;
+//   - the notifier calls the batch's done callbacks, in order, so a slow
+//     or blocking callback (one that takes the queue lock) never holds
+//     up Raft or a caller blocked on MaxPendingBytes.
+//
+// Raft applies entries in the order they were proposed, and the proposer
+// proposes batches in the order they were queued, so ops are applied in
+// the order they were queued.
+//
+// A Log fails for good on its first error (raft.ErrNotLeader,
+// raft.ErrLeadershipLost, raft.ErrEnqueueTimeout, raft.ErrRaftShutdown,
+// ...): no batch is proposed after that, and every op queued later fails
+// with the same error. What the FSMs hold is then a prefix of the ops
+// queued (every op reported done(nil), perhaps some reported done(err),
+// plus ops of batches already in flight), and the node rebuilds the
+// queue from the FSM of whichever node leads next. A Log serves one
+// leadership term: make a new one when Watch reports leadership again.
+//
+// The qid arguments are ignored: a Log serves the one queue its Raft
+// group holds.
+type Log struct {
+	r    *raft.Raft
+	opts Options
+
+	mu           sync.Mutex
+	ready        sync.Cond // the proposer waits here for a batch (or Close)
+	space        sync.Cond // callers wait here while pendingBytes >= MaxPendingBytes
+	pending      []*batch  // queued, not proposed, oldest first; the last one is open
+	pendingBytes int
+	closed       bool
+	err          error // the first failure
+
+	slots    chan struct{} // one token per batch in flight
+	inflight chan *batch   // proposer → waiter, in order
+	quit     chan struct{} // closed by Close
+
+	nmu      sync.Mutex
+	ncond    sync.Cond
+	notify   []*batch // waiter → notifier, in order
+	waitDone bool     // the waiter has exited: the notifier stops when notify is empty
+
+	wg sync.WaitGroup
+}
+
+// batch is one Raft entry in the making.
+type batch struct {
+	buf   []byte
+	dones []func(error)
+	fut   raft.ApplyFuture // nil if not proposed
+	err   error            // the outcome
+	slot  bool             // holds a token of Log.slots
+}
+
+// New returns a Log proposing to r, which must have been created with
+// this queue's FSM (raft.NewRaft takes the FSM first; the Log comes
+// after, typically once Watch reports leadership). Zero options take
+// their defaults.
+func New(r *raft.Raft, opts Options) (*Log, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	l := &Log{
+		r:        r,
+		opts:     opts,
+		slots:    make(chan struct{}, opts.MaxInFlight),
+		inflight: make(chan *batch, opts.MaxInFlight),
+		quit:     make(chan struct{}),
+	}
+	l.ready.L, l.space.L, l.ncond.L = &l.mu, &l.mu, &l.nmu
+	l.wg.Add(3)
+	go l.propose()
+	go l.wait()
+	go l.deliver()
+	return l, nil
+}
+
+// AppendMessage queues message seq (data is copied) and returns at once.
+// done, if not nil, is called exactly once, from another goroutine and
+// never from within AppendMessage: with nil once the batch holding the
+// message is committed by a majority and applied by this node's FSM,
+// with an error otherwise. Callbacks run in the order of the calls.
+func (l *Log) AppendMessage(qid, seq uint64, data []byte, done func(error)) {
+	l.enqueue(opAppend, seq, data, done)
+}
+
+// DeleteMessage queues the removal of message seq. An unknown seq is
+// ignored when applied.
+func (l *Log) DeleteMessage(qid, seq uint64) { l.enqueue(opDelete, seq, nil, nil) }
+
+// ReturnMessage queues one more return (delivery + requeue) of message
+// seq. An unknown seq is ignored when applied.
+func (l *Log) ReturnMessage(qid, seq uint64) { l.enqueue(opReturn, seq, nil, nil) }
+
+func (l *Log) enqueue(kind opKind, seq uint64, data []byte, done func(error)) {
+	l.mu.Lock()
+	for l.pendingBytes >= l.opts.MaxPendingBytes && !l.closed {
+		l.space.Wait()
+	}
+	if l.closed {
+		l.mu.Unlock()
+		if done != nil {
+			go done(ErrClosed)
+		}
+		return
+	}
+	var b *batch
+	if n := len(l.pending); n > 0 && len(l.pending[n-1].buf) < l.opts.MaxBatchBytes {
+		b = l.pending[n-1]
+	} else {
+		b = &batch{buf: newEntry(min(opSize(kind, seq, data), l.opts.MaxBatchBytes))}
+		l.pending = append(l.pending, b)
+		l.pendingBytes += len(b.buf)
+		l.ready.Signal()
+	}
+	n := len(b.buf)
+	b.buf = appendOp(b.buf, kind, seq, data)
+	l.pendingBytes += len(b.buf) - n
+	if done != nil {
+		b.dones = append(b.dones, done)
+	}
+	l.mu.Unlock()
+}
+
+// Err returns the error the Log failed with, ErrClosed after Close, or
+// nil while it works.
+func (l *Log) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil && l.closed {
+		return ErrClosed
+	}
+	return l.err
+}
+
+// Close stops the Log: ops not yet proposed, and any queued later, fail
+// with ErrClosed; Close waits for the batches in flight to complete (Raft
+// resolves them: committed, or failed when leadership is lost or Raft
+// shuts down) and for every callback to have returned. Close must not be
+// called from a done callback.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if !l.closed {
+		l.closed = true
+		close(l.quit)
+		l.ready.Broadcast()
+		l.space.Broadcast()
+	}
+	l.mu.Unlock()
+	l.wg.Wait()
+	return nil
+}
+
+// take removes the oldest queued batch, waiting for one; nil once closed.
+func (l *Log) take() (*batch, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for len(l.pending) == 0 && !l.closed {
+		l.ready.Wait()
+	}
+	if l.closed {
+		return nil, nil
+	}
+	b := l.pending[0]
+	l.pending[0] = nil
+	l.pending = l.pending[1:]
+	l.pendingBytes -= len(b.buf)
+	l.space.Broadcast()
+	return b, l.err
+}
+
+// propose is the proposer goroutine.
+func (l *Log) propose() {
+	defer l.wg.Done()
+	defer close(l.inflight)
+	for {
+		select {
+		case l.slots <- struct{}{}:
+		case <-l.quit:
+			l.failPending()
+			return
+		}
+		b, err := l.take()
+		if b == nil {
+			<-l.slots
+			l.failPending()
+			return
+		}
+		b.slot = true
+		if err != nil {
+			b.err = err
+		} else {
+			b.fut = l.r.Apply(b.buf, l.opts.ApplyTimeout)
+		}
+		l.inflight <- b
+	}
+}
+
+// failPending hands every queued batch to the waiter as failed with
+// ErrClosed (Close has been called: nothing is queued any more).
+func (l *Log) failPending() {
+	l.mu.Lock()
+	rest := l.pending
+	l.pending, l.pendingBytes = nil, 0
+	l.space.Broadcast()
+	l.mu.Unlock()
+	for _, b := range rest {
+		b.err = ErrClosed
+		l.inflight <- b
+	}
+}
+
+// wait is the waiter goroutine.
+func (l *Log) wait() {
+	defer l.wg.Done()
+	for b := range l.inflight {
+		if b.fut != nil {
+			b.err = b.fut.Error()
+			if b.err == nil {
+				if err, ok := b.fut.Response().(error); ok {
+					b.err = err
+				}
+			}
+		}
+		if b.slot {
+			<-l.slots
+		}
+		if b.err != nil && b.err != ErrClosed {
+			l.fail(b.err)
+		}
+		b.buf, b.fut = nil, nil
+		l.nmu.Lock()
+		l.notify = append(l.notify, b)
+		l.ncond.Signal()
+		l.nmu.Unlock()
+	}
+	l.nmu.Lock()
+	l.waitDone = true
+	l.ncond.Signal()
+	l.nmu.Unlock()
+}
+
+// fail records the Log's first failure.
+func (l *Log) fail(err error) {
+	l.mu.Lock()
+	first := l.err == nil
+	if first {
+		l.err = err
+	}
+	l.mu.Unlock()
+	if first {
+		l.opts.Logger.Warn("quorum log failed; no more batches are proposed", "err", err)
+	}
+}
+
+// deliver is the notifier goroutine.
+func (l *Log) deliver() {
+	defer l.wg.Done()
+	for {
+		l.nmu.Lock()
+		for len(l.notify) == 0 && !l.waitDone {
+			l.ncond.Wait()
+		}
+		if len(l.notify) == 0 {
+			l.nmu.Unlock()
+			return
+		}
+		bs := l.notify
+		l.notify = nil
+		l.nmu.Unlock()
+		for _, b := range bs {
+			for _, done := range b.dones {
+				done(b.err)
+			}
+		}
+	}
+}
