@@ -1,6 +1,8 @@
 package exchange
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -43,7 +45,17 @@ func New(st Store, log *slog.Logger) (*Broker, error) {
 	return b, nil
 }
 
-func (b *Broker) nextQueueID() uint64 { return b.qid.Add(1) }
+// nextQueueID numbers a new queue. In a cluster ids are random, so that
+// queues declared on different nodes never share one (a quorum queue's
+// Raft group is named by it).
+func (b *Broker) nextQueueID() uint64 {
+	if b.cluster != nil {
+		var buf [8]byte
+		_, _ = rand.Read(buf[:])
+		return binary.BigEndian.Uint64(buf[:])>>2 | 1<<61
+	}
+	return b.qid.Add(1)
+}
 
 // EnsureVHost creates the vhost if it does not exist.
 // The store write happens outside b.mu: in a cluster it is a Raft round
