@@ -1,0 +1,302 @@
+package groups
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/trident-broker/trident/cluster/logbridge"
+	"github.com/trident-broker/trident/cluster/mux"
+	"github.com/trident-broker/trident/cluster/raftstore"
+)
+
+// Errors.
+var (
+	// ErrRunning is returned by Start for a group already running here.
+	ErrRunning = errors.New("groups: group already running")
+	// ErrNotRunning is returned by Stop for a group not running here.
+	ErrNotRunning = errors.New("groups: group not running")
+	// ErrClosed is returned by Start after Close.
+	ErrClosed = errors.New("groups: host closed")
+)
+
+// StreamPrefix prefixes a group's name to make its mux stream name.
+const StreamPrefix = "raft/"
+
+// Timing are the Raft timers of every group on the node.
+type Timing struct {
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+}
+
+// DefaultTiming returns timers for failover within one to two seconds on a
+// LAN: a follower that hears nothing for 500 ms (randomised up to 1 s)
+// starts an election; a leader that cannot reach a quorum for 250 ms
+// steps down.
+func DefaultTiming() Timing {
+	return Timing{
+		HeartbeatTimeout:   500 * time.Millisecond,
+		ElectionTimeout:    500 * time.Millisecond,
+		LeaderLeaseTimeout: 250 * time.Millisecond,
+		CommitTimeout:      20 * time.Millisecond,
+	}
+}
+
+func (t Timing) withDefaults() Timing {
+	d := DefaultTiming()
+	if t.HeartbeatTimeout <= 0 {
+		t.HeartbeatTimeout = d.HeartbeatTimeout
+	}
+	if t.ElectionTimeout <= 0 {
+		t.ElectionTimeout = d.ElectionTimeout
+	}
+	if t.LeaderLeaseTimeout <= 0 {
+		t.LeaderLeaseTimeout = d.LeaderLeaseTimeout
+	}
+	if t.CommitTimeout <= 0 {
+		t.CommitTimeout = d.CommitTimeout
+	}
+	return t
+}
+
+// Config configures a Host.
+type Config struct {
+	DB     *raftstore.DB
+	Mux    *mux.Mux
+	Dir    string // snapshots: Dir/<escaped group name>/
+	NodeID string // this node's name: every group's raft.ServerID here
+	Log    *slog.Logger
+	Timing Timing // zero fields: DefaultTiming's
+}
+
+// Options are per-group settings; zero fields keep hashicorp/raft's
+// defaults (raft.DefaultConfig).
+type Options struct {
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
+	// NoSnapshotRestoreOnStart: the FSM already holds the state of the
+	// last snapshot when the group starts (it keeps it durably itself).
+	NoSnapshotRestoreOnStart bool
+}
+
+// Host runs the Raft groups of one node. Its methods are safe for
+// concurrent use.
+type Host struct {
+	c Config
+
+	mu     sync.Mutex
+	closed bool
+	groups map[string]*group
+}
+
+type group struct {
+	r     *raft.Raft
+	trans *raft.NetworkTransport
+}
+
+// New returns a Host with no group running.
+func New(c Config) *Host {
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	c.Timing = c.Timing.withDefaults()
+	return &Host{c: c, groups: map[string]*group{}}
+}
+
+// Self is this node as a member of a group.
+func (h *Host) Self() raft.Server {
+	return raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(h.c.NodeID), Address: raft.ServerAddress(h.c.Mux.Addr())}
+}
+
+// SnapshotDir returns the directory of the group's snapshots. Names are
+// escaped so that any group name (a quorum queue's "q/<vhost>/<queue>")
+// is one directory entry of bounded length.
+func (h *Host) SnapshotDir(name string) string {
+	e := url.PathEscape(name)
+	if strings.HasPrefix(e, ".") {
+		e = "%2E" + e[1:]
+	}
+	if len(e) > 200 {
+		sum := sha256.Sum256([]byte(name))
+		e = e[:160] + "~" + hex.EncodeToString(sum[:16])
+	}
+	return filepath.Join(h.c.Dir, e)
+}
+
+// Start starts group name with fsm.
+func (h *Host) Start(name string, fsm raft.FSM, o Options) (*raft.Raft, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, ErrClosed
+	}
+	if h.groups[name] != nil {
+		return nil, fmt.Errorf("%w: %s", ErrRunning, name)
+	}
+	log := h.c.Log.With("group", name)
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(h.c.NodeID)
+	rc.Logger = logbridge.NewHCLogger(log, "raft")
+	rc.HeartbeatTimeout = h.c.Timing.HeartbeatTimeout
+	rc.ElectionTimeout = h.c.Timing.ElectionTimeout
+	rc.LeaderLeaseTimeout = h.c.Timing.LeaderLeaseTimeout
+	rc.CommitTimeout = h.c.Timing.CommitTimeout
+	if o.SnapshotThreshold > 0 {
+		rc.SnapshotThreshold = o.SnapshotThreshold
+	}
+	if o.SnapshotInterval > 0 {
+		rc.SnapshotInterval = o.SnapshotInterval
+	}
+	if o.TrailingLogs > 0 {
+		rc.TrailingLogs = o.TrailingLogs
+	}
+	rc.NoSnapshotRestoreOnStart = o.NoSnapshotRestoreOnStart
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, fmt.Errorf("groups: %s: %w", name, err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(h.SnapshotDir(name), 2, logbridge.NewHCLogger(log, "raft-snap"))
+	if err != nil {
+		return nil, fmt.Errorf("groups: %s: snapshots: %w", name, err)
+	}
+	sl, err := h.c.Mux.StreamLayer(StreamPrefix + name)
+	if err != nil {
+		return nil, fmt.Errorf("groups: %s: %w", name, err)
+	}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  sl,
+		MaxPool: 3,
+		Timeout: 10 * time.Second,
+		Logger:  logbridge.NewHCLogger(log, "raft-net"),
+	})
+	store := h.c.DB.Group(name)
+	r, err := raft.NewRaft(rc, fsm, store, store, snaps, trans)
+	if err != nil {
+		trans.Close()
+		return nil, fmt.Errorf("groups: %s: %w", name, err)
+	}
+	h.groups[name] = &group{r: r, trans: trans}
+	return r, nil
+}
+
+// HasState reports whether group name has Raft state on this node (it was
+// bootstrapped or has received entries or a snapshot).
+func (h *Host) HasState(name string) (bool, error) {
+	var snaps raft.SnapshotStore = raft.NewInmemSnapshotStore() // no directory: no snapshot
+	if _, err := os.Stat(h.SnapshotDir(name)); err == nil {
+		if snaps, err = raft.NewFileSnapshotStoreWithLogger(h.SnapshotDir(name), 2, logbridge.NewHCLogger(h.c.Log, "raft-snap")); err != nil {
+			return false, err
+		}
+	}
+	store := h.c.DB.Group(name)
+	return raft.HasExistingState(store, store, snaps)
+}
+
+// Bootstrap makes servers the first configuration of r's group unless the
+// group already has state here (then it does nothing). Every member may
+// call it with the same servers.
+func Bootstrap(r *raft.Raft, servers []raft.Server) error {
+	servers = slices.Clone(servers)
+	slices.SortFunc(servers, func(a, b raft.Server) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
+	if errors.Is(err, raft.ErrCantBootstrap) {
+		return nil
+	}
+	return err
+}
+
+// Raft returns the running group name.
+func (h *Host) Raft(name string) (*raft.Raft, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g := h.groups[name]
+	if g == nil {
+		return nil, false
+	}
+	return g.r, true
+}
+
+// Names lists the running groups, sorted.
+func (h *Host) Names() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]string, 0, len(h.groups))
+	for n := range h.groups {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Stop shuts group name down and closes its transport.
+func (h *Host) Stop(name string) error {
+	h.mu.Lock()
+	g := h.groups[name]
+	delete(h.groups, name)
+	h.mu.Unlock()
+	if g == nil {
+		return fmt.Errorf("%w: %s", ErrNotRunning, name)
+	}
+	return g.stop()
+}
+
+func (g *group) stop() error {
+	err := g.r.Shutdown().Error()
+	if cerr := g.trans.Close(); err == nil { // Shutdown closes it too; closing twice is harmless
+		err = cerr
+	}
+	return err
+}
+
+// Drop stops group name if it runs and deletes its log, stable state and
+// snapshots on this node.
+func (h *Host) Drop(name string) error {
+	if err := h.Stop(name); err != nil && !errors.Is(err, ErrNotRunning) {
+		return err
+	}
+	if err := h.c.DB.DropGroup(name); err != nil {
+		return fmt.Errorf("groups: drop %s: %w", name, err)
+	}
+	if err := os.RemoveAll(h.SnapshotDir(name)); err != nil {
+		return fmt.Errorf("groups: drop %s: %w", name, err)
+	}
+	return nil
+}
+
+// Close stops every group, in parallel; later Starts fail with ErrClosed.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	h.closed = true
+	gs := h.groups
+	h.groups = map[string]*group{}
+	h.mu.Unlock()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(gs))
+	for name, g := range gs {
+		wg.Go(func() {
+			if err := g.stop(); err != nil {
+				errs <- fmt.Errorf("groups: stop %s: %w", name, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
