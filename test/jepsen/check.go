@@ -43,6 +43,8 @@ type Result struct {
 	// delivered before).
 	FlaggedFirst int
 
+	// NemesisEvents counts Kill, Restart, Partition and Heal operations,
+	// and Info operations of the process "nemesis".
 	NemesisEvents int
 	// Drained reports whether the history ends with a final drain. Without
 	// it Lost is meaningless, and Err reports it.
@@ -160,8 +162,12 @@ func Check(h History) Result {
 			acked[op.ID] = true
 		case Drained:
 			r.Drained = true
-		case Kill, Restart, Partition, Heal, Info:
+		case Kill, Restart, Partition, Heal:
 			r.NemesisEvents++
+		case Info:
+			if op.Process == "nemesis" {
+				r.NemesisEvents++
+			}
 		}
 	}
 

@@ -168,11 +168,12 @@ func TestCheck(t *testing.T) {
 			},
 		},
 		{
-			name:  "nemesis events are counted",
-			h:     hist(Op{Kind: Kill}, Op{Kind: Restart}, Op{Kind: Partition}, Op{Kind: Heal}, drained),
+			name: "nemesis events are counted",
+			h: hist(Op{Kind: Kill}, Op{Kind: Restart}, Op{Kind: Partition}, Op{Kind: Heal},
+				Op{Kind: Info, Process: "nemesis"}, Op{Kind: Info, Process: "publisher-0"}, drained),
 			valid: true,
 			check: func(t *testing.T, r Result) {
-				if r.NemesisEvents != 4 {
+				if r.NemesisEvents != 5 {
 					t.Errorf("NemesisEvents = %d", r.NemesisEvents)
 				}
 			},
