@@ -78,6 +78,8 @@ type conn struct {
 	done     chan struct{}
 
 	releaseConn func() // the connection limits' slot, set by the handshake
+
+	internal bool // a cluster peer's connection (see internal.go); set before serve
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -100,7 +102,7 @@ func (c *conn) serve() {
 	err := c.handshake()
 	if err == nil {
 		c.growReader()
-		c.log.Debug("connection open", "user", c.user.Name(), "vhost", c.vh.Name())
+		c.log.Debug("connection open", "user", c.userName(), "vhost", c.vh.Name())
 		if c.heartbeat > 0 {
 			go c.heartbeater()
 		}
@@ -355,7 +357,9 @@ func (c *conn) handshake() error {
 		u    *auth.User
 		aerr error
 	)
-	if so.Mechanism == mechExternal {
+	if c.internal {
+		user, u = InternalUser, internalUser // see internal.go
+	} else if so.Mechanism == mechExternal {
 		user, u, aerr = c.externalLogin() // see external.go
 	} else {
 		var pass string
@@ -375,7 +379,11 @@ func (c *conn) handshake() error {
 	}
 	c.user = u
 	hb := uint16(cfg.Heartbeat / time.Second)
-	c.send(0, &wire.ConnectionTune{ChannelMax: cfg.ChannelMax, FrameMax: cfg.FrameMax, Heartbeat: hb})
+	chMax := cfg.ChannelMax
+	if c.internal {
+		chMax = 0 // no limit: the client's channel_max applies
+	}
+	c.send(0, &wire.ConnectionTune{ChannelMax: chMax, FrameMax: cfg.FrameMax, Heartbeat: hb})
 	m, err = c.readMethod()
 	if err != nil {
 		return c.handshakeError(err)
@@ -384,8 +392,8 @@ func (c *conn) handshake() error {
 	if !ok {
 		return c.handshakeError(wire.NewConnectionError(wire.CommandInvalid, "expected connection.tune-ok, got %s", m.Name()))
 	}
-	c.channelMax = cfg.ChannelMax
-	if to.ChannelMax != 0 && to.ChannelMax < c.channelMax {
+	c.channelMax = chMax
+	if to.ChannelMax != 0 && (c.channelMax == 0 || to.ChannelMax < c.channelMax) {
 		c.channelMax = to.ChannelMax
 	}
 	switch {
@@ -411,11 +419,13 @@ func (c *conn) handshake() error {
 	if !ok {
 		return c.handshakeError(wire.NewConnectionError(wire.NotAllowed, "vhost %s not found", op.VirtualHost))
 	}
-	if err := c.s.users.CheckVHost(u, op.VirtualHost); err != nil {
-		return c.handshakeError(wire.NewConnectionError(wire.NotAllowed, "%s", err.Error()))
-	}
-	if err := c.openLimited(u.Name(), op.VirtualHost); err != nil {
-		return c.handshakeError(err)
+	if !c.internal {
+		if err := c.s.users.CheckVHost(u, op.VirtualHost); err != nil {
+			return c.handshakeError(wire.NewConnectionError(wire.NotAllowed, "%s", err.Error()))
+		}
+		if err := c.openLimited(u.Name(), op.VirtualHost); err != nil {
+			return c.handshakeError(err)
+		}
 	}
 	c.vh = vh
 	c.opened.Store(true)
@@ -655,7 +665,7 @@ func (c *conn) forceClose(reason string) {
 // capability) and stops reading until the alarm clears, as RabbitMQ does.
 // Consumers on the connection keep receiving meanwhile.
 func (c *conn) waitUnblocked() {
-	if c.s.b.Limiter().RateLimited() {
+	if !c.internal && c.s.b.Limiter().RateLimited() {
 		c.waitRate()
 	}
 	alarms := c.s.b.Alarms()
@@ -713,7 +723,7 @@ func (c *conn) info() (ConnInfo, bool) {
 		chs = append(chs, ch)
 	}
 	c.chmu.Unlock()
-	i := ConnInfo{Name: c.name, User: c.user.Name(), VHost: c.vh.Name(), Peer: c.nc.RemoteAddr().String(),
+	i := ConnInfo{Name: c.name, User: c.userName(), VHost: c.vh.Name(), Peer: c.nc.RemoteAddr().String(),
 		Local: c.nc.LocalAddr().String(), Channels: len(chs), ConnectedAt: c.connectedAt, ClientProperties: c.clientProps,
 		FrameMax: c.frameMax, ChannelMax: c.channelMax, Heartbeat: c.heartbeat,
 		RecvOct: c.recvOct.Load(), SendOct: c.sendOct.Load()}

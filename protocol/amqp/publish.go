@@ -109,7 +109,7 @@ func (ch *channel) publishOne(m *wire.BasicPublish) error {
 			return chanErr(wire.PreconditionFailed, m, "invalid expiration '%s': %s", e, why)
 		}
 	}
-	if u := msg.Props.UserID; u != "" && u != ch.c.user.Name() {
+	if u := msg.Props.UserID; u != "" && !ch.c.internal && u != ch.c.user.Name() {
 		return chanErr(wire.PreconditionFailed, m, "user_id property set to '%s' but authenticated user was '%s'", u, ch.c.user.Name())
 	}
 	if msg.Props.ReplyTo == exchange.ReplyToQueue {

@@ -77,7 +77,9 @@ func NewServer(cfg Config, b *exchange.Broker, users *auth.Users, log *slog.Logg
 var ErrServerClosed = errors.New("amqp: server closed")
 
 // Serve accepts connections on ln until Shutdown.
-func (s *Server) Serve(ln net.Listener) error {
+func (s *Server) Serve(ln net.Listener) error { return s.serve(ln, false) }
+
+func (s *Server) serve(ln net.Listener, internal bool) error {
 	s.mu.Lock()
 	if s.shutdown {
 		s.mu.Unlock()
@@ -105,6 +107,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		delay = 0
 		c := newConn(s, nc)
+		c.internal = internal
 		s.mu.Lock()
 		if s.shutdown {
 			s.mu.Unlock()

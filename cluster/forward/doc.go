@@ -1,0 +1,60 @@
+// Package forward implements exchange.Remote over AMQP 0-9-1: a proxy
+// queue on this node reaches the queue that holds its messages on another
+// node (a classic queue's home, a quorum queue's leader) through that
+// node's internal AMQP listener (protocol/amqp Server.ServeInternal),
+// with github.com/rabbitmq/amqp091-go as the client.
+//
+// # Connections
+//
+// One connection per (peer address, vhost), since an AMQP connection is
+// bound to a vhost. It is opened on first use and, once lost, reopened on
+// the next use, no sooner than a backoff (50 ms doubling to 5 s) after a
+// failed dial. Heartbeats (10 s) detect a peer that stopped answering.
+//
+// # What is guaranteed
+//
+//   - Publish never waits on the network. Messages go, in the order
+//     Publish was called, through one confirm-mode channel per connection
+//     to the default exchange with the queue's name as routing key
+//     (mandatory false), every property and header as they are. done(nil)
+//     on basic.ack; done(ErrNacked) on basic.nack; done(ErrConnectionLost)
+//     when the channel or connection fails before the confirm, or when the
+//     peer cannot be reached (nothing is retried: the outcome is unknown,
+//     and the core reports it to its publisher). done runs on another
+//     goroutine, exactly once.
+//   - Back-pressure: Publish blocks while MaxPending (10,000) publishes of
+//     the same connection are queued or unconfirmed. Slots are released
+//     before the done callbacks run.
+//   - Consume keeps one upstream consumer (a channel of its own, manual
+//     acks, prefetch as a channel-wide basic.qos, which unlike a
+//     per-consumer one applies to the running consumer when Consume is
+//     called again with another value) and pushes its deliveries in
+//     order. When the channel or connection dies, or the Locator (asked
+//     every 500 ms) names another address, the channel is closed (the
+//     owner requeues what was unacked), reset is called at once, and the
+//     consumer is restarted where the Locator says, with backoff while
+//     that fails. Tags carry a
+//     generation: a tag pushed before a reset or StopConsuming is ignored
+//     by Ack and Nack.
+//   - Ack and Nack never block: they are queued and sent by the Remote's
+//     goroutine, a run of acks from the oldest unacked delivery as one
+//     multiple=true basic.ack. Unknown or repeated tags are dropped.
+//   - Get, Purge and Count block (the core calls them without locks) for
+//     at most 5 s, then return ErrTimeout and drop the connection.
+//
+// # Limits
+//
+//   - A message forwarded here reaches the owning node through the default
+//     exchange: consumers there see exchange "" and the queue's name as
+//     routing key, not what it was first published with.
+//   - The owning node acks a publish to a queue it does not have (it is
+//     unroutable, and mandatory is false).
+//   - Expiration is passed on as it was set, so the per-message TTL
+//     restarts on the owning node.
+//
+// # Locks
+//
+// Forwarder.mu → publisher.mu; link.ctlMu → link.mu; remote.getMu →
+// remote.mu; confirmChan.mu and remote.mu are leaves. No callback (done,
+// push, reset) runs with a lock of this package held.
+package forward

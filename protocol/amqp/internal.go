@@ -1,0 +1,41 @@
+package amqp
+
+import (
+	"net"
+
+	"github.com/trident-broker/trident/auth"
+)
+
+// Cluster-internal connections (issue 7): a node reaches the queues whose
+// messages live on another node over AMQP itself (see cluster/forward).
+// The listener is only reachable by cluster peers, so the transport is the
+// authentication: whatever login the client sends is accepted, and the
+// connection acts as InternalUser with every permission on every vhost.
+// It is not counted against connection limits nor publish rate limits,
+// and has no channel limit, no topic permission checks and no user_id
+// property check (the origin node checked all of these already).
+//
+// Publishes to the default exchange go to exactly the queue named by the
+// routing key with their headers untouched: the core's default exchange
+// does not route by CC/BCC headers, so nothing is re-routed.
+//
+// Resource alarms still block publishers on these connections: that is
+// the owning node's back-pressure, which the forwarder passes on.
+
+// InternalUser is the user name that cluster-internal connections show.
+const InternalUser = "cluster-internal"
+
+// internalUser stands for InternalUser where an *auth.User is needed; the
+// permission checks never look at it on an internal connection.
+var internalUser = &auth.User{}
+
+// ServeInternal accepts cluster peers' connections on ln until Shutdown.
+func (s *Server) ServeInternal(ln net.Listener) error { return s.serve(ln, true) }
+
+// userName is the connection's user name as logs and management show it.
+func (c *conn) userName() string {
+	if c.internal {
+		return InternalUser
+	}
+	return c.user.Name()
+}
