@@ -80,6 +80,13 @@ func newRemote(f *Forwarder, vhost, queue string, locate Locator) *remote {
 // message on the link to where the queue is now; it blocks only while
 // that link has MaxPending publishes queued or unconfirmed.
 func (r *remote) Publish(m *exchange.Message, done func(error)) {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		go done(ErrClosed)
+		return
+	}
 	addr, err := r.locate()
 	if err != nil {
 		go done(err)
