@@ -18,6 +18,15 @@ import "strings"
 //     elsewhere, a quorum queue led elsewhere) is a proxy: publishes,
 //     consumes, acks and gets go to that node through a Remote.
 
+// Headers a forwarded message carries from the node that routed it to
+// the node that owns its queue (cluster/forward), so that its consumers
+// see the exchange and routing key it was published with. The owner's
+// internal listener removes them and publishes with PublishOpts.Queue.
+const (
+	ForwardExchangeHeader   = "x-trident-exchange"
+	ForwardRoutingKeyHeader = "x-trident-routing-key"
+)
+
 // MetaOp is one topology record write: a put (Val non-nil), a delete
 // (Val nil) or, with Prefix set, the delete of every key starting with Key.
 type MetaOp struct {

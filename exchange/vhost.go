@@ -789,6 +789,11 @@ type PublishOpts struct {
 	// Pending, exactly once, from another goroutine.
 	Confirmer Confirmer
 	Tag       uint64
+	// Queue, if set, is the one queue the message goes to, whatever its
+	// Exchange and RoutingKey say: a message another node routed and
+	// forwarded here (cluster/forward) keeps its original exchange and
+	// routing key for its consumers.
+	Queue string
 }
 
 // PublishResult is the outcome of a publish.
@@ -853,16 +858,24 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 	}()
 	qs := &sc.qs
 	v.mu.RLock()
-	x := v.exchanges[m.Exchange]
-	if x == nil {
-		v.mu.RUnlock()
-		return PublishResult{}, v.errNoExchange(m.Exchange)
+	var x *Exchange
+	if o.Queue != "" {
+		x = v.exchanges[""]
+		if q := v.queues[o.Queue]; q != nil {
+			*qs = append(*qs, q)
+		}
+	} else {
+		x = v.exchanges[m.Exchange]
+		if x == nil {
+			v.mu.RUnlock()
+			return PublishResult{}, v.errNoExchange(m.Exchange)
+		}
+		if x.internal {
+			v.mu.RUnlock()
+			return PublishResult{}, errorf(KindAccessRefused, "cannot publish to internal exchange '%s' in vhost '%s'", x.name, v.name)
+		}
+		*qs = v.routeLocked(x, m, sc)
 	}
-	if x.internal {
-		v.mu.RUnlock()
-		return PublishResult{}, errorf(KindAccessRefused, "cannot publish to internal exchange '%s' in vhost '%s'", x.name, v.name)
-	}
-	*qs = v.routeLocked(x, m, sc)
 	v.mu.RUnlock()
 
 	res := PublishResult{OK: true}

@@ -48,6 +48,12 @@ func toPublishing(m *exchange.Message) (amqp.Publishing, error) {
 		}
 		pub.Headers = t
 	}
+	// The owning node restores what the message was published with.
+	if pub.Headers == nil {
+		pub.Headers = amqp.Table{}
+	}
+	pub.Headers[exchange.ForwardExchangeHeader] = m.Exchange
+	pub.Headers[exchange.ForwardRoutingKeyHeader] = m.RoutingKey
 	return pub, nil
 }
 

@@ -275,7 +275,7 @@ func TestPropertiesRoundTrip(t *testing.T) {
 	f := newForwarder(t)
 	r := f.Remote("/", "q", locator(o.addr).locate)
 	ts := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
-	in := &exchange.Message{Body: []byte("body"), Props: exchange.Properties{
+	in := &exchange.Message{Exchange: "orders", RoutingKey: "eu.paris", Body: []byte("body"), Props: exchange.Properties{
 		ContentType: "text/plain", ContentEncoding: "gzip", DeliveryMode: 2, Priority: 3,
 		CorrelationID: "corr", ReplyTo: "rt", Expiration: "60000", MessageID: "mid",
 		Timestamp: ts, Type: "ty", UserID: "someone", AppID: "app",
@@ -306,6 +306,9 @@ func TestPropertiesRoundTrip(t *testing.T) {
 		t.Helper()
 		if string(got.Body) != "body" {
 			t.Errorf("%s: body %q", how, got.Body)
+		}
+		if got.Exchange != "orders" || got.RoutingKey != "eu.paris" {
+			t.Errorf("%s: exchange %q routing key %q, want what it was published with", how, got.Exchange, got.RoutingKey)
 		}
 		if !reflect.DeepEqual(got.Props, want) {
 			t.Errorf("%s: properties\n got %#v\nwant %#v", how, got.Props, want)

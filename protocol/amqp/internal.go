@@ -3,6 +3,8 @@ package amqp
 import (
 	"net"
 
+	"github.com/trident-broker/trident/exchange"
+
 	"github.com/trident-broker/trident/auth"
 )
 
@@ -38,4 +40,23 @@ func (c *conn) userName() string {
 		return InternalUser
 	}
 	return c.user.Name()
+}
+
+// forwarded turns a message another node routed to a queue of this node
+// back into the one it published: the queue is the routing key, the
+// original exchange and routing key travel in two headers (removed here).
+func forwarded(msg *exchange.Message, o *exchange.PublishOpts) {
+	h := msg.Props.Headers
+	x, ok := h[exchange.ForwardExchangeHeader].(string)
+	if !ok {
+		return
+	}
+	rk, _ := h[exchange.ForwardRoutingKeyHeader].(string)
+	delete(h, exchange.ForwardExchangeHeader)
+	delete(h, exchange.ForwardRoutingKeyHeader)
+	if len(h) == 0 {
+		msg.Props.Headers = nil
+	}
+	o.Queue = msg.RoutingKey
+	msg.Exchange, msg.RoutingKey = x, rk
 }

@@ -131,6 +131,9 @@ func (ch *channel) publishOne(m *wire.BasicPublish) error {
 		ch.pubSeq++
 		o = exchange.PublishOpts{Confirmer: ch, Tag: ch.pubSeq}
 	}
+	if ch.c.internal && m.Exchange == "" {
+		forwarded(msg, &o)
+	}
 	res, err := ch.vh().Publish(msg, o)
 	if err != nil {
 		return err
