@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/exchange"
 )
 
 // Cluster is what the API needs to list the nodes of a cluster (the node
@@ -13,6 +14,13 @@ type Cluster interface {
 	// ClusterMembers returns every node seen, the local one included,
 	// sorted by name.
 	ClusterMembers() []ClusterMember
+}
+
+// QueueLocator is implemented by a Cluster that knows where queues live:
+// a classic queue's home node, a quorum queue's leader ("" if unknown)
+// and members.
+type QueueLocator interface {
+	QueueNode(q *exchange.Queue) (node string, members []string)
 }
 
 // ClusterMember is one node of the cluster as the local node sees it.

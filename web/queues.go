@@ -41,6 +41,9 @@ type queueJSON struct {
 	EffectivePolicyDefinition  map[string]any `json:"effective_policy_definition"`
 	HeadMessageTimestamp       *int64         `json:"head_message_timestamp"`
 	Memory                     int64          `json:"memory"`
+	// Quorum queues: the Raft leader and group members, as RabbitMQ.
+	Leader  string   `json:"leader,omitempty"`
+	Members []string `json:"members,omitempty"`
 	// Only on GET of one queue.
 	ConsumerDetails *[]consumerJSON `json:"consumer_details,omitempty"`
 	Incoming        *[]any          `json:"incoming,omitempty"`
@@ -64,6 +67,16 @@ func (s *Server) queueJSON(q *exchange.Queue) queueJSON {
 		MessageBytes:              st.ReadyBytes, MessageBytesReady: st.ReadyBytes, MessageBytesRAM: st.ReadyBytes,
 		MessageStats:              messageStats(kindQueue, q.MsgStats(), w),
 		EffectivePolicyDefinition: map[string]any{},
+	}
+	if q.Quorum() {
+		j.Type = "quorum"
+	}
+	if ql, ok := s.cluster.(QueueLocator); ok && q.Durable() && !q.Exclusive() {
+		node, members := ql.QueueNode(q)
+		j.Node = node
+		if q.Quorum() {
+			j.Leader, j.Members = node, members
+		}
 	}
 	if st.Consumers > 0 {
 		j.ConsumerCapacity, j.ConsumerUtilisation = 1, 1
