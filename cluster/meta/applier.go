@@ -1,0 +1,105 @@
+package meta
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/trident-broker/trident/exchange"
+)
+
+// StoreApplier is the Applier of a node: it writes committed ops to the
+// node's local store (the one under its Store wrapper), then passes them
+// to each hook in turn (the core's Broker.ApplyMeta, the users'
+// ApplyMeta) so memory follows. A snapshot restore becomes the ops that
+// turn the local records into the snapshot's, applied the same way.
+type StoreApplier struct {
+	Local      exchange.Store
+	Replicated func(key string) bool
+	Hooks      []func(ops []exchange.MetaOp) error
+	// Rank, if set, orders a restore's ops: puts by ascending rank (a
+	// vhost before its queues), deletes by descending rank, before puts.
+	Rank func(key string) int
+}
+
+var _ Applier = (*StoreApplier)(nil)
+
+// ApplyMeta implements Applier.
+func (a *StoreApplier) ApplyMeta(ops []exchange.MetaOp) error {
+	for _, op := range ops {
+		var err error
+		switch {
+		case op.Prefix:
+			err = a.Local.DeleteMetaPrefix(op.Key)
+		case op.Val == nil:
+			err = a.Local.DeleteMeta(op.Key)
+		default:
+			err = a.Local.PutMeta(op.Key, op.Val)
+		}
+		if err != nil {
+			return fmt.Errorf("meta: write %q: %w", op.Key, err)
+		}
+	}
+	var errs []error
+	for _, h := range a.Hooks {
+		if err := h(ops); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ExportMeta implements Applier.
+func (a *StoreApplier) ExportMeta(fn func(key string, val []byte) error) error {
+	return a.Local.LoadMeta("", func(key string, val []byte) error {
+		if !a.Replicated(key) {
+			return nil
+		}
+		return fn(key, val)
+	})
+}
+
+// RestoreMeta implements Applier: deletes of the replicated records not in
+// records, then puts of the records that differ, ordered by Rank and key.
+func (a *StoreApplier) RestoreMeta(records map[string][]byte) error {
+	var dels, puts []exchange.MetaOp
+	seen := map[string]bool{}
+	err := a.ExportMeta(func(key string, val []byte) error {
+		seen[key] = true
+		want, ok := records[key]
+		switch {
+		case !ok:
+			dels = append(dels, exchange.MetaOp{Key: key})
+		case string(want) != string(val):
+			puts = append(puts, exchange.MetaOp{Key: key, Val: want})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for k, v := range records {
+		if !seen[k] {
+			puts = append(puts, exchange.MetaOp{Key: k, Val: v})
+		}
+	}
+	rank := a.Rank
+	if rank == nil {
+		rank = func(string) int { return 0 }
+	}
+	order := func(x, y exchange.MetaOp) int {
+		if c := cmp.Compare(rank(x.Key), rank(y.Key)); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Key, y.Key)
+	}
+	slices.SortFunc(dels, func(x, y exchange.MetaOp) int { return order(y, x) })
+	slices.SortFunc(puts, order)
+	ops := append(dels, puts...)
+	if len(ops) == 0 {
+		return nil
+	}
+	return a.ApplyMeta(ops)
+}

@@ -1,0 +1,58 @@
+// Package meta is the metadata Raft group ("meta"): every node of a
+// cluster is a member, and every topology record the core and the user
+// database write through exchange.Store.PutMeta/DeleteMeta/
+// DeleteMetaPrefix under a replicated key (vhosts, exchanges, queues,
+// bindings, users, permissions) becomes a Raft command, so every node
+// holds the same topology.
+//
+// # Pieces
+//
+//   - Store (store.go) wraps the node's local exchange.Store. Once
+//     attached to the Group, a write of a replicated key is proposed and
+//     returns when committed; the rest goes to the local store.
+//   - Group (group.go) runs the node's member of the group on a
+//     groups.Host. Propose applies on the leader or forwards to it over
+//     the mux stream "meta-rpc" (rpc.go), retrying across leader changes
+//     until its context ends.
+//   - The FSM (fsm.go) decodes an entry (codec.go: a batch of
+//     exchange.MetaOp) and hands it to an Applier; StoreApplier
+//     (applier.go) is the node's: it writes the ops into the local store
+//     and calls hooks (Broker.ApplyMeta, Users.ApplyMeta) so memory
+//     follows.
+//   - BootstrapExpect and Reconcile (reconcile.go) form the group from
+//     discovery's members and keep its configuration in line with them.
+//
+// # What it guarantees
+//
+//   - A Propose that returns nil was committed by a majority and applied
+//     on the leader; every member applies it, in log order, once its log
+//     catches up. A Propose that fails with ErrNotCommitted may still have
+//     been committed (a timeout does not cancel): ops are idempotent
+//     records, and a retried batch applied twice changes nothing.
+//   - The local store is the FSM's state: the index of the last applied
+//     entry is kept in it under AppliedKey, written after each entry, and
+//     entries at or below it are skipped when Raft replays its log at
+//     start (the group runs with NoSnapshotRestoreOnStart). A crash
+//     between applying an entry and recording its index replays that one
+//     entry: Appliers must be idempotent.
+//   - A snapshot is every replicated record at the applied index, taken on
+//     the FSM goroutine; installing one (a member too far behind) replaces
+//     the member's replicated records by the snapshot's.
+//   - Membership: with bootstrap_expect N, every node without state waits
+//     for N alive members and bootstraps with all of them; afterwards the
+//     leader adds alive members that are not voters (on discovery events
+//     through Kick and every ReconcileInterval) and removes members that
+//     left on purpose. Dead members stay voters.
+//
+// # Limits
+//
+//   - Records a node wrote locally before Attach (its start-up defaults)
+//     are not replicated; nodes started from the same configuration
+//     create the same ones.
+//   - If a node's local store is lost but its Raft directory is not, the
+//     node must drop its Raft state (or be removed and re-added) to get
+//     the records again.
+//   - Two nodes each bootstrapped alone (bootstrap_expect 0, no join) and
+//     then joined by gossip do not merge their metadata: the leader that
+//     adds the other overwrites its log.
+package meta

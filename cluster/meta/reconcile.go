@@ -1,0 +1,121 @@
+package meta
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/trident-broker/trident/cluster/discovery"
+)
+
+// RaftMetaKey is the key of a member's gossiped metadata holding its mux
+// address (its raft.ServerAddress).
+const RaftMetaKey = "raft"
+
+// BootstrapExpect waits until members shows at least expect alive members
+// that gossip a Raft address, then bootstraps the group with all of them
+// (sorted by name, so every node that starts with the same view proposes
+// the same configuration). It returns early, without bootstrapping, once
+// the group has state here (a leader added this node) and with ctx's
+// error when ctx ends. Start exactly expect nodes with the same expect.
+func (g *Group) BootstrapExpect(ctx context.Context, expect int, members func() []discovery.Member) error {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if g.r.LastIndex() > 0 {
+			return nil
+		}
+		if servers := raftServers(members()); len(servers) >= expect {
+			g.log.Info("meta: bootstrapping", "servers", servers)
+			return g.Bootstrap(servers)
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-g.stop:
+			return ErrClosed
+		}
+	}
+}
+
+// raftServers are the alive members with a Raft address, sorted by name.
+func raftServers(ms []discovery.Member) []raft.Server {
+	var out []raft.Server
+	for _, m := range ms {
+		if a := m.Meta[RaftMetaKey]; a != "" && m.Status == discovery.StatusAlive {
+			out = append(out, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.Name), Address: raft.ServerAddress(a)})
+		}
+	}
+	slices.SortFunc(out, func(a, b raft.Server) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	return out
+}
+
+// Kick asks the reconciler to run now (call it on discovery events).
+func (g *Group) Kick() {
+	select {
+	case g.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (g *Group) reconcileLoop() {
+	t := time.NewTicker(g.c.ReconcileInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-t.C:
+		case <-g.kick:
+		}
+		if g.IsLeader() {
+			g.Reconcile(g.c.Members())
+		}
+	}
+}
+
+// Reconcile, on the leader, brings the Raft configuration in line with
+// membership: an alive member that is not a server (or is one under
+// another address) is added as a voter; a member that left on purpose is
+// removed; a dead member stays (it may come back; an operator removes it).
+// On a follower it does nothing. It returns the number of changes made.
+func (g *Group) Reconcile(members []discovery.Member) int {
+	if !g.IsLeader() {
+		return 0
+	}
+	cf := g.r.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return 0
+	}
+	have := map[raft.ServerID]raft.ServerAddress{}
+	for _, s := range cf.Configuration().Servers {
+		have[s.ID] = s.Address
+	}
+	self := raft.ServerID(g.c.Host.Self().ID)
+	changes := 0
+	for _, m := range members {
+		id, addr := raft.ServerID(m.Name), raft.ServerAddress(m.Meta[RaftMetaKey])
+		cur, in := have[id]
+		switch {
+		case m.Status == discovery.StatusAlive && addr != "" && cur != addr:
+			if err := g.r.AddVoter(id, addr, 0, 5*time.Second).Error(); err != nil {
+				g.log.Warn("meta: add voter", "node", id, "addr", addr, "err", err)
+				continue
+			}
+			g.log.Info("meta: added voter", "node", id, "addr", addr)
+			changes++
+		case m.Status == discovery.StatusLeft && in && id != self:
+			if err := g.r.RemoveServer(id, 0, 5*time.Second).Error(); err != nil {
+				g.log.Warn("meta: remove server", "node", id, "err", err)
+				continue
+			}
+			g.log.Info("meta: removed server that left", "node", id)
+			changes++
+		}
+	}
+	return changes
+}

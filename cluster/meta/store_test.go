@@ -1,0 +1,128 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/store"
+)
+
+// fakeGroup commits every proposal by applying it to an Applier.
+type fakeGroup struct {
+	mu  sync.Mutex
+	a   Applier
+	err error
+	got [][]exchange.MetaOp
+}
+
+func (f *fakeGroup) Propose(_ context.Context, ops []exchange.MetaOp) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.got = append(f.got, ops)
+	if f.err != nil {
+		return f.err
+	}
+	return f.a.ApplyMeta(ops)
+}
+
+func replicated(k string) bool {
+	return strings.HasPrefix(k, "vhost/") || strings.HasPrefix(k, "user/")
+}
+
+func load(t *testing.T, st exchange.Store) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	if err := st.LoadMeta("", func(k string, v []byte) error { out[k] = string(v); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestStore(t *testing.T) {
+	local := store.NewMemory()
+	var hooked [][]exchange.MetaOp
+	a := &StoreApplier{Local: local, Replicated: replicated, Hooks: []func([]exchange.MetaOp) error{
+		func(ops []exchange.MetaOp) error { hooked = append(hooked, ops); return nil }}}
+	s := Wrap(local, replicated)
+
+	// Before Attach: local.
+	if err := s.PutMeta("vhost/a", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	g := &fakeGroup{a: a}
+	s.attach(g)
+	// Attached: replicated keys are proposed, others local.
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(s.PutMeta("vhost/b", []byte("2")))
+	must(s.PutMeta("user/u", nil))
+	must(s.PutMeta("clean-shutdown", []byte("x")))
+	must(s.DeleteMeta("vhost/a"))
+	must(s.DeleteMetaPrefix("user/"))
+	if len(g.got) != 4 || g.got[3][0].Key != "user/" || !g.got[3][0].Prefix || g.got[1][0].Val == nil {
+		t.Fatalf("proposed %+v", g.got)
+	}
+	if len(hooked) != 4 {
+		t.Fatalf("hooks saw %d batches", len(hooked))
+	}
+	want := map[string]string{"vhost/b": "2", "clean-shutdown": "x"}
+	if got := load(t, local); len(got) != len(want) || got["vhost/b"] != "2" || got["clean-shutdown"] != "x" {
+		t.Fatalf("local = %v", got)
+	}
+	g.err = ErrNotCommitted
+	if err := s.PutMeta("vhost/c", []byte("3")); !errors.Is(err, ErrNotCommitted) {
+		t.Fatalf("no quorum: %v", err)
+	}
+	s.Detach()
+	if err := s.PutMeta("vhost/c", []byte("3")); !errors.Is(err, ErrDetached) {
+		t.Fatalf("detached: %v", err)
+	}
+	must(s.PutMeta("local/thing", []byte("ok")))
+}
+
+func TestStoreApplierRestore(t *testing.T) {
+	local := store.NewMemory()
+	for k, v := range map[string]string{"vhost/a": "1", "vhost/b": "2", "user/u": "old", "clean-shutdown": "x"} {
+		if err := local.PutMeta(k, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var hooked []exchange.MetaOp
+	a := &StoreApplier{Local: local, Replicated: replicated,
+		Rank: func(k string) int {
+			if strings.HasPrefix(k, "vhost/") {
+				return 0
+			}
+			return 1
+		},
+		Hooks: []func([]exchange.MetaOp) error{func(ops []exchange.MetaOp) error { hooked = ops; return nil }}}
+	var exported []string
+	if err := a.ExportMeta(func(k string, _ []byte) error { exported = append(exported, k); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(exported, ",") != "user/u,vhost/a,vhost/b" {
+		t.Fatalf("exported %v", exported)
+	}
+	if err := a.RestoreMeta(map[string][]byte{"vhost/a": []byte("1"), "vhost/c": []byte("3"), "user/u": []byte("new"), "user/v": []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	got := load(t, local)
+	if len(got) != 5 || got["vhost/b"] != "" || got["user/u"] != "new" || got["vhost/c"] != "3" || got["clean-shutdown"] != "x" {
+		t.Fatalf("after restore: %v", got)
+	}
+	var order []string
+	for _, op := range hooked {
+		order = append(order, op.Key)
+	}
+	if strings.Join(order, ",") != "vhost/b,vhost/c,user/u,user/v" {
+		t.Fatalf("restore ops %v", order)
+	}
+}
