@@ -71,3 +71,8 @@ func Start(t testing.TB, extraArgs ...string) *Proc {
 	})
 	return p
 }
+
+// Binary returns the trident executable Start uses (built once per test
+// process, or $TRIDENT_BIN), for tests that Launch processes themselves
+// (a nemesis goroutine must not fail the test through a Proc from Start).
+func Binary() (string, error) { return sharedBinary() }

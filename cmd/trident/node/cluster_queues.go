@@ -1,0 +1,366 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/trident-broker/trident/cluster/discovery"
+	"github.com/trident-broker/trident/cluster/forward"
+	"github.com/trident-broker/trident/cluster/groups"
+	"github.com/trident-broker/trident/cluster/mux"
+	"github.com/trident-broker/trident/cluster/quorum"
+	"github.com/trident-broker/trident/exchange"
+)
+
+// Where a durable queue's messages live in a cluster (exchange.Cluster):
+//
+//   - A classic queue lives on its home node, the node it was declared
+//     on. Every other node holds a proxy that reaches it over the home
+//     node's internal AMQP listener (cluster/forward, mux stream "amqp").
+//   - A quorum queue is a Raft group ("q/<id>") over the members chosen
+//     when it was declared. The member that leads it holds the live queue,
+//     whose messages go through the group's log (cluster/quorum); the
+//     other nodes, members or not, hold proxies to the leader. On a change
+//     of leader the new leader rebuilds the queue from its replica of the
+//     state (every message flagged redelivered) and the others re-aim
+//     their proxies.
+
+// amqpStream is the mux stream of the internal AMQP listener.
+const amqpStream = "amqp"
+
+// quorumDefaultSize is x-quorum-initial-group-size's default, as RabbitMQ.
+const quorumDefaultSize = 3
+
+// readyTimeout bounds how long a declare waits for a new quorum queue's
+// first leader.
+const readyTimeout = 15 * time.Second
+
+// clusterQueues is the node's exchange.Cluster.
+type clusterQueues struct {
+	self    string
+	log     *slog.Logger
+	members func() []discovery.Member
+	mux     *mux.Mux
+	groups  *groups.Host
+	fwd     *forward.Forwarder
+
+	mu     sync.Mutex
+	quorum map[uint64]*quorumQueue // by queue id
+}
+
+// quorumQueue is a quorum queue's group on this node.
+type quorumQueue struct {
+	c     *clusterQueues
+	q     *exchange.Queue
+	group string
+
+	mu     sync.Mutex
+	r      *raft.Raft
+	fsm    *quorum.FSM
+	watch  *quorum.Watcher
+	qlog   *quorum.Log // while leading
+	ready  chan struct{}
+	once   sync.Once
+	closed bool
+}
+
+func newClusterQueues(self string, log *slog.Logger, members func() []discovery.Member, m *mux.Mux, h *groups.Host) *clusterQueues {
+	c := &clusterQueues{self: self, log: log.With("component", "cluster-queues"), members: members, mux: m, groups: h,
+		quorum: map[uint64]*quorumQueue{}}
+	c.fwd = forward.New(func(ctx context.Context, addr string) (net.Conn, error) {
+		d := 5 * time.Second
+		if dl, ok := ctx.Deadline(); ok {
+			d = time.Until(dl)
+		}
+		return m.Dial(addr, amqpStream, d)
+	}, log)
+	return c
+}
+
+func (c *clusterQueues) NodeName() string { return c.self }
+
+// alive lists the alive members' names, sorted.
+func (c *clusterQueues) alive() []string {
+	var out []string
+	for _, m := range c.members() {
+		if m.Status == discovery.StatusAlive && m.Meta["raft"] != "" {
+			out = append(out, m.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// QuorumMembers picks this node and the next alive nodes in name order.
+func (c *clusterQueues) QuorumMembers(size int) []string {
+	if size <= 0 {
+		size = quorumDefaultSize
+	}
+	all := c.alive()
+	out := []string{c.self}
+	start := sort.SearchStrings(all, c.self)
+	for i := 0; i < len(all) && len(out) < size; i++ {
+		n := all[(start+i)%len(all)]
+		if n != c.self {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// addrOf is a node's mux address, from its gossiped metadata.
+func (c *clusterQueues) addrOf(node string) (string, error) {
+	if node == c.self {
+		return c.mux.Addr(), nil
+	}
+	for _, m := range c.members() {
+		if m.Name == node && m.Meta["raft"] != "" {
+			if m.Status != discovery.StatusAlive {
+				return "", fmt.Errorf("node %s is %s", node, m.Status)
+			}
+			return m.Meta["raft"], nil
+		}
+	}
+	return "", fmt.Errorf("node %s is unknown", node)
+}
+
+func (c *clusterQueues) Attach(q *exchange.Queue) {
+	if !q.Quorum() {
+		if q.Home() == c.self || q.Home() == "" {
+			return
+		}
+		home := q.Home()
+		q.BecomeProxy(c.fwd.Remote(q.VHost(), q.Name(), func() (string, error) { return c.addrOf(home) }))
+		return
+	}
+	c.mu.Lock()
+	if _, ok := c.quorum[q.ID()]; ok {
+		c.mu.Unlock()
+		return
+	}
+	qq := &quorumQueue{c: c, q: q, group: "q/" + strconv.FormatUint(q.ID(), 16), ready: make(chan struct{})}
+	c.quorum[q.ID()] = qq
+	c.mu.Unlock()
+	// Until a leader is known, and whenever another node leads, the queue
+	// is a proxy to the leader.
+	q.BecomeProxy(c.fwd.Remote(q.VHost(), q.Name(), qq.leaderAddr))
+	if !contains(q.Members(), c.self) {
+		close(qq.ready)
+		return
+	}
+	go qq.start()
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// leaderAddr is the Locator of a quorum queue's proxy: the leader's mux
+// address if this node is a member and knows it, else any alive member
+// (whose own proxy forwards on).
+func (qq *quorumQueue) leaderAddr() (string, error) {
+	qq.mu.Lock()
+	r := qq.r
+	qq.mu.Unlock()
+	if r != nil {
+		addr, id := r.LeaderWithID()
+		if addr == "" {
+			return "", errors.New("quorum queue has no leader")
+		}
+		if string(id) == qq.c.self {
+			return "", errors.New("this node leads the queue")
+		}
+		return string(addr), nil
+	}
+	var last error
+	for _, m := range qq.q.Members() {
+		a, err := qq.c.addrOf(m)
+		if err == nil {
+			return a, nil
+		}
+		last = err
+	}
+	if last == nil {
+		last = errors.New("quorum queue has no members")
+	}
+	return "", last
+}
+
+// start runs this node's member of the group.
+func (qq *quorumQueue) start() {
+	fsm := quorum.NewFSM()
+	r, err := qq.c.groups.Start(qq.group, fsm, groups.Options{SnapshotThreshold: 8192, TrailingLogs: 4096})
+	if err != nil {
+		qq.c.log.Error("quorum queue group did not start", "queue", qq.q.Name(), "group", qq.group, "err", err)
+		return
+	}
+	var servers []raft.Server
+	for _, m := range qq.q.Members() {
+		addr, err := qq.c.addrOf(m)
+		if err != nil {
+			qq.c.log.Warn("quorum queue member unreachable at start", "queue", qq.q.Name(), "member", m, "err", err)
+			continue
+		}
+		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m), Address: raft.ServerAddress(addr)})
+	}
+	if err := groups.Bootstrap(r, servers); err != nil {
+		qq.c.log.Error("quorum queue group bootstrap failed", "queue", qq.q.Name(), "err", err)
+	}
+	qq.mu.Lock()
+	if qq.closed {
+		qq.mu.Unlock()
+		qq.c.groups.Stop(qq.group)
+		return
+	}
+	qq.r, qq.fsm = r, fsm
+	qq.watch = quorum.Watch(r, 5*time.Second, qq.leadership)
+	qq.mu.Unlock()
+	// Ready once any leader is known.
+	go func() {
+		for i := 0; i < 600; i++ {
+			if addr, _ := r.LeaderWithID(); addr != "" {
+				qq.once.Do(func() { close(qq.ready) })
+				return
+			}
+			qq.mu.Lock()
+			closed := qq.closed
+			qq.mu.Unlock()
+			if closed {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+}
+
+// leadership switches the queue between local (leading) and proxy.
+func (qq *quorumQueue) leadership(leader bool) {
+	qq.mu.Lock()
+	if qq.closed {
+		qq.mu.Unlock()
+		return
+	}
+	old := qq.qlog
+	qq.qlog = nil
+	if leader {
+		l, err := quorum.New(qq.r, quorum.Options{Logger: qq.c.log})
+		if err != nil {
+			qq.mu.Unlock()
+			qq.c.log.Error("quorum queue log", "queue", qq.q.Name(), "err", err)
+			return
+		}
+		qq.qlog = l
+	}
+	fsm, newLog := qq.fsm, qq.qlog
+	qq.mu.Unlock()
+	if leader {
+		qq.c.log.Info("quorum queue leader here", "vhost", qq.q.VHost(), "queue", qq.q.Name())
+		qq.q.BecomeLocal(newLog, fsm.Messages)
+		qq.once.Do(func() { close(qq.ready) })
+	} else {
+		qq.q.BecomeProxy(qq.c.fwd.Remote(qq.q.VHost(), qq.q.Name(), qq.leaderAddr))
+	}
+	if old != nil {
+		_ = old.Close()
+	}
+}
+
+func (c *clusterQueues) Detach(q *exchange.Queue) {
+	if !q.Quorum() {
+		return
+	}
+	c.mu.Lock()
+	qq := c.quorum[q.ID()]
+	delete(c.quorum, q.ID())
+	c.mu.Unlock()
+	if qq == nil {
+		return
+	}
+	go qq.stop(true)
+}
+
+// stop leaves the group; drop also deletes its log and snapshots.
+func (qq *quorumQueue) stop(drop bool) {
+	qq.mu.Lock()
+	qq.closed = true
+	w, l, r := qq.watch, qq.qlog, qq.r
+	qq.watch, qq.qlog = nil, nil
+	qq.mu.Unlock()
+	if w != nil {
+		w.Stop()
+	}
+	if l != nil {
+		_ = l.Close()
+	}
+	if r == nil {
+		return
+	}
+	var err error
+	if drop {
+		err = qq.c.groups.Drop(qq.group)
+	} else {
+		err = qq.c.groups.Stop(qq.group)
+	}
+	if err != nil {
+		qq.c.log.Warn("quorum queue group stop", "group", qq.group, "err", err)
+	}
+}
+
+func (c *clusterQueues) WaitReady(q *exchange.Queue) error {
+	c.mu.Lock()
+	qq := c.quorum[q.ID()]
+	c.mu.Unlock()
+	if qq == nil {
+		return nil
+	}
+	select {
+	case <-qq.ready:
+		return nil
+	case <-time.After(readyTimeout):
+		return errors.New("no leader elected in time")
+	}
+}
+
+// Leaders lists the quorum queues this node leads, for /api/nodes.
+func (c *clusterQueues) Leaders() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, qq := range c.quorum {
+		qq.mu.Lock()
+		if qq.qlog != nil {
+			out = append(out, qq.q.VHost()+"/"+qq.q.Name())
+		}
+		qq.mu.Unlock()
+	}
+	sort.Strings(out)
+	return out
+}
+
+// close stops every group (keeping their data) and the forwarder.
+func (c *clusterQueues) close() {
+	c.mu.Lock()
+	qs := make([]*quorumQueue, 0, len(c.quorum))
+	for _, qq := range c.quorum {
+		qs = append(qs, qq)
+	}
+	c.mu.Unlock()
+	for _, qq := range qs {
+		qq.stop(false)
+	}
+	c.fwd.Close()
+}

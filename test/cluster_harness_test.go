@@ -1,0 +1,224 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/trident-broker/trident/test/testbin"
+)
+
+// A cluster of real trident processes on 127.0.0.1 for the multi-node
+// tests: each node has its own AMQP, HTTP, gossip and Raft ports and data
+// directory; they find each other by gossip and form the metadata Raft
+// group once all are up (bootstrap_expect), with fault injection on so
+// that a test can partition them.
+
+type cnode struct {
+	i                       int
+	name, gossip, raft, web string
+	p                       *testbin.Proc
+}
+
+func (c *cnode) url() string { return c.p.AMQPURL }
+
+// startCluster starts n nodes and waits until each sees all n running.
+func startCluster(t *testing.T, n int, extra ...string) []*cnode {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("multi-process cluster test")
+	}
+	bin, err := testbin.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := make([]*cnode, n)
+	for i := range nodes {
+		hp, err := testbin.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rp, err := testbin.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[i] = &cnode{
+			i:      i,
+			name:   fmt.Sprintf("trident-%d@localhost", i),
+			gossip: net.JoinHostPort("127.0.0.1", strconv.Itoa(freeTCPUDPPort(t))),
+			raft:   net.JoinHostPort("127.0.0.1", strconv.Itoa(rp)),
+			web:    net.JoinHostPort("127.0.0.1", strconv.Itoa(hp)),
+		}
+	}
+	var wg sync.WaitGroup
+	for i, nd := range nodes {
+		var seeds []string
+		for j, o := range nodes {
+			if j != i {
+				seeds = append(seeds, o.gossip)
+			}
+		}
+		args := append([]string{"--http-listen", nd.web, "--cluster-node-name", nd.name,
+			"--cluster-gossip-listen", nd.gossip, "--cluster-raft-listen", nd.raft,
+			"--cluster-bootstrap-expect", strconv.Itoa(n), "--cluster-cookie", "test-cookie",
+			"--cluster-fault-injection=true", "--join", strings.Join(seeds, ",")}, extra...)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := testbin.Launch(context.Background(), testbin.Options{Binary: bin,
+				DataDir: filepath.Join(t.TempDir(), "data"), ExtraArgs: args})
+			if err != nil {
+				t.Errorf("start %s: %v", nd.name, err)
+				return
+			}
+			nd.p = p
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		var wg sync.WaitGroup
+		for _, nd := range nodes {
+			if nd.p == nil {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if nd.p.Running() {
+					if err := nd.p.Stop(); err != nil {
+						t.Errorf("stop %s: %v", nd.name, err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		for _, nd := range nodes {
+			if nd.p == nil {
+				continue
+			}
+			if t.Failed() && nd.p.LogPath != "" {
+				if b, err := os.ReadFile(nd.p.LogPath); err == nil {
+					if len(b) > 6000 {
+						b = b[len(b)-6000:]
+					}
+					t.Logf("tail of %s's log:\n%s", nd.name, b)
+				}
+			}
+			nd.p.Cleanup()
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	var want []string
+	for _, nd := range nodes {
+		want = append(want, nd.name+"=true")
+	}
+	for _, nd := range nodes {
+		waitNodes(t, nd.web, strings.Join(want, ","), 30*time.Second)
+	}
+	return nodes
+}
+
+// api calls the management API of a node as guest; out may be nil.
+func (c *cnode) api(t testing.TB, method, path string, body any, out any) int {
+	t.Helper()
+	code, err := c.tryAPI(method, path, body, out)
+	if err != nil {
+		t.Fatalf("%s %s on %s: %v", method, path, c.name, err)
+	}
+	return code
+}
+
+func (c *cnode) tryAPI(method, path string, body any, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, "http://"+c.web+path, rd)
+	req.SetBasicAuth("guest", "guest")
+	req.Header.Set("Content-Type", "application/json")
+	hc := http.Client{Timeout: 10 * time.Second}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if out != nil && resp.StatusCode/100 == 2 {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			return resp.StatusCode, err
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// queueLeader asks node c for a quorum queue's leader.
+func (c *cnode) queueLeader(t testing.TB, vhostQueue string) string {
+	t.Helper()
+	var q struct {
+		Leader string `json:"leader"`
+	}
+	if code, err := c.tryAPI("GET", "/api/queues/"+vhostQueue, nil, &q); err != nil || code != 200 {
+		return ""
+	}
+	return q.Leader
+}
+
+// eventually polls cond every 50 ms until it holds or d passes.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// dialNode opens an AMQP connection and channel to a node.
+func dialNode(t testing.TB, c *cnode) (*amqp.Connection, *amqp.Channel) {
+	t.Helper()
+	conn, err := amqp.Dial(c.url())
+	if err != nil {
+		t.Fatalf("dial %s: %v", c.name, err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatalf("channel on %s: %v", c.name, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, ch
+}
+
+// setPartition makes each node refuse the cluster traffic of the nodes in
+// blocked[node index] (fault injection on the Raft multiplexer).
+func setPartition(t testing.TB, nodes []*cnode, blocked map[int][]int) {
+	t.Helper()
+	for _, nd := range nodes {
+		addrs := []string{}
+		for _, j := range blocked[nd.i] {
+			addrs = append(addrs, nodes[j].raft)
+		}
+		if code := nd.api(t, "PUT", "/api/cluster/partition", map[string]any{"blocked": addrs}, nil); code/100 != 2 {
+			t.Fatalf("partition on %s: HTTP %d", nd.name, code)
+		}
+	}
+}
