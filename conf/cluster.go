@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 )
 
 // Cluster configures clustering (issue 7): membership and failure
@@ -28,6 +29,31 @@ type Cluster struct {
 	// (flag --join host:port[,host:port]). Seeds that are down are retried
 	// in the background; empty founds a new cluster that others may join.
 	Join []string `yaml:"join"`
+
+	// RaftListen is where the node's Raft traffic (every Raft group and
+	// the metadata RPCs, over one multiplexed listener) binds, IP:port or
+	// :port. Empty means gossip_listen's host and gossip port + 1 (so the
+	// default pair is 25672/25673). Port 0 picks a free port: peers learn
+	// the address from gossip.
+	RaftListen string `yaml:"raft_listen"`
+	// RaftAdvertise is the address peers reach RaftListen at: host or
+	// host:port. Empty means RaftListen's host, or for a wildcard host the
+	// host gossip advertises, with the bound port.
+	RaftAdvertise string `yaml:"raft_advertise"`
+	// BootstrapExpect: with N > 0 a node without cluster state waits until
+	// N members are alive and then forms the metadata group with them
+	// (start exactly N nodes with the same value). With 0, a node without
+	// join seeds forms a cluster of its own, and a node with seeds waits to
+	// be added by the cluster's leader.
+	BootstrapExpect int `yaml:"bootstrap_expect"`
+	// Cookie is the cluster's shared secret (RabbitMQ's Erlang cookie):
+	// every Raft connection presents it. Empty is allowed (and logged as a
+	// warning); every node must have the same value.
+	Cookie string `yaml:"cookie"`
+	// FaultInjection enables PUT /api/cluster/partition (administrators
+	// only), which cuts this node off from the listed Raft addresses: for
+	// partition tests, never in production.
+	FaultInjection bool `yaml:"fault_injection"`
 }
 
 // DefaultCluster returns the cluster defaults: clustering off, node name
@@ -43,12 +69,35 @@ func DefaultCluster() Cluster {
 // Enabled reports whether the node gossips with other nodes.
 func (c Cluster) Enabled() bool { return c.GossipListen != "" }
 
+// RaftListenAddr returns the effective cluster.raft_listen: RaftListen, or
+// gossip_listen's host with the gossip port + 1; "" when clustering is off
+// or gossip_listen does not parse.
+func (c Cluster) RaftListenAddr() string {
+	if !c.Enabled() || c.RaftListen != "" {
+		return c.RaftListen
+	}
+	host, port, err := splitListen(c.GossipListen)
+	if err != nil {
+		return ""
+	}
+	p, _ := strconv.Atoi(port)
+	if p == 0 || p == 65535 {
+		return ""
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p+1))
+}
+
 // clusterFields are the cluster leaves of Config, for load.go's fields table.
 var clusterFields = []field{
 	f("cluster.node_name", "node name, unique in the cluster (also the API's node name)", func(c *Config) any { return &c.Cluster.NodeName }),
 	f("cluster.gossip_listen", "cluster gossip address, TCP and UDP, e.g. 127.0.0.1:25672 (empty: clustering off)", func(c *Config) any { return &c.Cluster.GossipListen }),
 	f("cluster.advertise_addr", "gossip address peers use: IP or IP:port (empty: gossip_listen's)", func(c *Config) any { return &c.Cluster.AdvertiseAddr }),
 	f("cluster.join", "comma-separated host:port gossip addresses of cluster nodes to join (also --join)", func(c *Config) any { return &c.Cluster.Join }),
+	f("cluster.raft_listen", "Raft listen address, IP:port (empty: gossip_listen's port + 1, e.g. :25673)", func(c *Config) any { return &c.Cluster.RaftListen }),
+	f("cluster.raft_advertise", "Raft address peers use: host or host:port (empty: raft_listen's, or gossip's host)", func(c *Config) any { return &c.Cluster.RaftAdvertise }),
+	f("cluster.bootstrap_expect", "form the cluster once this many nodes are up (0: alone without --join, else wait to be added)", func(c *Config) any { return &c.Cluster.BootstrapExpect }),
+	f("cluster.cookie", "shared secret every node of the cluster presents (RabbitMQ's Erlang cookie)", func(c *Config) any { return &c.Cluster.Cookie }),
+	f("cluster.fault_injection", "enable PUT /api/cluster/partition for partition tests (never in production)", func(c *Config) any { return &c.Cluster.FaultInjection }),
 }
 
 // flagAliases are extra flag names for fields: flag name → YAML key.
@@ -75,8 +124,18 @@ func (c *Config) validateCluster() []error {
 		if cl.AdvertiseAddr != "" {
 			bad("cluster.advertise_addr", "needs cluster.gossip_listen (clustering is off)")
 		}
+		if cl.RaftListen != "" {
+			bad("cluster.raft_listen", "needs cluster.gossip_listen (clustering is off)")
+		}
+		if cl.RaftAdvertise != "" {
+			bad("cluster.raft_advertise", "needs cluster.gossip_listen (clustering is off)")
+		}
+		if cl.BootstrapExpect != 0 {
+			bad("cluster.bootstrap_expect", "needs cluster.gossip_listen (clustering is off)")
+		}
 		return errs
 	}
+	errs = append(errs, c.validateRaft()...)
 	host, port, err := splitListen(cl.GossipListen)
 	switch {
 	case err != nil:
@@ -131,4 +190,64 @@ func ParseAdvertise(s string) (ip string, port int, err error) {
 	}
 	n, _ := strconv.Atoi(p)
 	return h, n, nil
+}
+
+// validateRaft checks raft_listen (its port must be neither the gossip
+// port nor a TCP listener's), raft_advertise, bootstrap_expect and the
+// cookie. Clustering is on.
+func (c *Config) validateRaft() []error {
+	var errs []error
+	bad := func(key string, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("conf: %s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	cl := c.Cluster
+	if cl.BootstrapExpect < 0 {
+		bad("cluster.bootstrap_expect", "%d: must be 0 or more", cl.BootstrapExpect)
+	}
+	if len(cl.Cookie) > 255 {
+		bad("cluster.cookie", "longer than 255 bytes")
+	}
+	if cl.RaftAdvertise != "" {
+		h, p, err := net.SplitHostPort(cl.RaftAdvertise)
+		switch {
+		case err != nil && strings.Contains(cl.RaftAdvertise, ":") && net.ParseIP(cl.RaftAdvertise) == nil:
+			bad("cluster.raft_advertise", "%q: %s", cl.RaftAdvertise, err)
+		case err == nil && (h == "" || p == "0"):
+			bad("cluster.raft_advertise", "%q: needs a host and a non-zero port", cl.RaftAdvertise)
+		case err == nil:
+			if _, _, err := splitListen(cl.RaftAdvertise); err != nil {
+				bad("cluster.raft_advertise", "%q: %s", cl.RaftAdvertise, err)
+			}
+		}
+	}
+	addr := cl.RaftListenAddr()
+	if addr == "" {
+		if _, _, err := splitListen(cl.GossipListen); err == nil {
+			bad("cluster.raft_listen", "cannot derive it from gossip_listen %q: set it", cl.GossipListen)
+		}
+		return errs
+	}
+	host, port, err := splitListen(addr)
+	switch {
+	case err != nil:
+		bad("cluster.raft_listen", "%q: %s", addr, err)
+		return errs
+	case host != "" && net.ParseIP(host) == nil:
+		bad("cluster.raft_listen", "%q: host %q is not an IP address", addr, host)
+		return errs
+	case port == "0":
+		return errs // ephemeral, never conflicts
+	}
+	others := append([]struct{ key, addr string }{{"cluster.gossip_listen", cl.GossipListen}}, append(c.listeners(), c.tlsListeners()...)...)
+	for _, l := range others {
+		if l.addr == "" {
+			continue
+		}
+		lh, lp, err := splitListen(l.addr)
+		if err == nil && lp == port && (lh == host || isWildcard(lh) || isWildcard(host)) {
+			bad("cluster.raft_listen", "%q: port %s is also used by %s", addr, port, l.key)
+			break
+		}
+	}
+	return errs
 }

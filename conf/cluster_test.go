@@ -104,3 +104,61 @@ func TestClusterValidate(t *testing.T) {
 		t.Errorf("bad gossip_listen: %v", err)
 	}
 }
+
+// TestClusterRaft: raft_listen defaults to the gossip port + 1, the Raft
+// settings load from flags and are checked.
+func TestClusterRaft(t *testing.T) {
+	for _, tc := range []struct{ gossip, raft, want string }{
+		{":25672", "", ":25673"},
+		{"127.0.0.1:25700", "", "127.0.0.1:25701"},
+		{"127.0.0.1:25700", "127.0.0.1:0", "127.0.0.1:0"},
+		{"", "", ""},
+	} {
+		c := Cluster{GossipListen: tc.gossip, RaftListen: tc.raft}
+		if got := c.RaftListenAddr(); got != tc.want {
+			t.Errorf("RaftListenAddr(%q, %q) = %q, want %q", tc.gossip, tc.raft, got, tc.want)
+		}
+	}
+	c, err := Load([]string{"--cluster-gossip-listen", "127.0.0.1:25700", "--cluster-raft-listen", "127.0.0.1:25710",
+		"--cluster-raft-advertise", "node1", "--cluster-bootstrap-expect", "3", "--cluster-cookie", "s3cret",
+		"--cluster-fault-injection", "true"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl := c.Cluster; cl.RaftListen != "127.0.0.1:25710" || cl.RaftAdvertise != "node1" || cl.BootstrapExpect != 3 ||
+		cl.Cookie != "s3cret" || !cl.FaultInjection {
+		t.Fatalf("loaded %+v", cl)
+	}
+	for _, tc := range []struct {
+		name string
+		set  func(c *Config)
+		want string // "" = valid
+	}{
+		{"defaults", func(c *Config) {}, ""},
+		{"advertise host:port", func(c *Config) { c.Cluster.RaftAdvertise = "10.0.0.1:26000" }, ""},
+		{"advertise ipv6", func(c *Config) { c.Cluster.RaftAdvertise = "::1" }, ""},
+		{"same port as gossip", func(c *Config) { c.Cluster.RaftListen = ":25700" }, "cluster.raft_listen"},
+		{"same port as amqp", func(c *Config) { c.Cluster.RaftListen = ":5672" }, "cluster.raft_listen"},
+		{"derived clash", func(c *Config) { c.Cluster.GossipListen = "127.0.0.1:5671" }, "cluster.raft_listen"},
+		{"top port", func(c *Config) { c.Cluster.GossipListen = "127.0.0.1:65535" }, "cluster.raft_listen"},
+		{"host name", func(c *Config) { c.Cluster.RaftListen = "node1:25800" }, "cluster.raft_listen"},
+		{"negative expect", func(c *Config) { c.Cluster.BootstrapExpect = -1 }, "cluster.bootstrap_expect"},
+		{"long cookie", func(c *Config) { c.Cluster.Cookie = strings.Repeat("x", 256) }, "cluster.cookie"},
+		{"advertise port 0", func(c *Config) { c.Cluster.RaftAdvertise = "h:0" }, "cluster.raft_advertise"},
+		{"off with raft_listen", func(c *Config) { c.Cluster.GossipListen, c.Cluster.RaftListen = "", ":25673" }, "cluster.raft_listen"},
+		{"off with expect", func(c *Config) { c.Cluster.GossipListen, c.Cluster.BootstrapExpect = "", 3 }, "cluster.bootstrap_expect"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Default()
+			c.Cluster.GossipListen = "127.0.0.1:25700"
+			tc.set(&c)
+			err := c.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatal(err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("err = %v, want one about %s", err, tc.want)
+			}
+		})
+	}
+}
