@@ -162,6 +162,8 @@ type Users struct {
 
 	mu   sync.Mutex // serialises writers: store write, then snapshot swap
 	snap atomic.Pointer[snapshot]
+
+	reloadPending atomic.Bool // ApplyMeta's deferred reload is queued (cluster.go)
 }
 
 // New loads users and permissions from st and, when there is no user at
@@ -181,51 +183,10 @@ func New(st Store, opts Options) (*Users, error) {
 	for _, n := range opts.LoopbackUsers {
 		us.loopback[n] = true
 	}
-	s := &snapshot{users: map[string]*User{}, perms: map[string]map[string]*permission{},
-		tperms: map[string]map[string]map[string]*topicPermission{}}
-	err := st.LoadMeta(userPrefix, func(key string, val []byte) error {
-		var r userRecord
-		if err := json.Unmarshal(val, &r); err != nil {
-			return fmt.Errorf("auth: load %s: %w", key, err)
-		}
-		h, alg, err := decodeHash(r.PasswordHash)
-		if err != nil || r.Name == "" {
-			return fmt.Errorf("auth: load %s: bad record", key)
-		}
-		s.users[r.Name] = &User{name: r.Name, tags: r.Tags, hash: h, alg: alg}
-		return nil
-	})
+	s, orphans, err := loadSnapshot(st)
 	if err != nil {
 		return nil, err
 	}
-	var orphans []string
-	err = st.LoadMeta(permPrefix, func(key string, val []byte) error {
-		var p Permission
-		if err := json.Unmarshal(val, &p); err != nil {
-			return fmt.Errorf("auth: load %s: %w", key, err)
-		}
-		if s.users[p.User] == nil {
-			orphans = append(orphans, key)
-			return nil
-		}
-		cp, err := compilePermission(p)
-		if err != nil {
-			return fmt.Errorf("auth: load %s: %w", key, err)
-		}
-		if s.perms[p.User] == nil {
-			s.perms[p.User] = map[string]*permission{}
-		}
-		s.perms[p.User][p.VHost] = cp
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	tOrphans, err := loadTopicPerms(st, s)
-	if err != nil {
-		return nil, err
-	}
-	orphans = append(orphans, tOrphans...)
 	for _, k := range orphans {
 		if err := st.DeleteMeta(k); err != nil {
 			return nil, fmt.Errorf("auth: delete orphan %s: %w", k, err)
@@ -246,6 +207,57 @@ func New(st Store, opts Options) (*Users, error) {
 		}
 	}
 	return us, nil
+}
+
+// loadSnapshot reads every user, permission and topic permission record
+// from st; permission records of users that do not exist are returned as
+// orphans.
+func loadSnapshot(st Store) (_ *snapshot, orphans []string, err error) {
+	s := &snapshot{users: map[string]*User{}, perms: map[string]map[string]*permission{},
+		tperms: map[string]map[string]map[string]*topicPermission{}}
+	err = st.LoadMeta(userPrefix, func(key string, val []byte) error {
+		var r userRecord
+		if err := json.Unmarshal(val, &r); err != nil {
+			return fmt.Errorf("auth: load %s: %w", key, err)
+		}
+		h, alg, err := decodeHash(r.PasswordHash)
+		if err != nil || r.Name == "" {
+			return fmt.Errorf("auth: load %s: bad record", key)
+		}
+		s.users[r.Name] = &User{name: r.Name, tags: r.Tags, hash: h, alg: alg}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	err = st.LoadMeta(permPrefix, func(key string, val []byte) error {
+		var p Permission
+		if err := json.Unmarshal(val, &p); err != nil {
+			return fmt.Errorf("auth: load %s: %w", key, err)
+		}
+		if s.users[p.User] == nil {
+			orphans = append(orphans, key)
+			return nil
+		}
+		cp, err := compilePermission(p)
+		if err != nil {
+			return fmt.Errorf("auth: load %s: %w", key, err)
+		}
+		if s.perms[p.User] == nil {
+			s.perms[p.User] = map[string]*permission{}
+		}
+		s.perms[p.User][p.VHost] = cp
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	tOrphans, err := loadTopicPerms(st, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	orphans = append(orphans, tOrphans...)
+	return s, orphans, nil
 }
 
 // Authenticate checks name and password. It returns ErrBadCredentials for
