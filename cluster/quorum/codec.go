@@ -87,37 +87,47 @@ func uvarintLen(v uint64) int {
 // allocated beyond the ops slice, which holds at most len(b)/2 ops.
 func decodeEntry(b []byte, ops []op) ([]op, error) {
 	ops = ops[:0]
+	err := walkEntry(b, func(o op) { ops = append(ops, o) })
+	return ops, err
+}
+
+// walkEntry decodes an entry and calls fn (if not nil) for each op in
+// turn, stopping at the first malformed one (an error wrapping
+// ErrCorrupt). It allocates nothing; append data alias b.
+func walkEntry(b []byte, fn func(op)) error {
 	if len(b) == 0 {
-		return ops, fmt.Errorf("%w: empty entry", ErrCorrupt)
+		return fmt.Errorf("%w: empty entry", ErrCorrupt)
 	}
 	if b[0] != entryVersion {
-		return ops, fmt.Errorf("%w: entry version %d, want %d", ErrCorrupt, b[0], entryVersion)
+		return fmt.Errorf("%w: entry version %d, want %d", ErrCorrupt, b[0], entryVersion)
 	}
 	for i := 1; i < len(b); {
 		kind := opKind(b[i])
 		i++
 		if kind != opAppend && kind != opDelete && kind != opReturn {
-			return ops, fmt.Errorf("%w: unknown op kind %d at offset %d", ErrCorrupt, byte(kind), i-1)
+			return fmt.Errorf("%w: unknown op kind %d at offset %d", ErrCorrupt, byte(kind), i-1)
 		}
 		seq, n := binary.Uvarint(b[i:])
 		if n <= 0 {
-			return ops, fmt.Errorf("%w: bad seq at offset %d", ErrCorrupt, i)
+			return fmt.Errorf("%w: bad seq at offset %d", ErrCorrupt, i)
 		}
 		i += n
 		o := op{kind: kind, seq: seq}
 		if kind == opAppend {
 			l, n := binary.Uvarint(b[i:])
 			if n <= 0 {
-				return ops, fmt.Errorf("%w: bad data length at offset %d", ErrCorrupt, i)
+				return fmt.Errorf("%w: bad data length at offset %d", ErrCorrupt, i)
 			}
 			i += n
 			if l > uint64(len(b)-i) {
-				return ops, fmt.Errorf("%w: data length %d past the end of the entry", ErrCorrupt, l)
+				return fmt.Errorf("%w: data length %d past the end of the entry", ErrCorrupt, l)
 			}
 			o.data = b[i : i+int(l) : i+int(l)]
 			i += int(l)
 		}
-		ops = append(ops, o)
+		if fn != nil {
+			fn(o)
+		}
 	}
-	return ops, nil
+	return nil
 }

@@ -16,7 +16,6 @@ import (
 type FSM struct {
 	mu   sync.RWMutex
 	msgs messages
-	ops  []op // Apply's decode scratch, under mu
 }
 
 var (
@@ -51,17 +50,12 @@ func (f *FSM) applyLocked(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	ops, err := decodeEntry(l.Data, f.ops)
-	if err != nil {
-		clear(ops)
-		f.ops = ops[:0]
+	// Two passes over the entry, no op slice kept: check it all, then
+	// apply (a bad entry changes nothing).
+	if err := walkEntry(l.Data, nil); err != nil {
 		return err
 	}
-	for _, o := range ops {
-		f.msgs.apply(o)
-	}
-	clear(ops) // drop the aliases of l.Data
-	f.ops = ops[:0]
+	walkEntry(l.Data, f.msgs.apply)
 	return nil
 }
 

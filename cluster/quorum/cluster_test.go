@@ -1,0 +1,592 @@
+package quorum
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// tnode is one member of an in-process Raft group: in-memory stores and
+// transport, its own FSM.
+type tnode struct {
+	id    raft.ServerID
+	addr  raft.ServerAddress
+	trans *raft.InmemTransport
+	store *raft.InmemStore // log and stable store; survives restart
+	snaps *raft.InmemSnapshotStore
+	fsm   *FSM
+	r     *raft.Raft
+	down  bool
+}
+
+type tcluster struct {
+	t     testing.TB
+	conf  func(*raft.Config)
+	nodes []*tnode
+}
+
+func fastConfig(id raft.ServerID) *raft.Config {
+	c := raft.DefaultConfig()
+	c.LocalID = id
+	c.HeartbeatTimeout = 50 * time.Millisecond
+	c.ElectionTimeout = 50 * time.Millisecond
+	c.LeaderLeaseTimeout = 50 * time.Millisecond
+	c.CommitTimeout = 5 * time.Millisecond
+	c.Logger = hclog.NewNullLogger()
+	return c
+}
+
+// newCluster starts n bootstrapped members; conf may adjust each config.
+func newCluster(t testing.TB, n int, conf func(*raft.Config)) *tcluster {
+	t.Helper()
+	c := &tcluster{t: t, conf: conf}
+	var servers []raft.Server
+	for i := 0; i < n; i++ {
+		nd := &tnode{id: raft.ServerID("n" + strconv.Itoa(i)), store: raft.NewInmemStore(), snaps: raft.NewInmemSnapshotStore()}
+		nd.addr, nd.trans = raft.NewInmemTransport("")
+		c.nodes = append(c.nodes, nd)
+		servers = append(servers, raft.Server{ID: nd.id, Address: nd.addr})
+	}
+	c.connectAll()
+	for _, nd := range c.nodes {
+		c.start(nd)
+		if err := nd.r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(c.shutdown)
+	return c
+}
+
+func (c *tcluster) start(nd *tnode) {
+	c.t.Helper()
+	rc := fastConfig(nd.id)
+	if c.conf != nil {
+		c.conf(rc)
+	}
+	nd.fsm = NewFSM()
+	r, err := raft.NewRaft(rc, nd.fsm, nd.store, nd.store, nd.snaps, nd.trans)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	nd.r, nd.down = r, false
+}
+
+// connectAll links every pair of transports that are up.
+func (c *tcluster) connectAll() {
+	for _, a := range c.nodes {
+		for _, b := range c.nodes {
+			if a != b && !a.down && !b.down {
+				a.trans.Connect(b.addr, b.trans)
+			}
+		}
+	}
+}
+
+// isolate cuts nd off from every other member, both ways.
+func (c *tcluster) isolate(nd *tnode) {
+	nd.trans.DisconnectAll()
+	for _, o := range c.nodes {
+		if o != nd {
+			o.trans.Disconnect(nd.addr)
+		}
+	}
+}
+
+// kill shuts nd's Raft down (its stores survive for restart).
+func (c *tcluster) kill(nd *tnode) {
+	c.t.Helper()
+	c.isolate(nd)
+	if err := nd.r.Shutdown().Error(); err != nil {
+		c.t.Fatal(err)
+	}
+	nd.down = true
+}
+
+// restart brings a killed nd back with a fresh FSM and transport over
+// its old stores.
+func (c *tcluster) restart(nd *tnode) {
+	c.t.Helper()
+	_, nd.trans = raft.NewInmemTransport(nd.addr)
+	c.start(nd)
+	c.connectAll()
+}
+
+func (c *tcluster) shutdown() {
+	for _, nd := range c.nodes {
+		if !nd.down {
+			nd.r.Shutdown().Error()
+			nd.down = true
+		}
+	}
+}
+
+func (c *tcluster) up() []*tnode {
+	var out []*tnode
+	for _, nd := range c.nodes {
+		if !nd.down {
+			out = append(out, nd)
+		}
+	}
+	return out
+}
+
+// leader waits for one running member to lead, with a Barrier committed
+// in its term, and returns it.
+func (c *tcluster) leader() *tnode {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, nd := range c.up() {
+			if nd.r.State() == raft.Leader && nd.r.Barrier(time.Second).Error() == nil {
+				return nd
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.t.Fatal("no leader elected")
+	return nil
+}
+
+// waitEqual waits until every running member's FSM equals the leader's
+// (after a Barrier on the leader).
+func (c *tcluster) waitEqual(ld *tnode) []entry {
+	c.t.Helper()
+	if err := ld.r.Barrier(5 * time.Second).Error(); err != nil {
+		c.t.Fatal(err)
+	}
+	want := dump(ld.fsm)
+	deadline := time.Now().Add(10 * time.Second)
+	for _, nd := range c.up() {
+		for {
+			err := equalEntries(dump(nd.fsm), want)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.t.Fatalf("%s differs from leader %s: %v", nd.id, ld.id, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return want
+}
+
+func msg(i int) []byte { return []byte(fmt.Sprintf("%016d", i)) }
+
+// results collects done callbacks: the error per seq and their order.
+type results struct {
+	mu    sync.Mutex
+	wg    sync.WaitGroup
+	errs  map[uint64]error
+	order []uint64
+}
+
+func newResults() *results { return &results{errs: map[uint64]error{}} }
+
+func (rs *results) done(seq uint64) func(error) {
+	rs.wg.Add(1)
+	return func(err error) {
+		rs.mu.Lock()
+		if _, dup := rs.errs[seq]; dup {
+			panic(fmt.Sprintf("done called twice for %d", seq))
+		}
+		rs.errs[seq] = err
+		rs.order = append(rs.order, seq)
+		rs.mu.Unlock()
+		rs.wg.Done()
+	}
+}
+
+func (rs *results) wait(t testing.TB) {
+	t.Helper()
+	ch := make(chan struct{})
+	go func() { rs.wg.Wait(); close(ch) }()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatal("done callbacks missing")
+	}
+}
+
+func (rs *results) acked() []uint64 {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	var out []uint64
+	for _, s := range rs.order {
+		if rs.errs[s] == nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func skipShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("in-process Raft cluster: skipped with -short")
+	}
+}
+
+func TestClusterAppendDeleteReturn(t *testing.T) {
+	skipShort(t)
+	c := newCluster(t, 3, nil)
+	ld := c.leader()
+	l, err := New(ld.r, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	const n = 10000
+	rs := newResults()
+	for i := 0; i < n; i++ {
+		l.AppendMessage(1, uint64(i), msg(i), rs.done(uint64(i)))
+	}
+	rs.wait(t)
+	for i, s := range rs.order {
+		if s != uint64(i) {
+			t.Fatalf("callback %d was for seq %d: out of order", i, s)
+		}
+		if err := rs.errs[s]; err != nil {
+			t.Fatalf("seq %d: %v", s, err)
+		}
+	}
+	if ld.fsm.Len() != n || ld.fsm.Bytes() != 16*n {
+		t.Fatalf("leader FSM: %d messages, %d bytes", ld.fsm.Len(), ld.fsm.Bytes())
+	}
+	t.Logf("%d appends in %d raft entries", n, ld.r.LastIndex())
+	if ld.r.LastIndex() >= n {
+		t.Errorf("no batching: %d entries for %d appends", ld.r.LastIndex(), n)
+	}
+	c.waitEqual(ld)
+
+	// Delete the even seqs, return every third odd one twice, then a
+	// marker append: done(nil) for it means all of the above is applied.
+	for i := 0; i < n; i++ {
+		switch {
+		case i%2 == 0:
+			l.DeleteMessage(1, uint64(i))
+		case i%3 == 0:
+			l.ReturnMessage(1, uint64(i))
+			l.ReturnMessage(1, uint64(i))
+		}
+	}
+	l.DeleteMessage(1, 1<<40) // unknown: ignored
+	l.ReturnMessage(1, 1<<40)
+	marker := newResults()
+	l.AppendMessage(1, n, msg(n), marker.done(n))
+	marker.wait(t)
+	if err := marker.errs[n]; err != nil {
+		t.Fatal(err)
+	}
+	got := c.waitEqual(ld)
+	if len(got) != n/2+1 {
+		t.Fatalf("%d messages after deletes, want %d", len(got), n/2+1)
+	}
+	for _, e := range got[:n/2] {
+		want := uint32(0)
+		if e.seq%3 == 0 {
+			want = 2
+		}
+		if e.seq%2 == 0 || e.returns != want || string(e.data) != string(msg(int(e.seq))) {
+			t.Fatalf("message %d: returns %d data %q", e.seq, e.returns, e.data)
+		}
+	}
+}
+
+// watchLog records one member's leadership reports.
+type watchLog struct {
+	mu     sync.Mutex
+	events []bool
+	ch     chan bool
+}
+
+func watch(t testing.TB, nd *tnode) *watchLog {
+	wl := &watchLog{ch: make(chan bool, 100)}
+	w := Watch(nd.r, 5*time.Second, func(leader bool) {
+		wl.mu.Lock()
+		if n := len(wl.events); (n == 0 && !leader) || (n > 0 && wl.events[n-1] == leader) {
+			t.Errorf("%s: report %v does not alternate: %v", nd.id, leader, wl.events)
+		}
+		wl.events = append(wl.events, leader)
+		wl.mu.Unlock()
+		wl.ch <- leader
+	})
+	t.Cleanup(w.Stop)
+	return wl
+}
+
+func (wl *watchLog) await(t testing.TB, leader bool) {
+	t.Helper()
+	select {
+	case got := <-wl.ch:
+		if got != leader {
+			t.Fatalf("watch reported %v, want %v", got, leader)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("watch did not report %v", leader)
+	}
+}
+
+func TestClusterFailover(t *testing.T) {
+	skipShort(t)
+	c := newCluster(t, 3, nil)
+	watches := map[*tnode]*watchLog{}
+	for _, nd := range c.nodes {
+		watches[nd] = watch(t, nd)
+	}
+	old := c.leader()
+	watches[old].await(t, true)
+	l, err := New(old.r, Options{MaxBatchBytes: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A follower's Log fails: it is not the leader.
+	var follower *tnode
+	for _, nd := range c.nodes {
+		if nd != old {
+			follower = nd
+		}
+	}
+	fl, _ := New(follower.r, Options{})
+	frs := newResults()
+	fl.AppendMessage(1, 99, msg(99), frs.done(99))
+	frs.wait(t)
+	if err := frs.errs[99]; !errors.Is(err, raft.ErrNotLeader) {
+		t.Fatalf("append on a follower: %v", err)
+	}
+	if !errors.Is(fl.Err(), raft.ErrNotLeader) {
+		t.Fatalf("follower Log Err = %v", fl.Err())
+	}
+	fl.Close()
+
+	// Appends in flight when the leader dies: every acked one survives.
+	const n = 6000
+	rs := newResults()
+	killed := make(chan struct{})
+	go func() {
+		for len(rs.acked()) < 1000 {
+			time.Sleep(time.Millisecond)
+		}
+		c.kill(old)
+		close(killed)
+	}()
+	for i := 0; i < n; i++ {
+		l.AppendMessage(1, uint64(i), msg(i), rs.done(uint64(i)))
+		if i%50 == 0 {
+			time.Sleep(time.Millisecond) // spread the appends over the kill
+		}
+		if i%3 == 0 && i > 0 {
+			l.DeleteMessage(1, uint64(i-1))
+		}
+	}
+	rs.wait(t)
+	<-killed
+	acked := rs.acked()
+	t.Logf("%d of %d appends acked before the leader died", len(acked), n)
+	if len(acked) == n {
+		t.Log("every append was acked before the kill took effect")
+	}
+	// Acks are a prefix: once one append failed, none after it succeeded.
+	for i, s := range rs.order {
+		if rs.errs[s] != nil {
+			for _, s2 := range rs.order[i:] {
+				if rs.errs[s2] == nil {
+					t.Fatalf("seq %d acked after seq %d failed", s2, s)
+				}
+			}
+			break
+		}
+	}
+	if l.Err() == nil {
+		t.Fatal("old leader's Log has not failed")
+	}
+	late := newResults()
+	l.AppendMessage(1, n+1, msg(n+1), late.done(n+1))
+	late.wait(t)
+	if late.errs[n+1] == nil {
+		t.Fatal("append on a dead leader's Log succeeded")
+	}
+	l.Close()
+	watches[old].await(t, false)
+
+	nl := c.leader()
+	watches[nl].await(t, true) // after its Barrier: the FSM holds every committed entry
+	have := map[uint64]string{}
+	nl.fsm.Messages(func(seq uint64, data []byte, _ uint32) bool {
+		have[seq] = string(data)
+		return true
+	})
+	for _, s := range acked {
+		data, ok := have[s]
+		if !ok && s%3 != 2 { // seqs ≡ 2 (mod 3) were deleted after the next append
+			t.Fatalf("acked seq %d lost in failover", s)
+		}
+		if ok && data != string(msg(int(s))) {
+			t.Fatalf("seq %d: %q", s, data)
+		}
+	}
+
+	// The new leader takes appends.
+	l2, _ := New(nl.r, Options{})
+	defer l2.Close()
+	rs2 := newResults()
+	for i := n + 10; i < n+510; i++ {
+		l2.AppendMessage(1, uint64(i), msg(i), rs2.done(uint64(i)))
+	}
+	rs2.wait(t)
+	if len(rs2.acked()) != 500 {
+		t.Fatalf("new leader: %d of 500 appends acked", len(rs2.acked()))
+	}
+	c.waitEqual(nl)
+
+	// The old leader comes back as a follower and catches up.
+	c.restart(old)
+	c.waitEqual(nl)
+	if c.leader() != nl {
+		t.Log("leadership moved after the restart")
+	}
+}
+
+func TestClusterSnapshotCatchUp(t *testing.T) {
+	skipShort(t)
+	c := newCluster(t, 3, func(rc *raft.Config) {
+		rc.SnapshotThreshold = 64
+		rc.SnapshotInterval = 20 * time.Millisecond
+		rc.TrailingLogs = 16
+	})
+	ld := c.leader()
+	l, _ := New(ld.r, Options{MaxBatchBytes: 256}) // many small entries
+	defer l.Close()
+	var lag, other *tnode
+	for _, nd := range c.nodes {
+		if nd != ld {
+			if lag == nil {
+				lag = nd
+			} else {
+				other = nd
+			}
+		}
+	}
+
+	appendRange := func(from, to int) {
+		t.Helper()
+		rs := newResults()
+		for i := from; i < to; i++ {
+			l.AppendMessage(1, uint64(i), msg(i), rs.done(uint64(i)))
+			if i%4 == 0 {
+				l.ReturnMessage(1, uint64(i))
+			}
+			if i%5 == 0 {
+				l.DeleteMessage(1, uint64(i-1))
+			}
+		}
+		rs.wait(t)
+		if len(rs.acked()) != to-from {
+			t.Fatalf("%d of %d appends acked", len(rs.acked()), to-from)
+		}
+	}
+	appendRange(0, 500)
+	c.waitEqual(ld)
+
+	// A lagging member: cut off while the leader's log is compacted past it.
+	c.isolate(lag)
+	lagIndex := lag.r.LastIndex()
+	appendRange(500, 3000)
+	if err := ld.r.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		t.Fatal(err)
+	}
+	first, _ := ld.store.FirstIndex()
+	if first <= lagIndex+1 {
+		t.Fatalf("leader log starts at %d, lagging member has %d: no snapshot needed", first, lagIndex)
+	}
+	c.connectAll()
+	want := c.waitEqual(ld)
+	if s := lag.r.Stats()["last_snapshot_index"]; s == "0" {
+		t.Fatalf("lagging member caught up without a snapshot (last_snapshot_index %s)", s)
+	}
+	if len(want) == 0 {
+		t.Fatal("empty state")
+	}
+
+	// A restarted member: fresh FSM over its old stores, more entries and
+	// snapshots meanwhile.
+	c.kill(other)
+	appendRange(3000, 4000)
+	if err := ld.r.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		t.Fatal(err)
+	}
+	c.restart(other)
+	c.waitEqual(ld)
+	if other.fsm.Len() != ld.fsm.Len() || other.fsm.Bytes() != ld.fsm.Bytes() {
+		t.Fatalf("restarted member: %d/%d vs %d/%d", other.fsm.Len(), other.fsm.Bytes(), ld.fsm.Len(), ld.fsm.Bytes())
+	}
+}
+
+// TestLogClose: a leader that cannot commit (its followers are cut off)
+// holds one batch in flight; everything queued behind it fails with
+// ErrClosed on Close, callers blocked on MaxPendingBytes are released,
+// and ops after Close fail too.
+func TestLogClose(t *testing.T) {
+	skipShort(t)
+	c := newCluster(t, 3, func(rc *raft.Config) {
+		// Slow to notice the lost quorum, so that Close comes first.
+		rc.HeartbeatTimeout = time.Second
+		rc.ElectionTimeout = time.Second
+		rc.LeaderLeaseTimeout = time.Second
+	})
+	ld := c.leader()
+	for _, nd := range c.nodes {
+		if nd != ld {
+			c.isolate(nd)
+		}
+	}
+	l, _ := New(ld.r, Options{MaxInFlight: 1, MaxPendingBytes: 1024, MaxBatchBytes: 256})
+	rs := newResults()
+	const n = 1000
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		for i := 0; i < n; i++ {
+			l.AppendMessage(1, uint64(i), msg(i), rs.done(uint64(i)))
+		}
+	}()
+	select {
+	case <-returned:
+		t.Fatal("1000 appends queued past MaxPendingBytes of 1 KiB without blocking")
+	case <-time.After(100 * time.Millisecond):
+	}
+	l.Close()
+	<-returned // every rs.done registered
+	rs.wait(t)
+	closed := 0
+	for _, err := range rs.errs {
+		switch {
+		case err == nil:
+			t.Fatal("an append committed without a quorum")
+		case errors.Is(err, ErrClosed):
+			closed++
+		}
+	}
+	if closed == 0 {
+		t.Fatal("no op failed with ErrClosed")
+	}
+	t.Logf("%d of %d appends failed with ErrClosed", closed, n)
+	after := newResults()
+	l.AppendMessage(1, n, msg(n), after.done(n))
+	after.wait(t)
+	if !errors.Is(after.errs[n], ErrClosed) {
+		t.Fatalf("append after Close: %v", after.errs[n])
+	}
+	if l.Err() == nil {
+		t.Fatal("Err after Close is nil")
+	}
+	l.Close() // twice is fine
+}
