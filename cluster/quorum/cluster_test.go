@@ -590,3 +590,74 @@ func TestLogClose(t *testing.T) {
 	}
 	l.Close() // twice is fine
 }
+
+// TestClusterDeposedLeader: a leader cut off from its group (alive, not
+// shut down) steps down; its Log fails every op, Watch reports the loss,
+// the majority elects another leader, and after the partition heals the
+// old leader follows with the same state.
+func TestClusterDeposedLeader(t *testing.T) {
+	skipShort(t)
+	c := newCluster(t, 3, nil)
+	old := c.leader()
+	wOld := watch(t, old)
+	wOld.await(t, true)
+	l, _ := New(old.r, Options{})
+	defer l.Close()
+	rs := newResults()
+	for i := 0; i < 100; i++ {
+		l.AppendMessage(1, uint64(i), msg(i), rs.done(uint64(i)))
+	}
+	rs.wait(t)
+	if len(rs.acked()) != 100 {
+		t.Fatalf("%d of 100 acked", len(rs.acked()))
+	}
+
+	c.isolate(old)
+	wOld.await(t, false)
+	cut := newResults()
+	for i := 100; i < 200; i++ {
+		l.AppendMessage(1, uint64(i), msg(i), cut.done(uint64(i)))
+	}
+	cut.wait(t)
+	if n := len(cut.acked()); n != 0 {
+		t.Fatalf("%d appends acked by a deposed leader", n)
+	}
+	if err := cut.errs[199]; !errors.Is(err, raft.ErrNotLeader) && !errors.Is(err, raft.ErrLeadershipLost) {
+		t.Fatalf("append on a deposed leader: %v", err)
+	}
+
+	var nl *tnode
+	deadline := time.Now().Add(10 * time.Second)
+	for nl == nil && time.Now().Before(deadline) {
+		for _, nd := range c.nodes {
+			if nd != old && nd.r.State() == raft.Leader {
+				nl = nd
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if nl == nil {
+		t.Fatal("the majority elected no leader")
+	}
+	l2, _ := New(nl.r, Options{})
+	defer l2.Close()
+	rs2 := newResults()
+	l2.AppendMessage(1, 1000, msg(1000), rs2.done(1000))
+	rs2.wait(t)
+	if err := rs2.errs[1000]; err != nil {
+		t.Fatal(err)
+	}
+
+	c.connectAll()
+	got := c.waitEqual(c.leader())
+	if len(got) < 101 {
+		t.Fatalf("%d messages after healing, want at least the 101 acked", len(got))
+	}
+	// The old Log stays failed even if its node leads again.
+	again := newResults()
+	l.AppendMessage(1, 2000, msg(2000), again.done(2000))
+	again.wait(t)
+	if again.errs[2000] == nil {
+		t.Fatal("a failed Log took an append")
+	}
+}
