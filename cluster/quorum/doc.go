@@ -34,9 +34,12 @@
 //     Options.MaxPendingBytes (64 MiB) of queued, unproposed ops; done
 //     callbacks run on the Log's own goroutine, never inside the call
 //     that queued them, so they may take the lock the caller held.
-//   - Memory: 40 bytes a message plus its data; deletes leave slots that
-//     are compacted once they are half the slice (amortised O(1)).
-//     Snapshot copies the 40-byte slots, not the data. Decoding a
+//   - Memory: a 40-byte slot per message plus its data, in one
+//     seq-ordered slice (binary search, no map); deleted slots are
+//     compacted away once they are more than half the slice (amortised
+//     O(1)), so at most 80 bytes a message plus data; a FIFO queue's
+//     deletes at the head cost nothing until then. Snapshot copies the
+//     live slots, not the data. Decoding a
 //     snapshot or an entry never allocates much more than its input, and
 //     malformed input is an error, never a panic.
 //
