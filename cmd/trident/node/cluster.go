@@ -2,23 +2,27 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/trident-broker/trident/cluster/discovery"
+	"github.com/trident-broker/trident/cluster/meta"
 	"github.com/trident-broker/trident/conf"
 	"github.com/trident-broker/trident/web"
 )
 
-// Clustering (issue 7), as far as discovery: when cluster.gossip_listen is
-// set the node joins the cluster's gossip (cluster/discovery) under
-// cluster.node_name, tells the other nodes its AMQP and HTTP addresses in
-// its gossiped metadata, and lists every member in /api/nodes. It runs as a
-// front end so that Close leaves the cluster (peers see "left", not a
-// failure) before the core and the store close. With gossip_listen empty
-// nothing here runs.
+// Clustering (issue 7): when cluster.gossip_listen is set the node joins
+// the cluster's gossip (cluster/discovery) under cluster.node_name, tells
+// the other nodes its AMQP, HTTP and Raft addresses in its gossiped
+// metadata, and lists every member in /api/nodes. It then starts its Raft
+// side (raft.go): the mux on cluster.raft_listen, the Raft DB, the groups
+// host and the metadata group. It runs as a front end so that Close leaves
+// the cluster (peers see "left", not a failure) and stops Raft before the
+// core and the store close. With gossip_listen empty nothing here runs.
 
 func init() { starters = append(starters, (*Node).startCluster) }
 
@@ -28,7 +32,10 @@ const leaveTimeout = 2 * time.Second
 // clusterFrontEnd is the node's membership in the cluster.
 type clusterFrontEnd struct {
 	m    *discovery.Membership
-	addr net.Addr // the gossip listener, for /api/overview's listeners
+	addr net.Addr  // the gossip listener, for /api/overview's listeners
+	raft *raftSide // nil until started
+	// metaGroup is set once the metadata group runs, for OnEvent.
+	metaGroup atomic.Pointer[meta.Group]
 }
 
 func (n *Node) startCluster() error {
@@ -57,32 +64,47 @@ func (n *Node) startCluster() error {
 		}
 		dc.AdvertiseAddr, dc.AdvertisePort, advHost = ip, p, ip
 	}
-	dc.Meta = n.clusterMeta(advHost)
+	dc.Meta = n.clusterMeta(advHost, "")
+	f := &clusterFrontEnd{}
+	dc.OnEvent = func(discovery.Event) {
+		if g := f.metaGroup.Load(); g != nil {
+			g.Kick() // the leader reconciles the Raft configuration
+		}
+	}
 	m, err := discovery.Start(dc, n.log.With("component", "cluster"))
 	if err != nil {
 		return fmt.Errorf("node: cluster: %w", err)
 	}
+	f.m = m
 	if isUnspecified(advHost) {
 		// Bound to every address: memberlist picked the address it
 		// advertises; tell peers our listeners at that address.
 		if h, _, err := net.SplitHostPort(m.LocalMember().Addr); err == nil && h != "" {
-			if err := m.SetMeta(n.clusterMeta(h), time.Second); err != nil {
-				n.log.Warn("cluster: could not update metadata", "err", err)
-			}
+			advHost = h
 		}
 	}
-	f := &clusterFrontEnd{m: m}
 	f.addr, _ = net.ResolveTCPAddr("tcp", c.GossipListen)
 	n.frontEnds = append(n.frontEnds, f)
 	n.log.Info("cluster membership started", "node", dc.NodeName, "gossip", c.GossipListen, "join", c.Join)
+	if f.raft, err = n.startRaft(f, advHost); err != nil {
+		return err
+	}
+	if err := m.SetMeta(n.clusterMeta(advHost, f.raft.mux.Addr()), time.Second); err != nil {
+		n.log.Warn("cluster: could not update metadata", "err", err)
+	}
 	return nil
 }
 
 // clusterMeta is the metadata gossiped about this node: the addresses of
-// its AMQP and HTTP listeners, with a wildcard host replaced by host.
-// (An HTTP listener on port 0 is not bound yet and is left out.)
-func (n *Node) clusterMeta(host string) map[string]string {
+// its AMQP and HTTP listeners, with a wildcard host replaced by host, and
+// under "raft" its advertised mux address (the Raft ServerAddress of all
+// its groups) once the mux runs. (An HTTP listener on port 0 is not bound
+// yet and is left out.)
+func (n *Node) clusterMeta(host, raftAddr string) map[string]string {
 	meta := map[string]string{}
+	if raftAddr != "" {
+		meta[discoveryRaftKey] = raftAddr
+	}
 	addr := func(listen string) string {
 		h, p, err := net.SplitHostPort(listen)
 		if err != nil || p == "0" {
@@ -114,17 +136,27 @@ func isUnspecified(h string) bool {
 
 func (f *clusterFrontEnd) Name() string { return "clustering" }
 
-// Shutdown leaves the cluster (peers record "left") and stops gossip.
+// Shutdown leaves the cluster (peers record "left"), then stops the Raft
+// groups, the mux and the Raft DB, and gossip last.
 func (f *clusterFrontEnd) Shutdown(ctx context.Context) error {
 	timeout := leaveTimeout
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
 		timeout = max(time.Until(d), 100*time.Millisecond)
 	}
+	var errs []error
 	if err := f.m.Leave(timeout); err != nil && err != discovery.ErrShutdown {
-		_ = f.m.Shutdown()
-		return fmt.Errorf("leave: %w", err)
+		errs = append(errs, fmt.Errorf("leave: %w", err))
 	}
-	return f.m.Shutdown()
+	if f.raft != nil {
+		f.metaGroup.Store(nil)
+		if err := f.raft.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := f.m.Shutdown(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 func (f *clusterFrontEnd) ListConnections() []web.ConnectionInfo    { return nil }

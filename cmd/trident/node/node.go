@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/cluster/meta"
 	"github.com/trident-broker/trident/conf"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/amqp"
@@ -33,6 +34,10 @@ type Node struct {
 	store  *store.Badger
 	broker *exchange.Broker
 	users  *auth.Users
+
+	// metaStore wraps store when clustering is on: the core's and the
+	// users' replicated records go through the metadata group (cluster.go).
+	metaStore *meta.Store
 
 	amqp       *amqp.Server
 	amqpLn     net.Listener
@@ -90,12 +95,17 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: open store %s: %w", dir, err)
 	}
-	n.broker, err = exchange.New(n.store, log.With("component", "core"))
+	var st exchange.Store = n.store
+	if cfg.Cluster.Enabled() {
+		n.metaStore = meta.Wrap(n.store, replicatedKey)
+		st = n.metaStore
+	}
+	n.broker, err = exchange.New(st, log.With("component", "core"))
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	n.broker.Limiter().Set(exchange.Limits(cfg.Limits))
-	n.users, err = auth.New(n.store, n.authOptions())
+	n.users, err = auth.New(st, n.authOptions())
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}

@@ -42,7 +42,7 @@ func (n *Node) startHTTP() error {
 		DiskFreeLimit: int64(n.cfg.DiskFreeLimit),
 		Cluster:       n.webCluster(),
 	})
-	n.http = &http.Server{Handler: n.api.Handler(), ReadHeaderTimeout: n.cfg.AMQP.HandshakeTimeout}
+	n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: n.cfg.AMQP.HandshakeTimeout}
 	if ln == nil {
 		return nil
 	}

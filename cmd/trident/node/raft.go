@@ -1,0 +1,200 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/cluster/groups"
+	"github.com/trident-broker/trident/cluster/meta"
+	"github.com/trident-broker/trident/cluster/mux"
+	"github.com/trident-broker/trident/cluster/raftstore"
+	"github.com/trident-broker/trident/exchange"
+)
+
+// The Raft side of clustering: one mux listener (cluster.raft_listen)
+// carrying every Raft group and the metadata RPCs, one Raft DB under
+// <data_dir>/raft/badger, the groups host (snapshots under
+// <data_dir>/raft/snapshots) and the metadata group, whose committed
+// records the node writes into its local store and applies to the core
+// and the users.
+
+// discoveryRaftKey is the gossiped metadata key of a node's Raft address.
+const discoveryRaftKey = meta.RaftMetaKey
+
+// replicatedKey reports whether a metadata record is cluster-wide: the
+// core's topology (exchange.ReplicatedKey) and auth's users, permissions
+// and topic permissions.
+func replicatedKey(key string) bool {
+	return exchange.ReplicatedKey(key) || auth.ReplicatedKey(key)
+}
+
+// metaRank orders a snapshot restore's records: a vhost before the users'
+// permissions in it and before its exchanges, queues and bindings.
+func metaRank(key string) int {
+	for i, p := range []string{"vhost/", "user/", "perm/", "tperm/", "exchange/", "queue/", "binding/"} {
+		if strings.HasPrefix(key, p) {
+			return i
+		}
+	}
+	return 7
+}
+
+// raftSide is what startRaft started, closed in reverse.
+type raftSide struct {
+	mux    *mux.Mux
+	db     *raftstore.DB
+	host   *groups.Host
+	meta   *meta.Group
+	store  *meta.Store
+	cancel context.CancelFunc // stops a bootstrap_expect wait
+}
+
+func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err error) {
+	c := n.cfg.Cluster
+	log := n.log.With("component", "cluster")
+	if c.Cookie == "" {
+		log.Warn("cluster.cookie is empty: any host that reaches the Raft port can join the cluster's Raft traffic")
+	}
+	rs := &raftSide{store: n.metaStore}
+	defer func() {
+		if err != nil {
+			if cerr := rs.close(); cerr != nil {
+				log.Warn("cleanup after failed cluster start", "err", cerr)
+			}
+		}
+	}()
+	listen := c.RaftListenAddr()
+	adv := c.RaftAdvertise
+	if h, _, err := net.SplitHostPort(listen); adv == "" && err == nil && isUnspecified(h) && !isUnspecified(advHost) {
+		adv = advHost // bound to every address: peers use gossip's host
+	}
+	if rs.mux, err = mux.Listen(listen, adv, c.Cookie, log.With("component", "mux")); err != nil {
+		return nil, fmt.Errorf("node: cluster.raft_listen: %w", err)
+	}
+	dir := filepath.Join(n.cfg.DataDir, "raft")
+	if rs.db, err = raftstore.Open(filepath.Join(dir, "badger"), raftstore.Options{}, log.With("component", "raftstore")); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	rs.host = groups.New(groups.Config{DB: rs.db, Mux: rs.mux, Dir: filepath.Join(dir, "snapshots"),
+		NodeID: n.nodeName(), Log: log.With("component", "raft")})
+	applier := &meta.StoreApplier{Local: n.store, Replicated: replicatedKey, Rank: metaRank,
+		Hooks: []func([]exchange.MetaOp) error{
+			n.broker.ApplyMeta,
+			func(ops []exchange.MetaOp) error {
+				keys := make([]string, len(ops))
+				for i, op := range ops {
+					keys[i] = op.Key
+				}
+				n.users.ApplyMeta(keys)
+				return nil
+			},
+		}}
+	if rs.meta, err = meta.Start(meta.Config{Host: rs.host, Mux: rs.mux, Applier: applier, Index: n.store,
+		Log: log.With("group", meta.Name), Members: f.m.Members}); err != nil {
+		return nil, fmt.Errorf("node: metadata group: %w", err)
+	}
+	f.metaGroup.Store(rs.meta)
+	hasState := rs.meta.Raft().LastIndex() > 0
+	switch {
+	case hasState:
+		log.Info("metadata group restarted from its state")
+	case c.BootstrapExpect > 0:
+		var ctx context.Context
+		ctx, rs.cancel = context.WithCancel(context.Background())
+		log.Info("metadata group waits for the expected members", "bootstrap_expect", c.BootstrapExpect)
+		go func() {
+			if err := rs.meta.BootstrapExpect(ctx, c.BootstrapExpect, f.m.Members); err != nil &&
+				!errors.Is(err, context.Canceled) && !errors.Is(err, meta.ErrClosed) {
+				log.Error("metadata group bootstrap", "err", err)
+			}
+		}()
+	case len(c.Join) == 0:
+		log.Info("metadata group bootstrapped alone (no cluster.join, no bootstrap_expect)")
+		if err := rs.meta.Bootstrap([]raft.Server{rs.host.Self()}); err != nil {
+			return nil, fmt.Errorf("node: metadata group bootstrap: %w", err)
+		}
+	default:
+		log.Info("metadata group waits to be added by the cluster's leader")
+	}
+	n.metaStore.Attach(rs.meta)
+	log.Info("raft started", "raft_listen", rs.mux.BoundAddr().String(), "raft_advertise", rs.mux.Addr())
+	return rs, nil
+}
+
+// close stops replication, the groups, the mux and the DB, in that order.
+func (rs *raftSide) close() error {
+	var errs []error
+	if rs.cancel != nil {
+		rs.cancel()
+	}
+	if rs.store != nil {
+		rs.store.Detach()
+	}
+	if rs.meta != nil {
+		if err := rs.meta.Close(); err != nil && !errors.Is(err, groups.ErrNotRunning) {
+			errs = append(errs, fmt.Errorf("metadata group: %w", err))
+		}
+	}
+	if rs.host != nil {
+		if err := rs.host.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if rs.mux != nil {
+		_ = rs.mux.Close()
+	}
+	if rs.db != nil {
+		if err := rs.db.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("raft db: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (n *Node) raftSide() *raftSide {
+	if f := n.clusterFront(); f != nil {
+		return f.raft
+	}
+	return nil
+}
+
+// MetaLeader returns the node name of the metadata group's leader, "" when
+// unknown or clustering is off.
+func (n *Node) MetaLeader() string {
+	if rs := n.raftSide(); rs != nil && rs.meta != nil {
+		id, _ := rs.meta.Leader()
+		return id
+	}
+	return ""
+}
+
+// MetaGroup returns the metadata group, nil when clustering is off.
+func (n *Node) MetaGroup() *meta.Group {
+	if rs := n.raftSide(); rs != nil {
+		return rs.meta
+	}
+	return nil
+}
+
+// Mux returns the node's Raft mux, nil when clustering is off.
+func (n *Node) Mux() *mux.Mux {
+	if rs := n.raftSide(); rs != nil {
+		return rs.mux
+	}
+	return nil
+}
+
+// Groups returns the node's Raft groups host, nil when clustering is off.
+func (n *Node) Groups() *groups.Host {
+	if rs := n.raftSide(); rs != nil {
+		return rs.host
+	}
+	return nil
+}
