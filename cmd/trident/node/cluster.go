@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"sync/atomic"
@@ -34,6 +35,7 @@ type clusterFrontEnd struct {
 	m    *discovery.Membership
 	addr net.Addr  // the gossip listener, for /api/overview's listeners
 	raft *raftSide // nil until started
+	log  *slog.Logger
 	// metaGroup is set once the metadata group runs, for OnEvent.
 	metaGroup atomic.Pointer[meta.Group]
 }
@@ -65,7 +67,7 @@ func (n *Node) startCluster() error {
 		dc.AdvertiseAddr, dc.AdvertisePort, advHost = ip, p, ip
 	}
 	dc.Meta = n.clusterMeta(advHost, "")
-	f := &clusterFrontEnd{}
+	f := &clusterFrontEnd{log: n.log.With("component", "cluster")}
 	dc.OnEvent = func(discovery.Event) {
 		if g := f.metaGroup.Load(); g != nil {
 			g.Kick() // the leader reconciles the Raft configuration
@@ -145,7 +147,9 @@ func (f *clusterFrontEnd) Shutdown(ctx context.Context) error {
 	}
 	var errs []error
 	if err := f.m.Leave(timeout); err != nil && err != discovery.ErrShutdown {
-		errs = append(errs, fmt.Errorf("leave: %w", err))
+		// Not a failed shutdown: when the whole cluster stops at once
+		// nobody is left to hear the goodbye.
+		f.log.Warn("cluster: leave", "err", err)
 	}
 	if f.raft != nil {
 		f.metaGroup.Store(nil)
