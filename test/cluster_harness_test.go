@@ -161,6 +161,10 @@ func (c *cnode) tryAPI(method, path string, body any, out any) (int, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b))
+	}
 	if out != nil && resp.StatusCode/100 == 2 {
 		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 			return resp.StatusCode, err
@@ -210,15 +214,19 @@ func dialNode(t testing.TB, c *cnode) (*amqp.Connection, *amqp.Channel) {
 
 // setPartition makes each node refuse the cluster traffic of the nodes in
 // blocked[node index] (fault injection on the Raft multiplexer).
-func setPartition(t testing.TB, nodes []*cnode, blocked map[int][]int) {
-	t.Helper()
+func setPartition(nodes []*cnode, blocked map[int][]int) error {
 	for _, nd := range nodes {
 		addrs := []string{}
 		for _, j := range blocked[nd.i] {
 			addrs = append(addrs, nodes[j].raft)
 		}
-		if code := nd.api(t, "PUT", "/api/cluster/partition", map[string]any{"blocked": addrs}, nil); code/100 != 2 {
-			t.Fatalf("partition on %s: HTTP %d", nd.name, code)
+		code, err := nd.tryAPI("PUT", "/api/cluster/partition", map[string]any{"blocked": addrs}, nil)
+		if err == nil && code/100 != 2 {
+			err = fmt.Errorf("HTTP %d", code)
+		}
+		if err != nil {
+			return fmt.Errorf("partition on %s: %w", nd.name, err)
 		}
 	}
+	return nil
 }

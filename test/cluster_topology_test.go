@@ -45,6 +45,13 @@ func TestClusterTopologyReplicated(t *testing.T) {
 		}
 	}
 
+	// Followers apply committed records a moment after the commit: wait
+	// for the binding on node 2 before publishing there.
+	eventually(t, 10*time.Second, "binding on node 2", func() bool {
+		var bs []map[string]any
+		code, err := nodes[2].tryAPI("GET", "/api/bindings/%2F/e/orders/q/eu", nil, &bs)
+		return err == nil && code == 200 && len(bs) == 1
+	})
 	// Publish on node 2, through the exchange: forwarded to node 0.
 	_, ch2 := dialNode(t, nodes[2])
 	if err := ch2.Confirm(false); err != nil {

@@ -161,14 +161,18 @@ func (g *Group) Propose(ctx context.Context, ops []exchange.MetaOp) error {
 			return fmt.Errorf("%w: %w", ErrNotCommitted, err)
 		}
 		var retry bool
+		var idx uint64
 		if g.IsLeader() {
-			retry, last = g.applyHere(ctx, entry)
+			retry, idx, last = g.applyHere(ctx, entry)
 		} else if _, addr := g.Leader(); addr != "" {
-			retry, last = g.forward(ctx, addr, entry)
+			retry, idx, last = g.forward(ctx, addr, entry)
 		} else {
 			retry, last = true, errors.New("no leader")
 		}
 		if !retry {
+			if last == nil {
+				g.waitApplied(ctx, idx)
+			}
 			return last
 		}
 		t := time.NewTimer(backoff)
@@ -183,8 +187,18 @@ func (g *Group) Propose(ctx context.Context, ops []exchange.MetaOp) error {
 	}
 }
 
-// applyHere applies entry on this node as leader.
-func (g *Group) applyHere(ctx context.Context, entry []byte) (retry bool, err error) {
+// waitApplied waits until this node has applied the entry at idx (or ctx
+// ends), so that a write made here is in the local store, and memory
+// reloaded from it, when Propose returns: read-your-writes on the node
+// that wrote.
+func (g *Group) waitApplied(ctx context.Context, idx uint64) {
+	for g.fsm.Applied() < idx && ctx.Err() == nil && !g.closed() {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// applyHere applies entry on this node as leader and returns its index.
+func (g *Group) applyHere(ctx context.Context, entry []byte) (retry bool, idx uint64, err error) {
 	timeout := 10 * time.Second
 	if d, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(d), time.Millisecond)
@@ -195,17 +209,17 @@ func (g *Group) applyHere(ctx context.Context, entry []byte) (retry bool, err er
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		return true, ctx.Err()
+		return true, 0, ctx.Err()
 	}
 	switch {
 	case err == nil:
-		return false, nil
+		return false, f.Index(), nil
 	case errors.Is(err, raft.ErrRaftShutdown):
-		return false, ErrClosed
+		return false, 0, ErrClosed
 	case retryable(err):
-		return true, err
+		return true, 0, err
 	}
-	return false, fmt.Errorf("meta: apply: %w", err)
+	return false, 0, fmt.Errorf("meta: apply: %w", err)
 }
 
 // retryable reports whether a Raft apply error may go away with another

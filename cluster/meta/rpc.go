@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"time"
 )
 
@@ -70,10 +71,10 @@ func (g *Group) handle(entry []byte) (rpcStatus, string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	retry, err := g.applyHere(ctx, entry)
+	retry, idx, err := g.applyHere(ctx, entry)
 	switch {
 	case err == nil:
-		return rpcOK, ""
+		return rpcOK, strconv.FormatUint(idx, 10) // the follower waits to apply it
 	case retry || errors.Is(err, ErrClosed):
 		return rpcNotLeader, err.Error()
 	}
@@ -81,7 +82,7 @@ func (g *Group) handle(entry []byte) (rpcStatus, string) {
 }
 
 // forward sends entry to the leader at addr and waits for its answer.
-func (g *Group) forward(ctx context.Context, addr string, entry []byte) (retry bool, err error) {
+func (g *Group) forward(ctx context.Context, addr string, entry []byte) (retry bool, idx uint64, err error) {
 	timeout := 2 * time.Second
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -90,30 +91,31 @@ func (g *Group) forward(ctx context.Context, addr string, entry []byte) (retry b
 	timeout = max(min(timeout, time.Until(deadline)), time.Millisecond)
 	c, err := g.c.Mux.Dial(addr, RPCStream, timeout)
 	if err != nil {
-		return true, err
+		return true, 0, err
 	}
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	_ = c.SetDeadline(deadline)
 	if _, err := c.Write(appendRequest(nil, entry)); err != nil {
-		return true, err
+		return true, 0, err
 	}
 	var hdr [3]byte
 	if _, err := io.ReadFull(c, hdr[:]); err != nil {
-		return true, err
+		return true, 0, err
 	}
 	msg := make([]byte, binary.BigEndian.Uint16(hdr[1:]))
 	if _, err := io.ReadFull(c, msg); err != nil {
-		return true, err
+		return true, 0, err
 	}
 	switch rpcStatus(hdr[0]) {
 	case rpcOK:
-		return false, nil
+		idx, _ := strconv.ParseUint(string(msg), 10, 64)
+		return false, idx, nil
 	case rpcNotLeader:
-		return true, fmt.Errorf("meta: %s: %s", addr, msg)
+		return true, 0, fmt.Errorf("meta: %s: %s", addr, msg)
 	case rpcBadRequest:
-		return false, fmt.Errorf("%w: leader says: %s", ErrBadEntry, msg)
+		return false, 0, fmt.Errorf("%w: leader says: %s", ErrBadEntry, msg)
 	}
-	return false, fmt.Errorf("meta: leader %s: %s", addr, msg)
+	return false, 0, fmt.Errorf("meta: leader %s: %s", addr, msg)
 }

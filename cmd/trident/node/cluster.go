@@ -35,6 +35,8 @@ type clusterFrontEnd struct {
 	m    *discovery.Membership
 	addr net.Addr  // the gossip listener, for /api/overview's listeners
 	raft *raftSide // nil until started
+	// queues places durable queues (cluster_queues.go).
+	queues *clusterQueues
 	log  *slog.Logger
 	// metaGroup is set once the metadata group runs, for OnEvent.
 	metaGroup atomic.Pointer[meta.Group]
@@ -94,6 +96,7 @@ func (n *Node) startCluster() error {
 	if err := m.SetMeta(n.clusterMeta(advHost, f.raft.mux.Addr()), time.Second); err != nil {
 		n.log.Warn("cluster: could not update metadata", "err", err)
 	}
+	n.startClusterQueues(f)
 	return nil
 }
 
@@ -150,6 +153,9 @@ func (f *clusterFrontEnd) Shutdown(ctx context.Context) error {
 		// Not a failed shutdown: when the whole cluster stops at once
 		// nobody is left to hear the goodbye.
 		f.log.Warn("cluster: leave", "err", err)
+	}
+	if f.queues != nil {
+		f.queues.close()
 	}
 	if f.raft != nil {
 		f.metaGroup.Store(nil)

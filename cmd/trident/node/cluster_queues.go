@@ -364,3 +364,54 @@ func (c *clusterQueues) close() {
 	}
 	c.fwd.Close()
 }
+
+// startClusterQueues places the broker's durable queues in the cluster and
+// serves peers' forwarded traffic on the mux's internal AMQP stream.
+func (n *Node) startClusterQueues(f *clusterFrontEnd) {
+	cq := newClusterQueues(n.nodeName(), n.log, f.m.Members, f.raft.mux, f.raft.host)
+	f.queues = cq
+	n.broker.SetCluster(cq)
+	if n.amqp != nil {
+		ln, err := f.raft.mux.Listener(amqpStream)
+		if err != nil {
+			n.log.Error("internal amqp listener", "err", err)
+			return
+		}
+		go func() {
+			if err := n.amqp.ServeInternal(ln); err != nil {
+				n.log.Debug("internal amqp listener stopped", "err", err)
+			}
+		}()
+	}
+}
+
+// QueueNode implements web.QueueLocator: a classic queue's home, a quorum
+// queue's leader as this node knows it, and its members.
+func (v clusterView) QueueNode(q *exchange.Queue) (string, []string) {
+	f := v.n.clusterFront()
+	if f == nil || f.queues == nil {
+		return "", nil
+	}
+	if !q.Quorum() {
+		return q.Home(), nil
+	}
+	return f.queues.leaderOf(q), q.Members()
+}
+
+// leaderOf is the name of a quorum queue's leader, "" if unknown here.
+func (c *clusterQueues) leaderOf(q *exchange.Queue) string {
+	c.mu.Lock()
+	qq := c.quorum[q.ID()]
+	c.mu.Unlock()
+	if qq == nil {
+		return ""
+	}
+	qq.mu.Lock()
+	r := qq.r
+	qq.mu.Unlock()
+	if r == nil {
+		return ""
+	}
+	_, id := r.LeaderWithID()
+	return string(id)
+}
