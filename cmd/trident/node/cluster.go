@@ -37,7 +37,7 @@ type clusterFrontEnd struct {
 	raft *raftSide // nil until started
 	// queues places durable queues (cluster_queues.go).
 	queues *clusterQueues
-	log  *slog.Logger
+	log    *slog.Logger
 	// metaGroup is set once the metadata group runs, for OnEvent.
 	metaGroup atomic.Pointer[meta.Group]
 }
