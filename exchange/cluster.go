@@ -1,6 +1,9 @@
 package exchange
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // What the core needs from a cluster (issue 7). The core knows nothing of
 // Raft or of the network: the node wires these interfaces to cluster/*.
@@ -113,7 +116,50 @@ type Cluster interface {
 func (q *Queue) Home() string { return q.home }
 
 // Members are a quorum queue's Raft group members.
-func (q *Queue) Members() []string { return q.members }
+func (q *Queue) Members() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.members
+}
+
+// Seed are the members a quorum queue was declared with: they bootstrap
+// its group; members added later join the running group.
+func (q *Queue) Seed() []string { return q.seed }
+
+// SetQueueMembers records a quorum queue's new group members (after its
+// leader grew or shrank the group) cluster-wide.
+func (v *VHost) SetQueueMembers(name string, id uint64, members []string) error {
+	return v.inTopology(func() error {
+		q := v.queues[name]
+		if q == nil || q.id != id {
+			return v.errNoQueue(name)
+		}
+		q.mu.Lock()
+		q.members = append([]string(nil), members...)
+		q.mu.Unlock()
+		v.putMetaLocked(v.key("queue", name), encodeRecord(q.record()))
+		return nil
+	})
+}
+
+func stringsToAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+func anyToStrings(v any) []string {
+	as, _ := v.([]any)
+	var out []string
+	for _, a := range as {
+		if s, ok := a.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
 
 // Quorum reports whether q is a quorum queue.
 func (q *Queue) Quorum() bool { return q.a.quorum }
@@ -314,12 +360,10 @@ func queueFromRecord(v *VHost, name string, r Table) (*Queue, error) {
 	}
 	q := newQueue(v, name, id, true, false, ad, nil, args, a)
 	q.home, _ = r["node"].(string)
-	if ms, ok := r["members"].([]any); ok {
-		for _, m := range ms {
-			if s, ok := m.(string); ok {
-				q.members = append(q.members, s)
-			}
-		}
+	q.members = anyToStrings(r["members"])
+	q.seed = anyToStrings(r["seed"])
+	if q.seed == nil {
+		q.seed = q.members
 	}
 	return q, nil
 }
@@ -338,8 +382,18 @@ func (v *VHost) applyQueue(name string, val []byte) {
 	v.mu.Lock()
 	cur := v.queues[name]
 	if cur != nil && q != nil && cur.id == q.id {
+		// The same queue; a quorum queue's group may have changed.
+		cur.mu.Lock()
+		changed := !slices.Equal(cur.members, q.members)
+		if changed {
+			cur.members = q.members
+		}
+		cur.mu.Unlock()
+		if changed && v.b.cluster != nil {
+			v.b.cluster.Attach(cur)
+		}
 		v.mu.Unlock()
-		return // the same queue
+		return
 	}
 	if cur != nil && (cur.exclusive || !cur.durable) && q == nil {
 		v.mu.Unlock()

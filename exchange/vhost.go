@@ -410,6 +410,7 @@ func (v *VHost) declareQueueLocked(name string, o QueueOpts) (QueueInfo, error) 
 	if c := v.b.cluster; c != nil && q.persisted() {
 		if a.quorum {
 			q.members = c.QuorumMembers(a.groupSize)
+			q.seed = q.members
 		} else {
 			q.home = c.NodeName()
 		}
@@ -444,11 +445,8 @@ func (q *Queue) record() Table {
 		r["node"] = q.home
 	}
 	if len(q.members) > 0 {
-		ms := make([]any, len(q.members))
-		for i, m := range q.members {
-			ms[i] = m
-		}
-		r["members"] = ms
+		r["members"] = stringsToAny(q.members)
+		r["seed"] = stringsToAny(q.seed)
 	}
 	return r
 }

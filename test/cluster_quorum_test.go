@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -299,4 +300,100 @@ func TestQuorumQueueJepsenKills(t *testing.T) {
 	if res.Confirmed == 0 {
 		t.Fatal("nothing confirmed")
 	}
+}
+
+// TestQuorumQueueMembership: four nodes, a quorum queue of three. One
+// member is stopped gracefully (it leaves the cluster): the leader shrinks
+// the group and grows it onto the fourth node, which receives the queue's
+// messages; then a second original member is killed and the queue still
+// holds every message (the new member is part of the majority).
+func TestQuorumQueueMembership(t *testing.T) {
+	nodes := startCluster(t, 4)
+	_, ch := dialNode(t, nodes[0])
+	if _, err := ch.QueueDeclare("qq-members", true, false, false, false,
+		amqp.Table{"x-queue-type": "quorum", "x-quorum-initial-group-size": int32(3)}); err != nil {
+		t.Fatal(err)
+	}
+	members := func(via *cnode) []string {
+		var q struct {
+			Members []string `json:"members"`
+		}
+		if code, err := via.tryAPI("GET", "/api/queues/%2F/qq-members", nil, &q); err != nil || code != 200 {
+			return nil
+		}
+		return q.Members
+	}
+	initial := members(nodes[0])
+	if len(initial) != 3 {
+		t.Fatalf("members %v, want 3", initial)
+	}
+	outside := -1
+	for _, nd := range nodes {
+		if !slices.Contains(initial, nd.name) {
+			outside = nd.i
+		}
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	const n = 500
+	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, n))
+	for i := 0; i < n; i++ {
+		if err := ch.Publish("", "qq-members", false, false, amqp.Publishing{DeliveryMode: 2, Body: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < n; i++ {
+		select {
+		case c := <-confirms:
+			if !c.Ack {
+				t.Fatalf("message %d nacked", c.DeliveryTag)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%d of %d confirmed", i, n)
+		}
+	}
+
+	// Stop a member other than node 0 (our connection) gracefully.
+	var gone *cnode
+	for _, nd := range nodes[1:] {
+		if slices.Contains(initial, nd.name) {
+			gone = nd
+			break
+		}
+	}
+	if err := gone.p.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	eventually(t, 30*time.Second, "the group to move onto "+nodes[outside].name, func() bool {
+		ms := members(nodes[0])
+		return len(ms) == 3 && slices.Contains(ms, nodes[outside].name) && !slices.Contains(ms, gone.name)
+	})
+	t.Logf("members %v after %s left: %v (%v)", initial, gone.name, members(nodes[0]), time.Since(start).Round(time.Millisecond))
+
+	// Kill another original member that is not node 0: the new member
+	// must be carrying the messages for the queue to keep them.
+	var victim *cnode
+	for _, nd := range nodes[1:] {
+		if nd != gone && nd.i != outside && slices.Contains(initial, nd.name) {
+			victim = nd
+		}
+	}
+	if victim != nil {
+		if err := victim.p.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, ch2 := dialNode(t, nodes[outside])
+	got := 0
+	eventually(t, 30*time.Second, "every message from the regrown group", func() bool {
+		for {
+			_, ok, err := ch2.Get("qq-members", true)
+			if err != nil || !ok {
+				return got == n
+			}
+			got++
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -40,6 +41,10 @@ const amqpStream = "amqp"
 // quorumDefaultSize is x-quorum-initial-group-size's default, as RabbitMQ.
 const quorumDefaultSize = 3
 
+// membershipEvery is how often a quorum queue's leader checks its group's
+// members against the cluster's.
+const membershipEvery = 2 * time.Second
+
 // readyTimeout bounds how long a declare waits for a new quorum queue's
 // first leader.
 const readyTimeout = 15 * time.Second
@@ -49,6 +54,7 @@ type clusterQueues struct {
 	self    string
 	log     *slog.Logger
 	members func() []discovery.Member
+	vhost   func(string) (*exchange.VHost, bool)
 	mux     *mux.Mux
 	groups  *groups.Host
 	fwd     *forward.Forwarder
@@ -71,10 +77,13 @@ type quorumQueue struct {
 	ready  chan struct{}
 	once   sync.Once
 	closed bool
+	// stopReconcile ends the membership loop of a leadership term.
+	stopReconcile chan struct{}
+	run           sync.Mutex // serialises follow
 }
 
-func newClusterQueues(self string, log *slog.Logger, members func() []discovery.Member, m *mux.Mux, h *groups.Host) *clusterQueues {
-	c := &clusterQueues{self: self, log: log.With("component", "cluster-queues"), members: members, mux: m, groups: h,
+func newClusterQueues(self string, log *slog.Logger, members func() []discovery.Member, b *exchange.Broker, m *mux.Mux, h *groups.Host) *clusterQueues {
+	c := &clusterQueues{self: self, log: log.With("component", "cluster-queues"), members: members, vhost: b.VHost, mux: m, groups: h,
 		quorum: map[uint64]*quorumQueue{}}
 	c.fwd = forward.New(func(ctx context.Context, addr string) (net.Conn, error) {
 		d := 5 * time.Second
@@ -143,21 +152,20 @@ func (c *clusterQueues) Attach(q *exchange.Queue) {
 		return
 	}
 	c.mu.Lock()
-	if _, ok := c.quorum[q.ID()]; ok {
-		c.mu.Unlock()
-		return
+	qq, ok := c.quorum[q.ID()]
+	if !ok {
+		qq = &quorumQueue{c: c, q: q, group: "q/" + strconv.FormatUint(q.ID(), 16), ready: make(chan struct{})}
+		c.quorum[q.ID()] = qq
 	}
-	qq := &quorumQueue{c: c, q: q, group: "q/" + strconv.FormatUint(q.ID(), 16), ready: make(chan struct{})}
-	c.quorum[q.ID()] = qq
 	c.mu.Unlock()
-	// Until a leader is known, and whenever another node leads, the queue
-	// is a proxy to the leader.
-	q.BecomeProxy(c.fwd.Remote(q.VHost(), q.Name(), qq.leaderAddr))
-	if !contains(q.Members(), c.self) {
-		close(qq.ready)
-		return
+	if !ok {
+		// Until a leader is known, and whenever another node leads, the
+		// queue is a proxy to the leader.
+		q.BecomeProxy(c.fwd.Remote(q.VHost(), q.Name(), qq.leaderAddr))
 	}
-	go qq.start()
+	// Declared, recovered, or its members changed: run or stop this
+	// node's member of the group accordingly.
+	go qq.follow()
 }
 
 func contains(ss []string, s string) bool {
@@ -200,7 +208,33 @@ func (qq *quorumQueue) leaderAddr() (string, error) {
 	return "", last
 }
 
-// start runs this node's member of the group.
+// follow makes this node a member of the queue's group or not, as the
+// queue's current members say. Calls are serialised.
+func (qq *quorumQueue) follow() {
+	qq.run.Lock()
+	defer qq.run.Unlock()
+	member := contains(qq.q.Members(), qq.c.self)
+	qq.mu.Lock()
+	running, closed := qq.r != nil, qq.closed
+	qq.mu.Unlock()
+	switch {
+	case closed:
+	case member && !running:
+		qq.start()
+	case !member && running:
+		// Removed from the group by its leader: leave and drop the log.
+		qq.c.log.Info("quorum queue member removed here", "queue", qq.q.Name())
+		qq.leave(true)
+		qq.q.BecomeProxy(qq.c.fwd.Remote(qq.q.VHost(), qq.q.Name(), qq.leaderAddr))
+	case !member:
+		qq.once.Do(func() { close(qq.ready) })
+	}
+}
+
+// start runs this node's member of the group. A seed member bootstraps
+// the group (once every seed's address is known, so that all seeds
+// bootstrap the same configuration); a member added later waits for the
+// leader to replicate to it.
 func (qq *quorumQueue) start() {
 	fsm := quorum.NewFSM()
 	r, err := qq.c.groups.Start(qq.group, fsm, groups.Options{SnapshotThreshold: 8192, TrailingLogs: 4096})
@@ -208,22 +242,15 @@ func (qq *quorumQueue) start() {
 		qq.c.log.Error("quorum queue group did not start", "queue", qq.q.Name(), "group", qq.group, "err", err)
 		return
 	}
-	var servers []raft.Server
-	for _, m := range qq.q.Members() {
-		addr, err := qq.c.addrOf(m)
-		if err != nil {
-			qq.c.log.Warn("quorum queue member unreachable at start", "queue", qq.q.Name(), "member", m, "err", err)
-			continue
+	if contains(qq.q.Seed(), qq.c.self) {
+		if has, err := qq.c.groups.HasState(qq.group); err == nil && !has {
+			qq.bootstrap(r)
 		}
-		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m), Address: raft.ServerAddress(addr)})
-	}
-	if err := groups.Bootstrap(r, servers); err != nil {
-		qq.c.log.Error("quorum queue group bootstrap failed", "queue", qq.q.Name(), "err", err)
 	}
 	qq.mu.Lock()
 	if qq.closed {
 		qq.mu.Unlock()
-		qq.c.groups.Stop(qq.group)
+		_ = qq.c.groups.Stop(qq.group)
 		return
 	}
 	qq.r, qq.fsm = r, fsm
@@ -237,7 +264,7 @@ func (qq *quorumQueue) start() {
 				return
 			}
 			qq.mu.Lock()
-			closed := qq.closed
+			closed := qq.closed || qq.r != r
 			qq.mu.Unlock()
 			if closed {
 				return
@@ -247,10 +274,122 @@ func (qq *quorumQueue) start() {
 	}()
 }
 
+// bootstrap gives the group its first configuration: the seed members.
+func (qq *quorumQueue) bootstrap(r *raft.Raft) {
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		var servers []raft.Server
+		var missing error
+		for _, m := range qq.q.Seed() {
+			addr, err := qq.c.addrOf(m)
+			if err != nil {
+				missing = err
+				break
+			}
+			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m), Address: raft.ServerAddress(addr)})
+		}
+		if missing == nil {
+			if err := groups.Bootstrap(r, servers); err != nil {
+				qq.c.log.Error("quorum queue group bootstrap failed", "queue", qq.q.Name(), "err", err)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			qq.c.log.Error("quorum queue group not bootstrapped: a seed member is unknown", "queue", qq.q.Name(), "err", missing)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// reconcile runs while this node leads the group: it removes members
+// whose node left the cluster and, while the group is smaller than it was
+// declared, adds alive nodes that are not members, recording the members
+// cluster-wide first so that a new member starts its side of the group.
+func (qq *quorumQueue) reconcile(r *raft.Raft, stop <-chan struct{}) {
+	t := time.NewTicker(membershipEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		f := r.GetConfiguration()
+		if f.Error() != nil {
+			continue
+		}
+		var ids []string
+		for _, s := range f.Configuration().Servers {
+			ids = append(ids, string(s.ID))
+		}
+		status := map[string]discovery.Member{}
+		for _, m := range qq.c.members() {
+			status[m.Name] = m
+		}
+		changed := false
+		for _, id := range ids {
+			if m, ok := status[id]; ok && m.Status == discovery.StatusLeft && id != qq.c.self {
+				if err := r.RemoveServer(raft.ServerID(id), 0, 0).Error(); err != nil {
+					qq.c.log.Warn("quorum queue: remove member", "queue", qq.q.Name(), "member", id, "err", err)
+					continue
+				}
+				qq.c.log.Info("quorum queue shrunk: member left the cluster", "queue", qq.q.Name(), "member", id)
+				ids = slices.DeleteFunc(ids, func(s string) bool { return s == id })
+				changed = true
+			}
+		}
+		target := max(len(qq.q.Seed()), 1)
+		for _, cand := range qq.c.alive() {
+			if len(ids) >= target {
+				break
+			}
+			if contains(ids, cand) {
+				continue
+			}
+			addr, err := qq.c.addrOf(cand)
+			if err != nil {
+				continue
+			}
+			next := append(slices.Clone(ids), cand)
+			if err := qq.setMembers(next); err != nil {
+				qq.c.log.Warn("quorum queue: record members", "queue", qq.q.Name(), "err", err)
+				break
+			}
+			if err := r.AddVoter(raft.ServerID(cand), raft.ServerAddress(addr), 0, 10*time.Second).Error(); err != nil {
+				qq.c.log.Warn("quorum queue: add member", "queue", qq.q.Name(), "member", cand, "err", err)
+				break
+			}
+			qq.c.log.Info("quorum queue grown", "queue", qq.q.Name(), "member", cand)
+			ids, changed = next, true
+		}
+		if changed || !slices.Equal(sorted(ids), sorted(qq.q.Members())) {
+			if err := qq.setMembers(ids); err != nil {
+				qq.c.log.Warn("quorum queue: record members", "queue", qq.q.Name(), "err", err)
+			}
+		}
+	}
+}
+
+func sorted(ss []string) []string {
+	out := slices.Clone(ss)
+	slices.Sort(out)
+	return out
+}
+
+// setMembers records the group's members in the queue's definition.
+func (qq *quorumQueue) setMembers(ids []string) error {
+	v, ok := qq.c.vhost(qq.q.VHost())
+	if !ok {
+		return errors.New("vhost gone")
+	}
+	return v.SetQueueMembers(qq.q.Name(), qq.q.ID(), sorted(ids))
+}
+
 // leadership switches the queue between local (leading) and proxy.
 func (qq *quorumQueue) leadership(leader bool) {
 	qq.mu.Lock()
-	if qq.closed {
+	if qq.closed || qq.r == nil {
 		qq.mu.Unlock()
 		return
 	}
@@ -265,7 +404,15 @@ func (qq *quorumQueue) leadership(leader bool) {
 		}
 		qq.qlog = l
 	}
-	fsm, newLog := qq.fsm, qq.qlog
+	fsm, newLog, r := qq.fsm, qq.qlog, qq.r
+	if qq.stopReconcile != nil {
+		close(qq.stopReconcile)
+		qq.stopReconcile = nil
+	}
+	if leader {
+		qq.stopReconcile = make(chan struct{})
+		go qq.reconcile(r, qq.stopReconcile)
+	}
 	qq.mu.Unlock()
 	if leader {
 		qq.c.log.Info("quorum queue leader here", "vhost", qq.q.VHost(), "queue", qq.q.Name())
@@ -293,12 +440,27 @@ func (c *clusterQueues) Detach(q *exchange.Queue) {
 	go qq.stop(true)
 }
 
-// stop leaves the group; drop also deletes its log and snapshots.
+// stop closes this node's side of the queue for good (the queue was
+// deleted, or the node shuts down); drop also deletes the group's data.
 func (qq *quorumQueue) stop(drop bool) {
 	qq.mu.Lock()
 	qq.closed = true
+	qq.mu.Unlock()
+	qq.run.Lock()
+	defer qq.run.Unlock()
+	qq.leave(drop)
+}
+
+// leave stops this node's member of the group; drop also deletes its log
+// and snapshots.
+func (qq *quorumQueue) leave(drop bool) {
+	qq.mu.Lock()
 	w, l, r := qq.watch, qq.qlog, qq.r
-	qq.watch, qq.qlog = nil, nil
+	qq.watch, qq.qlog, qq.r, qq.fsm = nil, nil, nil, nil
+	if qq.stopReconcile != nil {
+		close(qq.stopReconcile)
+		qq.stopReconcile = nil
+	}
 	qq.mu.Unlock()
 	if w != nil {
 		w.Stop()
@@ -368,7 +530,7 @@ func (c *clusterQueues) close() {
 // startClusterQueues places the broker's durable queues in the cluster and
 // serves peers' forwarded traffic on the mux's internal AMQP stream.
 func (n *Node) startClusterQueues(f *clusterFrontEnd) {
-	cq := newClusterQueues(n.nodeName(), n.log, f.m.Members, f.raft.mux, f.raft.host)
+	cq := newClusterQueues(n.nodeName(), n.log, f.m.Members, n.broker, f.raft.mux, f.raft.host)
 	f.queues = cq
 	n.broker.SetCluster(cq)
 	if n.amqp != nil {
