@@ -108,6 +108,41 @@ func TestCheck(t *testing.T) {
 			},
 		},
 		{
+			// Consumers on two connections record in their own time: the
+			// broker's first (unflagged) delivery may be recorded second.
+			name: "one unflagged delivery recorded after a flagged one is allowed",
+			h: hist(inv("a"), ok("a"), Op{Kind: Deliver, ID: "a", Process: "consumer-0", Redelivered: true},
+				Op{Kind: Deliver, ID: "a", Process: "consumer-1"}, drained),
+			valid: true,
+			check: func(t *testing.T, r Result) {
+				if len(r.BadDuplicates) != 0 || r.FlaggedFirst != 1 {
+					t.Errorf("got %+v", r)
+				}
+			},
+		},
+		{
+			name: "unflagged after flagged on the same consumer is bad",
+			h: History{{Seq: 1, Kind: PublishInvoke, ID: "a"}, {Seq: 2, Kind: PublishOK, ID: "a"},
+				{Seq: 3, Kind: Deliver, ID: "a", Process: "consumer-0", Redelivered: true},
+				{Seq: 4, Kind: Deliver, ID: "a", Process: "consumer-0"}, {Seq: 5, Kind: Drained}},
+			valid: false,
+			check: func(t *testing.T, r Result) {
+				if !reflect.DeepEqual(r.BadDuplicates, []string{"a"}) {
+					t.Errorf("got %+v", r)
+				}
+			},
+		},
+		{
+			name:  "two unflagged deliveries are bad in any order",
+			h:     hist(inv("a"), ok("a"), redlv("a"), dlv("a"), dlv("a"), drained),
+			valid: false,
+			check: func(t *testing.T, r Result) {
+				if !reflect.DeepEqual(r.BadDuplicates, []string{"a"}) {
+					t.Errorf("got %+v", r)
+				}
+			},
+		},
+		{
 			name:  "flagged first delivery is allowed",
 			h:     hist(inv("a"), ok("a"), redlv("a"), drained),
 			valid: true,
