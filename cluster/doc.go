@@ -1,101 +1,64 @@
-// Package cluster is the root of Trident's clustering (issue 7). This
-// directory holds the parts that turn single nodes into one broker; the
-// package itself holds only this documentation.
+// Package cluster is the root of Trident's clustering (issue 7): several
+// trident processes act as one broker. This directory holds the parts;
+// cmd/trident/node wires them (cluster.go, raft.go, cluster_queues.go).
 //
-// # What exists and what it guarantees
+// # Running a cluster
 //
-//   - cluster/discovery: membership and failure detection over
-//     hashicorp/memberlist. Start(Config, *slog.Logger) joins or founds a
-//     cluster; Members() lists every node seen with its gossip address,
-//     metadata (a small string map: the node's Raft and AMQP addresses) and
-//     status alive/dead/left; Config.OnEvent gets join/leave/update events in
-//     order, off memberlist's locks; seeds that are down are retried in the
-//     background; a node that restarts under the same name is alive again.
-//     Its doc.go lists the guarantees and memberlist's limits (no suspect
-//     state is observable).
-//   - cluster/raftstore: raft.LogStore and raft.StableStore over Badger v4.
-//     One Badger DB per node (<data_dir>/raft/badger), one keyspace per
-//     Raft group (DB.Group(name)), so thousands of quorum-queue groups share
-//     one write pipeline and one fsync stream. StoreLogs is one batch and
-//     durable when it returns. Checked by a contract table, hashicorp/raft's
-//     own store benchmarks (raft/bench) and a real three-node raft cluster
-//     with leader failover and restart from disk.
-//   - cluster/logbridge: memberlist's, raft's and Badger's loggers into slog.
+//	trident --cluster-node-name a@host1 --cluster-gossip-listen 10.0.0.1:25672 \
+//	        --cluster-bootstrap-expect 3 --cluster-cookie SECRET \
+//	        --join 10.0.0.2:25672,10.0.0.3:25672
 //
-// Nothing here is wired into cmd/trident/node yet.
+// The Raft/inter-node port is cluster.raft_listen (default: the gossip
+// port + 1). Every node of a cluster needs the same cookie. Three nodes
+// on one machine need distinct names and ports (test/cluster_harness_test.go).
 //
-// # How a node starts it (conf-independent; example_test.go compiles it)
+// # The parts
 //
-//	db, err := raftstore.Open(filepath.Join(dataDir, "raft", "badger"), raftstore.Options{}, log)
-//	members, err := discovery.Start(discovery.Config{
-//		NodeName: name, BindAddr: "0.0.0.0", BindPort: discovery.DefaultPort,
-//		Join: seeds, // "host:25672", ...
-//		Meta: map[string]string{"raft": raftAddr, "amqp": amqpAddr},
-//		OnEvent: reconcile, // leader: AddVoter on join, RemoveServer on left
-//	}, log.With("component", "cluster"))
-//	trans, err := raft.NewTCPTransportWithLogger(raftBind, raftAdvertise, 3, 10*time.Second,
-//		logbridge.NewHCLogger(log, "raft-net"))
-//	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(dataDir, "raft", "snapshots", "meta"), 2,
-//		logbridge.NewHCLogger(log, "raft-snap"))
-//	meta := db.Group("meta")
-//	rc := raft.DefaultConfig()
-//	rc.LocalID, rc.Logger = raft.ServerID(name), logbridge.NewHCLogger(log, "raft")
-//	r, err := raft.NewRaft(rc, fsm, meta, meta, snaps, trans)
-//	// shutdown, in this order: members.Leave(t); r.Shutdown().Error();
-//	// trans.Close(); members.Shutdown(); db.Close()
+//   - discovery: membership and failure detection over hashicorp/memberlist;
+//     each node gossips its AMQP, HTTP and Raft ("raft") addresses.
+//   - mux: one TCP listener carrying named streams (every Raft group, the
+//     metadata RPCs, the internal AMQP listener), checked against the
+//     cookie; SetBlocked injects partitions for tests
+//     (cluster.fault_injection, PUT /api/cluster/partition).
+//   - raftstore: raft.LogStore/StableStore over one Badger DB per node,
+//     one keyspace per group. groups: starts and stops hashicorp/raft
+//     groups over raftstore and mux with snapshot stores per group.
+//   - meta: the metadata group. Every record the core and the users write
+//     under a replicated key (vhosts, exchanges, queues, bindings, users,
+//     permissions, topic permissions) is proposed and committed before the
+//     write returns, and applied on every node (local store, then memory
+//     through Broker.ApplyMeta and Users.ApplyMeta). bootstrap_expect
+//     forms the group; its leader adds joining nodes and removes nodes
+//     that left.
+//   - quorum: a quorum queue's replicated state machine (its messages and
+//     their return counts), the exchange.MessageLog that batches a
+//     leader's appends, deletes and returns into Raft entries, and the
+//     leadership watcher.
+//   - forward: exchange.Remote over AMQP 0-9-1 between nodes (the mux's
+//     "amqp" stream into the owning node's ServeInternal): a proxy queue
+//     publishes with confirms, consumes with a prefetch window, acks,
+//     gets, purges and counts on the node that owns the queue.
 //
-// # The rest of issue 7, in order
+// # Where queues live
 //
-//  1. Config and wiring: conf gains cluster.node_name, cluster.join (and
-//     --join), cluster.gossip_listen/advertise (default :25672),
-//     cluster.raft_listen/advertise (default :25673),
-//     cluster.bootstrap_expect; cmd/trident/node starts the above when
-//     cluster.join or bootstrap_expect is set; /api/nodes reports
-//     Members() plus, per node, which Raft groups it leads.
-//  2. Bootstrap: every node with no Raft state waits until discovery shows
-//     bootstrap_expect alive members, then all call raft.BootstrapCluster
-//     with the same sorted server list (identical configurations are
-//     allowed). Afterwards the metadata leader reconciles on discovery
-//     events: EventJoin of a node not in the configuration → AddVoter(name,
-//     meta["raft"]); StatusLeft → RemoveServer; StatusDead → nothing
-//     (it may come back; an operator command forgets it).
-//  3. Metadata group ("meta"): every topology write the core already makes
-//     through exchange.Store.PutMeta/DeleteMeta/DeleteMetaPrefix (vhosts,
-//     users, permissions, exchanges, bindings, queue definitions,
-//     policies) becomes a Raft command. A replicated Store wrapper proposes
-//     it (forwarded to the leader if needed) and returns once committed;
-//     the FSM writes it into the node's local store and calls a core hook
-//     (to be added to exchange: apply a declaration that originated
-//     elsewhere) so every node's in-memory topology follows. Snapshot =
-//     LoadMeta of everything; Restore = replace.
-//  4. Quorum queues (x-queue-type: quorum): one Raft group per queue,
-//     named "q/<vhost>/<queue>" in raftstore (DB.DropGroup on delete), over
-//     x-quorum-initial-group-size members chosen from Members(). The core
-//     is already built for this: a Queue changes only through its cmd*
-//     methods (exchange/queue.go: cmdEnqueue, cmdTake, cmdSettle,
-//     cmdReturn, cmdExpire, cmdPurge), deterministic given the time as an
-//     input. Needed in exchange: an exported, serialisable Command type
-//     for each cmd* (the leader stamps "now" into it), an interface the
-//     core defines for "propose this command and tell me when it is
-//     committed" (a classic queue applies locally; a quorum queue proposes
-//     to its group), and an Apply entry the FSM calls. Consumer attach and
-//     detach are commands too (as in RabbitMQ's Ra-based queues), so a new
-//     leader knows who holds which unacked message. The publisher confirm
-//     is sent when the enqueue's ApplyFuture completes (majority commit).
-//     x-delivery-limit: cmdTake already counts deliveries; past the limit,
-//     dead-letter with reason delivery_limit. Snapshots: ready + unacked
-//     entries serialised; SnapshotThreshold bounds the log.
-//  5. Transport for many groups: hashicorp/raft's NetworkTransport takes
-//     a StreamLayer; one listener (cluster.raft_listen) whose connections
-//     start with a group-name header demultiplexes to per-group
-//     transports, instead of a port per queue.
-//  6. Forwarding: publishes and consumes for a queue led elsewhere go to
-//     its leader over an internal RPC; classic queues are reachable the
-//     same way from every node.
-//  7. Tests and figures from the issue: three trident processes (the
-//     test/cluster_discovery_test.go pattern, with the real binary),
-//     kill -9 of a quorum leader under load with the failover time
-//     measured, a partition test with network namespaces or a
-//     fault-injecting transport, a Jepsen-style history checker, and
-//     make bench for quorum queues against RabbitMQ.
+// A durable classic queue lives on the node it was declared on (its
+// "node" in the API); every other node holds a proxy to it. A quorum queue
+// (x-queue-type: quorum) is a Raft group over x-quorum-initial-group-size
+// members (default 3) chosen when it is declared; its leader holds the live
+// queue and keeps its messages through the group's log, so a publisher
+// confirm means a majority has the message; every other node proxies to
+// the leader. A new leader rebuilds the queue from its replica (every
+// message flagged redelivered, as after a crash). The leader shrinks the
+// group when a member leaves the cluster and grows it onto alive nodes
+// up to its declared size. x-delivery-limit dead-letters a message
+// returned too often (reason delivery_limit). Exclusive and non-durable
+// queues and exchanges stay on their node.
+//
+// # Tests
+//
+// test/cluster_*_test.go run three or four real processes: topology
+// declared on one node used from the others; a quorum queue's leader
+// killed with SIGKILL under load (failover time logged); the leader
+// isolated by fault injection (the minority stops confirming); random
+// kills and restarts checked by test/jepsen; group shrink and grow.
 package cluster
