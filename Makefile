@@ -2,16 +2,21 @@
 #
 #   make run      build and start a broker (data in ./data; ARGS='--flag ...')
 #   make test     vet and the race-enabled test suite (what .ci/run runs)
+#   make bench    throughput of a self-started Trident (BENCHFLAGS='--anchors' adds
+#                 RabbitMQ, '--cluster3' a 3-node Trident cluster for the quorum scenarios)
+#   make bench-quorum  only the quorum queue scenarios, vs RabbitMQ and on 3 nodes
 
 GO       ?= go
 BIN      := bin
 ARGS     ?=
 # Per-target fuzzing time for `make fuzz`.
 FUZZTIME ?= 60s
-# Extra flags for `make bench`, e.g. BENCHFLAGS='--anchors'.
+# Extra flags for `make bench`, e.g. BENCHFLAGS='--anchors --cluster3 --rounds 3'.
 BENCHFLAGS ?=
+# The quorum queue scenarios, for `make bench-quorum`.
+QUORUM_SCENARIOS := amqp-quorum-1-1,amqp-quorum-10-10
 
-.PHONY: all build run test vet race suites fuzz bench lint clean
+.PHONY: all build run test vet race suites fuzz bench bench-quorum lint clean
 
 all: build
 
@@ -54,6 +59,12 @@ fuzz:
 
 bench:
 	$(GO) run ./cmd/tridentbench $(BENCHFLAGS)
+
+# Quorum queues with confirms, 1 → 1 and 10 → 10: single-node Trident, the
+# RabbitMQ anchor (one node, so a one-member quorum queue) and a local
+# 3-node Trident cluster, in the same run; BENCHFLAGS come last and win.
+bench-quorum:
+	$(GO) run ./cmd/tridentbench --anchors --cluster3 --scenarios $(QUORUM_SCENARIOS) --rounds 3 $(BENCHFLAGS)
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l reports:"; echo "$$out"; exit 1; fi

@@ -12,30 +12,75 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// amqpScenario is 1 publisher → 1 consumer through one queue on the default
-// exchange, each on its own connection.
+// amqpScenario is publishers → consumers through one queue on the default
+// exchange, each client on its own connection (1 → 1 unless set).
 //
-// Without confirms: transient messages to a non-durable queue, an autoack
-// (no-ack) consumer, an unthrottled publisher held back only by MaxInFlight.
+// Without confirms: transient messages to a non-durable queue, autoack
+// (no-ack) consumers, unthrottled publishers held back only by MaxInFlight.
 //
-// With confirms: persistent messages to a durable queue, a publisher in confirm
-// mode with at most ConfirmWindow unconfirmed messages (NotifyPublish), a
-// manual-ack consumer with prefetch Prefetch acking multiple every AckEvery.
+// With confirms: persistent messages to a durable queue, publishers in
+// confirm mode with at most ConfirmWindow unconfirmed messages each
+// (NotifyPublish), manual-ack consumers with prefetch Prefetch acking
+// multiple every AckEvery.
+//
+// With quorum (set together with confirms): the queue is declared with
+// x-queue-type quorum. Against a cluster target (RunCluster) the clients are placed on
+// the nodes by the cluster's placement once the queue's leader is known.
 type amqpScenario struct {
-	name     string
-	confirms bool
+	name       string
+	confirms   bool
+	quorum     bool
+	publishers int // 0 means 1
+	consumers  int // 0 means 1
 }
 
 func (s amqpScenario) Name() string   { return s.name }
 func (s amqpScenario) Scheme() string { return "amqp" }
 
-// inFlightCheckEvery is how often (in publishes) the publisher compares its
-// count with the consumer's, so that it does not read the consumer's counter
-// on every message.
+// OnCluster: only the quorum scenarios are about a cluster; a classic
+// queue lives on one node, which the single-node target already measures.
+func (s amqpScenario) OnCluster() bool { return s.quorum }
+
+func (s amqpScenario) clients() (pubs, cons int) {
+	pubs, cons = max(s.publishers, 1), max(s.consumers, 1)
+	return pubs, cons
+}
+
+// inFlightCheckEvery is how often (in publishes) a publisher adds its sends to
+// the shared count and compares it with the consumers', so that it does not
+// touch the shared counters on every message.
 const inFlightCheckEvery = 256
 
-func (s amqpScenario) Run(ctx context.Context, url string, p Params) (res Result, err error) {
-	ctl, err := dial(url, s.name+" control")
+// layout says where a run's clients connect: the control connection (which
+// declares and deletes the queue) and, once the queue exists, one URL per
+// publisher and per consumer, with a note for the report.
+type layout struct {
+	control string
+	place   func(ctx context.Context, queue string, pubs, cons int) (pubURLs, consURLs []string, note string, err error)
+}
+
+// Run runs every client against url.
+func (s amqpScenario) Run(ctx context.Context, url string, p Params) (Result, error) {
+	return s.run(ctx, layout{control: url, place: func(_ context.Context, _ string, pubs, cons int) ([]string, []string, string, error) {
+		return repeat(url, pubs), repeat(url, cons), "", nil
+	}}, p)
+}
+
+// RunCluster runs against a cluster target, clients placed by c.
+func (s amqpScenario) RunCluster(ctx context.Context, c *localCluster, p Params) (Result, error) {
+	return s.run(ctx, layout{control: c.nodes[0].p.AMQPURL, place: c.place}, p)
+}
+
+func repeat(s string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
+}
+
+func (s amqpScenario) run(ctx context.Context, lay layout, p Params) (res Result, err error) {
+	ctl, err := dial(lay.control, s.name+" control")
 	if err != nil {
 		return Result{}, err
 	}
@@ -45,7 +90,11 @@ func (s amqpScenario) Run(ctx context.Context, url string, p Params) (res Result
 		return Result{}, fmt.Errorf("control channel: %w", err)
 	}
 	queue := "tridentbench." + s.name + "." + randomSuffix()
-	if _, err := ctlCh.QueueDeclare(queue, s.confirms, false, false, false, nil); err != nil {
+	var args amqp.Table
+	if s.quorum {
+		args = amqp.Table{"x-queue-type": "quorum"}
+	}
+	if _, err := ctlCh.QueueDeclare(queue, s.confirms || s.quorum, false, false, false, args); err != nil {
 		return Result{}, fmt.Errorf("queue.declare %s: %w", queue, err)
 	}
 	defer func() {
@@ -54,39 +103,57 @@ func (s amqpScenario) Run(ctx context.Context, url string, p Params) (res Result
 		}
 	}()
 
+	npub, ncons := s.clients()
+	pubURLs, consURLs, note, err := lay.place(ctx, queue, npub, ncons)
+	if err != nil {
+		return Result{}, err
+	}
+
 	var c counters
-	errc := make(chan error, 4)
+	errc := make(chan error, 2*(npub+ncons))
 	var wg sync.WaitGroup
+	var conns []*amqp.Connection
+	var stops []func()
+	// Stop: flag the workers, unblock publishers waiting for confirm credit,
+	// then close the connections, which ends the consumer and confirm loops
+	// and any publish blocked by the broker (connection.blocked, TCP
+	// back-pressure).
+	defer func() {
+		c.stop.Store(true)
+		for _, stop := range stops {
+			stop()
+		}
+		for _, conn := range conns {
+			conn.Close()
+		}
+		wg.Wait()
+	}()
 
-	consConn, err := dial(url, s.name+" consumer")
-	if err != nil {
-		return Result{}, err
+	for i, u := range consURLs {
+		conn, err := dial(u, fmt.Sprintf("%s consumer %d", s.name, i))
+		if err != nil {
+			return Result{}, err
+		}
+		conns = append(conns, conn)
+		if err := s.startConsumer(conn, queue, p, &c, errc, &wg); err != nil {
+			return Result{}, err
+		}
 	}
-	defer consConn.Close()
-	pubConn, err := dial(url, s.name+" publisher")
-	if err != nil {
-		return Result{}, err
-	}
-	defer pubConn.Close()
-
-	if err := s.startConsumer(consConn, queue, p, &c, errc, &wg); err != nil {
-		return Result{}, err
-	}
-	stopPub, err := s.startPublisher(pubConn, queue, p, &c, errc, &wg)
-	if err != nil {
-		return Result{}, err
+	for i, u := range pubURLs {
+		conn, err := dial(u, fmt.Sprintf("%s publisher %d", s.name, i))
+		if err != nil {
+			return Result{}, err
+		}
+		conns = append(conns, conn)
+		stop, err := s.startPublisher(conn, queue, p, &c, errc, &wg)
+		if err != nil {
+			return Result{}, err
+		}
+		stops = append(stops, stop)
 	}
 
 	res, err = measure(ctx, &c, p, errc)
-
-	// Stop: flag the workers, unblock a publisher waiting for confirm credit,
-	// then close the connections, which ends the consumer and confirm loops and
-	// any publish blocked by the broker (connection.blocked, TCP back-pressure).
-	c.stop.Store(true)
-	stopPub()
-	pubConn.Close()
-	consConn.Close()
-	wg.Wait()
+	res.Placement = note
 	return res, err
 }
 
@@ -95,19 +162,20 @@ func (s amqpScenario) startConsumer(conn *amqp.Connection, queue string, p Param
 	if err != nil {
 		return fmt.Errorf("consumer channel: %w", err)
 	}
-	if s.confirms {
+	manual := s.confirms
+	if manual {
 		if err := ch.Qos(p.Prefetch, 0, false); err != nil {
 			return fmt.Errorf("basic.qos: %w", err)
 		}
 	}
-	deliveries, err := ch.Consume(queue, "", !s.confirms, false, false, false, nil)
+	deliveries, err := ch.Consume(queue, "", !manual, false, false, false, nil)
 	if err != nil {
 		return fmt.Errorf("basic.consume: %w", err)
 	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if !s.confirms {
+		if !manual {
 			for range deliveries {
 				c.consumed.Add(1)
 			}
@@ -168,10 +236,13 @@ func (s amqpScenario) startPublisher(conn *amqp.Connection, queue string, p Para
 	go func() {
 		defer wg.Done()
 		ctx := context.Background()
-		var sent uint64
+		var sent, total uint64 // this publisher's, all publishers' (as of the last check)
 		for !c.stop.Load() {
 			if sent%inFlightCheckEvery == 0 {
-				for sent-c.consumed.Load() >= p.MaxInFlight {
+				if sent > 0 {
+					total = c.sent.Add(inFlightCheckEvery)
+				}
+				for total-min(total, c.consumed.Load()) >= p.MaxInFlight {
 					if c.stop.Load() {
 						return
 					}

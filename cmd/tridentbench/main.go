@@ -4,6 +4,8 @@
 //
 //	go run ./cmd/tridentbench                         # builds and starts a Trident, benches it
 //	go run ./cmd/tridentbench --anchors               # ... and RabbitMQ from ../shared/anchors
+//	go run ./cmd/tridentbench --anchors --cluster3 \
+//	    --scenarios amqp-quorum-1-1,amqp-quorum-10-10  # ... and a 3-node Trident cluster
 //	go run ./cmd/tridentbench \
 //	    --target trident=amqp://guest:guest@127.0.0.1:5672/ \
 //	    --target rabbitmq=amqp://guest:guest@127.0.0.1:5673/ --duration 10s --rounds 3
@@ -16,6 +18,20 @@
 //	amqp-persistent-confirm  persistent messages, durable queue, publisher confirms
 //	                         (window --confirm-window), manual acks (prefetch
 //	                         --prefetch, multiple every --ack-every)
+//	amqp-quorum-1-1          as amqp-persistent-confirm, to a quorum queue
+//	                         (x-queue-type: quorum)
+//	amqp-quorum-10-10        the same with 10 publishers and 10 consumers on one
+//	                         quorum queue, each on its own connection; the
+//	                         confirm window is per publisher
+//
+// The RabbitMQ anchor is a single node, so its quorum queues have one member:
+// Raft with no replication, fsynced before confirms; the single-node Trident's
+// likewise live in its local store. --cluster3 adds the target trident-3node,
+// three trident processes on loopback (cluster.go), where a quorum queue
+// has three members and a confirm means a majority wrote the message; only
+// the quorum scenarios run against it, with the clients placed by
+// --cluster-clients (default: publishers and consumers on the two
+// followers, so every message is forwarded to the leader and back).
 //
 // "published/s" is messages sent, or confirmed by the broker in the confirm
 // scenario; "consumed/s" is the consumer's receive rate, the headline figure.
@@ -34,6 +50,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -45,6 +62,8 @@ import (
 var scenarios = []Scenario{
 	amqpScenario{name: "amqp-transient-autoack"},
 	amqpScenario{name: "amqp-persistent-confirm", confirms: true},
+	amqpScenario{name: "amqp-quorum-1-1", confirms: true, quorum: true},
+	amqpScenario{name: "amqp-quorum-10-10", confirms: true, quorum: true, publishers: 10, consumers: 10},
 }
 
 // rabbitAnchorURL is where ../shared/anchors/start-anchors.sh puts RabbitMQ.
@@ -70,6 +89,9 @@ const baselineName = "rabbitmq"
 type Target struct {
 	Name string
 	URLs map[string]string // scheme ("amqp", "mqtt", "stomp") → URL
+	// cluster is set for the --cluster3 target; URLs["amqp"] is then its
+	// first node's, for the report.
+	cluster *localCluster
 }
 
 // targetList collects repeated --target name=url flags; a name given twice
@@ -126,6 +148,9 @@ type options struct {
 	anchors     bool
 	tridentBin  string
 	tridentArgs stringList
+	cluster3    bool
+	placement   string
+	clusterProf string
 }
 
 type stringList []string
@@ -141,7 +166,7 @@ func main() {
 	fs.DurationVar(&o.params.Warmup, "warmup", 2*time.Second, "unmeasured warm-up before each measurement")
 	fs.IntVar(&o.params.MsgSize, "size", 16, "message body size in bytes")
 	fs.Uint64Var(&o.params.MaxInFlight, "max-in-flight", 100_000, "publisher pauses when published-consumed exceeds this")
-	fs.IntVar(&o.params.ConfirmWindow, "confirm-window", 1000, "max unconfirmed publishes (confirm scenario)")
+	fs.IntVar(&o.params.ConfirmWindow, "confirm-window", 1000, "max unconfirmed publishes per publisher (confirm scenarios)")
 	fs.IntVar(&o.params.Prefetch, "prefetch", 1000, "consumer prefetch count (manual-ack scenario)")
 	fs.IntVar(&o.params.AckEvery, "ack-every", 100, "ack with multiple=true every N deliveries (manual-ack scenario)")
 	fs.IntVar(&o.rounds, "rounds", 1, "repeat each scenario, targets interleaved within each round")
@@ -150,6 +175,9 @@ func main() {
 	fs.BoolVar(&o.anchors, "anchors", false, "run ../shared/anchors/start-anchors.sh and add target rabbitmq="+rabbitAnchorURL)
 	fs.StringVar(&o.tridentBin, "trident-bin", "", "prebuilt trident binary for the self-started target (default: go build ./cmd/trident)")
 	fs.Var(&o.tridentArgs, "trident-arg", "extra argument for the self-started trident (repeatable)")
+	fs.BoolVar(&o.cluster3, "cluster3", false, "also start a 3-node Trident cluster on loopback, target "+clusterTargetName+" (quorum scenarios only)")
+	fs.StringVar(&o.placement, "cluster-clients", "followers", "where "+clusterTargetName+"'s clients connect: "+strings.Join(placements, ", "))
+	fs.StringVar(&o.clusterProf, "cluster-pprof", "", "serve pprof on the cluster nodes, `host:port` for n0, port+1 for n1, ...")
 	_ = fs.Parse(os.Args[1:])
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "tridentbench: unexpected arguments %q\n", fs.Args())
@@ -206,8 +234,23 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	if !slices.Contains(placements, o.placement) {
+		return fmt.Errorf("--cluster-clients %q: want one of %s", o.placement, strings.Join(placements, ", "))
+	}
 
 	startTrident := len(o.targets) == 0
+	if (startTrident || o.cluster3) && o.tridentBin == "" && os.Getenv("TRIDENT_BIN") == "" {
+		// One build for the single node and the cluster's three.
+		dir, err := os.MkdirTemp("", "tridentbench-bin-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		fmt.Fprintln(os.Stderr, "tridentbench: building ./cmd/trident")
+		if o.tridentBin, err = testbin.Build(ctx, dir); err != nil {
+			return err
+		}
+	}
 	if o.anchors {
 		if err := runAnchors(ctx); err != nil {
 			return err
@@ -248,7 +291,19 @@ func run(ctx context.Context, o *options) error {
 		}
 	}
 
+	if o.cluster3 {
+		fmt.Fprintf(os.Stderr, "tridentbench: starting a %d-node cluster\n", clusterSize)
+		c, err := startCluster(ctx, o.tridentBin, o.placement, o.clusterProf)
+		if err != nil {
+			return err
+		}
+		defer c.stop()
+		o.targets = append(o.targets, &Target{Name: clusterTargetName,
+			URLs: map[string]string{"amqp": c.nodes[0].p.AMQPURL}, cluster: c})
+	}
+
 	rep := newReport(o, p)
+	rep.Notes = reportNotes(selected, o)
 	for _, s := range selected {
 		for round := 1; round <= o.rounds; round++ {
 			for _, t := range o.targets {
@@ -256,8 +311,17 @@ func run(ctx context.Context, o *options) error {
 				if !ok {
 					continue
 				}
-				fmt.Fprintf(os.Stderr, "%-24s %-10s round %d/%d ... ", s.Name(), t.Name, round, o.rounds)
-				res, err := s.Run(ctx, u, p)
+				cs, onCluster := s.(clusterScenario)
+				if t.cluster != nil && (!onCluster || !cs.OnCluster()) {
+					continue
+				}
+				fmt.Fprintf(os.Stderr, "%-24s %-13s round %d/%d ... ", s.Name(), t.Name, round, o.rounds)
+				var res Result
+				if t.cluster != nil {
+					res, err = cs.RunCluster(ctx, t.cluster, p)
+				} else {
+					res, err = s.Run(ctx, u, p)
+				}
 				if ctx.Err() != nil {
 					fmt.Fprintln(os.Stderr, "interrupted")
 					return ctx.Err()
@@ -265,7 +329,11 @@ func run(ctx context.Context, o *options) error {
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "error: %v\n", err)
 				} else {
-					fmt.Fprintf(os.Stderr, "pub %s/s  cons %s/s\n", human(res.PublishRate), human(res.ConsumeRate))
+					fmt.Fprintf(os.Stderr, "pub %s/s  cons %s/s", human(res.PublishRate), human(res.ConsumeRate))
+					if res.Placement != "" {
+						fmt.Fprintf(os.Stderr, "  (%s)", res.Placement)
+					}
+					fmt.Fprintln(os.Stderr)
 				}
 				rep.add(s.Name(), t, u, res, err)
 			}
@@ -296,13 +364,42 @@ func runAnchors(ctx context.Context) error {
 }
 
 func launchTrident(ctx context.Context, o *options) (*testbin.Proc, error) {
-	fmt.Fprintln(os.Stderr, "tridentbench: no --target given; building and starting ./cmd/trident")
+	fmt.Fprintln(os.Stderr, "tridentbench: no --target given; starting ./cmd/trident")
 	proc, err := testbin.Launch(ctx, testbin.Options{Binary: o.tridentBin, ExtraArgs: o.tridentArgs})
 	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(os.Stderr, "tridentbench: trident listening on %s (data %s, log %s)\n", proc.AMQPAddr, proc.DataDir, proc.LogPath)
 	return proc, nil
+}
+
+// placementText describes each --cluster-clients value for the report.
+var placementText = map[string]string{
+	"followers": "publishers and consumers on the two followers of the queue's leader, a publisher's messages leaving from another follower than the one they are consumed on",
+	"spread":    "publisher i on node i%3 and consumer i on node (i+1)%3, leader included",
+	"leader":    "every client on the queue's leader",
+}
+
+// reportNotes explains the quorum scenarios' targets under the table.
+func reportNotes(selected []Scenario, o *options) []string {
+	quorum := false
+	for _, s := range selected {
+		if a, ok := s.(amqpScenario); ok && a.quorum {
+			quorum = true
+		}
+	}
+	if !quorum {
+		return nil
+	}
+	notes := []string{"amqp-quorum-*: quorum queue (x-queue-type: quorum), persistent messages, publisher confirms " +
+		"(window --confirm-window per publisher), manual acks; the rabbitmq anchor is a single node, so its quorum " +
+		"queue has one member (no replication); the single-node trident keeps its quorum queue in its local store"}
+	if o.cluster3 {
+		notes = append(notes, fmt.Sprintf("%s: %d trident processes on this machine, quorum queue with %d members "+
+			"(confirm after a majority commit); clients: %s (--cluster-clients=%s)",
+			clusterTargetName, clusterSize, clusterSize, placementText[o.placement], o.placement))
+	}
+	return notes
 }
 
 // hostInfo describes the machine for the report.

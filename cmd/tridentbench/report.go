@@ -16,6 +16,7 @@ type report struct {
 	Host     map[string]any `json:"host"`
 	Params   jsonParams     `json:"params"`
 	Baseline string         `json:"baseline,omitempty"`
+	Notes    []string       `json:"notes,omitempty"`
 	Results  []*row         `json:"results"`
 }
 
@@ -134,7 +135,10 @@ func (r *report) writeTable(w io.Writer) {
 	tw.Flush()
 	fmt.Fprintf(w, "\n%s measured, %s warm-up, median of %d round(s), %d-byte bodies; %v CPUs, %s\n",
 		r.Params.Duration, r.Params.Warmup, r.Params.Rounds, r.Params.MsgSize, r.Host["cpus"], r.Host["go"])
-	fmt.Fprintln(w, "published/s counts broker-confirmed messages in the confirm scenario; ratio is consumed/s vs", r.Baseline)
+	fmt.Fprintln(w, "published/s counts broker-confirmed messages in the confirm scenarios; ratio is consumed/s vs", r.Baseline)
+	for _, n := range r.Notes {
+		fmt.Fprintln(w, n)
+	}
 	for _, x := range r.Results {
 		for _, e := range x.Errors {
 			fmt.Fprintf(w, "error: %s %s: %s\n", x.Scenario, x.Target, e)

@@ -19,6 +19,16 @@ type Scenario interface {
 	Run(ctx context.Context, url string, p Params) (Result, error)
 }
 
+// A clusterScenario can also run against a cluster target (--cluster3),
+// placing its clients on the cluster's nodes.
+type clusterScenario interface {
+	Scenario
+	// OnCluster says whether the scenario runs against cluster targets.
+	OnCluster() bool
+	// RunCluster is Run against the nodes of c.
+	RunCluster(ctx context.Context, c *localCluster, p Params) (Result, error)
+}
+
 // Params are the knobs shared by all scenarios.
 type Params struct {
 	Duration time.Duration // measured interval
@@ -27,7 +37,7 @@ type Params struct {
 	// MaxInFlight bounds published-but-not-yet-consumed messages: the publisher
 	// pauses above it so that a slow consumer does not fill the broker's memory.
 	MaxInFlight uint64
-	// ConfirmWindow bounds unconfirmed publishes (confirm scenarios).
+	// ConfirmWindow bounds unconfirmed publishes per publisher (confirm scenarios).
 	ConfirmWindow int
 	// Prefetch is the consumer's basic.qos prefetch count (manual-ack scenarios).
 	Prefetch int
@@ -45,6 +55,8 @@ type Result struct {
 	// Nacked counts negative publisher confirms during the interval.
 	Nacked  uint64        `json:"nacked,omitempty"`
 	Elapsed time.Duration `json:"elapsed_ns"`
+	// Placement says where the clients were connected, for cluster targets.
+	Placement string `json:"placement,omitempty"`
 
 	PublishRate float64 `json:"published_per_sec"`
 	ConsumeRate float64 `json:"consumed_per_sec"`
@@ -60,7 +72,11 @@ type counters struct {
 	_         [56]byte
 	nacked    atomic.Uint64
 	_         [56]byte
-	stop      atomic.Bool
+	// sent is what the publishers of a multi-publisher scenario have sent,
+	// added in batches, for their MaxInFlight check.
+	sent atomic.Uint64
+	_    [56]byte
+	stop atomic.Bool
 }
 
 func (c *counters) snapshot() (pub, con, nack uint64, at time.Time) {
