@@ -198,6 +198,8 @@ func TestUIBrowser(t *testing.T) {
 	do("large screen", chromedp.EmulateViewport(1920, 1080), chromedp.Navigate(base+"/#/"),
 		chromedp.WaitVisible(chromedp.CSS(`#node-info dd`)))
 	shot(t, ctx, shots, "14-overview-1920")
+	do("nodes, large screen", chromedp.Navigate(base+"/#/nodes"), chromedp.WaitVisible(chromedp.CSS(`#nodes-table tbody tr[data-node]`)))
+	shot(t, ctx, shots, "15-nodes-1920")
 }
 
 // chromiumPath finds the browser: $CHROMIUM, then Debian's chromium.

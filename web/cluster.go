@@ -23,6 +23,15 @@ type QueueLocator interface {
 	QueueNode(q *exchange.Queue) (node string, members []string)
 }
 
+// ClusterLeaders is implemented by a Cluster whose nodes replicate over
+// Raft. MetaLeader names the node leading the metadata group, "" while
+// there is none; QuorumLeaderOf lists the quorum queues the local node
+// leads, as vhost + "/" + name, sorted.
+type ClusterLeaders interface {
+	MetaLeader() string
+	QuorumLeaderOf() []string
+}
+
 // ClusterMember is one node of the cluster as the local node sees it.
 type ClusterMember struct {
 	Name string
@@ -39,7 +48,9 @@ type ClusterMember struct {
 
 // nodesJSON is /api/nodes: the local node with its statistics, and every
 // other member with what the cluster knows of it (RabbitMQ lists stopped
-// members too, with running false).
+// members too, with running false). With Raft, each entry says whether it
+// leads the metadata group (meta_leader) and the local one lists the
+// quorum queues it leads (quorum_leader_of).
 func (s *Server) nodesJSON() []map[string]any {
 	if s.cluster == nil {
 		return []map[string]any{s.nodeJSON()}
@@ -58,7 +69,37 @@ func (s *Server) nodesJSON() []map[string]any {
 	if !local { // not yet in its own member list: still report it
 		out = append([]map[string]any{s.nodeJSON()}, out...)
 	}
+	if cl, ok := s.cluster.(ClusterLeaders); ok {
+		leader := cl.MetaLeader()
+		for _, j := range out {
+			j["meta_leader"] = leader != "" && j["name"] == leader
+			if j["name"] == s.node {
+				led := cl.QuorumLeaderOf()
+				if led == nil {
+					led = []string{}
+				}
+				j["quorum_leader_of"] = led
+			}
+		}
+	}
 	return out
+}
+
+// clusterName is /api/overview's cluster_name: the node's own name when
+// it runs alone, else the name of the first member in name order, which
+// every node of the cluster agrees on (RabbitMQ too names a cluster after
+// one of its nodes).
+func (s *Server) clusterName() string {
+	if s.cluster == nil {
+		return s.node
+	}
+	name := s.node
+	for _, m := range s.cluster.ClusterMembers() {
+		if m.Name < name {
+			name = m.Name
+		}
+	}
+	return name
 }
 
 func (s *Server) localMemberJSON(m ClusterMember) map[string]any {

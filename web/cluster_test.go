@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 	"time"
 
@@ -77,5 +78,108 @@ func TestNodesCluster(t *testing.T) {
 	}
 	if code, _ := getNodes(t, single, "/api/nodes/trident@a"); code != http.StatusOK {
 		t.Errorf("get single: %d", code)
+	}
+}
+
+// raftCluster is a fakeCluster whose nodes run Raft: b leads the metadata
+// group and the local node leads two quorum queues.
+type raftCluster struct {
+	fakeCluster
+	leader string
+	led    []string
+}
+
+func (r raftCluster) MetaLeader() string       { return r.leader }
+func (r raftCluster) QuorumLeaderOf() []string { return r.led }
+
+func getJSON(t *testing.T, s *Server, path string, out any) {
+	t.Helper()
+	code, body := getNodes(t, s, path)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, code, body)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		t.Fatalf("GET %s: %v in %s", path, err, body)
+	}
+}
+
+// TestNodesLeaders: with a Cluster that reports Raft leaders, every node
+// of /api/nodes says whether it leads the metadata group and the local one
+// lists the quorum queues it leads; without one (a gossip-only cluster or
+// a single node) neither field appears.
+func TestNodesLeaders(t *testing.T) {
+	members := fakeCluster{
+		{Name: "trident@a", Running: true, Status: "alive"},
+		{Name: "trident@b", Running: true, Status: "alive", Meta: map[string]string{"raft": "127.0.0.1:3"}},
+		{Name: "trident@c", Running: false, Status: "dead"},
+	}
+	for _, tc := range []struct {
+		name       string
+		cluster    Cluster
+		wantLeader map[string]bool // nil: no meta_leader field
+		wantLed    []any           // nil: no quorum_leader_of field
+	}{
+		{"raft", raftCluster{members, "trident@b", []string{"//orders", "v1/jobs"}},
+			map[string]bool{"trident@a": false, "trident@b": true, "trident@c": false}, []any{"//orders", "v1/jobs"}},
+		{"no leader yet", raftCluster{members, "", nil},
+			map[string]bool{"trident@a": false, "trident@b": false, "trident@c": false}, []any{}},
+		{"local leads", raftCluster{members, "trident@a", nil},
+			map[string]bool{"trident@a": true, "trident@b": false, "trident@c": false}, []any{}},
+		{"gossip only", members, nil, nil},
+		{"single node", nil, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newNodesServer(t, tc.cluster)
+			var nodes []map[string]any
+			getJSON(t, s, "/api/nodes", &nodes)
+			for _, n := range nodes {
+				name, _ := n["name"].(string)
+				ml, has := n["meta_leader"]
+				switch {
+				case tc.wantLeader == nil && has:
+					t.Errorf("%s: meta_leader %v, want none", name, ml)
+				case tc.wantLeader != nil && ml != tc.wantLeader[name]:
+					t.Errorf("%s: meta_leader %v, want %v", name, ml, tc.wantLeader[name])
+				}
+				led, has := n["quorum_leader_of"]
+				switch {
+				case name != "trident@a" || tc.wantLed == nil:
+					if has {
+						t.Errorf("%s: quorum_leader_of %v, want none", name, led)
+					}
+				case !reflect.DeepEqual(led, tc.wantLed):
+					t.Errorf("%s: quorum_leader_of %#v, want %#v", name, led, tc.wantLed)
+				}
+			}
+			// GET /api/nodes/{name} answers the same entry.
+			var one map[string]any
+			getJSON(t, s, "/api/nodes/trident@a", &one)
+			if tc.wantLeader != nil && one["meta_leader"] != tc.wantLeader["trident@a"] {
+				t.Errorf("GET one: meta_leader %v", one["meta_leader"])
+			}
+		})
+	}
+}
+
+// TestOverviewClusterName: a single node names the cluster after itself;
+// in a cluster every node gives the first member's name, whatever its own.
+func TestOverviewClusterName(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cluster Cluster
+		want    string
+	}{
+		{"single node", nil, "trident@a"},
+		{"local first", fakeCluster{{Name: "trident@a"}, {Name: "trident@b"}}, "trident@a"},
+		{"other first", fakeCluster{{Name: "rabbit@0"}, {Name: "trident@a"}}, "rabbit@0"},
+		{"not yet listed", fakeCluster{}, "trident@a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ov map[string]any
+			getJSON(t, newNodesServer(t, tc.cluster), "/api/overview", &ov)
+			if ov["cluster_name"] != tc.want || ov["node"] != "trident@a" {
+				t.Errorf("cluster_name %v node %v, want %s trident@a", ov["cluster_name"], ov["node"], tc.want)
+			}
+		})
 	}
 }

@@ -93,7 +93,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, u *auth.User) 
 		"product_version":           productVersion,
 		"product_name":              productName,
 		"rabbitmq_version":          rabbitVersion,
-		"cluster_name":              s.node,
+		"cluster_name":              s.clusterName(),
 		"erlang_version":            runtime.Version(),
 		"erlang_full_version":       runtime.Version(),
 		"disable_stats":             false,

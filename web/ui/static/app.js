@@ -241,10 +241,11 @@
   function kv(pairs) {
     return h('dl', { class: 'kv' }, pairs.filter(Boolean).map(([k, v]) => [h('dt', null, k), h('dd', null, v === '' || v == null ? h('span', { class: 'muted' }, '—') : v)]));
   }
-  function table(cols, rows, empty) {
-    return h('div', { class: 'table-wrap' }, h('table', { class: 'data' },
+  // rowAttrs, if given, returns each row's attributes.
+  function table(cols, rows, empty, rowAttrs, id) {
+    return h('div', { class: 'table-wrap' }, h('table', { class: 'data', id: id || null },
       h('thead', null, h('tr', null, cols.map((c) => h('th', { class: c.num ? 'num' : null }, c.title)))),
-      h('tbody', null, rows.length ? rows.map((r) => h('tr', null, cols.map((c) => h('td', { class: c.cls || (c.num ? 'num' : null) }, c.render(r)))))
+      h('tbody', null, rows.length ? rows.map((r) => h('tr', rowAttrs ? rowAttrs(r) : null, cols.map((c) => h('td', { class: c.cls || (c.num ? 'num' : null) }, c.render(r)))))
         : h('tr', null, h('td', { class: 'empty', colspan: cols.length }, empty || 'Nothing here')))));
   }
   function selectEl(attrs, options, value) {
@@ -461,6 +462,45 @@
     return selectEl(attrs, names, value || prefs.vhost || (names.includes('/') ? '/' : names[0]));
   }
 
+  // ------------------------------------------------------------ cluster
+  // The members as /api/nodes last listed them: one entry when clustering
+  // is off. Every tick refreshes it (checkAlarms).
+  let clusterNodes = [];
+  async function loadNodes() {
+    const nodes = await api('GET', '/nodes');
+    clusterNodes = Array.isArray(nodes) ? nodes : [];
+    return clusterNodes;
+  }
+  const isCluster = () => clusterNodes.length > 1;
+  const localNode = () => (lastOverview && lastOverview.node) || '';
+  // Node names without their "@host" when every member shares it
+  // ("trident-0@localhost" reads "trident-0"); the full name is the title.
+  function nodeLabel(name) {
+    const at = String(name || '').indexOf('@');
+    if (at <= 0 || !isCluster()) return name || '';
+    const host = name.slice(at);
+    const hostOf = (n) => { const s = String(n); return s.slice(s.indexOf('@')); };
+    return clusterNodes.every((n) => hostOf(n.name) === host) ? name.slice(0, at) : name;
+  }
+  function nodeRunning(name) {
+    const n = clusterNodes.find((x) => x.name === name);
+    return n ? n.running !== false : null;
+  }
+  // A node's name with a dot for its state; lead marks a queue's leader.
+  function nodeChip(name, lead) {
+    if (!name) return h('span', { class: 'muted', title: 'not known on this node yet' }, 'unknown');
+    const up = nodeRunning(name);
+    const state = up == null ? '' : up ? ' up' : ' down';
+    const title = `${name}${up == null ? '' : up ? ' · running' : ' · not running'}${lead ? ' · leader' : ''}`;
+    return h('span', { class: 'node-chip' + state + (lead ? ' lead' : ''), title, 'data-node': name }, nodeLabel(name));
+  }
+  // A quorum queue's members, its leader first and marked.
+  function memberChips(q) {
+    const ms = [...(q.members || [])].sort((a, b) => (a === q.leader ? -1 : b === q.leader ? 1 : a.localeCompare(b)));
+    if (!ms.length) return h('span', { class: 'muted' }, '—');
+    return h('span', { class: 'chips' }, ms.map((m) => nodeChip(m, m === q.leader)));
+  }
+
   // ------------------------------------------------------- paged lists
   // A list backed by one of the API's paged collections (page, page_size,
   // name, use_regex, sort, sort_reverse). If the API answers with a plain
@@ -636,7 +676,7 @@
       } catch (_) { /* the node panel shows what the overview has */ }
       fill(nodeBox, kv([
         ['Node', h('b', null, ov.node || (node && node.name) || '')],
-        ['Cluster', ov.cluster_name],
+        ['Cluster', isCluster() ? h('span', null, ov.cluster_name, ' ', h('a', { href: '#/nodes', class: 'small' }, `${clusterNodes.filter((n) => n.running !== false).length} of ${clusterNodes.length} nodes running`)) : ov.cluster_name],
         ['Version', `${ov.product_name || 'RabbitMQ'} ${ov.product_version || ov.rabbitmq_version || ''}`],
         ov.erlang_version ? ['Runtime', /^go/.test(ov.erlang_version) ? `Go ${ov.erlang_version.replace(/^go/, '')}` : `Erlang ${ov.erlang_version}`] : null,
         node ? ['Uptime', duration(node.uptime)] : null,
@@ -757,6 +797,7 @@
         { title: 'Type', sort: 'type', render: (q) => tag(q.type || 'classic', q.type === 'quorum' ? 'violet' : q.type === 'stream' ? 'teal' : '') },
         { title: 'Features', render: (q) => features(q) },
         { title: 'State', sort: 'state', render: (q) => stateView(q.state) },
+        isCluster() && { title: 'Node', sort: 'node', render: (q) => (q.type === 'quorum' ? memberChips(q) : nodeChip(q.node)) },
         { title: 'Ready', sort: 'messages_ready', num: true, render: (q) => num(q.messages_ready) },
         { title: 'Unacked', sort: 'messages_unacknowledged', num: true, render: (q) => num(q.messages_unacknowledged) },
         { title: 'Total', sort: 'messages', num: true, render: (q) => h('b', null, num(q.messages)) },
@@ -980,7 +1021,8 @@
       fill(details, kv([
         ['Virtual host', vhost],
         ['Type', q.type || 'classic'],
-        ['Node', q.node],
+        q.type === 'quorum' ? ['Leader', h('span', { id: 'queue-leader' }, nodeChip(q.leader, true))] : ['Node', isCluster() ? nodeChip(q.node) : q.node],
+        q.type === 'quorum' ? ['Members', h('span', { id: 'queue-members' }, memberChips(q))] : null,
         ['Durable', q.durable ? 'yes' : 'no'],
         ['Auto delete', q.auto_delete ? 'yes' : 'no'],
         ['Exclusive', q.exclusive ? 'yes' : 'no'],
@@ -1263,27 +1305,122 @@
   }
 
   // Nodes ----------------------------------------------------------------
+  // The cluster: its members with their state, addresses and Raft roles,
+  // the quorum queues with their leaders, and this node's resources. With
+  // clustering off, the one node.
   function nodesPage() {
+    const head = h('div');
+    const stats = h('div', { class: 'stats', id: 'cluster-stats' });
     const box = h('div');
-    async function refresh() {
-      try {
-        const nodes = await api('GET', '/nodes');
-        fill(box, table([
-          { title: 'Name', cls: 'name', render: (n) => h('b', null, n.name) },
-          { title: 'Type', render: (n) => n.type || '' },
-          { title: 'State', render: (n) => stateView(n.running === false ? 'stopped' : 'running') },
-          { title: 'Uptime', render: (n) => duration(n.uptime) },
-          { title: 'Memory', render: (n) => (n.mem_used != null ? bar(n.mem_used, n.mem_limit, bytes) : '') },
-          { title: 'Disk free', render: (n) => bytes(n.disk_free) },
-          { title: 'File descriptors', render: (n) => (n.fd_used != null ? bar(n.fd_used, n.fd_total) : '') },
-          { title: 'Sockets', render: (n) => (n.sockets_used != null ? bar(n.sockets_used, n.sockets_total) : '') },
-          { title: 'Cores', num: true, render: (n) => num(n.processors) },
-        ], nodes || [], 'No nodes reported'));
-      } catch (e) {
-        fill(box, h('div', { style: 'padding:0 16px' }, errorBox('Could not load nodes:', e)));
-      }
+    const quorumBox = h('div');
+    const localBox = h('div');
+    const listenBox = h('div');
+    const loadErr = h('div');
+    // Below the members: the quorum queues and this node in a cluster;
+    // this node and its listeners when it runs alone.
+    const quorumPanel = panel('Quorum queues', { flush: true, id: 'quorum-queues' }, quorumBox);
+    const localPanel = panel('This node', { id: 'local-node' }, localBox);
+    const listenPanel = panel('Listeners', { flush: true, id: 'node-listeners' }, listenBox);
+    const lower = h('div', { class: 'grid two' });
+    const el = h('div', null, head, loadErr, stats, panel('Members', { flush: true, id: 'nodes' }, box), lower);
+
+    // The local node's listener addresses, from the overview, for a node
+    // that does not gossip them (clustering off).
+    function listenAddr(proto) {
+      const l = ((lastOverview && lastOverview.listeners) || []).find((x) => x.protocol === proto);
+      return l ? `${String(l.ip_address).includes(':') ? `[${l.ip_address}]` : l.ip_address}:${l.port}` : '';
     }
-    return { el: h('div', null, pageHead('Nodes', 'Members of this cluster'), panel('Nodes', { flush: true, id: 'nodes' }, box)), refresh };
+    const addrOf = (n, proto) => n[proto + '_addr'] || (n.name === localNode() ? listenAddr(proto) : '');
+    const mono = (v) => (v ? h('span', { class: 'mono' }, v) : h('span', { class: 'muted' }, '—'));
+    function httpLink(addr) {
+      if (!addr) return mono('');
+      if (/^(0\.0\.0\.0|\[::\]|::):/.test(addr)) return mono(addr);
+      return h('a', { class: 'mono', href: `http://${addr}/`, target: '_blank', rel: 'noopener' }, addr);
+    }
+    function stateOf(n) {
+      if (n.running !== false) return stateView('running');
+      const st = n.cluster_status || 'stopped';
+      return h('span', { class: 'state' + (st === 'left' ? ' idle' : ' bad') }, st);
+    }
+
+    async function refresh() {
+      let nodes, page;
+      try {
+        [nodes, page] = await Promise.all([loadNodes(), api('GET', '/queues?page=1&page_size=500&sort=name').catch(() => null)]);
+        fill(loadErr);
+      } catch (e) {
+        fill(loadErr, errorBox('Could not load nodes:', e));
+        return;
+      }
+      const cluster = nodes.length > 1 || nodes.some((n) => n.cluster_status);
+      const raft = nodes.some((n) => n.meta_leader !== undefined);
+      const running = nodes.filter((n) => n.running !== false).length;
+      const leader = nodes.find((n) => n.meta_leader);
+      const quorum = ((page && page.items) || []).filter((q) => q.type === 'quorum');
+      const leads = {};
+      for (const q of quorum) if (q.leader) leads[q.leader] = (leads[q.leader] || 0) + 1;
+      const me = localNode();
+
+      fill(head, pageHead('Nodes', cluster
+        ? `Cluster ${(lastOverview && lastOverview.cluster_name) || ''} · ${running} of ${nodes.length} nodes running`
+        : 'Single node · clustering is off'));
+      stats.hidden = !cluster;
+      if (cluster) {
+        fill(stats,
+          stat('Nodes', num(nodes.length), { key: 'nodes', accent: true }),
+          stat('Running', h('span', { class: running < nodes.length ? 'bad-text' : null }, num(running), h('small', null, `of ${num(nodes.length)}`)), { key: 'running', accent: true }),
+          raft ? stat('Metadata leader', leader ? h('span', { title: leader.name }, nodeLabel(leader.name)) : h('span', { class: 'muted' }, 'none'), { key: 'meta-leader', accent: true }) : null,
+          stat('Quorum queues', num(quorum.length), { key: 'quorum', accent: true }));
+      }
+      fill(box, table([
+        { title: 'Name', cls: 'name', render: (n) => [h('b', null, n.name), n.name === me ? h('span', null, ' ', tag('this node', 'blue')) : null] },
+        { title: 'State', render: stateOf },
+        raft && { title: 'Metadata', render: (n) => (n.meta_leader ? tag('leader', 'green', 'leads the metadata Raft group') : h('span', { class: 'muted' }, n.running === false ? '—' : 'follower')) },
+        cluster && { title: 'Quorum leaders', num: true, render: (n) => h('span', { title: n.quorum_leader_of ? n.quorum_leader_of.join('\n') : null }, num(leads[n.name] || 0)) },
+        { title: 'AMQP', render: (n) => mono(addrOf(n, 'amqp')) },
+        { title: 'HTTP', render: (n) => httpLink(addrOf(n, 'http')) },
+        cluster && { title: 'Raft', render: (n) => mono(n.raft_addr) },
+        cluster && { title: 'Gossip', render: (n) => mono(n.gossip_addr) },
+      ].filter(Boolean), nodes, 'No nodes reported',
+      (n) => ({ 'data-node': n.name, class: n.meta_leader ? 'meta-leader' : null }), 'nodes-table'));
+
+      const layout = cluster ? 'grid wide-left' : 'grid two';
+      if (lower.className !== layout || !lower.children.length) {
+        lower.className = layout;
+        fill(lower, cluster ? [quorumPanel, localPanel] : [localPanel, listenPanel]);
+      }
+      fill(listenBox, table([
+        { title: 'Protocol', render: (l) => h('b', null, l.protocol) },
+        { title: 'Bound to', render: (l) => mono(l.ip_address) },
+        { title: 'Port', num: true, render: (l) => l.port },
+      ], (lastOverview && lastOverview.listeners) || [], 'No listeners reported'));
+      fill(quorumBox, table([
+        { title: 'Queue', cls: 'name', render: (q) => h('a', { href: `#/queues/${enc(q.vhost)}/${enc(q.name)}`, title: q.name }, q.name) },
+        { title: 'Vhost', render: (q) => q.vhost },
+        { title: 'Leader', render: (q) => nodeChip(q.leader, true) },
+        { title: 'Members', render: (q) => memberChips(q) },
+        { title: 'Messages', num: true, render: (q) => num(q.messages) },
+      ], quorum, 'No quorum queues', null, 'quorum-table'));
+      if (page && page.total_count > (page.items || []).length) {
+        add(quorumBox, h('div', { class: 'pager' }, `Quorum queues among the first ${num(page.items.length)} of ${num(page.total_count)} queues`));
+      }
+
+      const n = nodes.find((x) => x.name === me) || nodes.find((x) => x.uptime != null) || null;
+      fill(localBox, !n ? h('span', { class: 'muted' }, 'No statistics') : kv([
+        ['Node', h('b', null, n.name)],
+        ['Uptime', duration(n.uptime)],
+        n.mem_used != null ? ['Memory', bar(n.mem_used, n.mem_limit, bytes)] : null,
+        n.disk_free != null ? ['Disk free', h('span', null, bytes(n.disk_free), n.disk_free_limit ? h('span', { class: 'muted' }, ` (limit ${bytes(n.disk_free_limit)})`) : '')] : null,
+        n.fd_total ? ['File descriptors', bar(n.fd_used, n.fd_total)] : null,
+        n.sockets_used != null ? ['Sockets', n.sockets_total ? bar(n.sockets_used, n.sockets_total) : num(n.sockets_used)] : null,
+        n.processors ? ['Cores', num(n.processors)] : null,
+        n.os_pid ? ['OS pid', h('span', { class: 'mono' }, n.os_pid)] : null,
+        raft ? ['Leads', n.quorum_leader_of && n.quorum_leader_of.length
+          ? h('span', null, n.meta_leader ? 'the metadata group and ' : '', `${n.quorum_leader_of.length} quorum queue${n.quorum_leader_of.length === 1 ? '' : 's'}`)
+          : (n.meta_leader ? 'the metadata group' : h('span', { class: 'muted' }, 'nothing'))] : null,
+      ]));
+    }
+    return { el, refresh };
   }
 
   // Login -------------------------------------------------------------------
@@ -1346,7 +1483,7 @@
   // Resource alarms (memory, disk) block publishers: say so on every page.
   async function checkAlarms() {
     let nodes;
-    try { nodes = await api('GET', '/nodes'); } catch (_) { return; } // not every user may read nodes
+    try { nodes = await loadNodes(); } catch (_) { return; } // not every user may read nodes
     const raised = [];
     for (const n of nodes || []) {
       if (n.mem_alarm) raised.push(`memory alarm on ${n.name}`);
@@ -1402,7 +1539,7 @@
     fill($('#whoami'), 'User ', h('b', null, me.name || ''), tags.map((t) => tag(t, 'blue')));
     $('#refresh-select').value = String(prefs.refresh);
     fill($('#view'), h('div', { class: 'loading' }, 'Loading…'));
-    await loadVhosts();
+    await Promise.all([loadVhosts(), loadNodes().catch(() => null)]);
     try { await sampleOverview(); } catch (e) { /* shown by the page */ }
     render();
     schedule();
