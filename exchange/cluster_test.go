@@ -5,6 +5,7 @@ import (
 	"sort"
 	"sync"
 	"testing"
+	"time"
 )
 
 // recStore records the metadata writes a broker makes, as the cluster's
@@ -310,6 +311,15 @@ func TestProxyQueue(t *testing.T) {
 	info, err := v.DeclareQueue("far", QueueOpts{Passive: true})
 	if err != nil || info.Messages != 9 || info.Consumers != 2 {
 		t.Fatalf("passive declare %+v %v", info, err)
+	}
+	// Management sees the owner's counts, fetched in the background.
+	q.Status()
+	deadline := time.Now().Add(5 * time.Second)
+	for st := q.Status(); st.Ready != 9 || st.Consumers != 2; st = q.Status() {
+		if time.Now().After(deadline) {
+			t.Fatalf("proxy status %+v, want the owner's 9 ready, 2 consumers", st)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	d, ok := q.Get(false)
 	if !ok || !d.Redelivered || string(d.Msg.Body) != "got" {

@@ -184,6 +184,10 @@ type Queue struct {
 	log     MessageLog
 	remote  Remote
 	window  int // the prefetch asked of remote's consumer
+	// The owner's counts for a proxy's Status (stats.go).
+	remoteReady, remoteConsumers int
+	remoteAt                     int64
+	remoteFetching               bool
 
 	counters msgCounters // atomics, no lock
 }

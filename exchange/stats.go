@@ -1,6 +1,9 @@
 package exchange
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // MsgStats are monotonically increasing message counters, as RabbitMQ's
 // management API names them (message_stats). Rates are the business of
@@ -94,11 +97,39 @@ type QueueStatus struct {
 }
 
 // Status returns a snapshot of the queue's state.
+//
+// For a proxy (its messages live on another node) Ready and Consumers are
+// the owning node's counts as last fetched: a fetch starts in the
+// background when they are older than remoteCountTTL, so management
+// listings never wait for the network.
 func (q *Queue) Status() QueueStatus {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return QueueStatus{Ready: q.ready.n, Unacked: len(q.unacked), Consumers: len(q.consumers),
+	st := QueueStatus{Ready: q.ready.n, Unacked: len(q.unacked), Consumers: len(q.consumers),
 		ReadyBytes: q.ready.bytes, Deleted: q.deleted, Owner: q.owner, LastUsed: q.lastUsed}
+	if r := q.remote; r != nil {
+		now := nowNano()
+		if now-q.remoteAt > int64(remoteCountTTL) && !q.remoteFetching {
+			q.remoteFetching = true
+			go q.fetchRemoteCount(r)
+		}
+		st.Ready, st.Consumers = q.remoteReady, q.remoteConsumers
+	}
+	return st
+}
+
+// remoteCountTTL is how long a proxy's copy of the owner's counts is used.
+const remoteCountTTL = 2 * time.Second
+
+func (q *Queue) fetchRemoteCount(r Remote) {
+	n, c, err := r.Count()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.remoteFetching = false
+	q.remoteAt = nowNano()
+	if err == nil && q.remote == r {
+		q.remoteReady, q.remoteConsumers = n, c
+	}
 }
 
 // ConsumerInfo describes one consumer, for management.
