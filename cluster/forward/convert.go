@@ -24,7 +24,7 @@ import (
 
 // toPublishing converts m for basic.publish. It fails only on a header
 // value that AMQP cannot carry.
-func toPublishing(m *exchange.Message) (amqp.Publishing, error) {
+func toPublishing(m *exchange.Message, queue string) (amqp.Publishing, error) {
 	p := &m.Props
 	pub := amqp.Publishing{
 		ContentType:     p.ContentType,
@@ -48,12 +48,16 @@ func toPublishing(m *exchange.Message) (amqp.Publishing, error) {
 		}
 		pub.Headers = t
 	}
-	// The owning node restores what the message was published with.
-	if pub.Headers == nil {
-		pub.Headers = amqp.Table{}
+	// The owning node restores what the message was published with; a
+	// message published to the queue by name needs nothing (headers cost
+	// the owner a table decode per message).
+	if m.Exchange != "" || m.RoutingKey != queue {
+		if pub.Headers == nil {
+			pub.Headers = amqp.Table{}
+		}
+		pub.Headers[exchange.ForwardExchangeHeader] = m.Exchange
+		pub.Headers[exchange.ForwardRoutingKeyHeader] = m.RoutingKey
 	}
-	pub.Headers[exchange.ForwardExchangeHeader] = m.Exchange
-	pub.Headers[exchange.ForwardRoutingKeyHeader] = m.RoutingKey
 	return pub, nil
 }
 

@@ -200,6 +200,7 @@ func (l *link) dial() (*amqp.Connection, net.Conn, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	nc = newCoalescingConn(nc)
 	// amqp091-go clears the deadline once the handshake is done.
 	_ = nc.SetDeadline(time.Now().Add(callTimeout))
 	props := amqp.NewConnectionProperties()

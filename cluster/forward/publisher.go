@@ -118,7 +118,7 @@ func (p *publisher) run() {
 // it died; what cannot be published fails at once.
 func (p *publisher) send(cur *confirmChan, batch []pubReq) *confirmChan {
 	for i, r := range batch {
-		pub, err := toPublishing(r.m)
+		pub, err := toPublishing(r.m, r.queue)
 		if err != nil {
 			p.fail(batch[i:i+1], err)
 			continue
