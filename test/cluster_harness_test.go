@@ -38,6 +38,13 @@ func (c *cnode) url() string { return c.p.AMQPURL }
 // startCluster starts n nodes and waits until each sees all n running.
 func startCluster(t *testing.T, n int, extra ...string) []*cnode {
 	t.Helper()
+	return startClusterWith(t, n, nil, extra...)
+}
+
+// startClusterWith is startCluster with node i's own arguments
+// perNode(i) (nil: none) after extra, such as its listeners' ports.
+func startClusterWith(t *testing.T, n int, perNode func(i int) []string, extra ...string) []*cnode {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("multi-process cluster test")
 	}
@@ -75,6 +82,9 @@ func startCluster(t *testing.T, n int, extra ...string) []*cnode {
 			"--cluster-gossip-listen", nd.gossip, "--cluster-raft-listen", nd.raft,
 			"--cluster-bootstrap-expect", strconv.Itoa(n), "--cluster-cookie", "test-cookie",
 			"--cluster-fault-injection=true", "--join", strings.Join(seeds, ",")}, extra...)
+		if perNode != nil {
+			args = append(args, perNode(i)...)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -57,6 +57,7 @@ type conn struct {
 	inQuota        atomic.Int32
 	normalClose    bool // DISCONNECT without will
 	disconnectWill bool // DISCONNECT 0x04
+	expirySet      bool // DISCONNECT changed the session expiry interval
 
 	consMu    sync.Mutex
 	consumers map[string]*exchange.Consumer // by queue name
@@ -212,6 +213,7 @@ func (c *conn) handleDisconnect(pk *packets.Packet) error {
 			se.expiry = pk.Properties.SessionExpiryInterval
 			se.persistent = se.expiry > 0
 			se.mu.Unlock()
+			c.expirySet = true
 		}
 	}
 	return errClientDisconnect
@@ -323,6 +325,13 @@ func (c *conn) cleanup() {
 	if end {
 		s.dropSession(se)
 	} else {
+		if c.expirySet {
+			// The record carries the new interval, for a node that
+			// resumes the session or for a restart.
+			if err := s.saveSession(se); err != nil {
+				s.log.Error("store session", "client_id", c.clientID, "err", err)
+			}
+		}
 		s.armExpiry(se)
 	}
 	if c.will != nil && (!c.normalClose || c.disconnectWill) {

@@ -109,12 +109,23 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		}
 	}
 
-	se, present, err := c.takeSession(vhost, id)
+	// A session that is or may become persistent needs the latest
+	// record of its client id, in a cluster (cluster.go).
+	latest := !c.cleanStart || (v == 5 && pk.Properties.SessionExpiryInterval > 0)
+	se, present, claim, err := c.takeSession(vhost, id, latest)
 	if err != nil {
 		c.refuse(codeServerUnavailable)
 		return err
 	}
 	c.se = se
+	if claim {
+		// The session was last held on another node: the claim makes
+		// that node let go of it (cluster.go).
+		if err := c.s.saveSession(se); err != nil {
+			c.refuse(codeServerUnavailable)
+			return err
+		}
+	}
 	present = present && !c.cleanStart
 	c.setSessionMode(pk)
 	if err := c.prepareSession(); err != nil {
@@ -160,18 +171,39 @@ func (c *conn) refuse(code byte) {
 }
 
 // takeSession claims the session of client id, disconnecting a connection
-// that holds it (session takeover) and waiting for it to let go.
-func (c *conn) takeSession(vhost, id string) (*session, bool, error) {
+// that holds it (session takeover) and waiting for it to let go. In a
+// cluster the stored record is read first (after a barrier if latest,
+// so that it is the last one committed): a session last held on another
+// node is resumed from it, and claim reports that the record must be
+// written back to take it from that node.
+func (c *conn) takeSession(vhost, id string, latest bool) (_ *session, present, claim bool, _ error) {
 	s := c.s
 	key := vhost + "\x00" + id
+	var rec *sessionRecord
+	if s.clustered() {
+		if latest {
+			if err := s.barrier(); err != nil {
+				return nil, false, false, err
+			}
+		}
+		var err error
+		if rec, err = s.loadRecord(key); err != nil {
+			return nil, false, false, err
+		}
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		s.mu.Lock()
 		if s.shutdown {
 			s.mu.Unlock()
-			return nil, false, ErrServerClosed
+			return nil, false, false, ErrServerClosed
 		}
 		se := s.sessions[key]
+		if rec != nil && s.staleLocked(se, rec) {
+			se = s.sessionFromRecord(vhost, id, rec)
+			s.sessions[key] = se
+			claim = !s.ownRecord(rec)
+		}
 		present := se != nil
 		if se == nil {
 			se = newSession(vhost, id)
@@ -186,12 +218,13 @@ func (c *conn) takeSession(vhost, id string) (*session, bool, error) {
 			select {
 			case <-gone:
 			case <-time.After(time.Until(deadline)):
-				return nil, false, errProto(codeServerUnavailable, "session takeover timed out")
+				return nil, false, false, errProto(codeServerUnavailable, "session takeover timed out")
 			}
 			continue
 		}
 		se.owner = c
 		se.ownerGone = make(chan struct{})
+		se.gen++
 		if se.expTimer != nil {
 			se.expTimer.Stop()
 			se.expTimer = nil
@@ -202,7 +235,7 @@ func (c *conn) takeSession(vhost, id string) (*session, bool, error) {
 		}
 		se.mu.Unlock()
 		s.mu.Unlock()
-		return se, present, nil
+		return se, present, claim, nil
 	}
 }
 

@@ -32,6 +32,10 @@
 //   - A persistent session's QoS 2 packet ids (inbound awaiting PUBREL,
 //     outbound awaiting PUBCOMP) are part of its store record, written by
 //     the writer only around QoS 2 acknowledgements (qos2.go).
+//   - In a cluster (Config.NodeName set, ApplyMeta wired to the metadata
+//     group) retained messages are cluster-wide, and a persistent session
+//     resumes on any node, taking it over from a connection on another
+//     node (cluster.go says what stays node-local).
 //
 // Codec: the packets package of github.com/mochi-mqtt/server/v2 through
 // protocol/mqtt/wire. mochi's server and hooks are not used: its PUBACK is
@@ -50,5 +54,8 @@
 //
 // Lock order: Server.mu → session.mu → conn.outMu. None of them is held
 // while calling into the core, except that Sink.Deliver takes conn.outMu
-// under the core's queue lock.
+// under the core's queue lock. retainedStore.mu and session.saveMu are
+// never held with another; no lock but saveMu is held across a store
+// write, and ApplyMeta (which a store write waits for, in a cluster)
+// never takes saveMu.
 package mqtt

@@ -44,6 +44,10 @@ type Config struct {
 	// TopicAliasMaximum is the number of inbound topic aliases offered to
 	// MQTT 5 clients (default 64).
 	TopicAliasMaximum uint16
+	// NodeName is this node's name when it is part of a cluster whose
+	// metadata group replicates ReplicatedKey's records and calls
+	// ApplyMeta (cluster.go); "" when standalone.
+	NodeName string
 	// CertLogin, when set, logs a client that sends neither username nor
 	// password in as the user its verified TLS certificate names
 	// (RabbitMQ's mqtt.ssl_cert_login); nil disables it.

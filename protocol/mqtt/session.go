@@ -65,6 +65,11 @@ type session struct {
 	expTimer  *time.Timer
 	willTimer *time.Timer
 	ended     bool
+	// gen counts the connections that took the session (its record's
+	// Gen); moved: a connection on another node took it (cluster.go),
+	// so this node neither writes nor ends it any more.
+	gen   uint64
+	moved bool
 }
 
 func newSession(vhost, clientID string) *session {
@@ -106,18 +111,28 @@ type sessionRecord struct {
 	// outbound ones awaiting PUBCOMP (qos2.go).
 	QoS2In []uint16 `json:"q2in,omitempty"`
 	RelOut []uint16 `json:"q2out,omitempty"`
+	// Node is the node whose connection last took the session ("" when
+	// standalone) and Gen that connection's number (cluster.go).
+	Node string `json:"node,omitempty"`
+	Gen  uint64 `json:"gen,omitempty"`
 }
 
 func (s *Server) sessionKey(se *session) string { return sessionPrefix + se.key }
 
 // saveSession writes a persistent session's record, durably, with its
-// QoS 2 state as it is when the write starts.
+// QoS 2 state as it is when the write starts. A session that moved to
+// another node is not written.
 func (s *Server) saveSession(se *session) error {
 	se.saveMu.Lock()
 	defer se.saveMu.Unlock()
 	se.qos2Dirty.Store(false)
 	se.mu.Lock()
-	rec := sessionRecord{Expiry: se.expiry, Subs: se.subList(), RelOut: slices.Clone(se.relOut)}
+	if se.moved {
+		se.mu.Unlock()
+		return nil
+	}
+	rec := sessionRecord{Expiry: se.expiry, Subs: se.subList(), RelOut: slices.Clone(se.relOut),
+		Node: s.cfg.NodeName, Gen: se.gen}
 	for pid := range se.qos2In {
 		rec.QoS2In = append(rec.QoS2In, pid)
 	}
@@ -136,8 +151,9 @@ func (s *Server) saveSession(se *session) error {
 	return s.st.PutMeta(s.sessionKey(se), val)
 }
 
-// loadSessions restores the persistent sessions; each starts its expiry
-// timer as if its connection had just gone.
+// loadSessions restores the persistent sessions last taken on this node
+// (in a cluster, the others are loaded when a client resumes them here);
+// each starts its expiry timer as if its connection had just gone.
 func (s *Server) loadSessions() error {
 	return s.st.LoadMeta(sessionPrefix, func(key string, val []byte) error {
 		vh, id, ok := strings.Cut(strings.TrimPrefix(key, sessionPrefix), "\x00")
@@ -149,20 +165,29 @@ func (s *Server) loadSessions() error {
 			s.log.Warn("corrupt session record skipped", "key", key, "err", err)
 			return nil
 		}
-		se := newSession(vh, id)
-		se.persistent, se.expiry = true, rec.Expiry
-		for _, pid := range rec.QoS2In {
-			se.qos2In[pid] = nil
+		if !s.ownRecord(&rec) {
+			return nil
 		}
-		se.relOut = rec.RelOut
-		for _, sub := range rec.Subs {
-			s.prepareSub(se, sub)
-		}
-		se.setSubs(rec.Subs)
+		se := s.sessionFromRecord(vh, id, &rec)
 		s.sessions[se.key] = se
 		s.armExpiry(se)
 		return nil
 	})
+}
+
+// sessionFromRecord builds a disconnected persistent session.
+func (s *Server) sessionFromRecord(vh, id string, rec *sessionRecord) *session {
+	se := newSession(vh, id)
+	se.persistent, se.expiry, se.gen = true, rec.Expiry, rec.Gen
+	for _, pid := range rec.QoS2In {
+		se.qos2In[pid] = nil
+	}
+	se.relOut = rec.RelOut
+	for _, sub := range rec.Subs {
+		s.prepareSub(se, sub)
+	}
+	se.setSubs(rec.Subs)
+	return se
 }
 
 // prepareSub fills in a subscription's queue and binding key.
@@ -190,8 +215,12 @@ func (s *Server) armExpiry(se *session) {
 	se.expTimer = time.AfterFunc(d, func() { s.expireSession(se) })
 }
 
-// expireSession ends a session whose expiry interval has passed.
+// expireSession ends a session whose expiry interval has passed, unless
+// its record shows that it moved to another node meanwhile.
 func (s *Server) expireSession(se *session) {
+	if !s.stillHere(se) {
+		return
+	}
 	s.mu.Lock()
 	if s.sessions[se.key] != se {
 		s.mu.Unlock()
@@ -211,8 +240,15 @@ func (s *Server) expireSession(se *session) {
 }
 
 // dropSession deletes an ended session's queue, shared consumers' state
-// and record.
+// and record; a session that moved to another node is not this node's to
+// delete.
 func (s *Server) dropSession(se *session) {
+	se.mu.Lock()
+	moved := se.moved
+	se.mu.Unlock()
+	if moved {
+		return
+	}
 	if vh, ok := s.b.VHost(se.vhost); ok {
 		_, _ = vh.DeleteQueue(se.queueName(), false, false, nil)
 	}

@@ -56,6 +56,11 @@ func (s *Server) scheduleWill(se *session, w *will, sessionEnded bool) {
 		return
 	}
 	se.mu.Lock()
+	if se.moved {
+		// Resumed on another node before the delay [MQTT-3.1.3-9].
+		se.mu.Unlock()
+		return
+	}
 	d := w.delay
 	if se.expiry != expiryNever && time.Duration(se.expiry)*time.Second < d {
 		d = time.Duration(se.expiry) * time.Second

@@ -36,6 +36,15 @@
 // does not close is "Server cancelled subscription" (its queue was
 // deleted), as in RabbitMQ.
 //
+// In a cluster nothing here is node-specific: /queue destinations and
+// durable topic subscriptions are durable queues, which live on the node
+// that declared them and are reached from every other node through the
+// core's proxy queues, so a durable subscription made on one node resumes
+// on another with the same id (and destination, or x-queue-name) and gets
+// what was sent meanwhile through any node. A non-durable topic
+// subscription's queue is node-local (as every non-durable queue in the
+// core), so it gets only what is sent through its own node.
+//
 // Where Trident differs from RabbitMQ otherwise: ACK in ack mode client
 // is cumulative per subscription (the STOMP spec), where RabbitMQ acks
 // every earlier message of the connection; UNSUBSCRIBE requeues the

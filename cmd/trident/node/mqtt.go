@@ -6,15 +6,42 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
+	"sync/atomic"
 
+	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/mqtt"
 	"github.com/trident-broker/trident/web"
 )
 
 func init() { starters = append(starters, startMQTT) }
 
+// mqttHooks holds each node's mqttHook: the metadata group (raft.go)
+// takes its hook when it starts, which may be before the MQTT server
+// exists. Keyed by node, as tests run several nodes in one process.
+var mqttHooks sync.Map // *Node → *mqttHook
+
+// mqttHook passes the metadata group's committed records to the node's
+// MQTT server (retained messages and persistent sessions are replicated:
+// protocol/mqtt/cluster.go), once there is one.
+type mqttHook struct{ srv atomic.Pointer[mqtt.Server] }
+
+func (n *Node) mqttHook() *mqttHook {
+	h, _ := mqttHooks.LoadOrStore(n, &mqttHook{})
+	return h.(*mqttHook)
+}
+
+// mqttApplyMeta is the node's metadata hook for the MQTT front end.
+func (n *Node) mqttApplyMeta(ops []exchange.MetaOp) error {
+	if srv := n.mqttHook().srv.Load(); srv != nil {
+		return srv.ApplyMeta(ops)
+	}
+	return nil // not started: NewServer loads the records from the store
+}
+
 // mqttFrontEnd runs the MQTT server on its TCP and WebSocket listeners.
 type mqttFrontEnd struct {
+	node   *Node
 	srv    *mqtt.Server
 	ln     net.Listener // TCP, or nil
 	wsLn   net.Listener // WebSocket, or nil
@@ -29,13 +56,22 @@ type mqttFrontEnd struct {
 func startMQTT(n *Node) error {
 	c := n.cfg.MQTT
 	if c.Listen == "" && c.WSListen == "" && !tlsWanted(n.cfg, c.TLSListen) && !tlsWanted(n.cfg, c.WSSListen) {
+		mqttHooks.Delete(n)
 		return nil
 	}
 	anonUser, anonPass := c.DefaultUser, c.DefaultPass
 	if anonUser == "" {
 		anonUser, anonPass = n.cfg.DefaultUser, n.cfg.DefaultPass
 	}
+	// In a cluster the records go through the replicating store, and the
+	// server names this node in its session records.
+	var st mqtt.MetaStore = n.store
+	nodeName := ""
+	if n.metaStore != nil {
+		st, nodeName = n.metaStore, n.nodeName()
+	}
 	srv, err := mqtt.NewServer(mqtt.Config{
+		NodeName:       nodeName,
 		Exchange:       c.Exchange,
 		DefaultVHost:   n.cfg.DefaultVHost,
 		AllowAnonymous: c.AllowAnonymous && anonUser != "",
@@ -44,11 +80,11 @@ func startMQTT(n *Node) error {
 		CertLogin:      n.mqttCertLogin(),
 		MaxMessageSize: n.cfg.AMQP.MaxMessageSize,
 		ConnectTimeout: n.cfg.AMQP.HandshakeTimeout,
-	}, n.broker, n.users, n.store, n.log.With("component", "mqtt"))
+	}, n.broker, n.users, st, n.log.With("component", "mqtt"))
 	if err != nil {
 		return fmt.Errorf("node: mqtt: %w", err)
 	}
-	f := &mqttFrontEnd{srv: srv, served: make(chan struct{})}
+	f := &mqttFrontEnd{node: n, srv: srv, served: make(chan struct{})}
 	if c.Listen != "" {
 		if f.ln, err = net.Listen("tcp", c.Listen); err != nil {
 			return fmt.Errorf("node: mqtt.listen: %w", err)
@@ -83,6 +119,14 @@ func startMQTT(n *Node) error {
 	} else {
 		close(f.served)
 	}
+	if nodeName != "" {
+		// From now on the hook reaches the server; the records committed
+		// since NewServer loaded them are read again.
+		n.mqttHook().srv.Store(srv)
+		if err := srv.Resync(); err != nil {
+			n.log.Error("mqtt: reload retained messages", "err", err)
+		}
+	}
 	n.frontEnds = append(n.frontEnds, f)
 	return nil
 }
@@ -90,6 +134,7 @@ func startMQTT(n *Node) error {
 func (f *mqttFrontEnd) Name() string { return "mqtt" }
 
 func (f *mqttFrontEnd) Shutdown(ctx context.Context) error {
+	mqttHooks.Delete(f.node)
 	if f.ws != nil {
 		_ = f.wsLn.Close()
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/trident-broker/trident/cluster/mux"
 	"github.com/trident-broker/trident/cluster/raftstore"
 	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/mqtt"
 )
 
 // The Raft side of clustering: one mux listener (cluster.raft_listen)
@@ -29,10 +30,11 @@ import (
 const discoveryRaftKey = meta.RaftMetaKey
 
 // replicatedKey reports whether a metadata record is cluster-wide: the
-// core's topology (exchange.ReplicatedKey) and auth's users, permissions
-// and topic permissions.
+// core's topology (exchange.ReplicatedKey), auth's users, permissions
+// and topic permissions, and MQTT's retained messages and sessions.
 func replicatedKey(key string) bool {
-	return exchange.ReplicatedKey(key) || auth.ReplicatedKey(key)
+	return exchange.ReplicatedKey(key) || auth.ReplicatedKey(key) ||
+		mqtt.ReplicatedKey(key)
 }
 
 // metaRank orders a snapshot restore's records: a vhost before the users'
@@ -95,6 +97,7 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 				n.users.ApplyMeta(keys)
 				return nil
 			},
+			n.mqttApplyMeta,
 		}}
 	if rs.meta, err = meta.Start(meta.Config{Host: rs.host, Mux: rs.mux, Applier: applier, Index: n.store,
 		Log: log.With("group", meta.Name), Members: f.m.Members}); err != nil {
