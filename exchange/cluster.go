@@ -185,10 +185,152 @@ func (b *Broker) SetCluster(c Cluster) {
 			c.Attach(q)
 		}
 	}
+	b.recoverTransient(self)
 }
 
-// replicatedPrefixes are the core's metadata records shared by a cluster.
-var replicatedPrefixes = []string{"vhost/", "exchange/", "queue/", "binding/"}
+// recoverTransient takes the other nodes' transient topology from the
+// store (their non-durable exchanges and queues and the bindings to them)
+// and drops this node's own, which did not survive its restart, from the
+// cluster.
+func (b *Broker) recoverTransient(self string) {
+	var ops []MetaOp
+	var stale []string
+	for _, p := range []string{"texchange/", "tqueue/", "tbinding/"} {
+		_ = b.store.LoadMeta(p, func(key string, val []byte) error {
+			if p != "tbinding/" {
+				if r, err := decodeRecord(val); err == nil && r["node"] == self {
+					stale = append(stale, key)
+					return nil
+				}
+			}
+			ops = append(ops, MetaOp{Key: key, Val: append([]byte(nil), val...)})
+			return nil
+		})
+	}
+	_ = b.ApplyMeta(ops)
+	for _, op := range ops {
+		if strings.HasPrefix(op.Key, "tbinding/") && !b.hasBindingRecord(op.Key) {
+			stale = append(stale, op.Key) // its queue or exchange was ours
+		}
+	}
+	if len(stale) == 0 {
+		return
+	}
+	b.log.Info("dropping this node's transient topology from before its restart", "records", len(stale))
+	go func() {
+		for _, k := range stale {
+			if err := b.store.DeleteMeta(k); err != nil {
+				b.log.Warn("could not drop a stale transient record", "key", k, "err", err)
+			}
+		}
+	}()
+}
+
+// hasBindingRecord reports whether the binding a record key names exists.
+func (b *Broker) hasBindingRecord(key string) bool {
+	v, _, ok := b.splitVHostKey(strings.TrimPrefix(key, "t"), "binding/")
+	if !ok {
+		return false
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	for _, x := range v.exchanges {
+		for _, bd := range x.bindings {
+			if v.recordKeyOf(bd) == key {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ForgetNode removes the non-durable exchanges and queues that live on
+// node (it died or left: they died with it), cluster-wide. It returns how
+// many it removed.
+func (b *Broker) ForgetNode(node string) int {
+	n := 0
+	for _, vn := range b.VHosts() {
+		v, ok := b.VHost(vn)
+		if !ok {
+			continue
+		}
+		for _, q := range v.Queues() {
+			if !q.persisted() && q.home == node && node != "" {
+				if _, err := v.deleteQueue(q); err == nil {
+					n++
+				}
+			}
+		}
+		for _, x := range v.Exchanges() {
+			if !x.durable && x.home == node && node != "" {
+				_ = v.inTopology(func() error {
+					if v.exchanges[x.name] == x {
+						n++
+						return v.deleteExchangeLocked(x)
+					}
+					return nil
+				})
+			}
+		}
+	}
+	return n
+}
+
+// replicatedPrefixes are the core's metadata records shared by a cluster:
+// the durable topology, and in a cluster the transient one too (t*: a
+// non-durable or exclusive object lives on the node that declared it, its
+// "node", and the others route to it; those records are dropped when that
+// node restarts or dies, see SetCluster and ForgetNode).
+var replicatedPrefixes = []string{"vhost/", "exchange/", "queue/", "binding/", "texchange/", "tqueue/", "tbinding/"}
+
+// Owners for exclusive queues in a cluster: remoteOwner owns the exclusive
+// queues of other nodes (no connection of this node matches it); anyOwner
+// passed as the owner skips the check (records applied from the cluster).
+var (
+	remoteOwner = new(byte)
+	anyOwner    = new(byte)
+)
+
+// exchangeKey is the record key of x: durable ones always, non-durable
+// ones in a cluster; "" for none.
+func (v *VHost) exchangeKey(x *Exchange) string {
+	switch {
+	case x.durable:
+		return v.key("exchange", x.name)
+	case v.b.cluster != nil:
+		return v.key("texchange", x.name)
+	}
+	return ""
+}
+
+// queueKey is the record key of q, as exchangeKey. Reply-to pseudo queues
+// have none.
+func (v *VHost) queueKey(q *Queue) string {
+	switch {
+	case q.persisted():
+		return v.key("queue", q.name)
+	case v.b.cluster != nil && v.replyTo[q.name] != q:
+		return v.key("tqueue", q.name)
+	}
+	return ""
+}
+
+// durable reports whether a binding survives restarts: a durable source
+// and a durable destination.
+func (b *binding) durable() bool {
+	return b.src.durable && ((b.q != nil && b.q.persisted()) || (b.x != nil && b.x.durable))
+}
+
+// recordKeyOf is a binding's record key, as exchangeKey.
+func (v *VHost) recordKeyOf(b *binding) string {
+	switch {
+	case b.durable():
+		return v.bindingKey(b)
+	case v.b.cluster != nil:
+		return "t" + v.bindingKey(b)
+	}
+	return ""
+}
 
 // ReplicatedKey reports whether a core metadata key is cluster-wide (the
 // rest, such as the clean-shutdown marker, is the node's own).
@@ -231,19 +373,24 @@ func (b *Broker) ApplyMeta(ops []MetaOp) error {
 			// vhost's own record, which clears memory.
 			continue
 		}
+		key := op.Key
+		transient := strings.HasPrefix(key, "t")
+		if transient {
+			key = key[1:]
+		}
 		switch {
-		case strings.HasPrefix(op.Key, "vhost/"):
-			b.applyVHost(strings.TrimPrefix(op.Key, "vhost/"), op.Val)
-		case strings.HasPrefix(op.Key, "exchange/"):
-			if v, name, ok := b.splitVHostKey(op.Key, "exchange/"); ok {
-				v.applyExchange(name, op.Val)
+		case key == op.Key && strings.HasPrefix(key, "vhost/"):
+			b.applyVHost(strings.TrimPrefix(key, "vhost/"), op.Val)
+		case strings.HasPrefix(key, "exchange/"):
+			if v, name, ok := b.splitVHostKey(key, "exchange/"); ok {
+				v.applyExchange(name, op.Val, transient)
 			}
-		case strings.HasPrefix(op.Key, "queue/"):
-			if v, name, ok := b.splitVHostKey(op.Key, "queue/"); ok {
-				v.applyQueue(name, op.Val)
+		case strings.HasPrefix(key, "queue/"):
+			if v, name, ok := b.splitVHostKey(key, "queue/"); ok {
+				v.applyQueue(name, op.Val, transient)
 			}
-		case strings.HasPrefix(op.Key, "binding/"):
-			if v, _, ok := b.splitVHostKey(op.Key, "binding/"); ok {
+		case strings.HasPrefix(key, "binding/"):
+			if v, _, ok := b.splitVHostKey(key, "binding/"); ok {
 				v.applyBinding(op.Key, op.Val)
 			}
 		}
@@ -299,17 +446,21 @@ func (b *Broker) applyVHost(name string, val []byte) {
 		return
 	}
 	for _, q := range v.Queues() {
-		v.applyQueue(q.name, nil)
+		v.applyQueue(q.name, nil, !q.persisted())
 	}
 }
 
-// exchangeFromRecord rebuilds a durable exchange; nil for an unknown type.
+// exchangeFromRecord rebuilds an exchange; nil for an unknown type.
 func exchangeFromRecord(v *VHost, name string, r Table) *Exchange {
 	kind, _ := r["type"].(string)
 	x := &Exchange{vh: v, name: name, kind: kind, durable: true, router: newRouter(kind)}
 	if x.router == nil {
 		return nil
 	}
+	if d, ok := r["durable"].(bool); ok {
+		x.durable = d
+	}
+	x.home, _ = r["node"].(string)
 	x.autoDelete, _ = r["auto_delete"].(bool)
 	x.internal, _ = r["internal"].(bool)
 	x.args, _ = asTable(r["args"])
@@ -319,7 +470,7 @@ func exchangeFromRecord(v *VHost, name string, r Table) *Exchange {
 	return x
 }
 
-func (v *VHost) applyExchange(name string, val []byte) {
+func (v *VHost) applyExchange(name string, val []byte, transient bool) {
 	v.mu.Lock()
 	defer func() {
 		v.metaOps = nil // this node's store already has the records
@@ -327,7 +478,7 @@ func (v *VHost) applyExchange(name string, val []byte) {
 	}()
 	cur := v.exchanges[name]
 	if val == nil {
-		if cur != nil && cur.durable {
+		if cur != nil && cur.durable == !transient && !strings.HasPrefix(name, "amq.") && name != "" {
 			_ = v.deleteExchangeLocked(cur)
 		}
 		return
@@ -341,7 +492,8 @@ func (v *VHost) applyExchange(name string, val []byte) {
 		return
 	}
 	if cur != nil {
-		if cur.kind == x.kind && cur.autoDelete == x.autoDelete && cur.internal == x.internal && valuesEqual(cur.args, x.args) {
+		if cur.kind == x.kind && cur.durable == x.durable && cur.autoDelete == x.autoDelete &&
+			cur.internal == x.internal && valuesEqual(cur.args, x.args) {
 			return
 		}
 		_ = v.deleteExchangeLocked(cur)
@@ -349,16 +501,26 @@ func (v *VHost) applyExchange(name string, val []byte) {
 	v.exchanges[name] = x
 }
 
-// queueFromRecord rebuilds a durable queue.
+// queueFromRecord rebuilds a queue. An exclusive queue's record is
+// another node's: it belongs to remoteOwner here.
 func queueFromRecord(v *VHost, name string, r Table) (*Queue, error) {
 	id, _ := r["id"].(uint64)
 	args, _ := asTable(r["args"])
 	ad, _ := r["auto_delete"].(bool)
+	durable := true
+	if d, ok := r["durable"].(bool); ok {
+		durable = d
+	}
+	excl, _ := r["exclusive"].(bool)
+	var owner any
+	if excl {
+		owner = remoteOwner
+	}
 	a, err := parseQueueArgs(args)
 	if err != nil {
 		return nil, err
 	}
-	q := newQueue(v, name, id, true, false, ad, nil, args, a)
+	q := newQueue(v, name, id, durable, excl, ad, owner, args, a)
 	q.home, _ = r["node"].(string)
 	q.members = anyToStrings(r["members"])
 	q.seed = anyToStrings(r["seed"])
@@ -368,7 +530,7 @@ func queueFromRecord(v *VHost, name string, r Table) (*Queue, error) {
 	return q, nil
 }
 
-func (v *VHost) applyQueue(name string, val []byte) {
+func (v *VHost) applyQueue(name string, val []byte, transient bool) {
 	var q *Queue
 	if val != nil {
 		r, err := decodeRecord(val)
@@ -395,9 +557,9 @@ func (v *VHost) applyQueue(name string, val []byte) {
 		v.mu.Unlock()
 		return
 	}
-	if cur != nil && (cur.exclusive || !cur.durable) && q == nil {
+	if cur != nil && q == nil && cur.persisted() == transient {
 		v.mu.Unlock()
-		return // a local queue of this node: not the record's
+		return // a record of the other kind: not this queue's
 	}
 	if cur != nil {
 		delete(v.queues, name)
@@ -407,7 +569,7 @@ func (v *VHost) applyQueue(name string, val []byte) {
 	}
 	if q != nil {
 		v.queues[name] = q
-		if c := v.b.cluster; c != nil {
+		if c := v.b.cluster; c != nil && (q.persisted() || q.home != c.NodeName()) {
 			c.Attach(q)
 		}
 	}
@@ -430,7 +592,7 @@ func (v *VHost) applyBinding(key string, val []byte) {
 	if val == nil {
 		for _, x := range v.exchanges {
 			for _, b := range x.bindings {
-				if v.bindingKey(b) == key {
+				if v.recordKeyOf(b) == key {
 					v.removeBindingLocked(b, false)
 					return
 				}
@@ -447,7 +609,7 @@ func (v *VHost) applyBinding(key string, val []byte) {
 	dt, _ := r["destination_type"].(string)
 	rk, _ := r["routing_key"].(string)
 	args, _ := asTable(r["args"])
-	sx, q, dx, err := v.lookupBind(dst, dt == "queue", src, nil)
+	sx, q, dx, err := v.lookupBind(dst, dt == "queue", src, anyOwner)
 	if err != nil {
 		return
 	}

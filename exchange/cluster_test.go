@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -364,5 +365,112 @@ func TestBecomeLocalLoadsReplicatedMessages(t *testing.T) {
 	}
 	if ds := s.deliveries(); ds[3].Seq <= 11 {
 		t.Fatalf("new seq %d", ds[3].Seq)
+	}
+}
+
+// fakeCluster is a Cluster that records attachments.
+type fakeCluster struct {
+	name     string
+	mu       sync.Mutex
+	attached []string
+}
+
+func (c *fakeCluster) NodeName() string           { return c.name }
+func (c *fakeCluster) QuorumMembers(int) []string { return []string{c.name} }
+func (c *fakeCluster) Detach(*Queue)              {}
+func (c *fakeCluster) WaitReady(*Queue) error     { return nil }
+func (c *fakeCluster) Attach(q *Queue) {
+	c.mu.Lock()
+	c.attached = append(c.attached, q.Name())
+	c.mu.Unlock()
+}
+
+func TestTransientTopologyAcrossNodes(t *testing.T) {
+	sta := &recStore{fakeStore: newFakeStore()}
+	a := newTestBroker(t, sta)
+	a.SetCluster(&fakeCluster{name: "a"})
+	stb := newFakeStore()
+	b := newTestBroker(t, stb)
+	cb := &fakeCluster{name: "b"}
+	b.SetCluster(cb)
+	va, vb := mustVHost(t, a, "/"), mustVHost(t, b, "/")
+	conn := new(int)
+	declareX(t, va, "events", KindFanout, ExchangeOpts{})
+	declareQ(t, va, "mine", QueueOpts{Exclusive: true, Owner: conn})
+	declareQ(t, va, "shared", QueueOpts{AutoDelete: true})
+	if err := va.BindQueue("mine", "events", "", nil, conn); err != nil {
+		t.Fatal(err)
+	}
+	bindQ(t, va, "shared", "events", "", nil)
+	apply := func() {
+		t.Helper()
+		ops := sta.take()
+		for _, op := range ops {
+			if op.Val != nil {
+				_ = stb.PutMeta(op.Key, op.Val)
+			} else {
+				_ = stb.DeleteMeta(op.Key)
+			}
+		}
+		if err := b.ApplyMeta(ops); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply()
+	if x, ok := vb.Exchange("events"); !ok || x.Durable() {
+		t.Fatalf("non-durable exchange on the other node: %v %v", ok, x)
+	}
+	if _, err := vb.Queue("mine", new(int)); KindOf(err) != KindResourceLocked {
+		t.Fatalf("another node's exclusive queue: %v, want RESOURCE_LOCKED", err)
+	}
+	if q, err := vb.Queue("shared", nil); err != nil || q.Home() != "a" {
+		t.Fatalf("shared queue on b: %v %v", q, err)
+	}
+	cb.mu.Lock()
+	attached := append([]string(nil), cb.attached...)
+	cb.mu.Unlock()
+	slices.Sort(attached)
+	if !slices.Equal(attached, []string{"mine", "shared"}) {
+		t.Fatalf("attached as proxies on b: %v", attached)
+	}
+	if got := len(vb.Bindings()); got != 2 {
+		t.Fatalf("bindings on b: %d, want 2", got)
+	}
+	// The exclusive queue's connection closes on a: gone on b.
+	va.CloseOwner(conn)
+	apply()
+	if _, err := vb.Queue("mine", nil); KindOf(err) != KindNotFound {
+		t.Fatalf("closed exclusive queue on b: %v", err)
+	}
+	// b restarts: it gets a's transient topology back from its store.
+	b2 := newTestBroker(t, stb)
+	b2.SetCluster(&fakeCluster{name: "b"})
+	vb2 := mustVHost(t, b2, "/")
+	if _, err := vb2.Queue("shared", nil); err != nil {
+		t.Fatalf("after restart: %v", err)
+	}
+	// a dies: b forgets what lived on it.
+	if n := b2.ForgetNode("a"); n != 2 {
+		t.Fatalf("ForgetNode removed %d, want 2 (queue and exchange)", n)
+	}
+	if _, ok := vb2.Exchange("events"); ok {
+		t.Fatal("a's non-durable exchange survived a")
+	}
+	// a restarts over its store: its own transient records are stale and
+	// are deleted (asynchronously, through the store).
+	a2 := newTestBroker(t, sta)
+	a2.SetCluster(&fakeCluster{name: "a"})
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n := 0
+		_ = sta.LoadMeta("tqueue/", func(string, []byte) error { n++; return nil })
+		_ = sta.LoadMeta("texchange/", func(string, []byte) error { n++; return nil })
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d stale transient records left", n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -20,6 +20,7 @@ type Exchange struct {
 	args       Table
 	alternate  string
 	hasAE      bool
+	home       string // in a cluster, the node a non-durable exchange was declared on
 
 	router   router
 	bindings []*binding // this exchange as source

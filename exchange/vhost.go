@@ -157,16 +157,23 @@ func (v *VHost) declareExchangeLocked(name, kind string, o ExchangeOpts) error {
 	if ae, ok := o.Args["alternate-exchange"].(string); ok {
 		x.alternate, x.hasAE = ae, true
 	}
-	if x.durable {
-		v.putMetaLocked(v.key("exchange", name), encodeRecord(x.record()))
+	if c := v.b.cluster; c != nil && !x.durable {
+		x.home = c.NodeName()
+	}
+	if k := v.exchangeKey(x); k != "" {
+		v.putMetaLocked(k, encodeRecord(x.record()))
 	}
 	v.exchanges[name] = x
 	return nil
 }
 
 func (x *Exchange) record() Table {
-	return Table{"type": x.kind, "durable": x.durable, "auto_delete": x.autoDelete,
+	r := Table{"type": x.kind, "durable": x.durable, "auto_delete": x.autoDelete,
 		"internal": x.internal, "args": x.args}
+	if x.home != "" {
+		r["node"] = x.home
+	}
+	return r
 }
 
 func (x *Exchange) equivalent(kind string, o ExchangeOpts) error {
@@ -252,8 +259,8 @@ func (v *VHost) deleteExchangeLocked(x *Exchange) error {
 		v.removeBindingLocked(x.inbound[len(x.inbound)-1], true)
 	}
 	delete(v.exchanges, x.name)
-	if x.durable {
-		v.deleteMetaLocked(v.key("exchange", x.name))
+	if k := v.exchangeKey(x); k != "" {
+		v.deleteMetaLocked(k)
 	}
 	return nil
 }
@@ -407,17 +414,19 @@ func (v *VHost) declareQueueLocked(name string, o QueueOpts) (QueueInfo, error) 
 		owner = o.Owner
 	}
 	q := newQueue(v, name, v.b.nextQueueID(), o.Durable, o.Exclusive, o.AutoDelete, owner, o.Args, a)
-	if c := v.b.cluster; c != nil && q.persisted() {
+	if c := v.b.cluster; c != nil {
 		if a.quorum {
 			q.members = c.QuorumMembers(a.groupSize)
 			q.seed = q.members
 		} else {
 			q.home = c.NodeName()
 		}
-		c.Attach(q)
+		if q.persisted() {
+			c.Attach(q)
+		}
 	}
-	if q.persisted() {
-		v.putMetaLocked(v.key("queue", name), encodeRecord(q.record()))
+	if k := v.queueKey(q); k != "" {
+		v.putMetaLocked(k, encodeRecord(q.record()))
 	}
 	// Every queue is bound to the default exchange by its name; that
 	// binding is implicit (see route).
@@ -441,6 +450,9 @@ func (q *Queue) storesMessage(m *Message) bool {
 
 func (q *Queue) record() Table {
 	r := Table{"id": q.id, "durable": q.durable, "auto_delete": q.autoDelete, "args": q.args}
+	if q.exclusive {
+		r["exclusive"] = true
+	}
 	if q.home != "" {
 		r["node"] = q.home
 	}
@@ -549,8 +561,8 @@ func (v *VHost) deleteQueue(q *Queue) (int, error) {
 	for len(q.bindings) > 0 {
 		v.removeBindingLocked(q.bindings[len(q.bindings)-1], true)
 	}
-	if q.persisted() {
-		v.deleteMetaLocked(v.key("queue", q.name))
+	if k := v.queueKey(q); k != "" {
+		v.deleteMetaLocked(k)
 	}
 	err := v.unlockTopology()
 	n := q.markDeleted()
@@ -643,7 +655,7 @@ func (v *VHost) lookupBind(dst string, toQueue bool, src string, owner any) (*Ex
 		if q == nil {
 			return nil, nil, nil, v.errNoQueue(dst)
 		}
-		if q.exclusive && q.owner != owner {
+		if q.exclusive && q.owner != owner && owner != anyOwner {
 			return nil, nil, nil, errLocked(q)
 		}
 		return sx, q, nil, nil
@@ -678,8 +690,8 @@ func (v *VHost) bindLocked(dst string, toQueue bool, src, key string, args Table
 		}
 	}
 	b := &binding{src: sx, q: q, x: dx, key: key, args: args}
-	if sx.durable && ((q != nil && q.persisted()) || (dx != nil && dx.durable)) {
-		v.putMetaLocked(v.bindingKey(b), encodeRecord(b.record()))
+	if k := v.recordKeyOf(b); k != "" {
+		v.putMetaLocked(k, encodeRecord(b.record()))
 	}
 	v.addBindingLocked(b)
 	return nil
@@ -727,8 +739,8 @@ func (v *VHost) removeBindingLocked(b *binding, autoDelete bool) {
 	} else {
 		b.x.inbound = removeBinding(b.x.inbound, b)
 	}
-	if sx.durable {
-		v.deleteMetaLocked(v.bindingKey(b))
+	if k := v.recordKeyOf(b); k != "" {
+		v.deleteMetaLocked(k)
 	}
 	if autoDelete && sx.autoDelete && len(sx.bindings) == 0 && v.exchanges[sx.name] == sx {
 		_ = v.deleteExchangeLocked(sx)

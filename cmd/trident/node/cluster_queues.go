@@ -61,6 +61,7 @@ type clusterQueues struct {
 
 	mu     sync.Mutex
 	quorum map[uint64]*quorumQueue // by queue id
+	done   chan struct{}           // closed by close
 }
 
 // quorumQueue is a quorum queue's group on this node.
@@ -84,7 +85,7 @@ type quorumQueue struct {
 
 func newClusterQueues(self string, log *slog.Logger, members func() []discovery.Member, b *exchange.Broker, m *mux.Mux, h *groups.Host) *clusterQueues {
 	c := &clusterQueues{self: self, log: log.With("component", "cluster-queues"), members: members, vhost: b.VHost, mux: m, groups: h,
-		quorum: map[uint64]*quorumQueue{}}
+		quorum: map[uint64]*quorumQueue{}, done: make(chan struct{})}
 	c.fwd = forward.New(func(ctx context.Context, addr string) (net.Conn, error) {
 		d := 5 * time.Second
 		if dl, ok := ctx.Deadline(); ok {
@@ -515,6 +516,7 @@ func (c *clusterQueues) Leaders() []string {
 
 // close stops every group (keeping their data) and the forwarder.
 func (c *clusterQueues) close() {
+	close(c.done)
 	c.mu.Lock()
 	qs := make([]*quorumQueue, 0, len(c.quorum))
 	for _, qq := range c.quorum {
@@ -533,6 +535,7 @@ func (n *Node) startClusterQueues(f *clusterFrontEnd) {
 	cq := newClusterQueues(n.nodeName(), n.log, f.m.Members, n.broker, f.raft.mux, f.raft.host)
 	f.queues = cq
 	n.broker.SetCluster(cq)
+	go n.forgetGoneNodes(cq)
 	if n.amqp != nil {
 		ln, err := f.raft.mux.Listener(amqpStream)
 		if err != nil {
@@ -576,4 +579,30 @@ func (c *clusterQueues) leaderOf(q *exchange.Queue) string {
 	}
 	_, id := r.LeaderWithID()
 	return string(id)
+}
+
+// forgetGoneNodes runs on every node; the one leading the metadata group
+// removes, cluster-wide, the non-durable exchanges and queues of nodes
+// that died or left (RabbitMQ deletes a node's transient queues with it).
+func (n *Node) forgetGoneNodes(cq *clusterQueues) {
+	t := time.NewTicker(membershipEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-cq.done:
+			return
+		case <-t.C:
+		}
+		if n.MetaLeader() != cq.self {
+			continue
+		}
+		for _, m := range cq.members() {
+			if m.Status == discovery.StatusAlive || m.Name == cq.self {
+				continue
+			}
+			if k := n.broker.ForgetNode(m.Name); k > 0 {
+				cq.log.Info("removed the transient queues and exchanges of a node that is gone", "node", m.Name, "status", m.Status.String(), "objects", k)
+			}
+		}
+	}
 }
