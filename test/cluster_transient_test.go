@@ -36,7 +36,7 @@ func TestClusterTransientTopology(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An MQTT clean-session subscriber on node 1 (amq.topic, key ev.x).
-	sub := mqtt3.NewClient(mqtt3.NewClientOptions().AddBroker("tcp://"+pc.mqtt[1]).
+	sub := mqtt3.NewClient(mqtt3.NewClientOptions().AddBroker("tcp://" + pc.mqtt[1]).
 		SetClientID("transient-sub").SetUsername("guest").SetPassword("guest").SetCleanSession(true))
 	if tok := sub.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("mqtt connect: %v", tok.Error())
