@@ -71,9 +71,11 @@ func (s *Server) queueJSON(q *exchange.Queue) queueJSON {
 	if q.Quorum() {
 		j.Type = "quorum"
 	}
-	if ql, ok := s.cluster.(QueueLocator); ok && q.Durable() && !q.Exclusive() {
+	if ql, ok := s.cluster.(QueueLocator); ok {
 		node, members := ql.QueueNode(q)
-		j.Node = node
+		if node != "" || q.Quorum() {
+			j.Node = node
+		}
 		if q.Quorum() {
 			j.Leader, j.Members = node, members
 		}
