@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"encoding/base64"
 	"slices"
 	"strings"
 )
@@ -110,6 +111,46 @@ type Cluster interface {
 	Detach(q *Queue)
 	// WaitReady waits until a newly declared quorum queue has a leader.
 	WaitReady(q *Queue) error
+	// Remote reaches queue in vhost on node (a direct reply-to consumer
+	// of another node).
+	Remote(vhost, queue, node string) Remote
+}
+
+// maxRemoteReplyTo bounds the reply-to proxies a vhost keeps.
+const maxRemoteReplyTo = 4096
+
+// remoteReplyTo is the proxy for another node's direct reply-to name
+// (amq.rabbitmq.reply-to.<node>.<token>), nil if the name is not one.
+func (v *VHost) remoteReplyTo(name string) *Queue {
+	rest := strings.TrimPrefix(name, ReplyToQueue+".")
+	enc, _, ok := strings.Cut(rest, ".")
+	if !ok {
+		return nil
+	}
+	node, err := base64.RawURLEncoding.DecodeString(enc)
+	c := v.b.cluster
+	if err != nil || string(node) == c.NodeName() {
+		return nil
+	}
+	v.mu.Lock()
+	q := v.replyRemote[name]
+	if q == nil {
+		if len(v.replyRemote) >= maxRemoteReplyTo {
+			for k, old := range v.replyRemote {
+				delete(v.replyRemote, k)
+				defer old.markDeleted()
+			}
+		}
+		q = newQueue(v, name, 0, false, true, true, remoteOwner, nil, queueArgs{messageTTL: -1, maxLen: -1, maxLenBytes: -1, deliveryLimit: -1})
+		q.home = string(node)
+		if v.replyRemote == nil {
+			v.replyRemote = map[string]*Queue{}
+		}
+		v.replyRemote[name] = q
+		q.BecomeProxy(c.Remote(v.name, name, string(node)))
+	}
+	v.mu.Unlock()
+	return q
 }
 
 // QueueHome is a classic queue's home node ("" when standalone).

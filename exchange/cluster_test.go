@@ -474,3 +474,5 @@ func TestTransientTopologyAcrossNodes(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func (c *fakeCluster) Remote(string, string, string) Remote { return &fakeRemote{} }

@@ -32,6 +32,8 @@ type VHost struct {
 	exchanges map[string]*Exchange
 	queues    map[string]*Queue
 	replyTo   map[string]*Queue
+	// replyRemote are proxies to other nodes' direct reply-to consumers.
+	replyRemote map[string]*Queue
 
 	// anyExpiring is set once any message with a per-message expiration
 	// was published, so that queues without x-message-ttl check expiry.
@@ -605,6 +607,11 @@ func (v *VHost) ConsumeReplyTo(o ConsumeOpts) (*Consumer, string, error) {
 		return nil, "", errorf(KindPreconditionFailed, "reply consumer cannot acknowledge")
 	}
 	name := ReplyToQueue + "." + randomToken()
+	if c := v.b.cluster; c != nil {
+		// The node is in the name, so that a reply published on another
+		// node finds its way here (as RabbitMQ does).
+		name = ReplyToQueue + "." + base64.RawURLEncoding.EncodeToString([]byte(c.NodeName())) + "." + randomToken()
+	}
 	q := newQueue(v, name, 0, false, true, true, o.Owner, nil, queueArgs{messageTTL: -1, maxLen: -1, maxLenBytes: -1})
 	v.mu.Lock()
 	v.replyTo[name] = q
@@ -887,6 +894,11 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 		*qs = v.routeLocked(x, m, sc)
 	}
 	v.mu.RUnlock()
+	if len(*qs) == 0 && x.name == "" && v.b.cluster != nil && strings.HasPrefix(m.RoutingKey, ReplyToQueue+".") {
+		if q := v.remoteReplyTo(m.RoutingKey); q != nil {
+			*qs = append(*qs, q)
+		}
+	}
 
 	res := PublishResult{OK: true}
 	var data []byte

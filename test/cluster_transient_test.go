@@ -127,3 +127,52 @@ func TestClusterTransientTopology(t *testing.T) {
 	t.Logf("node 1's transient queues removed %v after its SIGKILL", time.Since(killed).Round(time.Millisecond))
 	publish("amq.topic", "ev.x", "after-death")
 }
+
+// TestClusterDirectReplyTo: an RPC client on node 0 uses direct reply-to;
+// the server consumes the request queue on node 2 and publishes its reply
+// there, to the reply-to name, which carries node 0 and is forwarded to it.
+func TestClusterDirectReplyTo(t *testing.T) {
+	nodes := startCluster(t, 3)
+	_, ch0 := dialNode(t, nodes[0])
+	if _, err := ch0.QueueDeclare("rpc", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	replies, err := ch0.Consume("amq.rabbitmq.reply-to", "", true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ch2 := dialNode(t, nodes[2])
+	eventually(t, 10*time.Second, "queue rpc on node 2", func() bool {
+		ch, err := dialChannel(nodes[2])
+		if err != nil {
+			return false
+		}
+		defer ch.Close()
+		_, err = ch.QueueDeclarePassive("rpc", true, false, false, false, nil)
+		return err == nil
+	})
+	reqs, err := ch2.Consume("rpc", "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for d := range reqs {
+			_ = ch2.Publish("", d.ReplyTo, false, false, amqp.Publishing{CorrelationId: d.CorrelationId, Body: append([]byte("re: "), d.Body...)})
+			_ = d.Ack(false)
+		}
+	}()
+	for i := 0; i < 3; i++ {
+		id := string(rune('a' + i))
+		if err := ch0.Publish("", "rpc", false, false, amqp.Publishing{ReplyTo: "amq.rabbitmq.reply-to", CorrelationId: id, Body: []byte("ping " + id)}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-replies:
+			if r.CorrelationId != id || string(r.Body) != "re: ping "+id {
+				t.Fatalf("reply %q %q", r.CorrelationId, r.Body)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no reply %d through node 2", i)
+		}
+	}
+}

@@ -483,6 +483,11 @@ func (qq *quorumQueue) leave(drop bool) {
 	}
 }
 
+// Remote implements exchange.Cluster: a proxy's way to queue on node.
+func (c *clusterQueues) Remote(vhost, queue, node string) exchange.Remote {
+	return c.fwd.Remote(vhost, queue, func() (string, error) { return c.addrOf(node) })
+}
+
 func (c *clusterQueues) WaitReady(q *exchange.Queue) error {
 	c.mu.Lock()
 	qq := c.quorum[q.ID()]
