@@ -412,3 +412,70 @@ func TestQuorumQueueMembership(t *testing.T) {
 		}
 	})
 }
+
+// TestQuorumQueueDeliveryLimitAcrossNodes: a poison message in a quorum
+// queue led by one node, rejected with requeue by a consumer on another
+// node (through its proxy), is dead-lettered once it has come back more
+// often than x-delivery-limit allows, with reason delivery_limit.
+func TestQuorumQueueDeliveryLimitAcrossNodes(t *testing.T) {
+	nodes := startCluster(t, 3)
+	_, ch0 := dialNode(t, nodes[0])
+	if _, err := ch0.QueueDeclare("poison-dlq", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch0.QueueDeclare("qq-poison", true, false, false, false, amqp.Table{"x-queue-type": "quorum",
+		"x-delivery-limit": int32(2), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "poison-dlq"}); err != nil {
+		t.Fatal(err)
+	}
+	leader := leaderIndex(nodes, "qq-poison")
+	other := nodes[(leader+1)%len(nodes)]
+	_, ch := dialNode(t, other)
+	eventually(t, 10*time.Second, "qq-poison on "+other.name, func() bool {
+		c, err := dialChannel(other)
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		_, err = c.QueueDeclarePassive("qq-poison", true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
+		return err == nil
+	})
+	if err := ch.Publish("", "qq-poison", false, false, amqp.Publishing{DeliveryMode: 2, Body: []byte("bad")}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := ch.Consume("qq-poison", "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		select {
+		case d := <-ds:
+			if d.Redelivered != (i > 0) {
+				t.Fatalf("delivery %d: redelivered %v", i, d.Redelivered)
+			}
+			if err := d.Nack(false, true); err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("delivery %d did not come", i)
+		}
+	}
+	select {
+	case d := <-ds:
+		t.Fatalf("delivered past the limit: %q", d.Body)
+	case <-time.After(500 * time.Millisecond):
+	}
+	eventually(t, 10*time.Second, "the poison message in the dead-letter queue", func() bool {
+		d, ok, err := ch0.Get("poison-dlq", true)
+		if err != nil || !ok {
+			return false
+		}
+		deaths, _ := d.Headers["x-death"].([]any)
+		if len(deaths) == 0 {
+			t.Fatalf("no x-death: %v", d.Headers)
+		}
+		if r := deaths[0].(amqp.Table)["reason"]; r != "delivery_limit" {
+			t.Fatalf("x-death reason %v", r)
+		}
+		return string(d.Body) == "bad"
+	})
+}

@@ -633,3 +633,38 @@ func BenchmarkPublishConfirm(b *testing.B) {
 		b.Fatalf("%d publishes failed", failed.Load())
 	}
 }
+
+// TestPublishWaitsForLocation: publishes made while the queue cannot be
+// located (a leader being elected) wait, in order, and go out once it can.
+func TestPublishWaitsForLocation(t *testing.T) {
+	o := newOwner(t)
+	o.declare("q", true)
+	f := newForwarder(t)
+	var calls atomic.Int32
+	r := f.Remote("/", "q", func() (string, error) {
+		if calls.Add(1) < 5 {
+			return "", errors.New("no leader yet")
+		}
+		return o.addr, nil
+	})
+	errs := make(chan error, 10)
+	for i := 0; i < 10; i++ {
+		r.Publish(&exchange.Message{Body: []byte{byte('0' + i)}, Props: exchange.Properties{DeliveryMode: 2}}, func(err error) { errs <- err })
+	}
+	for i := 0; i < 10; i++ {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatalf("publish %d: %v", i, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("publishes waiting for the location never went out")
+		}
+	}
+	for i := 0; i < 10; i++ {
+		m, _, _, _, ok, err := r.Get(true)
+		if err != nil || !ok || string(m.Body) != string(rune('0'+i)) {
+			t.Fatalf("message %d: %v %v %v", i, m, ok, err)
+		}
+	}
+}

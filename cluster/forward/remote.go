@@ -63,7 +63,21 @@ type remote struct {
 	loopDone chan struct{}
 
 	getMu sync.Mutex // serializes Get
+
+	// Publishes made while the queue could not be located (a quorum
+	// queue electing its leader, a node restarting) wait here, in order,
+	// for at most locateWait.
+	waiting  []pubReq
+	locating bool
 }
+
+// locateWait is how long publishes wait for an unlocatable queue before
+// failing; maxWaiting bounds how many wait.
+const (
+	locateWait  = 5 * time.Second
+	locateRetry = 50 * time.Millisecond
+	maxWaiting  = MaxPending
+)
 
 type settle struct {
 	tag          uint64
@@ -87,17 +101,73 @@ func (r *remote) Publish(m *exchange.Message, done func(error)) {
 		go done(ErrClosed)
 		return
 	}
-	addr, err := r.locate()
-	if err != nil {
-		go done(err)
+	r.mu.Lock()
+	if r.locating {
+		// Behind publishes still waiting for the queue's location.
+		if len(r.waiting) >= maxWaiting {
+			r.mu.Unlock()
+			go done(ErrConnectionLost)
+			return
+		}
+		r.waiting = append(r.waiting, pubReq{m: m, queue: r.queue, done: done})
+		r.mu.Unlock()
 		return
 	}
+	addr, err := r.locate()
+	if err != nil {
+		r.waiting = append(r.waiting, pubReq{m: m, queue: r.queue, done: done})
+		r.locating = true
+		r.mu.Unlock()
+		go r.relocate(err)
+		return
+	}
+	r.mu.Unlock()
 	l := r.f.link(addr, r.vhost)
 	if l == nil {
 		go done(ErrClosed)
 		return
 	}
 	l.pub.publish(m, r.queue, done)
+}
+
+// relocate retries the Locator for the waiting publishes and sends them,
+// in order, once it answers, or fails them after locateWait.
+func (r *remote) relocate(err error) {
+	deadline := time.Now().Add(locateWait)
+	for {
+		time.Sleep(locateRetry)
+		r.mu.Lock()
+		if r.closed {
+			err = ErrClosed
+		} else {
+			var addr string
+			if addr, err = r.locate(); err == nil {
+				l := r.f.link(addr, r.vhost)
+				if l == nil {
+					err = ErrClosed
+				} else {
+					// Under r.mu, so that new publishes queue behind.
+					for _, w := range r.waiting {
+						l.pub.publish(w.m, w.queue, w.done)
+					}
+					r.waiting, r.locating = nil, false
+					r.mu.Unlock()
+					return
+				}
+			}
+		}
+		if err == ErrClosed || time.Now().After(deadline) {
+			ws := r.waiting
+			r.waiting, r.locating = nil, false
+			r.mu.Unlock()
+			r.log.Warn("publishes failed: the queue could not be located", "messages", len(ws), "err", err)
+			for _, w := range ws {
+				w.done(err)
+			}
+			return
+		}
+		r.mu.Unlock()
+	}
 }
 
 // Consume implements exchange.Remote.
