@@ -134,7 +134,7 @@ func (b *Broker) DeleteVHost(name string) error {
 		_ = v.deleteExchangeLocked(x)
 		_ = v.unlockTopology()
 	}
-	for _, p := range []string{"exchange/", "queue/", "binding/"} {
+	for _, p := range []string{"exchange/", "queue/", "binding/", "policy/"} {
 		if err := b.store.DeleteMetaPrefix(p + name + "\x00"); err != nil {
 			return err
 		}
@@ -169,6 +169,9 @@ func (b *Broker) recover() error {
 		return nil
 	})
 	if err != nil {
+		return err
+	}
+	if err := b.loadPolicies(); err != nil {
 		return err
 	}
 	err = b.store.LoadMeta("exchange/", func(key string, val []byte) error {
@@ -287,6 +290,12 @@ func (b *Broker) recover() error {
 		q.cmdExpire(now)
 		q.scheduleExpiry(now)
 		q.unlock()
+	}
+	for _, v := range b.vhosts {
+		v.mu.Lock()
+		v.reapplyExchangesLocked()
+		v.mu.Unlock()
+		v.reapplyQueues()
 	}
 	b.log.Info("recovered", "vhosts", len(b.vhosts), "queues", len(queues), "messages", total)
 	return nil

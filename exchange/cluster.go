@@ -322,7 +322,7 @@ func (b *Broker) ForgetNode(node string) int {
 // non-durable or exclusive object lives on the node that declared it, its
 // "node", and the others route to it; those records are dropped when that
 // node restarts or dies, see SetCluster and ForgetNode).
-var replicatedPrefixes = []string{"vhost/", "exchange/", "queue/", "binding/", "texchange/", "tqueue/", "tbinding/"}
+var replicatedPrefixes = []string{"vhost/", "exchange/", "queue/", "binding/", "texchange/", "tqueue/", "tbinding/", "policy/"}
 
 // Owners for exclusive queues in a cluster: remoteOwner owns the exclusive
 // queues of other nodes (no connection of this node matches it); anyOwner
@@ -412,6 +412,12 @@ func (b *Broker) ApplyMeta(ops []MetaOp) error {
 		if op.Prefix {
 			// Only DeleteVHost deletes by prefix, followed by the
 			// vhost's own record, which clears memory.
+			continue
+		}
+		if isPolicyKey(op.Key) {
+			if v, name, ok := b.splitVHostKey(op.Key, "policy/"); ok {
+				v.applyPolicy(name, op.Val)
+			}
 			continue
 		}
 		key := op.Key
@@ -539,6 +545,7 @@ func (v *VHost) applyExchange(name string, val []byte, transient bool) {
 		}
 		_ = v.deleteExchangeLocked(cur)
 	}
+	v.initExchangePolicyLocked(x)
 	v.exchanges[name] = x
 }
 
@@ -609,6 +616,7 @@ func (v *VHost) applyQueue(name string, val []byte, transient bool) {
 		}
 	}
 	if q != nil {
+		v.initPolicyLocked(q)
 		v.queues[name] = q
 		if c := v.b.cluster; c != nil && (q.persisted() || q.home != c.NodeName()) {
 			c.Attach(q)

@@ -18,8 +18,13 @@
 //     a shared lock, and each queue has its own lock.
 //   - Resource alarms (Alarms) are raised by the node and honoured by the
 //     front ends: publishers wait, consumers drain.
+//   - Policies (policy.go) change a queue's effective settings only under
+//     its lock, through the same commands; a queue's declared arguments
+//     never change.
 //
 // Lock order: VHost.metaMu → VHost.mu → Queue.mu → Limit (atomics only).
+// Policy re-evaluation holds VHost.mu (shared) and Queue.mu together and
+// dead-letters after releasing both.
 // Store writes for topology changes happen under metaMu only, never under
 // VHost.mu, so routing never waits for an fsync.
 // A Sink is called with Queue.mu held and must not block or call back into

@@ -21,6 +21,7 @@ type Exchange struct {
 	alternate  string
 	hasAE      bool
 	home       string // in a cluster, the node a non-durable exchange was declared on
+	pol        *Policy
 
 	router   router
 	bindings []*binding // this exchange as source

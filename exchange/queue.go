@@ -151,7 +151,10 @@ type Queue struct {
 	autoDelete bool
 	owner      any
 	args       Table
-	a          queueArgs
+	xa         queueArgs // parsed from args
+	a          queueArgs // in effect: xa with the policy (policy.go), under mu
+
+	pol *Policy // the policy in effect (mu)
 
 	mu        sync.Mutex
 	nextSeq   uint64
@@ -192,15 +195,20 @@ type Queue struct {
 	counters msgCounters // atomics, no lock
 }
 
+// deadLetter is a message to dead-letter once q.mu is released, with the
+// queue's dead-letter settings at the time.
 type deadLetter struct {
-	msg    *Message
-	reason string
+	msg     *Message
+	reason  string
+	dlx     string
+	dlrk    string
+	hasDLRK bool
 }
 
 func newQueue(vh *VHost, name string, id uint64, durable, exclusive, autoDelete bool, owner any, args Table, a queueArgs) *Queue {
 	q := &Queue{
 		vh: vh, name: name, id: id, durable: durable, exclusive: exclusive,
-		autoDelete: autoDelete, owner: owner, args: args, a: a,
+		autoDelete: autoDelete, owner: owner, args: args, xa: a, a: a,
 		nextSeq: 1,
 		ready:   newReadyList(a.maxPriority),
 		unacked: map[uint64]unackedEntry{},
@@ -250,7 +258,7 @@ func (q *Queue) unlock() {
 	q.autoDeleted = false
 	q.mu.Unlock()
 	for i := range dl {
-		q.vh.deadLetter(q, dl[i].msg, dl[i].reason)
+		q.vh.deadLetter(q, dl[i])
 	}
 	for _, l := range kl {
 		l.kick()
@@ -449,7 +457,8 @@ func (q *Queue) messageLog() MessageLog {
 func (q *Queue) deadLetterLocked(e entry, reason string) {
 	q.dropStored(&e)
 	if q.a.hasDLX {
-		q.pendingDL = append(q.pendingDL, deadLetter{msg: e.msg, reason: reason})
+		q.pendingDL = append(q.pendingDL, deadLetter{msg: e.msg, reason: reason,
+			dlx: q.a.dlx, dlrk: q.a.dlrk, hasDLRK: q.a.hasDLRK})
 	}
 }
 
@@ -753,6 +762,10 @@ func (q *Queue) onIdleTimer() {
 	q.mu.Lock()
 	if q.deleted {
 		q.mu.Unlock()
+		return
+	}
+	if q.a.expires <= 0 {
+		q.mu.Unlock() // a policy change removed expires
 		return
 	}
 	idle := time.Duration(nowNano() - q.lastUsed)

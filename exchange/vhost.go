@@ -34,6 +34,7 @@ type VHost struct {
 	replyTo   map[string]*Queue
 	// replyRemote are proxies to other nodes' direct reply-to consumers.
 	replyRemote map[string]*Queue
+	policies    map[string]*Policy // policy.go
 
 	// anyExpiring is set once any message with a per-message expiration
 	// was published, so that queues without x-message-ttl check expiry.
@@ -43,7 +44,8 @@ type VHost struct {
 }
 
 func newVHost(b *Broker, name string) *VHost {
-	v := &VHost{b: b, name: name, exchanges: map[string]*Exchange{}, queues: map[string]*Queue{}, replyTo: map[string]*Queue{}}
+	v := &VHost{b: b, name: name, exchanges: map[string]*Exchange{}, queues: map[string]*Queue{}, replyTo: map[string]*Queue{},
+		policies: map[string]*Policy{}}
 	for _, p := range predeclared {
 		x := &Exchange{vh: v, name: p.name, kind: p.kind, durable: true, router: newRouter(p.kind)}
 		v.exchanges[p.name] = x
@@ -165,6 +167,7 @@ func (v *VHost) declareExchangeLocked(name, kind string, o ExchangeOpts) error {
 	if k := v.exchangeKey(x); k != "" {
 		v.putMetaLocked(k, encodeRecord(x.record()))
 	}
+	v.initExchangePolicyLocked(x)
 	v.exchanges[name] = x
 	return nil
 }
@@ -432,6 +435,7 @@ func (v *VHost) declareQueueLocked(name string, o QueueOpts) (QueueInfo, error) 
 	}
 	// Every queue is bound to the default exchange by its name; that
 	// binding is implicit (see route).
+	v.initPolicyLocked(q)
 	v.queues[name] = q
 	return QueueInfo{Name: name, Created: true}, nil
 }
@@ -1038,10 +1042,11 @@ func (v *VHost) routeExchange(x *Exchange, m *Message, out []*Queue, seen []*Exc
 
 // deadLetter republishes m from queue q to q's dead-letter exchange with an
 // x-death header as RabbitMQ writes it.
-func (v *VHost) deadLetter(q *Queue, m *Message, reason string) {
-	nm := &Message{Exchange: q.a.dlx, RoutingKey: m.RoutingKey, Props: m.Props, Body: m.Body}
-	if q.a.hasDLRK {
-		nm.RoutingKey = q.a.dlrk
+func (v *VHost) deadLetter(q *Queue, d deadLetter) {
+	m, reason := d.msg, d.reason
+	nm := &Message{Exchange: d.dlx, RoutingKey: m.RoutingKey, Props: m.Props, Body: m.Body}
+	if d.hasDLRK {
+		nm.RoutingKey = d.dlrk
 	}
 	h := make(Table, len(m.Props.Headers)+4)
 	for k, val := range m.Props.Headers {
