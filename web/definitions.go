@@ -15,9 +15,8 @@ import (
 )
 
 // Definitions are RabbitMQ's definitions.json: users, vhosts,
-// permissions, topic permissions, exchanges, queues and bindings.
-// Parameters and policies are kept as given on export (empty) and ignored
-// on import.
+// permissions, topic permissions, policies, exchanges, queues and
+// bindings. Parameters are exported empty and ignored on import.
 type Definitions struct {
 	RabbitVersion    string               `json:"rabbit_version,omitempty"`
 	RabbitMQVersion  string               `json:"rabbitmq_version,omitempty"`
@@ -138,6 +137,13 @@ func (s *Server) ExportDefinitions(vhost string) Definitions {
 		if vhost != "" {
 			vn = "" // per-vhost exports omit the vhost field
 		}
+		for _, p := range v.Policies() {
+			d.Policies = append(d.Policies, map[string]any{"vhost": vn, "name": p.Name, "pattern": p.Pattern,
+				"apply-to": p.ApplyTo, "definition": nonNil(p.Definition), "priority": p.Priority})
+			if vn == "" {
+				delete(d.Policies[len(d.Policies)-1], "vhost")
+			}
+		}
 		qs := v.Queues()
 		sort.Slice(qs, func(i, j int) bool { return qs[i].Name() < qs[j].Name() })
 		for _, q := range qs {
@@ -181,7 +187,8 @@ func nonNil(t map[string]any) map[string]any {
 var ErrDefinitions = errors.New("web: definitions")
 
 // ImportDefinitions applies definitions in RabbitMQ's format: users,
-// vhosts, permissions, topic permissions, exchanges, queues, then bindings. Objects that
+// vhosts, permissions, topic permissions, policies, exchanges, queues,
+// then bindings. Objects that
 // exist are left as they are when equivalent. If vhost is not "", items
 // without a vhost field go there (a per-vhost file). Quorum and stream
 // queues, which this node does not have yet, are declared classic with a
@@ -235,6 +242,21 @@ func ImportDefinitions(core Core, users *auth.Users, data []byte, vhost string, 
 			return nil, fmt.Errorf("no vhost %q", name)
 		}
 		return v, nil
+	}
+	for _, m := range d.Policies {
+		name, _ := m["name"].(string)
+		vn, _ := m["vhost"].(string)
+		v, err := vh(vn)
+		if err == nil {
+			var p exchange.Policy
+			if p, err = policyFromBody(m); err == nil {
+				p.Name = name
+				_, err = v.SetPolicy(p)
+			}
+		}
+		if err != nil {
+			fail("policy "+name, err)
+		}
 	}
 	for _, x := range d.Exchanges {
 		v, err := vh(x.VHost)
@@ -320,6 +342,13 @@ func parseDefinitions(data []byte) (Definitions, error) {
 	}
 	for i := range d.Bindings {
 		d.Bindings[i].Arguments = fix(d.Bindings[i].Arguments, rawArgs(m, "bindings", i))
+	}
+	if l, ok := m["policies"].([]any); ok && len(l) == len(d.Policies) {
+		for i, e := range l {
+			if o, ok := e.(map[string]any); ok {
+				d.Policies[i] = o // integers stay integers
+			}
+		}
 	}
 	return d, nil
 }

@@ -19,6 +19,8 @@ type exchangeJSON struct {
 	UserWhoPerformed string         `json:"user_who_performed_action"`
 	MessageStats     msgStatsJSON   `json:"message_stats"`
 	Policy           *string        `json:"policy,omitempty"`
+	// The applied policy's definition, when a policy applies.
+	EffectivePolicyDefinition map[string]any `json:"effective_policy_definition,omitempty"`
 	// Only on GET of one exchange.
 	Incoming *[]any `json:"incoming,omitempty"`
 	Outgoing *[]any `json:"outgoing,omitempty"`
@@ -34,9 +36,13 @@ func (s *Server) exchangeJSON(r xref) exchangeJSON {
 	if args == nil {
 		args = map[string]any{}
 	}
-	return exchangeJSON{Name: r.x.Name(), VHost: r.vhost, Type: r.x.Kind(), Durable: r.x.Durable(),
+	j := exchangeJSON{Name: r.x.Name(), VHost: r.vhost, Type: r.x.Kind(), Durable: r.x.Durable(),
 		AutoDelete: r.x.AutoDelete(), Internal: r.x.Internal(), Arguments: args,
 		UserWhoPerformed: "rmq-internal", MessageStats: messageStats(kindExchange, r.x.MsgStats(), s.rates.exchange(r.x))}
+	if name, def := r.x.Policy(); name != "" {
+		j.Policy, j.EffectivePolicyDefinition = &name, def
+	}
+	return j
 }
 
 func xrefs(v *exchange.VHost) []xref {

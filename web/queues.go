@@ -68,6 +68,9 @@ func (s *Server) queueJSON(q *exchange.Queue) queueJSON {
 		MessageStats:              messageStats(kindQueue, q.MsgStats(), w),
 		EffectivePolicyDefinition: map[string]any{},
 	}
+	if name, def := q.Policy(); name != "" {
+		j.Policy, j.EffectivePolicyDefinition = &name, def
+	}
 	if q.Quorum() {
 		j.Type = "quorum"
 	}

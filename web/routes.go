@@ -13,6 +13,7 @@ func (s *Server) routes() {
 		mg  = accManagement
 		mon = accMonitoring
 		adm = accAdministrator
+		pol = accPolicymaker
 	)
 	m("GET /api/whoami", mg, s.whoami)
 	m("GET /api/overview", mg, s.overview)
@@ -86,8 +87,11 @@ func (s *Server) routes() {
 	m("GET /api/topic-permissions/{vhost}/{user}", adm, s.getTopicPermission)
 	m("PUT /api/topic-permissions/{vhost}/{user}", adm, s.putTopicPermission)
 	m("DELETE /api/topic-permissions/{vhost}/{user}", adm, s.deleteTopicPermission)
-	m("GET /api/policies", mg, emptyList)
-	m("GET /api/policies/{vhost}", mg, emptyList)
+	m("GET /api/policies", pol, s.listPolicies)
+	m("GET /api/policies/{vhost}", pol, s.listVHostPolicies)
+	m("GET /api/policies/{vhost}/{name}", pol, s.getPolicy)
+	m("PUT /api/policies/{vhost}/{name}", pol, s.putPolicy)
+	m("DELETE /api/policies/{vhost}/{name}", pol, s.deletePolicy)
 	m("GET /api/operator-policies", mg, emptyList)
 	m("GET /api/parameters", mg, emptyList)
 	m("GET /api/global-parameters", mg, emptyList)

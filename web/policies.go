@@ -1,0 +1,169 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/exchange"
+)
+
+// Policies, in RabbitMQ's shapes (operator policies are not supported):
+//
+//	GET    /api/policies                   every policy of the vhosts u uses
+//	GET    /api/policies/{vhost}           a vhost's
+//	GET    /api/policies/{vhost}/{name}    one (404 if none)
+//	PUT    /api/policies/{vhost}/{name}    {"pattern","definition","priority","apply-to"}: 201, 204 if it existed
+//	DELETE /api/policies/{vhost}/{name}    204, 404 if none
+//
+// Each record is {"vhost","name","pattern","apply-to","definition","priority"}.
+// All of them need the policymaker or administrator tag, and a
+// policymaker needs access to the vhost.
+
+type policyJSON struct {
+	VHost      string         `json:"vhost"`
+	Name       string         `json:"name"`
+	Pattern    string         `json:"pattern"`
+	ApplyTo    string         `json:"apply-to"`
+	Definition map[string]any `json:"definition"`
+	Priority   int            `json:"priority"`
+}
+
+func policyJSONOf(p exchange.Policy) policyJSON {
+	return policyJSON{VHost: p.VHost, Name: p.Name, Pattern: p.Pattern, ApplyTo: p.ApplyTo,
+		Definition: nonNil(p.Definition), Priority: p.Priority}
+}
+
+func policiesJSON(v *exchange.VHost) []policyJSON {
+	out := []policyJSON{}
+	for _, p := range v.Policies() {
+		out = append(out, policyJSONOf(p))
+	}
+	return out
+}
+
+func (s *Server) listPolicies(w http.ResponseWriter, _ *http.Request, u *auth.User) {
+	out := []policyJSON{}
+	for _, n := range s.core.VHosts() {
+		if !s.usesVHost(u, n) {
+			continue
+		}
+		if v, ok := s.core.VHost(n); ok {
+			out = append(out, policiesJSON(v)...)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) listVHostPolicies(w http.ResponseWriter, r *http.Request, u *auth.User) {
+	v, ok := s.writeVHost(w, r, u)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, policiesJSON(v))
+}
+
+func (s *Server) getPolicy(w http.ResponseWriter, r *http.Request, u *auth.User) {
+	v, ok := s.writeVHost(w, r, u)
+	if !ok {
+		return
+	}
+	p, ok := v.Policy(pathValue(r, "name"))
+	if !ok {
+		notFound(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, policyJSONOf(p))
+}
+
+func (s *Server) putPolicy(w http.ResponseWriter, r *http.Request, u *auth.User) {
+	v, ok := s.writeVHost(w, r, u)
+	if !ok {
+		return
+	}
+	body, err := decodeBody(r)
+	if err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	p, err := policyFromBody(body)
+	if err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	p.Name = pathValue(r, "name")
+	created, err := v.SetPolicy(p)
+	if err != nil {
+		policyError(w, err)
+		return
+	}
+	putStatus(w, !created)
+}
+
+func (s *Server) deletePolicy(w http.ResponseWriter, r *http.Request, u *auth.User) {
+	v, ok := s.writeVHost(w, r, u)
+	if !ok {
+		return
+	}
+	if err := v.DeletePolicy(pathValue(r, "name")); err != nil {
+		coreError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// policyError answers a refused policy as RabbitMQ does: 400 with
+// "Validation failed" and the reason.
+func policyError(w http.ResponseWriter, err error) {
+	var e *exchange.Error
+	if errors.As(err, &e) && e.Kind == exchange.KindPreconditionFailed {
+		badRequest(w, "Validation failed\n\n"+e.Text+"\n")
+		return
+	}
+	coreError(w, err)
+}
+
+// policyFromBody reads a policy from a PUT body or a definitions entry.
+func policyFromBody(m map[string]any) (exchange.Policy, error) {
+	var p exchange.Policy
+	for _, k := range []string{"pattern", "definition"} {
+		if _, ok := m[k]; !ok {
+			return p, fmt.Errorf("[{key_missing,%s}]", k)
+		}
+	}
+	pat, ok := m["pattern"].(string)
+	if !ok {
+		return p, errors.New("pattern must be a string")
+	}
+	def, ok := m["definition"].(map[string]any)
+	if !ok {
+		return p, errors.New("definition must be an object")
+	}
+	p.Pattern, p.Definition = pat, def
+	if at, ok := m["apply-to"]; ok && at != nil {
+		if p.ApplyTo, ok = at.(string); !ok {
+			return p, errors.New("apply-to must be a string")
+		}
+	}
+	switch pr := m["priority"].(type) {
+	case nil:
+	case int64:
+		p.Priority = int(pr)
+	case float64:
+		if pr != float64(int(pr)) {
+			return p, fmt.Errorf("priority %v is not an integer", pr)
+		}
+		p.Priority = int(pr)
+	case string: // rabbitmqadmin and older UIs send a string
+		n, err := strconv.Atoi(pr)
+		if err != nil {
+			return p, fmt.Errorf("priority %q is not an integer", pr)
+		}
+		p.Priority = n
+	default:
+		return p, fmt.Errorf("priority %v is not an integer", pr)
+	}
+	return p, nil
+}
