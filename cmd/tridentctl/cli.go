@@ -90,6 +90,7 @@ var kinds = map[string]struct {
 	"users":       {"/api/users", false, []string{"name", "tags"}},
 	"vhosts":      {"/api/vhosts", false, []string{"name", "messages", "messages_ready", "messages_unacknowledged"}},
 	"permissions": {"/api/permissions", false, []string{"user", "vhost", "configure", "write", "read"}},
+	"policies":    {"/api/policies", true, []string{"vhost", "name", "pattern", "apply-to", "priority", "definition"}},
 }
 
 func run(args []string, stdout, stderr io.Writer, env func(string) string) int {

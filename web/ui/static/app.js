@@ -1106,11 +1106,11 @@
   // Admin ------------------------------------------------------------------
   function adminTabs(active) {
     const t = (id, label) => h('a', { href: `#/admin/${id}`, class: id === active ? 'active' : null, id: `tab-${id}` }, label);
-    return h('div', { class: 'tabs' }, t('users', 'Users'), t('vhosts', 'Virtual hosts'), t('permissions', 'Permissions'), t('definitions', 'Definitions'));
+    return h('div', { class: 'tabs' }, t('users', 'Users'), t('vhosts', 'Virtual hosts'), t('permissions', 'Permissions'), t('policies', 'Policies'), t('definitions', 'Definitions'));
   }
   function adminPage(sub) {
     sub = sub || 'users';
-    const body = { users: usersView, vhosts: vhostsView, permissions: permissionsView, definitions: definitionsView }[sub] || usersView;
+    const body = { users: usersView, vhosts: vhostsView, permissions: permissionsView, policies: policiesView, definitions: definitionsView }[sub] || usersView;
     const v = body();
     return { el: h('div', null, pageHead('Admin'), adminTabs(sub), v.el), refresh: v.refresh };
   }
@@ -1204,6 +1204,30 @@
       await act(btn, async () => { await api('DELETE', `/vhosts/${enc(name)}`); toast('ok', `Virtual host ${name} deleted`); await loadVhosts(); refresh(); });
     }
     return { el: h('div', null, panel('Virtual hosts', { flush: true, id: 'vhosts' }, box), collapsible('Add a virtual host', 'add-vhost', false, form)), refresh };
+  }
+  function policiesView() {
+    const box = h('div');
+    async function refresh() {
+      try {
+        const ps = await api('GET', '/policies');
+        fill(box, table([
+          { title: 'Virtual host', render: (p) => p.vhost },
+          { title: 'Name', cls: 'name', render: (p) => h('b', null, p.name) },
+          { title: 'Pattern', render: (p) => h('span', { class: 'mono' }, p.pattern) },
+          { title: 'Apply to', render: (p) => p['apply-to'] },
+          { title: 'Definition', render: (p) => argsView(p.definition) },
+          { title: 'Priority', num: true, render: (p) => String(p.priority) },
+          { title: '', cls: 'actions', render: (p) => h('button', { class: 'btn danger small', type: 'button', onclick: (e) => delPolicy(e.target, p) }, 'Delete') },
+        ], ps || [], 'No policies'));
+      } catch (e) {
+        fill(box, h('div', { style: 'padding:0 16px' }, errorBox('Could not load policies:', e)));
+      }
+    }
+    async function delPolicy(btn, p) {
+      if (!confirm(`Delete policy ${p.name}?`)) return;
+      await act(btn, async () => { await api('DELETE', `/policies/${enc(p.vhost)}/${enc(p.name)}`); toast('ok', `Policy ${p.name} deleted`); refresh(); });
+    }
+    return { el: h('div', null, panel('Policies', { flush: true, id: 'policies' }, box)), refresh };
   }
   function permissionsView() {
     const box = h('div');
