@@ -27,6 +27,7 @@ type defsFile struct {
 	Queues      []map[string]any `json:"queues"`
 	Exchanges   []map[string]any `json:"exchanges"`
 	Bindings    []map[string]any `json:"bindings"`
+	Policies    []map[string]any `json:"policies"`
 }
 
 func readDefs(t *testing.T, data []byte) defsFile {
@@ -97,9 +98,23 @@ func TestMgmtDefinitionsRoundTrip(t *testing.T) {
 		t.Errorf("routing over imported binding: %v messages", q["messages"])
 	}
 
+	// The sample (a real 3.10 export) has no policies: one is added, in
+	// the shape RabbitMQ exports, and must survive both round trips.
+	if len(readDefs(t, data).Policies) != 0 {
+		t.Fatal("the sample now has policies: compare them below instead")
+	}
+	pol := map[string]any{"vhost": "defs-sample", "name": "app-limits", "pattern": `^app\.`, "apply-to": "queues",
+		"definition": map[string]any{"max-length": int64(500), "ha-mode": "all"}, "priority": int64(1)}
+	a.expect(201, "PUT", "/api/policies/defs-sample/app-limits", pol)
+
 	// Export and compare with the sample.
 	exported := a.expect(200, "GET", "/api/definitions", nil)
 	in, out := readDefs(t, data), readDefs(t, exported)
+	in.Policies = []map[string]any{pol}
+	polFields := []string{"vhost", "name", "pattern", "apply-to", "definition", "priority"}
+	if ka, kb := keys(jsonRound(t, in.Policies), polFields...), keys(out.Policies, polFields...); !equalStrings(ka, kb) {
+		t.Errorf("policies differ:\nwant     %v\nexported %v", ka, kb)
+	}
 	for _, c := range []struct {
 		what   string
 		a, b   []map[string]any
@@ -135,12 +150,34 @@ func TestMgmtDefinitionsRoundTrip(t *testing.T) {
 		!equalStrings(keys(out.Bindings, "source", "destination", "routing_key", "arguments"), keys(again.Bindings, "source", "destination", "routing_key", "arguments")) {
 		t.Errorf("second round trip differs")
 	}
+	if ka, kb := keys(out.Policies, polFields...), keys(again.Policies, polFields...); len(ka) != 1 || !equalStrings(ka, kb) {
+		t.Errorf("policies after the second round trip: %v, want %v", kb, ka)
+	}
+	// The imported policy applies on the second node.
+	if q := a2.object("/api/queues/defs-sample/app.orders"); q["policy"] != "app-limits" ||
+		num(q["effective_policy_definition"].(map[string]any)["max-length"]) != 500 {
+		t.Errorf("imported policy not applied: policy %v, effective %v", q["policy"], q["effective_policy_definition"])
+	}
 	// Per-vhost export.
 	vd := a.object("/api/definitions/defs-sample")
 	if _, ok := vd["users"]; ok || len(vd["queues"].([]any)) != 3 {
 		t.Errorf("vhost export: %v", vd)
 	}
 	a.expect(400, "POST", "/api/definitions", "{not json")
+}
+
+// jsonRound gives items the types a JSON decode gives them.
+func jsonRound(t *testing.T, items []map[string]any) []map[string]any {
+	t.Helper()
+	b, err := json.Marshal(items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func equalStrings(a, b []string) bool {
