@@ -565,7 +565,33 @@ func (v clusterView) QueueNode(q *exchange.Queue) (string, []string) {
 	if !q.Quorum() {
 		return q.Home(), nil
 	}
-	return f.queues.leaderOf(q), q.Members()
+	return f.queues.leaderOf(q), f.queues.membersOf(q)
+}
+
+// membersOf is a quorum queue's group as its Raft configuration has it
+// when this node is a member (the recorded members run ahead of it while
+// a member is being added), else as recorded.
+func (c *clusterQueues) membersOf(q *exchange.Queue) []string {
+	c.mu.Lock()
+	qq := c.quorum[q.ID()]
+	c.mu.Unlock()
+	if qq != nil {
+		qq.mu.Lock()
+		r := qq.r
+		qq.mu.Unlock()
+		if r != nil {
+			if f := r.GetConfiguration(); f.Error() == nil {
+				var out []string
+				for _, s := range f.Configuration().Servers {
+					out = append(out, string(s.ID))
+				}
+				if len(out) > 0 {
+					return sorted(out)
+				}
+			}
+		}
+	}
+	return q.Members()
 }
 
 // leaderOf is the name of a quorum queue's leader, "" if unknown here.
