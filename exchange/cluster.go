@@ -203,7 +203,7 @@ func anyToStrings(v any) []string {
 }
 
 // Quorum reports whether q is a quorum queue.
-func (q *Queue) Quorum() bool { return q.a.quorum }
+func (q *Queue) Quorum() bool { return q.xa.quorum }
 
 // ID is the queue's id, unique in the cluster while it exists.
 func (q *Queue) ID() uint64 { return q.id }
@@ -219,7 +219,7 @@ func (b *Broker) SetCluster(c Cluster) {
 			if !q.persisted() {
 				continue
 			}
-			if !q.a.quorum && q.home == "" {
+			if !q.xa.quorum && q.home == "" {
 				// Declared before the node was clustered: it lives here.
 				q.home = self
 			}
@@ -391,7 +391,7 @@ func (b *Broker) dropQueue(q *Queue) error {
 		return nil
 	}
 	var err error
-	if !q.a.quorum && (b.cluster == nil || q.home == "" || q.home == b.cluster.NodeName()) {
+	if !q.xa.quorum && (b.cluster == nil || q.home == "" || q.home == b.cluster.NodeName()) {
 		// The queue's id is never reused, so its messages can go after
 		// the topology lock.
 		err = b.store.DropMessages(q.id)

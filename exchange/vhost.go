@@ -317,7 +317,7 @@ func (v *VHost) waitReady(name string) error {
 	v.mu.RLock()
 	q := v.queues[name]
 	v.mu.RUnlock()
-	if q == nil || !q.a.quorum {
+	if q == nil || !q.xa.quorum {
 		return nil
 	}
 	if err := c.WaitReady(q); err != nil {
@@ -451,7 +451,7 @@ func (q *Queue) persisted() bool { return q.durable && !q.exclusive }
 // storesMessage reports whether m is kept in the queue's message log: a
 // persistent message in a durable queue, every message in a quorum queue.
 func (q *Queue) storesMessage(m *Message) bool {
-	return q.persisted() && (m.Props.Persistent() || q.a.quorum)
+	return q.persisted() && (m.Props.Persistent() || q.xa.quorum)
 }
 
 func (q *Queue) record() Table {
