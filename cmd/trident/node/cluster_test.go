@@ -73,6 +73,7 @@ func TestClusterTwoNodes(t *testing.T) {
 	ga, gb := freeGossipAddr(t), freeGossipAddr(t)
 	ca := testConfig(t)
 	ca.Cluster.NodeName, ca.Cluster.GossipListen = "a@test", ga
+	ca.Cluster.RaftListen = "127.0.0.1:0" // gossip port + 1 may be taken
 	a, err := Start(ca, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +81,7 @@ func TestClusterTwoNodes(t *testing.T) {
 	defer closeNode(t, a)
 	cb := testConfig(t)
 	cb.Cluster.NodeName, cb.Cluster.GossipListen, cb.Cluster.Join = "b@test", gb, []string{ga}
+	cb.Cluster.RaftListen = "127.0.0.1:0"
 	b, err := Start(cb, nil)
 	if err != nil {
 		t.Fatal(err)
