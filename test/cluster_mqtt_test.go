@@ -318,3 +318,51 @@ func recvStomp(t *testing.T, sub *stomp.Subscription) *stomp.Message {
 	}
 	return nil
 }
+
+// TestClusterMQTTSharedSubscription: members of one shared subscription
+// group on two nodes share one queue (it lives on the node of the first
+// member, the other reaches it through its proxy): each message published
+// on a third node reaches exactly one member.
+func TestClusterMQTTSharedSubscription(t *testing.T) {
+	pc := startProtoCluster(t)
+	a, _ := dial5(t, pc.mqtt[0], guest5("share-a", true, 0))
+	a.subscribe(t, paho.SubscribeOptions{Topic: "$share/g1/jobs/#", QoS: 1})
+	waitTopicBinding(t, pc.nodes[1], "jobs.#", "mqtt-shared-")
+	b, _ := dial5(t, pc.mqtt[1], guest5("share-b", true, 0))
+	b.subscribe(t, paho.SubscribeOptions{Topic: "$share/g1/jobs/#", QoS: 1})
+	waitTopicBinding(t, pc.nodes[2], "jobs.#", "mqtt-shared-")
+	p, _ := dial5(t, pc.mqtt[2], guest5("share-pub", true, 0))
+	const n = 40
+	for i := 0; i < n; i++ {
+		p.publish(t, &paho.Publish{Topic: "jobs/" + strconv.Itoa(i), QoS: 1, Payload: []byte(strconv.Itoa(i))})
+	}
+	seen := map[string]int{}
+	perMember := map[string]int{}
+	deadline := time.After(15 * time.Second)
+	for len(seen) < n {
+		select {
+		case m := <-a.msgs:
+			seen[string(m.Payload)]++
+			perMember["a"]++
+		case m := <-b.msgs:
+			seen[string(m.Payload)]++
+			perMember["b"]++
+		case <-deadline:
+			t.Fatalf("%d of %d messages reached the group", len(seen), n)
+		}
+	}
+	// Nothing more arrives: each message went to one member only.
+	select {
+	case m := <-a.msgs:
+		t.Fatalf("extra delivery %q to a", m.Payload)
+	case m := <-b.msgs:
+		t.Fatalf("extra delivery %q to b", m.Payload)
+	case <-time.After(time.Second):
+	}
+	for k, c := range seen {
+		if c != 1 {
+			t.Fatalf("message %s delivered %d times", k, c)
+		}
+	}
+	t.Logf("shared across nodes: node 0 member got %d, node 1 member got %d", perMember["a"], perMember["b"])
+}

@@ -40,12 +40,19 @@ import (
 //     timer, and it checks the stored record before deleting anything;
 //     while that node is down the session does not expire.
 //
-// Node-local, as before: connections, in-flight QoS 1 deliveries (back
-// to the queue when the connection ends), topic aliases, will delay
-// timers, non-persistent sessions (clean session, expiry 0: a second
+// Non-durable queues are cluster-wide in the core (they live on the node
+// that declared them and are routed to from every node), so clean-session
+// subscribers receive what is published on any node, and the members of
+// a shared subscription group on different nodes share the group's one
+// queue (it lives on the node of the member that created it; if that
+// node dies the queue goes with it and the other members' subscriptions
+// end, as the queue of a clean session would).
+//
+// Node-local: connections, in-flight QoS 1 deliveries (back to the queue
+// when the connection ends), topic aliases, will delay timers, and the
+// takeover of non-persistent sessions (clean session, expiry 0: a second
 // connection with the same client id on another node does not take them
-// over) and shared subscriptions, whose auto-delete queues are per node
-// (a group spread over nodes gets each message once per node).
+// over).
 
 // ReplicatedKey reports whether key is one of the front end's records
 // that a cluster shares: retained messages and persistent sessions.
