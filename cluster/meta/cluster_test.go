@@ -194,11 +194,14 @@ func TestCluster(t *testing.T) {
 	}
 	leader := leaderOf(t, nodes)
 
-	// 1. Propose on a follower: applied on all three.
+	// 1. Propose on a follower: applied on all three by the time Propose
+	// returns (a declaration is visible on every node, as in RabbitMQ).
 	f := others(nodes, leader)[0]
 	propose(t, f, put("vhost/one", "1"))
 	for _, n := range nodes {
-		waitValue(t, n, "vhost/one", "1")
+		if v, ok := n.get("vhost/one"); !ok || v != "1" {
+			t.Fatalf("%s: not applied when Propose returned (%q %v)", n.id, v, ok)
+		}
 	}
 
 	// 2. Kill the leader; the two others elect one and commit.

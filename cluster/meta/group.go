@@ -52,11 +52,12 @@ type Config struct {
 
 // Group is this node's member of the metadata group.
 type Group struct {
-	c   Config
-	r   *raft.Raft
-	fsm *fsm
-	log *slog.Logger
-	rpc interface{ Close() error }
+	c    Config
+	r    *raft.Raft
+	fsm  *fsm
+	log  *slog.Logger
+	rpc  interface{ Close() error }
+	wait interface{ Close() error } // the WaitStream listener (spread.go)
 
 	kick chan struct{}
 	stop chan struct{}
@@ -82,15 +83,22 @@ func Start(c Config) (*Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("meta: %w", err)
 	}
+	wln, err := c.Mux.Listener(WaitStream)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("meta: %w", err)
+	}
 	o := c.Options
 	o.NoSnapshotRestoreOnStart = true
 	r, err := c.Host.Start(Name, f, o)
 	if err != nil {
 		ln.Close()
+		wln.Close()
 		return nil, err
 	}
-	g := &Group{c: c, r: r, fsm: f, log: c.Log, rpc: ln, kick: make(chan struct{}, 1), stop: make(chan struct{})}
+	g := &Group{c: c, r: r, fsm: f, log: c.Log, rpc: ln, wait: wln, kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	g.wg.Go(func() { g.serveRPC(ln) })
+	g.wg.Go(func() { g.serveWait(wln) })
 	if c.Members != nil {
 		g.wg.Go(g.reconcileLoop)
 	}
@@ -124,6 +132,7 @@ func (g *Group) Close() error {
 	g.closeOnce.Do(func() {
 		close(g.stop)
 		g.rpc.Close()
+		g.wait.Close()
 		err = g.c.Host.Stop(Name)
 		g.wg.Wait()
 	})
@@ -172,6 +181,7 @@ func (g *Group) Propose(ctx context.Context, ops []exchange.MetaOp) error {
 		if !retry {
 			if last == nil {
 				g.waitApplied(ctx, idx)
+				g.waitPeers(idx)
 			}
 			return last
 		}
