@@ -476,3 +476,33 @@ func TestTransientTopologyAcrossNodes(t *testing.T) {
 }
 
 func (c *fakeCluster) Remote(string, string, string) Remote { return &fakeRemote{} }
+
+// TestStaleDeliveryCannotSettleNewEntry: a delivery from the proxy era
+// whose seq equals that of an entry loaded when the queue became local
+// settles nothing (the epoch in Delivery.Seq differs).
+func TestStaleDeliveryCannotSettleNewEntry(t *testing.T) {
+	v, st := newTestVHost(t)
+	q := declareQ(t, v, "qq", QueueOpts{Durable: true, Args: Table{"x-queue-type": "quorum"}})
+	r := &fakeRemote{}
+	q.BecomeProxy(r)
+	s := &sink{}
+	if _, err := v.Consume("qq", ConsumeOpts{Tag: "c", Sink: s}); err != nil {
+		t.Fatal(err)
+	}
+	r.pushed()(&Message{Body: []byte("proxied")}, 9, false)
+	stale := s.deliveries()[0].Seq
+	data := encodeMessage(&Message{Body: []byte("replicated")}, nowNano(), nil)
+	q.BecomeLocal(st, func(fn func(uint64, []byte, uint32) bool) { fn(stale&seqMask, data, 0) })
+	fresh := s.deliveries()[1]
+	if fresh.Seq&seqMask != stale&seqMask || fresh.Seq == stale {
+		t.Fatalf("test setup: seqs %x and %x", stale, fresh.Seq)
+	}
+	q.Ack(stale)
+	if st.deletes != 0 {
+		t.Fatal("a stale delivery settled the new entry with the same seq")
+	}
+	q.Ack(fresh.Seq)
+	if st.deletes != 1 {
+		t.Fatalf("deletes %d after acking the live delivery", st.deletes)
+	}
+}

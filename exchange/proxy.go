@@ -86,9 +86,10 @@ func (q *Queue) IsProxy() bool {
 }
 
 // forgetLocked drops the ready and unacked messages held in memory without
-// settling them anywhere. Consumers get their credit back; their later
-// acks of forgotten deliveries are ignored.
+// settling them anywhere and starts a new epoch. Consumers get their
+// credit back; their later acks of forgotten deliveries are ignored.
 func (q *Queue) forgetLocked() {
+	q.epoch = (q.epoch + 1) & (1<<(64-epochShift) - 1)
 	q.ready.clear()
 	for seq, u := range q.unacked {
 		delete(q.unacked, seq)
@@ -174,6 +175,7 @@ func (q *Queue) getRemote(r Remote, noAck bool) (Delivery, bool) {
 	if !noAck {
 		q.unacked[e.seq] = unackedEntry{e: e}
 	}
+	d := Delivery{Queue: q, Msg: m, Seq: q.toDelivery(e.seq), Redelivered: redelivered, Remaining: remaining}
 	q.mu.Unlock()
-	return Delivery{Queue: q, Msg: m, Seq: e.seq, Redelivered: redelivered, Remaining: remaining}, true
+	return d, true
 }

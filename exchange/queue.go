@@ -186,7 +186,8 @@ type Queue struct {
 	seed    []string // the members it was declared with (they bootstrap the group)
 	log     MessageLog
 	remote  Remote
-	window  int // the prefetch asked of remote's consumer
+	window  int    // the prefetch asked of remote's consumer
+	epoch   uint64 // bumped by every switch between local and proxy (Delivery.Seq)
 	// The owner's counts for a proxy's Status (stats.go).
 	remoteReady, remoteConsumers int
 	remoteAt                     int64
@@ -530,7 +531,7 @@ func (q *Queue) dispatchLocked(now int64) {
 			c.unacked++
 			q.unacked[e.seq] = unackedEntry{e: e, c: c}
 		}
-		if !c.sink.Deliver(Delivery{Queue: q, Consumer: c, Msg: e.msg, Seq: e.seq, Redelivered: e.deliveries > 1}) {
+		if !c.sink.Deliver(Delivery{Queue: q, Consumer: c, Msg: e.msg, Seq: q.toDelivery(e.seq), Redelivered: e.deliveries > 1}) {
 			c.blocked = true
 		}
 	}
@@ -571,8 +572,10 @@ func (q *Queue) pickConsumer() *Consumer {
 // Ack acknowledges a delivery.
 func (q *Queue) Ack(seq uint64) {
 	q.mu.Lock()
-	if u, ok := q.cmdSettle(seq); ok && u.c != nil {
-		q.dispatchLocked(nowNano())
+	if s, ok := q.fromDelivery(seq); ok {
+		if u, ok := q.cmdSettle(s); ok && u.c != nil {
+			q.dispatchLocked(nowNano())
+		}
 	}
 	q.unlock()
 }
@@ -581,10 +584,33 @@ func (q *Queue) Ack(seq uint64) {
 func (q *Queue) AckMany(seqs []uint64) {
 	q.mu.Lock()
 	for _, s := range seqs {
-		q.cmdSettle(s)
+		if s, ok := q.fromDelivery(s); ok {
+			q.cmdSettle(s)
+		}
 	}
 	q.dispatchLocked(nowNano())
 	q.unlock()
+}
+
+// Delivery.Seq is the entry's seq stamped with the queue's epoch, which
+// changes whenever the queue switches between holding its messages and
+// proxying them (proxy.go): a delivery from before the switch can then
+// never settle an entry of after it that happens to have the same seq.
+// A standalone queue's epoch is 0, so its delivery seqs are its seqs.
+const (
+	epochShift = 48
+	seqMask    = 1<<epochShift - 1
+)
+
+// toDelivery stamps seq with the current epoch.
+func (q *Queue) toDelivery(seq uint64) uint64 { return q.epoch<<epochShift | seq&seqMask }
+
+// fromDelivery is the entry seq of a delivery seq of the current epoch.
+func (q *Queue) fromDelivery(d uint64) (uint64, bool) {
+	if d>>epochShift != q.epoch {
+		return 0, false
+	}
+	return d & seqMask, true
 }
 
 // Reject returns deliveries to the queue (requeue, to their original
@@ -597,7 +623,9 @@ func (q *Queue) Reject(seqs []uint64, requeue bool) {
 		sort.Slice(seqs, func(i, j int) bool { return seqs[i] > seqs[j] })
 	}
 	for _, s := range seqs {
-		q.cmdReturn(s, requeue)
+		if s, ok := q.fromDelivery(s); ok {
+			q.cmdReturn(s, requeue)
+		}
 	}
 	now := nowNano()
 	q.dispatchLocked(now)
@@ -628,7 +656,7 @@ func (q *Queue) Get(noAck bool) (Delivery, bool) {
 	} else {
 		q.unacked[e.seq] = unackedEntry{e: e}
 	}
-	d := Delivery{Queue: q, Msg: e.msg, Seq: e.seq, Redelivered: e.deliveries > 1, Remaining: q.ready.n}
+	d := Delivery{Queue: q, Msg: e.msg, Seq: q.toDelivery(e.seq), Redelivered: e.deliveries > 1, Remaining: q.ready.n}
 	q.scheduleExpiry(now)
 	q.unlock()
 	return d, true

@@ -668,3 +668,15 @@ func TestPublishWaitsForLocation(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishToMissingQueueIsNacked: the owning node refuses a forwarded
+// message for a queue it does not have, rather than confirming a message
+// that went nowhere.
+func TestPublishToMissingQueueIsNacked(t *testing.T) {
+	o := newOwner(t)
+	f := newForwarder(t)
+	r := f.Remote("/", "not-there", locator(o.addr).locate)
+	if err := publish(t, r, msg("x")); !errors.Is(err, ErrNacked) {
+		t.Fatalf("got %v, want ErrNacked", err)
+	}
+}

@@ -146,7 +146,14 @@ func (ch *channel) publishOne(m *wire.BasicPublish) error {
 		ch.sendReturn(msg)
 	}
 	if ch.confirm && !res.Pending {
-		ch.c.sendConfirm(ch.id, o.Tag, false, res.OK)
+		ok := res.OK
+		if ch.c.internal && res.Routed == 0 {
+			// A peer forwarded this message to a queue this node does
+			// not have (yet, or any more): refuse it rather than confirm
+			// a message that went nowhere.
+			ok = false
+		}
+		ch.c.sendConfirm(ch.id, o.Tag, false, ok)
 	}
 	return nil
 }
