@@ -121,6 +121,11 @@ func startClusterWith(t *testing.T, n int, perNode func(i int) []string, extra .
 			}
 			if t.Failed() && nd.p.LogPath != "" {
 				if b, err := os.ReadFile(nd.p.LogPath); err == nil {
+					if dir := os.Getenv("TRIDENT_KEEP_LOGS"); dir != "" {
+						// Whole logs of a failed run, for a closer look.
+						_ = os.MkdirAll(dir, 0o755)
+						_ = os.WriteFile(filepath.Join(dir, t.Name()+"-"+strconv.Itoa(nd.i)+".log"), b, 0o644)
+					}
 					if len(b) > 6000 {
 						b = b[len(b)-6000:]
 					}

@@ -79,13 +79,27 @@ func run() int {
 	log.Info("shutting down", "timeout", shutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	if err := n.Close(sctx); err != nil {
-		log.Error("shutdown", "err", err)
+	closed := make(chan error, 1)
+	go func() { closed <- n.Close(sctx) }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			log.Error("shutdown", "err", err)
+			return 1
+		}
+	case <-time.After(shutdownTimeout + shutdownGrace):
+		// A store that cannot flush (its disk failing or gone) must not
+		// keep the process alive: what was confirmed is on disk already.
+		log.Error("shutdown did not finish in time; exiting", "waited", (shutdownTimeout + shutdownGrace).String())
 		return 1
 	}
 	log.Info("stopped")
 	return 0
 }
+
+// shutdownGrace is how long past shutdownTimeout the process waits for
+// the stores to close before it exits anyway.
+const shutdownGrace = 5 * time.Second
 
 // newLogger returns a text or JSON slog logger on stderr at the configured
 // level.

@@ -46,7 +46,7 @@ const quorumDefaultSize = 3
 const membershipEvery = 2 * time.Second
 
 // readyTimeout bounds how long a declare waits for a new quorum queue's
-// first leader.
+// group to start and elect its first leader.
 const readyTimeout = 15 * time.Second
 
 // clusterQueues is the node's exchange.Cluster.
@@ -195,8 +195,15 @@ func (qq *quorumQueue) leaderAddr() (string, error) {
 		}
 		return string(addr), nil
 	}
+	if contains(qq.q.Members(), qq.c.self) {
+		// This node's member is starting: wait for it to learn the leader.
+		return "", errors.New("quorum queue group starting here")
+	}
 	var last error
 	for _, m := range qq.q.Members() {
+		if m == qq.c.self {
+			continue
+		}
 		a, err := qq.c.addrOf(m)
 		if err == nil {
 			return a, nil
@@ -257,9 +264,11 @@ func (qq *quorumQueue) start() {
 	qq.r, qq.fsm = r, fsm
 	qq.watch = quorum.Watch(r, 5*time.Second, qq.leadership)
 	qq.mu.Unlock()
-	// Ready once any leader is known.
+	// Ready once any leader is known: a declaration returns when the queue
+	// can take messages.
 	go func() {
-		for i := 0; i < 600; i++ {
+		deadline := time.Now().Add(readyTimeout)
+		for time.Now().Before(deadline) {
 			if addr, _ := r.LeaderWithID(); addr != "" {
 				qq.once.Do(func() { close(qq.ready) })
 				return
@@ -270,7 +279,7 @@ func (qq *quorumQueue) start() {
 			if closed {
 				return
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond)
 		}
 	}()
 }
@@ -466,20 +475,22 @@ func (qq *quorumQueue) leave(drop bool) {
 	if w != nil {
 		w.Stop()
 	}
+	if r != nil {
+		// Raft first: its shutdown fails the appends still waiting for a
+		// commit (a group that lost its majority commits nothing), which
+		// the log's Close would otherwise wait for.
+		var err error
+		if drop {
+			err = qq.c.groups.Drop(qq.group)
+		} else {
+			err = qq.c.groups.Stop(qq.group)
+		}
+		if err != nil {
+			qq.c.log.Warn("quorum queue group stop", "group", qq.group, "err", err)
+		}
+	}
 	if l != nil {
 		_ = l.Close()
-	}
-	if r == nil {
-		return
-	}
-	var err error
-	if drop {
-		err = qq.c.groups.Drop(qq.group)
-	} else {
-		err = qq.c.groups.Stop(qq.group)
-	}
-	if err != nil {
-		qq.c.log.Warn("quorum queue group stop", "group", qq.group, "err", err)
 	}
 }
 
@@ -488,6 +499,7 @@ func (c *clusterQueues) Remote(vhost, queue, node string) exchange.Remote {
 	return c.fwd.Remote(vhost, queue, func() (string, error) { return c.addrOf(node) })
 }
 
+// WaitReady waits until a new quorum queue's group has elected a leader.
 func (c *clusterQueues) WaitReady(q *exchange.Queue) error {
 	c.mu.Lock()
 	qq := c.quorum[q.ID()]
