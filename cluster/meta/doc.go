@@ -25,8 +25,10 @@
 // # What it guarantees
 //
 //   - A Propose that returns nil was committed by a majority and applied
-//     on the leader; every member applies it, in log order, once its log
-//     catches up. A Propose that fails with ErrNotCommitted may still have
+//     on the leader, on the proposing node and on every other member that
+//     answered within a short wait (spread.go): a declaration is visible
+//     on every reachable node when it returns. Every member applies it, in
+//     log order, once its log catches up. A Propose that fails with ErrNotCommitted may still have
 //     been committed (a timeout does not cancel): ops are idempotent
 //     records, and a retried batch applied twice changes nothing.
 //   - The local store is the FSM's state: the index of the last applied
