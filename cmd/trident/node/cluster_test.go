@@ -3,10 +3,12 @@ package node
 import (
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/trident-broker/trident/cluster/discovery"
+	"github.com/trident-broker/trident/conf"
 )
 
 func freeGossipAddr(t *testing.T) string {
@@ -26,6 +28,30 @@ func freeGossipAddr(t *testing.T) string {
 	}
 	t.Fatal("no free port")
 	return ""
+}
+
+// startGossipNode starts a clustered node on a free gossip port (and an
+// ephemeral Raft port), trying another port if a parallel test took the
+// one picked between its check and the node's bind.
+func startGossipNode(t *testing.T, set func(c *conf.Config, gossip string)) *Node {
+	t.Helper()
+	var last error
+	for range 5 {
+		c := testConfig(t)
+		g := freeGossipAddr(t)
+		c.Cluster.GossipListen, c.Cluster.RaftListen = g, "127.0.0.1:0"
+		set(&c, g)
+		n, err := Start(c, nil)
+		if err == nil {
+			return n
+		}
+		last = err
+		if !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
+	t.Fatal(last)
+	return nil
 }
 
 func waitMembers(t *testing.T, n *Node, want map[string]discovery.Status) {
@@ -70,22 +96,15 @@ func TestClusterOffByDefault(t *testing.T) {
 // TestClusterTwoNodes: two nodes in one process join through --join,
 // gossip their AMQP address, and a closed node is seen as left.
 func TestClusterTwoNodes(t *testing.T) {
-	ga, gb := freeGossipAddr(t), freeGossipAddr(t)
-	ca := testConfig(t)
-	ca.Cluster.NodeName, ca.Cluster.GossipListen = "a@test", ga
-	ca.Cluster.RaftListen = "127.0.0.1:0" // gossip port + 1 may be taken
-	a, err := Start(ca, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var ga string
+	a := startGossipNode(t, func(c *conf.Config, gossip string) {
+		ga = gossip
+		c.Cluster.NodeName = "a@test"
+	})
 	defer closeNode(t, a)
-	cb := testConfig(t)
-	cb.Cluster.NodeName, cb.Cluster.GossipListen, cb.Cluster.Join = "b@test", gb, []string{ga}
-	cb.Cluster.RaftListen = "127.0.0.1:0"
-	b, err := Start(cb, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := startGossipNode(t, func(c *conf.Config, _ string) {
+		c.Cluster.NodeName, c.Cluster.Join = "b@test", []string{ga}
+	})
 	alive := map[string]discovery.Status{"a@test": discovery.StatusAlive, "b@test": discovery.StatusAlive}
 	waitMembers(t, a, alive)
 	waitMembers(t, b, alive)
