@@ -136,7 +136,7 @@ func OpenBadger(dir string, opts BadgerOptions, log *slog.Logger) (*Badger, erro
 	opts = opts.withDefaults()
 	bo := badger.DefaultOptions(dir).
 		WithSyncWrites(false).
-		WithLogger(badgerLogger{log}).
+		WithLogger(BadgerLogger{Log: log}).
 		WithMemTableSize(opts.MemTableSize).
 		WithNumMemtables(opts.NumMemtables).
 		WithBlockCacheSize(opts.BlockCacheSize).

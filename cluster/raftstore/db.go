@@ -9,7 +9,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
-	"github.com/trident-broker/trident/cluster/logbridge"
+	"github.com/trident-broker/trident/store"
 )
 
 // ErrClosed is returned by every call on a DB, or a Store of it, after
@@ -70,7 +70,7 @@ func Open(dir string, opts Options, log *slog.Logger) (*DB, error) {
 	opts = opts.withDefaults()
 	bo := badger.DefaultOptions(dir).
 		WithSyncWrites(true). // StoreLogs, Set: durable on return
-		WithLogger(logbridge.BadgerLogger{L: log}).
+		WithLogger(store.BadgerLogger{Log: log}).
 		WithMemTableSize(opts.MemTableSize).
 		WithValueLogFileSize(opts.ValueLogFileSize).
 		WithNumVersionsToKeep(1).
