@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/trident-broker/trident/cluster/discovery"
+	"github.com/trident-broker/trident/test/testbin"
 )
 
 // The multi-process discovery test re-runs this test binary as the member
@@ -157,21 +158,11 @@ func (p *memberProc) stop() {
 
 func freeTCPUDPPort(t *testing.T) int {
 	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port
-		}
+	p, err := testbin.FreeTCPUDPPort()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free port")
-	return 0
+	return p
 }
 
 // TestClusterDiscoveryHelperProcess is a member process of

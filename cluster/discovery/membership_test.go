@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/trident-broker/trident/test/testbin"
 )
 
 // fastTimers is memberlist.DefaultLocalConfig with timers short enough for
@@ -29,21 +31,11 @@ func fastTimers() *memberlist.Config {
 // freePort returns a port free for both TCP and UDP on 127.0.0.1.
 func freePort(t *testing.T) int {
 	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port
-		}
+	p, err := testbin.FreeTCPUDPPort()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free port")
-	return 0
+	return p
 }
 
 // recorder collects events for a node.

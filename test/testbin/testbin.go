@@ -134,6 +134,25 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// FreeTCPUDPPort returns a loopback port free a moment ago for both TCP
+// and UDP (gossip binds both).
+func FreeTCPUDPPort() (int, error) {
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port, nil
+		}
+	}
+	return 0, errors.New("testbin: no port free for both TCP and UDP")
+}
+
 // Launch starts trident and waits until its AMQP port accepts connections.
 // The caller must call Stop or Kill, then Cleanup.
 func Launch(ctx context.Context, opts Options) (*Proc, error) {

@@ -9,25 +9,16 @@ import (
 
 	"github.com/trident-broker/trident/cluster/discovery"
 	"github.com/trident-broker/trident/conf"
+	"github.com/trident-broker/trident/test/testbin"
 )
 
 func freeGossipAddr(t *testing.T) string {
 	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		}
+	p, err := testbin.FreeTCPUDPPort()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free port")
-	return ""
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 }
 
 // startGossipNode starts a clustered node on a free gossip port (and an
