@@ -78,13 +78,6 @@ func (q *Queue) currentRemote() Remote {
 	return q.remote
 }
 
-// IsProxy reports whether q's messages live on another node.
-func (q *Queue) IsProxy() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.remote != nil
-}
-
 // forgetLocked drops the ready and unacked messages held in memory without
 // settling them anywhere and starts a new epoch. Consumers get their
 // credit back; their later acks of forgotten deliveries are ignored.

@@ -169,15 +169,6 @@ func (c *clusterQueues) Attach(q *exchange.Queue) {
 	go qq.follow()
 }
 
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // leaderAddr is the Locator of a quorum queue's proxy: the leader's mux
 // address if this node is a member and knows it, else any alive member
 // (whose own proxy forwards on).
@@ -195,7 +186,7 @@ func (qq *quorumQueue) leaderAddr() (string, error) {
 		}
 		return string(addr), nil
 	}
-	if contains(qq.q.Members(), qq.c.self) {
+	if slices.Contains(qq.q.Members(), qq.c.self) {
 		// This node's member is starting: wait for it to learn the leader.
 		return "", errors.New("quorum queue group starting here")
 	}
@@ -221,7 +212,7 @@ func (qq *quorumQueue) leaderAddr() (string, error) {
 func (qq *quorumQueue) follow() {
 	qq.run.Lock()
 	defer qq.run.Unlock()
-	member := contains(qq.q.Members(), qq.c.self)
+	member := slices.Contains(qq.q.Members(), qq.c.self)
 	qq.mu.Lock()
 	running, closed := qq.r != nil, qq.closed
 	qq.mu.Unlock()
@@ -250,7 +241,7 @@ func (qq *quorumQueue) start() {
 		qq.c.log.Error("quorum queue group did not start", "queue", qq.q.Name(), "group", qq.group, "err", err)
 		return
 	}
-	if contains(qq.q.Seed(), qq.c.self) {
+	if slices.Contains(qq.q.Seed(), qq.c.self) {
 		if has, err := qq.c.groups.HasState(qq.group); err == nil && !has {
 			qq.bootstrap(r)
 		}
@@ -354,7 +345,7 @@ func (qq *quorumQueue) reconcile(r *raft.Raft, stop <-chan struct{}) {
 			if len(ids) >= target {
 				break
 			}
-			if contains(ids, cand) {
+			if slices.Contains(ids, cand) {
 				continue
 			}
 			addr, err := qq.c.addrOf(cand)
