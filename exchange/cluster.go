@@ -157,10 +157,17 @@ func (v *VHost) remoteReplyTo(name string) *Queue {
 func (q *Queue) Home() string { return q.home }
 
 // Members are a quorum queue's Raft group members.
+// It takes no lock: a proxy's Locator asks for them under q.mu.
 func (q *Queue) Members() []string {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.members
+	if p := q.members.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (q *Queue) setMembers(ms []string) {
+	ms = append([]string(nil), ms...)
+	q.members.Store(&ms)
 }
 
 // Seed are the members a quorum queue was declared with: they bootstrap
@@ -175,9 +182,7 @@ func (v *VHost) SetQueueMembers(name string, id uint64, members []string) error 
 		if q == nil || q.id != id {
 			return v.errNoQueue(name)
 		}
-		q.mu.Lock()
-		q.members = append([]string(nil), members...)
-		q.mu.Unlock()
+		q.setMembers(members)
 		v.putMetaLocked(v.key("queue", name), encodeRecord(q.record()))
 		return nil
 	})
@@ -570,10 +575,10 @@ func queueFromRecord(v *VHost, name string, r Table) (*Queue, error) {
 	}
 	q := newQueue(v, name, id, durable, excl, ad, owner, args, a)
 	q.home, _ = r["node"].(string)
-	q.members = anyToStrings(r["members"])
+	q.setMembers(anyToStrings(r["members"]))
 	q.seed = anyToStrings(r["seed"])
 	if q.seed == nil {
-		q.seed = q.members
+		q.seed = q.Members()
 	}
 	return q, nil
 }
@@ -593,12 +598,10 @@ func (v *VHost) applyQueue(name string, val []byte, transient bool) {
 	cur := v.queues[name]
 	if cur != nil && q != nil && cur.id == q.id {
 		// The same queue; a quorum queue's group may have changed.
-		cur.mu.Lock()
-		changed := !slices.Equal(cur.members, q.members)
+		changed := !slices.Equal(cur.Members(), q.Members())
 		if changed {
-			cur.members = q.members
+			cur.setMembers(q.Members())
 		}
-		cur.mu.Unlock()
 		if changed && v.b.cluster != nil {
 			v.b.cluster.Attach(cur)
 		}

@@ -506,3 +506,33 @@ func TestStaleDeliveryCannotSettleNewEntry(t *testing.T) {
 		t.Fatalf("deletes %d after acking the live delivery", st.deletes)
 	}
 }
+
+// locatingRemote asks the queue for its members inside Publish, as the
+// node's Locator does for a quorum queue it is not a member of.
+type locatingRemote struct {
+	fakeRemote
+	q *Queue
+}
+
+func (r *locatingRemote) Publish(m *Message, done func(error)) {
+	_ = r.q.Members()
+	r.fakeRemote.Publish(m, done)
+}
+
+func TestProxyPublishMayReadMembers(t *testing.T) {
+	v, _ := newTestVHost(t)
+	q := declareQ(t, v, "qq", QueueOpts{Durable: true, Args: Table{"x-queue-type": "quorum"}})
+	q.setMembers([]string{"a", "b", "c"})
+	r := &locatingRemote{q: q}
+	q.BecomeProxy(r)
+	finished := make(chan struct{})
+	go func() {
+		_, _ = v.Publish(&Message{RoutingKey: "qq", Body: []byte("x")}, PublishOpts{})
+		close(finished)
+	}()
+	select {
+	case <-finished:
+	case <-time.After(5 * time.Second):
+		t.Fatal("publish to a proxy deadlocked reading the queue's members")
+	}
+}

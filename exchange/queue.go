@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -182,8 +183,8 @@ type Queue struct {
 	// remote is set while the messages live on another node: q is then a
 	// proxy whose ready list buffers what the remote consumer pushed.
 	home    string
-	members []string // under mu once the queue is published
-	seed    []string // the members it was declared with (they bootstrap the group)
+	members atomic.Pointer[[]string] // read without q.mu (a proxy's Locator runs under it)
+	seed    []string                 // the members it was declared with (they bootstrap the group)
 	log     MessageLog
 	remote  Remote
 	window  int    // the prefetch asked of remote's consumer

@@ -421,8 +421,8 @@ func (v *VHost) declareQueueLocked(name string, o QueueOpts) (QueueInfo, error) 
 	q := newQueue(v, name, v.b.nextQueueID(), o.Durable, o.Exclusive, o.AutoDelete, owner, o.Args, a)
 	if c := v.b.cluster; c != nil {
 		if a.quorum {
-			q.members = c.QuorumMembers(a.groupSize)
-			q.seed = q.members
+			q.setMembers(c.QuorumMembers(a.groupSize))
+			q.seed = q.Members()
 		} else {
 			q.home = c.NodeName()
 		}
@@ -462,8 +462,8 @@ func (q *Queue) record() Table {
 	if q.home != "" {
 		r["node"] = q.home
 	}
-	if len(q.members) > 0 {
-		r["members"] = stringsToAny(q.members)
+	if ms := q.Members(); len(ms) > 0 {
+		r["members"] = stringsToAny(ms)
 		r["seed"] = stringsToAny(q.seed)
 	}
 	return r
