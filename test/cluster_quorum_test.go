@@ -369,6 +369,23 @@ func TestQuorumQueueMembership(t *testing.T) {
 		}
 	}
 
+	// A node outside the group publishes through its proxy (its Locator
+	// reads the queue's members while the proxy's lock is held).
+	_, cho := dialNode(t, nodes[outside])
+	if err := cho.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dc, err := cho.PublishWithDeferredConfirmWithContext(ctx, "", "qq-members", false, false,
+		amqp.Publishing{DeliveryMode: 2, Body: []byte("from-outside")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := dc.WaitContext(ctx); err != nil || !ok {
+		t.Fatalf("publish from the node outside the group: %v %v", ok, err)
+	}
+
 	// Stop a member other than node 0 (our connection) gracefully.
 	var gone *cnode
 	for _, nd := range nodes[1:] {
@@ -413,7 +430,7 @@ func TestQuorumQueueMembership(t *testing.T) {
 		for {
 			d, ok, err := ch.Get("qq-members", true)
 			if err != nil || !ok {
-				return len(got) == n
+				return len(got) == n+1 // and the one from outside
 			}
 			got[string(d.Body)] = true
 		}
