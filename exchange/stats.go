@@ -110,8 +110,12 @@ func (q *Queue) Status() QueueStatus {
 	if r := q.remote; r != nil {
 		now := nowNano()
 		if now-q.remoteAt > int64(remoteCountTTL) && !q.remoteFetching {
-			q.remoteFetching = true
-			go q.fetchRemoteCount(r)
+			select {
+			case remoteCounts <- struct{}{}:
+				q.remoteFetching = true
+				go q.fetchRemoteCount(r)
+			default: // enough fetches under way: a later look refreshes it
+			}
 		}
 		st.Ready, st.Consumers = q.remoteReady, q.remoteConsumers
 	}
@@ -121,8 +125,13 @@ func (q *Queue) Status() QueueStatus {
 // remoteCountTTL is how long a proxy's copy of the owner's counts is used.
 const remoteCountTTL = 2 * time.Second
 
+// remoteCounts bounds the owners' counts fetched at once, so that listing
+// many proxies does not send a request per queue to the other nodes at once.
+var remoteCounts = make(chan struct{}, 8)
+
 func (q *Queue) fetchRemoteCount(r Remote) {
 	n, c, err := r.Count()
+	<-remoteCounts
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.remoteFetching = false
