@@ -199,24 +199,33 @@ func Launch(ctx context.Context, opts Options) (*Proc, error) {
 		}
 		p.logFile = f
 	}
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
-	p.AMQPAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	p.AMQPURL = "amqp://guest:guest@" + p.AMQPAddr + "/"
-	p.args = append([]string{
-		"--data-dir", p.DataDir,
-		"--amqp-listen", p.AMQPAddr,
-		"--http-listen", "",
-		"--mqtt-listen", "",
-		"--mqtt-ws-listen", "",
-		"--stomp-listen", "",
-		"--stomp-ws-listen", "",
-		"--prometheus-listen", "",
-	}, opts.ExtraArgs...)
-
-	if err := p.start(ctx); err != nil {
+	// A free port is only free until someone takes it: a caller's own
+	// ports (ExtraArgs) or a parallel test may land on the one picked
+	// here. Such a start is retried on another port.
+	for attempt := 0; ; attempt++ {
+		port, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		p.AMQPAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		p.AMQPURL = "amqp://guest:guest@" + p.AMQPAddr + "/"
+		p.args = append([]string{
+			"--data-dir", p.DataDir,
+			"--amqp-listen", p.AMQPAddr,
+			"--http-listen", "",
+			"--mqtt-listen", "",
+			"--mqtt-ws-listen", "",
+			"--stomp-listen", "",
+			"--stomp-ws-listen", "",
+			"--prometheus-listen", "",
+		}, opts.ExtraArgs...)
+		err = p.start(ctx)
+		if err == nil {
+			break
+		}
+		if tail := p.logTail(); attempt < 3 && strings.Contains(tail, "port "+strconv.Itoa(port)+" is also used by") {
+			continue
+		}
 		return nil, err
 	}
 	ok = true
