@@ -22,9 +22,9 @@ import (
 // decodes a client's publish into (wire.Table, wire.Decimal, UTC times), so
 // a forwarded message is indistinguishable from a local one.
 
-// toPublishing converts m for basic.publish. It fails only on a header
-// value that AMQP cannot carry.
-func toPublishing(m *exchange.Message, queue string) (amqp.Publishing, error) {
+// toPublishing converts m for basic.publish as hop number level. It fails
+// only on a header value that AMQP cannot carry.
+func toPublishing(m *exchange.Message, queue string, level int) (amqp.Publishing, error) {
 	p := &m.Props
 	pub := amqp.Publishing{
 		ContentType:     p.ContentType,
@@ -57,6 +57,12 @@ func toPublishing(m *exchange.Message, queue string) (amqp.Publishing, error) {
 		}
 		pub.Headers[exchange.ForwardExchangeHeader] = m.Exchange
 		pub.Headers[exchange.ForwardRoutingKeyHeader] = m.RoutingKey
+	}
+	if level > 1 {
+		if pub.Headers == nil {
+			pub.Headers = amqp.Table{}
+		}
+		pub.Headers[exchange.ForwardHopsHeader] = int32(level)
 	}
 	return pub, nil
 }

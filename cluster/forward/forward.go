@@ -29,6 +29,9 @@ var (
 	// ErrConnectionLost: the connection or channel to the owning node
 	// failed before the outcome was known.
 	ErrConnectionLost = errors.New("forward: connection to the owning node lost")
+	// ErrTooManyHops: the message was forwarded MaxHops times already
+	// (the nodes disagree for a moment about where its queue lives).
+	ErrTooManyHops = errors.New("forward: message forwarded too many times")
 	// ErrClosed: the Forwarder or Remote was closed.
 	ErrClosed = errors.New("forward: closed")
 	// ErrTimeout: a synchronous call (Get, Purge, Count) took too long.
@@ -42,6 +45,14 @@ const (
 	// queued or awaiting their confirm. Publish blocks while it is
 	// reached: that is the owning node's back-pressure reaching the core.
 	MaxPending = 10000
+	// MaxHops is how many times a message may be forwarded on its way
+	// to its queue: a quorum queue's proxy on a node outside its group
+	// reaches a member (1), which reaches the leader (2), which may have
+	// just handed over to another (3). A proxy refuses one more.
+	MaxHops = 3
+	// stuckAfter is how long a confirm may take before its channel is
+	// given up (see confirmChan.listen).
+	stuckAfter = 30 * time.Second
 	// callTimeout bounds Get, Purge, Count and dialling.
 	callTimeout = 5 * time.Second
 	// relocateEvery is how often a consumer asks its Locator whether the

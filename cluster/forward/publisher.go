@@ -3,6 +3,7 @@ package forward
 import (
 	"errors"
 	"sync"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -10,17 +11,28 @@ import (
 )
 
 // publisher is a link's publishing side: one goroutine that takes what
-// Publish queued, in batches, and publishes it on one confirm-mode
-// channel; a second goroutine per channel matches confirms (which arrive
-// in order; amqp091-go splits multiple=true acks into one per tag) to a
-// FIFO of callbacks.
+// Publish queued, in batches, and publishes it on a confirm-mode channel
+// of the message's hop (level); a second goroutine per channel matches
+// confirms (which amqp091-go hands over in tag order, splitting
+// multiple=true acks into one per tag) to a FIFO of callbacks.
+//
+// Why a channel per hop: amqp091-go releases a channel's confirms in tag
+// order, so a confirm waits for every earlier one on its channel. A
+// message that the owning node forwards again (its view of where the
+// queue lives is behind: a classic queue declared on two nodes at once, a
+// quorum queue that just changed leader) is confirmed only once its next
+// hop is. If that next hop came back on the same channel behind it, each
+// would wait for the other for ever, and every later confirm of the link
+// with them. Messages of hop k wait only for earlier ones of hop k and
+// for their own hop k+1, and the last hop never forwards (MaxHops), so
+// no wait can close a circle.
 type publisher struct {
 	l *link
 
 	mu      sync.Mutex
-	space   sync.Cond // signalled when pending drops
-	queue   []pubReq  // not yet sent
-	pending int       // queued + sent and awaiting a confirm
+	space   sync.Cond    // signalled when pending drops
+	queue   []pubReq     // not yet sent
+	pending [MaxHops]int // by level - 1: queued + sent and awaiting a confirm
 	closed  bool
 	started bool
 
@@ -34,6 +46,10 @@ type pubReq struct {
 	done  func(error)
 }
 
+// level is the hop r makes, from 1 (a message published on this node)
+// to MaxHops.
+func (r *pubReq) level() int { return int(r.m.Hops) + 1 }
+
 func newPublisher(l *link) *publisher {
 	p := &publisher{l: l, wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	p.space.L = &p.mu
@@ -43,8 +59,18 @@ func newPublisher(l *link) *publisher {
 // publish queues m for queue. It blocks only while MaxPending publishes
 // are queued or unconfirmed.
 func (p *publisher) publish(m *exchange.Message, queue string, done func(error)) {
+	if int(m.Hops) >= MaxHops {
+		// Forwarded MaxHops times already: the nodes disagree about
+		// where the queue lives; refuse rather than pass it on.
+		p.l.log.Warn("message refused: forwarded too many times", "queue", queue, "hops", m.Hops)
+		go done(ErrTooManyHops)
+		return
+	}
 	p.mu.Lock()
-	for p.pending >= MaxPending && !p.closed {
+	// Each level has its own budget: a forward of the next hop must
+	// never wait for room that messages waiting on it hold.
+	lv := int(m.Hops)
+	for p.pending[lv] >= MaxPending && !p.closed {
 		p.space.Wait()
 	}
 	if p.closed {
@@ -53,7 +79,7 @@ func (p *publisher) publish(m *exchange.Message, queue string, done func(error))
 		return
 	}
 	p.queue = append(p.queue, pubReq{m: m, queue: queue, done: done})
-	p.pending++
+	p.pending[lv]++
 	if !p.started {
 		p.started = true
 		go p.run()
@@ -68,12 +94,12 @@ func (p *publisher) publish(m *exchange.Message, queue string, done func(error))
 // finished releases n pending slots. Called before the callbacks run, so
 // that a callback waiting for a lock held by a blocked Publish cannot
 // deadlock.
-func (p *publisher) finished(n int) {
+func (p *publisher) finished(level, n int) {
 	if n == 0 {
 		return
 	}
 	p.mu.Lock()
-	p.pending -= n
+	p.pending[level-1] -= n
 	p.space.Broadcast()
 	p.mu.Unlock()
 }
@@ -91,7 +117,7 @@ func (p *publisher) close() {
 }
 
 func (p *publisher) run() {
-	var cur *confirmChan
+	var cur [MaxHops]*confirmChan // by level - 1
 	var batch []pubReq
 	for {
 		select {
@@ -104,35 +130,43 @@ func (p *publisher) run() {
 		p.mu.Unlock()
 		if closed {
 			p.fail(batch, ErrClosed)
-			if cur != nil {
-				_ = cur.ch.Close() // its listener fails what is unconfirmed
+			for _, cc := range cur {
+				if cc != nil {
+					_ = cc.ch.Close() // its listener fails what is unconfirmed
+				}
 			}
 			return
 		}
-		cur = p.send(cur, batch)
+		p.send(&cur, batch)
 		clear(batch) // drop references to messages and callbacks
 	}
 }
 
-// send publishes a batch on cur, opening a channel when there is none or
-// it died; what cannot be published fails at once.
-func (p *publisher) send(cur *confirmChan, batch []pubReq) *confirmChan {
+// send publishes a batch, each message on the channel of its level,
+// opening a channel where there is none or it died; what cannot be
+// published fails at once.
+func (p *publisher) send(cur *[MaxHops]*confirmChan, batch []pubReq) {
+	now := time.Now().UnixNano()
 	for i, r := range batch {
-		pub, err := toPublishing(r.m, r.queue)
+		lv := r.level()
+		pub, err := toPublishing(r.m, r.queue, lv)
 		if err != nil {
 			p.fail(batch[i:i+1], err)
 			continue
 		}
 		for attempt := 0; ; attempt++ {
-			if cur == nil || cur.isDead() {
-				if cur, err = p.open(); err != nil {
+			cc := cur[lv-1]
+			if cc == nil || cc.isDead() {
+				if cc, err = p.open(lv); err != nil {
 					// The peer is unreachable: fail the rest of the batch
 					// rather than hold the core's publishers.
+					cur[lv-1] = nil
 					p.fail(batch[i:], err)
-					return nil
+					return
 				}
+				cur[lv-1] = cc
 			}
-			if cur.send(r.queue, pub, r.done) {
+			if cc.send(r.queue, pub, r.done, now) {
 				break
 			}
 			if attempt == 1 {
@@ -141,18 +175,24 @@ func (p *publisher) send(cur *confirmChan, batch []pubReq) *confirmChan {
 			}
 		}
 	}
-	return cur
 }
 
 func (p *publisher) fail(rs []pubReq, err error) {
-	p.finished(len(rs))
+	var n [MaxHops]int
+	for i := range rs {
+		n[rs[i].level()-1]++
+	}
+	for i, k := range n {
+		p.finished(i+1, k)
+	}
 	for _, r := range rs {
 		r.done(err)
 	}
 }
 
-// open makes a new confirm-mode channel and starts its listener.
-func (p *publisher) open() (*confirmChan, error) {
+// open makes a new confirm-mode channel for messages of level and starts
+// its listener.
+func (p *publisher) open(level int) (*confirmChan, error) {
 	c, err := p.l.connection()
 	if err != nil {
 		return nil, err
@@ -165,7 +205,7 @@ func (p *publisher) open() (*confirmChan, error) {
 		_ = ch.Close()
 		return nil, errors.Join(ErrConnectionLost, err)
 	}
-	cc := &confirmChan{p: p, ch: ch}
+	cc := &confirmChan{p: p, ch: ch, level: level}
 	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 1024))
 	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
 	go cc.listen(confirms, closes)
@@ -174,8 +214,9 @@ func (p *publisher) open() (*confirmChan, error) {
 
 // confirmChan is one confirm-mode channel and its callbacks in tag order.
 type confirmChan struct {
-	p  *publisher
-	ch *amqp.Channel
+	p     *publisher
+	ch    *amqp.Channel
+	level int
 
 	mu   sync.Mutex
 	fifo []inflight // fifo[head:] await their confirm, tags ascending
@@ -185,6 +226,7 @@ type confirmChan struct {
 
 type inflight struct {
 	tag  uint64
+	at   int64 // when it was sent (unix ns, per batch)
 	done func(error)
 }
 
@@ -197,14 +239,14 @@ func (cc *confirmChan) isDead() bool {
 // send publishes on the channel; false if the channel is already dead
 // (done is then not taken). Once it returns true, done belongs to the
 // listener.
-func (cc *confirmChan) send(queue string, pub amqp.Publishing, done func(error)) bool {
+func (cc *confirmChan) send(queue string, pub amqp.Publishing, done func(error), now int64) bool {
 	cc.mu.Lock()
 	if cc.dead {
 		cc.mu.Unlock()
 		return false
 	}
 	// Only this goroutine publishes on the channel: the tag is ours.
-	cc.fifo = append(cc.fifo, inflight{tag: cc.ch.GetNextPublishSeqNo(), done: done})
+	cc.fifo = append(cc.fifo, inflight{tag: cc.ch.GetNextPublishSeqNo(), at: now, done: done})
 	cc.mu.Unlock()
 	if err := cc.ch.Publish("", queue, false, false, pub); err != nil {
 		// The channel or connection is gone; closing it makes sure the
@@ -215,10 +257,36 @@ func (cc *confirmChan) send(queue string, pub amqp.Publishing, done func(error))
 }
 
 // listen settles callbacks as confirms arrive, and fails the rest once
-// the channel is closed.
+// the channel is closed. A channel whose oldest publish has waited
+// stuckAfter for its confirm is closed (its publishes fail, the next ones
+// go on a new channel): the owning node answers every publish, so this
+// is a fault worth an error in the log, and it must not hold the link.
 func (cc *confirmChan) listen(confirms <-chan amqp.Confirmation, closes <-chan *amqp.Error) {
 	var settled []inflight
-	for c := range confirms {
+	check := time.NewTicker(stuckAfter / 4)
+	defer check.Stop()
+	for {
+		var c amqp.Confirmation
+		var ok bool
+		select {
+		case c, ok = <-confirms:
+		case <-check.C:
+			cc.mu.Lock()
+			var oldest inflight
+			if cc.head < len(cc.fifo) {
+				oldest = cc.fifo[cc.head]
+			}
+			cc.mu.Unlock()
+			if oldest.at != 0 && time.Since(time.Unix(0, oldest.at)) > stuckAfter {
+				cc.p.l.log.Error("no confirm from the owning node: closing the channel", "tag", oldest.tag,
+					"waited", time.Since(time.Unix(0, oldest.at)).Round(time.Millisecond))
+				go cc.ch.Close() // confirms is closed once it is
+			}
+			continue
+		}
+		if !ok {
+			break
+		}
 		cc.mu.Lock()
 		for cc.head < len(cc.fifo) && cc.fifo[cc.head].tag <= c.DeliveryTag {
 			settled = append(settled, cc.fifo[cc.head])
@@ -227,7 +295,7 @@ func (cc *confirmChan) listen(confirms <-chan amqp.Confirmation, closes <-chan *
 		}
 		cc.compact()
 		cc.mu.Unlock()
-		cc.p.finished(len(settled))
+		cc.p.finished(cc.level, len(settled))
 		for _, s := range settled {
 			if s.tag == c.DeliveryTag && !c.Ack {
 				s.done(ErrNacked)
@@ -251,7 +319,7 @@ func (cc *confirmChan) listen(confirms <-chan amqp.Confirmation, closes <-chan *
 	rest := cc.fifo[cc.head:]
 	cc.fifo, cc.head = nil, 0
 	cc.mu.Unlock()
-	cc.p.finished(len(rest))
+	cc.p.finished(cc.level, len(rest))
 	for _, s := range rest {
 		s.done(err)
 	}
