@@ -26,17 +26,25 @@ import (
 // the node that owns its queue (cluster/forward), so that its consumers
 // see the exchange and routing key it was published with. The owner's
 // internal listener removes them and publishes with PublishOpts.Queue.
+// ForwardHopsHeader, on a message that a node forwards again (it reached
+// a proxy there), counts the hops so far (Message.Hops + 1); without it a
+// forwarded message has made one hop.
 const (
 	ForwardExchangeHeader   = "x-trident-exchange"
 	ForwardRoutingKeyHeader = "x-trident-routing-key"
+	ForwardHopsHeader       = "x-trident-hops"
 )
 
 // MetaOp is one topology record write: a put (Val non-nil), a delete
 // (Val nil) or, with Prefix set, the delete of every key starting with Key.
+// A put with Create set takes effect only where Key holds no record or
+// holds Val already (see MetaCreator); the ops passed to ApplyMeta are
+// those that took effect.
 type MetaOp struct {
 	Key    string
 	Val    []byte
 	Prefix bool
+	Create bool
 }
 
 // MessageLog is where a queue keeps its messages. The node's Store is
@@ -619,11 +627,13 @@ func (v *VHost) applyQueue(name string, val []byte, transient bool) {
 		}
 	}
 	if q != nil {
-		v.initPolicyLocked(q)
-		v.queues[name] = q
-		if c := v.b.cluster; c != nil && (q.persisted() || q.home != c.NodeName()) {
-			c.Attach(q)
+		if p := v.pending[name]; p != nil && p.id == q.id {
+			// This node's own declaration, committed: the queue as its
+			// declarer made it (an exclusive one keeps its owner).
+			q = p
+			delete(v.pending, name)
 		}
+		v.installQueueLocked(q)
 	}
 	v.metaOps = nil // this node's store already has the records
 	v.mu.Unlock()

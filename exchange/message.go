@@ -37,6 +37,13 @@ type Message struct {
 	Props      Properties
 	Body       []byte
 
+	// Hops is how many times another node forwarded the message before
+	// it reached this one (cluster/forward): 0 for a message published
+	// here. A proxy forwards it only while Hops is below the forwarder's
+	// limit, so a message can never circle between nodes whose views of
+	// a queue's home disagree for a moment.
+	Hops uint8
+
 	// ts is when the core accepted the message (unix nanoseconds).
 	ts int64
 	// expiresAt is the per-message expiry (unix nanoseconds), 0 if none.

@@ -34,7 +34,13 @@ type VHost struct {
 	replyTo   map[string]*Queue
 	// replyRemote are proxies to other nodes' direct reply-to consumers.
 	replyRemote map[string]*Queue
-	policies    map[string]*Policy // policy.go
+	// pending are queues declared on this node whose records are being
+	// created through the cluster (see declareQueueLocked): not routable
+	// nor visible until committed, when applyQueue installs them as they
+	// are (their owner, their id) unless another node's create of the
+	// name was committed first.
+	pending  map[string]*Queue
+	policies map[string]*Policy // policy.go
 
 	// anyExpiring is set once any message with a per-message expiration
 	// was published, so that queues without x-message-ttl check expiry.
@@ -75,8 +81,9 @@ func (v *VHost) errNoExchange(name string) error {
 
 // metaOp is a metadata write collected under mu.
 type metaOp struct {
-	key string
-	val []byte // nil: delete
+	key    string
+	val    []byte // nil: delete
+	create *Queue // a create of this pending queue's record (MetaCreator)
 }
 
 // lockTopology starts a topology change.
@@ -95,7 +102,11 @@ func (v *VHost) unlockTopology() error {
 	var first error
 	for _, op := range ops {
 		var err error
-		if op.val == nil {
+		if op.create != nil {
+			var created bool
+			created, err = v.b.store.(MetaCreator).CreateMeta(op.key, op.val)
+			v.settlePending(op.create, created && err == nil)
+		} else if op.val == nil {
 			err = v.b.store.DeleteMeta(op.key)
 		} else {
 			err = v.b.store.PutMeta(op.key, op.val)
@@ -288,6 +299,8 @@ type QueueInfo struct {
 	Messages  int
 	Consumers int
 	Created   bool // the declaration created the queue
+
+	q *Queue // a clustered declaration's pending queue (see adoptDeclared)
 }
 
 // DeclareQueue declares (or, passively, checks) a queue. An empty name makes
@@ -297,15 +310,91 @@ func (v *VHost) DeclareQueue(name string, o QueueOpts) (QueueInfo, error) {
 		return v.declarePassive(name, o.Owner)
 	}
 	var info QueueInfo
-	err := v.inTopology(func() error {
-		var err error
-		info, err = v.declareQueueLocked(name, o)
-		return err
-	})
+	var err error
+	for attempt := 0; ; attempt++ {
+		err = v.inTopology(func() error {
+			var err error
+			info, err = v.declareQueueLocked(name, o)
+			return err
+		})
+		if err != nil || info.q == nil {
+			break
+		}
+		var again bool
+		if info, again, err = v.adoptDeclared(info.q, o); !again || attempt == 2 {
+			break
+		}
+	}
 	if err == nil && info.Created {
 		err = v.waitReady(info.Name)
 	}
 	return info, err
+}
+
+// adoptDeclared ends a clustered declaration of q once its create is
+// applied here: q itself if its record won, else the queue another node
+// created under the name first, if it is equivalent to what was asked
+// (declare-ok), as if it had been there before. again: that queue is
+// already gone, declare anew.
+func (v *VHost) adoptDeclared(q *Queue, o QueueOpts) (info QueueInfo, again bool, err error) {
+	v.mu.RLock()
+	cur := v.queues[q.name]
+	v.mu.RUnlock()
+	switch {
+	case cur == q:
+		return QueueInfo{Name: q.name, Created: true}, false, nil
+	case cur == nil:
+		return QueueInfo{}, true, errorf(KindInternal, "queue '%s' in vhost '%s' was deleted while being declared", q.name, v.name)
+	case cur.exclusive && cur.owner != o.Owner:
+		return QueueInfo{}, false, errLocked(cur)
+	}
+	if err := cur.equivalent(o); err != nil {
+		return QueueInfo{}, false, err
+	}
+	cur.touch()
+	r, _, c := cur.Stats()
+	return QueueInfo{Name: cur.name, Messages: r, Consumers: c}, false, nil
+}
+
+// sharedMeta reports whether queue records are created through the
+// cluster (MetaCreator) rather than put by this node alone.
+func (v *VHost) sharedMeta() bool {
+	if v.b.cluster == nil {
+		return false
+	}
+	_, ok := v.b.store.(MetaCreator)
+	return ok
+}
+
+// settlePending ends q's pending create: created says its record is the
+// one the name holds. The apply of the committed record installed q
+// already, unless the write was this node's alone (before the cluster's
+// metadata group is attached): then it is installed here. A q that lost
+// is dropped (it was never visible).
+func (v *VHost) settlePending(q *Queue, created bool) {
+	v.mu.Lock()
+	if v.pending[q.name] == q {
+		delete(v.pending, q.name)
+	}
+	installed := v.queues[q.name] == q
+	if created && !installed && v.queues[q.name] == nil {
+		v.installQueueLocked(q)
+		installed = true
+	}
+	v.mu.Unlock()
+	if !installed {
+		q.markDeleted()
+	}
+}
+
+// installQueueLocked makes q the vhost's queue of its name. Called with
+// v.mu held.
+func (v *VHost) installQueueLocked(q *Queue) {
+	v.initPolicyLocked(q)
+	v.queues[q.name] = q
+	if c := v.b.cluster; c != nil && (q.persisted() || q.home != c.NodeName()) {
+		c.Attach(q)
+	}
 }
 
 // waitReady waits until a new quorum queue's group can take messages.
@@ -338,6 +427,22 @@ type Binding struct {
 // either (a subscription is live as soon as it exists in memory; the call
 // still returns only once they are durable).
 func (v *VHost) DeclareQueueBound(name string, o QueueOpts, binds []Binding) (QueueInfo, error) {
+	if v.sharedMeta() {
+		// The queue exists once its create is committed: bind after.
+		info, err := v.DeclareQueue(name, o)
+		if err != nil {
+			return info, err
+		}
+		err = v.inTopology(func() error {
+			for _, b := range binds {
+				if err := v.bindLocked(info.Name, true, b.Exchange, b.Key, b.Args, o.Owner); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		return info, err
+	}
 	var info QueueInfo
 	err := v.inTopology(func() error {
 		var err error
@@ -426,17 +531,28 @@ func (v *VHost) declareQueueLocked(name string, o QueueOpts) (QueueInfo, error) 
 		} else {
 			q.home = c.NodeName()
 		}
-		if q.persisted() {
-			c.Attach(q)
-		}
 	}
-	if k := v.queueKey(q); k != "" {
+	k := v.queueKey(q)
+	if k != "" && v.sharedMeta() {
+		// In a cluster two nodes may declare the name at once. The record
+		// is a create, decided in the metadata log's order: the queue
+		// comes into being when it is committed (applyQueue installs q),
+		// or, if another node's create came first, that queue is the one
+		// and DeclareQueue adopts it. Either way every node ends with the
+		// same queue and no live queue is ever replaced.
+		if v.pending == nil {
+			v.pending = map[string]*Queue{}
+		}
+		v.pending[name] = q
+		v.metaOps = append(v.metaOps, metaOp{key: k, val: encodeRecord(q.record()), create: q})
+		return QueueInfo{Name: name, Created: true, q: q}, nil
+	}
+	if k != "" {
 		v.putMetaLocked(k, encodeRecord(q.record()))
 	}
 	// Every queue is bound to the default exchange by its name; that
 	// binding is implicit (see route).
-	v.initPolicyLocked(q)
-	v.queues[name] = q
+	v.installQueueLocked(q)
 	return QueueInfo{Name: name, Created: true}, nil
 }
 

@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -26,8 +27,12 @@ type StoreApplier struct {
 
 var _ Applier = (*StoreApplier)(nil)
 
-// ApplyMeta implements Applier.
+// ApplyMeta implements Applier. A create (MetaOp.Create) whose key holds
+// another record already is left out: neither written nor passed to the
+// hooks. Every node decides it alike, from the same replicated records
+// at the same log index.
 func (a *StoreApplier) ApplyMeta(ops []exchange.MetaOp) error {
+	kept := make([]exchange.MetaOp, 0, len(ops))
 	for _, op := range ops {
 		var err error
 		switch {
@@ -36,19 +41,43 @@ func (a *StoreApplier) ApplyMeta(ops []exchange.MetaOp) error {
 		case op.Val == nil:
 			err = a.Local.DeleteMeta(op.Key)
 		default:
+			if op.Create {
+				cur, found, gerr := a.get(op.Key)
+				if gerr != nil {
+					return fmt.Errorf("meta: read %q: %w", op.Key, gerr)
+				}
+				if found && !bytes.Equal(cur, op.Val) {
+					continue // another record was there first
+				}
+			}
 			err = a.Local.PutMeta(op.Key, op.Val)
 		}
 		if err != nil {
 			return fmt.Errorf("meta: write %q: %w", op.Key, err)
 		}
+		kept = append(kept, op)
+	}
+	if len(kept) == 0 {
+		return nil
 	}
 	var errs []error
 	for _, h := range a.Hooks {
-		if err := h(ops); err != nil {
+		if err := h(kept); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// get reads one record of the local store.
+func (a *StoreApplier) get(key string) (val []byte, found bool, err error) {
+	err = a.Local.LoadMeta(key, func(k string, v []byte) error {
+		if k == key {
+			val, found = bytes.Clone(v), true
+		}
+		return nil
+	})
+	return val, found, err
 }
 
 // ExportMeta implements Applier.

@@ -27,13 +27,15 @@ const entryVersion = 1
 const (
 	flagPrefix = 1 << 0
 	flagVal    = 1 << 1 // a put: a value follows (possibly empty)
+	flagCreate = 1 << 2 // with flagVal: a put only where the key is free (MetaOp.Create)
 )
 
 // EncodeOps encodes ops as one log entry:
 //
 //	version 1 | uvarint count | count × (flags | uvarint len | key [| uvarint len | val])
 //
-// A nil Val is a delete, a non-nil one (even empty) a put.
+// A nil Val is a delete, a non-nil one (even empty) a put; flags say
+// which, a prefix delete, and a create (a put with MetaOp.Create).
 func EncodeOps(ops []exchange.MetaOp) []byte {
 	n := 1 + binary.MaxVarintLen64
 	for _, op := range ops {
@@ -49,6 +51,9 @@ func EncodeOps(ops []exchange.MetaOp) []byte {
 		}
 		if op.Val != nil && !op.Prefix {
 			f |= flagVal
+			if op.Create {
+				f |= flagCreate
+			}
 		}
 		b = append(b, f)
 		b = appendBytes(b, []byte(op.Key))
@@ -76,14 +81,15 @@ func DecodeOps(b []byte) ([]exchange.MetaOp, error) {
 			return nil, fmt.Errorf("%w: truncated", ErrBadEntry)
 		}
 		f := b[0]
-		if f&^(flagPrefix|flagVal) != 0 || f == flagPrefix|flagVal {
+		if f&^(flagPrefix|flagVal|flagCreate) != 0 || f&(flagPrefix|flagVal) == flagPrefix|flagVal ||
+			(f&flagCreate != 0 && f&flagVal == 0) {
 			return nil, fmt.Errorf("%w: flags %#x", ErrBadEntry, f)
 		}
 		key, rest, ok := readBytes(b[1:])
 		if !ok {
 			return nil, fmt.Errorf("%w: truncated key", ErrBadEntry)
 		}
-		op := exchange.MetaOp{Key: string(key), Prefix: f&flagPrefix != 0}
+		op := exchange.MetaOp{Key: string(key), Prefix: f&flagPrefix != 0, Create: f&flagCreate != 0}
 		if f&flagVal != 0 {
 			val, r, ok := readBytes(rest)
 			if !ok {

@@ -18,6 +18,7 @@ var entryCases = []struct {
 	{"put", []exchange.MetaOp{{Key: "vhost/a", Val: []byte("{}")}},
 		[]byte("\x01\x01\x02\x07vhost/a\x02{}")},
 	{"empty value", []exchange.MetaOp{{Key: "k", Val: []byte{}}}, []byte("\x01\x01\x02\x01k\x00")},
+	{"create", []exchange.MetaOp{{Key: "k", Val: []byte("v"), Create: true}}, []byte("\x01\x01\x06\x01k\x01v")},
 	{"delete and prefix", []exchange.MetaOp{{Key: "user/x"}, {Key: "perm/%2F/", Prefix: true}},
 		[]byte("\x01\x02\x00\x06user/x\x01\x09perm/%2F/")},
 }
@@ -43,7 +44,7 @@ func TestEntryGolden(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"", "\x02\x00", "\x01\x01\x03\x01k\x00", "\x01\x01\x04\x01k", "\x01\x00x", "\x01\xff\xff\xff\xff\x0f"} {
+	for _, bad := range []string{"", "\x02\x00", "\x01\x01\x03\x01k\x00", "\x01\x01\x04\x01k", "\x01\x01\x05\x01k", "\x01\x00x", "\x01\xff\xff\xff\xff\x0f"} {
 		if _, err := DecodeOps([]byte(bad)); !errors.Is(err, ErrBadEntry) {
 			t.Errorf("DecodeOps(%q) = %v", bad, err)
 		}

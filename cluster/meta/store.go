@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -38,7 +39,10 @@ type proposer interface {
 	Propose(ctx context.Context, ops []exchange.MetaOp) error
 }
 
-var _ exchange.Store = (*Store)(nil)
+var (
+	_ exchange.Store       = (*Store)(nil)
+	_ exchange.MetaCreator = (*Store)(nil)
+)
 
 // Wrap returns a Store over local; replicated tells the replicated keys.
 func Wrap(local exchange.Store, replicated func(key string) bool) *Store {
@@ -93,6 +97,31 @@ func (s *Store) PutMeta(key string, val []byte) error {
 		return err
 	}
 	return s.local.PutMeta(key, val)
+}
+
+// CreateMeta implements exchange.MetaCreator: the record is proposed as a
+// create, which every node applies only if key holds no other record.
+// created reports whether this record is the one key holds now, read
+// from the local store once the entry is applied here. Before Attach it
+// is a local put.
+func (s *Store) CreateMeta(key string, val []byte) (created bool, err error) {
+	if val == nil {
+		val = []byte{}
+	}
+	local, err := s.write(exchange.MetaOp{Key: key, Val: val, Create: true})
+	if local {
+		return true, s.local.PutMeta(key, val)
+	}
+	if err != nil {
+		return false, err
+	}
+	err = s.local.LoadMeta(key, func(k string, v []byte) error {
+		if k == key {
+			created = bytes.Equal(v, val)
+		}
+		return nil
+	})
+	return created, err
 }
 
 // DeleteMeta implements exchange.Store.

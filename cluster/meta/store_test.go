@@ -126,3 +126,49 @@ func TestStoreApplierRestore(t *testing.T) {
 		t.Fatalf("restore ops %v", order)
 	}
 }
+
+// TestStoreCreate: of two creates of one key, the first applied wins on
+// every node: the second writes nothing, reaches no hook and reports
+// that it did not create; a create of the record already there (a
+// replayed entry) is applied again.
+func TestStoreCreate(t *testing.T) {
+	local := store.NewMemory()
+	var hooked []string
+	a := &StoreApplier{Local: local, Replicated: replicated, Hooks: []func([]exchange.MetaOp) error{
+		func(ops []exchange.MetaOp) error {
+			for _, op := range ops {
+				hooked = append(hooked, op.Key+"="+string(op.Val))
+			}
+			return nil
+		}}}
+	s := Wrap(local, replicated)
+	s.attach(&fakeGroup{a: a})
+	created, err := s.CreateMeta("vhost/q", []byte("first"))
+	if err != nil || !created {
+		t.Fatalf("first create: %v %v", created, err)
+	}
+	created, err = s.CreateMeta("vhost/q", []byte("second"))
+	if err != nil || created {
+		t.Fatalf("second create: %v %v", created, err)
+	}
+	if got := load(t, local)["vhost/q"]; got != "first" {
+		t.Fatalf("record = %q", got)
+	}
+	// A batch whose create loses still applies its other ops.
+	if err := a.ApplyMeta([]exchange.MetaOp{{Key: "vhost/q", Val: []byte("third"), Create: true}, {Key: "vhost/r", Val: []byte("r")}}); err != nil {
+		t.Fatal(err)
+	}
+	if created, err = s.CreateMeta("vhost/q", []byte("first")); err != nil || !created {
+		t.Fatalf("replayed create: %v %v", created, err)
+	}
+	if strings.Join(hooked, ",") != "vhost/q=first,vhost/r=r,vhost/q=first" {
+		t.Fatalf("hooks saw %v", hooked)
+	}
+	// Deleted, the key is free again.
+	if err := s.DeleteMeta("vhost/q"); err != nil {
+		t.Fatal(err)
+	}
+	if created, err = s.CreateMeta("vhost/q", []byte("second")); err != nil || !created {
+		t.Fatalf("create after delete: %v %v", created, err)
+	}
+}

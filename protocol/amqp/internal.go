@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"math"
 	"net"
 
 	"github.com/trident-broker/trident/exchange"
@@ -44,19 +45,55 @@ func (c *conn) userName() string {
 
 // forwarded turns a message another node routed to a queue of this node
 // back into the one it published: the queue is the routing key, the
-// original exchange and routing key travel in two headers (removed here).
+// original exchange and routing key travel in two headers, the hops so
+// far in a third when there were more than one (all removed here).
 func forwarded(msg *exchange.Message, o *exchange.PublishOpts) {
+	msg.Hops = 1
 	h := msg.Props.Headers
-	x, ok := h[exchange.ForwardExchangeHeader].(string)
-	if !ok {
+	if len(h) == 0 {
 		return
 	}
-	rk, _ := h[exchange.ForwardRoutingKeyHeader].(string)
-	delete(h, exchange.ForwardExchangeHeader)
-	delete(h, exchange.ForwardRoutingKeyHeader)
+	if v, ok := h[exchange.ForwardHopsHeader]; ok {
+		msg.Hops = hopsValue(v)
+		delete(h, exchange.ForwardHopsHeader)
+	}
+	if x, ok := h[exchange.ForwardExchangeHeader].(string); ok {
+		rk, _ := h[exchange.ForwardRoutingKeyHeader].(string)
+		delete(h, exchange.ForwardExchangeHeader)
+		delete(h, exchange.ForwardRoutingKeyHeader)
+		o.Queue = msg.RoutingKey
+		msg.Exchange, msg.RoutingKey = x, rk
+	}
 	if len(h) == 0 {
 		msg.Props.Headers = nil
 	}
-	o.Queue = msg.RoutingKey
-	msg.Exchange, msg.RoutingKey = x, rk
+}
+
+// hopsValue reads the hop count header, whichever integer type carried
+// it; anything else counts as the most hops there can be (never forwarded
+// again).
+func hopsValue(v any) uint8 {
+	var n int64
+	switch x := v.(type) {
+	case int8:
+		n = int64(x)
+	case int16:
+		n = int64(x)
+	case int32:
+		n = int64(x)
+	case int64:
+		n = x
+	case uint8:
+		n = int64(x)
+	case uint16:
+		n = int64(x)
+	case uint32:
+		n = int64(x)
+	default:
+		return math.MaxUint8
+	}
+	if n < 1 || n > math.MaxUint8 {
+		return math.MaxUint8
+	}
+	return uint8(n)
 }

@@ -1,0 +1,173 @@
+package exchange
+
+import (
+	"bytes"
+	"errors"
+	"sync"
+	"testing"
+)
+
+// sharedLog stands for the cluster's metadata log over the stores of
+// several brokers: every write is applied on every node in one order;
+// creates follow MetaCreator (the first record of a key wins).
+type sharedLog struct {
+	mu     sync.Mutex
+	nodes  []*Broker
+	stores []*fakeStore
+	// before, if set, runs (once) ahead of the next create: another
+	// node's write that commits first.
+	before func()
+}
+
+type sharedStore struct {
+	*fakeStore
+	log *sharedLog
+}
+
+func (s *sharedStore) apply(op MetaOp) bool {
+	l := s.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if op.Create {
+		if cur, ok := s.fakeStore.record(op.Key); ok && !bytes.Equal(cur, op.Val) {
+			return false
+		}
+	}
+	for i, st := range l.stores {
+		if op.Val == nil {
+			_ = st.DeleteMeta(op.Key)
+		} else {
+			_ = st.PutMeta(op.Key, op.Val)
+		}
+		if l.nodes[i] != nil {
+			_ = l.nodes[i].ApplyMeta([]MetaOp{op})
+		}
+	}
+	return true
+}
+
+func (s *sharedStore) PutMeta(key string, val []byte) error {
+	if !ReplicatedKey(key) {
+		return s.fakeStore.PutMeta(key, val)
+	}
+	s.apply(MetaOp{Key: key, Val: append([]byte{}, val...)})
+	return nil
+}
+
+func (s *sharedStore) DeleteMeta(key string) error {
+	if !ReplicatedKey(key) {
+		return s.fakeStore.DeleteMeta(key)
+	}
+	s.apply(MetaOp{Key: key})
+	return nil
+}
+
+func (s *sharedStore) CreateMeta(key string, val []byte) (bool, error) {
+	s.log.mu.Lock()
+	f := s.log.before
+	s.log.before = nil
+	s.log.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	return s.apply(MetaOp{Key: key, Val: append([]byte{}, val...), Create: true}), nil
+}
+
+func (s *fakeStore) record(key string) ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.meta[key]
+	return v, ok
+}
+
+// twoNodes makes two clustered brokers a and b over one sharedLog, with
+// vhost "/" on both.
+func twoNodes(t *testing.T) (*sharedLog, *VHost, *VHost) {
+	t.Helper()
+	l := &sharedLog{}
+	var vs []*VHost
+	for i, name := range []string{"a", "b"} {
+		fs := newFakeStore()
+		l.stores = append(l.stores, fs)
+		l.nodes = append(l.nodes, nil)
+		b := newTestBroker(t, &sharedStore{fakeStore: fs, log: l})
+		b.SetCluster(&fakeCluster{name: name})
+		l.nodes[i] = b
+	}
+	for _, b := range l.nodes {
+		vs = append(vs, mustVHost(t, b, "/"))
+	}
+	return l, vs[0], vs[1]
+}
+
+// TestConcurrentDeclareFirstWins (issue 17): node a declares queue q
+// while node b's declaration of the same name commits first. Both nodes
+// end with b's queue (one id, home b); a's declare-ok adopts it (not
+// created, no consumer of it cancelled); a declaration inequivalent to
+// the winner is refused with PRECONDITION_FAILED as if the queue had been
+// there before; a's queue, which lost, was never visible.
+func TestConcurrentDeclareFirstWins(t *testing.T) {
+	l, va, vb := twoNodes(t)
+	var bq *Queue
+	s := &sink{}
+	l.before = func() {
+		bq = declareQ(t, vb, "q", QueueOpts{Durable: true})
+		// A consumer on b's queue before a's declaration is decided.
+		if _, err := vb.Consume("q", ConsumeOpts{Sink: s}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := va.DeclareQueue("q", QueueOpts{Durable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Created || info.Name != "q" {
+		t.Fatalf("a's declare-ok: %+v, want q, not created", info)
+	}
+	qa, err := va.Queue("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if qa.ID() != bq.ID() || qa.Home() != "b" {
+		t.Fatalf("a holds queue %d home %q, b's is %d", qa.ID(), qa.Home(), bq.ID())
+	}
+	if cur, _ := vb.Queue("q", nil); cur != bq {
+		t.Fatal("b's queue was replaced")
+	}
+	if s.cancels() != 0 {
+		t.Fatal("b's consumer was cancelled")
+	}
+	if n := len(l.stores[0].metaKeys("queue/")); n != 1 {
+		t.Fatalf("%d queue records", n)
+	}
+
+	// Inequivalent to the queue that won: refused.
+	l.before = func() {
+		declareQ(t, vb, "r", QueueOpts{Durable: true})
+	}
+	_, err = va.DeclareQueue("r", QueueOpts{Durable: true, Args: Table{"x-max-length": int64(5)}})
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Kind != KindPreconditionFailed {
+		t.Fatalf("inequivalent declare: %v", err)
+	}
+
+	// Uncontended: a's own queue is created and installed on both.
+	info, err = va.DeclareQueue("s", QueueOpts{Durable: true})
+	if err != nil || !info.Created {
+		t.Fatalf("uncontended declare: %+v %v", info, err)
+	}
+	sa, _ := va.Queue("s", nil)
+	sb, _ := vb.Queue("s", nil)
+	if sa == nil || sb == nil || sa.ID() != sb.ID() || sa.Home() != "a" {
+		t.Fatalf("queue s: %v %v", sa, sb)
+	}
+
+	// Bound declarations (MQTT, STOMP subscriptions) bind once created.
+	if _, err := va.DeclareQueueBound("t", QueueOpts{Durable: true}, []Binding{{Exchange: "amq.topic", Key: "k.#"}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := vb.Publish(&Message{Exchange: "amq.topic", RoutingKey: "k.x", Body: []byte("m")}, PublishOpts{})
+	if err != nil || res.Routed != 1 {
+		t.Fatalf("publish through the binding on b: %+v %v", res, err)
+	}
+}
