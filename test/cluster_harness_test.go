@@ -70,31 +70,54 @@ func startClusterWith(t *testing.T, n int, perNode func(i int) []string, extra .
 			web:    net.JoinHostPort("127.0.0.1", strconv.Itoa(hp)),
 		}
 	}
-	var wg sync.WaitGroup
-	for i, nd := range nodes {
-		var seeds []string
+	// Every node's seeds first: a node retried on new ports changes its
+	// own addresses while the others start.
+	seedsOf := make([][]string, n)
+	for i := range nodes {
 		for j, o := range nodes {
 			if j != i {
-				seeds = append(seeds, o.gossip)
+				seedsOf[i] = append(seedsOf[i], o.gossip)
 			}
 		}
-		args := append([]string{"--http-listen", nd.web, "--cluster-node-name", nd.name,
-			"--cluster-gossip-listen", nd.gossip, "--cluster-raft-listen", nd.raft,
-			"--cluster-bootstrap-expect", strconv.Itoa(n), "--cluster-cookie", "test-cookie",
-			"--cluster-fault-injection=true", "--join", strings.Join(seeds, ",")}, extra...)
-		if perNode != nil {
-			args = append(args, perNode(i)...)
-		}
+	}
+	var wg sync.WaitGroup
+	for i, nd := range nodes {
+		seeds := seedsOf[i]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p, err := testbin.Launch(context.Background(), testbin.Options{Binary: bin,
-				DataDir: filepath.Join(t.TempDir(), "data"), ExtraArgs: args})
-			if err != nil {
-				t.Errorf("start %s: %v", nd.name, err)
+			for attempt := 0; ; attempt++ {
+				args := append([]string{"--http-listen", nd.web, "--cluster-node-name", nd.name,
+					"--cluster-gossip-listen", nd.gossip, "--cluster-raft-listen", nd.raft,
+					"--cluster-bootstrap-expect", strconv.Itoa(n), "--cluster-cookie", "test-cookie",
+					"--cluster-fault-injection=true", "--join", strings.Join(seeds, ",")}, extra...)
+				if perNode != nil {
+					args = append(args, perNode(i)...)
+				}
+				p, err := testbin.Launch(context.Background(), testbin.Options{Binary: bin,
+					DataDir: filepath.Join(t.TempDir(), "data"), ExtraArgs: args})
+				if err != nil && attempt < 2 && strings.Contains(err.Error(), "address already in use") {
+					// A port picked free was taken meanwhile (an outgoing
+					// connection's ephemeral port, often): new ports. The
+					// node still joins through the others' addresses.
+					t.Logf("start %s: a port was taken; retrying on new ports", nd.name)
+					hp, herr := testbin.FreePort()
+					rp, rerr := testbin.FreePort()
+					gp, gerr := testbin.FreeTCPUDPPort()
+					if herr == nil && rerr == nil && gerr == nil {
+						nd.web = net.JoinHostPort("127.0.0.1", strconv.Itoa(hp))
+						nd.raft = net.JoinHostPort("127.0.0.1", strconv.Itoa(rp))
+						nd.gossip = net.JoinHostPort("127.0.0.1", strconv.Itoa(gp))
+						continue
+					}
+				}
+				if err != nil {
+					t.Errorf("start %s: %v", nd.name, err)
+					return
+				}
+				nd.p = p
 				return
 			}
-			nd.p = p
 		}()
 	}
 	wg.Wait()
