@@ -153,6 +153,20 @@ type MQTT struct {
 	// restriction still applies.
 	DefaultUser string `yaml:"default_user"`
 	DefaultPass string `yaml:"default_pass"`
+	// ServerKeepAlive, when set, is the longest keep-alive an MQTT 5
+	// client may use (whole seconds up to 65535), as Mosquitto's
+	// max_keepalive: a client whose CONNECT asks for none or a longer one
+	// gets it in CONNACK (Server Keep Alive) and is held to it
+	// [MQTT-3.2.2-21]; a shorter one is kept. MQTT 3.1.1 clients keep
+	// their own. 0: never sent.
+	ServerKeepAlive time.Duration `yaml:"server_keep_alive"`
+	// DenySubscribe lists MQTT topic filters (with + and #) that no
+	// client may subscribe to, whoever it logs in as (the anonymous user
+	// too): a SUBSCRIBE whose filter lies within one of them is refused
+	// in its SUBACK (0x80 in 3.1.1, 0x87 Not authorized in 5). Like
+	// RabbitMQ's topic permissions it judges the filter, not each
+	// message: "#" is not within "secret/#" and is granted.
+	DenySubscribe []string `yaml:"deny_subscribe"`
 }
 
 // STOMP configures the STOMP listeners.

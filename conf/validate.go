@@ -51,6 +51,9 @@ func (c *Config) Validate() error {
 	if c.MQTT.Exchange == "" && (c.MQTT.Listen != "" || c.MQTT.WSListen != "") {
 		bad("mqtt.exchange", "must not be empty while MQTT is enabled")
 	}
+	if k := c.MQTT.ServerKeepAlive; k < 0 || k > 65535*time.Second || k%time.Second != 0 {
+		bad("mqtt.server_keep_alive", "%s is not a whole number of seconds in [0, 65535]", k)
+	}
 	if c.DefaultVHost == "" {
 		bad("default_vhost", "must not be empty")
 	}

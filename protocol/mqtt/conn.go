@@ -71,6 +71,9 @@ type conn struct {
 	closing atomic.Bool
 	// finalQueued: a packet after which the writer closes is queued.
 	finalQueued atomic.Bool
+	// lingering: the writer sent that packet and lingerClose owns the
+	// closing of nc.
+	lingering atomic.Bool
 
 	infMu    sync.Mutex
 	inflight pidTable
@@ -247,7 +250,9 @@ func (c *conn) cleanup() {
 		case <-time.After(5 * time.Second):
 		}
 	}
-	c.nc.Close()
+	if !c.lingering.Load() {
+		c.nc.Close()
+	}
 	if c.releaseConn != nil {
 		c.releaseConn()
 	}
@@ -311,10 +316,12 @@ func (c *conn) cleanup() {
 	se.owner = nil
 	se.relOut = released
 	end := !se.persistent
+	var dropped chan struct{}
 	if end {
 		se.ended = true
 		if s.sessions[se.key] == se {
-			delete(s.sessions, se.key)
+			dropped = make(chan struct{})
+			se.dropping = dropped // takeSession waits for it
 		}
 	}
 	gone := se.ownerGone
@@ -324,6 +331,14 @@ func (c *conn) cleanup() {
 
 	if end {
 		s.dropSession(se)
+		if dropped != nil {
+			s.mu.Lock()
+			if s.sessions[se.key] == se {
+				delete(s.sessions, se.key)
+			}
+			s.mu.Unlock()
+			close(dropped)
+		}
 	} else {
 		if c.expirySet {
 			// The record carries the new interval, for a node that
@@ -366,4 +381,30 @@ func (s *Server) splitUsername(name string) (vhost, user string) {
 		return v, u
 	}
 	return s.cfg.DefaultVHost, name
+}
+
+// Lingering close bounds: how long and how much a closing connection
+// still reads and drops.
+const (
+	lingerTime  = 2 * time.Second
+	lingerBytes = 1 << 20
+)
+
+// lingerClose closes nc after a final packet without destroying it: a
+// close with unread input makes the kernel reset the connection, and a
+// reset can discard the packet before the client reads it (a client
+// still sending, such as one answering PUBRECs before it reads the
+// DISCONNECT that follows them, sees only a broken socket). So the
+// sending side is shut first and what the client still sends is read
+// and dropped until it closes too, for at most lingerTime and
+// lingerBytes.
+func lingerClose(nc net.Conn) {
+	cw, ok := nc.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		nc.Close()
+		return
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(lingerTime))
+	_, _ = io.CopyN(io.Discard, nc, lingerBytes)
+	nc.Close()
 }

@@ -32,6 +32,14 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 	}
 	c.cleanStart = pk.Connect.Clean
 	c.keepalive = time.Duration(pk.Connect.Keepalive) * time.Second
+	// The server keep-alive is a ceiling, as Mosquitto's max_keepalive:
+	// an MQTT 5 client asking for none or a longer one is told to use it
+	// (Server Keep Alive in CONNACK) and held to it.
+	var serverKeepAlive uint16
+	if k := c.s.cfg.ServerKeepAlive; k > 0 && v == 5 && (pk.Connect.Keepalive == 0 || pk.Connect.Keepalive > k) {
+		serverKeepAlive = k
+		c.keepalive = time.Duration(k) * time.Second
+	}
 	if v == 5 {
 		c.maxOut = pk.Properties.MaximumPacketSize
 		c.aliasMax = pk.Properties.TopicAliasMaximum
@@ -142,6 +150,8 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		p := &ack.Properties
 		p.ReceiveMaximum = c.s.cfg.ReceiveMaximum
 		p.TopicAliasMaximum = c.s.cfg.TopicAliasMaximum
+		p.ServerKeepAlive = serverKeepAlive
+		p.ServerKeepAliveFlag = serverKeepAlive > 0
 		p.MaximumPacketSize = uint32(c.s.cfg.MaxPacketSize)
 		if assigned {
 			p.AssignedClientID = id
@@ -199,6 +209,22 @@ func (c *conn) takeSession(vhost, id string, latest bool) (_ *session, present, 
 			return nil, false, false, ErrServerClosed
 		}
 		se := s.sessions[key]
+		if se != nil {
+			se.mu.Lock()
+			d := se.dropping
+			se.mu.Unlock()
+			if d != nil {
+				// The client's previous session ended a moment ago and
+				// is still being removed: the new one starts after.
+				s.mu.Unlock()
+				select {
+				case <-d:
+				case <-time.After(time.Until(deadline)):
+					return nil, false, false, errProto(codeServerUnavailable, "previous session still ending")
+				}
+				continue
+			}
+		}
 		if rec != nil && s.staleLocked(se, rec) {
 			se = s.sessionFromRecord(vhost, id, rec)
 			s.sessions[key] = se

@@ -3,6 +3,7 @@ package mqtt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/connreg"
+	"github.com/trident-broker/trident/protocol/mqtt/wire"
 )
 
 // Config holds the MQTT front end's settings.
@@ -44,6 +46,13 @@ type Config struct {
 	// TopicAliasMaximum is the number of inbound topic aliases offered to
 	// MQTT 5 clients (default 64).
 	TopicAliasMaximum uint16
+	// ServerKeepAlive, when non-zero, is the longest keep-alive of MQTT 5
+	// clients (seconds): one asking for none or longer gets it in CONNACK
+	// and is held to it [MQTT-3.2.2-21].
+	ServerKeepAlive uint16
+	// DenySubscribe are topic filters no client may subscribe within
+	// (wire.Within), whatever its permissions.
+	DenySubscribe []string
 	// NodeName is this node's name when it is part of a cluster whose
 	// metadata group replicates ReplicatedKey's records and calls
 	// ApplyMeta (cluster.go); "" when standalone.
@@ -110,6 +119,11 @@ type Server struct {
 // the store, and loads persistent sessions and retained messages from st.
 func NewServer(cfg Config, b *exchange.Broker, users *auth.Users, st MetaStore, log *slog.Logger) (*Server, error) {
 	cfg.defaults()
+	for _, f := range cfg.DenySubscribe {
+		if !wire.ValidFilter(f) {
+			return nil, fmt.Errorf("mqtt: deny_subscribe: %q is not a topic filter", f)
+		}
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

@@ -65,6 +65,12 @@ type session struct {
 	expTimer  *time.Timer
 	willTimer *time.Timer
 	ended     bool
+	// dropping, while an ended session's queue and record are being
+	// removed, is closed once they are: the session stays in the
+	// server's map until then, so that a new session of the client id
+	// cannot start (and declare its queue under the same name) before the
+	// old one's removal is done.
+	dropping chan struct{}
 	// gen counts the connections that took the session (its record's
 	// Gen); moved: a connection on another node took it (cluster.go),
 	// so this node neither writes nor ends it any more.

@@ -44,6 +44,10 @@ func (c *conn) handleSubscribe(pk *packets.Packet) error {
 			sub.NoLocal, sub.RAP, sub.Handling, sub.ID = false, false, 0, 0
 		}
 		c.s.prepareSub(se, sub)
+		if c.s.denied(filter) {
+			codes[i] = c.subFailure(codeNotAuthorized)
+			continue
+		}
 		if err := c.checkSubscribe(sub); err != nil {
 			codes[i] = c.subFailure(codeNotAuthorized)
 			continue
@@ -168,13 +172,25 @@ func (c *conn) bindAndConsume(sub *subscription) error {
 		if exchange.KindOf(err) != exchange.KindPreconditionFailed || sub.Share != "" {
 			return err
 		}
-		// The session changed between persistent and not: its queue is
-		// replaced (its messages belonged to the old session).
-		if _, err := c.vh.DeleteQueue(sub.queue, false, false, nil); err != nil {
-			return err
-		}
-		if _, err := c.vh.DeclareQueueBound(sub.queue, opts, binds); err != nil {
-			return err
+		if !durable {
+			// A persistent session resumed with a Session Expiry of 0
+			// (MQTT 5 reads an absent interval as 0): the session is the
+			// same, so its durable queue and the messages queued while it
+			// was offline are delivered [MQTT-3.1.2-4]; the session, and
+			// the queue with it, ends when this connection does.
+			if err := c.vh.BindQueue(sub.queue, c.s.cfg.Exchange, sub.key, nil, nil); err != nil {
+				return err
+			}
+		} else {
+			// A session that was not persistent and is now: its
+			// non-durable queue would not survive a restart, so it is
+			// replaced by a durable one.
+			if _, err := c.vh.DeleteQueue(sub.queue, false, false, nil); err != nil {
+				return err
+			}
+			if _, err := c.vh.DeclareQueueBound(sub.queue, opts, binds); err != nil {
+				return err
+			}
 		}
 	}
 	c.consMu.Lock()
@@ -260,4 +276,14 @@ func (c *conn) handleUnsubscribe(pk *packets.Packet) error {
 	}
 	c.sendPacket(ack, false)
 	return nil
+}
+
+// denied reports whether filter lies within one of mqtt.deny_subscribe.
+func (s *Server) denied(filter string) bool {
+	for _, d := range s.cfg.DenySubscribe {
+		if wire.Within(filter, d) {
+			return true
+		}
+	}
+	return false
 }

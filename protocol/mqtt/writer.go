@@ -123,8 +123,15 @@ func (c *conn) writeLoop() {
 		writerPool.Put(bw)
 		w.bw = nil
 		w.settle()
-		if err != nil || closeAfter {
+		if err != nil {
 			c.nc.Close()
+			return
+		}
+		if closeAfter {
+			// The last packet (a refusing CONNACK, a DISCONNECT) is
+			// out: close gently so that it reaches the client.
+			c.lingering.Store(true)
+			go lingerClose(c.nc)
 			return
 		}
 	}

@@ -80,7 +80,7 @@ type conn struct {
 	spare   []byte
 	wclosed bool
 	paused  []*exchange.Consumer
-	wrote   atomic.Bool
+	lastWrite atomic.Int64 // unix ns of the last write to the socket (per batch), for heart-beats
 
 	lastRead atomic.Int64
 	// Management counters.
@@ -105,6 +105,7 @@ func newConn(s *Server, t transport) *conn {
 	c.rcond = sync.NewCond(&c.rmu)
 	c.connectedAt = time.Now()
 	c.lastRead.Store(time.Now().UnixNano())
+	c.lastWrite.Store(time.Now().UnixNano())
 	return c
 }
 
@@ -306,7 +307,7 @@ func (c *conn) writer() {
 		if err == nil {
 			c.sendOct.Add(uint64(len(buf)))
 		}
-		c.wrote.Store(true)
+		c.lastWrite.Store(time.Now().UnixNano())
 
 		c.wmu.Lock()
 		if cap(buf) <= outHigh {
@@ -374,14 +375,19 @@ func (c *conn) writeFrame(f *frame.Frame) {
 
 // heartbeater sends heart-beats when nothing else was written and closes
 // the connection when the client has been silent for too long.
+//
+// Outgoing: the spec asks for new data at least every hbOut, so a beat
+// goes out once nothing was written for hbOut less one check period; the
+// checks come every hbOut/4, so no gap exceeds hbOut (a client such as
+// stomp.py gives up after 1.5 × hbOut). Incoming: as RabbitMQ, the
+// client may miss one beat; silence for two intervals closes.
 func (c *conn) heartbeater() {
-	tick := c.hbOut
-	if tick == 0 || (c.hbIn > 0 && c.hbIn < tick) {
-		tick = c.hbIn
+	tick := c.hbOut / 4
+	if tick == 0 || (c.hbIn > 0 && c.hbIn/2 < tick) {
+		tick = c.hbIn / 2
 	}
-	t := time.NewTicker(tick / 2)
+	t := time.NewTicker(tick)
 	defer t.Stop()
-	lastBeat := time.Now()
 	for {
 		select {
 		case <-c.done:
@@ -389,16 +395,13 @@ func (c *conn) heartbeater() {
 		case <-t.C:
 		}
 		now := time.Now()
-		if c.hbOut > 0 && now.Sub(lastBeat) >= c.hbOut-tick/4 {
-			lastBeat = now
-			if !c.wrote.Swap(false) {
-				c.wmu.Lock()
-				if !c.wclosed {
-					c.out = append(c.out, '\n')
-					c.endFrameLocked()
-				}
-				c.wmu.Unlock()
+		if c.hbOut > 0 && now.Sub(time.Unix(0, c.lastWrite.Load())) >= c.hbOut-tick {
+			c.wmu.Lock()
+			if !c.wclosed && len(c.out) == 0 {
+				c.out = append(c.out, '\n')
+				c.endFrameLocked()
 			}
+			c.wmu.Unlock()
 		}
 		if c.hbIn > 0 && now.Sub(time.Unix(0, c.lastRead.Load())) > 2*c.hbIn {
 			c.log.Warn("no heart-beat from client, closing", "interval", c.hbIn)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/mqtt"
@@ -71,15 +72,17 @@ func startMQTT(n *Node) error {
 		st, nodeName = n.metaStore, n.nodeName()
 	}
 	srv, err := mqtt.NewServer(mqtt.Config{
-		NodeName:       nodeName,
-		Exchange:       c.Exchange,
-		DefaultVHost:   n.cfg.DefaultVHost,
-		AllowAnonymous: c.AllowAnonymous && anonUser != "",
-		AnonUser:       anonUser,
-		AnonPass:       anonPass,
-		CertLogin:      n.mqttCertLogin(),
-		MaxMessageSize: n.cfg.AMQP.MaxMessageSize,
-		ConnectTimeout: n.cfg.AMQP.HandshakeTimeout,
+		NodeName:        nodeName,
+		Exchange:        c.Exchange,
+		DefaultVHost:    n.cfg.DefaultVHost,
+		AllowAnonymous:  c.AllowAnonymous && anonUser != "",
+		AnonUser:        anonUser,
+		AnonPass:        anonPass,
+		CertLogin:       n.mqttCertLogin(),
+		MaxMessageSize:  n.cfg.AMQP.MaxMessageSize,
+		ConnectTimeout:  n.cfg.AMQP.HandshakeTimeout,
+		ServerKeepAlive: uint16(c.ServerKeepAlive / time.Second),
+		DenySubscribe:   c.DenySubscribe,
 	}, n.broker, n.users, st, n.log.With("component", "mqtt"))
 	if err != nil {
 		return fmt.Errorf("node: mqtt: %w", err)

@@ -111,3 +111,26 @@ func Match(filter, topic string) bool {
 		filter, topic = frest, trest
 	}
 }
+
+// Within reports whether every topic that filter matches is matched by
+// outer too (both valid filters): "a/+/c" is within "a/#" and "a/+/+",
+// "a/#" within "a/#" and "#", but "#" is not within "a/#".
+func Within(filter, outer string) bool {
+	f, o := strings.Split(filter, "/"), strings.Split(outer, "/")
+	for i, ol := range o {
+		if ol == "#" {
+			return true // matches the parent level and everything below
+		}
+		if i == len(f) {
+			return false
+		}
+		switch fl := f[i]; {
+		case fl == "#":
+			return false // more levels than outer allows
+		case ol == "+":
+		case fl != ol: // a literal level must be the same ("+" is wider)
+			return false
+		}
+	}
+	return len(f) == len(o)
+}

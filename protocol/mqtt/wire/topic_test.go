@@ -90,3 +90,28 @@ func FuzzTopic(f *testing.F) {
 		_, _, _, _ = SharedFilter(s)
 	})
 }
+
+func TestWithin(t *testing.T) {
+	for _, tc := range []struct {
+		filter, outer string
+		want          bool
+	}{
+		{"test/nosubscribe", "test/nosubscribe", true},
+		{"test/nosubscribe", "test/#", true},
+		{"test", "test/#", true},
+		{"test/a/b", "test/+/b", true},
+		{"test/+/b", "test/+/b", true},
+		{"test/+/b", "test/a/b", false},
+		{"test/#", "test/+", false},
+		{"test/#", "#", true},
+		{"#", "test/#", false},
+		{"test/a", "test/a/b", false},
+		{"test/a/b", "test/a", false},
+		{"+/a", "+/+", true},
+		{"other/nosubscribe", "test/nosubscribe", false},
+	} {
+		if got := Within(tc.filter, tc.outer); got != tc.want {
+			t.Errorf("Within(%q, %q) = %v, want %v", tc.filter, tc.outer, got, tc.want)
+		}
+	}
+}
