@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -654,4 +656,67 @@ func TestSTOMPWebSocketFraming(t *testing.T) {
 	if typ != websocket.MessageBinary || !strings.HasPrefix(f, "MESSAGE\n") || !strings.HasSuffix(f, "\n\n\xff\x00\xfe\x00") {
 		t.Fatalf("got %v %q", typ, f)
 	}
+}
+
+// TestSTOMPHeartbeatsOnTime (issue 14): with heart-beat 500,500 the
+// server's beats are never later than a client allows (stomp.py gives
+// up after 1.5 × 500 ms without data), idle or while frames go both ways
+// at another rhythm (a SEND with a receipt every 1.1 s: the server's
+// RECEIPTs must not push its next beat out). The spec asks for data at
+// least every 500 ms; the test allows 150 ms of scheduling on top.
+func TestSTOMPHeartbeatsOnTime(t *testing.T) {
+	b := stBroker(t)
+	nc, err := net.Dial("tcp", stAddr(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var wmu sync.Mutex
+	send := func(s string) {
+		wmu.Lock()
+		defer wmu.Unlock()
+		_, _ = nc.Write([]byte(s))
+	}
+	send("CONNECT\naccept-version:1.2\nhost:/\nlogin:guest\npasscode:guest\nheart-beat:500,500\n\n\x00")
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // the client's own beats, and traffic
+		beat, work := time.NewTicker(400*time.Millisecond), time.NewTicker(1100*time.Millisecond)
+		defer beat.Stop()
+		defer work.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-beat.C:
+				send("\n")
+			case <-work.C:
+				send(fmt.Sprintf("SEND\ndestination:/queue/hb-time\nreceipt:r%d\n\nx\x00", i))
+			}
+		}
+	}()
+	// Time every arrival of data over 6 s; the first read is CONNECTED.
+	buf := make([]byte, 4096)
+	var last time.Time
+	var worst time.Duration
+	end := time.Now().Add(6 * time.Second)
+	for time.Now().Before(end) {
+		_ = nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+		n, err := nc.Read(buf)
+		if err != nil {
+			t.Fatalf("read: %v (the server closed?)", err)
+		}
+		now := time.Now()
+		if !last.IsZero() && now.Sub(last) > worst {
+			worst = now.Sub(last)
+		}
+		if last.IsZero() && !strings.HasPrefix(string(buf[:n]), "CONNECTED") {
+			t.Fatalf("first frame: %q", buf[:n])
+		}
+		last = now
+	}
+	if worst > 650*time.Millisecond {
+		t.Fatalf("longest silence from the server %v, over the 500 ms heart-beat", worst)
+	}
+	t.Logf("longest silence from the server: %v (heart-beat 500 ms)", worst)
 }
