@@ -72,14 +72,14 @@ type conn struct {
 	rbase    uint64 // sequence number of receipts[0]
 
 	// Writer state.
-	wmu     sync.Mutex
-	wcond   *sync.Cond // the writer waits for output
-	drained *sync.Cond // the reader waits for the writer (back-pressure)
-	out     []byte
-	ends    []int // frame ends in out (WebSocket only)
-	spare   []byte
-	wclosed bool
-	paused  []*exchange.Consumer
+	wmu       sync.Mutex
+	wcond     *sync.Cond // the writer waits for output
+	drained   *sync.Cond // the reader waits for the writer (back-pressure)
+	out       []byte
+	ends      []int // frame ends in out (WebSocket only)
+	spare     []byte
+	wclosed   bool
+	paused    []*exchange.Consumer
 	lastWrite atomic.Int64 // unix ns of the last write to the socket (per batch), for heart-beats
 
 	lastRead atomic.Int64
