@@ -803,3 +803,35 @@ func TestChannelCloseCrossing(t *testing.T) {
 		c.openChannel(1)
 	})
 }
+
+// TestConnUpdateSecret (issue 14): connection.update-secret logs the user
+// in again with the new secret: the right one gets update-secret-ok and
+// the connection goes on; a wrong one closes the connection with 530
+// NOT_ALLOWED, as RabbitMQ refuses a secret its backend rejects.
+func TestConnUpdateSecret(t *testing.T) {
+	url := bbURL(t)
+	c := dial(t, url)
+	if err := c.UpdateSecret("guest", "rotation"); err != nil {
+		t.Fatalf("update with the right secret: %v", err)
+	}
+	ch, err := c.Channel()
+	if err != nil {
+		t.Fatalf("after update: %v", err)
+	}
+	if _, err := ch.QueueDeclare("", false, true, true, false, nil); err != nil {
+		t.Fatalf("after update: %v", err)
+	}
+	closed := c.NotifyClose(make(chan *amqp.Error, 1))
+	err = c.UpdateSecret("not-the-password", "rotation")
+	if err == nil {
+		t.Fatal("a wrong secret was accepted")
+	}
+	select {
+	case e := <-closed:
+		if e == nil || e.Code != amqp.NotAllowed {
+			t.Fatalf("closed with %v, want 530 NOT_ALLOWED", e)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("connection not closed after a refused secret")
+	}
+}

@@ -79,7 +79,8 @@ type conn struct {
 
 	releaseConn func() // the connection limits' slot, set by the handshake
 
-	internal bool // a cluster peer's connection (see internal.go); set before serve
+	internal  bool   // a cluster peer's connection (see internal.go); set before serve
+	mechanism string // the SASL mechanism the client logged in with
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -348,6 +349,7 @@ func (c *conn) handshake() error {
 		return c.handshakeError(wire.NewConnectionError(wire.CommandInvalid, "expected connection.start-ok, got %s", m.Name()))
 	}
 	c.clientProps = so.ClientProperties
+	c.mechanism = so.Mechanism
 	if caps, ok := so.ClientProperties["capabilities"].(wire.Table); ok {
 		c.capCancel, _ = caps["consumer_cancel_notify"].(bool)
 		c.capBlocked, _ = caps["connection.blocked"].(bool)
@@ -589,8 +591,7 @@ func (c *conn) connectionMethod(m wire.Method) error {
 	case *wire.ConnectionBlocked, *wire.ConnectionUnblocked:
 		return nil
 	case *wire.ConnectionUpdateSecret:
-		c.send(0, &wire.ConnectionUpdateSecretOK{})
-		return nil
+		return c.updateSecret(m)
 	default:
 		return wire.NewConnectionError(wire.CommandInvalid, "unexpected method %s on channel 0", m.Name())
 	}
@@ -735,4 +736,37 @@ func (c *conn) info() (ConnInfo, bool) {
 	}
 	sort.Slice(i.ChannelList, func(a, b int) bool { return i.ChannelList[a].Number < i.ChannelList[b].Number })
 	return i, true
+}
+
+// updateSecret handles connection.update-secret: the connection's user
+// logs in again with the new secret, and must still reach the vhost, or
+// the connection is closed with NOT_ALLOWED in RabbitMQ's words. (For a
+// user of its internal database RabbitMQ accepts any secret, as such
+// credentials never expire; Trident checks it: a client that updates its
+// secret gets a real answer.) A certificate login (EXTERNAL) has no
+// secret to update.
+func (c *conn) updateSecret(m *wire.ConnectionUpdateSecret) error {
+	if c.internal {
+		c.send(0, &wire.ConnectionUpdateSecretOK{})
+		return nil
+	}
+	refused := func(why string, args ...any) error {
+		c.log.Warn("secret update refused", "user", c.user.Name(), "reason", m.Reason, "why", fmt.Sprintf(why, args...))
+		return withMethod(wire.NewConnectionError(wire.NotAllowed, "New secret was refused by one of the backends"), m)
+	}
+	if c.mechanism == mechExternal {
+		return refused("logged in with EXTERNAL (a certificate), which has no secret")
+	}
+	u, err := c.s.users.Authenticate(c.user.Name(), m.NewSecret, c.nc.RemoteAddr())
+	if err != nil {
+		return refused("%v", err)
+	}
+	if c.vh != nil {
+		if err := c.s.users.CheckVHost(u, c.vh.Name()); err != nil {
+			return refused("%v", err)
+		}
+	}
+	c.log.Info("secret updated", "user", u.Name(), "reason", m.Reason)
+	c.send(0, &wire.ConnectionUpdateSecretOK{})
+	return nil
 }
