@@ -5,6 +5,7 @@
 #   make bench    throughput of a self-started Trident (BENCHFLAGS='--anchors' adds
 #                 RabbitMQ, '--cluster3' a 3-node Trident cluster for the quorum scenarios)
 #   make bench-quorum  only the quorum queue scenarios, vs RabbitMQ and on 3 nodes
+#   make bench-backlog BACKLOG=N  a queue with N messages: memory, restart, drain, disk
 
 GO       ?= go
 BIN      := bin
@@ -16,7 +17,10 @@ BENCHFLAGS ?=
 # The quorum queue scenarios, for `make bench-quorum`.
 QUORUM_SCENARIOS := amqp-quorum-1-1,amqp-quorum-10-10
 
-.PHONY: all build run test vet race suites fuzz bench bench-quorum lint clean
+# Messages for `make bench-backlog` (issue 11's measure: use 10000000).
+BACKLOG ?= 1000000
+
+.PHONY: all build run test vet race suites fuzz bench bench-quorum bench-backlog lint clean
 
 all: build
 
@@ -65,6 +69,11 @@ bench:
 # 3-node Trident cluster, in the same run; BENCHFLAGS come last and win.
 bench-quorum:
 	$(GO) run ./cmd/tridentbench --anchors --cluster3 --scenarios $(QUORUM_SCENARIOS) --rounds 3 $(BENCHFLAGS)
+
+# One durable queue filled with BACKLOG persistent 1 KiB messages, kill -9,
+# restart, drain: rates per tenth, peak RSS, restart time, disk (backlog.go).
+bench-backlog:
+	$(GO) run ./cmd/tridentbench --backlog $(BACKLOG) $(BENCHFLAGS)
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l reports:"; echo "$$out"; exit 1; fi

@@ -151,6 +151,10 @@ type options struct {
 	cluster3    bool
 	placement   string
 	clusterProf string
+
+	backlog       int           // --backlog N: the backlog benchmark instead of the scenarios
+	backlogAnchor int           // messages for the RabbitMQ anchor in it
+	backlogSettle time.Duration // wait after the drain before measuring disk again
 }
 
 type stringList []string
@@ -178,6 +182,9 @@ func main() {
 	fs.BoolVar(&o.cluster3, "cluster3", false, "also start a 3-node Trident cluster on loopback, target "+clusterTargetName+" (quorum scenarios only)")
 	fs.StringVar(&o.placement, "cluster-clients", "followers", "where "+clusterTargetName+"'s clients connect: "+strings.Join(placements, ", "))
 	fs.StringVar(&o.clusterProf, "cluster-pprof", "", "serve pprof on the cluster nodes, `host:port` for n0, port+1 for n1, ...")
+	fs.IntVar(&o.backlog, "backlog", 0, "run the backlog benchmark with `N` messages instead of the scenarios (see backlog.go)")
+	fs.IntVar(&o.backlogAnchor, "backlog-anchor", 1_000_000, "at most this many messages for the RabbitMQ anchor in the backlog benchmark")
+	fs.DurationVar(&o.backlogSettle, "backlog-settle", 3*time.Minute, "after the drain, wait this long and measure the data directory again")
 	_ = fs.Parse(os.Args[1:])
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "tridentbench: unexpected arguments %q\n", fs.Args())
@@ -185,12 +192,26 @@ func main() {
 	}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, &o)
+	var err error
+	if o.backlog > 0 {
+		if o.params.MsgSize == 16 && !flagSet(fs, "size") {
+			o.params.MsgSize = 1024
+		}
+		err = runBacklog(ctx, &o)
+	} else {
+		err = run(ctx, &o)
+	}
 	cancel()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "tridentbench: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func scenarioNames() string {

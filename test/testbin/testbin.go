@@ -330,6 +330,14 @@ func (p *Proc) logTail() string {
 	return "\n--- tail of " + p.LogPath + " ---\n" + strings.TrimRight(string(b), "\n")
 }
 
+// Pid is the running process's id, 0 when it is not running.
+func (p *Proc) Pid() int {
+	if r := p.current(); r != nil && r.cmd.Process != nil {
+		return r.cmd.Process.Pid
+	}
+	return 0
+}
+
 // Running reports whether the process is running.
 func (p *Proc) Running() bool { return p.current() != nil }
 
