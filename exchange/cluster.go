@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"bytes"
 	"encoding/base64"
 	"slices"
 	"strings"
@@ -552,14 +553,20 @@ func (v *VHost) applyExchange(name string, val []byte, transient bool) {
 		return
 	}
 	if cur != nil {
-		if cur.kind == x.kind && cur.durable == x.durable && cur.autoDelete == x.autoDelete &&
-			cur.internal == x.internal && valuesEqual(cur.args, x.args) {
+		// The same exchange (its own record coming back, or another
+		// node's equal declaration): nothing changes, its bindings stay.
+		if bytes.Equal(encodeRecord(cur.record()), val) || (cur.kind == x.kind && cur.durable == x.durable &&
+			cur.autoDelete == x.autoDelete && cur.internal == x.internal && valuesEqual(cur.args, x.args)) {
 			return
 		}
 		_ = v.deleteExchangeLocked(cur)
 	}
-	v.initExchangePolicyLocked(x)
-	v.exchanges[name] = x
+	if p := v.pendingX[name]; p != nil && bytes.Equal(encodeRecord(p.record()), val) {
+		// This node's own declaration, committed.
+		x = p
+		delete(v.pendingX, name)
+	}
+	v.installExchangeLocked(x)
 }
 
 // queueFromRecord rebuilds a queue. An exclusive queue's record is

@@ -171,3 +171,49 @@ func TestConcurrentDeclareFirstWins(t *testing.T) {
 		t.Fatalf("publish through the binding on b: %+v %v", res, err)
 	}
 }
+
+// TestConcurrentExchangeDeclareFirstWins: the same for exchanges. Node b's
+// declaration of exchange x commits first: a's equivalent declaration
+// adopts it (b's bindings stay), an inequivalent one is refused, and a
+// non-durable exchange (whose records differ by home node) keeps b as its
+// home on both nodes.
+func TestConcurrentExchangeDeclareFirstWins(t *testing.T) {
+	l, va, vb := twoNodes(t)
+	l.before = func() {
+		declareX(t, vb, "x", KindTopic, ExchangeOpts{Durable: true})
+		declareQ(t, vb, "qx", QueueOpts{Durable: true})
+		bindQ(t, vb, "qx", "x", "k.#", nil)
+	}
+	if err := va.DeclareExchange("x", KindTopic, ExchangeOpts{Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := va.Publish(&Message{Exchange: "x", RoutingKey: "k.1", Body: []byte("m")}, PublishOpts{})
+	if err != nil || res.Routed != 1 {
+		t.Fatalf("b's binding lost on a: %+v %v", res, err)
+	}
+	l.before = func() { declareX(t, vb, "y", KindTopic, ExchangeOpts{Durable: true}) }
+	err = va.DeclareExchange("y", KindFanout, ExchangeOpts{Durable: true})
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Kind != KindPreconditionFailed {
+		t.Fatalf("inequivalent exchange declare: %v", err)
+	}
+	if x, _ := vb.Exchange("y"); x == nil || x.Kind() != KindTopic {
+		t.Fatal("b's exchange y replaced")
+	}
+	l.before = func() { declareX(t, vb, "tx", KindDirect, ExchangeOpts{}) }
+	if err := va.DeclareExchange("tx", KindDirect, ExchangeOpts{}); err != nil {
+		t.Fatal(err)
+	}
+	xa, _ := va.Exchange("tx")
+	xb, _ := vb.Exchange("tx")
+	if xa == nil || xb == nil || xa.home != "b" || xb.home != "b" {
+		t.Fatalf("transient exchange homes: %v %v", xa, xb)
+	}
+	// Uncontended: created, and visible on both.
+	if err := va.DeclareExchange("z", KindFanout, ExchangeOpts{Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if x, _ := vb.Exchange("z"); x == nil {
+		t.Fatal("z missing on b")
+	}
+}

@@ -40,7 +40,8 @@ type VHost struct {
 	// are (their owner, their id) unless another node's create of the
 	// name was committed first.
 	pending  map[string]*Queue
-	policies map[string]*Policy // policy.go
+	pendingX map[string]*Exchange // the same for exchanges
+	policies map[string]*Policy   // policy.go
 
 	// anyExpiring is set once any message with a per-message expiration
 	// was published, so that queues without x-message-ttl check expiry.
@@ -81,9 +82,10 @@ func (v *VHost) errNoExchange(name string) error {
 
 // metaOp is a metadata write collected under mu.
 type metaOp struct {
-	key    string
-	val    []byte // nil: delete
-	create *Queue // a create of this pending queue's record (MetaCreator)
+	key     string
+	val     []byte    // nil: delete
+	create  *Queue    // a create of this pending queue's record (MetaCreator)
+	createX *Exchange // likewise for a pending exchange
 }
 
 // lockTopology starts a topology change.
@@ -102,10 +104,14 @@ func (v *VHost) unlockTopology() error {
 	var first error
 	for _, op := range ops {
 		var err error
-		if op.create != nil {
+		if op.create != nil || op.createX != nil {
 			var created bool
 			created, err = v.b.store.(MetaCreator).CreateMeta(op.key, op.val)
-			v.settlePending(op.create, created && err == nil)
+			if op.create != nil {
+				v.settlePending(op.create, created && err == nil)
+			} else {
+				v.settlePendingExchange(op.createX, created && err == nil)
+			}
 		} else if op.val == nil {
 			err = v.b.store.DeleteMeta(op.key)
 		} else {
@@ -149,23 +155,51 @@ func (v *VHost) DeclareExchange(name, kind string, o ExchangeOpts) error {
 		}
 		return nil
 	}
-	return v.inTopology(func() error { return v.declareExchangeLocked(name, kind, o) })
+	for attempt := 0; ; attempt++ {
+		var pending *Exchange
+		err := v.inTopology(func() error {
+			var err error
+			pending, err = v.declareExchangeLocked(name, kind, o)
+			return err
+		})
+		if err != nil || pending == nil {
+			return err
+		}
+		// A clustered declaration (see declareExchangeLocked): the
+		// exchange the name holds now is this one, or another node's
+		// that was created first.
+		v.mu.RLock()
+		cur := v.exchanges[name]
+		v.mu.RUnlock()
+		switch {
+		case cur == pending:
+			return nil
+		case cur != nil:
+			return cur.equivalent(kind, o)
+		case attempt == 2:
+			return errorf(KindInternal, "exchange '%s' in vhost '%s' was deleted while being declared", name, v.name)
+		}
+	}
 }
 
-func (v *VHost) declareExchangeLocked(name, kind string, o ExchangeOpts) error {
+// declareExchangeLocked declares an exchange. In a cluster it returns the
+// new exchange pending: as a queue's (declareQueueLocked), its record is a
+// create, and the exchange exists once that is committed, unless another
+// node's create of the name came first.
+func (v *VHost) declareExchangeLocked(name, kind string, o ExchangeOpts) (*Exchange, error) {
 	x := v.exchanges[name]
 	// As RabbitMQ: the type is checked first, even for an existing exchange.
 	if !validKind(kind) {
-		return errorf(KindCommandInvalid, "unknown exchange type '%s'", kind)
+		return nil, errorf(KindCommandInvalid, "unknown exchange type '%s'", kind)
 	}
 	if name == "" {
-		return errorf(KindAccessRefused, "operation not permitted on the default exchange")
+		return nil, errorf(KindAccessRefused, "operation not permitted on the default exchange")
 	}
 	if x != nil {
-		return x.equivalent(kind, o)
+		return nil, x.equivalent(kind, o)
 	}
 	if strings.HasPrefix(name, "amq.") {
-		return errorf(KindAccessRefused, "exchange name '%s' contains reserved prefix 'amq.*'", name)
+		return nil, errorf(KindAccessRefused, "exchange name '%s' contains reserved prefix 'amq.*'", name)
 	}
 	x = &Exchange{vh: v, name: name, kind: kind, durable: o.Durable, autoDelete: o.AutoDelete,
 		internal: o.Internal, args: o.Args, router: newRouter(kind)}
@@ -175,12 +209,39 @@ func (v *VHost) declareExchangeLocked(name, kind string, o ExchangeOpts) error {
 	if c := v.b.cluster; c != nil && !x.durable {
 		x.home = c.NodeName()
 	}
-	if k := v.exchangeKey(x); k != "" {
+	k := v.exchangeKey(x)
+	if k != "" && v.sharedMeta() {
+		if v.pendingX == nil {
+			v.pendingX = map[string]*Exchange{}
+		}
+		v.pendingX[name] = x
+		v.metaOps = append(v.metaOps, metaOp{key: k, val: encodeRecord(x.record()), createX: x})
+		return x, nil
+	}
+	if k != "" {
 		v.putMetaLocked(k, encodeRecord(x.record()))
 	}
+	v.installExchangeLocked(x)
+	return nil, nil
+}
+
+// installExchangeLocked makes x the vhost's exchange of its name. Called
+// with v.mu held.
+func (v *VHost) installExchangeLocked(x *Exchange) {
 	v.initExchangePolicyLocked(x)
-	v.exchanges[name] = x
-	return nil
+	v.exchanges[x.name] = x
+}
+
+// settlePendingExchange ends x's pending create, as settlePending.
+func (v *VHost) settlePendingExchange(x *Exchange, created bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.pendingX[x.name] == x {
+		delete(v.pendingX, x.name)
+	}
+	if created && v.exchanges[x.name] == nil {
+		v.installExchangeLocked(x)
+	}
 }
 
 func (x *Exchange) record() Table {
