@@ -69,17 +69,11 @@ func runBacklog(ctx context.Context, o *options) error {
 	}
 	var results []backlogResult
 	if len(o.targets) == 0 {
-		if o.tridentBin == "" && os.Getenv("TRIDENT_BIN") == "" {
-			dir, err := os.MkdirTemp("", "tridentbench-bin-")
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(dir)
-			fmt.Fprintln(os.Stderr, "tridentbench: building ./cmd/trident")
-			if o.tridentBin, err = testbin.Build(ctx, dir); err != nil {
-				return err
-			}
+		done, err := buildTrident(ctx, o)
+		if err != nil {
+			return err
 		}
+		defer done()
 		r, err := backlogTrident(ctx, o, n)
 		if err != nil {
 			return fmt.Errorf("trident: %w", err)

@@ -260,17 +260,13 @@ func run(ctx context.Context, o *options) error {
 	}
 
 	startTrident := len(o.targets) == 0
-	if (startTrident || o.cluster3) && o.tridentBin == "" && os.Getenv("TRIDENT_BIN") == "" {
+	if startTrident || o.cluster3 {
 		// One build for the single node and the cluster's three.
-		dir, err := os.MkdirTemp("", "tridentbench-bin-")
+		done, err := buildTrident(ctx, o)
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
-		fmt.Fprintln(os.Stderr, "tridentbench: building ./cmd/trident")
-		if o.tridentBin, err = testbin.Build(ctx, dir); err != nil {
-			return err
-		}
+		defer done()
 	}
 	if o.anchors {
 		if err := runAnchors(ctx); err != nil {
@@ -366,6 +362,25 @@ func run(ctx context.Context, o *options) error {
 	}
 	rep.writeTable(os.Stdout)
 	return nil
+}
+
+// buildTrident builds ./cmd/trident into a temporary directory for the
+// self-started targets, unless --trident-bin or $TRIDENT_BIN names one;
+// done removes it.
+func buildTrident(ctx context.Context, o *options) (done func(), err error) {
+	if o.tridentBin != "" || os.Getenv("TRIDENT_BIN") != "" {
+		return func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "tridentbench-bin-")
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(os.Stderr, "tridentbench: building ./cmd/trident")
+	if o.tridentBin, err = testbin.Build(ctx, dir); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return func() { os.RemoveAll(dir) }, nil
 }
 
 // runAnchors runs ../shared/anchors/start-anchors.sh relative to the module root.
