@@ -14,8 +14,9 @@
 // # What is guaranteed
 //
 //   - Publish never waits on the network. Messages go, in the order
-//     Publish was called, through one confirm-mode channel per connection
-//     to the default exchange with the queue's name as routing key
+//     Publish was called, through a confirm-mode channel of the
+//     connection (one per hop, see below) to the default exchange with
+//     the queue's name as routing key
 //     (mandatory false), every property and header as they are. done(nil)
 //     on basic.ack; done(ErrNacked) on basic.nack; done(ErrConnectionLost)
 //     when the channel or connection fails before the confirm, or when the
@@ -23,8 +24,19 @@
 //     and the core reports it to its publisher). done runs on another
 //     goroutine, exactly once.
 //   - Back-pressure: Publish blocks while MaxPending (10,000) publishes of
-//     the same connection are queued or unconfirmed. Slots are released
-//     before the done callbacks run.
+//     the same connection and hop are queued or unconfirmed. Slots are
+//     released before the done callbacks run.
+//   - Hops: a message the owning node forwards again (it holds a proxy
+//     there: a quorum queue's member that is not the leader, or a view of
+//     the queue's home that is a moment behind) carries its hop count
+//     (exchange.ForwardHopsHeader) and goes on that hop's own channel and
+//     budget; a message forwarded MaxHops (3) times is refused
+//     (ErrTooManyHops), never passed on. Since amqp091-go releases a
+//     channel's confirms in order, this is what keeps a confirm from
+//     waiting behind one that waits for it (publisher.go).
+//   - A channel whose oldest publish has waited 30 s for its confirm is
+//     closed with an error in the log (its publishes fail with
+//     ErrConnectionLost), so that nothing can hold a link for good.
 //   - Consume keeps one upstream consumer (a channel of its own, manual
 //     acks, prefetch as a channel-wide basic.qos, which unlike a
 //     per-consumer one applies to the running consumer when Consume is

@@ -31,6 +31,12 @@
 //     log order, once its log catches up. A Propose that fails with ErrNotCommitted may still have
 //     been committed (a timeout does not cancel): ops are idempotent
 //     records, and a retried batch applied twice changes nothing.
+//   - A create (exchange.MetaOp.Create, Store.CreateMeta) is a put that
+//     every member applies only if the key holds no other record, decided
+//     from the replicated records at the entry's index, so alike on every
+//     node: of two nodes declaring one queue or exchange at once, the
+//     first committed wins everywhere and the other's write changes
+//     nothing (the core then adopts the winner, exchange/vhost.go).
 //   - The local store is the FSM's state: the index of the last applied
 //     entry is kept in it under AppliedKey, written after each entry, and
 //     entries at or below it are skipped when Raft replays its log at
