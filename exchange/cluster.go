@@ -15,7 +15,10 @@ import (
 //     through the metadata Raft group, and every node applies every
 //     committed record with Broker.ApplyMeta (idempotent: a record equal to
 //     what memory holds changes nothing, so the node that made the change
-//     and replays after a restart are no-ops).
+//     and replays after a restart are no-ops). A queue or exchange
+//     declaration is a create (MetaCreator): the new object waits, pending
+//     and invisible, until its record is committed and applied; if another
+//     node's create of the name came first, that one is adopted.
 //   - A queue's messages live in a MessageLog: the node's Store for classic
 //     queues, the queue's Raft group for quorum queues on the node that
 //     leads it.
