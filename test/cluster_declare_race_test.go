@@ -199,4 +199,32 @@ func TestClusterConcurrentDeclare(t *testing.T) {
 			}
 		}
 	}
+	// And to a quorum queue, whose leader is on one node: confirmed from
+	// every node.
+	if _, err := chans[0].QueueDeclare("after-quorum", true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range nodes {
+		eventually(t, 10*time.Second, "after-quorum visible on node "+fmt.Sprint(i), func() bool {
+			ch, err := dialChannel(nodes[i])
+			if err != nil {
+				return false
+			}
+			defer ch.Close()
+			_, err = ch.QueueDeclarePassive("after-quorum", true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
+			return err == nil
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		dc, err := chans[i].PublishWithDeferredConfirmWithContext(ctx, "", "after-quorum", false, false,
+			amqp.Publishing{DeliveryMode: amqp.Persistent, Body: []byte("after")})
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		ok, err := dc.WaitContext(ctx)
+		cancel()
+		if err != nil || !ok {
+			t.Fatalf("publish from node %d to the quorum queue not confirmed: ok %v err %v", i, ok, err)
+		}
+	}
 }
