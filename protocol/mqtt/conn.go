@@ -74,6 +74,7 @@ type conn struct {
 	// lingering: the writer sent that packet and lingerClose owns the
 	// closing of nc.
 	lingering atomic.Bool
+	readDone  chan struct{} // closed when the reader has stopped
 
 	infMu    sync.Mutex
 	inflight pidTable
@@ -100,13 +101,15 @@ func newConn(s *Server, nc net.Conn, transport string) *conn {
 		s: s, nc: nc, br: bufio.NewReaderSize(nc, readBufSize), transport: transport,
 		name: s.connName(nc), connectedAt: time.Now(),
 		outSig: make(chan struct{}, 1), quit: make(chan struct{}), wdone: make(chan struct{}),
-		abort: make(chan struct{}),
+		abort:    make(chan struct{}),
+		readDone: make(chan struct{}),
 	}
 }
 
 func (c *conn) serve() {
 	go c.writeLoop()
 	err := c.readLoop()
+	close(c.readDone)
 	c.flushSettles()
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		c.s.log.Debug("connection closed", "conn", c.name, "client_id", c.clientID, "err", err)
@@ -395,12 +398,18 @@ const (
 // reset can discard the packet before the client reads it (a client
 // still sending, such as one answering PUBRECs before it reads the
 // DISCONNECT that follows them, sees only a broken socket). So the
-// sending side is shut first and what the client still sends is read
-// and dropped until it closes too, for at most lingerTime and
-// lingerBytes.
-func lingerClose(nc net.Conn) {
+// sending side is shut first, and once the reader has stopped (the writer
+// cut its wait short) what the client still sends is read and dropped
+// until it closes too, for at most lingerTime and lingerBytes.
+func lingerClose(nc net.Conn, readDone <-chan struct{}) {
 	cw, ok := nc.(interface{ CloseWrite() error })
 	if !ok || cw.CloseWrite() != nil {
+		nc.Close()
+		return
+	}
+	select {
+	case <-readDone:
+	case <-time.After(lingerTime):
 		nc.Close()
 		return
 	}

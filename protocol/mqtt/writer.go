@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"sync"
+	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
 
@@ -131,7 +132,11 @@ func (c *conn) writeLoop() {
 			// The last packet (a refusing CONNACK, a DISCONNECT) is
 			// out: close gently so that it reaches the client.
 			c.lingering.Store(true)
-			go lingerClose(c.nc)
+			// The reader stops now (it may be waiting for a client
+			// that has gone: a session takeover must not wait for it);
+			// lingerClose drains after it.
+			_ = c.nc.SetReadDeadline(time.Now())
+			go lingerClose(c.nc, c.readDone)
 			return
 		}
 	}
