@@ -124,20 +124,47 @@ func Build(ctx context.Context, dir string) (string, error) {
 	return out, nil
 }
 
-// FreePort returns a loopback TCP port that was free a moment ago.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// handedOut are the ports FreePort and FreeTCPUDPPort returned in this
+// process: the kernel may offer a port again as soon as the probe closes,
+// and two picks of one port (node 1's Raft port and node 2's HTTP port)
+// make one start fail, or worse, one node answer for another.
+var (
+	handedMu  sync.Mutex
+	handedOut = map[int]bool{}
+)
+
+// claim records port as handed out; false if it was already.
+func claim(port int) bool {
+	handedMu.Lock()
+	defer handedMu.Unlock()
+	if handedOut[port] {
+		return false
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	handedOut[port] = true
+	return true
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago and that
+// this process has not been given before.
+func FreePort() (int, error) {
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if claim(port) {
+			return port, nil
+		}
+	}
+	return 0, errors.New("testbin: no free port not handed out before")
 }
 
 // FreeTCPUDPPort returns a loopback port free a moment ago for both TCP
-// and UDP (gossip binds both).
+// and UDP (gossip binds both), not handed out before.
 func FreeTCPUDPPort() (int, error) {
-	for range 50 {
+	for range 100 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return 0, err
@@ -147,7 +174,9 @@ func FreeTCPUDPPort() (int, error) {
 		l.Close()
 		if err == nil {
 			u.Close()
-			return port, nil
+			if claim(port) {
+				return port, nil
+			}
 		}
 	}
 	return 0, errors.New("testbin: no port free for both TCP and UDP")
