@@ -122,22 +122,18 @@ func startClusterWith(t *testing.T, n int, perNode func(i int) []string, extra .
 	}
 	wg.Wait()
 	t.Cleanup(func() {
-		var wg sync.WaitGroup
+		// One at a time: each node leaves while the others still hold a
+		// majority, and they take it out of the Raft configuration, so
+		// the last one is a group of one that can still commit what its
+		// shutdown writes. Stopped all at once, the last could be left
+		// without a majority and overrun its shutdown.
 		for _, nd := range nodes {
-			if nd.p == nil {
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if nd.p.Running() {
-					if err := nd.p.Stop(); err != nil {
-						t.Errorf("stop %s: %v", nd.name, err)
-					}
+			if nd.p != nil && nd.p.Running() {
+				if err := nd.p.Stop(); err != nil {
+					t.Errorf("stop %s: %v", nd.name, err)
 				}
-			}()
+			}
 		}
-		wg.Wait()
 		for _, nd := range nodes {
 			if nd.p == nil {
 				continue

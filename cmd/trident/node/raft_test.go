@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,22 +39,40 @@ func clusterConfig(t *testing.T, name, gossip string, expect int, join ...string
 	return c
 }
 
+// startClusterNode starts a clustered node on a free gossip port, trying
+// another if a parallel test (another package's process) took the one
+// picked before the node bound it; it returns the node and its gossip
+// address.
+func startClusterNode(t *testing.T, name string, expect int, join ...string) (*Node, string) {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		g := freeGossipAddr(t)
+		n, err := Start(clusterConfig(t, name, g, expect, join...), nil)
+		if err == nil {
+			return n, g
+		}
+		if attempt == 4 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+	}
+}
+
 func hasVHost(n *Node, name string) bool { return slices.Contains(n.Broker().VHosts(), name) }
 
 // TestClusterMeta: three nodes formed by bootstrap_expect replicate
 // vhosts and users through the metadata group; the partition endpoint
 // isolates one node, the others go on, and it catches up once healed.
 func TestClusterMeta(t *testing.T) {
-	gossip := []string{freeGossipAddr(t), freeGossipAddr(t), freeGossipAddr(t)}
 	nodes := make([]*Node, 3)
+	var first string
 	for i := range nodes {
 		var join []string
 		if i > 0 {
-			join = gossip[:1]
+			join = []string{first}
 		}
-		n, err := Start(clusterConfig(t, fmt.Sprintf("n%d@test", i), gossip[i], 3, join...), nil)
-		if err != nil {
-			t.Fatal(err)
+		n, g := startClusterNode(t, fmt.Sprintf("n%d@test", i), 3, join...)
+		if i == 0 {
+			first = g
 		}
 		nodes[i] = n
 		defer closeNode(t, n)
@@ -156,20 +175,13 @@ func getPartition(t *testing.T, n *Node) []string {
 // a cluster of one at once; a node started with --join is added by it and
 // receives the metadata written before it came.
 func TestClusterAloneAndJoin(t *testing.T) {
-	ga, gb := freeGossipAddr(t), freeGossipAddr(t)
-	a, err := Start(clusterConfig(t, "a@test", ga, 0), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, ga := startClusterNode(t, "a@test", 0)
 	defer closeNode(t, a)
 	waitUntil(t, "a leads", func() bool { return a.MetaLeader() == "a@test" })
 	if err := a.Broker().EnsureVHost("early"); err != nil {
 		t.Fatal(err)
 	}
-	b, err := Start(clusterConfig(t, "b@test", gb, 0, ga), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, _ := startClusterNode(t, "b@test", 0, ga)
 	defer closeNode(t, b)
 	waitUntil(t, "b follows a", func() bool { return b.MetaLeader() == "a@test" && hasVHost(b, "early") })
 	if err := b.Broker().EnsureVHost("late"); err != nil { // forwarded to a
