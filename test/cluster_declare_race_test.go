@@ -185,17 +185,8 @@ func TestClusterConcurrentDeclare(t *testing.T) {
 				_, err = ch.QueueDeclarePassive(q, true, false, false, false, nil)
 				return err == nil
 			})
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			dc, err := chans[i].PublishWithDeferredConfirmWithContext(ctx, "", q, false, false,
-				amqp.Publishing{DeliveryMode: amqp.Persistent, Body: []byte("after")})
-			if err != nil {
-				cancel()
-				t.Fatal(err)
-			}
-			ok, err := dc.WaitContext(ctx)
-			cancel()
-			if err != nil || !ok {
-				t.Fatalf("publish from node %d to %s (homed on node %d) not confirmed: ok %v err %v", i, q, j, ok, err)
+			if err := confirmOne(chans[i], q, 2*time.Second); err != nil {
+				t.Fatalf("publish from node %d to %s (homed on node %d): %v", i, q, j, err)
 			}
 		}
 	}
@@ -214,17 +205,28 @@ func TestClusterConcurrentDeclare(t *testing.T) {
 			_, err = ch.QueueDeclarePassive("after-quorum", true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
 			return err == nil
 		})
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		dc, err := chans[i].PublishWithDeferredConfirmWithContext(ctx, "", "after-quorum", false, false,
-			amqp.Publishing{DeliveryMode: amqp.Persistent, Body: []byte("after")})
-		if err != nil {
-			cancel()
-			t.Fatal(err)
-		}
-		ok, err := dc.WaitContext(ctx)
-		cancel()
-		if err != nil || !ok {
-			t.Fatalf("publish from node %d to the quorum queue not confirmed: ok %v err %v", i, ok, err)
+		if err := confirmOne(chans[i], "after-quorum", 5*time.Second); err != nil {
+			t.Fatalf("publish from node %d to the quorum queue: %v", i, err)
 		}
 	}
+}
+
+// confirmOne publishes one persistent message to queue on ch (in
+// confirm mode) and waits at most d for its basic.ack.
+func confirmOne(ch *amqp.Channel, queue string, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, false, false,
+		amqp.Publishing{DeliveryMode: amqp.Persistent, Body: []byte("after")})
+	if err != nil {
+		return err
+	}
+	ok, err := dc.WaitContext(ctx)
+	if err == nil && !ok {
+		err = fmt.Errorf("nacked")
+	}
+	if err != nil {
+		return fmt.Errorf("not confirmed: %w", err)
+	}
+	return nil
 }
