@@ -77,22 +77,19 @@ func mapKeys[V any](m map[string]V) []string {
 // and that connects again at once gets a new session whose subscription
 // works: the old session's removal (its durable queue, here) is done
 // before the new session starts, and never takes the new one's queue.
+// A regression check: the race it guards against showed in the Eclipse
+// interop suite's sequence, and this loop does not reproduce it reliably
+// on the code before the fix.
 func TestMQTT5SessionEndsBeforeNext(t *testing.T) {
 	b := startMQTTBroker(t)
 	addr := b.mqttAddr()
 	pub, _ := dial5(t, addr, &paho.Connect{ClientID: "next-pub", CleanStart: true})
-	for i := range 5 {
-		// A persistent session with a durable queue holding messages
-		// (their removal takes a while)...
+	for i := range 10 {
+		// A persistent session with a durable queue holding a message...
 		c, _ := dial5(t, addr, &paho.Connect{ClientID: "next", CleanStart: true,
 			Properties: &paho.ConnectProperties{SessionExpiryInterval: u32(600)}})
 		c.subscribe(t, paho.SubscribeOptions{Topic: "next/#", QoS: 1})
 		_ = c.Disconnect(&paho.Disconnect{})
-		for range 2000 {
-			if _, err := pub.Client.Publish(context.Background(), &paho.Publish{Topic: "next/old", QoS: 0, Payload: []byte("old")}); err != nil {
-				t.Fatal(err)
-			}
-		}
 		pub.publish(t, &paho.Publish{Topic: "next/old", QoS: 1, Payload: []byte("old")})
 		// ...resumed with expiry 0, so it ends with this connection...
 		c, _ = dial5(t, addr, &paho.Connect{ClientID: "next", CleanStart: false})

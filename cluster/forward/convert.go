@@ -22,9 +22,10 @@ import (
 // decodes a client's publish into (wire.Table, wire.Decimal, UTC times), so
 // a forwarded message is indistinguishable from a local one.
 
-// toPublishing converts m for basic.publish as hop number level. It fails
-// only on a header value that AMQP cannot carry.
-func toPublishing(m *exchange.Message, queue string, level int) (amqp.Publishing, error) {
+// toPublishing converts m for basic.publish. It fails only on a header
+// value that AMQP cannot carry. A message forwarded before says how many
+// hops it has made with this one (m.Hops + 1).
+func toPublishing(m *exchange.Message, queue string) (amqp.Publishing, error) {
 	p := &m.Props
 	pub := amqp.Publishing{
 		ContentType:     p.ContentType,
@@ -58,11 +59,11 @@ func toPublishing(m *exchange.Message, queue string, level int) (amqp.Publishing
 		pub.Headers[exchange.ForwardExchangeHeader] = m.Exchange
 		pub.Headers[exchange.ForwardRoutingKeyHeader] = m.RoutingKey
 	}
-	if level > 1 {
+	if m.Hops > 0 {
 		if pub.Headers == nil {
 			pub.Headers = amqp.Table{}
 		}
-		pub.Headers[exchange.ForwardHopsHeader] = int32(level)
+		pub.Headers[exchange.ForwardHopsHeader] = int32(m.Hops) + 1
 	}
 	return pub, nil
 }

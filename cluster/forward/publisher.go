@@ -12,7 +12,7 @@ import (
 
 // publisher is a link's publishing side: one goroutine that takes what
 // Publish queued, in batches, and publishes it on a confirm-mode channel
-// of the message's hop (level); a second goroutine per channel matches
+// of the message's hop; a second goroutine per channel matches
 // confirms (which amqp091-go hands over in tag order, splitting
 // multiple=true acks into one per tag) to a FIFO of callbacks.
 //
@@ -32,7 +32,7 @@ type publisher struct {
 	mu      sync.Mutex
 	space   sync.Cond    // signalled when pending drops
 	queue   []pubReq     // not yet sent
-	pending [MaxHops]int // by level - 1: queued + sent and awaiting a confirm
+	pending [MaxHops]int // by hop: queued + sent and awaiting a confirm
 	closed  bool
 	started bool
 
@@ -46,9 +46,9 @@ type pubReq struct {
 	done  func(error)
 }
 
-// level is the hop r makes, from 1 (a message published on this node)
-// to MaxHops.
-func (r *pubReq) level() int { return int(r.m.Hops) + 1 }
+// hop indexes r's channel and budget: how many times its message was
+// forwarded before, 0 for one published on this node.
+func (r *pubReq) hop() int { return int(r.m.Hops) }
 
 func newPublisher(l *link) *publisher {
 	p := &publisher{l: l, wake: make(chan struct{}, 1), stop: make(chan struct{})}
@@ -67,10 +67,10 @@ func (p *publisher) publish(m *exchange.Message, queue string, done func(error))
 		return
 	}
 	p.mu.Lock()
-	// Each level has its own budget: a forward of the next hop must
+	// Each hop has its own budget: a forward of the next hop must
 	// never wait for room that messages waiting on it hold.
-	lv := int(m.Hops)
-	for p.pending[lv] >= MaxPending && !p.closed {
+	hop := int(m.Hops)
+	for p.pending[hop] >= MaxPending && !p.closed {
 		p.space.Wait()
 	}
 	if p.closed {
@@ -79,7 +79,7 @@ func (p *publisher) publish(m *exchange.Message, queue string, done func(error))
 		return
 	}
 	p.queue = append(p.queue, pubReq{m: m, queue: queue, done: done})
-	p.pending[lv]++
+	p.pending[hop]++
 	if !p.started {
 		p.started = true
 		go p.run()
@@ -94,12 +94,12 @@ func (p *publisher) publish(m *exchange.Message, queue string, done func(error))
 // finished releases n pending slots. Called before the callbacks run, so
 // that a callback waiting for a lock held by a blocked Publish cannot
 // deadlock.
-func (p *publisher) finished(level, n int) {
+func (p *publisher) finished(hop, n int) {
 	if n == 0 {
 		return
 	}
 	p.mu.Lock()
-	p.pending[level-1] -= n
+	p.pending[hop] -= n
 	p.space.Broadcast()
 	p.mu.Unlock()
 }
@@ -117,7 +117,7 @@ func (p *publisher) close() {
 }
 
 func (p *publisher) run() {
-	var cur [MaxHops]*confirmChan // by level - 1
+	var cur [MaxHops]*confirmChan // by hop
 	var batch []pubReq
 	for {
 		select {
@@ -142,29 +142,29 @@ func (p *publisher) run() {
 	}
 }
 
-// send publishes a batch, each message on the channel of its level,
+// send publishes a batch, each message on the channel of its hop,
 // opening a channel where there is none or it died; what cannot be
 // published fails at once.
 func (p *publisher) send(cur *[MaxHops]*confirmChan, batch []pubReq) {
 	now := time.Now().UnixNano()
 	for i, r := range batch {
-		lv := r.level()
-		pub, err := toPublishing(r.m, r.queue, lv)
+		hop := r.hop()
+		pub, err := toPublishing(r.m, r.queue)
 		if err != nil {
 			p.fail(batch[i:i+1], err)
 			continue
 		}
 		for attempt := 0; ; attempt++ {
-			cc := cur[lv-1]
+			cc := cur[hop]
 			if cc == nil || cc.isDead() {
-				if cc, err = p.open(lv); err != nil {
+				if cc, err = p.open(hop); err != nil {
 					// The peer is unreachable: fail the rest of the batch
 					// rather than hold the core's publishers.
-					cur[lv-1] = nil
+					cur[hop] = nil
 					p.fail(batch[i:], err)
 					return
 				}
-				cur[lv-1] = cc
+				cur[hop] = cc
 			}
 			if cc.send(r.queue, pub, r.done, now) {
 				break
@@ -180,19 +180,19 @@ func (p *publisher) send(cur *[MaxHops]*confirmChan, batch []pubReq) {
 func (p *publisher) fail(rs []pubReq, err error) {
 	var n [MaxHops]int
 	for i := range rs {
-		n[rs[i].level()-1]++
+		n[rs[i].hop()]++
 	}
-	for i, k := range n {
-		p.finished(i+1, k)
+	for hop, k := range n {
+		p.finished(hop, k)
 	}
 	for _, r := range rs {
 		r.done(err)
 	}
 }
 
-// open makes a new confirm-mode channel for messages of level and starts
+// open makes a new confirm-mode channel for messages of hop and starts
 // its listener.
-func (p *publisher) open(level int) (*confirmChan, error) {
+func (p *publisher) open(hop int) (*confirmChan, error) {
 	c, err := p.l.connection()
 	if err != nil {
 		return nil, err
@@ -205,7 +205,7 @@ func (p *publisher) open(level int) (*confirmChan, error) {
 		_ = ch.Close()
 		return nil, errors.Join(ErrConnectionLost, err)
 	}
-	cc := &confirmChan{p: p, ch: ch, level: level}
+	cc := &confirmChan{p: p, ch: ch, hop: hop}
 	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 1024))
 	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
 	go cc.listen(confirms, closes)
@@ -214,9 +214,9 @@ func (p *publisher) open(level int) (*confirmChan, error) {
 
 // confirmChan is one confirm-mode channel and its callbacks in tag order.
 type confirmChan struct {
-	p     *publisher
-	ch    *amqp.Channel
-	level int
+	p   *publisher
+	ch  *amqp.Channel
+	hop int
 
 	mu   sync.Mutex
 	fifo []inflight // fifo[head:] await their confirm, tags ascending
@@ -295,7 +295,7 @@ func (cc *confirmChan) listen(confirms <-chan amqp.Confirmation, closes <-chan *
 		}
 		cc.compact()
 		cc.mu.Unlock()
-		cc.p.finished(cc.level, len(settled))
+		cc.p.finished(cc.hop, len(settled))
 		for _, s := range settled {
 			if s.tag == c.DeliveryTag && !c.Ack {
 				s.done(ErrNacked)
@@ -319,7 +319,7 @@ func (cc *confirmChan) listen(confirms <-chan amqp.Confirmation, closes <-chan *
 	rest := cc.fifo[cc.head:]
 	cc.fifo, cc.head = nil, 0
 	cc.mu.Unlock()
-	cc.p.finished(cc.level, len(rest))
+	cc.p.finished(cc.hop, len(rest))
 	for _, s := range rest {
 		s.done(err)
 	}

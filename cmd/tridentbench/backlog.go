@@ -187,15 +187,11 @@ func backlogRemote(ctx context.Context, o *options, name, url string, n int, pid
 // backlogFill publishes n persistent messages to a new durable queue with
 // at most 1000 unconfirmed, and returns the rate of each tenth.
 func backlogFill(ctx context.Context, url string, n, size int) ([]float64, float64, error) {
-	conn, err := amqp.Dial(url)
+	conn, ch, err := openChannel(url, "backlog publisher")
 	if err != nil {
 		return nil, 0, err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return nil, 0, err
-	}
 	if _, err := ch.QueueDeclare(backlogQueue, true, false, false, false, nil); err != nil {
 		return nil, 0, err
 	}
@@ -265,15 +261,11 @@ func backlogFill(ctx context.Context, url string, n, size int) ([]float64, float
 // backlogDrain consumes the queue to empty with manual acks (multiple
 // every ackEvery) and returns the rate of each tenth and the count.
 func backlogDrain(ctx context.Context, url string, n, prefetch, ackEvery int) ([]float64, float64, int, error) {
-	conn, err := amqp.Dial(url)
+	conn, ch, err := openChannel(url, "backlog consumer")
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return nil, 0, 0, err
-	}
 	if err := ch.Qos(prefetch, 0, false); err != nil {
 		return nil, 0, 0, err
 	}
@@ -320,32 +312,37 @@ func backlogDrain(ctx context.Context, url string, n, prefetch, ackEvery int) ([
 	return tenths, rate, got, nil
 }
 
+// openChannel opens a connection (dial, amqp.go) and a channel on it.
+func openChannel(url, name string) (*amqp.Connection, *amqp.Channel, error) {
+	conn, err := dial(url, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return conn, ch, nil
+}
+
 func passiveCount(url string) (int, error) {
-	conn, err := amqp.Dial(url)
+	conn, ch, err := openChannel(url, "backlog count")
 	if err != nil {
 		return 0, err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return 0, err
-	}
 	q, err := ch.QueueDeclarePassive(backlogQueue, true, false, false, false, nil)
 	return q.Messages, err
 }
 
 func deleteBacklogQueue(url string) error {
-	conn, err := amqp.Dial(url)
+	conn, ch, err := openChannel(url, "backlog delete")
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
-	_, err = ch.QueueDelete(backlogQueue, false, false, false)
-	return err
+	return deleteQueue(conn, ch, backlogQueue)
 }
 
 // procStatus reads a field of /proc/pid/status in bytes (kB in the file).
