@@ -24,7 +24,39 @@ type Broker struct {
 	limits *Limiter
 
 	cluster Cluster // nil when standalone
+
+	// Paging (page.go): the default in-memory window of a queue lane,
+	// and memory pressure (set by the node's memory watch), under which
+	// queues page out at once.
+	windowMsgs, windowBytes atomic.Int64
+	memPressure             atomic.Bool
+	paged                   struct{ out, in atomic.Uint64 }
 }
+
+// SetQueueWindow sets the default in-memory window of every classic
+// queue (per priority level): at most msgs messages and bytes body bytes
+// are kept in memory at its head; the rest of its backlog is in the store.
+// Zero or negative values keep the built-in default (2048 messages, 8 MiB).
+func (b *Broker) SetQueueWindow(msgs int, bytes int64) {
+	if msgs <= 0 {
+		msgs = defaultWindowMsgs
+	}
+	if bytes <= 0 {
+		bytes = defaultWindowBytes
+	}
+	b.windowMsgs.Store(int64(msgs))
+	b.windowBytes.Store(bytes)
+}
+
+// SetMemoryPressure tells the core that the node is short of memory (the
+// node's memory watch sets it past a share of the memory alarm's limit):
+// while it is set, queues keep no new messages in memory and a queue
+// without consumers pages out what it holds.
+func (b *Broker) SetMemoryPressure(on bool) { b.memPressure.Store(on) }
+
+// PagingStats returns how many messages queues have paged out to the store
+// and read back in since start.
+func (b *Broker) PagingStats() (out, in uint64) { return b.paged.out.Load(), b.paged.in.Load() }
 
 // Alarms returns the broker's resource alarms.
 func (b *Broker) Alarms() *Alarms { return b.alarms }
@@ -39,6 +71,7 @@ func New(st Store, log *slog.Logger) (*Broker, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	b := &Broker{store: st, log: log, vhosts: map[string]*VHost{}, alarms: newAlarms(), limits: newLimiter()}
+	b.SetQueueWindow(0, 0)
 	if err := b.recover(); err != nil {
 		return nil, fmt.Errorf("exchange: recovery: %w", err)
 	}
@@ -249,12 +282,25 @@ func (b *Broker) recover() error {
 		return err
 	}
 	delivered := map[uint64]map[uint64]bool{}
+	upto := map[uint64]uint64{}
 	if err := b.store.LoadMeta(deliveredPrefix, func(key string, val []byte) error {
-		if id, err := strconv.ParseUint(strings.TrimPrefix(key, deliveredPrefix), 10, 64); err == nil {
+		rest := strings.TrimPrefix(key, deliveredPrefix)
+		if idStr, ok := strings.CutSuffix(rest, deliveredUpToSuffix); ok {
+			if id, err := strconv.ParseUint(idStr, 10, 64); err == nil {
+				if x, n := binary.Uvarint(val); n > 0 {
+					upto[id] = x
+				}
+			}
+			return nil
+		}
+		if id, err := strconv.ParseUint(rest, 10, 64); err == nil {
 			delivered[id] = decodeDelivered(val)
 		}
 		return nil
 	}); err != nil {
+		return err
+	}
+	if err := b.migrateMessageKeys(queues); err != nil {
 		return err
 	}
 	// From here on a crash is not a clean shutdown.
@@ -264,27 +310,19 @@ func (b *Broker) recover() error {
 	if err := b.store.DeleteMetaPrefix(deliveredPrefix); err != nil {
 		return err
 	}
+	// Keys only: bodies are read as consumers reach them (page.go).
 	var total int
 	for _, q := range queues {
-		seen := delivered[q.id]
-		err := b.store.LoadMessages(q.id, func(seq uint64, data []byte) error {
-			m, _, err := decodeMessage(data)
-			if err != nil {
-				b.log.Error("corrupt stored message skipped", "queue", q.name, "seq", seq, "err", err)
-				return nil
-			}
-			if m.expiresAt != 0 {
-				q.vh.anyExpiring.Store(true)
-			}
-			q.recoverMessage(seq, m, !clean || seen[seq])
-			total++
-			return nil
-		})
+		n, err := q.recoverKeys(!clean, delivered[q.id], upto[q.id])
 		if err != nil {
 			return err
 		}
+		total += n
 	}
 	for _, q := range queues {
+		if q.a.messageTTL < 0 {
+			continue // per-message expiry is seen as messages reach the head
+		}
 		q.mu.Lock()
 		now := nowNano()
 		q.cmdExpire(now)
@@ -299,4 +337,67 @@ func (b *Broker) recover() error {
 	}
 	b.log.Info("recovered", "vhosts", len(b.vhosts), "queues", len(queues), "messages", total)
 	return nil
+}
+
+// storeFormatKey holds the layout of message keys: absent (the first
+// layout, keyed by seq alone) or 2 (page.go: lane, seq and page flag).
+const storeFormatKey = "store/format"
+
+// migrateMessageKeys rewrites the messages of a store written with the
+// first key layout into the current one, once. It reads every message, so
+// it is slow for a large backlog, and only ever runs on an old data dir.
+func (b *Broker) migrateMessageKeys(queues []*Queue) error {
+	format := 0
+	if err := b.store.LoadMeta(storeFormatKey, func(_ string, v []byte) error {
+		if len(v) > 0 {
+			format = int(v[0])
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if format >= 2 {
+		return nil
+	}
+	moved := 0
+	for _, q := range queues {
+		if q.xa.quorum {
+			continue
+		}
+		type rec struct {
+			seq  uint64
+			data []byte
+			m    *Message
+		}
+		var all []rec
+		if err := b.store.LoadMessages(q.id, func(seq uint64, data []byte) error {
+			m, _, err := decodeMessage(data)
+			if err != nil {
+				b.log.Error("corrupt stored message skipped", "queue", q.name, "seq", seq, "err", err)
+				return nil
+			}
+			all = append(all, rec{seq, data, m})
+			return nil
+		}); err != nil {
+			return err
+		}
+		if len(all) == 0 {
+			continue
+		}
+		if err := b.store.DropMessages(q.id); err != nil {
+			return err
+		}
+		for _, r := range all {
+			e := entry{msg: r.m, seq: r.seq}
+			b.store.AppendMessage(q.id, q.storeKey(&e), r.data, nil)
+		}
+		moved += len(all)
+	}
+	if err := b.store.Sync(); err != nil {
+		return err
+	}
+	if moved > 0 {
+		b.log.Info("stored messages rewritten to the current key layout", "messages", moved)
+	}
+	return b.store.PutMeta(storeFormatKey, []byte{2})
 }

@@ -5,7 +5,8 @@ type entry struct {
 	msg        *Message
 	seq        uint64
 	deliveries uint32 // times delivered; >0 means redelivered
-	stored     bool   // persisted in the store under (queue id, seq)
+	stored     bool   // persisted in the store under (queue id, storeKey)
+	page       bool   // a transient message stored only to page it out (dropped at restart)
 	up         uint64 // a proxy's upstream delivery tag (Remote), 0 if local
 }
 
@@ -90,86 +91,14 @@ func (d *deque) insert(e entry) {
 	*d.at(lo) = e
 }
 
-// readyList holds ready messages, one deque per priority level.
-type readyList struct {
-	levels []deque // index = priority; len 1 without x-max-priority
-	n      int
-	bytes  int64
-}
-
-func newReadyList(maxPriority int) readyList {
-	return readyList{levels: make([]deque, maxPriority+1)}
-}
-
-func (r *readyList) level(e *entry) *deque {
-	p := int(e.msg.Props.Priority)
-	if p >= len(r.levels) {
-		p = len(r.levels) - 1
+// popBack removes the newest entry.
+func (d *deque) popBack() entry {
+	i := (d.head + d.n - 1) % len(d.buf)
+	e := d.buf[i]
+	d.buf[i] = entry{}
+	d.n--
+	if d.n == 0 {
+		d.head = 0
 	}
-	return &r.levels[p]
-}
-
-func (r *readyList) push(e entry) {
-	r.level(&e).pushBack(e)
-	r.n++
-	r.bytes += int64(len(e.msg.Body))
-}
-
-func (r *readyList) insert(e entry) {
-	r.level(&e).insert(e)
-	r.n++
-	r.bytes += int64(len(e.msg.Body))
-}
-
-// front returns the deque holding the next message to deliver.
-func (r *readyList) front() *deque {
-	for i := len(r.levels) - 1; i >= 0; i-- {
-		if r.levels[i].n > 0 {
-			return &r.levels[i]
-		}
-	}
-	return nil
-}
-
-func (r *readyList) peek() *entry {
-	if d := r.front(); d != nil {
-		return d.peek()
-	}
-	return nil
-}
-
-func (r *readyList) pop() (entry, bool) {
-	d := r.front()
-	if d == nil {
-		return entry{}, false
-	}
-	e := d.popFront()
-	r.n--
-	r.bytes -= int64(len(e.msg.Body))
-	return e, true
-}
-
-// popOldest removes the head of the lowest priority level (x-max-length drops
-// from the head; with priorities, RabbitMQ drops the lowest priority first).
-func (r *readyList) popOldest() (entry, bool) {
-	for i := range r.levels {
-		if r.levels[i].n > 0 {
-			e := r.levels[i].popFront()
-			r.n--
-			r.bytes -= int64(len(e.msg.Body))
-			return e, true
-		}
-	}
-	return entry{}, false
-}
-
-func (r *readyList) clear() []entry {
-	out := make([]entry, 0, r.n)
-	for i := range r.levels {
-		for r.levels[i].n > 0 {
-			out = append(out, r.levels[i].popFront())
-		}
-	}
-	r.n, r.bytes = 0, 0
-	return out
+	return e
 }

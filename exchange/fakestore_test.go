@@ -122,6 +122,26 @@ func (s *fakeStore) LoadMessages(qid uint64, fn func(seq uint64, data []byte) er
 	return nil
 }
 
+func (s *fakeStore) ReadMessages(qid, from uint64, fn func(seq uint64, data []byte) bool) error {
+	s.mu.Lock()
+	seqs := s.seqsLocked(qid)
+	data := make([][]byte, len(seqs))
+	for i, q := range seqs {
+		data[i] = s.msgs[qid][q]
+	}
+	s.mu.Unlock()
+	for i, q := range seqs {
+		if q >= from && !fn(q, data[i]) {
+			return nil
+		}
+	}
+	return nil
+}
+
+func (s *fakeStore) MessageKeys(qid, from uint64, fn func(seq uint64, size int64) bool) error {
+	return s.ReadMessages(qid, from, func(seq uint64, data []byte) bool { return fn(seq, int64(len(data))) })
+}
+
 func (s *fakeStore) DropMessages(qid uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -59,6 +59,9 @@ const (
 	polDLRK           = "dead-letter-routing-key"
 	polOverflow       = "overflow"
 	polAE             = "alternate-exchange"
+	polMemLen         = "max-in-memory-length"
+	polMemBytes       = "max-in-memory-bytes"
+	polQueueMode      = "queue-mode"
 )
 
 // compilePolicy validates p and returns a copy ready to be set.
@@ -105,8 +108,12 @@ func validateDefinition(def Table) error {
 		val := def[k]
 		min := int64(-1)
 		switch k {
-		case polMessageTTL, polMaxLength, polMaxLengthBytes, polDeliveryLimit:
+		case polMessageTTL, polMaxLength, polMaxLengthBytes, polDeliveryLimit, polMemLen, polMemBytes:
 			min = 0
+		case polQueueMode:
+			if val != "lazy" && val != "default" {
+				return errorf(KindPreconditionFailed, "%v is not a valid queue-mode value", val)
+			}
 		case polExpires:
 			min = 1
 		case polDLX, polDLRK, polAE:
@@ -196,6 +203,13 @@ func (p *Policy) withPolicy(xa queueArgs, args Table) queueArgs {
 	lower(&a.maxLen, polMaxLength, a.maxLen < 0)
 	lower(&a.maxLenBytes, polMaxLengthBytes, a.maxLenBytes < 0)
 	lower(&a.deliveryLimit, polDeliveryLimit, a.deliveryLimit < 0)
+	lower(&a.memLen, polMemLen, a.memLen < 0)
+	lower(&a.memBytes, polMemBytes, a.memBytes < 0)
+	if d[polQueueMode] == "lazy" {
+		if _, set := args["x-queue-mode"]; !set {
+			a.memLen = 0
+		}
+	}
 	if s, ok := d[polDLX].(string); ok && !xa.hasDLX {
 		a.dlx, a.hasDLX = s, true
 	}
@@ -222,6 +236,7 @@ func (q *Queue) setPolicyLocked(p *Policy) {
 	q.a.maxLen, q.a.maxLenBytes, q.a.overflow = a.maxLen, a.maxLenBytes, a.overflow
 	q.a.dlx, q.a.hasDLX, q.a.dlrk, q.a.hasDLRK = a.dlx, a.hasDLX, a.dlrk, a.hasDLRK
 	q.a.deliveryLimit = a.deliveryLimit
+	q.a.memLen, q.a.memBytes = a.memLen, a.memBytes
 	if q.deleted {
 		return
 	}

@@ -95,7 +95,7 @@ func TestPolicyPrecedence(t *testing.T) {
 	q.mu.Lock()
 	a := q.a
 	q.mu.Unlock()
-	want := queueArgs{messageTTL: 1000, expires: 60000, maxLen: 2, maxLenBytes: 100, overflow: OverflowDropHead,
+	want := queueArgs{memLen: -1, memBytes: -1, messageTTL: 1000, expires: 60000, maxLen: 2, maxLenBytes: 100, overflow: OverflowDropHead,
 		dlx: "xdlx", hasDLX: true, dlrk: "prk", hasDLRK: true, deliveryLimit: 3}
 	if a != want {
 		t.Fatalf("effective args\n got %+v\nwant %+v", a, want)
@@ -104,7 +104,7 @@ func TestPolicyPrecedence(t *testing.T) {
 	q2.mu.Lock()
 	a = q2.a
 	q2.mu.Unlock()
-	want = queueArgs{messageTTL: 1000, expires: 60000, maxLen: 5, maxLenBytes: 100, overflow: OverflowRejectPublish,
+	want = queueArgs{memLen: -1, memBytes: -1, messageTTL: 1000, expires: 60000, maxLen: 5, maxLenBytes: 100, overflow: OverflowRejectPublish,
 		dlx: "pdlx", hasDLX: true, dlrk: "prk", hasDLRK: true, deliveryLimit: 3}
 	if a != want {
 		t.Fatalf("effective args without x-arguments\n got %+v\nwant %+v", a, want)

@@ -83,7 +83,7 @@ func (q *Queue) currentRemote() Remote {
 // credit back; their later acks of forgotten deliveries are ignored.
 func (q *Queue) forgetLocked() {
 	q.epoch = (q.epoch + 1) & (1<<(64-epochShift) - 1)
-	q.ready.clear()
+	q.ready.clear(false)
 	for seq, u := range q.unacked {
 		delete(q.unacked, seq)
 		q.releaseCredit(u.c)
@@ -113,7 +113,7 @@ func (q *Queue) consumeRemoteLocked() {
 	if w == 0 {
 		r.StopConsuming()
 		// Unacked upstream, so the owner requeues them.
-		q.ready.clear()
+		q.ready.clear(false)
 		return
 	}
 	r.Consume(w, func(m *Message, tag uint64, redelivered bool) { q.pushRemote(r, m, tag, redelivered) },
@@ -142,7 +142,7 @@ func (q *Queue) pushRemote(r Remote, m *Message, tag uint64, redelivered bool) {
 func (q *Queue) resetRemote(r Remote) {
 	q.mu.Lock()
 	if q.remote == r {
-		q.ready.clear()
+		q.ready.clear(false)
 	}
 	q.mu.Unlock()
 }

@@ -32,10 +32,15 @@ type queueArgs struct {
 	quorum        bool  // x-queue-type quorum
 	deliveryLimit int64 // x-delivery-limit, -1 none
 	groupSize     int   // x-quorum-initial-group-size, 0 default
+
+	// The in-memory window (page.go): x-max-in-memory-length and
+	// x-max-in-memory-bytes (x-queue-mode lazy is a length of 0), -1 for
+	// the node's default.
+	memLen, memBytes int64
 }
 
 func parseQueueArgs(args Table) (queueArgs, error) {
-	a := queueArgs{messageTTL: -1, maxLen: -1, maxLenBytes: -1, overflow: OverflowDropHead, deliveryLimit: -1}
+	a := queueArgs{messageTTL: -1, maxLen: -1, maxLenBytes: -1, overflow: OverflowDropHead, deliveryLimit: -1, memLen: -1, memBytes: -1}
 	intArg := func(name string, min int64) (int64, bool, error) {
 		v, ok := args[name]
 		if !ok {
@@ -129,6 +134,25 @@ func parseQueueArgs(args Table) (queueArgs, error) {
 	} else if ok {
 		a.deliveryLimit = n
 	}
+	if n, ok, err = intArg("x-max-in-memory-length", 0); err != nil {
+		return a, err
+	} else if ok {
+		a.memLen = n
+	}
+	if n, ok, err = intArg("x-max-in-memory-bytes", 0); err != nil {
+		return a, err
+	} else if ok {
+		a.memBytes = n
+	}
+	if v, ok := args["x-queue-mode"]; ok {
+		switch v {
+		case "lazy":
+			a.memLen = 0
+		case "default":
+		default:
+			return a, errorf(KindPreconditionFailed, "invalid arg 'x-queue-mode' for queue: %v", v)
+		}
+	}
 	if n, ok, err = intArg("x-quorum-initial-group-size", 1); err != nil {
 		return a, err
 	} else if ok {
@@ -212,9 +236,9 @@ func newQueue(vh *VHost, name string, id uint64, durable, exclusive, autoDelete 
 		vh: vh, name: name, id: id, durable: durable, exclusive: exclusive,
 		autoDelete: autoDelete, owner: owner, args: args, xa: a, a: a,
 		nextSeq: 1,
-		ready:   newReadyList(a.maxPriority),
 		unacked: map[uint64]unackedEntry{},
 	}
+	q.ready = newReadyList(q, a.maxPriority)
 	q.lastUsed = nowNano()
 	if a.expires > 0 {
 		q.armIdleTimer()
@@ -408,11 +432,12 @@ func (q *Queue) cmdReturn(seq uint64, requeue bool) bool {
 
 // cmdPurge drops every ready message.
 func (q *Queue) cmdPurge() int {
-	all := q.ready.clear()
+	n := q.ready.n
+	all := q.ready.clear(true)
 	for i := range all {
 		q.dropStored(&all[i])
 	}
-	return len(all)
+	return n
 }
 
 func (q *Queue) releaseCredit(c *Consumer) {
@@ -442,7 +467,7 @@ func (q *Queue) dropStored(e *entry) {
 		e.up = 0
 	}
 	if e.stored {
-		q.messageLog().DeleteMessage(q.id, e.seq)
+		q.messageLog().DeleteMessage(q.id, q.storeKey(e))
 		e.stored = false
 	}
 }
@@ -503,7 +528,7 @@ func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64) (a
 	if e.stored {
 		// Append inside the lock so that the store sees appends and
 		// deletes of this queue in order.
-		q.messageLog().AppendMessage(q.id, e.seq, data, done)
+		q.messageLog().AppendMessage(q.id, q.storeKey(&e), data, done)
 	}
 	q.dispatchLocked(now)
 	q.scheduleExpiry(now)
@@ -825,7 +850,7 @@ func (q *Queue) markDeleted() (n int) {
 	q.mu.Lock()
 	q.deleted = true
 	n = q.ready.n
-	q.ready.clear()
+	q.ready.clear(false)
 	for _, c := range q.consumers {
 		c.cancelled = true
 		if c.limit != nil {
@@ -852,19 +877,6 @@ func (q *Queue) markDeleted() (n int) {
 		r.Close()
 	}
 	return n
-}
-
-// recoverMessage loads a stored message at start-up; delivered marks it as
-// possibly delivered before the restart (redelivered on its next delivery).
-func (q *Queue) recoverMessage(seq uint64, m *Message, delivered bool) {
-	e := entry{msg: m, seq: seq, stored: true}
-	if delivered {
-		e.deliveries = 1
-	}
-	q.ready.push(e)
-	if seq >= q.nextSeq {
-		q.nextSeq = seq + 1
-	}
 }
 
 func parseExpiration(s string) (int64, bool) {

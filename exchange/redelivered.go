@@ -20,8 +20,9 @@ import (
 //     does, which is the safe answer. The marker is removed at start, so a
 //     later crash is never mistaken for a clean stop.
 const (
-	cleanShutdownKey = "shutdown/clean"
-	deliveredPrefix  = "delivered/"
+	cleanShutdownKey    = "shutdown/clean"
+	deliveredPrefix     = "delivered/"
+	deliveredUpToSuffix = "/upto"
 )
 
 func deliveredKey(qid uint64) string { return deliveredPrefix + strconv.FormatUint(qid, 10) }
@@ -40,8 +41,14 @@ func (b *Broker) saveDelivered() error {
 			if !q.persisted() {
 				continue
 			}
-			if rec := q.deliveredRecord(); rec != nil {
+			rec, upto := q.deliveredRecord()
+			if rec != nil {
 				if err := b.store.PutMeta(deliveredKey(q.id), rec); err != nil {
+					return err
+				}
+			}
+			if upto > 0 {
+				if err := b.store.PutMeta(deliveredKey(q.id)+deliveredUpToSuffix, binary.AppendUvarint(nil, upto)); err != nil {
 					return err
 				}
 			}
@@ -52,17 +59,27 @@ func (b *Broker) saveDelivered() error {
 
 // deliveredRecord encodes the seqs (ascending, delta varints) of the
 // queue's stored messages delivered at least once; nil if there are none.
-func (q *Queue) deliveredRecord() []byte {
+// upto, if not 0, says that every paged-out message with a seq up to it
+// may have been delivered (they were recovered after a crash and have not
+// been read since).
+func (q *Queue) deliveredRecord() (rec []byte, upto uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var seqs []uint64
-	for i := range q.ready.levels {
-		d := &q.ready.levels[i]
+	r := &q.ready
+	for i := range r.levels {
+		d := &r.levels[i].head
 		for j := 0; j < d.n; j++ {
 			if e := d.at(j); e.stored && e.deliveries > 0 {
 				seqs = append(seqs, e.seq)
 			}
 		}
+		if r.levels[i].mid > 0 {
+			upto = r.recAll
+		}
+	}
+	for seq := range r.recSeen {
+		seqs = append(seqs, seq)
 	}
 	for seq, u := range q.unacked {
 		if u.e.stored {
@@ -70,7 +87,7 @@ func (q *Queue) deliveredRecord() []byte {
 		}
 	}
 	if len(seqs) == 0 {
-		return nil
+		return nil, upto
 	}
 	sortUint64s(seqs)
 	var out []byte
@@ -79,7 +96,7 @@ func (q *Queue) deliveredRecord() []byte {
 		out = binary.AppendUvarint(out, s-prev)
 		prev = s
 	}
-	return out
+	return out, upto
 }
 
 func decodeDelivered(b []byte) map[uint64]bool {

@@ -27,6 +27,15 @@ type Store interface {
 	DeleteMessage(qid, seq uint64)
 	// LoadMessages calls fn for each stored message of qid in seq order.
 	LoadMessages(qid uint64, fn func(seq uint64, data []byte) error) error
+	// ReadMessages calls fn for each stored message of qid whose seq is at
+	// least from, in seq order, until fn returns false: the read path of a
+	// queue whose backlog is on disk. fn may keep data. Records still
+	// queued for the store's writer may not be visible yet.
+	ReadMessages(qid, from uint64, fn func(seq uint64, data []byte) bool) error
+	// MessageKeys is ReadMessages without reading the messages: fn gets
+	// each seq and an estimate of its record's size (exact within a few
+	// bytes). Recovery counts a backlog with it.
+	MessageKeys(qid, from uint64, fn func(seq uint64, size int64) bool) error
 	// DropMessages removes every message of qid.
 	DropMessages(qid uint64) error
 	// Sync waits until every append and delete issued so far is durable.

@@ -793,7 +793,7 @@ func (v *VHost) ConsumeReplyTo(o ConsumeOpts) (*Consumer, string, error) {
 		// node finds its way here (as RabbitMQ does).
 		name = ReplyToQueue + "." + base64.RawURLEncoding.EncodeToString([]byte(c.NodeName())) + "." + randomToken()
 	}
-	q := newQueue(v, name, 0, false, true, true, o.Owner, nil, queueArgs{messageTTL: -1, maxLen: -1, maxLenBytes: -1})
+	q := newQueue(v, name, 0, false, true, true, o.Owner, nil, queueArgs{messageTTL: -1, maxLen: -1, maxLenBytes: -1, memLen: -1, memBytes: -1})
 	v.mu.Lock()
 	v.replyTo[name] = q
 	v.mu.Unlock()

@@ -21,6 +21,11 @@ type BadgerOptions struct {
 	IndexCacheSize   int64         // index cache bytes; 0 keeps indices in memory
 	NumCompactors    int           // compaction goroutines (default 2)
 	ValueLogFileSize int64         // value log file size (default 256 MiB)
+	// ValueThreshold: values at least this big live in the value log, the
+	// LSM tree keeps a pointer (default 256 bytes). Message bodies then
+	// stay out of the tree, so a key scan (recovery) reads no bodies and
+	// compactions move only keys; value-log GC gives the space back.
+	ValueThreshold int64
 	GCInterval       time.Duration // value-log GC period (default 5m; negative disables)
 	GCDiscardRatio   float64       // RunValueLogGC ratio (default 0.5)
 	// MaxPendingBytes is a soft bound on appends and deletes queued for the
@@ -44,6 +49,7 @@ func DefaultBadgerOptions() BadgerOptions {
 		BlockCacheSize:   16 << 20,
 		NumCompactors:    2,
 		ValueLogFileSize: 256 << 20,
+		ValueThreshold:   256,
 		GCInterval:       5 * time.Minute,
 		GCDiscardRatio:   0.5,
 		MaxPendingBytes:  64 << 20,
@@ -69,6 +75,9 @@ func (o BadgerOptions) withDefaults() BadgerOptions {
 	}
 	if o.ValueLogFileSize <= 0 {
 		o.ValueLogFileSize = d.ValueLogFileSize
+	}
+	if o.ValueThreshold <= 0 {
+		o.ValueThreshold = d.ValueThreshold
 	}
 	if o.GCInterval == 0 {
 		o.GCInterval = d.GCInterval
@@ -143,6 +152,7 @@ func OpenBadger(dir string, opts BadgerOptions, log *slog.Logger) (*Badger, erro
 		WithIndexCacheSize(opts.IndexCacheSize).
 		WithNumCompactors(opts.NumCompactors).
 		WithValueLogFileSize(opts.ValueLogFileSize).
+		WithValueThreshold(opts.ValueThreshold).
 		WithDetectConflicts(false)
 	if len(opts.EncryptionKey) > 0 {
 		if !validKey(opts.EncryptionKey) {
@@ -297,6 +307,53 @@ func (b *Badger) LoadMessages(qid uint64, fn func(seq uint64, data []byte) error
 	return b.scan(msgQueuePrefix(qid), func(k, v []byte) error {
 		return fn(msgKeySeq(k), v)
 	})
+}
+
+// ReadMessages implements Store: a range read from seq from on, values
+// prefetched in small batches. fn gets a copy of data it may keep.
+func (b *Badger) ReadMessages(qid, from uint64, fn func(seq uint64, data []byte) bool) error {
+	return b.seek(qid, from, true, func(it *badger.Item) (bool, error) {
+		v, err := it.ValueCopy(nil)
+		if err != nil {
+			return false, err
+		}
+		return fn(msgKeySeq(it.Key()), v), nil
+	})
+}
+
+// MessageKeys implements Store: keys only, so that a value in the value
+// log is never read; size is Badger's estimate of the value's size.
+func (b *Badger) MessageKeys(qid, from uint64, fn func(seq uint64, size int64) bool) error {
+	return b.seek(qid, from, false, func(it *badger.Item) (bool, error) {
+		return fn(msgKeySeq(it.Key()), it.ValueSize()), nil
+	})
+}
+
+func (b *Badger) seek(qid, from uint64, values bool, fn func(*badger.Item) (bool, error)) error {
+	if err := b.begin(); err != nil {
+		return err
+	}
+	defer b.end()
+	prefix := msgQueuePrefix(qid)
+	start := appendMsgKey(nil, qid, from)
+	err := b.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: values, PrefetchSize: 64})
+		defer it.Close()
+		for it.Seek(start); it.Valid(); it.Next() {
+			more, err := fn(it.Item())
+			if err != nil {
+				return err
+			}
+			if !more {
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: read messages: %w", err)
+	}
+	return nil
 }
 
 // errStop carries fn's error out of a Badger View unchanged.

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -144,6 +145,55 @@ func (m *Memory) LoadMessages(qid uint64, fn func(seq uint64, data []byte) error
 		}
 	}
 	return nil
+}
+
+// ReadMessages implements Store over a snapshot taken when it is called.
+func (m *Memory) ReadMessages(qid, from uint64, fn func(seq uint64, data []byte) bool) error {
+	seqs, vals, err := m.snapshot(qid, from)
+	if err != nil {
+		return err
+	}
+	for i, s := range seqs {
+		if !fn(s, vals[i]) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// MessageKeys implements Store; size is the record's exact size.
+func (m *Memory) MessageKeys(qid, from uint64, fn func(seq uint64, size int64) bool) error {
+	seqs, vals, err := m.snapshot(qid, from)
+	if err != nil {
+		return err
+	}
+	for i, s := range seqs {
+		if !fn(s, int64(len(vals[i]))) {
+			return nil
+		}
+	}
+	return nil
+}
+
+func (m *Memory) snapshot(qid, from uint64) ([]uint64, [][]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, nil, ErrClosed
+	}
+	q := m.msgs[qid]
+	seqs := make([]uint64, 0, len(q))
+	for s := range q {
+		if s >= from {
+			seqs = append(seqs, s)
+		}
+	}
+	slices.Sort(seqs)
+	vals := make([][]byte, len(seqs))
+	for i, s := range seqs {
+		vals[i] = clone(q[s])
+	}
+	return seqs, vals, nil
 }
 
 // DropMessages implements Store.

@@ -25,6 +25,13 @@ type Store interface {
 	DeleteMessage(qid, seq uint64)
 	// LoadMessages calls fn for each stored message of qid in seq order.
 	LoadMessages(qid uint64, fn func(seq uint64, data []byte) error) error
+	// ReadMessages calls fn for each stored message of qid whose seq is at
+	// least from, in seq order, until fn returns false.
+	ReadMessages(qid, from uint64, fn func(seq uint64, data []byte) bool) error
+	// MessageKeys calls fn for each stored message of qid whose seq is at
+	// least from, in seq order, with an estimate of its size, without
+	// reading the message, until fn returns false.
+	MessageKeys(qid, from uint64, fn func(seq uint64, size int64) bool) error
 	// DropMessages removes every message of qid.
 	DropMessages(qid uint64) error
 	// Sync waits until every append and delete issued so far is durable.

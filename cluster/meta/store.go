@@ -158,6 +158,16 @@ func (s *Store) LoadMessages(qid uint64, fn func(seq uint64, data []byte) error)
 	return s.local.LoadMessages(qid, fn)
 }
 
+// ReadMessages implements exchange.Store (local).
+func (s *Store) ReadMessages(qid, from uint64, fn func(seq uint64, data []byte) bool) error {
+	return s.local.ReadMessages(qid, from, fn)
+}
+
+// MessageKeys implements exchange.Store (local).
+func (s *Store) MessageKeys(qid, from uint64, fn func(seq uint64, size int64) bool) error {
+	return s.local.MessageKeys(qid, from, fn)
+}
+
 // DropMessages implements exchange.Store (local).
 func (s *Store) DropMessages(qid uint64) error { return s.local.DropMessages(qid) }
 

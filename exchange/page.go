@@ -1,0 +1,473 @@
+package exchange
+
+import "sync/atomic"
+
+// Paging: a classic queue's memory is bounded whatever its backlog.
+//
+// Each priority level is a lane of three parts, in seq order:
+//
+//	head  in memory: the next messages to deliver (the window)
+//	mid   on disk only: a count, a byte sum and the store key of the first
+//	tail  in memory: the newest messages, not yet paged out
+//
+// While a lane is not paging (mid and tail empty) a message goes to head,
+// until head holds the queue's in-memory limit. From then on messages go
+// to tail, and tail is paged out from its oldest end into mid once it
+// passes a small buffer (a transient message is written to the store only
+// then, marked as a page so that a restart drops it). head is refilled from
+// the store in seq-ordered batches as it drains (read ahead at half the
+// window), and from tail directly once mid is empty. Everything stored with
+// a key at or above mid's first key and not in tail is mid: seqs only grow,
+// a message leaves head only from its front (delivered, expired, dropped)
+// and a requeued message goes back into head, below mid.
+//
+// A restart reads keys, not bodies: every lane starts as mid alone, its
+// count and bytes from the store's key scan (bytes are the store's
+// estimate of each record's size, corrected as the messages are read).
+//
+// Store keys: lane<<56 | seq<<1 | page. Seqs stay below 1<<48 (the epoch
+// shift), so the keys of a lane are in seq order and a lane's keys are one
+// range of the queue's. A quorum queue's log keys messages by seq alone.
+
+const (
+	laneShift = 56
+	// Defaults of the per-queue in-memory window (conf queue_memory).
+	defaultWindowMsgs  = 2048
+	defaultWindowBytes = 8 << 20
+	// tail is paged out past these.
+	tailMsgs  = 256
+	tailBytes = 1 << 20
+	// A refill reads at least this many messages (x-queue-mode lazy and
+	// x-max-in-memory-length 0 still read ahead that much).
+	minReadAhead = 64
+	minReadBytes = 256 << 10
+	// maxRead bounds one refill's bytes.
+	maxRead = 4 << 20
+)
+
+func storeKey(lane int, seq uint64, page bool) uint64 {
+	k := uint64(lane)<<laneShift | (seq&seqMask)<<1
+	if page {
+		k |= 1
+	}
+	return k
+}
+
+func splitStoreKey(k uint64) (lane int, seq uint64, page bool) {
+	return int(k >> laneShift), (k >> 1) & seqMask, k&1 == 1
+}
+
+// lane is one priority level's ready messages.
+type lane struct {
+	head      deque
+	headBytes int64
+	mid       int
+	midBytes  int64
+	from      uint64 // store key of mid's first message
+	tail      deque
+	tailBytes int64
+}
+
+func (l *lane) n() int { return l.head.n + l.mid + l.tail.n }
+
+// readyList holds ready messages, one lane per priority level.
+type readyList struct {
+	q      *Queue
+	levels []lane // index = priority; len 1 without x-max-priority
+	n      int
+	bytes  int64 // body bytes of every ready message (estimated for recovered ones)
+	mem    int64 // body bytes held in memory (head and tail)
+	// Recovered at start: mid messages with seqs up to recAll are flagged
+	// redelivered, and so are those in recSeen; recMax bounds the seqs
+	// whose bytes were estimated.
+	recAll, recMax uint64
+	recSeen        map[uint64]bool
+	short          bool // a refill found fewer messages than mid counts: retry after a store sync
+	corrupt        atomic.Int64
+}
+
+func newReadyList(q *Queue, maxPriority int) readyList {
+	return readyList{q: q, levels: make([]lane, maxPriority+1)}
+}
+
+func (r *readyList) laneOf(e *entry) int {
+	p := int(e.msg.Props.Priority)
+	if p >= len(r.levels) {
+		p = len(r.levels) - 1
+	}
+	return p
+}
+
+// pages reports whether the queue keeps its messages in the node's store
+// and so may page them (not a proxy, not a quorum queue's log).
+func (r *readyList) pages() bool {
+	q := r.q
+	return q != nil && q.remote == nil && q.log == nil && q.vh != nil
+}
+
+// window is the queue's in-memory limit per lane (messages, bytes).
+func (r *readyList) window() (int, int64) {
+	q := r.q
+	msgs, bytes := q.vh.b.windowMsgs.Load(), q.vh.b.windowBytes.Load()
+	if q.a.memLen >= 0 && q.a.memLen < msgs {
+		msgs = q.a.memLen
+	}
+	if q.a.memBytes >= 0 && q.a.memBytes < bytes {
+		bytes = q.a.memBytes
+	}
+	return int(msgs), bytes
+}
+
+func (r *readyList) pressure() bool { return r.q.vh.b.memPressure.Load() }
+
+// push appends a new message (publish) or a proxy's delivery.
+func (r *readyList) push(e entry) {
+	i := r.laneOf(&e)
+	l := &r.levels[i]
+	size := int64(len(e.msg.Body))
+	r.n++
+	r.bytes += size
+	r.mem += size
+	if !r.pages() {
+		l.head.pushBack(e)
+		l.headBytes += size
+		return
+	}
+	wm, wb := r.window()
+	if l.mid == 0 && l.tail.n == 0 && l.head.n < wm && l.headBytes+size <= wb && !r.pressure() {
+		l.head.pushBack(e)
+		l.headBytes += size
+		return
+	}
+	l.tail.pushBack(e)
+	l.tailBytes += size
+	r.spill(i, l)
+}
+
+// insert puts a returned message back at its place in seq order: in head,
+// whose seqs are below every paged one.
+func (r *readyList) insert(e entry) {
+	l := &r.levels[r.laneOf(&e)]
+	size := int64(len(e.msg.Body))
+	l.head.insert(e)
+	l.headBytes += size
+	r.n++
+	r.bytes += size
+	r.mem += size
+}
+
+// spill pages tail out from its oldest end while it is over its buffer
+// (or at once under memory pressure). A queue without consumers under
+// pressure pages out its head too, but for redelivered messages.
+func (r *readyList) spill(i int, l *lane) {
+	press := r.pressure()
+	for l.tail.n > 0 && (press || l.tail.n > tailMsgs || l.tailBytes > tailBytes) {
+		e := l.tail.popFront()
+		size := int64(len(e.msg.Body))
+		l.tailBytes -= size
+		r.pageOut(i, l, &e, size)
+		if l.mid == 1 {
+			l.from = r.q.storeKey(&e)
+		}
+	}
+	if press && len(r.q.consumers) == 0 && l.tail.n == 0 {
+		for l.head.n > 0 && l.head.at(l.head.n-1).deliveries == 0 {
+			e := l.head.popBack()
+			size := int64(len(e.msg.Body))
+			l.headBytes -= size
+			r.pageOut(i, l, &e, size)
+			l.from = r.q.storeKey(&e)
+		}
+	}
+}
+
+// pageOut makes e part of mid, writing it to the store if it is not there.
+func (r *readyList) pageOut(i int, l *lane, e *entry, size int64) {
+	q := r.q
+	if !e.stored {
+		e.stored, e.page = true, true
+		buf := encodePool.Get().(*[]byte)
+		data := encodeMessage(e.msg, e.msg.ts, (*buf)[:0])
+		q.vh.b.store.AppendMessage(q.id, q.storeKey(e), data, nil)
+		if cap(data) <= 64<<10 {
+			*buf = data[:0]
+			encodePool.Put(buf)
+		}
+	}
+	l.mid++
+	l.midBytes += size
+	r.mem -= size
+	q.vh.b.paged.out.Add(1)
+}
+
+// refill reads the next batch of mid into head, or moves tail into head
+// once mid is empty, until head holds the window.
+func (r *readyList) refill(i int, l *lane) {
+	if !r.pages() {
+		return
+	}
+	wm, wb := r.window()
+	wm, wb = max(wm, minReadAhead), max(wb, minReadBytes)
+	if l.mid > 0 {
+		want := min(l.mid, wm-l.head.n)
+		budget := min(wb, maxRead) - l.headBytes
+		got := 0
+		q := r.q
+		next := l.from
+		err := q.vh.b.store.ReadMessages(q.id, l.from, func(k uint64, data []byte) bool {
+			ln, seq, page := splitStoreKey(k)
+			if ln != i {
+				return false
+			}
+			next = k + 1
+			est := int64(len(data)) // recovered: counted by the record's size
+			m, _, err := decodeMessage(data)
+			if err != nil {
+				r.corrupt.Add(1)
+				q.vh.b.log.Error("corrupt stored message dropped", "vhost", q.vh.name, "queue", q.name, "seq", seq, "err", err)
+				q.vh.b.store.DeleteMessage(q.id, k)
+				l.mid--
+				r.n--
+				if seq > r.recMax {
+					est = 0 // unknown: the lane's sum is reset when it empties
+				}
+				l.midBytes -= est
+				r.bytes -= est
+				return l.mid > 0
+			}
+			size := int64(len(m.Body))
+			if seq > r.recMax {
+				est = size
+			}
+			if m.expiresAt != 0 {
+				q.vh.anyExpiring.Store(true)
+			}
+			e := entry{msg: m, seq: seq, stored: true, page: page}
+			if seq <= r.recAll || r.recSeen[seq] {
+				e.deliveries = 1
+				delete(r.recSeen, seq)
+			}
+			l.head.pushBack(e)
+			l.headBytes += size
+			l.mid--
+			l.midBytes -= est
+			r.bytes += size - est
+			r.mem += size
+			got++
+			budget -= size
+			return l.mid > 0 && got < want && budget > 0
+		})
+		l.from = next
+		q.vh.b.paged.in.Add(uint64(got))
+		if l.mid == 0 {
+			r.bytes -= l.midBytes
+			l.midBytes = 0
+		}
+		if err != nil {
+			q.vh.b.log.Error("reading a queue's messages failed", "vhost", q.vh.name, "queue", q.name, "err", err)
+		}
+		if l.mid > 0 && got < want && budget > 0 {
+			// The rest is still queued for the store's writer.
+			r.retry()
+		}
+		if l.mid > 0 {
+			return
+		}
+	}
+	for l.tail.n > 0 && l.head.n < wm && l.headBytes < wb {
+		e := l.tail.popFront()
+		size := int64(len(e.msg.Body))
+		l.tailBytes -= size
+		l.head.pushBack(e)
+		l.headBytes += size
+	}
+}
+
+// retry refills again once the store's writer has written what it holds.
+func (r *readyList) retry() {
+	if r.short {
+		return
+	}
+	r.short = true
+	q := r.q
+	go func() {
+		_ = q.vh.b.store.Sync()
+		q.mu.Lock()
+		q.ready.short = false
+		q.dispatchLocked(nowNano())
+		q.scheduleExpiry(nowNano())
+		q.unlock()
+	}()
+}
+
+// headOf makes lane i's head non-empty if the lane has messages, and
+// returns it, or nil if the lane's next messages cannot be read now.
+func (r *readyList) headOf(i int) *deque {
+	l := &r.levels[i]
+	if l.head.n == 0 && (l.mid > 0 || l.tail.n > 0) {
+		r.refill(i, l)
+	}
+	if l.head.n == 0 {
+		return nil
+	}
+	return &l.head
+}
+
+// frontLane is the lane holding the next message to deliver, -1 if none.
+func (r *readyList) frontLane() int {
+	for i := len(r.levels) - 1; i >= 0; i-- {
+		if r.levels[i].n() > 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+func (r *readyList) peek() *entry {
+	i := r.frontLane()
+	if i < 0 {
+		return nil
+	}
+	if d := r.headOf(i); d != nil {
+		return d.peek()
+	}
+	return nil
+}
+
+func (r *readyList) pop() (entry, bool) {
+	i := r.frontLane()
+	if i < 0 {
+		return entry{}, false
+	}
+	return r.popLane(i)
+}
+
+func (r *readyList) popLane(i int) (entry, bool) {
+	d := r.headOf(i)
+	if d == nil {
+		return entry{}, false
+	}
+	l := &r.levels[i]
+	e := d.popFront()
+	size := int64(len(e.msg.Body))
+	l.headBytes -= size
+	r.n--
+	r.bytes -= size
+	r.mem -= size
+	if l.n() == 0 {
+		// Estimates of recovered sizes never leave a sum behind.
+		r.bytes -= l.midBytes
+		l.midBytes = 0
+	} else if l.mid > 0 || l.tail.n > 0 {
+		if wm, _ := r.window(); l.head.n < max(wm, minReadAhead)/2 {
+			r.refill(i, l) // read ahead
+		}
+	}
+	if r.n == 0 {
+		r.bytes = 0
+	}
+	return e, true
+}
+
+// popOldest removes the head of the lowest priority level (x-max-length drops
+// from the head; with priorities, RabbitMQ drops the lowest priority first).
+func (r *readyList) popOldest() (entry, bool) {
+	for i := range r.levels {
+		if r.levels[i].n() > 0 {
+			return r.popLane(i)
+		}
+	}
+	return entry{}, false
+}
+
+// clear empties the list. It returns the messages held in memory; those
+// paged out are deleted from the store here when drop is set (a purge),
+// else forgotten (the queue is deleted, or its messages live elsewhere now).
+func (r *readyList) clear(drop bool) []entry {
+	out := make([]entry, 0, r.mem/64+1)
+	q := r.q
+	for i := range r.levels {
+		l := &r.levels[i]
+		for l.head.n > 0 {
+			out = append(out, l.head.popFront())
+		}
+		if drop && l.mid > 0 && r.pages() {
+			left := l.mid
+			st := q.vh.b.store
+			_ = st.MessageKeys(q.id, l.from, func(k uint64, _ int64) bool {
+				if ln, _, _ := splitStoreKey(k); ln != i {
+					return false
+				}
+				st.DeleteMessage(q.id, k)
+				left--
+				return left > 0
+			})
+		}
+		for l.tail.n > 0 {
+			out = append(out, l.tail.popFront())
+		}
+		*l = lane{}
+	}
+	r.n, r.bytes, r.mem = 0, 0, 0
+	r.recSeen = nil
+	return out
+}
+
+// count is the number of ready messages, those paged out included.
+func (r *readyList) count() int { return r.n }
+
+// storeKey is e's key in q's message log.
+func (q *Queue) storeKey(e *entry) uint64 {
+	if q.log != nil {
+		return e.seq
+	}
+	return storeKey(q.ready.laneOf(e), e.seq, e.page)
+}
+
+// recoverKeys counts q's stored messages at start from their keys alone:
+// each lane becomes mid. Pages of transient messages are deleted. all
+// flags every recovered message redelivered (not a clean shutdown), else
+// those in seen and those up to upto.
+func (q *Queue) recoverKeys(all bool, seen map[uint64]bool, upto uint64) (int, error) {
+	r := &q.ready
+	st := q.vh.b.store
+	n := 0
+	var bad error
+	err := st.MessageKeys(q.id, 0, func(k uint64, size int64) bool {
+		ln, seq, page := splitStoreKey(k)
+		if page {
+			st.DeleteMessage(q.id, k)
+			return true
+		}
+		if ln >= len(r.levels) {
+			bad = errorf(KindInternal, "queue '%s': stored message %d has priority lane %d of %d", q.name, seq, ln, len(r.levels))
+			return true
+		}
+		l := &r.levels[ln]
+		if l.mid == 0 {
+			l.from = k
+		}
+		l.mid++
+		l.midBytes += size
+		r.n++
+		r.bytes += size
+		if seq >= q.nextSeq {
+			q.nextSeq = seq + 1
+		}
+		r.recMax = max(r.recMax, seq)
+		n++
+		return true
+	})
+	if bad != nil {
+		q.vh.b.log.Error("stored messages of an unknown priority skipped", "vhost", q.vh.name, "queue", q.name, "err", bad)
+	}
+	if all {
+		r.recAll = r.recMax
+	} else {
+		r.recAll = min(upto, r.recMax)
+		if len(seen) > 0 {
+			r.recSeen = seen
+		}
+	}
+	return n, err
+}
