@@ -15,19 +15,19 @@ import (
 // BadgerOptions tunes a Badger store. Zero fields take the value of
 // DefaultBadgerOptions.
 type BadgerOptions struct {
-	MemTableSize     int64         // bytes per memtable (default 32 MiB)
-	NumMemtables     int           // memtables kept in memory (default 3)
-	BlockCacheSize   int64         // block cache bytes (default 16 MiB)
-	IndexCacheSize   int64         // index cache bytes; 0 keeps indices in memory
-	NumCompactors    int           // compaction goroutines (default 2)
-	ValueLogFileSize int64         // value log file size (default 256 MiB)
+	MemTableSize     int64 // bytes per memtable (default 32 MiB)
+	NumMemtables     int   // memtables kept in memory (default 3)
+	BlockCacheSize   int64 // block cache bytes (default 16 MiB)
+	IndexCacheSize   int64 // index cache bytes; 0 keeps indices in memory
+	NumCompactors    int   // compaction goroutines (default 2)
+	ValueLogFileSize int64 // value log file size (default 256 MiB)
 	// ValueThreshold: values at least this big live in the value log, the
 	// LSM tree keeps a pointer (default 256 bytes). Message bodies then
 	// stay out of the tree, so a key scan (recovery) reads no bodies and
 	// compactions move only keys; value-log GC gives the space back.
 	ValueThreshold int64
-	GCInterval       time.Duration // value-log GC period (default 5m; negative disables)
-	GCDiscardRatio   float64       // RunValueLogGC ratio (default 0.5)
+	GCInterval     time.Duration // value-log GC period (default 5m; negative disables)
+	GCDiscardRatio float64       // RunValueLogGC ratio (default 0.5)
 	// MaxPendingBytes is a soft bound on appends and deletes queued for the
 	// writer (data bytes plus ~64 bytes per record). AppendMessage and
 	// DeleteMessage block while it is exceeded. Default 64 MiB.
