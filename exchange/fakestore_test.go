@@ -24,6 +24,7 @@ type fakeStore struct {
 	// finished before the publisher looked.
 	syncDone bool
 	wg       sync.WaitGroup
+	reads int // messages returned by ReadMessages
 }
 
 var _ Store = (*fakeStore)(nil)
@@ -123,15 +124,12 @@ func (s *fakeStore) LoadMessages(qid uint64, fn func(seq uint64, data []byte) er
 }
 
 func (s *fakeStore) ReadMessages(qid, from uint64, fn func(seq uint64, data []byte) bool) error {
-	s.mu.Lock()
-	seqs := s.seqsLocked(qid)
-	data := make([][]byte, len(seqs))
+	seqs, data := s.snapshot(qid, from)
 	for i, q := range seqs {
-		data[i] = s.msgs[qid][q]
-	}
-	s.mu.Unlock()
-	for i, q := range seqs {
-		if q >= from && !fn(q, data[i]) {
+		s.mu.Lock()
+		s.reads++
+		s.mu.Unlock()
+		if !fn(q, data[i]) {
 			return nil
 		}
 	}
@@ -139,7 +137,27 @@ func (s *fakeStore) ReadMessages(qid, from uint64, fn func(seq uint64, data []by
 }
 
 func (s *fakeStore) MessageKeys(qid, from uint64, fn func(seq uint64, size int64) bool) error {
-	return s.ReadMessages(qid, from, func(seq uint64, data []byte) bool { return fn(seq, int64(len(data))) })
+	seqs, data := s.snapshot(qid, from)
+	for i, q := range seqs {
+		if !fn(q, int64(len(data[i]))) {
+			return nil
+		}
+	}
+	return nil
+}
+
+func (s *fakeStore) snapshot(qid, from uint64) ([]uint64, [][]byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var seqs []uint64
+	var data [][]byte
+	for _, q := range s.seqsLocked(qid) {
+		if q >= from {
+			seqs = append(seqs, q)
+			data = append(data, s.msgs[qid][q])
+		}
+	}
+	return seqs, data
 }
 
 func (s *fakeStore) DropMessages(qid uint64) error {

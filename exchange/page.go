@@ -82,7 +82,6 @@ type readyList struct {
 	// whose bytes were estimated.
 	recAll, recMax uint64
 	recSeen        map[uint64]bool
-	short          bool // a refill found fewer messages than mid counts: retry after a store sync
 	corrupt        atomic.Int64
 }
 
@@ -208,6 +207,9 @@ func (r *readyList) refill(i int, l *lane) {
 	}
 	wm, wb := r.window()
 	wm, wb = max(wm, minReadAhead), max(wb, minReadBytes)
+	if r.pressure() && len(r.q.consumers) == 0 {
+		wm = 1 // a look at the head (TTL), no read-ahead
+	}
 	if l.mid > 0 {
 		want := min(l.mid, wm-l.head.n)
 		budget := min(wb, maxRead) - l.headBytes
@@ -266,9 +268,15 @@ func (r *readyList) refill(i int, l *lane) {
 		if err != nil {
 			q.vh.b.log.Error("reading a queue's messages failed", "vhost", q.vh.name, "queue", q.name, "err", err)
 		}
-		if l.mid > 0 && got < want && budget > 0 {
-			// The rest is still queued for the store's writer.
-			r.retry()
+		if err == nil && l.mid > 0 && got < want && budget > 0 {
+			// The store holds fewer messages than counted (the store
+			// sees queued writes too, so they are gone): say so and
+			// count what is there.
+			r.corrupt.Add(int64(l.mid))
+			q.vh.b.log.Error("stored messages missing", "vhost", q.vh.name, "queue", q.name, "missing", l.mid)
+			r.n -= l.mid
+			r.bytes -= l.midBytes
+			l.mid, l.midBytes = 0, 0
 		}
 		if l.mid > 0 {
 			return
@@ -281,23 +289,6 @@ func (r *readyList) refill(i int, l *lane) {
 		l.head.pushBack(e)
 		l.headBytes += size
 	}
-}
-
-// retry refills again once the store's writer has written what it holds.
-func (r *readyList) retry() {
-	if r.short {
-		return
-	}
-	r.short = true
-	q := r.q
-	go func() {
-		_ = q.vh.b.store.Sync()
-		q.mu.Lock()
-		q.ready.short = false
-		q.dispatchLocked(nowNano())
-		q.scheduleExpiry(nowNano())
-		q.unlock()
-	}()
 }
 
 // headOf makes lane i's head non-empty if the lane has messages, and

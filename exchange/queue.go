@@ -363,6 +363,9 @@ func (q *Queue) cmdExpire(now int64) {
 	if q.remote != nil {
 		return // the owning node expires its messages
 	}
+	if q.a.messageTTL < 0 && !q.vh.anyExpiring.Load() {
+		return // nothing can expire: no need to look at (or read) the head
+	}
 	for {
 		e := q.ready.peek()
 		if e == nil {

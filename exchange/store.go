@@ -29,8 +29,8 @@ type Store interface {
 	LoadMessages(qid uint64, fn func(seq uint64, data []byte) error) error
 	// ReadMessages calls fn for each stored message of qid whose seq is at
 	// least from, in seq order, until fn returns false: the read path of a
-	// queue whose backlog is on disk. fn may keep data. Records still
-	// queued for the store's writer may not be visible yet.
+	// queue whose backlog is on disk. fn may keep data. It sees every
+	// append and delete issued before it, written or still queued.
 	ReadMessages(qid, from uint64, fn func(seq uint64, data []byte) bool) error
 	// MessageKeys is ReadMessages without reading the messages: fn gets
 	// each seq and an estimate of its record's size (exact within a few

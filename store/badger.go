@@ -115,6 +115,7 @@ type Badger struct {
 	wake     *sync.Cond // writer waits for work
 	room     *sync.Cond // producers wait for MaxPendingBytes
 	pend     *batch     // being filled by producers
+	writing  *batch     // taken by the writer, not yet visible in Badger (the read path looks at it)
 	free     []*batch   // recycled batches
 	stopping bool       // no more work accepted
 	failed   error      // sticky write/sync error
@@ -310,49 +311,75 @@ func (b *Badger) LoadMessages(qid uint64, fn func(seq uint64, data []byte) error
 }
 
 // ReadMessages implements Store: a range read from seq from on, values
-// prefetched in small batches. fn gets a copy of data it may keep.
+// prefetched in small batches, that also sees the appends and deletes
+// still queued for the writer. fn gets a copy of data it may keep.
 func (b *Badger) ReadMessages(qid, from uint64, fn func(seq uint64, data []byte) bool) error {
-	return b.seek(qid, from, true, func(it *badger.Item) (bool, error) {
-		v, err := it.ValueCopy(nil)
-		if err != nil {
-			return false, err
-		}
-		return fn(msgKeySeq(it.Key()), v), nil
-	})
+	return b.read(qid, from, true, func(seq uint64, data []byte, _ int64) bool { return fn(seq, data) })
 }
 
 // MessageKeys implements Store: keys only, so that a value in the value
-// log is never read; size is Badger's estimate of the value's size.
+// log is never read; size is Badger's estimate of the value's size. It
+// sees what is queued for the writer too.
 func (b *Badger) MessageKeys(qid, from uint64, fn func(seq uint64, size int64) bool) error {
-	return b.seek(qid, from, false, func(it *badger.Item) (bool, error) {
-		return fn(msgKeySeq(it.Key()), it.ValueSize()), nil
-	})
+	return b.read(qid, from, false, func(seq uint64, _ []byte, size int64) bool { return fn(seq, size) })
 }
 
-func (b *Badger) seek(qid, from uint64, values bool, fn func(*badger.Item) (bool, error)) error {
+// read merges what Badger holds of qid from seq from on with what is queued
+// for the writer. The queued state is taken first: a batch written while
+// Badger is read is then seen twice, and the queued copy wins.
+func (b *Badger) read(qid, from uint64, values bool, fn func(seq uint64, data []byte, size int64) bool) error {
 	if err := b.begin(); err != nil {
 		return err
 	}
 	defer b.end()
-	prefix := msgQueuePrefix(qid)
-	start := appendMsgKey(nil, qid, from)
-	err := b.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: values, PrefetchSize: 64})
-		defer it.Close()
-		for it.Seek(start); it.Valid(); it.Next() {
-			more, err := fn(it.Item())
-			if err != nil {
-				return err
-			}
-			if !more {
-				return nil
+	pend, dropped := b.pendingFor(qid, from)
+	stopped := false
+	// emit hands pending ops below seq (all if seq is nil) to fn.
+	emit := func(upTo uint64, all bool) {
+		for len(pend) > 0 && !stopped && (all || pend[0].seq < upTo) {
+			p := pend[0]
+			pend = pend[1:]
+			if p.data != nil && !fn(p.seq, p.data, int64(len(p.data))) {
+				stopped = true
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("store: read messages: %w", err)
 	}
+	if !dropped {
+		prefix := msgQueuePrefix(qid)
+		start := appendMsgKey(nil, qid, from)
+		err := b.db.View(func(txn *badger.Txn) error {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: values, PrefetchSize: 64})
+			defer it.Close()
+			for it.Seek(start); it.Valid() && !stopped; it.Next() {
+				item := it.Item()
+				seq := msgKeySeq(item.Key())
+				emit(seq, false)
+				if stopped {
+					return nil
+				}
+				if len(pend) > 0 && pend[0].seq == seq {
+					continue // the queued state replaces it (emitted next round or at the end)
+				}
+				var v []byte
+				size := item.ValueSize()
+				if values {
+					var err error
+					if v, err = item.ValueCopy(nil); err != nil {
+						return err
+					}
+					size = int64(len(v))
+				}
+				if !fn(seq, v, size) {
+					stopped = true
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("store: read messages: %w", err)
+		}
+	}
+	emit(0, true)
 	return nil
 }
 

@@ -26,7 +26,8 @@ type Store interface {
 	// LoadMessages calls fn for each stored message of qid in seq order.
 	LoadMessages(qid uint64, fn func(seq uint64, data []byte) error) error
 	// ReadMessages calls fn for each stored message of qid whose seq is at
-	// least from, in seq order, until fn returns false.
+	// least from, in seq order, until fn returns false. It sees every
+	// append and delete issued before it, written or still queued.
 	ReadMessages(qid, from uint64, fn func(seq uint64, data []byte) bool) error
 	// MessageKeys calls fn for each stored message of qid whose seq is at
 	// least from, in seq order, with an estimate of its size, without

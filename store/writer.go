@@ -1,6 +1,8 @@
 package store
 
 import (
+	"cmp"
+	"slices"
 	"errors"
 	"fmt"
 )
@@ -179,6 +181,7 @@ func (b *Badger) runWriter() {
 		}
 		cur := b.pend
 		b.pend = b.newBatchLocked()
+		b.writing = cur
 		if b.waiting > 0 {
 			b.room.Broadcast()
 		}
@@ -191,6 +194,9 @@ func (b *Badger) runWriter() {
 				b.cancelPairs(cur, cancel)
 			}
 			keys, cur.err = b.write(cur, keys)
+			b.mu.Lock()
+			b.writing = nil
+			b.mu.Unlock()
 			if cur.err != nil {
 				cur.err = fmt.Errorf("store: group commit: %w", cur.err)
 				b.log.Error("store: group commit failed; store is now read-only", "err", cur.err)
@@ -199,6 +205,11 @@ func (b *Badger) runWriter() {
 				b.room.Broadcast()
 				b.mu.Unlock()
 			}
+		}
+		if b.writing != nil {
+			b.mu.Lock()
+			b.writing = nil
+			b.mu.Unlock()
 		}
 		b.notifyMu.Lock()
 		b.notifyQ = append(b.notifyQ, cur)
@@ -329,4 +340,59 @@ func (b *Badger) callbacks(c *batch) {
 	if c.err == nil {
 		b.stats.appends.Add(appends)
 	}
+}
+
+// pendingOp is a queued append (data set) or delete of one message, as
+// the read path sees it before the writer has written it.
+type pendingOp struct {
+	seq  uint64
+	data []byte // nil: deleted
+}
+
+// pendingFor collects the appends and deletes of qid's messages from seq
+// from on that are queued or being written (their last state per seq,
+// sorted by seq), and whether a drop of qid is among them (then what
+// Badger holds of qid is gone). Data is copied.
+func (b *Badger) pendingFor(qid, from uint64) (ops []pendingOp, dropped bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var last map[uint64]int
+	for _, c := range [2]*batch{b.writing, b.pend} {
+		if c == nil {
+			continue
+		}
+		for i := range c.ops {
+			o := &c.ops[i]
+			if o.qid != qid {
+				continue
+			}
+			switch o.kind {
+			case opDrop:
+				ops, dropped = ops[:0], true
+				clear(last)
+				continue
+			case opAppend, opDelete:
+			default:
+				continue
+			}
+			if o.seq < from {
+				continue
+			}
+			var data []byte
+			if o.kind == opAppend {
+				data = append(make([]byte, 0, o.n), c.arena[o.off:o.off+o.n]...)
+			}
+			if last == nil {
+				last = map[uint64]int{}
+			}
+			if j, ok := last[o.seq]; ok {
+				ops[j].data = data
+				continue
+			}
+			last[o.seq] = len(ops)
+			ops = append(ops, pendingOp{seq: o.seq, data: data})
+		}
+	}
+	slices.SortFunc(ops, func(a, b pendingOp) int { return cmp.Compare(a.seq, b.seq) })
+	return ops, dropped
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -39,6 +40,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"LargeMessage", testLarge},
 		{"CloseThenError", testCloseThenError},
 		{"AppendDuringClose", testAppendDuringClose},
+		{"ReadRange", testReadRange},
+		{"ReadSeesQueued", testReadSeesQueued},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := open(t)
@@ -502,4 +505,70 @@ func testAppendDuringClose(t *testing.T, s store.Store) {
 		t.Fatalf("done called %d times for %d appends", c, writers*per)
 	}
 	t.Logf("%d of %d appends made it before Close", oks.Load(), writers*per)
+}
+
+// readAll collects ReadMessages and MessageKeys of qid from seq from on,
+// stopping after max messages (0: all).
+func readAll(t testing.TB, s store.Store, qid, from uint64, max int) (msgs []msg, keys []uint64) {
+	t.Helper()
+	must(t, s.ReadMessages(qid, from, func(seq uint64, data []byte) bool {
+		msgs = append(msgs, msg{seq, string(data)})
+		return max == 0 || len(msgs) < max
+	}))
+	must(t, s.MessageKeys(qid, from, func(seq uint64, size int64) bool {
+		if size <= 0 {
+			t.Errorf("MessageKeys: size %d of seq %d", size, seq)
+		}
+		keys = append(keys, seq)
+		return max == 0 || len(keys) < max
+	}))
+	return msgs, keys
+}
+
+func testReadRange(t *testing.T, s store.Store) {
+	for seq := uint64(1); seq <= 20; seq++ {
+		appendSync(t, s, 7, seq*10, fmt.Sprintf("m%d", seq))
+	}
+	appendSync(t, s, 8, 5, "other queue")
+	s.DeleteMessage(7, 50)
+	must(t, s.Sync())
+	msgs, keys := readAll(t, s, 7, 41, 3)
+	eqMsgs(t, "ReadMessages from 41, 3", msgs, []msg{{60, "m6"}, {70, "m7"}, {80, "m8"}})
+	if fmt.Sprint(keys) != "[60 70 80]" {
+		t.Fatalf("MessageKeys from 41, 3: %v", keys)
+	}
+	msgs, keys = readAll(t, s, 7, 181, 0)
+	eqMsgs(t, "ReadMessages to the end", msgs, []msg{{190, "m19"}, {200, "m20"}})
+	if len(keys) != 2 {
+		t.Fatalf("MessageKeys to the end: %v", keys)
+	}
+	if msgs, keys := readAll(t, s, 9, 0, 0); len(msgs)+len(keys) != 0 {
+		t.Fatalf("empty queue read %v %v", msgs, keys)
+	}
+}
+
+// testReadSeesQueued: a read sees appends and deletes issued before it,
+// whether or not the writer has written them yet.
+func testReadSeesQueued(t *testing.T, s store.Store) {
+	big := strings.Repeat("x", 2000) // past the value threshold
+	var want []msg
+	for seq := uint64(1); seq <= 2000; seq++ {
+		body := fmt.Sprintf("%d%s", seq, big)
+		s.AppendMessage(3, seq, []byte(body), nil)
+		if seq%3 == 0 {
+			s.DeleteMessage(3, seq)
+		} else {
+			want = append(want, msg{seq, body})
+		}
+		if seq%250 == 0 {
+			msgs, keys := readAll(t, s, 3, 1, 0)
+			if len(msgs) != len(want) || len(keys) != len(want) {
+				t.Fatalf("after %d appends: read %d messages, %d keys, want %d", seq, len(msgs), len(keys), len(want))
+			}
+			eqMsgs(t, "read while queued", msgs, want)
+		}
+	}
+	must(t, s.Sync())
+	msgs, _ := readAll(t, s, 3, 1, 0)
+	eqMsgs(t, "read after sync", msgs, want)
 }

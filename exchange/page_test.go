@@ -1,0 +1,439 @@
+package exchange
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// pagedVHost is vhost "/" of a broker whose queues keep at most msgs
+// messages of their head in memory.
+func pagedVHost(t *testing.T, st *fakeStore, msgs int) (*Broker, *VHost) {
+	t.Helper()
+	b := newTestBroker(t, st)
+	b.SetQueueWindow(msgs, 1<<20)
+	return b, mustVHost(t, b, "/")
+}
+
+func body(i int) string { return fmt.Sprintf("m%05d", i) }
+
+// memBound is what a lane may hold in memory: its window (read ahead at
+// least minReadAhead) and its tail buffer.
+func memBound(window int, size int) int64 {
+	return int64(max(window, minReadAhead)+tailMsgs) * int64(size)
+}
+
+func (q *Queue) memBytes() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.ready.mem
+}
+
+// TestPagingBoundsMemory: a backlog far past the window is mostly on
+// disk while it fills and while it drains, in order, nothing lost.
+func TestPagingBoundsMemory(t *testing.T) {
+	st := newFakeStore()
+	_, v := pagedVHost(t, st, 16)
+	q := declareQ(t, v, "big", QueueOpts{Durable: true})
+	const n = 5000
+	bound := memBound(16, len(body(0)))
+	for i := 0; i < n; i++ {
+		m := &Message{RoutingKey: "big", Body: []byte(body(i))}
+		if i%2 == 0 {
+			m.Props.DeliveryMode = 2 // persistent and transient interleaved
+		}
+		publishM(t, v, m, PublishOpts{})
+		if mem := q.memBytes(); mem > bound {
+			t.Fatalf("after %d publishes %d bytes in memory, bound %d", i+1, mem, bound)
+		}
+	}
+	if r := ready(q); r != n {
+		t.Fatalf("ready %d", r)
+	}
+	if got := len(st.storedSeqs(q.id)); got < n-int(bound)/len(body(0)) {
+		t.Fatalf("%d messages in the store: the backlog was not paged out", got)
+	}
+	for i := 0; i < n; i++ {
+		d, ok := q.Get(true)
+		if !ok {
+			t.Fatalf("get %d: empty", i)
+		}
+		if string(d.Msg.Body) != body(i) {
+			t.Fatalf("get %d: %q", i, d.Msg.Body)
+		}
+		if d.Redelivered {
+			t.Fatalf("get %d: redelivered", i)
+		}
+		if mem := q.memBytes(); mem > bound {
+			t.Fatalf("draining: %d bytes in memory, bound %d", mem, bound)
+		}
+	}
+	if _, ok := q.Get(true); ok {
+		t.Fatal("a message too many")
+	}
+	if got := st.storedSeqs(q.id); len(got) != 0 {
+		t.Fatalf("%d messages left in the store", len(got))
+	}
+	if st := q.Status(); st.Ready != 0 || st.ReadyBytes != 0 {
+		t.Fatalf("status after drain %+v", st)
+	}
+}
+
+// TestPagingConsumerAcksRequeue: a consumer with a prefetch drains a paged
+// backlog; requeued messages come back first, flagged, in order.
+func TestPagingConsumerAcksRequeue(t *testing.T) {
+	st := newFakeStore()
+	_, v := pagedVHost(t, st, 8)
+	q := declareQ(t, v, "q", QueueOpts{Durable: true})
+	const n = 1000
+	for i := 0; i < n; i++ {
+		publishM(t, v, persistent("", "q", body(i)), PublishOpts{})
+	}
+	l := &Limit{}
+	l.SetMax(10)
+	c, s := consume(t, v, "q", ConsumeOpts{Limit: l, Prefetch: 10})
+	eventually(t, time.Second, "first deliveries", func() bool { return s.len() == 10 })
+	ds := s.deliveries()
+	q.Reject([]uint64{ds[3].Seq, ds[1].Seq}, true)
+	for i, d := range ds {
+		if i != 1 && i != 3 {
+			q.Ack(d.Seq)
+		}
+	}
+	var got []string
+	seen := 0
+	eventually(t, 5*time.Second, "drain", func() bool {
+		all := s.deliveries()
+		for _, d := range all[seen:] {
+			got = append(got, string(d.Msg.Body))
+			if d.Redelivered != (len(got) == 11 || len(got) == 12) {
+				t.Errorf("delivery %d (%s): redelivered %v", len(got), d.Msg.Body, d.Redelivered)
+			}
+			if len(got) > 10 {
+				q.Ack(d.Seq)
+			}
+		}
+		seen = len(all)
+		return ready(q) == 0 && seen == n+2
+	})
+	c.Cancel()
+	// The first ten, then the two requeued, then the rest in order.
+	want := []string{}
+	for i := 0; i < 10; i++ {
+		want = append(want, body(i))
+	}
+	want = append(want, body(1), body(3))
+	for i := 10; i < n; i++ {
+		want = append(want, body(i))
+	}
+	if !equalStrings(got, want) {
+		t.Fatalf("order: got %d, first diff at %d", len(got), firstDiff(got, want))
+	}
+	eventually(t, time.Second, "store empty", func() bool { return len(st.storedSeqs(q.id)) == 0 })
+}
+
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// TestPagingRecoveryReadsKeysOnly: a restart counts the backlog from keys,
+// reads no body until a consumer needs one, drops transient pages, and
+// flags every message redelivered after a crash, none after a clean stop.
+func TestPagingRecoveryReadsKeysOnly(t *testing.T) {
+	for _, clean := range []bool{true, false} {
+		t.Run(fmt.Sprintf("clean=%v", clean), func(t *testing.T) {
+			st := newFakeStore()
+			b1, v := pagedVHost(t, st, 8)
+			declareQ(t, v, "q", QueueOpts{Durable: true})
+			const n = 600
+			for i := 0; i < n; i++ {
+				m := &Message{RoutingKey: "q", Body: []byte(body(i))}
+				if i%3 != 0 {
+					m.Props.DeliveryMode = 2
+				}
+				publishM(t, v, m, PublishOpts{})
+			}
+			if clean {
+				if err := b1.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st.reads = 0
+			b2 := newTestBroker(t, st)
+			b2.SetQueueWindow(8, 1<<20)
+			v2 := mustVHost(t, b2, "/")
+			q2, err := v2.Queue("q", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := n - n/3 // the transient third is gone
+			if r := ready(q2); r != want {
+				t.Fatalf("recovered %d, want %d", r, want)
+			}
+			if st.reads != 0 {
+				t.Fatalf("recovery read %d message bodies", st.reads)
+			}
+			i := 0
+			for k := 0; k < n; k++ {
+				if k%3 == 0 {
+					continue
+				}
+				d, ok := q2.Get(true)
+				if !ok || string(d.Msg.Body) != body(k) {
+					t.Fatalf("get %d: %v %q, want %q", i, ok, d.Msg.Body, body(k))
+				}
+				if d.Redelivered == clean {
+					t.Fatalf("get %d: redelivered %v after a clean=%v stop", i, d.Redelivered, clean)
+				}
+				i++
+			}
+			if len(st.storedSeqs(q2.id)) != 0 {
+				t.Fatal("messages left in the store")
+			}
+		})
+	}
+}
+
+// TestPagingCleanStopKeepsFlags: a message delivered and returned before a
+// clean stop stays flagged redelivered, also while it is paged out.
+func TestPagingCleanStopKeepsFlags(t *testing.T) {
+	st := newFakeStore()
+	b1, v := pagedVHost(t, st, 8)
+	q := declareQ(t, v, "q", QueueOpts{Durable: true})
+	for i := 0; i < 100; i++ {
+		publishM(t, v, persistent("", "q", body(i)), PublishOpts{})
+	}
+	d, _ := q.Get(false)
+	q.Reject([]uint64{d.Seq}, true)
+	if err := b1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b2 := newTestBroker(t, st)
+	q2, _ := mustVHost(t, b2, "/").Queue("q", nil)
+	for i := 0; i < 100; i++ {
+		d, ok := q2.Get(true)
+		if !ok || string(d.Msg.Body) != body(i) || d.Redelivered != (i == 0) {
+			t.Fatalf("get %d: %v %q redelivered %v", i, ok, d.Msg.Body, d.Redelivered)
+		}
+	}
+	// A second clean stop with recovered messages still paged out keeps
+	// the flags of a crash recovery (all of them).
+	st2 := newFakeStore()
+	b3, v3 := pagedVHost(t, st2, 8)
+	declareQ(t, v3, "q", QueueOpts{Durable: true})
+	for i := 0; i < 100; i++ {
+		publishM(t, v3, persistent("", "q", body(i)), PublishOpts{})
+	}
+	_ = b3                          // crash: no Close
+	b4 := newTestBroker(t, st2)     // every message may have been delivered
+	if err := b4.Close(); err != nil { // clean stop, nothing read
+		t.Fatal(err)
+	}
+	b5 := newTestBroker(t, st2)
+	q5, _ := mustVHost(t, b5, "/").Queue("q", nil)
+	for i := 0; i < 100; i++ {
+		d, ok := q5.Get(true)
+		if !ok || !d.Redelivered {
+			t.Fatalf("get %d after crash then clean stop: %v redelivered %v", i, ok, d.Redelivered)
+		}
+	}
+}
+
+// TestPagingPriorities: each priority level pages on its own; the highest
+// priority comes first, FIFO within a level, across the disk boundary.
+func TestPagingPriorities(t *testing.T) {
+	st := newFakeStore()
+	_, v := pagedVHost(t, st, 4)
+	q := declareQ(t, v, "pq", QueueOpts{Durable: true, Args: Table{"x-max-priority": int32(2)}})
+	const n = 900
+	for i := 0; i < n; i++ {
+		m := persistent("", "pq", body(i))
+		m.Props.Priority = uint8(i % 3)
+		publishM(t, v, m, PublishOpts{})
+	}
+	var got []string
+	for _, d := range drainGet(q) {
+		got = append(got, d)
+	}
+	var want []string
+	for p := 2; p >= 0; p-- {
+		for i := p; i < n; i += 3 {
+			want = append(want, body(i))
+		}
+	}
+	if !equalStrings(got, want) {
+		t.Fatalf("priority order: %d messages, first diff at %d", len(got), firstDiff(got, want))
+	}
+}
+
+func drainGet(q *Queue) []string { return getBodies(q) }
+
+// TestPagingMaxLengthDropHead: x-max-length drops from the head while
+// the backlog is on disk, dead-lettering in order.
+func TestPagingMaxLengthDropHead(t *testing.T) {
+	st := newFakeStore()
+	_, v := pagedVHost(t, st, 8)
+	declareQ(t, v, "dlq", QueueOpts{Durable: true})
+	q := declareQ(t, v, "q", QueueOpts{Durable: true, Args: Table{"x-max-length": int64(300),
+		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"}})
+	const n = 1000
+	for i := 0; i < n; i++ {
+		publishM(t, v, persistent("", "q", body(i)), PublishOpts{})
+	}
+	if r := ready(q); r != 300 {
+		t.Fatalf("ready %d", r)
+	}
+	dlq, _ := v.Queue("dlq", nil)
+	eventually(t, time.Second, "dead letters", func() bool { return ready(dlq) == n-300 })
+	got := getBodies(q)
+	for i, b := range got {
+		if b != body(n-300+i) {
+			t.Fatalf("kept %d: %q", i, b)
+		}
+	}
+	dead := getBodies(dlq)
+	for i, b := range dead {
+		if b != body(i) {
+			t.Fatalf("dead-lettered %d: %q", i, b)
+		}
+	}
+}
+
+// TestPagingTTLExpiresBacklog: a message TTL expires a backlog that is
+// mostly on disk, all of it, into the dead-letter queue.
+func TestPagingTTLExpiresBacklog(t *testing.T) {
+	st := newFakeStore()
+	_, v := pagedVHost(t, st, 8)
+	declareQ(t, v, "dlq", QueueOpts{Durable: true})
+	q := declareQ(t, v, "q", QueueOpts{Durable: true, Args: Table{"x-message-ttl": int64(30),
+		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"}})
+	const n = 800
+	for i := 0; i < n; i++ {
+		publishM(t, v, persistent("", "q", body(i)), PublishOpts{})
+	}
+	dlq, _ := v.Queue("dlq", nil)
+	eventually(t, 3*time.Second, "expiry", func() bool { return ready(q) == 0 && ready(dlq) == n })
+	if got := getBodies(dlq); len(got) != n || got[0] != body(0) || got[n-1] != body(n-1) {
+		t.Fatalf("dead letters %d", len(got))
+	}
+	eventually(t, time.Second, "store empty", func() bool { return len(st.storedSeqs(q.id)) == 0 })
+}
+
+// TestPagingDeliveryLimit: x-delivery-limit counts deliveries of a message
+// that was paged in.
+func TestPagingDeliveryLimit(t *testing.T) {
+	st := newFakeStore()
+	_, v := pagedVHost(t, st, 4)
+	declareQ(t, v, "dlq", QueueOpts{Durable: true})
+	q := declareQ(t, v, "q", QueueOpts{Durable: true, Args: Table{"x-delivery-limit": int64(1),
+		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"}})
+	for i := 0; i < 200; i++ {
+		publishM(t, v, persistent("", "q", body(i)), PublishOpts{})
+	}
+	// Take the first 150 (through several refills), return them twice.
+	for round := 0; round < 2; round++ {
+		var seqs []uint64
+		for i := 0; i < 150; i++ {
+			d, ok := q.Get(false)
+			if !ok {
+				t.Fatalf("round %d get %d", round, i)
+			}
+			seqs = append(seqs, d.Seq)
+		}
+		q.Reject(seqs, true)
+	}
+	dlq, _ := v.Queue("dlq", nil)
+	eventually(t, time.Second, "dead letters", func() bool { return ready(dlq) == 0 || ready(dlq) > 0 })
+	// Third delivery of each of the 150 exceeds the limit of 1 redelivery.
+	var seqs []uint64
+	for i := 0; i < 150; i++ {
+		d, _ := q.Get(false)
+		seqs = append(seqs, d.Seq)
+	}
+	q.Reject(seqs, true)
+	eventually(t, time.Second, "delivery limit", func() bool { return ready(dlq) == 150 })
+	if r := ready(q); r != 50 {
+		t.Fatalf("left %d", r)
+	}
+}
+
+// TestPagingPurge: a purge removes what is on disk too.
+func TestPagingPurge(t *testing.T) {
+	st := newFakeStore()
+	_, v := pagedVHost(t, st, 8)
+	q := declareQ(t, v, "q", QueueOpts{Durable: true})
+	for i := 0; i < 700; i++ {
+		m := &Message{RoutingKey: "q", Body: []byte(body(i))}
+		m.Props.DeliveryMode = uint8(1 + i%2)
+		publishM(t, v, m, PublishOpts{})
+	}
+	if n := q.Purge(); n != 700 {
+		t.Fatalf("purged %d", n)
+	}
+	if got := st.storedSeqs(q.id); len(got) != 0 {
+		t.Fatalf("%d messages left in the store", len(got))
+	}
+	publishM(t, v, persistent("", "q", "after"), PublishOpts{})
+	if got := getBodies(q); !equalStrings(got, []string{"after"}) {
+		t.Fatalf("after purge %v", got)
+	}
+}
+
+// TestPagingMemoryPressure: under pressure a queue without consumers keeps
+// nothing new in memory and pages out its head.
+func TestPagingMemoryPressure(t *testing.T) {
+	st := newFakeStore()
+	b, v := pagedVHost(t, st, 1000)
+	q := declareQ(t, v, "q", QueueOpts{})
+	for i := 0; i < 500; i++ {
+		publish(t, v, "", "q", body(i))
+	}
+	if mem := q.memBytes(); mem != int64(500*len(body(0))) {
+		t.Fatalf("in memory before pressure %d", mem)
+	}
+	b.SetMemoryPressure(true)
+	publish(t, v, "", "q", body(500))
+	if mem := q.memBytes(); mem != 0 {
+		t.Fatalf("in memory under pressure %d", mem)
+	}
+	b.SetMemoryPressure(false)
+	got := getBodies(q)
+	if len(got) != 501 || got[0] != body(0) || got[500] != body(500) {
+		t.Fatalf("drained %d", len(got))
+	}
+	if len(st.storedSeqs(q.id)) != 0 {
+		t.Fatal("pages left in the store")
+	}
+}
+
+// TestPagingLazyArgAndPolicy: x-queue-mode lazy and the max-in-memory
+// policy keys shrink a queue's window.
+func TestPagingLazyArgAndPolicy(t *testing.T) {
+	st := newFakeStore()
+	_, v := pagedVHost(t, st, 2048)
+	lazy := declareQ(t, v, "lazy", QueueOpts{Durable: true, Args: Table{"x-queue-mode": "lazy"}})
+	pol := declareQ(t, v, "pol", QueueOpts{Durable: true})
+	if _, err := v.SetPolicy(Policy{Name: "p", Pattern: "^pol$", Definition: Table{"max-in-memory-length": int64(10)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.DeclareQueue("bad", QueueOpts{Args: Table{"x-queue-mode": "eager"}}); KindOf(err) != KindPreconditionFailed {
+		t.Fatalf("bad queue mode: %v", err)
+	}
+	for i := 0; i < 2000; i++ {
+		publishM(t, v, persistent("", "lazy", body(i)), PublishOpts{})
+		publishM(t, v, persistent("", "pol", body(i)), PublishOpts{})
+	}
+	for _, q := range []*Queue{lazy, pol} {
+		if mem, bound := q.memBytes(), memBound(10, len(body(0))); mem > bound {
+			t.Fatalf("%s: %d bytes in memory, bound %d", q.name, mem, bound)
+		}
+		if got := getBodies(q); len(got) != 2000 || got[1999] != body(1999) {
+			t.Fatalf("%s drained %d", q.name, len(got))
+		}
+	}
+}
