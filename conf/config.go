@@ -60,6 +60,10 @@ type Config struct {
 
 	Limits Limits `yaml:"limits"`
 
+	// Queues bounds what a classic queue keeps in memory; the rest of its
+	// backlog is in the store.
+	Queues Queues `yaml:"queues"`
+
 	// Audit, Auth and Encryption: see security.go.
 	Audit      Audit      `yaml:"audit"`
 	Auth       Auth       `yaml:"auth"`
@@ -67,6 +71,24 @@ type Config struct {
 
 	// Cluster: gossip membership with other nodes (cluster.go).
 	Cluster Cluster `yaml:"cluster"`
+}
+
+// Queues bounds the memory of classic queues. A queue keeps at most a
+// window of messages in memory at its head (per priority level), plus a
+// small buffer of the newest; the rest of its backlog is read from the
+// store as consumers reach it. Queue arguments x-max-in-memory-length,
+// x-max-in-memory-bytes and x-queue-mode (lazy), and the policy keys of
+// the same names, lower a queue's window.
+type Queues struct {
+	// WindowMessages and WindowBytes are the default window: at most this
+	// many messages and body bytes in memory at a queue's head.
+	WindowMessages int `yaml:"window_messages"`
+	WindowBytes    int `yaml:"window_bytes"`
+	// MemoryPagingPercent: past this share of the memory alarm's limit,
+	// queues keep no new message in memory and a queue without consumers
+	// pages out what it holds (RabbitMQ's
+	// vm_memory_high_watermark_paging_ratio, 0.5 = 50). 0 disables.
+	MemoryPagingPercent int `yaml:"memory_paging_percent"`
 }
 
 // Limits bounds what clients may use, across every protocol. A zero
@@ -240,6 +262,7 @@ func Default() Config {
 		LoopbackUsers: []string{"guest"},
 
 		MemoryHighWatermarkPercent: 40,
+		Queues:                     Queues{WindowMessages: 2048, WindowBytes: 8 << 20, MemoryPagingPercent: 50},
 		DiskFreeLimit:              50_000_000,
 		DiskFreeCheckInterval:      2 * time.Second,
 		Auth:                       DefaultAuth(),

@@ -92,6 +92,15 @@ func (c *Config) Validate() error {
 			bad(l.key, "%d must not be negative (0 means no limit)", l.v)
 		}
 	}
+	if c.Queues.WindowMessages < 1 {
+		bad("queues.window_messages", "%d must be at least 1", c.Queues.WindowMessages)
+	}
+	if c.Queues.WindowBytes < 1 {
+		bad("queues.window_bytes", "%d must be at least 1", c.Queues.WindowBytes)
+	}
+	if c.Queues.MemoryPagingPercent < 0 || c.Queues.MemoryPagingPercent > 100 {
+		bad("queues.memory_paging_percent", "%d must be between 0 and 100", c.Queues.MemoryPagingPercent)
+	}
 	for i, u := range c.LoopbackUsers {
 		if u == "" {
 			bad(fmt.Sprintf("loopback_users[%d]", i), "must not be empty")

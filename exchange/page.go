@@ -1,6 +1,9 @@
 package exchange
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"unsafe"
+)
 
 // Paging: a classic queue's memory is bounded whatever its backlog.
 //
@@ -404,8 +407,18 @@ func (r *readyList) clear(drop bool) []entry {
 	return out
 }
 
-// count is the number of ready messages, those paged out included.
-func (r *readyList) count() int { return r.n }
+// inMemory is the number of ready messages held in memory.
+func (r *readyList) inMemory() int {
+	n := 0
+	for i := range r.levels {
+		n += r.levels[i].head.n + r.levels[i].tail.n
+	}
+	return n
+}
+
+// msgOverhead is what a message held in memory costs besides its body:
+// its entry and its Message (headers, when it has them, come on top).
+const msgOverhead = int64(unsafe.Sizeof(entry{}) + unsafe.Sizeof(Message{}))
 
 // storeKey is e's key in q's message log.
 func (q *Queue) storeKey(e *entry) uint64 {

@@ -87,6 +87,13 @@ type QueueStatus struct {
 	Ready, Unacked, Consumers int
 	// ReadyBytes is the body size of the ready messages.
 	ReadyBytes int64
+	// ReadyRAM and BytesRAM count the ready messages held in memory and
+	// their body bytes; the others are paged out to the store.
+	ReadyRAM int
+	BytesRAM int64
+	// Memory estimates the bytes the queue holds: the bodies and message
+	// headers it keeps in memory, ready and unacked.
+	Memory int64
 	// Deleted reports that the queue is gone.
 	Deleted bool
 	// Owner is the connection that owns an exclusive queue, else nil.
@@ -107,6 +114,13 @@ func (q *Queue) Status() QueueStatus {
 	defer q.mu.Unlock()
 	st := QueueStatus{Ready: q.ready.n, Unacked: len(q.unacked), Consumers: len(q.consumers),
 		ReadyBytes: q.ready.bytes, Deleted: q.deleted, Owner: q.owner, LastUsed: q.lastUsed}
+	st.ReadyRAM, st.BytesRAM = q.ready.inMemory(), q.ready.mem
+	st.Memory = q.ready.mem + int64(st.ReadyRAM+st.Unacked)*msgOverhead
+	for _, u := range q.unacked {
+		if u.e.msg != nil {
+			st.Memory += int64(len(u.e.msg.Body))
+		}
+	}
 	if r := q.remote; r != nil {
 		now := nowNano()
 		if now-q.remoteAt > int64(remoteCountTTL) && !q.remoteFetching {

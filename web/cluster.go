@@ -131,9 +131,21 @@ func (s *Server) getNode(w http.ResponseWriter, r *http.Request, _ *auth.User) {
 	name := pathValue(r, "node")
 	for _, n := range s.nodesJSON() {
 		if n["name"] == name {
+			if r.URL.Query().Get("memory") == "true" && name == s.node {
+				n["memory"] = s.memoryBreakdown()
+			}
 			writeJSON(w, http.StatusOK, n)
 			return
 		}
 	}
 	notFound(w)
+}
+
+// getNodeMemory is /api/nodes/{node}/memory (this node only).
+func (s *Server) getNodeMemory(w http.ResponseWriter, r *http.Request, _ *auth.User) {
+	if pathValue(r, "node") != s.node {
+		notFound(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"memory": s.memoryBreakdown()})
 }

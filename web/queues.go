@@ -32,6 +32,8 @@ type queueJSON struct {
 	MessageBytesReady          int64          `json:"message_bytes_ready"`
 	MessageBytesUnacknowledged int64          `json:"message_bytes_unacknowledged"`
 	MessageBytesRAM            int64          `json:"message_bytes_ram"`
+	MessagesPagedOut           int64          `json:"messages_paged_out"`
+	MessageBytesPagedOut       int64          `json:"message_bytes_paged_out"`
 	MessageStats               msgStatsJSON   `json:"message_stats"`
 	IdleSince                  string         `json:"idle_since,omitempty"`
 	ExclusiveConsumerTag       *string        `json:"exclusive_consumer_tag"`
@@ -62,9 +64,11 @@ func (s *Server) queueJSON(q *exchange.Queue) queueJSON {
 		Durable: q.Durable(), AutoDelete: q.AutoDelete(), Exclusive: q.Exclusive(), Arguments: args,
 		Consumers:   st.Consumers,
 		lengthsJSON: lengths(int64(st.Ready), int64(st.Unacked), w),
-		MessagesRAM: int64(st.Ready + st.Unacked), MessagesReadyRAM: int64(st.Ready),
+		MessagesRAM: int64(st.ReadyRAM + st.Unacked), MessagesReadyRAM: int64(st.ReadyRAM),
 		MessagesUnacknowledgedRAM: int64(st.Unacked),
-		MessageBytes:              st.ReadyBytes, MessageBytesReady: st.ReadyBytes, MessageBytesRAM: st.ReadyBytes,
+		MessageBytes:              st.ReadyBytes, MessageBytesReady: st.ReadyBytes, MessageBytesRAM: st.BytesRAM,
+		MessagesPagedOut:          int64(st.Ready - st.ReadyRAM), MessageBytesPagedOut: st.ReadyBytes - st.BytesRAM,
+		Memory:                    st.Memory,
 		MessageStats:              messageStats(kindQueue, q.MsgStats(), w),
 		EffectivePolicyDefinition: map[string]any{},
 	}

@@ -19,6 +19,7 @@ func (s *Server) routes() {
 	m("GET /api/overview", mg, s.overview)
 	m("GET /api/nodes", mon, s.listNodes)
 	m("GET /api/nodes/{node}", mon, s.getNode)
+	m("GET /api/nodes/{node}/memory", mon, s.getNodeMemory)
 	m("GET /api/extensions", mg, func(w http.ResponseWriter, _ *http.Request, _ *auth.User) {
 		writeJSON(w, http.StatusOK, []any{})
 	})

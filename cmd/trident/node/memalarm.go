@@ -59,14 +59,25 @@ func memoryInUse(s []metrics.Sample) int64 {
 
 // watchMemory raises and clears the broker's "memory" alarm every second
 // until stop is closed. It clears at 95% of the limit, so that it does not
-// flap around the watermark.
-func watchMemory(alarms *exchange.Alarms, limit int64, stop <-chan struct{}, log interface{ Warn(string, ...any) }) {
+// flap around the watermark. Past paging (if not 0) it sets the core's
+// memory pressure, under which queues page out at once.
+func watchMemory(b *exchange.Broker, limit, paging int64, stop <-chan struct{}, log interface{ Warn(string, ...any) }) {
+	alarms := b.Alarms()
 	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	raised := false
+	raised, pressed := false, false
 	for {
 		used := memoryInUse(s)
+		switch {
+		case paging > 0 && !pressed && used > paging:
+			pressed = true
+			log.Warn("memory above the paging threshold: queues page out", "used", used, "threshold", paging)
+			b.SetMemoryPressure(true)
+		case pressed && used < paging*95/100:
+			pressed = false
+			b.SetMemoryPressure(false)
+		}
 		switch {
 		case !raised && used > limit:
 			raised = true

@@ -105,6 +105,7 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	n.broker.Limiter().Set(exchange.Limits(cfg.Limits))
+	n.broker.SetQueueWindow(cfg.Queues.WindowMessages, int64(cfg.Queues.WindowBytes))
 	n.users, err = auth.New(st, n.authOptions())
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
@@ -125,7 +126,7 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	}
 	n.stopWatch = make(chan struct{})
 	if limit := n.memoryLimit(); limit > 0 {
-		go watchMemory(n.broker.Alarms(), limit, n.stopWatch, n.log)
+		go watchMemory(n.broker, limit, limit*int64(cfg.Queues.MemoryPagingPercent)/100, n.stopWatch, n.log)
 	}
 	if limit := cfg.DiskFreeLimit; limit > 0 {
 		go watchDisk(n.broker.Alarms(), cfg.DataDir, int64(limit), cfg.DiskFreeCheckInterval, n.stopWatch, n.log)
