@@ -24,7 +24,7 @@ type fakeStore struct {
 	// finished before the publisher looked.
 	syncDone bool
 	wg       sync.WaitGroup
-	reads int // messages returned by ReadMessages
+	reads    int // messages returned by ReadMessages
 }
 
 var _ Store = (*fakeStore)(nil)

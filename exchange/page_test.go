@@ -230,8 +230,8 @@ func TestPagingCleanStopKeepsFlags(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		publishM(t, v3, persistent("", "q", body(i)), PublishOpts{})
 	}
-	_ = b3                          // crash: no Close
-	b4 := newTestBroker(t, st2)     // every message may have been delivered
+	_ = b3                             // crash: no Close
+	b4 := newTestBroker(t, st2)        // every message may have been delivered
 	if err := b4.Close(); err != nil { // clean stop, nothing read
 		t.Fatal(err)
 	}

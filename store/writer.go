@@ -2,9 +2,9 @@ package store
 
 import (
 	"cmp"
-	"slices"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Group commit. Producers append records to b.pend under b.mu (data copied

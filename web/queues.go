@@ -67,7 +67,7 @@ func (s *Server) queueJSON(q *exchange.Queue) queueJSON {
 		MessagesRAM: int64(st.ReadyRAM + st.Unacked), MessagesReadyRAM: int64(st.ReadyRAM),
 		MessagesUnacknowledgedRAM: int64(st.Unacked),
 		MessageBytes:              st.ReadyBytes, MessageBytesReady: st.ReadyBytes, MessageBytesRAM: st.BytesRAM,
-		MessagesPagedOut:          int64(st.Ready - st.ReadyRAM), MessageBytesPagedOut: st.ReadyBytes - st.BytesRAM,
+		MessagesPagedOut: int64(st.Ready - st.ReadyRAM), MessageBytesPagedOut: st.ReadyBytes - st.BytesRAM,
 		Memory:                    st.Memory,
 		MessageStats:              messageStats(kindQueue, q.MsgStats(), w),
 		EffectivePolicyDefinition: map[string]any{},
