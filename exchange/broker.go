@@ -31,6 +31,32 @@ type Broker struct {
 	windowMsgs, windowBytes atomic.Int64
 	memPressure             atomic.Bool
 	paged                   struct{ out, in atomic.Uint64 }
+
+	unreadableMu sync.Mutex
+	unreadable   map[string]int // "vhost/queue" → stored messages that could not be read
+}
+
+// noteUnreadable records n stored messages of q that could not be read
+// back (corrupt or missing): the health check reports them.
+func (b *Broker) noteUnreadable(q *Queue, n int) {
+	b.unreadableMu.Lock()
+	defer b.unreadableMu.Unlock()
+	if b.unreadable == nil {
+		b.unreadable = map[string]int{}
+	}
+	b.unreadable[q.vh.name+"/"+q.name] += n
+}
+
+// UnreadableMessages returns, per "vhost/queue", how many stored messages
+// could not be read back since start (they were logged and dropped).
+func (b *Broker) UnreadableMessages() map[string]int {
+	b.unreadableMu.Lock()
+	defer b.unreadableMu.Unlock()
+	out := make(map[string]int, len(b.unreadable))
+	for k, v := range b.unreadable {
+		out[k] = v
+	}
+	return out
 }
 
 // SetQueueWindow sets the default in-memory window of every classic

@@ -1,9 +1,6 @@
 package exchange
 
-import (
-	"sync/atomic"
-	"unsafe"
-)
+import "unsafe"
 
 // Paging: a classic queue's memory is bounded whatever its backlog.
 //
@@ -85,7 +82,6 @@ type readyList struct {
 	// whose bytes were estimated.
 	recAll, recMax uint64
 	recSeen        map[uint64]bool
-	corrupt        atomic.Int64
 }
 
 func newReadyList(q *Queue, maxPriority int) readyList {
@@ -228,7 +224,7 @@ func (r *readyList) refill(i int, l *lane) {
 			est := int64(len(data)) // recovered: counted by the record's size
 			m, _, err := decodeMessage(data)
 			if err != nil {
-				r.corrupt.Add(1)
+				r.q.vh.b.noteUnreadable(q, 1)
 				q.vh.b.log.Error("corrupt stored message dropped", "vhost", q.vh.name, "queue", q.name, "seq", seq, "err", err)
 				q.vh.b.store.DeleteMessage(q.id, k)
 				l.mid--
@@ -275,7 +271,7 @@ func (r *readyList) refill(i int, l *lane) {
 			// The store holds fewer messages than counted (the store
 			// sees queued writes too, so they are gone): say so and
 			// count what is there.
-			r.corrupt.Add(int64(l.mid))
+			r.q.vh.b.noteUnreadable(q, l.mid)
 			q.vh.b.log.Error("stored messages missing", "vhost", q.vh.name, "queue", q.name, "missing", l.mid)
 			r.n -= l.mid
 			r.bytes -= l.midBytes

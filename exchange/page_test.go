@@ -444,3 +444,27 @@ func TestPagingLazyArgAndPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestPagingCorruptRecord: a stored record that does not decode is
+// logged, counted for the health check and skipped; the rest is delivered.
+func TestPagingCorruptRecord(t *testing.T) {
+	st := newFakeStore()
+	b, v := pagedVHost(t, st, 8)
+	q := declareQ(t, v, "q", QueueOpts{Durable: true})
+	for i := 0; i < 600; i++ {
+		publishM(t, v, persistent("", "q", body(i)), PublishOpts{})
+	}
+	st.mu.Lock()
+	st.msgs[q.id][storeKey(0, 100, false)] = []byte{0xff, 1, 2}
+	st.mu.Unlock()
+	got := getBodies(q)
+	if len(got) != 599 || got[98] != body(98) || got[99] != body(100) {
+		t.Fatalf("got %d around the bad record: %v", len(got), got[97:101])
+	}
+	if bad := b.UnreadableMessages(); bad["//q"] != 1 {
+		t.Fatalf("unreadable %v", bad)
+	}
+	if ready(q) != 0 || len(st.storedSeqs(q.id)) != 0 {
+		t.Fatalf("left ready %d stored %d", ready(q), len(st.storedSeqs(q.id)))
+	}
+}
