@@ -20,13 +20,13 @@ type BadgerOptions struct {
 	BlockCacheSize   int64 // block cache bytes (default 16 MiB)
 	IndexCacheSize   int64 // index cache bytes; 0 keeps indices in memory
 	NumCompactors    int   // compaction goroutines (default 2)
-	ValueLogFileSize int64 // value log file size (default 256 MiB)
+	ValueLogFileSize int64 // value log file size (default 64 MiB: the file being written is never reclaimed)
 	// ValueThreshold: values at least this big live in the value log, the
 	// LSM tree keeps a pointer (default 256 bytes). Message bodies then
 	// stay out of the tree, so a key scan (recovery) reads no bodies and
 	// compactions move only keys; value-log GC gives the space back.
 	ValueThreshold int64
-	GCInterval     time.Duration // value-log GC period (default 5m; negative disables)
+	GCInterval     time.Duration // value-log GC period (default 30s; negative disables)
 	GCDiscardRatio float64       // RunValueLogGC ratio (default 0.5)
 	// MaxPendingBytes is a soft bound on appends and deletes queued for the
 	// writer (data bytes plus ~64 bytes per record). AppendMessage and
@@ -48,9 +48,9 @@ func DefaultBadgerOptions() BadgerOptions {
 		NumMemtables:     3,
 		BlockCacheSize:   16 << 20,
 		NumCompactors:    2,
-		ValueLogFileSize: 256 << 20,
+		ValueLogFileSize: 64 << 20,
 		ValueThreshold:   256,
-		GCInterval:       5 * time.Minute,
+		GCInterval:       30 * time.Second,
 		GCDiscardRatio:   0.5,
 		MaxPendingBytes:  64 << 20,
 	}
@@ -450,7 +450,16 @@ func (b *Badger) Close() error {
 	return failed
 }
 
-// runGC runs Badger's value-log GC every GCInterval until Close.
+// reclaimAfterDeletes is how many message deletes make an idle store
+// compact its tree (see reclaim).
+const reclaimAfterDeletes = 10_000
+
+// runGC runs Badger's value-log GC every GCInterval until Close. Value-log
+// GC only rewrites files that compactions have found garbage in, and a
+// tree that no longer grows is not compacted: so when at least
+// reclaimAfterDeletes messages were deleted since the last time and no
+// message was appended during the last interval (the broker is idle, a
+// drained backlog), reclaim compacts the tree first.
 func (b *Badger) runGC() {
 	defer close(b.gcDone)
 	if b.opts.GCInterval < 0 {
@@ -459,12 +468,19 @@ func (b *Badger) runGC() {
 	}
 	t := time.NewTicker(b.opts.GCInterval)
 	defer t.Stop()
+	var reclaimedAt, appendsAt uint64
 	for {
 		select {
 		case <-b.gcStop:
 			return
 		case <-t.C:
 		}
+		deletes, appends := b.stats.deletes.Load(), b.stats.appends.Load()
+		if deletes-reclaimedAt >= reclaimAfterDeletes && appends == appendsAt {
+			reclaimedAt = deletes
+			b.reclaim()
+		}
+		appendsAt = appends
 		for n := 0; ; n++ {
 			err := b.db.RunValueLogGC(b.opts.GCDiscardRatio)
 			if err != nil {
@@ -480,4 +496,33 @@ func (b *Badger) runGC() {
 			}
 		}
 	}
+}
+
+// flushKey is a key kept only to make DropPrefix flush the memtables.
+var flushKey = []byte("z:flush")
+
+// reclaim flushes the memtables (DropPrefix of flushKey does that, and
+// holds writes while it does) and compacts the tree into one level, so
+// that deleted messages' values are counted as garbage and value-log GC
+// can give their files back. It is only run while no messages are being
+// appended. The tree holds keys and value pointers only (bodies are in
+// the value log), so this is quick.
+func (b *Badger) reclaim() {
+	if err := b.begin(); err != nil {
+		return
+	}
+	defer b.end()
+	start := time.Now()
+	err := b.db.Update(func(txn *badger.Txn) error { return txn.Set(flushKey, []byte{}) })
+	if err == nil {
+		err = b.db.DropPrefix(flushKey)
+	}
+	if err == nil {
+		err = b.db.Flatten(1)
+	}
+	if err != nil {
+		b.log.Warn("store: compaction to reclaim space", "err", err)
+		return
+	}
+	b.log.Debug("store: compacted to reclaim space", "took", time.Since(start))
 }

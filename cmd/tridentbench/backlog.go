@@ -49,6 +49,8 @@ type backlogResult struct {
 	drainRate    float64
 	drained      int
 	peakRSS      int64 // bytes (VmHWM, or the highest sample)
+	peakAnon     int64 // highest RssAnon sample
+	fileFilled   int64 // RssFile at the end of the fill
 	rssFilled    int64
 	rssRestarted int64
 	rssDrained   int64
@@ -115,7 +117,9 @@ func backlogTrident(ctx context.Context, o *options, n int) (backlogResult, erro
 		return r, err
 	}
 	r.rssFilled = rss(proc.Pid())
+	r.fileFilled = procStatus(proc.Pid(), "RssFile")
 	r.peakRSS = max(hwm(proc.Pid()), mem.stop())
+	r.peakAnon = mem.peakAnon
 	r.diskFilled = dirSize(proc.DataDir)
 
 	fmt.Fprintln(os.Stderr, "tridentbench: kill -9 and restart")
@@ -146,6 +150,7 @@ func backlogTrident(ctx context.Context, o *options, n int) (backlogResult, erro
 		return r, err
 	}
 	r.peakRSS = max(r.peakRSS, hwm(proc.Pid()), mem.stop())
+	r.peakAnon = max(r.peakAnon, mem.peakAnon)
 	r.rssDrained = rss(proc.Pid())
 	r.diskDrained = dirSize(proc.DataDir)
 	if o.backlogSettle > 0 {
@@ -181,6 +186,7 @@ func backlogRemote(ctx context.Context, o *options, name, url string, n int, pid
 	}
 	r.rssDrained = rss(pid())
 	r.peakRSS = mem.stop()
+	r.peakAnon = mem.peakAnon
 	return r, deleteBacklogQueue(url)
 }
 
@@ -366,11 +372,14 @@ func procStatus(pid int, field string) int64 {
 func rss(pid int) int64 { return procStatus(pid, "VmRSS") }
 func hwm(pid int) int64 { return procStatus(pid, "VmHWM") }
 
-// rssSampler keeps the highest resident size seen every 100 ms.
+// rssSampler keeps the highest resident size seen every 100 ms, and the
+// highest anonymous part of it (RssAnon: the process's own memory, without
+// the pages of files it maps, which the kernel reclaims as page cache).
 type rssSampler struct {
-	stopc chan struct{}
-	wg    sync.WaitGroup
-	peak  int64
+	stopc    chan struct{}
+	wg       sync.WaitGroup
+	peak     int64
+	peakAnon int64
 }
 
 func startRSS(pid func() int) *rssSampler {
@@ -379,7 +388,9 @@ func startRSS(pid func() int) *rssSampler {
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for {
-			s.peak = max(s.peak, rss(pid()))
+			p := pid()
+			s.peak = max(s.peak, rss(p))
+			s.peakAnon = max(s.peakAnon, procStatus(p, "RssAnon"))
 			select {
 			case <-s.stopc:
 				return
@@ -449,6 +460,7 @@ func writeBacklog(w io.Writer, o *options, rs []backlogResult) {
 		fmt.Fprintf(w, "%s, %d messages\n", r.name, r.n)
 		fmt.Fprintf(w, "  fill          %s/s; tenths %s\n", human(r.fillRate), tenths(r.fillTenths))
 		fmt.Fprintf(w, "  peak RSS      %s (filled %s, restarted %s, drained %s)\n", mib(r.peakRSS), mib(r.rssFilled), mib(r.rssRestarted), mib(r.rssDrained))
+		fmt.Fprintf(w, "  peak anon     %s (RssAnon: without mapped files; mapped store files at the end of the fill: %s)\n", mib(r.peakAnon), mib(r.fileFilled))
 		if r.restarted {
 			fmt.Fprintf(w, "  restart       AMQP port serves after %v, passive declare returns %d after %v\n",
 				r.toServe.Round(time.Millisecond), r.countAfter, r.toCount.Round(time.Millisecond))
