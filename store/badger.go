@@ -28,6 +28,9 @@ type BadgerOptions struct {
 	ValueThreshold int64
 	GCInterval     time.Duration // value-log GC period (default 30s; negative disables)
 	GCDiscardRatio float64       // RunValueLogGC ratio (default 0.5)
+	// TrimInterval is how often the value log's mapped pages are paged
+	// out of the process (residency_linux.go; default 1s, negative never).
+	TrimInterval time.Duration
 	// MaxPendingBytes is a soft bound on appends and deletes queued for the
 	// writer (data bytes plus ~64 bytes per record). AppendMessage and
 	// DeleteMessage block while it is exceeded. Default 64 MiB.
@@ -52,6 +55,7 @@ func DefaultBadgerOptions() BadgerOptions {
 		ValueThreshold:   256,
 		GCInterval:       30 * time.Second,
 		GCDiscardRatio:   0.5,
+		TrimInterval:     time.Second,
 		MaxPendingBytes:  64 << 20,
 	}
 }
@@ -81,6 +85,9 @@ func (o BadgerOptions) withDefaults() BadgerOptions {
 	}
 	if o.GCInterval == 0 {
 		o.GCInterval = d.GCInterval
+	}
+	if o.TrimInterval == 0 {
+		o.TrimInterval = d.TrimInterval
 	}
 	if o.GCDiscardRatio <= 0 || o.GCDiscardRatio >= 1 {
 		o.GCDiscardRatio = d.GCDiscardRatio
@@ -131,6 +138,7 @@ type Badger struct {
 	notifyDone chan struct{}
 	gcStop     chan struct{}
 	gcDone     chan struct{}
+	trimDone   chan struct{}
 
 	stats struct {
 		appends, deletes, cancelled, batches, syncs atomic.Uint64
@@ -178,6 +186,7 @@ func OpenBadger(dir string, opts BadgerOptions, log *slog.Logger) (*Badger, erro
 		notifyDone: make(chan struct{}),
 		gcStop:     make(chan struct{}),
 		gcDone:     make(chan struct{}),
+		trimDone:   make(chan struct{}),
 	}
 	b.wake = sync.NewCond(&b.mu)
 	b.room = sync.NewCond(&b.mu)
@@ -185,6 +194,7 @@ func OpenBadger(dir string, opts BadgerOptions, log *slog.Logger) (*Badger, erro
 	go b.runWriter()
 	go b.runNotifier()
 	go b.runGC()
+	go b.runTrim(dir)
 	return b, nil
 }
 
@@ -439,6 +449,7 @@ func (b *Badger) Close() error {
 	<-b.notifyDone
 	close(b.gcStop)
 	<-b.gcDone
+	<-b.trimDone
 
 	b.mu.Lock()
 	failed := b.failed
@@ -525,4 +536,24 @@ func (b *Badger) reclaim() {
 		return
 	}
 	b.log.Debug("store: compacted to reclaim space", "took", time.Since(start))
+}
+
+// runTrim pages the value log's mappings out every TrimInterval until
+// Close (see trimMapped).
+func (b *Badger) runTrim(dir string) {
+	defer close(b.trimDone)
+	if b.opts.TrimInterval < 0 {
+		<-b.gcStop
+		return
+	}
+	t := time.NewTicker(b.opts.TrimInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.gcStop:
+			return
+		case <-t.C:
+			trimMapped(dir)
+		}
+	}
 }

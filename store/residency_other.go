@@ -1,0 +1,6 @@
+//go:build !linux
+
+package store
+
+// trimMapped does nothing where MADV_PAGEOUT is not available.
+func trimMapped(string) {}
