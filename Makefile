@@ -6,6 +6,7 @@
 #                 RabbitMQ, '--cluster3' a 3-node Trident cluster for the quorum scenarios)
 #   make bench-quorum  only the quorum queue scenarios, vs RabbitMQ and on 3 nodes
 #   make bench-backlog BACKLOG=N  a queue with N messages: memory, restart, drain, disk
+#   make bench-many-queues QUEUES=Q EACH=M  Q durable queues with M messages: restart, memory
 
 GO       ?= go
 BIN      := bin
@@ -19,8 +20,10 @@ QUORUM_SCENARIOS := amqp-quorum-1-1,amqp-quorum-10-10
 
 # Messages for `make bench-backlog` (issue 11's measure: use 10000000).
 BACKLOG ?= 1000000
+QUEUES ?= 100000
+EACH ?= 100
 
-.PHONY: all build run test vet race suites fuzz bench bench-quorum bench-backlog lint clean
+.PHONY: all build run test vet race suites fuzz bench bench-quorum bench-backlog bench-many-queues lint clean
 
 all: build
 
@@ -74,6 +77,11 @@ bench-quorum:
 # restart, drain: rates per tenth, peak RSS, restart time, disk (backlog.go).
 bench-backlog:
 	$(GO) run ./cmd/tridentbench --backlog $(BACKLOG) $(BENCHFLAGS)
+
+# Many durable queues with a few messages each: declare, fill, kill -9,
+# restart to serving with the right counts, memory (manyqueues.go).
+bench-many-queues:
+	$(GO) run ./cmd/tridentbench --many-queues $(QUEUES) --many-queues-each $(EACH) $(BENCHFLAGS)
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l reports:"; echo "$$out"; exit 1; fi

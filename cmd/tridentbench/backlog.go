@@ -431,13 +431,15 @@ func dirSize(dir string) int64 {
 	return n
 }
 
-func writeBacklog(w io.Writer, o *options, rs []backlogResult) {
-	mib := func(b int64) string {
-		if b == 0 {
-			return "–"
-		}
-		return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20))
+// mib formats a byte count, "–" for none.
+func mib(b int64) string {
+	if b == 0 {
+		return "–"
 	}
+	return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20))
+}
+
+func writeBacklog(w io.Writer, o *options, rs []backlogResult) {
 	tenths := func(ts []float64) string {
 		var parts []string
 		lo, hi := 0.0, 0.0

@@ -155,6 +155,8 @@ type options struct {
 	backlog       int           // --backlog N: the backlog benchmark instead of the scenarios
 	backlogAnchor int           // messages for the RabbitMQ anchor in it
 	backlogSettle time.Duration // wait after the drain before measuring disk again
+	manyQueues     int // --many-queues Q: the many-queues benchmark instead
+	manyQueuesEach int // messages per queue in it
 }
 
 type stringList []string
@@ -185,6 +187,8 @@ func main() {
 	fs.IntVar(&o.backlog, "backlog", 0, "run the backlog benchmark with `N` messages instead of the scenarios (see backlog.go)")
 	fs.IntVar(&o.backlogAnchor, "backlog-anchor", 1_000_000, "at most this many messages for the RabbitMQ anchor in the backlog benchmark")
 	fs.DurationVar(&o.backlogSettle, "backlog-settle", 3*time.Minute, "after the drain, wait this long and measure the data directory again")
+	fs.IntVar(&o.manyQueues, "many-queues", 0, "run the many-queues benchmark with `Q` durable queues instead of the scenarios (see manyqueues.go)")
+	fs.IntVar(&o.manyQueuesEach, "many-queues-each", 100, "messages per queue in the many-queues benchmark")
 	_ = fs.Parse(os.Args[1:])
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "tridentbench: unexpected arguments %q\n", fs.Args())
@@ -193,11 +197,15 @@ func main() {
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	var err error
-	if o.backlog > 0 {
+	if o.backlog > 0 || o.manyQueues > 0 {
 		if o.params.MsgSize == 16 && !flagSet(fs, "size") {
 			o.params.MsgSize = 1024
 		}
+	}
+	if o.backlog > 0 {
 		err = runBacklog(ctx, &o)
+	} else if o.manyQueues > 0 {
+		err = runManyQueues(ctx, &o)
 	} else {
 		err = run(ctx, &o)
 	}
