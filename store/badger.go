@@ -28,9 +28,12 @@ type BadgerOptions struct {
 	ValueThreshold int64
 	GCInterval     time.Duration // value-log GC period (default 30s; negative disables)
 	GCDiscardRatio float64       // RunValueLogGC ratio (default 0.5)
-	// TrimInterval is how often the value log's mapped pages are paged
-	// out of the process (residency_linux.go; default 1s, negative never).
+	// TrimInterval is how often the process's resident file-backed pages
+	// are looked at; past TrimAbove bytes the value log's mapped pages are
+	// paged out of the process (residency_linux.go; default every 1s past
+	// 256 MiB; a negative interval never).
 	TrimInterval time.Duration
+	TrimAbove    int64
 	// MaxPendingBytes is a soft bound on appends and deletes queued for the
 	// writer (data bytes plus ~64 bytes per record). AppendMessage and
 	// DeleteMessage block while it is exceeded. Default 64 MiB.
@@ -56,6 +59,7 @@ func DefaultBadgerOptions() BadgerOptions {
 		GCInterval:       30 * time.Second,
 		GCDiscardRatio:   0.5,
 		TrimInterval:     time.Second,
+		TrimAbove:        256 << 20,
 		MaxPendingBytes:  64 << 20,
 	}
 }
@@ -88,6 +92,9 @@ func (o BadgerOptions) withDefaults() BadgerOptions {
 	}
 	if o.TrimInterval == 0 {
 		o.TrimInterval = d.TrimInterval
+	}
+	if o.TrimAbove <= 0 {
+		o.TrimAbove = d.TrimAbove
 	}
 	if o.GCDiscardRatio <= 0 || o.GCDiscardRatio >= 1 {
 		o.GCDiscardRatio = d.GCDiscardRatio
@@ -553,7 +560,9 @@ func (b *Badger) runTrim(dir string) {
 		case <-b.gcStop:
 			return
 		case <-t.C:
-			trimMapped(dir)
+			if residentFileBytes() > b.opts.TrimAbove {
+				trimMapped(dir)
+			}
 		}
 	}
 }

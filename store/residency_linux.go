@@ -56,3 +56,19 @@ func trimMapped(dir string) {
 		_, _, _ = unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), unix.MADV_PAGEOUT)
 	}
 }
+
+// residentFileBytes is the process's resident file-backed memory
+// (RssFile), 0 if unknown.
+func residentFileBytes() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	i := bytes.Index(b, []byte("RssFile:"))
+	if i < 0 {
+		return 0
+	}
+	line, _, _ := bytes.Cut(b[i+len("RssFile:"):], []byte("\n"))
+	kb, _ := strconv.ParseInt(string(bytes.TrimSuffix(bytes.TrimSpace(line), []byte(" kB"))), 10, 64)
+	return kb << 10
+}

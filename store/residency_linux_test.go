@@ -60,3 +60,9 @@ func TestTrimMappedPagesOutTheValueLog(t *testing.T) {
 		t.Fatalf("after the trim: read %d intact: %v", read, err)
 	}
 }
+
+func TestResidentFileBytes(t *testing.T) {
+	if got, want := residentFileBytes(), rssFile(t); got <= 0 || got > 2*want+1<<20 {
+		t.Fatalf("residentFileBytes %d, RssFile %d", got, want)
+	}
+}
