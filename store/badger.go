@@ -125,6 +125,11 @@ type Badger struct {
 	life   sync.RWMutex
 	closed bool // under life
 
+	// writes is held for reading by every write to Badger and for writing
+	// by reclaim while it flushes the memtables (Badger refuses writes
+	// then, and a refused group commit would make the store fail-stop).
+	writes sync.RWMutex
+
 	mu       sync.Mutex
 	wake     *sync.Cond // writer waits for work
 	room     *sync.Cond // producers wait for MaxPendingBytes
@@ -239,7 +244,9 @@ func (b *Badger) PutMeta(key string, val []byte) error {
 	if v == nil {
 		v = []byte{}
 	}
+	b.writes.RLock()
 	err := b.db.Update(func(txn *badger.Txn) error { return txn.Set(k, v) })
+	b.writes.RUnlock()
 	if err == nil {
 		err = b.db.Sync()
 	}
@@ -256,7 +263,9 @@ func (b *Badger) DeleteMeta(key string) error {
 	}
 	defer b.end()
 	k := []byte(metaPrefix + key)
+	b.writes.RLock()
 	err := b.db.Update(func(txn *badger.Txn) error { return txn.Delete(k) })
+	b.writes.RUnlock()
 	if err == nil {
 		err = b.db.Sync()
 	}
@@ -272,6 +281,7 @@ func (b *Badger) DeleteMetaPrefix(prefix string) error {
 		return err
 	}
 	defer b.end()
+	b.writes.RLock()
 	wb := b.db.NewWriteBatch()
 	err := deletePrefix(b.db, wb, []byte(metaPrefix+prefix))
 	if err == nil {
@@ -279,6 +289,7 @@ func (b *Badger) DeleteMetaPrefix(prefix string) error {
 	} else {
 		wb.Cancel()
 	}
+	b.writes.RUnlock()
 	if err == nil {
 		err = b.db.Sync()
 	}
@@ -476,8 +487,8 @@ const reclaimAfterDeletes = 10_000
 // GC only rewrites files that compactions have found garbage in, and a
 // tree that no longer grows is not compacted: so when at least
 // reclaimAfterDeletes messages were deleted since the last time and no
-// message was appended during the last interval (the broker is idle, a
-// drained backlog), reclaim compacts the tree first.
+// message was appended or deleted during the last interval (the broker is
+// idle, a drained backlog), reclaim compacts the tree first.
 func (b *Badger) runGC() {
 	defer close(b.gcDone)
 	if b.opts.GCInterval < 0 {
@@ -486,7 +497,7 @@ func (b *Badger) runGC() {
 	}
 	t := time.NewTicker(b.opts.GCInterval)
 	defer t.Stop()
-	var reclaimedAt, appendsAt uint64
+	var reclaimedAt, appendsAt, deletesAt uint64
 	for {
 		select {
 		case <-b.gcStop:
@@ -494,24 +505,30 @@ func (b *Badger) runGC() {
 		case <-t.C:
 		}
 		deletes, appends := b.stats.deletes.Load(), b.stats.appends.Load()
-		if deletes-reclaimedAt >= reclaimAfterDeletes && appends == appendsAt {
+		if deletes-reclaimedAt >= reclaimAfterDeletes && appends == appendsAt && deletes == deletesAt {
 			reclaimedAt = deletes
 			b.reclaim()
 		}
-		appendsAt = appends
-		for n := 0; ; n++ {
-			err := b.db.RunValueLogGC(b.opts.GCDiscardRatio)
-			if err != nil {
-				if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
-					b.log.Warn("store: value log GC", "err", err)
-				}
-				break
+		appendsAt, deletesAt = appends, deletes
+		b.collect()
+	}
+}
+
+// collect runs value-log GC until it finds no file worth rewriting (or
+// the store closes).
+func (b *Badger) collect() {
+	for {
+		err := b.db.RunValueLogGC(b.opts.GCDiscardRatio)
+		if err != nil {
+			if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
+				b.log.Warn("store: value log GC", "err", err)
 			}
-			select {
-			case <-b.gcStop:
-				return
-			default:
-			}
+			return
+		}
+		select {
+		case <-b.gcStop:
+			return
+		default:
 		}
 	}
 }
@@ -520,7 +537,8 @@ func (b *Badger) runGC() {
 var flushKey = []byte("z:flush")
 
 // reclaim flushes the memtables (DropPrefix of flushKey does that, and
-// holds writes while it does) and compacts the tree into one level, so
+// Badger refuses writes while it does: every write waits on b.writes
+// meanwhile) and compacts the tree into one level, so
 // that deleted messages' values are counted as garbage and value-log GC
 // can give their files back. It is only run while no messages are being
 // appended. The tree holds keys and value pointers only (bodies are in
@@ -531,10 +549,12 @@ func (b *Badger) reclaim() {
 	}
 	defer b.end()
 	start := time.Now()
+	b.writes.Lock()
 	err := b.db.Update(func(txn *badger.Txn) error { return txn.Set(flushKey, []byte{}) })
 	if err == nil {
 		err = b.db.DropPrefix(flushKey)
 	}
+	b.writes.Unlock()
 	if err == nil {
 		err = b.db.Flatten(1)
 	}

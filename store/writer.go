@@ -193,7 +193,9 @@ func (b *Badger) runWriter() {
 			if cur.deletes > 0 {
 				b.cancelPairs(cur, cancel)
 			}
+			b.writes.RLock()
 			keys, cur.err = b.write(cur, keys)
+			b.writes.RUnlock()
 			b.mu.Lock()
 			b.writing = nil
 			b.mu.Unlock()

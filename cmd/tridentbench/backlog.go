@@ -30,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -417,13 +418,17 @@ func rabbitPid() int {
 	return pid
 }
 
-// dirSize is the bytes of the files under dir.
+// dirSize is the disk space the files under dir take (allocated blocks).
 func dirSize(dir string) int64 {
 	var n int64
 	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+					n += st.Blocks * 512 // on disk: preallocated files are sparse
+				} else {
+					n += fi.Size()
+				}
 			}
 		}
 		return nil
