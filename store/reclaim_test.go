@@ -101,7 +101,7 @@ func TestReclaimGivesDiskBack(t *testing.T) {
 	}
 	defer s.Close()
 	body := bytes.Repeat([]byte("0123456789abcdef"), 64) // 1 KiB
-	const n = 100_000                                     // ~100 MiB
+	const n = 100_000                                    // ~100 MiB
 	for seq := uint64(1); seq <= n; seq++ {
 		s.AppendMessage(1, seq, body, nil)
 	}

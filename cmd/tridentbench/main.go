@@ -152,11 +152,11 @@ type options struct {
 	placement   string
 	clusterProf string
 
-	backlog       int           // --backlog N: the backlog benchmark instead of the scenarios
-	backlogAnchor int           // messages for the RabbitMQ anchor in it
-	backlogSettle time.Duration // wait after the drain before measuring disk again
-	manyQueues     int // --many-queues Q: the many-queues benchmark instead
-	manyQueuesEach int // messages per queue in it
+	backlog        int           // --backlog N: the backlog benchmark instead of the scenarios
+	backlogAnchor  int           // messages for the RabbitMQ anchor in it
+	backlogSettle  time.Duration // wait after the drain before measuring disk again
+	manyQueues     int           // --many-queues Q: the many-queues benchmark instead
+	manyQueuesEach int           // messages per queue in it
 }
 
 type stringList []string
