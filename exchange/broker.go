@@ -5,11 +5,13 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Broker is the core: the set of vhosts over one store.
@@ -337,13 +339,10 @@ func (b *Broker) recover() error {
 		return err
 	}
 	// Keys only: bodies are read as consumers reach them (page.go).
-	var total int
-	for _, q := range queues {
-		n, err := q.recoverKeys(!clean, delivered[q.id], upto[q.id])
-		if err != nil {
-			return err
-		}
-		total += n
+	scanned := time.Now()
+	total, err := b.recoverKeys(queues, runtime.GOMAXPROCS(0), !clean, delivered, upto)
+	if err != nil {
+		return err
 	}
 	for _, q := range queues {
 		if q.a.messageTTL < 0 {
@@ -361,7 +360,8 @@ func (b *Broker) recover() error {
 		v.mu.Unlock()
 		v.reapplyQueues()
 	}
-	b.log.Info("recovered", "vhosts", len(b.vhosts), "queues", len(queues), "messages", total)
+	b.log.Info("recovered", "vhosts", len(b.vhosts), "queues", len(queues), "messages", total,
+		"key scan", time.Since(scanned).Round(time.Millisecond))
 	return nil
 }
 

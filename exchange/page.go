@@ -1,6 +1,10 @@
 package exchange
 
-import "unsafe"
+import (
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
 
 // Paging: a classic queue's memory is bounded whatever its backlog.
 //
@@ -424,50 +428,181 @@ func (q *Queue) storeKey(e *entry) uint64 {
 	return storeKey(q.ready.laneOf(e), e.seq, e.page)
 }
 
-// recoverKeys counts q's stored messages at start from their keys alone:
-// each lane becomes mid. Pages of transient messages are deleted. all
-// flags every recovered message redelivered (not a clean shutdown), else
-// those in seen and those up to upto.
-func (q *Queue) recoverKeys(all bool, seen map[uint64]bool, upto uint64) (int, error) {
-	r := &q.ready
-	st := q.vh.b.store
-	n := 0
-	var bad error
-	err := st.MessageKeys(q.id, 0, func(k uint64, size int64) bool {
+// Recovery counts each queue's stored messages from their keys alone
+// (recoverKeys): every lane becomes mid. A lane with many keys is split
+// into ranges counted in parallel, and queues are counted in parallel, so
+// that a restart takes a key scan divided by the cores.
+
+// splitSpan is the key span (two keys a seq) past which a lane's count is
+// split into parallel ranges.
+var splitSpan uint64 = 2 * 200_000 // a variable for tests
+
+// keyRange is a part of one lane's keys: [from, to), to 0 for the lane's end.
+type keyRange struct {
+	q        *Queue
+	lane     int
+	from, to uint64
+}
+
+// keyCount is what counting a keyRange found.
+type keyCount struct {
+	n      int
+	bytes  int64
+	first  uint64 // key of the first message, valid if n > 0
+	maxSeq uint64
+}
+
+// firstKey is the first stored key of q at or after k, if any.
+func (q *Queue) firstKey(k uint64) (uint64, bool) {
+	var got uint64
+	found := false
+	_ = q.vh.b.store.MessageKeys(q.id, k, func(seq uint64, _ int64) bool {
+		got, found = seq, true
+		return false
+	})
+	return got, found
+}
+
+// keyRanges plans the count of q's lanes, splitting a big lane in parts.
+func (q *Queue) keyRanges(parts int) []keyRange {
+	var out []keyRange
+	for ln := range q.ready.levels {
+		start := storeKey(ln, 0, false)
+		first, ok := q.firstKey(start)
+		if !ok {
+			break // no key in this lane or any above
+		}
+		if l, _, _ := splitStoreKey(first); l != ln {
+			continue
+		}
+		inLane := func(k uint64) bool {
+			got, ok := q.firstKey(k)
+			if !ok {
+				return false
+			}
+			l, _, _ := splitStoreKey(got)
+			return l == ln
+		}
+		laneEnd := start + 1<<laneShift - 1
+		if parts <= 1 || !inLane(first+splitSpan) {
+			out = append(out, keyRange{q: q, lane: ln, from: first})
+			continue
+		}
+		// The last key of the lane, by bisection: lo has a key at or
+		// after it within the lane, hi has none.
+		lo, hi := first+splitSpan, laneEnd
+		for hi-lo > 1 {
+			m := lo + (hi-lo)/2
+			if inLane(m) {
+				lo = m
+			} else {
+				hi = m
+			}
+		}
+		step := (hi - first) / uint64(parts)
+		for p := 0; p < parts; p++ {
+			r := keyRange{q: q, lane: ln, from: first + uint64(p)*step, to: first + uint64(p+1)*step}
+			if p == parts-1 {
+				r.to = 0
+			}
+			out = append(out, r)
+		}
+	}
+	if k, ok := q.firstKey(storeKey(len(q.ready.levels), 0, false)); ok && len(q.ready.levels) < 1<<(64-laneShift) {
+		ln, seq, _ := splitStoreKey(k)
+		q.vh.b.log.Error("stored messages of an unknown priority skipped", "vhost", q.vh.name, "queue", q.name,
+			"lane", ln, "levels", len(q.ready.levels), "seq", seq)
+	}
+	return out
+}
+
+// count counts the keys of r, deleting pages of transient messages.
+func (r keyRange) count() (keyCount, error) {
+	var c keyCount
+	st := r.q.vh.b.store
+	err := st.MessageKeys(r.q.id, r.from, func(k uint64, size int64) bool {
+		if r.to != 0 && k >= r.to {
+			return false
+		}
 		ln, seq, page := splitStoreKey(k)
+		if ln != r.lane {
+			return false
+		}
 		if page {
-			st.DeleteMessage(q.id, k)
+			st.DeleteMessage(r.q.id, k)
 			return true
 		}
-		if ln >= len(r.levels) {
-			bad = errorf(KindInternal, "queue '%s': stored message %d has priority lane %d of %d", q.name, seq, ln, len(r.levels))
-			return true
+		if c.n == 0 {
+			c.first = k
 		}
-		l := &r.levels[ln]
-		if l.mid == 0 {
-			l.from = k
-		}
-		l.mid++
-		l.midBytes += size
-		r.n++
-		r.bytes += size
-		if seq >= q.nextSeq {
-			q.nextSeq = seq + 1
-		}
-		r.recMax = max(r.recMax, seq)
-		n++
+		c.n++
+		c.bytes += size
+		c.maxSeq = max(c.maxSeq, seq)
 		return true
 	})
-	if bad != nil {
-		q.vh.b.log.Error("stored messages of an unknown priority skipped", "vhost", q.vh.name, "queue", q.name, "err", bad)
+	return c, err
+}
+
+// recoverKeys counts the stored messages of queues at start, with up to
+// workers goroutines. all flags every recovered message redelivered (not
+// a clean shutdown), else those in delivered[q.id] and those up to
+// upto[q.id]. It returns the number of messages.
+func (b *Broker) recoverKeys(queues []*Queue, workers int, all bool, delivered map[uint64]map[uint64]bool, upto map[uint64]uint64) (int, error) {
+	var ranges []keyRange
+	for _, q := range queues {
+		if q.xa.quorum {
+			continue // its messages live in its Raft group
+		}
+		ranges = append(ranges, q.keyRanges(workers)...)
 	}
-	if all {
-		r.recAll = r.recMax
-	} else {
-		r.recAll = min(upto, r.recMax)
-		if len(seen) > 0 {
-			r.recSeen = seen
+	counts := make([]keyCount, len(ranges))
+	errs := make([]error, len(ranges))
+	next := atomic.Int64{}
+	var wg sync.WaitGroup
+	for w := 0; w < max(1, min(workers, len(ranges))); w++ {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(ranges) {
+					return
+				}
+				counts[i], errs[i] = ranges[i].count()
+			}
+		})
+	}
+	wg.Wait()
+	total := 0
+	for i, r := range ranges {
+		if errs[i] != nil {
+			return total, errs[i]
+		}
+		c := counts[i]
+		if c.n == 0 {
+			continue
+		}
+		q, rl := r.q, &r.q.ready
+		l := &rl.levels[r.lane]
+		if l.mid == 0 || c.first < l.from {
+			l.from = c.first
+		}
+		l.mid += c.n
+		l.midBytes += c.bytes
+		rl.n += c.n
+		rl.bytes += c.bytes
+		q.nextSeq = max(q.nextSeq, c.maxSeq+1)
+		rl.recMax = max(rl.recMax, c.maxSeq)
+		total += c.n
+	}
+	for _, q := range queues {
+		r := &q.ready
+		if all {
+			r.recAll = r.recMax
+		} else {
+			r.recAll = min(upto[q.id], r.recMax)
+			if seen := delivered[q.id]; len(seen) > 0 {
+				r.recSeen = seen
+			}
 		}
 	}
-	return n, err
+	return total, nil
 }

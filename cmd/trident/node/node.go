@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/cluster/meta"
@@ -91,10 +92,12 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	opened := time.Now()
 	n.store, err = store.OpenBadger(dir, sopts, log.With("component", "store"))
 	if err != nil {
 		return nil, fmt.Errorf("node: open store %s: %w", dir, err)
 	}
+	log.Info("store open", "dir", dir, "took", time.Since(opened).Round(time.Millisecond))
 	var st exchange.Store = n.store
 	if cfg.Cluster.Enabled() {
 		n.metaStore = meta.Wrap(n.store, replicatedKey)
