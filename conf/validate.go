@@ -98,6 +98,9 @@ func (c *Config) Validate() error {
 	if c.Queues.WindowBytes < 1 {
 		bad("queues.window_bytes", "%d must be at least 1", c.Queues.WindowBytes)
 	}
+	if c.Queues.MemoryBudget < 1 {
+		bad("queues.memory_budget", "%d must be at least 1", c.Queues.MemoryBudget)
+	}
 	if c.Queues.MemoryPagingPercent < 0 || c.Queues.MemoryPagingPercent > 100 {
 		bad("queues.memory_paging_percent", "%d must be between 0 and 100", c.Queues.MemoryPagingPercent)
 	}

@@ -32,6 +32,7 @@ type Broker struct {
 	// queues page out at once.
 	windowMsgs, windowBytes atomic.Int64
 	memPressure             atomic.Bool
+	memUsed, memBudget      atomic.Int64 // message bodies queues hold in memory, and the most they may
 	paged                   struct{ out, in atomic.Uint64 }
 
 	unreadableMu sync.Mutex
@@ -76,6 +77,21 @@ func (b *Broker) SetQueueWindow(msgs int, bytes int64) {
 	b.windowBytes.Store(bytes)
 }
 
+// SetQueueMemoryBudget bounds the message bodies all queues together keep
+// in memory: past it, queues keep no new message in memory and a queue
+// without consumers pages out what it holds, as under memory pressure.
+// Zero or negative keeps the built-in default (1 GiB).
+func (b *Broker) SetQueueMemoryBudget(bytes int64) {
+	if bytes <= 0 {
+		bytes = defaultMemBudget
+	}
+	b.memBudget.Store(bytes)
+}
+
+// QueueMemory returns the message bodies queues hold in memory (counted in
+// steps of a few KiB per queue) and the budget for them.
+func (b *Broker) QueueMemory() (used, budget int64) { return b.memUsed.Load(), b.memBudget.Load() }
+
 // SetMemoryPressure tells the core that the node is short of memory (the
 // node's memory watch sets it past a share of the memory alarm's limit):
 // while it is set, queues keep no new messages in memory and a queue
@@ -100,6 +116,7 @@ func New(st Store, log *slog.Logger) (*Broker, error) {
 	}
 	b := &Broker{store: st, log: log, vhosts: map[string]*VHost{}, alarms: newAlarms(), limits: newLimiter()}
 	b.SetQueueWindow(0, 0)
+	b.SetQueueMemoryBudget(0)
 	if err := b.recover(); err != nil {
 		return nil, fmt.Errorf("exchange: recovery: %w", err)
 	}
@@ -312,6 +329,10 @@ func (b *Broker) recover() error {
 	delivered := map[uint64]map[uint64]bool{}
 	upto := map[uint64]uint64{}
 	if err := b.store.LoadMeta(deliveredPrefix, func(key string, val []byte) error {
+		if key == deliveredAllKey {
+			decodeDeliveredAll(val, delivered, upto)
+			return nil
+		}
 		rest := strings.TrimPrefix(key, deliveredPrefix)
 		if idStr, ok := strings.CutSuffix(rest, deliveredUpToSuffix); ok {
 			if id, err := strconv.ParseUint(idStr, 10, 64); err == nil {

@@ -38,6 +38,7 @@ const (
 	// Defaults of the per-queue in-memory window (conf queue_memory).
 	defaultWindowMsgs  = 2048
 	defaultWindowBytes = 8 << 20
+	defaultMemBudget   = 1 << 30 // conf queues.memory_budget
 	// tail is paged out past these.
 	tailMsgs  = 256
 	tailBytes = 1 << 20
@@ -81,6 +82,9 @@ type readyList struct {
 	n      int
 	bytes  int64 // body bytes of every ready message (estimated for recovered ones)
 	mem    int64 // body bytes held in memory (head and tail)
+	// memReported is the part of mem counted in the broker's memUsed,
+	// which is brought up to date in steps of memQuantum.
+	memReported int64
 	// Recovered at start: mid messages with seqs up to recAll are flagged
 	// redelivered, and so are those in recSeen; recMax bounds the seqs
 	// whose bytes were estimated.
@@ -120,7 +124,25 @@ func (r *readyList) window() (int, int64) {
 	return int(msgs), bytes
 }
 
-func (r *readyList) pressure() bool { return r.q.vh.b.memPressure.Load() }
+// pressure reports that queues must not keep more in memory: the node is
+// short of memory, or the queues' bodies in memory pass the budget.
+func (r *readyList) pressure() bool {
+	b := r.q.vh.b
+	return b.memPressure.Load() || b.memUsed.Load() > b.memBudget.Load()
+}
+
+// memQuantum is the step in which a queue's in-memory bytes are counted
+// in the broker's total: an atomic add every few messages, not each one,
+// at most memQuantum off per queue.
+const memQuantum = 4 << 10
+
+func (r *readyList) addMem(d int64) {
+	r.mem += d
+	if x := r.mem - r.memReported; x >= memQuantum || x <= -memQuantum || (r.mem == 0 && x != 0) {
+		r.q.vh.b.memUsed.Add(x)
+		r.memReported = r.mem
+	}
+}
 
 // push appends a new message (publish) or a proxy's delivery.
 func (r *readyList) push(e entry) {
@@ -129,7 +151,7 @@ func (r *readyList) push(e entry) {
 	size := int64(len(e.msg.Body))
 	r.n++
 	r.bytes += size
-	r.mem += size
+	r.addMem(size)
 	if !r.pages() {
 		l.head.pushBack(e)
 		l.headBytes += size
@@ -155,7 +177,7 @@ func (r *readyList) insert(e entry) {
 	l.headBytes += size
 	r.n++
 	r.bytes += size
-	r.mem += size
+	r.addMem(size)
 }
 
 // spill pages tail out from its oldest end while it is over its buffer
@@ -198,7 +220,7 @@ func (r *readyList) pageOut(i int, l *lane, e *entry, size int64) {
 	}
 	l.mid++
 	l.midBytes += size
-	r.mem -= size
+	r.addMem(-size)
 	q.vh.b.paged.out.Add(1)
 }
 
@@ -257,7 +279,7 @@ func (r *readyList) refill(i int, l *lane) {
 			l.mid--
 			l.midBytes -= est
 			r.bytes += size - est
-			r.mem += size
+			r.addMem(size)
 			got++
 			budget -= size
 			return l.mid > 0 && got < want && budget > 0
@@ -347,7 +369,7 @@ func (r *readyList) popLane(i int) (entry, bool) {
 	l.headBytes -= size
 	r.n--
 	r.bytes -= size
-	r.mem -= size
+	r.addMem(-size)
 	if l.n() == 0 {
 		// Estimates of recovered sizes never leave a sum behind.
 		r.bytes -= l.midBytes
@@ -402,7 +424,10 @@ func (r *readyList) clear(drop bool) []entry {
 		}
 		*l = lane{}
 	}
-	r.n, r.bytes, r.mem = 0, 0, 0
+	r.addMem(-r.mem)
+	r.q.vh.b.memUsed.Add(-r.memReported)
+	r.memReported = 0
+	r.n, r.bytes = 0, 0
 	r.recSeen = nil
 	return out
 }
@@ -508,11 +533,6 @@ func (q *Queue) keyRanges(parts int) []keyRange {
 			out = append(out, r)
 		}
 	}
-	if k, ok := q.firstKey(storeKey(len(q.ready.levels), 0, false)); ok && len(q.ready.levels) < 1<<(64-laneShift) {
-		ln, seq, _ := splitStoreKey(k)
-		q.vh.b.log.Error("stored messages of an unknown priority skipped", "vhost", q.vh.name, "queue", q.name,
-			"lane", ln, "levels", len(q.ready.levels), "seq", seq)
-	}
 	return out
 }
 
@@ -526,6 +546,10 @@ func (r keyRange) count() (keyCount, error) {
 		}
 		ln, seq, page := splitStoreKey(k)
 		if ln != r.lane {
+			if ln >= len(r.q.ready.levels) {
+				r.q.vh.b.log.Error("stored messages of an unknown priority skipped", "vhost", r.q.vh.name,
+					"queue", r.q.name, "lane", ln, "levels", len(r.q.ready.levels), "seq", seq)
+			}
 			return false
 		}
 		if page {
@@ -548,29 +572,20 @@ func (r keyRange) count() (keyCount, error) {
 // a clean shutdown), else those in delivered[q.id] and those up to
 // upto[q.id]. It returns the number of messages.
 func (b *Broker) recoverKeys(queues []*Queue, workers int, all bool, delivered map[uint64]map[uint64]bool, upto map[uint64]uint64) (int, error) {
-	var ranges []keyRange
-	for _, q := range queues {
-		if q.xa.quorum {
-			continue // its messages live in its Raft group
+	// Plan (a few seeks a queue), then count, both in parallel.
+	plans := make([][]keyRange, len(queues))
+	parallel(workers, len(queues), func(i int) {
+		if !queues[i].xa.quorum { // a quorum queue's messages live in its Raft group
+			plans[i] = queues[i].keyRanges(workers)
 		}
-		ranges = append(ranges, q.keyRanges(workers)...)
+	})
+	var ranges []keyRange
+	for _, p := range plans {
+		ranges = append(ranges, p...)
 	}
 	counts := make([]keyCount, len(ranges))
 	errs := make([]error, len(ranges))
-	next := atomic.Int64{}
-	var wg sync.WaitGroup
-	for w := 0; w < max(1, min(workers, len(ranges))); w++ {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(ranges) {
-					return
-				}
-				counts[i], errs[i] = ranges[i].count()
-			}
-		})
-	}
-	wg.Wait()
+	parallel(workers, len(ranges), func(i int) { counts[i], errs[i] = ranges[i].count() })
 	total := 0
 	for i, r := range ranges {
 		if errs[i] != nil {
@@ -605,4 +620,22 @@ func (b *Broker) recoverKeys(queues []*Queue, workers int, all bool, delivered m
 		}
 	}
 	return total, nil
+}
+
+// parallel calls fn(0..n-1) on up to workers goroutines.
+func parallel(workers, n int, fn func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < max(1, min(workers, n)); w++ {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -518,3 +518,43 @@ func TestPagingRecoverySplitsBigLanes(t *testing.T) {
 		t.Fatal("messages or pages left in the store")
 	}
 }
+
+// TestPagingMemoryBudget: many queues without consumers keep, all together,
+// about the node's budget in memory, however many messages they hold.
+func TestPagingMemoryBudget(t *testing.T) {
+	st := newFakeStore()
+	b, v := pagedVHost(t, st, 2048)
+	const budget = 64 << 10
+	b.SetQueueMemoryBudget(budget)
+	const nq, each, size = 40, 200, 100
+	var qs []*Queue
+	for i := 0; i < nq; i++ {
+		qs = append(qs, declareQ(t, v, fmt.Sprint("q", i), QueueOpts{Durable: true}))
+	}
+	m := string(make([]byte, size))
+	for k := 0; k < each; k++ {
+		for i := 0; i < nq; i++ {
+			publishM(t, v, persistent("", fmt.Sprint("q", i), m), PublishOpts{})
+		}
+	}
+	var held int64
+	for _, q := range qs {
+		held += q.memBytes()
+	}
+	// Each queue may be a quantum behind in the total, and holds the
+	// message that went over.
+	if limit := int64(budget + nq*(memQuantum+size)); held > limit {
+		t.Fatalf("%d bytes in memory over %d queues, budget %d (limit %d)", held, nq, budget, limit)
+	}
+	if used, _ := b.QueueMemory(); used > held+nq*memQuantum || used < held-nq*memQuantum {
+		t.Fatalf("broker counts %d, queues hold %d", used, held)
+	}
+	for _, q := range qs {
+		if n := len(getBodies(q)); n != each {
+			t.Fatalf("%s: %d", q.name, n)
+		}
+	}
+	if used, _ := b.QueueMemory(); used != 0 {
+		t.Fatalf("after draining, %d counted", used)
+	}
+}

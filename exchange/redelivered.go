@@ -23,6 +23,10 @@ const (
 	cleanShutdownKey    = "shutdown/clean"
 	deliveredPrefix     = "delivered/"
 	deliveredUpToSuffix = "/upto"
+	// deliveredAllKey holds every queue's record in one (one synced write
+	// at shutdown, not one a queue): uvarint qid, uvarint upto, uvarint
+	// len, record, repeated. Per-queue keys are still read (older stops).
+	deliveredAllKey = deliveredPrefix + "all"
 )
 
 func deliveredKey(qid uint64) string { return deliveredPrefix + strconv.FormatUint(qid, 10) }
@@ -36,22 +40,25 @@ func (b *Broker) saveDelivered() error {
 		vhosts = append(vhosts, v)
 	}
 	b.mu.RUnlock()
+	var all []byte
 	for _, v := range vhosts {
 		for _, q := range v.Queues() {
 			if !q.persisted() {
 				continue
 			}
 			rec, upto := q.deliveredRecord()
-			if rec != nil {
-				if err := b.store.PutMeta(deliveredKey(q.id), rec); err != nil {
-					return err
-				}
+			if rec == nil && upto == 0 {
+				continue
 			}
-			if upto > 0 {
-				if err := b.store.PutMeta(deliveredKey(q.id)+deliveredUpToSuffix, binary.AppendUvarint(nil, upto)); err != nil {
-					return err
-				}
-			}
+			all = binary.AppendUvarint(all, q.id)
+			all = binary.AppendUvarint(all, upto)
+			all = binary.AppendUvarint(all, uint64(len(rec)))
+			all = append(all, rec...)
+		}
+	}
+	if all != nil {
+		if err := b.store.PutMeta(deliveredAllKey, all); err != nil {
+			return err
 		}
 	}
 	return b.store.PutMeta(cleanShutdownKey, []byte{1})
@@ -115,3 +122,31 @@ func decodeDelivered(b []byte) map[uint64]bool {
 }
 
 func sortUint64s(s []uint64) { slices.Sort(s) }
+
+// decodeDeliveredAll adds the records of deliveredAllKey to delivered and
+// upto; a malformed tail is ignored (the messages it would have flagged
+// are then not flagged: the record is only written at a clean stop).
+func decodeDeliveredAll(b []byte, delivered map[uint64]map[uint64]bool, upto map[uint64]uint64) {
+	for len(b) > 0 {
+		qid, n1 := binary.Uvarint(b)
+		if n1 <= 0 {
+			return
+		}
+		u, n2 := binary.Uvarint(b[n1:])
+		if n2 <= 0 {
+			return
+		}
+		l, n3 := binary.Uvarint(b[n1+n2:])
+		if n3 <= 0 || l > uint64(len(b)-n1-n2-n3) {
+			return
+		}
+		rec := b[n1+n2+n3 : n1+n2+n3+int(l)]
+		b = b[n1+n2+n3+int(l):]
+		if u > 0 {
+			upto[qid] = u
+		}
+		if len(rec) > 0 {
+			delivered[qid] = decodeDelivered(rec)
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package exchange
 
-import "testing"
+import (
+	"encoding/binary"
+	"testing"
+)
 
 // redeliveredAfterRestart publishes three persistent messages, delivers the
 // first one (and requeues it, as a closing channel does), then restarts
@@ -75,4 +78,35 @@ func TestCleanMarkerRemovedAtStart(t *testing.T) {
 	if found {
 		t.Fatal("clean-shutdown marker still stored after start: a later crash would pass for a clean stop")
 	}
+}
+
+// TestDeliveredAllRecord: the one-record form of every queue's delivered
+// seqs round-trips, and a damaged record is cut short, never a panic.
+func TestDeliveredAllRecord(t *testing.T) {
+	var all []byte
+	add := func(qid, upto uint64, seqs ...uint64) {
+		var rec []byte
+		prev := uint64(0)
+		for _, s := range seqs {
+			rec = binary.AppendUvarint(rec, s-prev)
+			prev = s
+		}
+		all = binary.AppendUvarint(all, qid)
+		all = binary.AppendUvarint(all, upto)
+		all = binary.AppendUvarint(all, uint64(len(rec)))
+		all = append(all, rec...)
+	}
+	add(7, 0, 3, 9)
+	add(8, 500)
+	add(1<<40, 12, 1)
+	d, u := map[uint64]map[uint64]bool{}, map[uint64]uint64{}
+	decodeDeliveredAll(all, d, u)
+	if !d[7][3] || !d[7][9] || len(d[7]) != 2 || u[8] != 500 || u[1<<40] != 12 || !d[1<<40][1] {
+		t.Fatalf("decoded %v %v", d, u)
+	}
+	for cut := 0; cut < len(all); cut++ {
+		decodeDeliveredAll(all[:cut], map[uint64]map[uint64]bool{}, map[uint64]uint64{})
+	}
+	decodeDeliveredAll([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, d, u)
+	decodeDeliveredAll([]byte{1, 1, 0xff, 0xff, 0xff, 0xff, 0x0f}, d, u)
 }

@@ -109,6 +109,7 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	}
 	n.broker.Limiter().Set(exchange.Limits(cfg.Limits))
 	n.broker.SetQueueWindow(cfg.Queues.WindowMessages, int64(cfg.Queues.WindowBytes))
+	n.broker.SetQueueMemoryBudget(int64(cfg.Queues.MemoryBudget))
 	n.users, err = auth.New(st, n.authOptions())
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
