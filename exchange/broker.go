@@ -80,7 +80,7 @@ func (b *Broker) SetQueueWindow(msgs int, bytes int64) {
 // SetQueueMemoryBudget bounds the message bodies all queues together keep
 // in memory: past it, queues keep no new message in memory and a queue
 // without consumers pages out what it holds, as under memory pressure.
-// Zero or negative keeps the built-in default (1 GiB).
+// Zero or negative keeps the built-in default (256 MiB).
 func (b *Broker) SetQueueMemoryBudget(bytes int64) {
 	if bytes <= 0 {
 		bytes = defaultMemBudget

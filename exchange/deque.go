@@ -54,9 +54,18 @@ func (d *deque) popFront() entry {
 	d.head = (d.head + 1) % len(d.buf)
 	d.n--
 	if d.n == 0 {
-		d.head = 0
+		d.release()
 	}
 	return e
+}
+
+// release forgets a big empty buffer: a queue that held many messages in
+// memory (and paged them out, or delivered them) keeps no room for them.
+func (d *deque) release() {
+	d.head = 0
+	if len(d.buf) > 64 {
+		d.buf = nil
+	}
 }
 
 // insert puts e back at its place in seq order (requeue to original position).
@@ -98,7 +107,7 @@ func (d *deque) popBack() entry {
 	d.buf[i] = entry{}
 	d.n--
 	if d.n == 0 {
-		d.head = 0
+		d.release()
 	}
 	return e
 }

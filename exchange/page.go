@@ -38,7 +38,7 @@ const (
 	// Defaults of the per-queue in-memory window (conf queue_memory).
 	defaultWindowMsgs  = 2048
 	defaultWindowBytes = 8 << 20
-	defaultMemBudget   = 1 << 30 // conf queues.memory_budget
+	defaultMemBudget   = 256 << 20 // conf queues.memory_budget
 	// tail is paged out past these.
 	tailMsgs  = 256
 	tailBytes = 1 << 20
@@ -134,7 +134,7 @@ func (r *readyList) pressure() bool {
 // memQuantum is the step in which a queue's in-memory bytes are counted
 // in the broker's total: an atomic add every few messages, not each one,
 // at most memQuantum off per queue.
-const memQuantum = 4 << 10
+const memQuantum = 1 << 10
 
 func (r *readyList) addMem(d int64) {
 	r.mem += d
