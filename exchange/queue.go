@@ -303,35 +303,35 @@ func (q *Queue) Kick() {
 
 // --- commands: the only way a queue's state changes ---
 
-// cmdEnqueue appends e. It returns false if the queue refused it
-// (x-overflow reject-publish*), and dropped true if making room dropped e
-// itself (then e must not be stored).
-func (q *Queue) cmdEnqueue(e entry) (ok, dropped bool) {
+// cmdAdmit decides whether the queue takes e: false if it refuses it
+// (x-overflow reject-publish*, e dead-lettered for reject-publish-dlx).
+func (q *Queue) cmdAdmit(e entry) bool {
 	if q.full(len(e.msg.Body)) {
 		switch q.a.overflow {
 		case OverflowRejectPublish:
-			return false, false
+			return false
 		case OverflowRejectPublishDLX:
 			e.stored = false // never appended
 			q.deadLetterLocked(e, "maxlen")
-			return false, false
+			return false
 		}
 	}
+	return true
+}
+
+// cmdEnqueue appends an admitted e, whose record (if it is stored) has
+// been issued to the store already: it may be paged out at once, and a
+// refill may have to read it back. drop-head then makes room by dropping
+// the oldest messages, e itself possibly.
+func (q *Queue) cmdEnqueue(e entry) {
 	q.ready.push(e)
-	// drop-head: make room by dropping the oldest messages.
 	for q.overLimit() {
 		old, ok := q.ready.popOldest()
 		if !ok {
 			break
 		}
-		if old.seq == e.seq {
-			// e itself goes; it was never appended, so it must not
-			// be deleted now and appended after.
-			old.stored, dropped = false, true
-		}
 		q.deadLetterLocked(old, "maxlen")
 	}
-	return true, dropped
 }
 
 func (q *Queue) full(size int) bool {
@@ -519,20 +519,18 @@ func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64) (a
 	if data != nil && q.storesMessage(m) {
 		e.stored = true
 	}
-	ok, dropped := q.cmdEnqueue(e)
-	if !ok {
+	if !q.cmdAdmit(e) {
 		q.unlock()
 		return false, false, true
-	}
-	if dropped {
-		e.stored = false
 	}
 	q.counters.publish.Add(1)
 	if e.stored {
 		// Append inside the lock so that the store sees appends and
-		// deletes of this queue in order.
+		// deletes of this queue in order, and before cmdEnqueue, which
+		// may page e out or drop it (then its delete follows).
 		q.messageLog().AppendMessage(q.id, q.storeKey(&e), data, done)
 	}
+	q.cmdEnqueue(e)
 	q.dispatchLocked(now)
 	q.scheduleExpiry(now)
 	q.unlock()
