@@ -241,3 +241,85 @@ func TestPagingPriorityDeadLetterOverAMQP(t *testing.T) {
 		}
 	}
 }
+
+// TestPagingKillWhileDraining: kill -9 in the middle of a drain of a
+// backlog past the window. Afterwards every message the consumer had not
+// acked is there, in order; a message acked before the kill may come back
+// only flagged redelivered (its delete may not have been durable yet).
+func TestPagingKillWhileDraining(t *testing.T) {
+	const n, size = 20000, 512
+	p := testbin.Start(t, "--queues-window-messages", "128")
+	conn, err := amqp.Dial(p.AMQPURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("drain-kill", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmedBodies(t, ch, "drain-kill", 0, n, size, nil)
+	if err := ch.Qos(300, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := ch.Consume("drain-kill", "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := 0 // messages 0..acked-1 acked (multiple) before the kill
+	for acked < n/2 {
+		select {
+		case d := <-ds:
+			if bodyIndex(d.Body) != acked {
+				t.Fatalf("delivery %d is message %d", acked, bodyIndex(d.Body))
+			}
+			acked++
+			if acked%50 == 0 {
+				if err := d.Ack(true); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%d delivered", acked)
+		}
+	}
+	_ = p.Kill() // deliveries past acked are in flight, unacked
+	conn.Close()
+	if err := p.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	conn, err = amqp.Dial(p.AMQPURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err = conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := ch.QueueDeclarePassive("drain-kill", true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Messages < n-acked || q.Messages > n {
+		t.Fatalf("after kill -9: %d messages, want %d..%d", q.Messages, n-acked, n)
+	}
+	got := drainPaged(t, ch, "drain-kill", q.Messages, true)
+	first := bodyIndex(got[0].Body)
+	if first > acked {
+		t.Fatalf("first message after the restart is %d: %d..%d lost", first, acked, first-1)
+	}
+	for k, d := range got {
+		if i := first + k; !bytes.Equal(d.Body, pagedBody(i, size)) {
+			t.Fatalf("delivery %d after the restart is message %d, want %d", k, bodyIndex(d.Body), i)
+		}
+		if !d.Redelivered {
+			t.Fatalf("message %d not flagged redelivered after a crash", first+k)
+		}
+	}
+	if first+len(got) != n {
+		t.Fatalf("messages %d..%d back, want up to %d", first, first+len(got)-1, n-1)
+	}
+}
