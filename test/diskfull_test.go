@@ -276,8 +276,15 @@ func TestDiskAlarmBlocksPublishersBeforeTheDiskFills(t *testing.T) {
 // stall, and the node may even stop, but after space is freed and the
 // node restarted every confirmed message is there and intact.
 func TestDiskFullNeverCorruptsTheStore(t *testing.T) {
+	t.Run("window=default", func(t *testing.T) { diskFullNeverCorrupts(t) })
+	// A window of 16: the backlog is paged out, so the disk fills while
+	// the queue reads and writes pages.
+	t.Run("window=16", func(t *testing.T) { diskFullNeverCorrupts(t, "--queues-window-messages", "16") })
+}
+
+func diskFullNeverCorrupts(t *testing.T, args ...string) {
 	dir := mountTmpfs(t, 160<<20)
-	p := launchOn(t, dir, "--disk-free-limit", "0")
+	p := launchOn(t, dir, append([]string{"--disk-free-limit", "0"}, args...)...)
 	pub := newDiskPublisher(t, p.AMQPURL)
 	for range 20 {
 		if _, err := pub.publish(5 * time.Second); err != nil {
