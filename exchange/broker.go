@@ -89,7 +89,7 @@ func (b *Broker) SetQueueMemoryBudget(bytes int64) {
 }
 
 // QueueMemory returns the message bodies queues hold in memory (counted in
-// steps of a few KiB per queue) and the budget for them.
+// steps of 256 bytes per queue) and the budget for them.
 func (b *Broker) QueueMemory() (used, budget int64) { return b.memUsed.Load(), b.memBudget.Load() }
 
 // SetMemoryPressure tells the core that the node is short of memory (the

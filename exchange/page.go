@@ -134,7 +134,7 @@ func (r *readyList) pressure() bool {
 // memQuantum is the step in which a queue's in-memory bytes are counted
 // in the broker's total: an atomic add every few messages, not each one,
 // at most memQuantum off per queue.
-const memQuantum = 1 << 10
+const memQuantum = 256
 
 func (r *readyList) addMem(d int64) {
 	r.mem += d
