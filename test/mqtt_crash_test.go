@@ -14,14 +14,7 @@ import (
 // session's queue, the session's subscription and a retained message must
 // all be there after the restart.
 func TestMQTTCrashPersistentSessionAndRetained(t *testing.T) {
-	port, err := testbin.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	p := testbin.Start(t, "--mqtt-listen", addr, "--mqtt-ws-listen", "", "--mqtt-allow-anonymous=true")
-	url := "tcp://" + addr
-	waitMQTT(t, url)
+	p, url := startMQTTBinary(t)
 
 	sub := dial3(t, url, "crash-sub", false)
 	sub.subscribe(t, "crash/#", 1)
@@ -30,22 +23,8 @@ func TestMQTTCrashPersistentSessionAndRetained(t *testing.T) {
 	pub := dial3(t, url, "crash-pub", true)
 	pub.publish(t, "crash/retained", 1, true, "kept")
 	const n = 500
-	toks := make([]interface{ WaitTimeout(time.Duration) bool }, 0, n)
-	for i := 0; i < n; i++ {
-		toks = append(toks, pub.Publish("crash/x", 1, false, strconv.Itoa(i)))
-	}
-	for i, tok := range toks {
-		if !tok.WaitTimeout(30 * time.Second) {
-			t.Fatalf("no PUBACK for message %d", i)
-		}
-	}
-	if err := p.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Restart(); err != nil {
-		t.Fatal(err)
-	}
-	waitMQTT(t, url)
+	publishQoS1(t, pub, "crash/x", n, strconv.Itoa)
+	killRestartMQTT(t, p, url)
 
 	sub2 := dial3(t, url, "crash-sub", false)
 	seen := map[string]bool{}
@@ -105,30 +84,62 @@ func waitMQTT(t *testing.T, url string) {
 // holds far more QoS 1 messages than its in-memory window (16), so most of
 // them are on disk; after kill -9 the session gets every one, in order.
 func TestMQTTPagedSessionSurvivesKill(t *testing.T) {
-	port, err := testbin.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	p := testbin.Start(t, "--mqtt-listen", addr, "--mqtt-ws-listen", "", "--mqtt-allow-anonymous=true",
-		"--queues-window-messages", "16")
-	url := "tcp://" + addr
-	waitMQTT(t, url)
+	p, url := startMQTTBinary(t, "--queues-window-messages", "16")
 	sub := dial3(t, url, "paged-sub", false)
 	sub.subscribe(t, "paged/#", 1)
 	sub.Disconnect(100)
 
 	pub := dial3(t, url, "paged-pub", true)
 	const n = 3000
+	payload := func(i int) string { return fmt.Sprintf("%05d", i) }
+	publishQoS1(t, pub, "paged/x", n, payload)
+	killRestartMQTT(t, p, url)
+	sub2 := dial3(t, url, "paged-sub", false)
+	for i := 0; i < n; i++ {
+		select {
+		case m := <-sub2.msgs:
+			if want := payload(i); m.payload != want {
+				t.Fatalf("after kill -9, message %d is %q, want %q", i, m.payload, want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("after kill -9: %d of %d acknowledged messages", i, n)
+		}
+	}
+}
+
+// startMQTTBinary starts the real binary with an MQTT listener (anonymous
+// clients allowed) and extra flags, and returns it and the MQTT URL.
+func startMQTTBinary(t *testing.T, extra ...string) (*testbin.Proc, string) {
+	t.Helper()
+	port, err := testbin.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	p := testbin.Start(t, append([]string{"--mqtt-listen", addr, "--mqtt-ws-listen", "", "--mqtt-allow-anonymous=true"}, extra...)...)
+	url := "tcp://" + addr
+	waitMQTT(t, url)
+	return p, url
+}
+
+// publishQoS1 publishes n QoS 1 messages payload(0..n-1) to topic and
+// waits for every PUBACK.
+func publishQoS1(t *testing.T, pub *client3, topic string, n int, payload func(int) string) {
+	t.Helper()
 	toks := make([]interface{ WaitTimeout(time.Duration) bool }, 0, n)
 	for i := 0; i < n; i++ {
-		toks = append(toks, pub.Publish("paged/x", 1, false, fmt.Sprintf("%05d", i)))
+		toks = append(toks, pub.Publish(topic, 1, false, payload(i)))
 	}
 	for i, tok := range toks {
 		if !tok.WaitTimeout(30 * time.Second) {
 			t.Fatalf("no PUBACK for message %d", i)
 		}
 	}
+}
+
+// killRestartMQTT kills p with SIGKILL and starts it again.
+func killRestartMQTT(t *testing.T, p *testbin.Proc, url string) {
+	t.Helper()
 	if err := p.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -136,15 +147,4 @@ func TestMQTTPagedSessionSurvivesKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitMQTT(t, url)
-	sub2 := dial3(t, url, "paged-sub", false)
-	for i := 0; i < n; i++ {
-		select {
-		case m := <-sub2.msgs:
-			if want := fmt.Sprintf("%05d", i); m.payload != want {
-				t.Fatalf("after kill -9, message %d is %q, want %q", i, m.payload, want)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatalf("after kill -9: %d of %d acknowledged messages", i, n)
-		}
-	}
 }

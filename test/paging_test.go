@@ -63,6 +63,35 @@ func publishConfirmedBodies(t *testing.T, ch *amqp.Channel, queue string, from, 
 	}
 }
 
+// procChannel dials p's AMQP port and opens a channel; the connection is
+// closed when the test ends.
+func procChannel(t *testing.T, p *testbin.Proc) (*amqp.Connection, *amqp.Channel) {
+	t.Helper()
+	conn, err := amqp.Dial(p.AMQPURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, ch
+}
+
+// killRestart kills p with SIGKILL, starts it again on the same data and
+// returns a new channel to it.
+func killRestart(t *testing.T, p *testbin.Proc, conn *amqp.Connection) *amqp.Channel {
+	t.Helper()
+	_ = p.Kill()
+	conn.Close()
+	if err := p.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	_, ch := procChannel(t, p)
+	return ch
+}
+
 func bodyIndex(b []byte) int {
 	if len(b) < 8 {
 		return -1
@@ -77,14 +106,7 @@ func bodyIndex(b []byte) int {
 func TestPagingBacklogSurvivesKill(t *testing.T) {
 	const n, size, first = 30000, 1024, 1000
 	p := testbin.Start(t, "--queues-window-messages", "64")
-	conn, err := amqp.Dial(p.AMQPURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, ch := procChannel(t, p)
 	if _, err := ch.QueueDeclare("paged", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -96,21 +118,8 @@ func TestPagingBacklogSurvivesKill(t *testing.T) {
 		}
 	}
 
-	_ = p.Kill()
-	conn.Close()
 	start := time.Now()
-	if err := p.Restart(); err != nil {
-		t.Fatal(err)
-	}
-	conn, err = amqp.Dial(p.AMQPURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err = conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch = killRestart(t, p, conn)
 	q, err := ch.QueueDeclarePassive("paged", true, false, false, false, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -249,14 +258,7 @@ func TestPagingPriorityDeadLetterOverAMQP(t *testing.T) {
 func TestPagingKillWhileDraining(t *testing.T) {
 	const n, size = 20000, 512
 	p := testbin.Start(t, "--queues-window-messages", "128")
-	conn, err := amqp.Dial(p.AMQPURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, ch := procChannel(t, p)
 	if _, err := ch.QueueDeclare("drain-kill", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -285,20 +287,7 @@ func TestPagingKillWhileDraining(t *testing.T) {
 			t.Fatalf("%d delivered", acked)
 		}
 	}
-	_ = p.Kill() // deliveries past acked are in flight, unacked
-	conn.Close()
-	if err := p.Restart(); err != nil {
-		t.Fatal(err)
-	}
-	conn, err = amqp.Dial(p.AMQPURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err = conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch = killRestart(t, p, conn) // deliveries past acked are in flight, unacked
 	q, err := ch.QueueDeclarePassive("drain-kill", true, false, false, false, nil)
 	if err != nil {
 		t.Fatal(err)
