@@ -202,25 +202,41 @@ func backlogFill(ctx context.Context, url string, n, size int) ([]float64, float
 	if _, err := ch.QueueDeclare(backlogQueue, true, false, false, false, nil); err != nil {
 		return nil, 0, err
 	}
-	if err := ch.Confirm(false); err != nil {
+	tenth := max(n/10, 1)
+	var tenths []float64
+	start, mark := time.Now(), time.Now()
+	err = publishConfirmed(ctx, ch, n, size, func(int) string { return backlogQueue }, func(confirmed int) {
+		if confirmed%tenth == 0 && len(tenths) < 10 {
+			now := time.Now()
+			tenths = append(tenths, float64(tenth)/now.Sub(mark).Seconds())
+			mark = now
+			fmt.Fprintf(os.Stderr, "  fill %3d%%  %s/s\n", 10*len(tenths), human(tenths[len(tenths)-1]))
+		}
+	})
+	if err != nil {
 		return nil, 0, err
+	}
+	return tenths, float64(n) / time.Since(start).Seconds(), nil
+}
+
+// publishConfirmed publishes n persistent messages of size random bytes
+// (message i to queue(i), its number in its first 8 bytes, so that no two
+// are alike and none compresses) with confirms, at most 1000 unconfirmed,
+// calling progress after each confirm. A nack is an error.
+func publishConfirmed(ctx context.Context, ch *amqp.Channel, n, size int, queue func(int) string, progress func(confirmed int)) error {
+	if err := ch.Confirm(false); err != nil {
+		return err
 	}
 	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 4096))
 	const window = 1000
-	// Random bodies: 64 random blocks, each message one of them with its
-	// number in the first 8 bytes, so no two are alike and none compresses.
 	blocks := make([][]byte, 64)
 	for i := range blocks {
 		blocks[i] = make([]byte, size)
 		if _, err := io.ReadFull(rand.Reader, blocks[i]); err != nil {
-			return nil, 0, err
+			return err
 		}
 	}
-	tenth := max(n/10, 1)
-	var tenths []float64
-	var nacked int
-	confirmed := 0
-	start, mark := time.Now(), time.Now()
+	confirmed, nacked := 0, 0
 	wait := func() error {
 		c, ok := <-confirms
 		if !ok {
@@ -230,39 +246,34 @@ func backlogFill(ctx context.Context, url string, n, size int) ([]float64, float
 			nacked++
 		}
 		confirmed++
-		if confirmed%tenth == 0 && len(tenths) < 10 {
-			now := time.Now()
-			tenths = append(tenths, float64(tenth)/now.Sub(mark).Seconds())
-			mark = now
-			fmt.Fprintf(os.Stderr, "  fill %3d%%  %s/s\n", 10*len(tenths), human(tenths[len(tenths)-1]))
-		}
+		progress(confirmed)
 		return nil
 	}
 	for i := 0; i < n; i++ {
 		if ctx.Err() != nil {
-			return nil, 0, ctx.Err()
+			return ctx.Err()
 		}
 		for i-confirmed >= window {
 			if err := wait(); err != nil {
-				return nil, 0, err
+				return err
 			}
 		}
 		body := blocks[i%len(blocks)]
 		binary.BigEndian.PutUint64(body, uint64(i))
-		if err := ch.PublishWithContext(ctx, "", backlogQueue, false, false,
+		if err := ch.PublishWithContext(ctx, "", queue(i), false, false,
 			amqp.Publishing{DeliveryMode: amqp.Persistent, Body: body}); err != nil {
-			return nil, 0, err
+			return err
 		}
 	}
 	for confirmed < n {
 		if err := wait(); err != nil {
-			return nil, 0, err
+			return err
 		}
 	}
 	if nacked > 0 {
-		return nil, 0, fmt.Errorf("%d of %d publishes nacked", nacked, n)
+		return fmt.Errorf("%d of %d publishes nacked", nacked, n)
 	}
-	return tenths, float64(n) / time.Since(start).Seconds(), nil
+	return nil
 }
 
 // backlogDrain consumes the queue to empty with manual acks (multiple

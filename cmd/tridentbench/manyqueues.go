@@ -10,16 +10,10 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 	"time"
-
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/trident-broker/trident/test/testbin"
 )
@@ -113,58 +107,19 @@ func runManyQueues(ctx context.Context, o *options) error {
 }
 
 // manyFill publishes each messages to every queue, round-robin over the
-// queues, with confirms (at most 1000 unconfirmed).
+// queues, with confirms.
 func manyFill(ctx context.Context, url string, nq, each, size int) error {
 	conn, ch, err := openChannel(url, "many-queues publisher")
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if err := ch.Confirm(false); err != nil {
-		return err
-	}
-	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 4096))
-	body := make([]byte, size)
-	if _, err := io.ReadFull(rand.Reader, body); err != nil {
-		return err
-	}
 	n := nq * each
-	confirmed, nacked := 0, 0
-	wait := func() error {
-		c, ok := <-confirms
-		if !ok {
-			return errors.New("channel closed while waiting for confirms")
-		}
-		if !c.Ack {
-			nacked++
-		}
-		confirmed++
-		if confirmed%(max(n/10, 1)) == 0 {
+	return publishConfirmed(ctx, ch, n, size, func(i int) string { return manyQueueName(i % nq) }, func(confirmed int) {
+		if confirmed%max(n/10, 1) == 0 {
 			fmt.Fprintf(os.Stderr, "  fill %3d%%\n", 100*confirmed/n)
 		}
-		return nil
-	}
-	for i := 0; i < n; i++ {
-		for i-confirmed >= 1000 {
-			if err := wait(); err != nil {
-				return err
-			}
-		}
-		binary.BigEndian.PutUint64(body, uint64(i))
-		if err := ch.PublishWithContext(ctx, "", manyQueueName(i%nq), false, false,
-			amqp.Publishing{DeliveryMode: amqp.Persistent, Body: body}); err != nil {
-			return err
-		}
-	}
-	for confirmed < n {
-		if err := wait(); err != nil {
-			return err
-		}
-	}
-	if nacked > 0 {
-		return fmt.Errorf("%d of %d publishes nacked", nacked, n)
-	}
-	return nil
+	})
 }
 
 // manyCounts waits until a passive declare of every sampled queue returns
