@@ -491,19 +491,8 @@ const reclaimAfterDeletes = 10_000
 // idle, a drained backlog), reclaim compacts the tree first.
 func (b *Badger) runGC() {
 	defer close(b.gcDone)
-	if b.opts.GCInterval < 0 {
-		<-b.gcStop
-		return
-	}
-	t := time.NewTicker(b.opts.GCInterval)
-	defer t.Stop()
 	var reclaimedAt, appendsAt, deletesAt uint64
-	for {
-		select {
-		case <-b.gcStop:
-			return
-		case <-t.C:
-		}
+	b.every(b.opts.GCInterval, func() {
 		deletes, appends := b.stats.deletes.Load(), b.stats.appends.Load()
 		if deletes-reclaimedAt >= reclaimAfterDeletes && appends == appendsAt && deletes == deletesAt {
 			reclaimedAt = deletes
@@ -511,6 +500,24 @@ func (b *Badger) runGC() {
 		}
 		appendsAt, deletesAt = appends, deletes
 		b.collect()
+	})
+}
+
+// every calls fn every d until Close; a negative d never.
+func (b *Badger) every(d time.Duration, fn func()) {
+	if d < 0 {
+		<-b.gcStop
+		return
+	}
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.gcStop:
+			return
+		case <-t.C:
+			fn()
+		}
 	}
 }
 
@@ -569,20 +576,9 @@ func (b *Badger) reclaim() {
 // Close (see trimMapped).
 func (b *Badger) runTrim(dir string) {
 	defer close(b.trimDone)
-	if b.opts.TrimInterval < 0 {
-		<-b.gcStop
-		return
-	}
-	t := time.NewTicker(b.opts.TrimInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.gcStop:
-			return
-		case <-t.C:
-			if residentFileBytes() > b.opts.TrimAbove {
-				trimMapped(dir)
-			}
+	b.every(b.opts.TrimInterval, func() {
+		if residentFileBytes() > b.opts.TrimAbove {
+			trimMapped(dir)
 		}
-	}
+	})
 }
