@@ -37,6 +37,11 @@
 //     callbacks of the appends before it have returned.
 //   - LoadMessages scans a queue's messages in seq order. Records still
 //     queued for the writer are not visible; call Sync first to see them.
+//   - ReadMessages (a range read from a seq on) and MessageKeys (the same
+//     without reading values) see every append and delete issued before
+//     them, written or still queued: the queued state is taken first, then
+//     Badger is read, and a record found in both is taken from the queue.
+//     They are a disk-first queue's read path and its recovery count.
 //   - Data handed to fn by LoadMeta and LoadMessages is a copy fn may keep.
 //   - Close writes everything queued, waits for every callback, stops the
 //     writer, the notifier and value-log GC, and closes the database. Every
@@ -48,7 +53,13 @@
 //     than BadgerOptions.MaxPendingBytes is queued for the writer.
 //
 // Badger runs with SyncWrites off; durability comes from the writer's
-// db.Sync. Against power loss (not process death) this is as good as
+// db.Sync. Values of 256 bytes or more live in the value log, so the tree
+// holds keys and pointers: a key scan reads no body. Space comes back by
+// value-log GC every 30 s; an idle store that deleted many messages first
+// flushes its memtables and flattens its tree (reclaim), holding every
+// write meanwhile, so that GC sees the garbage. Past 256 MiB of resident
+// file pages the value log's mappings are paged out of the process
+// (residency_linux.go). Against power loss (not process death) this is as good as
 // Badger's Sync, which fsyncs the active memtable's log and the value log:
 // if a batch straddles a memtable switch, the part in the older memtable is
 // on disk only once Badger has flushed that memtable to a table.
@@ -56,7 +67,9 @@
 // # Keys
 //
 //	"m:" + key                             metadata record
-//	'q' + qid (8 bytes BE) + seq (8 bytes BE) message
+//	'q' + qid (8 bytes BE) + seq (8 bytes BE) message (the core puts a
+//	                                         priority lane and a page flag
+//	                                         in seq: exchange/page.go)
 //
 // # Lock order (Badger)
 //
