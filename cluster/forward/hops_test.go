@@ -66,7 +66,9 @@ func TestForwardCircleRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !res.Pending {
-			t.Fatalf("publish %d not pending: %+v", tag, res)
+			// Every hop answered before Publish returned (a fast
+			// loopback round trip): the outcome is final, no Confirm.
+			return res.OK
 		}
 		return c.wait(t, tag)
 	}
