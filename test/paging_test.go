@@ -181,7 +181,7 @@ func drainPaged(t *testing.T, ch *amqp.Channel, queue string, want int, all bool
 // window, what it keeps in memory stays within the window and the tail
 // buffer, and the management figures say how much is paged out.
 func TestPagingWindowHoldsUnderBacklog(t *testing.T) {
-	b := startBroker(t, func(c *conf.Config) { c.Queues.WindowMessages = 100 })
+	b, base := mgmtBroker(t, func(c *conf.Config) { c.Queues.WindowMessages = 100 })
 	_, ch := channel(t, b.URL)
 	if _, err := ch.QueueDeclare("w", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
@@ -205,6 +205,22 @@ func TestPagingWindowHoldsUnderBacklog(t *testing.T) {
 	}
 	if st.Memory > 2*bound {
 		t.Fatalf("queue memory estimate %d", st.Memory)
+	}
+	// The management API says the same (RabbitMQ's field names).
+	api := apiClient{t: t, base: base, user: "guest", pass: "guest"}
+	j := api.object("/api/queues/%2F/w")
+	if num(j["messages"]) != n || num(j["messages_paged_out"]) < n-356 || num(j["messages_ram"]) > 356 ||
+		num(j["memory"]) <= 0 || num(j["memory"]) > float64(2*bound) || num(j["message_bytes_ram"]) > float64(bound) {
+		t.Fatalf("queue JSON: messages %v paged_out %v ram %v memory %v bytes_ram %v", j["messages"],
+			j["messages_paged_out"], j["messages_ram"], j["memory"], j["message_bytes_ram"])
+	}
+	node, _ := api.list("/api/nodes")[0]["name"].(string)
+	mem := api.object("/api/nodes/" + node + "/memory")
+	if bd, _ := mem["memory"].(map[string]any); bd == nil || num(bd["queue_procs"]) <= 0 || num(bd["queue_procs"]) > float64(2*bound) {
+		t.Fatalf("node memory breakdown %v", mem)
+	}
+	if code, _ := api.do("GET", "/api/health/checks/stored-messages", nil); code != 200 {
+		t.Fatalf("stored-messages health check %d", code)
 	}
 	got := drainPaged(t, ch, "w", n, true)
 	for i, d := range got {
