@@ -257,10 +257,7 @@ func TestPagingPriorities(t *testing.T) {
 		m.Props.Priority = uint8(i % 3)
 		publishM(t, v, m, PublishOpts{})
 	}
-	var got []string
-	for _, d := range drainGet(q) {
-		got = append(got, d)
-	}
+	got := getBodies(q)
 	var want []string
 	for p := 2; p >= 0; p-- {
 		for i := p; i < n; i += 3 {
@@ -272,24 +269,30 @@ func TestPagingPriorities(t *testing.T) {
 	}
 }
 
-func drainGet(q *Queue) []string { return getBodies(q) }
+// pagedWithDLQ declares queue "q" with args and a dead-letter queue "dlq"
+// on a broker whose window is window, and publishes n persistent messages
+// body(0..n-1) to q.
+func pagedWithDLQ(t *testing.T, window int, args Table, n int) (*VHost, *fakeStore, *Queue, *Queue) {
+	t.Helper()
+	st := newFakeStore()
+	_, v := pagedVHost(t, st, window)
+	dlq := declareQ(t, v, "dlq", QueueOpts{Durable: true})
+	args["x-dead-letter-exchange"], args["x-dead-letter-routing-key"] = "", "dlq"
+	q := declareQ(t, v, "q", QueueOpts{Durable: true, Args: args})
+	for i := 0; i < n; i++ {
+		publishM(t, v, persistent("", "q", body(i)), PublishOpts{})
+	}
+	return v, st, q, dlq
+}
 
 // TestPagingMaxLengthDropHead: x-max-length drops from the head while
 // the backlog is on disk, dead-lettering in order.
 func TestPagingMaxLengthDropHead(t *testing.T) {
-	st := newFakeStore()
-	_, v := pagedVHost(t, st, 8)
-	declareQ(t, v, "dlq", QueueOpts{Durable: true})
-	q := declareQ(t, v, "q", QueueOpts{Durable: true, Args: Table{"x-max-length": int64(300),
-		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"}})
 	const n = 1000
-	for i := 0; i < n; i++ {
-		publishM(t, v, persistent("", "q", body(i)), PublishOpts{})
-	}
+	_, _, q, dlq := pagedWithDLQ(t, 8, Table{"x-max-length": int64(300)}, n)
 	if r := ready(q); r != 300 {
 		t.Fatalf("ready %d", r)
 	}
-	dlq, _ := v.Queue("dlq", nil)
 	eventually(t, time.Second, "dead letters", func() bool { return ready(dlq) == n-300 })
 	got := getBodies(q)
 	for i, b := range got {
@@ -308,16 +311,8 @@ func TestPagingMaxLengthDropHead(t *testing.T) {
 // TestPagingTTLExpiresBacklog: a message TTL expires a backlog that is
 // mostly on disk, all of it, into the dead-letter queue.
 func TestPagingTTLExpiresBacklog(t *testing.T) {
-	st := newFakeStore()
-	_, v := pagedVHost(t, st, 8)
-	declareQ(t, v, "dlq", QueueOpts{Durable: true})
-	q := declareQ(t, v, "q", QueueOpts{Durable: true, Args: Table{"x-message-ttl": int64(30),
-		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"}})
 	const n = 800
-	for i := 0; i < n; i++ {
-		publishM(t, v, persistent("", "q", body(i)), PublishOpts{})
-	}
-	dlq, _ := v.Queue("dlq", nil)
+	_, st, q, dlq := pagedWithDLQ(t, 8, Table{"x-message-ttl": int64(30)}, n)
 	eventually(t, 3*time.Second, "expiry", func() bool { return ready(q) == 0 && ready(dlq) == n })
 	// Every one, once (dead letters collected by the publisher and by the
 	// expiry timer may interleave).
@@ -334,38 +329,34 @@ func TestPagingTTLExpiresBacklog(t *testing.T) {
 // TestPagingDeliveryLimit: x-delivery-limit counts deliveries of a message
 // that was paged in.
 func TestPagingDeliveryLimit(t *testing.T) {
-	st := newFakeStore()
-	_, v := pagedVHost(t, st, 4)
-	declareQ(t, v, "dlq", QueueOpts{Durable: true})
-	q := declareQ(t, v, "q", QueueOpts{Durable: true, Args: Table{"x-delivery-limit": int64(1),
-		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"}})
-	for i := 0; i < 200; i++ {
-		publishM(t, v, persistent("", "q", body(i)), PublishOpts{})
-	}
-	// Take the first 150 (through several refills), return them twice.
-	for round := 0; round < 2; round++ {
+	_, _, q, dlq := pagedWithDLQ(t, 4, Table{"x-delivery-limit": int64(1)}, 200)
+	// Take the first 150 (through several refills) and return them,
+	// twice: the second return is past the limit of one redelivery.
+	for round := 1; round <= 2; round++ {
 		var seqs []uint64
 		for i := 0; i < 150; i++ {
 			d, ok := q.Get(false)
-			if !ok {
-				t.Fatalf("round %d get %d", round, i)
+			if !ok || string(d.Msg.Body) != body(i) || d.Redelivered != (round == 2) {
+				t.Fatalf("round %d get %d: %v %q redelivered %v", round, i, ok, d.Msg.Body, d.Redelivered)
 			}
 			seqs = append(seqs, d.Seq)
 		}
 		q.Reject(seqs, true)
+		if round == 1 && (ready(q) != 200 || ready(dlq) != 0) {
+			t.Fatalf("after one return: ready %d, dead-lettered %d", ready(q), ready(dlq))
+		}
 	}
-	dlq, _ := v.Queue("dlq", nil)
-	eventually(t, time.Second, "dead letters", func() bool { return ready(dlq) == 0 || ready(dlq) > 0 })
-	// Third delivery of each of the 150 exceeds the limit of 1 redelivery.
-	var seqs []uint64
-	for i := 0; i < 150; i++ {
-		d, _ := q.Get(false)
-		seqs = append(seqs, d.Seq)
-	}
-	q.Reject(seqs, true)
 	eventually(t, time.Second, "delivery limit", func() bool { return ready(dlq) == 150 })
 	if r := ready(q); r != 50 {
 		t.Fatalf("left %d", r)
+	}
+	dead := getBodies(dlq) // returned together: in any order
+	slices.Sort(dead)
+	if dead[0] != body(0) || dead[149] != body(149) {
+		t.Fatalf("dead-lettered %d: %s .. %s", len(dead), dead[0], dead[len(dead)-1])
+	}
+	if got := getBodies(q); got[0] != body(150) || len(got) != 50 {
+		t.Fatalf("kept %d from %s", len(got), got[0])
 	}
 }
 
