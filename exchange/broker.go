@@ -33,7 +33,6 @@ type Broker struct {
 	windowMsgs, windowBytes atomic.Int64
 	memPressure             atomic.Bool
 	memUsed, memBudget      atomic.Int64 // message bodies queues hold in memory, and the most they may
-	paged                   struct{ out, in atomic.Uint64 }
 
 	unreadableMu sync.Mutex
 	unreadable   map[string]int // "vhost/queue" → stored messages that could not be read
@@ -98,9 +97,6 @@ func (b *Broker) QueueMemory() (used, budget int64) { return b.memUsed.Load(), b
 // without consumers pages out what it holds.
 func (b *Broker) SetMemoryPressure(on bool) { b.memPressure.Store(on) }
 
-// PagingStats returns how many messages queues have paged out to the store
-// and read back in since start.
-func (b *Broker) PagingStats() (out, in uint64) { return b.paged.out.Load(), b.paged.in.Load() }
 
 // Alarms returns the broker's resource alarms.
 func (b *Broker) Alarms() *Alarms { return b.alarms }
@@ -333,16 +329,8 @@ func (b *Broker) recover() error {
 			decodeDeliveredAll(val, delivered, upto)
 			return nil
 		}
-		rest := strings.TrimPrefix(key, deliveredPrefix)
-		if idStr, ok := strings.CutSuffix(rest, deliveredUpToSuffix); ok {
-			if id, err := strconv.ParseUint(idStr, 10, 64); err == nil {
-				if x, n := binary.Uvarint(val); n > 0 {
-					upto[id] = x
-				}
-			}
-			return nil
-		}
-		if id, err := strconv.ParseUint(rest, 10, 64); err == nil {
+		// One key per queue: what a clean stop of an older version wrote.
+		if id, err := strconv.ParseUint(strings.TrimPrefix(key, deliveredPrefix), 10, 64); err == nil {
 			delivered[id] = decodeDelivered(val)
 		}
 		return nil

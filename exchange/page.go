@@ -35,7 +35,7 @@ import (
 
 const (
 	laneShift = 56
-	// Defaults of the per-queue in-memory window (conf queue_memory).
+	// Defaults of the per-queue in-memory window (conf queues.window_*).
 	defaultWindowMsgs  = 2048
 	defaultWindowBytes = 8 << 20
 	defaultMemBudget   = 256 << 20 // conf queues.memory_budget
@@ -107,8 +107,7 @@ func (r *readyList) laneOf(e *entry) int {
 // pages reports whether the queue keeps its messages in the node's store
 // and so may page them (not a proxy, not a quorum queue's log).
 func (r *readyList) pages() bool {
-	q := r.q
-	return q != nil && q.remote == nil && q.log == nil && q.vh != nil
+	return r.q.remote == nil && r.q.log == nil
 }
 
 // window is the queue's in-memory limit per lane (messages, bytes).
@@ -221,7 +220,6 @@ func (r *readyList) pageOut(i int, l *lane, e *entry, size int64) {
 	l.mid++
 	l.midBytes += size
 	r.addMem(-size)
-	q.vh.b.paged.out.Add(1)
 }
 
 // refill reads the next batch of mid into head, or moves tail into head
@@ -285,7 +283,6 @@ func (r *readyList) refill(i int, l *lane) {
 			return l.mid > 0 && got < want && budget > 0
 		})
 		l.from = next
-		q.vh.b.paged.in.Add(uint64(got))
 		if l.mid == 0 {
 			r.bytes -= l.midBytes
 			l.midBytes = 0

@@ -203,12 +203,7 @@ func TestPagingRecoveryReadsKeysOnly(t *testing.T) {
 // TestPagingCleanStopKeepsFlags: a message delivered and returned before a
 // clean stop stays flagged redelivered, also while it is paged out.
 func TestPagingCleanStopKeepsFlags(t *testing.T) {
-	st := newFakeStore()
-	b1, v := pagedVHost(t, st, 8)
-	q := declareQ(t, v, "q", QueueOpts{Durable: true})
-	for i := 0; i < 100; i++ {
-		publishM(t, v, persistent("", "q", body(i)), PublishOpts{})
-	}
+	b1, _, st, q := pagedFilled(t, 8, nil, 100)
 	d, _ := q.Get(false)
 	q.Reject([]uint64{d.Seq}, true)
 	if err := b1.Close(); err != nil {
@@ -224,15 +219,9 @@ func TestPagingCleanStopKeepsFlags(t *testing.T) {
 	}
 	// A second clean stop with recovered messages still paged out keeps
 	// the flags of a crash recovery (all of them).
-	st2 := newFakeStore()
-	b3, v3 := pagedVHost(t, st2, 8)
-	declareQ(t, v3, "q", QueueOpts{Durable: true})
-	for i := 0; i < 100; i++ {
-		publishM(t, v3, persistent("", "q", body(i)), PublishOpts{})
-	}
-	_ = b3                             // crash: no Close
-	b4 := newTestBroker(t, st2)        // every message may have been delivered
-	if err := b4.Close(); err != nil { // clean stop, nothing read
+	_, _, st2, _ := pagedFilled(t, 8, nil, 100) // then a crash: no Close
+	b4 := newTestBroker(t, st2)                 // every message may have been delivered
+	if err := b4.Close(); err != nil {          // clean stop, nothing read
 		t.Fatal(err)
 	}
 	b5 := newTestBroker(t, st2)
@@ -269,15 +258,26 @@ func TestPagingPriorities(t *testing.T) {
 	}
 }
 
-// pagedWithDLQ declares queue "q" with args and a dead-letter queue "dlq"
-// on a broker whose window is window, and publishes n persistent messages
-// body(0..n-1) to q.
+// pagedFilled declares durable queue "q" with args on a fresh broker whose
+// window is window, and publishes n persistent messages body(0..n-1) to it.
+func pagedFilled(t *testing.T, window int, args Table, n int) (*Broker, *VHost, *fakeStore, *Queue) {
+	t.Helper()
+	st := newFakeStore()
+	b, v := pagedVHost(t, st, window)
+	q := declareQ(t, v, "q", QueueOpts{Durable: true, Args: args})
+	for i := 0; i < n; i++ {
+		publishM(t, v, persistent("", "q", body(i)), PublishOpts{})
+	}
+	return b, v, st, q
+}
+
+// pagedWithDLQ is pagedFilled with a dead-letter queue "dlq" for q.
 func pagedWithDLQ(t *testing.T, window int, args Table, n int) (*VHost, *fakeStore, *Queue, *Queue) {
 	t.Helper()
+	args["x-dead-letter-exchange"], args["x-dead-letter-routing-key"] = "", "dlq"
 	st := newFakeStore()
 	_, v := pagedVHost(t, st, window)
 	dlq := declareQ(t, v, "dlq", QueueOpts{Durable: true})
-	args["x-dead-letter-exchange"], args["x-dead-letter-routing-key"] = "", "dlq"
 	q := declareQ(t, v, "q", QueueOpts{Durable: true, Args: args})
 	for i := 0; i < n; i++ {
 		publishM(t, v, persistent("", "q", body(i)), PublishOpts{})
@@ -439,12 +439,7 @@ func TestPagingLazyArgAndPolicy(t *testing.T) {
 // TestPagingCorruptRecord: a stored record that does not decode is
 // logged, counted for the health check and skipped; the rest is delivered.
 func TestPagingCorruptRecord(t *testing.T) {
-	st := newFakeStore()
-	b, v := pagedVHost(t, st, 8)
-	q := declareQ(t, v, "q", QueueOpts{Durable: true})
-	for i := 0; i < 600; i++ {
-		publishM(t, v, persistent("", "q", body(i)), PublishOpts{})
-	}
+	b, _, st, q := pagedFilled(t, 8, nil, 600)
 	st.mu.Lock()
 	st.msgs[q.id][storeKey(0, 100, false)] = []byte{0xff, 1, 2}
 	st.mu.Unlock()

@@ -3,7 +3,6 @@ package exchange
 import (
 	"encoding/binary"
 	"slices"
-	"strconv"
 )
 
 // The redelivered flag across restarts. A message may have reached a
@@ -20,16 +19,14 @@ import (
 //     does, which is the safe answer. The marker is removed at start, so a
 //     later crash is never mistaken for a clean stop.
 const (
-	cleanShutdownKey    = "shutdown/clean"
-	deliveredPrefix     = "delivered/"
-	deliveredUpToSuffix = "/upto"
+	cleanShutdownKey = "shutdown/clean"
+	deliveredPrefix  = "delivered/"
 	// deliveredAllKey holds every queue's record in one (one synced write
 	// at shutdown, not one a queue): uvarint qid, uvarint upto, uvarint
 	// len, record, repeated. Per-queue keys are still read (older stops).
 	deliveredAllKey = deliveredPrefix + "all"
 )
 
-func deliveredKey(qid uint64) string { return deliveredPrefix + strconv.FormatUint(qid, 10) }
 
 // saveDelivered records the delivered messages of every stored queue and
 // then the clean-shutdown marker.

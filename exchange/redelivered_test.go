@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"encoding/binary"
+	"fmt"
 	"testing"
 )
 
@@ -129,4 +130,31 @@ func FuzzDecodeDelivered(f *testing.F) {
 		}
 		_ = decodeDelivered(b)
 	})
+}
+
+// TestDeliveredPerQueueRecordOfOlderStop: a clean stop of an older version
+// wrote one delivered record per queue; a start reads it still.
+func TestDeliveredPerQueueRecordOfOlderStop(t *testing.T) {
+	st := newFakeStore()
+	b1 := newTestBroker(t, st)
+	v := mustVHost(t, b1, "/")
+	q := declareQ(t, v, "q", QueueOpts{Durable: true})
+	for i := 0; i < 3; i++ {
+		publishM(t, v, persistent("", "q", body(i)), PublishOpts{})
+	}
+	// The older shutdown: message seq 2 delivered, the clean marker.
+	if err := st.PutMeta(deliveredPrefix+fmt.Sprint(q.id), binary.AppendUvarint(nil, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutMeta(cleanShutdownKey, []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	b2 := newTestBroker(t, st)
+	q2, _ := mustVHost(t, b2, "/").Queue("q", nil)
+	for i := 0; i < 3; i++ {
+		d, ok := q2.Get(true)
+		if !ok || string(d.Msg.Body) != body(i) || d.Redelivered != (i == 1) {
+			t.Fatalf("get %d: %v %q redelivered %v", i, ok, d.Msg.Body, d.Redelivered)
+		}
+	}
 }
