@@ -97,7 +97,6 @@ func (b *Broker) QueueMemory() (used, budget int64) { return b.memUsed.Load(), b
 // without consumers pages out what it holds.
 func (b *Broker) SetMemoryPressure(on bool) { b.memPressure.Store(on) }
 
-
 // Alarms returns the broker's resource alarms.
 func (b *Broker) Alarms() *Alarms { return b.alarms }
 

@@ -27,7 +27,6 @@ const (
 	deliveredAllKey = deliveredPrefix + "all"
 )
 
-
 // saveDelivered records the delivered messages of every stored queue and
 // then the clean-shutdown marker.
 func (b *Broker) saveDelivered() error {
