@@ -16,18 +16,29 @@ import (
 	"github.com/trident-broker/trident/cluster/logbridge"
 )
 
-// hashFSM is a deterministic state machine: the count of commands applied
-// and a running FNV-64a over them in order. Two replicas with the same
-// (count, sum) applied the same commands in the same order.
+// hashFSM is a deterministic state machine: the count of distinct commands
+// applied and a running FNV-64a over them in order. Two replicas with the
+// same (count, sum) applied the same commands in the same order. A command
+// seen before is skipped, so a client may retry one whose outcome it does
+// not know (the leader stepped down before answering) without the count
+// running ahead.
 type hashFSM struct {
 	mu    sync.Mutex
 	count uint64
 	sum   uint64
+	seen  map[string]bool
 }
 
 func (f *hashFSM) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.seen == nil {
+		f.seen = map[string]bool{}
+	}
+	if f.seen[string(l.Data)] {
+		return f.count
+	}
+	f.seen[string(l.Data)] = true
 	h := fnv.New64a()
 	h.Write(binary.BigEndian.AppendUint64(nil, f.sum))
 	h.Write(l.Data)
@@ -43,26 +54,49 @@ func (f *hashFSM) state() (count, sum uint64) {
 }
 
 func (f *hashFSM) Snapshot() (raft.FSMSnapshot, error) {
-	c, s := f.state()
-	return fsmSnap{c, s}, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := fsmSnap{count: f.count, sum: f.sum}
+	for k := range f.seen {
+		s.seen = append(s.seen, k)
+	}
+	return s, nil
 }
 
 func (f *hashFSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	var b [16]byte
-	if _, err := io.ReadFull(rc, b[:]); err != nil {
+	b, err := io.ReadAll(rc)
+	if err != nil {
 		return err
 	}
+	if len(b) < 16 {
+		return io.ErrUnexpectedEOF
+	}
+	seen := map[string]bool{}
+	for r := b[16:]; len(r) > 0; {
+		if len(r) < 2 || len(r) < 2+int(binary.BigEndian.Uint16(r)) {
+			return io.ErrUnexpectedEOF
+		}
+		n := int(binary.BigEndian.Uint16(r))
+		seen[string(r[2:2+n])] = true
+		r = r[2+n:]
+	}
 	f.mu.Lock()
-	f.count, f.sum = binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
+	f.count, f.sum, f.seen = binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:16]), seen
 	f.mu.Unlock()
 	return nil
 }
 
-type fsmSnap struct{ count, sum uint64 }
+type fsmSnap struct {
+	count, sum uint64
+	seen       []string
+}
 
 func (s fsmSnap) Persist(sink raft.SnapshotSink) error {
 	b := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, s.count), s.sum)
+	for _, k := range s.seen {
+		b = append(binary.BigEndian.AppendUint16(b, uint16(len(k))), k...)
+	}
 	if _, err := sink.Write(b); err != nil {
 		sink.Cancel()
 		return err
@@ -197,16 +231,48 @@ func (c *testCluster) leader(timeout time.Duration) *testNode {
 	return nil
 }
 
-func applyN(t *testing.T, r *raft.Raft, from, n int) {
+// applyN commits commands cmd-from .. cmd-(from+n-1) through whichever node
+// leads. On a loaded machine (CI runs every package under -race on two
+// cores) a leader can miss its lease and step down mid-batch; the commands
+// whose outcome is unknown are sent again to the next leader, which the
+// FSM's de-duplication makes safe.
+func (c *testCluster) applyN(from, n int) {
+	t := c.t
 	t.Helper()
-	fs := make([]raft.ApplyFuture, 0, n)
+	todo := make([]string, 0, n)
 	for i := from; i < from+n; i++ {
-		fs = append(fs, r.Apply([]byte(fmt.Sprintf("cmd-%d", i)), 5*time.Second))
+		todo = append(todo, fmt.Sprintf("cmd-%d", i))
 	}
-	for _, f := range fs {
-		if err := f.Error(); err != nil {
-			t.Fatalf("apply: %v", err)
+	c.apply(todo...)
+}
+
+func (c *testCluster) apply(cmds ...string) {
+	t := c.t
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(cmds) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d commands not committed within 30s", len(cmds))
 		}
+		l := c.leader(10 * time.Second)
+		fs := make([]raft.ApplyFuture, len(cmds))
+		for i, cmd := range cmds {
+			fs[i] = l.raft.Apply([]byte(cmd), 5*time.Second)
+		}
+		var again []string
+		for i, f := range fs {
+			switch err := f.Error(); err {
+			case nil:
+			case raft.ErrLeadershipLost, raft.ErrNotLeader, raft.ErrEnqueueTimeout, raft.ErrLeadershipTransferInProgress:
+				again = append(again, cmds[i])
+			default:
+				t.Fatalf("apply %s: %v", cmds[i], err)
+			}
+		}
+		if len(again) > 0 {
+			t.Logf("%s stepped down with %d of %d commands unanswered; retrying them", l.id, len(again), len(cmds))
+		}
+		cmds = again
 	}
 }
 
@@ -277,9 +343,10 @@ func TestRaftClusterOverBadger(t *testing.T) {
 	t.Logf("first leader %s elected in %v", old.id, time.Since(start).Round(time.Millisecond))
 
 	start = time.Now()
-	applyN(t, old.raft, 0, 1000)
+	c.applyN(0, 1000)
 	t.Logf("1000 commands applied in %v", time.Since(start).Round(time.Millisecond))
 	c.waitSame(1000, 10*time.Second)
+	old = c.leader(10 * time.Second) // the leader may have changed under load
 	lastBefore, err := old.db.Group("meta").LastIndex()
 	if err != nil {
 		t.Fatal(err)
@@ -291,9 +358,7 @@ func TestRaftClusterOverBadger(t *testing.T) {
 	c.stop(old)
 	nl := c.leader(10 * time.Second)
 	elected := time.Since(killed)
-	if err := nl.raft.Apply([]byte("after-failover"), 5*time.Second).Error(); err != nil {
-		t.Fatal(err)
-	}
+	c.apply("after-failover")
 	serving := time.Since(killed)
 	t.Logf("leader %s shut down; %s elected after %v, first command committed after %v",
 		old.id, nl.id, elected.Round(time.Millisecond), serving.Round(time.Millisecond))
@@ -302,7 +367,7 @@ func TestRaftClusterOverBadger(t *testing.T) {
 	}
 
 	// More writes the old leader misses, then restart it from its dir.
-	applyN(t, nl.raft, 1001, 200)
+	c.applyN(1001, 200)
 	c.start(old)
 	first, last := indexes(t, old.db.Group("meta"))
 	if last < lastBefore {
