@@ -91,6 +91,9 @@ type Options struct {
 	// NoSnapshotRestoreOnStart: the FSM already holds the state of the
 	// last snapshot when the group starts (it keeps it durably itself).
 	NoSnapshotRestoreOnStart bool
+	// RetainSnapshots is how many snapshots are kept on disk (0: 2). A
+	// quorum queue keeps one: its snapshots carry its messages.
+	RetainSnapshots int
 }
 
 // Host runs the Raft groups of one node. Its methods are safe for
@@ -168,7 +171,11 @@ func (h *Host) Start(name string, fsm raft.FSM, o Options) (*raft.Raft, error) {
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("groups: %s: %w", name, err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(h.SnapshotDir(name), 2, logbridge.NewHCLogger(log, "raft-snap"))
+	retain := o.RetainSnapshots
+	if retain <= 0 {
+		retain = 2
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(h.SnapshotDir(name), retain, logbridge.NewHCLogger(log, "raft-snap"))
 	if err != nil {
 		return nil, fmt.Errorf("groups: %s: snapshots: %w", name, err)
 	}

@@ -159,8 +159,28 @@ func (f *FSM) saveLocked() {
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.s.appended, f.s.snapped = 0, f.s.bytes()
 	f.saveLocked()
 	return &fsmSnapshot{f: f, s: f.s.clone()}, nil
+}
+
+// snapshotSlack is how many bytes the Raft log may hold beyond twice the
+// queue's messages before SnapshotDue says so.
+const snapshotSlack = 64 << 20
+
+// SnapshotDue reports that a snapshot would free much more disk than it
+// takes: what the last snapshot and the log since it hold (the messages
+// appended since it, all in the log) passes twice what the queue holds
+// (what a new snapshot writes) plus 64 MiB. Raft's own trigger counts
+// entries, and a queue that filled and drained would keep a log of its
+// whole history (and an old snapshot of its backlog) until enough entries
+// follow. While a backlog drains this snapshots at geometrically shrinking
+// sizes: about twice the backlog written in all. The group keeps one
+// snapshot (groups.Options.RetainSnapshots).
+func (f *FSM) SnapshotDue() bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.s.appended+f.s.snapped > 2*f.s.bytes()+snapshotSlack
 }
 
 // Restore replaces the state with a snapshot written by Persist (the

@@ -305,3 +305,52 @@ func FuzzDecodeState(f *testing.F) {
 		}
 	})
 }
+
+// TestFSMSnapshotDue: a log that grew far past the queue (filled and
+// drained) asks for a snapshot, across a restart too; a snapshot resets it.
+func TestFSMSnapshotDue(t *testing.T) {
+	st := store.NewMemory()
+	f := newFSM(t, st)
+	big := make([]byte, 1<<20)
+	f.Apply(command(op{kind: opAppend, seq: key(0, 0), data: []byte("kept")}))
+	for i := uint64(1); i <= 70; i++ {
+		f.Apply(command(op{kind: opAppend, seq: key(0, i), data: big}, op{kind: opDelete, seq: key(0, i)}))
+	}
+	if !f.SnapshotDue() {
+		t.Fatal("70 MiB of log for a 4-byte queue: no snapshot due")
+	}
+	snapshotBytes(t, f) // writes the state record
+	if f.SnapshotDue() {
+		t.Fatal("still due right after a snapshot")
+	}
+	// A snapshot of a big queue, which then drains: the old snapshot is
+	// worth replacing.
+	g := newFSM(t, store.NewMemory())
+	for i := uint64(0); i < 70; i++ {
+		g.Apply(command(op{kind: opAppend, seq: key(0, i), data: big}))
+	}
+	snapshotBytes(t, g)
+	for i := uint64(0); i < 70; i++ {
+		g.Apply(command(op{kind: opDelete, seq: key(0, i)}))
+	}
+	if !g.SnapshotDue() {
+		t.Fatal("drained after a 70 MiB snapshot: no snapshot due")
+	}
+	for i := uint64(100); i < 170; i++ {
+		f.Apply(command(op{kind: opAppend, seq: key(0, i), data: big}, op{kind: opDelete, seq: key(0, i)}))
+	}
+	f.mu.Lock()
+	f.saveLocked()
+	f.mu.Unlock()
+	if g := newFSM(t, st); !g.SnapshotDue() {
+		t.Fatal("a restart forgot what the log holds")
+	}
+	// A queue that holds what was appended: a snapshot would write it all.
+	h := newFSM(t, store.NewMemory())
+	for i := uint64(0); i < 70; i++ {
+		h.Apply(command(op{kind: opAppend, seq: key(0, i), data: big}))
+	}
+	if h.SnapshotDue() {
+		t.Fatal("snapshot due for a queue as big as its log")
+	}
+}

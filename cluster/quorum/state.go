@@ -25,6 +25,11 @@ type Group struct {
 // use: the FSM holds its lock.
 type state struct {
 	applied uint64
+	// appended counts the bytes appended since the last snapshot: about
+	// what the Raft log holds beyond it (FSM.SnapshotDue).
+	appended int64
+	// snapped is the size of the messages the last snapshot holds.
+	snapped int64
 	groups  []Group           // sorted by Top, only groups ever appended to
 	returns map[uint64]uint32 // key → returns, for messages returned at least once
 }
@@ -42,6 +47,7 @@ func (s *state) add(key uint64, size int) {
 	g := s.group(byte(key >> 56))
 	g.Count++
 	g.Bytes += int64(size)
+	s.appended += int64(size)
 	if key > g.MaxKey {
 		g.MaxKey = key
 	}
@@ -91,7 +97,7 @@ func (s *state) bytes() int64 {
 }
 
 func (s *state) clone() state {
-	c := state{applied: s.applied, groups: slices.Clone(s.groups)}
+	c := state{applied: s.applied, appended: s.appended, snapped: s.snapped, groups: slices.Clone(s.groups)}
 	if len(s.returns) > 0 {
 		c.returns = make(map[uint64]uint32, len(s.returns))
 		for k, v := range s.returns {
@@ -103,7 +109,7 @@ func (s *state) clone() state {
 
 // A state is encoded as
 //
-//	state  = version:byte applied:uvarint ngroups:uvarint group{ngroups} nreturns:uvarint return{nreturns}
+//	state  = version:byte applied:uvarint appended:uvarint snapped:uvarint ngroups:uvarint group{ngroups} nreturns:uvarint return{nreturns}
 //	group  = top:byte count:uvarint bytes:uvarint maxKey:uvarint
 //	return = key:uvarint returns:uvarint
 //
@@ -114,6 +120,8 @@ const stateVersion byte = 2
 func (s *state) encode(dst []byte) []byte {
 	dst = append(dst, stateVersion)
 	dst = binary.AppendUvarint(dst, s.applied)
+	dst = binary.AppendUvarint(dst, uint64(max(s.appended, 0)))
+	dst = binary.AppendUvarint(dst, uint64(max(s.snapped, 0)))
 	dst = binary.AppendUvarint(dst, uint64(len(s.groups)))
 	for _, g := range s.groups {
 		dst = append(dst, g.Top)
@@ -154,6 +162,22 @@ func decodeState(b []byte) (state, error) {
 	if s.applied, err = next("applied index"); err != nil {
 		return s, err
 	}
+	app, err := next("appended bytes")
+	if err != nil {
+		return s, err
+	}
+	if app > math.MaxInt64 {
+		return s, corruptf("state: appended %d", app)
+	}
+	s.appended = int64(app)
+	sn, err := next("snapshot bytes")
+	if err != nil {
+		return s, err
+	}
+	if sn > math.MaxInt64 {
+		return s, corruptf("state: snapshot bytes %d", sn)
+	}
+	s.snapped = int64(sn)
 	ng, err := next("group count")
 	if err != nil {
 		return s, err

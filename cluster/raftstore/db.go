@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -32,7 +33,7 @@ func DefaultOptions() Options {
 	return Options{
 		MemTableSize:     16 << 20,
 		ValueLogFileSize: 256 << 20,
-		GCInterval:       5 * time.Minute,
+		GCInterval:       time.Minute,
 	}
 }
 
@@ -57,6 +58,10 @@ type DB struct {
 
 	mu     sync.RWMutex // held shared by every operation, exclusively by Close
 	closed bool
+
+	// deleted counts log entries deleted (DeleteRange) since the last
+	// reclaim.
+	deleted atomic.Int64
 
 	gcStop   chan struct{}
 	gcDone   chan struct{}
@@ -156,6 +161,32 @@ func (d *DB) runTrim(dir string) {
 	}
 }
 
+// flushKey is a key kept only to make DropPrefix flush the memtables.
+var flushKey = []byte("z:flush")
+
+// reclaim flushes the memtables and compacts the tree into one level, so
+// that the values of deleted log entries count as garbage and value-log GC
+// can give their files back: without it a truncated log's files stay until
+// compactions happen to reach its keys, which in a tree of keys alone may
+// be never. Badger holds writes while it flushes (a moment: the memtables
+// are small).
+func (d *DB) reclaim() {
+	if err := d.enter(); err != nil {
+		return
+	}
+	defer d.leave()
+	err := d.db.Update(func(txn *badger.Txn) error { return txn.Set(flushKey, []byte{}) })
+	if err == nil {
+		err = d.db.DropPrefix(flushKey)
+	}
+	if err == nil {
+		err = d.db.Flatten(1)
+	}
+	if err != nil {
+		d.log.Warn("raft store: compaction to reclaim space", "err", err)
+	}
+}
+
 func (d *DB) runGC(every time.Duration) {
 	defer close(d.gcDone)
 	if every < 0 {
@@ -169,6 +200,9 @@ func (d *DB) runGC(every time.Duration) {
 		case <-d.gcStop:
 			return
 		case <-t.C:
+		}
+		if d.deleted.Swap(0) > 0 {
+			d.reclaim()
 		}
 		for {
 			err := d.db.RunValueLogGC(0.5)

@@ -166,6 +166,9 @@ func (s *Store) DeleteRange(min, max uint64) error {
 	if err == nil {
 		err = s.deleteKeys(keys)
 	}
+	if err == nil {
+		s.d.deleted.Add(int64(len(keys)))
+	}
 	if err != nil {
 		return fmt.Errorf("raftstore: delete range [%d, %d]: %w", min, max, err)
 	}

@@ -243,7 +243,9 @@ func (qq *quorumQueue) start() {
 	}
 	// The FSM's state is the node's store (its messages and a state
 	// record): Raft replays what came after it, never a whole snapshot.
-	r, err := qq.c.groups.Start(qq.group, fsm, groups.Options{SnapshotThreshold: 8192, TrailingLogs: 4096, NoSnapshotRestoreOnStart: true})
+	// Entries are batches of up to 1 MiB: 256 trailing ones let a follower
+	// that lags a little catch up from the log without a snapshot.
+	r, err := qq.c.groups.Start(qq.group, fsm, groups.Options{SnapshotThreshold: 8192, TrailingLogs: 256, NoSnapshotRestoreOnStart: true, RetainSnapshots: 1})
 	if err != nil {
 		qq.c.log.Error("quorum queue group did not start", "queue", qq.q.Name(), "group", qq.group, "err", err)
 		return
@@ -262,6 +264,7 @@ func (qq *quorumQueue) start() {
 	qq.r, qq.fsm = r, fsm
 	qq.watch = quorum.Watch(r, 5*time.Second, qq.leadership)
 	qq.mu.Unlock()
+	go qq.compact(r, fsm)
 	// Ready once any leader is known: a declaration returns when the queue
 	// can take messages.
 	go func() {
@@ -280,6 +283,36 @@ func (qq *quorumQueue) start() {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
+}
+
+// compactEvery is how often a member asks its FSM whether a snapshot is
+// due (quorum.FSM.SnapshotDue).
+const compactEvery = 10 * time.Second
+
+// compact snapshots this member's FSM when that lets Raft drop a log much
+// bigger than the queue (a backlog that was drained), so that the disk is
+// given back; it runs while r is this member's Raft.
+func (qq *quorumQueue) compact(r *raft.Raft, fsm *quorum.FSM) {
+	t := time.NewTicker(compactEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-qq.c.done:
+			return
+		case <-t.C:
+		}
+		qq.mu.Lock()
+		gone := qq.closed || qq.r != r
+		qq.mu.Unlock()
+		if gone {
+			return
+		}
+		if fsm.SnapshotDue() {
+			if err := r.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+				qq.c.log.Warn("quorum queue snapshot", "queue", qq.q.Name(), "err", err)
+			}
+		}
+	}
 }
 
 // bootstrap gives the group its first configuration: the seed members.
