@@ -1,0 +1,206 @@
+package auth
+
+import (
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// OAuth 2 scopes, in the format of RabbitMQ's rabbitmq_auth_backend_oauth2
+// (rabbit_oauth2_scope.erl, wildcard.erl), after the resource server's
+// scope prefix ("<resource_server_id>." by default) is dropped:
+//
+//	read:<vhost>/<resource>            read permission on a resource
+//	write:<vhost>/<resource>[/<key>]   with a routing key: topic permission
+//	configure:<vhost>/<resource>
+//	tag:<tag>                          administrator, management, monitoring...
+//
+// Each pattern part is a wildcard: "*" matches any run of characters,
+// everything else matches itself after URL-decoding ("%2F" is "/", "+" a
+// space). Matching is RabbitMQ's first-occurrence scan, not a
+// backtracking glob: "*b" does not match "bab". A permission scope
+// without a routing-key part grants no topic access, so publishing to a
+// topic exchange needs e.g. write:*/*/*. "{vhost}" in a scope stands for
+// the vhost being checked, "{<claim>}" for the string value of a token
+// claim (the claim's name if the token has none).
+
+// maxScopes bounds the scopes one token may carry (RabbitMQ's
+// MAX_SCOPE_COUNT).
+const maxScopes = 2048
+
+// scopePerm is one parsed permission scope.
+type scopePerm struct {
+	perm                  Perm
+	vhost, resource, rkey string
+	hasRKey               bool
+	vhostVar              bool // vhost, resource or rkey contain "{vhost}"
+}
+
+// grant is what a validated token allows: it replaces the permission
+// records of the user database for a token user.
+type grant struct {
+	name   string
+	tags   []string
+	scopes []string // normalized, prefix dropped, sorted, unique
+	perms  []scopePerm
+	exp    time.Time // zero: the token has no exp (require_exp off)
+	sub    string
+}
+
+// parseScope parses one normalized scope (prefix already dropped) into a
+// permission, expanding claim variables. ok is false for a scope that is
+// not a permission scope (a tag, or anything else).
+func parseScope(s string, claims map[string]any) (scopePerm, bool) {
+	var sp scopePerm
+	switch {
+	case strings.HasPrefix(s, "read:"):
+		sp.perm, s = Read, s[len("read:"):]
+	case strings.HasPrefix(s, "write:"):
+		sp.perm, s = Write, s[len("write:"):]
+	case strings.HasPrefix(s, "configure:"):
+		sp.perm, s = Configure, s[len("configure:"):]
+	default:
+		return sp, false
+	}
+	s, ok := expandClaims(s, claims)
+	if !ok {
+		return sp, false
+	}
+	parts := strings.Split(s, "/")
+	switch len(parts) {
+	case 2:
+		sp.vhost, sp.resource = parts[0], parts[1]
+	case 3:
+		sp.vhost, sp.resource, sp.rkey, sp.hasRKey = parts[0], parts[1], parts[2], true
+	default:
+		return sp, false
+	}
+	sp.vhostVar = strings.Contains(s, "{vhost}")
+	return sp, true
+}
+
+// expandClaims replaces "{name}" by the string claim name, leaving
+// "{vhost}" for check time. A claim the token lacks, or that is not a
+// string, is replaced by its name, as RabbitMQ does. An unclosed "{" or
+// a name containing '.', '*' or '{' makes the scope invalid (ok false).
+func expandClaims(s string, claims map[string]any) (string, bool) {
+	if !strings.Contains(s, "{") {
+		return s, true
+	}
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(s, '{')
+		if i < 0 {
+			b.WriteString(s)
+			return b.String(), true
+		}
+		b.WriteString(s[:i])
+		j := strings.IndexByte(s[i:], '}')
+		if j < 0 {
+			return "", false
+		}
+		name := s[i+1 : i+j]
+		if strings.ContainsAny(name, ".*{") {
+			return "", false
+		}
+		switch v, ok := claims[name].(string); {
+		case name == "vhost":
+			b.WriteString("{vhost}")
+		case ok:
+			b.WriteString(v)
+		default:
+			b.WriteString(name)
+		}
+		s = s[i+j+1:]
+	}
+}
+
+// wildcardMatch is RabbitMQ's wildcard:match/2.
+func wildcardMatch(subject, pattern string) bool {
+	parts := strings.Split(pattern, "*")
+	for i, p := range parts {
+		d, err := url.QueryUnescape(p)
+		if err != nil {
+			return false
+		}
+		parts[i] = d
+	}
+	if !strings.HasPrefix(subject, parts[0]) {
+		return false
+	}
+	pos, rest := len(parts[0]), parts[1:]
+	for {
+		switch {
+		case len(rest) == 1 && rest[0] == "":
+			return true // ends with a wildcard
+		case len(rest) == 0:
+			return pos == len(subject)
+		case pos == len(subject):
+			return false
+		case rest[0] == "":
+			rest = rest[1:] // "**"
+			continue
+		}
+		i := strings.Index(subject[pos:], rest[0])
+		if i < 0 {
+			return false
+		}
+		pos += i + len(rest[0])
+		rest = rest[1:]
+	}
+}
+
+func (sp *scopePerm) match(vhost, pattern, subject string) bool {
+	if sp.vhostVar {
+		pattern = strings.ReplaceAll(pattern, "{vhost}", vhost)
+	}
+	return wildcardMatch(subject, pattern)
+}
+
+func (g *grant) expired(now time.Time) bool {
+	return !g.exp.IsZero() && !now.Before(g.exp)
+}
+
+// vhostAccess: any permission scope whose vhost pattern matches.
+func (g *grant) vhostAccess(vhost string) bool {
+	for i := range g.perms {
+		if g.perms[i].match(vhost, g.perms[i].vhost, vhost) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *grant) resourceAccess(vhost string, perm Perm, name string) bool {
+	for i := range g.perms {
+		sp := &g.perms[i]
+		if sp.perm == perm && sp.match(vhost, sp.vhost, vhost) && sp.match(vhost, sp.resource, name) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *grant) topicAccess(vhost string, perm Perm, exchange, key string) bool {
+	for i := range g.perms {
+		sp := &g.perms[i]
+		if sp.hasRKey && sp.perm == perm && sp.match(vhost, sp.vhost, vhost) &&
+			sp.match(vhost, sp.resource, exchange) && sp.match(vhost, sp.rkey, key) {
+			return true
+		}
+	}
+	return false
+}
+
+// tagsFromScopes returns the "tag:" scopes without their prefix, sorted.
+func tagsFromScopes(scopes []string) []string {
+	var tags []string
+	for _, s := range scopes {
+		if t, ok := strings.CutPrefix(s, "tag:"); ok && t != "" {
+			tags = append(tags, t)
+		}
+	}
+	slices.Sort(tags)
+	return slices.Compact(tags)
+}
