@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -34,7 +35,18 @@ var ErrUsernameChanged = errors.New("auth: not allowed to change username on ref
 
 // tokenState is a token user's current grant, replaced by UpdateSecret.
 type tokenState struct {
-	g atomic.Pointer[grant]
+	g   atomic.Pointer[grant]
+	ver atomic.Uint64 // incremented by each UpdateSecret
+}
+
+// CredentialVersion changes whenever u's token is replaced, so a front end
+// that caches permission decisions knows to drop them; 0 for a database
+// user.
+func (u *User) CredentialVersion() uint64 {
+	if u == nil || u.token == nil {
+		return 0
+	}
+	return u.token.ver.Load()
 }
 
 func backendList(names []string, haveOAuth2 bool) ([]string, error) {
@@ -157,6 +169,7 @@ func (us *Users) UpdateSecret(u *User, secret string, remote net.Addr) error {
 		return err
 	}
 	u.token.g.Store(g)
+	u.token.ver.Add(1)
 	if us.audit != nil {
 		us.audit.Info(AuditAuthSuccess, "user", u.name, "remote", addrString(remote), "backend", BackendOAuth2,
 			"update_secret", true, "expires", g.exp.UTC().Format(time.RFC3339))
@@ -299,3 +312,6 @@ func (w *ExpiryWatch) Stop() {
 		t.Stop()
 	}
 }
+
+// TokenLogins reports whether OAuth 2 tokens are accepted as passwords.
+func (us *Users) TokenLogins() bool { return slices.Contains(us.backends, BackendOAuth2) }

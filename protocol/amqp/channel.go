@@ -42,6 +42,7 @@ type channel struct {
 	pubBody   []byte
 	pubMsg    *exchange.Message // allocated with the content header
 	permCache map[string]bool   // exchange name → write permitted
+	permVer   uint64            // the user's CredentialVersion when permCache was filled
 	topics    auth.TopicCache   // topic permission decisions (topicperm.go)
 
 	// Confirms.

@@ -45,6 +45,7 @@ type conn struct {
 	maxOut     uint32 // the client's maximum packet size, 0: none
 	aliasMax   uint16 // the client's topic alias maximum (MQTT 5), 0: none
 	will       *will
+	expiry     *auth.ExpiryWatch // a token user's (OAuth 2): disconnects when the token expires
 
 	connected atomic.Bool
 	noLocal   atomic.Bool // the session has a no-local subscription
@@ -245,6 +246,7 @@ func (c *conn) serverDisconnect(code byte) {
 // unacknowledged deliveries to their queues, releases or ends the session
 // and sends the will message.
 func (c *conn) cleanup() {
+	c.expiry.Stop()
 	if c.finalQueued.Load() {
 		// Let the writer send the last packet (CONNACK refusal,
 		// DISCONNECT); it closes the connection after it.

@@ -60,6 +60,10 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		vhost, userName = c.s.splitUsername(string(pk.Connect.Username))
 	} else if certUser != "" {
 		userName = certUser
+	} else if v == 5 && pk.Connect.PasswordFlag && c.s.users.TokenLogins() {
+		// MQTT 5 allows a password without a user name: an OAuth 2
+		// token, whose user name is its own.
+		userName = "token"
 	} else if c.s.cfg.AllowAnonymous && !pk.Connect.PasswordFlag {
 		userName, pass = c.s.cfg.AnonUser, c.s.cfg.AnonPass
 	}
@@ -163,6 +167,12 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 	}
 	c.connected.Store(true)
 	c.sendPacket(ack, false)
+	// As RabbitMQ: when the token expires, MQTT 5 clients get DISCONNECT
+	// 0xA0 (maximum connect time), 3.1.1 clients are disconnected.
+	c.expiry = auth.WatchExpiry(u, func() {
+		c.s.log.Warn("MQTT disconnecting client: credential expired", "client_id", c.clientID, "user", u.Name())
+		c.serverDisconnect(codeMaximumConnectTime)
+	})
 	c.resume()
 	return nil
 }

@@ -122,6 +122,10 @@ func (c *conn) connect(f *frame.Frame) error {
 	}
 	c.writeFrame(&frame.Frame{Command: frame.CONNECTED, Headers: hs})
 	c.opened.Store(true)
+	c.expiry = auth.WatchExpiry(u, func() {
+		c.log.Warn("closing STOMP connection: credential has expired", "user", u.Name())
+		c.kill(&Error{Message: "credential expired", Detail: "The OAuth 2 token of user '" + u.Name() + "' has expired"}, "")
+	})
 	if c.hbOut > 0 || c.hbIn > 0 {
 		go c.heartbeater()
 	}
