@@ -68,6 +68,8 @@ type Config struct {
 	Audit      Audit      `yaml:"audit"`
 	Auth       Auth       `yaml:"auth"`
 	Encryption Encryption `yaml:"encryption"`
+	// OAuth2: JWT access tokens as credentials (oauth2.go).
+	OAuth2 OAuth2 `yaml:"oauth2"`
 
 	// Cluster: gossip membership with other nodes (cluster.go).
 	Cluster Cluster `yaml:"cluster"`
@@ -221,6 +223,13 @@ type HTTP struct {
 	// StatsInterval is how often message counters are sampled for the
 	// API's rates (RabbitMQ's collect_statistics_interval).
 	StatsInterval time.Duration `yaml:"stats_interval"`
+	// OAuth*: the UI's OAuth 2 login (RabbitMQ's management.oauth_*), see
+	// oauth2.go.
+	OAuthEnabled      bool   `yaml:"oauth_enabled"`
+	OAuthClientID     string `yaml:"oauth_client_id"`
+	OAuthClientSecret string `yaml:"oauth_client_secret"`
+	OAuthProviderURL  string `yaml:"oauth_provider_url"`
+	OAuthScopes       string `yaml:"oauth_scopes"`
 }
 
 // Prometheus configures the /metrics listener.
@@ -269,6 +278,7 @@ func Default() Config {
 		DiskFreeLimit:              50_000_000,
 		DiskFreeCheckInterval:      2 * time.Second,
 		Auth:                       DefaultAuth(),
+		OAuth2:                     DefaultOAuth2(),
 		Cluster:                    DefaultCluster(),
 	}
 }

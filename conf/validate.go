@@ -111,6 +111,7 @@ func (c *Config) Validate() error {
 	}
 
 	c.validateSecurity(bad)
+	c.validateOAuth2(bad)
 	errs = append(errs, c.validateTLS()...)
 	errs = append(errs, c.validateCluster()...)
 	errs = append(errs, c.validateListeners()...)
