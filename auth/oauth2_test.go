@@ -162,7 +162,7 @@ func TestWildcardMatch(t *testing.T) {
 		{"a b", "a+b", true}, {"a/b", "a%2Fb", true}, {"a%b", "a%zz", false},
 		{"bab", "*b", false}, // first-occurrence scan, as RabbitMQ
 		{"foo", "*o", false}, {"foo", "f*o", false},
-		{"a", "a**", false},  // RabbitMQ: subject done, pattern not
+		{"a", "a**", false}, // RabbitMQ: subject done, pattern not
 		{"abc", "a**c", true},
 	} {
 		if got := wildcardMatch(c.subject, c.pattern); got != c.want {

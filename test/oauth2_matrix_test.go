@@ -199,7 +199,9 @@ func TestOAuth2MatrixMQTT3(t *testing.T) {
 	if m := c.receive(t); m.topic != "allowed/y" {
 		t.Fatalf("got %v", m)
 	}
-	if _, err := tryDial3(url, "bad3", true, func(o *mqtt3.ClientOptions) { o.SetUsername("any").SetPassword(p.forged("app", time.Hour, appScopes...)) }); err == nil {
+	if _, err := tryDial3(url, "bad3", true, func(o *mqtt3.ClientOptions) {
+		o.SetUsername("any").SetPassword(p.forged("app", time.Hour, appScopes...))
+	}); err == nil {
 		t.Fatal("forged token accepted over MQTT 3.1.1")
 	}
 }
@@ -269,7 +271,9 @@ func TestOAuth2MatrixHTTP(t *testing.T) {
 		}
 	})
 	t.Run("declare allowed", func(t *testing.T) { app.expect(201, "PUT", "/api/queues/%2F/app.h", map[string]any{"durable": false}) })
-	t.Run("declare denied", func(t *testing.T) { app.expect(401, "PUT", "/api/queues/%2F/other.h", map[string]any{"durable": false}) })
+	t.Run("declare denied", func(t *testing.T) {
+		app.expect(401, "PUT", "/api/queues/%2F/other.h", map[string]any{"durable": false})
+	})
 	t.Run("publish allowed", func(t *testing.T) { app.expect(200, "POST", "/api/exchanges/%2F/amq.topic/publish", pub("allowed.x")) })
 	t.Run("publish denied", func(t *testing.T) {
 		data := app.expect(400, "POST", "/api/exchanges/%2F/amq.topic/publish", pub("denied.x"))
