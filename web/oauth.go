@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/trident-broker/trident/auth"
@@ -44,16 +45,7 @@ func (s *Server) authSettings(w http.ResponseWriter, _ *http.Request) {
 	o := s.oauth
 	out := map[string]any{"oauth_enabled": o.Enabled}
 	if o.Enabled {
-		authz, tok := o.AuthorizationEndpoint, o.TokenEndpoint
-		if o.Endpoints != nil {
-			a, t := o.Endpoints()
-			if authz == "" {
-				authz = a
-			}
-			if tok == "" {
-				tok = t
-			}
-		}
+		authz, tok := s.oauthEndpoints()
 		out["oauth_client_id"] = o.ClientID
 		if o.ClientSecret != "" {
 			out["oauth_client_secret"] = o.ClientSecret
@@ -65,6 +57,36 @@ func (s *Server) authSettings(w http.ResponseWriter, _ *http.Request) {
 		out["oauth_response_type"] = "code"
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// uiConnectOrigins are the origins besides its own the UI fetches from:
+// the OAuth 2 token endpoint's, when the OAuth 2 login is on.
+func (s *Server) uiConnectOrigins() []string {
+	if !s.oauth.Enabled {
+		return nil
+	}
+	_, tok := s.oauthEndpoints()
+	u, err := url.Parse(tok)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return nil
+	}
+	return []string{u.Scheme + "://" + u.Host}
+}
+
+// oauthEndpoints are the configured endpoints, else the discovered ones.
+func (s *Server) oauthEndpoints() (authz, tok string) {
+	o := s.oauth
+	authz, tok = o.AuthorizationEndpoint, o.TokenEndpoint
+	if o.Endpoints != nil {
+		a, t := o.Endpoints()
+		if authz == "" {
+			authz = a
+		}
+		if tok == "" {
+			tok = t
+		}
+	}
+	return authz, tok
 }
 
 // tokenRefusal is the 401 reason for a refused bearer token.

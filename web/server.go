@@ -110,7 +110,7 @@ func New(o Options) *Server {
 	s.rates = newRates(o.StatsInterval)
 	s.routes()
 	// The web UI (web/ui) is served at "/".
-	s.mux.Handle("GET /", ui.Handler())
+	s.mux.Handle("GET /", ui.HandlerConnecting(s.uiConnectOrigins))
 
 	s.rates.sample(s) // a first sample, so that rates start at once
 	go s.sampleLoop()
