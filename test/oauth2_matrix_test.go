@@ -257,7 +257,11 @@ func TestOAuth2MatrixSTOMP(t *testing.T) {
 func TestOAuth2MatrixHTTP(t *testing.T) {
 	p := newIDP(t)
 	auditFile := filepath.Join(t.TempDir(), "audit.log")
-	b, base := oauthBroker(t, p, func(c *conf.Config) { c.Audit.File = auditFile })
+	b, base := oauthBroker(t, p, func(c *conf.Config) {
+		c.Audit.File = auditFile
+		c.OAuth2.ExtraScopesSource = "realm_access.roles" // Keycloak's roles claim
+		c.OAuth2.ScopeAliases = map[string]string{"ops": "rabbitmq.tag:administrator rabbitmq.read:*/*"}
+	})
 	_ = b
 	app := apiClient{t: t, base: base, token: p.token("app", time.Hour, appScopes...)}
 	admin := apiClient{t: t, base: base, token: p.token("root", time.Hour, "rabbitmq.tag:administrator", "rabbitmq.configure:*/*", "rabbitmq.write:*/*", "rabbitmq.read:*/*")}
@@ -290,6 +294,16 @@ func TestOAuth2MatrixHTTP(t *testing.T) {
 	t.Run("administrator only", func(t *testing.T) {
 		app.expect(401, "GET", "/api/users", nil)
 		admin.expect(200, "GET", "/api/users", nil)
+	})
+	t.Run("role from extra_scopes_source, through an alias", func(t *testing.T) {
+		c := p.claims("operator", time.Hour)
+		delete(c, "scope")
+		c["realm_access"] = map[string]any{"roles": []string{"ops", "offline_access"}}
+		ops := apiClient{t: t, base: base, token: p.signClaims(p.signingKey(), c)}
+		ops.expect(200, "GET", "/api/users", nil)
+		if m := ops.object("/api/whoami"); m["name"] != "operator" || strings.Join(toStrings(m["tags"]), ",") != "administrator" {
+			t.Fatalf("whoami %v", m)
+		}
 	})
 	t.Run("no management tag", func(t *testing.T) {
 		plain := apiClient{t: t, base: base, token: p.token("svc", time.Hour, "rabbitmq.read:*/*")}
