@@ -46,6 +46,7 @@ type conn struct {
 	aliasMax   uint16 // the client's topic alias maximum (MQTT 5), 0: none
 	will       *will
 	expiry     *auth.ExpiryWatch // a token user's (OAuth 2): disconnects when the token expires
+	authMethod string            // MQTT 5 Authentication Method of CONNECT (reauth.go); "" none
 
 	connected atomic.Bool
 	noLocal   atomic.Bool // the session has a no-local subscription
@@ -196,6 +197,8 @@ func (c *conn) handle(pk *packets.Packet) error {
 		c.sendPacket(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pingresp}}, false)
 	case packets.Disconnect:
 		return c.handleDisconnect(pk)
+	case packets.Auth:
+		return c.handleAuth(pk)
 	case packets.Connect:
 		return errProto(codeProtocolError, "second CONNECT")
 	default:

@@ -56,7 +56,18 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 	vhost, userName := c.s.cfg.DefaultVHost, ""
 	pass := string(pk.Connect.Password)
 	certUser := c.certLoginUser(pk) // see certlogin.go
-	if pk.Connect.UsernameFlag {
+	tokenOnly := false
+	if v == 5 && pk.Properties.AuthenticationMethod != "" {
+		// Enhanced authentication: an OAuth 2 token (reauth.go).
+		tok, ok := c.connectAuthMethod(pk)
+		if !ok {
+			return errProto(codeBadAuthMethod, "unsupported authentication method "+pk.Properties.AuthenticationMethod)
+		}
+		certUser, pass, userName, tokenOnly = "", tok, "token", true
+		if pk.Connect.UsernameFlag {
+			vhost, _ = c.s.splitUsername(string(pk.Connect.Username))
+		}
+	} else if pk.Connect.UsernameFlag {
 		vhost, userName = c.s.splitUsername(string(pk.Connect.Username))
 	} else if certUser != "" {
 		userName = certUser
@@ -75,7 +86,9 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 	}
 	var u *auth.User
 	var err error
-	if certUser != "" {
+	if tokenOnly {
+		u, err = c.s.users.AuthenticateToken(pass, c.nc.RemoteAddr())
+	} else if certUser != "" {
 		u, err = c.s.users.AuthenticateCert(certUser, c.nc.RemoteAddr())
 	} else {
 		u, err = c.s.users.Authenticate(userName, pass, c.nc.RemoteAddr())
@@ -164,6 +177,7 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		p.SubIDAvailable, p.SubIDAvailableFlag = 1, true
 		p.WildcardSubAvailable, p.WildcardSubAvailableFlag = 1, true
 		p.RetainAvailable, p.RetainAvailableFlag = 1, true
+		p.AuthenticationMethod = c.authMethod
 	}
 	c.connected.Store(true)
 	c.sendPacket(ack, false)
