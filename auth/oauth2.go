@@ -224,6 +224,9 @@ func (o *OAuth2) ResourceServerID() string { return o.opts.ResourceServerID }
 func (o *OAuth2) Endpoints() (authorization, token string) {
 	d := o.keys.discovery.Load()
 	if d == nil {
+		if o.keys.discoveryURL() != "" {
+			go func() { _ = o.keys.refresh(false) }() // the start's fetch failed: try again, rate-limited
+		}
 		return "", ""
 	}
 	return d.AuthorizationEndpoint, d.TokenEndpoint

@@ -353,3 +353,19 @@ func toStrings(v any) []string {
 	}
 	return out
 }
+
+// TestOAuth2STOMPPasscodeOnly: a STOMP CONNECT with a token as passcode
+// and no login header logs in as the token's user, not the default user.
+func TestOAuth2STOMPPasscodeOnly(t *testing.T) {
+	p := newIDP(t)
+	b, _ := oauthBroker(t, p)
+	c := stDialRaw(t, b)
+	c.write("CONNECT\naccept-version:1.2\nhost:/\npasscode:" + p.token("app", time.Hour, appScopes...) + "\n\n\x00")
+	if f := c.read(); f.Command != "CONNECTED" {
+		t.Fatalf("CONNECT: %s %q", f.Command, f.Body)
+	}
+	c.write("SEND\ndestination:/queue/guests-only\n\nno\x00")
+	if f := c.expectError("access_refused"); !strings.Contains(string(f.Body), "refused for user 'app'") {
+		t.Fatalf("ERROR %q: not the token's user", f.Body)
+	}
+}

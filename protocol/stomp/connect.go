@@ -68,8 +68,11 @@ func (c *conn) connect(f *frame.Frame) error {
 	if !hasLogin {
 		certUser = c.certLoginUser() // see certlogin.go
 	}
+	_, hasPass := f.Get("passcode")
 	if !hasLogin && certUser != "" {
 		login = certUser
+	} else if !hasLogin && hasPass && c.s.users.TokenLogins() {
+		login = "token" // an OAuth 2 token as passcode names its own user
 	} else if !hasLogin {
 		if cfg.DefaultUser == "" {
 			return errorf("Bad CONNECT", "Missing login header and no default user is configured")
