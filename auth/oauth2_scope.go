@@ -32,9 +32,32 @@ const maxScopes = 2048
 // scopePerm is one parsed permission scope.
 type scopePerm struct {
 	perm                  Perm
-	vhost, resource, rkey string
+	vhost, resource, rkey pattern
 	hasRKey               bool
-	vhostVar              bool // vhost, resource or rkey contain "{vhost}"
+}
+
+// pattern is a wildcard pattern split at its "*"s and URL-decoded once;
+// one that uses "{vhost}" is kept raw and prepared per check.
+type pattern struct {
+	raw     string
+	parts   []string // nil when invalid or vhostVar
+	invalid bool
+	vhost   bool // contains {vhost}
+}
+
+func compilePattern(raw string) pattern {
+	p := pattern{raw: raw, vhost: strings.Contains(raw, "{vhost}")}
+	if !p.vhost {
+		p.parts, p.invalid = splitPattern(raw)
+	}
+	return p
+}
+
+func (p *pattern) match(vhost, subject string) bool {
+	if p.vhost {
+		return wildcardMatch(subject, strings.ReplaceAll(p.raw, "{vhost}", vhost))
+	}
+	return !p.invalid && matchParts(subject, p.parts)
 }
 
 // grant is what a validated token allows: it replaces the permission
@@ -70,13 +93,12 @@ func parseScope(s string, claims map[string]any) (scopePerm, bool) {
 	parts := strings.Split(s, "/")
 	switch len(parts) {
 	case 2:
-		sp.vhost, sp.resource = parts[0], parts[1]
+		sp.vhost, sp.resource = compilePattern(parts[0]), compilePattern(parts[1])
 	case 3:
-		sp.vhost, sp.resource, sp.rkey, sp.hasRKey = parts[0], parts[1], parts[2], true
+		sp.vhost, sp.resource, sp.rkey, sp.hasRKey = compilePattern(parts[0]), compilePattern(parts[1]), compilePattern(parts[2]), true
 	default:
 		return sp, false
 	}
-	sp.vhostVar = strings.Contains(s, "{vhost}")
 	return sp, true
 }
 
@@ -118,14 +140,28 @@ func expandClaims(s string, claims map[string]any) (string, bool) {
 
 // wildcardMatch is RabbitMQ's wildcard:match/2.
 func wildcardMatch(subject, pattern string) bool {
-	parts := strings.Split(pattern, "*")
+	parts, invalid := splitPattern(pattern)
+	return !invalid && matchParts(subject, parts)
+}
+
+// splitPattern splits a pattern at "*" and URL-decodes the parts; invalid
+// is true when a part does not decode (such a pattern matches nothing).
+func splitPattern(pattern string) (parts []string, invalid bool) {
+	parts = strings.Split(pattern, "*")
 	for i, p := range parts {
 		d, err := url.QueryUnescape(p)
 		if err != nil {
-			return false
+			return nil, true
 		}
 		parts[i] = d
 	}
+	return parts, false
+}
+
+// matchParts is RabbitMQ's scan: the first part is a prefix, each later
+// one is found at its first occurrence after the previous one, a pattern
+// ending in "*" matches any rest.
+func matchParts(subject string, parts []string) bool {
 	if !strings.HasPrefix(subject, parts[0]) {
 		return false
 	}
@@ -151,13 +187,6 @@ func wildcardMatch(subject, pattern string) bool {
 	}
 }
 
-func (sp *scopePerm) match(vhost, pattern, subject string) bool {
-	if sp.vhostVar {
-		pattern = strings.ReplaceAll(pattern, "{vhost}", vhost)
-	}
-	return wildcardMatch(subject, pattern)
-}
-
 func (g *grant) expired(now time.Time) bool {
 	return !g.exp.IsZero() && !now.Before(g.exp)
 }
@@ -165,7 +194,7 @@ func (g *grant) expired(now time.Time) bool {
 // vhostAccess: any permission scope whose vhost pattern matches.
 func (g *grant) vhostAccess(vhost string) bool {
 	for i := range g.perms {
-		if g.perms[i].match(vhost, g.perms[i].vhost, vhost) {
+		if g.perms[i].vhost.match(vhost, vhost) {
 			return true
 		}
 	}
@@ -175,7 +204,7 @@ func (g *grant) vhostAccess(vhost string) bool {
 func (g *grant) resourceAccess(vhost string, perm Perm, name string) bool {
 	for i := range g.perms {
 		sp := &g.perms[i]
-		if sp.perm == perm && sp.match(vhost, sp.vhost, vhost) && sp.match(vhost, sp.resource, name) {
+		if sp.perm == perm && sp.vhost.match(vhost, vhost) && sp.resource.match(vhost, name) {
 			return true
 		}
 	}
@@ -185,8 +214,8 @@ func (g *grant) resourceAccess(vhost string, perm Perm, name string) bool {
 func (g *grant) topicAccess(vhost string, perm Perm, exchange, key string) bool {
 	for i := range g.perms {
 		sp := &g.perms[i]
-		if sp.hasRKey && sp.perm == perm && sp.match(vhost, sp.vhost, vhost) &&
-			sp.match(vhost, sp.resource, exchange) && sp.match(vhost, sp.rkey, key) {
+		if sp.hasRKey && sp.perm == perm && sp.vhost.match(vhost, vhost) &&
+			sp.resource.match(vhost, exchange) && sp.rkey.match(vhost, key) {
 			return true
 		}
 	}

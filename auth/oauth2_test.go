@@ -173,27 +173,43 @@ func TestWildcardMatch(t *testing.T) {
 
 func TestScopeParse(t *testing.T) {
 	cl := map[string]any{"sub": "dev1", "n": 3}
+	type want struct {
+		perm                  Perm
+		vhost, resource, rkey string
+		hasRKey               bool
+	}
 	for _, c := range []struct {
 		scope string
 		ok    bool
-		want  scopePerm
+		want  want
 	}{
-		{"read:*/*", true, scopePerm{perm: Read, vhost: "*", resource: "*"}},
-		{"write:vh/ex/rk.*", true, scopePerm{perm: Write, vhost: "vh", resource: "ex", rkey: "rk.*", hasRKey: true}},
-		{"configure:%2F/q-{sub}", true, scopePerm{perm: Configure, vhost: "%2F", resource: "q-dev1"}},
-		{"read:{vhost}/x", true, scopePerm{perm: Read, vhost: "{vhost}", resource: "x", vhostVar: true}},
-		{"read:*/q-{missing}", true, scopePerm{perm: Read, vhost: "*", resource: "q-missing"}},
-		{"read:*/q-{n}", true, scopePerm{perm: Read, vhost: "*", resource: "q-n"}},
-		{"read:*/{unclosed", false, scopePerm{}},
-		{"read:*", false, scopePerm{}},
-		{"read:a/b/c/d", false, scopePerm{}},
-		{"tag:administrator", false, scopePerm{}},
-		{"delete:*/*", false, scopePerm{}},
+		{"read:*/*", true, want{Read, "*", "*", "", false}},
+		{"write:vh/ex/rk.*", true, want{Write, "vh", "ex", "rk.*", true}},
+		{"configure:%2F/q-{sub}", true, want{Configure, "%2F", "q-dev1", "", false}},
+		{"read:{vhost}/x", true, want{Read, "{vhost}", "x", "", false}},
+		{"read:*/q-{missing}", true, want{Read, "*", "q-missing", "", false}},
+		{"read:*/q-{n}", true, want{Read, "*", "q-n", "", false}},
+		{"read:*/{unclosed", false, want{}},
+		{"read:*", false, want{}},
+		{"read:a/b/c/d", false, want{}},
+		{"tag:administrator", false, want{}},
+		{"delete:*/*", false, want{}},
 	} {
-		got, ok := parseScope(c.scope, cl)
+		sp, ok := parseScope(c.scope, cl)
+		got := want{sp.perm, sp.vhost.raw, sp.resource.raw, sp.rkey.raw, sp.hasRKey}
 		if ok != c.ok || (ok && got != c.want) {
 			t.Errorf("parseScope(%q) = %+v %v, want %+v %v", c.scope, got, ok, c.want, c.ok)
 		}
+	}
+	// {vhost} stands for the vhost checked; %2F decodes to "/".
+	sp, _ := parseScope("read:{vhost}/q-{vhost}", cl)
+	g := &grant{perms: []scopePerm{sp}}
+	if !g.resourceAccess("a", Read, "q-a") || g.resourceAccess("a", Read, "q-b") {
+		t.Error("{vhost} not substituted by the checked vhost")
+	}
+	sp, _ = parseScope("write:%2F/x", cl)
+	if g := (&grant{perms: []scopePerm{sp}}); !g.vhostAccess("/") || g.vhostAccess("%2F") {
+		t.Error("%2F does not stand for the vhost /")
 	}
 }
 
