@@ -369,3 +369,15 @@ func TestOAuth2STOMPPasscodeOnly(t *testing.T) {
 		t.Fatalf("ERROR %q: not the token's user", f.Body)
 	}
 }
+
+// TestOAuth2VHostCreatorGetsNoDatabasePermissions: an administrator token
+// named like a database user creates a vhost; the database user gets no
+// permission there (its permissions are its own, the token's are scopes).
+func TestOAuth2VHostCreatorGetsNoDatabasePermissions(t *testing.T) {
+	p := newIDP(t)
+	_, base := oauthBroker(t, p)
+	admin := apiClient{t: t, base: base, token: p.token("guest", time.Hour, "rabbitmq.tag:administrator", "rabbitmq.configure:*/*")}
+	admin.expect(201, "PUT", "/api/vhosts/made-by-token", nil)
+	guest := apiClient{t: t, base: base, user: "guest", pass: "guest"}
+	guest.expect(404, "GET", "/api/permissions/made-by-token/guest", nil)
+}
