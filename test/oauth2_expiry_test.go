@@ -174,6 +174,39 @@ func TestOAuth2UpdateSecret(t *testing.T) {
 		t.Fatalf("the refreshed token's own scopes: %v", err)
 	}
 
+	// A consumer whose queue the new token may not read is cancelled, as
+	// RabbitMQ does; one it may read keeps consuming.
+	{
+		c := dial(t, "amqp://x:"+p.token("app", time.Hour, scopesA...)+"@"+b.Addr+"/")
+		ch := newChannel(t, c)
+		for _, q := range []string{"app.keep", "app.lose"} {
+			if _, err := ch.QueueDeclare(q, false, true, false, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ch.Consume(q, q, true, false, false, false, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cancelled := ch.NotifyCancel(make(chan string, 2))
+		narrow := []string{"rabbitmq.configure:%2F/app.*", "rabbitmq.write:%2F/app.*", "rabbitmq.read:%2F/app.keep"}
+		if err := c.UpdateSecret(p.token("app", time.Hour, narrow...), "narrower"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case tag := <-cancelled:
+			if tag != "app.lose" {
+				t.Fatalf("cancelled %q, want app.lose", tag)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the consumer the new token may not read was not cancelled")
+		}
+		select {
+		case tag := <-cancelled:
+			t.Fatalf("also cancelled %q", tag)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+
 	refuse := func(name, secret string) {
 		t.Helper()
 		c := dial(t, "amqp://x:"+p.token("app", time.Hour, scopesA...)+"@"+b.Addr+"/")

@@ -900,3 +900,24 @@ func (s *sink) Cancelled(*exchange.Consumer) {
 	}
 	c.wmu.Unlock()
 }
+
+// recheckConsumers cancels the consumers whose queue the connection's user
+// may no longer read, after its credentials changed (update-secret), as
+// RabbitMQ does; clients with consumer_cancel_notify get basic.cancel.
+// Reader goroutine only.
+func (ch *channel) recheckConsumers() {
+	for tag, s := range ch.consumers {
+		if s.cons == nil {
+			continue
+		}
+		q := s.cons.Queue().Name()
+		if q == ch.replyTo {
+			continue // direct reply-to: no permission applies
+		}
+		if ch.check(auth.Read, "queue", q) != nil {
+			delete(ch.consumers, tag)
+			s.cons.Cancel()
+			s.Cancelled(s.cons)
+		}
+	}
+}

@@ -780,6 +780,9 @@ func (c *conn) updateSecret(m *wire.ConnectionUpdateSecret) error {
 		}
 	}
 	c.expiry.Reset()
+	for _, ch := range c.channels { // the reader owns the map
+		ch.recheckConsumers()
+	}
 	u := c.user
 	c.log.Info("secret updated", "user", u.Name(), "reason", m.Reason)
 	c.send(0, &wire.ConnectionUpdateSecretOK{})
