@@ -62,6 +62,10 @@ type OAuth2Options struct {
 	// JWKSFile is a JWKS JSON file read at start; it may hold symmetric
 	// ("oct") keys, which enable HS256.
 	JWKSFile string
+	// SigningKeys are PEM public keys (RSA, ECDSA or Ed25519; PKIX
+	// "PUBLIC KEY" or an X.509 certificate) by key id, as RabbitMQ's
+	// signing_keys.
+	SigningKeys map[string][]byte
 	// SymmetricKey is an HS256 key (raw bytes) with key id
 	// SymmetricKeyID ("" matches tokens without kid).
 	SymmetricKey   []byte

@@ -2,7 +2,9 @@ package auth
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -72,6 +74,13 @@ func newKeySource(a *OAuth2) (*keySource, error) {
 			ks.static[k.KeyID] = k
 		}
 	}
+	for kid, data := range o.SigningKeys {
+		k, err := parsePEMKey(data)
+		if err != nil {
+			return nil, fmt.Errorf("auth: oauth2: signing key %q: %w", kid, err)
+		}
+		ks.static[kid] = jose.JSONWebKey{Key: k, KeyID: kid}
+	}
 	if len(o.SymmetricKey) > 0 {
 		ks.static[o.SymmetricKeyID] = jose.JSONWebKey{Key: o.SymmetricKey, KeyID: o.SymmetricKeyID}
 	}
@@ -79,8 +88,8 @@ func newKeySource(a *OAuth2) (*keySource, error) {
 		u := o.JWKSURL
 		ks.jwksURL.Store(&u)
 	}
-	if o.JWKSURL == "" && o.JWKSFile == "" && len(o.SymmetricKey) == 0 && o.Issuer == "" && o.DiscoveryURL == "" {
-		return nil, errors.New("auth: oauth2: no signing keys: set jwks_url, jwks_file, symmetric_key_file or issuer (discovery)")
+	if o.JWKSURL == "" && len(ks.static) == 0 && o.JWKSFile == "" && o.Issuer == "" && o.DiscoveryURL == "" {
+		return nil, errors.New("auth: oauth2: no signing keys: set jwks_url, jwks_file, signing_keys, symmetric_key_file or issuer (discovery)")
 	}
 	return ks, nil
 }
@@ -106,7 +115,7 @@ func (ks *keySource) discoveryURL() string {
 	if o.DiscoveryURL != "" {
 		return o.DiscoveryURL
 	}
-	if o.Issuer != "" && o.JWKSURL == "" && o.JWKSFile == "" && len(o.SymmetricKey) == 0 {
+	if o.Issuer != "" && o.JWKSURL == "" && o.JWKSFile == "" && len(o.SymmetricKey) == 0 && len(o.SigningKeys) == 0 {
 		return strings.TrimSuffix(o.Issuer, "/") + "/.well-known/openid-configuration"
 	}
 	return ""
@@ -267,4 +276,26 @@ func (ks *keySource) getJSON(ctx context.Context, url string, v any) error {
 		return fmt.Errorf("GET %s: document larger than %d bytes", url, maxKeyDocument)
 	}
 	return json.Unmarshal(data, v)
+}
+
+// parsePEMKey reads a PEM public key: PKIX "PUBLIC KEY", PKCS#1 "RSA
+// PUBLIC KEY", or the key of a "CERTIFICATE".
+func parsePEMKey(data []byte) (any, error) {
+	b, _ := pem.Decode(data)
+	if b == nil {
+		return nil, errors.New("no PEM block")
+	}
+	switch b.Type {
+	case "PUBLIC KEY":
+		return x509.ParsePKIXPublicKey(b.Bytes)
+	case "RSA PUBLIC KEY":
+		return x509.ParsePKCS1PublicKey(b.Bytes)
+	case "CERTIFICATE":
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, err
+		}
+		return c.PublicKey, nil
+	}
+	return nil, fmt.Errorf("PEM block %q is not a public key or certificate", b.Type)
 }

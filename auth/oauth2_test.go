@@ -6,8 +6,10 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"log/slog"
 	"net"
@@ -289,6 +291,33 @@ func TestTokenHS256WithSymmetricKey(t *testing.T) {
 	_, err = a.validate(testKey{"hmac", jose.RS256, rsaKey(t, 0)}.sign(t, claims("rabbitmq.read:*/*")))
 	if TokenReason(err) == "" {
 		t.Fatalf("RS256 token with the HMAC key's kid: %v", err)
+	}
+}
+
+func TestTokenPEMSigningKeys(t *testing.T) {
+	rs := testKey{"pem-rsa", jose.RS256, rsaKey(t, 0)}
+	es := testKey{"pem-ec", jose.ES256, newECKey(t)}
+	der, err := x509.MarshalPKIXPublicKey(&rsaKey(t, 0).PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecDer, err := x509.MarshalPKIXPublicKey(&es.priv.(*ecdsa.PrivateKey).PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newTestOAuth2(t, func(o *OAuth2Options) {
+		o.SigningKeys = map[string][]byte{
+			"pem-rsa": pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}),
+			"pem-ec":  pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: ecDer}),
+		}
+	})
+	for _, k := range []testKey{rs, es} {
+		if _, err := a.validate(k.sign(t, claims("rabbitmq.read:*/*"))); err != nil {
+			t.Fatalf("%s: %v", k.kid, err)
+		}
+	}
+	if _, err := NewOAuth2(OAuth2Options{ResourceServerID: "r", SigningKeys: map[string][]byte{"x": []byte("not pem")}}); err == nil {
+		t.Fatal("a signing key that is not PEM was accepted")
 	}
 }
 

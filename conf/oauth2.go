@@ -26,6 +26,9 @@ type OAuth2 struct {
 	JWKSURL string `yaml:"jwks_url"`
 	// JWKSFile is a local JWKS JSON file.
 	JWKSFile string `yaml:"jwks_file"`
+	// SigningKeys maps key ids to PEM files of public keys or certificates
+	// (RabbitMQ's signing_keys). Env and flag form: "kid=/path,kid2=/path".
+	SigningKeys map[string]string `yaml:"signing_keys"`
 	// SymmetricKeyFile holds a raw HS256 key (the only way HS256 is
 	// accepted), with key id SymmetricKeyID (empty: tokens without kid).
 	SymmetricKeyFile string `yaml:"symmetric_key_file"`
@@ -82,6 +85,7 @@ var oauth2Fields = []field{
 	f("oauth2.discovery_url", "OpenID discovery document URL (overrides <issuer>/.well-known/openid-configuration)", func(c *Config) any { return &c.OAuth2.DiscoveryURL }),
 	f("oauth2.jwks_url", "JWKS URL of the signing keys", func(c *Config) any { return &c.OAuth2.JWKSURL }),
 	f("oauth2.jwks_file", "JWKS file of the signing keys", func(c *Config) any { return &c.OAuth2.JWKSFile }),
+	f("oauth2.signing_keys", "PEM public keys or certificates by key id: kid=file,kid2=file", func(c *Config) any { return &c.OAuth2.SigningKeys }),
 	f("oauth2.symmetric_key_file", "file holding a raw HS256 key (enables HS256)", func(c *Config) any { return &c.OAuth2.SymmetricKeyFile }),
 	f("oauth2.symmetric_key_id", "key id of the HS256 key (empty: tokens without kid)", func(c *Config) any { return &c.OAuth2.SymmetricKeyID }),
 	f("oauth2.default_key", "key id used for tokens without kid", func(c *Config) any { return &c.OAuth2.DefaultKey }),
@@ -124,8 +128,8 @@ func (c *Config) validateOAuth2(bad func(key string, format string, args ...any)
 		}
 		return
 	}
-	if o.JWKSURL == "" && o.JWKSFile == "" && o.SymmetricKeyFile == "" && o.Issuer == "" && o.DiscoveryURL == "" {
-		bad("oauth2.resource_server_id", "needs a key source: oauth2.jwks_url, jwks_file, symmetric_key_file, issuer or discovery_url")
+	if o.JWKSURL == "" && o.JWKSFile == "" && len(o.SigningKeys) == 0 && o.SymmetricKeyFile == "" && o.Issuer == "" && o.DiscoveryURL == "" {
+		bad("oauth2.resource_server_id", "needs a key source: oauth2.jwks_url, jwks_file, signing_keys, symmetric_key_file, issuer or discovery_url")
 	}
 	if o.FetchTimeout <= 0 {
 		bad("oauth2.fetch_timeout", "%s must be positive", o.FetchTimeout)

@@ -47,6 +47,16 @@ func (n *Node) oauth2() (*auth.OAuth2, error) {
 			opts.ScopeAliases[k] = strings.Fields(v)
 		}
 	}
+	for kid, path := range o.SigningKeys {
+		k, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("node: oauth2.signing_keys %s: %w", kid, err)
+		}
+		if opts.SigningKeys == nil {
+			opts.SigningKeys = map[string][]byte{}
+		}
+		opts.SigningKeys[kid] = k
+	}
 	if o.SymmetricKeyFile != "" {
 		k, err := os.ReadFile(o.SymmetricKeyFile)
 		if err != nil {
