@@ -364,6 +364,9 @@ func (us *Users) authInternal(name, password string, remote net.Addr) (*User, er
 }
 
 func (us *Users) authFailed(name string, remote net.Addr, err error, event string, extra ...any) {
+	if r := TokenReason(err); r != "" {
+		extra = append(extra, "backend", BackendOAuth2, "token_error", r)
+	}
 	us.log.Warn("authentication failed", append([]any{"user", name, "remote", addrString(remote), "err", err}, extra...)...)
 	if us.audit != nil {
 		us.audit.Info(event, append([]any{"user", name, "remote", addrString(remote), "reason", err.Error()}, extra...)...)

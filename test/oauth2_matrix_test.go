@@ -333,6 +333,7 @@ func TestOAuth2MatrixHTTP(t *testing.T) {
 		for _, want := range []string{
 			`"msg":"authentication.success","log":"audit","user":"app"`, `"backend":"oauth2"`,
 			`"reason":"auth: token refused (expired)`, `"reason":"auth: token refused (bad_signature)`,
+			`"backend":"oauth2","token_error":"bad_algorithm"`,
 			`"msg":"authorization.denied","log":"audit","user":"app","vhost":"/","backend":"oauth2","perm":"configure","kind":"queue","name":"other.h"`,
 		} {
 			if !strings.Contains(log, want) {
