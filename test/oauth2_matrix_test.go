@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -381,4 +382,26 @@ func TestOAuth2VHostCreatorGetsNoDatabasePermissions(t *testing.T) {
 	admin.expect(201, "PUT", "/api/vhosts/made-by-token", nil)
 	guest := apiClient{t: t, base: base, user: "guest", pass: "guest"}
 	guest.expect(404, "GET", "/api/permissions/made-by-token/guest", nil)
+}
+
+// TestOAuth2CLI: tridentctl --token sends the token as Bearer.
+func TestOAuth2CLI(t *testing.T) {
+	p := newIDP(t)
+	_, base := oauthBroker(t, p)
+	bin := tridentctl(t)
+	run := func(token string, args ...string) (string, error) {
+		cmd := exec.Command(bin, append([]string{"--url", base, "--token", token}, args...)...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	admin := p.token("root", time.Hour, "rabbitmq.tag:administrator", "rabbitmq.configure:*/*", "rabbitmq.write:*/*", "rabbitmq.read:*/*")
+	if out, err := run(admin, "declare", "queue", "from-cli"); err != nil {
+		t.Fatalf("declare with a token: %v\n%s", err, out)
+	}
+	if out, err := run(admin, "list", "queues"); err != nil || !strings.Contains(out, "from-cli") {
+		t.Fatalf("list with a token: %v\n%s", err, out)
+	}
+	if out, err := run(p.forged("root", time.Hour, "rabbitmq.tag:administrator"), "list", "queues"); err == nil || !strings.Contains(out, "bad_signature") {
+		t.Fatalf("forged token: %v\n%s", err, out)
+	}
 }
