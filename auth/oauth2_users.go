@@ -171,8 +171,11 @@ func (us *Users) UpdateSecret(u *User, secret string, remote net.Addr) error {
 	u.token.g.Store(g)
 	u.token.ver.Add(1)
 	if us.audit != nil {
-		us.audit.Info(AuditAuthSuccess, "user", u.name, "remote", addrString(remote), "backend", BackendOAuth2,
-			"update_secret", true, "expires", g.exp.UTC().Format(time.RFC3339))
+		attrs := []any{"user", u.name, "remote", addrString(remote), "backend", BackendOAuth2, "update_secret", true}
+		if !g.exp.IsZero() {
+			attrs = append(attrs, "expires", g.exp.UTC().Format(time.RFC3339))
+		}
+		us.audit.Info(AuditAuthSuccess, attrs...)
 	}
 	return nil
 }
