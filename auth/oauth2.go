@@ -229,7 +229,7 @@ func (o *OAuth2) Endpoints() (authorization, token string) {
 	d := o.keys.discovery.Load()
 	if d == nil {
 		if o.keys.discoveryURL() != "" {
-			go func() { _ = o.keys.refresh(false) }() // the start's fetch failed: try again, rate-limited
+			o.keys.kick() // the start's fetch failed: try again, rate-limited
 		}
 		return "", ""
 	}

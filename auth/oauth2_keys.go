@@ -193,6 +193,20 @@ func (ks *keySource) refresh(force bool) error {
 	}
 }
 
+// kick starts a fetch if none runs and none started within
+// MinRefreshInterval, without waiting for it.
+func (ks *keySource) kick() {
+	o := ks.a.opts
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if ks.inflight != nil || (!ks.lastStart.IsZero() && o.Now().Sub(ks.lastStart) < o.MinRefreshInterval) {
+		return
+	}
+	ch := make(chan struct{})
+	ks.inflight, ks.lastStart = ch, o.Now()
+	go ks.fetch(ch)
+}
+
 func (ks *keySource) fetch(done chan struct{}) {
 	ctx, cancel := context.WithTimeout(context.Background(), ks.a.opts.FetchTimeout)
 	defer cancel()
