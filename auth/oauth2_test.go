@@ -632,3 +632,42 @@ func FuzzTokenAndScopes(f *testing.F) {
 		wildcardMatch(subject, scope)
 	})
 }
+
+// TestDiscoveryDownAtStart: a provider that is down when the broker starts
+// is logged, not fatal; the next login fetches again and succeeds.
+func TestDiscoveryDownAtStart(t *testing.T) {
+	k1 := testKey{"k1", jose.RS256, rsaKey(t, 0)}
+	jw := newJWKSServer(t, k1)
+	var up atomic.Bool
+	var iss string
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !up.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]string{"issuer": iss, "jwks_uri": jw.URL})
+	}))
+	defer idp.Close()
+	iss = idp.URL
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	a := newTestOAuth2(t, func(o *OAuth2Options) {
+		o.Issuer, o.MinRefreshInterval = iss, time.Millisecond
+		o.Log = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	})
+	mu.Lock()
+	logged := strings.Contains(logs.String(), "signing key refresh failed") && strings.Contains(logs.String(), "status 503")
+	mu.Unlock()
+	if !logged {
+		t.Fatalf("the failed fetch at start was not logged: %s", logs.String())
+	}
+	tok := k1.sign(t, with(claims("rabbitmq.read:*/*"), "iss", iss))
+	time.Sleep(2 * time.Millisecond)
+	_, err := a.validate(tok)
+	wantReason(t, err, TokenKeysUnavailable)
+	up.Store(true)
+	time.Sleep(2 * time.Millisecond)
+	if _, err := a.validate(tok); err != nil {
+		t.Fatalf("after the provider came up: %v", err)
+	}
+}
