@@ -1527,6 +1527,7 @@
   }
   async function oauthStart(cfg) {
     if (!cfg.oauth_authorization_endpoint || !cfg.oauth_token_endpoint) throw new Error('the provider\'s endpoints are unknown');
+    if (!window.crypto || !crypto.subtle) throw new Error('the browser computes PKCE only on https:// or localhost pages: use the HTTPS listener');
     const verifier = b64url(crypto.getRandomValues(new Uint8Array(32)));
     const state = b64url(crypto.getRandomValues(new Uint8Array(16)));
     const challenge = b64url(new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(verifier))));
