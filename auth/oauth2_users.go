@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -254,12 +255,15 @@ func (us *Users) denied(u *User, e *AccessError) error {
 
 // ExpiryWatch calls a function once a token user's token has expired,
 // following refreshes: when its timer fires early because the token was
-// refreshed, it waits for the new expiry.
+// refreshed, it waits for the new expiry. The function is called at most
+// once.
 type ExpiryWatch struct {
 	u  *User
 	fn func()
-	t  atomic.Pointer[time.Timer]
-	st atomic.Bool
+
+	mu      sync.Mutex
+	t       *time.Timer
+	stopped bool
 }
 
 // WatchExpiry starts watching u; nil (and no call) for a user whose
@@ -269,40 +273,46 @@ func WatchExpiry(u *User, expired func()) *ExpiryWatch {
 		return nil
 	}
 	w := &ExpiryWatch{u: u, fn: expired}
-	w.arm()
+	w.mu.Lock()
+	w.armLocked()
+	w.mu.Unlock()
 	return w
 }
 
-func (w *ExpiryWatch) arm() {
-	d := time.Until(w.u.Expiry())
-	if d < 0 {
-		d = 0
+func (w *ExpiryWatch) armLocked() {
+	if w.t != nil {
+		w.t.Stop()
 	}
-	w.t.Store(time.AfterFunc(d, w.fire))
-	if w.st.Load() {
-		w.t.Load().Stop()
-	}
+	w.t = time.AfterFunc(max(time.Until(w.u.Expiry()), 0), w.fire)
 }
 
 func (w *ExpiryWatch) fire() {
-	if w.st.Load() {
+	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
 		return
 	}
 	if exp := w.u.Expiry(); !exp.IsZero() && time.Now().Before(exp) {
-		w.arm() // refreshed meanwhile
+		w.armLocked() // refreshed meanwhile
+		w.mu.Unlock()
 		return
 	}
+	w.stopped = true
+	w.mu.Unlock()
 	w.fn()
 }
 
 // Reset re-reads the expiry after a refresh (a token that expires sooner
-// than the one it replaced).
+// than the one it replaced). Safe on nil.
 func (w *ExpiryWatch) Reset() {
-	if w == nil || w.st.Load() {
+	if w == nil {
 		return
 	}
-	w.t.Load().Stop()
-	w.arm()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stopped {
+		w.armLocked()
+	}
 }
 
 // Stop ends the watch. Safe on nil.
@@ -310,9 +320,11 @@ func (w *ExpiryWatch) Stop() {
 	if w == nil {
 		return
 	}
-	w.st.Store(true)
-	if t := w.t.Load(); t != nil {
-		t.Stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	if w.t != nil {
+		w.t.Stop()
 	}
 }
 
