@@ -82,6 +82,10 @@ type OAuth2Options struct {
 	// (dotted) holding more scopes (RabbitMQ's additional_scopes_key, once
 	// extra_scopes_source).
 	AdditionalScopesKey string
+	// ScopePatternSyntax is "wildcard" (default) or "regex": scope parts
+	// are RE2 expressions matched against the whole name (RabbitMQ's
+	// scope_pattern_syntax; PCRE there).
+	ScopePatternSyntax string
 	// ScopeAliases maps a scope value (e.g. a role name) to the scopes it
 	// stands for.
 	ScopeAliases map[string][]string
@@ -105,6 +109,7 @@ type OAuth2Options struct {
 type OAuth2 struct {
 	opts   OAuth2Options
 	prefix string
+	regex  bool // ScopePatternSyntax "regex"
 	algs   []jose.SignatureAlgorithm
 	log    *slog.Logger
 	keys   *keySource
@@ -185,7 +190,12 @@ func NewOAuth2(o OAuth2Options) (*OAuth2, error) {
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: o.FetchTimeout}
 	}
-	a := &OAuth2{opts: o, prefix: o.ScopePrefix, log: o.Log}
+	switch o.ScopePatternSyntax {
+	case "", "wildcard", "regex":
+	default:
+		return nil, fmt.Errorf("auth: oauth2: scope_pattern_syntax %q is not wildcard or regex", o.ScopePatternSyntax)
+	}
+	a := &OAuth2{opts: o, prefix: o.ScopePrefix, log: o.Log, regex: o.ScopePatternSyntax == "regex"}
 	if a.log == nil {
 		a.log = discardLogger
 	}
@@ -300,7 +310,7 @@ func (o *OAuth2) validate(token string) (*grant, error) {
 		g.exp = std.Expiry.Time()
 	}
 	for _, s := range scopes {
-		if sp, ok := parseScope(s, claims); ok {
+		if sp, ok := parseScope(s, claims, o.regex); ok {
 			g.perms = append(g.perms, sp)
 		}
 	}

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -21,7 +22,9 @@ import (
 // space). Matching is RabbitMQ's first-occurrence scan, not a
 // backtracking glob: "*b" does not match "bab". A permission scope
 // without a routing-key part grants no topic access, so publishing to a
-// topic exchange needs e.g. write:*/*/*. "{vhost}" in a scope stands for
+// topic exchange needs e.g. write:*/*/*. With the regex syntax
+// (ScopePatternSyntax) each part is instead an RE2 expression matched
+// against the whole name. "{vhost}" in a scope stands for
 // the vhost being checked, "{<claim>}" for the string value of a token
 // claim (the claim's name if the token has none).
 
@@ -36,28 +39,70 @@ type scopePerm struct {
 	hasRKey               bool
 }
 
-// pattern is a wildcard pattern split at its "*"s and URL-decoded once;
-// one that uses "{vhost}" is kept raw and prepared per check.
+// pattern is a wildcard pattern split at its "*"s and URL-decoded once,
+// or with the regex syntax a compiled expression; one that uses "{vhost}"
+// is kept raw and prepared per check.
 type pattern struct {
 	raw     string
-	parts   []string // nil when invalid or vhostVar
+	parts   []string       // wildcard syntax; nil when invalid or vhost
+	re      *regexp.Regexp // regex syntax; nil when invalid or vhost
+	regex   bool
 	invalid bool
 	vhost   bool // contains {vhost}
 }
 
-func compilePattern(raw string) pattern {
-	p := pattern{raw: raw, vhost: strings.Contains(raw, "{vhost}")}
+func compilePattern(raw string, regex bool) pattern {
+	p := pattern{raw: raw, regex: regex, vhost: strings.Contains(raw, "{vhost}")}
 	if !p.vhost {
-		p.parts, p.invalid = splitPattern(raw)
+		if regex {
+			p.re = compileScopeRegex(raw)
+			p.invalid = p.re == nil
+		} else {
+			p.parts, p.invalid = splitPattern(raw)
+		}
 	}
 	return p
 }
 
 func (p *pattern) match(vhost, subject string) bool {
-	if p.vhost {
+	switch {
+	case p.vhost && p.regex:
+		re := compileScopeRegex(strings.ReplaceAll(p.raw, "{vhost}", regexp.QuoteMeta(vhost)))
+		return re != nil && re.MatchString(subject)
+	case p.vhost:
 		return wildcardMatch(subject, strings.ReplaceAll(p.raw, "{vhost}", vhost))
+	case p.invalid:
+		return false
+	case p.regex:
+		return p.re.MatchString(subject)
 	}
-	return !p.invalid && matchParts(subject, p.parts)
+	return matchParts(subject, p.parts)
+}
+
+// Limits of the regex scope syntax, as RabbitMQ's: patterns of at most
+// 2048 bytes, without inline modifiers, callouts, comments or control
+// verbs. Go's RE2 has no backtracking, so RabbitMQ's match limits have no
+// counterpart here.
+const maxScopeRegex = 2048
+
+var rejectedRegexConstructs = []string{"(?i", "(?I", "(?m", "(?M", "(?s", "(?S", "(?x", "(?X", "(?J", "(?U", "(?n", "(?-", "(?C", "(?#", "(*"}
+
+// compileScopeRegex compiles a regex scope part matched against the whole
+// subject; nil when it is refused or does not compile (it matches nothing).
+func compileScopeRegex(p string) *regexp.Regexp {
+	if len(p) > maxScopeRegex {
+		return nil
+	}
+	for _, c := range rejectedRegexConstructs {
+		if strings.Contains(p, c) {
+			return nil
+		}
+	}
+	re, err := regexp.Compile(`\A(?:` + p + `)\z`)
+	if err != nil {
+		return nil
+	}
+	return re
 }
 
 // grant is what a validated token allows: it replaces the permission
@@ -74,7 +119,7 @@ type grant struct {
 // parseScope parses one normalized scope (prefix already dropped) into a
 // permission, expanding claim variables. ok is false for a scope that is
 // not a permission scope (a tag, or anything else).
-func parseScope(s string, claims map[string]any) (scopePerm, bool) {
+func parseScope(s string, claims map[string]any, regex bool) (scopePerm, bool) {
 	var sp scopePerm
 	switch {
 	case strings.HasPrefix(s, "read:"):
@@ -86,16 +131,17 @@ func parseScope(s string, claims map[string]any) (scopePerm, bool) {
 	default:
 		return sp, false
 	}
-	s, ok := expandClaims(s, claims)
+	s, ok := expandClaims(s, claims, regex)
 	if !ok {
 		return sp, false
 	}
 	parts := strings.Split(s, "/")
 	switch len(parts) {
 	case 2:
-		sp.vhost, sp.resource = compilePattern(parts[0]), compilePattern(parts[1])
+		sp.vhost, sp.resource = compilePattern(parts[0], regex), compilePattern(parts[1], regex)
 	case 3:
-		sp.vhost, sp.resource, sp.rkey, sp.hasRKey = compilePattern(parts[0]), compilePattern(parts[1]), compilePattern(parts[2]), true
+		sp.vhost, sp.resource, sp.rkey = compilePattern(parts[0], regex), compilePattern(parts[1], regex), compilePattern(parts[2], regex)
+		sp.hasRKey = true
 	default:
 		return sp, false
 	}
@@ -104,9 +150,10 @@ func parseScope(s string, claims map[string]any) (scopePerm, bool) {
 
 // expandClaims replaces "{name}" by the string claim name, leaving
 // "{vhost}" for check time. A claim the token lacks, or that is not a
-// string, is replaced by its name, as RabbitMQ does. An unclosed "{" or
-// a name containing '.', '*' or '{' makes the scope invalid (ok false).
-func expandClaims(s string, claims map[string]any) (string, bool) {
+// string, is replaced by its name, as RabbitMQ does; with the regex
+// syntax the value is quoted. An unclosed "{" or a name containing '.',
+// '*' or '{' makes the scope invalid (ok false).
+func expandClaims(s string, claims map[string]any, regex bool) (string, bool) {
 	if !strings.Contains(s, "{") {
 		return s, true
 	}
@@ -126,13 +173,17 @@ func expandClaims(s string, claims map[string]any) (string, bool) {
 		if strings.ContainsAny(name, ".*{") {
 			return "", false
 		}
-		switch v, ok := claims[name].(string); {
+		v, ok := claims[name].(string)
+		if !ok {
+			v = name
+		}
+		switch {
 		case name == "vhost":
 			b.WriteString("{vhost}")
-		case ok:
-			b.WriteString(v)
+		case regex:
+			b.WriteString(regexp.QuoteMeta(v))
 		default:
-			b.WriteString(name)
+			b.WriteString(v)
 		}
 		s = s[i+j+1:]
 	}

@@ -197,19 +197,19 @@ func TestScopeParse(t *testing.T) {
 		{"tag:administrator", false, want{}},
 		{"delete:*/*", false, want{}},
 	} {
-		sp, ok := parseScope(c.scope, cl)
+		sp, ok := parseScope(c.scope, cl, false)
 		got := want{sp.perm, sp.vhost.raw, sp.resource.raw, sp.rkey.raw, sp.hasRKey}
 		if ok != c.ok || (ok && got != c.want) {
 			t.Errorf("parseScope(%q) = %+v %v, want %+v %v", c.scope, got, ok, c.want, c.ok)
 		}
 	}
 	// {vhost} stands for the vhost checked; %2F decodes to "/".
-	sp, _ := parseScope("read:{vhost}/q-{vhost}", cl)
+	sp, _ := parseScope("read:{vhost}/q-{vhost}", cl, false)
 	g := &grant{perms: []scopePerm{sp}}
 	if !g.resourceAccess("a", Read, "q-a") || g.resourceAccess("a", Read, "q-b") {
 		t.Error("{vhost} not substituted by the checked vhost")
 	}
-	sp, _ = parseScope("write:%2F/x", cl)
+	sp, _ = parseScope("write:%2F/x", cl, false)
 	if g := (&grant{perms: []scopePerm{sp}}); !g.vhostAccess("/") || g.vhostAccess("%2F") {
 		t.Error("%2F does not stand for the vhost /")
 	}
@@ -274,6 +274,31 @@ func b64u(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(
 func noneToken(c map[string]any) string {
 	p, _ := json.Marshal(c)
 	return b64u(`{"alg":"none","typ":"JWT"}`) + "." + base64.RawURLEncoding.EncodeToString(p) + "."
+}
+
+func TestScopeRegexSyntax(t *testing.T) {
+	cl := map[string]any{"sub": "a.b"}
+	for _, c := range []struct {
+		scope, vhost, name string
+		want               bool
+	}{
+		{"read:prod-.*/q-[0-9]+", "prod-eu", "q-12", true},
+		{"read:prod-.*/q-[0-9]+", "prod-eu", "q-12x", false}, // whole-name match
+		{"read:.*/x-{sub}", "v", "x-a.b", true},
+		{"read:.*/x-{sub}", "v", "x-aXb", false}, // claim values are quoted
+		{"read:{vhost}/.*", "a.b", "q", true},
+		{"read:(?i)PROD/.*", "prod", "q", false}, // inline modifiers refused, as RabbitMQ
+		{"read:(/.*", "(", "q", false},           // does not compile: matches nothing
+	} {
+		sp, ok := parseScope(c.scope, cl, true)
+		g := &grant{perms: []scopePerm{sp}}
+		if got := ok && g.resourceAccess(c.vhost, Read, c.name); got != c.want {
+			t.Errorf("%s on %s/%s: %v, want %v", c.scope, c.vhost, c.name, got, c.want)
+		}
+	}
+	if _, err := NewOAuth2(OAuth2Options{ResourceServerID: "r", JWKSURL: "http://127.0.0.1:1/", ScopePatternSyntax: "glob", FetchTimeout: time.Millisecond}); err == nil {
+		t.Fatal("scope_pattern_syntax glob accepted")
+	}
 }
 
 func TestTokenHS256WithSymmetricKey(t *testing.T) {
@@ -616,6 +641,7 @@ func FuzzTokenAndScopes(f *testing.F) {
 	f.Add(rs.sign(f, claims("rabbitmq.read:*/*")), "read:*/q-{sub}/rk.*", "q-x")
 	f.Add(noneToken(claims("rabbitmq.read:*/*")), "write:%2F/a*b*c", "a/b")
 	f.Add("a.b.c", "configure:{vhost}/{", "")
+	f.Add("", "read:(a|b)+/q-[0-9]{1,3}/{vhost}.*", "aab")
 	f.Add(b64u(`{"alg":"RS256","kid":"rs"}`)+"."+b64u(`{"scope":["rabbitmq.read:*/*"]}`)+".AAAA", "tag:x", "**")
 	f.Fuzz(func(t *testing.T, token, scope, subject string) {
 		if g, err := a.validate(token); err == nil && len(g.perms) == 0 && len(g.tags) == 0 {
@@ -623,7 +649,11 @@ func FuzzTokenAndScopes(f *testing.F) {
 		} else if err != nil && TokenReason(err) == "" {
 			t.Fatalf("refusal without a reason: %v", err)
 		}
-		if sp, ok := parseScope(scope, map[string]any{"sub": subject}); ok {
+		for _, regex := range []bool{false, true} {
+			sp, ok := parseScope(scope, map[string]any{"sub": subject}, regex)
+			if !ok {
+				continue
+			}
 			g := &grant{perms: []scopePerm{sp}}
 			g.vhostAccess(subject)
 			g.resourceAccess(subject, sp.perm, subject)

@@ -52,6 +52,10 @@ type OAuth2 struct {
 	// used when it is empty.
 	AdditionalScopesKey string `yaml:"additional_scopes_key"`
 	ExtraScopesSource   string `yaml:"extra_scopes_source"`
+	// ScopePatternSyntax is wildcard (RabbitMQ's default) or regex: the
+	// parts of a scope are then regular expressions (RE2) matched against
+	// the whole name.
+	ScopePatternSyntax string `yaml:"scope_pattern_syntax"`
 	// ScopeAliases maps a scope value (a role, say) to the
 	// space-separated scopes it stands for. Env and flag form:
 	// "alias=scope scope,alias2=scope".
@@ -74,7 +78,7 @@ func (o OAuth2) Enabled() bool { return o.ResourceServerID != "" }
 // exp required, keys fetched within 2s, at most every 5s on unknown kids,
 // user name from sub then client_id.
 func DefaultOAuth2() OAuth2 {
-	return OAuth2{VerifyAud: true, RequireExp: true, FetchTimeout: 2 * time.Second, MinRefreshInterval: 5 * time.Second,
+	return OAuth2{VerifyAud: true, RequireExp: true, FetchTimeout: 2 * time.Second, MinRefreshInterval: 5 * time.Second, ScopePatternSyntax: "wildcard",
 		PreferredUsernameClaims: []string{"sub", "client_id"}}
 }
 
@@ -96,6 +100,7 @@ var oauth2Fields = []field{
 	f("oauth2.preferred_username_claims", "claims naming the user, first present wins", func(c *Config) any { return &c.OAuth2.PreferredUsernameClaims }),
 	f("oauth2.additional_scopes_key", "claims (space-separated dotted paths) holding more scopes", func(c *Config) any { return &c.OAuth2.AdditionalScopesKey }),
 	f("oauth2.extra_scopes_source", "older name of oauth2.additional_scopes_key", func(c *Config) any { return &c.OAuth2.ExtraScopesSource }),
+	f("oauth2.scope_pattern_syntax", "scope patterns: wildcard or regex", func(c *Config) any { return &c.OAuth2.ScopePatternSyntax }),
 	f("oauth2.scope_aliases", "scope aliases: alias=scope scope,alias2=scope", func(c *Config) any { return &c.OAuth2.ScopeAliases }),
 	f("oauth2.fetch_timeout", "longest JWKS or discovery fetch (and wait of a login for a key)", func(c *Config) any { return &c.OAuth2.FetchTimeout }),
 	f("oauth2.min_refresh_interval", "least time between key fetches caused by unknown key ids", func(c *Config) any { return &c.OAuth2.MinRefreshInterval }),
@@ -130,6 +135,9 @@ func (c *Config) validateOAuth2(bad func(key string, format string, args ...any)
 	}
 	if o.JWKSURL == "" && o.JWKSFile == "" && len(o.SigningKeys) == 0 && o.SymmetricKeyFile == "" && o.Issuer == "" && o.DiscoveryURL == "" {
 		bad("oauth2.resource_server_id", "needs a key source: oauth2.jwks_url, jwks_file, signing_keys, symmetric_key_file, issuer or discovery_url")
+	}
+	if o.ScopePatternSyntax != "wildcard" && o.ScopePatternSyntax != "regex" {
+		bad("oauth2.scope_pattern_syntax", "%q is not one of wildcard, regex", o.ScopePatternSyntax)
 	}
 	if o.FetchTimeout <= 0 {
 		bad("oauth2.fetch_timeout", "%s must be positive", o.FetchTimeout)

@@ -405,3 +405,22 @@ func TestOAuth2CLI(t *testing.T) {
 		t.Fatalf("forged token: %v\n%s", err, out)
 	}
 }
+
+// TestOAuth2RegexScopes: with oauth2.scope_pattern_syntax regex the parts
+// of a scope are expressions matched against the whole name.
+func TestOAuth2RegexScopes(t *testing.T) {
+	p := newIDP(t)
+	b, _ := oauthBroker(t, p, func(c *conf.Config) { c.OAuth2.ScopePatternSyntax = "regex" })
+	// The vhost "/" as a regex without a "/": \x2f.
+	tok := p.token("app", time.Hour, `rabbitmq.configure:\x2f/app\.q[0-9]+`)
+	c := dial(t, "amqp://x:"+tok+"@"+b.Addr+"/")
+	ch := newChannel(t, c)
+	if _, err := ch.QueueDeclare("app.q12", false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	ch2 := newChannel(t, c)
+	channelError(t, c, ch2, 403, "ACCESS_REFUSED - configure access to queue 'app.q12x' in vhost '/' refused for user 'app'", func() error {
+		_, err := ch2.QueueDeclare("app.q12x", false, true, false, false, nil)
+		return err
+	})
+}

@@ -34,6 +34,7 @@ func (n *Node) oauth2() (*auth.OAuth2, error) {
 		Algorithms:              o.Algorithms,
 		PreferredUsernameClaims: o.PreferredUsernameClaims,
 		AdditionalScopesKey:     o.AdditionalScopesKey,
+		ScopePatternSyntax:      o.ScopePatternSyntax,
 		FetchTimeout:            o.FetchTimeout,
 		MinRefreshInterval:      o.MinRefreshInterval,
 		Log:                     n.log.With("component", "oauth2"),
