@@ -133,6 +133,11 @@ type AMQP struct {
 	// FrameMax is the largest frame the server proposes in connection.tune
 	// (bytes, at least 4096).
 	FrameMax int `yaml:"frame_max"`
+	// InitialFrameMax bounds the frames of the handshake, before
+	// connection.tune-ok (RabbitMQ's initial_frame_max): connection.start-ok
+	// with its credentials must fit. Raise it for OAuth 2 tokens longer
+	// than about 4000 bytes sent as the PLAIN password.
+	InitialFrameMax int `yaml:"initial_frame_max"`
 	// ChannelMax is the largest channel number the server proposes
 	// (0 means no limit other than 65535).
 	ChannelMax int `yaml:"channel_max"`
@@ -256,6 +261,7 @@ func Default() Config {
 			Listen:           ":5672",
 			TLSListen:        ":5671",
 			FrameMax:         131072,
+			InitialFrameMax:  4096,
 			ChannelMax:       2047,
 			Heartbeat:        60 * time.Second,
 			MaxMessageSize:   134217728,

@@ -38,6 +38,7 @@ var fields = []field{
 	f("log.format", "log format: text or json", func(c *Config) any { return &c.Log.Format }),
 	f("amqp.listen", "AMQP 0-9-1 listen address (empty disables)", func(c *Config) any { return &c.AMQP.Listen }),
 	f("amqp.frame_max", "largest AMQP frame in bytes", func(c *Config) any { return &c.AMQP.FrameMax }),
+	f("amqp.initial_frame_max", "largest AMQP frame before connection.tune-ok (start-ok with its credentials, e.g. an OAuth 2 token)", func(c *Config) any { return &c.AMQP.InitialFrameMax }),
 	f("amqp.channel_max", "largest AMQP channel number (0: 65535)", func(c *Config) any { return &c.AMQP.ChannelMax }),
 	f("amqp.heartbeat", "AMQP heartbeat proposed to clients (0 disables)", func(c *Config) any { return &c.AMQP.Heartbeat }),
 	f("amqp.max_message_size", "largest message body in bytes", func(c *Config) any { return &c.AMQP.MaxMessageSize }),

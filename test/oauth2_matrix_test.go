@@ -424,3 +424,26 @@ func TestOAuth2RegexScopes(t *testing.T) {
 		return err
 	})
 }
+
+// TestOAuth2LargeTokenInitialFrameMax: a token longer than the 4096-byte
+// handshake frame is refused by default, as RabbitMQ does, and accepted
+// once amqp.initial_frame_max is raised.
+func TestOAuth2LargeTokenInitialFrameMax(t *testing.T) {
+	p := newIDP(t)
+	scopes := append([]string{}, appScopes...)
+	for i := 0; len(strings.Join(scopes, " ")) < 9000; i++ {
+		scopes = append(scopes, "rabbitmq.read:%2F/padding-queue-"+strings.Repeat("x", 40)+string(rune('a'+i%26)))
+	}
+	tok := p.token("app", time.Hour, scopes...)
+	if len(tok) < 10000 {
+		t.Fatalf("token is only %d bytes", len(tok))
+	}
+	small, _ := oauthBroker(t, p)
+	// The broker sends 501 FRAME_ERROR; amqp091-go reports a close during
+	// the handshake as its ErrCredentials (403).
+	if _, err := amqp.Dial(tokenURL(small, tok)); amqpCode(err) != 501 && amqpCode(err) != 403 {
+		t.Fatalf("default initial_frame_max: %v, want a refusal", err)
+	}
+	large, _ := oauthBroker(t, p, func(c *conf.Config) { c.AMQP.InitialFrameMax = 65536 })
+	dial(t, tokenURL(large, tok))
+}

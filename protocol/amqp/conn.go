@@ -90,7 +90,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.name = fmt.Sprintf("%s -> %s", nc.RemoteAddr(), nc.LocalAddr())
 	c.log = s.log.With("conn", c.name)
 	c.wcond = sync.NewCond(&c.wmu)
-	c.frameMax = wire.FrameMinSize
+	c.frameMax = s.cfg.InitialFrameMax
 	c.connectedAt = time.Now()
 	return c
 }

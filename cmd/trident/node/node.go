@@ -248,6 +248,7 @@ func (n *Node) startAMQP() error {
 	}
 	n.amqp = amqp.NewServer(amqp.Config{
 		FrameMax:         uint32(c.FrameMax), // conf.Validate: [4096, 2^32-1]
+		InitialFrameMax:  uint32(c.InitialFrameMax),
 		ChannelMax:       uint16(channelMax),
 		Heartbeat:        c.Heartbeat,
 		MaxMessageSize:   c.MaxMessageSize,
