@@ -17,6 +17,14 @@
 //     checked by CheckTopic or a per-connection TopicCache.
 //   - Failed logins are logged and rate-limited per source address
 //     (ratelimit.go); authentications are audit records (audit.go).
+//   - OAuth 2 (oauth2*.go): with Options.OAuth2, a JWT access token given
+//     as a password (or to AuthenticateToken) is validated with go-jose as
+//     RabbitMQ's rabbitmq_auth_backend_oauth2 does, and yields a token user
+//     whose permissions, topic permissions and tags are the token's scopes;
+//     Check, CheckVHost and TopicCache apply them like database records, so
+//     every front end enforces them alike. Options.Backends orders the
+//     backends as RabbitMQ's auth_backends. UpdateSecret swaps a token
+//     user's scopes in place; ExpiryWatch tells a front end when to close.
 //
 // Every change is written to the Store (keys "user/<name>",
 // "perm/<vhost>/<user>" and "tperm/<vhost>/<user>/<exchange>", path-escaped,

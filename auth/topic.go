@@ -301,6 +301,12 @@ func (c *TopicCache) Check(us *Users, u *User, vhost string, perm Perm, exchange
 	if u == nil {
 		return &AccessError{VHost: vhost, Perm: perm, Kind: "topic", Name: exchange, Topic: routingKey}
 	}
+	if u.token != nil {
+		if us.tokenTopicAccess(u, vhost, perm, exchange, routingKey) {
+			return nil
+		}
+		return us.denied(u, &AccessError{User: u.name, VHost: vhost, Perm: perm, Kind: "topic", Name: exchange, Topic: routingKey})
+	}
 	em := s.tperms[u.name][vhost]
 	if em == nil {
 		return nil // the common case: no topic permissions at all
@@ -320,7 +326,7 @@ func (c *TopicCache) Check(us *Users, u *User, vhost string, perm Perm, exchange
 	if ok {
 		return nil
 	}
-	return &AccessError{User: u.name, VHost: vhost, Perm: perm, Kind: "topic", Name: exchange, Topic: routingKey}
+	return us.denied(u, &AccessError{User: u.name, VHost: vhost, Perm: perm, Kind: "topic", Name: exchange, Topic: routingKey})
 }
 
 func (c *TopicCache) allows(p *topicPermission, perm Perm, key string) bool {
@@ -352,6 +358,10 @@ func (c *TopicCache) allows(p *topicPermission, perm Perm, key string) bool {
 
 // HasTopicPermissions reports whether u has any topic permission record in
 // vhost, so front ends can skip looking up the exchange's type otherwise.
+// A token user always has: its topic access comes from its scopes.
 func (us *Users) HasTopicPermissions(u *User, vhost string) bool {
+	if u != nil && u.token != nil {
+		return true
+	}
 	return u != nil && us.snap.Load().tperms[u.name][vhost] != nil
 }

@@ -3,6 +3,7 @@ package auth
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -53,6 +54,15 @@ type Options struct {
 	Log *slog.Logger
 	// Audit receives the audit records (see OpenAudit); nil: off.
 	Audit *slog.Logger
+
+	// OAuth2, when set, validates JWT access tokens given as passwords
+	// (oauth2_users.go).
+	OAuth2 *OAuth2
+	// Backends is the ordered list of authentication backends tried by
+	// Authenticate, as RabbitMQ's auth_backends: BackendInternal and
+	// BackendOAuth2. Empty: oauth2 then internal when OAuth2 is set,
+	// internal alone otherwise.
+	Backends []string
 }
 
 // User is an immutable view of a user at the time it was looked up.
@@ -61,17 +71,32 @@ type User struct {
 	tags []string
 	hash []byte // salt + digest; nil means no password
 	alg  string
+	// token is set for a user logged in with an OAuth 2 token: its
+	// permissions are the token's scopes, not records of the database,
+	// and change when the token is refreshed (UpdateSecret).
+	token *tokenState
 }
 
 // Name returns the user's name.
 func (u *User) Name() string { return u.name }
 
 // Tags returns a copy of the user's tags (administrator, monitoring,
-// management, policymaker, or any other string).
-func (u *User) Tags() []string { return slices.Clone(u.tags) }
+// management, policymaker, or any other string). A token user's tags are
+// its token's tag scopes.
+func (u *User) Tags() []string {
+	if u.token != nil {
+		return slices.Clone(u.token.g.Load().tags)
+	}
+	return slices.Clone(u.tags)
+}
 
 // HasTag reports whether the user carries tag.
-func (u *User) HasTag(tag string) bool { return slices.Contains(u.tags, tag) }
+func (u *User) HasTag(tag string) bool {
+	if u.token != nil {
+		return slices.Contains(u.token.g.Load().tags, tag)
+	}
+	return slices.Contains(u.tags, tag)
+}
 
 // PasswordHash returns the hash as RabbitMQ exports it (base64 of salt and
 // digest), or "" for a user without a password.
@@ -159,6 +184,8 @@ type Users struct {
 	limit    *limiter     // nil: no rate limit
 	log      *slog.Logger // never nil
 	audit    *slog.Logger // nil: off
+	oauth2   *OAuth2      // nil: no token logins
+	backends []string
 
 	mu   sync.Mutex // serialises writers: store write, then snapshot swap
 	snap atomic.Pointer[snapshot]
@@ -170,10 +197,15 @@ type Users struct {
 // all, creates Options.DefaultUser. Permission records of users that no
 // longer exist (left by an interrupted DeleteUser) are deleted.
 func New(st Store, opts Options) (*Users, error) {
-	us := &Users{st: st, loopback: make(map[string]bool), log: opts.Log, audit: opts.Audit}
+	us := &Users{st: st, loopback: make(map[string]bool), log: opts.Log, audit: opts.Audit, oauth2: opts.OAuth2}
 	if us.log == nil {
 		us.log = discardLogger
 	}
+	bs, err := backendList(opts.Backends, opts.OAuth2 != nil)
+	if err != nil {
+		return nil, err
+	}
+	us.backends = bs
 	switch {
 	case opts.FailedLoginLimit == 0:
 		us.limit = newLimiter(DefaultFailedLoginLimit, opts.FailedLoginBackoff)
@@ -278,32 +310,63 @@ func (us *Users) Authenticate(name, password string, remote net.Addr) (*User, er
 			return nil, ErrTooManyAttempts
 		}
 	}
-	u := us.snap.Load().users[name]
-	h := dummyHash
-	if u != nil && u.hash != nil {
-		h = u.hash
-	}
-	var err error
-	switch {
-	case !checkPassword(h, password) || u == nil || u.hash == nil:
-		err = ErrBadCredentials
-	case us.loopback[name] && !isLoopback(remote):
-		err = ErrLoopbackOnly
+	var u *User
+	var err, internalErr, tokenErr error
+	for _, b := range us.backends {
+		switch b {
+		case BackendInternal:
+			u, err = us.authInternal(name, password, remote)
+			internalErr = err
+		case BackendOAuth2:
+			u, err = us.authToken(password)
+			tokenErr = err
+		}
+		if err == nil {
+			break
+		}
 	}
 	if err != nil {
+		// The most telling refusal: the loopback rule (the password was
+		// right), a token's reason when the password looks like a JWT,
+		// else bad credentials.
+		switch {
+		case errors.Is(internalErr, ErrLoopbackOnly):
+			err = internalErr
+		case tokenErr != nil && looksLikeJWT(password):
+			err = tokenErr
+		default:
+			err = ErrBadCredentials
+		}
 		if us.limit != nil && us.limit.fail(key) {
 			us.log.Warn("login rate limit: blocking source address", "remote", addrString(remote), "backoff", us.limit.backoff)
 		}
 		us.authFailed(name, remote, err, AuditAuthFailure)
 		return nil, err
 	}
-	if us.audit != nil {
-		us.audit.Info(AuditAuthSuccess, "user", name, "remote", addrString(remote))
+	us.authSucceeded(name, u, remote)
+	return u, nil
+}
+
+// authInternal checks name and password against the user database.
+func (us *Users) authInternal(name, password string, remote net.Addr) (*User, error) {
+	u := us.snap.Load().users[name]
+	h := dummyHash
+	if u != nil && u.hash != nil {
+		h = u.hash
+	}
+	switch {
+	case !checkPassword(h, password) || u == nil || u.hash == nil:
+		return nil, ErrBadCredentials
+	case us.loopback[name] && !isLoopback(remote):
+		return nil, ErrLoopbackOnly
 	}
 	return u, nil
 }
 
 func (us *Users) authFailed(name string, remote net.Addr, err error, event string, extra ...any) {
+	if r := TokenReason(err); r != "" {
+		extra = append(extra, "backend", BackendOAuth2, "token_error", r)
+	}
 	us.log.Warn("authentication failed", append([]any{"user", name, "remote", addrString(remote), "err", err}, extra...)...)
 	if us.audit != nil {
 		us.audit.Info(event, append([]any{"user", name, "remote", addrString(remote), "reason", err.Error()}, extra...)...)
@@ -348,6 +411,9 @@ func (us *Users) Lookup(name string) (*User, bool) {
 // CanAccessVHost reports whether u has a permission record in vhost, which
 // is what RabbitMQ requires for connection.open.
 func (us *Users) CanAccessVHost(u *User, vhost string) bool {
+	if u != nil && u.token != nil {
+		return us.tokenVHostAccess(u, vhost)
+	}
 	return u != nil && us.snap.Load().perm(u.name, vhost) != nil
 }
 
@@ -357,7 +423,7 @@ func (us *Users) CheckVHost(u *User, vhost string) error {
 	if us.CanAccessVHost(u, vhost) {
 		return nil
 	}
-	return &AccessError{User: userName(u), VHost: vhost}
+	return us.denied(u, &AccessError{User: userName(u), VHost: vhost})
 }
 
 // Check returns nil if u's permission in vhost allows perm on the resource
@@ -371,12 +437,16 @@ func (us *Users) Check(u *User, vhost string, perm Perm, kind, name string) erro
 	if kind == "exchange" && name == "" {
 		name = DefaultExchangeName
 	}
-	if u != nil {
+	if u != nil && u.token != nil {
+		if us.tokenResourceAccess(u, vhost, perm, name) {
+			return nil
+		}
+	} else if u != nil {
 		if p := us.snap.Load().perm(u.name, vhost); p != nil && p.allows(perm, name) {
 			return nil
 		}
 	}
-	return &AccessError{User: userName(u), VHost: vhost, Perm: perm, Kind: kind, Name: name}
+	return us.denied(u, &AccessError{User: userName(u), VHost: vhost, Perm: perm, Kind: kind, Name: name})
 }
 
 func userName(u *User) string {

@@ -68,6 +68,8 @@ type Config struct {
 	Audit      Audit      `yaml:"audit"`
 	Auth       Auth       `yaml:"auth"`
 	Encryption Encryption `yaml:"encryption"`
+	// OAuth2: JWT access tokens as credentials (oauth2.go).
+	OAuth2 OAuth2 `yaml:"oauth2"`
 
 	// Cluster: gossip membership with other nodes (cluster.go).
 	Cluster Cluster `yaml:"cluster"`
@@ -131,6 +133,11 @@ type AMQP struct {
 	// FrameMax is the largest frame the server proposes in connection.tune
 	// (bytes, at least 4096).
 	FrameMax int `yaml:"frame_max"`
+	// InitialFrameMax bounds the frames of the handshake, before
+	// connection.tune-ok (RabbitMQ's initial_frame_max): connection.start-ok
+	// with its credentials must fit. Raise it for OAuth 2 tokens longer
+	// than about 4000 bytes sent as the PLAIN password.
+	InitialFrameMax int `yaml:"initial_frame_max"`
 	// ChannelMax is the largest channel number the server proposes
 	// (0 means no limit other than 65535).
 	ChannelMax int `yaml:"channel_max"`
@@ -221,6 +228,13 @@ type HTTP struct {
 	// StatsInterval is how often message counters are sampled for the
 	// API's rates (RabbitMQ's collect_statistics_interval).
 	StatsInterval time.Duration `yaml:"stats_interval"`
+	// OAuth*: the UI's OAuth 2 login (RabbitMQ's management.oauth_*), see
+	// oauth2.go.
+	OAuthEnabled      bool   `yaml:"oauth_enabled"`
+	OAuthClientID     string `yaml:"oauth_client_id"`
+	OAuthClientSecret string `yaml:"oauth_client_secret"`
+	OAuthProviderURL  string `yaml:"oauth_provider_url"`
+	OAuthScopes       string `yaml:"oauth_scopes"`
 }
 
 // Prometheus configures the /metrics listener.
@@ -247,6 +261,7 @@ func Default() Config {
 			Listen:           ":5672",
 			TLSListen:        ":5671",
 			FrameMax:         131072,
+			InitialFrameMax:  4096,
 			ChannelMax:       2047,
 			Heartbeat:        60 * time.Second,
 			MaxMessageSize:   134217728,
@@ -269,6 +284,7 @@ func Default() Config {
 		DiskFreeLimit:              50_000_000,
 		DiskFreeCheckInterval:      2 * time.Second,
 		Auth:                       DefaultAuth(),
+		OAuth2:                     DefaultOAuth2(),
 		Cluster:                    DefaultCluster(),
 	}
 }

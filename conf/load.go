@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -26,7 +27,7 @@ type field struct {
 	env   string
 	flag  string
 	usage string
-	ptr   func(*Config) any // *string, *int, *time.Duration, *[]string or *bool
+	ptr   func(*Config) any // *string, *int, *time.Duration, *[]string, *map[string]string or *bool
 }
 
 // fields lists every leaf of Config. Env and flag names derive from the key:
@@ -37,6 +38,7 @@ var fields = []field{
 	f("log.format", "log format: text or json", func(c *Config) any { return &c.Log.Format }),
 	f("amqp.listen", "AMQP 0-9-1 listen address (empty disables)", func(c *Config) any { return &c.AMQP.Listen }),
 	f("amqp.frame_max", "largest AMQP frame in bytes", func(c *Config) any { return &c.AMQP.FrameMax }),
+	f("amqp.initial_frame_max", "largest AMQP frame before connection.tune-ok (start-ok with its credentials, e.g. an OAuth 2 token)", func(c *Config) any { return &c.AMQP.InitialFrameMax }),
 	f("amqp.channel_max", "largest AMQP channel number (0: 65535)", func(c *Config) any { return &c.AMQP.ChannelMax }),
 	f("amqp.heartbeat", "AMQP heartbeat proposed to clients (0 disables)", func(c *Config) any { return &c.AMQP.Heartbeat }),
 	f("amqp.max_message_size", "largest message body in bytes", func(c *Config) any { return &c.AMQP.MaxMessageSize }),
@@ -103,6 +105,16 @@ func (fd field) set(c *Config, s string) error {
 		*p = d
 	case *[]string:
 		*p = splitList(s)
+	case *map[string]string:
+		m := map[string]string{}
+		for _, e := range splitList(s) {
+			k, v, ok := strings.Cut(e, "=")
+			if !ok || strings.TrimSpace(k) == "" {
+				return fmt.Errorf("%q is not a list of key=value", s)
+			}
+			m[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+		*p = m
 	case *bool:
 		b, err := strconv.ParseBool(strings.TrimSpace(s))
 		if err != nil {
@@ -247,6 +259,13 @@ func formatValue(p any) string {
 		return p.String()
 	case *[]string:
 		return strconv.Quote(strings.Join(*p, ","))
+	case *map[string]string:
+		kv := make([]string, 0, len(*p))
+		for k, v := range *p {
+			kv = append(kv, k+"="+v)
+		}
+		sort.Strings(kv)
+		return strconv.Quote(strings.Join(kv, ","))
 	case *bool:
 		return strconv.FormatBool(*p)
 	}

@@ -20,6 +20,11 @@ type Auth struct {
 	// disables the limit.
 	FailedLoginLimit   int           `yaml:"failed_login_limit"`
 	FailedLoginBackoff time.Duration `yaml:"failed_login_backoff"`
+	// Backends is the ordered list of authentication backends, as
+	// RabbitMQ's auth_backends: "internal" (the user database) and
+	// "oauth2" (tokens, see OAuth2). Empty: oauth2 then internal when
+	// OAuth 2 is configured, internal alone otherwise.
+	Backends []string `yaml:"backends"`
 }
 
 // Encryption configures encryption at rest of the store.

@@ -1,6 +1,7 @@
 package conf
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -8,7 +9,7 @@ import (
 
 func TestSecurityFields(t *testing.T) {
 	d := Default()
-	if d.Audit.File != "" || d.Encryption.KeyFile != "" || d.Auth != DefaultAuth() {
+	if d.Audit.File != "" || d.Encryption.KeyFile != "" || !reflect.DeepEqual(d.Auth, DefaultAuth()) {
 		t.Fatalf("defaults: %+v %+v %+v", d.Audit, d.Encryption, d.Auth)
 	}
 	env := map[string]string{"TRIDENT_AUDIT_FILE": "stderr", "TRIDENT_AUTH_FAILED_LOGIN_LIMIT": "5"}

@@ -33,6 +33,9 @@ func (c *Config) Validate() error {
 	if a.FrameMax < MinFrameMax || a.FrameMax > 1<<32-1 {
 		bad("amqp.frame_max", "%d is out of range [%d, %d]", a.FrameMax, MinFrameMax, uint32(1<<32-1))
 	}
+	if a.InitialFrameMax < MinFrameMax || a.InitialFrameMax > a.FrameMax {
+		bad("amqp.initial_frame_max", "%d is out of range [%d, amqp.frame_max %d]", a.InitialFrameMax, MinFrameMax, a.FrameMax)
+	}
 	if a.ChannelMax < 0 || a.ChannelMax > 65535 {
 		bad("amqp.channel_max", "%d is out of range [0, 65535]", a.ChannelMax)
 	}
@@ -111,6 +114,7 @@ func (c *Config) Validate() error {
 	}
 
 	c.validateSecurity(bad)
+	c.validateOAuth2(bad)
 	errs = append(errs, c.validateTLS()...)
 	errs = append(errs, c.validateCluster()...)
 	errs = append(errs, c.validateListeners()...)

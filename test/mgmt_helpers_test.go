@@ -28,6 +28,7 @@ type apiClient struct {
 	t          testing.TB
 	base       string
 	user, pass string
+	token      string // when set: Authorization: Bearer token (OAuth 2)
 }
 
 func (a apiClient) as(user, pass string) apiClient {
@@ -55,7 +56,9 @@ func (a apiClient) do(method, path string, body any) (int, []byte) {
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	if a.user != "" {
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
+	} else if a.user != "" {
 		req.SetBasicAuth(a.user, a.pass)
 	}
 	req.Header.Set("Content-Type", "application/json")

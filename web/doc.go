@@ -7,6 +7,9 @@
 // Files: routes.go lists every endpoint and the tag it needs; authz.go the
 // access rules; list.go paging, filtering and sorting; rates.go the
 // sampler behind message rates; metrics.go the Prometheus collector;
-// definitions.go definitions.json export and import (also used at boot).
+// definitions.go definitions.json export and import (also used at boot);
+// oauth.go "Authorization: Bearer" OAuth 2 tokens (checked by auth like
+// basic credentials, then the same tag rules) and GET /api/auth for the
+// UI's OAuth 2 login.
 // Vhost descriptions and tags are kept in memory only.
 package web

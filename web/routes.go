@@ -15,6 +15,7 @@ func (s *Server) routes() {
 		adm = accAdministrator
 		pol = accPolicymaker
 	)
+	s.mux.HandleFunc("GET /api/auth", s.authSettings)
 	m("GET /api/whoami", mg, s.whoami)
 	m("GET /api/overview", mg, s.overview)
 	m("GET /api/nodes", mon, s.listNodes)

@@ -64,6 +64,9 @@ type Options struct {
 	// Cluster lists the cluster's members for /api/nodes; nil means a
 	// single node (cluster.go).
 	Cluster Cluster
+	// OAuth configures the UI's OAuth 2 login (oauth.go); bearer tokens
+	// are accepted by the API whenever Users takes tokens.
+	OAuth OAuthUI
 }
 
 // Server is the management API.
@@ -81,6 +84,7 @@ type Server struct {
 	started   time.Time
 	rates     *rates
 	cluster   Cluster
+	oauth     OAuthUI
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -102,10 +106,11 @@ func New(o Options) *Server {
 		mux: http.NewServeMux(), listeners: o.Listeners, dataDir: o.DataDir, memLimit: o.MemLimit, diskLimit: o.DiskFreeLimit, started: time.Now(),
 		stop: make(chan struct{})}
 	s.cluster = o.Cluster
+	s.oauth = o.OAuth
 	s.rates = newRates(o.StatsInterval)
 	s.routes()
 	// The web UI (web/ui) is served at "/".
-	s.mux.Handle("GET /", ui.Handler())
+	s.mux.Handle("GET /", ui.HandlerConnecting(s.uiConnectOrigins))
 
 	s.rates.sample(s) // a first sample, so that rates start at once
 	go s.sampleLoop()
@@ -188,16 +193,26 @@ type handler func(w http.ResponseWriter, r *http.Request, u *auth.User)
 // tags; acc may require more.
 func (s *Server) authed(acc access, h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		var remote net.Addr
+		if host, port, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+			p, _ := strconv.Atoi(port)
+			remote = &net.TCPAddr{IP: net.ParseIP(host), Port: p}
+		}
+		if token, ok := bearerToken(r); ok {
+			u, err := s.users.AuthenticateToken(token, remote)
+			if err != nil {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="RabbitMQ Management", error="invalid_token"`)
+				writeError(w, http.StatusUnauthorized, "not_authorized", tokenRefusal(err))
+				return
+			}
+			s.authorized(acc, h, w, r, u)
+			return
+		}
 		name, pass, ok := r.BasicAuth()
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
 			writeError(w, http.StatusUnauthorized, "not_authorized", "Login failed")
 			return
-		}
-		var remote net.Addr
-		if host, port, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-			p, _ := strconv.Atoi(port)
-			remote = &net.TCPAddr{IP: net.ParseIP(host), Port: p}
 		}
 		u, err := s.users.Authenticate(name, pass, remote)
 		if err != nil {
@@ -209,29 +224,34 @@ func (s *Server) authed(acc access, h handler) http.HandlerFunc {
 			writeError(w, http.StatusUnauthorized, "not_authorized", reason)
 			return
 		}
-		if !isManagement(u) {
-			writeError(w, http.StatusUnauthorized, "not_authorised", "Not management user")
+		s.authorized(acc, h, w, r, u)
+	}
+}
+
+// authorized applies the tag rule to an authenticated user, then calls h.
+func (s *Server) authorized(acc access, h handler, w http.ResponseWriter, r *http.Request, u *auth.User) {
+	if !isManagement(u) {
+		writeError(w, http.StatusUnauthorized, "not_authorised", "Not management user")
+		return
+	}
+	switch acc {
+	case accMonitoring:
+		if !isMonitor(u) {
+			writeError(w, http.StatusUnauthorized, "not_authorised", "Not monitor user")
 			return
 		}
-		switch acc {
-		case accMonitoring:
-			if !isMonitor(u) {
-				writeError(w, http.StatusUnauthorized, "not_authorised", "Not monitor user")
-				return
-			}
-		case accAdministrator:
-			if !isAdmin(u) {
-				writeError(w, http.StatusUnauthorized, "not_authorised", "Not administrator user")
-				return
-			}
-		case accPolicymaker:
-			if !isAdmin(u) && !u.HasTag("policymaker") {
-				writeError(w, http.StatusUnauthorized, "not_authorised", "Not policymaker user")
-				return
-			}
+	case accAdministrator:
+		if !isAdmin(u) {
+			writeError(w, http.StatusUnauthorized, "not_authorised", "Not administrator user")
+			return
 		}
-		h(w, r, u)
+	case accPolicymaker:
+		if !isAdmin(u) && !u.HasTag("policymaker") {
+			writeError(w, http.StatusUnauthorized, "not_authorised", "Not policymaker user")
+			return
+		}
 	}
+	h(w, r, u)
 }
 
 func isAdmin(u *auth.User) bool { return u.HasTag("administrator") }

@@ -111,8 +111,13 @@ func (s *Server) putVHost(w http.ResponseWriter, r *http.Request, u *auth.User) 
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	if err := s.users.SetPermissions(u.Name(), name, ".*", ".*", ".*"); err != nil {
-		s.log.Warn("permissions for the vhost's creator", "vhost", name, "err", err)
+	// The creator gets full permissions, unless it is a token user (OAuth
+	// 2), whose permissions are its scopes: a database user of the same
+	// name must not get them.
+	if !u.IsToken() {
+		if err := s.users.SetPermissions(u.Name(), name, ".*", ".*", ".*"); err != nil {
+			s.log.Warn("permissions for the vhost's creator", "vhost", name, "err", err)
+		}
 	}
 	w.WriteHeader(http.StatusCreated)
 }

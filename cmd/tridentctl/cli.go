@@ -20,7 +20,17 @@ import (
 // client talks to the management API.
 type client struct {
 	base, user, pass string
+	token            string // OAuth 2 access token: sent as Bearer instead of user and password
 	http             *http.Client
+}
+
+// authorize sets the request's credentials.
+func (c *client) authorize(req *http.Request) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		return
+	}
+	req.SetBasicAuth(c.user, c.pass)
 }
 
 // apiError is an error answer of the API.
@@ -54,7 +64,7 @@ func (c *client) do(method, path string, body any) ([]byte, http.Header, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	req.SetBasicAuth(c.user, c.pass)
+	c.authorize(req)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -99,6 +109,7 @@ func run(args []string, stdout, stderr io.Writer, env func(string) string) int {
 	base := gf.String("url", envOr(env, "TRIDENT_URL", "http://127.0.0.1:15672"), "management API base URL")
 	user := gf.String("user", envOr(env, "TRIDENT_USER", "guest"), "user name")
 	pass := gf.String("password", envOr(env, "TRIDENT_PASSWORD", "guest"), "password")
+	token := gf.String("token", envOr(env, "TRIDENT_TOKEN", ""), "OAuth 2 access token (sent as Bearer, instead of --user and --password)")
 	vhost := gf.String("vhost", envOr(env, "TRIDENT_VHOST", "/"), "virtual host")
 	format := gf.String("format", "table", "output: table or json")
 	allVH := gf.Bool("all-vhosts", false, "list objects of every vhost")
@@ -117,7 +128,7 @@ func run(args []string, stdout, stderr io.Writer, env func(string) string) int {
 		fmt.Fprintln(stderr, "tridentctl: --format must be table or json")
 		return 2
 	}
-	c := &client{base: strings.TrimSuffix(*base, "/"), user: *user, pass: *pass, http: &http.Client{Timeout: 30 * time.Second}}
+	c := &client{base: strings.TrimSuffix(*base, "/"), user: *user, pass: *pass, token: *token, http: &http.Client{Timeout: 30 * time.Second}}
 	o := &out{w: stdout, format: *format}
 	cmd := &command{c: c, o: o, vhost: *vhost, all: *allVH, stderr: stderr}
 	if err := cmd.dispatch(rest); err != nil {
@@ -228,7 +239,7 @@ func (cmd *command) dispatch(a []string) error {
 			return usageError("usage: close connection NAME [--reason TEXT]")
 		}
 		req, _ := http.NewRequest("DELETE", cmd.c.base+"/api/connections/"+esc(o.args[0]), nil)
-		req.SetBasicAuth(cmd.c.user, cmd.c.pass)
+		cmd.c.authorize(req)
 		req.Header.Set("X-Reason", *reason)
 		resp, err := cmd.c.http.Do(req)
 		if err != nil {

@@ -2,7 +2,7 @@
 // management HTTP API only (RabbitMQ's /api shapes), so it also works
 // against RabbitMQ.
 //
-//	tridentctl [--url URL] [--user U] [--password P] [--vhost V] [--format table|json] COMMAND ...
+//	tridentctl [--url URL] [--user U] [--password P | --token T] [--vhost V] [--format table|json] COMMAND ...
 //
 // Commands:
 //
@@ -24,7 +24,8 @@
 //	export FILE      (- for stdout)
 //	import FILE      (- for stdin)
 //
-// Flags also come from TRIDENT_URL, TRIDENT_USER, TRIDENT_PASSWORD and
+// Flags also come from TRIDENT_URL, TRIDENT_USER, TRIDENT_PASSWORD,
+// TRIDENT_TOKEN (an OAuth 2 access token, sent as Bearer) and
 // TRIDENT_VHOST.
 package main
 
@@ -42,7 +43,7 @@ func envOr(env func(string) string, k, def string) string {
 }
 
 func usage() string {
-	return `usage: tridentctl [--url URL] [--user U] [--password P] [--vhost V] [--format table|json] COMMAND ...
+	return `usage: tridentctl [--url URL] [--user U] [--password P | --token T] [--vhost V] [--format table|json] COMMAND ...
 commands: overview | list KIND | declare KIND ... | delete KIND ... | purge queue NAME |
           close connection NAME | publish ... | get ... | export FILE | import FILE
 run "tridentctl help" for the full list`

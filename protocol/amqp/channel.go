@@ -42,6 +42,7 @@ type channel struct {
 	pubBody   []byte
 	pubMsg    *exchange.Message // allocated with the content header
 	permCache map[string]bool   // exchange name → write permitted
+	permVer   uint64            // the user's CredentialVersion when permCache was filled
 	topics    auth.TopicCache   // topic permission decisions (topicperm.go)
 
 	// Confirms.
@@ -898,4 +899,25 @@ func (s *sink) Cancelled(*exchange.Consumer) {
 		c.queued()
 	}
 	c.wmu.Unlock()
+}
+
+// recheckConsumers cancels the consumers whose queue the connection's user
+// may no longer read, after its credentials changed (update-secret), as
+// RabbitMQ does; clients with consumer_cancel_notify get basic.cancel.
+// Reader goroutine only.
+func (ch *channel) recheckConsumers() {
+	for tag, s := range ch.consumers {
+		if s.cons == nil {
+			continue
+		}
+		q := s.cons.Queue().Name()
+		if q == ch.replyTo {
+			continue // direct reply-to: no permission applies
+		}
+		if ch.check(auth.Read, "queue", q) != nil {
+			delete(ch.consumers, tag)
+			s.cons.Cancel()
+			s.Cancelled(s.cons)
+		}
+	}
 }

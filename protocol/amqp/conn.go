@@ -81,6 +81,8 @@ type conn struct {
 
 	internal  bool   // a cluster peer's connection (see internal.go); set before serve
 	mechanism string // the SASL mechanism the client logged in with
+
+	expiry *auth.ExpiryWatch // a token user's: closes the connection when the token expires
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -88,7 +90,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.name = fmt.Sprintf("%s -> %s", nc.RemoteAddr(), nc.LocalAddr())
 	c.log = s.log.With("conn", c.name)
 	c.wcond = sync.NewCond(&c.wmu)
-	c.frameMax = wire.FrameMinSize
+	c.frameMax = s.cfg.InitialFrameMax
 	c.connectedAt = time.Now()
 	return c
 }
@@ -107,7 +109,16 @@ func (c *conn) serve() {
 		if c.heartbeat > 0 {
 			go c.heartbeater()
 		}
+		if !c.internal {
+			// As RabbitMQ: an expired credential closes the connection
+			// with 320 CONNECTION_FORCED "credential expired".
+			c.expiry = auth.WatchExpiry(c.user, func() {
+				c.log.Warn("closing connection: credential has expired", "user", c.userName())
+				c.forceClose("credential expired")
+			})
+		}
 		err = c.readLoop()
+		c.expiry.Stop()
 	}
 	c.cleanup()
 	c.stopWriter()
@@ -740,7 +751,10 @@ func (c *conn) info() (ConnInfo, bool) {
 
 // updateSecret handles connection.update-secret: the connection's user
 // logs in again with the new secret, and must still reach the vhost, or
-// the connection is closed with NOT_ALLOWED in RabbitMQ's words. (For a
+// the connection is closed with NOT_ALLOWED in RabbitMQ's words. For a
+// token user (OAuth 2) the new token must be valid and name the same
+// user; its scopes apply to every later check on the connection's
+// channels, and the expiry timer follows the new exp. (For a
 // user of its internal database RabbitMQ accepts any secret, as such
 // credentials never expire; Trident checks it: a client that updates its
 // secret gets a real answer.) A certificate login (EXTERNAL) has no
@@ -757,15 +771,19 @@ func (c *conn) updateSecret(m *wire.ConnectionUpdateSecret) error {
 	if c.mechanism == mechExternal {
 		return refused("logged in with EXTERNAL (a certificate), which has no secret")
 	}
-	u, err := c.s.users.Authenticate(c.user.Name(), m.NewSecret, c.nc.RemoteAddr())
-	if err != nil {
+	if err := c.s.users.UpdateSecret(c.user, m.NewSecret, c.nc.RemoteAddr()); err != nil {
 		return refused("%v", err)
 	}
 	if c.vh != nil {
-		if err := c.s.users.CheckVHost(u, c.vh.Name()); err != nil {
+		if err := c.s.users.CheckVHost(c.user, c.vh.Name()); err != nil {
 			return refused("%v", err)
 		}
 	}
+	c.expiry.Reset()
+	for _, ch := range c.channels { // the reader owns the map
+		ch.recheckConsumers()
+	}
+	u := c.user
 	c.log.Info("secret updated", "user", u.Name(), "reason", m.Reason)
 	c.send(0, &wire.ConnectionUpdateSecretOK{})
 	return nil

@@ -88,6 +88,9 @@ func (ch *channel) publish() error {
 }
 
 func (ch *channel) publishOne(m *wire.BasicPublish) error {
+	if v := ch.c.user.CredentialVersion(); v != ch.permVer {
+		ch.permCache, ch.permVer = nil, v // a refreshed token: decide again
+	}
 	if ok, seen := ch.permCache[m.Exchange]; !seen || !ok {
 		if err := ch.check(auth.Write, "exchange", m.Exchange); err != nil {
 			return err

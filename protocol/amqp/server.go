@@ -11,12 +11,17 @@ import (
 
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/amqp/wire"
 	"github.com/trident-broker/trident/protocol/connreg"
 )
 
 // Config holds the AMQP listener's limits.
 type Config struct {
-	FrameMax         uint32        // largest frame offered in connection.tune
+	FrameMax uint32 // largest frame offered in connection.tune
+	// InitialFrameMax bounds the frames read before connection.tune-ok
+	// (RabbitMQ's initial_frame_max; 4096 when zero): connection.start-ok
+	// must fit, with its SASL response (an OAuth 2 token for PLAIN).
+	InitialFrameMax  uint32
 	ChannelMax       uint16        // most channels per connection
 	Heartbeat        time.Duration // heartbeat offered in connection.tune; 0 disables
 	MaxMessageSize   int           // largest message body accepted
@@ -31,6 +36,9 @@ type Config struct {
 func (c *Config) defaults() {
 	if c.FrameMax == 0 {
 		c.FrameMax = 131072
+	}
+	if c.InitialFrameMax < wire.FrameMinSize {
+		c.InitialFrameMax = wire.FrameMinSize
 	}
 	if c.ChannelMax == 0 {
 		c.ChannelMax = 2047

@@ -45,6 +45,8 @@ type conn struct {
 	maxOut     uint32 // the client's maximum packet size, 0: none
 	aliasMax   uint16 // the client's topic alias maximum (MQTT 5), 0: none
 	will       *will
+	expiry     *auth.ExpiryWatch // a token user's (OAuth 2): disconnects when the token expires
+	authMethod string            // MQTT 5 Authentication Method of CONNECT (reauth.go); "" none
 
 	connected atomic.Bool
 	noLocal   atomic.Bool // the session has a no-local subscription
@@ -195,6 +197,8 @@ func (c *conn) handle(pk *packets.Packet) error {
 		c.sendPacket(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pingresp}}, false)
 	case packets.Disconnect:
 		return c.handleDisconnect(pk)
+	case packets.Auth:
+		return c.handleAuth(pk)
 	case packets.Connect:
 		return errProto(codeProtocolError, "second CONNECT")
 	default:
@@ -245,6 +249,7 @@ func (c *conn) serverDisconnect(code byte) {
 // unacknowledged deliveries to their queues, releases or ends the session
 // and sends the will message.
 func (c *conn) cleanup() {
+	c.expiry.Stop()
 	if c.finalQueued.Load() {
 		// Let the writer send the last packet (CONNACK refusal,
 		// DISCONNECT); it closes the connection after it.

@@ -56,10 +56,25 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 	vhost, userName := c.s.cfg.DefaultVHost, ""
 	pass := string(pk.Connect.Password)
 	certUser := c.certLoginUser(pk) // see certlogin.go
-	if pk.Connect.UsernameFlag {
+	tokenOnly := false
+	if v == 5 && pk.Properties.AuthenticationMethod != "" {
+		// Enhanced authentication: an OAuth 2 token (reauth.go).
+		tok, ok := c.connectAuthMethod(pk)
+		if !ok {
+			return errProto(codeBadAuthMethod, "unsupported authentication method "+pk.Properties.AuthenticationMethod)
+		}
+		certUser, pass, userName, tokenOnly = "", tok, "token", true
+		if pk.Connect.UsernameFlag {
+			vhost, _ = c.s.splitUsername(string(pk.Connect.Username))
+		}
+	} else if pk.Connect.UsernameFlag {
 		vhost, userName = c.s.splitUsername(string(pk.Connect.Username))
 	} else if certUser != "" {
 		userName = certUser
+	} else if v == 5 && pk.Connect.PasswordFlag && c.s.users.TokenLogins() {
+		// MQTT 5 allows a password without a user name: an OAuth 2
+		// token, whose user name is its own.
+		userName = "token"
 	} else if c.s.cfg.AllowAnonymous && !pk.Connect.PasswordFlag {
 		userName, pass = c.s.cfg.AnonUser, c.s.cfg.AnonPass
 	}
@@ -71,7 +86,9 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 	}
 	var u *auth.User
 	var err error
-	if certUser != "" {
+	if tokenOnly {
+		u, err = c.s.users.AuthenticateToken(pass, c.nc.RemoteAddr())
+	} else if certUser != "" {
 		u, err = c.s.users.AuthenticateCert(certUser, c.nc.RemoteAddr())
 	} else {
 		u, err = c.s.users.Authenticate(userName, pass, c.nc.RemoteAddr())
@@ -160,9 +177,16 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		p.SubIDAvailable, p.SubIDAvailableFlag = 1, true
 		p.WildcardSubAvailable, p.WildcardSubAvailableFlag = 1, true
 		p.RetainAvailable, p.RetainAvailableFlag = 1, true
+		p.AuthenticationMethod = c.authMethod
 	}
 	c.connected.Store(true)
 	c.sendPacket(ack, false)
+	// As RabbitMQ: when the token expires, MQTT 5 clients get DISCONNECT
+	// 0xA0 (maximum connect time), 3.1.1 clients are disconnected.
+	c.expiry = auth.WatchExpiry(u, func() {
+		c.s.log.Warn("MQTT disconnecting client: credential expired", "client_id", c.clientID, "user", u.Name())
+		c.serverDisconnect(codeMaximumConnectTime)
+	})
 	c.resume()
 	return nil
 }

@@ -18,6 +18,7 @@ const (
 	codeClientIDNotValid      byte = 0x85
 	codeBadUserOrPassword     byte = 0x86
 	codeNotAuthorized         byte = 0x87
+	codeMaximumConnectTime    byte = 0xA0
 	codeServerUnavailable     byte = 0x88
 	codeServerShuttingDown    byte = 0x8B
 	codeKeepAliveTimeout      byte = 0x8D

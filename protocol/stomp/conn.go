@@ -47,6 +47,7 @@ type conn struct {
 	client      map[string]any
 	connectedAt time.Time
 	opened      atomic.Bool
+	expiry      *auth.ExpiryWatch // a token user's (OAuth 2): ERROR and close when it expires
 
 	// Reader goroutine only.
 	subs       map[string]*subscription // by subscription id
@@ -414,6 +415,7 @@ func (c *conn) heartbeater() {
 // cleanup cancels the subscriptions (requeueing unacked messages) and
 // deletes the connection's exclusive queues. Idempotent.
 func (c *conn) cleanup() {
+	c.expiry.Stop()
 	for id, s := range c.subs {
 		s.cancel()
 		delete(c.subs, id)

@@ -68,8 +68,11 @@ func (c *conn) connect(f *frame.Frame) error {
 	if !hasLogin {
 		certUser = c.certLoginUser() // see certlogin.go
 	}
+	_, hasPass := f.Get("passcode")
 	if !hasLogin && certUser != "" {
 		login = certUser
+	} else if !hasLogin && hasPass && c.s.users.TokenLogins() {
+		login = "token" // an OAuth 2 token as passcode names its own user
 	} else if !hasLogin {
 		if cfg.DefaultUser == "" {
 			return errorf("Bad CONNECT", "Missing login header and no default user is configured")
@@ -122,6 +125,10 @@ func (c *conn) connect(f *frame.Frame) error {
 	}
 	c.writeFrame(&frame.Frame{Command: frame.CONNECTED, Headers: hs})
 	c.opened.Store(true)
+	c.expiry = auth.WatchExpiry(u, func() {
+		c.log.Warn("closing STOMP connection: credential has expired", "user", u.Name())
+		c.kill(&Error{Message: "credential expired", Detail: "The OAuth 2 token of user '" + u.Name() + "' has expired"}, "")
+	})
 	if c.hbOut > 0 || c.hbIn > 0 {
 		go c.heartbeater()
 	}

@@ -35,6 +35,7 @@ type Node struct {
 	store  *store.Badger
 	broker *exchange.Broker
 	users  *auth.Users
+	oauth  *auth.OAuth2 // nil: OAuth 2 off
 
 	// metaStore wraps store when clustering is on: the core's and the
 	// users' replicated records go through the metadata group (cluster.go).
@@ -110,6 +111,9 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	n.broker.Limiter().Set(exchange.Limits(cfg.Limits))
 	n.broker.SetQueueWindow(cfg.Queues.WindowMessages, int64(cfg.Queues.WindowBytes))
 	n.broker.SetQueueMemoryBudget(int64(cfg.Queues.MemoryBudget))
+	if n.oauth, err = n.oauth2(); err != nil {
+		return nil, err
+	}
 	n.users, err = auth.New(st, n.authOptions())
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
@@ -244,6 +248,7 @@ func (n *Node) startAMQP() error {
 	}
 	n.amqp = amqp.NewServer(amqp.Config{
 		FrameMax:         uint32(c.FrameMax), // conf.Validate: [4096, 2^32-1]
+		InitialFrameMax:  uint32(c.InitialFrameMax),
 		ChannelMax:       uint16(channelMax),
 		Heartbeat:        c.Heartbeat,
 		MaxMessageSize:   c.MaxMessageSize,

@@ -46,6 +46,8 @@ func (n *Node) authOptions() auth.Options {
 		FailedLoginBackoff: cfg.Auth.FailedLoginBackoff,
 		Log:                n.log.With("component", "auth"),
 		Audit:              n.audit,
+		OAuth2:             n.oauth,
+		Backends:           cfg.Auth.Backends,
 	}
 }
 

@@ -1,11 +1,13 @@
 // Trident management UI: one page, plain JavaScript, no dependencies.
 // It speaks RabbitMQ's management API (/api/...) with HTTP basic
-// credentials kept in sessionStorage, as RabbitMQ's own UI does.
+// credentials, or an OAuth 2 access token (Bearer), kept in
+// sessionStorage, as RabbitMQ's own UI does.
 'use strict';
 (() => {
   const AUTH_KEY = 'trident.auth';
   const USER_KEY = 'trident.user';
   const PREFS_KEY = 'trident.prefs';
+  const OAUTH_KEY = 'trident.oauth'; // PKCE verifier and state during an OAuth 2 login
   const HISTORY_SECONDS = 600;
 
   // ---------------------------------------------------------------- DOM
@@ -149,12 +151,16 @@
     }
   }
   function b64(s) { return btoa(String.fromCharCode(...new TextEncoder().encode(s))); }
-  function authHeader() { return sessionStorage.getItem(AUTH_KEY); }
+  // The Authorization header value: "Basic ..." or "Bearer ...".
+  function authHeader() {
+    const v = sessionStorage.getItem(AUTH_KEY);
+    return v && !/^(Basic|Bearer) /.test(v) ? 'Basic ' + v : v;
+  }
 
   async function api(method, path, body, extraHeaders) {
     const headers = Object.assign({ Accept: 'application/json' }, extraHeaders || {});
     const auth = authHeader();
-    if (auth) headers.Authorization = 'Basic ' + auth;
+    if (auth) headers.Authorization = auth;
     let payload;
     if (body !== undefined) {
       headers['Content-Type'] = 'application/json';
@@ -181,7 +187,7 @@
         : new ApiError(res.status, res.statusText || 'error', typeof data === 'string' ? data.trim().slice(0, 200) : '');
       if (res.status === 401 && auth && path !== '/whoami' && /login failed|not_authori[sz]ed/i.test((err.reason || '') + ' ' + err.error) && !/not management/i.test(err.reason || '')) {
         // The credentials no longer work (user deleted or password changed).
-        const check = await fetch('api/whoami', { headers: { Authorization: 'Basic ' + auth }, credentials: 'omit' }).catch(() => null);
+        const check = await fetch('api/whoami', { headers: { Authorization: auth }, credentials: 'omit' }).catch(() => null);
         if (check && check.status === 401) logout('Your session is no longer valid; please log in again.');
       }
       throw err;
@@ -1458,16 +1464,8 @@
       fill(err);
       btn.disabled = true;
       try {
-        const token = b64(`${user.value}:${pass.value}`);
-        const res = await fetch('api/whoami', { headers: { Authorization: 'Basic ' + token, Accept: 'application/json' }, credentials: 'omit', cache: 'no-store' });
-        const body = await res.json().catch(() => ({}));
-        if (!res.ok) {
-          fill(err, alertBox('error', h('b', null, 'Login failed. '), body.reason && body.reason !== 'Login failed' ? body.reason : 'Check the username and password.'));
-          return;
-        }
-        sessionStorage.setItem(AUTH_KEY, token);
-        sessionStorage.setItem(USER_KEY, JSON.stringify(body));
-        start();
+        const why = await credentialLogin('Basic ' + b64(`${user.value}:${pass.value}`));
+        if (why !== null) fill(err, alertBox('error', h('b', null, 'Login failed. '), why && why !== 'Login failed' ? why : 'Check the username and password.'));
       } catch (ex) {
         fill(err, alertBox('error', 'Cannot reach the server: ' + ex.message));
       } finally {
@@ -1479,9 +1477,94 @@
     h('label', { for: 'login-username' }, 'Username'), user,
     h('label', { for: 'login-password' }, 'Password'), pass,
     btn, err,
+    h('div', { id: 'login-oauth-box' }),
     h('div', { class: 'foot' }, 'AMQP · MQTT · STOMP message broker'));
     setTimeout(() => user.focus(), 0);
+    oauthLoginBox(form.querySelector('#login-oauth-box'), err);
     return h('div', { class: 'login-wrap' }, form);
+  }
+
+  // credentialLogin checks an Authorization value with /api/whoami and
+  // starts the console with it; it returns null on success, else the
+  // server's reason.
+  async function credentialLogin(authorization) {
+    const res = await fetch('api/whoami', { headers: { Authorization: authorization, Accept: 'application/json' }, credentials: 'omit', cache: 'no-store' });
+    const body = await res.json().catch(() => ({}));
+    if (!res.ok) return body.reason || res.statusText || 'Login failed';
+    sessionStorage.setItem(AUTH_KEY, authorization);
+    sessionStorage.setItem(USER_KEY, JSON.stringify(body));
+    start();
+    return null;
+  }
+
+  // OAuth 2 login ------------------------------------------------------------
+  // As RabbitMQ's UI: the authorization-code flow with PKCE (S256) run by
+  // the browser against the provider the broker names in /api/auth, or an
+  // access token pasted by hand. The token is then sent as a Bearer token.
+  function b64url(bytes) {
+    return btoa(String.fromCharCode(...bytes)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+  }
+  function redirectURI() { return location.origin + location.pathname; }
+  async function authSettings() {
+    try {
+      const res = await fetch('api/auth', { headers: { Accept: 'application/json' }, credentials: 'omit', cache: 'no-store' });
+      return res.ok ? await res.json() : {};
+    } catch (_) { return {}; }
+  }
+  async function oauthLoginBox(box, err) {
+    const cfg = await authSettings();
+    if (!cfg.oauth_enabled) return;
+    const token = h('textarea', { id: 'login-token', rows: 3, placeholder: 'Paste an access token (JWT)', spellcheck: 'false' });
+    const useToken = h('button', { class: 'btn secondary', type: 'button', id: 'login-token-submit', onclick: async () => {
+      fill(err);
+      const why = await credentialLogin('Bearer ' + token.value.trim()).catch((e) => e.message);
+      if (why !== null) fill(err, alertBox('error', h('b', null, 'Token refused. '), why));
+    } }, 'Log in with this token');
+    const go = h('button', { class: 'btn', type: 'button', id: 'login-oauth', onclick: () => oauthStart(cfg).catch((e) => fill(err, alertBox('error', 'OAuth 2 login failed: ' + e.message))) },
+      'Log in with OAuth 2');
+    fill(box, h('div', { class: 'or' }, 'or'), cfg.oauth_authorization_endpoint ? go : null,
+      h('label', { for: 'login-token' }, 'Access token'), token, useToken);
+  }
+  async function oauthStart(cfg) {
+    if (!cfg.oauth_authorization_endpoint || !cfg.oauth_token_endpoint) throw new Error('the provider\'s endpoints are unknown');
+    if (!window.crypto || !crypto.subtle) throw new Error('the browser computes PKCE only on https:// or localhost pages: use the HTTPS listener');
+    const verifier = b64url(crypto.getRandomValues(new Uint8Array(32)));
+    const state = b64url(crypto.getRandomValues(new Uint8Array(16)));
+    const challenge = b64url(new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(verifier))));
+    sessionStorage.setItem(OAUTH_KEY, JSON.stringify({ verifier, state, hash: location.hash }));
+    const u = new URL(cfg.oauth_authorization_endpoint);
+    const q = { response_type: 'code', client_id: cfg.oauth_client_id, redirect_uri: redirectURI(), scope: cfg.oauth_scopes || 'openid',
+      state, code_challenge: challenge, code_challenge_method: 'S256' };
+    for (const [k, v] of Object.entries(q)) u.searchParams.set(k, v);
+    location.assign(u.toString());
+  }
+  // oauthCallback finishes a login when the provider redirected back with
+  // ?code=...&state=...; it returns whether it handled the page load.
+  async function oauthCallback() {
+    const q = new URLSearchParams(location.search);
+    if (!q.has('code') && !q.has('error')) return false;
+    const saved = JSON.parse(sessionStorage.getItem(OAUTH_KEY) || 'null');
+    sessionStorage.removeItem(OAUTH_KEY);
+    history.replaceState(null, '', location.pathname + ((saved && saved.hash) || ''));
+    const fail = (why) => { showLogin('OAuth 2 login failed: ' + why); return true; };
+    if (q.has('error')) return fail(q.get('error') + (q.get('error_description') ? ' — ' + q.get('error_description') : ''));
+    if (!saved || saved.state !== q.get('state')) return fail('the answer does not belong to a login started here (state mismatch)');
+    const cfg = await authSettings();
+    const form = new URLSearchParams({ grant_type: 'authorization_code', code: q.get('code'), redirect_uri: redirectURI(),
+      client_id: cfg.oauth_client_id || '', code_verifier: saved.verifier });
+    if (cfg.oauth_client_secret) form.set('client_secret', cfg.oauth_client_secret);
+    let tok;
+    try {
+      const res = await fetch(cfg.oauth_token_endpoint, { method: 'POST', body: form, credentials: 'omit',
+        headers: { 'Content-Type': 'application/x-www-form-urlencoded', Accept: 'application/json' } });
+      tok = await res.json().catch(() => ({}));
+      if (!res.ok || !tok.access_token) return fail(`the token endpoint answered ${res.status} ${tok.error || ''}`);
+    } catch (e) {
+      return fail('cannot reach the token endpoint: ' + e.message);
+    }
+    const why = await credentialLogin('Bearer ' + tok.access_token);
+    if (why !== null) return fail('the broker refused the token: ' + why);
+    return true;
   }
 
   // ----------------------------------------------------------------- router
@@ -1573,5 +1656,8 @@
   $('#logout').addEventListener('click', () => logout());
   $('#vhost-select').addEventListener('change', (e) => { prefs.vhost = e.target.value; savePrefs(); render(); });
   $('#refresh-select').addEventListener('change', (e) => { prefs.refresh = +e.target.value; savePrefs(); schedule(); });
-  if (authHeader()) start(); else showLogin();
+  oauthCallback().then((handled) => {
+    if (handled) return;
+    if (authHeader()) start(); else showLogin();
+  });
 })();
