@@ -219,6 +219,7 @@ func (b *Broker) DeleteVHost(name string) error {
 // and flushes the store. The store itself is closed by its owner. Call it
 // after the front ends have closed their connections.
 func (b *Broker) Close() error {
+	b.stopDelayers()
 	if err := b.store.Sync(); err != nil {
 		return err
 	}
@@ -361,6 +362,9 @@ func (b *Broker) recover() error {
 		q.cmdExpire(now)
 		q.scheduleExpiry(now)
 		q.unlock()
+	}
+	if err := b.recoverDelayed(); err != nil {
+		return err
 	}
 	for _, v := range b.vhosts {
 		v.mu.Lock()

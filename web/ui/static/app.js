@@ -742,7 +742,7 @@
   }
 
   // Exchanges -------------------------------------------------------------
-  const EXCHANGE_TYPES = ['direct', 'fanout', 'topic', 'headers'];
+  const EXCHANGE_TYPES = ['direct', 'fanout', 'topic', 'headers', 'x-delayed-message'];
   function exchangesPage() {
     const list = pagedList({
       key: 'exchanges', id: 'exchanges', title: 'Exchanges', noun: 'exchange', path: vhostPath('/exchanges'),
@@ -753,6 +753,7 @@
         { title: 'Features', render: (x) => features(x) },
         { title: 'Rate in', sort: 'message_stats.publish_in_details.rate', num: true, render: (x) => rate(rateOf(x, 'publish_in')) },
         { title: 'Rate out', sort: 'message_stats.publish_out_details.rate', num: true, render: (x) => rate(rateOf(x, 'publish_out')) },
+        { title: 'Delayed', sort: 'messages_delayed', num: true, render: (x) => (x.messages_delayed != null ? num(x.messages_delayed) : '') },
       ],
     });
     const types = (lastOverview && lastOverview.exchange_types || []).map((t) => t.name);
@@ -1088,7 +1089,8 @@
       $('.page-body', el).hidden = false;
       fill(headTags, tag(x.type, 'blue'), ' ', features(x));
       fill(stats, stat('Rate in', rate(rateOf(x, 'publish_in') ?? 0), { accent: true }), stat('Rate out', rate(rateOf(x, 'publish_out') ?? 0), { accent: true }),
-        name === '' ? null : stat('Bindings', num(out ? out.length : 0)));
+        name === '' ? null : stat('Bindings', num(out ? out.length : 0)),
+        x.messages_delayed != null ? stat('Delayed', num(x.messages_delayed), { key: 'messages_delayed' }) : null);
       fill(details, kv([
         ['Virtual host', vhost], ['Type', x.type], ['Durable', x.durable ? 'yes' : 'no'], ['Auto delete', x.auto_delete ? 'yes' : 'no'],
         ['Internal', x.internal ? 'yes' : 'no'], ['Arguments', argsView(x.arguments)], ['Policy', x.policy || ''],
