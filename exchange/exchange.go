@@ -24,7 +24,7 @@ type Exchange struct {
 	pol        *Policy
 
 	router   router
-	delay    *delayer // a delayed exchange's held messages (delayed.go)
+	delay    *delayer   // a delayed exchange's held messages (delayed.go)
 	bindings []*binding // this exchange as source
 	inbound  []*binding // this exchange as destination
 

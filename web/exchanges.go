@@ -20,8 +20,8 @@ type exchangeJSON struct {
 	MessageStats     msgStatsJSON   `json:"message_stats"`
 	// How many messages a delayed exchange holds back (x-delayed-message
 	// only), as the delayed message plugin reports it.
-	MessagesDelayed *int64 `json:"messages_delayed,omitempty"`
-	Policy           *string        `json:"policy,omitempty"`
+	MessagesDelayed *int64  `json:"messages_delayed,omitempty"`
+	Policy          *string `json:"policy,omitempty"`
 	// The applied policy's definition, when a policy applies.
 	EffectivePolicyDefinition map[string]any `json:"effective_policy_definition,omitempty"`
 	// Only on GET of one exchange.
