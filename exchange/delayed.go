@@ -32,7 +32,9 @@ import (
 //   - a non-numeric string x-delay is refused with PRECONDITION_FAILED
 //     (the plugin's string-to-integer conversion crashes the channel);
 //   - only the exchange a message is published to delays it: one reached
-//     by an exchange-to-exchange binding routes at once.
+//     by an exchange-to-exchange binding routes at once;
+//   - an x-delay given as text (STOMP headers and MQTT 5 user properties
+//     are text) comes back as text, "-500", not as a signed integer.
 //
 // As the plugin: a delay of 0, a negative one, one past 2^32-1 ms, or one of
 // a type that is not a number routes at once; a float is truncated; a
@@ -112,6 +114,14 @@ func messageDelay(h Table) (int64, bool, error) {
 		ms = n
 	}
 	return ms, ms > 0 && ms <= maxDelay, nil
+}
+
+func isText(v any) bool {
+	switch v.(type) {
+	case string, []byte:
+		return true
+	}
+	return false
 }
 
 func truncFloat(f float64) int64 {
@@ -224,9 +234,14 @@ func (d *delayer) schedule(m *Message, ms int64, o PublishOpts, now int64) Publi
 	for k, val := range m.Props.Headers {
 		h[k] = val
 	}
-	if ms <= math.MaxInt32 {
+	switch {
+	case isText(m.Props.Headers["x-delay"]):
+		// Published as text (every STOMP header, an MQTT 5 user
+		// property): it stays text, so that those front ends pass it on.
+		h["x-delay"] = strconv.FormatInt(-ms, 10)
+	case ms <= math.MaxInt32:
 		h["x-delay"] = int32(-ms)
-	} else {
+	default:
 		h["x-delay"] = -ms
 	}
 	nm.Props.Headers = h
