@@ -79,6 +79,11 @@ type conn struct {
 
 	releaseConn func() // the connection limits' slot, set by the handshake
 
+	// Consumer timeout (timeout.go): now is a clock the watchdog advances
+	// every second, read per delivery; watching is set once it runs.
+	now      atomic.Int64
+	watching atomic.Bool
+
 	internal  bool   // a cluster peer's connection (see internal.go); set before serve
 	mechanism string // the SASL mechanism the client logged in with
 }

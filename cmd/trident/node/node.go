@@ -250,6 +250,7 @@ func (n *Node) startAMQP() error {
 		HandshakeTimeout: c.HandshakeTimeout,
 		Product:          c.Product,
 		CertLogin:        n.amqpCertLogin(),
+		ConsumerTimeout:  n.cfg.ConsumerTimeout,
 	}, n.broker, n.users, n.log.With("component", "amqp"))
 	n.amqpServed = make(chan error, 1)
 	if ln == nil {
