@@ -202,6 +202,11 @@ func (b *Broker) DeleteVHost(name string) error {
 	for _, q := range v.Queues() {
 		_, _ = v.deleteQueue(q)
 	}
+	if d := v.retryD.Load(); d != nil {
+		d.stop(true)
+	} else {
+		_ = b.store.DropMessages(retryStoreID(name))
+	}
 	for _, x := range v.Exchanges() {
 		v.lockTopology()
 		_ = v.deleteExchangeLocked(x)

@@ -132,9 +132,10 @@ func truncFloat(f float64) int64 {
 }
 
 type delayedEntry struct {
-	seq  uint64
-	m    *Message
-	size int64
+	seq   uint64
+	m     *Message
+	queue string // a retry's queue (retry.go); "" routes through the exchange
+	size  int64
 }
 
 func dueOf(seq uint64) int64 { return int64(seq >> delaySeqBits) }
@@ -151,6 +152,9 @@ type delayer struct {
 	xname   string
 	id      uint64 // message keyspace in the store
 	durable bool
+	// retry: a vhost's retries (retry.go), each record led by the name of
+	// the queue it goes back to.
+	retry bool
 
 	ctr  atomic.Uint64
 	held atomic.Int64 // messages held, in window and store
@@ -227,8 +231,9 @@ func (d *delayer) dropStored() {
 	_ = st.DeleteMeta(d.registryKey())
 }
 
-// schedule holds m (published at now) for ms milliseconds.
-func (d *delayer) schedule(m *Message, ms int64, o PublishOpts, now int64) PublishResult {
+// holdBack holds m, published at now to a delayed exchange, for ms
+// milliseconds; the message routed later carries x-delay -ms.
+func (d *delayer) holdBack(m *Message, ms int64, o PublishOpts, now int64) PublishResult {
 	nm := *m
 	h := make(Table, len(m.Props.Headers))
 	for k, val := range m.Props.Headers {
@@ -245,12 +250,6 @@ func (d *delayer) schedule(m *Message, ms int64, o PublishOpts, now int64) Publi
 		h["x-delay"] = -ms
 	}
 	nm.Props.Headers = h
-	nm.expiresAt = 0
-	// Rounded up to the millisecond: never routed early.
-	due := uint64((now+int64(time.Millisecond)-1)/int64(time.Millisecond) + ms)
-	seq := due<<delaySeqBits | (d.ctr.Add(1) & delaySeqMask)
-	data := encodeMessage(&nm, now, nil)
-
 	res := PublishResult{Routed: 1, OK: true}
 	var done func(error)
 	if o.Confirmer != nil && d.durable && m.Props.Persistent() {
@@ -258,10 +257,30 @@ func (d *delayer) schedule(m *Message, ms int64, o PublishOpts, now int64) Publi
 		c, tag := o.Confirmer, o.Tag
 		done = func(err error) { c.Confirm(tag, err == nil) }
 	}
+	d.schedule(&nm, "", ms, now, done)
+	return res
+}
+
+// schedule holds nm for ms milliseconds from now, then routes it through
+// the exchange, or to queue when one is named. done (may be nil) is told
+// when the store has it.
+func (d *delayer) schedule(nm *Message, queue string, ms int64, now int64, done func(error)) {
+	nm.expiresAt = 0
+	// Rounded up to the millisecond: never routed early.
+	due := uint64((now+int64(time.Millisecond)-1)/int64(time.Millisecond) + ms)
+	seq := due<<delaySeqBits | (d.ctr.Add(1) & delaySeqMask)
+	var data []byte
+	if d.retry {
+		e := enc{}
+		e.str(queue)
+		data = encodeMessage(nm, now, e.b)
+	} else {
+		data = encodeMessage(nm, now, nil)
+	}
 	d.v.b.store.AppendMessage(d.id, seq, data, done)
 	d.held.Add(1)
 
-	e := delayedEntry{seq: seq, m: &nm, size: int64(len(data))}
+	e := delayedEntry{seq: seq, m: nm, queue: queue, size: int64(len(data))}
 	d.mu.Lock()
 	head := len(d.win) == 0 || seq < d.win[0].seq
 	switch {
@@ -280,7 +299,22 @@ func (d *delayer) schedule(m *Message, ms int64, o PublishOpts, now int64) Publi
 		default:
 		}
 	}
-	return res
+}
+
+// decode reads a stored record.
+func (d *delayer) decode(seq uint64, data []byte) (delayedEntry, error) {
+	e := delayedEntry{seq: seq, size: int64(len(data))}
+	if d.retry {
+		dc := dec{b: data}
+		e.queue = dc.str()
+		if dc.err != nil {
+			return e, dc.err
+		}
+		data = dc.b
+	}
+	m, _, err := decodeMessage(data)
+	e.m = m
+	return e, err
 }
 
 // insertLocked puts e in the window unless it is there already (a refill
@@ -377,7 +411,7 @@ func (d *delayer) route(e delayedEntry) {
 	default:
 	}
 	d.held.Add(-1)
-	if _, err := d.v.publish(m, PublishOpts{}, now, nil); err != nil {
+	if _, err := d.v.publish(m, PublishOpts{Queue: e.queue}, now, nil); err != nil {
 		d.v.b.log.Debug("due delayed message not routed", "exchange", d.xname, "err", err)
 	}
 	d.v.b.store.DeleteMessage(d.id, e.seq)
@@ -394,14 +428,14 @@ func (d *delayer) refill() {
 	var read []delayedEntry
 	var bytes int64
 	err := d.v.b.store.ReadMessages(d.id, from, func(seq uint64, data []byte) bool {
-		m, _, err := decodeMessage(data)
+		e, err := d.decode(seq, data)
 		if err != nil {
 			d.v.b.log.Error("corrupt delayed message dropped", "exchange", d.xname, "seq", seq, "err", err)
 			d.v.b.store.DeleteMessage(d.id, seq)
 			d.held.Add(-1)
 			return true
 		}
-		read = append(read, delayedEntry{seq: seq, m: m, size: int64(len(data))})
+		read = append(read, e)
 		bytes += int64(len(data))
 		return len(read) < want && bytes < delayWindowBytes
 	})
@@ -440,21 +474,21 @@ func (d *delayer) recoverStored() error {
 	var maxCtr uint64
 	d.horizon = math.MaxUint64
 	err := st.ReadMessages(d.id, 0, func(seq uint64, data []byte) bool {
-		m, _, err := decodeMessage(data)
+		e, err := d.decode(seq, data)
 		if err != nil {
 			d.v.b.log.Error("corrupt delayed message dropped", "exchange", d.xname, "seq", seq, "err", err)
 			st.DeleteMessage(d.id, seq)
 			return true
 		}
-		if !m.Props.Persistent() {
+		if !e.m.Props.Persistent() {
 			st.DeleteMessage(d.id, seq)
 			return true
 		}
 		maxCtr = max(maxCtr, seq&delaySeqMask)
 		d.held.Add(1)
 		if d.horizon == math.MaxUint64 {
-			d.win = append(d.win, delayedEntry{seq: seq, m: m, size: int64(len(data))})
-			d.winBytes += int64(len(data))
+			d.win = append(d.win, e)
+			d.winBytes += e.size
 			if len(d.win) >= delayWindowMsgs || d.winBytes >= delayWindowBytes {
 				d.horizon = seq
 			}
@@ -482,6 +516,16 @@ func (b *Broker) recoverDelayed() error {
 			if err := x.delay.recoverStored(); err != nil {
 				return err
 			}
+		}
+	}
+	for _, v := range b.vhosts {
+		d := newRetryDelayer(v)
+		if err := d.recoverStored(); err != nil {
+			return err
+		}
+		if d.held.Load() > 0 {
+			d.start()
+			v.retryD.Store(d)
 		}
 	}
 	var gone []string
@@ -528,6 +572,9 @@ func (b *Broker) stopDelayers() {
 			}
 		}
 		v.mu.RUnlock()
+		if d := v.retryD.Load(); d != nil {
+			ds = append(ds, d)
+		}
 	}
 	b.mu.RUnlock()
 	for _, d := range ds {

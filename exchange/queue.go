@@ -431,7 +431,9 @@ func (q *Queue) cmdReturn(seq uint64, requeue bool) bool {
 			q.remote.Nack(u.e.up, requeue)
 		}
 	case !requeue:
-		q.deadLetterLocked(u.e, "rejected")
+		if !q.retryLocked(u.e) { // retry.go
+			q.deadLetterLocked(u.e, "rejected")
+		}
 	case q.a.deliveryLimit >= 0 && int64(u.e.deliveries) > q.a.deliveryLimit:
 		q.deadLetterLocked(u.e, "delivery_limit")
 	default:

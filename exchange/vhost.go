@@ -48,6 +48,10 @@ type VHost struct {
 	anyExpiring atomic.Bool
 
 	counters msgCounters // atomics, no lock; totals of its queues and exchanges
+
+	// The vhost's retries (retry.go), created on first use.
+	retryMu sync.Mutex
+	retryD  atomic.Pointer[delayer]
 }
 
 func newVHost(b *Broker, name string) *VHost {
@@ -1102,7 +1106,7 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 				}
 				v.counters.publish.Add(1)
 				x.counters.publishIn.Add(1)
-				return x.delay.schedule(m, ms, o, now), nil
+				return x.delay.holdBack(m, ms, o, now), nil
 			}
 		}
 		*qs = v.routeLocked(x, m, sc)

@@ -211,7 +211,7 @@ func (ch *channel) cleanup() {
 	refs = append(refs, ch.orphans...)
 	ch.orphans = nil
 	ch.dmu.Unlock()
-	ch.requeue(refs, true)
+	abandonRefs(refs) // requeued, or retried (x-retry-delays)
 	ch.txPubs, ch.txAcks = nil, nil
 	ch.pubActive = false
 }

@@ -97,16 +97,17 @@ func (ch *channel) checkTimeout(now int64) {
 	ch.dmu.Unlock()
 
 	c.log.Warn("consumer timeout: closing channel", "channel", ch.id, "timeout", limit)
-	requeueRefs(refs)
+	abandonRefs(refs)
 	we := wire.NewChannelError(wire.PreconditionFailed, "delivery acknowledgement on channel %d timed out. "+
 		"Timeout value used: %d ms. This timeout value can be configured, see consumers doc guide to learn more",
 		ch.id, limit.Milliseconds())
 	c.send(ch.id, &wire.ChannelClose{ReplyCode: we.Code, ReplyText: we.Text})
 }
 
-// requeueRefs returns deliveries to their queues, grouped by queue; it
-// uses no reader state.
-func requeueRefs(refs []unackedRef) {
+// abandonRefs returns the deliveries of a channel that went away to their
+// queues, grouped by queue (Queue.Abandon: requeued, or retried after a
+// delay when the queue has x-retry-delays); it uses no reader state.
+func abandonRefs(refs []unackedRef) {
 	byQueue := map[*exchange.Queue][]uint64{}
 	var order []*exchange.Queue
 	for _, r := range refs {
@@ -119,6 +120,6 @@ func requeueRefs(refs []unackedRef) {
 		byQueue[r.q] = append(byQueue[r.q], r.seq)
 	}
 	for _, q := range order {
-		q.Reject(byQueue[q], true)
+		q.Abandon(byQueue[q])
 	}
 }
