@@ -64,6 +64,8 @@ type Options struct {
 	// Cluster lists the cluster's members for /api/nodes; nil means a
 	// single node (cluster.go).
 	Cluster Cluster
+	// Shovels runs the dynamic shovels (shovels.go); nil: none.
+	Shovels Shovels
 }
 
 // Server is the management API.
@@ -81,6 +83,7 @@ type Server struct {
 	started   time.Time
 	rates     *rates
 	cluster   Cluster
+	shovels   Shovels
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -102,6 +105,7 @@ func New(o Options) *Server {
 		mux: http.NewServeMux(), listeners: o.Listeners, dataDir: o.DataDir, memLimit: o.MemLimit, diskLimit: o.DiskFreeLimit, started: time.Now(),
 		stop: make(chan struct{})}
 	s.cluster = o.Cluster
+	s.shovels = o.Shovels
 	s.rates = newRates(o.StatsInterval)
 	s.routes()
 	// The web UI (web/ui) is served at "/".

@@ -84,8 +84,9 @@ type conn struct {
 	now      atomic.Int64
 	watching atomic.Bool
 
-	internal  bool   // a cluster peer's connection (see internal.go); set before serve
-	mechanism string // the SASL mechanism the client logged in with
+	internal  bool       // a cluster peer's connection (see internal.go); set before serve
+	preauth   *auth.User // an in-process connection's user (local.go); set before serve
+	mechanism string     // the SASL mechanism the client logged in with
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -366,6 +367,8 @@ func (c *conn) handshake() error {
 	)
 	if c.internal {
 		user, u = InternalUser, internalUser // see internal.go
+	} else if c.preauth != nil {
+		user, u = c.preauth.Name(), c.preauth // see local.go
 	} else if so.Mechanism == mechExternal {
 		user, u, aerr = c.externalLogin() // see external.go
 	} else {

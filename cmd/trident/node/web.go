@@ -41,6 +41,7 @@ func (n *Node) startHTTP() error {
 		MemLimit:      n.memoryLimit(),
 		DiskFreeLimit: int64(n.cfg.DiskFreeLimit),
 		Cluster:       n.webCluster(),
+		Shovels:       n.shovels,
 	})
 	n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: n.cfg.AMQP.HandshakeTimeout}
 	if ln == nil {
