@@ -166,6 +166,7 @@ type delayer struct {
 	refilling bool
 	during    []delayedEntry // scheduled above horizon while refilling
 
+	refills sync.WaitGroup // the refill in flight, waited for before done
 	wake    chan struct{}
 	stopc   chan struct{}
 	done    chan struct{}
@@ -345,6 +346,7 @@ func (d *delayer) evictLocked() {
 // run routes messages as they fall due and refills the window.
 func (d *delayer) run() {
 	defer close(d.done)
+	defer d.refills.Wait()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var batch []delayedEntry
@@ -362,7 +364,14 @@ func (d *delayer) run() {
 		rest := copy(d.win, d.win[n:])
 		clear(d.win[rest:])
 		d.win = d.win[:rest]
-		needRefill := len(d.win) < delayLowWater && d.horizon != math.MaxUint64
+		// The refill reads the store on its own goroutine, so that
+		// messages falling due meanwhile are routed on time: it adds only
+		// messages past horizon, and routing takes them from the head.
+		if len(d.win) < delayLowWater && d.horizon != math.MaxUint64 && !d.refilling {
+			d.refilling = true
+			d.refills.Add(1)
+			go d.refill()
+		}
 		wait := time.Hour
 		if len(d.win) > 0 {
 			wait = time.Duration(dueOf(d.win[0].seq)-nowMs) * time.Millisecond
@@ -372,10 +381,6 @@ func (d *delayer) run() {
 		for i := range batch {
 			d.route(batch[i])
 			batch[i] = delayedEntry{}
-		}
-		if needRefill {
-			d.refill()
-			continue
 		}
 		if n > 0 {
 			continue // more may have fallen due while routing
@@ -418,11 +423,12 @@ func (d *delayer) route(e delayedEntry) {
 }
 
 // refill reads the next-due messages past the window from the store.
+// refilling is set (under mu) by the caller, which starts it.
 func (d *delayer) refill() {
+	defer d.refills.Done()
 	d.mu.Lock()
 	from := d.horizon + 1
-	want := delayWindowMsgs - len(d.win)
-	d.refilling = true
+	want := max(delayWindowMsgs-len(d.win), delayLowWater)
 	d.mu.Unlock()
 
 	var read []delayedEntry
@@ -440,7 +446,13 @@ func (d *delayer) refill() {
 		return len(read) < want && bytes < delayWindowBytes
 	})
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer func() {
+		d.mu.Unlock()
+		select { // the head may be new
+		case d.wake <- struct{}{}:
+		default:
+		}
+	}()
 	d.refilling = false
 	if err != nil {
 		d.v.b.log.Error("delayed messages not read", "exchange", d.xname, "err", err)
