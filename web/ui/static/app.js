@@ -973,6 +973,25 @@
         }
       });
     }
+    // Move messages (RabbitMQ's UI, with shovels on): a dynamic shovel that
+    // moves what the queue holds now to another queue, then deletes itself.
+    const moveDest = h('input', { type: 'text', id: 'move-dest', required: true, autocomplete: 'off', placeholder: 'queue name' });
+    const moveForm = h('form', { class: 'form', id: 'move-form', onsubmit: (e) => { e.preventDefault(); moveMessages(e.submitter); } },
+      h('label', { for: 'move-dest' }, 'Destination queue'), moveDest,
+      h('div', { class: 'form-actions' }, h('button', { class: 'btn', type: 'submit', id: 'move-submit' }, 'Move messages'),
+        h('span', { class: 'hint muted small' }, 'A shovel moves every message the queue holds now (acknowledged only once the destination confirmed it), then deletes itself.')));
+    async function moveMessages(btn) {
+      const dest = moveDest.value.trim();
+      await act(btn, async () => {
+        if (!dest) throw new Error('Name the destination queue');
+        const uri = 'amqp:///' + enc(vhost);
+        await api('PUT', `/parameters/shovel/${enc(vhost)}/${enc('Move from ' + name)}`, { component: 'shovel', vhost, name: 'Move from ' + name, value: {
+          'src-uri': uri, 'src-queue': name, 'dest-uri': uri, 'dest-queue': dest, 'src-delete-after': 'queue-length', 'ack-mode': 'on-confirm' } });
+        toast('ok', `Moving the messages of ${name} to ${dest}`);
+        moveDest.value = '';
+        setTimeout(refresh, 500);
+      });
+    }
     async function purge(btn) {
       if (!confirm(`Purge all ready messages from ${name}?`)) return;
       await act(btn, async () => { await api('DELETE', base + '/contents'); toast('ok', `Queue ${name} purged`); refresh(); });
@@ -997,7 +1016,9 @@
       panel('Consumers', { flush: true, id: 'queue-consumers' }, consumers),
       h('div', { class: 'grid two' },
         panel('Get messages', { id: 'queue-get' }, getForm),
-        panel('Publish message', { id: 'queue-publish' }, publishForm(vhost, '', name)))));
+        panel('Publish message', { id: 'queue-publish' }, publishForm(vhost, '', name))),
+      h('div', { class: 'grid two' },
+        panel('Move messages', { id: 'queue-move' }, moveForm))));
 
     async function refresh() {
       let q, bs;
