@@ -199,9 +199,28 @@ func (w *worker) once(ctx context.Context) (finished bool, err error) {
 
 	var sent, settled int64
 	pending := map[uint64]uint64{} // destination publish seq → source delivery tag
+	// Confirmed messages are acked at the source in batches (multiple):
+	// confirms come in publish order, which is the source's delivery
+	// order, and a nack is settled at once after the acks before it.
+	var ackUpTo uint64
+	var batch int64
+	flush := func() error {
+		if ackUpTo == 0 {
+			return nil
+		}
+		err := sch.Ack(ackUpTo, true)
+		settled += batch
+		w.moved.Add(batch)
+		ackUpTo, batch = 0, 0
+		if err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+		return nil
+	}
 	for limit <= 0 || settled < limit {
 		select {
 		case <-ctx.Done():
+			_ = flush()
 			return false, ctx.Err()
 		case e := <-srcClosed:
 			return false, fmt.Errorf("source connection closed: %v", e)
@@ -251,6 +270,9 @@ func (w *worker) once(ctx context.Context) (finished bool, err error) {
 			delete(pending, c.DeliveryTag)
 			if !c.Ack {
 				// The destination refused it: back to the source.
+				if err := flush(); err != nil {
+					return false, err
+				}
 				if err := sch.Nack(tag, false, true); err != nil {
 					return false, fmt.Errorf("source: %w", err)
 				}
@@ -260,11 +282,13 @@ func (w *worker) once(ctx context.Context) (finished bool, err error) {
 				}
 				continue
 			}
-			if err := sch.Ack(tag, false); err != nil {
-				return false, fmt.Errorf("source: %w", err)
+			ackUpTo = tag
+			batch++
+			if len(confirms) == 0 || batch >= int64(d.Prefetch/2)+1 || (limit > 0 && settled+batch >= limit) {
+				if err := flush(); err != nil {
+					return false, err
+				}
 			}
-			settled++
-			w.moved.Add(1)
 		}
 	}
 	return true, nil
