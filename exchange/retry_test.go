@@ -57,8 +57,14 @@ func retrySetup(t *testing.T, v *VHost, args Table) (*Queue, *Queue, *sink) {
 }
 
 func TestRetryBackoffThenDeadLetter(t *testing.T) {
+	for _, kind := range []string{"classic", "quorum"} {
+		t.Run(kind, func(t *testing.T) { testRetryBackoff(t, kind) })
+	}
+}
+
+func testRetryBackoff(t *testing.T, kind string) {
 	v, _ := newTestVHost(t)
-	q, dead, s := retrySetup(t, v, Table{"x-retry-delays": "100ms,300ms"})
+	q, dead, s := retrySetup(t, v, Table{"x-retry-delays": "100ms,300ms", "x-queue-type": kind})
 	publishM(t, v, &Message{RoutingKey: "q", Body: []byte("m"), Props: Properties{DeliveryMode: 2}}, PublishOpts{})
 	eventually(t, time.Second, "first delivery", func() bool { return s.len() == 1 })
 	last := time.Now()

@@ -53,9 +53,15 @@ func retryCount(d amqp.Delivery) int64 {
 }
 
 func TestRetryAMQPNackRejectThenDeadLetter(t *testing.T) {
+	for _, kind := range []string{"classic", "quorum"} {
+		t.Run(kind, func(t *testing.T) { testRetryAMQP(t, kind) })
+	}
+}
+
+func testRetryAMQP(t *testing.T, kind string) {
 	b := startBroker(t)
 	_, ch := channel(t, b.URL)
-	retryQueue(t, ch, "rq", "200ms,400ms", nil)
+	retryQueue(t, ch, "rq", "200ms,400ms", amqp.Table{"x-queue-type": kind})
 	if err := ch.PublishWithContext(context.Background(), "", "rq", false, false, amqp.Publishing{
 		DeliveryMode: amqp.Persistent, Body: []byte("job")}); err != nil {
 		t.Fatal(err)
