@@ -18,7 +18,10 @@ import (
 // Held messages live in the store, in a message keyspace of their own (the
 // exchange's delay id, allocated like a queue id), keyed by due time: the
 // seq of a held message is its due time in unix milliseconds shifted left
-// by delaySeqBits, with a counter in the low bits. A key scan of that
+// by delaySeqBits, with a counter in the low bits (restored at a restart
+// from the highest stored; two held messages share a key only if they are
+// due in the same millisecond and 2^22 others were scheduled between
+// them). A key scan of that
 // keyspace is a scan in due order, so the delayer keeps in memory only a
 // window of the earliest-due messages and reads the next ones ahead from
 // the store as the window drains: a million held messages cost the window,

@@ -3,16 +3,19 @@ package test
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/trident-broker/trident/conf"
 )
 
 // TestUIMoveMessages: the queue page's "Move messages" moves what a queue
-// holds to another queue through a shovel, in headless Chromium.
+// holds to another queue through a shovel, and a delayed exchange's page
+// shows its held messages, in headless Chromium.
 func TestUIMoveMessages(t *testing.T) {
 	browser := chromiumPath()
 	if browser == "" {
@@ -53,4 +56,28 @@ func TestUIMoveMessages(t *testing.T) {
 	waitUntil(t, "the messages moved", func() bool {
 		return queueCount(t, b.URL, "mv-dst") == 25 && queueCount(t, b.URL, "mv-src") == 0
 	})
+
+	// A delayed exchange's page shows how many messages it holds back.
+	declareDelayed(t, ch, "ui-delayed", "direct")
+	for range 3 {
+		if err := ch.PublishWithContext(context.Background(), "ui-delayed", "k", false, false, amqp.Publishing{
+			Headers: amqp.Table{"x-delay": int32(600000)}, Body: []byte("later")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	do("open the delayed exchange", chromedp.Navigate(base+"/#/exchanges/%2F/ui-delayed"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-stat="messages_delayed"] .value`)))
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		got, err := chromedp.Run(sctx, chromedp.Text(chromedp.CSS(`[data-stat="messages_delayed"] .value`)))
+		cancel()
+		if err == nil && strings.TrimSpace(got) == "3" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the exchange page shows %q delayed (%v), want 3", got, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
