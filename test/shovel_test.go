@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -234,4 +235,33 @@ func TestShovelRabbitmqadmin(t *testing.T) {
 		t.Fatalf("rabbitmqadmin list parameters: %v\n%s", err, out)
 	}
 	_ = api
+}
+
+// Shovels travel in definitions: exported as parameters, imported through
+// POST /api/definitions, and run where they are imported.
+func TestShovelDefinitions(t *testing.T) {
+	_, base := mgmtBroker(t)
+	api := apiClient{t: t, base: base, user: "guest", pass: "guest"}
+	api.expect(201, "PUT", "/api/parameters/shovel/%2F/keep", map[string]any{"value": map[string]any{
+		"src-uri": "amqp://", "src-queue": "def-src", "dest-uri": "amqp://", "dest-queue": "def-dst"}})
+	defs := api.object("/api/definitions")
+	params, _ := defs["parameters"].([]any)
+	if len(params) != 1 || params[0].(map[string]any)["component"] != "shovel" || params[0].(map[string]any)["name"] != "keep" {
+		t.Fatalf("exported parameters: %v", defs["parameters"])
+	}
+	data, err := json.Marshal(defs)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	b2, base2 := mgmtBroker(t)
+	api2 := apiClient{t: t, base: base2, user: "guest", pass: "guest"}
+	api2.expect(204, "POST", "/api/definitions", string(data))
+	if ps := api2.list("/api/parameters/shovel/%2F"); len(ps) != 1 || ps[0]["name"] != "keep" {
+		t.Fatalf("imported parameters: %v", ps)
+	}
+	waitUntil(t, "the imported shovel's source queue", func() bool { return queueCount(t, b2.URL, "def-src") == 0 })
+	_, ch := channel(t, b2.URL)
+	publishBodies(t, ch, "def-src", 0, 5)
+	waitUntil(t, "moved by the imported shovel", func() bool { return queueCount(t, b2.URL, "def-dst") == 5 })
 }
