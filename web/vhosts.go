@@ -130,6 +130,13 @@ func (s *Server) deleteVHost(w http.ResponseWriter, r *http.Request, u *auth.Use
 	if err := s.users.ClearVHost(name); err != nil {
 		s.log.Warn("clearing permissions of a deleted vhost", "vhost", name, "err", err)
 	}
+	if s.shovels != nil {
+		for _, p := range s.shovels.Params(name) { // its shovels go with it, as in RabbitMQ
+			if _, err := s.shovels.Delete(name, p.Name); err != nil {
+				s.log.Warn("deleting a shovel of a deleted vhost", "vhost", name, "shovel", p.Name, "err", err)
+			}
+		}
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
