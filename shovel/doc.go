@@ -13,7 +13,8 @@
 //     is sent; no-ack consumes without acknowledgements.
 //   - An end that fails or cannot be reached stops the shovel with state
 //     "terminated" and the reason, and it starts again after
-//     reconnect-delay, for as long as it is defined.
+//     reconnect-delay, for as long as it is defined (a reconnect-delay of
+//     0 leaves it terminated, as RabbitMQ).
 //   - src-delete-after ("queue-length": what the source queue holds when
 //     the shovel starts; or a number) ends the shovel once that many
 //     messages are settled, and deletes its definition, as RabbitMQ does.

@@ -61,8 +61,13 @@ func (w *worker) run(ctx context.Context) {
 			w.m.completed(w)
 			return
 		}
-		w.m.log.Warn("shovel stopped; retrying", "vhost", w.vhost, "shovel", w.name, "err", err, "in", w.def.ReconnectDelay)
 		w.set(StateTerminated, err.Error())
+		if w.def.ReconnectDelay == 0 {
+			// As RabbitMQ: a reconnect-delay of 0 does not reconnect.
+			w.m.log.Warn("shovel stopped", "vhost", w.vhost, "shovel", w.name, "err", err)
+			return
+		}
+		w.m.log.Warn("shovel stopped; retrying", "vhost", w.vhost, "shovel", w.name, "err", err, "in", w.def.ReconnectDelay)
 		select {
 		case <-ctx.Done():
 			return
