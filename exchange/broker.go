@@ -97,6 +97,10 @@ func (b *Broker) QueueMemory() (used, budget int64) { return b.memUsed.Load(), b
 // without consumers pages out what it holds.
 func (b *Broker) SetMemoryPressure(on bool) { b.memPressure.Store(on) }
 
+// MessageStore is the node's store of messages: a quorum queue's FSM keeps
+// its queue's messages there, under the keys the queue reads them by.
+func (b *Broker) MessageStore() Store { return b.store }
+
 // Alarms returns the broker's resource alarms.
 func (b *Broker) Alarms() *Alarms { return b.alarms }
 

@@ -62,6 +62,23 @@ type MessageLog interface {
 	DeleteMessage(qid, seq uint64)
 }
 
+// LogGroup is what a replicated log holds of the messages whose keys share
+// their top byte: one priority level.
+type LogGroup struct {
+	Top    byte
+	Count  int64
+	Bytes  int64  // an estimate of their records' sizes
+	MaxKey uint64 // the largest key ever appended
+}
+
+// LogState is what a queue that becomes local learns of its replicated
+// log (its FSM on this node): the groups, and how often each message came
+// back (delivered and requeued).
+type LogState struct {
+	Groups  []LogGroup
+	Returns func(key uint64) uint32
+}
+
 // ReturnLog is implemented by a MessageLog that counts deliveries across
 // failovers (quorum queues): ReturnMessage records that seq was delivered
 // and came back (requeued), for x-delivery-limit.

@@ -334,7 +334,7 @@ func TestProxyQueue(t *testing.T) {
 
 func TestBecomeLocalLoadsReplicatedMessages(t *testing.T) {
 	v, st := newTestVHost(t)
-	q := declareQ(t, v, "qq", QueueOpts{Durable: true, Args: Table{"x-queue-type": "quorum"}})
+	q := declareQ(t, v, "qq", QueueOpts{Durable: true, Args: Table{"x-queue-type": "quorum", "x-delivery-limit": int64(2)}})
 	r := &fakeRemote{}
 	q.BecomeProxy(r)
 	s := &sink{}
@@ -343,9 +343,13 @@ func TestBecomeLocalLoadsReplicatedMessages(t *testing.T) {
 	}
 	r.pushed()(&Message{Body: []byte("old")}, 1, false) // delivered, unacked: forgotten
 	data := func(body string) []byte { return encodeMessage(&Message{Body: []byte(body)}, nowNano(), nil) }
-	q.BecomeLocal(st, func(fn func(uint64, []byte, uint32) bool) {
-		fn(10, data("x"), 0)
-		fn(11, data("y"), 2)
+	// The FSM wrote them to the node's store under the queue's keys.
+	k10, k11 := storeKey(0, 10, false), storeKey(0, 11, false)
+	st.AppendMessage(q.ID(), k10, data("x"), nil)
+	st.AppendMessage(q.ID(), k11, data("y"), nil)
+	q.BecomeLocal(st, LogState{
+		Groups:  []LogGroup{{Top: 0, Count: 2, Bytes: int64(len(data("x")) * 2), MaxKey: k11}},
+		Returns: func(k uint64) uint32 { return map[uint64]uint32{k11: 2}[k] },
 	})
 	if !r.closed {
 		t.Fatal("remote not closed")
@@ -359,11 +363,17 @@ func TestBecomeLocalLoadsReplicatedMessages(t *testing.T) {
 	if st.deletes != 1 {
 		t.Fatalf("deletes %d, want 1", st.deletes)
 	}
+	// y came back twice before: this delivery was its third, past the
+	// limit of 2, so a requeue drops it.
+	q.Reject([]uint64{ds[2].Seq}, true)
+	if n := len(s.deliveries()); n != 3 || q.Status().Ready != 0 {
+		t.Fatalf("y requeued past its delivery limit: %d deliveries, %d ready", n, q.Status().Ready)
+	}
 	// New messages get seqs after the loaded ones.
 	if _, err := v.Publish(&Message{RoutingKey: "qq", Body: []byte("z")}, PublishOpts{}); err != nil {
 		t.Fatal(err)
 	}
-	if ds := s.deliveries(); ds[3].Seq <= 11 {
+	if ds := s.deliveries(); ds[3].Seq&seqMask <= 11 {
 		t.Fatalf("new seq %d", ds[3].Seq)
 	}
 }
@@ -492,7 +502,9 @@ func TestStaleDeliveryCannotSettleNewEntry(t *testing.T) {
 	r.pushed()(&Message{Body: []byte("proxied")}, 9, false)
 	stale := s.deliveries()[0].Seq
 	data := encodeMessage(&Message{Body: []byte("replicated")}, nowNano(), nil)
-	q.BecomeLocal(st, func(fn func(uint64, []byte, uint32) bool) { fn(stale&seqMask, data, 0) })
+	k := storeKey(0, stale&seqMask, false)
+	st.AppendMessage(q.ID(), k, data, nil)
+	q.BecomeLocal(st, LogState{Groups: []LogGroup{{Top: 0, Count: 1, Bytes: int64(len(data)), MaxKey: k}}})
 	fresh := s.deliveries()[1]
 	if fresh.Seq&seqMask != stale&seqMask || fresh.Seq == stale {
 		t.Fatalf("test setup: seqs %x and %x", stale, fresh.Seq)

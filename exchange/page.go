@@ -31,7 +31,11 @@ import (
 //
 // Store keys: lane<<56 | seq<<1 | page. Seqs stay below 1<<48 (the epoch
 // shift), so the keys of a lane are in seq order and a lane's keys are one
-// range of the queue's. A quorum queue's log keys messages by seq alone.
+// range of the queue's. A quorum queue led here keys its log's messages
+// the same way: its FSM writes them to the node's store under those keys
+// once a majority has them (never as pages: every message of a quorum
+// queue is in its log), and the queue pages them like a classic queue's,
+// but only once they are there (logApplied).
 
 const (
 	laneShift = 56
@@ -104,10 +108,17 @@ func (r *readyList) laneOf(e *entry) int {
 	return p
 }
 
-// pages reports whether the queue keeps its messages in the node's store
-// and so may page them (not a proxy, not a quorum queue's log).
+// pages reports whether the queue's messages are in the node's store and
+// so may be paged: not a proxy's.
 func (r *readyList) pages() bool {
-	return r.q.remote == nil && r.q.log == nil
+	return r.q.remote == nil
+}
+
+// canPage reports whether e may leave memory: it is in the store, or will
+// be by the time it is read (the store's reads see its queued writes).
+// A quorum queue's message is there once its log's FSM applied it.
+func (r *readyList) canPage(e *entry) bool {
+	return r.q.log == nil || e.seq <= r.q.logApplied.Load()
 }
 
 // window is the queue's in-memory limit per lane (messages, bytes).
@@ -184,7 +195,7 @@ func (r *readyList) insert(e entry) {
 // pressure pages out its head too, but for redelivered messages.
 func (r *readyList) spill(i int, l *lane) {
 	press := r.pressure()
-	for l.tail.n > 0 && (press || l.tail.n > tailMsgs || l.tailBytes > tailBytes) {
+	for l.tail.n > 0 && (press || l.tail.n > tailMsgs || l.tailBytes > tailBytes) && r.canPage(l.tail.at(0)) {
 		e := l.tail.popFront()
 		size := int64(len(e.msg.Body))
 		l.tailBytes -= size
@@ -194,7 +205,7 @@ func (r *readyList) spill(i int, l *lane) {
 		}
 	}
 	if press && len(r.q.consumers) == 0 && l.tail.n == 0 {
-		for l.head.n > 0 && l.head.at(l.head.n-1).deliveries == 0 {
+		for l.head.n > 0 && l.head.at(l.head.n-1).deliveries == 0 && r.canPage(l.head.at(l.head.n-1)) {
 			e := l.head.popBack()
 			size := int64(len(e.msg.Body))
 			l.headBytes -= size
@@ -250,7 +261,7 @@ func (r *readyList) refill(i int, l *lane) {
 			if err != nil {
 				r.q.vh.b.noteUnreadable(q, 1)
 				q.vh.b.log.Error("corrupt stored message dropped", "vhost", q.vh.name, "queue", q.name, "seq", seq, "err", err)
-				q.vh.b.store.DeleteMessage(q.id, k)
+				q.messageLog().DeleteMessage(q.id, k)
 				l.mid--
 				r.n--
 				if seq > r.recMax {
@@ -271,6 +282,9 @@ func (r *readyList) refill(i int, l *lane) {
 			if seq <= r.recAll || r.recSeen[seq] {
 				e.deliveries = 1
 				delete(r.recSeen, seq)
+				if q.log != nil && q.logReturns != nil {
+					e.deliveries += q.logReturns(k)
+				}
 			}
 			l.head.pushBack(e)
 			l.headBytes += size
@@ -406,12 +420,12 @@ func (r *readyList) clear(drop bool) []entry {
 		}
 		if drop && l.mid > 0 && r.pages() {
 			left := l.mid
-			st := q.vh.b.store
-			_ = st.MessageKeys(q.id, l.from, func(k uint64, _ int64) bool {
+			ml := q.messageLog()
+			_ = q.vh.b.store.MessageKeys(q.id, l.from, func(k uint64, _ int64) bool {
 				if ln, _, _ := splitStoreKey(k); ln != i {
 					return false
 				}
-				st.DeleteMessage(q.id, k)
+				ml.DeleteMessage(q.id, k)
 				left--
 				return left > 0
 			})
@@ -444,9 +458,6 @@ const msgOverhead = int64(unsafe.Sizeof(entry{}) + unsafe.Sizeof(Message{}))
 
 // storeKey is e's key in q's message log.
 func (q *Queue) storeKey(e *entry) uint64 {
-	if q.log != nil {
-		return e.seq
-	}
 	return storeKey(q.ready.laneOf(e), e.seq, e.page)
 }
 

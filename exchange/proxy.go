@@ -32,11 +32,13 @@ func (q *Queue) BecomeProxy(r Remote) {
 	}
 }
 
-// BecomeLocal makes q hold its messages here, in log, starting from those
-// load yields in seq order (returns: times each came back requeued).
-// Every loaded message is flagged redelivered: the previous owner may have
-// delivered it.
-func (q *Queue) BecomeLocal(log MessageLog, load func(fn func(seq uint64, data []byte, returns uint32) bool)) {
+// BecomeLocal makes q hold its messages here, in log, whose FSM has
+// written them to the node's store under q's keys: st says how many there
+// are per priority level. None is read now: like a classic queue after a
+// restart, each level starts as mid alone and is read a window at a time.
+// Every message already there is flagged redelivered when read (the
+// previous owner may have delivered it), with the returns st counts.
+func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
 	q.mu.Lock()
 	if q.deleted {
 		q.mu.Unlock()
@@ -45,23 +47,35 @@ func (q *Queue) BecomeLocal(log MessageLog, load func(fn func(seq uint64, data [
 	old := q.remote
 	q.forgetLocked()
 	q.remote, q.log, q.window = nil, log, 0
-	if load != nil {
-		load(func(seq uint64, data []byte, returns uint32) bool {
-			m, _, err := decodeMessage(data)
-			if err != nil {
-				q.vh.b.log.Error("corrupt replicated message skipped", "queue", q.name, "seq", seq, "err", err)
-				return true
-			}
-			if m.expiresAt != 0 {
-				q.vh.anyExpiring.Store(true)
-			}
-			q.ready.push(entry{msg: m, seq: seq, stored: true, deliveries: returns + 1})
-			if seq >= q.nextSeq {
-				q.nextSeq = seq + 1
-			}
-			return true
-		})
+	q.logReturns = st.Returns
+	r := &q.ready
+	r.recAll, r.recMax, r.recSeen = 0, 0, nil
+	var maxSeq uint64
+	for _, g := range st.Groups {
+		_, s, _ := splitStoreKey(g.MaxKey)
+		maxSeq = max(maxSeq, s)
+		if g.Count <= 0 {
+			continue
+		}
+		ln := int(g.Top)
+		if ln >= len(r.levels) {
+			q.vh.b.log.Error("replicated messages above the queue's priorities skipped", "queue", q.name, "level", ln, "messages", g.Count)
+			continue
+		}
+		first, ok := q.firstKey(storeKey(ln, 0, false))
+		if l, _, _ := splitStoreKey(first); !ok || l != ln {
+			q.vh.b.noteUnreadable(q, int(g.Count))
+			q.vh.b.log.Error("replicated messages missing from the store", "queue", q.name, "level", ln, "messages", g.Count)
+			continue
+		}
+		l := &r.levels[ln]
+		l.mid, l.midBytes, l.from = int(g.Count), g.Bytes, first
+		r.n += int(g.Count)
+		r.bytes += g.Bytes
 	}
+	r.recAll, r.recMax = maxSeq, maxSeq
+	q.nextSeq = max(q.nextSeq, maxSeq+1)
+	q.logApplied.Store(q.nextSeq - 1)
 	now := nowNano()
 	q.cmdExpire(now)
 	q.dispatchLocked(now)
@@ -70,6 +84,34 @@ func (q *Queue) BecomeLocal(log MessageLog, load func(fn func(seq uint64, data [
 	if old != nil {
 		old.Close()
 	}
+}
+
+// LogApplied tells q that its log's FSM has written every message up to
+// key (and those before it) to the store: they may be paged out, and a
+// tail that grew past its buffer while they were being committed is paged
+// out now. The log calls it as its batches are applied, from its own
+// goroutine, without q's lock.
+func (q *Queue) LogApplied(key uint64) {
+	_, seq, _ := splitStoreKey(key)
+	for {
+		cur := q.logApplied.Load()
+		if seq <= cur {
+			return
+		}
+		if q.logApplied.CompareAndSwap(cur, seq) {
+			break
+		}
+	}
+	q.mu.Lock()
+	if q.log != nil && q.remote == nil && !q.deleted {
+		r := &q.ready
+		for i := range r.levels {
+			if l := &r.levels[i]; l.tail.n > tailMsgs || l.tailBytes > tailBytes || (l.tail.n > 0 && r.pressure()) {
+				r.spill(i, l)
+			}
+		}
+	}
+	q.mu.Unlock()
 }
 
 func (q *Queue) currentRemote() Remote {

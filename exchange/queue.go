@@ -219,9 +219,14 @@ type Queue struct {
 	members atomic.Pointer[[]string] // read without q.mu (a proxy's Locator runs under it)
 	seed    []string                 // the members it was declared with (they bootstrap the group)
 	log     MessageLog
-	remote  Remote
-	window  int    // the prefetch asked of remote's consumer
-	epoch   uint64 // bumped by every switch between local and proxy (Delivery.Seq)
+	// While log is set: every message with a seq up to logApplied is in
+	// the node's store (the log's FSM wrote it), so it may be paged out;
+	// logReturns says how often a message loaded from the log came back.
+	logApplied atomic.Uint64
+	logReturns func(key uint64) uint32
+	remote     Remote
+	window     int    // the prefetch asked of remote's consumer
+	epoch      uint64 // bumped by every switch between local and proxy (Delivery.Seq)
 	// The owner's counts for a proxy's Status (stats.go).
 	remoteReady, remoteConsumers int
 	remoteAt                     int64

@@ -582,3 +582,13 @@ func (b *Badger) runTrim(dir string) {
 		}
 	})
 }
+
+// TrimValueLogs pages out the mapped value-log files of the Badger
+// instance in dir when the process's resident file-backed memory passes
+// above bytes (see trimMapped): for the node's other Badger instances
+// (the Raft log's), which map their value logs the same way.
+func TrimValueLogs(dir string, above int64) {
+	if residentFileBytes() > above {
+		trimMapped(dir)
+	}
+}

@@ -79,7 +79,7 @@ func TestForwardCircleRefused(t *testing.T) {
 		t.Fatal("second circling message confirmed")
 	}
 	// B now holds the queue: A's next publish lands there and is confirmed.
-	qb.BecomeLocal(nil, nil)
+	qb.BecomeLocal(nil, exchange.LogState{})
 	if !pub(3) {
 		t.Fatal("publish to the queue's real home refused")
 	}

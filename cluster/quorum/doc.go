@@ -5,11 +5,15 @@
 //
 // # Pieces
 //
-//   - FSM (raft.FSM, raft.BatchingFSM): the state, the queue's messages
-//     in seq order, each an opaque byte string (the core's encoding) and
-//     a return count (deliveries that came back, for x-delivery-limit).
-//     Messages walks it in seq order for a new leader; Len and Bytes
-//     size it. Snapshot/Restore stream it (snapshot.go).
+//   - FSM (raft.FSM, raft.BatchingFSM): the state. The queue's messages
+//     live in the node's message store (Store, the same Badger as the
+//     classic queues') under the queue's id and the keys the core gives
+//     them, written as entries are applied; in memory the FSM keeps only
+//     counts per key group (the key's top byte: a priority level), the
+//     return counts of messages that came back, and its applied index. A
+//     state record in the store (StateQID) holds those, so the group runs
+//     with NoSnapshotRestoreOnStart and a restart reads no message.
+//     Snapshot/Restore stream the state and the messages (snapshot.go).
 //   - Log: exchange.MessageLog and exchange.ReturnLog on the leader.
 //     AppendMessage, DeleteMessage and ReturnMessage queue ops that are
 //     group-committed into Raft entries (codec.go), several entries in
@@ -19,11 +23,9 @@
 //
 // # Guarantees
 //
-//   - Apply is deterministic: the state is a function of the entries
-//     applied. Append of an existing seq replaces its data (and keeps its
-//     return count); Delete and Return of an unknown seq do nothing; an
-//     entry that does not decode changes nothing and returns an error
-//     wrapping ErrCorrupt.
+//   - Apply is deterministic: the state (the store's messages and the
+//     counts) is a function of the entries applied. An entry that does
+//     not decode changes nothing and returns an error wrapping ErrCorrupt.
 //   - Ops are applied in the order they were queued on the Log. An
 //     append's done(nil) means a majority holds it and this node's FSM
 //     has applied it: it survives the loss of any minority, leader
@@ -34,15 +36,19 @@
 //     Options.MaxPendingBytes (64 MiB) of queued, unproposed ops; done
 //     callbacks run on the Log's own goroutine, never inside the call
 //     that queued them, so they may take the lock the caller held.
-//   - Memory: a 40-byte slot per message plus its data, in one
-//     seq-ordered slice (binary search, no map); deleted slots are
-//     compacted away once they are more than half the slice (amortised
-//     O(1)), so at most 80 bytes a message plus data; a FIFO queue's
-//     deletes at the head cost nothing until then. Snapshot copies the
-//     live slots, not the data. Decoding a
-//     snapshot or an entry never allocates much more than its input, and
-//     malformed input is an error, never a panic.
-//
+//   - Memory: nothing per message but for returned ones (a map entry
+//     until the message is deleted); message data only while an entry is
+//     being applied. Decoding a snapshot or an entry never allocates much
+//     more than its input, and malformed input is an error, never a panic.
+//   - The core appends each key once and deletes only keys it appended,
+//     once: the counts rely on it (the FSM does not read the store to
+//     check). Group byte sums shrink by the group's average on delete, so
+//     they are estimates (exact for equal sizes, 0 when a group empties).
+//   - Crash: the state record is issued after the ops it covers, through
+//     the same ordered store, every 100 ms at most and at each snapshot
+//     (made durable before Raft truncates its log); entries after it are
+//     applied again at restart, which changes nothing twice.
+
 // # Locks
 //
 // FSM.mu guards the state; nothing is called with it held. Log.mu guards
@@ -51,13 +57,13 @@
 //
 // # Wiring (per quorum queue, on each member)
 //
-//	fsm := quorum.NewFSM()
+//	fsm, err := quorum.NewFSM(nodeStore, qid, log)
 //	r, err := raft.NewRaft(conf, fsm, logs, stable, snaps, trans)
 //	var ql *quorum.Log
 //	w := quorum.Watch(r, 5*time.Second, func(leader bool) {
 //		if leader {
-//			fsm.Messages(rebuild) // the queue's messages, seq order
-//			ql, _ = quorum.New(r, quorum.Options{Logger: log})
+//			ql, _ = quorum.New(r, quorum.Options{Logger: log, Applied: q.LogApplied})
+//			// the core's queue reads fsm.Groups() and the store
 //			// the core's queue uses ql as its MessageLog
 //		} else if ql != nil {
 //			ql.Close() // the queue becomes a proxy to the new leader

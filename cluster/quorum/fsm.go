@@ -1,21 +1,61 @@
 package quorum
 
 import (
+	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
 
-// FSM is the replicated state of one quorum queue: its messages in seq
-// order, each with its data and return count. Every member of the
-// queue's Raft group keeps one; it implements raft.FSM and
-// raft.BatchingFSM. Apply, Snapshot and Restore are called by Raft; the
-// other methods may be called from any goroutine at any time.
+// Store is where an FSM keeps its queue's message bodies and its state
+// record: the node's message store (store.Badger), shared with the classic
+// queues. Appends and deletes of one Store are applied in the order they
+// are issued, and reads see those still queued.
+type Store interface {
+	AppendMessage(qid, seq uint64, data []byte, done func(error))
+	DeleteMessage(qid, seq uint64)
+	ReadMessages(qid, from uint64, fn func(seq uint64, data []byte) bool) error
+	DropMessages(qid uint64) error
+	Sync() error
+}
+
+// StateQID is the store "queue" of the FSMs' state records: the record of
+// queue qid is its message qid. No queue has this id (the core's ids are
+// below 1<<62).
+const StateQID = math.MaxUint64
+
+// saveEvery is how often (at most) an FSM writes its state record while it
+// applies entries; Snapshot writes one too. Entries applied after the last
+// record are applied again after a crash (see FSM).
+const saveEvery = 100 * time.Millisecond
+
+// FSM is the replicated state of one quorum queue on one member of its
+// Raft group: the queue's messages, in the node's Store under the queue's
+// id and the core's keys, and in memory only counts per key group, the
+// return counts of returned messages and the index of the last entry
+// applied. It implements raft.FSM and raft.BatchingFSM.
+//
+// The Store is the state, so the group runs with NoSnapshotRestoreOnStart:
+// at start the FSM reads its state record, and Raft replays the entries
+// after the last snapshot, of which the FSM skips those at or below the
+// record's index. The record is written after the ops it covers, through
+// the same ordered Store, so a crash leaves the Store with the record's
+// ops and perhaps some later ones: applying those again is harmless
+// (appends put the same data, deletes delete again, counts start from the
+// record's).
 type FSM struct {
-	mu   sync.RWMutex
-	msgs messages
+	st  Store
+	qid uint64
+	log *slog.Logger
+
+	mu       sync.RWMutex
+	s        state
+	lastSave time.Time
+	dirty    bool // applied past the last state record
 }
 
 var (
@@ -23,8 +63,30 @@ var (
 	_ raft.BatchingFSM = (*FSM)(nil)
 )
 
-// NewFSM returns an empty FSM, to be given to raft.NewRaft.
-func NewFSM() *FSM { return &FSM{} }
+// NewFSM returns queue qid's FSM over st, with the state its last record
+// holds (empty if there is none), to be given to raft.NewRaft.
+func NewFSM(st Store, qid uint64, log *slog.Logger) (*FSM, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	f := &FSM{st: st, qid: qid, log: log}
+	var rec []byte
+	err := st.ReadMessages(StateQID, qid, func(k uint64, data []byte) bool {
+		if k == qid {
+			rec = append([]byte(nil), data...)
+		}
+		return false
+	})
+	if err != nil {
+		return nil, fmt.Errorf("quorum: reading the state of queue %d: %w", qid, err)
+	}
+	if rec != nil {
+		if f.s, err = decodeState(rec); err != nil {
+			return nil, fmt.Errorf("quorum: the state record of queue %d: %w", qid, err)
+		}
+	}
+	return f, nil
+}
 
 // Apply applies one committed entry: its ops in order. It returns nil,
 // or an error wrapping ErrCorrupt (and changes nothing) if the entry does
@@ -32,7 +94,9 @@ func NewFSM() *FSM { return &FSM{} }
 func (f *FSM) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.applyLocked(l)
+	r := f.applyLocked(l)
+	f.maybeSaveLocked()
+	return r
 }
 
 // ApplyBatch applies several committed entries under one lock.
@@ -43,96 +107,173 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	for i, l := range logs {
 		res[i] = f.applyLocked(l)
 	}
+	f.maybeSaveLocked()
 	return res
 }
 
 func (f *FSM) applyLocked(l *raft.Log) any {
+	if l.Index <= f.s.applied {
+		return nil // in the Store already (replayed at start)
+	}
+	f.s.applied, f.dirty = l.Index, true
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	// Two passes over the entry, no op slice kept: check it all, then
-	// apply (a bad entry changes nothing).
+	// Two passes over the entry: check it all, then apply (a bad entry
+	// changes nothing).
 	if err := walkEntry(l.Data, nil); err != nil {
 		return err
 	}
-	walkEntry(l.Data, f.msgs.apply)
+	walkEntry(l.Data, f.applyOp)
 	return nil
 }
 
-// Snapshot captures the state: a copy of the live slots (40 bytes a
-// message; the message bytes are shared, never modified), taken while
-// Raft applies nothing. Persist then streams it while Apply goes on.
-func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return &fsmSnapshot{ents: f.msgs.liveSlots()}, nil
+func (f *FSM) applyOp(o op) {
+	switch o.kind {
+	case opAppend:
+		f.st.AppendMessage(f.qid, o.seq, o.data, nil) // copies data
+		f.s.add(o.seq, len(o.data))
+	case opDelete:
+		f.st.DeleteMessage(f.qid, o.seq)
+		f.s.del(o.seq)
+	case opReturn:
+		f.s.ret(o.seq)
+	}
 }
 
-// Restore replaces the state with a snapshot written by Persist. On error
-// (ErrCorrupt for a malformed stream) the state is unchanged.
+func (f *FSM) maybeSaveLocked() {
+	if f.dirty && time.Since(f.lastSave) >= saveEvery {
+		f.saveLocked()
+	}
+}
+
+// saveLocked issues the state record, after every op applied so far.
+func (f *FSM) saveLocked() {
+	f.st.AppendMessage(StateQID, f.qid, f.s.encode(nil), nil)
+	f.lastSave, f.dirty = time.Now(), false
+}
+
+// Snapshot writes the state record and captures the state; Persist then
+// streams it with the messages the Store holds. It runs on Raft's FSM
+// goroutine, so nothing is applied meanwhile.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.saveLocked()
+	return &fsmSnapshot{f: f, s: f.s.clone()}, nil
+}
+
+// Restore replaces the state with a snapshot written by Persist (the
+// leader sent one to a member too far behind): the queue's messages in
+// the Store are dropped and replaced by the snapshot's. On error
+// (ErrCorrupt for a malformed stream) the FSM's state is unchanged but
+// the Store may hold part of the snapshot's messages; Raft installs a
+// snapshot again before it applies anything more.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	ents, err := readSnapshot(rc)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.st.DropMessages(f.qid); err != nil {
+		return fmt.Errorf("quorum: restore: %w", err)
+	}
+	s, err := readSnapshot(rc, func(key uint64, data []byte) {
+		f.st.AppendMessage(f.qid, key, data, nil)
+	})
 	if err != nil {
 		return err
 	}
-	f.mu.Lock()
-	f.msgs.reset(ents)
-	f.mu.Unlock()
+	f.s = s
+	f.saveLocked()
+	if err := f.st.Sync(); err != nil {
+		return fmt.Errorf("quorum: restore: %w", err)
+	}
+	f.log.Info("quorum queue snapshot installed", "queue", f.qid, "index", s.applied, "messages", s.count())
 	return nil
 }
 
-// Messages calls fn for each message, in increasing seq order, until fn
-// returns false. data must not be modified; it stays valid after fn
-// returns. fn is called without any lock held (it may call the FSM), a
-// chunk of messages at a time: a message present for the whole walk is
-// seen exactly once, one added or removed during it may or may not be.
-// A new leader calls raft.Barrier first so that the walk sees every
-// committed entry (Watch does that before it reports leadership).
-func (f *FSM) Messages(fn func(seq uint64, data []byte, returns uint32) bool) {
-	const chunk = 256
-	buf := make([]entry, 0, chunk)
-	var next uint64
-	for {
-		f.mu.RLock()
-		buf = f.msgs.from(next, chunk, buf[:0])
-		f.mu.RUnlock()
-		for _, e := range buf {
-			if !fn(e.seq, e.data, e.returns) {
-				return
-			}
-		}
-		if len(buf) < chunk {
-			return
-		}
-		last := buf[len(buf)-1].seq
-		if last == math.MaxUint64 {
-			return
-		}
-		next = last + 1
-	}
+// Groups returns the queue's key groups (counts, sizes, largest keys).
+func (f *FSM) Groups() []Group {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return append([]Group(nil), f.s.groups...)
+}
+
+// Returns is how many times message key came back (delivered, requeued).
+func (f *FSM) Returns(key uint64) uint32 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.s.returns[key]
 }
 
 // Len returns the number of messages.
 func (f *FSM) Len() int {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.msgs.live
+	return int(f.s.count())
 }
 
-// Bytes returns the total size of the messages' data.
+// Bytes returns the (estimated, see state.del) size of the messages' data.
 func (f *FSM) Bytes() int64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.msgs.bytes
+	return f.s.bytes()
 }
 
-// fsmSnapshot is a point-in-time copy of the live slots.
-type fsmSnapshot struct{ ents []entry }
+// Applied returns the index of the last entry applied.
+func (f *FSM) Applied() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.s.applied
+}
 
-// Persist streams the snapshot into sink (see snapshot.go for the format).
+// Messages calls fn for each message in key order until fn returns false
+// (a read of the Store: for tests and tools, not for the core, which
+// reads the Store itself a window at a time).
+func (f *FSM) Messages(fn func(key uint64, data []byte, returns uint32) bool) error {
+	return f.st.ReadMessages(f.qid, 0, func(k uint64, data []byte) bool {
+		return fn(k, data, f.Returns(k))
+	})
+}
+
+// Drop deletes the queue's messages and state record from the Store (the
+// queue is deleted, or this node left its group). The FSM must not be
+// used after.
+func (f *FSM) Drop() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.s = state{}
+	f.st.DeleteMessage(StateQID, f.qid)
+	return f.st.DropMessages(f.qid)
+}
+
+// fsmSnapshot is the state at a snapshot's index.
+type fsmSnapshot struct {
+	f *FSM
+	s state
+}
+
+// Persist makes the state record durable (Raft truncates its log once
+// Persist returns) and streams the state and the queue's messages into
+// sink. Messages are read from the Store while Raft applies later
+// entries, so the stream may lack a message deleted after the snapshot's
+// index or hold one appended after it: a member that installs it then
+// applies those later entries too, and ends with the same messages.
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if err := writeSnapshot(sink, s.ents); err != nil {
+	err := s.f.st.Sync()
+	if err == nil {
+		err = writeSnapshot(sink, &s.s, func(fn func(key uint64, data []byte) error) error {
+			var werr error
+			rerr := s.f.st.ReadMessages(s.f.qid, 0, func(k uint64, data []byte) bool {
+				werr = fn(k, data)
+				return werr == nil
+			})
+			if werr != nil {
+				return werr
+			}
+			return rerr
+		})
+	}
+	if err != nil {
 		sink.Cancel()
 		return err
 	}
@@ -140,4 +281,4 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 // Release drops the copy.
-func (s *fsmSnapshot) Release() { s.ents = nil }
+func (s *fsmSnapshot) Release() { s.s = state{} }

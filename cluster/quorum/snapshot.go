@@ -7,59 +7,70 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"math"
 	"slices"
 )
 
 // A snapshot of the FSM is written as one stream:
 //
-//	snapshot = version:byte count:uvarint message{count} crc:uint32be
-//	message  = seqDelta:uvarint returns:uvarint len:uvarint data:len bytes
+//	snapshot = version:byte stateLen:uvarint state:stateLen bytes record* end:byte(0) crc:uint32be
+//	record   = kind:byte(1) key:uvarint len:uvarint data:len bytes
 //
-// Messages are in increasing seq order; seqDelta is the first message's
-// seq, then the (non-zero) difference from the previous one. crc is the
-// CRC-32C (Castagnoli) of every byte before it. Nothing may follow it.
+// state is the FSM's state encoding (state.go). Records are the queue's
+// messages in increasing key order. crc is the CRC-32C (Castagnoli) of
+// every byte before it. Nothing may follow it.
 
 // snapshotVersion is the first byte of every snapshot this package writes.
-const snapshotVersion byte = 1
+const snapshotVersion byte = 2
 
 // maxMessageBytes bounds one message in a snapshot. Data is read in
 // chunks, so a lying length costs at most what the stream really holds;
 // this bound only rejects the absurd.
 const maxMessageBytes = 1 << 30
 
+// maxStateBytes bounds a snapshot's state (its return counts dominate).
+const maxStateBytes = 1 << 30
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// writeSnapshot streams ents (sorted by seq, all live) to w.
-func writeSnapshot(w io.Writer, ents []entry) error {
+// writeSnapshot streams s and the messages walk yields (in key order) to w.
+func writeSnapshot(w io.Writer, s *state, walk func(fn func(key uint64, data []byte) error) error) error {
 	crc := crc32.New(castagnoli)
 	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 64<<10)
+	enc := s.encode(nil)
 	var tmp [3 * binary.MaxVarintLen64]byte
 	b := append(tmp[:0], snapshotVersion)
-	b = binary.AppendUvarint(b, uint64(len(ents)))
+	b = binary.AppendUvarint(b, uint64(len(enc)))
 	if _, err := bw.Write(b); err != nil {
 		return err
 	}
-	var prev uint64
-	for i, e := range ents {
-		if i > 0 && e.seq <= prev {
-			return fmt.Errorf("quorum: snapshot out of order: seq %d after %d", e.seq, prev)
+	if _, err := bw.Write(enc); err != nil {
+		return err
+	}
+	first, prev := true, uint64(0)
+	err := walk(func(key uint64, data []byte) error {
+		if !first && key <= prev {
+			return fmt.Errorf("quorum: snapshot out of order: key %d after %d", key, prev)
 		}
-		b = binary.AppendUvarint(tmp[:0], e.seq-prev)
-		b = binary.AppendUvarint(b, uint64(e.returns))
-		b = binary.AppendUvarint(b, uint64(len(e.data)))
+		first, prev = false, key
+		b := append(tmp[:0], 1)
+		b = binary.AppendUvarint(b, key)
+		b = binary.AppendUvarint(b, uint64(len(data)))
 		if _, err := bw.Write(b); err != nil {
 			return err
 		}
-		if _, err := bw.Write(e.data); err != nil {
-			return err
-		}
-		prev = e.seq
+		_, err := bw.Write(data)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := bw.WriteByte(0); err != nil {
+		return err
 	}
 	if err := bw.Flush(); err != nil {
 		return err
 	}
-	_, err := w.Write(binary.BigEndian.AppendUint32(tmp[:0], crc.Sum32()))
+	_, err = w.Write(binary.BigEndian.AppendUint32(tmp[:0], crc.Sum32()))
 	return err
 }
 
@@ -112,65 +123,81 @@ func (r *snapReader) data(n uint64) ([]byte, error) {
 	return buf, nil
 }
 
-// readSnapshot decodes a whole snapshot stream. Malformed input is an
-// error wrapping ErrCorrupt, never a panic; memory grows with the bytes
-// actually read, whatever the counts and lengths claim.
-func readSnapshot(rd io.Reader) ([]entry, error) {
+// readSnapshot decodes a snapshot stream, calling put for each message
+// (data is only valid during the call) and returning the state. Malformed
+// input is an error wrapping ErrCorrupt, never a panic; memory grows with
+// the bytes actually read, whatever the counts and lengths claim. Messages
+// are handed to put before the checksum is checked: the caller must treat
+// what it got as void on error.
+func readSnapshot(rd io.Reader, put func(key uint64, data []byte)) (state, error) {
 	r := &snapReader{br: bufio.NewReaderSize(rd, 64<<10)}
 	v, err := r.ReadByte()
 	if err != nil {
-		return nil, readErr("version", err)
+		return state{}, readErr("version", err)
 	}
 	if v != snapshotVersion {
-		return nil, corruptf("snapshot version %d, want %d", v, snapshotVersion)
+		return state{}, corruptf("snapshot version %d, want %d", v, snapshotVersion)
 	}
-	count, err := r.uvarint("count")
+	n, err := r.uvarint("state length")
 	if err != nil {
-		return nil, err
+		return state{}, err
 	}
-	ents := make([]entry, 0, min(count, 1<<12))
-	var seq uint64
-	for i := uint64(0); i < count; i++ {
-		d, err := r.uvarint("seq")
+	if n > maxStateBytes {
+		return state{}, corruptf("state of %d bytes", n)
+	}
+	enc, err := r.data(n)
+	if err != nil {
+		return state{}, err
+	}
+	s, err := decodeState(enc)
+	if err != nil {
+		return state{}, err
+	}
+	first, prev := true, uint64(0)
+	for {
+		kind, err := r.ReadByte()
 		if err != nil {
-			return nil, err
+			return state{}, readErr("record", err)
 		}
-		if i > 0 && d == 0 || d > math.MaxUint64-seq {
-			return nil, corruptf("seq delta %d after seq %d", d, seq)
+		if kind == 0 {
+			break
 		}
-		seq += d
-		ret, err := r.uvarint("returns")
+		if kind != 1 {
+			return state{}, corruptf("record kind %d", kind)
+		}
+		key, err := r.uvarint("key")
 		if err != nil {
-			return nil, err
+			return state{}, err
 		}
-		if ret > math.MaxUint32 {
-			return nil, corruptf("returns %d", ret)
+		if !first && key <= prev {
+			return state{}, corruptf("key %d after %d", key, prev)
 		}
-		n, err := r.uvarint("length")
+		first, prev = false, key
+		l, err := r.uvarint("length")
 		if err != nil {
-			return nil, err
+			return state{}, err
 		}
-		data, err := r.data(n)
+		data, err := r.data(l)
 		if err != nil {
-			return nil, err
+			return state{}, err
 		}
-		ents = append(ents, entry{seq: seq, data: data, returns: uint32(ret)})
+		put(key, data)
 	}
 	want := r.crc
 	var sum [4]byte
 	if _, err := io.ReadFull(r.br, sum[:]); err != nil {
-		return nil, readErr("checksum", err)
+		return state{}, readErr("checksum", err)
 	}
 	if got := binary.BigEndian.Uint32(sum[:]); got != want {
-		return nil, corruptf("checksum %08x, computed %08x", got, want)
+		return state{}, corruptf("checksum %08x, computed %08x", got, want)
 	}
 	if _, err := r.br.ReadByte(); err != io.EOF {
 		if err == nil {
-			return nil, corruptf("data after the checksum")
+			return state{}, corruptf("data after the checksum")
 		}
-		return nil, err
+		return state{}, err
 	}
-	return ents, nil
+	return s, nil
 }
 
 func corruptf(format string, args ...any) error {

@@ -1,174 +1,218 @@
 package quorum
 
 import (
+	"encoding/binary"
 	"math"
-	"sort"
+	"slices"
 )
 
-// entry is one message slot of the state. Slots are kept in one slice
-// sorted by seq; a deleted message's slot stays (dead, data released)
-// until the slice is compacted, so a delete is a binary search and a
-// flag, and the common FIFO pattern (append at the tail, delete at the
-// head) never shifts the slice. 40 bytes a slot on 64-bit platforms plus
-// the message bytes.
-type entry struct {
-	seq     uint64
-	data    []byte // never modified after it is stored: snapshots share it
-	returns uint32
-	dead    bool
+// What an FSM keeps in memory is a handful of counters, never a message:
+// the bodies live in the node's message store (Store), keyed as the core
+// keys them, and the FSM knows of them only per group of keys that share
+// their top byte (the core puts a priority level there).
+
+// Group describes the messages whose keys share their top byte.
+type Group struct {
+	Top    byte
+	Count  int64
+	Bytes  int64  // the sum of their data sizes (see state.del)
+	MaxKey uint64 // the largest key ever appended to the group
 }
 
-// messages is the ordered message set of one queue. Not safe for
-// concurrent use: the FSM holds its lock.
-type messages struct {
-	ents  []entry // sorted by seq; ents[:head] are dead and forgotten
-	head  int     // first slot that may be live
-	live  int     // live slots
-	dead  int     // dead slots in ents[head:]
-	bytes int64   // sum of len(data) over live slots
+// state is an FSM's replicated state at its applied index: counts per
+// group and the return counts of messages that came back. It is what a
+// state record and a snapshot's header hold. Not safe for concurrent
+// use: the FSM holds its lock.
+type state struct {
+	applied uint64
+	groups  []Group           // sorted by Top, only groups ever appended to
+	returns map[uint64]uint32 // key → returns, for messages returned at least once
 }
 
-// compactMin is the slice length below which dead slots are never
-// compacted away (a small slice is cheap to keep).
-const compactMin = 64
-
-// find returns the index in ents of the slot for seq, or where it would
-// be inserted, and whether a slot (live or dead) exists.
-func (m *messages) find(seq uint64) (int, bool) {
-	tail := m.ents[m.head:]
-	i := m.head + sort.Search(len(tail), func(j int) bool { return tail[j].seq >= seq })
-	return i, i < len(m.ents) && m.ents[i].seq == seq
+func (s *state) group(top byte) *Group {
+	i, ok := slices.BinarySearchFunc(s.groups, top, func(g Group, t byte) int { return int(g.Top) - int(t) })
+	if !ok {
+		s.groups = slices.Insert(s.groups, i, Group{Top: top})
+	}
+	return &s.groups[i]
 }
 
-// put stores data (owned by m from now on) as message seq, replacing
-// the message if it exists; a replaced message keeps its return count.
-func (m *messages) put(seq uint64, data []byte) {
-	if n := len(m.ents); n == m.head || m.ents[n-1].seq < seq {
-		if n == m.head && n > 0 {
-			m.ents, m.head = m.ents[:0], 0 // all dead: reuse the array from the start
-		}
-		m.ents = append(m.ents, entry{seq: seq, data: data})
-		m.live++
-		m.bytes += int64(len(data))
+// add counts an appended message. The core never appends a key twice.
+func (s *state) add(key uint64, size int) {
+	g := s.group(byte(key >> 56))
+	g.Count++
+	g.Bytes += int64(size)
+	if key > g.MaxKey {
+		g.MaxKey = key
+	}
+}
+
+// del counts a deleted message. The core deletes only keys it appended,
+// once; a delete op carries no size, so the group's bytes shrink by its
+// average message (exact for equal sizes, and back to 0 when it empties):
+// the figure is an estimate the core corrects as it reads messages.
+func (s *state) del(key uint64) {
+	delete(s.returns, key)
+	g := s.group(byte(key >> 56))
+	if g.Count <= 0 {
 		return
 	}
-	i, ok := m.find(seq)
-	if ok {
-		e := &m.ents[i]
-		if e.dead {
-			*e = entry{seq: seq, data: data}
-			m.dead--
-			m.live++
-		} else {
-			m.bytes -= int64(len(e.data))
-			e.data = data
-		}
-		m.bytes += int64(len(data))
-		return
-	}
-	if i == m.head && m.head > 0 {
-		// Before every slot, with room left by forgotten slots.
-		m.head--
-		m.ents[m.head] = entry{seq: seq, data: data}
-	} else {
-		m.ents = append(m.ents, entry{})
-		copy(m.ents[i+1:], m.ents[i:])
-		m.ents[i] = entry{seq: seq, data: data}
-	}
-	m.live++
-	m.bytes += int64(len(data))
-}
-
-// del removes message seq; an unknown seq is ignored.
-func (m *messages) del(seq uint64) {
-	i, ok := m.find(seq)
-	if !ok || m.ents[i].dead {
-		return
-	}
-	e := &m.ents[i]
-	m.bytes -= int64(len(e.data))
-	e.data, e.returns, e.dead = nil, 0, true
-	m.live--
-	m.dead++
-	for m.head < len(m.ents) && m.ents[m.head].dead {
-		m.head++
-		m.dead--
-	}
-	if m.head == len(m.ents) {
-		// Empty: keep a small array for reuse, drop a big one.
-		if cap(m.ents) > 4*compactMin {
-			m.ents = nil
-		}
-		m.ents, m.head, m.dead = m.ents[:0], 0, 0
-	}
-	if garbage := m.head + m.dead; len(m.ents) >= compactMin && garbage > len(m.ents)/2 {
-		m.compact()
+	g.Bytes -= g.Bytes / g.Count
+	g.Count--
+	if g.Count == 0 {
+		g.Bytes = 0
 	}
 }
 
-// compact copies the live slots into a new slice with a quarter spare.
-// It runs when more than half the slice is garbage, so its cost is at
-// most the number of deletes since the last one.
-func (m *messages) compact() {
-	ents := make([]entry, 0, m.live+m.live/4+8)
-	for _, e := range m.ents[m.head:] {
-		if !e.dead {
-			ents = append(ents, e)
+// ret counts one return of key, saturating at the largest uint32.
+func (s *state) ret(key uint64) {
+	if s.returns == nil {
+		s.returns = map[uint64]uint32{}
+	}
+	if n := s.returns[key]; n < math.MaxUint32 {
+		s.returns[key] = n + 1
+	}
+}
+
+func (s *state) count() int64 {
+	var n int64
+	for _, g := range s.groups {
+		n += g.Count
+	}
+	return n
+}
+
+func (s *state) bytes() int64 {
+	var n int64
+	for _, g := range s.groups {
+		n += g.Bytes
+	}
+	return n
+}
+
+func (s *state) clone() state {
+	c := state{applied: s.applied, groups: slices.Clone(s.groups)}
+	if len(s.returns) > 0 {
+		c.returns = make(map[uint64]uint32, len(s.returns))
+		for k, v := range s.returns {
+			c.returns[k] = v
 		}
 	}
-	m.ents, m.head, m.dead = ents, 0, 0
+	return c
 }
 
-// ret counts one return of message seq; an unknown seq is ignored. The
-// count saturates at the largest uint32.
-func (m *messages) ret(seq uint64) {
-	i, ok := m.find(seq)
-	if !ok || m.ents[i].dead {
-		return
-	}
-	if e := &m.ents[i]; e.returns < math.MaxUint32 {
-		e.returns++
-	}
-}
+// A state is encoded as
+//
+//	state  = version:byte applied:uvarint ngroups:uvarint group{ngroups} nreturns:uvarint return{nreturns}
+//	group  = top:byte count:uvarint bytes:uvarint maxKey:uvarint
+//	return = key:uvarint returns:uvarint
+//
+// with groups in increasing top order and returns in increasing key order.
 
-// apply runs one decoded op. data of an append is copied.
-func (m *messages) apply(o op) {
-	switch o.kind {
-	case opAppend:
-		m.put(o.seq, append(make([]byte, 0, len(o.data)), o.data...))
-	case opDelete:
-		m.del(o.seq)
-	case opReturn:
-		m.ret(o.seq)
-	}
-}
+const stateVersion byte = 2
 
-// from appends to dst up to max live slots with seq >= seq, in order.
-func (m *messages) from(seq uint64, max int, dst []entry) []entry {
-	i, _ := m.find(seq)
-	for ; i < len(m.ents) && len(dst) < max; i++ {
-		if e := m.ents[i]; !e.dead {
-			dst = append(dst, e)
-		}
+func (s *state) encode(dst []byte) []byte {
+	dst = append(dst, stateVersion)
+	dst = binary.AppendUvarint(dst, s.applied)
+	dst = binary.AppendUvarint(dst, uint64(len(s.groups)))
+	for _, g := range s.groups {
+		dst = append(dst, g.Top)
+		dst = binary.AppendUvarint(dst, uint64(max(g.Count, 0)))
+		dst = binary.AppendUvarint(dst, uint64(max(g.Bytes, 0)))
+		dst = binary.AppendUvarint(dst, g.MaxKey)
+	}
+	keys := make([]uint64, 0, len(s.returns))
+	for k := range s.returns {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	dst = binary.AppendUvarint(dst, uint64(len(keys)))
+	for _, k := range keys {
+		dst = binary.AppendUvarint(dst, k)
+		dst = binary.AppendUvarint(dst, uint64(s.returns[k]))
 	}
 	return dst
 }
 
-// liveSlots returns a copy of every live slot, in order.
-func (m *messages) liveSlots() []entry {
-	out := make([]entry, 0, m.live)
-	for _, e := range m.ents[m.head:] {
-		if !e.dead {
-			out = append(out, e)
+// decodeState decodes what encode wrote; malformed input is an error
+// wrapping ErrCorrupt. It allocates no more than the input backs.
+func decodeState(b []byte) (state, error) {
+	var s state
+	if len(b) == 0 || b[0] != stateVersion {
+		return s, corruptf("state version")
+	}
+	i := 1
+	next := func(what string) (uint64, error) {
+		v, n := binary.Uvarint(b[i:])
+		if n <= 0 {
+			return 0, corruptf("state: bad %s at offset %d", what, i)
 		}
+		i += n
+		return v, nil
 	}
-	return out
-}
-
-// reset replaces the whole state with ents (sorted, live, owned by m).
-func (m *messages) reset(ents []entry) {
-	*m = messages{ents: ents, live: len(ents)}
-	for _, e := range ents {
-		m.bytes += int64(len(e.data))
+	var err error
+	if s.applied, err = next("applied index"); err != nil {
+		return s, err
 	}
+	ng, err := next("group count")
+	if err != nil {
+		return s, err
+	}
+	if ng > 256 || ng > uint64(len(b)-i)/4 {
+		return s, corruptf("state: %d groups", ng)
+	}
+	for j := uint64(0); j < ng; j++ {
+		if i >= len(b) {
+			return s, corruptf("state: truncated group")
+		}
+		g := Group{Top: b[i]}
+		i++
+		c, err := next("count")
+		if err != nil {
+			return s, err
+		}
+		by, err := next("bytes")
+		if err != nil {
+			return s, err
+		}
+		if g.MaxKey, err = next("max key"); err != nil {
+			return s, err
+		}
+		if c > math.MaxInt64 || by > math.MaxInt64 {
+			return s, corruptf("state: group counts out of range")
+		}
+		if len(s.groups) > 0 && s.groups[len(s.groups)-1].Top >= g.Top {
+			return s, corruptf("state: groups out of order")
+		}
+		g.Count, g.Bytes = int64(c), int64(by)
+		s.groups = append(s.groups, g)
+	}
+	nr, err := next("return count")
+	if err != nil {
+		return s, err
+	}
+	if nr > uint64(len(b)-i)/2 {
+		return s, corruptf("state: %d returns", nr)
+	}
+	if nr > 0 {
+		s.returns = make(map[uint64]uint32, nr)
+	}
+	for j := uint64(0); j < nr; j++ {
+		k, err := next("return key")
+		if err != nil {
+			return s, err
+		}
+		n, err := next("returns")
+		if err != nil {
+			return s, err
+		}
+		if n > math.MaxUint32 {
+			return s, corruptf("state: returns %d", n)
+		}
+		s.returns[k] = uint32(n)
+	}
+	if i != len(b) {
+		return s, corruptf("state: %d bytes after the end", len(b)-i)
+	}
+	return s, nil
 }

@@ -58,9 +58,19 @@ type DB struct {
 	mu     sync.RWMutex // held shared by every operation, exclusively by Close
 	closed bool
 
-	gcStop chan struct{}
-	gcDone chan struct{}
+	gcStop   chan struct{}
+	gcDone   chan struct{}
+	trimDone chan struct{}
 }
+
+// trimEvery and trimAbove: how often the value log's mapped pages are
+// looked at, and past how many resident file-backed bytes (the process's)
+// they are paged out (store.TrimValueLogs): the Raft log of a quorum
+// queue's backlog is read once by replication, then only at a restart.
+const (
+	trimEvery = time.Second
+	trimAbove = 256 << 20
+)
 
 // Open opens (creating if needed) the Raft DB in dir. log may be nil.
 func Open(dir string, opts Options, log *slog.Logger) (*DB, error) {
@@ -72,6 +82,14 @@ func Open(dir string, opts Options, log *slog.Logger) (*DB, error) {
 		WithSyncWrites(true). // StoreLogs, Set: durable on return
 		WithLogger(store.BadgerLogger{Log: log}).
 		WithMemTableSize(opts.MemTableSize).
+		// Entries (batches of up to 1 MiB) go to the value log, the LSM
+		// tree holds their keys: with entries inline, every memtable flush
+		// and compaction rebuilt tables of whole batches, and a quorum
+		// queue's leader spent hundreds of MiB on table builders.
+		WithValueThreshold(1 << 10).
+		// Raft reads back what it wrote moments ago (replication) or once
+		// (restart): a small block cache does.
+		WithBlockCacheSize(16 << 20).
 		WithValueLogFileSize(opts.ValueLogFileSize).
 		WithNumVersionsToKeep(1).
 		WithDetectConflicts(false)
@@ -79,8 +97,9 @@ func Open(dir string, opts Options, log *slog.Logger) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: open badger in %s: %w", dir, err)
 	}
-	d := &DB{db: db, log: log, gcStop: make(chan struct{}), gcDone: make(chan struct{})}
+	d := &DB{db: db, log: log, gcStop: make(chan struct{}), gcDone: make(chan struct{}), trimDone: make(chan struct{})}
 	go d.runGC(opts.GCInterval)
+	go d.runTrim(dir)
 	return d, nil
 }
 
@@ -107,6 +126,7 @@ func (d *DB) Close() error {
 	d.mu.Unlock()
 	close(d.gcStop)
 	<-d.gcDone
+	<-d.trimDone
 	return d.db.Close()
 }
 
@@ -121,6 +141,20 @@ func (d *DB) enter() error {
 }
 
 func (d *DB) leave() { d.mu.RUnlock() }
+
+func (d *DB) runTrim(dir string) {
+	defer close(d.trimDone)
+	t := time.NewTicker(trimEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.gcStop:
+			return
+		case <-t.C:
+			store.TrimValueLogs(dir, trimAbove)
+		}
+	}
+}
 
 func (d *DB) runGC(every time.Duration) {
 	defer close(d.gcDone)

@@ -71,7 +71,18 @@ func runBacklog(ctx context.Context, o *options) error {
 		return errors.New("--size must be at least 8 for the backlog benchmark")
 	}
 	var results []backlogResult
-	if len(o.targets) == 0 {
+	if o.backlogQuorum {
+		done, err := buildTrident(ctx, o)
+		if err != nil {
+			return err
+		}
+		defer done()
+		r, err := backlogQuorum(ctx, o, n)
+		if err != nil {
+			return fmt.Errorf("%s: %w", clusterTargetName, err)
+		}
+		results = append(results, r)
+	} else if len(o.targets) == 0 {
 		done, err := buildTrident(ctx, o)
 		if err != nil {
 			return err
@@ -114,7 +125,7 @@ func backlogTrident(ctx context.Context, o *options, n int) (backlogResult, erro
 	defer proc.Cleanup()
 	fmt.Fprintf(os.Stderr, "tridentbench: trident on %s, data %s\n", proc.AMQPAddr, proc.DataDir)
 	mem := startRSS(proc.Pid)
-	if r.fillTenths, r.fillRate, err = backlogFill(ctx, proc.AMQPURL, n, o.params.MsgSize); err != nil {
+	if r.fillTenths, r.fillRate, err = backlogFill(ctx, proc.AMQPURL, n, o.params.MsgSize, nil); err != nil {
 		return r, err
 	}
 	r.rssFilled = rss(proc.Pid())
@@ -178,7 +189,7 @@ func backlogRemote(ctx context.Context, o *options, name, url string, n int, pid
 	}
 	mem := startRSS(pid)
 	var err error
-	if r.fillTenths, r.fillRate, err = backlogFill(ctx, url, n, o.params.MsgSize); err != nil {
+	if r.fillTenths, r.fillRate, err = backlogFill(ctx, url, n, o.params.MsgSize, nil); err != nil {
 		return r, err
 	}
 	r.rssFilled = rss(pid())
@@ -193,13 +204,13 @@ func backlogRemote(ctx context.Context, o *options, name, url string, n int, pid
 
 // backlogFill publishes n persistent messages to a new durable queue with
 // at most 1000 unconfirmed, and returns the rate of each tenth.
-func backlogFill(ctx context.Context, url string, n, size int) ([]float64, float64, error) {
+func backlogFill(ctx context.Context, url string, n, size int, args amqp.Table) ([]float64, float64, error) {
 	conn, ch, err := openChannel(url, "backlog publisher")
 	if err != nil {
 		return nil, 0, err
 	}
 	defer conn.Close()
-	if _, err := ch.QueueDeclare(backlogQueue, true, false, false, false, nil); err != nil {
+	if _, err := ch.QueueDeclare(backlogQueue, true, false, false, false, args); err != nil {
 		return nil, 0, err
 	}
 	tenth := max(n/10, 1)

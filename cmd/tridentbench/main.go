@@ -155,6 +155,7 @@ type options struct {
 	backlog          int           // --backlog N: the backlog benchmark instead of the scenarios
 	backlogAnchor    int           // messages for the RabbitMQ anchor in it
 	backlogSettle    time.Duration // wait after the drain before measuring disk again
+	backlogQuorum    bool          // --backlog on a quorum queue of a local 3-node cluster
 	manyQueues       int           // --many-queues Q: the many-queues benchmark instead
 	manyQueuesEach   int           // messages per queue in it
 	delayed          int           // --delayed N: the delayed-message benchmark instead
@@ -192,6 +193,7 @@ func main() {
 	fs.StringVar(&o.clusterProf, "cluster-pprof", "", "serve pprof on the cluster nodes, `host:port` for n0, port+1 for n1, ...")
 	fs.IntVar(&o.backlog, "backlog", 0, "run the backlog benchmark with `N` messages instead of the scenarios (see backlog.go)")
 	fs.IntVar(&o.backlogAnchor, "backlog-anchor", 1_000_000, "at most this many messages for the RabbitMQ anchor in the backlog benchmark")
+	fs.BoolVar(&o.backlogQuorum, "backlog-quorum", false, "run the backlog benchmark on a quorum queue of a local 3-node Trident cluster (kill -9 of every node; see backlog_quorum.go)")
 	fs.DurationVar(&o.backlogSettle, "backlog-settle", 3*time.Minute, "after the drain, wait this long and measure the data directory again")
 	fs.IntVar(&o.manyQueues, "many-queues", 0, "run the many-queues benchmark with `Q` durable queues instead of the scenarios (see manyqueues.go)")
 	fs.IntVar(&o.manyQueuesEach, "many-queues-each", 100, "messages per queue in the many-queues benchmark")

@@ -58,6 +58,7 @@ type clusterQueues struct {
 	mux     *mux.Mux
 	groups  *groups.Host
 	fwd     *forward.Forwarder
+	store   quorum.Store // the node's message store: quorum FSMs keep their messages there
 
 	mu     sync.Mutex
 	quorum map[uint64]*quorumQueue // by queue id
@@ -85,7 +86,7 @@ type quorumQueue struct {
 
 func newClusterQueues(self string, log *slog.Logger, members func() []discovery.Member, b *exchange.Broker, m *mux.Mux, h *groups.Host) *clusterQueues {
 	c := &clusterQueues{self: self, log: log.With("component", "cluster-queues"), members: members, vhost: b.VHost, mux: m, groups: h,
-		quorum: map[uint64]*quorumQueue{}, done: make(chan struct{})}
+		store: b.MessageStore(), quorum: map[uint64]*quorumQueue{}, done: make(chan struct{})}
 	c.fwd = forward.New(func(ctx context.Context, addr string) (net.Conn, error) {
 		d := 5 * time.Second
 		if dl, ok := ctx.Deadline(); ok {
@@ -235,8 +236,14 @@ func (qq *quorumQueue) follow() {
 // bootstrap the same configuration); a member added later waits for the
 // leader to replicate to it.
 func (qq *quorumQueue) start() {
-	fsm := quorum.NewFSM()
-	r, err := qq.c.groups.Start(qq.group, fsm, groups.Options{SnapshotThreshold: 8192, TrailingLogs: 4096})
+	fsm, err := quorum.NewFSM(qq.c.store, qq.q.ID(), qq.c.log)
+	if err != nil {
+		qq.c.log.Error("quorum queue state unreadable; the group is not started", "queue", qq.q.Name(), "err", err)
+		return
+	}
+	// The FSM's state is the node's store (its messages and a state
+	// record): Raft replays what came after it, never a whole snapshot.
+	r, err := qq.c.groups.Start(qq.group, fsm, groups.Options{SnapshotThreshold: 8192, TrailingLogs: 4096, NoSnapshotRestoreOnStart: true})
 	if err != nil {
 		qq.c.log.Error("quorum queue group did not start", "queue", qq.q.Name(), "group", qq.group, "err", err)
 		return
@@ -397,7 +404,7 @@ func (qq *quorumQueue) leadership(leader bool) {
 	old := qq.qlog
 	qq.qlog = nil
 	if leader {
-		l, err := quorum.New(qq.r, quorum.Options{Logger: qq.c.log})
+		l, err := quorum.New(qq.r, quorum.Options{Logger: qq.c.log, Applied: qq.q.LogApplied})
 		if err != nil {
 			qq.mu.Unlock()
 			qq.c.log.Error("quorum queue log", "queue", qq.q.Name(), "err", err)
@@ -417,7 +424,12 @@ func (qq *quorumQueue) leadership(leader bool) {
 	qq.mu.Unlock()
 	if leader {
 		qq.c.log.Info("quorum queue leader here", "vhost", qq.q.VHost(), "queue", qq.q.Name())
-		qq.q.BecomeLocal(newLog, fsm.Messages)
+		var st exchange.LogState
+		for _, g := range fsm.Groups() {
+			st.Groups = append(st.Groups, exchange.LogGroup{Top: g.Top, Count: g.Count, Bytes: g.Bytes, MaxKey: g.MaxKey})
+		}
+		st.Returns = fsm.Returns
+		qq.q.BecomeLocal(newLog, st)
 		qq.once.Do(func() { close(qq.ready) })
 	} else {
 		qq.q.BecomeProxy(qq.c.fwd.Remote(qq.q.VHost(), qq.q.Name(), qq.leaderAddr))
@@ -456,7 +468,7 @@ func (qq *quorumQueue) stop(drop bool) {
 // and snapshots.
 func (qq *quorumQueue) leave(drop bool) {
 	qq.mu.Lock()
-	w, l, r := qq.watch, qq.qlog, qq.r
+	w, l, r, fsm := qq.watch, qq.qlog, qq.r, qq.fsm
 	qq.watch, qq.qlog, qq.r, qq.fsm = nil, nil, nil, nil
 	if qq.stopReconcile != nil {
 		close(qq.stopReconcile)
@@ -482,6 +494,12 @@ func (qq *quorumQueue) leave(drop bool) {
 	}
 	if l != nil {
 		_ = l.Close()
+	}
+	if drop && fsm != nil {
+		// Raft is down: nothing applies any more.
+		if err := fsm.Drop(); err != nil {
+			qq.c.log.Warn("quorum queue messages not dropped", "queue", qq.q.Name(), "err", err)
+		}
 	}
 }
 
