@@ -124,6 +124,19 @@ func ensureQueue(c *amqp.Connection, name string) (int, error) {
 	return q.Messages, err
 }
 
+// session is one connection of a shovel's two ends, set up by open.
+type session struct {
+	src, dst *amqp.Connection
+	sch, dch *amqp.Channel
+	ds       <-chan amqp.Delivery
+	confirms chan amqp.Confirmation // on-confirm only
+	closed   [4]chan *amqp.Error    // both connections and channels
+	limit    int64                  // messages to move before finishing, 0 no limit
+	empty    bool                   // nothing to move (queue-length of an empty queue)
+}
+
+const consumerTag = "shovel"
+
 // once runs the shovel until an end fails (finished false, err why) or
 // its src-delete-after is reached (finished true).
 func (w *worker) once(ctx context.Context) (finished bool, err error) {
@@ -141,67 +154,80 @@ func (w *worker) once(ctx context.Context) (finished bool, err error) {
 	w.mu.Lock()
 	w.src, w.dst = srcURI, dstURI
 	w.mu.Unlock()
+	s := &session{src: src, dst: dst}
+	if err := w.open(s); err != nil || s.empty {
+		return s.empty, err
+	}
+	w.set(StateRunning, "")
+	return w.move(ctx, s)
+}
 
+// open declares what the shovel needs at both ends and starts consuming.
+func (w *worker) open(s *session) error {
+	d := w.def
+	src, dst := s.src, s.dst
 	limit := d.DeleteAfter
 	queue := d.SrcQueue
 	if queue != "" {
 		n, err := ensureQueue(src, queue)
 		if err != nil {
-			return false, fmt.Errorf("source queue '%s': %w", queue, err)
+			return fmt.Errorf("source queue '%s': %w", queue, err)
 		}
 		if limit < 0 {
 			limit = int64(n) // what the queue holds now
 			if limit == 0 {
-				return true, nil
+				s.empty = true
+				return nil
 			}
 		}
 	}
+	s.limit = limit
 	if d.DestQueue != "" {
 		if _, err := ensureQueue(dst, d.DestQueue); err != nil {
-			return false, fmt.Errorf("destination queue '%s': %w", d.DestQueue, err)
+			return fmt.Errorf("destination queue '%s': %w", d.DestQueue, err)
 		}
 	}
-	sch, err := src.Channel()
-	if err != nil {
-		return false, fmt.Errorf("source: %w", err)
+	var err error
+	if s.sch, err = src.Channel(); err != nil {
+		return fmt.Errorf("source: %w", err)
 	}
 	if queue == "" {
-		q, err := sch.QueueDeclare("", false, true, true, false, nil)
+		q, err := s.sch.QueueDeclare("", false, true, true, false, nil)
 		if err != nil {
-			return false, fmt.Errorf("source: %w", err)
+			return fmt.Errorf("source: %w", err)
 		}
-		if err := sch.QueueBind(q.Name, d.SrcExchangeKey, d.SrcExchange, false, nil); err != nil {
-			return false, fmt.Errorf("source exchange '%s': %w", d.SrcExchange, err)
+		if err := s.sch.QueueBind(q.Name, d.SrcExchangeKey, d.SrcExchange, false, nil); err != nil {
+			return fmt.Errorf("source exchange '%s': %w", d.SrcExchange, err)
 		}
 		queue = q.Name
 	}
-	dch, err := dst.Channel()
-	if err != nil {
-		return false, fmt.Errorf("destination: %w", err)
+	if s.dch, err = dst.Channel(); err != nil {
+		return fmt.Errorf("destination: %w", err)
 	}
-	var confirms chan amqp.Confirmation
 	if d.AckMode == AckOnConfirm {
-		if err := dch.Confirm(false); err != nil {
-			return false, fmt.Errorf("destination: %w", err)
+		if err := s.dch.Confirm(false); err != nil {
+			return fmt.Errorf("destination: %w", err)
 		}
-		confirms = dch.NotifyPublish(make(chan amqp.Confirmation, d.Prefetch+16))
+		s.confirms = s.dch.NotifyPublish(make(chan amqp.Confirmation, d.Prefetch+16))
 	}
 	if d.AckMode != AckNoAck {
-		if err := sch.Qos(d.Prefetch, 0, false); err != nil {
-			return false, fmt.Errorf("source: %w", err)
+		if err := s.sch.Qos(d.Prefetch, 0, false); err != nil {
+			return fmt.Errorf("source: %w", err)
 		}
 	}
-	const ctag = "shovel"
-	ds, err := sch.Consume(queue, ctag, d.AckMode == AckNoAck, false, false, false, nil)
-	if err != nil {
-		return false, fmt.Errorf("source queue '%s': %w", queue, err)
+	if s.ds, err = s.sch.Consume(queue, consumerTag, d.AckMode == AckNoAck, false, false, false, nil); err != nil {
+		return fmt.Errorf("source queue '%s': %w", queue, err)
 	}
-	srcClosed := src.NotifyClose(make(chan *amqp.Error, 1))
-	dstClosed := dst.NotifyClose(make(chan *amqp.Error, 1))
-	schClosed := sch.NotifyClose(make(chan *amqp.Error, 1))
-	dchClosed := dch.NotifyClose(make(chan *amqp.Error, 1))
-	w.set(StateRunning, "")
+	s.closed = [4]chan *amqp.Error{src.NotifyClose(make(chan *amqp.Error, 1)), dst.NotifyClose(make(chan *amqp.Error, 1)),
+		s.sch.NotifyClose(make(chan *amqp.Error, 1)), s.dch.NotifyClose(make(chan *amqp.Error, 1))}
+	return nil
+}
 
+// move forwards messages until an end fails or the limit is reached: the
+// per-message loop, kept in one piece (one select over both ends).
+func (w *worker) move(ctx context.Context, s *session) (finished bool, err error) {
+	d := w.def
+	sch, dch, ds, confirms, limit := s.sch, s.dch, s.ds, s.confirms, s.limit
 	var sent, settled int64
 	pending := map[uint64]uint64{} // destination publish seq → source delivery tag
 	// Confirmed messages are acked at the source in batches (multiple):
@@ -227,13 +253,13 @@ func (w *worker) once(ctx context.Context) (finished bool, err error) {
 		case <-ctx.Done():
 			_ = flush()
 			return false, ctx.Err()
-		case e := <-srcClosed:
+		case e := <-s.closed[0]:
 			return false, fmt.Errorf("source connection closed: %v", e)
-		case e := <-dstClosed:
+		case e := <-s.closed[1]:
 			return false, fmt.Errorf("destination connection closed: %v", e)
-		case e := <-schClosed:
+		case e := <-s.closed[2]:
 			return false, fmt.Errorf("source channel closed: %v", e)
-		case e := <-dchClosed:
+		case e := <-s.closed[3]:
 			return false, fmt.Errorf("destination channel closed: %v", e)
 		case m, ok := <-ds:
 			if !ok {
@@ -264,7 +290,7 @@ func (w *worker) once(ctx context.Context) (finished bool, err error) {
 			if limit > 0 && sent == limit {
 				// Enough: stop consuming (ds closes) and wait for the
 				// last confirms.
-				_ = sch.Cancel(ctag, false)
+				_ = sch.Cancel(consumerTag, false)
 				ds = nil
 			}
 		case c := <-confirms:
