@@ -185,29 +185,34 @@ func Parse(v map[string]any) (Definition, error) {
 	if hasQ && hasX {
 		return d, fieldErr("dest-queue", "give dest-queue or dest-exchange, not both")
 	}
+	return d, d.parseOptions(v)
+}
+
+// parseOptions reads the keys past the two ends.
+func (d *Definition) parseOptions(v map[string]any) error {
 	if a, ok, err := str(v, "ack-mode"); err != nil {
-		return d, err
+		return err
 	} else if ok {
 		switch a {
 		case AckOnConfirm, AckOnPublish, AckNoAck:
 			d.AckMode = a
 		default:
-			return d, fieldErr("ack-mode", "'%s' is not one of on-confirm, on-publish, no-ack", a)
+			return fieldErr("ack-mode", "'%s' is not one of on-confirm, on-publish, no-ack", a)
 		}
 	}
 	if n, ok, err := number(v, "src-prefetch-count"); err != nil {
-		return d, err
+		return err
 	} else if ok {
 		if n < 1 || n > 65535 || n != float64(int(n)) {
-			return d, fieldErr("src-prefetch-count", "%v is not an integer in [1, 65535]", v["src-prefetch-count"])
+			return fieldErr("src-prefetch-count", "%v is not an integer in [1, 65535]", v["src-prefetch-count"])
 		}
 		d.Prefetch = int(n)
 	}
 	if n, ok, err := number(v, "reconnect-delay"); err != nil {
-		return d, err
+		return err
 	} else if ok {
 		if n < 0 || n > 86400 {
-			return d, fieldErr("reconnect-delay", "%v is not a number of seconds in [0, 86400]", v["reconnect-delay"])
+			return fieldErr("reconnect-delay", "%v is not a number of seconds in [0, 86400]", v["reconnect-delay"])
 		}
 		d.ReconnectDelay = time.Duration(n * float64(time.Second))
 	}
@@ -218,27 +223,27 @@ func Parse(v map[string]any) (Definition, error) {
 		case "never":
 		case "queue-length":
 			if d.SrcQueue == "" && d.SrcExchange != "" {
-				return d, fieldErr("src-delete-after", "queue-length needs a src-queue")
+				return fieldErr("src-delete-after", "queue-length needs a src-queue")
 			}
 			d.DeleteAfter = -1
 		default:
 			n, err := strconv.ParseInt(x, 10, 64)
 			if err != nil || n < 1 {
-				return d, fieldErr("src-delete-after", "'%s' is not never, queue-length or a positive number", x)
+				return fieldErr("src-delete-after", "'%s' is not never, queue-length or a positive number", x)
 			}
 			d.DeleteAfter = n
 		}
 	default:
 		n, _, err := number(v, "src-delete-after")
 		if err != nil || n < 1 || n != float64(int64(n)) {
-			return d, fieldErr("src-delete-after", "%v is not never, queue-length or a positive number", x)
+			return fieldErr("src-delete-after", "%v is not never, queue-length or a positive number", x)
 		}
 		d.DeleteAfter = int64(n)
 	}
 	if b, ok := v["add-forward-headers"].(bool); ok {
 		d.AddForwardHeaders = b
 	}
-	return d, nil
+	return nil
 }
 
 // localVHost reports whether uri names this broker ("amqp://",
