@@ -185,7 +185,8 @@ func Parse(v map[string]any) (Definition, error) {
 	if hasQ && hasX {
 		return d, fieldErr("dest-queue", "give dest-queue or dest-exchange, not both")
 	}
-	return d, d.parseOptions(v)
+	err = d.parseOptions(v)
+	return d, err
 }
 
 // parseOptions reads the keys past the two ends.
