@@ -117,7 +117,8 @@ func testRetryAMQP(t *testing.T, kind string) {
 // A delivery whose channel dies unacknowledged comes back after the delay,
 // counted; nack with requeue stays an immediate requeue.
 func TestRetryAMQPChannelDies(t *testing.T) {
-	b := startBroker(t)
+	b, base := mgmtBroker(t)
+	api := apiClient{t: t, base: base, user: "guest", pass: "guest"}
 	_, ch := channel(t, b.URL)
 	retryQueue(t, ch, "rq2", "300ms", nil)
 	if err := ch.PublishWithContext(context.Background(), "", "rq2", false, false, amqp.Publishing{Body: []byte("x")}); err != nil {
@@ -146,6 +147,20 @@ func TestRetryAMQPChannelDies(t *testing.T) {
 	if time.Since(at) < 300*time.Millisecond || retryCount(d) != 1 {
 		t.Fatalf("after its channel died: back after %v with x-retry-count %v", time.Since(at), d.Headers["x-retry-count"])
 	}
+
+	// The vhost counts the messages waiting for a retry.
+	retryQueue(t, ch, "rq-slow", "60s", nil)
+	if err := ch.PublishWithContext(context.Background(), "", "rq-slow", false, false, amqp.Publishing{Body: []byte("y")}); err != nil {
+		t.Fatal(err)
+	}
+	g, ok, err := ch.Get("rq-slow", false)
+	if err != nil || !ok {
+		t.Fatalf("get: %v %v", ok, err)
+	}
+	if err := g.Nack(false, false); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "messages_retrying 1", func() bool { return num(api.object("/api/vhosts/%2F")["messages_retrying"]) == 1 })
 }
 
 func TestRetrySTOMPNack(t *testing.T) {
