@@ -29,6 +29,13 @@ type Config struct {
 	// every TLS listener (see tls.go).
 	TLS TLS `yaml:"tls"`
 
+	// ConsumerTimeout is how long a delivery may stay unacknowledged before
+	// its AMQP channel is closed with 406 PRECONDITION_FAILED and the
+	// delivery requeued: RabbitMQ's consumer_timeout, 30 minutes by
+	// default. A queue's x-consumer-timeout argument or a policy's
+	// consumer-timeout key (ms; the lower wins) overrides it. 0 disables.
+	ConsumerTimeout time.Duration `yaml:"consumer_timeout"`
+
 	// DefaultVHost is created on start if missing; the default user gets
 	// full permissions on it when the user is created.
 	DefaultVHost string `yaml:"default_vhost"`
@@ -271,13 +278,14 @@ func Default() Config {
 		MQTT: MQTT{Listen: ":1883", WSListen: ":15675", TLSListen: ":8883", WSSListen: ":15676", Exchange: "amq.topic"},
 		STOMP: STOMP{Listen: ":61613", WSListen: ":15674", TLSListen: ":61614", WSSListen: ":15673",
 			MaxHeaders: 1000, MaxHeaderLength: 64 << 10},
-		HTTP:          HTTP{Listen: ":15672", TLSListen: ":15671", StatsInterval: 5 * time.Second},
-		Prometheus:    Prometheus{Listen: ":15692", TLSListen: ":15691"},
-		TLS:           DefaultTLS(),
-		DefaultVHost:  "/",
-		DefaultUser:   "guest",
-		DefaultPass:   "guest",
-		LoopbackUsers: []string{"guest"},
+		HTTP:            HTTP{Listen: ":15672", TLSListen: ":15671", StatsInterval: 5 * time.Second},
+		Prometheus:      Prometheus{Listen: ":15692", TLSListen: ":15691"},
+		TLS:             DefaultTLS(),
+		ConsumerTimeout: 30 * time.Minute,
+		DefaultVHost:    "/",
+		DefaultUser:     "guest",
+		DefaultPass:     "guest",
+		LoopbackUsers:   []string{"guest"},
 
 		MemoryHighWatermarkPercent: 40,
 		Queues:                     Queues{WindowMessages: 2048, WindowBytes: 8 << 20, MemoryBudget: 256 << 20, MemoryPagingPercent: 50},

@@ -57,6 +57,9 @@ func (c *Config) Validate() error {
 	if k := c.MQTT.ServerKeepAlive; k < 0 || k > 65535*time.Second || k%time.Second != 0 {
 		bad("mqtt.server_keep_alive", "%s is not a whole number of seconds in [0, 65535]", k)
 	}
+	if c.ConsumerTimeout < 0 {
+		bad("consumer_timeout", "%s must not be negative (0 disables it)", c.ConsumerTimeout)
+	}
 	if c.DefaultVHost == "" {
 		bad("default_vhost", "must not be empty")
 	}

@@ -206,6 +206,11 @@ func (b *Broker) DeleteVHost(name string) error {
 	for _, q := range v.Queues() {
 		_, _ = v.deleteQueue(q)
 	}
+	if d := v.retryD.Load(); d != nil {
+		d.stop(true)
+	} else {
+		_ = b.store.DropMessages(retryStoreID(name))
+	}
 	for _, x := range v.Exchanges() {
 		v.lockTopology()
 		_ = v.deleteExchangeLocked(x)
@@ -223,6 +228,7 @@ func (b *Broker) DeleteVHost(name string) error {
 // and flushes the store. The store itself is closed by its owner. Call it
 // after the front ends have closed their connections.
 func (b *Broker) Close() error {
+	b.stopDelayers()
 	if err := b.store.Sync(); err != nil {
 		return err
 	}
@@ -365,6 +371,9 @@ func (b *Broker) recover() error {
 		q.cmdExpire(now)
 		q.scheduleExpiry(now)
 		q.unlock()
+	}
+	if err := b.recoverDelayed(); err != nil {
+		return err
 	}
 	for _, v := range b.vhosts {
 		v.mu.Lock()

@@ -534,7 +534,8 @@ func (b *Broker) applyVHost(name string, val []byte) {
 // exchangeFromRecord rebuilds an exchange; nil for an unknown type.
 func exchangeFromRecord(v *VHost, name string, r Table) *Exchange {
 	kind, _ := r["type"].(string)
-	x := &Exchange{vh: v, name: name, kind: kind, durable: true, router: newRouter(kind)}
+	args, _ := asTable(r["args"])
+	x := &Exchange{vh: v, name: name, kind: kind, durable: true, router: routerFor(kind, args)}
 	if x.router == nil {
 		return nil
 	}
@@ -544,7 +545,11 @@ func exchangeFromRecord(v *VHost, name string, r Table) *Exchange {
 	x.home, _ = r["node"].(string)
 	x.autoDelete, _ = r["auto_delete"].(bool)
 	x.internal, _ = r["internal"].(bool)
-	x.args, _ = asTable(r["args"])
+	x.args = args
+	if kind == KindDelayed {
+		id, _ := r["delay_id"].(uint64)
+		x.delay = newDelayer(v, name, id, x.durable)
+	}
 	if ae, ok := x.args["alternate-exchange"].(string); ok {
 		x.alternate, x.hasAE = ae, true
 	}

@@ -29,4 +29,10 @@
 // VHost.mu, so routing never waits for an fsync.
 // A Sink is called with Queue.mu held and must not block or call back into
 // the core synchronously.
+// Delayed exchanges and retries (delayed.go, retry.go): a delayer's mu
+// comes after Queue.mu (a retry is scheduled under the queue's lock) and
+// after VHost.mu (start and stop); a delayer routes due messages holding
+// no lock of its own. It holds messages in the store, keyed by due time,
+// with a bounded window in memory; a held persistent message of a durable
+// delayed exchange survives a crash and is routed at least once.
 package exchange

@@ -24,6 +24,7 @@ type Exchange struct {
 	pol        *Policy
 
 	router   router
+	delay    *delayer   // a delayed exchange's held messages (delayed.go)
 	bindings []*binding // this exchange as source
 	inbound  []*binding // this exchange as destination
 
@@ -69,7 +70,7 @@ var predeclared = []struct{ name, kind string }{
 
 func validKind(k string) bool {
 	switch k {
-	case KindDirect, KindFanout, KindTopic, KindHeaders:
+	case KindDirect, KindFanout, KindTopic, KindHeaders, KindDelayed:
 		return true
 	}
 	return false

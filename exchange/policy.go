@@ -106,6 +106,12 @@ func validateDefinition(def Table) error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		val := def[k]
+		if handled, err := validateSchedKey(k, val); handled {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		min := int64(-1)
 		switch k {
 		case polMessageTTL, polMaxLength, polMaxLengthBytes, polDeliveryLimit, polMemLen, polMemBytes:
@@ -221,6 +227,7 @@ func (p *Policy) withPolicy(xa queueArgs, args Table) queueArgs {
 			a.overflow = s
 		}
 	}
+	a.sched = withSchedPolicy(xa.sched, d)
 	return a
 }
 
@@ -237,6 +244,8 @@ func (q *Queue) setPolicyLocked(p *Policy) {
 	q.a.dlx, q.a.hasDLX, q.a.dlrk, q.a.hasDLRK = a.dlx, a.hasDLX, a.dlrk, a.hasDLRK
 	q.a.deliveryLimit = a.deliveryLimit
 	q.a.memLen, q.a.memBytes = a.memLen, a.memBytes
+	q.a.sched = a.sched
+	q.syncSchedLocked()
 	if q.deleted {
 		return
 	}

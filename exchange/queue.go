@@ -37,6 +37,8 @@ type queueArgs struct {
 	// x-max-in-memory-bytes (x-queue-mode lazy is a length of 0), -1 for
 	// the node's default.
 	memLen, memBytes int64
+
+	sched schedArgs // consumer timeout, retry delays (schedargs.go)
 }
 
 func parseQueueArgs(args Table) (queueArgs, error) {
@@ -158,6 +160,9 @@ func parseQueueArgs(args Table) (queueArgs, error) {
 	} else if ok {
 		a.groupSize = int(min(n, 1<<10))
 	}
+	if a.sched, err = parseSchedArgs(args); err != nil {
+		return a, err
+	}
 	return a, nil
 }
 
@@ -180,6 +185,10 @@ type Queue struct {
 	a          queueArgs // in effect: xa with the policy (policy.go), under mu
 
 	pol *Policy // the policy in effect (mu)
+
+	// a.sched for readers without mu (schedargs.go).
+	ctimeout atomic.Int64
+	retry    atomic.Pointer[[]time.Duration]
 
 	mu        sync.Mutex
 	nextSeq   uint64
@@ -244,6 +253,7 @@ func newQueue(vh *VHost, name string, id uint64, durable, exclusive, autoDelete 
 		unacked: map[uint64]unackedEntry{},
 	}
 	q.ready = newReadyList(q, a.maxPriority)
+	q.syncSchedLocked()
 	q.lastUsed = nowNano()
 	if a.expires > 0 {
 		q.armIdleTimer()
@@ -426,7 +436,9 @@ func (q *Queue) cmdReturn(seq uint64, requeue bool) bool {
 			q.remote.Nack(u.e.up, requeue)
 		}
 	case !requeue:
-		q.deadLetterLocked(u.e, "rejected")
+		if !q.retryLocked(u.e) { // retry.go
+			q.deadLetterLocked(u.e, "rejected")
+		}
 	case q.a.deliveryLimit >= 0 && int64(u.e.deliveries) > q.a.deliveryLimit:
 		q.deadLetterLocked(u.e, "delivery_limit")
 	default:

@@ -48,6 +48,10 @@ type VHost struct {
 	anyExpiring atomic.Bool
 
 	counters msgCounters // atomics, no lock; totals of its queues and exchanges
+
+	// The vhost's retries (retry.go), created on first use.
+	retryMu sync.Mutex
+	retryD  atomic.Pointer[delayer]
 }
 
 func newVHost(b *Broker, name string) *VHost {
@@ -201,8 +205,17 @@ func (v *VHost) declareExchangeLocked(name, kind string, o ExchangeOpts) (*Excha
 	if strings.HasPrefix(name, "amq.") {
 		return nil, errorf(KindAccessRefused, "exchange name '%s' contains reserved prefix 'amq.*'", name)
 	}
+	if kind == KindDelayed {
+		if _, err := delayedTypeOf(o.Args); err != nil {
+			return nil, err
+		}
+	}
 	x = &Exchange{vh: v, name: name, kind: kind, durable: o.Durable, autoDelete: o.AutoDelete,
-		internal: o.Internal, args: o.Args, router: newRouter(kind)}
+		internal: o.Internal, args: o.Args, router: routerFor(kind, o.Args)}
+	if kind == KindDelayed {
+		x.delay = newDelayer(v, name, v.b.nextQueueID(), o.Durable)
+		v.putMetaLocked(x.delay.registryKey(), encodeRecord(Table{"vhost": v.name, "exchange": name}))
+	}
 	if ae, ok := o.Args["alternate-exchange"].(string); ok {
 		x.alternate, x.hasAE = ae, true
 	}
@@ -230,6 +243,9 @@ func (v *VHost) declareExchangeLocked(name, kind string, o ExchangeOpts) (*Excha
 func (v *VHost) installExchangeLocked(x *Exchange) {
 	v.initExchangePolicyLocked(x)
 	v.exchanges[x.name] = x
+	if x.delay != nil {
+		x.delay.start()
+	}
 }
 
 // settlePendingExchange ends x's pending create, as settlePending.
@@ -249,6 +265,9 @@ func (x *Exchange) record() Table {
 		"internal": x.internal, "args": x.args}
 	if x.home != "" {
 		r["node"] = x.home
+	}
+	if x.delay != nil {
+		r["delay_id"] = x.delay.id
 	}
 	return r
 }
@@ -270,6 +289,9 @@ func (x *Exchange) equivalent(kind string, o ExchangeOpts) error {
 	}
 	if !tablesEqual(stripXArgs(o.Args, "alternate-exchange"), stripXArgs(x.args, "alternate-exchange")) {
 		return ineq("alternate-exchange", o.Args["alternate-exchange"], x.args["alternate-exchange"])
+	}
+	if x.kind == KindDelayed && !tablesEqual(stripXArgs(o.Args, "x-delayed-type"), stripXArgs(x.args, "x-delayed-type")) {
+		return ineq("x-delayed-type", o.Args["x-delayed-type"], x.args["x-delayed-type"])
 	}
 	return nil
 }
@@ -338,6 +360,9 @@ func (v *VHost) deleteExchangeLocked(x *Exchange) error {
 	delete(v.exchanges, x.name)
 	if k := v.exchangeKey(x); k != "" {
 		v.deleteMetaLocked(k)
+	}
+	if x.delay != nil {
+		x.delay.stop(true)
 	}
 	return nil
 }
@@ -1071,6 +1096,18 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 		if x.internal {
 			v.mu.RUnlock()
 			return PublishResult{}, errorf(KindAccessRefused, "cannot publish to internal exchange '%s' in vhost '%s'", x.name, v.name)
+		}
+		if x.delay != nil && skip == nil {
+			ms, hold, err := messageDelay(m.Props.Headers)
+			if err != nil || hold {
+				v.mu.RUnlock()
+				if err != nil {
+					return PublishResult{}, err
+				}
+				v.counters.publish.Add(1)
+				x.counters.publishIn.Add(1)
+				return x.delay.holdBack(m, ms, o, now), nil
+			}
 		}
 		*qs = v.routeLocked(x, m, sc)
 	}

@@ -16,7 +16,9 @@ import (
 
 // Definitions are RabbitMQ's definitions.json: users, vhosts,
 // permissions, topic permissions, policies, exchanges, queues and
-// bindings. Parameters are exported empty and ignored on import.
+// bindings. Parameters are the shovels' definitions (component "shovel"),
+// exported and imported through the API's shovel manager; others are
+// ignored.
 type Definitions struct {
 	RabbitVersion    string               `json:"rabbit_version,omitempty"`
 	RabbitMQVersion  string               `json:"rabbitmq_version,omitempty"`
@@ -136,6 +138,15 @@ func (s *Server) ExportDefinitions(vhost string) Definitions {
 		vn := n
 		if vhost != "" {
 			vn = "" // per-vhost exports omit the vhost field
+		}
+		if s.shovels != nil {
+			for _, p := range s.shovels.Params(n) {
+				e := map[string]any{"component": p.Component, "vhost": vn, "name": p.Name, "value": p.Value}
+				if vn == "" {
+					delete(e, "vhost")
+				}
+				d.Parameters = append(d.Parameters, e)
+			}
 		}
 		for _, p := range v.Policies() {
 			d.Policies = append(d.Policies, map[string]any{"vhost": vn, "name": p.Name, "pattern": p.Pattern,
@@ -417,9 +428,48 @@ func (s *Server) postDefinitions(vhostScoped bool) handler {
 			return
 		}
 		s.importVHostMeta(data)
+		if err := s.importShovels(data, vhost, u); err != nil {
+			badRequest(w, err.Error())
+			return
+		}
 		s.log.Info("definitions imported via the API", "by", u.Name(), "vhost", vhost)
 		w.WriteHeader(http.StatusNoContent)
 	}
+}
+
+// importShovels declares the shovels among the parameters of imported
+// definitions, as u.
+func (s *Server) importShovels(data []byte, vhost string, u *auth.User) error {
+	if s.shovels == nil {
+		return nil
+	}
+	d, err := parseDefinitions(data)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range d.Parameters {
+		if p["component"] != "shovel" {
+			continue
+		}
+		name, _ := p["name"].(string)
+		vn, _ := p["vhost"].(string)
+		if vn == "" {
+			vn = vhost
+		}
+		if vn == "" {
+			vn = "/"
+		}
+		value, _ := p["value"].(map[string]any)
+		if _, ok := s.core.VHost(vn); !ok {
+			errs = append(errs, fmt.Errorf("shovel %s: no vhost %q", name, vn))
+			continue
+		}
+		if _, err := s.shovels.Put(vn, name, u.Name(), value); err != nil {
+			errs = append(errs, fmt.Errorf("shovel %s in %s: %v", name, vn, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // importVHostMeta keeps the descriptions and tags of imported vhosts.

@@ -18,7 +18,10 @@ type exchangeJSON struct {
 	Arguments        map[string]any `json:"arguments"`
 	UserWhoPerformed string         `json:"user_who_performed_action"`
 	MessageStats     msgStatsJSON   `json:"message_stats"`
-	Policy           *string        `json:"policy,omitempty"`
+	// How many messages a delayed exchange holds back (x-delayed-message
+	// only), as the delayed message plugin reports it.
+	MessagesDelayed *int64  `json:"messages_delayed,omitempty"`
+	Policy          *string `json:"policy,omitempty"`
 	// The applied policy's definition, when a policy applies.
 	EffectivePolicyDefinition map[string]any `json:"effective_policy_definition,omitempty"`
 	// Only on GET of one exchange.
@@ -41,6 +44,10 @@ func (s *Server) exchangeJSON(r xref) exchangeJSON {
 		UserWhoPerformed: "rmq-internal", MessageStats: messageStats(kindExchange, r.x.MsgStats(), s.rates.exchange(r.x))}
 	if name, def := r.x.Policy(); name != "" {
 		j.Policy, j.EffectivePolicyDefinition = &name, def
+	}
+	if r.x.Kind() == exchange.KindDelayed {
+		n := r.x.MessagesDelayed()
+		j.MessagesDelayed = &n
 	}
 	return j
 }

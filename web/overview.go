@@ -26,6 +26,7 @@ var exchangeTypes = []map[string]any{
 	{"name": "fanout", "description": "AMQP fanout exchange, as per the AMQP specification", "enabled": true},
 	{"name": "headers", "description": "AMQP headers exchange, as per the AMQP specification", "enabled": true},
 	{"name": "topic", "description": "AMQP topic exchange, as per the AMQP specification", "enabled": true},
+	{"name": "x-delayed-message", "description": "Delayed Message Exchange.", "enabled": true},
 }
 
 type listenerJSON struct {

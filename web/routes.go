@@ -95,7 +95,7 @@ func (s *Server) routes() {
 	m("PUT /api/policies/{vhost}/{name}", pol, s.putPolicy)
 	m("DELETE /api/policies/{vhost}/{name}", pol, s.deletePolicy)
 	m("GET /api/operator-policies", mg, emptyList)
-	m("GET /api/parameters", mg, emptyList)
+	s.shovelRoutes(m, pol, mg) // shovels.go
 	m("GET /api/global-parameters", mg, emptyList)
 
 	m("GET /api/definitions", adm, s.getDefinitions)

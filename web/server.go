@@ -67,6 +67,8 @@ type Options struct {
 	// OAuth configures the UI's OAuth 2 login (oauth.go); bearer tokens
 	// are accepted by the API whenever Users takes tokens.
 	OAuth OAuthUI
+	// Shovels runs the dynamic shovels (shovels.go); nil: none.
+	Shovels Shovels
 }
 
 // Server is the management API.
@@ -85,6 +87,7 @@ type Server struct {
 	rates     *rates
 	cluster   Cluster
 	oauth     OAuthUI
+	shovels   Shovels
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -107,6 +110,7 @@ func New(o Options) *Server {
 		stop: make(chan struct{})}
 	s.cluster = o.Cluster
 	s.oauth = o.OAuth
+	s.shovels = o.Shovels
 	s.rates = newRates(o.StatsInterval)
 	s.routes()
 	// The web UI (web/ui) is served at "/".

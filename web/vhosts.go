@@ -23,6 +23,9 @@ type vhostJSON struct {
 	ClusterState     map[string]string `json:"cluster_state"`
 	lengthsJSON
 	MessageStats msgStatsJSON `json:"message_stats"`
+	// Messages waiting for a retry (x-retry-delays): out of their queues
+	// until the delay passes.
+	MessagesRetrying int64 `json:"messages_retrying"`
 }
 
 func (s *Server) meta(name string) vhostMeta {
@@ -48,7 +51,7 @@ func (s *Server) vhostJSONAge(v *exchange.VHost, r *http.Request) vhostJSON {
 	return vhostJSON{Name: v.Name(), Description: m.Description, Tags: m.Tags, DefaultQueueType: "classic",
 		Metadata:     map[string]any{"description": m.Description, "tags": m.Tags},
 		ClusterState: map[string]string{s.node: "running"}, lengthsJSON: lengths(ready, unacked, w),
-		MessageStats: messageStats(kindVHost, v.MsgStats(), w)}
+		MessageStats: messageStats(kindVHost, v.MsgStats(), w), MessagesRetrying: v.MessagesRetrying()}
 }
 
 func vName(v *exchange.VHost) string { return v.Name() }
@@ -134,6 +137,13 @@ func (s *Server) deleteVHost(w http.ResponseWriter, r *http.Request, u *auth.Use
 	}
 	if err := s.users.ClearVHost(name); err != nil {
 		s.log.Warn("clearing permissions of a deleted vhost", "vhost", name, "err", err)
+	}
+	if s.shovels != nil {
+		for _, p := range s.shovels.Params(name) { // its shovels go with it, as in RabbitMQ
+			if _, err := s.shovels.Delete(name, p.Name); err != nil {
+				s.log.Warn("deleting a shovel of a deleted vhost", "vhost", name, "shovel", p.Name, "err", err)
+			}
+		}
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -152,12 +152,18 @@ type options struct {
 	placement   string
 	clusterProf string
 
-	backlog        int           // --backlog N: the backlog benchmark instead of the scenarios
-	backlogAnchor  int           // messages for the RabbitMQ anchor in it
-	backlogSettle  time.Duration // wait after the drain before measuring disk again
-	backlogQuorum  bool          // --backlog on a quorum queue of a local 3-node cluster
-	manyQueues     int           // --many-queues Q: the many-queues benchmark instead
-	manyQueuesEach int           // messages per queue in it
+	backlog          int           // --backlog N: the backlog benchmark instead of the scenarios
+	backlogAnchor    int           // messages for the RabbitMQ anchor in it
+	backlogSettle    time.Duration // wait after the drain before measuring disk again
+	backlogQuorum    bool          // --backlog on a quorum queue of a local 3-node cluster
+	manyQueues       int           // --many-queues Q: the many-queues benchmark instead
+	manyQueuesEach   int           // messages per queue in it
+	delayed          int           // --delayed N: the delayed-message benchmark instead
+	delayedSpan      time.Duration // due times spread over this
+	delayedLead      time.Duration // the first due this long after publishing starts
+	shovel           int           // --shovel N: the shovel benchmark instead
+	shovelRabbitMgmt string        // a RabbitMQ management API with rabbitmq_shovel, for the comparison
+	shovelRabbitAMQP string        // its AMQP URL
 }
 
 type stringList []string
@@ -191,6 +197,12 @@ func main() {
 	fs.DurationVar(&o.backlogSettle, "backlog-settle", 3*time.Minute, "after the drain, wait this long and measure the data directory again")
 	fs.IntVar(&o.manyQueues, "many-queues", 0, "run the many-queues benchmark with `Q` durable queues instead of the scenarios (see manyqueues.go)")
 	fs.IntVar(&o.manyQueuesEach, "many-queues-each", 100, "messages per queue in the many-queues benchmark")
+	fs.IntVar(&o.delayed, "delayed", 0, "run the delayed-message benchmark with `N` messages instead of the scenarios (see delayed.go)")
+	fs.DurationVar(&o.delayedSpan, "delayed-span", 60*time.Second, "due times of the delayed-message benchmark spread over this")
+	fs.DurationVar(&o.delayedLead, "delayed-lead", 30*time.Second, "the first message of the delayed-message benchmark is due this long after publishing starts")
+	fs.IntVar(&o.shovel, "shovel", 0, "run the shovel benchmark with `N` messages instead of the scenarios (see shovel.go)")
+	fs.StringVar(&o.shovelRabbitMgmt, "shovel-rabbit-mgmt", "", "management API `URL` of a RabbitMQ with rabbitmq_shovel enabled, to compare its shovel")
+	fs.StringVar(&o.shovelRabbitAMQP, "shovel-rabbit-amqp", rabbitAnchorURL, "AMQP URL of that RabbitMQ")
 	_ = fs.Parse(os.Args[1:])
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "tridentbench: unexpected arguments %q\n", fs.Args())
@@ -204,7 +216,11 @@ func main() {
 			o.params.MsgSize = 1024
 		}
 	}
-	if o.backlog > 0 {
+	if o.shovel > 0 {
+		err = runShovel(ctx, &o)
+	} else if o.delayed > 0 {
+		err = runDelayed(ctx, &o)
+	} else if o.backlog > 0 {
 		err = runBacklog(ctx, &o)
 	} else if o.manyQueues > 0 {
 		err = runManyQueues(ctx, &o)

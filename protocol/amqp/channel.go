@@ -23,6 +23,7 @@ type unackedRef struct {
 	tag uint64
 	q   *exchange.Queue
 	seq uint64
+	at  int64 // delivered no earlier than this (conn.now, unix ns): consumer timeout
 }
 
 // channel is one AMQP channel. Its methods run on the connection's reader
@@ -71,6 +72,15 @@ type channel struct {
 	unacked []unackedRef
 	uhead   int
 	scratch []uint64 // reader goroutine: seqs to ack per queue
+
+	// Consumer timeout (timeout.go): timedOut (under dmu) is set when the
+	// watchdog took the unacked deliveries back and sent channel.close;
+	// expired is the same for the reader, which then treats the channel
+	// as closing. Deliveries that arrive after it wait in orphans (under
+	// dmu) to be requeued by cleanup.
+	timedOut bool
+	expired  atomic.Bool
+	orphans  []unackedRef
 }
 
 type chanStats struct {
@@ -133,6 +143,11 @@ func newChannel(c *conn, id uint16) *channel {
 
 // method runs one method received on the channel.
 func (ch *channel) method(m wire.Method) error {
+	if ch.state == chOpen && ch.expired.Load() {
+		// The consumer timeout closed the channel (timeout.go).
+		ch.cleanup()
+		ch.state = chClosing
+	}
 	if ch.state == chClosing {
 		// We sent channel.close: only the end of the close matters.
 		switch m.(type) {
@@ -194,8 +209,10 @@ func (ch *channel) cleanup() {
 	ch.dmu.Lock()
 	refs := ch.unacked[ch.uhead:]
 	ch.unacked, ch.uhead = nil, 0
+	refs = append(refs, ch.orphans...)
+	ch.orphans = nil
 	ch.dmu.Unlock()
-	ch.requeue(refs, true)
+	abandonRefs(refs) // requeued, or retried (x-retry-delays)
 	ch.txPubs, ch.txAcks = nil, nil
 	ch.pubActive = false
 }
@@ -630,7 +647,8 @@ func (ch *channel) get(m *wire.BasicGet) error {
 	ch.stats.delivered.Add(1)
 	tag := ch.nextTag
 	if !m.NoAck {
-		ch.unacked = append(ch.unacked, unackedRef{tag: tag, q: q, seq: d.Seq})
+		ch.c.watchTimeouts()
+		ch.unacked = append(ch.unacked, unackedRef{tag: tag, q: q, seq: d.Seq, at: ch.c.now.Load()})
 	}
 	ch.c.wmu.Lock()
 	gm := wire.BasicGetOK{DeliveryTag: tag, Redelivered: d.Redelivered, Exchange: d.Msg.Exchange,
@@ -688,7 +706,7 @@ func (ch *channel) apply(refs []unackedRef, ack, requeue bool) {
 func (ch *channel) checkTag(m wire.Method, tag uint64, multiple bool) error {
 	ch.dmu.Lock()
 	defer ch.dmu.Unlock()
-	if multiple && tag == 0 {
+	if (multiple && tag == 0) || ch.timedOut {
 		return nil
 	}
 	if i := ch.find(tag); i < 0 {
@@ -719,6 +737,9 @@ func (ch *channel) find(tag uint64) int {
 func (ch *channel) take(m wire.Method, tag uint64, multiple bool) ([]unackedRef, error) {
 	ch.dmu.Lock()
 	defer ch.dmu.Unlock()
+	if ch.timedOut {
+		return nil, nil // the watchdog took them back
+	}
 	if multiple {
 		end := len(ch.unacked)
 		if tag != 0 {
@@ -864,13 +885,22 @@ func (s *sink) Deliver(d exchange.Delivery) bool {
 // write assigns the delivery tag and encodes the delivery. Called with dmu.
 func (s *sink) write(d exchange.Delivery) bool {
 	ch := s.ch
+	c := ch.c
+	if ch.timedOut {
+		// The channel is closing: keep the delivery for cleanup to
+		// requeue, and stop this consumer.
+		if !s.noAck {
+			ch.orphans = append(ch.orphans, unackedRef{q: d.Queue, seq: d.Seq})
+		}
+		return false
+	}
 	ch.nextTag++
 	ch.stats.delivered.Add(1)
 	tag := ch.nextTag
 	if !s.noAck {
-		ch.unacked = append(ch.unacked, unackedRef{tag: tag, q: d.Queue, seq: d.Seq})
+		c.watchTimeouts()
+		ch.unacked = append(ch.unacked, unackedRef{tag: tag, q: d.Queue, seq: d.Seq, at: c.now.Load()})
 	}
-	c := ch.c
 	c.wmu.Lock()
 	c.deliver = wire.BasicDeliver{ConsumerTag: s.tag, DeliveryTag: tag, Redelivered: d.Redelivered,
 		Exchange: d.Msg.Exchange, RoutingKey: d.Msg.RoutingKey}

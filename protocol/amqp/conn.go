@@ -79,8 +79,14 @@ type conn struct {
 
 	releaseConn func() // the connection limits' slot, set by the handshake
 
-	internal  bool   // a cluster peer's connection (see internal.go); set before serve
-	mechanism string // the SASL mechanism the client logged in with
+	// Consumer timeout (timeout.go): now is a clock the watchdog advances
+	// every second, read per delivery; watching is set once it runs.
+	now      atomic.Int64
+	watching atomic.Bool
+
+	internal  bool       // a cluster peer's connection (see internal.go); set before serve
+	preauth   *auth.User // an in-process connection's user (local.go); set before serve
+	mechanism string     // the SASL mechanism the client logged in with
 
 	expiry *auth.ExpiryWatch // a token user's: closes the connection when the token expires
 }
@@ -372,6 +378,8 @@ func (c *conn) handshake() error {
 	)
 	if c.internal {
 		user, u = InternalUser, internalUser // see internal.go
+	} else if c.preauth != nil {
+		user, u = c.preauth.Name(), c.preauth // see local.go
 	} else if so.Mechanism == mechExternal {
 		user, u, aerr = c.externalLogin() // see external.go
 	} else {

@@ -31,6 +31,11 @@ type Config struct {
 	// CertLogin, when set, offers SASL EXTERNAL on TLS connections whose
 	// client certificate was verified, logging in as the user it names.
 	CertLogin *auth.CertLogin
+	// ConsumerTimeout is how long a delivery may stay unacknowledged
+	// before its channel is closed with PRECONDITION_FAILED and the
+	// delivery requeued (RabbitMQ's consumer_timeout), unless its queue
+	// sets x-consumer-timeout or a policy consumer-timeout. 0 disables it.
+	ConsumerTimeout time.Duration
 }
 
 func (c *Config) defaults() {

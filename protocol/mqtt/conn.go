@@ -182,7 +182,7 @@ func (c *conn) handle(pk *packets.Packet) error {
 	case packets.Publish:
 		return c.handlePublish(pk)
 	case packets.Puback:
-		c.handlePuback(pk.PacketID)
+		c.handlePuback(pk.PacketID, pk.ReasonCode)
 	case packets.Pubrec:
 		c.handlePubrec(pk.PacketID, pk.ReasonCode)
 	case packets.Pubrel:

@@ -261,17 +261,26 @@ func (c *conn) completeAck(tag uint64, code byte) {
 	}
 }
 
-// handlePuback settles an outbound QoS 1 delivery.
-func (c *conn) handlePuback(pid uint16) {
+// handlePuback settles an outbound QoS 1 delivery. An MQTT 5 PUBACK with
+// an error reason code (0x80 or above) rejects the message when its queue
+// has x-retry-delays, so that it comes back after the next delay (retry.go);
+// otherwise it is an acknowledgement, as in RabbitMQ.
+func (c *conn) handlePuback(pid uint16, code byte) {
 	c.infMu.Lock()
 	f, ok := c.inflight.get(pid)
 	if ok && !f.released {
 		c.inflight.del(pid)
 	}
 	c.infMu.Unlock()
-	if ok && !f.released && f.q != nil {
-		c.settle(f.q, f.seq)
+	if !ok || f.released || f.q == nil {
+		return
 	}
+	if code >= codeUnspecified && c.version == 5 && len(f.q.RetryDelays()) > 0 {
+		c.flushSettles()
+		f.q.Reject([]uint64{f.seq}, false)
+		return
+	}
+	c.settle(f.q, f.seq)
 }
 
 // handlePubrec settles an outbound QoS 2 delivery with the core (the

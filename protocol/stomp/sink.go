@@ -257,5 +257,5 @@ func (s *subscription) cancel() {
 	refs := s.unacked
 	s.unacked = nil
 	c.dmu.Unlock()
-	settle(refs, false, true)
+	abandon(refs)
 }

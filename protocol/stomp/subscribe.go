@@ -319,13 +319,17 @@ func (c *conn) doAck(f *frame.Frame, isAck bool) error {
 	if !ok {
 		return errorf("precondition_failed", "PRECONDITION_FAILED - unknown delivery tag %d", tag)
 	}
-	requeue := true
 	if !isAck {
 		if v, ok := boolHeader(f, "requeue"); ok {
-			requeue = v
+			settle(refs, false, v)
+		} else {
+			// A plain NACK requeues, as RabbitMQ's, or retries after a
+			// delay on a queue with x-retry-delays.
+			abandon(refs)
 		}
+		return nil
 	}
-	settle(refs, isAck, requeue)
+	settle(refs, true, false)
 	return nil
 }
 
@@ -344,6 +348,22 @@ func (c *conn) parseMessageID(mid string) (sub string, tag uint64, ok bool) {
 		return "", 0, false
 	}
 	return rest[2:], tag, true
+}
+
+// abandon hands deliveries back to their queues (Queue.Abandon): requeued,
+// or retried after a delay on a queue with x-retry-delays.
+func abandon(refs []unackedRef) {
+	byQueue := map[*exchange.Queue][]uint64{}
+	var order []*exchange.Queue
+	for _, r := range refs {
+		if _, ok := byQueue[r.q]; !ok {
+			order = append(order, r.q)
+		}
+		byQueue[r.q] = append(byQueue[r.q], r.seq)
+	}
+	for _, q := range order {
+		q.Abandon(byQueue[q])
+	}
 }
 
 // settle acks or rejects deliveries, grouped by queue.

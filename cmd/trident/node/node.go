@@ -21,6 +21,7 @@ import (
 	"github.com/trident-broker/trident/conf"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/amqp"
+	"github.com/trident-broker/trident/shovel"
 	"github.com/trident-broker/trident/store"
 	"github.com/trident-broker/trident/web"
 )
@@ -43,6 +44,7 @@ type Node struct {
 
 	amqp       *amqp.Server
 	amqpLn     net.Listener
+	shovels    *shovel.Manager
 	amqpServed chan error // receives Serve's result once
 
 	http   *http.Server
@@ -132,6 +134,11 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 			return nil, err
 		}
 	}
+	n.shovels = shovel.New(shovel.Config{Store: n.store, Local: n.dialLocal, Node: n.nodeName(),
+		Log: n.log.With("component", "shovel")})
+	if err := n.shovels.Start(); err != nil {
+		return nil, fmt.Errorf("node: shovels: %w", err)
+	}
 	n.stopWatch = make(chan struct{})
 	if limit := n.memoryLimit(); limit > 0 {
 		go watchMemory(n.broker, limit, limit*int64(cfg.Queues.MemoryPagingPercent)/100, n.stopWatch, n.log)
@@ -158,6 +165,19 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 		return nil, err
 	}
 	return n, nil
+}
+
+// dialLocal is the transport of shovels' "amqp://" URIs: an in-process
+// AMQP connection logged in as user.
+func (n *Node) dialLocal(user string) (net.Conn, error) {
+	if n.amqp == nil {
+		return nil, errors.New("the AMQP listener is disabled")
+	}
+	u, ok := n.users.Lookup(user)
+	if !ok {
+		return nil, fmt.Errorf("user '%s' (who declared the shovel) does not exist", user)
+	}
+	return n.amqp.DialLocal(u)
 }
 
 func hostname() string {
@@ -255,6 +275,7 @@ func (n *Node) startAMQP() error {
 		HandshakeTimeout: c.HandshakeTimeout,
 		Product:          c.Product,
 		CertLogin:        n.amqpCertLogin(),
+		ConsumerTimeout:  n.cfg.ConsumerTimeout,
 	}, n.broker, n.users, n.log.With("component", "amqp"))
 	n.amqpServed = make(chan error, 1)
 	if ln == nil {
@@ -320,6 +341,9 @@ func (n *Node) close(ctx context.Context) error {
 		if err := f.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("node: %s shutdown: %w", f.Name(), err))
 		}
+	}
+	if n.shovels != nil {
+		n.shovels.Close() // before the listeners: their connections end cleanly
 	}
 	if n.amqp != nil {
 		// Shutdown stops accepting first, then closes every connection.

@@ -42,6 +42,7 @@ func (n *Node) startHTTP() error {
 		DiskFreeLimit: int64(n.cfg.DiskFreeLimit),
 		Cluster:       n.webCluster(),
 		OAuth:         n.oauthUI(),
+		Shovels:       n.shovels,
 	})
 	n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: n.cfg.AMQP.HandshakeTimeout}
 	if ln == nil {

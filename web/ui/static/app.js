@@ -748,7 +748,7 @@
   }
 
   // Exchanges -------------------------------------------------------------
-  const EXCHANGE_TYPES = ['direct', 'fanout', 'topic', 'headers'];
+  const EXCHANGE_TYPES = ['direct', 'fanout', 'topic', 'headers', 'x-delayed-message'];
   function exchangesPage() {
     const list = pagedList({
       key: 'exchanges', id: 'exchanges', title: 'Exchanges', noun: 'exchange', path: vhostPath('/exchanges'),
@@ -759,6 +759,7 @@
         { title: 'Features', render: (x) => features(x) },
         { title: 'Rate in', sort: 'message_stats.publish_in_details.rate', num: true, render: (x) => rate(rateOf(x, 'publish_in')) },
         { title: 'Rate out', sort: 'message_stats.publish_out_details.rate', num: true, render: (x) => rate(rateOf(x, 'publish_out')) },
+        { title: 'Delayed', sort: 'messages_delayed', num: true, render: (x) => (x.messages_delayed != null ? num(x.messages_delayed) : '') },
       ],
     });
     const types = (lastOverview && lastOverview.exchange_types || []).map((t) => t.name);
@@ -978,6 +979,25 @@
         }
       });
     }
+    // Move messages (RabbitMQ's UI, with shovels on): a dynamic shovel that
+    // moves what the queue holds now to another queue, then deletes itself.
+    const moveDest = h('input', { type: 'text', id: 'move-dest', required: true, autocomplete: 'off', placeholder: 'queue name' });
+    const moveForm = h('form', { class: 'form', id: 'move-form', onsubmit: (e) => { e.preventDefault(); moveMessages(e.submitter); } },
+      h('label', { for: 'move-dest' }, 'Destination queue'), moveDest,
+      h('div', { class: 'form-actions' }, h('button', { class: 'btn', type: 'submit', id: 'move-submit' }, 'Move messages'),
+        h('span', { class: 'hint muted small' }, 'A shovel moves every message the queue holds now (acknowledged only once the destination confirmed it), then deletes itself.')));
+    async function moveMessages(btn) {
+      const dest = moveDest.value.trim();
+      await act(btn, async () => {
+        if (!dest) throw new Error('Name the destination queue');
+        const uri = 'amqp:///' + enc(vhost);
+        await api('PUT', `/parameters/shovel/${enc(vhost)}/${enc('Move from ' + name)}`, { component: 'shovel', vhost, name: 'Move from ' + name, value: {
+          'src-uri': uri, 'src-queue': name, 'dest-uri': uri, 'dest-queue': dest, 'src-delete-after': 'queue-length', 'ack-mode': 'on-confirm' } });
+        toast('ok', `Moving the messages of ${name} to ${dest}`);
+        moveDest.value = '';
+        setTimeout(refresh, 500);
+      });
+    }
     async function purge(btn) {
       if (!confirm(`Purge all ready messages from ${name}?`)) return;
       await act(btn, async () => { await api('DELETE', base + '/contents'); toast('ok', `Queue ${name} purged`); refresh(); });
@@ -1002,7 +1022,9 @@
       panel('Consumers', { flush: true, id: 'queue-consumers' }, consumers),
       h('div', { class: 'grid two' },
         panel('Get messages', { id: 'queue-get' }, getForm),
-        panel('Publish message', { id: 'queue-publish' }, publishForm(vhost, '', name)))));
+        panel('Publish message', { id: 'queue-publish' }, publishForm(vhost, '', name))),
+      h('div', { class: 'grid two' },
+        panel('Move messages', { id: 'queue-move' }, moveForm))));
 
     async function refresh() {
       let q, bs;
@@ -1094,7 +1116,8 @@
       $('.page-body', el).hidden = false;
       fill(headTags, tag(x.type, 'blue'), ' ', features(x));
       fill(stats, stat('Rate in', rate(rateOf(x, 'publish_in') ?? 0), { accent: true }), stat('Rate out', rate(rateOf(x, 'publish_out') ?? 0), { accent: true }),
-        name === '' ? null : stat('Bindings', num(out ? out.length : 0)));
+        name === '' ? null : stat('Bindings', num(out ? out.length : 0)),
+        x.messages_delayed != null ? stat('Delayed', num(x.messages_delayed), { key: 'messages_delayed' }) : null);
       fill(details, kv([
         ['Virtual host', vhost], ['Type', x.type], ['Durable', x.durable ? 'yes' : 'no'], ['Auto delete', x.auto_delete ? 'yes' : 'no'],
         ['Internal', x.internal ? 'yes' : 'no'], ['Arguments', argsView(x.arguments)], ['Policy', x.policy || ''],

@@ -1,0 +1,160 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/shovel"
+)
+
+// Dynamic shovels, in RabbitMQ's shapes (rabbitmq_shovel_management):
+//
+//	GET    /api/parameters                         every parameter (the shovels)
+//	GET    /api/parameters/shovel[/{vhost}]         the shovels' definitions
+//	GET    /api/parameters/shovel/{vhost}/{name}    one (404 if none)
+//	PUT    /api/parameters/shovel/{vhost}/{name}    {"value": {...}}: 201, 204 if it existed;
+//	                                                400 naming the field that does not validate
+//	DELETE /api/parameters/shovel/{vhost}/{name}    204, 404 if none
+//	GET    /api/shovels[/{vhost}]                   each shovel's state (starting, running,
+//	                                                terminated with its reason)
+//
+// Parameters need the policymaker or administrator tag (and access to the
+// vhost); the shovels' states need the monitoring tag or vhost access.
+
+// Shovels is what the API needs of the shovel manager (shovel.Manager).
+type Shovels interface {
+	Put(vhost, name, user string, value map[string]any) (created bool, err error)
+	Delete(vhost, name string) (bool, error)
+	Params(vhost string) []shovel.Param
+	Param(vhost, name string) (shovel.Param, bool)
+	Statuses(vhost string) []shovel.Status
+}
+
+func (s *Server) shovelRoutes(m func(string, access, handler), pol, mg access) {
+	m("GET /api/parameters", pol, s.listParams(false))
+	m("GET /api/parameters/shovel", pol, s.listParams(false))
+	m("GET /api/parameters/shovel/{vhost}", pol, s.listParams(true))
+	m("GET /api/parameters/shovel/{vhost}/{name}", pol, s.getParam)
+	m("PUT /api/parameters/shovel/{vhost}/{name}", pol, s.putParam)
+	m("DELETE /api/parameters/shovel/{vhost}/{name}", pol, s.deleteParam)
+	m("GET /api/shovels", mg, s.listShovels(false))
+	m("GET /api/shovels/{vhost}", mg, s.listShovels(true))
+}
+
+func (s *Server) listParams(byVHost bool) handler {
+	return func(w http.ResponseWriter, r *http.Request, u *auth.User) {
+		out := []shovel.Param{}
+		if s.shovels == nil {
+			writeJSON(w, http.StatusOK, out)
+			return
+		}
+		vhost := ""
+		if byVHost {
+			v, ok := s.writeVHost(w, r, u)
+			if !ok {
+				return
+			}
+			vhost = v.Name()
+		}
+		for _, p := range s.shovels.Params(vhost) {
+			if s.usesVHost(u, p.VHost) {
+				out = append(out, p)
+			}
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+func (s *Server) getParam(w http.ResponseWriter, r *http.Request, u *auth.User) {
+	v, ok := s.writeVHost(w, r, u)
+	if !ok {
+		return
+	}
+	if s.shovels == nil {
+		notFound(w)
+		return
+	}
+	p, ok := s.shovels.Param(v.Name(), pathValue(r, "name"))
+	if !ok {
+		notFound(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+func (s *Server) putParam(w http.ResponseWriter, r *http.Request, u *auth.User) {
+	v, ok := s.writeVHost(w, r, u)
+	if !ok {
+		return
+	}
+	if s.shovels == nil {
+		notFound(w)
+		return
+	}
+	body, err := decodeBody(r)
+	if err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	value, ok := body["value"].(map[string]any)
+	if !ok {
+		badRequest(w, "Validation failed\n\nvalue: a shovel definition object is required\n")
+		return
+	}
+	created, err := s.shovels.Put(v.Name(), pathValue(r, "name"), u.Name(), value)
+	var fe *shovel.FieldError
+	switch {
+	case errors.As(err, &fe):
+		badRequest(w, "Validation failed\n\n"+fe.Error()+"\n")
+		return
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, "internal_error", err.Error())
+		return
+	}
+	putStatus(w, !created)
+}
+
+func (s *Server) deleteParam(w http.ResponseWriter, r *http.Request, u *auth.User) {
+	v, ok := s.writeVHost(w, r, u)
+	if !ok {
+		return
+	}
+	if s.shovels == nil {
+		notFound(w)
+		return
+	}
+	found, err := s.shovels.Delete(v.Name(), pathValue(r, "name"))
+	switch {
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, "internal_error", err.Error())
+	case !found:
+		notFound(w)
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+func (s *Server) listShovels(byVHost bool) handler {
+	return func(w http.ResponseWriter, r *http.Request, u *auth.User) {
+		out := []shovel.Status{}
+		if s.shovels == nil {
+			writeJSON(w, http.StatusOK, out)
+			return
+		}
+		vhost := ""
+		if byVHost {
+			v, ok := s.readVHost(w, r, u)
+			if !ok {
+				return
+			}
+			vhost = v.Name()
+		}
+		for _, st := range s.shovels.Statuses(vhost) {
+			if s.seesVHost(u, st.VHost) {
+				out = append(out, st)
+			}
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}
