@@ -30,8 +30,9 @@ type Config struct {
 	TLS TLS `yaml:"tls"`
 
 	// ConsumerTimeout is how long a delivery may stay unacknowledged before
-	// its AMQP channel is closed with 406 PRECONDITION_FAILED and the
-	// delivery requeued: RabbitMQ's consumer_timeout, 30 minutes by
+	// its AMQP channel is closed with 406 PRECONDITION_FAILED (a STOMP
+	// connection gets an ERROR and is closed) and the delivery requeued
+	// (MQTT has no such timeout, as in RabbitMQ): RabbitMQ's consumer_timeout, 30 minutes by
 	// default. A queue's x-consumer-timeout argument or a policy's
 	// consumer-timeout key (ms; the lower wins) overrides it. 0 disables.
 	ConsumerTimeout time.Duration `yaml:"consumer_timeout"`

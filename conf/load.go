@@ -43,7 +43,7 @@ var fields = []field{
 	f("amqp.heartbeat", "AMQP heartbeat proposed to clients (0 disables)", func(c *Config) any { return &c.AMQP.Heartbeat }),
 	f("amqp.max_message_size", "largest message body in bytes", func(c *Config) any { return &c.AMQP.MaxMessageSize }),
 	f("amqp.handshake_timeout", "time allowed from accept to connection.open", func(c *Config) any { return &c.AMQP.HandshakeTimeout }),
-	f("consumer_timeout", "close an AMQP channel whose delivery stays unacknowledged this long (0 disables)", func(c *Config) any { return &c.ConsumerTimeout }),
+	f("consumer_timeout", "close an AMQP channel (a STOMP connection) whose delivery stays unacknowledged this long (0 disables)", func(c *Config) any { return &c.ConsumerTimeout }),
 	f("amqp.product", "product name in AMQP server properties", func(c *Config) any { return &c.AMQP.Product }),
 	f("mqtt.listen", "MQTT listen address (empty disables)", func(c *Config) any { return &c.MQTT.Listen }),
 	f("mqtt.ws_listen", "MQTT over WebSocket listen address (empty disables)", func(c *Config) any { return &c.MQTT.WSListen }),

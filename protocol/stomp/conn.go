@@ -65,6 +65,11 @@ type conn struct {
 	// Deliveries: tag counter and the subscriptions' unacked lists.
 	dmu     sync.Mutex
 	nextTag uint64
+	acked   []*subscription // subscriptions that had deliveries to acknowledge (timeout.go)
+	// Consumer timeout (timeout.go): the watchdog's clock, read per
+	// delivery, and whether the watchdog runs.
+	now      atomic.Int64
+	watching atomic.Bool
 
 	// Receipts waiting for the store, in order (see receipt.go).
 	rmu      sync.Mutex

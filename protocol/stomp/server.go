@@ -43,6 +43,13 @@ type Config struct {
 	// user the connection's verified TLS certificate names (RabbitMQ's
 	// stomp.ssl_cert_login), before DefaultUser; nil disables it.
 	CertLogin *auth.CertLogin
+	// ConsumerTimeout is how long a delivery of a client or
+	// client-individual subscription may stay unacknowledged before the
+	// connection gets an ERROR and is closed, its deliveries requeued
+	// (RabbitMQ's consumer_timeout, which its STOMP adapter inherits from
+	// the AMQP channel under it); a queue's x-consumer-timeout or policy
+	// consumer-timeout wins. 0: none but the queues'.
+	ConsumerTimeout time.Duration
 }
 
 func (c *Config) defaults() {

@@ -15,6 +15,7 @@ type unackedRef struct {
 	tag uint64
 	q   *exchange.Queue
 	seq uint64
+	at  int64 // the connection's clock at delivery (timeout.go)
 }
 
 // subscription is one SUBSCRIBE (or a temp-queue's implicit one). It is
@@ -35,6 +36,7 @@ type subscription struct {
 
 	// Under c.dmu.
 	unacked  []unackedRef
+	watched  bool   // in c.acked (timeout.go)
 	lastX    string // cache of the last destination header
 	lastKey  string
 	lastDest []byte
@@ -56,7 +58,10 @@ func (s *subscription) Deliver(d exchange.Delivery) bool {
 	c.delivered.Add(1)
 	tag := c.nextTag
 	if s.ack != ackAuto {
-		s.unacked = append(s.unacked, unackedRef{tag: tag, q: d.Queue, seq: d.Seq})
+		if !s.watched {
+			c.watchLocked(s)
+		}
+		s.unacked = append(s.unacked, unackedRef{tag: tag, q: d.Queue, seq: d.Seq, at: c.now.Load()})
 	}
 	if d.Msg.Exchange != s.lastX || d.Msg.RoutingKey != s.lastKey || s.lastDest == nil {
 		s.lastX, s.lastKey = d.Msg.Exchange, d.Msg.RoutingKey
@@ -256,6 +261,7 @@ func (s *subscription) cancel() {
 	c.dmu.Lock()
 	refs := s.unacked
 	s.unacked = nil
+	c.unwatchLocked(s)
 	c.dmu.Unlock()
 	abandon(refs)
 }

@@ -39,6 +39,7 @@ func (n *Node) startSTOMP() error {
 		DefaultPass:      n.cfg.DefaultPass,
 		DefaultVHost:     n.cfg.DefaultVHost,
 		CertLogin:        n.stompCertLogin(),
+		ConsumerTimeout:  n.cfg.ConsumerTimeout,
 	}, n.broker, n.users, n.log.With("component", "stomp"))
 	if c.Listen != "" {
 		ln, err := net.Listen("tcp", c.Listen)
