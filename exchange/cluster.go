@@ -77,6 +77,9 @@ type LogGroup struct {
 type LogState struct {
 	Groups  []LogGroup
 	Returns func(key uint64) uint32
+	// HeldQID, if not 0, is the store id under which the log keeps the
+	// messages it holds aside (HoldLog: a quorum queue's waiting retries).
+	HeldQID uint64
 }
 
 // ReturnLog is implemented by a MessageLog that counts deliveries across

@@ -25,6 +25,7 @@ func (q *Queue) BecomeProxy(r Remote) {
 	old := q.remote
 	q.forgetLocked()
 	q.remote, q.log, q.window = r, nil, 0
+	q.stopHoldsLocked()
 	q.consumeRemoteLocked()
 	q.unlock()
 	if old != nil && old != r {
@@ -76,6 +77,7 @@ func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
 	r.recAll, r.recMax = maxSeq, maxSeq
 	q.nextSeq = max(q.nextSeq, maxSeq+1)
 	q.logApplied.Store(q.nextSeq - 1)
+	q.loadHoldsLocked(st.HeldQID)
 	now := nowNano()
 	q.cmdExpire(now)
 	q.dispatchLocked(now)

@@ -224,9 +224,14 @@ type Queue struct {
 	// logReturns says how often a message loaded from the log came back.
 	logApplied atomic.Uint64
 	logReturns func(key uint64) uint32
-	remote     Remote
-	window     int    // the prefetch asked of remote's consumer
-	epoch      uint64 // bumped by every switch between local and proxy (Delivery.Seq)
+	// A quorum queue's held retries (retryhold.go), while it leads.
+	heldQID   uint64
+	holds     []uint64 // hold keys, sorted: due time, then a counter
+	holdCtr   uint64
+	holdTimer *time.Timer
+	remote    Remote
+	window    int    // the prefetch asked of remote's consumer
+	epoch     uint64 // bumped by every switch between local and proxy (Delivery.Seq)
 	// The owner's counts for a proxy's Status (stats.go).
 	remoteReady, remoteConsumers int
 	remoteAt                     int64
@@ -869,6 +874,7 @@ func (q *Queue) markDeleted() (n int) {
 	q.deleted = true
 	n = q.ready.n
 	q.ready.clear(false)
+	q.stopHoldsLocked()
 	for _, c := range q.consumers {
 		c.cancelled = true
 		if c.limit != nil {

@@ -24,8 +24,9 @@ import (
 // leaves the message in both (it is retried and also still queued) rather
 // than in neither. Transient messages are not kept across a restart.
 //
-// Quorum queues retry the same way on the node that leads them; the retry
-// goes back into the queue through its leader like any publish.
+// A quorum queue led here holds its retries in its own Raft group instead
+// (retryhold.go), so that a waiting retry survives the loss of any
+// minority of its members, as its messages do.
 const RetryCountHeader = "x-retry-count"
 
 // retryStoreID is the store keyspace of a vhost's retries: bit 63 set,
@@ -86,6 +87,10 @@ func (q *Queue) retryLocked(e entry) bool {
 	}
 	h[RetryCountHeader] = n + 1
 	nm.Props.Headers = h
+	if hl, ok := q.log.(HoldLog); ok && q.heldQID != 0 {
+		q.holdRetryLocked(hl, &e, nm, delays[n]) // retryhold.go
+		return true
+	}
 	q.vh.retrier().schedule(nm, q.name, int64(delays[n]/time.Millisecond), nowNano(), nil)
 	q.dropStored(&e)
 	return true

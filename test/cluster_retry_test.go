@@ -65,3 +65,71 @@ func TestQuorumQueueRetryAcrossNodes(t *testing.T) {
 		return err == nil && ok && string(m.Body) == "job"
 	})
 }
+
+// TestQuorumQueueRetrySurvivesLeaderLoss: a retry waiting for its delay is
+// held in the quorum queue's Raft group, not on the leader alone: the
+// leader is killed (and stays down) while the retry waits, and the message
+// comes back from the new leader once its delay has passed.
+func TestQuorumQueueRetrySurvivesLeaderLoss(t *testing.T) {
+	nodes := startCluster(t, 3)
+	_, ch0 := dialNode(t, nodes[0])
+	if _, err := ch0.QueueDeclare("qq-retry-kill", true, false, false, false, amqp.Table{"x-queue-type": "quorum",
+		"x-retry-delays": "3s"}); err != nil {
+		t.Fatal(err)
+	}
+	leader := leaderIndex(nodes, "qq-retry-kill")
+	if leader < 0 {
+		t.Fatal("no leader")
+	}
+	_, lch := dialNode(t, nodes[leader])
+	if err := lch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	confirms := lch.NotifyPublish(make(chan amqp.Confirmation, 1))
+	if err := lch.Publish("", "qq-retry-kill", false, false, amqp.Publishing{DeliveryMode: 2, Body: []byte("job")}); err != nil {
+		t.Fatal(err)
+	}
+	if c := <-confirms; !c.Ack {
+		t.Fatal("publish nacked")
+	}
+	ds, err := lch.Consume("qq-retry-kill", "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d amqp.Delivery
+	select {
+	case d = <-ds:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no delivery")
+	}
+	if err := d.Nack(false, false); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	// The hold is committed by the group within moments; then the leader dies.
+	time.Sleep(500 * time.Millisecond)
+	if err := nodes[leader].p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	survivor := nodes[(leader+1)%3]
+	_, sch := dialNode(t, survivor)
+	var got amqp.Delivery
+	eventually(t, 30*time.Second, "the retry from the new leader", func() bool {
+		m, ok, err := sch.Get("qq-retry-kill", false)
+		if err != nil || !ok {
+			return false
+		}
+		got = m
+		return true
+	})
+	if time.Since(at) < 3*time.Second {
+		t.Fatalf("retried after %v, before its 3 s delay", time.Since(at))
+	}
+	if string(got.Body) != "job" || retryCount(got) != 1 {
+		t.Fatalf("retry: %q x-retry-count %v", got.Body, got.Headers["x-retry-count"])
+	}
+	if err := got.Ack(false); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("retry came back %v after the nack, with leader %s dead", time.Since(at).Round(time.Millisecond), nodes[leader].name)
+}

@@ -8,7 +8,7 @@ import (
 // A Raft log entry of a quorum queue's group is one batch of operations:
 //
 //	entry   = version:byte op*
-//	op      = kind:byte seq:uvarint [len:uvarint data:len bytes]  (len and data for opAppend only)
+//	op      = kind:byte seq:uvarint [len:uvarint data:len bytes]  (len and data for opAppend and opHold only)
 //
 // The ops run to the end of the entry; there is no count, so a batch can
 // be built by appending ops to a buffer as they are queued.
@@ -23,7 +23,15 @@ const (
 	opAppend opKind = 1 // put message seq (replacing it if present)
 	opDelete opKind = 2 // remove message seq
 	opReturn opKind = 3 // count one return (delivery + requeue) of seq
+	// opHold keeps a message aside under key seq (a retry waiting for its
+	// delay, exchange/retry.go) and opRelease forgets it (it went back
+	// into the queue): held messages are replicated like the queue's own.
+	opHold    opKind = 4
+	opRelease opKind = 5
 )
+
+// hasData reports whether ops of kind k carry data.
+func (k opKind) hasData() bool { return k == opAppend || k == opHold }
 
 func (k opKind) String() string {
 	switch k {
@@ -33,6 +41,10 @@ func (k opKind) String() string {
 		return "delete"
 	case opReturn:
 		return "return"
+	case opHold:
+		return "hold"
+	case opRelease:
+		return "release"
 	}
 	return fmt.Sprintf("op(%d)", byte(k))
 }
@@ -57,7 +69,7 @@ func newEntry(size int) []byte {
 func appendOp(dst []byte, kind opKind, seq uint64, data []byte) []byte {
 	dst = append(dst, byte(kind))
 	dst = binary.AppendUvarint(dst, seq)
-	if kind == opAppend {
+	if kind.hasData() {
 		dst = binary.AppendUvarint(dst, uint64(len(data)))
 		dst = append(dst, data...)
 	}
@@ -67,7 +79,7 @@ func appendOp(dst []byte, kind opKind, seq uint64, data []byte) []byte {
 // opSize is the encoded size of an op, as appendOp writes it.
 func opSize(kind opKind, seq uint64, data []byte) int {
 	n := 1 + uvarintLen(seq)
-	if kind == opAppend {
+	if kind.hasData() {
 		n += uvarintLen(uint64(len(data))) + len(data)
 	}
 	return n
@@ -104,7 +116,7 @@ func walkEntry(b []byte, fn func(op)) error {
 	for i := 1; i < len(b); {
 		kind := opKind(b[i])
 		i++
-		if kind != opAppend && kind != opDelete && kind != opReturn {
+		if kind < opAppend || kind > opRelease {
 			return fmt.Errorf("%w: unknown op kind %d at offset %d", ErrCorrupt, byte(kind), i-1)
 		}
 		seq, n := binary.Uvarint(b[i:])
@@ -113,7 +125,7 @@ func walkEntry(b []byte, fn func(op)) error {
 		}
 		i += n
 		o := op{kind: kind, seq: seq}
-		if kind == opAppend {
+		if kind.hasData() {
 			l, n := binary.Uvarint(b[i:])
 			if n <= 0 {
 				return fmt.Errorf("%w: bad data length at offset %d", ErrCorrupt, i)

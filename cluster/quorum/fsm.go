@@ -28,6 +28,10 @@ type Store interface {
 // below 1<<62).
 const StateQID = math.MaxUint64
 
+// HoldQID is the store "queue" of queue qid's held messages (opHold): bit
+// 62 set, which no queue id (below 1<<62) has.
+func HoldQID(qid uint64) uint64 { return qid | 1<<62 }
+
 // saveEvery is how often (at most) an FSM writes its state record while it
 // applies entries; Snapshot writes one too. Entries applied after the last
 // record are applied again after a crash (see FSM).
@@ -138,6 +142,12 @@ func (f *FSM) applyOp(o op) {
 		f.s.del(o.seq)
 	case opReturn:
 		f.s.ret(o.seq)
+	case opHold:
+		f.st.AppendMessage(HoldQID(f.qid), o.seq, o.data, nil)
+		f.s.held++
+	case opRelease:
+		f.st.DeleteMessage(HoldQID(f.qid), o.seq)
+		f.s.held = max(f.s.held-1, 0)
 	}
 }
 
@@ -196,8 +206,15 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err := f.st.DropMessages(f.qid); err != nil {
 		return fmt.Errorf("quorum: restore: %w", err)
 	}
-	s, err := readSnapshot(rc, func(key uint64, data []byte) {
-		f.st.AppendMessage(f.qid, key, data, nil)
+	if err := f.st.DropMessages(HoldQID(f.qid)); err != nil {
+		return fmt.Errorf("quorum: restore: %w", err)
+	}
+	s, err := readSnapshot(rc, func(held bool, key uint64, data []byte) {
+		if held {
+			f.st.AppendMessage(HoldQID(f.qid), key, data, nil)
+		} else {
+			f.st.AppendMessage(f.qid, key, data, nil)
+		}
 	})
 	if err != nil {
 		return err
@@ -239,6 +256,13 @@ func (f *FSM) Bytes() int64 {
 	return f.s.bytes()
 }
 
+// Held returns the number of held messages (retries waiting).
+func (f *FSM) Held() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return int(f.s.held)
+}
+
 // Applied returns the index of the last entry applied.
 func (f *FSM) Applied() uint64 {
 	f.mu.RLock()
@@ -263,6 +287,9 @@ func (f *FSM) Drop() error {
 	defer f.mu.Unlock()
 	f.s = state{}
 	f.st.DeleteMessage(StateQID, f.qid)
+	if err := f.st.DropMessages(HoldQID(f.qid)); err != nil {
+		return err
+	}
 	return f.st.DropMessages(f.qid)
 }
 
@@ -281,16 +308,25 @@ type fsmSnapshot struct {
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	err := s.f.st.Sync()
 	if err == nil {
-		err = writeSnapshot(sink, &s.s, func(fn func(key uint64, data []byte) error) error {
-			var werr error
-			rerr := s.f.st.ReadMessages(s.f.qid, 0, func(k uint64, data []byte) bool {
-				werr = fn(k, data)
-				return werr == nil
-			})
-			if werr != nil {
-				return werr
+		err = writeSnapshot(sink, &s.s, func(fn func(held bool, key uint64, data []byte) error) error {
+			for _, held := range []bool{false, true} {
+				qid := s.f.qid
+				if held {
+					qid = HoldQID(qid)
+				}
+				var werr error
+				rerr := s.f.st.ReadMessages(qid, 0, func(k uint64, data []byte) bool {
+					werr = fn(held, k, data)
+					return werr == nil
+				})
+				if werr != nil {
+					return werr
+				}
+				if rerr != nil {
+					return rerr
+				}
 			}
-			return rerr
+			return nil
 		})
 	}
 	if err != nil {

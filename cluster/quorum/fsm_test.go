@@ -186,6 +186,12 @@ func TestFSMSnapshotRoundTrip(t *testing.T) {
 		}
 		f.Apply(command(ops...))
 	}
+	// Two retries held aside, one released.
+	f.Apply(command(op{kind: opHold, seq: 500, data: []byte("held-a")}, op{kind: opHold, seq: 600, data: []byte("held-b")}))
+	f.Apply(command(op{kind: opRelease, seq: 500}))
+	if f.Held() != 1 {
+		t.Fatalf("held %d, want 1", f.Held())
+	}
 	b := snapshotBytes(t, f)
 	// A member with other messages installs it.
 	st2 := store.NewMemory()
@@ -199,6 +205,14 @@ func TestFSMSnapshotRoundTrip(t *testing.T) {
 	}
 	if !slices.Equal(g.Groups(), f.Groups()) || g.Applied() != f.Applied() {
 		t.Fatalf("groups %+v applied %d, want %+v %d", g.Groups(), g.Applied(), f.Groups(), f.Applied())
+	}
+	var held []string
+	_ = st2.ReadMessages(HoldQID(7), 0, func(k uint64, data []byte) bool {
+		held = append(held, fmt.Sprintf("%d=%s", k, data))
+		return true
+	})
+	if len(held) != 1 || held[0] != "600=held-b" || g.Held() != 1 {
+		t.Fatalf("held after restore: %v (%d)", held, g.Held())
 	}
 	// The installed state is its Store's: a restart finds it.
 	h := newFSM(t, st2)
@@ -272,7 +286,7 @@ func FuzzReadSnapshot(f *testing.F) {
 	f.Add([]byte{snapshotVersion, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var n int
-		s, err := readSnapshot(bytes.NewReader(b), func(uint64, []byte) { n++ })
+		s, err := readSnapshot(bytes.NewReader(b), func(bool, uint64, []byte) { n++ })
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("error not ErrCorrupt: %v", err)

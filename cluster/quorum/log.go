@@ -114,6 +114,15 @@ func (l *Log) DeleteMessage(qid, seq uint64) { l.enqueue(opDelete, seq, nil, nil
 // seq. An unknown seq is ignored when applied.
 func (l *Log) ReturnMessage(qid, seq uint64) { l.enqueue(opReturn, seq, nil, nil) }
 
+// HoldMessage queues a message to be kept aside under key (data is
+// copied): a retry waiting for its delay. done as for AppendMessage.
+func (l *Log) HoldMessage(qid, key uint64, data []byte, done func(error)) {
+	l.enqueue(opHold, key, data, done)
+}
+
+// ReleaseMessage queues the removal of held message key.
+func (l *Log) ReleaseMessage(qid, key uint64) { l.enqueue(opRelease, key, nil, nil) }
+
 func (l *Log) enqueue(kind opKind, seq uint64, data []byte, done func(error)) {
 	l.mu.Lock()
 	for l.pendingBytes >= l.opts.MaxPendingBytes && !l.closed {

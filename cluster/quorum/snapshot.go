@@ -13,10 +13,11 @@ import (
 // A snapshot of the FSM is written as one stream:
 //
 //	snapshot = version:byte stateLen:uvarint state:stateLen bytes record* end:byte(0) crc:uint32be
-//	record   = kind:byte(1) key:uvarint len:uvarint data:len bytes
+//	record   = kind:byte(1 message, 2 held) key:uvarint len:uvarint data:len bytes
 //
 // state is the FSM's state encoding (state.go). Records are the queue's
-// messages in increasing key order. crc is the CRC-32C (Castagnoli) of
+// messages in increasing key order, then its held messages (opHold) in
+// increasing key order. crc is the CRC-32C (Castagnoli) of
 // every byte before it. Nothing may follow it.
 
 // snapshotVersion is the first byte of every snapshot this package writes.
@@ -33,7 +34,7 @@ const maxStateBytes = 1 << 30
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // writeSnapshot streams s and the messages walk yields (in key order) to w.
-func writeSnapshot(w io.Writer, s *state, walk func(fn func(key uint64, data []byte) error) error) error {
+func writeSnapshot(w io.Writer, s *state, walk func(fn func(held bool, key uint64, data []byte) error) error) error {
 	crc := crc32.New(castagnoli)
 	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 64<<10)
 	enc := s.encode(nil)
@@ -46,13 +47,23 @@ func writeSnapshot(w io.Writer, s *state, walk func(fn func(key uint64, data []b
 	if _, err := bw.Write(enc); err != nil {
 		return err
 	}
-	first, prev := true, uint64(0)
-	err := walk(func(key uint64, data []byte) error {
+	first, prev, inHeld := true, uint64(0), false
+	err := walk(func(held bool, key uint64, data []byte) error {
+		if held != inHeld {
+			if !held {
+				return fmt.Errorf("quorum: snapshot out of order: a message after held ones")
+			}
+			inHeld, first = true, true
+		}
 		if !first && key <= prev {
 			return fmt.Errorf("quorum: snapshot out of order: key %d after %d", key, prev)
 		}
 		first, prev = false, key
-		b := append(tmp[:0], 1)
+		kind := byte(1)
+		if held {
+			kind = 2
+		}
+		b := append(tmp[:0], kind)
 		b = binary.AppendUvarint(b, key)
 		b = binary.AppendUvarint(b, uint64(len(data)))
 		if _, err := bw.Write(b); err != nil {
@@ -129,7 +140,7 @@ func (r *snapReader) data(n uint64) ([]byte, error) {
 // the bytes actually read, whatever the counts and lengths claim. Messages
 // are handed to put before the checksum is checked: the caller must treat
 // what it got as void on error.
-func readSnapshot(rd io.Reader, put func(key uint64, data []byte)) (state, error) {
+func readSnapshot(rd io.Reader, put func(held bool, key uint64, data []byte)) (state, error) {
 	r := &snapReader{br: bufio.NewReaderSize(rd, 64<<10)}
 	v, err := r.ReadByte()
 	if err != nil {
@@ -153,7 +164,7 @@ func readSnapshot(rd io.Reader, put func(key uint64, data []byte)) (state, error
 	if err != nil {
 		return state{}, err
 	}
-	first, prev := true, uint64(0)
+	first, prev, inHeld := true, uint64(0), false
 	for {
 		kind, err := r.ReadByte()
 		if err != nil {
@@ -162,7 +173,11 @@ func readSnapshot(rd io.Reader, put func(key uint64, data []byte)) (state, error
 		if kind == 0 {
 			break
 		}
-		if kind != 1 {
+		switch {
+		case kind == 2 && !inHeld:
+			inHeld, first = true, true
+		case kind == 1 && !inHeld, kind == 2:
+		default:
 			return state{}, corruptf("record kind %d", kind)
 		}
 		key, err := r.uvarint("key")
@@ -181,7 +196,7 @@ func readSnapshot(rd io.Reader, put func(key uint64, data []byte)) (state, error
 		if err != nil {
 			return state{}, err
 		}
-		put(key, data)
+		put(inHeld, key, data)
 	}
 	want := r.crc
 	var sum [4]byte

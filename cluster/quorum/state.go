@@ -30,6 +30,8 @@ type state struct {
 	appended int64
 	// snapped is the size of the messages the last snapshot holds.
 	snapped int64
+	// held counts held messages (opHold, not yet released).
+	held    int64
 	groups  []Group           // sorted by Top, only groups ever appended to
 	returns map[uint64]uint32 // key → returns, for messages returned at least once
 }
@@ -97,7 +99,7 @@ func (s *state) bytes() int64 {
 }
 
 func (s *state) clone() state {
-	c := state{applied: s.applied, appended: s.appended, snapped: s.snapped, groups: slices.Clone(s.groups)}
+	c := state{applied: s.applied, appended: s.appended, snapped: s.snapped, held: s.held, groups: slices.Clone(s.groups)}
 	if len(s.returns) > 0 {
 		c.returns = make(map[uint64]uint32, len(s.returns))
 		for k, v := range s.returns {
@@ -109,7 +111,7 @@ func (s *state) clone() state {
 
 // A state is encoded as
 //
-//	state  = version:byte applied:uvarint appended:uvarint snapped:uvarint ngroups:uvarint group{ngroups} nreturns:uvarint return{nreturns}
+//	state  = version:byte applied:uvarint appended:uvarint snapped:uvarint held:uvarint ngroups:uvarint group{ngroups} nreturns:uvarint return{nreturns}
 //	group  = top:byte count:uvarint bytes:uvarint maxKey:uvarint
 //	return = key:uvarint returns:uvarint
 //
@@ -122,6 +124,7 @@ func (s *state) encode(dst []byte) []byte {
 	dst = binary.AppendUvarint(dst, s.applied)
 	dst = binary.AppendUvarint(dst, uint64(max(s.appended, 0)))
 	dst = binary.AppendUvarint(dst, uint64(max(s.snapped, 0)))
+	dst = binary.AppendUvarint(dst, uint64(max(s.held, 0)))
 	dst = binary.AppendUvarint(dst, uint64(len(s.groups)))
 	for _, g := range s.groups {
 		dst = append(dst, g.Top)
@@ -178,6 +181,14 @@ func decodeState(b []byte) (state, error) {
 		return s, corruptf("state: snapshot bytes %d", sn)
 	}
 	s.snapped = int64(sn)
+	hd, err := next("held count")
+	if err != nil {
+		return s, err
+	}
+	if hd > math.MaxInt64 {
+		return s, corruptf("state: held %d", hd)
+	}
+	s.held = int64(hd)
 	ng, err := next("group count")
 	if err != nil {
 		return s, err

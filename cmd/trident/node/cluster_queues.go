@@ -462,6 +462,7 @@ func (qq *quorumQueue) leadership(leader bool) {
 			st.Groups = append(st.Groups, exchange.LogGroup{Top: g.Top, Count: g.Count, Bytes: g.Bytes, MaxKey: g.MaxKey})
 		}
 		st.Returns = fsm.Returns
+		st.HeldQID = quorum.HoldQID(qq.q.ID())
 		qq.q.BecomeLocal(newLog, st)
 		qq.once.Do(func() { close(qq.ready) })
 	} else {
