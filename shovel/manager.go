@@ -31,22 +31,44 @@ type Config struct {
 	Log  *slog.Logger
 }
 
-// Manager runs the dynamic shovels of a node and keeps their definitions.
+// Manager keeps the dynamic shovels' definitions and runs those this node
+// owns. Standalone it owns them all. In a cluster the definitions are
+// cluster-wide records (ReplicatedKey: Store replicates them, and every
+// node hands the committed ones to ApplyMeta), and each shovel runs on one
+// node, the one SetOwner's function names (the node's choice among the
+// alive members); when that node goes, another takes the shovel over. A
+// shovel moves messages at least once across such a move (on-confirm: the
+// source's unsettled messages are redelivered), as RabbitMQ's do.
 type Manager struct {
 	st    Store
 	local func(string) (net.Conn, error)
 	node  string
 	log   *slog.Logger
 
-	mu      sync.Mutex
-	workers map[string]*worker // by key
-	closed  bool
+	mu     sync.Mutex
+	defs   map[string]*shovelDef // by key
+	owner  func(key string) (self bool, node string)
+	closed bool
+	kick   chan struct{}
+	done   chan struct{}
+}
+
+// shovelDef is one definition and, if it runs here, its worker.
+type shovelDef struct {
+	rec  record
+	data []byte // rec as stored
+	def  Definition
+	w    *worker // nil unless running here
 }
 
 // ErrClosed is returned by Put after Close.
 var ErrClosed = errors.New("shovel: manager closed")
 
 const recordPrefix = "shovel/"
+
+// ReplicatedKey reports whether a metadata record is a shovel definition:
+// cluster-wide.
+func ReplicatedKey(key string) bool { return strings.HasPrefix(key, recordPrefix) }
 
 func recordKey(vhost, name string) string { return recordPrefix + vhost + "\x00" + name }
 
@@ -57,26 +79,96 @@ type record struct {
 	Value map[string]any `json:"value"`
 }
 
+// reconcileEvery is how often a manager with an owner function looks
+// again at which shovels it should run (membership changes).
+const reconcileEvery = 2 * time.Second
+
 // New creates a manager; Start runs the stored shovels.
 func New(cfg Config) *Manager {
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{st: cfg.Store, local: cfg.Local, node: cfg.Node, log: log, workers: map[string]*worker{}}
+	return &Manager{st: cfg.Store, local: cfg.Local, node: cfg.Node, log: log, defs: map[string]*shovelDef{},
+		kick: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
-// Start runs every stored shovel. A stored definition that no longer
-// validates is logged and skipped.
-func (m *Manager) Start() error {
-	var recs []record
-	err := m.st.LoadMeta(recordPrefix, func(key string, val []byte) error {
-		var r record
-		if err := json.Unmarshal(val, &r); err != nil {
-			m.log.Error("stored shovel definition unreadable, skipped", "key", key, "err", err)
-			return nil
+// SetOwner makes the manager run only the shovels owner says are this
+// node's (self), and look again every reconcileEvery. owner must not
+// block; node names the owner, for the status of shovels running there.
+func (m *Manager) SetOwner(owner func(key string) (self bool, node string)) {
+	m.mu.Lock()
+	first := m.owner == nil
+	m.owner = owner
+	m.mu.Unlock()
+	if first {
+		go m.reconcileLoop()
+	}
+	m.nudge()
+}
+
+func (m *Manager) nudge() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (m *Manager) reconcileLoop() {
+	t := time.NewTicker(reconcileEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.done:
+			return
+		case <-t.C:
+		case <-m.kick:
 		}
-		recs = append(recs, r)
+		m.reconcile()
+	}
+}
+
+// ownsLocked reports whether this node runs key.
+func (m *Manager) ownsLocked(key string) bool {
+	if m.owner == nil {
+		return true
+	}
+	self, _ := m.owner(key)
+	return self
+}
+
+// reconcile starts the shovels this node owns and stops the others.
+func (m *Manager) reconcile() {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	var stop []*worker
+	for k, sd := range m.defs {
+		own := m.ownsLocked(k)
+		switch {
+		case own && sd.w == nil:
+			m.startLocked(sd)
+		case !own && sd.w != nil:
+			m.log.Info("shovel moves to another node", "vhost", sd.rec.VHost, "shovel", sd.rec.Name)
+			stop = append(stop, sd.w)
+			sd.w = nil
+		}
+	}
+	m.mu.Unlock()
+	for _, w := range stop {
+		w.cancel()
+		<-w.done
+	}
+}
+
+// Start runs every stored shovel this node owns. A stored definition that
+// no longer validates is logged and skipped.
+func (m *Manager) Start() error {
+	var recs [][]byte
+	err := m.st.LoadMeta(recordPrefix, func(key string, val []byte) error {
+		recs = append(recs, append([]byte(nil), val...))
 		return nil
 	})
 	if err != nil {
@@ -84,34 +176,59 @@ func (m *Manager) Start() error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, r := range recs {
-		d, err := Parse(r.Value)
-		if err != nil {
-			m.log.Error("stored shovel definition invalid, skipped", "vhost", r.VHost, "shovel", r.Name, "err", err)
-			continue
-		}
-		m.startLocked(r, d)
+	for _, data := range recs {
+		m.upsertLocked(data)
 	}
 	return nil
 }
 
-func (m *Manager) startLocked(r record, d Definition) {
-	if prev := m.workers[recordKey(r.VHost, r.Name)]; prev != nil {
-		prev.cancel() // a concurrent Put of the same name won
+// upsertLocked installs a stored record (data), replacing a different one
+// of the same name that does not run here; one that runs is returned, not
+// replaced (replace stops it first). A record that does not decode or
+// validate is logged and skipped.
+func (m *Manager) upsertLocked(data []byte) (old *worker, ok bool) {
+	var r record
+	if err := json.Unmarshal(data, &r); err != nil {
+		m.log.Error("shovel definition unreadable, skipped", "err", err)
+		return nil, false
 	}
+	d, err := Parse(r.Value)
+	if err != nil {
+		m.log.Error("shovel definition invalid, skipped", "vhost", r.VHost, "shovel", r.Name, "err", err)
+		return nil, false
+	}
+	k := recordKey(r.VHost, r.Name)
+	if cur := m.defs[k]; cur != nil {
+		if string(cur.data) == string(data) {
+			return nil, true // the same (this node's own write, applied)
+		}
+		if cur.w != nil {
+			return cur.w, false // the caller stops it first (replace)
+		}
+	}
+	sd := &shovelDef{rec: r, data: data, def: d}
+	m.defs[k] = sd
+	if !m.closed && m.ownsLocked(k) {
+		m.startLocked(sd)
+	}
+	return nil, true
+}
+
+func (m *Manager) startLocked(sd *shovelDef) {
+	r := sd.rec
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &worker{m: m, vhost: r.VHost, name: r.Name, user: r.User, def: d, value: r.Value,
+	w := &worker{m: m, vhost: r.VHost, name: r.Name, user: r.User, def: sd.def, value: r.Value,
 		cancel: cancel, done: make(chan struct{}), state: StateStarting, since: time.Now()}
-	m.workers[recordKey(r.VHost, r.Name)] = w
+	sd.w = w
 	go w.run(ctx)
 }
 
 // Put declares (or replaces) shovel name of vhost, run as user on
-// "amqp://" URIs. The definition is stored before the shovel starts. A
-// value that does not validate is a *FieldError.
+// "amqp://" URIs. The definition is stored (cluster-wide in a cluster)
+// before the shovel starts. A value that does not validate is a
+// *FieldError.
 func (m *Manager) Put(vhost, name, user string, value map[string]any) (created bool, err error) {
-	d, err := Parse(value)
-	if err != nil {
+	if _, err := Parse(value); err != nil {
 		return false, err
 	}
 	r := record{VHost: vhost, Name: name, User: user, Value: value}
@@ -121,44 +238,118 @@ func (m *Manager) Put(vhost, name, user string, value map[string]any) (created b
 	}
 	k := recordKey(vhost, name)
 	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
+	closed := m.closed
+	_, existed := m.defs[k]
+	m.mu.Unlock()
+	if closed {
 		return false, ErrClosed
 	}
+	// In a cluster PutMeta returns once the record is committed and
+	// applied here (ApplyMeta may have installed it already).
 	if err := m.st.PutMeta(k, data); err != nil {
-		m.mu.Unlock()
 		return false, err
 	}
-	old := m.workers[k]
-	delete(m.workers, k)
-	m.mu.Unlock()
-	if old != nil {
-		// Stopped first (outside mu, which a completing worker takes):
-		// its connections close, so nothing it held unacked is lost.
-		old.cancel()
-		<-old.done
+	m.replace(data)
+	return !existed, nil
+}
+
+// replace installs data, stopping the shovel it replaces first: its
+// connections close, so nothing it held unacked is lost.
+func (m *Manager) replace(data []byte) {
+	var r record
+	if err := json.Unmarshal(data, &r); err != nil {
+		m.log.Error("shovel definition unreadable, skipped", "err", err)
+		return
 	}
+	k := recordKey(r.VHost, r.Name)
+	for {
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			return
+		}
+		cur := m.defs[k]
+		if cur != nil && string(cur.data) == string(data) {
+			m.mu.Unlock()
+			return
+		}
+		if cur != nil && cur.w != nil {
+			w := cur.w
+			cur.w = nil
+			m.mu.Unlock()
+			w.cancel()
+			<-w.done
+			continue
+		}
+		m.upsertLocked(data)
+		m.mu.Unlock()
+		return
+	}
+}
+
+// remove forgets key's definition and stops its shovel.
+func (m *Manager) remove(key string) bool {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.closed {
-		m.startLocked(r, d)
+	sd := m.defs[key]
+	delete(m.defs, key)
+	m.mu.Unlock()
+	if sd == nil {
+		return false
 	}
-	return old == nil, nil
+	if sd.w != nil {
+		sd.w.cancel()
+		<-sd.w.done
+	}
+	return true
 }
 
 // Delete stops and forgets a shovel; false if there was none.
 func (m *Manager) Delete(vhost, name string) (bool, error) {
 	k := recordKey(vhost, name)
-	m.mu.Lock()
-	w := m.workers[k]
-	delete(m.workers, k)
-	m.mu.Unlock()
-	if w == nil {
+	if !m.remove(k) {
 		return false, nil
 	}
-	w.cancel()
-	<-w.done
 	return true, m.st.DeleteMeta(k)
+}
+
+// ApplyMeta takes the shovel records committed by the cluster (every
+// node's, this one's included) and starts, replaces or stops shovels to
+// match. It runs on the metadata group's apply goroutine: it never waits
+// for a shovel to stop (that happens on a goroutine of its own).
+func (m *Manager) ApplyMeta(ops []MetaOp) error {
+	for _, op := range ops {
+		if !strings.HasPrefix(op.Key, recordPrefix) && !(op.Prefix && strings.HasPrefix(recordPrefix, op.Key)) {
+			continue
+		}
+		switch {
+		case op.Prefix:
+			m.mu.Lock()
+			var keys []string
+			for k := range m.defs {
+				if strings.HasPrefix(k, op.Key) {
+					keys = append(keys, k)
+				}
+			}
+			m.mu.Unlock()
+			for _, k := range keys {
+				go m.remove(k)
+			}
+		case op.Val == nil:
+			go m.remove(op.Key)
+		default:
+			data := append([]byte(nil), op.Val...)
+			go m.replace(data)
+		}
+	}
+	return nil
+}
+
+// MetaOp is a committed metadata record as the cluster applies it
+// (exchange.MetaOp's fields: a put, a delete, or a prefix delete).
+type MetaOp struct {
+	Key    string
+	Val    []byte
+	Prefix bool
 }
 
 // completed forgets a shovel whose src-delete-after was reached, as
@@ -166,11 +357,13 @@ func (m *Manager) Delete(vhost, name string) (bool, error) {
 func (m *Manager) completed(w *worker) {
 	k := recordKey(w.vhost, w.name)
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.workers[k] != w {
+	sd := m.defs[k]
+	if sd == nil || sd.w != w {
+		m.mu.Unlock()
 		return
 	}
-	delete(m.workers, k)
+	delete(m.defs, k)
+	m.mu.Unlock()
 	if err := m.st.DeleteMeta(k); err != nil {
 		m.log.Error("completed shovel's definition not removed", "vhost", w.vhost, "shovel", w.name, "err", err)
 	}
@@ -180,10 +373,17 @@ func (m *Manager) completed(w *worker) {
 // Close stops every shovel (their definitions stay for the next start).
 func (m *Manager) Close() {
 	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
 	m.closed = true
-	ws := make([]*worker, 0, len(m.workers))
-	for _, w := range m.workers {
-		ws = append(ws, w)
+	close(m.done)
+	var ws []*worker
+	for _, sd := range m.defs {
+		if sd.w != nil {
+			ws = append(ws, sd.w)
+		}
 	}
 	m.mu.Unlock()
 	for _, w := range ws {
@@ -227,29 +427,30 @@ type Status struct {
 	Transferred int64 `json:"messages_transferred"`
 }
 
-func (m *Manager) sorted(vhost string) []*worker {
+func (m *Manager) sorted(vhost string) []*shovelDef {
 	m.mu.Lock()
-	ws := make([]*worker, 0, len(m.workers))
-	for _, w := range m.workers {
-		if vhost == "" || w.vhost == vhost {
-			ws = append(ws, w)
+	out := make([]*shovelDef, 0, len(m.defs))
+	for _, sd := range m.defs {
+		if vhost == "" || sd.rec.VHost == vhost {
+			c := *sd
+			out = append(out, &c)
 		}
 	}
 	m.mu.Unlock()
-	sort.Slice(ws, func(i, j int) bool {
-		if ws[i].vhost != ws[j].vhost {
-			return ws[i].vhost < ws[j].vhost
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].rec.VHost != out[j].rec.VHost {
+			return out[i].rec.VHost < out[j].rec.VHost
 		}
-		return ws[i].name < ws[j].name
+		return out[i].rec.Name < out[j].rec.Name
 	})
-	return ws
+	return out
 }
 
 // Params lists the definitions of vhost ("" for all).
 func (m *Manager) Params(vhost string) []Param {
 	out := []Param{}
-	for _, w := range m.sorted(vhost) {
-		out = append(out, Param{Component: "shovel", VHost: w.vhost, Name: w.name, Value: w.value})
+	for _, sd := range m.sorted(vhost) {
+		out = append(out, Param{Component: "shovel", VHost: sd.rec.VHost, Name: sd.rec.Name, Value: sd.rec.Value})
 	}
 	return out
 }
@@ -257,31 +458,47 @@ func (m *Manager) Params(vhost string) []Param {
 // Param returns one definition.
 func (m *Manager) Param(vhost, name string) (Param, bool) {
 	m.mu.Lock()
-	w := m.workers[recordKey(vhost, name)]
+	sd := m.defs[recordKey(vhost, name)]
 	m.mu.Unlock()
-	if w == nil {
+	if sd == nil {
 		return Param{}, false
 	}
-	return Param{Component: "shovel", VHost: w.vhost, Name: w.name, Value: w.value}, true
+	return Param{Component: "shovel", VHost: sd.rec.VHost, Name: sd.rec.Name, Value: sd.rec.Value}, true
 }
+
+// StateRemote is the state this node reports of a shovel that runs on
+// another node of the cluster (Status.Node names it); that node's API
+// has its running state.
+const StateRemote = "remote"
 
 // Statuses lists the shovels of vhost ("" for all) with their state.
 func (m *Manager) Statuses(vhost string) []Status {
 	out := []Status{}
-	for _, w := range m.sorted(vhost) {
-		w.mu.Lock()
-		s := Status{Node: m.node, Timestamp: w.since.UTC().Format("2006-01-02 15:04:05"), Name: w.name, VHost: w.vhost,
-			Type: "dynamic", State: w.state, Reason: w.reason, SrcURI: w.src, DestURI: w.dst,
+	for _, sd := range m.sorted(vhost) {
+		d := sd.def
+		s := Status{Node: m.node, Name: sd.rec.Name, VHost: sd.rec.VHost, Type: "dynamic",
 			SrcProtocol: "amqp091", DestProtocol: "amqp091",
-			SrcQueue: w.def.SrcQueue, SrcExchange: w.def.SrcExchange, SrcXKey: w.def.SrcExchangeKey,
-			DestQueue: w.def.DestQueue, DestExchange: w.def.DestExchange, DestXKey: w.def.DestExchangeKey,
-			Transferred: w.moved.Load()}
-		w.mu.Unlock()
+			SrcQueue: d.SrcQueue, SrcExchange: d.SrcExchange, SrcXKey: d.SrcExchangeKey,
+			DestQueue: d.DestQueue, DestExchange: d.DestExchange, DestXKey: d.DestExchangeKey}
+		if w := sd.w; w != nil {
+			w.mu.Lock()
+			s.Timestamp, s.State, s.Reason, s.SrcURI, s.DestURI = w.since.UTC().Format("2006-01-02 15:04:05"), w.state, w.reason, w.src, w.dst
+			s.Transferred = w.moved.Load()
+			w.mu.Unlock()
+		} else {
+			s.State = StateRemote
+			m.mu.Lock()
+			if m.owner != nil {
+				_, s.Node = m.owner(recordKey(sd.rec.VHost, sd.rec.Name))
+			}
+			m.mu.Unlock()
+			s.Reason = "runs on node " + s.Node
+		}
 		if s.SrcURI == "" {
-			s.SrcURI = redact(strings.Join(w.def.SrcURIs, ","))
+			s.SrcURI = redact(strings.Join(d.SrcURIs, ","))
 		}
 		if s.DestURI == "" {
-			s.DestURI = redact(strings.Join(w.def.DestURIs, ","))
+			s.DestURI = redact(strings.Join(d.DestURIs, ","))
 		}
 		out = append(out, s)
 	}

@@ -80,6 +80,8 @@ func (n *Node) startCluster() error {
 		return fmt.Errorf("node: cluster: %w", err)
 	}
 	f.m = m
+	members := m.Members
+	n.clusterMembers.Store(&members)
 	if isUnspecified(advHost) {
 		// Bound to every address: memberlist picked the address it
 		// advertises; tell peers our listeners at that address.

@@ -14,9 +14,11 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/cluster/discovery"
 	"github.com/trident-broker/trident/cluster/meta"
 	"github.com/trident-broker/trident/conf"
 	"github.com/trident-broker/trident/exchange"
@@ -42,10 +44,13 @@ type Node struct {
 	// users' replicated records go through the metadata group (cluster.go).
 	metaStore *meta.Store
 
-	amqp       *amqp.Server
-	amqpLn     net.Listener
-	shovels    *shovel.Manager
-	amqpServed chan error // receives Serve's result once
+	amqp    *amqp.Server
+	amqpLn  net.Listener
+	shovels *shovel.Manager
+	// clusterMembers lists the cluster's members once the cluster runs
+	// (shovels.go).
+	clusterMembers atomic.Pointer[func() []discovery.Member]
+	amqpServed     chan error // receives Serve's result once
 
 	http   *http.Server
 	httpLn net.Listener
@@ -134,8 +139,15 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 			return nil, err
 		}
 	}
-	n.shovels = shovel.New(shovel.Config{Store: n.store, Local: n.dialLocal, Node: n.nodeName(),
+	var shovelStore shovel.Store = n.store
+	if n.metaStore != nil {
+		shovelStore = n.metaStore // cluster-wide definitions (shovels.go)
+	}
+	n.shovels = shovel.New(shovel.Config{Store: shovelStore, Local: n.dialLocal, Node: n.nodeName(),
 		Log: n.log.With("component", "shovel")})
+	if cfg.Cluster.Enabled() {
+		n.shovels.SetOwner(n.shovelOwner)
+	}
 	if err := n.shovels.Start(); err != nil {
 		return nil, fmt.Errorf("node: shovels: %w", err)
 	}

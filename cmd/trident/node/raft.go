@@ -17,6 +17,7 @@ import (
 	"github.com/trident-broker/trident/cluster/raftstore"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/mqtt"
+	"github.com/trident-broker/trident/shovel"
 )
 
 // The Raft side of clustering: one mux listener (cluster.raft_listen)
@@ -31,10 +32,11 @@ const discoveryRaftKey = meta.RaftMetaKey
 
 // replicatedKey reports whether a metadata record is cluster-wide: the
 // core's topology (exchange.ReplicatedKey), auth's users, permissions
-// and topic permissions, and MQTT's retained messages and sessions.
+// and topic permissions, MQTT's retained messages and sessions, and the
+// shovels' definitions.
 func replicatedKey(key string) bool {
 	return exchange.ReplicatedKey(key) || auth.ReplicatedKey(key) ||
-		mqtt.ReplicatedKey(key)
+		mqtt.ReplicatedKey(key) || shovel.ReplicatedKey(key)
 }
 
 // metaRank orders a snapshot restore's records: a vhost before the users'
@@ -98,6 +100,7 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 				return nil
 			},
 			n.mqttApplyMeta,
+			n.shovelsApplyMeta,
 		}}
 	if rs.meta, err = meta.Start(meta.Config{Host: rs.host, Mux: rs.mux, Applier: applier, Index: n.store,
 		Log: log.With("group", meta.Name), Members: f.m.Members}); err != nil {
