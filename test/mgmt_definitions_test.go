@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -204,4 +205,29 @@ func TestMgmtDefinitionsAtBoot(t *testing.T) {
 	if c, err := conf.Load([]string{"--definitions", abs}, nil); err != nil || c.Definitions != abs {
 		t.Errorf("--definitions flag: %v", err)
 	}
+}
+
+// TestMgmtDefinitionsAtBootShovel: a shovel among the parameters of the
+// definitions file read at start is declared (as the default user) and runs.
+func TestMgmtDefinitionsAtBootShovel(t *testing.T) {
+	defs := `{"vhosts":[{"name":"/"}],
+	"queues":[{"name":"boot-src","vhost":"/","durable":true,"auto_delete":false,"arguments":{}},
+	          {"name":"boot-dst","vhost":"/","durable":true,"auto_delete":false,"arguments":{}}],
+	"parameters":[{"component":"shovel","vhost":"/","name":"boot-move",
+	  "value":{"src-uri":"amqp://","src-queue":"boot-src","dest-uri":"amqp://","dest-queue":"boot-dst"}}]}`
+	path := filepath.Join(t.TempDir(), "defs.json")
+	if err := os.WriteFile(path, []byte(defs), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, base := mgmtBroker(t, func(c *conf.Config) { c.Definitions = path })
+	a := apiClient{t: t, base: base, user: "guest", pass: "guest"}
+	if l := a.list("/api/parameters/shovel/%2F"); len(l) != 1 {
+		t.Fatalf("shovels after boot: %v", l)
+	}
+	_, ch := channel(t, b.URL)
+	publishN(t, ch, "boot-src", 5)
+	eventually(t, 10*time.Second, "the boot shovel moving messages", func() bool {
+		q, err := ch.QueueDeclarePassive("boot-dst", true, false, false, false, nil)
+		return err == nil && q.Messages == 5
+	})
 }

@@ -443,6 +443,14 @@ func (s *Server) importShovels(data []byte, vhost string, u *auth.User) error {
 	if s.shovels == nil {
 		return nil
 	}
+	return ImportShovels(s.shovels, s.core, data, vhost, u.Name())
+}
+
+// ImportShovels declares the shovels among the parameters of definitions
+// (data), run as user on "amqp://" URIs; a parameter without a vhost goes
+// to vhost ("" for "/"). The node calls it for the definitions file it
+// reads at boot, once its shovel manager runs.
+func ImportShovels(sh Shovels, core Core, data []byte, vhost, user string) error {
 	d, err := parseDefinitions(data)
 	if err != nil {
 		return err
@@ -461,11 +469,11 @@ func (s *Server) importShovels(data []byte, vhost string, u *auth.User) error {
 			vn = "/"
 		}
 		value, _ := p["value"].(map[string]any)
-		if _, ok := s.core.VHost(vn); !ok {
+		if _, ok := core.VHost(vn); !ok {
 			errs = append(errs, fmt.Errorf("shovel %s: no vhost %q", name, vn))
 			continue
 		}
-		if _, err := s.shovels.Put(vn, name, u.Name(), value); err != nil {
+		if _, err := sh.Put(vn, name, user, value); err != nil {
 			errs = append(errs, fmt.Errorf("shovel %s in %s: %v", name, vn, err))
 		}
 	}

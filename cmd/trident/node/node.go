@@ -151,6 +151,11 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	if err := n.shovels.Start(); err != nil {
 		return nil, fmt.Errorf("node: shovels: %w", err)
 	}
+	if cfg.Definitions != "" {
+		if err := n.importShovels(cfg.Definitions); err != nil {
+			return nil, err
+		}
+	}
 	n.stopWatch = make(chan struct{})
 	if limit := n.memoryLimit(); limit > 0 {
 		go watchMemory(n.broker, limit, limit*int64(cfg.Queues.MemoryPagingPercent)/100, n.stopWatch, n.log)

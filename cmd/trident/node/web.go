@@ -130,3 +130,16 @@ func (n *Node) importDefinitions(path string) error {
 	n.log.Info("definitions imported", "file", path)
 	return nil
 }
+
+// importShovels declares the shovels of the definitions file at boot, run
+// as the default user (RabbitMQ imports them as its internal user).
+func (n *Node) importShovels(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("node: definitions: %w", err)
+	}
+	if err := web.ImportShovels(n.shovels, n.broker, data, "", n.cfg.DefaultUser); err != nil {
+		return fmt.Errorf("node: definitions %s: %w", path, err)
+	}
+	return nil
+}
