@@ -140,6 +140,7 @@ func runDelayed(ctx context.Context, o *options) error {
 	}
 	pubTime := time.Since(start)
 	rssHeld := rss(proc.Pid())
+	anonHeld := procStatus(proc.Pid(), "RssAnon")
 	held := n - int(got.Load())
 
 	select {
@@ -162,7 +163,8 @@ func runDelayed(ctx context.Context, o *options) error {
 		n, len(body), o.delayedSpan, o.delayedLead)
 	fmt.Printf("  publish+confirm: %v (%.0f msgs/s); published after their due time: %d\n",
 		pubTime.Round(time.Millisecond), float64(n)/pubTime.Seconds(), tooLate)
-	fmt.Printf("  RSS holding %d: %s; peak RSS: %s; RSS at the end: %s\n", held, mib(rssHeld), mib(peak), mib(rssEnd))
+	fmt.Printf("  RSS holding %d: %s (anonymous %s: without the store's mapped files); peak RSS: %s (anonymous %s); RSS at the end: %s\n",
+		held, mib(rssHeld), mib(anonHeld), mib(peak), mib(mem.peakAnon), mib(rssEnd))
 	fmt.Printf("  lateness (arrival at the consumer - due): p50 %v, p99 %v, max %v\n",
 		pct(0.50).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond), pct(1).Round(10*time.Microsecond))
 	return nil
