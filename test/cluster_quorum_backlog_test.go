@@ -28,11 +28,38 @@ func TestQuorumQueueBacklogOnDisk(t *testing.T) {
 	if leader < 0 {
 		t.Fatal("no leader")
 	}
-	_, ch := dialNode(t, nodes[leader])
-	if err := ch.Confirm(false); err != nil {
+	// A new group may still change its leader under load: wait for a
+	// confirmed probe through the leader of that moment, then purge it.
+	var ch *closingChannel
+	var confirms chan amqp.Confirmation
+	eventually(t, 20*time.Second, "a confirmed probe through the leader", func() bool {
+		if leader = leaderIndex(nodes, queue); leader < 0 {
+			return false
+		}
+		c, err := dialChannel(nodes[leader])
+		if err != nil {
+			return false
+		}
+		cs := c.NotifyPublish(make(chan amqp.Confirmation, n))
+		if c.Confirm(false) != nil || c.Publish("", queue, false, false, amqp.Publishing{DeliveryMode: 2, Body: []byte("probe")}) != nil {
+			c.Close()
+			return false
+		}
+		select {
+		case cf := <-cs:
+			if cf.Ack {
+				ch, confirms = c, cs
+				return true
+			}
+		case <-time.After(5 * time.Second):
+		}
+		c.Close()
+		return false
+	})
+	t.Cleanup(func() { ch.Close() })
+	if _, err := ch.QueuePurge(queue, false); err != nil {
 		t.Fatal(err)
 	}
-	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, n))
 	body := func(i int) []byte {
 		b := bytes.Repeat([]byte{'.'}, 1024)
 		copy(b, fmt.Sprintf("%06d", i))

@@ -77,21 +77,43 @@ func TestQuorumQueueRetrySurvivesLeaderLoss(t *testing.T) {
 		"x-retry-delays": "3s"}); err != nil {
 		t.Fatal(err)
 	}
-	leader := leaderIndex(nodes, "qq-retry-kill")
-	if leader < 0 {
-		t.Fatal("no leader")
-	}
-	_, lch := dialNode(t, nodes[leader])
-	if err := lch.Confirm(false); err != nil {
-		t.Fatal(err)
-	}
-	confirms := lch.NotifyPublish(make(chan amqp.Confirmation, 1))
-	if err := lch.Publish("", "qq-retry-kill", false, false, amqp.Publishing{DeliveryMode: 2, Body: []byte("job")}); err != nil {
-		t.Fatal(err)
-	}
-	if c := <-confirms; !c.Ack {
-		t.Fatal("publish nacked")
-	}
+	// A new group may still change its leader under load (the first
+	// publish is then nacked): publish until confirmed, then use the
+	// leader of that moment.
+	var leader int
+	var lch *closingChannel
+	eventually(t, 20*time.Second, "a confirmed publish to the leader", func() bool {
+		leader = leaderIndex(nodes, "qq-retry-kill")
+		if leader < 0 {
+			return false
+		}
+		c, err := dialChannel(nodes[leader])
+		if err != nil {
+			return false
+		}
+		if err := c.Confirm(false); err != nil {
+			c.Close()
+			return false
+		}
+		confirms := c.NotifyPublish(make(chan amqp.Confirmation, 1))
+		if err := c.Publish("", "qq-retry-kill", false, false, amqp.Publishing{DeliveryMode: 2, Body: []byte("job")}); err != nil {
+			c.Close()
+			return false
+		}
+		select {
+		case cf := <-confirms:
+			if !cf.Ack {
+				c.Close()
+				return false
+			}
+		case <-time.After(5 * time.Second):
+			c.Close()
+			return false
+		}
+		lch = c
+		return true
+	})
+	t.Cleanup(func() { lch.Close() })
 	ds, err := lch.Consume("qq-retry-kill", "", false, false, false, false, nil)
 	if err != nil {
 		t.Fatal(err)
