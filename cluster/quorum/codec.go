@@ -14,7 +14,14 @@ import (
 // be built by appending ops to a buffer as they are queued.
 
 // entryVersion is the first byte of every entry this package writes.
-const entryVersion byte = 1
+// Entries of version 1 (before the messages moved to the store) keyed
+// messages by seq alone; they are still read, their seqs taken as the
+// core's key of that seq in priority level 0 (seq<<1), and have no
+// hold or release ops.
+const (
+	entryVersion       byte = 2
+	legacyEntryVersion byte = 1
+)
 
 // opKind says what an op does to the state.
 type opKind byte
@@ -110,13 +117,14 @@ func walkEntry(b []byte, fn func(op)) error {
 	if len(b) == 0 {
 		return fmt.Errorf("%w: empty entry", ErrCorrupt)
 	}
-	if b[0] != entryVersion {
+	legacy := b[0] == legacyEntryVersion
+	if b[0] != entryVersion && !legacy {
 		return fmt.Errorf("%w: entry version %d, want %d", ErrCorrupt, b[0], entryVersion)
 	}
 	for i := 1; i < len(b); {
 		kind := opKind(b[i])
 		i++
-		if kind < opAppend || kind > opRelease {
+		if kind < opAppend || kind > opRelease || (legacy && kind > opReturn) {
 			return fmt.Errorf("%w: unknown op kind %d at offset %d", ErrCorrupt, byte(kind), i-1)
 		}
 		seq, n := binary.Uvarint(b[i:])
@@ -124,6 +132,12 @@ func walkEntry(b []byte, fn func(op)) error {
 			return fmt.Errorf("%w: bad seq at offset %d", ErrCorrupt, i)
 		}
 		i += n
+		if legacy {
+			if seq >= 1<<63 {
+				return fmt.Errorf("%w: legacy seq %d out of range", ErrCorrupt, seq)
+			}
+			seq <<= 1
+		}
 		o := op{kind: kind, seq: seq}
 		if kind.hasData() {
 			l, n := binary.Uvarint(b[i:])

@@ -13,13 +13,15 @@ var entryCases = []struct {
 	ops  []op
 	enc  []byte
 }{
-	{"empty", nil, []byte{1}},
-	{"append", []op{{opAppend, 5, []byte("hi")}}, []byte{1, 1, 5, 2, 'h', 'i'}},
-	{"append empty data", []op{{opAppend, 0, []byte{}}}, []byte{1, 1, 0, 0}},
-	{"delete", []op{{opDelete, 300, nil}}, []byte{1, 2, 0xac, 0x02}},
-	{"return", []op{{opReturn, 1, nil}}, []byte{1, 3, 1}},
+	{"empty", nil, []byte{2}},
+	{"append", []op{{opAppend, 5, []byte("hi")}}, []byte{2, 1, 5, 2, 'h', 'i'}},
+	{"append empty data", []op{{opAppend, 0, []byte{}}}, []byte{2, 1, 0, 0}},
+	{"delete", []op{{opDelete, 300, nil}}, []byte{2, 2, 0xac, 0x02}},
+	{"return", []op{{opReturn, 1, nil}}, []byte{2, 3, 1}},
+	{"hold", []op{{opHold, 7, []byte("r")}}, []byte{2, 4, 7, 1, 'r'}},
+	{"release", []op{{opRelease, 7, nil}}, []byte{2, 5, 7}},
 	{"mixed", []op{{opAppend, 1, []byte("a")}, {opReturn, 1, nil}, {opDelete, 1, nil}, {opAppend, 1<<64 - 1, []byte("bc")}},
-		[]byte{1, 1, 1, 1, 'a', 3, 1, 2, 1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 2, 'b', 'c'}},
+		[]byte{2, 1, 1, 1, 'a', 3, 1, 2, 1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 2, 'b', 'c'}},
 }
 
 var entryErrors = []struct {
@@ -27,14 +29,16 @@ var entryErrors = []struct {
 	enc  []byte
 }{
 	{"nil", nil},
-	{"version", []byte{2}},
-	{"kind 0", []byte{1, 0, 1}},
-	{"kind 4", []byte{1, 4, 1}},
-	{"no seq", []byte{1, 2}},
-	{"seq overflow", []byte{1, 2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02}},
-	{"no length", []byte{1, 1, 1}},
-	{"short data", []byte{1, 1, 1, 3, 'a', 'b'}},
-	{"huge length", []byte{1, 1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}},
+	{"version", []byte{3}},
+	{"kind 0", []byte{2, 0, 1}},
+	{"kind 6", []byte{2, 6, 1}},
+	{"hold in a legacy entry", []byte{1, 4, 1, 0}},
+	{"legacy seq out of range", []byte{1, 2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x80, 0x01}},
+	{"no seq", []byte{2, 2}},
+	{"seq overflow", []byte{2, 2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02}},
+	{"no length", []byte{2, 1, 1}},
+	{"short data", []byte{2, 1, 1, 3, 'a', 'b'}},
+	{"huge length", []byte{2, 1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}},
 }
 
 func encodeOps(ops []op) []byte {

@@ -2,8 +2,10 @@ package quorum
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"slices"
 	"testing"
@@ -366,5 +368,52 @@ func TestFSMSnapshotDue(t *testing.T) {
 	}
 	if h.SnapshotDue() {
 		t.Fatal("snapshot due for a queue as big as its log")
+	}
+}
+
+// TestLegacyFormats: entries and snapshots of the builds that kept the
+// messages in memory (version 1, keyed by seq alone) are still read, each
+// seq becoming the core's key of that seq in priority level 0.
+func TestLegacyFormats(t *testing.T) {
+	// version 1, two messages: seq 5 (returned twice) and seq 9.
+	b := []byte{1}
+	b = binary.AppendUvarint(b, 2)
+	for _, m := range []struct {
+		delta, returns uint64
+		data           string
+	}{{5, 2, "aa"}, {4, 0, "bbb"}} {
+		b = binary.AppendUvarint(b, m.delta)
+		b = binary.AppendUvarint(b, m.returns)
+		b = binary.AppendUvarint(b, uint64(len(m.data)))
+		b = append(b, m.data...)
+	}
+	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	f := newFSM(t, store.NewMemory())
+	if err := f.Restore(io.NopCloser(bytes.NewReader(b))); err != nil {
+		t.Fatal(err)
+	}
+	if err := equalEntries(dump(f), []entry{{10, []byte("aa"), 2}, {18, []byte("bbb"), 0}}); err != nil {
+		t.Fatal(err)
+	}
+	if g := f.Groups(); len(g) != 1 || g[0].Count != 2 || g[0].MaxKey != 18 {
+		t.Fatalf("groups %+v", g)
+	}
+	// A version-1 entry: append seq 20, delete seq 5.
+	e := []byte{legacyEntryVersion, byte(opAppend)}
+	e = binary.AppendUvarint(e, 20)
+	e = binary.AppendUvarint(e, 1)
+	e = append(e, 'x', byte(opDelete), 5)
+	index++
+	if r := f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: e}); r != nil {
+		t.Fatalf("legacy entry: %v", r)
+	}
+	if err := equalEntries(dump(f), []entry{{18, []byte("bbb"), 0}, {40, []byte("x"), 0}}); err != nil {
+		t.Fatal(err)
+	}
+	// Hold ops did not exist in version 1.
+	bad := []byte{legacyEntryVersion, byte(opHold), 1, 0}
+	index++
+	if r, _ := f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: bad}).(error); !errors.Is(r, ErrCorrupt) {
+		t.Fatalf("legacy hold: %v", r)
 	}
 }

@@ -146,6 +146,9 @@ func readSnapshot(rd io.Reader, put func(held bool, key uint64, data []byte)) (s
 	if err != nil {
 		return state{}, readErr("version", err)
 	}
+	if v == legacySnapshotVersion {
+		return readLegacySnapshot(r, put)
+	}
 	if v != snapshotVersion {
 		return state{}, corruptf("snapshot version %d, want %d", v, snapshotVersion)
 	}
@@ -198,6 +201,77 @@ func readSnapshot(rd io.Reader, put func(held bool, key uint64, data []byte)) (s
 		}
 		put(inHeld, key, data)
 	}
+	want := r.crc
+	var sum [4]byte
+	if _, err := io.ReadFull(r.br, sum[:]); err != nil {
+		return state{}, readErr("checksum", err)
+	}
+	if got := binary.BigEndian.Uint32(sum[:]); got != want {
+		return state{}, corruptf("checksum %08x, computed %08x", got, want)
+	}
+	if _, err := r.br.ReadByte(); err != io.EOF {
+		if err == nil {
+			return state{}, corruptf("data after the checksum")
+		}
+		return state{}, err
+	}
+	return s, nil
+}
+
+// legacySnapshotVersion is the snapshot format of the builds that kept a
+// quorum queue's messages in memory:
+//
+//	snapshot = version:byte(1) count:uvarint message{count} crc:uint32be
+//	message  = seqDelta:uvarint returns:uvarint len:uvarint data:len bytes
+//
+// with messages keyed by seq alone. It is still read (an upgraded member
+// restores its last snapshot from it, and a member may receive one from
+// a leader not yet upgraded); each seq becomes the core's key of that seq
+// in priority level 0 (seq<<1).
+const legacySnapshotVersion byte = 1
+
+func readLegacySnapshot(r *snapReader, put func(held bool, key uint64, data []byte)) (state, error) {
+	count, err := r.uvarint("count")
+	if err != nil {
+		return state{}, err
+	}
+	var s state
+	var seq uint64
+	for i := uint64(0); i < count; i++ {
+		d, err := r.uvarint("seq")
+		if err != nil {
+			return state{}, err
+		}
+		if i > 0 && d == 0 || d > (1<<63-1)-seq {
+			return state{}, corruptf("seq delta %d after seq %d", d, seq)
+		}
+		seq += d
+		ret, err := r.uvarint("returns")
+		if err != nil {
+			return state{}, err
+		}
+		if ret > 1<<32-1 {
+			return state{}, corruptf("returns %d", ret)
+		}
+		n, err := r.uvarint("length")
+		if err != nil {
+			return state{}, err
+		}
+		data, err := r.data(n)
+		if err != nil {
+			return state{}, err
+		}
+		key := seq << 1
+		put(false, key, data)
+		s.add(key, len(data))
+		if ret > 0 {
+			if s.returns == nil {
+				s.returns = map[uint64]uint32{}
+			}
+			s.returns[key] = uint32(ret)
+		}
+	}
+	s.appended = 0
 	want := r.crc
 	var sum [4]byte
 	if _, err := io.ReadFull(r.br, sum[:]); err != nil {

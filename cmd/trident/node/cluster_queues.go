@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/trident-broker/trident/cluster/discovery"
@@ -241,6 +243,15 @@ func (qq *quorumQueue) start() {
 		qq.c.log.Error("quorum queue state unreadable; the group is not started", "queue", qq.q.Name(), "err", err)
 		return
 	}
+	if fsm.Applied() == 0 {
+		// No state record: a member upgraded from the builds that kept
+		// the messages in memory (their snapshots are still read), or
+		// whose store lost the queue. Raft will not restore its snapshot
+		// (NoSnapshotRestoreOnStart), so the FSM does.
+		if err := restoreLocalSnapshot(qq.c.groups.SnapshotDir(qq.group), fsm); err != nil {
+			qq.c.log.Error("quorum queue snapshot not restored", "queue", qq.q.Name(), "err", err)
+		}
+	}
 	// The FSM's state is the node's store (its messages and a state
 	// record): Raft replays what came after it, never a whole snapshot.
 	// Entries are batches of up to 1 MiB: 256 trailing ones let a follower
@@ -313,6 +324,27 @@ func (qq *quorumQueue) compact(r *raft.Raft, fsm *quorum.FSM) {
 			}
 		}
 	}
+}
+
+// restoreLocalSnapshot restores the newest snapshot in dir into fsm, if
+// there is one.
+func restoreLocalSnapshot(dir string, fsm *quorum.FSM) error {
+	if _, err := os.Stat(dir); err != nil {
+		return nil
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 1, hclog.NewNullLogger())
+	if err != nil {
+		return err
+	}
+	list, err := snaps.List()
+	if err != nil || len(list) == 0 {
+		return err
+	}
+	_, rc, err := snaps.Open(list[0].ID)
+	if err != nil {
+		return err
+	}
+	return fsm.Restore(rc) // closes rc
 }
 
 // bootstrap gives the group its first configuration: the seed members.
