@@ -34,8 +34,7 @@ import (
 // range of the queue's. A quorum queue led here keys its log's messages
 // the same way: its FSM writes them to the node's store under those keys
 // once a majority has them (never as pages: every message of a quorum
-// queue is in its log), and the queue pages them like a classic queue's,
-// but only once they are there (logApplied).
+// queue is in its log); the leader does not page them (see pages).
 
 const (
 	laneShift = 56
@@ -117,13 +116,6 @@ func (r *readyList) pages() bool {
 	return r.q.remote == nil && r.q.log == nil
 }
 
-// canPage reports whether e may leave memory: it is in the store, or will
-// be by the time it is read (the store's reads see its queued writes).
-// A quorum queue's message is there once its log's FSM applied it.
-func (r *readyList) canPage(e *entry) bool {
-	return r.q.log == nil || e.seq <= r.q.logApplied.Load()
-}
-
 // window is the queue's in-memory limit per lane (messages, bytes).
 func (r *readyList) window() (int, int64) {
 	q := r.q
@@ -198,7 +190,7 @@ func (r *readyList) insert(e entry) {
 // pressure pages out its head too, but for redelivered messages.
 func (r *readyList) spill(i int, l *lane) {
 	press := r.pressure()
-	for l.tail.n > 0 && (press || l.tail.n > tailMsgs || l.tailBytes > tailBytes) && r.canPage(l.tail.at(0)) {
+	for l.tail.n > 0 && (press || l.tail.n > tailMsgs || l.tailBytes > tailBytes) {
 		e := l.tail.popFront()
 		size := int64(len(e.msg.Body))
 		l.tailBytes -= size
@@ -208,7 +200,7 @@ func (r *readyList) spill(i int, l *lane) {
 		}
 	}
 	if press && len(r.q.consumers) == 0 && l.tail.n == 0 {
-		for l.head.n > 0 && l.head.at(l.head.n-1).deliveries == 0 && r.canPage(l.head.at(l.head.n-1)) {
+		for l.head.n > 0 && l.head.at(l.head.n-1).deliveries == 0 {
 			e := l.head.popBack()
 			size := int64(len(e.msg.Body))
 			l.headBytes -= size

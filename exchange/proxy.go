@@ -81,7 +81,6 @@ func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
 		q.vh.b.log.Error("reading a quorum queue's messages failed", "queue", q.name, "err", err)
 	}
 	q.nextSeq = max(q.nextSeq, maxSeq+1)
-	q.logApplied.Store(q.nextSeq - 1)
 	q.loadHoldsLocked(st.HeldQID)
 	now := nowNano()
 	q.cmdExpire(now)
@@ -91,34 +90,6 @@ func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
 	if old != nil {
 		old.Close()
 	}
-}
-
-// LogApplied tells q that its log's FSM has written every message up to
-// key (and those before it) to the store: they may be paged out, and a
-// tail that grew past its buffer while they were being committed is paged
-// out now. The log calls it as its batches are applied, from its own
-// goroutine, without q's lock.
-func (q *Queue) LogApplied(key uint64) {
-	_, seq, _ := splitStoreKey(key)
-	for {
-		cur := q.logApplied.Load()
-		if seq <= cur {
-			return
-		}
-		if q.logApplied.CompareAndSwap(cur, seq) {
-			break
-		}
-	}
-	q.mu.Lock()
-	if q.log != nil && q.remote == nil && !q.deleted {
-		r := &q.ready
-		for i := range r.levels {
-			if l := &r.levels[i]; l.tail.n > tailMsgs || l.tailBytes > tailBytes || (l.tail.n > 0 && r.pressure()) {
-				r.spill(i, l)
-			}
-		}
-	}
-	q.mu.Unlock()
 }
 
 func (q *Queue) currentRemote() Remote {

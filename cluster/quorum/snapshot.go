@@ -201,18 +201,7 @@ func readSnapshot(rd io.Reader, put func(held bool, key uint64, data []byte)) (s
 		}
 		put(inHeld, key, data)
 	}
-	want := r.crc
-	var sum [4]byte
-	if _, err := io.ReadFull(r.br, sum[:]); err != nil {
-		return state{}, readErr("checksum", err)
-	}
-	if got := binary.BigEndian.Uint32(sum[:]); got != want {
-		return state{}, corruptf("checksum %08x, computed %08x", got, want)
-	}
-	if _, err := r.br.ReadByte(); err != io.EOF {
-		if err == nil {
-			return state{}, corruptf("data after the checksum")
-		}
+	if err := r.finish(); err != nil {
 		return state{}, err
 	}
 	return s, nil
@@ -272,21 +261,30 @@ func readLegacySnapshot(r *snapReader, put func(held bool, key uint64, data []by
 		}
 	}
 	s.appended = 0
-	want := r.crc
-	var sum [4]byte
-	if _, err := io.ReadFull(r.br, sum[:]); err != nil {
-		return state{}, readErr("checksum", err)
-	}
-	if got := binary.BigEndian.Uint32(sum[:]); got != want {
-		return state{}, corruptf("checksum %08x, computed %08x", got, want)
-	}
-	if _, err := r.br.ReadByte(); err != io.EOF {
-		if err == nil {
-			return state{}, corruptf("data after the checksum")
-		}
+	if err := r.finish(); err != nil {
 		return state{}, err
 	}
 	return s, nil
+}
+
+// finish reads the checksum that ends a stream and checks it against what
+// was consumed, and that nothing follows it.
+func (r *snapReader) finish() error {
+	want := r.crc
+	var sum [4]byte
+	if _, err := io.ReadFull(r.br, sum[:]); err != nil {
+		return readErr("checksum", err)
+	}
+	if got := binary.BigEndian.Uint32(sum[:]); got != want {
+		return corruptf("checksum %08x, computed %08x", got, want)
+	}
+	if _, err := r.br.ReadByte(); err != io.EOF {
+		if err == nil {
+			return corruptf("data after the checksum")
+		}
+		return err
+	}
+	return nil
 }
 
 func corruptf(format string, args ...any) error {
