@@ -3,6 +3,7 @@ package quorum
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"sync"
 	"testing"
@@ -21,7 +22,9 @@ type tnode struct {
 	addr  raft.ServerAddress
 	trans *raft.InmemTransport
 	store *raft.InmemStore // log and stable store; survives restart
-	snaps *raft.InmemSnapshotStore
+	// File snapshots: raft's in-memory store hands out the buffer of a
+	// snapshot still being persisted (a data race under -race).
+	snaps *raft.FileSnapshotStore
 	ms    *store.Memory // the node's message store: the FSM's state; survives restart
 	fsm   *FSM
 	r     *raft.Raft
@@ -51,7 +54,11 @@ func newCluster(t testing.TB, n int, conf func(*raft.Config)) *tcluster {
 	c := &tcluster{t: t, conf: conf}
 	var servers []raft.Server
 	for i := 0; i < n; i++ {
-		nd := &tnode{id: raft.ServerID("n" + strconv.Itoa(i)), store: raft.NewInmemStore(), snaps: raft.NewInmemSnapshotStore(), ms: store.NewMemory()}
+		snaps, err := raft.NewFileSnapshotStore(t.TempDir(), 2, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd := &tnode{id: raft.ServerID("n" + strconv.Itoa(i)), store: raft.NewInmemStore(), snaps: snaps, ms: store.NewMemory()}
 		nd.addr, nd.trans = raft.NewInmemTransport("")
 		c.nodes = append(c.nodes, nd)
 		servers = append(servers, raft.Server{ID: nd.id, Address: nd.addr})
