@@ -17,6 +17,9 @@ import (
 // are issued, and reads see those still queued.
 type Store interface {
 	AppendMessage(qid, seq uint64, data []byte, done func(error))
+	// PutMessage is AppendMessage for a message that may be stored
+	// already; a later delete of it must reach the disk (store.Store).
+	PutMessage(qid, seq uint64, data []byte, done func(error))
 	DeleteMessage(qid, seq uint64)
 	ReadMessages(qid, from uint64, fn func(seq uint64, data []byte) bool) error
 	DropMessages(qid uint64) error
@@ -50,7 +53,9 @@ const saveEvery = 100 * time.Millisecond
 // the same ordered Store, so a crash leaves the Store with the record's
 // ops and perhaps some later ones: applying those again is harmless
 // (appends put the same data, deletes delete again, counts start from the
-// record's).
+// record's). Appends are Store puts: a replayed append and the delete
+// after it may meet in one write batch, and must not cancel each other
+// away while the message is on disk from before the crash.
 type FSM struct {
 	st  Store
 	qid uint64
@@ -135,7 +140,11 @@ func (f *FSM) applyLocked(l *raft.Log) any {
 func (f *FSM) applyOp(o op) {
 	switch o.kind {
 	case opAppend:
-		f.st.AppendMessage(f.qid, o.seq, o.data, nil) // copies data
+		// A put: after a crash the entries past the state record are
+		// applied again, and their messages may be on disk already; an
+		// append and a delete that met in one store batch would cancel
+		// and leave the message there (more messages than counted).
+		f.st.PutMessage(f.qid, o.seq, o.data, nil) // copies data
 		f.s.add(o.seq, len(o.data))
 	case opDelete:
 		f.st.DeleteMessage(f.qid, o.seq)
@@ -143,7 +152,7 @@ func (f *FSM) applyOp(o op) {
 	case opReturn:
 		f.s.ret(o.seq)
 	case opHold:
-		f.st.AppendMessage(HoldQID(f.qid), o.seq, o.data, nil)
+		f.st.PutMessage(HoldQID(f.qid), o.seq, o.data, nil)
 		f.s.held++
 	case opRelease:
 		f.st.DeleteMessage(HoldQID(f.qid), o.seq)
@@ -210,10 +219,12 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("quorum: restore: %w", err)
 	}
 	s, err := readSnapshot(rc, func(held bool, key uint64, data []byte) {
+		// Puts: the stream may hold messages appended after the
+		// snapshot's index, which the entries that follow append again.
 		if held {
-			f.st.AppendMessage(HoldQID(f.qid), key, data, nil)
+			f.st.PutMessage(HoldQID(f.qid), key, data, nil)
 		} else {
-			f.st.AppendMessage(f.qid, key, data, nil)
+			f.st.PutMessage(f.qid, key, data, nil)
 		}
 	})
 	if err != nil {
