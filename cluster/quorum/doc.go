@@ -62,7 +62,7 @@
 //	var ql *quorum.Log
 //	w := quorum.Watch(r, 5*time.Second, func(leader bool) {
 //		if leader {
-//			ql, _ = quorum.New(r, quorum.Options{Logger: log})
+//			ql, _ = quorum.New(r, quorum.Options{Logger: log, Applied: q.LogApplied})
 //			// the core's queue reads fsm.Groups() and the store
 //			// the core's queue uses ql as its MessageLog
 //		} else if ql != nil {

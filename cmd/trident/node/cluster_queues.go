@@ -469,7 +469,7 @@ func (qq *quorumQueue) leadership(leader bool) {
 	old := qq.qlog
 	qq.qlog = nil
 	if leader {
-		l, err := quorum.New(qq.r, quorum.Options{Logger: qq.c.log})
+		l, err := quorum.New(qq.r, quorum.Options{Logger: qq.c.log, Applied: qq.q.LogApplied})
 		if err != nil {
 			qq.mu.Unlock()
 			qq.c.log.Error("quorum queue log", "queue", qq.q.Name(), "err", err)
