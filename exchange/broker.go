@@ -229,6 +229,7 @@ func (b *Broker) DeleteVHost(name string) error {
 // after the front ends have closed their connections.
 func (b *Broker) Close() error {
 	b.stopDelayers()
+	b.closeStreams()
 	if err := b.store.Sync(); err != nil {
 		return err
 	}
@@ -344,6 +345,9 @@ func (b *Broker) recover() error {
 		}
 		return nil
 	}); err != nil {
+		return err
+	}
+	if err := b.recoverStreams(queues); err != nil {
 		return err
 	}
 	if err := b.migrateMessageKeys(queues); err != nil {

@@ -424,6 +424,9 @@ func ReplicatedKey(key string) bool {
 // dropQueue releases a deleted durable queue's messages: the stored ones
 // of a classic queue living here, the Raft group of a quorum queue.
 func (b *Broker) dropQueue(q *Queue) error {
+	if q.st != nil {
+		return q.st.drop()
+	}
 	if !q.persisted() {
 		return nil
 	}

@@ -590,12 +590,15 @@ func (v *VHost) declareQueueLocked(name string, o QueueOpts) (QueueInfo, error) 
 	}
 	a, err := parseQueueArgs(o.Args)
 	if err != nil {
-		return QueueInfo{}, err
+		return QueueInfo{}, namedArgError(err, name, v.name)
 	}
 	if m := v.b.limits.maxQueue.Load(); m > 0 && int64(len(v.queues)) >= m {
 		return QueueInfo{}, errorf(KindPreconditionFailed, "cannot declare queue '%s': queue limit in vhost '%s' (%d) is reached", name, v.name, m)
 	}
-	if a.quorum {
+	if a.stream && v.b.cluster != nil {
+		return QueueInfo{}, errorf(KindPreconditionFailed, "invalid arg 'x-queue-type' for queue '%s' in vhost '%s': stream queues are not supported in a cluster by this node yet", name, v.name)
+	}
+	if a.quorum || a.stream {
 		switch {
 		case !o.Durable:
 			return QueueInfo{}, errorf(KindPreconditionFailed, "invalid property 'non-durable' for queue '%s' in vhost '%s'", name, v.name)
@@ -653,7 +656,7 @@ func (q *Queue) persisted() bool { return q.durable && !q.exclusive }
 // storesMessage reports whether m is kept in the queue's message log: a
 // persistent message in a durable queue, every message in a quorum queue.
 func (q *Queue) storesMessage(m *Message) bool {
-	return q.persisted() && (m.Props.Persistent() || q.xa.quorum)
+	return q.persisted() && (m.Props.Persistent() || q.xa.quorum || q.st != nil)
 }
 
 func (q *Queue) record() Table {
@@ -685,7 +688,8 @@ func (q *Queue) equivalent(o QueueOpts) error {
 		return ineq("auto_delete", o.AutoDelete, q.autoDelete)
 	}
 	for _, k := range []string{"x-message-ttl", "x-expires", "x-max-length", "x-max-length-bytes", "x-overflow",
-		"x-dead-letter-exchange", "x-dead-letter-routing-key", "x-max-priority", "x-single-active-consumer", "x-queue-type"} {
+		"x-dead-letter-exchange", "x-dead-letter-routing-key", "x-max-priority", "x-single-active-consumer", "x-queue-type",
+		"x-max-age", "x-stream-max-segment-size-bytes"} {
 		a, aok := o.Args[k]
 		b, bok := q.args[k]
 		if aok != bok || (aok && !valuesEqual(a, b)) {
@@ -750,6 +754,9 @@ func (v *VHost) PurgeQueue(name string, owner any) (int, error) {
 	q, err := v.Queue(name, owner)
 	if err != nil {
 		return 0, err
+	}
+	if q.st != nil {
+		return 0, errNotForStream("queue.purge", q)
 	}
 	return q.Purge(), nil
 }
