@@ -81,7 +81,9 @@ func newStream(q *Queue, a streamArgs) *stream {
 	return st
 }
 
-func (st *stream) offsetPrefix() string { return "streamoff/" + st.q.vh.name + "\x00" + st.q.name + "\x00" }
+func (st *stream) offsetPrefix() string {
+	return "streamoff/" + st.q.vh.name + "\x00" + st.q.name + "\x00"
+}
 
 // recover loads the log and the named offsets.
 func (st *stream) recover() (uint64, error) {
