@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,6 +79,7 @@ func newStream(q *Queue, a streamArgs) *stream {
 	st.log = &streamLog{st: b.store, newID: b.nextQueueID,
 		prefix: "streamseg/" + q.vh.name + "\x00" + q.name + "\x00"}
 	st.log.onDurable = st.onDurable
+	st.armRetention()
 	return st
 }
 
@@ -102,7 +104,6 @@ func (st *stream) recover() (uint64, error) {
 		}
 		return nil
 	})
-	st.armRetention()
 	return maxID, err
 }
 
@@ -567,6 +568,14 @@ func (q *Queue) CheckGet() error {
 	return nil
 }
 
+// CheckPurge returns the error a purge of q gets, nil if q supports it.
+func (q *Queue) CheckPurge() error {
+	if q.st != nil {
+		return errNotForStream("queue.purge", q)
+	}
+	return nil
+}
+
 // CheckReject returns the error basic.nack or basic.reject of a delivery
 // from q gets, nil if q supports them.
 func (q *Queue) CheckReject() error {
@@ -608,4 +617,40 @@ func (b *Broker) closeStreams() {
 			}
 		}
 	}
+}
+
+// status is a stream's QueueStatus: its retained messages count as ready
+// (as RabbitMQ counts them), none of them in memory.
+func (st *stream) status() QueueStatus {
+	n, bytes, _, _, _ := st.log.stats()
+	s := QueueStatus{Ready: int(n), ReadyBytes: bytes, LastUsed: nowNano()}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, c := range st.cursors {
+		s.Unacked += c.out
+		s.Consumers++
+		for _, r := range c.buf {
+			s.Memory += int64(len(r.data))
+		}
+	}
+	s.Deleted = st.closed.Load()
+	return s
+}
+
+// consumers lists the stream's consumers, by cursor id (attach order).
+func (st *stream) consumers() []ConsumerInfo {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	ids := make([]uint32, 0, len(st.cursors))
+	for id := range st.cursors {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	out := make([]ConsumerInfo, 0, len(ids))
+	for _, id := range ids {
+		c := st.cursors[id].c
+		out = append(out, ConsumerInfo{Tag: c.tag, AckRequired: true, Exclusive: c.excl,
+			Priority: c.priority, Prefetch: c.prefetch, Active: true})
+	}
+	return out
 }
