@@ -23,8 +23,8 @@ import (
 // both hold offset 5 unacked settle their own.
 //
 // Named consumers (x-stream-consumer-name, our extension; RabbitMQ has
-// it only in its stream protocol): the highest offset a named consumer
-// acked is kept in memory and written to the store at most every
+// it only in its stream protocol): the highest offset the latest
+// consumer of a name acked is kept in memory and written to the store at most every
 // offsetFlushEvery (and when it cancels, and at a clean stop), under
 // "streamoff/<vhost>\x00<queue>\x00<name>". A consumer of that name that
 // gives no x-stream-offset resumes after it; after a crash it may see
@@ -66,6 +66,7 @@ type cursor struct {
 	name    string // x-stream-consumer-name, "" if none
 	next    uint64 // the next offset to deliver
 	out     int    // delivered, not yet acked
+	acked   int64  // the highest offset it acked, -1 none
 	buf     []streamRec
 	bufNext uint64 // where reading goes on after buf
 	waiting bool
@@ -201,7 +202,7 @@ func (st *stream) addConsumer(o ConsumeOpts) (*Consumer, error) {
 		st.cid = 1
 	}
 	c := &Consumer{q: q, tag: o.Tag, excl: o.Exclusive, priority: o.Priority, prefetch: o.Prefetch, sink: o.Sink}
-	cur := &cursor{id: st.cid, c: c, name: name, next: start, bufNext: start, wake: make(chan struct{}, 1)}
+	cur := &cursor{id: st.cid, c: c, name: name, next: start, bufNext: start, acked: -1, wake: make(chan struct{}, 1)}
 	st.cursors[cur.id] = cur
 	st.mu.Unlock()
 	go st.run(cur)
@@ -318,10 +319,12 @@ func (st *stream) settle(seqs []uint64, ack bool) {
 			st.q.counters.ack.Add(1)
 			st.q.vh.counters.ack.Add(1)
 		}
-		if cur.name != "" && ack {
-			off := s & offsetMask
-			if old, ok := st.offsets[cur.name]; !ok || off > old {
-				st.offsets[cur.name] = off
+		if off := int64(s & offsetMask); cur.name != "" && ack && off > cur.acked {
+			// The consumer's own position: a consumer that went back
+			// (an explicit x-stream-offset) moves its name's offset back.
+			cur.acked = off
+			if old, ok := st.offsets[cur.name]; !ok || uint64(off) != old {
+				st.offsets[cur.name] = uint64(off)
 				st.dirty[cur.name] = true
 				flush = true
 			}
