@@ -29,7 +29,7 @@ type BrowseOpts struct {
 	FromTime time.Time
 	// Count is the most messages returned; Scan the most looked at.
 	Count, Scan int
-	Filter BrowseFilter
+	Filter      BrowseFilter
 }
 
 // BrowseFilter selects messages; its zero value takes every one. Set
