@@ -75,7 +75,7 @@ type BrowsePage struct {
 // Browse looks at q's messages without consuming them.
 func (q *Queue) Browse(o BrowseOpts) (BrowsePage, error) {
 	o.Count = min(max(o.Count, 1), BrowseMaxCount)
-	o.Scan = min(max(o.Scan, o.Count), BrowseMaxScan)
+	o.Scan = min(max(o.Scan, 1), BrowseMaxScan)
 	if q.st != nil {
 		return q.st.browse(o)
 	}
