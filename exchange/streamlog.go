@@ -63,6 +63,7 @@ type streamLog struct {
 	next uint64     // the next offset to assign
 
 	durable atomic.Uint64 // every offset below it that exists is durable
+	cache   chunkCache
 	// onDurable is called (from the store's notifier goroutine) after the
 	// durable watermark moved.
 	onDurable func()
@@ -149,10 +150,127 @@ func (l *streamLog) stats() (msgs, bytes int64, segs int, firstTs, lastTs int64)
 	return msgs, bytes, len(l.segs), firstTs, lastTs
 }
 
+// Reads go through a small cache of chunks (chunkRecs consecutive offsets,
+// complete and durable ones only), shared by the stream's readers: ten
+// consumers reading the same stretch of a stream read the store once.
+const (
+	chunkRecs     = 256
+	chunkCacheMax = 32 << 20 // bytes of records cached per stream
+)
+
+type chunk struct {
+	recs []streamRec
+	end  uint64 // the offset after the chunk (where reading goes on)
+	size int
+}
+
+type chunkCache struct {
+	mu    sync.Mutex
+	m     map[uint64]*chunk
+	fifo  []uint64
+	bytes int
+}
+
+func (c *chunkCache) get(i uint64) *chunk {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[i]
+}
+
+func (c *chunkCache) put(i uint64, ch *chunk) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[uint64]*chunk{}
+	}
+	if _, ok := c.m[i]; ok {
+		return
+	}
+	c.m[i] = ch
+	c.fifo = append(c.fifo, i)
+	c.bytes += ch.size
+	for c.bytes > chunkCacheMax && len(c.fifo) > 1 {
+		old := c.fifo[0]
+		c.fifo = c.fifo[1:]
+		if o := c.m[old]; o != nil {
+			c.bytes -= o.size
+			delete(c.m, old)
+		}
+	}
+}
+
+// drop forgets every chunk below offset off (retention removed them).
+func (c *chunkCache) drop(off uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, ch := range c.m {
+		if ch.end <= off {
+			c.bytes -= ch.size
+			delete(c.m, i)
+		}
+	}
+	kept := c.fifo[:0]
+	for _, i := range c.fifo {
+		if c.m[i] != nil {
+			kept = append(kept, i)
+		}
+	}
+	c.fifo = kept
+}
+
 // read returns up to n durable messages from offset from on (at most
 // maxBytes of them, but at least one), and the offset to read next: past
 // a gap or a removed segment it is where the log goes on.
 func (l *streamLog) read(from uint64, n int, maxBytes int) ([]streamRec, uint64, error) {
+	var out []streamRec
+	size := 0
+	next := from
+	limit := l.durable.Load()
+	for len(out) < n && size < maxBytes && next < limit {
+		ci := next / chunkRecs
+		ch := l.cache.get(ci)
+		if ch == nil {
+			lo, hi := ci*chunkRecs, (ci+1)*chunkRecs
+			if hi > limit {
+				// The chunk at the end is not complete yet: read what
+				// is asked, uncached.
+				recs, nx, err := l.readRange(next, min(n-len(out), int(limit-next)), maxBytes-size)
+				return append(out, recs...), nx, err
+			}
+			recs, nx, err := l.readRange(lo, chunkRecs, 1<<62)
+			if err != nil {
+				return out, next, err
+			}
+			ch = &chunk{recs: recs, end: max(nx, lo)}
+			for _, r := range recs {
+				ch.size += len(r.data) + 32
+			}
+			if nx >= hi {
+				l.cache.put(ci, ch)
+			}
+		}
+		if ch.end <= next {
+			// Nothing there (a removed segment): go on where the log does.
+			recs, nx, err := l.readRange(next, n-len(out), maxBytes-size)
+			return append(out, recs...), nx, err
+		}
+		for _, r := range ch.recs {
+			if r.off < next {
+				continue
+			}
+			if len(out) >= n || size >= maxBytes {
+				return out, r.off, nil
+			}
+			out = append(out, r)
+			size += len(r.data)
+		}
+		next = ch.end
+	}
+	return out, next, nil
+}
+
+// readRange reads from the store, uncached.
+func (l *streamLog) readRange(from uint64, n int, maxBytes int) ([]streamRec, uint64, error) {
 	limit := l.durable.Load()
 	l.mu.Lock()
 	if len(l.segs) > 0 && from < l.segs[0].first {
@@ -282,6 +400,9 @@ func (l *streamLog) retain(maxBytes int64, cutoff int64) []segment {
 		total -= s.bytes
 		gone = append(gone, *s)
 		l.segs = l.segs[1:]
+	}
+	if len(gone) > 0 {
+		l.cache.drop(l.segs[0].first)
 	}
 	return gone
 }

@@ -164,6 +164,8 @@ type options struct {
 	shovel           int           // --shovel N: the shovel benchmark instead
 	shovelRabbitMgmt string        // a RabbitMQ management API with rabbitmq_shovel, for the comparison
 	shovelRabbitAMQP string        // its AMQP URL
+	stream           int           // --stream N: the stream benchmark instead (stream.go)
+	streamAnchor     int           // messages for the RabbitMQ anchor in it
 }
 
 type stringList []string
@@ -203,6 +205,8 @@ func main() {
 	fs.IntVar(&o.shovel, "shovel", 0, "run the shovel benchmark with `N` messages instead of the scenarios (see shovel.go)")
 	fs.StringVar(&o.shovelRabbitMgmt, "shovel-rabbit-mgmt", "", "management API `URL` of a RabbitMQ with rabbitmq_shovel enabled, to compare its shovel")
 	fs.StringVar(&o.shovelRabbitAMQP, "shovel-rabbit-amqp", rabbitAnchorURL, "AMQP URL of that RabbitMQ")
+	fs.IntVar(&o.stream, "stream", 0, "run the stream benchmark with `N` messages instead of the scenarios (see stream.go)")
+	fs.IntVar(&o.streamAnchor, "stream-anchor", 1_000_000, "at most this many messages for the RabbitMQ anchor in the stream benchmark")
 	_ = fs.Parse(os.Args[1:])
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "tridentbench: unexpected arguments %q\n", fs.Args())
@@ -216,7 +220,9 @@ func main() {
 			o.params.MsgSize = 1024
 		}
 	}
-	if o.shovel > 0 {
+	if o.stream > 0 {
+		err = runStreamBench(ctx, &o)
+	} else if o.shovel > 0 {
 		err = runShovel(ctx, &o)
 	} else if o.delayed > 0 {
 		err = runDelayed(ctx, &o)
