@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -71,6 +72,31 @@ type streamLog struct {
 
 func segKey(prefix string, first uint64) string { return fmt.Sprintf("%s%020d", prefix, first) }
 
+// errBadSegment is a segment record that does not decode.
+var errBadSegment = errors.New("exchange: bad stream segment record")
+
+// encodeSegment and decodeSegment are a segment record: a versioned
+// table {"v": 1, "id": store id, "first": first offset}. A record of
+// another version, or without its fields, stops the start (errBadSegment)
+// rather than losing the segment.
+func encodeSegment(id, first uint64) []byte {
+	return encodeRecord(Table{"v": uint64(1), "id": id, "first": first})
+}
+
+func decodeSegment(b []byte) (id, first uint64, err error) {
+	r, err := decodeRecord(b)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: %v", errBadSegment, err)
+	}
+	v, okV := r["v"].(uint64)
+	id, okID := r["id"].(uint64)
+	first, okF := r["first"].(uint64)
+	if !okV || v != 1 || !okID || !okF {
+		return 0, 0, errBadSegment
+	}
+	return id, first, nil
+}
+
 // appendLocked appends data (an encoded message, enqueued at ts) and
 // calls done once it is durable. It rolls to a new segment first when the
 // current one holds segBytes or more. Called with l.mu held.
@@ -93,8 +119,15 @@ func (l *streamLog) appendLocked(data []byte, ts int64, segBytes int64, done fun
 	cur.lastTs = max(cur.lastTs, ts)
 	l.st.AppendMessage(cur.id, off, data, func(err error) {
 		if err == nil {
-			// The store calls back in issue order.
-			l.durable.Store(off + 1)
+			// The store calls back in issue order (the group commit's
+			// notifier): off+1 is a watermark. Raised monotonically, so
+			// that a store whose callbacks race cannot lower it.
+			for {
+				cur := l.durable.Load()
+				if cur > off || l.durable.CompareAndSwap(cur, off+1) {
+					break
+				}
+			}
 			if l.onDurable != nil {
 				l.onDurable()
 			}
@@ -116,7 +149,7 @@ func (l *streamLog) current() *segment {
 // rollLocked starts a new segment at l.next, its record durable first.
 func (l *streamLog) rollLocked() (*segment, error) {
 	s := &segment{id: l.newID(), first: l.next, next: l.next}
-	rec := encodeRecord(Table{"id": s.id, "first": s.first})
+	rec := encodeSegment(s.id, s.first)
 	if err := l.st.PutMeta(segKey(l.prefix, s.first), rec); err != nil {
 		return nil, fmt.Errorf("stream segment: %w", err)
 	}
@@ -278,7 +311,7 @@ func (l *streamLog) readRange(from uint64, n int, maxBytes int) ([]streamRec, ui
 	}
 	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].next > from })
 	var plan []segment
-	for ; i < len(l.segs) && len(plan) < 4; i++ {
+	for ; i < len(l.segs) && len(plan) < 64; i++ {
 		plan = append(plan, *l.segs[i])
 	}
 	l.mu.Unlock()
@@ -442,14 +475,9 @@ func (l *streamLog) dropAll() error {
 // store id in use.
 func (l *streamLog) recover() (maxID uint64, err error) {
 	err = l.st.LoadMeta(l.prefix, func(key string, val []byte) error {
-		r, err := decodeRecord(val)
+		id, first, err := decodeSegment(val)
 		if err != nil {
 			return fmt.Errorf("stream segment %q: %w", key, err)
-		}
-		id, ok1 := r["id"].(uint64)
-		first, ok2 := r["first"].(uint64)
-		if !ok1 || !ok2 {
-			return fmt.Errorf("stream segment %q: bad record", key)
 		}
 		l.segs = append(l.segs, &segment{id: id, first: first, next: first})
 		maxID = max(maxID, id)
