@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -350,6 +351,10 @@ func (b *Broker) recover() error {
 	if err := b.recoverStreams(queues); err != nil {
 		return err
 	}
+	// A stream's keys are offsets, not a classic queue's (whose odd keys
+	// are transient pages that a start drops): streams stay out of the
+	// key recovery below.
+	queues = slices.DeleteFunc(queues, func(q *Queue) bool { return q.st != nil })
 	if err := b.migrateMessageKeys(queues); err != nil {
 		return err
 	}

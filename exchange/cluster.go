@@ -425,7 +425,11 @@ func ReplicatedKey(key string) bool {
 // of a classic queue living here, the Raft group of a quorum queue.
 func (b *Broker) dropQueue(q *Queue) error {
 	if q.st != nil {
-		return q.st.drop()
+		err := q.st.drop()
+		if b.cluster != nil {
+			b.cluster.Detach(q)
+		}
+		return err
 	}
 	if !q.persisted() {
 		return nil

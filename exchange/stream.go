@@ -57,6 +57,8 @@ type stream struct {
 	flushT  *time.Timer
 	retainT *time.Timer
 	closed  atomic.Bool
+	// followStop ends the store watch of a clustered stream's follower.
+	followStop chan struct{}
 }
 
 // cursor is one consumer's position and window.
@@ -113,6 +115,9 @@ func (st *stream) enqueue(m *Message, data []byte, done func(error), now int64) 
 	q := st.q
 	if st.closed.Load() {
 		return false, false, false
+	}
+	if st.log.following() {
+		return st.forward(m, done)
 	}
 	if data == nil {
 		data = encodeMessage(m, now, nil)
@@ -432,6 +437,10 @@ func (st *stream) close(cancelSinks bool) int {
 	}
 	if st.retainT != nil {
 		st.retainT.Stop()
+	}
+	if st.followStop != nil {
+		close(st.followStop)
+		st.followStop = nil
 	}
 	st.mu.Unlock()
 	n, _, _, _, _ := st.log.stats()

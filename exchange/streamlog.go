@@ -65,12 +65,22 @@ type streamLog struct {
 
 	durable atomic.Uint64 // every offset below it that exists is durable
 	cache   chunkCache
+
+	// A clustered stream (streamcluster.go): one key range, appended to
+	// through ml (the Raft group's log) on the leader, nil elsewhere.
+	repl bool
+	ml   MessageLog
 	// onDurable is called (from the store's notifier goroutine) after the
 	// durable watermark moved.
 	onDurable func()
 }
 
 func segKey(prefix string, first uint64) string { return fmt.Sprintf("%s%020d", prefix, first) }
+
+// errNotLeader: a clustered stream's member that does not lead was asked
+// to append (the publish is nacked; the front end's next one goes to the
+// leader).
+var errNotLeader = errors.New("exchange: this node does not lead the stream")
 
 // errBadSegment is a segment record that does not decode.
 var errBadSegment = errors.New("exchange: bad stream segment record")
@@ -102,7 +112,11 @@ func decodeSegment(b []byte) (id, first uint64, err error) {
 // current one holds segBytes or more. Called with l.mu held.
 func (l *streamLog) appendLocked(data []byte, ts int64, segBytes int64, done func(error)) (uint64, error) {
 	cur := l.current()
-	if cur == nil || (cur.count > 0 && cur.bytes+int64(len(data)) > segBytes) {
+	if l.repl {
+		if l.ml == nil || cur == nil {
+			return 0, errNotLeader
+		}
+	} else if cur == nil || (cur.count > 0 && cur.bytes+int64(len(data)) > segBytes) {
 		var err error
 		if cur, err = l.rollLocked(); err != nil {
 			return 0, err
@@ -117,7 +131,11 @@ func (l *streamLog) appendLocked(data []byte, ts int64, segBytes int64, done fun
 		cur.firstTs = ts
 	}
 	cur.lastTs = max(cur.lastTs, ts)
-	l.st.AppendMessage(cur.id, off, data, func(err error) {
+	var app MessageLog = l.st
+	if l.repl {
+		app = l.ml
+	}
+	app.AppendMessage(cur.id, off, data, func(err error) {
 		if err == nil {
 			// The store calls back in issue order (the group commit's
 			// notifier): off+1 is a watermark. Raised monotonically, so
@@ -420,6 +438,9 @@ func (l *streamLog) lastOffset() (uint64, bool) {
 func (l *streamLog) retain(maxBytes int64, cutoff int64) []segment {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.repl {
+		return nil // not applied to clustered streams yet
+	}
 	var total int64
 	for _, s := range l.segs {
 		total += s.bytes

@@ -492,7 +492,7 @@ func (v *VHost) waitReady(name string) error {
 	v.mu.RLock()
 	q := v.queues[name]
 	v.mu.RUnlock()
-	if q == nil || !q.xa.quorum {
+	if q == nil || !q.Replicated() {
 		return nil
 	}
 	if err := c.WaitReady(q); err != nil {
@@ -595,9 +595,6 @@ func (v *VHost) declareQueueLocked(name string, o QueueOpts) (QueueInfo, error) 
 	if m := v.b.limits.maxQueue.Load(); m > 0 && int64(len(v.queues)) >= m {
 		return QueueInfo{}, errorf(KindPreconditionFailed, "cannot declare queue '%s': queue limit in vhost '%s' (%d) is reached", name, v.name, m)
 	}
-	if a.stream && v.b.cluster != nil {
-		return QueueInfo{}, errorf(KindPreconditionFailed, "invalid arg 'x-queue-type' for queue '%s' in vhost '%s': stream queues are not supported in a cluster by this node yet", name, v.name)
-	}
 	if a.quorum || a.stream {
 		switch {
 		case !o.Durable:
@@ -614,8 +611,8 @@ func (v *VHost) declareQueueLocked(name string, o QueueOpts) (QueueInfo, error) 
 	}
 	q := newQueue(v, name, v.b.nextQueueID(), o.Durable, o.Exclusive, o.AutoDelete, owner, o.Args, a)
 	if c := v.b.cluster; c != nil {
-		if a.quorum {
-			q.setMembers(c.QuorumMembers(a.groupSize))
+		if a.quorum || a.stream {
+			q.setMembers(c.QuorumMembers(max(a.groupSize, a.streamA.clusterSize)))
 			q.seed = q.Members()
 		} else {
 			q.home = c.NodeName()

@@ -85,10 +85,10 @@ func (s *Server) queueJSON(q *exchange.Queue) queueJSON {
 	}
 	if ql, ok := s.cluster.(QueueLocator); ok {
 		node, members := ql.QueueNode(q)
-		if node != "" || q.Quorum() {
+		if node != "" || q.Replicated() {
 			j.Node = node
 		}
-		if q.Quorum() {
+		if q.Replicated() {
 			j.Leader, j.Members = node, members
 		}
 	}
