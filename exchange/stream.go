@@ -59,6 +59,11 @@ type stream struct {
 	closed  atomic.Bool
 	// followStop ends the store watch of a clustered stream's follower.
 	followStop chan struct{}
+	// durableC wakes wakeLoop: the store's notifier (which calls every
+	// queue's callbacks in turn) never waits for stream.mu.
+	durableC chan struct{}
+	stopC    chan struct{}
+	started  atomic.Bool
 }
 
 // cursor is one consumer's position and window.
@@ -82,7 +87,10 @@ func newStream(q *Queue, a streamArgs) *stream {
 	st.log = &streamLog{st: b.store, newID: b.nextQueueID,
 		prefix: "streamseg/" + q.vh.name + "\x00" + q.name + "\x00"}
 	st.log.onDurable = st.onDurable
-	st.armRetention()
+	st.durableC, st.stopC = make(chan struct{}, 1), make(chan struct{})
+	// wakeLoop and the retention timer start with the first consumer or
+	// append (started): a Queue built from a record and dropped at once
+	// (cluster.go's applyQueue) leaves nothing running.
 	return st
 }
 
@@ -95,6 +103,9 @@ func (st *stream) recover() (uint64, error) {
 	maxID, err := st.log.recover()
 	if err != nil {
 		return 0, err
+	}
+	if len(st.log.segs) > 0 {
+		st.start()
 	}
 	pfx := st.offsetPrefix()
 	err = st.q.vh.b.store.LoadMeta(pfx, func(key string, val []byte) error {
@@ -132,10 +143,20 @@ func (st *stream) enqueue(m *Message, data []byte, done func(error), now int64) 
 		return false, false, true
 	}
 	q.counters.publish.Add(1)
+	st.start()
 	if rolled && segs > 0 {
 		go st.applyRetention()
 	}
 	return true, true, false
+}
+
+// start runs the stream's wake loop and retention timer, once.
+func (st *stream) start() {
+	if st.started.Load() || !st.started.CompareAndSwap(false, true) {
+		return
+	}
+	go st.wakeLoop()
+	st.armRetention()
 }
 
 // onDurable wakes cursors waiting at the end of the log.
@@ -143,6 +164,25 @@ func (st *stream) onDurable() {
 	if st.nwait.Load() == 0 {
 		return
 	}
+	select {
+	case st.durableC <- struct{}{}:
+	default: // a wake is pending already
+	}
+}
+
+// wakeLoop signals the cursors waiting for durable messages.
+func (st *stream) wakeLoop() {
+	for {
+		select {
+		case <-st.stopC:
+			return
+		case <-st.durableC:
+		}
+		st.wakeWaiting()
+	}
+}
+
+func (st *stream) wakeWaiting() {
 	st.mu.Lock()
 	for _, c := range st.cursors {
 		if c.waiting {
@@ -210,6 +250,7 @@ func (st *stream) addConsumer(o ConsumeOpts) (*Consumer, error) {
 	cur := &cursor{id: st.cid, c: c, name: name, next: start, bufNext: start, acked: -1, wake: make(chan struct{}, 1)}
 	st.cursors[cur.id] = cur
 	st.mu.Unlock()
+	st.start()
 	go st.run(cur)
 	return c, nil
 }
@@ -422,7 +463,9 @@ func (st *stream) stats() (msgs, unacked, consumers int) {
 func (st *stream) close(cancelSinks bool) int {
 	st.flushOffsets()
 	st.mu.Lock()
-	st.closed.Store(true)
+	if !st.closed.Swap(true) {
+		close(st.stopC)
+	}
 	for id, cur := range st.cursors {
 		cur.stop = true
 		cur.c.cancelled = true

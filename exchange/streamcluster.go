@@ -83,7 +83,7 @@ func (q *Queue) streamLead(ml MessageLog) {
 	st.log.ml = ml
 	st.log.mu.Unlock()
 	st.stopFollowing()
-	st.onDurable()
+	st.wakeWaiting()
 }
 
 // streamFollow is the part of BecomeProxy a stream needs: publishes are
@@ -101,7 +101,7 @@ func (st *stream) streamFollow() {
 		go st.follow(stop)
 	}
 	st.mu.Unlock()
-	st.onDurable()
+	st.wakeWaiting()
 }
 
 func (st *stream) stopFollowing() {
