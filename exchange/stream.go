@@ -3,6 +3,7 @@ package exchange
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -708,4 +709,38 @@ func (st *stream) consumers() []ConsumerInfo {
 			Priority: c.priority, Prefetch: c.prefetch, Active: true})
 	}
 	return out
+}
+
+// applyStreamOffset takes a named consumer's offset stored by another
+// node of the cluster (a record "streamoff/<vhost>\x00<queue>\x00<name>"
+// committed by the metadata group), unless a consumer of that name reads
+// here (its own position is newer).
+func (v *VHost) applyStreamOffset(rest string, val []byte) {
+	qn, name, ok := strings.Cut(rest, "\x00")
+	if !ok {
+		return
+	}
+	v.mu.RLock()
+	q := v.queues[qn]
+	v.mu.RUnlock()
+	if q == nil || q.st == nil {
+		return
+	}
+	st := q.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, c := range st.cursors {
+		if c.name == name {
+			return
+		}
+	}
+	if val == nil {
+		delete(st.offsets, name)
+		return
+	}
+	if r, err := decodeRecord(val); err == nil {
+		if off, ok := r["offset"].(uint64); ok {
+			st.offsets[name] = off
+		}
+	}
 }

@@ -114,6 +114,43 @@ func TestStreamClusterLeaderKill(t *testing.T) {
 	for _, nd := range nodes {
 		streamReadAll(t, nd, "cs", want)
 	}
+	// A named consumer's offset, stored as it acks on one node, is where
+	// a consumer of that name resumes on another.
+	{
+		_, c1 := dialNode(t, nodes[1])
+		_ = c1.Qos(10, 0, false)
+		ds, err := c1.Consume("cs", "", false, false, false, false, amqp.Table{"x-stream-offset": "first", "x-stream-consumer-name": "billing"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 20; i++ {
+			d := receive(t, ds)
+			_ = d.Ack(false)
+		}
+		_ = c1.Close()
+		eventually(t, 10*time.Second, "the offset on node 2", func() bool {
+			var q struct {
+				Stream struct {
+					Consumers []struct {
+						Name   string `json:"name"`
+						Offset int    `json:"offset"`
+					} `json:"consumer_offsets"`
+				} `json:"stream"`
+			}
+			nodes[2].api(t, "GET", "/api/queues/%2F/cs", nil, &q)
+			return len(q.Stream.Consumers) == 1 && q.Stream.Consumers[0].Offset == 19
+		})
+		_, c2 := dialNode(t, nodes[2])
+		_ = c2.Qos(10, 0, false)
+		ds, err = c2.Consume("cs", "", false, false, false, false, amqp.Table{"x-stream-consumer-name": "billing"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := receive(t, ds); string(d.Body) != "a20" {
+			t.Fatalf("named consumer resumed on another node at %q, want a20", d.Body)
+		}
+		_ = c2.Close()
+	}
 	victim := leaderIndex(nodes, "cs")
 	if victim < 0 {
 		t.Fatal("no leader")

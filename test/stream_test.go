@@ -425,6 +425,11 @@ func TestStreamRetentionBytes(t *testing.T) {
 	if int(offs[0]) != first || bodies[0][:3] != fmt.Sprintf("%03d", first) || first+msgs != 300 || s["last_offset"].(float64) != 299 {
 		t.Fatalf("first retained: %q at %d; stream %v", bodies[0][:3], offs[0], s)
 	}
+	// An offset before the retained range starts at the first retained message.
+	_, d0 := consumeStream(t, b.URL, "rb", 5, amqp.Table{"x-stream-offset": int64(3)})
+	if _, offs := takeStream(t, d0, 1); int(offs[0]) != first {
+		t.Fatalf("x-stream-offset 3 after retention starts at %d, want %d", offs[0], first)
+	}
 	// Whole segments: every record has the same size here, so a full
 	// segment holds 2000/size of them and the cut is at a multiple of it.
 	size := bytes / msgs
