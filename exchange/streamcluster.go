@@ -126,14 +126,13 @@ func (st *stream) follow(stop chan struct{}) {
 		}
 		from := l.durable.Load()
 		var n, bytes int64
-		next, lastSize := from, int64(0)
+		next := from
 		_ = l.st.MessageKeys(st.q.id, from, func(seq uint64, size int64) bool {
 			n++
 			bytes += size
-			next, lastSize = seq+1, size
+			next = seq + 1
 			return true
 		})
-		_ = lastSize
 		if next == from {
 			continue
 		}
