@@ -23,6 +23,9 @@
 //	amqp-quorum-10-10        the same with 10 publishers and 10 consumers on one
 //	                         quorum queue, each on its own connection; the
 //	                         confirm window is per publisher
+//	amqp-stream-1-1          as amqp-persistent-confirm, to a stream
+//	                         (x-queue-type: stream), the consumer reading
+//	                         from next (see also --stream, stream.go)
 //
 // The RabbitMQ anchor is a single node, so its quorum queues have one member:
 // Raft with no replication, fsynced before confirms; the single-node Trident's
@@ -64,6 +67,7 @@ var scenarios = []Scenario{
 	amqpScenario{name: "amqp-persistent-confirm", confirms: true},
 	amqpScenario{name: "amqp-quorum-1-1", confirms: true, quorum: true},
 	amqpScenario{name: "amqp-quorum-10-10", confirms: true, quorum: true, publishers: 10, consumers: 10},
+	amqpScenario{name: "amqp-stream-1-1", confirms: true, stream: true},
 }
 
 // rabbitAnchorURL is where ../shared/anchors/start-anchors.sh puts RabbitMQ.

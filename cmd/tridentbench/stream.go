@@ -26,7 +26,6 @@ import (
 	"io"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -105,21 +104,18 @@ func streamTarget(ctx context.Context, o *options, name, url string, n int, pid 
 	p := o.params
 	mem := startRSS(pid)
 	defer func() { r.peakRSS = max(r.peakRSS, mem.stop()) }()
-	pubQ, fillQ := "tridentbench-stream-pub-"+randomSuffix(), "tridentbench-stream-"+randomSuffix()
-	for _, q := range []string{pubQ, fillQ} {
-		if err := declareStreamQueue(url, q); err != nil {
-			return r, err
-		}
-		defer deleteStreamQueue(url, q)
+	fillQ := "tridentbench-stream-" + randomSuffix()
+	if err := declareStreamQueue(url, fillQ); err != nil {
+		return r, err
 	}
+	defer deleteStreamQueue(url, fillQ)
 
 	fmt.Fprintf(os.Stderr, "%s: publish 1→1 with confirms ... ", name)
 	var err error
-	if r.pubRate, r.pubConsRate, err = streamPublish1to1(ctx, url, pubQ, p); err != nil {
+	if r.pubRate, r.pubConsRate, err = streamPublish1to1(ctx, url, p); err != nil {
 		return r, err
 	}
 	fmt.Fprintf(os.Stderr, "pub %s/s cons %s/s\n", human(r.pubRate), human(r.pubConsRate))
-	_ = deleteStreamQueue(url, pubQ)
 
 	fmt.Fprintf(os.Stderr, "%s: fill %d ...\n", name, n)
 	conn, ch, err := openChannel(url, "stream fill")
@@ -186,81 +182,10 @@ func deleteStreamQueue(url, q string) error {
 	return err
 }
 
-// streamPublish1to1 runs one confirming publisher and one consumer from
-// next for p.Warmup + p.Duration.
-func streamPublish1to1(ctx context.Context, url, q string, p Params) (pubRate, consRate float64, err error) {
-	var c counters
-	errc := make(chan error, 4)
-	var wg sync.WaitGroup
-	cconn, cch, err := openChannel(url, "stream consumer")
-	if err != nil {
-		return 0, 0, err
-	}
-	defer cconn.Close()
-	if err := cch.Qos(p.Prefetch, 0, false); err != nil {
-		return 0, 0, err
-	}
-	ds, err := cch.Consume(q, "", false, false, false, false, amqp.Table{"x-stream-offset": "next"})
-	if err != nil {
-		return 0, 0, err
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		n := 0
-		for d := range ds {
-			n++
-			c.consumed.Add(1)
-			if n%p.AckEvery == 0 {
-				if err := d.Ack(true); err != nil {
-					c.fail(errc, err)
-					return
-				}
-			}
-		}
-	}()
-	pconn, pch, err := openChannel(url, "stream publisher")
-	if err != nil {
-		return 0, 0, err
-	}
-	defer pconn.Close()
-	if err := pch.Confirm(false); err != nil {
-		return 0, 0, err
-	}
-	confirms := pch.NotifyPublish(make(chan amqp.Confirmation, p.ConfirmWindow*2))
-	var sent atomic.Uint64
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for cf := range confirms {
-			if cf.Ack {
-				c.published.Add(1)
-			} else {
-				c.nacked.Add(1)
-			}
-		}
-	}()
-	body := make([]byte, p.MsgSize)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for !c.stop.Load() {
-			if sent.Load()-c.published.Load()-c.nacked.Load() >= uint64(p.ConfirmWindow) {
-				time.Sleep(50 * time.Microsecond)
-				continue
-			}
-			if err := pch.PublishWithContext(ctx, "", q, false, false, amqp.Publishing{DeliveryMode: amqp.Persistent, Body: body}); err != nil {
-				c.fail(errc, err)
-				return
-			}
-			sent.Add(1)
-		}
-	}()
-	res, err := measure(ctx, &c, p, errc)
-	c.stop.Store(true)
-	pconn.Close()
-	cconn.Close()
-	wg.Wait()
+// streamPublish1to1 is the amqp-stream-1-1 scenario: one confirming
+// publisher and one consumer from next, for p.Warmup + p.Duration.
+func streamPublish1to1(ctx context.Context, url string, p Params) (pubRate, consRate float64, err error) {
+	res, err := amqpScenario{name: "amqp-stream-1-1", confirms: true, stream: true}.Run(ctx, url, p)
 	return res.PublishRate, res.ConsumeRate, err
 }
 
@@ -300,6 +225,7 @@ func readN(ctx context.Context, url, q string, n int, p Params, args amqp.Table)
 	if err != nil {
 		return err
 	}
+	defer drain(ds)
 	idle := time.NewTimer(30 * time.Second)
 	defer idle.Stop()
 	for got := 0; got < n; {
@@ -340,6 +266,7 @@ func streamReplay(ctx context.Context, url, q string, ts time.Time, p Params) (t
 	if err != nil {
 		return 0, 0, 0, err
 	}
+	defer drain(ds)
 	var first time.Duration
 	var off int64
 	select {
@@ -399,4 +326,13 @@ func writeStream(w io.Writer, o *options, rs []streamResult) {
 			r.toFirst.Round(time.Microsecond), r.firstOffset, human(r.replayRate))
 		fmt.Fprintf(w, "  peak RSS      %s\n", mib(r.peakRSS))
 	}
+}
+
+// drain takes what is still delivered to ds until its channel closes:
+// amqp091-go's Connection.Close waits while deliveries are not taken.
+func drain(ds <-chan amqp.Delivery) {
+	go func() {
+		for range ds {
+		}
+	}()
 }
