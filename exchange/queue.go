@@ -228,7 +228,10 @@ type Queue struct {
 	members atomic.Pointer[[]string] // read without q.mu (a proxy's Locator runs under it)
 	seed    []string                 // the members it was declared with (they bootstrap the group)
 	log     MessageLog
+	// While log is set: every message with a seq up to logApplied is in
+	// the node's store (the log's FSM wrote it), so it may be paged out;
 	// logReturns says how often a message loaded from the log came back.
+	logApplied atomic.Uint64
 	logReturns func(key uint64) uint32
 	// A quorum queue's held retries (retryhold.go), while it leads.
 	heldQID   uint64
