@@ -73,6 +73,7 @@ func TestStreamSTOMPSubscribe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stSync(t, c) // the SUBSCRIBE is in effect before the publish
 	streamPublish(t, pub, "", "ss", []string{"m10"}, nil)
 	if m := stRecv(t, sub2); string(m.Body) != "m10" {
 		t.Fatalf("bogus offset: %q, want the next message", m.Body)
