@@ -508,7 +508,9 @@ func (st *stream) retentionEvery() time.Duration {
 }
 
 func (st *stream) armRetention() {
-	if st.a.maxAge <= 0 {
+	// By size at each segment roll; in a cluster (one key range, no
+	// rolls) on the timer too.
+	if st.a.maxAge <= 0 && (st.a.maxBytes <= 0 || len(st.q.Members()) == 0) {
 		return
 	}
 	st.mu.Lock()
@@ -528,6 +530,10 @@ func (st *stream) applyRetention() {
 	var cutoff int64
 	if st.a.maxAge > 0 {
 		cutoff = nowNano() - int64(st.a.maxAge)
+	}
+	if st.log.leads() {
+		st.log.retainReplicated(st.q.id, st.a.maxBytes, cutoff)
+		return
 	}
 	gone := st.log.retain(st.a.maxBytes, cutoff)
 	if len(gone) == 0 {

@@ -14,11 +14,120 @@ import "time"
 //
 // In a cluster the log is one key range (the stream's id), not segments;
 // what a follower's store holds is found by looking at its keys every
-// followEvery (the watermark readers stop at). Retention (x-max-age,
-// x-max-length-bytes) is not applied to clustered streams yet. A node
-// that is not a member has no copy: its consumers see nothing.
+// followEvery (the watermark readers stop at). Offsets are dense (each
+// leader goes on after the highest key its store holds). Retention
+// (x-max-age, x-max-length-bytes) is the leader's: it deletes the oldest
+// messages through the group's log, by message rather than by segment
+// (there are no segments to drop); followers see their first key move. A
+// node that is not a member has no copy: its consumers see nothing.
 
 const followEvery = 20 * time.Millisecond
+
+// retainBatch bounds the messages one retention pass of a clustered stream
+// deletes.
+const retainBatch = 100_000
+
+// leads reports whether the log is a clustered stream's that this node leads.
+func (l *streamLog) leads() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.repl && l.ml != nil
+}
+
+// retainReplicated deletes, through the group's log, the oldest messages
+// while the log holds more than maxBytes (0: no limit; the size of a
+// message is the log's average) or they are older than cutoff (0: none).
+func (l *streamLog) retainReplicated(id uint64, maxBytes, cutoff int64) {
+	l.mu.Lock()
+	if len(l.segs) != 1 || l.ml == nil {
+		l.mu.Unlock()
+		return
+	}
+	s := *l.segs[0]
+	ml := l.ml
+	l.mu.Unlock()
+	n := int64(s.next - s.first)
+	if n <= 1 {
+		return
+	}
+	avg := max(s.bytes/max(s.count, 1), 1)
+	var drop int64
+	if maxBytes > 0 && n*avg > maxBytes {
+		drop = n - maxBytes/avg
+	}
+	if cutoff > 0 && s.firstTs < cutoff {
+		// Read forward from the head to the first message young enough.
+		off := s.first + uint64(drop)
+		for off < s.next-1 && int64(off-s.first) < retainBatch {
+			recs, next, err := l.readRange(off, 256, 1<<62)
+			if err != nil || len(recs) == 0 {
+				break
+			}
+			young := false
+			for _, r := range recs {
+				if _, ts, err := decodeMessage(r.data); err == nil && ts >= cutoff {
+					off, young = r.off, true
+					break
+				}
+				off = r.off + 1
+			}
+			if young {
+				break
+			}
+			off = max(off, next)
+		}
+		drop = max(drop, int64(off-s.first))
+	}
+	drop = min(drop, n-1, retainBatch) // never the newest message
+	if drop <= 0 {
+		return
+	}
+	cut := s.first + uint64(drop)
+	for off := s.first; off < cut; off++ {
+		ml.DeleteMessage(id, off)
+	}
+	var firstTs int64
+	if r, ok := l.readOne(segment{id: id, first: cut, next: s.next}, cut); ok {
+		_, firstTs, _ = decodeMessage(r.data)
+	}
+	l.mu.Lock()
+	if len(l.segs) == 1 {
+		g := l.segs[0]
+		g.first = max(g.first, cut)
+		g.count = int64(g.next - g.first)
+		g.bytes = g.count * avg
+		if firstTs != 0 {
+			g.firstTs = firstTs
+		}
+	}
+	l.mu.Unlock()
+	l.cache.drop(cut)
+}
+
+// followFirst moves a follower's first offset up to its store's first key
+// (the leader's retention deleted the messages before it).
+func (l *streamLog) followFirst(id uint64) {
+	var first uint64
+	found := false
+	_ = l.st.MessageKeys(id, 0, func(seq uint64, _ int64) bool {
+		first, found = seq, true
+		return false
+	})
+	if !found {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.segs) != 1 || first <= l.segs[0].first {
+		return
+	}
+	g := l.segs[0]
+	avg := g.bytes / max(g.count, 1)
+	g.first = first
+	g.count = int64(g.next - g.first)
+	g.bytes = g.count * avg
+	l.cache.drop(first)
+}
 
 // Replicated reports whether q's messages are kept by a Raft group: a
 // quorum queue, or a stream in a cluster.
@@ -118,11 +227,14 @@ func (st *stream) follow(stop chan struct{}) {
 	t := time.NewTicker(followEvery)
 	defer t.Stop()
 	l := st.log
-	for {
+	for tick := 0; ; tick++ {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
+		}
+		if tick%50 == 0 {
+			l.followFirst(st.q.id)
 		}
 		from := l.durable.Load()
 		var n, bytes int64

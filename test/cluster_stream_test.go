@@ -197,3 +197,55 @@ func TestStreamClusterLeaderKill(t *testing.T) {
 	streamReadAll(t, nodes[victim], "cs", want)
 	t.Logf("members %v; leader %s killed; %d confirmed messages read on every node, the restarted one included", members, nodes[victim].name, len(want))
 }
+
+// TestStreamClusterRetention: the leader of a clustered stream applies
+// x-max-length-bytes through the group; every member's copy loses the
+// same head, and a reader from first on any member starts after it.
+func TestStreamClusterRetention(t *testing.T) {
+	nodes := startCluster(t, 3)
+	_, ch := dialNode(t, nodes[0])
+	if _, err := ch.QueueDeclare("cr", true, false, false, false, amqp.Table{"x-queue-type": "stream", "x-max-length-bytes": int64(4000)}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "a leader", func() bool { return leaderIndex(nodes, "cr") >= 0 })
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 100)
+	for i := 0; i < 200; i++ {
+		copy(body, strconv.Itoa(i)+" ")
+		dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", "cr", false, false, amqp.Publishing{Body: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := dc.WaitContext(ctxTimeout(t, 10*time.Second)); !ok || err != nil {
+			t.Fatalf("confirm %d: %v %v", i, ok, err)
+		}
+	}
+	for _, nd := range nodes {
+		var first float64
+		eventually(t, 15*time.Second, "retention on "+nd.name, func() bool {
+			var q struct {
+				Stream struct {
+					First float64 `json:"first_offset"`
+					Last  float64 `json:"last_offset"`
+					Bytes float64 `json:"bytes"`
+				} `json:"stream"`
+			}
+			nd.api(t, "GET", "/api/queues/%2F/cr", nil, &q)
+			first = q.Stream.First
+			return q.Stream.First > 100 && q.Stream.Last == 199 && q.Stream.Bytes <= 4000+200
+		})
+		_, c := dialNode(t, nd)
+		_ = c.Qos(50, 0, false)
+		ds, err := c.Consume("cr", "", false, false, false, false, amqp.Table{"x-stream-offset": "first"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := receive(t, ds)
+		if off := d.Headers["x-stream-offset"].(int64); float64(off) < first {
+			t.Fatalf("%s: read from first starts at %d, first retained %v", nd.name, off, first)
+		}
+		_ = c.Close()
+	}
+}
