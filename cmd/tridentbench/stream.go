@@ -96,8 +96,8 @@ func runStreamBench(ctx context.Context, o *options) error {
 	return nil
 }
 
-func streamTarget(ctx context.Context, o *options, name, url string, n int, pid func() int) (streamResult, error) {
-	r := streamResult{name: name, n: n}
+func streamTarget(ctx context.Context, o *options, name, url string, n int, pid func() int) (r streamResult, err error) {
+	r = streamResult{name: name, n: n}
 	if pid == nil {
 		pid = func() int { return 0 }
 	}
@@ -111,7 +111,6 @@ func streamTarget(ctx context.Context, o *options, name, url string, n int, pid 
 	defer deleteStreamQueue(url, fillQ)
 
 	fmt.Fprintf(os.Stderr, "%s: publish 1→1 with confirms ... ", name)
-	var err error
 	if r.pubRate, r.pubConsRate, err = streamPublish1to1(ctx, url, p); err != nil {
 		return r, err
 	}
