@@ -31,6 +31,9 @@ func (q *Queue) BecomeProxy(r Remote) {
 	if old != nil && old != r {
 		old.Close()
 	}
+	if q.st != nil {
+		q.st.streamFollow() // streamcluster.go
+	}
 }
 
 // BecomeLocal makes q hold its messages here, in log, whose FSM has
@@ -40,6 +43,10 @@ func (q *Queue) BecomeProxy(r Remote) {
 // Every message already there is flagged redelivered when read (the
 // previous owner may have delivered it), with the returns st counts.
 func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
+	if q.st != nil {
+		q.streamLead(log) // streamcluster.go
+		return
+	}
 	q.mu.Lock()
 	if q.deleted {
 		q.mu.Unlock()

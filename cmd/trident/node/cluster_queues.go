@@ -147,7 +147,7 @@ func (c *clusterQueues) addrOf(node string) (string, error) {
 }
 
 func (c *clusterQueues) Attach(q *exchange.Queue) {
-	if !q.Quorum() {
+	if !q.Replicated() {
 		if q.Home() == c.self || q.Home() == "" {
 			return
 		}
@@ -520,7 +520,7 @@ func (qq *quorumQueue) leadership(leader bool) {
 }
 
 func (c *clusterQueues) Detach(q *exchange.Queue) {
-	if !q.Quorum() {
+	if !q.Replicated() {
 		return
 	}
 	c.mu.Lock()
@@ -663,7 +663,7 @@ func (v clusterView) QueueNode(q *exchange.Queue) (string, []string) {
 	if f == nil || f.queues == nil {
 		return "", nil
 	}
-	if !q.Quorum() {
+	if !q.Replicated() {
 		return q.Home(), nil
 	}
 	return f.queues.leaderOf(q), f.queues.membersOf(q)
