@@ -265,11 +265,13 @@ func (b *Broker) recover() error {
 		}
 		r, err := decodeRecord(val)
 		if err != nil {
-			return err
+			return &RecordError{Key: key, Err: err}
 		}
-		if x := exchangeFromRecord(v, name, r); x != nil {
-			v.exchanges[name] = x
+		x, err := exchangeFromRecord(v, name, r)
+		if err != nil {
+			return &RecordError{Key: key, Err: err}
 		}
+		v.exchanges[name] = x
 		return nil
 	})
 	if err != nil {
@@ -284,7 +286,7 @@ func (b *Broker) recover() error {
 		}
 		r, err := decodeRecord(val)
 		if err != nil {
-			return err
+			return &RecordError{Key: key, Err: err}
 		}
 		q, err := queueFromRecord(v, name, r)
 		if err != nil {
@@ -310,7 +312,7 @@ func (b *Broker) recover() error {
 		}
 		r, err := decodeRecord(val)
 		if err != nil {
-			return err
+			return &RecordError{Key: key, Err: err}
 		}
 		src, _ := r["source"].(string)
 		dst, _ := r["destination"].(string)
