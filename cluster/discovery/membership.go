@@ -62,6 +62,15 @@ func Start(cfg Config, log *slog.Logger) (*Membership, error) {
 		stop:    make(chan struct{}),
 	}
 	mc := cfg.memberlistConfig()
+	kr, err := keyring(cfg.GossipKeys)
+	if err != nil {
+		m.events.close()
+		return nil, err
+	}
+	if kr != nil {
+		mc.Keyring = kr
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
 	mc.Delegate = delegate{m}
 	mc.Events = eventDelegate{m}
 	mc.Logger = logbridge.NewStdLogger(log.With("component", "memberlist"))

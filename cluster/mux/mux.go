@@ -2,6 +2,7 @@ package mux
 
 import (
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +38,7 @@ type Mux struct {
 	cookie    []byte
 	log       *slog.Logger
 	handshake atomic.Int64 // time.Duration; a variable for tests
+	tlsConfig func() (*tls.Config, error) // nil: plain TCP (WithTLS)
 
 	mu      sync.Mutex
 	closed  bool
@@ -52,7 +54,7 @@ type Mux struct {
 // address (which must then not be a wildcard), a host without port means
 // that host with the bound port. cookie is the cluster's shared secret;
 // empty is allowed (every peer must then send an empty one). log may be nil.
-func Listen(bind, advertise, cookie string, log *slog.Logger) (*Mux, error) {
+func Listen(bind, advertise, cookie string, log *slog.Logger, opts ...Option) (*Mux, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -72,6 +74,9 @@ func Listen(bind, advertise, cookie string, log *slog.Logger) (*Mux, error) {
 		streams: map[string]*streamListener{}, blocked: map[string]bool{}, conns: map[*conn]struct{}{},
 		done: make(chan struct{})}
 	m.handshake.Store(int64(HandshakeTimeout))
+	for _, o := range opts {
+		o(m)
+	}
 	go m.acceptLoop()
 	return m, nil
 }
@@ -164,6 +169,13 @@ func readHeader(r io.Reader) (Header, error) {
 // the connection to its stream.
 func (m *Mux) handshakeIn(c net.Conn) {
 	_ = c.SetDeadline(time.Now().Add(time.Duration(m.handshake.Load())))
+	raw := c
+	c, err := m.serverTLS(c)
+	if err != nil {
+		m.log.Warn("mux: refused connection: TLS handshake failed", "remote", raw.RemoteAddr().String(), "err", err)
+		raw.Close()
+		return
+	}
 	h, err := readHeader(c)
 	refuse := func(s Status, msg string, args ...any) {
 		m.log.Debug("mux: refused connection: "+msg, append(args, "remote", c.RemoteAddr().String(), "status", s.String())...)
@@ -241,6 +253,11 @@ func (m *Mux) Dial(addr, stream string, timeout time.Duration) (net.Conn, error)
 	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return nil, err
+	}
+	raw := c
+	if c, err = m.clientTLS(c, deadline); err != nil {
+		raw.Close()
+		return nil, fmt.Errorf("mux: dial %s: %w", addr, err)
 	}
 	_ = c.SetDeadline(deadline)
 	var st [1]byte

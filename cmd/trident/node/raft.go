@@ -58,12 +58,13 @@ type raftSide struct {
 	meta   *meta.Group
 	store  *meta.Store
 	cancel context.CancelFunc // stops a bootstrap_expect wait
+	certs  *certReloader      // cluster.tls, nil when off
 }
 
 func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err error) {
 	c := n.cfg.Cluster
 	log := n.log.With("component", "cluster")
-	if c.Cookie == "" {
+	if c.Cookie == "" && !c.TLS.Enabled() {
 		log.Warn("cluster.cookie is empty: any host that reaches the Raft port can join the cluster's Raft traffic")
 	}
 	rs := &raftSide{store: n.metaStore}
@@ -79,7 +80,12 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 	if h, _, err := net.SplitHostPort(listen); adv == "" && err == nil && isUnspecified(h) && !isUnspecified(advHost) {
 		adv = advHost // bound to every address: peers use gossip's host
 	}
-	if rs.mux, err = mux.Listen(listen, adv, c.Cookie, log.With("component", "mux")); err != nil {
+	opts, certs, err := clusterTLS(c.TLS, log)
+	if err != nil {
+		return nil, err
+	}
+	rs.certs = certs
+	if rs.mux, err = mux.Listen(listen, adv, c.Cookie, log.With("component", "mux"), opts...); err != nil {
 		return nil, fmt.Errorf("node: cluster.raft_listen: %w", err)
 	}
 	dir := filepath.Join(n.cfg.DataDir, "raft")
