@@ -32,11 +32,12 @@ const discoveryRaftKey = meta.RaftMetaKey
 
 // replicatedKey reports whether a metadata record is cluster-wide: the
 // core's topology (exchange.ReplicatedKey), auth's users, permissions
-// and topic permissions, MQTT's retained messages and sessions, and the
-// shovels' definitions.
+// and topic permissions, MQTT's retained messages and sessions, the
+// shovels' definitions, and the cluster operations' records
+// (cluster_ops.go).
 func replicatedKey(key string) bool {
 	return exchange.ReplicatedKey(key) || auth.ReplicatedKey(key) ||
-		mqtt.ReplicatedKey(key) || shovel.ReplicatedKey(key)
+		mqtt.ReplicatedKey(key) || shovel.ReplicatedKey(key) || clusterOpsKey(key)
 }
 
 // metaRank orders a snapshot restore's records: a vhost before the users'
@@ -107,6 +108,7 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 			},
 			n.mqttApplyMeta,
 			n.shovelsApplyMeta,
+			n.clusterOpsApplyMeta,
 		}}
 	if rs.meta, err = meta.Start(meta.Config{Host: rs.host, Mux: rs.mux, Applier: applier, Index: n.store,
 		Log: log.With("group", meta.Name), Members: f.m.Members}); err != nil {
