@@ -37,7 +37,7 @@ type Mux struct {
 	advertise string
 	cookie    []byte
 	log       *slog.Logger
-	handshake atomic.Int64 // time.Duration; a variable for tests
+	handshake atomic.Int64                // time.Duration; a variable for tests
 	tlsConfig func() (*tls.Config, error) // nil: plain TCP (WithTLS)
 
 	mu      sync.Mutex
