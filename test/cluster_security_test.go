@@ -95,10 +95,13 @@ func TestClusterSecurity(t *testing.T) {
 	tlsArgs := func(cert, keyFile, ca string) []string {
 		return []string{"--cluster-tls-cert-file", cert, "--cluster-tls-key-file", keyFile, "--cluster-tls-ca-file", ca}
 	}
-	nodes := startClusterWith(t, 3, func(i int) []string {
+	// Certificates first: perNode runs on the nodes' start goroutines.
+	args := make([][]string, 3)
+	for i := range args {
 		c, k := p.nodeCert(fmt.Sprintf("trident-%d", i), p.ca, p.caKey)
-		return append(tlsArgs(c, k, p.caFile), "--cluster-gossip-key", key)
-	})
+		args[i] = append(tlsArgs(c, k, p.caFile), "--cluster-gossip-key", key)
+	}
+	nodes := startClusterWith(t, 3, func(i int) []string { return args[i] })
 	_, ch := dialNode(t, nodes[0])
 	if _, err := ch.QueueDeclare("secured", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
