@@ -125,7 +125,7 @@ func (m *Mux) Close() error {
 		l.shut()
 	}
 	for c := range conns {
-		c.Conn.Close()
+		c.closeLocal()
 	}
 	return err
 }
@@ -319,7 +319,7 @@ func (m *Mux) SetBlocked(addrs []string) {
 	}
 	m.mu.Unlock()
 	for _, c := range drop {
-		c.Conn.Close()
+		c.closeLocal()
 	}
 	if len(addrs) > 0 || len(drop) > 0 {
 		m.log.Info("mux: fault injection", "blocked", addrs, "closed_conns", len(drop))
@@ -340,12 +340,33 @@ func (m *Mux) Blocked() []string {
 // conn is a stream connection the mux tracks (for SetBlocked and Close).
 type conn struct {
 	net.Conn
-	m    *Mux
-	peer string // the peer's advertised address
-	once sync.Once
+	m      *Mux
+	peer   string // the peer's advertised address
+	once   sync.Once
+	closed atomic.Bool // closed on this side (Close, Mux.Close, SetBlocked)
+}
+
+// Read reads from the connection. Once this side closed it, a failed read
+// is io.EOF, the end of the stream, rather than the "use of closed
+// network connection" of a read that was waiting: a stream's reader
+// (Raft's transport logs any other error as a failed decode) sees the
+// connection end as it does when the peer closes it.
+func (c *conn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil && c.closed.Load() {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// closeLocal closes the transport (the mux already forgot c).
+func (c *conn) closeLocal() {
+	c.closed.Store(true)
+	_ = c.Conn.Close()
 }
 
 func (c *conn) Close() error {
+	c.closed.Store(true)
 	c.once.Do(func() { c.m.untrack(c) })
 	return c.Conn.Close()
 }
