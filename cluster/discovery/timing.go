@@ -12,7 +12,7 @@ const (
 	PresetLAN   = "lan"   // memberlist.DefaultLANConfig: a dead node is declared ~5-6 s after it stops answering
 	PresetWAN   = "wan"   // memberlist.DefaultWANConfig
 	PresetLocal = "local" // memberlist.DefaultLocalConfig (one host or a fast LAN)
-	PresetFast  = "fast"  // for tests on one host: ~1 s
+	PresetFast  = "fast"  // for tests on one host: ~1-1.5 s
 )
 
 // Preset returns the memberlist configuration of a failure detection
@@ -35,9 +35,12 @@ func Preset(name string, probeInterval, probeTimeout time.Duration, suspicionMul
 		mc = memberlist.DefaultLocalConfig()
 	case PresetFast:
 		mc = memberlist.DefaultLocalConfig()
-		mc.ProbeInterval = 200 * time.Millisecond
-		mc.ProbeTimeout = 100 * time.Millisecond
-		mc.SuspicionMult = 2
+		// Dead about 1-1.5 s after the last answer; a probe may take
+		// 200 ms (a loaded test machine), and memberlist's awareness
+		// stretches the timeouts of a node that misses its own.
+		mc.ProbeInterval = 300 * time.Millisecond
+		mc.ProbeTimeout = 200 * time.Millisecond
+		mc.SuspicionMult = 3
 		mc.SuspicionMaxTimeoutMult = 2
 		mc.GossipInterval = 50 * time.Millisecond
 		mc.TCPTimeout = 2 * time.Second
