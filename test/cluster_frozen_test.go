@@ -197,4 +197,18 @@ func TestQuorumQueueFrozenLeader(t *testing.T) {
 			t.Fatalf("%d of %d confirmed messages not delivered", missing, len(acked))
 		}
 	}
+
+	// The thawed node stops first, once every node sees the others. Its
+	// graceful shutdown overran the 15 s stop timeout in 2 of 9 runs (the
+	// others' never): an open issue of its own, logged here rather than
+	// failing the property this test is about; the harness then kills it.
+	for _, nd := range nodes {
+		eventually(t, 20*time.Second, nd.name+" sees every member alive", func() bool {
+			code, _ := nd.tryAPI("GET", "/api/health/checks/node-is-quorum-critical", nil, nil)
+			return code == 200
+		})
+	}
+	if err := victim.p.Stop(); err != nil {
+		t.Logf("known issue: the thawed node's graceful shutdown: %v", err)
+	}
 }
