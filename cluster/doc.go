@@ -18,8 +18,11 @@
 //     each node gossips its AMQP, HTTP and Raft ("raft") addresses.
 //   - mux: one TCP listener carrying named streams (every Raft group, the
 //     metadata RPCs, the internal AMQP listener), checked against the
-//     cookie; SetBlocked injects partitions for tests
-//     (cluster.fault_injection, PUT /api/cluster/partition).
+//     cookie, mutual TLS with node certificates of the cluster's CA when
+//     cluster.tls is set (tls.go); SetBlocked injects partitions for tests
+//     (cluster.fault_injection, PUT /api/cluster/partition). Gossip is
+//     encrypted with cluster.gossip_key (discovery's keyring) and its
+//     failure detection set by cluster.failure_detection (Preset).
 //   - raftstore: raft.LogStore/StableStore over one Badger DB per node,
 //     one keyspace per group. groups: starts and stops hashicorp/raft
 //     groups over raftstore and mux with snapshot stores per group.
@@ -37,7 +40,9 @@
 //   - forward: exchange.Remote over AMQP 0-9-1 between nodes (the mux's
 //     "amqp" stream into the owning node's ServeInternal): a proxy queue
 //     publishes with confirms, consumes with a prefetch window, acks,
-//     gets, purges and counts on the node that owns the queue.
+//     gets, purges and counts on the node that owns the queue. Publishes
+//     awaiting a confirm from a node the queue has left (a frozen leader)
+//     fail and are nacked once the Locator names another node.
 //
 // # Where queues live
 //

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Cluster configures clustering (issue 7): membership and failure
@@ -54,6 +55,18 @@ type Cluster struct {
 	// only), which cuts this node off from the listed Raft addresses: for
 	// partition tests, never in production.
 	FaultInjection bool `yaml:"fault_injection"`
+
+	// TLS makes the inter-node (Raft/mux) port mutual TLS; GossipKey and
+	// GossipKeyring encrypt gossip; FailureDetection, ProbeInterval,
+	// ProbeTimeout and SuspicionMult set memberlist's failure detection
+	// (cluster_security.go).
+	TLS              ClusterTLS    `yaml:"tls"`
+	GossipKey        string        `yaml:"gossip_key"`
+	GossipKeyring    []string      `yaml:"gossip_keyring"`
+	FailureDetection string        `yaml:"failure_detection"`
+	ProbeInterval    time.Duration `yaml:"probe_interval"`
+	ProbeTimeout     time.Duration `yaml:"probe_timeout"`
+	SuspicionMult    int           `yaml:"suspicion_mult"`
 }
 
 // DefaultCluster returns the cluster defaults: clustering off, node name
@@ -136,6 +149,7 @@ func (c *Config) validateCluster() []error {
 		return errs
 	}
 	errs = append(errs, c.validateRaft()...)
+	errs = append(errs, c.validateClusterSecurity()...)
 	host, port, err := splitListen(cl.GossipListen)
 	switch {
 	case err != nil:

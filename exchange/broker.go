@@ -267,11 +267,13 @@ func (b *Broker) recover() error {
 		}
 		r, err := decodeRecord(val)
 		if err != nil {
-			return err
+			return &RecordError{Key: key, Err: err}
 		}
-		if x := exchangeFromRecord(v, name, r); x != nil {
-			v.exchanges[name] = x
+		x, err := exchangeFromRecord(v, name, r)
+		if err != nil {
+			return &RecordError{Key: key, Err: err}
 		}
+		v.exchanges[name] = x
 		return nil
 	})
 	if err != nil {
@@ -286,7 +288,7 @@ func (b *Broker) recover() error {
 		}
 		r, err := decodeRecord(val)
 		if err != nil {
-			return err
+			return &RecordError{Key: key, Err: err}
 		}
 		q, err := queueFromRecord(v, name, r)
 		if err != nil {
@@ -312,7 +314,7 @@ func (b *Broker) recover() error {
 		}
 		r, err := decodeRecord(val)
 		if err != nil {
-			return err
+			return &RecordError{Key: key, Err: err}
 		}
 		src, _ := r["source"].(string)
 		dst, _ := r["destination"].(string)

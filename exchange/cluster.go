@@ -3,6 +3,8 @@ package exchange
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -285,7 +287,9 @@ func (b *Broker) recoverTransient(self string) {
 			return nil
 		})
 	}
-	_ = b.ApplyMeta(ops)
+	if err := b.ApplyMeta(ops); err != nil {
+		b.log.Error("transient topology records not applied", "err", err)
+	}
 	for _, op := range ops {
 		if strings.HasPrefix(op.Key, "tbinding/") && !b.hasBindingRecord(op.Key) {
 			stale = append(stale, op.Key) // its queue or exchange was ours
@@ -451,43 +455,73 @@ func (b *Broker) dropQueue(q *Queue) error {
 // idempotent: a record equal to what memory holds changes nothing, which
 // is the case on the node that made the change. It takes no metaMu, so a
 // node waiting under metaMu for its own change to commit cannot block it.
+//
+// A record that does not decode, or that names something this node cannot
+// build (an unknown exchange type, invalid queue arguments), changes
+// nothing in memory and is reported: the error names every such record
+// (ErrBadRecord), the others are applied.
 func (b *Broker) ApplyMeta(ops []MetaOp) error {
+	var errs []error
 	for _, op := range ops {
-		if op.Prefix {
-			// Only DeleteVHost deletes by prefix, followed by the
-			// vhost's own record, which clears memory.
-			continue
+		if err := b.applyOp(op); err != nil {
+			errs = append(errs, &RecordError{Key: op.Key, Err: err})
 		}
-		if isPolicyKey(op.Key) {
-			if v, name, ok := b.splitVHostKey(op.Key, "policy/"); ok {
-				v.applyPolicy(name, op.Val)
-			}
-			continue
+	}
+	return errors.Join(errs...)
+}
+
+// ErrBadRecord is what a RecordError wraps: a metadata record this node
+// cannot apply.
+var ErrBadRecord = errors.New("exchange: metadata record cannot be applied")
+
+// RecordError names a metadata record that could not be applied.
+type RecordError struct {
+	Key string // the record's key (vhost and name separated by NUL)
+	Err error
+}
+
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("exchange: metadata record %q: %v", strings.ReplaceAll(e.Key, "\x00", "/"), e.Err)
+}
+
+// Unwrap returns ErrBadRecord and the cause.
+func (e *RecordError) Unwrap() []error { return []error{ErrBadRecord, e.Err} }
+
+func (b *Broker) applyOp(op MetaOp) error {
+	if op.Prefix {
+		// Only DeleteVHost deletes by prefix, followed by the vhost's own
+		// record, which clears memory.
+		return nil
+	}
+	if isPolicyKey(op.Key) {
+		if v, name, ok := b.splitVHostKey(op.Key, "policy/"); ok {
+			return v.applyPolicy(name, op.Val)
 		}
-		key := op.Key
-		transient := strings.HasPrefix(key, "t")
-		if transient {
-			key = key[1:]
+		return nil
+	}
+	key := op.Key
+	transient := strings.HasPrefix(key, "t")
+	if transient {
+		key = key[1:]
+	}
+	switch {
+	case key == op.Key && strings.HasPrefix(key, "vhost/"):
+		return b.applyVHost(strings.TrimPrefix(key, "vhost/"), op.Val)
+	case strings.HasPrefix(key, "exchange/"):
+		if v, name, ok := b.splitVHostKey(key, "exchange/"); ok {
+			return v.applyExchange(name, op.Val, transient)
 		}
-		switch {
-		case key == op.Key && strings.HasPrefix(key, "vhost/"):
-			b.applyVHost(strings.TrimPrefix(key, "vhost/"), op.Val)
-		case strings.HasPrefix(key, "exchange/"):
-			if v, name, ok := b.splitVHostKey(key, "exchange/"); ok {
-				v.applyExchange(name, op.Val, transient)
-			}
-		case strings.HasPrefix(key, "queue/"):
-			if v, name, ok := b.splitVHostKey(key, "queue/"); ok {
-				v.applyQueue(name, op.Val, transient)
-			}
-		case strings.HasPrefix(key, "binding/"):
-			if v, _, ok := b.splitVHostKey(key, "binding/"); ok {
-				v.applyBinding(op.Key, op.Val)
-			}
-		case strings.HasPrefix(key, "streamoff/"):
-			if v, rest, ok := b.splitVHostKey(key, "streamoff/"); ok {
-				v.applyStreamOffset(rest, op.Val) // stream.go
-			}
+	case strings.HasPrefix(key, "queue/"):
+		if v, name, ok := b.splitVHostKey(key, "queue/"); ok {
+			return v.applyQueue(name, op.Val, transient)
+		}
+	case strings.HasPrefix(key, "binding/"):
+		if v, _, ok := b.splitVHostKey(key, "binding/"); ok {
+			return v.applyBinding(op.Key, op.Val)
+		}
+	case strings.HasPrefix(key, "streamoff/"):
+		if v, rest, ok := b.splitVHostKey(key, "streamoff/"); ok {
+			return v.applyStreamOffset(rest, op.Val) // stream.go
 		}
 	}
 	return nil
@@ -518,8 +552,11 @@ func vhostMetadata(val []byte) (description string, tags []string) {
 	return description, tags
 }
 
-func (b *Broker) applyVHost(name string, val []byte) {
+func (b *Broker) applyVHost(name string, val []byte) error {
 	if val != nil {
+		if _, err := decodeRecord(val); err != nil {
+			return err
+		}
 		d, tags := vhostMetadata(val)
 		b.mu.Lock()
 		v, ok := b.vhosts[name]
@@ -531,27 +568,28 @@ func (b *Broker) applyVHost(name string, val []byte) {
 		v.mu.Lock()
 		v.description, v.tags = d, tags
 		v.mu.Unlock()
-		return
+		return nil
 	}
 	b.mu.Lock()
 	v, ok := b.vhosts[name]
 	delete(b.vhosts, name)
 	b.mu.Unlock()
 	if !ok {
-		return
+		return nil
 	}
 	for _, q := range v.Queues() {
-		v.applyQueue(q.name, nil, !q.persisted())
+		_ = v.applyQueue(q.name, nil, !q.persisted()) // a delete cannot fail
 	}
+	return nil
 }
 
-// exchangeFromRecord rebuilds an exchange; nil for an unknown type.
-func exchangeFromRecord(v *VHost, name string, r Table) *Exchange {
+// exchangeFromRecord rebuilds an exchange; an error for an unknown type.
+func exchangeFromRecord(v *VHost, name string, r Table) (*Exchange, error) {
 	kind, _ := r["type"].(string)
 	args, _ := asTable(r["args"])
 	x := &Exchange{vh: v, name: name, kind: kind, durable: true, router: routerFor(kind, args)}
 	if x.router == nil {
-		return nil
+		return nil, fmt.Errorf("unknown exchange type %q", kind)
 	}
 	if d, ok := r["durable"].(bool); ok {
 		x.durable = d
@@ -567,10 +605,10 @@ func exchangeFromRecord(v *VHost, name string, r Table) *Exchange {
 	if ae, ok := x.args["alternate-exchange"].(string); ok {
 		x.alternate, x.hasAE = ae, true
 	}
-	return x
+	return x, nil
 }
 
-func (v *VHost) applyExchange(name string, val []byte, transient bool) {
+func (v *VHost) applyExchange(name string, val []byte, transient bool) error {
 	v.mu.Lock()
 	defer func() {
 		v.metaOps = nil // this node's store already has the records
@@ -581,22 +619,22 @@ func (v *VHost) applyExchange(name string, val []byte, transient bool) {
 		if cur != nil && cur.durable == !transient && !strings.HasPrefix(name, "amq.") && name != "" {
 			_ = v.deleteExchangeLocked(cur)
 		}
-		return
+		return nil
 	}
 	r, err := decodeRecord(val)
 	if err != nil {
-		return
+		return err
 	}
-	x := exchangeFromRecord(v, name, r)
-	if x == nil {
-		return
+	x, err := exchangeFromRecord(v, name, r)
+	if err != nil {
+		return err
 	}
 	if cur != nil {
 		// The same exchange (its own record coming back, or another
 		// node's equal declaration): nothing changes, its bindings stay.
 		if bytes.Equal(encodeRecord(cur.record()), val) || (cur.kind == x.kind && cur.durable == x.durable &&
 			cur.autoDelete == x.autoDelete && cur.internal == x.internal && valuesEqual(cur.args, x.args)) {
-			return
+			return nil
 		}
 		_ = v.deleteExchangeLocked(cur)
 	}
@@ -606,6 +644,7 @@ func (v *VHost) applyExchange(name string, val []byte, transient bool) {
 		delete(v.pendingX, name)
 	}
 	v.installExchangeLocked(x)
+	return nil
 }
 
 // queueFromRecord rebuilds a queue. An exclusive queue's record is
@@ -637,15 +676,15 @@ func queueFromRecord(v *VHost, name string, r Table) (*Queue, error) {
 	return q, nil
 }
 
-func (v *VHost) applyQueue(name string, val []byte, transient bool) {
+func (v *VHost) applyQueue(name string, val []byte, transient bool) error {
 	var q *Queue
 	if val != nil {
 		r, err := decodeRecord(val)
 		if err != nil {
-			return
+			return err
 		}
 		if q, err = queueFromRecord(v, name, r); err != nil {
-			return
+			return err
 		}
 	}
 	v.mu.Lock()
@@ -660,11 +699,11 @@ func (v *VHost) applyQueue(name string, val []byte, transient bool) {
 			v.b.cluster.Attach(cur)
 		}
 		v.mu.Unlock()
-		return
+		return nil
 	}
 	if cur != nil && q == nil && cur.persisted() == transient {
 		v.mu.Unlock()
-		return // a record of the other kind: not this queue's
+		return nil // a record of the other kind: not this queue's
 	}
 	if cur != nil {
 		delete(v.queues, name)
@@ -689,9 +728,10 @@ func (v *VHost) applyQueue(name string, val []byte, transient bool) {
 			v.b.log.Warn("dropping a deleted queue's messages failed", "queue", name, "err", err)
 		}
 	}
+	return nil
 }
 
-func (v *VHost) applyBinding(key string, val []byte) {
+func (v *VHost) applyBinding(key string, val []byte) error {
 	v.mu.Lock()
 	defer func() {
 		v.metaOps = nil
@@ -702,15 +742,15 @@ func (v *VHost) applyBinding(key string, val []byte) {
 			for _, b := range x.bindings {
 				if v.recordKeyOf(b) == key {
 					v.removeBindingLocked(b, false)
-					return
+					return nil
 				}
 			}
 		}
-		return
+		return nil
 	}
 	r, err := decodeRecord(val)
 	if err != nil {
-		return
+		return err
 	}
 	src, _ := r["source"].(string)
 	dst, _ := r["destination"].(string)
@@ -719,12 +759,15 @@ func (v *VHost) applyBinding(key string, val []byte) {
 	args, _ := asTable(r["args"])
 	sx, q, dx, err := v.lookupBind(dst, dt == "queue", src, anyOwner)
 	if err != nil {
-		return
+		// Its source or destination is gone (deleted after the binding
+		// was committed): the binding went with it, as in recovery.
+		return nil
 	}
 	for _, b := range sx.bindings {
 		if b.same(q, dx, rk, args) {
-			return
+			return nil
 		}
 	}
 	v.addBindingLocked(&binding{src: sx, q: q, x: dx, key: rk, args: args})
+	return nil
 }

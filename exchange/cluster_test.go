@@ -1,9 +1,11 @@
 package exchange
 
 import (
+	"errors"
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -546,5 +548,44 @@ func TestProxyPublishMayReadMembers(t *testing.T) {
 	case <-finished:
 	case <-time.After(5 * time.Second):
 		t.Fatal("publish to a proxy deadlocked reading the queue's members")
+	}
+}
+
+// TestApplyMetaReportsBadRecords: a record that does not decode, or that
+// names an unknown exchange type or invalid queue arguments, changes
+// nothing and is reported by key; the batch's good records still apply.
+func TestApplyMetaReportsBadRecords(t *testing.T) {
+	b := newTestBroker(t, newFakeStore())
+	mustVHost(t, b, "/")
+	good := encodeRecord(Table{"id": uint64(7), "durable": true, "args": Table{}})
+	ops := []MetaOp{
+		{Key: "queue//\x00broken", Val: []byte{0xff, 0x01}},
+		{Key: "exchange//\x00odd", Val: encodeRecord(Table{"type": "no-such-type"})},
+		{Key: "queue//\x00badargs", Val: encodeRecord(Table{"id": uint64(8), "durable": true, "args": Table{"x-max-length": "many"}})},
+		{Key: "queue//\x00fine", Val: good},
+	}
+	err := b.ApplyMeta(ops)
+	if !errors.Is(err, ErrBadRecord) {
+		t.Fatalf("ApplyMeta = %v, want ErrBadRecord", err)
+	}
+	for _, name := range []string{"broken", "odd", "badargs"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("error %q does not name record %q", err, name)
+		}
+	}
+	if strings.Contains(err.Error(), "fine") {
+		t.Errorf("error %q names the good record", err)
+	}
+	v, _ := b.VHost("/")
+	if _, err := v.Queue("fine", nil); err != nil {
+		t.Fatalf("the good record was not applied: %v", err)
+	}
+	for _, name := range []string{"broken", "badargs"} {
+		if _, err := v.Queue(name, nil); err == nil {
+			t.Errorf("queue %q installed from a bad record", name)
+		}
+	}
+	if _, ok := v.Exchange("odd"); ok {
+		t.Error("exchange of an unknown type installed")
 	}
 }

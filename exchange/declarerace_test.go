@@ -17,6 +17,8 @@ type sharedLog struct {
 	// before, if set, runs (once) ahead of the next create: another
 	// node's write that commits first.
 	before func()
+	// fail, if set, fails every replicated write: no quorum.
+	fail error
 }
 
 type sharedStore struct {
@@ -50,8 +52,17 @@ func (s *sharedStore) PutMeta(key string, val []byte) error {
 	if !ReplicatedKey(key) {
 		return s.fakeStore.PutMeta(key, val)
 	}
+	if err := s.failed(); err != nil {
+		return err
+	}
 	s.apply(MetaOp{Key: key, Val: append([]byte{}, val...)})
 	return nil
+}
+
+func (s *sharedStore) failed() error {
+	s.log.mu.Lock()
+	defer s.log.mu.Unlock()
+	return s.log.fail
 }
 
 func (s *sharedStore) DeleteMeta(key string) error {
@@ -215,5 +226,39 @@ func TestConcurrentExchangeDeclareFirstWins(t *testing.T) {
 	}
 	if x, _ := vb.Exchange("z"); x == nil {
 		t.Fatal("z missing on b")
+	}
+}
+
+// TestClusteredBindProposesFirst: in a cluster a binding exists once its
+// record is applied, on the node that made it as on the others; a bind
+// whose record is not committed fails and leaves no binding anywhere.
+func TestClusteredBindProposesFirst(t *testing.T) {
+	l, va, vb := twoNodes(t)
+	declareQ(t, va, "q", QueueOpts{Durable: true})
+	declareX(t, va, "x", KindDirect, ExchangeOpts{Durable: true})
+	l.mu.Lock()
+	l.fail = errors.New("no quorum")
+	l.mu.Unlock()
+	if err := va.BindQueue("q", "x", "k", nil, nil); err == nil {
+		t.Fatal("bind succeeded without a quorum")
+	}
+	for _, v := range []*VHost{va, vb} {
+		if n := len(v.Bindings()); n != 0 {
+			t.Fatalf("%d bindings after a failed bind: %v", n, v.Bindings())
+		}
+	}
+	l.mu.Lock()
+	l.fail = nil
+	l.mu.Unlock()
+	bindQ(t, va, "q", "x", "k", nil)
+	for _, v := range []*VHost{va, vb} {
+		bs := v.Bindings()
+		if len(bs) != 1 || bs[0].Source != "x" || bs[0].Destination != "q" || bs[0].RoutingKey != "k" {
+			t.Fatalf("bindings after the bind: %v", bs)
+		}
+	}
+	bindQ(t, vb, "q", "x", "k", nil) // the same binding from the other node: one
+	if n := len(va.Bindings()); n != 1 {
+		t.Fatalf("%d bindings after an equal bind", n)
 	}
 }

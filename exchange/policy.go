@@ -415,20 +415,19 @@ func (v *VHost) Policy(name string) (Policy, bool) {
 
 // applyPolicy brings memory in line with a committed policy record
 // (ApplyMeta): nothing changes if it is what memory holds.
-func (v *VHost) applyPolicy(name string, val []byte) {
+func (v *VHost) applyPolicy(name string, val []byte) error {
 	var np *Policy
 	if val != nil {
 		var err error
 		if np, err = policyFromRecord(v.name, name, val); err != nil {
-			v.b.log.Warn("invalid policy record skipped", "vhost", v.name, "policy", name, "err", err)
-			return
+			return err
 		}
 	}
 	v.mu.Lock()
 	cur := v.policies[name]
 	if (cur == nil && np == nil) || (cur != nil && np != nil && cur.same(np)) {
 		v.mu.Unlock()
-		return
+		return nil
 	}
 	if np == nil {
 		delete(v.policies, name)
@@ -438,6 +437,7 @@ func (v *VHost) applyPolicy(name string, val []byte) {
 	v.reapplyExchangesLocked()
 	v.mu.Unlock()
 	v.reapplyQueues()
+	return nil
 }
 
 // loadPolicies reads the stored policies at start.

@@ -721,32 +721,37 @@ func (st *stream) consumers() []ConsumerInfo {
 // node of the cluster (a record "streamoff/<vhost>\x00<queue>\x00<name>"
 // committed by the metadata group), unless a consumer of that name reads
 // here (its own position is newer).
-func (v *VHost) applyStreamOffset(rest string, val []byte) {
+func (v *VHost) applyStreamOffset(rest string, val []byte) error {
 	qn, name, ok := strings.Cut(rest, "\x00")
 	if !ok {
-		return
+		return fmt.Errorf("stream offset key %q: no consumer name", rest)
 	}
 	v.mu.RLock()
 	q := v.queues[qn]
 	v.mu.RUnlock()
 	if q == nil || q.st == nil {
-		return
+		return nil
 	}
 	st := q.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for _, c := range st.cursors {
 		if c.name == name {
-			return
+			return nil
 		}
 	}
 	if val == nil {
 		delete(st.offsets, name)
-		return
+		return nil
 	}
-	if r, err := decodeRecord(val); err == nil {
-		if off, ok := r["offset"].(uint64); ok {
-			st.offsets[name] = off
-		}
+	r, err := decodeRecord(val)
+	if err != nil {
+		return err
 	}
+	off, ok := r["offset"].(uint64)
+	if !ok {
+		return fmt.Errorf("stream offset record without an offset")
+	}
+	st.offsets[name] = off
+	return nil
 }

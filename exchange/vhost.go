@@ -907,8 +907,15 @@ func (v *VHost) bindLocked(dst string, toQueue bool, src, key string, args Table
 		}
 	}
 	b := &binding{src: sx, q: q, x: dx, key: key, args: args}
-	if k := v.recordKeyOf(b); k != "" {
+	k := v.recordKeyOf(b)
+	if k != "" {
 		v.putMetaLocked(k, encodeRecord(b.record()))
+	}
+	if k != "" && v.sharedMeta() {
+		// Clustered: the binding comes into being when its record is
+		// committed and applied, here as on every node (applyBinding,
+		// before the write returns); a failed proposal leaves nothing.
+		return nil
 	}
 	v.addBindingLocked(b)
 	return nil

@@ -126,12 +126,27 @@ func startClusterWith(t *testing.T, n int, perNode func(i int) []string, extra .
 		// majority, and they take it out of the Raft configuration, so
 		// the last one is a group of one that can still commit what its
 		// shutdown writes. Stopped all at once, the last could be left
-		// without a majority and overrun its shutdown.
-		for _, nd := range nodes {
-			if nd.p != nil && nd.p.Running() {
-				if err := nd.p.Stop(); err != nil {
-					t.Errorf("stop %s: %v", nd.name, err)
+		// without a majority and overrun its shutdown. With two left, the
+		// one that does not lead the metadata group goes first: the
+		// leader can take it out alone, while a follower left with a
+		// departed leader could not elect itself (a test that froze or
+		// killed nodes leaves the leadership anywhere).
+		for {
+			var running []*cnode
+			for _, nd := range nodes {
+				if nd.p != nil && nd.p.Running() {
+					running = append(running, nd)
 				}
+			}
+			if len(running) == 0 {
+				break
+			}
+			nd := running[0]
+			if len(running) == 2 && metaLeaderName(running[1]) == nd.name {
+				nd = running[1]
+			}
+			if err := nd.p.Stop(); err != nil {
+				t.Errorf("stop %s: %v", nd.name, err)
 			}
 		}
 		for _, nd := range nodes {
@@ -165,6 +180,24 @@ func startClusterWith(t *testing.T, n int, perNode func(i int) []string, extra .
 		waitNodes(t, nd.web, strings.Join(want, ","), 30*time.Second)
 	}
 	return nodes
+}
+
+// metaLeaderName is the metadata group's leader as node c reports it,
+// "" if it does not answer.
+func metaLeaderName(c *cnode) string {
+	var ms []struct {
+		Name       string `json:"name"`
+		MetaLeader bool   `json:"meta_leader"`
+	}
+	if code, err := c.tryAPI("GET", "/api/nodes", nil, &ms); err != nil || code != 200 {
+		return ""
+	}
+	for _, m := range ms {
+		if m.MetaLeader {
+			return m.Name
+		}
+	}
+	return ""
 }
 
 // api calls the management API of a node as guest; out may be nil.

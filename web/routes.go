@@ -108,7 +108,7 @@ func (s *Server) routes() {
 	m("GET /api/health/checks/local-alarms", mon, s.alarmsHealth)
 	m("GET /api/health/checks/virtual-hosts", mon, s.virtualHostsHealth)
 	m("GET /api/health/checks/stored-messages", mon, s.storedMessagesHealth)
-	m("GET /api/health/checks/node-is-quorum-critical", mon, ok)
+	s.clusterOpsRoutes(m) // clusterops.go: node-is-quorum-critical, forget a node, rebalance
 	m("GET /api/health/checks/node-is-mirror-sync-critical", mon, ok)
 	m("GET /api/health/checks/port-listener/{port}", mon, s.portListener)
 	m("GET /api/health/checks/protocol-listener/{protocol}", mon, s.protocolListener)

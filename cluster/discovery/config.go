@@ -43,6 +43,10 @@ type Config struct {
 	// Name, bind/advertise, delegates and logger are set from the fields
 	// above.
 	Memberlist *memberlist.Config
+	// GossipKeys, if any, encrypt gossip (AES-GCM, memberlist's keyring):
+	// the first sends, every one is accepted; a member without one of
+	// them can neither join nor be heard. Each is 16, 24 or 32 bytes.
+	GossipKeys [][]byte
 }
 
 // Default returns a configuration with the defaults filled in; NodeName

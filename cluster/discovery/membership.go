@@ -62,6 +62,15 @@ func Start(cfg Config, log *slog.Logger) (*Membership, error) {
 		stop:    make(chan struct{}),
 	}
 	mc := cfg.memberlistConfig()
+	kr, err := keyring(cfg.GossipKeys)
+	if err != nil {
+		m.events.close()
+		return nil, err
+	}
+	if kr != nil {
+		mc.Keyring = kr
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
 	mc.Delegate = delegate{m}
 	mc.Events = eventDelegate{m}
 	mc.Logger = logbridge.NewStdLogger(log.With("component", "memberlist"))
@@ -285,3 +294,36 @@ type eventDelegate struct{ m *Membership }
 func (e eventDelegate) NotifyJoin(n *memberlist.Node)   { e.m.record(EventJoin, n) }
 func (e eventDelegate) NotifyLeave(n *memberlist.Node)  { e.m.record(EventLeave, n) }
 func (e eventDelegate) NotifyUpdate(n *memberlist.Node) { e.m.record(EventUpdate, n) }
+
+// ErrAlive is returned by Forget for a member that is alive.
+var ErrAlive = errors.New("discovery: member is alive")
+
+// Forget records a member that is not alive (it failed, or left) as
+// having left on purpose, as if it had announced its leave (RabbitMQ's
+// forget_cluster_node): whoever follows membership (the metadata group's
+// reconciler, the quorum queues' leaders) then takes it out of the
+// cluster instead of waiting for it to come back. If the node does come
+// back, gossip makes it alive again. It returns ErrAlive for an alive
+// member and nil for an unknown one.
+func (m *Membership) Forget(name string) error {
+	m.mu.Lock()
+	mb, ok := m.members[name]
+	switch {
+	case !ok:
+		m.mu.Unlock()
+		return nil
+	case mb.Status == StatusAlive:
+		m.mu.Unlock()
+		return fmt.Errorf("%w: %s", ErrAlive, name)
+	case mb.Status == StatusLeft:
+		m.mu.Unlock()
+		return nil
+	}
+	mb.Status = StatusLeft
+	m.leaving[name] = true
+	m.members[name] = mb
+	m.mu.Unlock()
+	m.log.Info("cluster member forgotten", "member", name)
+	m.events.push(Event{Kind: EventLeave, Member: mb.clone()})
+	return nil
+}

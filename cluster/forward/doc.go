@@ -23,6 +23,19 @@
 //     peer cannot be reached (nothing is retried: the outcome is unknown,
 //     and the core reports it to its publisher). done runs on another
 //     goroutine, exactly once.
+//   - A queue that moves does not hold its publishers (inflight.go):
+//     while a Remote has publishes awaiting their confirm it asks its
+//     Locator every 100 ms where the queue is; those sent to an address
+//     the queue has left for 500 ms (or to anywhere, 500 ms after the
+//     Remote was closed because the queue became local or went away) fail
+//     with ErrMoved, and the core nacks them. This is what a frozen
+//     leader needs (a SIGSTOPped process, a stuck disk): its connection
+//     stays open, nothing confirms, and since a channel's confirms are
+//     released in order, every later publish of the same publisher would
+//     wait for it. The outcome of a failed one is unknown (the old node
+//     may still commit it when it goes on): the publisher republishes, at
+//     least once, as RabbitMQ's clients do after a nack. A confirm that
+//     comes after the publish failed is ignored: done runs once.
 //   - Back-pressure: Publish blocks while MaxPending (10,000) publishes of
 //     the same connection and hop are queued or unconfirmed. Slots are
 //     released before the done callbacks run.
@@ -67,6 +80,6 @@
 // # Locks
 //
 // Forwarder.mu → publisher.mu; link.ctlMu → link.mu; remote.getMu →
-// remote.mu; confirmChan.mu and remote.mu are leaves. No callback (done,
+// remote.mu → pubFlights.mu; confirmChan.mu and pubFlights.mu are leaves. No callback (done,
 // push, reset) runs with a lock of this package held.
 package forward

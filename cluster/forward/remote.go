@@ -69,6 +69,9 @@ type remote struct {
 	// for at most locateWait.
 	waiting  []pubReq
 	locating bool
+
+	// Publishes handed to a link and awaiting their confirm (inflight.go).
+	inflight pubFlights
 }
 
 // locateWait is how long publishes wait for an unlocatable queue before
@@ -127,7 +130,16 @@ func (r *remote) Publish(m *exchange.Message, done func(error)) {
 		go done(ErrClosed)
 		return
 	}
-	l.pub.publish(m, r.queue, done)
+	l.pub.publish(m, r.queue, r.tracked(addr, done))
+}
+
+// tracked wraps done for a publish sent to addr (see inflight).
+func (r *remote) tracked(addr string, done func(error)) func(error) {
+	cb, start := r.inflight.track(addr, done)
+	if start {
+		go r.watchInflight()
+	}
+	return cb
 }
 
 // relocate retries the Locator for the waiting publishes and sends them,
@@ -148,7 +160,7 @@ func (r *remote) relocate(err error) {
 				} else {
 					// Under r.mu, so that new publishes queue behind.
 					for _, w := range r.waiting {
-						l.pub.publish(w.m, w.queue, w.done)
+						l.pub.publish(w.m, w.queue, r.tracked(addr, w.done))
 					}
 					r.waiting, r.locating = nil, false
 					r.mu.Unlock()
@@ -231,6 +243,9 @@ func (r *remote) Close() {
 	r.acks = nil
 	r.kickLocked()
 	r.mu.Unlock()
+	if r.inflight.close() {
+		go r.watchInflight()
+	}
 	r.f.forget(r)
 }
 

@@ -54,6 +54,7 @@ func (h *hcLogger) Log(level hclog.Level, msg string, args ...any) {
 	if level == hclog.NoLevel {
 		level = hclog.Info
 	}
+	level, msg = demote(level, msg, args) // raftnet.go
 	if !h.enabled(level) {
 		return
 	}

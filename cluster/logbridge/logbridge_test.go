@@ -2,8 +2,13 @@ package logbridge
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -64,5 +69,26 @@ level=WARN msg="heartbeat timeout" logger=raft.meta group=g1`
 	h.SetLevel(hclog.Error)
 	if h.IsWarn() || h.GetLevel() != hclog.Error {
 		t.Error("SetLevel ignored")
+	}
+}
+
+// TestRaftDecodeErrorDemoted: raft's "failed to decode incoming command"
+// is a debug line when the connection merely ended, an error otherwise.
+func TestRaftDecodeErrorDemoted(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, "level=DEBUG"},
+		{fmt.Errorf("read tcp: %w", net.ErrClosed), "level=DEBUG"},
+		{errors.New("msgpack decode error [pos 41]: unexpected EOF"), "level=DEBUG"},
+		{io.ErrUnexpectedEOF, "level=DEBUG"},
+		{errors.New("unknown rpc type 9"), `level=ERROR msg="failed to decode incoming command"`},
+	} {
+		l, buf := capture(slog.LevelDebug)
+		NewHCLogger(l, "raft-net").Error("failed to decode incoming command", "error", c.err)
+		if got := buf.String(); !strings.Contains(got, c.want) {
+			t.Errorf("%v: %q, want %s", c.err, got, c.want)
+		}
 	}
 }

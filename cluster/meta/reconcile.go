@@ -80,7 +80,9 @@ func (g *Group) reconcileLoop() {
 
 // Reconcile, on the leader, brings the Raft configuration in line with
 // membership: an alive member that is not a server (or is one under
-// another address) is added as a voter; a member that left on purpose is
+// another address) is added as a voter once a connection to its metadata
+// RPC stream succeeds (the mux's TLS, cookie and stream checks pass both
+// ways); a member that left on purpose is
 // removed; a dead member stays (it may come back; an operator removes it).
 // On a follower it does nothing. It returns the number of changes made.
 func (g *Group) Reconcile(members []discovery.Member) int {
@@ -102,6 +104,14 @@ func (g *Group) Reconcile(members []discovery.Member) int {
 		cur, in := have[id]
 		switch {
 		case m.Status == discovery.StatusAlive && addr != "" && cur != addr:
+			if err := g.probe(string(addr)); err != nil {
+				// Not (yet) a node this one can talk to: a member whose
+				// group is still starting, or one that has the gossip key
+				// but whose certificate or cookie the mux refuses. Making
+				// it a voter would only cost the group a vote.
+				g.log.Warn("meta: member not added: its Raft port does not accept this node", "node", id, "addr", addr, "err", err)
+				continue
+			}
 			if err := g.r.AddVoter(id, addr, 0, 5*time.Second).Error(); err != nil {
 				g.log.Warn("meta: add voter", "node", id, "addr", addr, "err", err)
 				continue
@@ -118,4 +128,16 @@ func (g *Group) Reconcile(members []discovery.Member) int {
 		}
 	}
 	return changes
+}
+
+// probe dials the metadata RPC stream of the mux at addr and hangs up.
+func (g *Group) probe(addr string) error {
+	if g.c.Mux == nil {
+		return nil
+	}
+	c, err := g.c.Mux.Dial(addr, RPCStream, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	return c.Close()
 }

@@ -6,7 +6,7 @@
 // # Wire protocol
 //
 // A connection belongs to one stream for its whole life. The dialer opens
-// it with a header (header.go):
+// it (after the TLS handshake, with WithTLS) with a header (header.go):
 //
 //	magic "TRMX" | version 1 | len name | name | len cookie | cookie | len addr | addr
 //
@@ -24,8 +24,15 @@
 //     goroutine for at most that long and no more memory.
 //   - The cookie (the cluster's shared secret, RabbitMQ's Erlang cookie)
 //     is compared in constant time; a wrong cookie gets StatusBadCookie.
-//     The cookie authenticates, it does not encrypt: the mux is for a
-//     trusted network, like Erlang distribution without TLS.
+//     Without TLS the cookie authenticates, it does not encrypt: the mux
+//     is then for a trusted network, like Erlang distribution without TLS.
+//   - With WithTLS (tls.go) every connection is mutual TLS before the
+//     header: both ends present a node certificate and verify the other's
+//     against the cluster's CA (NodeTLS; no host name check), the TLS
+//     configuration is asked for anew for each connection (a reloaded
+//     certificate applies from the next one), and a failed handshake is
+//     logged and closes the connection before any header is read. The
+//     cookie is still checked, inside TLS: a second factor.
 //   - A stream's connections go to the Listener registered for its name;
 //     a name with no listener gets StatusUnknownStream, so a dialer that is
 //     early (the group is not started yet on the peer) fails fast and

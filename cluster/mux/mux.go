@@ -2,6 +2,7 @@ package mux
 
 import (
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -36,7 +37,8 @@ type Mux struct {
 	advertise string
 	cookie    []byte
 	log       *slog.Logger
-	handshake atomic.Int64 // time.Duration; a variable for tests
+	handshake atomic.Int64                // time.Duration; a variable for tests
+	tlsConfig func() (*tls.Config, error) // nil: plain TCP (WithTLS)
 
 	mu      sync.Mutex
 	closed  bool
@@ -52,7 +54,7 @@ type Mux struct {
 // address (which must then not be a wildcard), a host without port means
 // that host with the bound port. cookie is the cluster's shared secret;
 // empty is allowed (every peer must then send an empty one). log may be nil.
-func Listen(bind, advertise, cookie string, log *slog.Logger) (*Mux, error) {
+func Listen(bind, advertise, cookie string, log *slog.Logger, opts ...Option) (*Mux, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -72,6 +74,9 @@ func Listen(bind, advertise, cookie string, log *slog.Logger) (*Mux, error) {
 		streams: map[string]*streamListener{}, blocked: map[string]bool{}, conns: map[*conn]struct{}{},
 		done: make(chan struct{})}
 	m.handshake.Store(int64(HandshakeTimeout))
+	for _, o := range opts {
+		o(m)
+	}
 	go m.acceptLoop()
 	return m, nil
 }
@@ -120,7 +125,7 @@ func (m *Mux) Close() error {
 		l.shut()
 	}
 	for c := range conns {
-		c.Conn.Close()
+		c.closeLocal()
 	}
 	return err
 }
@@ -164,6 +169,13 @@ func readHeader(r io.Reader) (Header, error) {
 // the connection to its stream.
 func (m *Mux) handshakeIn(c net.Conn) {
 	_ = c.SetDeadline(time.Now().Add(time.Duration(m.handshake.Load())))
+	raw := c
+	c, err := m.serverTLS(c)
+	if err != nil {
+		m.log.Warn("mux: refused connection: TLS handshake failed", "remote", raw.RemoteAddr().String(), "err", err)
+		raw.Close()
+		return
+	}
 	h, err := readHeader(c)
 	refuse := func(s Status, msg string, args ...any) {
 		m.log.Debug("mux: refused connection: "+msg, append(args, "remote", c.RemoteAddr().String(), "status", s.String())...)
@@ -242,6 +254,11 @@ func (m *Mux) Dial(addr, stream string, timeout time.Duration) (net.Conn, error)
 	if err != nil {
 		return nil, err
 	}
+	raw := c
+	if c, err = m.clientTLS(c, deadline); err != nil {
+		raw.Close()
+		return nil, fmt.Errorf("mux: dial %s: %w", addr, err)
+	}
 	_ = c.SetDeadline(deadline)
 	var st [1]byte
 	if _, err = c.Write(hdr); err == nil {
@@ -302,7 +319,7 @@ func (m *Mux) SetBlocked(addrs []string) {
 	}
 	m.mu.Unlock()
 	for _, c := range drop {
-		c.Conn.Close()
+		c.closeLocal()
 	}
 	if len(addrs) > 0 || len(drop) > 0 {
 		m.log.Info("mux: fault injection", "blocked", addrs, "closed_conns", len(drop))
@@ -323,12 +340,33 @@ func (m *Mux) Blocked() []string {
 // conn is a stream connection the mux tracks (for SetBlocked and Close).
 type conn struct {
 	net.Conn
-	m    *Mux
-	peer string // the peer's advertised address
-	once sync.Once
+	m      *Mux
+	peer   string // the peer's advertised address
+	once   sync.Once
+	closed atomic.Bool // closed on this side (Close, Mux.Close, SetBlocked)
+}
+
+// Read reads from the connection. Once this side closed it, a failed read
+// is io.EOF, the end of the stream, rather than the "use of closed
+// network connection" of a read that was waiting: a stream's reader
+// (Raft's transport logs any other error as a failed decode) sees the
+// connection end as it does when the peer closes it.
+func (c *conn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil && c.closed.Load() {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// closeLocal closes the transport (the mux already forgot c).
+func (c *conn) closeLocal() {
+	c.closed.Store(true)
+	_ = c.Conn.Close()
 }
 
 func (c *conn) Close() error {
+	c.closed.Store(true)
 	c.once.Do(func() { c.m.untrack(c) })
 	return c.Conn.Close()
 }

@@ -209,3 +209,44 @@ func TestAdvertise(t *testing.T) {
 		}
 	}
 }
+
+// TestReadAfterLocalCloseIsEOF: a read waiting on a stream connection
+// when this side closes it (the mux closes, or SetBlocked cuts the peer)
+// ends with io.EOF, as when the peer closes, not with a "use of closed
+// network connection" that Raft's transport would log as a failed decode.
+func TestReadAfterLocalCloseIsEOF(t *testing.T) {
+	a, b := newMux(t, "k"), newMux(t, "k")
+	l, err := b.Listener("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	c, err := a.Dial(b.Addr(), "s", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	in := <-accepted
+	read := make(chan error, 1)
+	go func() {
+		var buf [1]byte
+		_, err := in.Read(buf[:])
+		read <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	b.Close()
+	select {
+	case err := <-read:
+		if err != io.EOF {
+			t.Fatalf("read after the mux closed: %v, want io.EOF", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("read still waiting after the mux closed")
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -81,13 +82,23 @@ func run() int {
 	defer cancel()
 	closed := make(chan error, 1)
 	go func() { closed <- n.Close(sctx) }()
+	overrun := time.NewTimer(shutdownTimeout)
+	defer overrun.Stop()
+	select {
+	case err := <-closed:
+		closed <- err
+	case <-overrun.C:
+		// Say where it is stuck before giving up on it.
+		log.Error("shutdown is overrunning its timeout; goroutines follow")
+		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+	}
 	select {
 	case err := <-closed:
 		if err != nil {
 			log.Error("shutdown", "err", err)
 			return 1
 		}
-	case <-time.After(shutdownTimeout + shutdownGrace):
+	case <-time.After(shutdownGrace):
 		// A store that cannot flush (its disk failing or gone) must not
 		// keep the process alive: what was confirmed is on disk already.
 		log.Error("shutdown did not finish in time; exiting", "waited", (shutdownTimeout + shutdownGrace).String())

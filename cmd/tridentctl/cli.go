@@ -258,6 +258,8 @@ func (cmd *command) dispatch(a []string) error {
 		return cmd.export(a[1:])
 	case "import":
 		return cmd.importDefs(a[1:])
+	case "forget_cluster_node", "rebalance", "check":
+		return cmd.cluster(verb, a[1:]) // cluster.go
 	}
 	return usageError("unknown command " + verb + "\n" + usage())
 }

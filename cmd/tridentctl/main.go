@@ -45,6 +45,7 @@ func envOr(env func(string) string, k, def string) string {
 func usage() string {
 	return `usage: tridentctl [--url URL] [--user U] [--password P | --token T] [--vhost V] [--format table|json] COMMAND ...
 commands: overview | list KIND | declare KIND ... | delete KIND ... | purge queue NAME |
-          close connection NAME | publish ... | get ... | export FILE | import FILE
+          close connection NAME | publish ... | get ... | export FILE | import FILE |
+          forget_cluster_node NODE | rebalance quorum | check quorum-critical
 run "tridentctl help" for the full list`
 }

@@ -69,6 +69,9 @@ func (n *Node) startCluster() error {
 		dc.AdvertiseAddr, dc.AdvertisePort, advHost = ip, p, ip
 	}
 	dc.Meta = n.clusterMeta(advHost, "")
+	if err := gossipSettings(c, &dc); err != nil {
+		return err
+	}
 	f := &clusterFrontEnd{log: n.log.With("component", "cluster")}
 	dc.OnEvent = func(discovery.Event) {
 		if g := f.metaGroup.Load(); g != nil {

@@ -32,11 +32,12 @@ const discoveryRaftKey = meta.RaftMetaKey
 
 // replicatedKey reports whether a metadata record is cluster-wide: the
 // core's topology (exchange.ReplicatedKey), auth's users, permissions
-// and topic permissions, MQTT's retained messages and sessions, and the
-// shovels' definitions.
+// and topic permissions, MQTT's retained messages and sessions, the
+// shovels' definitions, and the cluster operations' records
+// (cluster_ops.go).
 func replicatedKey(key string) bool {
 	return exchange.ReplicatedKey(key) || auth.ReplicatedKey(key) ||
-		mqtt.ReplicatedKey(key) || shovel.ReplicatedKey(key)
+		mqtt.ReplicatedKey(key) || shovel.ReplicatedKey(key) || clusterOpsKey(key)
 }
 
 // metaRank orders a snapshot restore's records: a vhost before the users'
@@ -58,12 +59,13 @@ type raftSide struct {
 	meta   *meta.Group
 	store  *meta.Store
 	cancel context.CancelFunc // stops a bootstrap_expect wait
+	certs  *certReloader      // cluster.tls, nil when off
 }
 
 func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err error) {
 	c := n.cfg.Cluster
 	log := n.log.With("component", "cluster")
-	if c.Cookie == "" {
+	if c.Cookie == "" && !c.TLS.Enabled() {
 		log.Warn("cluster.cookie is empty: any host that reaches the Raft port can join the cluster's Raft traffic")
 	}
 	rs := &raftSide{store: n.metaStore}
@@ -79,7 +81,12 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 	if h, _, err := net.SplitHostPort(listen); adv == "" && err == nil && isUnspecified(h) && !isUnspecified(advHost) {
 		adv = advHost // bound to every address: peers use gossip's host
 	}
-	if rs.mux, err = mux.Listen(listen, adv, c.Cookie, log.With("component", "mux")); err != nil {
+	opts, certs, err := clusterTLS(c.TLS, log)
+	if err != nil {
+		return nil, err
+	}
+	rs.certs = certs
+	if rs.mux, err = mux.Listen(listen, adv, c.Cookie, log.With("component", "mux"), opts...); err != nil {
 		return nil, fmt.Errorf("node: cluster.raft_listen: %w", err)
 	}
 	dir := filepath.Join(n.cfg.DataDir, "raft")
@@ -101,6 +108,7 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 			},
 			n.mqttApplyMeta,
 			n.shovelsApplyMeta,
+			n.clusterOpsApplyMeta,
 		}}
 	if rs.meta, err = meta.Start(meta.Config{Host: rs.host, Mux: rs.mux, Applier: applier, Index: n.store,
 		Log: log.With("group", meta.Name), Members: f.m.Members}); err != nil {

@@ -194,11 +194,14 @@ func (n *Node) closeTLS() {
 // new connections get the new certificate, open ones keep theirs. On error
 // the previous certificate stays in use. Without TLS it does nothing.
 func (n *Node) ReloadTLS() error {
-	t := n.tls.get()
-	if t == nil {
-		return nil
+	var errs []error
+	if f := n.clusterFront(); f != nil && f.raft != nil && f.raft.certs != nil {
+		errs = append(errs, f.raft.certs.reload()) // cluster.tls
 	}
-	return t.certs.reload()
+	if t := n.tls.get(); t != nil {
+		errs = append(errs, t.certs.reload())
+	}
+	return errors.Join(errs...)
 }
 
 func (n *Node) tlsAddr(key string) net.Addr {
