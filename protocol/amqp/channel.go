@@ -49,6 +49,7 @@ type channel struct {
 	// Confirms.
 	confirm bool
 	pubSeq  uint64
+	cf      confirmState // under c.wmu (confirms.go)
 
 	// Transactions (reader goroutine only).
 	tx      bool

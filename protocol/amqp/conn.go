@@ -63,8 +63,11 @@ type conn struct {
 	props   wire.Properties   // scratch, under wmu
 	ack     wire.BasicAck     // scratch, under wmu
 	nack    wire.BasicNack    // scratch, under wmu
-	wrote   atomic.Bool       // something was written since the last heartbeat tick
-	werr    error
+	// confirmRuns are the channels with a run of publisher confirms not
+	// yet written (confirms.go), under wmu.
+	confirmRuns []*channel
+	wrote       atomic.Bool // something was written since the last heartbeat tick
+	werr        error
 
 	opened   atomic.Bool // handshake done: vh, user and the tuned values are set
 	wdone    chan struct{}
@@ -156,9 +159,10 @@ func (c *conn) writer() {
 	defer close(c.wdone)
 	for {
 		c.wmu.Lock()
-		for len(c.out) == 0 && !c.wclosed {
+		for len(c.out) == 0 && len(c.confirmRuns) == 0 && !c.wclosed {
 			c.wcond.Wait()
 		}
+		c.writeConfirmRunsLocked()
 		if len(c.out) == 0 {
 			c.wmu.Unlock()
 			return
@@ -214,6 +218,9 @@ func (c *conn) queued() {
 func (c *conn) send(ch uint16, m wire.Method) {
 	c.wmu.Lock()
 	if !c.wclosed {
+		// A method goes after the confirms sent before it: channel.close-ok
+		// must not overtake its channel's acks.
+		c.writeConfirmRunsLocked()
 		var err error
 		var b []byte
 		if b, err = wire.AppendMethodFrame(c.out, ch, m); err == nil {
@@ -251,23 +258,6 @@ func (c *conn) appendContentLocked(ch uint16, m wire.Method, msg *exchange.Messa
 	c.out = b
 	c.queued()
 	return len(c.out) < outHigh
-}
-
-func (c *conn) sendConfirm(ch uint16, tag uint64, multiple, ok bool) {
-	c.wmu.Lock()
-	if !c.wclosed {
-		var m wire.Method
-		if ok {
-			c.ack = wire.BasicAck{DeliveryTag: tag, Multiple: multiple}
-			m = &c.ack
-		} else {
-			c.nack = wire.BasicNack{DeliveryTag: tag, Multiple: multiple}
-			m = &c.nack
-		}
-		c.out, _ = wire.AppendMethodFrame(c.out, ch, m)
-		c.queued()
-	}
-	c.wmu.Unlock()
 }
 
 func (c *conn) heartbeater() {

@@ -156,7 +156,7 @@ func (ch *channel) publishOne(m *wire.BasicPublish) error {
 			// a message that went nowhere.
 			ok = false
 		}
-		ch.c.sendConfirm(ch.id, o.Tag, false, ok)
+		ch.c.sendConfirm(ch, o.Tag, ok)
 	}
 	return nil
 }
@@ -164,7 +164,7 @@ func (ch *channel) publishOne(m *wire.BasicPublish) error {
 // Confirm implements exchange.Confirmer for publisher confirms.
 func (ch *channel) Confirm(tag uint64, ok bool) {
 	ch.stats.unconfirmed.Add(-1)
-	ch.c.sendConfirm(ch.id, tag, false, ok)
+	ch.c.sendConfirm(ch, tag, ok)
 }
 
 // badExpiration says why an expiration property is not what RabbitMQ
