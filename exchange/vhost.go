@@ -1017,6 +1017,9 @@ type PublishOpts struct {
 	// forwarded here (cluster/forward) keeps its original exchange and
 	// routing key for its consumers.
 	Queue string
+	// Batch, if set, is handed to the sinks of the deliveries this
+	// publish makes on its way (see Batch).
+	Batch *Batch
 }
 
 // PublishResult is the outcome of a publish.
@@ -1159,7 +1162,7 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 		if wait != nil {
 			wait.left.Add(1)
 		}
-		accepted, stored, refused := q.enqueue(m, data, done, now)
+		accepted, stored, refused := q.enqueue(m, data, done, now, o.Batch)
 		if wait != nil && !stored {
 			wait.left.Add(-1)
 		}

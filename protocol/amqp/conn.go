@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -51,6 +52,7 @@ type conn struct {
 
 	chmu     sync.Mutex
 	channels map[uint16]*channel
+	lastCh   *channel // the reader's last looked-up channel (reader goroutine)
 
 	// Writer state.
 	wmu     sync.Mutex
@@ -66,8 +68,13 @@ type conn struct {
 	// confirmRuns are the channels with a run of publisher confirms not
 	// yet written (confirms.go), under wmu.
 	confirmRuns []*channel
-	wrote       atomic.Bool // something was written since the last heartbeat tick
-	werr        error
+	// deferred is the publisher's Batch that will wake the writer for
+	// what was appended last (see exchange.Batch), under wmu.
+	deferred *exchange.Batch
+	// batch is this connection's own, as a publisher (reader goroutine).
+	batch exchange.Batch
+	wrote atomic.Bool // something was written since the last heartbeat tick
+	werr  error
 
 	opened   atomic.Bool // handshake done: vh, user and the tuned values are set
 	wdone    chan struct{}
@@ -236,7 +243,7 @@ func (c *conn) send(ch uint16, m wire.Method) {
 // sendContent writes a method with content (deliver, get-ok, return).
 // Called with wmu held. It returns false if the output buffer is over its
 // high watermark.
-func (c *conn) appendContentLocked(ch uint16, m wire.Method, msg *exchange.Message) bool {
+func (c *conn) appendContentLocked(ch uint16, m wire.Method, msg *exchange.Message, batch *exchange.Batch) bool {
 	if c.wclosed {
 		return true
 	}
@@ -256,8 +263,32 @@ func (c *conn) appendContentLocked(ch uint16, m wire.Method, msg *exchange.Messa
 		rest = rest[n:]
 	}
 	c.out = b
-	c.queued()
+	if batch == nil || (c.deferred != batch && !batch.Defer(c)) {
+		c.queued()
+	} else {
+		c.deferred = batch
+	}
 	return len(c.out) < outHigh
+}
+
+// Flush implements exchange.Flusher: a publisher's batch that delivered
+// to this connection is over.
+func (c *conn) Flush() {
+	c.wmu.Lock()
+	c.deferred = nil
+	c.queued()
+	c.wmu.Unlock()
+}
+
+// frameBuffered reports whether the reader holds a whole next frame, so
+// that reading it does not wait for the network.
+func (c *conn) frameBuffered() bool {
+	n := c.r.Buffered()
+	if n < 7 {
+		return false
+	}
+	h, _ := c.r.Peek(7)
+	return uint64(n) >= uint64(binary.BigEndian.Uint32(h[3:]))+wire.FrameOverhead
 }
 
 func (c *conn) heartbeater() {
@@ -508,7 +539,13 @@ func saslCredentials(mech, resp string) (user, pass string, err error) {
 
 func (c *conn) readLoop() error {
 	var buf []byte
+	defer c.batch.Flush()
 	for {
+		if c.batch.Pending() && !c.frameBuffered() {
+			// What was read is done: wake the consumers' writers once
+			// for all the deliveries it made.
+			c.batch.Flush()
+		}
 		f, err := wire.ReadFrame(c.r, c.frameMax, buf)
 		if err != nil {
 			if c.closing.Load() {
@@ -609,7 +646,12 @@ func (c *conn) connectionMethod(m wire.Method) error {
 // channel returns an open channel. Only the reader goroutine changes the
 // channels map (under chmu, for info), so the reader reads it unlocked.
 func (c *conn) channel(id uint16) *channel {
-	return c.channels[id]
+	if ch := c.lastCh; ch != nil && ch.id == id {
+		return ch // a publish is three frames on one channel
+	}
+	ch := c.channels[id]
+	c.lastCh = ch
+	return ch
 }
 
 func (c *conn) channelMethod(id uint16, m wire.Method) error {
@@ -638,6 +680,7 @@ func (c *conn) channelMethod(id uint16, m wire.Method) error {
 }
 
 func (c *conn) removeChannel(id uint16) {
+	c.lastCh = nil
 	c.chmu.Lock()
 	delete(c.channels, id)
 	c.chmu.Unlock()
@@ -686,6 +729,7 @@ func (c *conn) waitUnblocked() {
 	if !blocked {
 		return
 	}
+	c.batch.Flush()
 	c.log.Info("publishing blocked by a resource alarm", "reason", reason)
 	c.blocked.Store(true)
 	if c.capBlocked {
@@ -711,6 +755,7 @@ func (c *conn) cleanup() {
 		chs = append(chs, ch)
 	}
 	c.channels = map[uint16]*channel{}
+	c.lastCh = nil
 	c.chmu.Unlock()
 	for _, ch := range chs {
 		ch.cleanup()

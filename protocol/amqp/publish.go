@@ -129,10 +129,10 @@ func (ch *channel) publishOne(m *wire.BasicPublish) error {
 		ch.stats.txMsgs.Store(int32(len(ch.txPubs)))
 		return nil
 	}
-	var o exchange.PublishOpts
+	o := exchange.PublishOpts{Batch: &ch.c.batch}
 	if ch.confirm {
 		ch.pubSeq++
-		o = exchange.PublishOpts{Confirmer: ch, Tag: ch.pubSeq}
+		o.Confirmer, o.Tag = ch, ch.pubSeq
 	}
 	if ch.c.internal && m.Exchange == "" {
 		forwarded(msg, &o)
