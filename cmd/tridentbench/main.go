@@ -51,6 +51,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -64,6 +65,10 @@ var scenarios = []Scenario{
 	amqpScenario{name: "amqp-persistent-confirm", confirms: true},
 	amqpScenario{name: "amqp-quorum-1-1", confirms: true, quorum: true},
 	amqpScenario{name: "amqp-quorum-10-10", confirms: true, quorum: true, publishers: 10, consumers: 10},
+	rawAMQPScenario{name: "raw-amqp-transient-autoack"},
+	rawAMQPScenario{name: "raw-amqp-transient-ack", manualAck: true},
+	rawAMQPScenario{name: "raw-amqp-persistent-confirm", persistent: true},
+	rawAMQPScenario{name: "raw-amqp-10q-autoack", pairs: 10},
 }
 
 // rabbitAnchorURL is where ../shared/anchors/start-anchors.sh puts RabbitMQ.
@@ -182,6 +187,8 @@ func main() {
 	fs.IntVar(&o.params.ConfirmWindow, "confirm-window", 1000, "max unconfirmed publishes per publisher (confirm scenarios)")
 	fs.IntVar(&o.params.Prefetch, "prefetch", 1000, "consumer prefetch count (manual-ack scenario)")
 	fs.IntVar(&o.params.AckEvery, "ack-every", 100, "ack with multiple=true every N deliveries (manual-ack scenario)")
+	latencyRates := fs.String("latency-rates", "10,50,90", "raw scenarios: measure latency at these `percentages` of saturation (empty: none)")
+	fs.DurationVar(&o.params.LatencyDuration, "latency-duration", 5*time.Second, "raw scenarios: measured time per latency rate")
 	fs.IntVar(&o.rounds, "rounds", 1, "repeat each scenario, targets interleaved within each round")
 	fs.StringVar(&o.only, "scenarios", "", "comma-separated scenario names to run (default all: "+scenarioNames()+")")
 	fs.BoolVar(&o.jsonOut, "json", false, "print JSON instead of a table")
@@ -204,6 +211,17 @@ func main() {
 	fs.StringVar(&o.shovelRabbitMgmt, "shovel-rabbit-mgmt", "", "management API `URL` of a RabbitMQ with rabbitmq_shovel enabled, to compare its shovel")
 	fs.StringVar(&o.shovelRabbitAMQP, "shovel-rabbit-amqp", rabbitAnchorURL, "AMQP URL of that RabbitMQ")
 	_ = fs.Parse(os.Args[1:])
+	for _, f := range strings.Split(*latencyRates, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		pct, err := strconv.Atoi(f)
+		if err != nil || pct <= 0 || pct > 100 {
+			fmt.Fprintf(os.Stderr, "tridentbench: --latency-rates: %q is not a percentage\n", f)
+			os.Exit(2)
+		}
+		o.params.LatencyRates = append(o.params.LatencyRates, pct)
+	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "tridentbench: unexpected arguments %q\n", fs.Args())
 		os.Exit(2)
