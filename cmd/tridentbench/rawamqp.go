@@ -56,6 +56,7 @@ type rawPair struct {
 	// confirmFrames the basic.ack/nack frames that did.
 	confirmed     atomic.Uint64
 	confirmFrames atomic.Uint64
+	acked         atomic.Uint64 // deliveries the consumer acked (manual acks)
 	gate          *gate
 	hist          *histogram // the consumer's, latency phases only
 	errc          chan error
@@ -211,7 +212,7 @@ func (s rawAMQPScenario) phase(ctx context.Context, rawURL string, queues []stri
 	}
 	var verr error
 	if err == nil {
-		verr = verifyPairs(pairs, s.persistent, 20*time.Second)
+		verr = verifyPairs(pairs, s.persistent, s.manualAck || s.persistent, 20*time.Second)
 	}
 	for _, pr := range pairs {
 		pr.close()
@@ -250,7 +251,7 @@ func (s rawAMQPScenario) phase(ctx context.Context, rawURL string, queues []stri
 
 // verifyPairs waits until every consumer has received what its publisher
 // sent (and, with confirms, the broker confirmed all of it).
-func verifyPairs(pairs []*rawPair, confirms bool, timeout time.Duration) error {
+func verifyPairs(pairs []*rawPair, confirms, acks bool, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for _, pr := range pairs {
 		<-pr.pub.pubDone
@@ -258,8 +259,11 @@ func verifyPairs(pairs []*rawPair, confirms bool, timeout time.Duration) error {
 		for {
 			got := pr.c.consumed.Load()
 			conf := pr.confirmed.Load() + pr.c.nacked.Load()
-			if got == sent && (!confirms || conf == sent) {
+			if got == sent && (!confirms || conf == sent) && (!acks || pr.acked.Load() == sent) {
 				break
+			}
+			if got == sent && acks {
+				_ = pr.cons.nc.SetReadDeadline(time.Now()) // the consumer acks the rest
 			}
 			if got > sent {
 				return fmt.Errorf("queue %s: consumer received %d, more than the %d sent", pr.queue, got, sent)
@@ -426,27 +430,40 @@ func (pr *rawPair) consume(s rawAMQPScenario, p Params) {
 			}
 			pr.c.consumed.Store(got)
 			pr.gate.kick()
-			if ack && got-acked >= ackEvery {
+			// Ack every AckEvery, and all at the end (the publisher has
+			// stopped and this is all it sent): nothing may stay unacked,
+			// to be requeued into the next phase when the connection goes.
+			if ack && got > acked && (got-acked >= ackEvery || (pr.c.stop.Load() && got == pr.c.published.Load())) {
 				ackBuf, _ = wire.AppendMethodFrame(ackBuf[:0], 1, &wire.BasicAck{DeliveryTag: got, Multiple: true})
 				if _, err := nc.nc.Write(ackBuf); err != nil {
 					pr.fail(err)
 					return
 				}
 				acked = got
+				pr.acked.Store(acked)
 			}
 		}
 		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() && pr.c.stop.Load() {
+				// verifyPairs woke us: everything arrived before the
+				// stop; ack the rest.
+				if ack && got > acked {
+					ackBuf, _ = wire.AppendMethodFrame(ackBuf[:0], 1, &wire.BasicAck{DeliveryTag: got, Multiple: true})
+					if _, err := nc.nc.Write(ackBuf); err != nil {
+						pr.fail(err)
+						return
+					}
+					acked = got
+					pr.acked.Store(acked)
+				}
+				_ = nc.nc.SetReadDeadline(time.Time{})
+				continue
+			}
 			if !pr.c.stop.Load() {
 				pr.fail(fmt.Errorf("consumer: %w", err))
 			}
 			return
-		}
-		// Toward the end: ack what is left so that nothing stays unacked
-		// behind a full prefetch window.
-		if ack && got > acked && pr.c.stop.Load() {
-			ackBuf, _ = wire.AppendMethodFrame(ackBuf[:0], 1, &wire.BasicAck{DeliveryTag: got, Multiple: true})
-			_, _ = nc.nc.Write(ackBuf)
-			acked = got
 		}
 	}
 }
