@@ -65,14 +65,14 @@ type conn struct {
 	consumers map[string]*exchange.Consumer // by queue name
 	limit     exchange.Limit
 
-	outMu   sync.Mutex
-	out     []outItem
-	outSig  chan struct{}
+	outMu  sync.Mutex
+	out    []outItem
+	outSig chan struct{}
 	// deferred is the publisher's Batch that will signal the writer for
 	// what was queued last (see exchange.Batch), under outMu.
 	deferred *exchange.Batch
 	// batch is this connection's own, as a publisher (reader goroutine).
-	batch exchange.Batch
+	batch   exchange.Batch
 	quit    chan struct{}
 	wdone   chan struct{}
 	closing atomic.Bool
