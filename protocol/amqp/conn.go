@@ -719,6 +719,7 @@ func (c *conn) forceClose(reason string) {
 // Consumers on the connection keep receiving meanwhile.
 func (c *conn) waitUnblocked() {
 	if !c.internal && c.s.b.Limiter().RateLimited() {
+		c.batch.Flush() // deliveries already made go out while this waits
 		c.waitRate()
 	}
 	alarms := c.s.b.Alarms()
