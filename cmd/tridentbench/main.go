@@ -24,6 +24,20 @@
 //	                         quorum queue, each on its own connection; the
 //	                         confirm window is per publisher
 //
+// Raw AMQP scenarios (rawamqp.go): a load generator that is not the
+// bottleneck, pre-encoded basic.publish frames written 256 at a time,
+// consumers that scan for basic.deliver frames without decoding them,
+// multiple acks and confirms pipelined; counts verified after each phase.
+// Each reports broker and client CPU (cores), the broker's CPU ns per
+// message, confirm frames per confirmed message, and publish-to-deliver
+// latency percentiles at --latency-rates percent of its saturation rate:
+//
+//	raw-amqp-transient-autoack   transient, no-ack consumer
+//	raw-amqp-transient-ack       transient, manual acks (prefetch, ack-every)
+//	raw-amqp-persistent-confirm  persistent to a durable queue, confirms
+//	                             (window --confirm-window), manual acks
+//	raw-amqp-10q-autoack         10 pairs, each its own queue and connections
+//
 // The RabbitMQ anchor is a single node, so its quorum queues have one member:
 // Raft with no replication, fsynced before confirms; the single-node Trident's
 // likewise live in its local store. --cluster3 adds the target trident-3node,
