@@ -263,13 +263,19 @@ func (c *conn) appendContentLocked(ch uint16, m wire.Method, msg *exchange.Messa
 		rest = rest[n:]
 	}
 	c.out = b
-	if batch == nil || (c.deferred != batch && !batch.Defer(c)) {
+	// Within a publisher's batch the writer waits for its end, but only
+	// for so much: a consumer with a prefetch window must see its
+	// deliveries (and ack them) while the batch goes on.
+	if batch == nil || len(c.out) >= deferMax || (c.deferred != batch && !batch.Defer(c)) {
 		c.queued()
 	} else {
 		c.deferred = batch
 	}
 	return len(c.out) < outHigh
 }
+
+// deferMax is how much output a publisher's batch may hold back.
+const deferMax = 16 << 10
 
 // Flush implements exchange.Flusher: a publisher's batch that delivered
 // to this connection is over.

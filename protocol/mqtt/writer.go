@@ -68,7 +68,9 @@ func (c *conn) Deliver(d exchange.Delivery) bool {
 	d.Batch = nil // the writer's copy outlives the publish
 	c.outMu.Lock()
 	c.out = append(c.out, outItem{kind: itemDelivery, d: d})
-	deferred := b != nil && (c.deferred == b || b.Defer(c))
+	// Within a publisher's batch the writer waits for its end, but
+	// only for so much (a QoS 1 subscriber acks as it receives).
+	deferred := b != nil && len(c.out) < deferMax && (c.deferred == b || b.Defer(c))
 	if deferred {
 		c.deferred = b
 	}
@@ -78,6 +80,9 @@ func (c *conn) Deliver(d exchange.Delivery) bool {
 	}
 	return true
 }
+
+// deferMax is how many outbound items a publisher's batch may hold back.
+const deferMax = 128
 
 // Flush implements exchange.Flusher: a publisher's batch that delivered
 // to this connection is over.
