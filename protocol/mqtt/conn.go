@@ -65,14 +65,9 @@ type conn struct {
 	consumers map[string]*exchange.Consumer // by queue name
 	limit     exchange.Limit
 
-	outMu  sync.Mutex
-	out    []outItem
-	outSig chan struct{}
-	// deferred is the publisher's Batch that will signal the writer for
-	// what was queued last (see exchange.Batch), under outMu.
-	deferred *exchange.Batch
-	// batch is this connection's own, as a publisher (reader goroutine).
-	batch   exchange.Batch
+	outMu   sync.Mutex
+	out     []outItem
+	outSig  chan struct{}
 	quit    chan struct{}
 	wdone   chan struct{}
 	closing atomic.Bool
@@ -141,7 +136,6 @@ func (c *conn) readLoop() error {
 		_ = c.nc.SetReadDeadline(time.Time{})
 	}
 	sinceArm := 0
-	defer c.batch.Flush()
 	for {
 		// Keep-alive is rearmed when the reader is about to wait for the
 		// socket, and every 64 packets of a stream that keeps the buffer
@@ -149,11 +143,6 @@ func (c *conn) readLoop() error {
 		empty := c.br.Buffered() == 0
 		if empty {
 			c.flushSettles() // settle what was read before waiting
-		}
-		if c.batch.Pending() && (empty || !packetBuffered(c.br)) {
-			// What was read is done: wake the subscribers' writers once
-			// for all the deliveries it made.
-			c.batch.Flush()
 		}
 		if sinceArm++; empty || sinceArm >= 64 {
 			sinceArm = 0

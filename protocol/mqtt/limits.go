@@ -38,9 +38,6 @@ func (c *conn) admitPublish(pk *packets.Packet) error {
 			" is larger than the maximum allowed size "+strconv.Itoa(m))
 	}
 	alarms := c.s.b.Alarms()
-	if alarms.Raised() || c.s.b.Limiter().RateLimited() {
-		c.batch.Flush() // deliveries already made go out while this waits
-	}
 	if alarms.Raised() {
 		if blocked, cleared, reason := alarms.Blocked(); blocked {
 			c.s.log.Info("publishing blocked by a resource alarm", "client_id", c.clientID, "reason", reason)

@@ -95,11 +95,11 @@ func (c *conn) handlePublish(pk *packets.Packet) error {
 		}
 	}
 	m := c.toMessage(pk, ex)
-	opts := exchange.PublishOpts{Batch: &c.batch}
+	var opts exchange.PublishOpts
 	var tag uint64
 	if qos > 0 {
 		tag = c.pushAck(ackType, pk.PacketID)
-		opts.Confirmer, opts.Tag = c, tag
+		opts = exchange.PublishOpts{Confirmer: c, Tag: tag}
 	}
 	res, err := c.vh.Publish(m, opts)
 	if qos == 0 {

@@ -64,56 +64,14 @@ func (c *conn) sendAck(typ byte, pid uint16, code byte) {
 // Deliver implements exchange.Sink. It runs under the queue's lock and
 // only appends to the outbound list.
 func (c *conn) Deliver(d exchange.Delivery) bool {
-	b := d.Batch
-	d.Batch = nil // the writer's copy outlives the publish
 	c.outMu.Lock()
 	c.out = append(c.out, outItem{kind: itemDelivery, d: d})
-	// Within a publisher's batch the writer waits for its end, but
-	// only for so much (a QoS 1 subscriber acks as it receives).
-	deferred := b != nil && len(c.out) < deferMax && (c.deferred == b || b.Defer(c))
-	if deferred {
-		c.deferred = b
-	}
 	c.outMu.Unlock()
-	if !deferred {
-		c.signal()
-	}
-	return true
-}
-
-// deferMax is how many outbound items a publisher's batch may hold back.
-const deferMax = 128
-
-// Flush implements exchange.Flusher: a publisher's batch that delivered
-// to this connection is over.
-func (c *conn) Flush() {
-	c.outMu.Lock()
-	c.deferred = nil
-	c.outMu.Unlock()
-	c.signal()
-}
-
-func (c *conn) signal() {
 	select {
 	case c.outSig <- struct{}{}:
 	default:
 	}
-}
-
-// packetBuffered reports whether br holds a whole next packet, so that
-// reading it does not wait for the network.
-func packetBuffered(br *bufio.Reader) bool {
-	n := br.Buffered()
-	h, _ := br.Peek(min(n, 5))
-	size, mult := 0, 1
-	for i := 1; i < len(h); i++ {
-		size += int(h[i]&0x7f) * mult
-		if h[i]&0x80 == 0 {
-			return n >= i+1+size
-		}
-		mult <<= 7
-	}
-	return false
+	return true
 }
 
 // Cancelled implements exchange.Sink: a queue consumed from was deleted.
