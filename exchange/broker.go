@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -229,6 +230,7 @@ func (b *Broker) DeleteVHost(name string) error {
 // after the front ends have closed their connections.
 func (b *Broker) Close() error {
 	b.stopDelayers()
+	b.closeStreams()
 	if err := b.store.Sync(); err != nil {
 		return err
 	}
@@ -346,6 +348,13 @@ func (b *Broker) recover() error {
 	}); err != nil {
 		return err
 	}
+	if err := b.recoverStreams(queues); err != nil {
+		return err
+	}
+	// A stream's keys are offsets, not a classic queue's (whose odd keys
+	// are transient pages that a start drops): streams stay out of the
+	// key recovery below.
+	queues = slices.DeleteFunc(queues, func(q *Queue) bool { return q.st != nil })
 	if err := b.migrateMessageKeys(queues); err != nil {
 		return err
 	}

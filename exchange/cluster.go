@@ -359,7 +359,7 @@ func (b *Broker) ForgetNode(node string) int {
 // non-durable or exclusive object lives on the node that declared it, its
 // "node", and the others route to it; those records are dropped when that
 // node restarts or dies, see SetCluster and ForgetNode).
-var replicatedPrefixes = []string{"vhost/", "exchange/", "queue/", "binding/", "texchange/", "tqueue/", "tbinding/", "policy/"}
+var replicatedPrefixes = []string{"vhost/", "exchange/", "queue/", "binding/", "texchange/", "tqueue/", "tbinding/", "policy/", "streamoff/"}
 
 // Owners for exclusive queues in a cluster: remoteOwner owns the exclusive
 // queues of other nodes (no connection of this node matches it); anyOwner
@@ -424,6 +424,13 @@ func ReplicatedKey(key string) bool {
 // dropQueue releases a deleted durable queue's messages: the stored ones
 // of a classic queue living here, the Raft group of a quorum queue.
 func (b *Broker) dropQueue(q *Queue) error {
+	if q.st != nil {
+		err := q.st.drop()
+		if b.cluster != nil {
+			b.cluster.Detach(q)
+		}
+		return err
+	}
 	if !q.persisted() {
 		return nil
 	}
@@ -476,6 +483,10 @@ func (b *Broker) ApplyMeta(ops []MetaOp) error {
 		case strings.HasPrefix(key, "binding/"):
 			if v, _, ok := b.splitVHostKey(key, "binding/"); ok {
 				v.applyBinding(op.Key, op.Val)
+			}
+		case strings.HasPrefix(key, "streamoff/"):
+			if v, rest, ok := b.splitVHostKey(key, "streamoff/"); ok {
+				v.applyStreamOffset(rest, op.Val) // stream.go
 			}
 		}
 	}

@@ -112,6 +112,10 @@ type ConsumeOpts struct {
 	Limit     *Limit
 	Sink      Sink
 	Owner     any // the connection, for exclusive queues
+	// Args are the consumer's arguments (AMQP basic.consume's, STOMP's
+	// subscription headers): a stream reads x-stream-offset and
+	// x-stream-consumer-name from them.
+	Args Table
 }
 
 // Consumer is a subscription to a queue.
@@ -143,6 +147,10 @@ func (c *Consumer) NoAck() bool { return c.noAck }
 // Resume lifts a pause requested by Sink.Deliver returning false.
 func (c *Consumer) Resume() {
 	q := c.q
+	if q.st != nil {
+		q.st.resume(c)
+		return
+	}
 	q.mu.Lock()
 	c.blocked = false
 	q.dispatchLocked(nowNano())

@@ -21,6 +21,7 @@ const (
 	KindResourceError                      // 506 channel
 	KindInvalidPath                        // 402 connection
 	KindCommandInvalid                     // 503 connection
+	KindNotImplemented                     // 540 connection
 )
 
 // Error is a core error: a kind and a RabbitMQ-style message text such as

@@ -74,6 +74,10 @@ func (s *fakeStore) LoadMeta(prefix string, fn func(key string, val []byte) erro
 	return nil
 }
 
+func (s *fakeStore) PutMessage(qid, seq uint64, data []byte, done func(error)) {
+	s.AppendMessage(qid, seq, data, done)
+}
+
 func (s *fakeStore) AppendMessage(qid, seq uint64, data []byte, done func(error)) {
 	s.mu.Lock()
 	m := s.msgs[qid]

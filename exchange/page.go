@@ -34,7 +34,8 @@ import (
 // range of the queue's. A quorum queue led here keys its log's messages
 // the same way: its FSM writes them to the node's store under those keys
 // once a majority has them (never as pages: every message of a quorum
-// queue is in its log); the leader does not page them (see pages).
+// queue is in its log), and the queue pages them like a classic queue's,
+// but only once they are there (logApplied).
 
 const (
 	laneShift = 56
@@ -107,13 +108,17 @@ func (r *readyList) laneOf(e *entry) int {
 	return p
 }
 
-// pages reports whether the queue pages its messages: a classic queue
-// living here. A quorum queue's leader holds its ready messages in memory
-// (its FSM keeps them on disk; paging them on the leader is not enabled:
-// a Jepsen-style kill test lost confirmed messages with it, not yet
-// understood).
+// pages reports whether the queue's messages are in the node's store and
+// so may be paged: not a proxy's.
 func (r *readyList) pages() bool {
-	return r.q.remote == nil && r.q.log == nil
+	return r.q.remote == nil
+}
+
+// canPage reports whether e may leave memory: it is in the store, or will
+// be by the time it is read (the store's reads see its queued writes).
+// A quorum queue's message is there once its log's FSM applied it.
+func (r *readyList) canPage(e *entry) bool {
+	return r.q.log == nil || e.seq <= r.q.logApplied.Load()
 }
 
 // window is the queue's in-memory limit per lane (messages, bytes).
@@ -190,7 +195,7 @@ func (r *readyList) insert(e entry) {
 // pressure pages out its head too, but for redelivered messages.
 func (r *readyList) spill(i int, l *lane) {
 	press := r.pressure()
-	for l.tail.n > 0 && (press || l.tail.n > tailMsgs || l.tailBytes > tailBytes) {
+	for l.tail.n > 0 && (press || l.tail.n > tailMsgs || l.tailBytes > tailBytes) && r.canPage(l.tail.at(0)) {
 		e := l.tail.popFront()
 		size := int64(len(e.msg.Body))
 		l.tailBytes -= size
@@ -200,7 +205,7 @@ func (r *readyList) spill(i int, l *lane) {
 		}
 	}
 	if press && len(r.q.consumers) == 0 && l.tail.n == 0 {
-		for l.head.n > 0 && l.head.at(l.head.n-1).deliveries == 0 {
+		for l.head.n > 0 && l.head.at(l.head.n-1).deliveries == 0 && r.canPage(l.head.at(l.head.n-1)) {
 			e := l.head.popBack()
 			size := int64(len(e.msg.Body))
 			l.headBytes -= size

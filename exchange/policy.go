@@ -236,6 +236,9 @@ func (p *Policy) withPolicy(xa queueArgs, args Table) queueArgs {
 // go out at q.unlock.
 func (q *Queue) setPolicyLocked(p *Policy) {
 	q.pol = p
+	if q.st != nil {
+		return // a stream takes no classic policy keys (expires, TTL, limits...)
+	}
 	a := p.withPolicy(q.xa, q.args)
 	old := q.a
 	// Field by field: quorum and sac are read without q.mu.

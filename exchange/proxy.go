@@ -31,6 +31,9 @@ func (q *Queue) BecomeProxy(r Remote) {
 	if old != nil && old != r {
 		old.Close()
 	}
+	if q.st != nil {
+		q.st.streamFollow() // streamcluster.go
+	}
 }
 
 // BecomeLocal makes q hold its messages here, in log, whose FSM has
@@ -40,6 +43,10 @@ func (q *Queue) BecomeProxy(r Remote) {
 // Every message already there is flagged redelivered when read (the
 // previous owner may have delivered it), with the returns st counts.
 func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
+	if q.st != nil {
+		q.streamLead(log) // streamcluster.go
+		return
+	}
 	q.mu.Lock()
 	if q.deleted {
 		q.mu.Unlock()
@@ -55,32 +62,28 @@ func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
 	for _, g := range st.Groups {
 		_, s, _ := splitStoreKey(g.MaxKey)
 		maxSeq = max(maxSeq, s)
+		if g.Count <= 0 {
+			continue
+		}
+		ln := int(g.Top)
+		if ln >= len(r.levels) {
+			q.vh.b.log.Error("replicated messages above the queue's priorities skipped", "queue", q.name, "level", ln, "messages", g.Count)
+			continue
+		}
+		first, ok := q.firstKey(storeKey(ln, 0, false))
+		if l, _, _ := splitStoreKey(first); !ok || l != ln {
+			q.vh.b.noteUnreadable(q, int(g.Count))
+			q.vh.b.log.Error("replicated messages missing from the store", "queue", q.name, "level", ln, "messages", g.Count)
+			continue
+		}
+		l := &r.levels[ln]
+		l.mid, l.midBytes, l.from = int(g.Count), g.Bytes, first
+		r.n += int(g.Count)
+		r.bytes += g.Bytes
 	}
-	// Every message the FSM wrote to the store comes into memory, flagged
-	// redelivered (the previous owner may have delivered it).
-	err := q.vh.b.store.ReadMessages(q.id, 0, func(k uint64, data []byte) bool {
-		_, seq, _ := splitStoreKey(k)
-		m, _, err := decodeMessage(data)
-		if err != nil {
-			q.vh.b.noteUnreadable(q, 1)
-			q.vh.b.log.Error("corrupt replicated message skipped", "queue", q.name, "seq", seq, "err", err)
-			return true
-		}
-		if m.expiresAt != 0 {
-			q.vh.anyExpiring.Store(true)
-		}
-		e := entry{msg: m, seq: seq, stored: true, deliveries: 1}
-		if st.Returns != nil {
-			e.deliveries += st.Returns(k)
-		}
-		r.push(e)
-		maxSeq = max(maxSeq, seq)
-		return true
-	})
-	if err != nil {
-		q.vh.b.log.Error("reading a quorum queue's messages failed", "queue", q.name, "err", err)
-	}
+	r.recAll, r.recMax = maxSeq, maxSeq
 	q.nextSeq = max(q.nextSeq, maxSeq+1)
+	q.logApplied.Store(q.nextSeq - 1)
 	q.loadHoldsLocked(st.HeldQID)
 	now := nowNano()
 	q.cmdExpire(now)
@@ -90,6 +93,34 @@ func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
 	if old != nil {
 		old.Close()
 	}
+}
+
+// LogApplied tells q that its log's FSM has written every message up to
+// key (and those before it) to the store: they may be paged out, and a
+// tail that grew past its buffer while they were being committed is paged
+// out now. The log calls it as its batches are applied, from its own
+// goroutine, without q's lock.
+func (q *Queue) LogApplied(key uint64) {
+	_, seq, _ := splitStoreKey(key)
+	for {
+		cur := q.logApplied.Load()
+		if seq <= cur {
+			return
+		}
+		if q.logApplied.CompareAndSwap(cur, seq) {
+			break
+		}
+	}
+	q.mu.Lock()
+	if q.log != nil && q.remote == nil && !q.deleted {
+		r := &q.ready
+		for i := range r.levels {
+			if l := &r.levels[i]; l.tail.n > tailMsgs || l.tailBytes > tailBytes || (l.tail.n > 0 && r.pressure()) {
+				r.spill(i, l)
+			}
+		}
+	}
+	q.mu.Unlock()
 }
 
 func (q *Queue) currentRemote() Remote {

@@ -39,10 +39,19 @@ type queueArgs struct {
 	memLen, memBytes int64
 
 	sched schedArgs // consumer timeout, retry delays (schedargs.go)
+
+	stream  bool       // x-queue-type stream (stream.go)
+	streamA streamArgs // its arguments
 }
 
 func parseQueueArgs(args Table) (queueArgs, error) {
 	a := queueArgs{messageTTL: -1, maxLen: -1, maxLenBytes: -1, overflow: OverflowDropHead, deliveryLimit: -1, memLen: -1, memBytes: -1}
+	if isStreamArgs(args) {
+		var err error
+		a.stream = true
+		a.streamA, err = parseStreamArgs(args)
+		return a, err
+	}
 	intArg := func(name string, min int64) (int64, bool, error) {
 		v, ok := args[name]
 		if !ok {
@@ -222,7 +231,10 @@ type Queue struct {
 	members atomic.Pointer[[]string] // read without q.mu (a proxy's Locator runs under it)
 	seed    []string                 // the members it was declared with (they bootstrap the group)
 	log     MessageLog
+	// While log is set: every message with a seq up to logApplied is in
+	// the node's store (the log's FSM wrote it), so it may be paged out;
 	// logReturns says how often a message loaded from the log came back.
+	logApplied atomic.Uint64
 	logReturns func(key uint64) uint32
 	// A quorum queue's held retries (retryhold.go), while it leads.
 	heldQID   uint64
@@ -238,6 +250,8 @@ type Queue struct {
 	remoteFetching               bool
 
 	counters msgCounters // atomics, no lock
+
+	st *stream // a stream's state (stream.go); every call goes there when set
 }
 
 // deadLetter is a message to dead-letter once q.mu is released, with the
@@ -258,6 +272,9 @@ func newQueue(vh *VHost, name string, id uint64, durable, exclusive, autoDelete 
 		unacked: map[uint64]unackedEntry{},
 	}
 	q.ready = newReadyList(q, a.maxPriority)
+	if a.stream {
+		q.st = newStream(q, a.streamA)
+	}
 	q.syncSchedLocked()
 	q.lastUsed = nowNano()
 	if a.expires > 0 {
@@ -286,6 +303,9 @@ func (q *Queue) Args() Table { return q.args }
 
 // Stats returns ready and unacked message counts and the consumer count.
 func (q *Queue) Stats() (ready, unacked, consumers int) {
+	if q.st != nil {
+		return q.st.stats()
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.ready.n, len(q.unacked), len(q.consumers)
@@ -316,6 +336,10 @@ func (q *Queue) unlock() {
 
 // Kick makes the queue try to dispatch ready messages.
 func (q *Queue) Kick() {
+	if q.st != nil {
+		q.st.kick()
+		return
+	}
 	q.mu.Lock()
 	q.dispatchLocked(nowNano())
 	q.unlock()
@@ -520,6 +544,9 @@ func (q *Queue) deadLetterLocked(e entry, reason string) {
 // encoded record if the message is to be stored. It returns false if the
 // queue refused the message.
 func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64, batch *Batch) (accepted, stored, refused bool) {
+	if q.st != nil {
+		return q.st.enqueue(m, data, done, now)
+	}
 	q.mu.Lock()
 	if q.deleted {
 		q.mu.Unlock()
@@ -622,6 +649,10 @@ func (q *Queue) pickConsumer() *Consumer {
 
 // Ack acknowledges a delivery.
 func (q *Queue) Ack(seq uint64) {
+	if q.st != nil {
+		q.st.settle([]uint64{seq}, true)
+		return
+	}
 	q.mu.Lock()
 	if s, ok := q.fromDelivery(seq); ok {
 		if u, ok := q.cmdSettle(s); ok && u.c != nil {
@@ -633,6 +664,10 @@ func (q *Queue) Ack(seq uint64) {
 
 // AckMany acknowledges several deliveries at once.
 func (q *Queue) AckMany(seqs []uint64) {
+	if q.st != nil {
+		q.st.settle(seqs, true)
+		return
+	}
 	q.mu.Lock()
 	for _, s := range seqs {
 		if s, ok := q.fromDelivery(s); ok {
@@ -668,6 +703,10 @@ func (q *Queue) fromDelivery(d uint64) (uint64, bool) {
 // position, flagged redelivered) or drops them, dead-lettering them with
 // reason "rejected" if the queue has a dead-letter exchange.
 func (q *Queue) Reject(seqs []uint64, requeue bool) {
+	if q.st != nil {
+		q.st.settle(seqs, false) // nothing to requeue: credit back
+		return
+	}
 	q.mu.Lock()
 	if requeue {
 		// Requeue in reverse so that inserts near the head stay cheap.
@@ -687,6 +726,9 @@ func (q *Queue) Reject(seqs []uint64, requeue bool) {
 // Get takes one message (basic.get). With noAck false the message stays
 // unacked until Ack or Reject.
 func (q *Queue) Get(noAck bool) (Delivery, bool) {
+	if q.st != nil {
+		return Delivery{}, false // refused by the front ends first (CheckGet)
+	}
 	q.mu.Lock()
 	if r := q.remote; r != nil {
 		q.mu.Unlock()
@@ -715,6 +757,9 @@ func (q *Queue) Get(noAck bool) (Delivery, bool) {
 
 // Purge removes every ready message and returns how many.
 func (q *Queue) Purge() int {
+	if q.st != nil {
+		return 0 // refused by PurgeQueue
+	}
 	q.mu.Lock()
 	if r := q.remote; r != nil {
 		q.mu.Unlock()
@@ -732,6 +777,9 @@ func (q *Queue) Purge() int {
 // --- consumers ---
 
 func (q *Queue) addConsumer(o ConsumeOpts) (*Consumer, error) {
+	if q.st != nil {
+		return q.st.addConsumer(o)
+	}
 	q.mu.Lock()
 	if q.deleted {
 		q.mu.Unlock()
@@ -766,6 +814,10 @@ func (q *Queue) addConsumer(o ConsumeOpts) (*Consumer, error) {
 }
 
 func (q *Queue) removeConsumer(c *Consumer) {
+	if q.st != nil {
+		q.st.removeConsumer(c)
+		return
+	}
 	q.mu.Lock()
 	if c.cancelled {
 		q.mu.Unlock()
@@ -872,6 +924,9 @@ func (q *Queue) touch() {
 // markDeleted stops the queue and returns its consumers and the number of
 // messages it held. Called by VHost.deleteQueue.
 func (q *Queue) markDeleted() (n int) {
+	if q.st != nil {
+		return q.st.close(true)
+	}
 	q.mu.Lock()
 	q.deleted = true
 	n = q.ready.n

@@ -110,6 +110,9 @@ type QueueStatus struct {
 // background when they are older than remoteCountTTL, so management
 // listings never wait for the network.
 func (q *Queue) Status() QueueStatus {
+	if q.st != nil {
+		return q.st.status()
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	st := QueueStatus{Ready: q.ready.n, Unacked: len(q.unacked), Consumers: len(q.consumers),
@@ -168,6 +171,9 @@ type ConsumerInfo struct {
 
 // Consumers lists the queue's consumers, highest priority first.
 func (q *Queue) Consumers() []ConsumerInfo {
+	if q.st != nil {
+		return q.st.consumers()
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	out := make([]ConsumerInfo, 0, len(q.consumers))

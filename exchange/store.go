@@ -23,6 +23,10 @@ type Store interface {
 	// AppendMessage stores message seq of queue qid. done may be nil. The
 	// store copies data: the caller may reuse it once AppendMessage returns.
 	AppendMessage(qid, seq uint64, data []byte, done func(error))
+	// PutMessage is AppendMessage for a message that may be stored already
+	// (a quorum queue's FSM applying entries again after a crash): a later
+	// delete of it must reach the disk, even in the same write batch.
+	PutMessage(qid, seq uint64, data []byte, done func(error))
 	// DeleteMessage removes message seq of queue qid (batched, not waited for).
 	DeleteMessage(qid, seq uint64)
 	// LoadMessages calls fn for each stored message of qid in seq order.

@@ -492,7 +492,7 @@ func (v *VHost) waitReady(name string) error {
 	v.mu.RLock()
 	q := v.queues[name]
 	v.mu.RUnlock()
-	if q == nil || !q.xa.quorum {
+	if q == nil || !q.Replicated() {
 		return nil
 	}
 	if err := c.WaitReady(q); err != nil {
@@ -590,12 +590,12 @@ func (v *VHost) declareQueueLocked(name string, o QueueOpts) (QueueInfo, error) 
 	}
 	a, err := parseQueueArgs(o.Args)
 	if err != nil {
-		return QueueInfo{}, err
+		return QueueInfo{}, namedArgError(err, name, v.name)
 	}
 	if m := v.b.limits.maxQueue.Load(); m > 0 && int64(len(v.queues)) >= m {
 		return QueueInfo{}, errorf(KindPreconditionFailed, "cannot declare queue '%s': queue limit in vhost '%s' (%d) is reached", name, v.name, m)
 	}
-	if a.quorum {
+	if a.quorum || a.stream {
 		switch {
 		case !o.Durable:
 			return QueueInfo{}, errorf(KindPreconditionFailed, "invalid property 'non-durable' for queue '%s' in vhost '%s'", name, v.name)
@@ -611,8 +611,8 @@ func (v *VHost) declareQueueLocked(name string, o QueueOpts) (QueueInfo, error) 
 	}
 	q := newQueue(v, name, v.b.nextQueueID(), o.Durable, o.Exclusive, o.AutoDelete, owner, o.Args, a)
 	if c := v.b.cluster; c != nil {
-		if a.quorum {
-			q.setMembers(c.QuorumMembers(a.groupSize))
+		if a.quorum || a.stream {
+			q.setMembers(c.QuorumMembers(max(a.groupSize, a.streamA.clusterSize)))
 			q.seed = q.Members()
 		} else {
 			q.home = c.NodeName()
@@ -653,7 +653,7 @@ func (q *Queue) persisted() bool { return q.durable && !q.exclusive }
 // storesMessage reports whether m is kept in the queue's message log: a
 // persistent message in a durable queue, every message in a quorum queue.
 func (q *Queue) storesMessage(m *Message) bool {
-	return q.persisted() && (m.Props.Persistent() || q.xa.quorum)
+	return q.persisted() && (m.Props.Persistent() || q.xa.quorum || q.st != nil)
 }
 
 func (q *Queue) record() Table {
@@ -685,7 +685,8 @@ func (q *Queue) equivalent(o QueueOpts) error {
 		return ineq("auto_delete", o.AutoDelete, q.autoDelete)
 	}
 	for _, k := range []string{"x-message-ttl", "x-expires", "x-max-length", "x-max-length-bytes", "x-overflow",
-		"x-dead-letter-exchange", "x-dead-letter-routing-key", "x-max-priority", "x-single-active-consumer", "x-queue-type"} {
+		"x-dead-letter-exchange", "x-dead-letter-routing-key", "x-max-priority", "x-single-active-consumer", "x-queue-type",
+		"x-max-age", "x-stream-max-segment-size-bytes"} {
 		a, aok := o.Args[k]
 		b, bok := q.args[k]
 		if aok != bok || (aok && !valuesEqual(a, b)) {
@@ -750,6 +751,9 @@ func (v *VHost) PurgeQueue(name string, owner any) (int, error) {
 	q, err := v.Queue(name, owner)
 	if err != nil {
 		return 0, err
+	}
+	if q.st != nil {
+		return 0, errNotForStream("queue.purge", q)
 	}
 	return q.Purge(), nil
 }

@@ -111,6 +111,11 @@ func (m *Memory) AppendMessage(qid, seq uint64, data []byte, done func(error)) {
 	}
 }
 
+// PutMessage implements Store: AppendMessage (nothing is batched here).
+func (m *Memory) PutMessage(qid, seq uint64, data []byte, done func(error)) {
+	m.AppendMessage(qid, seq, data, done)
+}
+
 // DeleteMessage implements Store.
 func (m *Memory) DeleteMessage(qid, seq uint64) {
 	m.mu.Lock()

@@ -21,6 +21,10 @@ type Store interface {
 
 	// AppendMessage stores message seq of queue qid. done may be nil.
 	AppendMessage(qid, seq uint64, data []byte, done func(error))
+	// PutMessage is AppendMessage for a message that may be stored
+	// already (written again): a delete of it issued later must reach the
+	// disk even if the two meet in one batch.
+	PutMessage(qid, seq uint64, data []byte, done func(error))
 	// DeleteMessage removes message seq of queue qid (batched, not waited for).
 	DeleteMessage(qid, seq uint64)
 	// LoadMessages calls fn for each stored message of qid in seq order.

@@ -31,6 +31,7 @@ const opOverhead = 64
 type op struct {
 	kind     opKind
 	skip     bool // an append or delete that met its pair in the batch
+	put      bool // an append whose message may be stored already (PutMessage)
 	qid, seq uint64
 	off, n   int // data is arena[off:off+n]
 	done     func(error)
@@ -52,6 +53,19 @@ type msgID struct{ qid, seq uint64 }
 // record is durable, or with ErrClosed (synchronously) after Close, or with
 // the store's write error. It may block while MaxPendingBytes is exceeded.
 func (b *Badger) AppendMessage(qid, seq uint64, data []byte, done func(error)) {
+	b.appendMessage(qid, seq, data, done, false)
+}
+
+// PutMessage implements Store: AppendMessage for a message that may be
+// stored already (a replicated log's entry applied again after a crash,
+// or a snapshot's message that its later entries append once more). A
+// delete of it later in the same batch still reaches the disk: only the
+// write is cancelled, as the message may be there from before.
+func (b *Badger) PutMessage(qid, seq uint64, data []byte, done func(error)) {
+	b.appendMessage(qid, seq, data, done, true)
+}
+
+func (b *Badger) appendMessage(qid, seq uint64, data []byte, done func(error), put bool) {
 	b.mu.Lock()
 	if err := b.admitLocked(len(data)); err != nil {
 		b.mu.Unlock()
@@ -63,7 +77,7 @@ func (b *Badger) AppendMessage(qid, seq uint64, data []byte, done func(error)) {
 	p := b.pend
 	off := len(p.arena)
 	p.arena = append(p.arena, data...)
-	p.ops = append(p.ops, op{kind: opAppend, qid: qid, seq: seq, off: off, n: len(data), done: done})
+	p.ops = append(p.ops, op{kind: opAppend, qid: qid, seq: seq, off: off, n: len(data), done: done, put: put})
 	p.bytes += len(data) + opOverhead
 	b.kickLocked()
 	b.mu.Unlock()
@@ -221,7 +235,8 @@ func (b *Badger) runWriter() {
 }
 
 // cancelPairs marks each delete that follows an append of the same message
-// in c, and that append, as cancelled: neither reaches the disk. A drop
+// in c, and that append, as cancelled: neither reaches the disk (but for
+// the delete of a put, see PutMessage). A drop
 // ends the window, as the appends before it are dropped by it anyway.
 func (b *Badger) cancelPairs(c *batch, idx map[msgID]int) {
 	defer clear(idx)
@@ -235,7 +250,9 @@ func (b *Badger) cancelPairs(c *batch, idx map[msgID]int) {
 			id := msgID{o.qid, o.seq}
 			if j, ok := idx[id]; ok {
 				c.ops[j].skip = true
-				o.skip = true
+				// A put's message may be on disk from before the batch:
+				// its delete stays.
+				o.skip = !c.ops[j].put
 				delete(idx, id)
 				n++
 			}

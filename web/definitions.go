@@ -201,9 +201,8 @@ var ErrDefinitions = errors.New("web: definitions")
 // vhosts, permissions, topic permissions, policies, exchanges, queues,
 // then bindings. Objects that
 // exist are left as they are when equivalent. If vhost is not "", items
-// without a vhost field go there (a per-vhost file). Quorum and stream
-// queues, which this node does not have yet, are declared classic with a
-// warning. Every failure is collected; the rest is still applied.
+// without a vhost field go there (a per-vhost file). Streams are declared
+// as streams; quorum queues are declared classic with a warning. Every failure is collected; the rest is still applied.
 func ImportDefinitions(core Core, users *auth.Users, data []byte, vhost string, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -286,7 +285,7 @@ func ImportDefinitions(core Core, users *auth.Users, data []byte, vhost string, 
 		v, err := vh(q.VHost)
 		if err == nil {
 			args := q.Arguments
-			if t, _ := args["x-queue-type"].(string); t != "" && t != "classic" {
+			if t, _ := args["x-queue-type"].(string); t != "" && t != "classic" && t != "stream" {
 				log.Warn("queue type not supported yet, declared classic", "queue", q.Name, "type", t)
 				args = withoutKeys(args, "x-queue-type", "x-quorum-initial-group-size", "x-delivery-limit",
 					"x-max-in-memory-length", "x-max-in-memory-bytes", "x-max-age", "x-stream-max-segment-size-bytes")

@@ -46,6 +46,8 @@ type queueJSON struct {
 	// Quorum queues: the Raft leader and group members, as RabbitMQ.
 	Leader  string   `json:"leader,omitempty"`
 	Members []string `json:"members,omitempty"`
+	// Streams: retention, segments, offsets, named consumers (streams.go).
+	Stream *streamJSON `json:"stream,omitempty"`
 	// Only on GET of one queue.
 	ConsumerDetails *[]consumerJSON `json:"consumer_details,omitempty"`
 	Incoming        *[]any          `json:"incoming,omitempty"`
@@ -78,12 +80,15 @@ func (s *Server) queueJSON(q *exchange.Queue) queueJSON {
 	if q.Quorum() {
 		j.Type = "quorum"
 	}
+	if q.IsStream() {
+		j.Type, j.Stream = "stream", streamInfoJSON(q)
+	}
 	if ql, ok := s.cluster.(QueueLocator); ok {
 		node, members := ql.QueueNode(q)
-		if node != "" || q.Quorum() {
+		if node != "" || q.Replicated() {
 			j.Node = node
 		}
-		if q.Quorum() {
+		if q.Replicated() {
 			j.Leader, j.Members = node, members
 		}
 	}
@@ -243,6 +248,10 @@ func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request, u *auth.User
 		notFound(w)
 		return
 	}
+	if err := q.CheckPurge(); err != nil {
+		coreError(w, err)
+		return
+	}
 	q.Purge()
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -294,6 +303,10 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request, u *auth.Use
 	q := lookupQueue(v, name)
 	if q == nil {
 		notFound(w)
+		return
+	}
+	if err := q.CheckGet(); err != nil {
+		coreError(w, err)
 		return
 	}
 	out := []map[string]any{}

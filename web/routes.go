@@ -53,6 +53,7 @@ func (s *Server) routes() {
 	m("DELETE /api/queues/{vhost}/{name}/contents", mg, s.purgeQueue)
 	m("POST /api/queues/{vhost}/{name}/get", mg, s.getMessages)
 	m("GET /api/queues/{vhost}/{name}/bindings", mg, s.queueBindings)
+	m("GET /api/queues/{vhost}/{name}/browse", mg, s.browseQueue)
 
 	m("GET /api/bindings", mg, s.listBindings)
 	m("GET /api/bindings/{vhost}", mg, s.listVHostBindings)

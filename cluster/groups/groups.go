@@ -91,9 +91,11 @@ type Options struct {
 	// NoSnapshotRestoreOnStart: the FSM already holds the state of the
 	// last snapshot when the group starts (it keeps it durably itself).
 	NoSnapshotRestoreOnStart bool
-	// RetainSnapshots is how many snapshots are kept on disk (0: 2). A
-	// quorum queue keeps one: its snapshots carry its messages.
+	// RetainSnapshots is how many snapshots are kept on disk (0: 2).
 	RetainSnapshots int
+	// Snapshots, if set, wraps the group's snapshot store (a quorum
+	// queue's keeps its state alone and adds the messages when sending).
+	Snapshots func(raft.SnapshotStore) raft.SnapshotStore
 }
 
 // Host runs the Raft groups of one node. Its methods are safe for
@@ -175,9 +177,13 @@ func (h *Host) Start(name string, fsm raft.FSM, o Options) (*raft.Raft, error) {
 	if retain <= 0 {
 		retain = 2
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(h.SnapshotDir(name), retain, logbridge.NewHCLogger(log, "raft-snap"))
+	files, err := raft.NewFileSnapshotStoreWithLogger(h.SnapshotDir(name), retain, logbridge.NewHCLogger(log, "raft-snap"))
 	if err != nil {
 		return nil, fmt.Errorf("groups: %s: snapshots: %w", name, err)
+	}
+	var snaps raft.SnapshotStore = files
+	if o.Snapshots != nil {
+		snaps = o.Snapshots(files)
 	}
 	sl, err := h.c.Mux.StreamLayer(StreamPrefix + name)
 	if err != nil {

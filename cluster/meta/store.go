@@ -150,6 +150,11 @@ func (s *Store) AppendMessage(qid, seq uint64, data []byte, done func(error)) {
 	s.local.AppendMessage(qid, seq, data, done)
 }
 
+// PutMessage implements quorum.Store (local).
+func (s *Store) PutMessage(qid, seq uint64, data []byte, done func(error)) {
+	s.local.PutMessage(qid, seq, data, done)
+}
+
 // DeleteMessage implements exchange.Store (local).
 func (s *Store) DeleteMessage(qid, seq uint64) { s.local.DeleteMessage(qid, seq) }
 

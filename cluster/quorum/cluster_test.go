@@ -25,6 +25,7 @@ type tnode struct {
 	// File snapshots: raft's in-memory store hands out the buffer of a
 	// snapshot still being persisted (a data race under -race).
 	snaps *raft.FileSnapshotStore
+	dir   string        // snaps' directory
 	ms    *store.Memory // the node's message store: the FSM's state; survives restart
 	fsm   *FSM
 	r     *raft.Raft
@@ -54,11 +55,12 @@ func newCluster(t testing.TB, n int, conf func(*raft.Config)) *tcluster {
 	c := &tcluster{t: t, conf: conf}
 	var servers []raft.Server
 	for i := 0; i < n; i++ {
-		snaps, err := raft.NewFileSnapshotStore(t.TempDir(), 2, io.Discard)
+		dir := t.TempDir()
+		snaps, err := raft.NewFileSnapshotStore(dir, 2, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
-		nd := &tnode{id: raft.ServerID("n" + strconv.Itoa(i)), store: raft.NewInmemStore(), snaps: snaps, ms: store.NewMemory()}
+		nd := &tnode{id: raft.ServerID("n" + strconv.Itoa(i)), store: raft.NewInmemStore(), snaps: snaps, dir: dir, ms: store.NewMemory()}
 		nd.addr, nd.trans = raft.NewInmemTransport("")
 		c.nodes = append(c.nodes, nd)
 		servers = append(servers, raft.Server{ID: nd.id, Address: nd.addr})
@@ -86,7 +88,7 @@ func (c *tcluster) start(nd *tnode) {
 		c.t.Fatal(err)
 	}
 	nd.fsm = fsm
-	r, err := raft.NewRaft(rc, nd.fsm, nd.store, nd.store, nd.snaps, nd.trans)
+	r, err := raft.NewRaft(rc, nd.fsm, nd.store, nd.store, fsm.SnapshotStore(nd.snaps, nd.dir), nd.trans)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -477,6 +479,9 @@ func TestClusterSnapshotCatchUp(t *testing.T) {
 		rc.SnapshotThreshold = 64
 		rc.SnapshotInterval = 20 * time.Millisecond
 		rc.TrailingLogs = 16
+		// One leader throughout (appends go through its Log): timeouts
+		// that a loaded machine under -race does not miss.
+		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = time.Second, time.Second, time.Second
 	})
 	ld := c.leader()
 	l, _ := New(ld.r, Options{MaxBatchBytes: 256}) // many small entries

@@ -13,7 +13,10 @@
 //     return counts of messages that came back, and its applied index. A
 //     state record in the store (StateQID) holds those, so the group runs
 //     with NoSnapshotRestoreOnStart and a restart reads no message.
-//     Snapshot/Restore stream the state and the messages (snapshot.go).
+//     A snapshot on disk holds the state alone (a few bytes whatever the
+//     backlog); SnapshotStore adds the messages, read from the store, only
+//     when Raft sends one to a member, and Restore installs such a full
+//     stream (snapshot.go, snapstore.go).
 //   - Log: exchange.MessageLog and exchange.ReturnLog on the leader.
 //     AppendMessage, DeleteMessage and ReturnMessage queue ops that are
 //     group-committed into Raft entries (codec.go), several entries in
@@ -62,7 +65,7 @@
 //	var ql *quorum.Log
 //	w := quorum.Watch(r, 5*time.Second, func(leader bool) {
 //		if leader {
-//			ql, _ = quorum.New(r, quorum.Options{Logger: log})
+//			ql, _ = quorum.New(r, quorum.Options{Logger: log, Applied: q.LogApplied})
 //			// the core's queue reads fsm.Groups() and the store
 //			// the core's queue uses ql as its MessageLog
 //		} else if ql != nil {

@@ -9,4 +9,9 @@ var (
 	// ErrCorrupt is wrapped by the error of a Raft entry or a snapshot
 	// that does not decode.
 	ErrCorrupt = errors.New("quorum: corrupt data")
+	// ErrStateOnly is Restore's error for a state-only snapshot (a
+	// member's own, on disk): its messages are in the Store of the node
+	// that took it, so it cannot be installed elsewhere, nor where that
+	// Store lost the queue.
+	ErrStateOnly = errors.New("quorum: a state-only snapshot cannot be installed")
 )

@@ -17,6 +17,9 @@ import (
 // are issued, and reads see those still queued.
 type Store interface {
 	AppendMessage(qid, seq uint64, data []byte, done func(error))
+	// PutMessage is AppendMessage for a message that may be stored
+	// already; a later delete of it must reach the disk (store.Store).
+	PutMessage(qid, seq uint64, data []byte, done func(error))
 	DeleteMessage(qid, seq uint64)
 	ReadMessages(qid, from uint64, fn func(seq uint64, data []byte) bool) error
 	DropMessages(qid uint64) error
@@ -50,7 +53,9 @@ const saveEvery = 100 * time.Millisecond
 // the same ordered Store, so a crash leaves the Store with the record's
 // ops and perhaps some later ones: applying those again is harmless
 // (appends put the same data, deletes delete again, counts start from the
-// record's).
+// record's). Appends are Store puts: a replayed append and the delete
+// after it may meet in one write batch, and must not cancel each other
+// away while the message is on disk from before the crash.
 type FSM struct {
 	st  Store
 	qid uint64
@@ -135,7 +140,11 @@ func (f *FSM) applyLocked(l *raft.Log) any {
 func (f *FSM) applyOp(o op) {
 	switch o.kind {
 	case opAppend:
-		f.st.AppendMessage(f.qid, o.seq, o.data, nil) // copies data
+		// A put: after a crash the entries past the state record are
+		// applied again, and their messages may be on disk already; an
+		// append and a delete that met in one store batch would cancel
+		// and leave the message there (more messages than counted).
+		f.st.PutMessage(f.qid, o.seq, o.data, nil) // copies data
 		f.s.add(o.seq, len(o.data))
 	case opDelete:
 		f.st.DeleteMessage(f.qid, o.seq)
@@ -143,7 +152,7 @@ func (f *FSM) applyOp(o op) {
 	case opReturn:
 		f.s.ret(o.seq)
 	case opHold:
-		f.st.AppendMessage(HoldQID(f.qid), o.seq, o.data, nil)
+		f.st.PutMessage(HoldQID(f.qid), o.seq, o.data, nil)
 		f.s.held++
 	case opRelease:
 		f.st.DeleteMessage(HoldQID(f.qid), o.seq)
@@ -163,34 +172,29 @@ func (f *FSM) saveLocked() {
 	f.lastSave, f.dirty = time.Now(), false
 }
 
-// Snapshot writes the state record and captures the state; Persist then
-// streams it with the messages the Store holds. It runs on Raft's FSM
-// goroutine, so nothing is applied meanwhile.
+// Snapshot writes the state record and captures the state, which Persist
+// writes (the state alone). It runs on Raft's FSM goroutine, so nothing is
+// applied meanwhile.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.s.appended, f.s.snapped = 0, f.s.bytes()
+	f.s.appended, f.s.snapped = 0, 0
 	f.saveLocked()
 	return &fsmSnapshot{f: f, s: f.s.clone()}, nil
 }
 
-// snapshotSlack is how many bytes the Raft log may hold beyond twice the
-// queue's messages before SnapshotDue says so.
+// snapshotSlack is how many bytes of messages the Raft log may hold
+// beyond the last snapshot before SnapshotDue says so.
 const snapshotSlack = 64 << 20
 
-// SnapshotDue reports that a snapshot would free much more disk than it
-// takes: what the last snapshot and the log since it hold (the messages
-// appended since it, all in the log) passes twice what the queue holds
-// (what a new snapshot writes) plus 64 MiB. Raft's own trigger counts
-// entries, and a queue that filled and drained would keep a log of its
-// whole history (and an old snapshot of its backlog) until enough entries
-// follow. While a backlog drains this snapshots at geometrically shrinking
-// sizes: about twice the backlog written in all. The group keeps one
-// snapshot (groups.Options.RetainSnapshots).
+// SnapshotDue reports that the Raft log holds more than 64 MiB of
+// messages appended since the last snapshot: a snapshot (its state alone,
+// a few bytes: the messages are in the Store) lets Raft drop them. Raft's
+// own trigger counts entries, and entries are batches of up to 1 MiB.
 func (f *FSM) SnapshotDue() bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.s.appended+f.s.snapped > 2*f.s.bytes()+snapshotSlack
+	return f.s.appended > snapshotSlack
 }
 
 // Restore replaces the state with a snapshot written by Persist (the
@@ -210,10 +214,12 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("quorum: restore: %w", err)
 	}
 	s, err := readSnapshot(rc, func(held bool, key uint64, data []byte) {
+		// Puts: the stream may hold messages appended after the
+		// snapshot's index, which the entries that follow append again.
 		if held {
-			f.st.AppendMessage(HoldQID(f.qid), key, data, nil)
+			f.st.PutMessage(HoldQID(f.qid), key, data, nil)
 		} else {
-			f.st.AppendMessage(f.qid, key, data, nil)
+			f.st.PutMessage(f.qid, key, data, nil)
 		}
 	})
 	if err != nil {
@@ -300,40 +306,48 @@ type fsmSnapshot struct {
 }
 
 // Persist makes the state record durable (Raft truncates its log once
-// Persist returns) and streams the state and the queue's messages into
-// sink. Messages are read from the Store while Raft applies later
-// entries, so the stream may lack a message deleted after the snapshot's
-// index or hold one appended after it: a member that installs it then
-// applies those later entries too, and ends with the same messages.
+// Persist returns) and writes the state alone to sink: the messages are
+// in the Store, which is the state. Only when Raft sends the snapshot to
+// a member does SnapshotStore.Open stream the messages with it.
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	err := s.f.st.Sync()
 	if err == nil {
-		err = writeSnapshot(sink, &s.s, func(fn func(held bool, key uint64, data []byte) error) error {
-			for _, held := range []bool{false, true} {
-				qid := s.f.qid
-				if held {
-					qid = HoldQID(qid)
-				}
-				var werr error
-				rerr := s.f.st.ReadMessages(qid, 0, func(k uint64, data []byte) bool {
-					werr = fn(held, k, data)
-					return werr == nil
-				})
-				if werr != nil {
-					return werr
-				}
-				if rerr != nil {
-					return rerr
-				}
-			}
-			return nil
-		})
+		err = writeStateSnapshot(sink, &s.s)
 	}
 	if err != nil {
 		sink.Cancel()
 		return err
 	}
 	return sink.Close()
+}
+
+// writeFull streams a full snapshot: state s and the queue's messages and
+// held messages as the Store holds them now. The Store is read while Raft
+// applies later entries, so the stream may lack a message deleted after
+// s's index or hold one appended after it: a member that installs it
+// then applies those later entries too (appends as puts), and ends with
+// the same messages.
+func (f *FSM) writeFull(w io.Writer, s *state) error {
+	return writeSnapshot(w, s, func(fn func(held bool, key uint64, data []byte) error) error {
+		for _, held := range []bool{false, true} {
+			qid := f.qid
+			if held {
+				qid = HoldQID(qid)
+			}
+			var werr error
+			rerr := f.st.ReadMessages(qid, 0, func(k uint64, data []byte) bool {
+				werr = fn(held, k, data)
+				return werr == nil
+			})
+			if werr != nil {
+				return werr
+			}
+			if rerr != nil {
+				return rerr
+			}
+		}
+		return nil
+	})
 }
 
 // Release drops the copy.

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/trident-broker/trident/store"
@@ -73,18 +75,63 @@ func newFSM(t testing.TB, st Store) *FSM {
 	return f
 }
 
+// snapshotBytes takes a snapshot of f as its group would: Persist into a
+// file snapshot store (the state alone), then the full stream the
+// SnapshotStore sends a member.
 func snapshotBytes(t testing.TB, f *FSM) []byte {
 	t.Helper()
+	full, _ := snapshotFiles(t, f)
+	return full
+}
+
+// snapshotFiles returns the full stream and what is on disk.
+func snapshotFiles(t testing.TB, f *FSM) (full, onDisk []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	files, err := raft.NewFileSnapshotStoreWithLogger(dir, 1, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := f.SnapshotStore(files, dir)
 	s, err := f.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Release()
-	var sink memSink
-	if err := s.Persist(&sink); err != nil || !sink.closed {
-		t.Fatalf("persist: %v, closed %v", err, sink.closed)
+	sink, err := ss.Create(raft.SnapshotVersionMax, f.Applied(), 1, raft.Configuration{}, 1, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return sink.Bytes()
+	if err := s.Persist(sink); err != nil {
+		t.Fatalf("persist: %v", err)
+	}
+	_, rc, err := files.Open(sink.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDisk, err = io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, rc, err := ss.Open(sink.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err = io.ReadAll(rc)
+	if cerr := rc.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(full)) != meta.Size {
+		t.Fatalf("sent %d bytes, meta says %d", len(full), meta.Size)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, spoolPattern)); len(left) > 0 {
+		t.Fatalf("spool files left: %v", left)
+	}
+	return full, onDisk
 }
 
 // key is a key in group top, as the core builds them.
@@ -194,8 +241,15 @@ func TestFSMSnapshotRoundTrip(t *testing.T) {
 	if f.Held() != 1 {
 		t.Fatalf("held %d, want 1", f.Held())
 	}
-	b := snapshotBytes(t, f)
-	// A member with other messages installs it.
+	b, onDisk := snapshotFiles(t, f)
+	// On disk the snapshot holds the state alone: it cannot be installed.
+	if len(onDisk) > 4<<10 || onDisk[0] != stateSnapshotVersion {
+		t.Fatalf("snapshot on disk: %d bytes, version %d", len(onDisk), onDisk[0])
+	}
+	if err := newFSM(t, store.NewMemory()).Restore(io.NopCloser(bytes.NewReader(onDisk))); !errors.Is(err, ErrStateOnly) {
+		t.Fatalf("restoring a state-only snapshot: %v", err)
+	}
+	// A member with other messages installs the full one sent to it.
 	st2 := store.NewMemory()
 	g := newFSM(t, st2)
 	g.Apply(command(op{kind: opAppend, seq: key(9, 1), data: []byte("stale")}))
@@ -285,12 +339,14 @@ func FuzzReadSnapshot(f *testing.F) {
 		fsm.Apply(command(op{kind: opAppend, seq: key(byte(i), i), data: []byte("data")}, op{kind: opReturn, seq: key(byte(i), i)}))
 	}
 	f.Add(snapshotBytes(f, fsm))
+	_, onDisk := snapshotFiles(f, fsm)
+	f.Add(onDisk)
 	f.Add([]byte{snapshotVersion, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var n int
 		s, err := readSnapshot(bytes.NewReader(b), func(bool, uint64, []byte) { n++ })
 		if err != nil {
-			if !errors.Is(err, ErrCorrupt) {
+			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrStateOnly) {
 				t.Fatalf("error not ErrCorrupt: %v", err)
 			}
 			return
@@ -322,35 +378,32 @@ func FuzzDecodeState(f *testing.F) {
 	})
 }
 
-// TestFSMSnapshotDue: a log that grew far past the queue (filled and
-// drained) asks for a snapshot, across a restart too; a snapshot resets it.
+// TestFSMSnapshotDue: once more than 64 MiB of messages were appended
+// since the last snapshot one is due (it lets Raft drop them from its
+// log), whatever the queue holds, across a restart too; a snapshot resets
+// it.
 func TestFSMSnapshotDue(t *testing.T) {
 	st := store.NewMemory()
 	f := newFSM(t, st)
 	big := make([]byte, 1<<20)
-	f.Apply(command(op{kind: opAppend, seq: key(0, 0), data: []byte("kept")}))
-	for i := uint64(1); i <= 70; i++ {
+	for i := uint64(1); i <= 60; i++ {
+		f.Apply(command(op{kind: opAppend, seq: key(0, i), data: big}))
+	}
+	if f.SnapshotDue() {
+		t.Fatal("60 MiB appended: snapshot due")
+	}
+	for i := uint64(61); i <= 70; i++ {
 		f.Apply(command(op{kind: opAppend, seq: key(0, i), data: big}, op{kind: opDelete, seq: key(0, i)}))
 	}
 	if !f.SnapshotDue() {
-		t.Fatal("70 MiB of log for a 4-byte queue: no snapshot due")
+		t.Fatal("70 MiB appended: no snapshot due")
 	}
-	snapshotBytes(t, f) // writes the state record
+	_, onDisk := snapshotFiles(t, f) // writes the state record
 	if f.SnapshotDue() {
 		t.Fatal("still due right after a snapshot")
 	}
-	// A snapshot of a big queue, which then drains: the old snapshot is
-	// worth replacing.
-	g := newFSM(t, store.NewMemory())
-	for i := uint64(0); i < 70; i++ {
-		g.Apply(command(op{kind: opAppend, seq: key(0, i), data: big}))
-	}
-	snapshotBytes(t, g)
-	for i := uint64(0); i < 70; i++ {
-		g.Apply(command(op{kind: opDelete, seq: key(0, i)}))
-	}
-	if !g.SnapshotDue() {
-		t.Fatal("drained after a 70 MiB snapshot: no snapshot due")
+	if len(onDisk) > 4<<10 {
+		t.Fatalf("a snapshot of a 60 MiB queue takes %d bytes on disk", len(onDisk))
 	}
 	for i := uint64(100); i < 170; i++ {
 		f.Apply(command(op{kind: opAppend, seq: key(0, i), data: big}, op{kind: opDelete, seq: key(0, i)}))
@@ -360,14 +413,6 @@ func TestFSMSnapshotDue(t *testing.T) {
 	f.mu.Unlock()
 	if g := newFSM(t, st); !g.SnapshotDue() {
 		t.Fatal("a restart forgot what the log holds")
-	}
-	// A queue that holds what was appended: a snapshot would write it all.
-	h := newFSM(t, store.NewMemory())
-	for i := uint64(0); i < 70; i++ {
-		h.Apply(command(op{kind: opAppend, seq: key(0, i), data: big}))
-	}
-	if h.SnapshotDue() {
-		t.Fatal("snapshot due for a queue as big as its log")
 	}
 }
 
@@ -415,5 +460,49 @@ func TestLegacyFormats(t *testing.T) {
 	index++
 	if r, _ := f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: bad}).(error); !errors.Is(r, ErrCorrupt) {
 		t.Fatalf("legacy hold: %v", r)
+	}
+}
+
+// TestFSMReplayOverBadger replays, over the node's real store, entries
+// whose appends reached the disk before a crash but whose deletes did
+// not: the store's group commit must not cancel a replayed append and its
+// delete in one batch and so leave the message on disk, more messages
+// there than the FSM counts (a leader that pages its backlog would read
+// the wrong ones).
+func TestFSMReplayOverBadger(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.OpenBadger(dir, store.BadgerOptions{MemTableSize: 16 << 20, NumMemtables: 2, BlockCacheSize: 8 << 20}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	const n = 2000
+	var logs []*raft.Log
+	for i := uint64(1); i <= n; i++ {
+		logs = append(logs, command(op{kind: opAppend, seq: key(0, i), data: []byte(fmt.Sprint(i))}))
+	}
+	for i := uint64(1); i <= n; i++ {
+		logs = append(logs, command(op{kind: opDelete, seq: key(0, i)}))
+	}
+	logs = append(logs, command(op{kind: opAppend, seq: key(0, n+1), data: []byte("kept")}))
+	// Before the crash: the appends are on disk, no delete and no state
+	// record yet.
+	for i := uint64(1); i <= n; i++ {
+		st.AppendMessage(7, key(0, i), []byte(fmt.Sprint(i)), nil)
+	}
+	if err := st.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f := newFSM(t, st)
+	f.ApplyBatch(logs)
+	if err := st.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	want := []entry{{seq: key(0, n+1), data: []byte("kept")}}
+	if err := equalEntries(dump(f), want); err != nil {
+		t.Fatalf("store after replay: %v (the FSM counts %d)", err, f.Len())
+	}
+	if f.Len() != 1 {
+		t.Fatalf("FSM counts %d messages, want 1", f.Len())
 	}
 }

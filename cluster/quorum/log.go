@@ -68,6 +68,9 @@ type batch struct {
 	fut   raft.ApplyFuture // nil if not proposed
 	err   error            // the outcome
 	slot  bool             // holds a token of Log.slots
+	// lastAppend is the key of the batch's last append, if hasAppend.
+	lastAppend uint64
+	hasAppend  bool
 }
 
 // New returns a Log proposing to r, which must have been created with
@@ -143,6 +146,9 @@ func (l *Log) enqueue(kind opKind, seq uint64, data []byte, done func(error)) {
 	}
 	n := len(b.buf)
 	b.buf = appendOp(b.buf, kind, seq, data)
+	if kind == opAppend {
+		b.lastAppend, b.hasAppend = seq, true
+	}
 	l.pendingBytes += len(b.buf) - n
 	if done != nil {
 		b.dones = append(b.dones, done)
@@ -297,6 +303,9 @@ func (l *Log) deliver() {
 		l.notify = nil
 		l.nmu.Unlock()
 		for _, b := range bs {
+			if b.err == nil && b.hasAppend && l.opts.Applied != nil {
+				l.opts.Applied(b.lastAppend)
+			}
 			for _, done := range b.dones {
 				done(b.err)
 			}

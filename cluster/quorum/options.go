@@ -24,6 +24,11 @@ type Options struct {
 	ApplyTimeout time.Duration
 	// Logger gets a warning when the Log fails. Nil discards.
 	Logger *slog.Logger
+	// Applied, if not nil, is called (on the Log's notifier goroutine,
+	// before the batch's done callbacks) with the key of the last append
+	// of each batch committed and applied by this node's FSM: every
+	// append queued up to it is in the node's Store (or deleted since).
+	Applied func(key uint64)
 }
 
 // DefaultOptions returns 1 MiB batches, 8 in flight, 64 MiB pending.

@@ -20,8 +20,63 @@ import (
 // increasing key order. crc is the CRC-32C (Castagnoli) of
 // every byte before it. Nothing may follow it.
 
-// snapshotVersion is the first byte of every snapshot this package writes.
+// snapshotVersion is the first byte of a full snapshot: the stream a
+// member is sent (SnapshotStore.Open).
 const snapshotVersion byte = 2
+
+// A snapshot as a member keeps it on disk holds only the state (its
+// messages are in the node's Store already):
+//
+//	stateSnapshot = version:byte(3) stateLen:uvarint state:stateLen bytes crc:uint32be
+//
+// SnapshotStore.Open turns it into a full snapshot when Raft sends it.
+const stateSnapshotVersion byte = 3
+
+// writeStateSnapshot writes s as a state-only snapshot.
+func writeStateSnapshot(w io.Writer, s *state) error {
+	enc := s.encode(nil)
+	b := append([]byte{stateSnapshotVersion}, binary.AppendUvarint(nil, uint64(len(enc)))...)
+	b = append(b, enc...)
+	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	_, err := w.Write(b)
+	return err
+}
+
+// readStateSnapshot decodes what writeStateSnapshot wrote; malformed input
+// is an error wrapping ErrCorrupt.
+func readStateSnapshot(rd io.Reader) (state, error) {
+	r := &snapReader{br: bufio.NewReaderSize(rd, 4<<10)}
+	v, err := r.ReadByte()
+	if err != nil {
+		return state{}, readErr("version", err)
+	}
+	if v != stateSnapshotVersion {
+		return state{}, corruptf("state snapshot version %d, want %d", v, stateSnapshotVersion)
+	}
+	return r.stateOnly()
+}
+
+func (r *snapReader) stateOnly() (state, error) {
+	n, err := r.uvarint("state length")
+	if err != nil {
+		return state{}, err
+	}
+	if n > maxStateBytes {
+		return state{}, corruptf("state of %d bytes", n)
+	}
+	enc, err := r.data(n)
+	if err != nil {
+		return state{}, err
+	}
+	s, err := decodeState(enc)
+	if err != nil {
+		return state{}, err
+	}
+	if err := r.finish(); err != nil {
+		return state{}, err
+	}
+	return s, nil
+}
 
 // maxMessageBytes bounds one message in a snapshot. Data is read in
 // chunks, so a lying length costs at most what the stream really holds;
@@ -148,6 +203,14 @@ func readSnapshot(rd io.Reader, put func(held bool, key uint64, data []byte)) (s
 	}
 	if v == legacySnapshotVersion {
 		return readLegacySnapshot(r, put)
+	}
+	if v == stateSnapshotVersion {
+		// Well formed or not, it cannot be installed: its messages are
+		// in the Store of the member that took it.
+		if _, err := r.stateOnly(); err != nil {
+			return state{}, err
+		}
+		return state{}, ErrStateOnly
 	}
 	if v != snapshotVersion {
 		return state{}, corruptf("snapshot version %d, want %d", v, snapshotVersion)

@@ -28,7 +28,9 @@ type state struct {
 	// appended counts the bytes appended since the last snapshot: about
 	// what the Raft log holds beyond it (FSM.SnapshotDue).
 	appended int64
-	// snapped is the size of the messages the last snapshot holds.
+	// snapped was the size of the messages the last snapshot held, when
+	// snapshots held them; always 0 since they hold the state alone (kept
+	// in the encoding, which earlier records have).
 	snapped int64
 	// held counts held messages (opHold, not yet released).
 	held    int64

@@ -62,6 +62,9 @@ type DB struct {
 	// deleted counts log entries deleted (DeleteRange) since the last
 	// reclaim.
 	deleted atomic.Int64
+	// lastWrite is when StoreLogs last wrote (unix nanos): reclaim waits
+	// for a quiet moment (see runGC).
+	lastWrite atomic.Int64
 
 	gcStop   chan struct{}
 	gcDone   chan struct{}
@@ -161,6 +164,13 @@ func (d *DB) runTrim(dir string) {
 	}
 }
 
+// reclaimQuiet is how long the log must have gone unwritten for a
+// reclaim; reclaimMaxDelay bounds how long one waits under steady writes.
+const (
+	reclaimQuiet    = 2 * time.Second
+	reclaimMaxDelay = 10 * time.Minute
+)
+
 // flushKey is a key kept only to make DropPrefix flush the memtables.
 var flushKey = []byte("z:flush")
 
@@ -195,14 +205,23 @@ func (d *DB) runGC(every time.Duration) {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	lastReclaim := time.Now()
 	for {
 		select {
 		case <-d.gcStop:
 			return
 		case <-t.C:
 		}
-		if d.deleted.Swap(0) > 0 {
+		// Reclaiming holds every group's writes for a moment (the flush)
+		// and compacts the tree: done once the log has been quiet for a
+		// little (a drained queue), or every reclaimMaxDelay under
+		// writes that never pause, not every interval of a fill whose
+		// snapshots keep truncating the log.
+		now := time.Now()
+		if d.deleted.Load() > 0 && (now.Sub(time.Unix(0, d.lastWrite.Load())) >= reclaimQuiet || now.Sub(lastReclaim) >= reclaimMaxDelay) {
+			d.deleted.Store(0)
 			d.reclaim()
+			lastReclaim = time.Now()
 		}
 		for {
 			err := d.db.RunValueLogGC(0.5)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/hashicorp/raft"
@@ -131,6 +132,7 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	if err := wb.Flush(); err != nil {
 		return fmt.Errorf("raftstore: store logs: %w", err)
 	}
+	s.d.lastWrite.Store(time.Now().UnixNano())
 	return nil
 }
 

@@ -30,8 +30,9 @@ type amqpScenario struct {
 	name       string
 	confirms   bool
 	quorum     bool
-	publishers int // 0 means 1
-	consumers  int // 0 means 1
+	stream     bool // x-queue-type stream (with confirms); consumers read from next
+	publishers int  // 0 means 1
+	consumers  int  // 0 means 1
 }
 
 func (s amqpScenario) Name() string   { return s.name }
@@ -93,6 +94,9 @@ func (s amqpScenario) run(ctx context.Context, lay layout, p Params) (res Result
 	var args amqp.Table
 	if s.quorum {
 		args = amqp.Table{"x-queue-type": "quorum"}
+	}
+	if s.stream {
+		args = amqp.Table{"x-queue-type": "stream"}
 	}
 	if _, err := ctlCh.QueueDeclare(queue, s.confirms || s.quorum, false, false, false, args); err != nil {
 		return Result{}, fmt.Errorf("queue.declare %s: %w", queue, err)
@@ -168,7 +172,11 @@ func (s amqpScenario) startConsumer(conn *amqp.Connection, queue string, p Param
 			return fmt.Errorf("basic.qos: %w", err)
 		}
 	}
-	deliveries, err := ch.Consume(queue, "", !manual, false, false, false, nil)
+	var cargs amqp.Table
+	if s.stream {
+		cargs = amqp.Table{"x-stream-offset": "next"}
+	}
+	deliveries, err := ch.Consume(queue, "", !manual, false, false, false, cargs)
 	if err != nil {
 		return fmt.Errorf("basic.consume: %w", err)
 	}

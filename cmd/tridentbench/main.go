@@ -23,6 +23,9 @@
 //	amqp-quorum-10-10        the same with 10 publishers and 10 consumers on one
 //	                         quorum queue, each on its own connection; the
 //	                         confirm window is per publisher
+//	amqp-stream-1-1          as amqp-persistent-confirm, to a stream
+//	                         (x-queue-type: stream), the consumer reading
+//	                         from next (see also --stream, stream.go)
 //
 // Raw AMQP scenarios (rawamqp.go): a load generator that is not the
 // bottleneck, pre-encoded basic.publish frames written 256 at a time,
@@ -79,6 +82,7 @@ var scenarios = []Scenario{
 	amqpScenario{name: "amqp-persistent-confirm", confirms: true},
 	amqpScenario{name: "amqp-quorum-1-1", confirms: true, quorum: true},
 	amqpScenario{name: "amqp-quorum-10-10", confirms: true, quorum: true, publishers: 10, consumers: 10},
+	amqpScenario{name: "amqp-stream-1-1", confirms: true, stream: true},
 	rawAMQPScenario{name: "raw-amqp-transient-autoack"},
 	rawAMQPScenario{name: "raw-amqp-transient-ack", manualAck: true},
 	rawAMQPScenario{name: "raw-amqp-persistent-confirm", persistent: true},
@@ -183,6 +187,8 @@ type options struct {
 	shovel           int           // --shovel N: the shovel benchmark instead
 	shovelRabbitMgmt string        // a RabbitMQ management API with rabbitmq_shovel, for the comparison
 	shovelRabbitAMQP string        // its AMQP URL
+	stream           int           // --stream N: the stream benchmark instead (stream.go)
+	streamAnchor     int           // messages for the RabbitMQ anchor in it
 }
 
 type stringList []string
@@ -224,6 +230,8 @@ func main() {
 	fs.IntVar(&o.shovel, "shovel", 0, "run the shovel benchmark with `N` messages instead of the scenarios (see shovel.go)")
 	fs.StringVar(&o.shovelRabbitMgmt, "shovel-rabbit-mgmt", "", "management API `URL` of a RabbitMQ with rabbitmq_shovel enabled, to compare its shovel")
 	fs.StringVar(&o.shovelRabbitAMQP, "shovel-rabbit-amqp", rabbitAnchorURL, "AMQP URL of that RabbitMQ")
+	fs.IntVar(&o.stream, "stream", 0, "run the stream benchmark with `N` messages instead of the scenarios (see stream.go)")
+	fs.IntVar(&o.streamAnchor, "stream-anchor", 1_000_000, "at most this many messages for the RabbitMQ anchor in the stream benchmark")
 	_ = fs.Parse(os.Args[1:])
 	for _, f := range strings.Split(*latencyRates, ",") {
 		if f = strings.TrimSpace(f); f == "" {
@@ -248,7 +256,9 @@ func main() {
 			o.params.MsgSize = 1024
 		}
 	}
-	if o.shovel > 0 {
+	if o.stream > 0 {
+		err = runStreamBench(ctx, &o)
+	} else if o.shovel > 0 {
 		err = runShovel(ctx, &o)
 	} else if o.delayed > 0 {
 		err = runDelayed(ctx, &o)

@@ -560,7 +560,7 @@ func (ch *channel) consume(m *wire.BasicConsume) error {
 	}
 	s := &sink{ch: ch, tag: tag, noAck: m.NoAck}
 	o := exchange.ConsumeOpts{Tag: tag, NoAck: m.NoAck, Exclusive: m.Exclusive, Sink: s, Owner: ch.c,
-		Prefetch: ch.prefetch, Limit: &ch.limit}
+		Prefetch: ch.prefetch, Limit: &ch.limit, Args: m.Arguments}
 	if p, ok := m.Arguments["x-priority"]; ok {
 		n, ok := toInt(p)
 		if !ok {
@@ -635,6 +635,9 @@ func (ch *channel) get(m *wire.BasicGet) error {
 	if err != nil {
 		return err
 	}
+	if err := q.CheckGet(); err != nil {
+		return err
+	}
 	// Take the message first (the queue's lock comes before dmu in the
 	// lock order), then assign its tag under dmu so that tags reach the
 	// client in order with deliveries.
@@ -672,6 +675,13 @@ func (ch *channel) settle(m wire.Method, tag uint64, multiple, ack, requeue bool
 	refs, err := ch.take(m, tag, multiple)
 	if err != nil {
 		return err
+	}
+	if !ack {
+		for _, r := range refs {
+			if err := r.q.CheckReject(); err != nil {
+				return err
+			}
+		}
 	}
 	ch.apply(refs, ack, requeue)
 	return nil

@@ -41,6 +41,8 @@ func protoError(err error, m wire.Method) *wire.Error {
 		out = wire.NewConnectionError(wire.InvalidPath, "%s", ce.Text)
 	case exchange.KindCommandInvalid:
 		out = wire.NewConnectionError(wire.CommandInvalid, "%s", ce.Text)
+	case exchange.KindNotImplemented:
+		out = wire.NewConnectionError(wire.NotImplemented, "%s", ce.Text)
 	default:
 		out = wire.NewConnectionError(wire.InternalError, "%s", ce.Text)
 	}

@@ -52,6 +52,8 @@ func coreError(err error) *Error {
 			name = "resource_error"
 		case exchange.KindCommandInvalid:
 			name = "command_invalid"
+		case exchange.KindNotImplemented:
+			name = "not_implemented"
 		}
 		return &Error{Message: name, Detail: strings.ToUpper(name) + " - " + ce.Text}
 	}

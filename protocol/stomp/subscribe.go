@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
@@ -254,13 +255,44 @@ func (c *conn) subscribe(f *frame.Frame) error {
 	c.subs[id] = s
 	excl, _ := boolHeader(f, "exclusive-consumer")
 	cons, err := c.vh.Consume(queue, exchange.ConsumeOpts{Tag: s.tag, NoAck: mode == ackAuto, Prefetch: prefetch,
-		Priority: priority, Exclusive: excl, Sink: s, Owner: c})
+		Priority: priority, Exclusive: excl, Sink: s, Owner: c, Args: consumeArgs(f)})
 	if err != nil {
 		delete(c.subs, id)
 		return err
 	}
 	s.cons = cons
 	return nil
+}
+
+// consumeArgs are the consumer arguments a SUBSCRIBE's headers carry, as
+// RabbitMQ's STOMP plugin reads them: x-stream-offset is first, last,
+// next, offset=<n> or timestamp=<unix seconds>, anything else next; and
+// x-stream-consumer-name (our extension: a named consumer's offset).
+func consumeArgs(f *frame.Frame) exchange.Table {
+	var args exchange.Table
+	if v, ok := f.Get("x-stream-offset"); ok {
+		off := any("next")
+		switch v = strings.TrimSpace(v); {
+		case v == "first" || v == "last" || v == "next":
+			off = v
+		case strings.HasPrefix(v, "offset="):
+			if n, err := strconv.ParseInt(v[len("offset="):], 10, 64); err == nil {
+				off = n
+			}
+		case strings.HasPrefix(v, "timestamp="):
+			if n, err := strconv.ParseInt(v[len("timestamp="):], 10, 64); err == nil {
+				off = time.Unix(n, 0)
+			}
+		}
+		args = exchange.Table{"x-stream-offset": off}
+	}
+	if v, ok := f.Get("x-stream-consumer-name"); ok {
+		if args == nil {
+			args = exchange.Table{}
+		}
+		args["x-stream-consumer-name"] = v
+	}
+	return args
 }
 
 func (c *conn) unsubscribe(f *frame.Frame) error {

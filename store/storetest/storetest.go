@@ -36,6 +36,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SyncSemantics", testSync},
 		{"AppendThenDeleteCancel", testAppendDeleteCancel},
 		{"DeleteThenAppend", testDeleteThenAppend},
+		{"PutThenDeleteOfStored", testPutDeleteStored},
 		{"LoadReentrant", testLoadReentrant},
 		{"LargeMessage", testLarge},
 		{"CloseThenError", testCloseThenError},
@@ -401,6 +402,33 @@ func testAppendDeleteCancel(t *testing.T, s store.Store) {
 		t.Fatalf("%d of %d cancelled appends got done(nil)", ok.Load(), n)
 	}
 	eqMsgs(t, "after append+delete", loadMsgs(t, s, 5), []msg{{n, "kept"}})
+}
+
+// testPutDeleteStored writes messages that are stored already again with
+// PutMessage (a replicated log's entries applied again after a crash) and
+// deletes them at once: they must be gone, though an append and a delete
+// of one message in one batch otherwise never reach the disk.
+func testPutDeleteStored(t *testing.T, s store.Store) {
+	const n = 2000
+	for i := range n {
+		s.AppendMessage(6, uint64(i), []byte("stored"), nil)
+	}
+	must(t, s.Sync())
+	var ok atomic.Int64
+	for i := range n {
+		s.PutMessage(6, uint64(i), []byte("stored"), func(err error) {
+			if err == nil {
+				ok.Add(1)
+			}
+		})
+		s.DeleteMessage(6, uint64(i))
+	}
+	s.PutMessage(6, n, []byte("kept"), nil)
+	must(t, s.Sync())
+	if ok.Load() != n {
+		t.Fatalf("%d of %d puts got done(nil)", ok.Load(), n)
+	}
+	eqMsgs(t, "after put+delete of stored messages", loadMsgs(t, s, 6), []msg{{n, "kept"}})
 }
 
 func testDeleteThenAppend(t *testing.T, s store.Store) {

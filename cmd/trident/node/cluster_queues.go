@@ -147,7 +147,7 @@ func (c *clusterQueues) addrOf(node string) (string, error) {
 }
 
 func (c *clusterQueues) Attach(q *exchange.Queue) {
-	if !q.Quorum() {
+	if !q.Replicated() {
 		if q.Home() == c.self || q.Home() == "" {
 			return
 		}
@@ -248,7 +248,17 @@ func (qq *quorumQueue) start() {
 		// the messages in memory (their snapshots are still read), or
 		// whose store lost the queue. Raft will not restore its snapshot
 		// (NoSnapshotRestoreOnStart), so the FSM does.
-		if err := restoreLocalSnapshot(qq.c.groups.SnapshotDir(qq.group), fsm); err != nil {
+		err := restoreLocalSnapshot(qq.c.groups.SnapshotDir(qq.group), fsm)
+		if errors.Is(err, quorum.ErrStateOnly) {
+			// The snapshot holds the state alone and the store lost the
+			// messages it belongs with: this member starts over empty, and
+			// the leader sends it a full snapshot.
+			qq.c.log.Error("quorum queue: the node's store lost this queue's messages; its member here starts over from the leader", "queue", qq.q.Name())
+			if err := qq.c.groups.Drop(qq.group); err != nil {
+				qq.c.log.Error("quorum queue: dropping the member's Raft state", "queue", qq.q.Name(), "err", err)
+				return
+			}
+		} else if err != nil {
 			qq.c.log.Error("quorum queue snapshot not restored", "queue", qq.q.Name(), "err", err)
 		}
 	}
@@ -256,7 +266,11 @@ func (qq *quorumQueue) start() {
 	// record): Raft replays what came after it, never a whole snapshot.
 	// Entries are batches of up to 1 MiB: 256 trailing ones let a follower
 	// that lags a little catch up from the log without a snapshot.
-	r, err := qq.c.groups.Start(qq.group, fsm, groups.Options{SnapshotThreshold: 8192, TrailingLogs: 256, NoSnapshotRestoreOnStart: true, RetainSnapshots: 1})
+	// Its snapshots hold the state alone; the messages are streamed with
+	// one only when it is sent to a member (quorum.SnapshotStore).
+	snapDir := qq.c.groups.SnapshotDir(qq.group)
+	r, err := qq.c.groups.Start(qq.group, fsm, groups.Options{SnapshotThreshold: 8192, TrailingLogs: 256, NoSnapshotRestoreOnStart: true, RetainSnapshots: 1,
+		Snapshots: func(s raft.SnapshotStore) raft.SnapshotStore { return fsm.SnapshotStore(s, snapDir) }})
 	if err != nil {
 		qq.c.log.Error("quorum queue group did not start", "queue", qq.q.Name(), "group", qq.group, "err", err)
 		return
@@ -469,7 +483,7 @@ func (qq *quorumQueue) leadership(leader bool) {
 	old := qq.qlog
 	qq.qlog = nil
 	if leader {
-		l, err := quorum.New(qq.r, quorum.Options{Logger: qq.c.log})
+		l, err := quorum.New(qq.r, quorum.Options{Logger: qq.c.log, Applied: qq.q.LogApplied})
 		if err != nil {
 			qq.mu.Unlock()
 			qq.c.log.Error("quorum queue log", "queue", qq.q.Name(), "err", err)
@@ -506,7 +520,7 @@ func (qq *quorumQueue) leadership(leader bool) {
 }
 
 func (c *clusterQueues) Detach(q *exchange.Queue) {
-	if !q.Quorum() {
+	if !q.Replicated() {
 		return
 	}
 	c.mu.Lock()
@@ -649,7 +663,7 @@ func (v clusterView) QueueNode(q *exchange.Queue) (string, []string) {
 	if f == nil || f.queues == nil {
 		return "", nil
 	}
-	if !q.Quorum() {
+	if !q.Replicated() {
 		return q.Home(), nil
 	}
 	return f.queues.leaderOf(q), f.queues.membersOf(q)

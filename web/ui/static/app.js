@@ -816,7 +816,7 @@
     });
     const f = {
       vhost: vhostSelect({ id: 'add-queue-vhost' }),
-      type: selectEl({ id: 'add-queue-type' }, [['classic', 'Classic'], ['quorum', 'Quorum']], 'classic'),
+      type: selectEl({ id: 'add-queue-type' }, [['classic', 'Classic'], ['quorum', 'Quorum'], ['stream', 'Stream']], 'classic'),
       name: h('input', { type: 'text', id: 'add-queue-name', autocomplete: 'off' }),
       durable: selectEl({ id: 'add-queue-durable' }, [['true', 'Durable'], ['false', 'Transient']], 'true'),
       autoDelete: h('input', { type: 'checkbox', id: 'add-queue-autodelete' }),
@@ -831,9 +831,10 @@
       h('label', null, 'Options'), h('label', { class: 'check' }, f.autoDelete, 'Auto delete'),
       h('label', null, 'Arguments'), h('div', null, f.args, h('div', { class: 'hint' }, 'Add: ',
         hint('x-message-ttl', 60000), hint('x-expires', 1800000), hint('x-max-length', 10000), hint('x-overflow', 'reject-publish'),
-        hint('x-dead-letter-exchange', 'dlx'), hint('x-dead-letter-routing-key', 'dead'), hint('x-max-priority', 10), hint('x-single-active-consumer', true))),
+        hint('x-dead-letter-exchange', 'dlx'), hint('x-dead-letter-routing-key', 'dead'), hint('x-max-priority', 10), hint('x-single-active-consumer', true),
+        hint('x-max-age', '7D'), hint('x-max-length-bytes', 20000000000), hint('x-stream-max-segment-size-bytes', 500000000))),
       h('div', { class: 'form-actions' }, h('button', { class: 'btn', type: 'submit', id: 'add-queue-submit' }, 'Add queue')));
-    f.type.addEventListener('change', () => { if (f.type.value === 'quorum') { f.durable.value = 'true'; f.autoDelete.checked = false; } });
+    f.type.addEventListener('change', () => { if (f.type.value !== 'classic') { f.durable.value = 'true'; f.autoDelete.checked = false; } });
     async function submit(btn) {
       await act(btn, async () => {
         const name = f.name.value.trim();
@@ -944,6 +945,10 @@
     const bindings = h('div');
     const loadErr = h('div');
     const getResult = h('div', { id: 'get-result' });
+    const streamBox = h('div', { id: 'stream-info' });
+    const streamPanel = panel('Stream', { id: 'queue-stream' }, streamBox);
+    streamPanel.hidden = true;
+    const browse = browsePanel(base);
     const g = {
       ackmode: selectEl({ id: 'get-ackmode' }, [['ack_requeue_true', 'Nack, requeue'], ['reject_requeue_true', 'Reject, requeue'], ['ack_requeue_false', 'Ack, remove from queue'], ['reject_requeue_false', 'Reject, remove from queue']], 'ack_requeue_true'),
       encoding: selectEl({ id: 'get-encoding' }, [['auto', 'Auto string / base64'], ['base64', 'Base64']], 'auto'),
@@ -1024,7 +1029,8 @@
         panel('Get messages', { id: 'queue-get' }, getForm),
         panel('Publish message', { id: 'queue-publish' }, publishForm(vhost, '', name))),
       h('div', { class: 'grid two' },
-        panel('Move messages', { id: 'queue-move' }, moveForm))));
+        panel('Move messages', { id: 'queue-move' }, moveForm)),
+      streamPanel, browse.el));
 
     async function refresh() {
       let q, bs;
@@ -1036,7 +1042,27 @@
         return;
       }
       $('.page-body', el).hidden = false;
-      fill(headTags, tag(q.type || 'classic', q.type === 'quorum' ? 'violet' : ''), ' ', features(q), ' ', stateView(q.state));
+      fill(headTags, tag(q.type || 'classic', q.type === 'quorum' ? 'violet' : q.type === 'stream' ? 'teal' : ''), ' ', features(q), ' ', stateView(q.state));
+      browse.setStream(q.type === 'stream');
+      streamPanel.hidden = !q.stream;
+      if (q.stream) {
+        const st = q.stream;
+        fill(streamBox, kv([
+          ['Retention', [st.max_age ? `max age ${st.max_age}` : 'no age limit', ', ', st.max_length_bytes ? `max ${bytes(st.max_length_bytes)}` : 'no size limit',
+            h('span', { class: 'muted small' }, ` (whole segments of up to ${bytes(st.max_segment_size_bytes)})`)]],
+          ['Segments', h('span', { id: 'stream-segments' }, num(st.segments))],
+          ['Size', bytes(st.bytes)],
+          ['First offset', h('span', { id: 'stream-first-offset' }, st.last_offset < 0 ? '—' : num(st.first_offset))],
+          ['Last offset', h('span', { id: 'stream-last-offset' }, st.last_offset < 0 ? '—' : num(st.last_offset))],
+          ['First timestamp', st.first_timestamp ? when(st.first_timestamp) : ''],
+          ['Last timestamp', st.last_timestamp ? when(st.last_timestamp) : ''],
+        ]), h('h3', { style: 'margin-top:12px' }, 'Named consumers'), table([
+          { title: 'Name', render: (c) => h('span', { class: 'mono' }, c.name) },
+          { title: 'Offset', num: true, render: (c) => num(c.offset) },
+          { title: 'Lag', num: true, render: (c) => num(c.lag) },
+          { title: 'Attached', render: (c) => (c.active ? tag('yes', 'green') : tag('no')) },
+        ], st.consumer_offsets || [], 'No named consumers (x-stream-consumer-name)', null, 'stream-consumers'));
+      }
       fill(stats,
         stat('Ready', num(q.messages_ready ?? 0), { key: 'ready', accent: true }),
         stat('Unacked', num(q.messages_unacknowledged ?? 0), { key: 'unacked', accent: true }),
@@ -1072,6 +1098,74 @@
       fill(bindings, bs == null ? alertBox('error', 'Could not load bindings.') : bindingsTable(bs, vhost, 'destination', refresh));
     }
     return { el, refresh };
+  }
+
+  // Browse and search (queue page): a non-destructive look at a queue's or
+  // a stream's messages (GET .../browse, our extension).
+  function browsePanel(base) {
+    let stream = false;
+    const f = {
+      from: h('input', { type: 'number', id: 'browse-from', value: '0', min: '0', style: 'width:120px' }),
+      time: h('input', { type: 'datetime-local', id: 'browse-time', step: '1' }),
+      count: h('input', { type: 'number', id: 'browse-count', value: '20', min: '1', max: '1000', style: 'width:90px' }),
+      scan: h('input', { type: 'number', id: 'browse-scan', value: '1000', min: '1', max: '100000', style: 'width:110px' }),
+      key: h('input', { type: 'text', id: 'browse-routing-key', autocomplete: 'off', placeholder: 'equal to' }),
+      header: h('input', { type: 'text', id: 'browse-header', autocomplete: 'off', placeholder: 'header name' }),
+      value: h('input', { type: 'text', id: 'browse-value', autocomplete: 'off', placeholder: 'value (any if empty)' }),
+      body: h('input', { type: 'text', id: 'browse-body', autocomplete: 'off', placeholder: 'substring' }),
+    };
+    const fromLabel = h('label', { for: 'browse-from' }, 'From position');
+    const timeLabel = h('label', { for: 'browse-time' }, 'Or from time');
+    const result = h('div', { id: 'browse-result' });
+    const nextBtn = h('button', { class: 'btn secondary', type: 'button', id: 'browse-next', hidden: true }, 'Next page');
+    let next = 0;
+    const form = h('form', { class: 'form', id: 'browse-form', onsubmit: (e) => { e.preventDefault(); run(e.submitter, false); } },
+      fromLabel, f.from, timeLabel, f.time,
+      h('label', null, 'Messages'), f.count, h('label', null, 'Scan at most'), f.scan,
+      h('label', null, 'Routing key'), f.key, h('label', null, 'Header'), h('div', null, f.header, ' = ', f.value),
+      h('label', null, 'Body contains'), f.body,
+      h('div', { class: 'form-actions' }, h('button', { class: 'btn', type: 'submit', id: 'browse-submit' }, 'Browse'), nextBtn,
+        h('span', { class: 'hint muted small' }, 'Looks without consuming: nothing is taken, acknowledged or marked redelivered.')),
+      h('div', { class: 'full' }, result));
+    nextBtn.addEventListener('click', (e) => run(e.currentTarget, true));
+    async function run(btn, more) {
+      const q = new URLSearchParams();
+      if (more) q.set('offset', String(next));
+      else if (stream && f.time.value) q.set('timestamp', String(new Date(f.time.value).getTime()));
+      else q.set('offset', String(Math.max(0, +f.from.value || 0)));
+      q.set('count', String(Math.max(1, +f.count.value || 20)));
+      q.set('scan', String(Math.max(1, +f.scan.value || 1000)));
+      q.set('truncate', '50000');
+      for (const [k, el] of [['routing_key', f.key], ['header', f.header], ['value', f.value], ['body', f.body]]) if (el.value) q.set(k, el.value);
+      await act(btn, async () => {
+        try {
+          const page = await api('GET', `${base}/browse?${q}`);
+          next = page.next;
+          nextBtn.hidden = page.end;
+          const msgs = page.messages || [];
+          fill(result, h('div', { class: 'muted small', id: 'browse-summary' }, `${num(msgs.length)} shown of ${num(page.scanned)} looked at${page.end ? ', to the end' : `, next from ${num(page.next)}`}`),
+            msgs.length ? msgs.map((m) => h('div', { class: 'msg browse-msg' },
+              h('div', { class: 'msg-head' },
+                h('span', null, stream ? 'Offset ' : 'Position ', h('b', null, num(stream ? m.offset : m.position))),
+                h('span', null, 'Enqueued ', h('b', null, when(m.enqueued))),
+                h('span', null, 'Exchange ', h('b', null, exLabel(m.exchange || ''))),
+                h('span', null, 'Routing key ', h('b', null, m.routing_key)),
+                h('span', null, h('b', null, bytes(m.payload_bytes)), ', ', m.payload_encoding)),
+              !isEmptyObj(m.properties) ? h('div', { style: 'padding:8px 12px;border-bottom:1px solid var(--line)' }, kv(Object.entries(m.properties).map(([k, v]) => [k, h('span', { class: 'mono' }, jsonText(v))]))) : null,
+              h('pre', { class: 'payload' }, m.payload))) : alertBox('info', 'No matching messages in this range.'));
+        } catch (e) {
+          fill(result, errorBox('Browse failed:', e));
+        }
+      });
+    }
+    return {
+      el: panel('Browse and search', { id: 'queue-browse' }, form),
+      setStream(v) {
+        stream = v;
+        fromLabel.textContent = v ? 'From offset' : 'From position';
+        timeLabel.hidden = f.time.hidden = !v;
+      },
+    };
   }
 
   // Exchange page ------------------------------------------------------------

@@ -1,0 +1,251 @@
+package test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Clustered streams: a stream declared in a 3-node cluster is a Raft
+// group of x-initial-cluster-size members; a confirm means a majority has
+// the message; consumers read from any member; the leader's SIGKILL loses
+// nothing confirmed; the killed node, restarted, catches up.
+
+// streamPublishRetry publishes body through node nd with a confirm,
+// retrying (on a new connection) until it is confirmed.
+func streamPublishRetry(t *testing.T, nodes []*cnode, queue, body string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for attempt := 0; time.Now().Before(deadline); attempt++ {
+		nd := nodes[attempt%len(nodes)]
+		if !nd.p.Running() {
+			continue
+		}
+		conn, err := amqp.Dial(nd.url())
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		ch, err := conn.Channel()
+		if err == nil {
+			err = ch.Confirm(false)
+		}
+		var ok bool
+		if err == nil {
+			var dc *amqp.DeferredConfirmation
+			dc, err = ch.PublishWithDeferredConfirmWithContext(context.Background(), "", queue, false, false, amqp.Publishing{Body: []byte(body)})
+			if err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				ok, err = dc.WaitContext(ctx)
+				cancel()
+			}
+		}
+		conn.Close()
+		if err == nil && ok {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%q never confirmed", body)
+}
+
+// readAll reads from first on node nd until want bodies were seen (in
+// order, each once; a message that a failover nacked and the retry
+// published again may appear twice) and checks the offsets are dense.
+func streamReadAll(t *testing.T, nd *cnode, queue string, want []string) {
+	t.Helper()
+	_, ch := dialNode(t, nd)
+	if err := ch.Qos(500, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := ch.Consume(queue, "", false, false, false, false, amqp.Table{"x-stream-offset": "first"})
+	if err != nil {
+		t.Fatalf("consume on %s: %v", nd.name, err)
+	}
+	next := 0
+	var last int64 = -1
+	for next < len(want) {
+		select {
+		case d := <-ds:
+			off := d.Headers["x-stream-offset"].(int64)
+			if off != last+1 {
+				t.Fatalf("%s: offset %d after %d", nd.name, off, last)
+			}
+			last = off
+			if string(d.Body) == want[next] {
+				next++
+			} else if next == 0 || string(d.Body) != want[next-1] {
+				t.Fatalf("%s: offset %d is %q, want %q", nd.name, off, d.Body, want[next])
+			}
+			_ = d.Ack(false)
+		case <-time.After(15 * time.Second):
+			t.Fatalf("%s: read %d of %d confirmed messages", nd.name, next, len(want))
+		}
+	}
+}
+
+func TestStreamClusterLeaderKill(t *testing.T) {
+	nodes := startCluster(t, 3)
+	_, ch := dialNode(t, nodes[0])
+	if _, err := ch.QueueDeclare("cs", true, false, false, false, amqp.Table{"x-queue-type": "stream", "x-initial-cluster-size": int32(3)}); err != nil {
+		t.Fatal(err)
+	}
+	var members []any
+	eventually(t, 15*time.Second, "a leader with 3 members", func() bool {
+		var q struct {
+			Type    string `json:"type"`
+			Leader  string `json:"leader"`
+			Members []any  `json:"members"`
+		}
+		code := nodes[1].api(t, "GET", "/api/queues/%2F/cs", nil, &q)
+		members = q.Members
+		return code == 200 && q.Type == "stream" && q.Leader != "" && len(q.Members) == 3
+	})
+	var want []string
+	// Through every node: followers forward to the leader.
+	for i := 0; i < 90; i++ {
+		b := "a" + strconv.Itoa(i)
+		streamPublishRetry(t, nodes[i%3:i%3+1], "cs", b)
+		want = append(want, b)
+	}
+	for _, nd := range nodes {
+		streamReadAll(t, nd, "cs", want)
+	}
+	// A named consumer's offset, stored as it acks on one node, is where
+	// a consumer of that name resumes on another.
+	{
+		_, c1 := dialNode(t, nodes[1])
+		_ = c1.Qos(10, 0, false)
+		ds, err := c1.Consume("cs", "", false, false, false, false, amqp.Table{"x-stream-offset": "first", "x-stream-consumer-name": "billing"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 20; i++ {
+			d := receive(t, ds)
+			_ = d.Ack(false)
+		}
+		_ = c1.Close()
+		eventually(t, 10*time.Second, "the offset on node 2", func() bool {
+			var q struct {
+				Stream struct {
+					Consumers []struct {
+						Name   string `json:"name"`
+						Offset int    `json:"offset"`
+					} `json:"consumer_offsets"`
+				} `json:"stream"`
+			}
+			nodes[2].api(t, "GET", "/api/queues/%2F/cs", nil, &q)
+			return len(q.Stream.Consumers) == 1 && q.Stream.Consumers[0].Offset == 19
+		})
+		_, c2 := dialNode(t, nodes[2])
+		_ = c2.Qos(10, 0, false)
+		ds, err = c2.Consume("cs", "", false, false, false, false, amqp.Table{"x-stream-consumer-name": "billing"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := receive(t, ds); string(d.Body) != "a20" {
+			t.Fatalf("named consumer resumed on another node at %q, want a20", d.Body)
+		}
+		_ = c2.Close()
+	}
+	victim := leaderIndex(nodes, "cs")
+	if victim < 0 {
+		t.Fatal("no leader")
+	}
+	_ = nodes[victim].p.Kill()
+	var alive []*cnode
+	for _, nd := range nodes {
+		if nd.i != victim {
+			alive = append(alive, nd)
+		}
+	}
+	for i := 0; i < 30; i++ {
+		b := "b" + strconv.Itoa(i)
+		streamPublishRetry(t, alive, "cs", b)
+		want = append(want, b)
+	}
+	for _, nd := range alive {
+		streamReadAll(t, nd, "cs", want)
+	}
+	// The killed node comes back and catches up from the group.
+	if err := nodes[victim].p.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	var seen map[string]any
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var q map[string]any
+		code, err := nodes[victim].tryAPI("GET", "/api/queues/%2F/cs", nil, &q)
+		seen = q
+		if err == nil && code == 200 && q["messages"].(float64) >= float64(len(want)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			var b map[string]any
+			nodes[victim].tryAPI("GET", "/api/queues/%2F/cs/browse?count=200", nil, &b)
+			var offs []any
+			for _, m := range b["messages"].([]any) {
+				offs = append(offs, m.(map[string]any)["offset"], m.(map[string]any)["payload"])
+			}
+			t.Fatalf("the restarted node's stream: %v (want %d messages); holds %v", seen["stream"], len(want), offs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	streamReadAll(t, nodes[victim], "cs", want)
+	t.Logf("members %v; leader %s killed; %d confirmed messages read on every node, the restarted one included", members, nodes[victim].name, len(want))
+}
+
+// TestStreamClusterRetention: the leader of a clustered stream applies
+// x-max-length-bytes through the group; every member's copy loses the
+// same head, and a reader from first on any member starts after it.
+func TestStreamClusterRetention(t *testing.T) {
+	nodes := startCluster(t, 3)
+	_, ch := dialNode(t, nodes[0])
+	if _, err := ch.QueueDeclare("cr", true, false, false, false, amqp.Table{"x-queue-type": "stream", "x-max-length-bytes": int64(4000)}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "a leader", func() bool { return leaderIndex(nodes, "cr") >= 0 })
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 100)
+	for i := 0; i < 200; i++ {
+		copy(body, strconv.Itoa(i)+" ")
+		dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", "cr", false, false, amqp.Publishing{Body: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := dc.WaitContext(ctxTimeout(t, 10*time.Second)); !ok || err != nil {
+			t.Fatalf("confirm %d: %v %v", i, ok, err)
+		}
+	}
+	for _, nd := range nodes {
+		var first float64
+		eventually(t, 15*time.Second, "retention on "+nd.name, func() bool {
+			var q struct {
+				Stream struct {
+					First float64 `json:"first_offset"`
+					Last  float64 `json:"last_offset"`
+					Bytes float64 `json:"bytes"`
+				} `json:"stream"`
+			}
+			nd.api(t, "GET", "/api/queues/%2F/cr", nil, &q)
+			first = q.Stream.First
+			return q.Stream.First > 100 && q.Stream.Last == 199 && q.Stream.Bytes <= 4000+200
+		})
+		_, c := dialNode(t, nd)
+		_ = c.Qos(50, 0, false)
+		ds, err := c.Consume("cr", "", false, false, false, false, amqp.Table{"x-stream-offset": "first"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := receive(t, ds)
+		if off := d.Headers["x-stream-offset"].(int64); float64(off) < first {
+			t.Fatalf("%s: read from first starts at %d, first retained %v", nd.name, off, first)
+		}
+		_ = c.Close()
+	}
+}
