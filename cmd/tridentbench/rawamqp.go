@@ -383,6 +383,17 @@ func (pr *rawPair) consume(s rawAMQPScenario, p Params) {
 	var acked, got uint64
 	var ackBuf []byte
 	nc := pr.cons
+	// ackUpTo acks every delivery up to tag (multiple=true).
+	ackUpTo := func(tag uint64) bool {
+		ackBuf, _ = wire.AppendMethodFrame(ackBuf[:0], 1, &wire.BasicAck{DeliveryTag: tag, Multiple: true})
+		if _, err := nc.nc.Write(ackBuf); err != nil {
+			pr.fail(err)
+			return false
+		}
+		acked = tag
+		pr.acked.Store(acked)
+		return true
+	}
 	buf := make([]byte, 256<<10)
 	// What the handshake's reader already holds comes first.
 	have, _ := nc.r.Read(buf[:nc.r.Buffered()])
@@ -434,13 +445,9 @@ func (pr *rawPair) consume(s rawAMQPScenario, p Params) {
 			// stopped and this is all it sent): nothing may stay unacked,
 			// to be requeued into the next phase when the connection goes.
 			if ack && got > acked && (got-acked >= ackEvery || (pr.c.stop.Load() && got == pr.c.published.Load())) {
-				ackBuf, _ = wire.AppendMethodFrame(ackBuf[:0], 1, &wire.BasicAck{DeliveryTag: got, Multiple: true})
-				if _, err := nc.nc.Write(ackBuf); err != nil {
-					pr.fail(err)
+				if !ackUpTo(got) {
 					return
 				}
-				acked = got
-				pr.acked.Store(acked)
 			}
 		}
 		if err != nil {
@@ -448,14 +455,8 @@ func (pr *rawPair) consume(s rawAMQPScenario, p Params) {
 			if errors.As(err, &ne) && ne.Timeout() && pr.c.stop.Load() {
 				// verifyPairs woke us: everything arrived before the
 				// stop; ack the rest.
-				if ack && got > acked {
-					ackBuf, _ = wire.AppendMethodFrame(ackBuf[:0], 1, &wire.BasicAck{DeliveryTag: got, Multiple: true})
-					if _, err := nc.nc.Write(ackBuf); err != nil {
-						pr.fail(err)
-						return
-					}
-					acked = got
-					pr.acked.Store(acked)
+				if ack && got > acked && !ackUpTo(got) {
+					return
 				}
 				_ = nc.nc.SetReadDeadline(time.Time{})
 				continue
