@@ -27,6 +27,9 @@ type Delivery struct {
 	Redelivered bool
 	// Remaining is the number of ready messages left (for basic.get-ok).
 	Remaining int
+	// Batch, if set, is the publisher's whose Publish is delivering this
+	// message right now (PublishOpts.Batch; see Batch).
+	Batch *Batch
 }
 
 // Limit is a channel-wide prefetch limit shared by the consumers of one

@@ -194,6 +194,9 @@ type Queue struct {
 	a          queueArgs // in effect: xa with the policy (policy.go), under mu
 
 	pol *Policy // the policy in effect (mu)
+	// batch is the Batch of the publish enqueuing right now (mu): set
+	// only inside enqueue, for the deliveries it makes (see Batch).
+	batch *Batch
 
 	// a.sched for readers without mu (schedargs.go).
 	ctimeout atomic.Int64
@@ -540,7 +543,7 @@ func (q *Queue) deadLetterLocked(e entry, reason string) {
 // enqueue is called by VHost.publish for a routed message. data is the
 // encoded record if the message is to be stored. It returns false if the
 // queue refused the message.
-func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64) (accepted, stored, refused bool) {
+func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64, batch *Batch) (accepted, stored, refused bool) {
 	if q.st != nil {
 		return q.st.enqueue(m, data, done, now)
 	}
@@ -577,7 +580,9 @@ func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64) (a
 		q.messageLog().AppendMessage(q.id, q.storeKey(&e), data, done)
 	}
 	q.cmdEnqueue(e)
+	q.batch = batch
 	q.dispatchLocked(now)
+	q.batch = nil
 	q.scheduleExpiry(now)
 	q.unlock()
 	return true, e.stored, false
@@ -604,7 +609,7 @@ func (q *Queue) dispatchLocked(now int64) {
 			c.unacked++
 			q.unacked[e.seq] = unackedEntry{e: e, c: c}
 		}
-		if !c.sink.Deliver(Delivery{Queue: q, Consumer: c, Msg: e.msg, Seq: q.toDelivery(e.seq), Redelivered: e.deliveries > 1}) {
+		if !c.sink.Deliver(Delivery{Queue: q, Consumer: c, Msg: e.msg, Seq: q.toDelivery(e.seq), Redelivered: e.deliveries > 1, Batch: q.batch}) {
 			c.blocked = true
 		}
 	}

@@ -28,7 +28,7 @@ type VHost struct {
 	description string
 	tags        []string
 
-	mu        sync.RWMutex
+	mu        topoMu // its Unlock drops the routing table (routetable.go)
 	exchanges map[string]*Exchange
 	queues    map[string]*Queue
 	replyTo   map[string]*Queue
@@ -1028,6 +1028,9 @@ type PublishOpts struct {
 	// forwarded here (cluster/forward) keeps its original exchange and
 	// routing key for its consumers.
 	Queue string
+	// Batch, if set, is handed to the sinks of the deliveries this
+	// publish makes on its way (see Batch).
+	Batch *Batch
 }
 
 // PublishResult is the outcome of a publish.
@@ -1091,27 +1094,29 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 		routePool.Put(sc)
 	}()
 	qs := &sc.qs
-	v.mu.RLock()
+	rv := v.routes() // no lock but for a while after a topology change
 	var x *Exchange
 	if o.Queue != "" {
-		x = v.exchanges[""]
-		if q := v.queues[o.Queue]; q != nil {
+		xr, _ := rv.exchange("")
+		x = xr.x
+		if q := rv.queue(o.Queue); q != nil {
 			*qs = append(*qs, q)
 		}
 	} else {
-		x = v.exchanges[m.Exchange]
-		if x == nil {
-			v.mu.RUnlock()
+		xr, ok := rv.exchange(m.Exchange)
+		x = xr.x
+		if !ok {
+			rv.release()
 			return PublishResult{}, v.errNoExchange(m.Exchange)
 		}
 		if x.internal {
-			v.mu.RUnlock()
+			rv.release()
 			return PublishResult{}, errorf(KindAccessRefused, "cannot publish to internal exchange '%s' in vhost '%s'", x.name, v.name)
 		}
 		if x.delay != nil && skip == nil {
 			ms, hold, err := messageDelay(m.Props.Headers)
 			if err != nil || hold {
-				v.mu.RUnlock()
+				rv.release()
 				if err != nil {
 					return PublishResult{}, err
 				}
@@ -1120,9 +1125,9 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 				return x.delay.holdBack(m, ms, o, now), nil
 			}
 		}
-		*qs = v.routeLocked(x, m, sc)
+		*qs = rv.route(xr, m, sc)
 	}
-	v.mu.RUnlock()
+	rv.release()
 	if len(*qs) == 0 && x.name == "" && v.b.cluster != nil && strings.HasPrefix(m.RoutingKey, ReplyToQueue+".") {
 		if q := v.remoteReplyTo(m.RoutingKey); q != nil {
 			*qs = append(*qs, q)
@@ -1168,7 +1173,7 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 		if wait != nil {
 			wait.left.Add(1)
 		}
-		accepted, stored, refused := q.enqueue(m, data, done, now)
+		accepted, stored, refused := q.enqueue(m, data, done, now, o.Batch)
 		if wait != nil && !stored {
 			wait.left.Add(-1)
 		}
@@ -1203,37 +1208,37 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 	return res, nil
 }
 
-// routeLocked collects the queues m reaches from x, following
+// route collects the queues m reaches from x, following
 // exchange-to-exchange bindings and alternate exchanges, each queue once.
-func (v *VHost) routeLocked(x *Exchange, m *Message, sc *routeScratch) []*Queue {
+func (rv routeView) route(x xRoute, m *Message, sc *routeScratch) []*Queue {
 	out := sc.qs
-	if x.name == "" {
-		if q := v.queues[m.RoutingKey]; q != nil {
+	if x.x.name == "" {
+		if q := rv.queue(m.RoutingKey); q != nil {
 			return append(out, q)
 		}
 		if strings.HasPrefix(m.RoutingKey, ReplyToQueue+".") {
-			if q := v.replyTo[m.RoutingKey]; q != nil {
+			if q := rv.replyQueue(m.RoutingKey); q != nil {
 				return append(out, q)
 			}
 		}
 		return out
 	}
 	var seen [8]*Exchange
-	out = v.routeExchange(x, m, out, seen[:0], sc)
+	out = rv.routeExchange(x, m, out, seen[:0], sc)
 	clear(sc.bs)
 	sc.bs = sc.bs[:0]
 	return out
 }
 
-func (v *VHost) routeExchange(x *Exchange, m *Message, out []*Queue, seen []*Exchange, sc *routeScratch) []*Queue {
+func (rv routeView) routeExchange(x xRoute, m *Message, out []*Queue, seen []*Exchange, sc *routeScratch) []*Queue {
 	for _, s := range seen {
-		if s == x {
+		if s == x.x {
 			return out
 		}
 	}
-	seen = append(seen, x)
+	seen = append(seen, x.x)
 	start := len(sc.bs)
-	sc.bs = x.router.route(m.RoutingKey, m.Props.Headers, sc.bs)
+	sc.bs = x.r.route(m.RoutingKey, m.Props.Headers, sc.bs)
 	end := len(sc.bs)
 	for i := start; i < end; i++ {
 		b := sc.bs[i] // sc.bs may grow (and move) in the recursion below
@@ -1248,16 +1253,16 @@ func (v *VHost) routeExchange(x *Exchange, m *Message, out []*Queue, seen []*Exc
 			if !dup {
 				out = append(out, b.q)
 			}
-		} else {
-			out = v.routeExchange(b.x, m, out, seen, sc)
+		} else if bx, ok := rv.to(b.x); ok {
+			out = rv.routeExchange(bx, m, out, seen, sc)
 		}
 	}
 	sc.bs = sc.bs[:start]
 	// As RabbitMQ does, the AE is used only if none of x's own bindings
 	// matched, whatever its destinations then route to.
 	if end == start && x.hasAE {
-		if ae := v.exchanges[x.alternate]; ae != nil {
-			out = v.routeExchange(ae, m, out, seen, sc)
+		if ae, ok := rv.exchange(x.alternate); ok {
+			out = rv.routeExchange(ae, m, out, seen, sc)
 		}
 	}
 	return out

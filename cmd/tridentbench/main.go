@@ -27,6 +27,20 @@
 //	                         (x-queue-type: stream), the consumer reading
 //	                         from next (see also --stream, stream.go)
 //
+// Raw AMQP scenarios (rawamqp.go): a load generator that is not the
+// bottleneck, pre-encoded basic.publish frames written 256 at a time,
+// consumers that scan for basic.deliver frames without decoding them,
+// multiple acks and confirms pipelined; counts verified after each phase.
+// Each reports broker and client CPU (cores), the broker's CPU ns per
+// message, confirm frames per confirmed message, and publish-to-deliver
+// latency percentiles at --latency-rates percent of its saturation rate:
+//
+//	raw-amqp-transient-autoack   transient, no-ack consumer
+//	raw-amqp-transient-ack       transient, manual acks (prefetch, ack-every)
+//	raw-amqp-persistent-confirm  persistent to a durable queue, confirms
+//	                             (window --confirm-window), manual acks
+//	raw-amqp-10q-autoack         10 pairs, each its own queue and connections
+//
 // The RabbitMQ anchor is a single node, so its quorum queues have one member:
 // Raft with no replication, fsynced before confirms; the single-node Trident's
 // likewise live in its local store. --cluster3 adds the target trident-3node,
@@ -54,6 +68,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -68,6 +83,10 @@ var scenarios = []Scenario{
 	amqpScenario{name: "amqp-quorum-1-1", confirms: true, quorum: true},
 	amqpScenario{name: "amqp-quorum-10-10", confirms: true, quorum: true, publishers: 10, consumers: 10},
 	amqpScenario{name: "amqp-stream-1-1", confirms: true, stream: true},
+	rawAMQPScenario{name: "raw-amqp-transient-autoack"},
+	rawAMQPScenario{name: "raw-amqp-transient-ack", manualAck: true},
+	rawAMQPScenario{name: "raw-amqp-persistent-confirm", persistent: true},
+	rawAMQPScenario{name: "raw-amqp-10q-autoack", pairs: 10},
 }
 
 // rabbitAnchorURL is where ../shared/anchors/start-anchors.sh puts RabbitMQ.
@@ -188,6 +207,8 @@ func main() {
 	fs.IntVar(&o.params.ConfirmWindow, "confirm-window", 1000, "max unconfirmed publishes per publisher (confirm scenarios)")
 	fs.IntVar(&o.params.Prefetch, "prefetch", 1000, "consumer prefetch count (manual-ack scenario)")
 	fs.IntVar(&o.params.AckEvery, "ack-every", 100, "ack with multiple=true every N deliveries (manual-ack scenario)")
+	latencyRates := fs.String("latency-rates", "10,50,90", "raw scenarios: measure latency at these `percentages` of saturation (empty: none)")
+	fs.DurationVar(&o.params.LatencyDuration, "latency-duration", 5*time.Second, "raw scenarios: measured time per latency rate")
 	fs.IntVar(&o.rounds, "rounds", 1, "repeat each scenario, targets interleaved within each round")
 	fs.StringVar(&o.only, "scenarios", "", "comma-separated scenario names to run (default all: "+scenarioNames()+")")
 	fs.BoolVar(&o.jsonOut, "json", false, "print JSON instead of a table")
@@ -212,6 +233,17 @@ func main() {
 	fs.IntVar(&o.stream, "stream", 0, "run the stream benchmark with `N` messages instead of the scenarios (see stream.go)")
 	fs.IntVar(&o.streamAnchor, "stream-anchor", 1_000_000, "at most this many messages for the RabbitMQ anchor in the stream benchmark")
 	_ = fs.Parse(os.Args[1:])
+	for _, f := range strings.Split(*latencyRates, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		pct, err := strconv.Atoi(f)
+		if err != nil || pct <= 0 || pct > 100 {
+			fmt.Fprintf(os.Stderr, "tridentbench: --latency-rates: %q is not a percentage\n", f)
+			os.Exit(2)
+		}
+		o.params.LatencyRates = append(o.params.LatencyRates, pct)
+	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "tridentbench: unexpected arguments %q\n", fs.Args())
 		os.Exit(2)

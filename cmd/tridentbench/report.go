@@ -133,6 +133,7 @@ func (r *report) writeTable(w io.Writer) {
 		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%s\t\n", x.Scenario, x.Target, x.PublishRate, x.ConsumeRate, ratio)
 	}
 	tw.Flush()
+	r.writeRaw(w)
 	fmt.Fprintf(w, "\n%s measured, %s warm-up, median of %d round(s), %d-byte bodies; %v CPUs, %s\n",
 		r.Params.Duration, r.Params.Warmup, r.Params.Rounds, r.Params.MsgSize, r.Host["cpus"], r.Host["go"])
 	fmt.Fprintln(w, "published/s counts broker-confirmed messages in the confirm scenarios; ratio is consumed/s vs", r.Baseline)
@@ -163,4 +164,47 @@ func human(v float64) string {
 		return fmt.Sprintf("%.1fk", v/1e3)
 	}
 	return fmt.Sprintf("%.0f", v)
+}
+
+// writeRaw prints the raw scenarios' CPU and latency figures (of each
+// row's last successful round).
+func (r *report) writeRaw(w io.Writer) {
+	any := false
+	for _, x := range r.Results {
+		if n := len(x.Runs); n > 0 && x.Runs[n-1].Raw != nil {
+			any = true
+		}
+	}
+	if !any {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "scenario\ttarget\tbroker cores\tclient cores\tbroker CPU ns/msg\tconfirm frames/msgs\t\n")
+	for _, x := range r.Results {
+		n := len(x.Runs)
+		if n == 0 || x.Runs[n-1].Raw == nil {
+			continue
+		}
+		raw := x.Runs[n-1].Raw
+		cf := "-"
+		if raw.Confirmed > 0 {
+			cf = fmt.Sprintf("%d/%d", raw.ConfirmFrames, raw.Confirmed)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.0f\t%s\t\n", x.Scenario, x.Target, raw.BrokerCores, raw.ClientCores, raw.BrokerNsPerMsg, cf)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "scenario\ttarget\t%% of sat.\toffered/s\tconsumed/s\tp50 µs\tp99 µs\tp99.9 µs\tmax µs\t\n")
+	for _, x := range r.Results {
+		n := len(x.Runs)
+		if n == 0 || x.Runs[n-1].Raw == nil {
+			continue
+		}
+		for _, l := range x.Runs[n-1].Raw.Latency {
+			fmt.Fprintf(tw, "%s\t%s\t%d%%\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t\n", x.Scenario, x.Target, l.Percent, l.Offered, l.Achieved, l.P50, l.P99, l.P999, l.Max)
+		}
+	}
+	tw.Flush()
 }

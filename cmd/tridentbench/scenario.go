@@ -43,6 +43,10 @@ type Params struct {
 	Prefetch int
 	// AckEvery acknowledges with multiple=true every AckEvery deliveries.
 	AckEvery int
+	// LatencyRates are the percentages of saturation at which the raw
+	// scenarios measure latency, each for LatencyDuration.
+	LatencyRates    []int
+	LatencyDuration time.Duration
 }
 
 // Result is what one run measured over Params.Duration.
@@ -60,6 +64,9 @@ type Result struct {
 
 	PublishRate float64 `json:"published_per_sec"`
 	ConsumeRate float64 `json:"consumed_per_sec"`
+
+	// Raw holds the raw scenarios' CPU and latency figures.
+	Raw *RawStats `json:"raw,omitempty"`
 }
 
 // counters are written by the publisher, confirm and consumer goroutines and
@@ -98,6 +105,11 @@ func (c *counters) fail(errc chan<- error, err error) {
 // measure lets the workers run for p.Warmup, then counts over p.Duration.
 // It returns early with the first worker error or when ctx ends.
 func measure(ctx context.Context, c *counters, p Params, errc <-chan error) (Result, error) {
+	return measureWith(ctx, c, p, errc, func() {}, func() {})
+}
+
+// measureWith is measure calling begin and end around the measured interval.
+func measureWith(ctx context.Context, c *counters, p Params, errc <-chan error, begin, end func()) (Result, error) {
 	wait := func(d time.Duration) error {
 		t := time.NewTimer(d)
 		defer t.Stop()
@@ -113,11 +125,13 @@ func measure(ctx context.Context, c *counters, p Params, errc <-chan error) (Res
 	if err := wait(p.Warmup); err != nil {
 		return Result{}, err
 	}
+	begin()
 	p0, c0, n0, t0 := c.snapshot()
 	if err := wait(p.Duration); err != nil {
 		return Result{}, err
 	}
 	p1, c1, n1, t1 := c.snapshot()
+	end()
 	r := Result{Published: p1 - p0, Consumed: c1 - c0, Nacked: n1 - n0, Elapsed: t1.Sub(t0)}
 	secs := r.Elapsed.Seconds()
 	r.PublishRate = float64(r.Published) / secs

@@ -49,6 +49,7 @@ type channel struct {
 	// Confirms.
 	confirm bool
 	pubSeq  uint64
+	cf      confirmState // under c.wmu (confirms.go)
 
 	// Transactions (reader goroutine only).
 	tx      bool
@@ -656,7 +657,7 @@ func (ch *channel) get(m *wire.BasicGet) error {
 	ch.c.wmu.Lock()
 	gm := wire.BasicGetOK{DeliveryTag: tag, Redelivered: d.Redelivered, Exchange: d.Msg.Exchange,
 		RoutingKey: d.Msg.RoutingKey, MessageCount: uint32(d.Remaining)}
-	ch.c.appendContentLocked(ch.id, &gm, d.Msg)
+	ch.c.appendContentLocked(ch.id, &gm, d.Msg, nil)
 	ch.c.wmu.Unlock()
 	ch.dmu.Unlock()
 	return nil
@@ -848,7 +849,7 @@ func (t *txConfirm) Confirm(uint64, bool) { t.wg.Done() }
 func (ch *channel) sendReturn(msg *exchange.Message) {
 	ch.c.wmu.Lock()
 	r := wire.BasicReturn{ReplyCode: wire.NoRoute, ReplyText: "NO_ROUTE", Exchange: msg.Exchange, RoutingKey: msg.RoutingKey}
-	ch.c.appendContentLocked(ch.id, &r, msg)
+	ch.c.appendContentLocked(ch.id, &r, msg, nil)
 	ch.c.wmu.Unlock()
 }
 
@@ -883,6 +884,7 @@ func (s *sink) Deliver(d exchange.Delivery) bool {
 	ch := s.ch
 	ch.dmu.Lock()
 	if s.pending {
+		d.Batch = nil // written later, by another goroutine
 		s.held = append(s.held, d)
 		ch.dmu.Unlock()
 		return true
@@ -914,7 +916,7 @@ func (s *sink) write(d exchange.Delivery) bool {
 	c.wmu.Lock()
 	c.deliver = wire.BasicDeliver{ConsumerTag: s.tag, DeliveryTag: tag, Redelivered: d.Redelivered,
 		Exchange: d.Msg.Exchange, RoutingKey: d.Msg.RoutingKey}
-	ok := c.appendContentLocked(ch.id, &c.deliver, d.Msg)
+	ok := c.appendContentLocked(ch.id, &c.deliver, d.Msg, d.Batch)
 	if !ok && d.Consumer != nil {
 		c.paused = append(c.paused, d.Consumer)
 	}

@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -51,6 +52,7 @@ type conn struct {
 
 	chmu     sync.Mutex
 	channels map[uint16]*channel
+	lastCh   *channel // the reader's last looked-up channel (reader goroutine)
 
 	// Writer state.
 	wmu     sync.Mutex
@@ -63,8 +65,16 @@ type conn struct {
 	props   wire.Properties   // scratch, under wmu
 	ack     wire.BasicAck     // scratch, under wmu
 	nack    wire.BasicNack    // scratch, under wmu
-	wrote   atomic.Bool       // something was written since the last heartbeat tick
-	werr    error
+	// confirmRuns are the channels with a run of publisher confirms not
+	// yet written (confirms.go), under wmu.
+	confirmRuns []*channel
+	// deferred is the publisher's Batch that will wake the writer for
+	// what was appended last (see exchange.Batch), under wmu.
+	deferred *exchange.Batch
+	// batch is this connection's own, as a publisher (reader goroutine).
+	batch exchange.Batch
+	wrote atomic.Bool // something was written since the last heartbeat tick
+	werr  error
 
 	opened   atomic.Bool // handshake done: vh, user and the tuned values are set
 	wdone    chan struct{}
@@ -156,9 +166,10 @@ func (c *conn) writer() {
 	defer close(c.wdone)
 	for {
 		c.wmu.Lock()
-		for len(c.out) == 0 && !c.wclosed {
+		for len(c.out) == 0 && len(c.confirmRuns) == 0 && !c.wclosed {
 			c.wcond.Wait()
 		}
+		c.writeConfirmRunsLocked()
 		if len(c.out) == 0 {
 			c.wmu.Unlock()
 			return
@@ -214,6 +225,9 @@ func (c *conn) queued() {
 func (c *conn) send(ch uint16, m wire.Method) {
 	c.wmu.Lock()
 	if !c.wclosed {
+		// A method goes after the confirms sent before it: channel.close-ok
+		// must not overtake its channel's acks.
+		c.writeConfirmRunsLocked()
 		var err error
 		var b []byte
 		if b, err = wire.AppendMethodFrame(c.out, ch, m); err == nil {
@@ -229,7 +243,7 @@ func (c *conn) send(ch uint16, m wire.Method) {
 // sendContent writes a method with content (deliver, get-ok, return).
 // Called with wmu held. It returns false if the output buffer is over its
 // high watermark.
-func (c *conn) appendContentLocked(ch uint16, m wire.Method, msg *exchange.Message) bool {
+func (c *conn) appendContentLocked(ch uint16, m wire.Method, msg *exchange.Message, batch *exchange.Batch) bool {
 	if c.wclosed {
 		return true
 	}
@@ -249,25 +263,38 @@ func (c *conn) appendContentLocked(ch uint16, m wire.Method, msg *exchange.Messa
 		rest = rest[n:]
 	}
 	c.out = b
-	c.queued()
+	// Within a publisher's batch the writer waits for its end, but only
+	// for so much: a consumer with a prefetch window must see its
+	// deliveries (and ack them) while the batch goes on.
+	if batch == nil || len(c.out) >= deferMax || (c.deferred != batch && !batch.Defer(c)) {
+		c.queued()
+	} else {
+		c.deferred = batch
+	}
 	return len(c.out) < outHigh
 }
 
-func (c *conn) sendConfirm(ch uint16, tag uint64, multiple, ok bool) {
+// deferMax is how much output a publisher's batch may hold back.
+const deferMax = 16 << 10
+
+// Flush implements exchange.Flusher: a publisher's batch that delivered
+// to this connection is over.
+func (c *conn) Flush() {
 	c.wmu.Lock()
-	if !c.wclosed {
-		var m wire.Method
-		if ok {
-			c.ack = wire.BasicAck{DeliveryTag: tag, Multiple: multiple}
-			m = &c.ack
-		} else {
-			c.nack = wire.BasicNack{DeliveryTag: tag, Multiple: multiple}
-			m = &c.nack
-		}
-		c.out, _ = wire.AppendMethodFrame(c.out, ch, m)
-		c.queued()
-	}
+	c.deferred = nil
+	c.queued()
 	c.wmu.Unlock()
+}
+
+// frameBuffered reports whether the reader holds a whole next frame, so
+// that reading it does not wait for the network.
+func (c *conn) frameBuffered() bool {
+	n := c.r.Buffered()
+	if n < 7 {
+		return false
+	}
+	h, _ := c.r.Peek(7)
+	return uint64(n) >= uint64(binary.BigEndian.Uint32(h[3:]))+wire.FrameOverhead
 }
 
 func (c *conn) heartbeater() {
@@ -518,7 +545,13 @@ func saslCredentials(mech, resp string) (user, pass string, err error) {
 
 func (c *conn) readLoop() error {
 	var buf []byte
+	defer c.batch.Flush()
 	for {
+		if c.batch.Pending() && !c.frameBuffered() {
+			// What was read is done: wake the consumers' writers once
+			// for all the deliveries it made.
+			c.batch.Flush()
+		}
 		f, err := wire.ReadFrame(c.r, c.frameMax, buf)
 		if err != nil {
 			if c.closing.Load() {
@@ -619,7 +652,12 @@ func (c *conn) connectionMethod(m wire.Method) error {
 // channel returns an open channel. Only the reader goroutine changes the
 // channels map (under chmu, for info), so the reader reads it unlocked.
 func (c *conn) channel(id uint16) *channel {
-	return c.channels[id]
+	if ch := c.lastCh; ch != nil && ch.id == id {
+		return ch // a publish is three frames on one channel
+	}
+	ch := c.channels[id]
+	c.lastCh = ch
+	return ch
 }
 
 func (c *conn) channelMethod(id uint16, m wire.Method) error {
@@ -648,6 +686,7 @@ func (c *conn) channelMethod(id uint16, m wire.Method) error {
 }
 
 func (c *conn) removeChannel(id uint16) {
+	c.lastCh = nil
 	c.chmu.Lock()
 	delete(c.channels, id)
 	c.chmu.Unlock()
@@ -686,6 +725,7 @@ func (c *conn) forceClose(reason string) {
 // Consumers on the connection keep receiving meanwhile.
 func (c *conn) waitUnblocked() {
 	if !c.internal && c.s.b.Limiter().RateLimited() {
+		c.batch.Flush() // deliveries already made go out while this waits
 		c.waitRate()
 	}
 	alarms := c.s.b.Alarms()
@@ -696,6 +736,7 @@ func (c *conn) waitUnblocked() {
 	if !blocked {
 		return
 	}
+	c.batch.Flush()
 	c.log.Info("publishing blocked by a resource alarm", "reason", reason)
 	c.blocked.Store(true)
 	if c.capBlocked {
@@ -721,6 +762,7 @@ func (c *conn) cleanup() {
 		chs = append(chs, ch)
 	}
 	c.channels = map[uint16]*channel{}
+	c.lastCh = nil
 	c.chmu.Unlock()
 	for _, ch := range chs {
 		ch.cleanup()

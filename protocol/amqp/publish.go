@@ -129,10 +129,10 @@ func (ch *channel) publishOne(m *wire.BasicPublish) error {
 		ch.stats.txMsgs.Store(int32(len(ch.txPubs)))
 		return nil
 	}
-	var o exchange.PublishOpts
+	o := exchange.PublishOpts{Batch: &ch.c.batch}
 	if ch.confirm {
 		ch.pubSeq++
-		o = exchange.PublishOpts{Confirmer: ch, Tag: ch.pubSeq}
+		o.Confirmer, o.Tag = ch, ch.pubSeq
 	}
 	if ch.c.internal && m.Exchange == "" {
 		forwarded(msg, &o)
@@ -156,7 +156,7 @@ func (ch *channel) publishOne(m *wire.BasicPublish) error {
 			// a message that went nowhere.
 			ok = false
 		}
-		ch.c.sendConfirm(ch.id, o.Tag, false, ok)
+		ch.c.sendConfirm(ch, o.Tag, ok)
 	}
 	return nil
 }
@@ -164,7 +164,7 @@ func (ch *channel) publishOne(m *wire.BasicPublish) error {
 // Confirm implements exchange.Confirmer for publisher confirms.
 func (ch *channel) Confirm(tag uint64, ok bool) {
 	ch.stats.unconfirmed.Add(-1)
-	ch.c.sendConfirm(ch.id, tag, false, ok)
+	ch.c.sendConfirm(ch, tag, ok)
 }
 
 // badExpiration says why an expiration property is not what RabbitMQ

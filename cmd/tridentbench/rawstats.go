@@ -1,0 +1,199 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// What the raw-protocol scenarios (rawamqp.go) measure beside throughput:
+// the CPU the broker and this process used over the measured interval,
+// the broker's CPU per message, and publish-to-deliver latency at offered
+// rates below saturation.
+
+// RawStats are the raw scenarios' extra figures for one run.
+type RawStats struct {
+	// BrokerCores and ClientCores are CPU seconds per second over the
+	// saturation interval (user + system), of the broker process (found by
+	// its listening port) and of tridentbench itself.
+	BrokerCores float64 `json:"broker_cores"`
+	ClientCores float64 `json:"client_cores"`
+	// BrokerNsPerMsg is the broker's CPU time per consumed message.
+	BrokerNsPerMsg float64 `json:"broker_cpu_ns_per_msg"`
+	// ConfirmFrames and Confirmed count the publisher-confirm frames the
+	// broker sent and the messages they confirmed, over the whole run.
+	ConfirmFrames uint64 `json:"confirm_frames,omitempty"`
+	Confirmed     uint64 `json:"confirmed,omitempty"`
+	// Latency holds one entry per offered rate.
+	Latency []LatencyPoint `json:"latency,omitempty"`
+}
+
+// LatencyPoint is publish-to-deliver latency at one offered rate: the time
+// from just before the publisher's write of a batch to the consumer's read
+// that brought the delivery in.
+type LatencyPoint struct {
+	Percent  int     `json:"percent_of_saturation"`
+	Offered  float64 `json:"offered_per_sec"`
+	Achieved float64 `json:"consumed_per_sec"`
+	P50      float64 `json:"p50_us"`
+	P99      float64 `json:"p99_us"`
+	P999     float64 `json:"p999_us"`
+	Max      float64 `json:"max_us"`
+	Samples  uint64  `json:"samples"`
+}
+
+// cpuTicks is user+system time of pid (0: this process) in clock ticks.
+func cpuTicks(pid int) (int64, error) {
+	path := "/proc/self/stat"
+	if pid != 0 {
+		path = fmt.Sprintf("/proc/%d/stat", pid)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces; fields after its ')' are plain.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		s = s[i+1:]
+	}
+	f := strings.Fields(s)
+	if len(f) < 13 {
+		return 0, fmt.Errorf("%s: short", path)
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)  // utime, field 14
+	st, err2 := strconv.ParseInt(f[12], 10, 64) // stime, field 15
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("%s: bad utime/stime", path)
+	}
+	return u + st, nil
+}
+
+// clockTick is USER_HZ, 100 on Linux everywhere this runs.
+const clockTick = 100
+
+// cpuMeter measures broker and client CPU between start and stop.
+type cpuMeter struct {
+	pid            int
+	b0, c0         int64
+	t0             time.Time
+	brokerOK       bool
+	broker, client float64 // cores
+}
+
+func startCPU(pid int) *cpuMeter {
+	m := &cpuMeter{pid: pid, t0: time.Now()}
+	if pid > 0 {
+		if t, err := cpuTicks(pid); err == nil {
+			m.b0, m.brokerOK = t, true
+		}
+	}
+	m.c0, _ = cpuTicks(0)
+	return m
+}
+
+func (m *cpuMeter) stop() {
+	secs := time.Since(m.t0).Seconds()
+	if m.brokerOK {
+		if t, err := cpuTicks(m.pid); err == nil {
+			m.broker = float64(t-m.b0) / clockTick / secs
+		} else {
+			m.brokerOK = false
+		}
+	}
+	if t, err := cpuTicks(0); err == nil {
+		m.client = float64(t-m.c0) / clockTick / secs
+	}
+}
+
+// histogram counts latencies in microseconds: 1 µs buckets up to 100 ms,
+// the rest in one overflow bucket (with the maximum kept exactly). One
+// goroutine records; merge after it stopped.
+type histogram struct {
+	counts [100_000]uint32
+	over   uint64
+	n      uint64
+	max    int64 // ns
+}
+
+func (h *histogram) record(ns int64) {
+	if ns < 0 {
+		ns = 0
+	}
+	if us := ns / 1000; us < int64(len(h.counts)) {
+		h.counts[us]++
+	} else {
+		h.over++
+	}
+	h.n++
+	if ns > h.max {
+		h.max = ns
+	}
+}
+
+func (h *histogram) merge(o *histogram) {
+	for i, c := range o.counts {
+		h.counts[i] += c
+	}
+	h.over += o.over
+	h.n += o.n
+	h.max = max(h.max, o.max)
+}
+
+// quantile is the latency in µs below which a fraction q of the samples lie.
+func (h *histogram) quantile(q float64) float64 {
+	if h.n == 0 {
+		return 0
+	}
+	want := uint64(q * float64(h.n))
+	if want >= h.n {
+		want = h.n - 1
+	}
+	var seen uint64
+	for i, c := range h.counts {
+		seen += uint64(c)
+		if seen > want {
+			return float64(i) + 0.5
+		}
+	}
+	return float64(h.max) / 1000
+}
+
+// gate parks a publisher until a reader says there may be credit again.
+type gate struct {
+	waiting atomic.Bool
+	c       chan struct{}
+}
+
+func newGate() *gate { return &gate{c: make(chan struct{}, 1)} }
+
+// wait returns once ok() holds or stop is set.
+func (g *gate) wait(ok func() bool, stop *atomic.Bool) {
+	for !ok() && !stop.Load() {
+		g.waiting.Store(true)
+		if ok() || stop.Load() {
+			g.waiting.Store(false)
+			return
+		}
+		select {
+		case <-g.c:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// kick wakes a waiting publisher; cheap when none waits.
+func (g *gate) kick() {
+	if g.waiting.Load() && g.waiting.CompareAndSwap(true, false) {
+		select {
+		case g.c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+var histPool = sync.Pool{New: func() any { return new(histogram) }}

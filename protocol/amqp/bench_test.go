@@ -1,0 +1,187 @@
+package amqp
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/amqp/wire"
+	"github.com/trident-broker/trident/store"
+)
+
+// benchServer is a server over the in-memory store on a loopback listener.
+func benchServer(b *testing.B) string {
+	b.Helper()
+	st := store.NewMemory()
+	br, err := exchange.New(st, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := br.EnsureVHost("/"); err != nil {
+		b.Fatal(err)
+	}
+	users, err := auth.New(st, auth.Options{DefaultUser: "guest", DefaultPass: "guest"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := NewServer(Config{}, br, users, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = s.Serve(ln) }()
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+		_ = br.Close()
+	})
+	return ln.Addr().String()
+}
+
+// benchConn is a raw client: handshake and channel 1, then bytes.
+type benchConn struct {
+	nc net.Conn
+	r  *bufio.Reader
+}
+
+func benchDial(b *testing.B, addr string) *benchConn {
+	b.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := &benchConn{nc: nc, r: bufio.NewReaderSize(nc, 256<<10)}
+	b.Cleanup(func() { nc.Close() })
+	if _, err := nc.Write([]byte(wire.ProtocolHeader)); err != nil {
+		b.Fatal(err)
+	}
+	c.expect(b, "connection.start")
+	c.send(b, 0, &wire.ConnectionStartOK{Mechanism: "PLAIN", Response: "\x00guest\x00guest", Locale: "en_US"})
+	c.expect(b, "connection.tune")
+	c.send(b, 0, &wire.ConnectionTuneOK{ChannelMax: 1, FrameMax: 131072})
+	c.send(b, 0, &wire.ConnectionOpen{VirtualHost: "/"})
+	c.expect(b, "connection.open-ok")
+	c.send(b, 1, &wire.ChannelOpen{})
+	c.expect(b, "channel.open-ok")
+	return c
+}
+
+func (c *benchConn) send(b *testing.B, ch uint16, m wire.Method) {
+	buf, err := wire.AppendMethodFrame(nil, ch, m)
+	if err == nil {
+		_, err = c.nc.Write(buf)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+func (c *benchConn) expect(b *testing.B, name string) {
+	for {
+		f, err := wire.ReadFrame(c.r, 0, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if f.Type != wire.FrameMethod {
+			continue
+		}
+		m, err := wire.DecodeMethod(f.Payload)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if m.Name() != name {
+			b.Fatalf("got %s, want %s", m.Name(), name)
+		}
+		return
+	}
+}
+
+// BenchmarkTransient1to1 is transient 16-byte messages through one queue
+// to a no-ack consumer over loopback TCP, a raw publisher writing batches
+// of 256 pre-encoded messages (at most 64k in flight); allocs/op are the
+// whole process's (broker and client) per message.
+func BenchmarkTransient1to1(b *testing.B) {
+	addr := benchServer(b)
+	cons := benchDial(b, addr)
+	cons.send(b, 1, &wire.QueueDeclare{Queue: "bench"})
+	cons.expect(b, "queue.declare-ok")
+	cons.send(b, 1, &wire.BasicConsume{Queue: "bench", ConsumerTag: "c", NoAck: true})
+	cons.expect(b, "basic.consume-ok")
+	pub := benchDial(b, addr)
+
+	var one []byte
+	one, _ = wire.AppendMethodFrame(one, 1, &wire.BasicPublish{RoutingKey: "bench"})
+	one, _ = wire.AppendHeaderFrame(one, 1, 16, &wire.Properties{DeliveryMode: 1})
+	one = wire.AppendFrame(one, wire.FrameBody, 1, make([]byte, 16))
+	const batch = 256
+	var buf []byte
+	for range batch {
+		buf = append(buf, one...)
+	}
+
+	got := make(chan int, 1024)
+	done := make(chan error, 1)
+	go func() {
+		rb := make([]byte, 256<<10)
+		have, _ := cons.r.Read(rb[:cons.r.Buffered()])
+		for {
+			n, err := cons.nc.Read(rb[have:])
+			have += n
+			off, cnt := 0, 0
+			for {
+				f, used, perr := wire.ParseFrame(rb[off:have], 0)
+				if perr != nil {
+					if !errors.Is(perr, io.ErrUnexpectedEOF) {
+						done <- perr
+						return
+					}
+					break
+				}
+				off += used
+				if f.Type == wire.FrameMethod && binary.BigEndian.Uint16(f.Payload[2:]) == wire.MethodBasicDeliver {
+					cnt++
+				}
+			}
+			copy(rb, rb[off:have])
+			have -= off
+			if cnt > 0 {
+				got <- cnt
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	const window = 64 << 10
+	run := func(n int) {
+		sent, recv := 0, 0
+		for recv < n {
+			for sent < n && sent-recv+batch <= window {
+				k := min(batch, n-sent)
+				if _, err := pub.nc.Write(buf[:k*len(one)]); err != nil {
+					b.Fatal(err)
+				}
+				sent += k
+			}
+			select {
+			case c := <-got:
+				recv += c
+			case err := <-done:
+				b.Fatal(err)
+			}
+		}
+	}
+	run(100_000) // warm up: buffers and pools at their steady sizes
+	b.ReportAllocs()
+	b.ResetTimer()
+	run(b.N)
+}
