@@ -56,19 +56,9 @@ func readStateSnapshot(rd io.Reader) (state, error) {
 	return r.stateOnly()
 }
 
+// stateOnly reads the rest of a state-only snapshot.
 func (r *snapReader) stateOnly() (state, error) {
-	n, err := r.uvarint("state length")
-	if err != nil {
-		return state{}, err
-	}
-	if n > maxStateBytes {
-		return state{}, corruptf("state of %d bytes", n)
-	}
-	enc, err := r.data(n)
-	if err != nil {
-		return state{}, err
-	}
-	s, err := decodeState(enc)
+	s, err := r.state()
 	if err != nil {
 		return state{}, err
 	}
@@ -215,18 +205,7 @@ func readSnapshot(rd io.Reader, put func(held bool, key uint64, data []byte)) (s
 	if v != snapshotVersion {
 		return state{}, corruptf("snapshot version %d, want %d", v, snapshotVersion)
 	}
-	n, err := r.uvarint("state length")
-	if err != nil {
-		return state{}, err
-	}
-	if n > maxStateBytes {
-		return state{}, corruptf("state of %d bytes", n)
-	}
-	enc, err := r.data(n)
-	if err != nil {
-		return state{}, err
-	}
-	s, err := decodeState(enc)
+	s, err := r.state()
 	if err != nil {
 		return state{}, err
 	}
@@ -268,6 +247,22 @@ func readSnapshot(rd io.Reader, put func(held bool, key uint64, data []byte)) (s
 		return state{}, err
 	}
 	return s, nil
+}
+
+// state reads a snapshot's length-prefixed state.
+func (r *snapReader) state() (state, error) {
+	n, err := r.uvarint("state length")
+	if err != nil {
+		return state{}, err
+	}
+	if n > maxStateBytes {
+		return state{}, corruptf("state of %d bytes", n)
+	}
+	enc, err := r.data(n)
+	if err != nil {
+		return state{}, err
+	}
+	return decodeState(enc)
 }
 
 // legacySnapshotVersion is the snapshot format of the builds that kept a
