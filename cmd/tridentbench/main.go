@@ -87,6 +87,7 @@ var scenarios = []Scenario{
 	rawAMQPScenario{name: "raw-amqp-transient-ack", manualAck: true},
 	rawAMQPScenario{name: "raw-amqp-persistent-confirm", persistent: true},
 	rawAMQPScenario{name: "raw-amqp-10q-autoack", pairs: 10},
+	rawAMQPScenario{name: "raw-amqp-stream-confirm", persistent: true, stream: true},
 }
 
 // rabbitAnchorURL is where ../shared/anchors/start-anchors.sh puts RabbitMQ.

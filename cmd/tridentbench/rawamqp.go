@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/trident-broker/trident/protocol/amqp/wire"
 )
 
@@ -38,6 +40,11 @@ type rawAMQPScenario struct {
 	persistent bool // durable queue, persistent messages, confirms, manual acks
 	manualAck  bool // manual acks (implied by persistent)
 	pairs      int  // publisher/consumer pairs, each with its own queue; 0 means 1
+	// stream: each queue is a stream (x-queue-type stream; persistent
+	// must be set too: confirms, manual acks, which a stream takes as
+	// credit); the consumer reads from "next", so each phase counts what
+	// it publishes.
+	stream bool
 }
 
 func (s rawAMQPScenario) Name() string   { return s.name }
@@ -77,7 +84,11 @@ func (s rawAMQPScenario) Run(ctx context.Context, rawURL string, p Params) (Resu
 	suffix := randomSuffix()
 	for i := range queues {
 		queues[i] = fmt.Sprintf("tridentbench-%s-%d-%s", s.name, i, suffix)
-		if _, err := ch.QueueDeclare(queues[i], s.persistent, false, false, false, nil); err != nil {
+		var args amqp.Table
+		if s.stream {
+			args = amqp.Table{"x-queue-type": "stream"}
+		}
+		if _, err := ch.QueueDeclare(queues[i], s.persistent, false, false, false, args); err != nil {
 			return Result{}, fmt.Errorf("queue.declare: %w", err)
 		}
 	}
@@ -306,7 +317,11 @@ func (s rawAMQPScenario) startConsumer(pr *rawPair, p Params) error {
 			return err
 		}
 	}
-	return pr.cons.rpc(&wire.BasicConsume{Queue: pr.queue, ConsumerTag: "raw", NoAck: !ack})
+	var args wire.Table
+	if s.stream {
+		args = wire.Table{"x-stream-offset": "next"}
+	}
+	return pr.cons.rpc(&wire.BasicConsume{Queue: pr.queue, ConsumerTag: "raw", NoAck: !ack, Arguments: args})
 }
 
 // publish writes batches of pre-encoded messages; rate 0 means as fast as
