@@ -148,6 +148,10 @@ type Cluster interface {
 	// Remote reaches queue in vhost on node (a direct reply-to consumer
 	// of another node).
 	Remote(vhost, queue, node string) Remote
+	// StreamRemote reaches clustered stream q, of which this node is not
+	// a member, through one of its members (streamremote.go): one per
+	// consumer. nil if there is no way.
+	StreamRemote(q *Queue) StreamRemote
 }
 
 // maxRemoteReplyTo bounds the reply-to proxies a vhost keeps.

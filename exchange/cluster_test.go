@@ -488,6 +488,7 @@ func TestTransientTopologyAcrossNodes(t *testing.T) {
 }
 
 func (c *fakeCluster) Remote(string, string, string) Remote { return &fakeRemote{} }
+func (c *fakeCluster) StreamRemote(*Queue) StreamRemote     { return nil }
 
 // TestStaleDeliveryCannotSettleNewEntry: a delivery from the proxy era
 // whose seq equals that of an entry loaded when the queue became local

@@ -80,6 +80,9 @@ type cursor struct {
 	waiting bool
 	stop    bool
 	wake    chan struct{}
+	// up, if not nil, is the consumer on a member of a clustered stream
+	// this node has no copy of (streamremote.go); no goroutine runs.
+	up *upstream
 }
 
 func newStream(q *Queue, a streamArgs) *stream {
@@ -224,23 +227,36 @@ func (st *stream) addConsumer(o ConsumeOpts) (*Consumer, error) {
 		}
 		name = s
 	}
+	var up *upstream
+	if st.readsRemotely() {
+		if r := q.vh.b.cluster.StreamRemote(q); r != nil {
+			up = &upstream{r: r, name: name, tags: map[uint64]uint64{}}
+			name = "" // its offset is kept upstream
+		}
+	}
 	start := st.resolve(spec)
 	st.mu.Lock()
 	if st.closed.Load() {
 		st.mu.Unlock()
 		return nil, errorf(KindNotFound, "no queue '%s' in vhost '%s'", q.name, q.vh.name)
 	}
-	if off, ok := st.offsets[name]; ok && name != "" && !given {
+	if off, ok := st.offsets[name]; ok && name != "" && !given && up == nil {
 		start = off + 1
 	}
 	for _, c := range st.cursors {
 		if c.c.excl {
 			st.mu.Unlock()
+			if up != nil {
+				up.r.Close()
+			}
 			return nil, errorf(KindAccessRefused, "queue '%s' in vhost '%s' in exclusive use", q.name, q.vh.name)
 		}
 	}
 	if o.Exclusive && len(st.cursors) > 0 {
 		st.mu.Unlock()
+		if up != nil {
+			up.r.Close()
+		}
 		return nil, errorf(KindAccessRefused, "queue '%s' in vhost '%s' in exclusive use", q.name, q.vh.name)
 	}
 	st.cid++
@@ -248,8 +264,14 @@ func (st *stream) addConsumer(o ConsumeOpts) (*Consumer, error) {
 		st.cid = 1
 	}
 	c := &Consumer{q: q, tag: o.Tag, excl: o.Exclusive, priority: o.Priority, prefetch: o.Prefetch, sink: o.Sink}
-	cur := &cursor{id: st.cid, c: c, name: name, next: start, bufNext: start, acked: -1, wake: make(chan struct{}, 1)}
+	cur := &cursor{id: st.cid, c: c, name: name, next: start, bufNext: start, acked: -1, wake: make(chan struct{}, 1), up: up}
 	st.cursors[cur.id] = cur
+	if up != nil {
+		cur.next = 0 // the upstream consumer says where it starts
+		st.startUpstream(cur, o.Args["x-stream-offset"])
+		st.mu.Unlock()
+		return c, nil
+	}
 	st.mu.Unlock()
 	st.start()
 	go st.run(cur)
@@ -362,6 +384,9 @@ func (st *stream) settle(seqs []uint64, ack bool) {
 		if cur.out > 0 {
 			cur.out--
 		}
+		if cur.up != nil {
+			cur.settleUpstreamLocked(s & offsetMask)
+		}
 		if ack {
 			st.q.counters.ack.Add(1)
 			st.q.vh.counters.ack.Add(1)
@@ -415,6 +440,9 @@ func (st *stream) resume(c *Consumer) {
 	for _, cur := range st.cursors {
 		if cur.c == c {
 			cur.signal()
+			if cur.up != nil {
+				st.deliverUpstreamLocked(cur)
+			}
 		}
 	}
 	st.mu.Unlock()
@@ -425,6 +453,9 @@ func (st *stream) kick() {
 	st.mu.Lock()
 	for _, cur := range st.cursors {
 		cur.signal()
+		if cur.up != nil {
+			st.deliverUpstreamLocked(cur)
+		}
 	}
 	st.mu.Unlock()
 }
@@ -437,6 +468,9 @@ func (st *stream) removeConsumer(c *Consumer) {
 			cur.stop = true
 			c.cancelled = true
 			cur.signal()
+			if cur.up != nil {
+				cur.up.r.Close()
+			}
 			delete(st.cursors, id)
 			named = cur.name != ""
 		}
@@ -471,6 +505,9 @@ func (st *stream) close(cancelSinks bool) int {
 		cur.stop = true
 		cur.c.cancelled = true
 		cur.signal()
+		if cur.up != nil {
+			cur.up.r.Close()
+		}
 		if cancelSinks {
 			cur.c.sink.Cancelled(cur.c)
 		}

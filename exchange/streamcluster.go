@@ -19,7 +19,8 @@ import "time"
 // (x-max-age, x-max-length-bytes) is the leader's: it deletes the oldest
 // messages through the group's log, by message rather than by segment
 // (there are no segments to drop); followers see their first key move. A
-// node that is not a member has no copy: its consumers see nothing.
+// node that is not a member has no copy: its consumers read the stream
+// through a member (streamremote.go), its publishes are forwarded.
 
 const followEvery = 20 * time.Millisecond
 

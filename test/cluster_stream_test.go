@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -248,4 +249,107 @@ func TestStreamClusterRetention(t *testing.T) {
 		}
 		_ = c.Close()
 	}
+}
+
+// TestStreamClusterNonMember: in a 4-node cluster a stream of 3 members
+// leaves one node without a copy. A consumer there reads the stream
+// through a member (from first, from a numeric offset, by name), with
+// x-stream-offset on every delivery and acks as credit; publishes there
+// reach the stream, confirmed once the group committed them.
+func TestStreamClusterNonMember(t *testing.T) {
+	nodes := startCluster(t, 4)
+	_, ch := dialNode(t, nodes[0])
+	if _, err := ch.QueueDeclare("cn", true, false, false, false, amqp.Table{"x-queue-type": "stream", "x-initial-cluster-size": int32(3)}); err != nil {
+		t.Fatal(err)
+	}
+	var members []string
+	eventually(t, 15*time.Second, "a leader with 3 members", func() bool {
+		var q struct {
+			Leader  string   `json:"leader"`
+			Members []string `json:"members"`
+		}
+		code := nodes[0].api(t, "GET", "/api/queues/%2F/cn", nil, &q)
+		members = q.Members
+		return code == 200 && q.Leader != "" && len(q.Members) == 3
+	})
+	var outsider, member *cnode
+	for _, nd := range nodes {
+		if !slices.Contains(members, nd.name) {
+			outsider = nd
+		} else if member == nil {
+			member = nd
+		}
+	}
+	if outsider == nil || member == nil {
+		t.Fatalf("members %v: no outsider among the 4 nodes", members)
+	}
+
+	// 50 through a member, 50 through the outsider, each confirmed.
+	want := append(numbered("m", 0, 50), numbered("o", 0, 50)...)
+	_, mch := dialNode(t, member)
+	streamPublish(t, mch, "", "cn", want[:50], nil)
+	_, och := dialNode(t, outsider)
+	streamPublish(t, och, "", "cn", want[50:], nil)
+	// Confirmed means committed by the group: every member has them.
+	for _, nd := range nodes {
+		if nd != outsider {
+			streamReadAll(t, nd, "cn", want)
+		}
+	}
+
+	// From first, with a prefetch well below the count: acks are credit.
+	c1, ds := consumeStream(t, outsider.url(), "cn", 10, amqp.Table{"x-stream-offset": "first"})
+	bodies, offs := takeStream(t, ds, len(want))
+	if !slices.Equal(bodies, want) {
+		t.Fatalf("outsider read from first %v, want %v", bodies, want)
+	}
+	for i, off := range offs {
+		if off != offs[0]+int64(i) {
+			t.Fatalf("offsets not dense: %v", offs)
+		}
+	}
+	// The consumer follows the tail: a message published now arrives.
+	streamPublish(t, mch, "", "cn", []string{"tail"}, nil)
+	if b, o := takeStream(t, ds, 1); b[0] != "tail" || o[0] != offs[len(offs)-1]+1 {
+		t.Fatalf("tail delivery %q at %d, want tail at %d", b[0], o[0], offs[len(offs)-1]+1)
+	}
+	_ = c1.Close()
+
+	// From a numeric offset.
+	from := offs[0] + 40
+	c2, ds := consumeStream(t, outsider.url(), "cn", 5, amqp.Table{"x-stream-offset": from})
+	bodies, offs2 := takeStream(t, ds, 20)
+	if !slices.Equal(bodies, want[40:60]) || offs2[0] != from || offs2[19] != from+19 {
+		t.Fatalf("outsider read from %d: %v at %v, want %v", from, bodies, offs2, want[40:60])
+	}
+	_ = c2.Close()
+
+	// A named consumer: its offset is kept by the member it reads from
+	// (and replicated); one of that name resumes after it.
+	c3, ds := consumeStream(t, outsider.url(), "cn", 10, amqp.Table{"x-stream-offset": "first", "x-stream-consumer-name": "audit"})
+	takeStream(t, ds, 10)
+	_ = c3.Close()
+	eventually(t, 10*time.Second, "the named offset stored", func() bool {
+		var q struct {
+			Stream struct {
+				Consumers []struct {
+					Name   string `json:"name"`
+					Offset int64  `json:"offset"`
+					Active bool   `json:"active"`
+				} `json:"consumer_offsets"`
+			} `json:"stream"`
+		}
+		member.api(t, "GET", "/api/queues/%2F/cn", nil, &q)
+		for _, c := range q.Stream.Consumers {
+			if c.Name == "audit" {
+				return c.Offset == offs[9] && !c.Active
+			}
+		}
+		return false
+	})
+	c4, ds := consumeStream(t, outsider.url(), "cn", 10, amqp.Table{"x-stream-consumer-name": "audit"})
+	if b, o := takeStream(t, ds, 1); b[0] != want[10] || o[0] != offs[10] {
+		t.Fatalf("named consumer resumed at %q (%d), want %q (%d)", b[0], o[0], want[10], offs[10])
+	}
+	_ = c4.Close()
 }

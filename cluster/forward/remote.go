@@ -52,6 +52,11 @@ type remote struct {
 	prefetch int
 	push     func(m *exchange.Message, tag uint64, redelivered bool)
 	reset    func()
+	// args, set by ConsumeWith, are the consumer's basic.consume
+	// arguments; with them the prefetch is the consumer's own (a
+	// stream's consumer needs one), not the channel's.
+	args     amqp.Table
+	withArgs bool
 	gen      uint32   // consumer generation: bumped when a session ends
 	acks     []settle // queued by Ack and Nack
 	closed   bool
@@ -190,6 +195,23 @@ func (r *remote) Consume(prefetch int, push func(m *exchange.Message, tag uint64
 	r.mu.Unlock()
 }
 
+// ConsumeWith implements exchange.StreamRemote: Consume with basic.consume
+// arguments and a per-consumer prefetch. The next session (after a reset)
+// uses the arguments given last, so a reset callback that calls it again
+// decides where the new session starts.
+func (r *remote) ConsumeWith(args exchange.Table, prefetch int, push func(m *exchange.Message, tag uint64, redelivered bool), reset func()) {
+	t, err := outTable(args, 0)
+	if err != nil {
+		r.log.Warn("consumer arguments not forwarded", "err", err)
+		t = nil
+	}
+	r.mu.Lock()
+	r.args, r.withArgs = t, true
+	r.want, r.prefetch, r.push, r.reset = true, prefetch, push, reset
+	r.kickLocked()
+	r.mu.Unlock()
+}
+
 // StopConsuming implements exchange.Remote. Tags pushed before are dead
 // at once; the consumer channel is closed by the goroutine, which makes
 // the owning node requeue them. A push already under way may still
@@ -240,7 +262,11 @@ func (r *remote) Close() {
 	}
 	r.closed, r.want = true, false
 	r.gen++
-	r.acks = nil
+	// A stream consumer's (ConsumeWith) last acks are still sent before
+	// its channel closes: they are its named offset's last moves.
+	if !r.withArgs {
+		r.acks = nil
+	}
 	r.kickLocked()
 	r.mu.Unlock()
 	if r.inflight.close() {
@@ -405,6 +431,7 @@ type session struct {
 	deliveries <-chan amqp.Delivery
 	gen        uint32
 	prefetch   int
+	withArgs   bool     // the prefetch is the consumer's (ConsumeWith)
 	unacked    []uint64 // delivery tags pushed and not settled, ascending
 }
 
@@ -446,7 +473,7 @@ func (r *remote) run() {
 			s = nil
 		}
 		if s != nil && prefetch != s.prefetch {
-			if err := s.ch.Qos(prefetch, 0, true); err != nil {
+			if err := s.ch.Qos(prefetch, 0, !s.withArgs); err != nil {
 				s = r.lost(s, err)
 			} else {
 				s.prefetch = prefetch
@@ -506,6 +533,9 @@ func (r *remote) start(prefetch int, gen uint32) (*session, error) {
 	if l == nil {
 		return nil, ErrClosed
 	}
+	r.mu.Lock()
+	args, withArgs := r.args, r.withArgs
+	r.mu.Unlock()
 	var s *session
 	err = withTimeout(func() error {
 		c, err := l.connection()
@@ -516,16 +546,16 @@ func (r *remote) start(prefetch int, gen uint32) (*session, error) {
 		if err != nil {
 			return errors.Join(ErrConnectionLost, err)
 		}
-		if err := ch.Qos(prefetch, 0, true); err != nil {
+		if err := ch.Qos(prefetch, 0, !withArgs); err != nil {
 			_ = ch.Close()
 			return err
 		}
-		ds, err := ch.Consume(r.queue, "", false, false, false, false, nil)
+		ds, err := ch.Consume(r.queue, "", false, false, false, false, args)
 		if err != nil {
 			_ = ch.Close()
 			return err
 		}
-		s = &session{addr: addr, ch: ch, deliveries: ds, gen: gen, prefetch: prefetch}
+		s = &session{addr: addr, ch: ch, deliveries: ds, gen: gen, prefetch: prefetch, withArgs: withArgs}
 		return nil
 	}, l.dropConn) // a late session dies with the connection
 	if err != nil {

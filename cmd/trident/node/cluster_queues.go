@@ -588,6 +588,29 @@ func (c *clusterQueues) Remote(vhost, queue, node string) exchange.Remote {
 	return c.fwd.Remote(vhost, queue, func() (string, error) { return c.addrOf(node) })
 }
 
+// StreamRemote implements exchange.Cluster: a consumer's way to a
+// clustered stream this node is not a member of, through the first of its
+// members (in their recorded order) that is alive; when that one goes, the
+// consumer moves to the next.
+func (c *clusterQueues) StreamRemote(q *exchange.Queue) exchange.StreamRemote {
+	locate := func() (string, error) {
+		last := errors.New("stream has no members")
+		for _, m := range q.Members() {
+			if m == c.self {
+				continue
+			}
+			a, err := c.addrOf(m)
+			if err == nil {
+				return a, nil
+			}
+			last = err
+		}
+		return "", last
+	}
+	r, _ := c.fwd.Remote(q.VHost(), q.Name(), locate).(exchange.StreamRemote)
+	return r
+}
+
 // WaitReady waits until a new quorum queue's group has elected a leader.
 func (c *clusterQueues) WaitReady(q *exchange.Queue) error {
 	c.mu.Lock()

@@ -1,0 +1,154 @@
+package exchange
+
+import (
+	"slices"
+	"strconv"
+)
+
+// A consumer of a clustered stream on a node that is not one of its
+// members (this node has no copy) reads the stream through a member, as
+// RabbitMQ's do: each such consumer has its own upstream consumer (a
+// StreamRemote from Cluster.StreamRemote) on a member, started with its
+// x-stream-offset and x-stream-consumer-name and its prefetch. The
+// member's deliveries carry x-stream-offset already; they are handed to
+// the local consumer in offset order, and an ack (or reject) here gives
+// the credit back upstream (acks it there: a named consumer's offset is
+// kept by the member, not here). When the upstream consumer is lost (the
+// member went down, another member is picked) it starts again at the
+// offset after the last one delivered here, and what arrives twice is
+// dropped; deliveries made before the loss stay unacked here and their
+// acks free local credit only.
+//
+// Publishes need nothing of this: the stream's proxy (q.remote) forwards
+// them to a member, which forwards them to the leader if it is not it;
+// the confirm comes back once the leader's group committed them.
+//
+// Lock order: stream.mu → the StreamRemote's own lock (its methods do not
+// block). Its callbacks are called without its lock.
+
+// StreamRemote is a Remote whose consumer carries basic.consume arguments
+// and a per-consumer prefetch.
+type StreamRemote interface {
+	Remote
+	// ConsumeWith is Consume with args; a later call (from reset, say)
+	// sets the args of the next upstream consumer.
+	ConsumeWith(args Table, prefetch int, push func(m *Message, tag uint64, redelivered bool), reset func())
+}
+
+// upstream is a remote cursor's state, under stream.mu.
+type upstream struct {
+	r    StreamRemote
+	name string            // x-stream-consumer-name, passed upstream
+	tags map[uint64]uint64 // offset → upstream tag, delivered and not settled
+	pend []upMsg           // pushed, not yet delivered (the sink paused)
+}
+
+type upMsg struct {
+	m   *Message
+	off uint64
+}
+
+// readsRemotely reports whether q is a clustered stream of which this
+// node is not a member.
+func (st *stream) readsRemotely() bool {
+	c := st.q.vh.b.cluster
+	ms := st.q.Members()
+	return c != nil && len(ms) > 0 && !slices.Contains(ms, c.NodeName())
+}
+
+// startUpstream starts cur's upstream consumer with the consumer's own
+// x-stream-offset (args) or, after a loss, at cur.next.
+func (st *stream) startUpstream(cur *cursor, offset any) {
+	args := Table{}
+	if offset != nil {
+		args["x-stream-offset"] = offset
+	}
+	if cur.up.name != "" {
+		args["x-stream-consumer-name"] = cur.up.name
+	}
+	cur.up.r.ConsumeWith(args, cur.c.prefetch,
+		func(m *Message, tag uint64, _ bool) { st.pushUpstream(cur, m, tag) },
+		func() { st.resetUpstream(cur) })
+}
+
+// pushUpstream takes a delivery of cur's upstream consumer.
+func (st *stream) pushUpstream(cur *cursor, m *Message, tag uint64) {
+	off, ok := headerOffset(m.Props.Headers["x-stream-offset"])
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if cur.stop {
+		return
+	}
+	if !ok || off < cur.next {
+		// Seen already (a restarted upstream consumer), or not a stream's
+		// delivery: its credit goes back at once.
+		if !ok {
+			st.q.vh.b.log.Error("upstream stream delivery without x-stream-offset dropped", "queue", st.q.name)
+		}
+		cur.up.r.Ack(tag)
+		return
+	}
+	cur.next = off + 1
+	cur.up.tags[off] = tag
+	cur.up.pend = append(cur.up.pend, upMsg{m: m, off: off})
+	st.deliverUpstreamLocked(cur)
+}
+
+// resetUpstream restarts cur's upstream consumer after the offset last
+// pushed; the tags of the lost one are dead.
+func (st *stream) resetUpstream(cur *cursor) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if cur.stop {
+		return
+	}
+	clear(cur.up.tags)
+	st.startUpstream(cur, int64(cur.next))
+}
+
+// deliverUpstreamLocked hands pushed messages to the consumer while its
+// sink takes them (the upstream prefetch is its credit).
+func (st *stream) deliverUpstreamLocked(cur *cursor) {
+	u := cur.up
+	for len(u.pend) > 0 && !cur.c.blocked && !cur.stop {
+		p := u.pend[0]
+		u.pend[0] = upMsg{}
+		u.pend = u.pend[1:]
+		cur.out++
+		st.q.countDeliver(false, false, 1)
+		if !cur.c.sink.Deliver(Delivery{Queue: st.q, Consumer: cur.c, Msg: p.m, Seq: uint64(cur.id)<<cursorShift | p.off}) {
+			cur.c.blocked = true
+		}
+	}
+	if len(u.pend) == 0 {
+		u.pend = nil
+	}
+}
+
+// settleUpstreamLocked gives the credit of offset off back upstream.
+func (cur *cursor) settleUpstreamLocked(off uint64) {
+	if tag, ok := cur.up.tags[off]; ok {
+		delete(cur.up.tags, off)
+		cur.up.r.Ack(tag)
+	}
+}
+
+// headerOffset reads an x-stream-offset header as the wire decoded it.
+func headerOffset(v any) (uint64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return uint64(n), n >= 0
+	case int32:
+		return uint64(n), n >= 0
+	case int:
+		return uint64(n), n >= 0
+	case uint64:
+		return n, true
+	case uint32:
+		return uint64(n), true
+	case string:
+		u, err := strconv.ParseUint(n, 10, 64)
+		return u, err == nil
+	}
+	return 0, false
+}
