@@ -353,6 +353,24 @@ func TestQuorumQueueMembership(t *testing.T) {
 	}
 	const n = 500
 	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, n))
+	// A new group may still change its leader under load (a publish
+	// forwarded to a leader that moved is nacked): wait for a confirmed
+	// probe, then purge it.
+	eventually(t, 20*time.Second, "a confirmed probe", func() bool {
+		if err := ch.Publish("", "qq-members", false, false, amqp.Publishing{DeliveryMode: 2, Body: []byte("probe")}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case c := <-confirms:
+			return c.Ack
+		case <-time.After(5 * time.Second):
+			t.Fatal("probe neither confirmed nor nacked in 5 s")
+		}
+		return false
+	})
+	if _, err := ch.QueuePurge("qq-members", false); err != nil {
+		t.Fatal(err)
+	}
 	for i := 0; i < n; i++ {
 		if err := ch.Publish("", "qq-members", false, false, amqp.Publishing{DeliveryMode: 2, Body: []byte(fmt.Sprint(i))}); err != nil {
 			t.Fatal(err)

@@ -47,15 +47,24 @@ func TestUIStreamBrowser(t *testing.T) {
 			t.Fatalf("%s: %v", step, err)
 		}
 	}
+	// text reads an element's text; a read that loses its node to a
+	// re-render (the page redraws a panel when a result arrives) is
+	// tried again until 20 s have passed.
 	text := func(sel string) string {
 		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		s, err := chromedp.Run(sctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			s, err := chromedp.Run(sctx, chromedp.Text(chromedp.CSS(sel)))
+			cancel()
+			if err == nil {
+				return strings.TrimSpace(s)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("text of %s: %v", sel, err)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		return strings.TrimSpace(s)
 	}
 	do("log in", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.ID("login-username")),
 		chromedp.SendKeys(chromedp.ID("login-username"), "guest"),
