@@ -206,20 +206,11 @@ func (s *Server) putQueue(w http.ResponseWriter, r *http.Request, u *auth.User) 
 }
 
 func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	v, ok := s.writeVHost(w, r, u)
+	v, q, ok := s.queueFor(w, r, u, s.writeVHost, auth.Configure)
 	if !ok {
 		return
 	}
-	name := pathValue(r, "name")
-	if err := s.permits(u, v.Name(), auth.Configure, "queue", name); err != nil {
-		accessRefused(w)
-		return
-	}
-	q := lookupQueue(v, name)
-	if q == nil {
-		notFound(w)
-		return
-	}
+	name := q.Name()
 	qv := r.URL.Query()
 	var owner any
 	if q.Exclusive() {
@@ -234,18 +225,8 @@ func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request, u *auth.Use
 
 // purgeQueue is DELETE /api/queues/{vhost}/{name}/contents.
 func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	v, ok := s.writeVHost(w, r, u)
+	_, q, ok := s.queueFor(w, r, u, s.writeVHost, auth.Read)
 	if !ok {
-		return
-	}
-	name := pathValue(r, "name")
-	if err := s.permits(u, v.Name(), auth.Read, "queue", name); err != nil {
-		accessRefused(w)
-		return
-	}
-	q := lookupQueue(v, name)
-	if q == nil {
-		notFound(w)
 		return
 	}
 	if err := q.CheckPurge(); err != nil {
@@ -331,15 +312,7 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request, u *auth.Use
 }
 
 func messageJSON(d exchange.Delivery, encoding string, truncate int) map[string]any {
-	body := d.Msg.Body
-	payloadBytes := len(body)
-	if truncate >= 0 && truncate < len(body) {
-		body = body[:truncate]
-	}
-	payload, enc := string(body), "string"
-	if encoding == "base64" || !utf8.Valid(body) {
-		payload, enc = base64.StdEncoding.EncodeToString(body), "base64"
-	}
+	payload, enc, payloadBytes := payloadJSON(d.Msg.Body, encoding, truncate)
 	return map[string]any{
 		"payload_bytes":    payloadBytes,
 		"redelivered":      d.Redelivered,
@@ -350,6 +323,41 @@ func messageJSON(d exchange.Delivery, encoding string, truncate int) map[string]
 		"payload":          payload,
 		"payload_encoding": enc,
 	}
+}
+
+// payloadJSON is a body as the API shows it: cut to truncate bytes (if
+// not negative), as a string, or in base64 when asked or not UTF-8; n is
+// the whole body's size.
+func payloadJSON(body []byte, encoding string, truncate int) (payload, enc string, n int) {
+	n = len(body)
+	if truncate >= 0 && truncate < len(body) {
+		body = body[:truncate]
+	}
+	if encoding == "base64" || !utf8.Valid(body) {
+		return base64.StdEncoding.EncodeToString(body), "base64", n
+	}
+	return string(body), "string", n
+}
+
+// queueFor answers a request about the queue named in its path: the
+// vhost (through vhost: readVHost or writeVHost), u's perm on the queue,
+// the queue itself; on false the answer is written.
+func (s *Server) queueFor(w http.ResponseWriter, r *http.Request, u *auth.User, vhost func(http.ResponseWriter, *http.Request, *auth.User) (*exchange.VHost, bool), perm auth.Perm) (*exchange.VHost, *exchange.Queue, bool) {
+	v, ok := vhost(w, r, u)
+	if !ok {
+		return nil, nil, false
+	}
+	name := pathValue(r, "name")
+	if err := s.permits(u, v.Name(), perm, "queue", name); err != nil {
+		accessRefused(w)
+		return nil, nil, false
+	}
+	q := lookupQueue(v, name)
+	if q == nil {
+		notFound(w)
+		return nil, nil, false
+	}
+	return v, q, true
 }
 
 // propertiesJSON renders the properties that are set, as RabbitMQ does.

@@ -1,11 +1,9 @@
 package web
 
 import (
-	"encoding/base64"
 	"net/http"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
@@ -77,18 +75,8 @@ func streamInfoJSON(q *exchange.Queue) *streamJSON {
 
 // browseQueue is GET /api/queues/{vhost}/{name}/browse.
 func (s *Server) browseQueue(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	v, ok := s.readVHost(w, r, u)
+	_, q, ok := s.queueFor(w, r, u, s.readVHost, auth.Read)
 	if !ok {
-		return
-	}
-	name := pathValue(r, "name")
-	if err := s.permits(u, v.Name(), auth.Read, "queue", name); err != nil {
-		accessRefused(w)
-		return
-	}
-	q := lookupQueue(v, name)
-	if q == nil {
-		notFound(w)
 		return
 	}
 	qv := r.URL.Query()
@@ -149,19 +137,11 @@ func (s *Server) browseQueue(w http.ResponseWriter, r *http.Request, u *auth.Use
 }
 
 func browsedJSON(m exchange.BrowsedMessage, stream bool, encoding string, truncate int) map[string]any {
-	body := m.Msg.Body
-	n := len(body)
-	if truncate >= 0 && truncate < len(body) {
-		body = body[:truncate]
-	}
-	payload, enc := string(body), "string"
-	if encoding == "base64" || !utf8.Valid(body) {
-		payload, enc = base64.StdEncoding.EncodeToString(body), "base64"
-	}
+	payload, enc, n := payloadJSON(m.Msg.Body, encoding, truncate)
 	j := map[string]any{
 		"exchange": m.Msg.Exchange, "routing_key": m.Msg.RoutingKey,
 		"properties": propertiesJSON(&m.Msg.Props), "payload": payload, "payload_bytes": n,
-		"payload_encoding": enc, "enqueued": *apiTime(m.Enqueued),
+		"payload_encoding": enc, "enqueued": apiTime(m.Enqueued), // null if unknown
 	}
 	if stream {
 		j["offset"] = m.Position
