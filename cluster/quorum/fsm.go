@@ -178,7 +178,7 @@ func (f *FSM) saveLocked() {
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.s.appended, f.s.snapped = 0, 0
+	f.s.appended = 0
 	f.saveLocked()
 	return &fsmSnapshot{f: f, s: f.s.clone()}, nil
 }

@@ -28,10 +28,6 @@ type state struct {
 	// appended counts the bytes appended since the last snapshot: about
 	// what the Raft log holds beyond it (FSM.SnapshotDue).
 	appended int64
-	// snapped was the size of the messages the last snapshot held, when
-	// snapshots held them; always 0 since they hold the state alone (kept
-	// in the encoding, which earlier records have).
-	snapped int64
 	// held counts held messages (opHold, not yet released).
 	held    int64
 	groups  []Group           // sorted by Top, only groups ever appended to
@@ -101,7 +97,7 @@ func (s *state) bytes() int64 {
 }
 
 func (s *state) clone() state {
-	c := state{applied: s.applied, appended: s.appended, snapped: s.snapped, held: s.held, groups: slices.Clone(s.groups)}
+	c := state{applied: s.applied, appended: s.appended, held: s.held, groups: slices.Clone(s.groups)}
 	if len(s.returns) > 0 {
 		c.returns = make(map[uint64]uint32, len(s.returns))
 		for k, v := range s.returns {
@@ -113,7 +109,7 @@ func (s *state) clone() state {
 
 // A state is encoded as
 //
-//	state  = version:byte applied:uvarint appended:uvarint snapped:uvarint held:uvarint ngroups:uvarint group{ngroups} nreturns:uvarint return{nreturns}
+//	state  = version:byte applied:uvarint appended:uvarint unused:uvarint held:uvarint ngroups:uvarint group{ngroups} nreturns:uvarint return{nreturns}
 //	group  = top:byte count:uvarint bytes:uvarint maxKey:uvarint
 //	return = key:uvarint returns:uvarint
 //
@@ -125,7 +121,7 @@ func (s *state) encode(dst []byte) []byte {
 	dst = append(dst, stateVersion)
 	dst = binary.AppendUvarint(dst, s.applied)
 	dst = binary.AppendUvarint(dst, uint64(max(s.appended, 0)))
-	dst = binary.AppendUvarint(dst, uint64(max(s.snapped, 0)))
+	dst = binary.AppendUvarint(dst, 0) // was the last snapshot's message bytes, when snapshots held messages
 	dst = binary.AppendUvarint(dst, uint64(max(s.held, 0)))
 	dst = binary.AppendUvarint(dst, uint64(len(s.groups)))
 	for _, g := range s.groups {
@@ -175,14 +171,10 @@ func decodeState(b []byte) (state, error) {
 		return s, corruptf("state: appended %d", app)
 	}
 	s.appended = int64(app)
-	sn, err := next("snapshot bytes")
-	if err != nil {
+	// Earlier builds' last snapshot's message bytes: read and ignored.
+	if _, err := next("snapshot bytes"); err != nil {
 		return s, err
 	}
-	if sn > math.MaxInt64 {
-		return s, corruptf("state: snapshot bytes %d", sn)
-	}
-	s.snapped = int64(sn)
 	hd, err := next("held count")
 	if err != nil {
 		return s, err
