@@ -123,6 +123,43 @@ type Remote interface {
 	Close()
 }
 
+// A HandBackRemote is a Remote that holds publishes it has not sent yet
+// (the queue's owner could not be located: a new quorum group electing
+// its first leader, a node restarting). When the queue stops being a
+// proxy here, HandBack gives them back in order, so that the queue takes
+// them ahead of any later publish instead of failing them: a publish made
+// while this node was becoming the queue's leader is not nacked. Every
+// Publish after HandBack goes to later. It is called with the proxy
+// queue's lock held; the caller then closes the remote.
+type HandBackRemote interface {
+	Remote
+	HandBack(later func(m *Message, done func(error))) []HeldPublish
+}
+
+// HeldPublish is a publish a HandBackRemote had not sent: done is its
+// Publish callback, still to be called exactly once.
+type HeldPublish struct {
+	Msg  *Message
+	Done func(error)
+}
+
+// errRefusedHeld fails a held publish the queue refused (its overflow
+// rejects publishes) once it took it back;
+// errQueueGone: the queue was deleted first.
+var (
+	errRefusedHeld = errors.New("exchange: the queue refused the publish")
+	errQueueGone   = errors.New("exchange: the queue was deleted")
+)
+
+// handBack takes the unsent publishes of old (nil, or a Remote that
+// cannot give them back: none).
+func handBack(old Remote, later func(m *Message, done func(error))) []HeldPublish {
+	if h, ok := old.(HandBackRemote); ok {
+		return h.HandBack(later)
+	}
+	return nil
+}
+
 // Cluster is the node's clustering as the core sees it (Broker.SetCluster);
 // the core runs standalone without one.
 type Cluster interface {

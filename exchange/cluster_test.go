@@ -380,6 +380,67 @@ func TestBecomeLocalLoadsReplicatedMessages(t *testing.T) {
 	}
 }
 
+// holdingRemote is a proxy that could not locate the owner yet: it
+// holds every publish, and gives them back (HandBackRemote).
+type holdingRemote struct {
+	fakeRemote
+	handedBack bool
+}
+
+func (r *holdingRemote) HandBack(later func(*Message, func(error))) []HeldPublish {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var held []HeldPublish
+	for i, m := range r.pub {
+		held = append(held, HeldPublish{Msg: m, Done: r.done[i]})
+	}
+	r.pub, r.done, r.handedBack = nil, nil, true
+	return held
+}
+
+// TestBecomeLocalTakesHeldPublishes: publishes a proxy still held when
+// this node became the queue's leader are taken by the queue, in order,
+// ahead of later ones, and confirmed: not failed with the proxy.
+func TestBecomeLocalTakesHeldPublishes(t *testing.T) {
+	v, _ := newTestVHost(t)
+	q := declareQ(t, v, "qh", QueueOpts{Durable: true, Args: Table{"x-queue-type": "quorum"}})
+	r := &holdingRemote{}
+	q.BecomeProxy(r)
+	cf := newConfirms()
+	for i, body := range []string{"h1", "h2"} {
+		res, err := v.Publish(&Message{RoutingKey: "qh", Body: []byte(body), Props: Properties{DeliveryMode: 2}}, PublishOpts{Confirmer: cf, Tag: uint64(i + 1)})
+		if err != nil || !res.Pending {
+			t.Fatalf("publish %s: %+v %v", body, res, err)
+		}
+	}
+	q.BecomeLocal(q.vh.b.store, LogState{})
+	if !r.handedBack || !r.closed {
+		t.Fatalf("handed back %v, closed %v", r.handedBack, r.closed)
+	}
+	if _, err := v.Publish(&Message{RoutingKey: "qh", Body: []byte("after"), Props: Properties{DeliveryMode: 2}}, PublishOpts{Confirmer: cf, Tag: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for tag := uint64(1); tag <= 3; tag++ {
+		deadline := time.Now().Add(5 * time.Second)
+		for len(cf.get(tag)) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("no confirm for %d", tag)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if got := cf.get(tag); len(got) != 1 || !got[0] {
+			t.Fatalf("confirm %d: %v", tag, got)
+		}
+	}
+	s := &sink{}
+	if _, err := v.Consume("qh", ConsumeOpts{Tag: "c", Sink: s}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.bodies(); !reflect.DeepEqual(got, []string{"h1", "h2", "after"}) {
+		t.Fatalf("bodies %v", got)
+	}
+}
+
 // fakeCluster is a Cluster that records attachments.
 type fakeCluster struct {
 	name     string

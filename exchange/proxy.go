@@ -23,8 +23,16 @@ func (q *Queue) BecomeProxy(r Remote) {
 		return
 	}
 	old := q.remote
+	var held []HeldPublish
+	if old != nil && old != r {
+		// Publishes the old proxy had not sent go to the new one.
+		held = handBack(old, r.Publish)
+	}
 	q.forgetLocked()
 	q.remote, q.log, q.window = r, nil, 0
+	for _, h := range held {
+		r.Publish(h.Msg, h.Done)
+	}
 	q.stopHoldsLocked()
 	q.consumeRemoteLocked()
 	q.unlock()
@@ -86,6 +94,10 @@ func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
 	q.logApplied.Store(q.nextSeq - 1)
 	q.loadHoldsLocked(st.HeldQID)
 	now := nowNano()
+	// What the proxy had not sent yet is the first this leader takes.
+	for _, h := range handBack(old, q.enqueueLater) {
+		q.enqueueHeldLocked(h, now)
+	}
 	q.cmdExpire(now)
 	q.dispatchLocked(now)
 	q.scheduleExpiry(now)
@@ -121,6 +133,47 @@ func (q *Queue) LogApplied(key uint64) {
 		}
 	}
 	q.mu.Unlock()
+}
+
+// enqueueHeldLocked takes a publish a proxy handed back (its publish
+// was counted when the proxy took it).
+func (q *Queue) enqueueHeldLocked(h HeldPublish, now int64) {
+	e := entry{msg: h.Msg, seq: q.nextSeq}
+	q.nextSeq++
+	e.stored = q.storesMessage(h.Msg)
+	if !q.cmdAdmit(e) {
+		go h.Done(errRefusedHeld)
+		return
+	}
+	if e.stored {
+		q.messageLog().AppendMessage(q.id, q.storeKey(&e), encodeMessage(h.Msg, now, nil), h.Done)
+	} else {
+		go h.Done(nil)
+	}
+	q.cmdEnqueue(e)
+}
+
+// enqueueLater takes a publish made on a proxy after it handed its held
+// publishes back (none should be: the proxy is no longer q's remote).
+func (q *Queue) enqueueLater(m *Message, done func(error)) {
+	go func() {
+		q.mu.Lock()
+		if q.deleted {
+			q.mu.Unlock()
+			done(errQueueGone)
+			return
+		}
+		if q.remote != nil {
+			q.remote.Publish(m, done)
+			q.mu.Unlock()
+			return
+		}
+		now := nowNano()
+		q.enqueueHeldLocked(HeldPublish{Msg: m, Done: done}, now)
+		q.dispatchLocked(now)
+		q.scheduleExpiry(now)
+		q.unlock()
+	}()
 }
 
 func (q *Queue) currentRemote() Remote {

@@ -180,20 +180,44 @@ func (l *streamLog) raise(off uint64) {
 // streamLead makes this node the stream's writer: appends go through ml
 // (the Raft group's log).
 func (q *Queue) streamLead(ml MessageLog) {
+	st := q.st
+	st.log.enterReplicated(q.id)
+	// Under q.mu, which forward holds to publish to the remote, and the
+	// log's lock, which appends hold: the publishes the proxy had not
+	// sent are appended first, in order, and every later one after them.
 	q.mu.Lock()
 	old := q.remote
 	q.remote, q.log = nil, ml
+	st.log.mu.Lock()
+	st.log.ml = ml
+	var failed []HeldPublish
+	now := nowNano()
+	for _, h := range handBack(old, st.enqueueLater) {
+		if _, err := st.log.appendLocked(encodeMessage(h.Msg, now, nil), now, st.a.segBytes, h.Done); err != nil {
+			failed = append(failed, h)
+		}
+	}
+	st.log.mu.Unlock()
 	q.mu.Unlock()
+	for _, h := range failed {
+		go h.Done(errNotLeader)
+	}
 	if old != nil {
 		old.Close()
 	}
-	st := q.st
-	st.log.enterReplicated(q.id)
-	st.log.mu.Lock()
-	st.log.ml = ml
-	st.log.mu.Unlock()
+	st.start()
 	st.stopFollowing()
 	st.wakeWaiting()
+}
+
+// enqueueLater appends a publish a proxy took after it handed its held
+// ones back.
+func (st *stream) enqueueLater(m *Message, done func(error)) {
+	go func() {
+		if accepted, _, _ := st.enqueue(m, nil, done, nowNano()); !accepted {
+			done(errNotLeader)
+		}
+	}()
 }
 
 // streamFollow is the part of BecomeProxy a stream needs: publishes are
@@ -275,8 +299,15 @@ func (st *stream) follow(stop chan struct{}) {
 // forward sends a publish to the leader (a follower's stream).
 func (st *stream) forward(m *Message, done func(error)) (accepted, stored, refused bool) {
 	q := st.q
-	r := q.currentRemote()
+	// Under q.mu, so that streamLead takes back what the remote holds
+	// with no publish slipping in behind.
+	q.mu.Lock()
+	r := q.remote
 	if r == nil {
+		q.mu.Unlock()
+		if !st.log.following() {
+			return st.enqueue(m, nil, done, nowNano()) // this node leads now
+		}
 		if done != nil {
 			return false, false, true // no leader known: a nack
 		}
@@ -285,10 +316,11 @@ func (st *stream) forward(m *Message, done func(error)) (accepted, stored, refus
 	q.counters.publish.Add(1)
 	if done != nil {
 		r.Publish(m, done)
-		return true, true, false
+	} else {
+		r.Publish(m, func(error) {})
 	}
-	r.Publish(m, func(error) {})
-	return true, false, false
+	q.mu.Unlock()
+	return true, done != nil, false
 }
 
 // following reports whether the log is a clustered stream's that another

@@ -74,6 +74,8 @@ type remote struct {
 	// for at most locateWait.
 	waiting  []pubReq
 	locating bool
+	// later, set by HandBack, takes every publish from then on.
+	later func(m *exchange.Message, done func(error))
 
 	// Publishes handed to a link and awaiting their confirm (inflight.go).
 	inflight pubFlights
@@ -103,13 +105,16 @@ func newRemote(f *Forwarder, vhost, queue string, locate Locator) *remote {
 // that link has MaxPending publishes queued or unconfirmed.
 func (r *remote) Publish(m *exchange.Message, done func(error)) {
 	r.mu.Lock()
-	closed := r.closed
-	r.mu.Unlock()
-	if closed {
+	if later := r.later; later != nil {
+		r.mu.Unlock()
+		later(m, done)
+		return
+	}
+	if r.closed {
+		r.mu.Unlock()
 		go done(ErrClosed)
 		return
 	}
-	r.mu.Lock()
 	if r.locating {
 		// Behind publishes still waiting for the queue's location.
 		if len(r.waiting) >= maxWaiting {
@@ -136,6 +141,20 @@ func (r *remote) Publish(m *exchange.Message, done func(error)) {
 		return
 	}
 	l.pub.publish(m, r.queue, r.tracked(addr, done))
+}
+
+// HandBack implements exchange.HandBackRemote: the publishes waiting for
+// the queue's location, which relocate has not sent, are the caller's now.
+func (r *remote) HandBack(later func(m *exchange.Message, done func(error))) []exchange.HeldPublish {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.later = later
+	held := make([]exchange.HeldPublish, len(r.waiting))
+	for i, w := range r.waiting {
+		held[i] = exchange.HeldPublish{Msg: w.m, Done: w.done}
+	}
+	r.waiting, r.locating = nil, false
+	return held
 }
 
 // tracked wraps done for a publish sent to addr (see inflight).
@@ -177,6 +196,9 @@ func (r *remote) relocate(err error) {
 			ws := r.waiting
 			r.waiting, r.locating = nil, false
 			r.mu.Unlock()
+			if len(ws) == 0 {
+				return // handed back
+			}
 			r.log.Warn("publishes failed: the queue could not be located", "messages", len(ws), "err", err)
 			for _, w := range ws {
 				w.done(err)
