@@ -2,6 +2,7 @@ package main
 
 // The stream benchmark (--stream N, issue 12): streams (x-queue-type:
 // stream) over AMQP 0-9-1, Trident and the RabbitMQ anchor in the same run.
+// With --stream-raw every step uses the raw clients (rawstream.go).
 //
 //	publish 1→1   one publisher with confirms (window --confirm-window) into a
 //	              fresh stream and one consumer reading from next, for
@@ -110,51 +111,61 @@ func streamTarget(ctx context.Context, o *options, name, url string, n int, pid 
 	}
 	defer deleteStreamQueue(url, fillQ)
 
+	// The steps, with amqp091-go or with the raw clients (rawstream.go).
+	pub1to1, read, replay := streamPublish1to1, streamRead, streamReplay
+	if o.streamRaw {
+		pub1to1, read, replay = rawStreamPublish1to1, rawStreamReadAll, rawStreamReplay
+	}
 	fmt.Fprintf(os.Stderr, "%s: publish 1→1 with confirms ... ", name)
-	if r.pubRate, r.pubConsRate, err = streamPublish1to1(ctx, url, p); err != nil {
+	if r.pubRate, r.pubConsRate, err = pub1to1(ctx, url, p); err != nil {
 		return r, err
 	}
 	fmt.Fprintf(os.Stderr, "pub %s/s cons %s/s\n", human(r.pubRate), human(r.pubConsRate))
 
 	fmt.Fprintf(os.Stderr, "%s: fill %d ...\n", name, n)
-	conn, ch, err := openChannel(url, "stream fill")
-	if err != nil {
-		return r, err
-	}
 	var mid time.Time
-	start := time.Now()
-	err = publishConfirmed(ctx, ch, n, p.MsgSize, func(int) string { return fillQ }, func(c int) {
-		if c == n/2 {
+	tenth := 0
+	progress := func(c int) {
+		if c >= n/2 && mid.IsZero() {
 			mid = time.Now()
 		}
-		if c%max(n/10, 1) == 0 {
-			fmt.Fprintf(os.Stderr, "  fill %3d%%\n", 100*c/n)
+		if t := 10 * c / max(n, 1); t > tenth {
+			tenth = t
+			fmt.Fprintf(os.Stderr, "  fill %3d%%\n", 10*t)
 		}
-	})
-	conn.Close()
+	}
+	if o.streamRaw {
+		r.fillRate, err = rawStreamFill(ctx, url, fillQ, n, p, progress)
+	} else {
+		r.fillRate, err = streamFill(ctx, url, fillQ, n, p, progress)
+	}
 	if err != nil {
 		return r, err
 	}
-	r.fillRate = float64(n) / time.Since(start).Seconds()
+	filled := time.Now()
 
 	fmt.Fprintf(os.Stderr, "%s: read x1 ... ", name)
-	if r.read1Rate, err = streamRead(ctx, url, fillQ, 1, n, p); err != nil {
+	if r.read1Rate, err = read(ctx, url, fillQ, 1, n, p); err != nil {
 		return r, err
 	}
 	fmt.Fprintf(os.Stderr, "%s/s\n", human(r.read1Rate))
 	fmt.Fprintf(os.Stderr, "%s: read x10 ... ", name)
 	m10 := startRSS(pid)
-	r.read10Rate, err = streamRead(ctx, url, fillQ, 10, n, p)
+	r.read10Rate, err = read(ctx, url, fillQ, 10, n, p)
 	r.read10Peak = m10.stop()
 	if err != nil {
 		return r, err
 	}
 	fmt.Fprintf(os.Stderr, "%s/s, RSS peak %s\n", human(r.read10Rate), mib(r.read10Peak))
 
-	// AMQP timestamps are whole seconds: the first second after mid.
+	// AMQP timestamps are whole seconds: the first second after mid, if
+	// the fill went on past it, else the second mid is in.
 	ts := time.Unix(mid.Unix()+1, 0)
+	if !ts.Before(filled) {
+		ts = time.Unix(mid.Unix(), 0)
+	}
 	fmt.Fprintf(os.Stderr, "%s: replay from %s ... ", name, ts.Format(time.TimeOnly))
-	if r.toFirst, r.firstOffset, r.replayRate, err = streamReplay(ctx, url, fillQ, ts, p); err != nil {
+	if r.toFirst, r.firstOffset, r.replayRate, err = replay(ctx, url, fillQ, ts, p); err != nil {
 		return r, err
 	}
 	fmt.Fprintf(os.Stderr, "first after %v (offset %d), then %s/s\n", r.toFirst.Round(time.Microsecond), r.firstOffset, human(r.replayRate))
@@ -185,6 +196,28 @@ func deleteStreamQueue(url, q string) error {
 // publisher and one consumer from next, for p.Warmup + p.Duration.
 func streamPublish1to1(ctx context.Context, url string, p Params) (pubRate, consRate float64, err error) {
 	res, err := amqpScenario{name: "amqp-stream-1-1", confirms: true, stream: true}.Run(ctx, url, p)
+	return res.PublishRate, res.ConsumeRate, err
+}
+
+// streamFill publishes n messages into q with amqp091-go and confirms.
+func streamFill(ctx context.Context, url, q string, n int, p Params, progress func(int)) (float64, error) {
+	conn, ch, err := openChannel(url, "stream fill")
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	start := time.Now()
+	if err := publishConfirmed(ctx, ch, n, p.MsgSize, func(int) string { return q }, progress); err != nil {
+		return 0, err
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+// rawStreamPublish1to1 is the raw-amqp-stream-confirm scenario's
+// saturation phase.
+func rawStreamPublish1to1(ctx context.Context, url string, p Params) (pubRate, consRate float64, err error) {
+	p.LatencyRates = nil
+	res, err := rawAMQPScenario{name: "raw-amqp-stream-confirm", persistent: true, stream: true}.Run(ctx, url, p)
 	return res.PublishRate, res.ConsumeRate, err
 }
 
@@ -296,9 +329,13 @@ func streamReplay(ctx context.Context, url, q string, ts time.Time, p Params) (t
 }
 
 func writeStream(w io.Writer, o *options, rs []streamResult) {
-	fmt.Fprintf(w, "stream benchmark: x-queue-type stream over AMQP 0-9-1 (amqp091-go), %d-byte bodies; "+
-		"consumers prefetch %d, ack multiple every %d; confirm window %d (publish 1→1), 1000 (fill)\n\n",
-		o.params.MsgSize, o.params.Prefetch, o.params.AckEvery, o.params.ConfirmWindow)
+	client, fillWindow := "amqp091-go", "1000"
+	if o.streamRaw {
+		client, fillWindow = "raw clients", fmt.Sprint(max(o.params.ConfirmWindow, rawBatch))
+	}
+	fmt.Fprintf(w, "stream benchmark: x-queue-type stream over AMQP 0-9-1 (%s), %d-byte bodies; "+
+		"consumers prefetch %d, ack multiple every %d; confirm window %d (publish 1→1), %s (fill)\n\n",
+		client, o.params.MsgSize, o.params.Prefetch, o.params.AckEvery, o.params.ConfirmWindow, fillWindow)
 	var base *streamResult
 	for i := range rs {
 		if rs[i].name == baselineName {
