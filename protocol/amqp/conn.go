@@ -114,7 +114,11 @@ func newConn(s *Server, nc net.Conn) *conn {
 // errClosed ends the reader loop quietly.
 var errClosed = errors.New("amqp: connection closed")
 
-func (c *conn) serve() {
+// Abort closes the transport at once (frontend.Conn).
+func (c *conn) Abort() { c.nc.Close() }
+
+// Serve runs the connection until it ends (frontend.Conn).
+func (c *conn) Serve() {
 	defer c.nc.Close()
 	c.r = bufio.NewReaderSize(readTracker{c}, handshakeBufSize)
 	go c.writer()

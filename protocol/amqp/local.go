@@ -14,22 +14,9 @@ func (s *Server) DialLocal(u *auth.User) (net.Conn, error) {
 	client, server := net.Pipe()
 	c := newConn(s, server)
 	c.preauth = u
-	s.mu.Lock()
-	if s.shutdown {
-		s.mu.Unlock()
+	if !s.conns.Start(c, nil) {
 		client.Close()
-		server.Close()
 		return nil, ErrServerClosed
 	}
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		c.serve()
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-	}()
 	return client, nil
 }

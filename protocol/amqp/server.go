@@ -5,14 +5,13 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/amqp/wire"
-	"github.com/trident-broker/trident/protocol/connreg"
+	"github.com/trident-broker/trident/protocol/frontend"
 )
 
 // Config holds the AMQP listener's limits.
@@ -69,12 +68,8 @@ type Server struct {
 	users *auth.Users
 	log   *slog.Logger
 
-	mu       sync.Mutex
-	conns    map[*conn]struct{}
-	lns      []net.Listener
-	shutdown bool
-	wg       sync.WaitGroup
-	seq      atomic.Uint64
+	conns *frontend.Set[*conn]
+	seq   atomic.Uint64
 }
 
 // NewServer creates an AMQP server over the core and the user database.
@@ -83,7 +78,7 @@ func NewServer(cfg Config, b *exchange.Broker, users *auth.Users, log *slog.Logg
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, b: b, users: users, log: log.With("proto", "amqp"), conns: map[*conn]struct{}{}}
+	return &Server{cfg: cfg, b: b, users: users, log: log.With("proto", "amqp"), conns: frontend.NewSet[*conn](ErrServerClosed)}
 }
 
 // ErrServerClosed is returned by Serve after Shutdown.
@@ -93,79 +88,19 @@ var ErrServerClosed = errors.New("amqp: server closed")
 func (s *Server) Serve(ln net.Listener) error { return s.serve(ln, false) }
 
 func (s *Server) serve(ln net.Listener, internal bool) error {
-	s.mu.Lock()
-	if s.shutdown {
-		s.mu.Unlock()
-		return ErrServerClosed
-	}
-	s.lns = append(s.lns, ln)
-	s.mu.Unlock()
-	var delay time.Duration
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			s.mu.Lock()
-			done := s.shutdown
-			s.mu.Unlock()
-			if done {
-				return ErrServerClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				time.Sleep(delay)
-				continue
-			}
-			return err
-		}
-		delay = 0
+	return s.conns.Serve(ln, func(nc net.Conn) *conn {
 		c := newConn(s, nc)
 		c.internal = internal
-		s.mu.Lock()
-		if s.shutdown {
-			s.mu.Unlock()
-			nc.Close()
-			continue
-		}
-		s.conns[c] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
-		go func() {
-			defer s.wg.Done()
-			c.serve()
-			s.mu.Lock()
-			delete(s.conns, c)
-			s.mu.Unlock()
-		}()
-	}
+		return c
+	})
 }
 
 // Shutdown stops accepting, closes every connection with 320
 // CONNECTION_FORCED and waits for them to finish or for ctx.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	s.shutdown = true
-	for _, ln := range s.lns {
-		ln.Close()
-	}
-	conns := connreg.Snapshot(s.conns)
-	s.mu.Unlock()
-	for _, c := range conns {
+	return s.conns.Shutdown(ctx, func(c *conn) {
 		c.forceClose("broker forced connection closure with reason 'shutdown'")
-	}
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		s.mu.Lock()
-		for c := range s.conns {
-			c.nc.Close()
-		}
-		s.mu.Unlock()
-		return ctx.Err()
-	}
+	})
 }
 
 // ConnInfo describes a connection for management.
@@ -203,20 +138,13 @@ type ChanInfo struct {
 
 // Connections lists open connections, sorted by name.
 func (s *Server) Connections() []ConnInfo {
-	return connreg.Sorted(s.snapshot(), (*conn).info, func(i ConnInfo) string { return i.Name })
-}
-
-// snapshot copies the set of connections.
-func (s *Server) snapshot() []*conn {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return connreg.Snapshot(s.conns)
+	return frontend.List(s.conns, (*conn).info, func(i ConnInfo) string { return i.Name })
 }
 
 // CloseConnection closes the named connection with 320 CONNECTION_FORCED and
 // reason, as RabbitMQ's management API does. It reports whether it was found.
 func (s *Server) CloseConnection(name, reason string) bool {
-	found, ok := connreg.Named(s.snapshot(), func(c *conn) string { return c.name }, name)
+	found, ok := s.conns.Find(func(c *conn) string { return c.name }, name)
 	if !ok {
 		return false
 	}

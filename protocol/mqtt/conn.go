@@ -108,7 +108,11 @@ func newConn(s *Server, nc net.Conn, transport string) *conn {
 	}
 }
 
-func (c *conn) serve() {
+// Abort closes the transport at once (frontend.Conn).
+func (c *conn) Abort() { c.nc.Close() }
+
+// Serve runs the connection until it ends (frontend.Conn).
+func (c *conn) Serve() {
 	go c.writeLoop()
 	err := c.readLoop()
 	close(c.readDone)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
-	"github.com/trident-broker/trident/protocol/connreg"
+	"github.com/trident-broker/trident/protocol/frontend"
 	"github.com/trident-broker/trident/protocol/mqtt/wire"
 )
 
@@ -104,12 +104,11 @@ type Server struct {
 	st    MetaStore
 	log   *slog.Logger
 
+	conns *frontend.Set[*conn]
+
 	mu       sync.Mutex
-	conns    map[*conn]struct{}
 	sessions map[string]*session // vhost + "\x00" + client id
-	lns      []net.Listener
-	shutdown bool
-	wg       sync.WaitGroup
+	shutdown bool                // no session is taken any more
 	seq      atomic.Uint64
 
 	retained *retainedStore
@@ -128,7 +127,7 @@ func NewServer(cfg Config, b *exchange.Broker, users *auth.Users, st MetaStore, 
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, b: b, users: users, st: st, log: log.With("proto", "mqtt"),
-		conns: map[*conn]struct{}{}, sessions: map[string]*session{}}
+		conns: frontend.NewSet[*conn](ErrServerClosed), sessions: map[string]*session{}}
 	var err error
 	if s.retained, err = loadRetained(st); err != nil {
 		return nil, err
@@ -141,55 +140,7 @@ func NewServer(cfg Config, b *exchange.Broker, users *auth.Users, st MetaStore, 
 
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	s.mu.Lock()
-	if s.shutdown {
-		s.mu.Unlock()
-		return ErrServerClosed
-	}
-	s.lns = append(s.lns, ln)
-	s.mu.Unlock()
-	var delay time.Duration
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			s.mu.Lock()
-			done := s.shutdown
-			s.mu.Unlock()
-			if done {
-				return ErrServerClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				time.Sleep(delay)
-				continue
-			}
-			return err
-		}
-		delay = 0
-		s.serveConn(nc, "tcp")
-	}
-}
-
-// serveConn runs one connection in its own goroutine.
-func (s *Server) serveConn(nc net.Conn, transport string) {
-	c := newConn(s, nc, transport)
-	s.mu.Lock()
-	if s.shutdown {
-		s.mu.Unlock()
-		nc.Close()
-		return
-	}
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		c.serve()
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-	}()
+	return s.conns.Serve(ln, func(nc net.Conn) *conn { return newConn(s, nc, "tcp") })
 }
 
 // WebSocketHandler serves MQTT over WebSocket (subprotocol "mqtt", binary
@@ -206,33 +157,11 @@ func (s *Server) WebSocketHandler() http.Handler {
 		ws.SetReadLimit(int64(s.cfg.MaxPacketSize) + 8)
 		nc := withTLSState(websocket.NetConn(context.Background(), ws, websocket.MessageBinary), r.TLS)
 		done := make(chan struct{})
-		s.serveConnWS(nc, done)
+		// On the handler's goroutine's behalf: the http.Server keeps the
+		// hijacked connection while the handler runs.
+		s.conns.Start(newConn(s, nc, "websocket"), done)
 		<-done
 	})
-}
-
-// serveConnWS is serveConn on the handler's goroutine's behalf: the
-// http.Server keeps the hijacked connection while the handler runs.
-func (s *Server) serveConnWS(nc net.Conn, done chan struct{}) {
-	c := newConn(s, nc, "websocket")
-	s.mu.Lock()
-	if s.shutdown {
-		s.mu.Unlock()
-		nc.Close()
-		close(done)
-		return
-	}
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer close(done)
-		defer s.wg.Done()
-		c.serve()
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-	}()
 }
 
 // Shutdown stops accepting, closes every connection (MQTT 5 clients get
@@ -241,31 +170,12 @@ func (s *Server) serveConnWS(nc net.Conn, done chan struct{}) {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.shutdown = true
-	for _, ln := range s.lns {
-		ln.Close()
-	}
-	conns := connreg.Snapshot(s.conns)
 	sessions := make([]*session, 0, len(s.sessions))
 	for _, se := range s.sessions {
 		sessions = append(sessions, se)
 	}
 	s.mu.Unlock()
-	for _, c := range conns {
-		c.serverDisconnect(codeServerShuttingDown)
-	}
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	var err error
-	select {
-	case <-done:
-	case <-ctx.Done():
-		s.mu.Lock()
-		for c := range s.conns {
-			c.nc.Close()
-		}
-		s.mu.Unlock()
-		err = ctx.Err()
-	}
+	err := s.conns.Shutdown(ctx, func(c *conn) { c.serverDisconnect(codeServerShuttingDown) })
 	for _, se := range sessions {
 		se.stopTimers()
 	}
@@ -294,20 +204,13 @@ type ConnInfo struct {
 
 // Connections lists the open (connected) connections, sorted by name.
 func (s *Server) Connections() []ConnInfo {
-	return connreg.Sorted(s.snapshot(), (*conn).info, func(i ConnInfo) string { return i.Name })
-}
-
-// snapshot copies the set of connections.
-func (s *Server) snapshot() []*conn {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return connreg.Snapshot(s.conns)
+	return frontend.List(s.conns, (*conn).info, func(i ConnInfo) string { return i.Name })
 }
 
 // CloseConnection closes the named connection (MQTT 5: DISCONNECT 0x98
 // administrative action). It reports whether it was found.
 func (s *Server) CloseConnection(name, _ string) bool {
-	found, ok := connreg.Named(s.snapshot(), func(c *conn) string { return c.name }, name)
+	found, ok := s.conns.Find(func(c *conn) string { return c.name }, name)
 	if !ok {
 		return false
 	}

@@ -133,7 +133,11 @@ func (r readTracker) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (c *conn) serve() {
+// Abort closes the transport at once (frontend.Conn).
+func (c *conn) Abort() { c.t.Close() }
+
+// Serve runs the connection until it ends (frontend.Conn).
+func (c *conn) Serve() {
 	go c.writer()
 	hs := time.AfterFunc(c.s.cfg.HandshakeTimeout, func() {
 		if !c.opened.Load() {

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,7 +13,7 @@ import (
 
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
-	"github.com/trident-broker/trident/protocol/connreg"
+	"github.com/trident-broker/trident/protocol/frontend"
 	"github.com/trident-broker/trident/protocol/stomp/frame"
 )
 
@@ -81,12 +80,8 @@ type Server struct {
 	users *auth.Users
 	log   *slog.Logger
 
-	mu       sync.Mutex
-	conns    map[*conn]struct{}
-	lns      []net.Listener
-	shutdown bool
-	wg       sync.WaitGroup
-	seq      atomic.Uint64
+	conns *frontend.Set[*conn]
+	seq   atomic.Uint64
 }
 
 // NewServer creates a STOMP server over the core and the user database.
@@ -95,7 +90,7 @@ func NewServer(cfg Config, b *exchange.Broker, users *auth.Users, log *slog.Logg
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, lim: cfg.limits(), b: b, users: users, log: log.With("proto", "stomp"), conns: map[*conn]struct{}{}}
+	return &Server{cfg: cfg, lim: cfg.limits(), b: b, users: users, log: log.With("proto", "stomp"), conns: frontend.NewSet[*conn](ErrServerClosed)}
 }
 
 // ErrServerClosed is returned by Serve after Shutdown.
@@ -103,37 +98,12 @@ var ErrServerClosed = errors.New("stomp: server closed")
 
 // Serve accepts TCP connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	s.mu.Lock()
-	if s.shutdown {
-		s.mu.Unlock()
-		return ErrServerClosed
-	}
-	s.lns = append(s.lns, ln)
-	s.mu.Unlock()
-	var delay time.Duration
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			s.mu.Lock()
-			done := s.shutdown
-			s.mu.Unlock()
-			if done {
-				return ErrServerClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				time.Sleep(delay)
-				continue
-			}
-			return err
-		}
-		delay = 0
+	return s.conns.Serve(ln, func(nc net.Conn) *conn {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			_ = tc.SetNoDelay(true)
 		}
-		s.run(newConn(s, &tcpTransport{nc: nc}), nil)
-	}
+		return newConn(s, &tcpTransport{nc: nc})
+	})
 }
 
 // Subprotocols are the WebSocket subprotocols offered, preferred first.
@@ -142,10 +112,7 @@ var Subprotocols = []string{"v12.stomp", "v11.stomp", "v10.stomp"}
 // ServeHTTP upgrades a request to a WebSocket carrying STOMP frames, in
 // text or binary messages. Like RabbitMQ's Web-STOMP it accepts any origin.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	down := s.shutdown
-	s.mu.Unlock()
-	if down {
+	if s.conns.Closing() {
 		http.Error(w, "shutting down", http.StatusServiceUnavailable)
 		return
 	}
@@ -160,63 +127,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ws.SetReadLimit(int64(s.lim.MaxFrameSize) + 1024)
 	t := newWSTransport(ws, r)
 	done := make(chan struct{})
-	s.run(newConn(s, t), done)
+	s.conns.Start(newConn(s, t), done)
 	<-done // the handler must not return while the connection is in use
-}
-
-// run registers c and serves it on its own goroutine; done, if not nil,
-// is closed when it ends.
-func (s *Server) run(c *conn, done chan struct{}) {
-	s.mu.Lock()
-	if s.shutdown {
-		s.mu.Unlock()
-		c.t.Close()
-		if done != nil {
-			close(done)
-		}
-		return
-	}
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		c.serve()
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		if done != nil {
-			close(done)
-		}
-	}()
 }
 
 // Shutdown stops accepting, sends every connection an ERROR frame and
 // closes it, and waits for them to finish or for ctx.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	s.shutdown = true
-	for _, ln := range s.lns {
-		ln.Close()
-	}
-	conns := connreg.Snapshot(s.conns)
-	s.mu.Unlock()
-	for _, c := range conns {
+	return s.conns.Shutdown(ctx, func(c *conn) {
 		c.forceClose("broker forced connection closure with reason 'shutdown'")
-	}
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		s.mu.Lock()
-		for c := range s.conns {
-			c.t.Close()
-		}
-		s.mu.Unlock()
-		return ctx.Err()
-	}
+	})
 }
 
 // ConnInfo describes a connection for management.
@@ -237,20 +157,13 @@ type ConnInfo struct {
 
 // Connections lists the open (logged-in) connections, sorted by name.
 func (s *Server) Connections() []ConnInfo {
-	return connreg.Sorted(s.snapshot(), (*conn).info, func(i ConnInfo) string { return i.Name })
-}
-
-// snapshot copies the set of connections.
-func (s *Server) snapshot() []*conn {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return connreg.Snapshot(s.conns)
+	return frontend.List(s.conns, (*conn).info, func(i ConnInfo) string { return i.Name })
 }
 
 // CloseConnection closes the named connection with an ERROR frame carrying
 // reason. It reports whether the connection was found.
 func (s *Server) CloseConnection(name, reason string) bool {
-	found, ok := connreg.Named(s.snapshot(), func(c *conn) string { return c.name }, name)
+	found, ok := s.conns.Find(func(c *conn) string { return c.name }, name)
 	if !ok {
 		return false
 	}

@@ -1,0 +1,218 @@
+package frontend
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var errTestClosed = errors.New("test: server closed")
+
+// echoConn serves by echoing until its transport closes; it records how
+// it ended.
+type echoConn struct {
+	nc      net.Conn
+	name    string
+	open    bool // reports info (past its handshake)
+	goodbye chan string
+	aborted atomic.Bool
+	stuck   bool // ignores goodbyes: only Abort ends it
+}
+
+func (c *echoConn) Serve() {
+	buf := make([]byte, 64)
+	for {
+		n, err := c.nc.Read(buf)
+		if err != nil {
+			return
+		}
+		if _, err := c.nc.Write(buf[:n]); err != nil {
+			return
+		}
+	}
+}
+
+func (c *echoConn) Abort() { c.aborted.Store(true); c.nc.Close() }
+
+func (c *echoConn) sayGoodbye(reason string) {
+	c.goodbye <- reason
+	if !c.stuck {
+		c.nc.Close()
+	}
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+// serve starts s on a fresh listener; wrapped receives each Conn made.
+func serve(t *testing.T, s *Set[*echoConn], stuck bool) (string, chan *echoConn, chan error) {
+	ln := listen(t)
+	made := make(chan *echoConn, 16)
+	var n atomic.Int64
+	errc := make(chan error, 1)
+	go func() {
+		errc <- s.Serve(ln, func(nc net.Conn) *echoConn {
+			c := &echoConn{nc: nc, name: "c" + strconv.FormatInt(n.Add(1), 10), open: true, goodbye: make(chan string, 1), stuck: stuck}
+			made <- c
+			return c
+		})
+	}()
+	return ln.Addr().String(), made, errc
+}
+
+func dialEcho(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := nc.Write([]byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 2)
+	if _, err := nc.Read(buf); err != nil || string(buf) != "hi" {
+		t.Fatalf("echo %q %v", buf, err)
+	}
+	return nc
+}
+
+func info(c *echoConn) (string, bool) { return c.name, c.open }
+
+func TestServeListFindShutdown(t *testing.T) {
+	s := NewSet[*echoConn](errTestClosed)
+	addr, made, errc := serve(t, s, false)
+	a, b := dialEcho(t, addr), dialEcho(t, addr)
+	defer a.Close()
+	defer b.Close()
+	ca, cb := <-made, <-made
+	cb.open = false // still in its handshake: not listed
+	if got := List(s, info, func(n string) string { return n }); len(got) != 1 || got[0] != ca.name {
+		t.Fatalf("List = %v, want [%s]", got, ca.name)
+	}
+	if c, ok := s.Find(func(c *echoConn) string { return c.name }, cb.name); !ok || c != cb {
+		t.Fatalf("Find(%s) = %v %v", cb.name, c, ok)
+	}
+	if _, ok := s.Find(func(c *echoConn) string { return c.name }, "nobody"); ok {
+		t.Fatal("Find found a connection that is not there")
+	}
+	// A connection that ends leaves the set.
+	a.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(s.Snapshot()) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections after one closed", len(s.Snapshot()))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Shutdown says goodbye to each, stops accepting, and Serve returns
+	// the front end's error.
+	if err := s.Shutdown(context.Background(), func(c *echoConn) { c.sayGoodbye("shutdown") }); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-cb.goodbye; r != "shutdown" {
+		t.Fatalf("goodbye %q", r)
+	}
+	if cb.aborted.Load() {
+		t.Fatal("a connection that ended on its goodbye was aborted")
+	}
+	if err := <-errc; !errors.Is(err, errTestClosed) {
+		t.Fatalf("Serve returned %v", err)
+	}
+	if !s.Closing() {
+		t.Fatal("not closing after Shutdown")
+	}
+	if _, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		t.Fatal("the listener still accepts after Shutdown")
+	}
+}
+
+func TestShutdownDeadlineAborts(t *testing.T) {
+	s := NewSet[*echoConn](errTestClosed)
+	addr, made, _ := serve(t, s, true)
+	nc := dialEcho(t, addr)
+	defer nc.Close()
+	c := <-made
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := s.Shutdown(ctx, func(c *echoConn) { c.sayGoodbye("shutdown") }); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown = %v, want the deadline", err)
+	}
+	if !c.aborted.Load() {
+		t.Fatal("a connection still open at the deadline was not aborted")
+	}
+}
+
+func TestStartAfterShutdown(t *testing.T) {
+	s := NewSet[*echoConn](errTestClosed)
+	if err := s.Shutdown(context.Background(), func(*echoConn) {}); err != nil {
+		t.Fatal(err)
+	}
+	client, server := net.Pipe()
+	defer client.Close()
+	c := &echoConn{nc: server}
+	done := make(chan struct{})
+	if s.Start(c, done) {
+		t.Fatal("Start accepted a connection during shutdown")
+	}
+	<-done
+	if !c.aborted.Load() {
+		t.Fatal("a refused connection was not aborted")
+	}
+	if err := s.Serve(listen(t), func(net.Conn) *echoConn { return nil }); !errors.Is(err, errTestClosed) {
+		t.Fatalf("Serve after Shutdown = %v", err)
+	}
+}
+
+// flakyListener fails its first Accepts with a temporary (timeout) error,
+// as a process out of file descriptors sees, then accepts.
+type flakyListener struct {
+	net.Listener
+	mu    sync.Mutex
+	fails int
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "accept: too many open files" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	if l.fails > 0 {
+		l.fails--
+		l.mu.Unlock()
+		return nil, timeoutErr{}
+	}
+	l.mu.Unlock()
+	return l.Listener.Accept()
+}
+
+func TestServeBacksOffTemporaryErrors(t *testing.T) {
+	s := NewSet[*echoConn](errTestClosed)
+	fl := &flakyListener{Listener: listen(t), fails: 3}
+	errc := make(chan error, 1)
+	go func() {
+		errc <- s.Serve(fl, func(nc net.Conn) *echoConn { return &echoConn{nc: nc, goodbye: make(chan string, 1)} })
+	}()
+	nc := dialEcho(t, fl.Addr().String()) // served once the errors passed
+	nc.Close()
+	if err := s.Shutdown(context.Background(), func(c *echoConn) { c.sayGoodbye("") }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, errTestClosed) {
+		t.Fatalf("Serve = %v", err)
+	}
+}
