@@ -49,7 +49,7 @@ type channel struct {
 	// Confirms.
 	confirm bool
 	pubSeq  uint64
-	cf      confirmState // under c.wmu (confirms.go)
+	cf      confirmState // under c.w.Mu (confirms.go)
 
 	// Transactions (reader goroutine only).
 	tx      bool
@@ -654,11 +654,11 @@ func (ch *channel) get(m *wire.BasicGet) error {
 		ch.c.watchTimeouts()
 		ch.unacked = append(ch.unacked, unackedRef{tag: tag, q: q, seq: d.Seq, at: ch.c.now.Load()})
 	}
-	ch.c.wmu.Lock()
+	ch.c.w.Mu.Lock()
 	gm := wire.BasicGetOK{DeliveryTag: tag, Redelivered: d.Redelivered, Exchange: d.Msg.Exchange,
 		RoutingKey: d.Msg.RoutingKey, MessageCount: uint32(d.Remaining)}
 	ch.c.appendContentLocked(ch.id, &gm, d.Msg, nil)
-	ch.c.wmu.Unlock()
+	ch.c.w.Mu.Unlock()
 	ch.dmu.Unlock()
 	return nil
 }
@@ -847,10 +847,10 @@ type txConfirm struct{ wg *sync.WaitGroup }
 func (t *txConfirm) Confirm(uint64, bool) { t.wg.Done() }
 
 func (ch *channel) sendReturn(msg *exchange.Message) {
-	ch.c.wmu.Lock()
+	ch.c.w.Mu.Lock()
 	r := wire.BasicReturn{ReplyCode: wire.NoRoute, ReplyText: "NO_ROUTE", Exchange: msg.Exchange, RoutingKey: msg.RoutingKey}
 	ch.c.appendContentLocked(ch.id, &r, msg, nil)
-	ch.c.wmu.Unlock()
+	ch.c.w.Mu.Unlock()
 }
 
 // --- the consumer sink ---
@@ -913,14 +913,14 @@ func (s *sink) write(d exchange.Delivery) bool {
 		c.watchTimeouts()
 		ch.unacked = append(ch.unacked, unackedRef{tag: tag, q: d.Queue, seq: d.Seq, at: c.now.Load()})
 	}
-	c.wmu.Lock()
+	c.w.Mu.Lock()
 	c.deliver = wire.BasicDeliver{ConsumerTag: s.tag, DeliveryTag: tag, Redelivered: d.Redelivered,
 		Exchange: d.Msg.Exchange, RoutingKey: d.Msg.RoutingKey}
 	ok := c.appendContentLocked(ch.id, &c.deliver, d.Msg, d.Batch)
 	if !ok && d.Consumer != nil {
-		c.paused = append(c.paused, d.Consumer)
+		c.w.Paused = append(c.w.Paused, d.Consumer)
 	}
-	c.wmu.Unlock()
+	c.w.Mu.Unlock()
 	return ok
 }
 
@@ -931,16 +931,16 @@ func (s *sink) Cancelled(*exchange.Consumer) {
 	if !c.capCancel {
 		return
 	}
-	c.wmu.Lock()
-	if !c.wclosed {
+	c.w.Mu.Lock()
+	if !c.w.Closed {
 		var err error
 		var b []byte
-		if b, err = wire.AppendMethodFrame(c.out, s.ch.id, &wire.BasicCancel{ConsumerTag: s.tag, NoWait: true}); err == nil {
-			c.out = b
+		if b, err = wire.AppendMethodFrame(c.w.Buf, s.ch.id, &wire.BasicCancel{ConsumerTag: s.tag, NoWait: true}); err == nil {
+			c.w.Buf = b
 		}
 		c.queued()
 	}
-	c.wmu.Unlock()
+	c.w.Mu.Unlock()
 }
 
 // recheckConsumers cancels the consumers whose queue the connection's user

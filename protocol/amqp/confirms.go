@@ -22,7 +22,7 @@ import "github.com/trident-broker/trident/protocol/amqp/wire"
 // Confirms therefore reach the client in the order the core gave them,
 // and a tag is confirmed exactly once.
 
-// confirmState is a channel's confirm bookkeeping, under its conn's wmu.
+// confirmState is a channel's confirm bookkeeping, under its conn's w.Mu.
 type confirmState struct {
 	next   uint64          // the lowest tag not yet confirmed in order (tags start at 1)
 	sent   uint64          // the highest tag of the in-order sequence written
@@ -32,9 +32,9 @@ type confirmState struct {
 
 // sendConfirm records the outcome of publish tag on channel ch.
 func (c *conn) sendConfirm(ch *channel, tag uint64, ok bool) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if c.wclosed {
+	c.w.Mu.Lock()
+	defer c.w.Mu.Unlock()
+	if c.w.Closed {
 		return
 	}
 	cf := &ch.cf
@@ -117,5 +117,5 @@ func (c *conn) appendConfirmLocked(ch uint16, tag uint64, multiple, ok bool) {
 		c.nack = wire.BasicNack{DeliveryTag: tag, Multiple: multiple}
 		m = &c.nack
 	}
-	c.out, _ = wire.AppendMethodFrame(c.out, ch, m)
+	c.w.Buf, _ = wire.AppendMethodFrame(c.w.Buf, ch, m)
 }

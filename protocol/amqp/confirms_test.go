@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"math/rand/v2"
-	"sync"
 	"testing"
 
 	"github.com/trident-broker/trident/protocol/amqp/wire"
@@ -19,18 +18,18 @@ type confirmFrame struct {
 
 func newConfirmConn() (*conn, *channel) {
 	c := &conn{}
-	c.wcond = sync.NewCond(&c.wmu)
+	c.w.Init()
 	return c, &channel{c: c, id: 1}
 }
 
 // drainConfirms takes what the writer would write and decodes it.
 func drainConfirms(t *testing.T, c *conn) []confirmFrame {
 	t.Helper()
-	c.wmu.Lock()
+	c.w.Mu.Lock()
 	c.writeConfirmRunsLocked()
-	out := c.out
-	c.out = nil
-	c.wmu.Unlock()
+	out := c.w.Buf
+	c.w.Buf = nil
+	c.w.Mu.Unlock()
 	r := bufio.NewReader(bytes.NewReader(out))
 	var fs []confirmFrame
 	for {

@@ -16,13 +16,7 @@ import (
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/amqp/wire"
-)
-
-// Output buffer watermarks: above high, consumers are paused until the
-// writer has brought the buffer below low.
-const (
-	outHigh = 4 << 20
-	outLow  = 1 << 20
+	"github.com/trident-broker/trident/protocol/frontend"
 )
 
 const version = "0.1.0"
@@ -54,27 +48,22 @@ type conn struct {
 	channels map[uint16]*channel
 	lastCh   *channel // the reader's last looked-up channel (reader goroutine)
 
-	// Writer state.
-	wmu     sync.Mutex
-	wcond   *sync.Cond
-	out     []byte
-	spare   []byte
-	wclosed bool
-	paused  []*exchange.Consumer
-	deliver wire.BasicDeliver // scratch, under wmu
-	props   wire.Properties   // scratch, under wmu
-	ack     wire.BasicAck     // scratch, under wmu
-	nack    wire.BasicNack    // scratch, under wmu
+	// Writer state: the output buffer, whose lock (w.Mu) also guards
+	// the scratch encoders and confirm state below.
+	w       frontend.Output
+	deliver wire.BasicDeliver // scratch, under w.Mu
+	props   wire.Properties   // scratch, under w.Mu
+	ack     wire.BasicAck     // scratch, under w.Mu
+	nack    wire.BasicNack    // scratch, under w.Mu
 	// confirmRuns are the channels with a run of publisher confirms not
-	// yet written (confirms.go), under wmu.
+	// yet written (confirms.go), under w.Mu.
 	confirmRuns []*channel
 	// deferred is the publisher's Batch that will wake the writer for
-	// what was appended last (see exchange.Batch), under wmu.
+	// what was appended last (see exchange.Batch), under w.Mu.
 	deferred *exchange.Batch
 	// batch is this connection's own, as a publisher (reader goroutine).
 	batch exchange.Batch
 	wrote atomic.Bool // something was written since the last heartbeat tick
-	werr  error
 
 	opened   atomic.Bool // handshake done: vh, user and the tuned values are set
 	wdone    chan struct{}
@@ -105,7 +94,9 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc, id: s.seq.Add(1), channels: map[uint16]*channel{}, done: make(chan struct{}), wdone: make(chan struct{}), abort: make(chan struct{})}
 	c.name = fmt.Sprintf("%s -> %s", nc.RemoteAddr(), nc.LocalAddr())
 	c.log = s.log.With("conn", c.name)
-	c.wcond = sync.NewCond(&c.wmu)
+	c.w.Init()
+	c.w.Pending = func() bool { return len(c.confirmRuns) > 0 }
+	c.w.Prepare = c.writeConfirmRunsLocked
 	c.frameMax = s.cfg.InitialFrameMax
 	c.connectedAt = time.Now()
 	return c
@@ -168,91 +159,51 @@ func (t readTracker) Read(p []byte) (int, error) {
 
 func (c *conn) writer() {
 	defer close(c.wdone)
-	for {
-		c.wmu.Lock()
-		for len(c.out) == 0 && len(c.confirmRuns) == 0 && !c.wclosed {
-			c.wcond.Wait()
-		}
-		c.writeConfirmRunsLocked()
-		if len(c.out) == 0 {
-			c.wmu.Unlock()
-			return
-		}
-		buf := c.out
-		c.out = c.spare[:0]
-		c.spare = nil
-		c.wmu.Unlock()
-
+	err := c.w.Run(func(buf []byte, _ []int) error {
 		n, err := c.nc.Write(buf)
 		c.wrote.Store(true)
 		c.sendOct.Add(uint64(n))
-
-		c.wmu.Lock()
-		if cap(buf) <= outHigh {
-			c.spare = buf[:0]
-		}
-		var resume []*exchange.Consumer
-		if len(c.out) < outLow && len(c.paused) > 0 {
-			resume = c.paused
-			c.paused = nil
-		}
-		if err != nil {
-			c.werr = err
-			c.wclosed = true
-			c.out = nil
-		}
-		c.wmu.Unlock()
-		for _, cons := range resume {
-			cons.Resume()
-		}
-		if err != nil {
-			c.nc.Close()
-			return
-		}
+		return err
+	})
+	if err != nil {
+		c.nc.Close()
 	}
 }
 
 // stopWriter lets the writer flush what is queued and exit.
-func (c *conn) stopWriter() {
-	c.wmu.Lock()
-	c.wclosed = true
-	c.wcond.Signal()
-	c.wmu.Unlock()
-}
+func (c *conn) stopWriter() { c.w.Stop() }
 
-// queued is called with wmu held after appending to c.out.
-func (c *conn) queued() {
-	c.wcond.Signal()
-}
+// queued is called with w.Mu held after appending to w.Buf.
+func (c *conn) queued() { c.w.Signal() }
 
 // send writes one method frame.
 func (c *conn) send(ch uint16, m wire.Method) {
-	c.wmu.Lock()
-	if !c.wclosed {
+	c.w.Mu.Lock()
+	if !c.w.Closed {
 		// A method goes after the confirms sent before it: channel.close-ok
 		// must not overtake its channel's acks.
 		c.writeConfirmRunsLocked()
 		var err error
 		var b []byte
-		if b, err = wire.AppendMethodFrame(c.out, ch, m); err == nil {
-			c.out = b
+		if b, err = wire.AppendMethodFrame(c.w.Buf, ch, m); err == nil {
+			c.w.Buf = b
 		} else {
 			c.log.Warn("cannot encode method", "method", m.Name(), "err", err)
 		}
 		c.queued()
 	}
-	c.wmu.Unlock()
+	c.w.Mu.Unlock()
 }
 
 // sendContent writes a method with content (deliver, get-ok, return).
-// Called with wmu held. It returns false if the output buffer is over its
+// Called with w.Mu held. It returns false if the output buffer is over its
 // high watermark.
 func (c *conn) appendContentLocked(ch uint16, m wire.Method, msg *exchange.Message, batch *exchange.Batch) bool {
-	if c.wclosed {
+	if c.w.Closed {
 		return true
 	}
 	toWireProps(&c.props, &msg.Props)
-	b, err := wire.AppendMethodFrame(c.out, ch, m)
+	b, err := wire.AppendMethodFrame(c.w.Buf, ch, m)
 	if err == nil {
 		b, err = wire.AppendHeaderFrame(b, ch, uint64(len(msg.Body)), &c.props)
 	}
@@ -266,16 +217,16 @@ func (c *conn) appendContentLocked(ch uint16, m wire.Method, msg *exchange.Messa
 		b = wire.AppendFrame(b, wire.FrameBody, ch, rest[:n])
 		rest = rest[n:]
 	}
-	c.out = b
+	c.w.Buf = b
 	// Within a publisher's batch the writer waits for its end, but only
 	// for so much: a consumer with a prefetch window must see its
 	// deliveries (and ack them) while the batch goes on.
-	if batch == nil || len(c.out) >= deferMax || (c.deferred != batch && !batch.Defer(c)) {
+	if batch == nil || len(c.w.Buf) >= deferMax || (c.deferred != batch && !batch.Defer(c)) {
 		c.queued()
 	} else {
 		c.deferred = batch
 	}
-	return len(c.out) < outHigh
+	return len(c.w.Buf) < frontend.High
 }
 
 // deferMax is how much output a publisher's batch may hold back.
@@ -284,10 +235,10 @@ const deferMax = 16 << 10
 // Flush implements exchange.Flusher: a publisher's batch that delivered
 // to this connection is over.
 func (c *conn) Flush() {
-	c.wmu.Lock()
+	c.w.Mu.Lock()
 	c.deferred = nil
 	c.queued()
-	c.wmu.Unlock()
+	c.w.Mu.Unlock()
 }
 
 // frameBuffered reports whether the reader holds a whole next frame, so
@@ -311,12 +262,12 @@ func (c *conn) heartbeater() {
 		case <-t.C:
 		}
 		if !c.wrote.Swap(false) {
-			c.wmu.Lock()
-			if !c.wclosed {
-				c.out = wire.AppendHeartbeat(c.out)
+			c.w.Mu.Lock()
+			if !c.w.Closed {
+				c.w.Buf = wire.AppendHeartbeat(c.w.Buf)
 				c.queued()
 			}
-			c.wmu.Unlock()
+			c.w.Mu.Unlock()
 		}
 		if c.blocked.Load() {
 			continue // we are not reading on purpose

@@ -8,5 +8,5 @@
 // add. Deliveries are encoded by whichever goroutine dispatches them (the
 // publisher's, usually) straight into the connection's output buffer.
 //
-// Lock order: exchange Queue.mu → channel.dmu → conn.wmu.
+// Lock order: exchange Queue.mu → channel.dmu → conn.w.Mu.
 package amqp

@@ -14,14 +14,8 @@ import (
 
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/frontend"
 	"github.com/trident-broker/trident/protocol/stomp/frame"
-)
-
-// Output buffer watermarks: above high, consumers are paused until the
-// writer has brought the buffer below low.
-const (
-	outHigh = 4 << 20
-	outLow  = 1 << 20
 )
 
 const version = "0.1.0"
@@ -29,7 +23,7 @@ const version = "0.1.0"
 // conn is one STOMP session. Frames are handled on the reader goroutine
 // (serve); the core calls the sinks (Deliver) and Confirm from its own.
 //
-// Lock order: Queue.mu (core) → conn.dmu → conn.wmu; conn.rmu → conn.wmu.
+// Lock order: Queue.mu (core) → conn.dmu → conn.w.Mu; conn.rmu → conn.w.Mu.
 // The reader goroutine never holds dmu or rmu while calling into the core.
 type conn struct {
 	s    *Server
@@ -77,15 +71,8 @@ type conn struct {
 	receipts []receiptEntry
 	rbase    uint64 // sequence number of receipts[0]
 
-	// Writer state.
-	wmu       sync.Mutex
-	wcond     *sync.Cond // the writer waits for output
-	drained   *sync.Cond // the reader waits for the writer (back-pressure)
-	out       []byte
-	ends      []int // frame ends in out (WebSocket only)
-	spare     []byte
-	wclosed   bool
-	paused    []*exchange.Consumer
+	// Writer state: frame ends are recorded on WebSocket only.
+	w         frontend.Output
 	lastWrite atomic.Int64 // unix ns of the last write to the socket (per batch), for heart-beats
 
 	lastRead atomic.Int64
@@ -106,8 +93,7 @@ func newConn(s *Server, t transport) *conn {
 		subs: map[string]*subscription{}, txs: map[string]*transaction{}, replyQs: map[string]string{}, declared: map[string]bool{}, canWrite: map[string]bool{}}
 	c.name = fmt.Sprintf("%s -> %s", t.remote(), t.local())
 	c.log = s.log.With("conn", c.name)
-	c.wcond = sync.NewCond(&c.wmu)
-	c.drained = sync.NewCond(&c.wmu)
+	c.w.Init()
 	c.rcond = sync.NewCond(&c.rmu)
 	c.connectedAt = time.Now()
 	c.lastRead.Store(time.Now().UnixNano())
@@ -296,91 +282,43 @@ func (c *conn) kill(e *Error, receipt string) {
 
 func (c *conn) writer() {
 	defer close(c.wdone)
-	var ends []int
-	for {
-		c.wmu.Lock()
-		for len(c.out) == 0 && !c.wclosed {
-			c.wcond.Wait()
-		}
-		if len(c.out) == 0 {
-			c.wmu.Unlock()
-			return
-		}
-		buf := c.out
-		ends = append(ends[:0], c.ends...)
-		c.out = c.spare[:0]
-		c.ends = c.ends[:0]
-		c.spare = nil
-		c.wmu.Unlock()
-
+	err := c.w.Run(func(buf []byte, ends []int) error {
 		err := c.t.writeFrames(buf, ends)
 		if err == nil {
 			c.sendOct.Add(uint64(len(buf)))
 		}
 		c.lastWrite.Store(time.Now().UnixNano())
-
-		c.wmu.Lock()
-		if cap(buf) <= outHigh {
-			c.spare = buf[:0]
-		}
-		c.drained.Broadcast()
-		var resume []*exchange.Consumer
-		if len(c.out) < outLow && len(c.paused) > 0 {
-			resume = c.paused
-			c.paused = nil
-		}
-		if err != nil {
-			c.wclosed = true
-			c.out = nil
-			c.drained.Broadcast()
-		}
-		c.wmu.Unlock()
-		for _, cons := range resume {
-			cons.Resume()
-		}
-		if err != nil {
-			c.t.Close()
-			return
-		}
+		return err
+	})
+	if err != nil {
+		c.t.Close()
 	}
 }
 
 // stopWriter lets the writer flush what is queued and exit.
-func (c *conn) stopWriter() {
-	c.wmu.Lock()
-	c.wclosed = true
-	c.wcond.Signal()
-	c.drained.Broadcast()
-	c.wmu.Unlock()
-}
+func (c *conn) stopWriter() { c.w.Stop() }
 
 // waitOutput holds the reader while the output buffer is over its high
 // watermark, so that a client that sends without reading (receipts,
 // ERRORs) cannot grow it without bound.
-func (c *conn) waitOutput() {
-	c.wmu.Lock()
-	for len(c.out) >= outHigh && !c.wclosed {
-		c.drained.Wait()
-	}
-	c.wmu.Unlock()
-}
+func (c *conn) waitOutput() { c.w.WaitBelowHigh() }
 
-// endFrameLocked records the end of a frame just appended (wmu held).
+// endFrameLocked records the end of a frame just appended (w.Mu held).
 func (c *conn) endFrameLocked() {
 	if c.t.web() {
-		c.ends = append(c.ends, len(c.out))
+		c.w.Ends = append(c.w.Ends, len(c.w.Buf))
 	}
-	c.wcond.Signal()
+	c.w.Signal()
 }
 
 // writeFrame queues one frame.
 func (c *conn) writeFrame(f *frame.Frame) {
-	c.wmu.Lock()
-	if !c.wclosed {
-		c.out = frame.Append(c.out, f, c.version)
+	c.w.Mu.Lock()
+	if !c.w.Closed {
+		c.w.Buf = frame.Append(c.w.Buf, f, c.version)
 		c.endFrameLocked()
 	}
-	c.wmu.Unlock()
+	c.w.Mu.Unlock()
 }
 
 // heartbeater sends heart-beats when nothing else was written and closes
@@ -406,12 +344,12 @@ func (c *conn) heartbeater() {
 		}
 		now := time.Now()
 		if c.hbOut > 0 && now.Sub(time.Unix(0, c.lastWrite.Load())) >= c.hbOut-tick {
-			c.wmu.Lock()
-			if !c.wclosed && len(c.out) == 0 {
-				c.out = append(c.out, '\n')
+			c.w.Mu.Lock()
+			if !c.w.Closed && len(c.w.Buf) == 0 {
+				c.w.Buf = append(c.w.Buf, '\n')
 				c.endFrameLocked()
 			}
-			c.wmu.Unlock()
+			c.w.Mu.Unlock()
 		}
 		if c.hbIn > 0 && now.Sub(time.Unix(0, c.lastRead.Load())) > 2*c.hbIn {
 			c.log.Warn("no heart-beat from client, closing", "interval", c.hbIn)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/frontend"
 	"github.com/trident-broker/trident/protocol/stomp/frame"
 )
 
@@ -67,19 +68,19 @@ func (s *subscription) Deliver(d exchange.Delivery) bool {
 		s.lastX, s.lastKey = d.Msg.Exchange, d.Msg.RoutingKey
 		s.lastDest = frame.AppendHeader(s.lastDest[:0], "destination", formatDestination(d.Msg.Exchange, d.Msg.RoutingKey), c.version)
 	}
-	c.wmu.Lock()
+	c.w.Mu.Lock()
 	ok := true
-	if !c.wclosed {
-		c.out = s.appendMessage(c.out, tag, d)
+	if !c.w.Closed {
+		c.w.Buf = s.appendMessage(c.w.Buf, tag, d)
 		c.endFrameLocked()
-		if len(c.out) >= outHigh {
+		if len(c.w.Buf) >= frontend.High {
 			ok = false
 			if d.Consumer != nil {
-				c.paused = append(c.paused, d.Consumer)
+				c.w.Paused = append(c.w.Paused, d.Consumer)
 			}
 		}
 	}
-	c.wmu.Unlock()
+	c.w.Mu.Unlock()
 	c.dmu.Unlock()
 	return ok
 }
