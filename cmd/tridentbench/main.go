@@ -191,6 +191,7 @@ type options struct {
 	stream           int           // --stream N: the stream benchmark instead (stream.go)
 	streamAnchor     int           // messages for the RabbitMQ anchor in it
 	streamRaw        bool          // --stream-raw: with the raw clients
+	streamNoReads    bool          // --stream-no-reads: fill and replay only
 }
 
 type stringList []string
@@ -234,6 +235,7 @@ func main() {
 	fs.StringVar(&o.shovelRabbitAMQP, "shovel-rabbit-amqp", rabbitAnchorURL, "AMQP URL of that RabbitMQ")
 	fs.IntVar(&o.stream, "stream", 0, "run the stream benchmark with `N` messages instead of the scenarios (see stream.go)")
 	fs.IntVar(&o.streamAnchor, "stream-anchor", 1_000_000, "at most this many messages for the RabbitMQ anchor in the stream benchmark")
+	fs.BoolVar(&o.streamNoReads, "stream-no-reads", false, "leave out the stream benchmark's reads from first (x1, x10): fill and replay of a large stream")
 	fs.BoolVar(&o.streamRaw, "stream-raw", false, "run the stream benchmark with the raw AMQP clients (rawstream.go) instead of amqp091-go")
 	_ = fs.Parse(os.Args[1:])
 	for _, f := range strings.Split(*latencyRates, ",") {

@@ -9,7 +9,7 @@ package main
 //	              --warmup + --duration: confirmed/s and consumed/s
 //	fill          N messages of --size random bytes into another stream
 //	              (confirms, window 1000); the time at half the fill is noted
-//	read x1       one consumer from first reads all N (prefetch --prefetch,
+//	read x1       (not with --stream-no-reads) one consumer from first reads all N (prefetch --prefetch,
 //	              ack multiple every --ack-every): msgs/s
 //	read x10      ten consumers, each its own connection, from first, each
 //	              reads all N: total msgs/s; the broker's peak RSS meanwhile
@@ -144,19 +144,21 @@ func streamTarget(ctx context.Context, o *options, name, url string, n int, pid 
 	}
 	filled := time.Now()
 
-	fmt.Fprintf(os.Stderr, "%s: read x1 ... ", name)
-	if r.read1Rate, err = read(ctx, url, fillQ, 1, n, p); err != nil {
-		return r, err
+	if !o.streamNoReads {
+		fmt.Fprintf(os.Stderr, "%s: read x1 ... ", name)
+		if r.read1Rate, err = read(ctx, url, fillQ, 1, n, p); err != nil {
+			return r, err
+		}
+		fmt.Fprintf(os.Stderr, "%s/s\n", human(r.read1Rate))
+		fmt.Fprintf(os.Stderr, "%s: read x10 ... ", name)
+		m10 := startRSS(pid)
+		r.read10Rate, err = read(ctx, url, fillQ, 10, n, p)
+		r.read10Peak = m10.stop()
+		if err != nil {
+			return r, err
+		}
+		fmt.Fprintf(os.Stderr, "%s/s, RSS peak %s\n", human(r.read10Rate), mib(r.read10Peak))
 	}
-	fmt.Fprintf(os.Stderr, "%s/s\n", human(r.read1Rate))
-	fmt.Fprintf(os.Stderr, "%s: read x10 ... ", name)
-	m10 := startRSS(pid)
-	r.read10Rate, err = read(ctx, url, fillQ, 10, n, p)
-	r.read10Peak = m10.stop()
-	if err != nil {
-		return r, err
-	}
-	fmt.Fprintf(os.Stderr, "%s/s, RSS peak %s\n", human(r.read10Rate), mib(r.read10Peak))
 
 	// AMQP timestamps are whole seconds: the first second after mid, if
 	// the fill went on past it, else the second mid is in.
@@ -356,8 +358,10 @@ func writeStream(w io.Writer, o *options, rs []streamResult) {
 		fmt.Fprintf(w, "%s, %d messages in the stream\n", r.name, r.n)
 		fmt.Fprintf(w, "  publish 1→1   confirmed %s/s, consumed %s/s%s\n", human(r.pubRate), human(r.pubConsRate), ratio(r.pubRate, b.pubRate))
 		fmt.Fprintf(w, "  fill          %s/s%s\n", human(r.fillRate), ratio(r.fillRate, b.fillRate))
-		fmt.Fprintf(w, "  read x1       %s/s from first%s\n", human(r.read1Rate), ratio(r.read1Rate, b.read1Rate))
-		fmt.Fprintf(w, "  read x10      %s/s in total from first%s; RSS peak meanwhile %s\n", human(r.read10Rate), ratio(r.read10Rate, b.read10Rate), mib(r.read10Peak))
+		if !o.streamNoReads {
+			fmt.Fprintf(w, "  read x1       %s/s from first%s\n", human(r.read1Rate), ratio(r.read1Rate, b.read1Rate))
+			fmt.Fprintf(w, "  read x10      %s/s in total from first%s; RSS peak meanwhile %s\n", human(r.read10Rate), ratio(r.read10Rate, b.read10Rate), mib(r.read10Peak))
+		}
 		fmt.Fprintf(w, "  replay        first message %v after basic.consume (offset %d), then %s/s\n",
 			r.toFirst.Round(time.Microsecond), r.firstOffset, human(r.replayRate))
 		fmt.Fprintf(w, "  peak RSS      %s\n", mib(r.peakRSS))
