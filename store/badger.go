@@ -140,6 +140,10 @@ type Badger struct {
 	failed   error      // sticky write/sync error
 	idle     bool       // writer is waiting on wake
 	waiting  int        // producers waiting on room
+	// dropping is the number of drops the writer is doing a chunk at a
+	// time (drop.go); the writer's own state is in drops.
+	dropping int
+	drops    []*dropJob // the writer goroutine's
 
 	notifyMu   sync.Mutex
 	notifyCond *sync.Cond

@@ -184,12 +184,12 @@ func (b *Badger) runWriter() {
 	)
 	for {
 		b.mu.Lock()
-		for len(b.pend.ops) == 0 && !b.stopping {
+		for len(b.pend.ops) == 0 && !b.stopping && b.dropping == 0 {
 			b.idle = true
 			b.wake.Wait()
 		}
 		b.idle = false
-		if len(b.pend.ops) == 0 {
+		if len(b.pend.ops) == 0 && b.dropping == 0 {
 			b.mu.Unlock()
 			return
 		}
@@ -279,6 +279,14 @@ func (b *Badger) write(c *batch, keys []byte) ([]byte, error) {
 	wb := b.db.NewWriteBatch()
 	wrote := false
 	var deletes uint64
+	// Drops under way finish first if this batch touches their queue.
+	if len(b.drops) > 0 {
+		if err := b.finishDropsFor(c, c.ops, wb); err != nil {
+			wb.Cancel()
+			return keys, err
+		}
+		wrote = true
+	}
 	for i := range c.ops {
 		o := &c.ops[i]
 		if o.skip {
@@ -294,17 +302,27 @@ func (b *Badger) write(c *batch, keys []byte) ([]byte, error) {
 			deletes++
 			wrote = true
 		case opDrop:
+			// What came before in this batch is in Badger first, so
+			// that the drop's reads see it.
 			if err = wb.Flush(); err != nil {
 				return keys, err
 			}
 			wb = b.db.NewWriteBatch()
-			err = deletePrefix(b.db, wb, msgQueuePrefix(o.qid))
+			err = b.startDrop(c, i, wb)
 			wrote = true
 		}
 		if err != nil {
 			wb.Cancel()
 			return keys, err
 		}
+	}
+	// A chunk of each drop under way goes with this batch.
+	if len(b.drops) > 0 {
+		if err := b.dropChunks(c, wb); err != nil {
+			wb.Cancel()
+			return keys, err
+		}
+		wrote = true
 	}
 	b.stats.deletes.Add(deletes)
 	if err := wb.Flush(); err != nil {
