@@ -259,6 +259,17 @@ func (b *Broker) recover() error {
 	if err := b.loadPolicies(); err != nil {
 		return err
 	}
+	// A queue deleted while its messages were being dropped (a crash
+	// then) left them behind: its id is not numbered again.
+	if s, ok := b.store.(interface{ MaxQueueID(below uint64) (uint64, error) }); ok {
+		id, err := s.MaxQueueID(1 << 61)
+		if err != nil {
+			return err
+		}
+		if id > b.qid.Load() {
+			b.qid.Store(id)
+		}
+	}
 	err = b.store.LoadMeta("exchange/", func(key string, val []byte) error {
 		vn, name, ok := splitKey(key, "exchange/")
 		v := b.vhosts[vn]

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"encoding/binary"
+
 	badger "github.com/dgraph-io/badger/v4"
 )
 
@@ -147,4 +149,28 @@ func touches(ops []op, qid uint64) bool {
 		}
 	}
 	return false
+}
+
+// MaxQueueID returns the largest queue id below `below` that has messages
+// on disk (0 if none). A queue id is numbered past the largest a start
+// finds, and a queue deleted but not yet dropped (a crash during its
+// drop) still has messages: they must not become a new queue's.
+func (b *Badger) MaxQueueID(below uint64) (uint64, error) {
+	if err := b.begin(); err != nil {
+		return 0, err
+	}
+	defer b.end()
+	var id uint64
+	err := b.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Reverse: true})
+		defer it.Close()
+		it.Seek(msgQueuePrefix(below))
+		if it.Valid() {
+			if k := it.Item().Key(); len(k) >= 9 && k[0] == msgTag {
+				id = binary.BigEndian.Uint64(k[1:9])
+			}
+		}
+		return nil
+	})
+	return id, err
 }

@@ -147,3 +147,28 @@ func TestDropFinishesAtClose(t *testing.T) {
 		t.Fatalf("%d keys of the dropped queue after a reopen", k)
 	}
 }
+
+func TestMaxQueueID(t *testing.T) {
+	s, err := OpenBadger(t.TempDir(), BadgerOptions{GCInterval: -1, TrimInterval: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if id, err := s.MaxQueueID(1 << 61); err != nil || id != 0 {
+		t.Fatalf("empty store: %d %v", id, err)
+	}
+	for _, q := range []uint64{3, 41, 1<<61 | 5} {
+		fillQueue(t, s, q, 2)
+	}
+	if id, err := s.MaxQueueID(1 << 61); err != nil || id != 41 {
+		t.Fatalf("MaxQueueID = %d %v, want 41", id, err)
+	}
+	if id, _ := s.MaxQueueID(41); id != 3 {
+		t.Fatalf("MaxQueueID below 41 = %d, want 3", id)
+	}
+	m := NewMemory()
+	m.AppendMessage(9, 1, []byte("x"), nil)
+	if id, _ := m.MaxQueueID(1 << 61); id != 9 {
+		t.Fatalf("memory: %d", id)
+	}
+}

@@ -201,6 +201,19 @@ func (m *Memory) snapshot(qid, from uint64) ([]uint64, [][]byte, error) {
 	return seqs, vals, nil
 }
 
+// MaxQueueID returns the largest queue id below `below` with messages.
+func (m *Memory) MaxQueueID(below uint64) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var id uint64
+	for q, ms := range m.msgs {
+		if q < below && q > id && len(ms) > 0 {
+			id = q
+		}
+	}
+	return id, nil
+}
+
 // DropMessages implements Store.
 func (m *Memory) DropMessages(qid uint64) error {
 	m.mu.Lock()
