@@ -261,7 +261,9 @@ func (b *Broker) recover() error {
 	}
 	// A queue deleted while its messages were being dropped (a crash
 	// then) left them behind: its id is not numbered again.
-	if s, ok := b.store.(interface{ MaxQueueID(below uint64) (uint64, error) }); ok {
+	if s, ok := b.store.(interface {
+		MaxQueueID(below uint64) (uint64, error)
+	}); ok {
 		id, err := s.MaxQueueID(1 << 61)
 		if err != nil {
 			return err
