@@ -141,6 +141,11 @@ func (r *readyList) pressure() bool {
 	return b.memPressure.Load() || b.memUsed.Load() > b.memBudget.Load()
 }
 
+// msgMemOverhead is what a message in memory costs besides its body (the
+// Message and its entry), counted with the body against the budget: with
+// small bodies it is most of the cost.
+const msgMemOverhead = int64(unsafe.Sizeof(Message{}) + unsafe.Sizeof(entry{}))
+
 // memQuantum is the step in which a queue's in-memory bytes are counted
 // in the broker's total: an atomic add every few messages, not each one,
 // at most memQuantum off per queue.
@@ -161,7 +166,7 @@ func (r *readyList) push(e entry) {
 	size := int64(len(e.msg.Body))
 	r.n++
 	r.bytes += size
-	r.addMem(size)
+	r.addMem(size + msgMemOverhead)
 	if !r.pages() {
 		l.head.pushBack(e)
 		l.headBytes += size
@@ -187,7 +192,7 @@ func (r *readyList) insert(e entry) {
 	l.headBytes += size
 	r.n++
 	r.bytes += size
-	r.addMem(size)
+	r.addMem(size + msgMemOverhead)
 }
 
 // spill pages tail out from its oldest end while it is over its buffer
@@ -230,7 +235,7 @@ func (r *readyList) pageOut(i int, l *lane, e *entry, size int64) {
 	}
 	l.mid++
 	l.midBytes += size
-	r.addMem(-size)
+	r.addMem(-size - msgMemOverhead)
 }
 
 // refill reads the next batch of mid into head, or moves tail into head
@@ -291,7 +296,7 @@ func (r *readyList) refill(i int, l *lane) {
 			l.mid--
 			l.midBytes -= est
 			r.bytes += size - est
-			r.addMem(size)
+			r.addMem(size + msgMemOverhead)
 			got++
 			budget -= size
 			return l.mid > 0 && got < want && budget > 0
@@ -380,7 +385,7 @@ func (r *readyList) popLane(i int) (entry, bool) {
 	l.headBytes -= size
 	r.n--
 	r.bytes -= size
-	r.addMem(-size)
+	r.addMem(-size - msgMemOverhead)
 	if l.n() == 0 {
 		// Estimates of recovered sizes never leave a sum behind.
 		r.bytes -= l.midBytes
