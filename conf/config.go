@@ -94,8 +94,9 @@ type Queues struct {
 	// many messages and body bytes in memory at a queue's head.
 	WindowMessages int `yaml:"window_messages"`
 	WindowBytes    int `yaml:"window_bytes"`
-	// MemoryBudget bounds the message bodies all queues together keep in
-	// memory (bytes): past it they page out as under memory pressure.
+	// MemoryBudget bounds the messages all queues together keep in memory
+	// (bytes of bodies and of each message's overhead): past it they page
+	// out as under memory pressure.
 	MemoryBudget int `yaml:"memory_budget"`
 	// MemoryPagingPercent: past this share of the memory alarm's limit,
 	// queues keep no new message in memory and a queue without consumers
@@ -289,7 +290,7 @@ func Default() Config {
 		LoopbackUsers:   []string{"guest"},
 
 		MemoryHighWatermarkPercent: 40,
-		Queues:                     Queues{WindowMessages: 2048, WindowBytes: 8 << 20, MemoryBudget: 256 << 20, MemoryPagingPercent: 50},
+		Queues:                     Queues{WindowMessages: 2048, WindowBytes: 8 << 20, MemoryBudget: 128 << 20, MemoryPagingPercent: 50},
 		DiskFreeLimit:              50_000_000,
 		DiskFreeCheckInterval:      2 * time.Second,
 		Auth:                       DefaultAuth(),

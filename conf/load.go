@@ -69,7 +69,7 @@ var fields = []field{
 	f("memory_high_watermark_bytes", "memory alarm above this many bytes (overrides the %)", func(c *Config) any { return &c.MemoryHighWatermarkBytes }),
 	f("queues.window_messages", "messages a classic queue keeps in memory at its head; the rest is on disk", func(c *Config) any { return &c.Queues.WindowMessages }),
 	f("queues.window_bytes", "body bytes a classic queue keeps in memory at its head", func(c *Config) any { return &c.Queues.WindowBytes }),
-	f("queues.memory_budget", "body bytes all queues together keep in memory; past it they page out", func(c *Config) any { return &c.Queues.MemoryBudget }),
+	f("queues.memory_budget", "bytes of messages (bodies and their overhead) all queues together keep in memory; past it they page out", func(c *Config) any { return &c.Queues.MemoryBudget }),
 	f("queues.memory_paging_percent", "past this % of the memory alarm limit queues page out at once (0 disables)", func(c *Config) any { return &c.Queues.MemoryPagingPercent }),
 	f("disk_free_limit", "disk alarm below this many free bytes in data_dir (0 disables)", func(c *Config) any { return &c.DiskFreeLimit }),
 	f("disk_free_check_interval", "how often free disk space is measured", func(c *Config) any { return &c.DiskFreeCheckInterval }),

@@ -42,7 +42,7 @@ const (
 	// Defaults of the per-queue in-memory window (conf queues.window_*).
 	defaultWindowMsgs  = 2048
 	defaultWindowBytes = 8 << 20
-	defaultMemBudget   = 256 << 20 // conf queues.memory_budget
+	defaultMemBudget   = 128 << 20 // conf queues.memory_budget
 	// tail is paged out past these.
 	tailMsgs  = 256
 	tailBytes = 1 << 20
