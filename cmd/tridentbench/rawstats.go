@@ -28,6 +28,10 @@ type RawStats struct {
 	// broker sent and the messages they confirmed, over the whole run.
 	ConfirmFrames uint64 `json:"confirm_frames,omitempty"`
 	Confirmed     uint64 `json:"confirmed,omitempty"`
+	// Dropped counts the deliveries MQTT subscribers never got (a broker
+	// may drop messages for a slow subscriber, as Mosquitto does), over
+	// the saturation phase.
+	Dropped uint64 `json:"dropped,omitempty"`
 	// Latency holds one entry per offered rate.
 	Latency []LatencyPoint `json:"latency,omitempty"`
 }

@@ -180,7 +180,7 @@ func (r *report) writeRaw(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "scenario\ttarget\tbroker cores\tclient cores\tbroker CPU ns/msg\tconfirm frames/msgs\t\n")
+	fmt.Fprintf(tw, "scenario\ttarget\tbroker cores\tclient cores\tbroker CPU ns/msg\tconfirm frames/msgs\tdropped\t\n")
 	for _, x := range r.Results {
 		n := len(x.Runs)
 		if n == 0 || x.Runs[n-1].Raw == nil {
@@ -191,7 +191,11 @@ func (r *report) writeRaw(w io.Writer) {
 		if raw.Confirmed > 0 {
 			cf = fmt.Sprintf("%d/%d", raw.ConfirmFrames, raw.Confirmed)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.0f\t%s\t\n", x.Scenario, x.Target, raw.BrokerCores, raw.ClientCores, raw.BrokerNsPerMsg, cf)
+		dropped := "-"
+		if raw.Dropped > 0 {
+			dropped = fmt.Sprint(raw.Dropped)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.0f\t%s\t%s\t\n", x.Scenario, x.Target, raw.BrokerCores, raw.ClientCores, raw.BrokerNsPerMsg, cf, dropped)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
