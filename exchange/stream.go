@@ -230,7 +230,7 @@ func (st *stream) addConsumer(o ConsumeOpts) (*Consumer, error) {
 	var up *upstream
 	if st.readsRemotely() {
 		if r := q.vh.b.cluster.StreamRemote(q); r != nil {
-			up = &upstream{r: r, name: name, tags: map[uint64]uint64{}}
+			up = &upstream{r: r, name: name, offset: o.Args["x-stream-offset"], tags: map[uint64]uint64{}}
 			name = "" // its offset is kept upstream
 		}
 	}
@@ -268,7 +268,7 @@ func (st *stream) addConsumer(o ConsumeOpts) (*Consumer, error) {
 	st.cursors[cur.id] = cur
 	if up != nil {
 		cur.next = 0 // the upstream consumer says where it starts
-		st.startUpstream(cur, o.Args["x-stream-offset"])
+		st.startUpstream(cur, up.offset)
 		st.mu.Unlock()
 		return c, nil
 	}
@@ -386,6 +386,11 @@ func (st *stream) settle(seqs []uint64, ack bool) {
 		}
 		if cur.up != nil {
 			cur.settleUpstreamLocked(s & offsetMask)
+			if len(cur.up.pend) > 0 {
+				// Local credit freed: an ack of a delivery made before a
+				// reset has no upstream tag but lets a waiting one out.
+				st.deliverUpstreamLocked(cur)
+			}
 		}
 		if ack {
 			st.q.counters.ack.Add(1)

@@ -1,0 +1,179 @@
+package exchange
+
+import (
+	"slices"
+	"sync"
+	"testing"
+)
+
+// fakeStreamRemote is a StreamRemote that records every upstream consumer
+// started (ConsumeWith) and every credit given back (Ack).
+type fakeStreamRemote struct {
+	fakeRemote
+	mu2      sync.Mutex
+	sessions []Table // the args of each ConsumeWith, in order
+	prefs    []int
+	push     func(*Message, uint64, bool)
+	reset    func()
+	acked    []uint64
+}
+
+func (r *fakeStreamRemote) ConsumeWith(args Table, prefetch int, push func(*Message, uint64, bool), reset func()) {
+	r.mu2.Lock()
+	defer r.mu2.Unlock()
+	r.sessions = append(r.sessions, args)
+	r.prefs = append(r.prefs, prefetch)
+	r.push, r.reset = push, reset
+}
+
+func (r *fakeStreamRemote) Ack(tag uint64) {
+	r.mu2.Lock()
+	r.acked = append(r.acked, tag)
+	r.mu2.Unlock()
+}
+
+func (r *fakeStreamRemote) cb() (func(*Message, uint64, bool), func()) {
+	r.mu2.Lock()
+	defer r.mu2.Unlock()
+	return r.push, r.reset
+}
+
+func (r *fakeStreamRemote) last() (Table, int, int) {
+	r.mu2.Lock()
+	defer r.mu2.Unlock()
+	return r.sessions[len(r.sessions)-1], r.prefs[len(r.prefs)-1], len(r.sessions)
+}
+
+func (r *fakeStreamRemote) acks() []uint64 {
+	r.mu2.Lock()
+	defer r.mu2.Unlock()
+	return append([]uint64(nil), r.acked...)
+}
+
+// outsiderCluster is a node that is not a member of any stream: its
+// consumers read through r.
+type outsiderCluster struct {
+	fakeCluster
+	r *fakeStreamRemote
+}
+
+func (c *outsiderCluster) StreamRemote(*Queue) StreamRemote { return c.r }
+
+// newOutsiderStream declares stream "s" on a node "d" of a cluster whose
+// members of it are a, b and c.
+func newOutsiderStream(t *testing.T) (*VHost, *Queue, *fakeStreamRemote) {
+	t.Helper()
+	v, _ := newTestVHost(t)
+	q := declareQ(t, v, "s", QueueOpts{Durable: true, Args: Table{"x-queue-type": "stream"}})
+	r := &fakeStreamRemote{}
+	v.b.SetCluster(&outsiderCluster{fakeCluster: fakeCluster{name: "d"}, r: r})
+	q.setMembers([]string{"a", "b", "c"})
+	return v, q, r
+}
+
+func offMsg(off int64) *Message {
+	return &Message{Body: []byte{byte(off)}, Props: Properties{Headers: Table{"x-stream-offset": off}}}
+}
+
+func deliveredOffsets(s *sink) []int64 {
+	var out []int64
+	for _, d := range s.deliveries() {
+		out = append(out, d.Msg.Props.Headers["x-stream-offset"].(int64))
+	}
+	return out
+}
+
+// TestStreamRemoteResetKeepsPrefetch: after the upstream consumer is lost
+// and a new one started (with a fresh prefetch), the consumer still holds
+// at most its prefetch unacked: what the new one pushes waits for acks of
+// the deliveries made before the loss, and what was pushed but not
+// delivered is read again from the new one, in order, none twice.
+func TestStreamRemoteResetKeepsPrefetch(t *testing.T) {
+	v, q, r := newOutsiderStream(t)
+	s := &sink{}
+	if _, err := v.Consume("s", ConsumeOpts{Tag: "c", Prefetch: 3, Sink: s, Args: Table{"x-stream-offset": "first", "x-stream-consumer-name": "n"}}); err != nil {
+		t.Fatal(err)
+	}
+	args, pref, n := r.last()
+	if n != 1 || pref != 3 || args["x-stream-offset"] != "first" || args["x-stream-consumer-name"] != "n" {
+		t.Fatalf("first upstream consumer %v prefetch %d (%d started)", args, pref, n)
+	}
+	push, reset := r.cb()
+	for off := int64(10); off < 13; off++ {
+		push(offMsg(off), uint64(100+off), false)
+	}
+	if got := deliveredOffsets(s); !slices.Equal(got, []int64{10, 11, 12}) {
+		t.Fatalf("delivered %v", got)
+	}
+	// The member goes: a new upstream consumer after offset 12.
+	reset()
+	args, pref, n = r.last()
+	if n != 2 || pref != 3 || args["x-stream-offset"] != int64(13) || args["x-stream-consumer-name"] != "n" {
+		t.Fatalf("after a loss: upstream consumer %v prefetch %d (%d started)", args, pref, n)
+	}
+	push, reset = r.cb()
+	push(offMsg(12), 200, false) // seen already: dropped, credit back
+	for off := int64(13); off < 16; off++ {
+		push(offMsg(off), uint64(201+off-13), false)
+	}
+	if got := s.len(); got != 3 {
+		t.Fatalf("%d delivered with prefetch 3 and none acked, want 3", got)
+	}
+	if _, unacked, _ := q.Stats(); unacked != 3 {
+		t.Fatalf("%d unacked, want 3", unacked)
+	}
+	if got := r.acks(); !slices.Equal(got, []uint64{200}) {
+		t.Fatalf("upstream acks %v, want the duplicate's 200", got)
+	}
+	// An ack of a delivery of the lost consumer frees local credit only.
+	q.Ack(s.deliveries()[0].Seq)
+	if got := deliveredOffsets(s); !slices.Equal(got, []int64{10, 11, 12, 13}) {
+		t.Fatalf("delivered %v after one ack", got)
+	}
+	if got := r.acks(); !slices.Equal(got, []uint64{200}) {
+		t.Fatalf("upstream acks %v: a dead tag was acked", got)
+	}
+	// Lost again with 14 and 15 pushed and not delivered: they are read
+	// again from the next upstream consumer.
+	reset()
+	args, _, n = r.last()
+	if n != 3 || args["x-stream-offset"] != int64(14) {
+		t.Fatalf("third upstream consumer %v (%d started), want from 14", args, n)
+	}
+	push, _ = r.cb()
+	for off := int64(14); off < 17; off++ {
+		push(offMsg(off), uint64(300+off), false)
+	}
+	ds := s.deliveries()
+	q.AckMany([]uint64{ds[1].Seq, ds[2].Seq, ds[3].Seq})
+	if got := deliveredOffsets(s); !slices.Equal(got, []int64{10, 11, 12, 13, 14, 15, 16}) {
+		t.Fatalf("delivered %v", got)
+	}
+	if _, unacked, _ := q.Stats(); unacked != 3 {
+		t.Fatalf("%d unacked, want 3", unacked)
+	}
+	ds = s.deliveries()
+	q.Ack(ds[4].Seq) // 14: a live tag
+	if got := r.acks(); !slices.Equal(got, []uint64{200, 314}) {
+		t.Fatalf("upstream acks %v, want 200 and 314", got)
+	}
+}
+
+// TestStreamRemoteResetBeforeAnyDelivery: an upstream consumer lost before
+// it pushed anything is started again with the consumer's own offset.
+func TestStreamRemoteResetBeforeAnyDelivery(t *testing.T) {
+	v, _, r := newOutsiderStream(t)
+	s := &sink{}
+	if _, err := v.Consume("s", ConsumeOpts{Tag: "c", Prefetch: 5, Sink: s, Args: Table{"x-stream-offset": int64(7)}}); err != nil {
+		t.Fatal(err)
+	}
+	_, reset := r.cb()
+	reset()
+	args, _, n := r.last()
+	if n != 2 || args["x-stream-offset"] != int64(7) {
+		t.Fatalf("restarted upstream consumer %v (%d started), want from 7", args, n)
+	}
+	if _, ok := args["x-stream-consumer-name"]; ok {
+		t.Fatalf("an unnamed consumer got a name upstream: %v", args)
+	}
+}
