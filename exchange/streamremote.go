@@ -13,7 +13,9 @@ import (
 // member's deliveries carry x-stream-offset already; they are handed to
 // the local consumer in offset order, and an ack (or reject) here gives
 // the credit back upstream (acks it there: a named consumer's offset is
-// kept by the member, not here). When the upstream consumer is lost (the
+// kept by the member, and being a metadata record it is the cluster's,
+// see settleUpstreamLocked for the acks no member sees). When the
+// upstream consumer is lost (the
 // member went down, another member is picked) it starts again at the
 // offset after the last one delivered here (what was pushed and not yet
 // delivered is dropped and read again), and what arrives twice is
@@ -148,12 +150,31 @@ func (st *stream) deliverUpstreamLocked(cur *cursor) {
 	}
 }
 
-// settleUpstreamLocked gives the credit of offset off back upstream.
-func (cur *cursor) settleUpstreamLocked(off uint64) {
-	if tag, ok := cur.up.tags[off]; ok {
-		delete(cur.up.tags, off)
-		cur.up.r.Ack(tag)
+// settleUpstreamLocked gives the credit of offset off back upstream. For
+// a named consumer's ack it also follows the highest offset acked: the
+// member that delivered off keeps the name's offset when the ack reaches
+// it, but the ack of a delivery whose upstream consumer was lost (its tag
+// is dead) reaches no member, so this node stores the offset itself when
+// such an ack moves it (it reports that it did, for a flush); a later ack
+// that reaches a member takes over again.
+func (st *stream) settleUpstreamLocked(cur *cursor, off uint64, ack bool) (stored bool) {
+	u := cur.up
+	tag, live := u.tags[off]
+	if live {
+		delete(u.tags, off)
+		u.r.Ack(tag)
 	}
+	if !ack || u.name == "" || int64(off) <= cur.acked {
+		return false
+	}
+	cur.acked = int64(off)
+	if live {
+		delete(st.dirty, u.name) // the member stores the newer offset
+		return false
+	}
+	st.offsets[u.name] = off
+	st.dirty[u.name] = true
+	return true
 }
 
 // headerOffset reads an x-stream-offset header as the wire decoded it.

@@ -1,9 +1,13 @@
 package exchange
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // fakeStreamRemote is a StreamRemote that records every upstream consumer
@@ -64,6 +68,11 @@ func (c *outsiderCluster) StreamRemote(*Queue) StreamRemote { return c.r }
 func newOutsiderStream(t *testing.T) (*VHost, *Queue, *fakeStreamRemote) {
 	t.Helper()
 	v, _ := newTestVHost(t)
+	return outsiderStreamOn(t, v)
+}
+
+func outsiderStreamOn(t *testing.T, v *VHost) (*VHost, *Queue, *fakeStreamRemote) {
+	t.Helper()
 	q := declareQ(t, v, "s", QueueOpts{Durable: true, Args: Table{"x-queue-type": "stream"}})
 	r := &fakeStreamRemote{}
 	v.b.SetCluster(&outsiderCluster{fakeCluster: fakeCluster{name: "d"}, r: r})
@@ -175,5 +184,109 @@ func TestStreamRemoteResetBeforeAnyDelivery(t *testing.T) {
 	}
 	if _, ok := args["x-stream-consumer-name"]; ok {
 		t.Fatalf("an unnamed consumer got a name upstream: %v", args)
+	}
+}
+
+// storedOffset is the named offset record of stream s in st, -1 none.
+func storedOffset(st *fakeStore, name string) int64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	val, ok := st.meta["streamoff//\x00s\x00"+name]
+	if !ok {
+		return -1
+	}
+	r, err := decodeRecord(val)
+	if err != nil {
+		return -2
+	}
+	off, _ := r["offset"].(uint64)
+	return int64(off)
+}
+
+// TestStreamRemoteNamedOffsetOfLostDeliveries: a named consumer's acks
+// that reach the member (live tags) leave its offset to the member; acks
+// of deliveries whose upstream consumer was lost reach no member, so the
+// node stores the offset itself (a metadata record, cluster-wide), until
+// an ack that reaches a member takes over.
+func TestStreamRemoteNamedOffsetOfLostDeliveries(t *testing.T) {
+	fs := newFakeStore()
+	v, q, r := outsiderStreamOn(t, mustVHost(t, newTestBroker(t, fs), "/"))
+	s := &sink{}
+	c, err := v.Consume("s", ConsumeOpts{Tag: "c", Prefetch: 3, Sink: s, Args: Table{"x-stream-offset": "first", "x-stream-consumer-name": "n"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	push, reset := r.cb()
+	for off := int64(10); off < 13; off++ {
+		push(offMsg(off), uint64(100+off), false)
+	}
+	ds := s.deliveries()
+	q.Ack(ds[0].Seq) // reaches the member
+	q.st.mu.Lock()
+	dirty := q.st.dirty["n"]
+	q.st.mu.Unlock()
+	if dirty || !slices.Equal(r.acks(), []uint64{110}) {
+		t.Fatalf("a live ack: dirty %v, upstream acks %v", dirty, r.acks())
+	}
+	reset()
+	q.AckMany([]uint64{ds[2].Seq, ds[1].Seq}) // dead tags: 12, then 11
+	if got := r.acks(); !slices.Equal(got, []uint64{110}) {
+		t.Fatalf("dead tags acked upstream: %v", got)
+	}
+	eventually(t, 5*time.Second, "offset 12 stored", func() bool { return storedOffset(fs, "n") == 12 })
+	// The next upstream consumer's deliveries: their acks are the member's.
+	push, _ = r.cb()
+	push(offMsg(13), 213, false)
+	q.st.mu.Lock()
+	q.st.dirty["n"] = true // as if 12 were still to be written
+	q.st.mu.Unlock()
+	q.Ack(s.deliveries()[3].Seq)
+	q.st.mu.Lock()
+	dirty = q.st.dirty["n"]
+	q.st.mu.Unlock()
+	if dirty || !slices.Equal(r.acks(), []uint64{110, 213}) {
+		t.Fatalf("a live ack after a lost one: dirty %v, upstream acks %v", dirty, r.acks())
+	}
+	c.Cancel()
+	if got := storedOffset(fs, "n"); got != 12 {
+		t.Fatalf("stored offset %d after the member took over, want 12 (the member stores 13)", got)
+	}
+}
+
+// flakyMetaStore fails the first fails puts of named stream offsets.
+type flakyMetaStore struct {
+	*fakeStore
+	fails atomic.Int32
+}
+
+func (s *flakyMetaStore) PutMeta(key string, val []byte) error {
+	if strings.HasPrefix(key, "streamoff/") && s.fails.Add(-1) >= 0 {
+		return errors.New("no leader")
+	}
+	return s.fakeStore.PutMeta(key, val)
+}
+
+// TestStreamOffsetFlushRetried: a named offset whose write failed (in a
+// cluster: the metadata group without a leader for a while) is written
+// again, even if the consumer acks nothing more and is cancelled.
+func TestStreamOffsetFlushRetried(t *testing.T) {
+	fs := &flakyMetaStore{fakeStore: newFakeStore()}
+	fs.fails.Store(2)
+	v := mustVHost(t, newTestBroker(t, fs), "/")
+	q := newStreamQ(t, v, "s", nil)
+	for i := 0; i < 3; i++ {
+		publish(t, v, "", "s", "m")
+	}
+	s := &sink{}
+	if _, err := v.Consume("s", ConsumeOpts{Tag: "c", Prefetch: 5, Sink: s, Args: Table{"x-stream-offset": "first", "x-stream-consumer-name": "n"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "3 deliveries", func() bool { return s.len() == 3 })
+	q.Ack(s.deliveries()[2].Seq)
+	eventually(t, 5*time.Second, "offset 2 stored after 2 failed writes", func() bool {
+		return storedOffset(fs.fakeStore, "n") == 2
+	})
+	if n := fs.fails.Load(); n > -1 {
+		t.Fatalf("%d failures left: the writes were not tried", n+1)
 	}
 }

@@ -62,16 +62,34 @@ func (s *streamTaker) take(ds <-chan amqp.Delivery, ack bool, limit int) {
 		case !ack && len(s.offs)+1 > limit:
 			s.bad = fmt.Sprintf("delivery %d (offset %d) with prefetch %d and none acked", len(s.offs)+1, off, limit)
 		}
+		s.mu.Unlock()
+		// Recorded once acked: after the channel closed, what was
+		// recorded was acked before its close.
+		if ack && d.Ack(false) != nil {
+			continue
+		}
+		s.mu.Lock()
 		s.offs = append(s.offs, off)
 		s.bodies = append(s.bodies, string(d.Body))
 		s.mu.Unlock()
-		if ack {
-			_ = d.Ack(false)
-		}
 	}
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+}
+
+// closeAndLast closes ch, the taker's channel, waits until its deliveries
+// stop and returns the last offset it acked.
+func (s *streamTaker) closeAndLast(t *testing.T, ch *amqp.Channel) int64 {
+	t.Helper()
+	_ = ch.Close()
+	eventually(t, 15*time.Second, "the consumer's deliveries to stop", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.closed
+	})
+	_, last, _ := s.state()
+	return last
 }
 
 func (s *streamTaker) state() (n int, last int64, bad string) {
@@ -296,16 +314,32 @@ func testStreamNonMemberReconnect(t *testing.T, kill bool) {
 	// up: its offset is stored cluster-wide.
 	nm2Ch, nm2 := startTaker(t, outsider, "rc", 5, amqp.Table{"x-stream-offset": "first", "x-stream-consumer-name": "nm2"}, true)
 	progress("nm2's 20", nm2, 20)
-	_ = nm2Ch.Close()
-	nm2.mu.Lock()
-	nm2Last := nm2.offs[len(nm2.offs)-1]
-	nm2.mu.Unlock()
+	nm2Last := nm2.closeAndLast(t, nm2Ch)
 	for _, nd := range nodes {
-		eventually(t, 15*time.Second, "nm2's offset on "+nd.name, func() bool {
+		eventually(t, 15*time.Second, fmt.Sprintf("nm2's offset %d on %s", nm2Last, nd.name), func() bool {
 			off, active := nd.namedOffset("rc", "nm2")
 			return off == nm2Last && !active
 		})
 	}
+
+	// A named consumer that holds its prefetch unacked when the member
+	// goes, and acks it afterwards.
+	nm3Conn, nm3Ch := dialNode(t, outsider)
+	if err := nm3Ch.Qos(10, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	nm3ds, err := nm3Ch.Consume("rc", "", false, false, false, false, amqp.Table{"x-stream-offset": "first", "x-stream-consumer-name": "nm3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nm3Held []amqp.Delivery
+	for len(nm3Held) < 10 {
+		nm3Held = append(nm3Held, receive(t, nm3ds))
+	}
+	eventually(t, 15*time.Second, "nm3's upstream consumer on "+via.name, func() bool {
+		si, ok := via.streamInfo("rc")
+		return ok && si.Consumers == 4
+	})
 
 	how := "killed"
 	if kill {
@@ -325,6 +359,46 @@ func testStreamNonMemberReconnect(t *testing.T, kill bool) {
 	progress("the reader going on while "+via.name+" is down", reader, n+50)
 	n, _, _ = named.state()
 	progress("the named consumer going on while "+via.name+" is down", named, n+50)
+	// nm3's upstream consumer is on another member now (with the other
+	// three): its acks of what the lost one delivered reach no member, and
+	// its offset is stored by the outsider.
+	eventually(t, 60*time.Second, "the outsider's four consumers on another member", func() bool {
+		for _, nd := range nodes {
+			if nd == outsider || nd == via {
+				continue
+			}
+			if si, ok := nd.streamInfo("rc"); ok && si.Consumers == 4 {
+				return true
+			}
+		}
+		return false
+	})
+	for _, d := range nm3Held {
+		if err := d.Ack(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = nm3Ch.Close()
+	_ = nm3Conn.Close()
+	for _, nd := range nodes {
+		if nd == via {
+			continue
+		}
+		eventually(t, 15*time.Second, "nm3's offset on "+nd.name, func() bool {
+			off, active := nd.namedOffset("rc", "nm3")
+			return off == 9 && !active
+		})
+	}
+	nm3bCh, nm3b := startTaker(t, outsider, "rc", 5, amqp.Table{"x-stream-consumer-name": "nm3"}, true)
+	progress("nm3 resumed", nm3b, 1)
+	nm3b.mu.Lock()
+	first3 := nm3b.offs[0]
+	nm3b.mu.Unlock()
+	if first3 != 10 {
+		t.Fatalf("nm3, which acked offsets 0..9 after %s went, resumed at %d, want 10", via.name, first3)
+	}
+	_ = nm3bCh.Close()
+
 	// nm2 resumes after its stored offset, read through another member.
 	nm2bCh, nm2b := startTaker(t, outsider, "rc", 5, amqp.Table{"x-stream-consumer-name": "nm2"}, true)
 	progress("nm2 resumed", nm2b, 1)
@@ -408,10 +482,9 @@ func testStreamNonMemberReconnect(t *testing.T, kill bool) {
 	}
 
 	// The named consumer, cancelled, is resumed right after its last ack.
-	_, namedLast, _ := named.state()
-	_ = namedCh.Close()
+	namedLast := named.closeAndLast(t, namedCh)
 	for _, nd := range nodes {
-		eventually(t, 15*time.Second, "nm's offset on "+nd.name, func() bool {
+		eventually(t, 15*time.Second, fmt.Sprintf("nm's offset %d on %s", namedLast, nd.name), func() bool {
 			off, active := nd.namedOffset("rc", "nm")
 			return off == namedLast && !active
 		})
