@@ -35,7 +35,8 @@ import (
 // any member; a write that fails (no metadata leader for a while) is
 // tried again at the next flush.
 //
-// Lock order: Queue.mu is not used by a stream. stream.mu → streamLog.mu.
+// Lock order: Queue.mu is not used by a stream. stream.flushMu →
+// stream.mu → streamLog.mu.
 // A cursor's Sink is called with stream.mu held.
 
 const (
@@ -53,6 +54,7 @@ type stream struct {
 	a   streamArgs
 	log *streamLog
 
+	flushMu sync.Mutex // serializes flushOffsets
 	mu      sync.Mutex
 	cursors map[uint32]*cursor
 	cid     uint32
@@ -424,6 +426,12 @@ func (st *stream) settle(seqs []uint64, ack bool) {
 
 // flushOffsets writes dirty named offsets to the store.
 func (st *stream) flushOffsets() {
+	// One flush at a time, so that the records are committed in the
+	// order their values were taken: a flush of the timer still waiting
+	// for its commit would otherwise be overtaken by the last flush of a
+	// cancelled consumer, and its older offset committed after it.
+	st.flushMu.Lock()
+	defer st.flushMu.Unlock()
 	st.mu.Lock()
 	st.flushT = nil
 	if st.closed.Load() {

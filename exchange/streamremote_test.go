@@ -290,3 +290,68 @@ func TestStreamOffsetFlushRetried(t *testing.T) {
 		t.Fatalf("%d failures left: the writes were not tried", n+1)
 	}
 }
+
+// gatedMetaStore holds the first put of a named stream offset until
+// release is closed (heldDone is closed once it is written), and reports
+// each such put on puts.
+type gatedMetaStore struct {
+	*fakeStore
+	first    atomic.Bool
+	release  chan struct{}
+	heldDone chan struct{}
+	puts     chan string
+}
+
+func (s *gatedMetaStore) PutMeta(key string, val []byte) error {
+	if strings.HasPrefix(key, "streamoff/") {
+		s.puts <- key
+		if s.first.CompareAndSwap(false, true) {
+			<-s.release
+			defer close(s.heldDone)
+		}
+	}
+	return s.fakeStore.PutMeta(key, val)
+}
+
+// TestStreamOffsetFlushesInOrder: a cancelled named consumer's last flush
+// waits for a flush still under way (the timer's, with an older offset),
+// so the record written last is the newest offset.
+func TestStreamOffsetFlushesInOrder(t *testing.T) {
+	fs := &gatedMetaStore{fakeStore: newFakeStore(), release: make(chan struct{}), heldDone: make(chan struct{}), puts: make(chan string, 16)}
+	v := mustVHost(t, newTestBroker(t, fs), "/")
+	q := newStreamQ(t, v, "s", nil)
+	for i := 0; i < 3; i++ {
+		publish(t, v, "", "s", "m")
+	}
+	s := &sink{}
+	c, err := v.Consume("s", ConsumeOpts{Tag: "c", Prefetch: 5, Sink: s, Args: Table{"x-stream-offset": "first", "x-stream-consumer-name": "n"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "3 deliveries", func() bool { return s.len() == 3 })
+	ds := s.deliveries()
+	q.Ack(ds[0].Seq)
+	select {
+	case <-fs.puts: // the timer's flush of offset 0, held
+	case <-time.After(5 * time.Second):
+		t.Fatal("no flush of offset 0")
+	}
+	q.AckMany([]uint64{ds[1].Seq, ds[2].Seq})
+	cancelled := make(chan struct{})
+	go func() {
+		c.Cancel() // flushes offset 2
+		close(cancelled)
+	}()
+	// Without the ordering the cancel's flush would be written now, and
+	// the held one after it.
+	select {
+	case <-fs.puts:
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(fs.release)
+	<-cancelled
+	<-fs.heldDone
+	if got := storedOffset(fs.fakeStore, "n"); got != 2 {
+		t.Fatalf("stored offset %d after the consumer acked 2 and was cancelled", got)
+	}
+}

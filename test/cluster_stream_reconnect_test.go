@@ -19,7 +19,9 @@ import (
 // back, and check with amqp091-go consumers on the outsider that
 //   - a reader from first gets every offset once, dense and in order, and
 //     every confirmed message, with x-stream-offset on each delivery,
-//     through another member and again after the member's restart;
+//     through another member and again after the member's restart (a
+//     killed member is still one and its consumers move back to it; a
+//     stopped one left the cluster and may have been replaced);
 //   - a consumer that never acks holds exactly its prefetch, across the
 //     reconnects (the new upstream consumer's fresh prefetch does not add
 //     to what is still unacked here);
@@ -41,11 +43,12 @@ func TestStreamClusterNonMemberReconnectStop(t *testing.T) {
 // one after the last (it reads from first: every offset, once, in order),
 // more unacked than limit (a consumer that does not ack).
 type streamTaker struct {
-	mu     sync.Mutex
-	offs   []int64
-	bodies []string
-	bad    string
-	closed bool
+	mu      sync.Mutex
+	offs    []int64
+	bodies  []string
+	bad     string
+	stopped bool // takes (acks, records) nothing more
+	closed  bool
 }
 
 // take runs over ds until it closes, acking each delivery if ack.
@@ -62,13 +65,12 @@ func (s *streamTaker) take(ds <-chan amqp.Delivery, ack bool, limit int) {
 		case !ack && len(s.offs)+1 > limit:
 			s.bad = fmt.Sprintf("delivery %d (offset %d) with prefetch %d and none acked", len(s.offs)+1, off, limit)
 		}
-		s.mu.Unlock()
-		// Recorded once acked: after the channel closed, what was
-		// recorded was acked before its close.
-		if ack && d.Ack(false) != nil {
+		// Recorded once acked, under mu: once stop returned, no ack is
+		// sent, and every delivery recorded was acked before.
+		if s.stopped || (ack && d.Ack(false) != nil) {
+			s.mu.Unlock()
 			continue
 		}
-		s.mu.Lock()
 		s.offs = append(s.offs, off)
 		s.bodies = append(s.bodies, string(d.Body))
 		s.mu.Unlock()
@@ -82,7 +84,10 @@ func (s *streamTaker) take(ds <-chan amqp.Delivery, ack bool, limit int) {
 // stop and returns the last offset it acked.
 func (s *streamTaker) closeAndLast(t *testing.T, ch *amqp.Channel) int64 {
 	t.Helper()
-	_ = ch.Close()
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+	_ = ch.Close() // after the acks on the connection
 	eventually(t, 15*time.Second, "the consumer's deliveries to stop", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -216,6 +221,29 @@ func (c *cnode) streamInfo(queue string) (streamInfo, bool) {
 	return si, err == nil && code == 200
 }
 
+// waitNamedOffset waits until every node in nds holds want as the stored
+// offset of consumer name, with no consumer of that name attached there.
+func waitNamedOffset(t *testing.T, nds []*cnode, queue, name string, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var seen []string
+		done := true
+		for _, nd := range nds {
+			off, active := nd.namedOffset(queue, name)
+			seen = append(seen, fmt.Sprintf("%s: %d active %v", nd.name, off, active))
+			done = done && off == want && !active
+		}
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's stored offset, want %d everywhere: %v", name, want, seen)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // namedOffset is the stored offset of consumer name on node c, -1 none,
 // and whether one of that name is attached there.
 func (c *cnode) namedOffset(queue, name string) (int64, bool) {
@@ -315,12 +343,7 @@ func testStreamNonMemberReconnect(t *testing.T, kill bool) {
 	nm2Ch, nm2 := startTaker(t, outsider, "rc", 5, amqp.Table{"x-stream-offset": "first", "x-stream-consumer-name": "nm2"}, true)
 	progress("nm2's 20", nm2, 20)
 	nm2Last := nm2.closeAndLast(t, nm2Ch)
-	for _, nd := range nodes {
-		eventually(t, 15*time.Second, fmt.Sprintf("nm2's offset %d on %s", nm2Last, nd.name), func() bool {
-			off, active := nd.namedOffset("rc", "nm2")
-			return off == nm2Last && !active
-		})
-	}
+	waitNamedOffset(t, nodes, "rc", "nm2", nm2Last)
 
 	// A named consumer that holds its prefetch unacked when the member
 	// goes, and acks it afterwards.
@@ -378,17 +401,15 @@ func testStreamNonMemberReconnect(t *testing.T, kill bool) {
 			t.Fatal(err)
 		}
 	}
-	_ = nm3Ch.Close()
+	_ = nm3Ch.Close() // after the acks on the connection
 	_ = nm3Conn.Close()
+	var up []*cnode
 	for _, nd := range nodes {
-		if nd == via {
-			continue
+		if nd != via {
+			up = append(up, nd)
 		}
-		eventually(t, 15*time.Second, "nm3's offset on "+nd.name, func() bool {
-			off, active := nd.namedOffset("rc", "nm3")
-			return off == 9 && !active
-		})
 	}
+	waitNamedOffset(t, up, "rc", "nm3", 9)
 	nm3bCh, nm3b := startTaker(t, outsider, "rc", 5, amqp.Table{"x-stream-consumer-name": "nm3"}, true)
 	progress("nm3 resumed", nm3b, 1)
 	nm3b.mu.Lock()
@@ -410,13 +431,16 @@ func testStreamNonMemberReconnect(t *testing.T, kill bool) {
 	}
 	_ = nm2bCh.Close()
 
-	// Back: the consumers move back to it (the first member alive).
+	// Back. Killed, it is still a member, the first alive: the consumers
+	// move back to it. Stopped, it left the cluster, and the group's
+	// leader may have replaced it meanwhile (by the outsider, even): the
+	// consumers stay where they are; it must answer again all the same.
 	if err := via.p.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "the outsider's consumers back on "+via.name, func() bool {
+	eventually(t, 60*time.Second, via.name+" answering after its restart", func() bool {
 		si, ok := via.streamInfo("rc")
-		return ok && si.Consumers == 3
+		return ok && (!kill || si.Consumers == 3)
 	})
 	n, _, _ = reader.state()
 	progress("the reader after "+via.name+"'s restart", reader, n+50)
@@ -428,9 +452,15 @@ func testStreamNonMemberReconnect(t *testing.T, kill bool) {
 	// The members agree on the last offset once they applied everything.
 	var last int64
 	eventually(t, 30*time.Second, "the members' last offsets to agree", func() bool {
+		var q struct {
+			Members []string `json:"members"`
+		}
+		if code, err := pubNode.tryAPI("GET", "/api/queues/%2F/rc", nil, &q); err != nil || code != 200 || len(q.Members) == 0 {
+			return false
+		}
 		last = -1
 		for _, nd := range nodes {
-			if nd == outsider {
+			if !slices.Contains(q.Members, nd.name) {
 				continue
 			}
 			si, ok := nd.streamInfo("rc")
@@ -483,12 +513,7 @@ func testStreamNonMemberReconnect(t *testing.T, kill bool) {
 
 	// The named consumer, cancelled, is resumed right after its last ack.
 	namedLast := named.closeAndLast(t, namedCh)
-	for _, nd := range nodes {
-		eventually(t, 15*time.Second, fmt.Sprintf("nm's offset %d on %s", namedLast, nd.name), func() bool {
-			off, active := nd.namedOffset("rc", "nm")
-			return off == namedLast && !active
-		})
-	}
+	waitNamedOffset(t, nodes, "rc", "nm", namedLast)
 	_, pch := dialNode(t, pubNode)
 	streamPublish(t, pch, "", "rc", []string{"after"}, nil)
 	_, again := startTaker(t, outsider, "rc", 10, amqp.Table{"x-stream-consumer-name": "nm"}, true)
