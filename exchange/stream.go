@@ -29,9 +29,14 @@ import (
 // offsetFlushEvery (and when it cancels, and at a clean stop), under
 // "streamoff/<vhost>\x00<queue>\x00<name>". A consumer of that name that
 // gives no x-stream-offset resumes after it; after a crash it may see
-// again what it acked in the last moment before it (at least once).
+// again what it acked in the last moment before it (at least once). In a
+// cluster the record is the metadata group's, held by every node
+// (applyStreamOffset), so a consumer of the name resumes after it through
+// any member; a write that fails (no metadata leader for a while) is
+// tried again at the next flush.
 //
-// Lock order: Queue.mu is not used by a stream. stream.mu → streamLog.mu.
+// Lock order: Queue.mu is not used by a stream. stream.flushMu →
+// stream.mu → streamLog.mu.
 // A cursor's Sink is called with stream.mu held.
 
 const (
@@ -49,6 +54,7 @@ type stream struct {
 	a   streamArgs
 	log *streamLog
 
+	flushMu sync.Mutex // serializes flushOffsets
 	mu      sync.Mutex
 	cursors map[uint32]*cursor
 	cid     uint32
@@ -230,7 +236,7 @@ func (st *stream) addConsumer(o ConsumeOpts) (*Consumer, error) {
 	var up *upstream
 	if st.readsRemotely() {
 		if r := q.vh.b.cluster.StreamRemote(q); r != nil {
-			up = &upstream{r: r, name: name, tags: map[uint64]uint64{}}
+			up = &upstream{r: r, name: name, offset: o.Args["x-stream-offset"], tags: map[uint64]uint64{}}
 			name = "" // its offset is kept upstream
 		}
 	}
@@ -268,7 +274,7 @@ func (st *stream) addConsumer(o ConsumeOpts) (*Consumer, error) {
 	st.cursors[cur.id] = cur
 	if up != nil {
 		cur.next = 0 // the upstream consumer says where it starts
-		st.startUpstream(cur, o.Args["x-stream-offset"])
+		st.startUpstream(cur, up.offset)
 		st.mu.Unlock()
 		return c, nil
 	}
@@ -385,7 +391,14 @@ func (st *stream) settle(seqs []uint64, ack bool) {
 			cur.out--
 		}
 		if cur.up != nil {
-			cur.settleUpstreamLocked(s & offsetMask)
+			if st.settleUpstreamLocked(cur, s&offsetMask, ack) {
+				flush = true
+			}
+			if len(cur.up.pend) > 0 {
+				// Local credit freed: an ack of a delivery made before a
+				// reset has no upstream tag but lets a waiting one out.
+				st.deliverUpstreamLocked(cur)
+			}
 		}
 		if ack {
 			st.q.counters.ack.Add(1)
@@ -413,6 +426,12 @@ func (st *stream) settle(seqs []uint64, ack bool) {
 
 // flushOffsets writes dirty named offsets to the store.
 func (st *stream) flushOffsets() {
+	// One flush at a time, so that the records are committed in the
+	// order their values were taken: a flush of the timer still waiting
+	// for its commit would otherwise be overtaken by the last flush of a
+	// cancelled consumer, and its older offset committed after it.
+	st.flushMu.Lock()
+	defer st.flushMu.Unlock()
 	st.mu.Lock()
 	st.flushT = nil
 	if st.closed.Load() {
@@ -426,10 +445,41 @@ func (st *stream) flushOffsets() {
 	clear(st.dirty)
 	st.mu.Unlock()
 	pfx := st.offsetPrefix()
+	var failed map[string]uint64
 	for n, off := range out {
 		if err := st.q.vh.b.store.PutMeta(pfx+n, encodeRecord(Table{"offset": off})); err != nil {
 			st.q.vh.b.log.Warn("stream consumer offset not stored", "queue", st.q.name, "consumer", n, "err", err)
+			if failed == nil {
+				failed = map[string]uint64{}
+			}
+			failed[n] = off
 		}
+	}
+	if len(failed) > 0 {
+		st.retryOffsets(failed)
+	}
+}
+
+// retryOffsets marks named offsets that could not be stored (in a cluster:
+// no metadata leader for a while, as after a node's death) dirty again,
+// unless they moved meanwhile (a newer value is dirty already, or another
+// node's record replaced it), so that the next flush writes them: one that
+// stays unwritten would be lost once its consumer is gone.
+func (st *stream) retryOffsets(failed map[string]uint64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed.Load() {
+		return
+	}
+	again := false
+	for n, off := range failed {
+		if cur, ok := st.offsets[n]; ok && cur == off && !st.dirty[n] {
+			st.dirty[n] = true
+			again = true
+		}
+	}
+	if again && st.flushT == nil {
+		st.flushT = time.AfterFunc(offsetFlushEvery, st.flushOffsets)
 	}
 }
 
@@ -472,7 +522,7 @@ func (st *stream) removeConsumer(c *Consumer) {
 				cur.up.r.Close()
 			}
 			delete(st.cursors, id)
-			named = cur.name != ""
+			named = cur.name != "" || (cur.up != nil && st.dirty[cur.up.name])
 		}
 	}
 	st.mu.Unlock()
@@ -754,10 +804,12 @@ func (st *stream) consumers() []ConsumerInfo {
 	return out
 }
 
-// applyStreamOffset takes a named consumer's offset stored by another
-// node of the cluster (a record "streamoff/<vhost>\x00<queue>\x00<name>"
-// committed by the metadata group), unless a consumer of that name reads
-// here (its own position is newer).
+// applyStreamOffset takes a named consumer's offset as the metadata group
+// committed it (a record "streamoff/<vhost>\x00<queue>\x00<name>", from
+// any node), unless this node has a newer one of its own not yet stored
+// (dirty): what a node holds is the cluster's record, or newer. (Records
+// apply in commit order, so a record of this node's committed after
+// another node's wins here as everywhere.)
 func (v *VHost) applyStreamOffset(rest string, val []byte) error {
 	qn, name, ok := strings.Cut(rest, "\x00")
 	if !ok {
@@ -772,10 +824,8 @@ func (v *VHost) applyStreamOffset(rest string, val []byte) error {
 	st := q.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	for _, c := range st.cursors {
-		if c.name == name {
-			return nil
-		}
+	if st.dirty[name] {
+		return nil
 	}
 	if val == nil {
 		delete(st.offsets, name)

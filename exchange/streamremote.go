@@ -13,11 +13,21 @@ import (
 // member's deliveries carry x-stream-offset already; they are handed to
 // the local consumer in offset order, and an ack (or reject) here gives
 // the credit back upstream (acks it there: a named consumer's offset is
-// kept by the member, not here). When the upstream consumer is lost (the
+// kept by the member, and being a metadata record it is the cluster's,
+// see settleUpstreamLocked for the acks no member sees). When the
+// upstream consumer is lost (the
 // member went down, another member is picked) it starts again at the
-// offset after the last one delivered here, and what arrives twice is
+// offset after the last one delivered here (what was pushed and not yet
+// delivered is dropped and read again), and what arrives twice is
 // dropped; deliveries made before the loss stay unacked here and their
-// acks free local credit only.
+// acks free local credit only. Until something was pushed it starts again
+// with the consumer's own x-stream-offset.
+//
+// The consumer's prefetch bounds its unacked deliveries here, not only
+// upstream: after a loss the new upstream consumer has a fresh prefetch
+// while the deliveries of the old one may still be unacked here, so what
+// it pushes waits (at most prefetch messages) until acks free local
+// credit.
 //
 // Publishes need nothing of this: the stream's proxy (q.remote) forwards
 // them to a member, which forwards them to the leader if it is not it;
@@ -37,10 +47,12 @@ type StreamRemote interface {
 
 // upstream is a remote cursor's state, under stream.mu.
 type upstream struct {
-	r    StreamRemote
-	name string            // x-stream-consumer-name, passed upstream
-	tags map[uint64]uint64 // offset → upstream tag, delivered and not settled
-	pend []upMsg           // pushed, not yet delivered (the sink paused)
+	r      StreamRemote
+	name   string            // x-stream-consumer-name, passed upstream
+	offset any               // the consumer's own x-stream-offset, nil none
+	pushed bool              // something was pushed: cur.next is where to go on
+	tags   map[uint64]uint64 // offset → upstream tag, delivered and not settled
+	pend   []upMsg           // pushed, not yet delivered (the sink paused)
 }
 
 type upMsg struct {
@@ -88,14 +100,16 @@ func (st *stream) pushUpstream(cur *cursor, m *Message, tag uint64) {
 		cur.up.r.Ack(tag)
 		return
 	}
-	cur.next = off + 1
+	cur.next, cur.up.pushed = off+1, true
 	cur.up.tags[off] = tag
 	cur.up.pend = append(cur.up.pend, upMsg{m: m, off: off})
 	st.deliverUpstreamLocked(cur)
 }
 
 // resetUpstream restarts cur's upstream consumer after the offset last
-// pushed; the tags of the lost one are dead.
+// delivered; the tags of the lost one are dead, and what it pushed that
+// was not delivered yet is read again from the new one (so that pend
+// never holds more than one upstream consumer's prefetch).
 func (st *stream) resetUpstream(cur *cursor) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -103,14 +117,25 @@ func (st *stream) resetUpstream(cur *cursor) {
 		return
 	}
 	clear(cur.up.tags)
+	if len(cur.up.pend) > 0 {
+		cur.next = cur.up.pend[0].off
+		clear(cur.up.pend)
+		cur.up.pend = nil
+	}
+	if !cur.up.pushed {
+		// Nothing pushed yet: the consumer's own start.
+		st.startUpstream(cur, cur.up.offset)
+		return
+	}
 	st.startUpstream(cur, int64(cur.next))
 }
 
-// deliverUpstreamLocked hands pushed messages to the consumer while its
-// sink takes them (the upstream prefetch is its credit).
+// deliverUpstreamLocked hands pushed messages to the consumer while it
+// has credit (its prefetch, counting deliveries of a lost upstream
+// consumer still unacked here) and its sink takes them.
 func (st *stream) deliverUpstreamLocked(cur *cursor) {
 	u := cur.up
-	for len(u.pend) > 0 && !cur.c.blocked && !cur.stop {
+	for len(u.pend) > 0 && cur.out < cur.c.prefetch && !cur.c.blocked && !cur.stop {
 		p := u.pend[0]
 		u.pend[0] = upMsg{}
 		u.pend = u.pend[1:]
@@ -125,12 +150,31 @@ func (st *stream) deliverUpstreamLocked(cur *cursor) {
 	}
 }
 
-// settleUpstreamLocked gives the credit of offset off back upstream.
-func (cur *cursor) settleUpstreamLocked(off uint64) {
-	if tag, ok := cur.up.tags[off]; ok {
-		delete(cur.up.tags, off)
-		cur.up.r.Ack(tag)
+// settleUpstreamLocked gives the credit of offset off back upstream. For
+// a named consumer's ack it also follows the highest offset acked: the
+// member that delivered off keeps the name's offset when the ack reaches
+// it, but the ack of a delivery whose upstream consumer was lost (its tag
+// is dead) reaches no member, so this node stores the offset itself when
+// such an ack moves it (it reports that it did, for a flush); a later ack
+// that reaches a member takes over again.
+func (st *stream) settleUpstreamLocked(cur *cursor, off uint64, ack bool) (stored bool) {
+	u := cur.up
+	tag, live := u.tags[off]
+	if live {
+		delete(u.tags, off)
+		u.r.Ack(tag)
 	}
+	if !ack || u.name == "" || int64(off) <= cur.acked {
+		return false
+	}
+	cur.acked = int64(off)
+	if live {
+		delete(st.dirty, u.name) // the member stores the newer offset
+		return false
+	}
+	st.offsets[u.name] = off
+	st.dirty[u.name] = true
+	return true
 }
 
 // headerOffset reads an x-stream-offset header as the wire decoded it.

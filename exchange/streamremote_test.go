@@ -1,0 +1,357 @@
+package exchange
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeStreamRemote is a StreamRemote that records every upstream consumer
+// started (ConsumeWith) and every credit given back (Ack).
+type fakeStreamRemote struct {
+	fakeRemote
+	mu2      sync.Mutex
+	sessions []Table // the args of each ConsumeWith, in order
+	prefs    []int
+	push     func(*Message, uint64, bool)
+	reset    func()
+	acked    []uint64
+}
+
+func (r *fakeStreamRemote) ConsumeWith(args Table, prefetch int, push func(*Message, uint64, bool), reset func()) {
+	r.mu2.Lock()
+	defer r.mu2.Unlock()
+	r.sessions = append(r.sessions, args)
+	r.prefs = append(r.prefs, prefetch)
+	r.push, r.reset = push, reset
+}
+
+func (r *fakeStreamRemote) Ack(tag uint64) {
+	r.mu2.Lock()
+	r.acked = append(r.acked, tag)
+	r.mu2.Unlock()
+}
+
+func (r *fakeStreamRemote) cb() (func(*Message, uint64, bool), func()) {
+	r.mu2.Lock()
+	defer r.mu2.Unlock()
+	return r.push, r.reset
+}
+
+func (r *fakeStreamRemote) last() (Table, int, int) {
+	r.mu2.Lock()
+	defer r.mu2.Unlock()
+	return r.sessions[len(r.sessions)-1], r.prefs[len(r.prefs)-1], len(r.sessions)
+}
+
+func (r *fakeStreamRemote) acks() []uint64 {
+	r.mu2.Lock()
+	defer r.mu2.Unlock()
+	return append([]uint64(nil), r.acked...)
+}
+
+// outsiderCluster is a node that is not a member of any stream: its
+// consumers read through r.
+type outsiderCluster struct {
+	fakeCluster
+	r *fakeStreamRemote
+}
+
+func (c *outsiderCluster) StreamRemote(*Queue) StreamRemote { return c.r }
+
+// newOutsiderStream declares stream "s" on a node "d" of a cluster whose
+// members of it are a, b and c.
+func newOutsiderStream(t *testing.T) (*VHost, *Queue, *fakeStreamRemote) {
+	t.Helper()
+	v, _ := newTestVHost(t)
+	return outsiderStreamOn(t, v)
+}
+
+func outsiderStreamOn(t *testing.T, v *VHost) (*VHost, *Queue, *fakeStreamRemote) {
+	t.Helper()
+	q := declareQ(t, v, "s", QueueOpts{Durable: true, Args: Table{"x-queue-type": "stream"}})
+	r := &fakeStreamRemote{}
+	v.b.SetCluster(&outsiderCluster{fakeCluster: fakeCluster{name: "d"}, r: r})
+	q.setMembers([]string{"a", "b", "c"})
+	return v, q, r
+}
+
+func offMsg(off int64) *Message {
+	return &Message{Body: []byte{byte(off)}, Props: Properties{Headers: Table{"x-stream-offset": off}}}
+}
+
+func deliveredOffsets(s *sink) []int64 {
+	var out []int64
+	for _, d := range s.deliveries() {
+		out = append(out, d.Msg.Props.Headers["x-stream-offset"].(int64))
+	}
+	return out
+}
+
+// TestStreamRemoteResetKeepsPrefetch: after the upstream consumer is lost
+// and a new one started (with a fresh prefetch), the consumer still holds
+// at most its prefetch unacked: what the new one pushes waits for acks of
+// the deliveries made before the loss, and what was pushed but not
+// delivered is read again from the new one, in order, none twice.
+func TestStreamRemoteResetKeepsPrefetch(t *testing.T) {
+	v, q, r := newOutsiderStream(t)
+	s := &sink{}
+	if _, err := v.Consume("s", ConsumeOpts{Tag: "c", Prefetch: 3, Sink: s, Args: Table{"x-stream-offset": "first", "x-stream-consumer-name": "n"}}); err != nil {
+		t.Fatal(err)
+	}
+	args, pref, n := r.last()
+	if n != 1 || pref != 3 || args["x-stream-offset"] != "first" || args["x-stream-consumer-name"] != "n" {
+		t.Fatalf("first upstream consumer %v prefetch %d (%d started)", args, pref, n)
+	}
+	push, reset := r.cb()
+	for off := int64(10); off < 13; off++ {
+		push(offMsg(off), uint64(100+off), false)
+	}
+	if got := deliveredOffsets(s); !slices.Equal(got, []int64{10, 11, 12}) {
+		t.Fatalf("delivered %v", got)
+	}
+	// The member goes: a new upstream consumer after offset 12.
+	reset()
+	args, pref, n = r.last()
+	if n != 2 || pref != 3 || args["x-stream-offset"] != int64(13) || args["x-stream-consumer-name"] != "n" {
+		t.Fatalf("after a loss: upstream consumer %v prefetch %d (%d started)", args, pref, n)
+	}
+	push, reset = r.cb()
+	push(offMsg(12), 200, false) // seen already: dropped, credit back
+	for off := int64(13); off < 16; off++ {
+		push(offMsg(off), uint64(201+off-13), false)
+	}
+	if got := s.len(); got != 3 {
+		t.Fatalf("%d delivered with prefetch 3 and none acked, want 3", got)
+	}
+	if _, unacked, _ := q.Stats(); unacked != 3 {
+		t.Fatalf("%d unacked, want 3", unacked)
+	}
+	if got := r.acks(); !slices.Equal(got, []uint64{200}) {
+		t.Fatalf("upstream acks %v, want the duplicate's 200", got)
+	}
+	// An ack of a delivery of the lost consumer frees local credit only.
+	q.Ack(s.deliveries()[0].Seq)
+	if got := deliveredOffsets(s); !slices.Equal(got, []int64{10, 11, 12, 13}) {
+		t.Fatalf("delivered %v after one ack", got)
+	}
+	if got := r.acks(); !slices.Equal(got, []uint64{200}) {
+		t.Fatalf("upstream acks %v: a dead tag was acked", got)
+	}
+	// Lost again with 14 and 15 pushed and not delivered: they are read
+	// again from the next upstream consumer.
+	reset()
+	args, _, n = r.last()
+	if n != 3 || args["x-stream-offset"] != int64(14) {
+		t.Fatalf("third upstream consumer %v (%d started), want from 14", args, n)
+	}
+	push, _ = r.cb()
+	for off := int64(14); off < 17; off++ {
+		push(offMsg(off), uint64(300+off), false)
+	}
+	ds := s.deliveries()
+	q.AckMany([]uint64{ds[1].Seq, ds[2].Seq, ds[3].Seq})
+	if got := deliveredOffsets(s); !slices.Equal(got, []int64{10, 11, 12, 13, 14, 15, 16}) {
+		t.Fatalf("delivered %v", got)
+	}
+	if _, unacked, _ := q.Stats(); unacked != 3 {
+		t.Fatalf("%d unacked, want 3", unacked)
+	}
+	ds = s.deliveries()
+	q.Ack(ds[4].Seq) // 14: a live tag
+	if got := r.acks(); !slices.Equal(got, []uint64{200, 314}) {
+		t.Fatalf("upstream acks %v, want 200 and 314", got)
+	}
+}
+
+// TestStreamRemoteResetBeforeAnyDelivery: an upstream consumer lost before
+// it pushed anything is started again with the consumer's own offset.
+func TestStreamRemoteResetBeforeAnyDelivery(t *testing.T) {
+	v, _, r := newOutsiderStream(t)
+	s := &sink{}
+	if _, err := v.Consume("s", ConsumeOpts{Tag: "c", Prefetch: 5, Sink: s, Args: Table{"x-stream-offset": int64(7)}}); err != nil {
+		t.Fatal(err)
+	}
+	_, reset := r.cb()
+	reset()
+	args, _, n := r.last()
+	if n != 2 || args["x-stream-offset"] != int64(7) {
+		t.Fatalf("restarted upstream consumer %v (%d started), want from 7", args, n)
+	}
+	if _, ok := args["x-stream-consumer-name"]; ok {
+		t.Fatalf("an unnamed consumer got a name upstream: %v", args)
+	}
+}
+
+// storedOffset is the named offset record of stream s in st, -1 none.
+func storedOffset(st *fakeStore, name string) int64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	val, ok := st.meta["streamoff//\x00s\x00"+name]
+	if !ok {
+		return -1
+	}
+	r, err := decodeRecord(val)
+	if err != nil {
+		return -2
+	}
+	off, _ := r["offset"].(uint64)
+	return int64(off)
+}
+
+// TestStreamRemoteNamedOffsetOfLostDeliveries: a named consumer's acks
+// that reach the member (live tags) leave its offset to the member; acks
+// of deliveries whose upstream consumer was lost reach no member, so the
+// node stores the offset itself (a metadata record, cluster-wide), until
+// an ack that reaches a member takes over.
+func TestStreamRemoteNamedOffsetOfLostDeliveries(t *testing.T) {
+	fs := newFakeStore()
+	v, q, r := outsiderStreamOn(t, mustVHost(t, newTestBroker(t, fs), "/"))
+	s := &sink{}
+	c, err := v.Consume("s", ConsumeOpts{Tag: "c", Prefetch: 3, Sink: s, Args: Table{"x-stream-offset": "first", "x-stream-consumer-name": "n"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	push, reset := r.cb()
+	for off := int64(10); off < 13; off++ {
+		push(offMsg(off), uint64(100+off), false)
+	}
+	ds := s.deliveries()
+	q.Ack(ds[0].Seq) // reaches the member
+	q.st.mu.Lock()
+	dirty := q.st.dirty["n"]
+	q.st.mu.Unlock()
+	if dirty || !slices.Equal(r.acks(), []uint64{110}) {
+		t.Fatalf("a live ack: dirty %v, upstream acks %v", dirty, r.acks())
+	}
+	reset()
+	q.AckMany([]uint64{ds[2].Seq, ds[1].Seq}) // dead tags: 12, then 11
+	if got := r.acks(); !slices.Equal(got, []uint64{110}) {
+		t.Fatalf("dead tags acked upstream: %v", got)
+	}
+	eventually(t, 5*time.Second, "offset 12 stored", func() bool { return storedOffset(fs, "n") == 12 })
+	// The next upstream consumer's deliveries: their acks are the member's.
+	push, _ = r.cb()
+	push(offMsg(13), 213, false)
+	q.st.mu.Lock()
+	q.st.dirty["n"] = true // as if 12 were still to be written
+	q.st.mu.Unlock()
+	q.Ack(s.deliveries()[3].Seq)
+	q.st.mu.Lock()
+	dirty = q.st.dirty["n"]
+	q.st.mu.Unlock()
+	if dirty || !slices.Equal(r.acks(), []uint64{110, 213}) {
+		t.Fatalf("a live ack after a lost one: dirty %v, upstream acks %v", dirty, r.acks())
+	}
+	c.Cancel()
+	if got := storedOffset(fs, "n"); got != 12 {
+		t.Fatalf("stored offset %d after the member took over, want 12 (the member stores 13)", got)
+	}
+}
+
+// flakyMetaStore fails the first fails puts of named stream offsets.
+type flakyMetaStore struct {
+	*fakeStore
+	fails atomic.Int32
+}
+
+func (s *flakyMetaStore) PutMeta(key string, val []byte) error {
+	if strings.HasPrefix(key, "streamoff/") && s.fails.Add(-1) >= 0 {
+		return errors.New("no leader")
+	}
+	return s.fakeStore.PutMeta(key, val)
+}
+
+// TestStreamOffsetFlushRetried: a named offset whose write failed (in a
+// cluster: the metadata group without a leader for a while) is written
+// again, even if the consumer acks nothing more and is cancelled.
+func TestStreamOffsetFlushRetried(t *testing.T) {
+	fs := &flakyMetaStore{fakeStore: newFakeStore()}
+	fs.fails.Store(2)
+	v := mustVHost(t, newTestBroker(t, fs), "/")
+	q := newStreamQ(t, v, "s", nil)
+	for i := 0; i < 3; i++ {
+		publish(t, v, "", "s", "m")
+	}
+	s := &sink{}
+	if _, err := v.Consume("s", ConsumeOpts{Tag: "c", Prefetch: 5, Sink: s, Args: Table{"x-stream-offset": "first", "x-stream-consumer-name": "n"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "3 deliveries", func() bool { return s.len() == 3 })
+	q.Ack(s.deliveries()[2].Seq)
+	eventually(t, 5*time.Second, "offset 2 stored after 2 failed writes", func() bool {
+		return storedOffset(fs.fakeStore, "n") == 2
+	})
+	if n := fs.fails.Load(); n > -1 {
+		t.Fatalf("%d failures left: the writes were not tried", n+1)
+	}
+}
+
+// gatedMetaStore holds the first put of a named stream offset until
+// release is closed (heldDone is closed once it is written), and reports
+// each such put on puts.
+type gatedMetaStore struct {
+	*fakeStore
+	first    atomic.Bool
+	release  chan struct{}
+	heldDone chan struct{}
+	puts     chan string
+}
+
+func (s *gatedMetaStore) PutMeta(key string, val []byte) error {
+	if strings.HasPrefix(key, "streamoff/") {
+		s.puts <- key
+		if s.first.CompareAndSwap(false, true) {
+			<-s.release
+			defer close(s.heldDone)
+		}
+	}
+	return s.fakeStore.PutMeta(key, val)
+}
+
+// TestStreamOffsetFlushesInOrder: a cancelled named consumer's last flush
+// waits for a flush still under way (the timer's, with an older offset),
+// so the record written last is the newest offset.
+func TestStreamOffsetFlushesInOrder(t *testing.T) {
+	fs := &gatedMetaStore{fakeStore: newFakeStore(), release: make(chan struct{}), heldDone: make(chan struct{}), puts: make(chan string, 16)}
+	v := mustVHost(t, newTestBroker(t, fs), "/")
+	q := newStreamQ(t, v, "s", nil)
+	for i := 0; i < 3; i++ {
+		publish(t, v, "", "s", "m")
+	}
+	s := &sink{}
+	c, err := v.Consume("s", ConsumeOpts{Tag: "c", Prefetch: 5, Sink: s, Args: Table{"x-stream-offset": "first", "x-stream-consumer-name": "n"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "3 deliveries", func() bool { return s.len() == 3 })
+	ds := s.deliveries()
+	q.Ack(ds[0].Seq)
+	select {
+	case <-fs.puts: // the timer's flush of offset 0, held
+	case <-time.After(5 * time.Second):
+		t.Fatal("no flush of offset 0")
+	}
+	q.AckMany([]uint64{ds[1].Seq, ds[2].Seq})
+	cancelled := make(chan struct{})
+	go func() {
+		c.Cancel() // flushes offset 2
+		close(cancelled)
+	}()
+	// Without the ordering the cancel's flush would be written now, and
+	// the held one after it.
+	select {
+	case <-fs.puts:
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(fs.release)
+	<-cancelled
+	<-fs.heldDone
+	if got := storedOffset(fs.fakeStore, "n"); got != 2 {
+		t.Fatalf("stored offset %d after the consumer acked 2 and was cancelled", got)
+	}
+}
