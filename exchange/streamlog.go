@@ -116,6 +116,12 @@ func (l *streamLog) appendLocked(data []byte, ts int64, segBytes int64, done fun
 		if l.ml == nil || cur == nil {
 			return 0, errNotLeader
 		}
+		if cur.count > 0 && cur.bytes+int64(len(data)) > segBytes {
+			// A clustered stream's segments are the leader's cuts of
+			// its one key range (streamcluster.go): no record.
+			cur = &segment{id: cur.id, first: l.next, next: l.next}
+			l.segs = append(l.segs, cur)
+		}
 	} else if cur == nil || (cur.count > 0 && cur.bytes+int64(len(data)) > segBytes) {
 		var err error
 		if cur, err = l.rollLocked(); err != nil {
@@ -439,7 +445,7 @@ func (l *streamLog) retain(maxBytes int64, cutoff int64) []segment {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.repl {
-		return nil // not applied to clustered streams yet
+		return nil // the leader's, through the group (retainReplicated)
 	}
 	var total int64
 	for _, s := range l.segs {
