@@ -199,44 +199,153 @@ func TestStreamClusterLeaderKill(t *testing.T) {
 	t.Logf("members %v; leader %s killed; %d confirmed messages read on every node, the restarted one included", members, nodes[victim].name, len(want))
 }
 
+// streamView is what the management API says of a stream on one node.
+type streamView struct {
+	Messages int64  `json:"messages"`
+	Bytes    int64  `json:"bytes"`
+	Segments int    `json:"segments"`
+	First    uint64 `json:"first_offset"`
+	Last     int64  `json:"last_offset"`
+}
+
+func viewStream(nd *cnode, queue string) (streamView, bool) {
+	var q struct {
+		Stream streamView `json:"stream"`
+	}
+	code, err := nd.tryAPI("GET", "/api/queues/%2F/"+queue, nil, &q)
+	return q.Stream, err == nil && code == 200
+}
+
 // TestStreamClusterRetention: the leader of a clustered stream applies
-// x-max-length-bytes through the group; every member's copy loses the
-// same head, and a reader from first on any member starts after it.
+// x-max-length-bytes by whole segments of x-stream-max-segment-size-bytes,
+// each pass one range delete through the group: every member's copy
+// loses the same head at once, so a follower's first offset only ever
+// moves from one of the leader's segment boundaries to another, and a
+// reader from first on any member starts there. A follower killed
+// (SIGKILL) while passes go on comes back with the same first offset as
+// the others, its store replayed from its log.
 func TestStreamClusterRetention(t *testing.T) {
+	const (
+		segBytes = 1000
+		maxBytes = 4000
+	)
 	nodes := startCluster(t, 3)
 	_, ch := dialNode(t, nodes[0])
-	if _, err := ch.QueueDeclare("cr", true, false, false, false, amqp.Table{"x-queue-type": "stream", "x-max-length-bytes": int64(4000)}); err != nil {
+	if _, err := ch.QueueDeclare("cr", true, false, false, false, amqp.Table{"x-queue-type": "stream",
+		"x-max-length-bytes": int64(maxBytes), "x-stream-max-segment-size-bytes": int64(segBytes)}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 15*time.Second, "a leader", func() bool { return leaderIndex(nodes, "cr") >= 0 })
-	if err := ch.Confirm(false); err != nil {
-		t.Fatal(err)
+	// The probe, offset 0, is the size of every later message: the
+	// leader's bytes then give the record size, and so the segments'
+	// length in messages (a segment rolls when the next message would
+	// take it past segBytes), and their boundaries.
+	body := func(i int) string {
+		b := []byte(strconv.Itoa(i) + " ")
+		for len(b) < 100 {
+			b = append(b, '.')
+		}
+		return string(b)
 	}
-	body := make([]byte, 100)
-	for i := 0; i < 200; i++ {
-		copy(body, strconv.Itoa(i)+" ")
-		dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", "cr", false, false, amqp.Publishing{Body: body})
-		if err != nil {
+	streamPublishRetry(t, nodes, "cr", body(0))
+	ld := nodes[leaderIndex(nodes, "cr")]
+	var rec int64
+	eventually(t, 10*time.Second, "the probe on the leader", func() bool {
+		v, ok := viewStream(ld, "cr")
+		rec = v.Bytes
+		return ok && v.Messages == 1 && v.Bytes > 100
+	})
+	per := uint64(segBytes / rec)
+	var followers []*cnode
+	for _, nd := range nodes {
+		if nd != ld {
+			followers = append(followers, nd)
+		}
+	}
+
+	// Sample the followers' first offsets while the passes run.
+	stop := make(chan struct{})
+	sampled := make(chan map[uint64]bool, 1)
+	go func() {
+		seen := map[uint64]bool{}
+		defer func() { sampled <- seen }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			for _, nd := range followers {
+				if !nd.p.Running() {
+					continue
+				}
+				if v, ok := viewStream(nd, "cr"); ok && v.Messages > 0 {
+					seen[v.First] = true
+				}
+			}
+		}
+	}()
+
+	publish := func(from, to int, through *cnode, killAt int, victim *cnode) {
+		t.Helper()
+		_, pch := dialNode(t, through)
+		if err := pch.Confirm(false); err != nil {
 			t.Fatal(err)
 		}
-		if ok, err := dc.WaitContext(ctxTimeout(t, 10*time.Second)); !ok || err != nil {
-			t.Fatalf("confirm %d: %v %v", i, ok, err)
+		for i := from; i < to; i++ {
+			if i == killAt {
+				if err := victim.p.Kill(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dc, err := pch.PublishWithDeferredConfirmWithContext(context.Background(), "", "cr", false, false, amqp.Publishing{Body: []byte(body(i))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := dc.WaitContext(ctxTimeout(t, 10*time.Second)); !ok || err != nil {
+				t.Fatalf("confirm %d: %v %v", i, ok, err)
+			}
 		}
 	}
-	for _, nd := range nodes {
-		var first float64
-		eventually(t, 15*time.Second, "retention on "+nd.name, func() bool {
-			var q struct {
-				Stream struct {
-					First float64 `json:"first_offset"`
-					Last  float64 `json:"last_offset"`
-					Bytes float64 `json:"bytes"`
-				} `json:"stream"`
+	boundary := func(off uint64) bool { return off%per == 0 }
+	// settled waits until every running node has offsets up to last and
+	// the same first offset, a boundary, with the bytes within the limit.
+	settled := func(what string, last int64) uint64 {
+		t.Helper()
+		var first uint64
+		var views []streamView
+		eventually(t, 20*time.Second, what, func() bool {
+			views = views[:0]
+			lv, ok := viewStream(ld, "cr")
+			if !ok || lv.Last != last || lv.First == 0 || lv.Bytes > maxBytes {
+				return false
 			}
-			nd.api(t, "GET", "/api/queues/%2F/cr", nil, &q)
-			first = q.Stream.First
-			return q.Stream.First > 100 && q.Stream.Last == 199 && q.Stream.Bytes <= 4000+200
+			first = lv.First
+			for _, nd := range nodes {
+				v, ok := viewStream(nd, "cr")
+				views = append(views, v)
+				if !ok || v.Last != last || v.First != first || v.Messages != last-int64(first)+1 || v.Bytes > maxBytes+rec {
+					return false
+				}
+			}
+			return true
 		})
+		lv, _ := viewStream(ld, "cr")
+		if !boundary(first) {
+			t.Fatalf("%s: first offset %d is not a segment boundary (every %d offsets)", what, first, per)
+		}
+		// Whole segments only: what is left is within a segment of the
+		// limit, in more than one segment.
+		if lv.Bytes <= maxBytes-segBytes-rec || lv.Segments < 2 {
+			t.Fatalf("%s: the leader keeps %d bytes in %d segments, limit %d, segments of %d", what, lv.Bytes, lv.Segments, maxBytes, segBytes)
+		}
+		t.Logf("%s: first offset %d; views %+v", what, first, views)
+		return first
+	}
+
+	publish(1, 200, ld, -1, nil)
+	first := settled("retention on every member", 199)
+	for _, nd := range nodes {
 		_, c := dialNode(t, nd)
 		_ = c.Qos(50, 0, false)
 		ds, err := c.Consume("cr", "", false, false, false, false, amqp.Table{"x-stream-offset": "first"})
@@ -244,11 +353,36 @@ func TestStreamClusterRetention(t *testing.T) {
 			t.Fatal(err)
 		}
 		d := receive(t, ds)
-		if off := d.Headers["x-stream-offset"].(int64); float64(off) < first {
-			t.Fatalf("%s: read from first starts at %d, first retained %v", nd.name, off, first)
+		if off := d.Headers["x-stream-offset"].(int64); uint64(off) != first || string(d.Body) != body(int(first)) {
+			t.Fatalf("%s: read from first starts at %d (%.8q), first retained %d", nd.name, off, d.Body, first)
 		}
 		_ = c.Close()
 	}
+
+	// A follower killed in the middle of more passes, then restarted.
+	victim := followers[0]
+	publish(200, 400, ld, 260, victim)
+	if err := victim.p.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	after := settled("the restarted follower caught up", 399)
+	if after <= first {
+		t.Fatalf("first offset %d after the second run, %d before", after, first)
+	}
+	close(stop)
+	seen := <-sampled
+	var offs []uint64
+	for off := range seen {
+		offs = append(offs, off)
+		if !boundary(off) {
+			t.Fatalf("a follower's first offset was %d, not a segment boundary (every %d offsets): the head went in pieces", off, per)
+		}
+	}
+	slices.Sort(offs)
+	if len(offs) < 3 {
+		t.Fatalf("followers' first offsets seen: %v; the passes were not observed", offs)
+	}
+	t.Logf("records of %d bytes, %d a segment; followers' first offsets seen %v; final first %d", rec, per, offs, after)
 }
 
 // TestStreamClusterNonMember: in a 4-node cluster a stream of 3 members
