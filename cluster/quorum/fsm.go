@@ -134,6 +134,9 @@ func (f *FSM) applyLocked(l *raft.Log) any {
 	// Two passes over the entry: check it all, then apply (a bad entry
 	// changes nothing).
 	if err := walkEntry(l.Data, nil); err != nil {
+		// A corrupt entry, or one of a later build (a newer entry
+		// version): this member's state now lags the others'.
+		f.log.Error("quorum entry not applied", "queue", f.qid, "index", l.Index, "err", err)
 		return err
 	}
 	walkEntry(l.Data, f.applyOp)
