@@ -688,7 +688,11 @@ func TestClusterDeposedLeader(t *testing.T) {
 // lose the same range. A bad range is refused and queues nothing.
 func TestClusterDeleteRange(t *testing.T) {
 	skipShort(t)
-	c := newCluster(t, 3, nil)
+	c := newCluster(t, 3, func(rc *raft.Config) {
+		// One leader throughout (the ops go through its Log): timeouts
+		// that a loaded machine under -race does not miss.
+		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = time.Second, time.Second, time.Second
+	})
 	ld := c.leader()
 	l, err := New(ld.r, Options{})
 	if err != nil {
