@@ -34,7 +34,8 @@ import (
 // it. Readers see only durable messages (up to the durable watermark): a
 // consumer never gets a message that a crash could take back.
 
-// segment is one key range of a stream's log.
+// segment is one key range of a stream's log (of a clustered stream's
+// one key range, on its leader: streamcluster.go).
 type segment struct {
 	id      uint64 // store id of its messages
 	first   uint64 // its first offset
@@ -66,8 +67,10 @@ type streamLog struct {
 	durable atomic.Uint64 // every offset below it that exists is durable
 	cache   chunkCache
 
-	// A clustered stream (streamcluster.go): one key range, appended to
-	// through ml (the Raft group's log) on the leader, nil elsewhere.
+	// A clustered stream (streamcluster.go): one key range (the stream's
+	// id; the leader cuts it into segments that share that id, with no
+	// records), appended to through ml (the Raft group's log) on the
+	// leader, nil elsewhere.
 	repl bool
 	ml   MessageLog
 	// onDurable is called (from the store's notifier goroutine) after the
