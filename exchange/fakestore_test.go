@@ -111,6 +111,17 @@ func (s *fakeStore) DeleteMessage(qid, seq uint64) {
 	s.deletes++
 }
 
+func (s *fakeStore) DeleteMessages(qid, from, to uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for seq := range s.msgs[qid] {
+		if seq >= from && seq < to {
+			delete(s.msgs[qid], seq)
+			s.deletes++
+		}
+	}
+}
+
 func (s *fakeStore) LoadMessages(qid uint64, fn func(seq uint64, data []byte) error) error {
 	s.mu.Lock()
 	seqs := s.seqsLocked(qid)

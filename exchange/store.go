@@ -29,6 +29,10 @@ type Store interface {
 	PutMessage(qid, seq uint64, data []byte, done func(error))
 	// DeleteMessage removes message seq of queue qid (batched, not waited for).
 	DeleteMessage(qid, seq uint64)
+	// DeleteMessages removes every message of queue qid whose seq is in
+	// [from, to), in one op (batched, not waited for): ordered after every
+	// append and delete issued before it and before every later one.
+	DeleteMessages(qid, from, to uint64)
 	// LoadMessages calls fn for each stored message of qid in seq order.
 	LoadMessages(qid uint64, fn func(seq uint64, data []byte) error) error
 	// ReadMessages calls fn for each stored message of qid whose seq is at

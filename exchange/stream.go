@@ -595,8 +595,8 @@ func (st *stream) retentionEvery() time.Duration {
 }
 
 func (st *stream) armRetention() {
-	// By size at each segment roll; in a cluster (one key range, no
-	// rolls) on the timer too.
+	// By size at each segment roll; in a cluster on the timer too (a
+	// leader's pass skips segments its FSM has not applied in full yet).
 	if st.a.maxAge <= 0 && (st.a.maxBytes <= 0 || len(st.q.Members()) == 0) {
 		return
 	}
@@ -619,7 +619,9 @@ func (st *stream) applyRetention() {
 		cutoff = nowNano() - int64(st.a.maxAge)
 	}
 	if st.log.leads() {
-		st.log.retainReplicated(st.q.id, st.a.maxBytes, cutoff)
+		if err := st.log.retainReplicated(st.q.id, st.a.maxBytes, cutoff); err != nil {
+			st.q.vh.b.log.Warn("stream retention not applied", "queue", st.q.name, "err", err)
+		}
 		return
 	}
 	gone := st.log.retain(st.a.maxBytes, cutoff)

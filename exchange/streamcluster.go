@@ -1,6 +1,9 @@
 package exchange
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Clustered streams. In a cluster a stream is declared, like a quorum
 // queue, with members (x-initial-cluster-size, default 3) and is a Raft
@@ -12,21 +15,45 @@ import "time"
 // node's store. A member that was down catches up through Raft (log
 // entries, or a snapshot) when it comes back.
 //
-// In a cluster the log is one key range (the stream's id), not segments;
-// what a follower's store holds is found by looking at its keys every
-// followEvery (the watermark readers stop at). Offsets are dense (each
-// leader goes on after the highest key its store holds). Retention
-// (x-max-age, x-max-length-bytes) is the leader's: it deletes the oldest
-// messages through the group's log, by message rather than by segment
-// (there are no segments to drop); followers see their first key move. A
+// In a cluster the log is one key range of the store (the stream's id).
+// The leader cuts it into segments in memory, as a standalone stream
+// cuts its log into key ranges: a segment rolls when the next message
+// would take it past x-stream-max-segment-size-bytes (record sizes: the
+// encoded message as appended, or the store's size estimate of each key
+// when a node becomes the leader and cuts the range it finds again,
+// greedily from its first offset). Those boundaries are the leader's
+// alone; a follower's log is one segment from its store's first key,
+// found by looking at its keys every followEvery (the watermark readers
+// stop at).
+//
+// Retention (x-max-age, x-max-length-bytes) is the leader's, by whole
+// segments as in a standalone stream (never the one appended to): one
+// pass removes the head segments [from, to) with one range delete
+// through the group's log (RangeLog), which every member's FSM applies
+// as one range delete of its store. So every member drops the same head,
+// and a follower's first offset jumps from one of the leader's
+// boundaries to another. Only segments the leader's FSM has applied in
+// full are removed (below its durable watermark), so that the count and
+// bytes the op carries, read from the leader's store, are what every
+// member holds there. After a leader change the new leader's boundaries
+// start at the first retained offset, which is the old leader's last
+// boundary; past it they match the old ones as far as the store's size
+// estimates match the appended sizes (exact for records below the
+// store's value threshold, within a few bytes above it). Offsets are
+// dense (each leader goes on after the highest key its store holds). A
 // node that is not a member has no copy: its consumers read the stream
 // through a member (streamremote.go), its publishes are forwarded.
 
 const followEvery = 20 * time.Millisecond
 
-// retainBatch bounds the messages one retention pass of a clustered stream
-// deletes.
-const retainBatch = 100_000
+// RangeLog is implemented by a MessageLog that removes a key range as one
+// op (a quorum group's log, cluster/quorum.Log): every message of qid
+// whose key is in [from, to), which held count messages of bytes bytes
+// (what this node's store holds there, every op before it applied). An
+// error means nothing was queued.
+type RangeLog interface {
+	DeleteRange(qid, from, to uint64, count, bytes int64) error
+}
 
 // leads reports whether the log is a clustered stream's that this node leads.
 func (l *streamLog) leads() bool {
@@ -35,74 +62,73 @@ func (l *streamLog) leads() bool {
 	return l.repl && l.ml != nil
 }
 
-// retainReplicated deletes, through the group's log, the oldest messages
-// while the log holds more than maxBytes (0: no limit; the size of a
-// message is the log's average) or they are older than cutoff (0: none).
-func (l *streamLog) retainReplicated(id uint64, maxBytes, cutoff int64) {
+// retainReplicated removes, through the group's log, whole segments from
+// the head, never the one appended to, while the log holds more than
+// maxBytes (0: no limit) or a segment's last message is older than
+// cutoff (unix ns, 0: no age limit): one range delete for all of them.
+// It stops at a segment that is not durable (applied here) to its end.
+func (l *streamLog) retainReplicated(id uint64, maxBytes, cutoff int64) error {
 	l.mu.Lock()
-	if len(l.segs) != 1 || l.ml == nil {
+	if !l.repl || l.ml == nil {
 		l.mu.Unlock()
-		return
+		return nil
 	}
-	s := *l.segs[0]
 	ml := l.ml
-	l.mu.Unlock()
-	n := int64(s.next - s.first)
-	if n <= 1 {
-		return
+	durable := l.durable.Load()
+	var total int64
+	for _, s := range l.segs {
+		total += s.bytes
 	}
-	avg := max(s.bytes/max(s.count, 1), 1)
-	var drop int64
-	if maxBytes > 0 && n*avg > maxBytes {
-		drop = n - maxBytes/avg
-	}
-	if cutoff > 0 && s.firstTs < cutoff {
-		// Read forward from the head to the first message young enough.
-		off := s.first + uint64(drop)
-		for off < s.next-1 && int64(off-s.first) < retainBatch {
-			recs, next, err := l.readRange(off, 256, 1<<62)
-			if err != nil || len(recs) == 0 {
-				break
-			}
-			young := false
-			for _, r := range recs {
-				if _, ts, err := decodeMessage(r.data); err == nil && ts >= cutoff {
-					off, young = r.off, true
-					break
-				}
-				off = r.off + 1
-			}
-			if young {
-				break
-			}
-			off = max(off, next)
+	var from, to uint64
+	dropped := false
+	for len(l.segs) > 1 {
+		s := l.segs[0]
+		if s.next > durable || !((maxBytes > 0 && total > maxBytes) || (cutoff > 0 && s.lastTs < cutoff)) {
+			break
 		}
-		drop = max(drop, int64(off-s.first))
-	}
-	drop = min(drop, n-1, retainBatch) // never the newest message
-	if drop <= 0 {
-		return
-	}
-	cut := s.first + uint64(drop)
-	for off := s.first; off < cut; off++ {
-		ml.DeleteMessage(id, off)
-	}
-	var firstTs int64
-	if r, ok := l.readOne(segment{id: id, first: cut, next: s.next}, cut); ok {
-		_, firstTs, _ = decodeMessage(r.data)
-	}
-	l.mu.Lock()
-	if len(l.segs) == 1 {
-		g := l.segs[0]
-		g.first = max(g.first, cut)
-		g.count = int64(g.next - g.first)
-		g.bytes = g.count * avg
-		if firstTs != 0 {
-			g.firstTs = firstTs
+		if !dropped {
+			from, dropped = s.first, true
 		}
+		total -= s.bytes
+		l.segs = l.segs[1:]
+		to = l.segs[0].first
 	}
 	l.mu.Unlock()
-	l.cache.drop(cut)
+	if !dropped {
+		return nil
+	}
+	l.cache.drop(to)
+	// What the store holds of the range: every entry that wrote it is
+	// applied (below the watermark), and no later op of this leader's
+	// touches it (appends go past the last segment's start, retention
+	// passes take disjoint ranges).
+	var keys []uint64
+	var count, bytes int64
+	rl, ranged := ml.(RangeLog)
+	err := l.st.MessageKeys(id, from, func(seq uint64, size int64) bool {
+		if seq >= to {
+			return false
+		}
+		count++
+		bytes += size
+		if !ranged {
+			keys = append(keys, seq)
+		}
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("stream retention: reading [%d, %d): %w", from, to, err)
+	}
+	if !ranged {
+		for _, k := range keys { // a log without range ops: one by one
+			ml.DeleteMessage(id, k)
+		}
+		return nil
+	}
+	if err := rl.DeleteRange(id, from, to, count, bytes); err != nil {
+		return fmt.Errorf("stream retention: %w", err)
+	}
+	return nil
 }
 
 // followFirst moves a follower's first offset up to its store's first key
@@ -136,35 +162,41 @@ func (q *Queue) Replicated() bool {
 	return q.xa.quorum || (q.st != nil && len(q.Members()) > 0)
 }
 
-// enterReplicated makes the log the single key range id, as the store
-// holds it now (keys only are read).
-func (l *streamLog) enterReplicated(id uint64) {
-	s := &segment{id: id}
-	first := true
+// enterReplicated makes the log the key range id as the store holds it
+// now (keys only are read, and each segment's first and last message):
+// one segment if segBytes is 0 (a follower), else cut into segments of
+// at most segBytes each, greedily from the first key (the leader).
+func (l *streamLog) enterReplicated(id uint64, segBytes int64) {
+	var segs []*segment
+	var cur *segment
 	_ = l.st.MessageKeys(id, 0, func(seq uint64, size int64) bool {
-		if first {
-			s.first, first = seq, false
+		if cur == nil || (segBytes > 0 && cur.count > 0 && cur.bytes+size > segBytes) {
+			cur = &segment{id: id, first: seq, next: seq}
+			segs = append(segs, cur)
 		}
-		s.count++
-		s.bytes += size
-		s.next = seq + 1
+		cur.count++
+		cur.bytes += size
+		cur.next = seq + 1
 		return true
 	})
-	if r, ok := l.readOne(*s, s.first); ok && s.count > 0 {
-		_, s.firstTs, _ = decodeMessage(r.data)
-	}
-	if r, ok := l.readOne(*s, s.next-1); ok && s.count > 0 {
-		_, s.lastTs, _ = decodeMessage(r.data)
+	for _, s := range segs {
+		if r, ok := l.readOne(*s, s.first); ok {
+			_, s.firstTs, _ = decodeMessage(r.data)
+		}
+		if r, ok := l.readOne(*s, s.next-1); ok {
+			_, s.lastTs, _ = decodeMessage(r.data)
+		}
 	}
 	l.mu.Lock()
-	if s.count == 0 {
-		s.first, s.next = l.next, l.next
+	if len(segs) == 0 {
+		segs = []*segment{{id: id, first: l.next, next: l.next}}
 	}
-	l.segs = []*segment{s}
-	l.next = max(l.next, s.next)
+	l.segs = segs
+	last := segs[len(segs)-1]
+	l.next = max(l.next, last.next)
 	l.repl = true
 	l.mu.Unlock()
-	l.raise(s.next)
+	l.raise(last.next)
 }
 
 // raise moves the durable watermark up to off (never down).
@@ -181,7 +213,7 @@ func (l *streamLog) raise(off uint64) {
 // (the Raft group's log).
 func (q *Queue) streamLead(ml MessageLog) {
 	st := q.st
-	st.log.enterReplicated(q.id)
+	st.log.enterReplicated(q.id, st.a.segBytes)
 	// Under q.mu, which forward holds to publish to the remote, and the
 	// log's lock, which appends hold: the publishes the proxy had not
 	// sent are appended first, in order, and every later one after them.
@@ -224,7 +256,7 @@ func (st *stream) enqueueLater(m *Message, done func(error)) {
 // forwarded to the leader (q.remote), reads stay local, the store is
 // watched for what the group commits.
 func (st *stream) streamFollow() {
-	st.log.enterReplicated(st.q.id)
+	st.log.enterReplicated(st.q.id, 0)
 	st.log.mu.Lock()
 	st.log.ml = nil
 	st.log.mu.Unlock()

@@ -34,7 +34,8 @@ import (
 // it. Readers see only durable messages (up to the durable watermark): a
 // consumer never gets a message that a crash could take back.
 
-// segment is one key range of a stream's log.
+// segment is one key range of a stream's log (of a clustered stream's
+// one key range, on its leader: streamcluster.go).
 type segment struct {
 	id      uint64 // store id of its messages
 	first   uint64 // its first offset
@@ -66,8 +67,10 @@ type streamLog struct {
 	durable atomic.Uint64 // every offset below it that exists is durable
 	cache   chunkCache
 
-	// A clustered stream (streamcluster.go): one key range, appended to
-	// through ml (the Raft group's log) on the leader, nil elsewhere.
+	// A clustered stream (streamcluster.go): one key range (the stream's
+	// id; the leader cuts it into segments that share that id, with no
+	// records), appended to through ml (the Raft group's log) on the
+	// leader, nil elsewhere.
 	repl bool
 	ml   MessageLog
 	// onDurable is called (from the store's notifier goroutine) after the
@@ -115,6 +118,12 @@ func (l *streamLog) appendLocked(data []byte, ts int64, segBytes int64, done fun
 	if l.repl {
 		if l.ml == nil || cur == nil {
 			return 0, errNotLeader
+		}
+		if cur.count > 0 && cur.bytes+int64(len(data)) > segBytes {
+			// A clustered stream's segments are the leader's cuts of
+			// its one key range (streamcluster.go): no record.
+			cur = &segment{id: cur.id, first: l.next, next: l.next}
+			l.segs = append(l.segs, cur)
 		}
 	} else if cur == nil || (cur.count > 0 && cur.bytes+int64(len(data)) > segBytes) {
 		var err error
@@ -439,7 +448,7 @@ func (l *streamLog) retain(maxBytes int64, cutoff int64) []segment {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.repl {
-		return nil // not applied to clustered streams yet
+		return nil // the leader's, through the group (retainReplicated)
 	}
 	var total int64
 	for _, s := range l.segs {

@@ -317,6 +317,22 @@ func deletePrefix(db *badger.DB, wb *badger.WriteBatch, prefix []byte) error {
 	})
 }
 
+// deleteRange adds a delete of every message of qid with seq in [from,
+// to) to wb.
+func deleteRange(db *badger.DB, wb *badger.WriteBatch, qid, from, to uint64) error {
+	start, end := appendMsgKey(nil, qid, from), appendMsgKey(nil, qid, to)
+	return db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: msgQueuePrefix(qid)})
+		defer it.Close()
+		for it.Seek(start); it.Valid() && bytes.Compare(it.Item().Key(), end) < 0; it.Next() {
+			if err := wb.Delete(it.Item().KeyCopy(nil)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // LoadMeta implements Store. fn gets copies it may keep; an error from fn
 // stops the scan and is returned as is.
 func (b *Badger) LoadMeta(prefix string, fn func(key string, val []byte) error) error {
@@ -364,7 +380,7 @@ func (b *Badger) read(qid, from uint64, values bool, fn func(seq uint64, data []
 		return err
 	}
 	defer b.end()
-	pend, dropped := b.pendingFor(qid, from)
+	pend, dropped, gone := b.pendingFor(qid, from)
 	stopped := false
 	// emit hands pending ops below seq (all if seq is nil) to fn.
 	emit := func(upTo uint64, all bool) {
@@ -392,6 +408,9 @@ func (b *Badger) read(qid, from uint64, values bool, fn func(seq uint64, data []
 				if len(pend) > 0 && pend[0].seq == seq {
 					continue // the queued state replaces it (emitted next round or at the end)
 				}
+				if inRanges(gone, seq) {
+					continue // a queued range delete removes it
+				}
 				var v []byte
 				size := item.ValueSize()
 				if values {
@@ -413,6 +432,15 @@ func (b *Badger) read(qid, from uint64, values bool, fn func(seq uint64, data []
 	}
 	emit(0, true)
 	return nil
+}
+
+func inRanges(rs []seqRange, seq uint64) bool {
+	for _, r := range rs {
+		if r.has(seq) {
+			return true
+		}
+	}
+	return false
 }
 
 // errStop carries fn's error out of a Badger View unchanged.

@@ -32,7 +32,12 @@
 //     is already stored, then deleting it in the same batch, would leave the
 //     older copy. The core never reuses a seq.
 //   - DeleteMessage needs no callback; a delete is durable once a later
-//     Sync returns or a later append's done is called.
+//     Sync returns or a later append's done is called. DeleteMessages
+//     (a range [from, to) of one queue) is the same, one record: in its
+//     batch the writer writes what came before it, deletes the range's
+//     keys as Badger then holds them, and goes on with what came after;
+//     reads see the range gone while it is queued. It removes a put's
+//     message that is on disk from before, like a delete of a put.
 //   - Sync returns once everything issued before it is durable and the done
 //     callbacks of the appends before it have returned.
 //   - LoadMessages scans a queue's messages in seq order. Records still

@@ -128,6 +128,30 @@ func (m *Memory) DeleteMessage(qid, seq uint64) {
 	}
 }
 
+// DeleteMessages implements Store.
+func (m *Memory) DeleteMessages(qid, from, to uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	q := m.msgs[qid]
+	if q == nil || m.closed || to <= from {
+		return
+	}
+	if to-from < uint64(len(q)) {
+		for seq := from; seq < to; seq++ {
+			delete(q, seq)
+		}
+	} else {
+		for seq := range q {
+			if seq >= from && seq < to {
+				delete(q, seq)
+			}
+		}
+	}
+	if len(q) == 0 {
+		delete(m.msgs, qid)
+	}
+}
+
 // LoadMessages implements Store. It iterates a snapshot taken when it is called.
 func (m *Memory) LoadMessages(qid uint64, fn func(seq uint64, data []byte) error) error {
 	m.mu.Lock()

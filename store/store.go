@@ -27,6 +27,10 @@ type Store interface {
 	PutMessage(qid, seq uint64, data []byte, done func(error))
 	// DeleteMessage removes message seq of queue qid (batched, not waited for).
 	DeleteMessage(qid, seq uint64)
+	// DeleteMessages removes every message of queue qid whose seq is in
+	// [from, to) (batched, not waited for, like DeleteMessage): after every
+	// append and delete issued before it, before every one issued after.
+	DeleteMessages(qid, from, to uint64)
 	// LoadMessages calls fn for each stored message of qid in seq order.
 	LoadMessages(qid uint64, fn func(seq uint64, data []byte) error) error
 	// ReadMessages calls fn for each stored message of qid whose seq is at

@@ -23,6 +23,7 @@ const (
 	opDelete               // delete a message
 	opDrop                 // delete every message of qid; wait gets the result
 	opSync                 // barrier; wait gets the result
+	opRange                // delete the messages of qid with seq in [seq, to)
 )
 
 // opOverhead is what one record counts toward MaxPendingBytes besides its data.
@@ -33,7 +34,8 @@ type op struct {
 	skip     bool // an append or delete that met its pair in the batch
 	put      bool // an append whose message may be stored already (PutMessage)
 	qid, seq uint64
-	off, n   int // data is arena[off:off+n]
+	to       uint64 // opRange: the end of the range (exclusive)
+	off, n   int    // data is arena[off:off+n]
 	done     func(error)
 	wait     chan error
 }
@@ -91,6 +93,27 @@ func (b *Badger) DeleteMessage(qid, seq uint64) {
 	if b.admitLocked(0) == nil {
 		p := b.pend
 		p.ops = append(p.ops, op{kind: opDelete, qid: qid, seq: seq})
+		p.bytes += opOverhead
+		p.deletes++
+		b.kickLocked()
+	}
+	b.mu.Unlock()
+}
+
+// DeleteMessages implements Store: it deletes every message of qid whose
+// seq is in [from, to), after every append and delete issued before it
+// and before every one issued after it, in the same write as its batch
+// (the drop's prefix delete, bounded). It is not waited for: it is
+// durable once a later Sync returns (or a later append's done is called).
+// An empty range (to <= from) does nothing; after Close neither.
+func (b *Badger) DeleteMessages(qid, from, to uint64) {
+	if to <= from {
+		return
+	}
+	b.mu.Lock()
+	if b.admitLocked(0) == nil {
+		p := b.pend
+		p.ops = append(p.ops, op{kind: opRange, qid: qid, seq: from, to: to})
 		p.bytes += opOverhead
 		p.deletes++
 		b.kickLocked()
@@ -236,7 +259,7 @@ func (b *Badger) runWriter() {
 
 // cancelPairs marks each delete that follows an append of the same message
 // in c, and that append, as cancelled: neither reaches the disk (but for
-// the delete of a put, see PutMessage). A drop
+// the delete of a put, see PutMessage). A drop or a range delete
 // ends the window, as the appends before it are dropped by it anyway.
 func (b *Badger) cancelPairs(c *batch, idx map[msgID]int) {
 	defer clear(idx)
@@ -256,7 +279,7 @@ func (b *Badger) cancelPairs(c *batch, idx map[msgID]int) {
 				delete(idx, id)
 				n++
 			}
-		case opDrop:
+		case opDrop, opRange:
 			clear(idx)
 		}
 	}
@@ -301,14 +324,18 @@ func (b *Badger) write(c *batch, keys []byte) ([]byte, error) {
 			err = wb.Delete(key(o))
 			deletes++
 			wrote = true
-		case opDrop:
-			// What came before in this batch is in Badger first, so
-			// that the drop's reads see it.
+		case opDrop, opRange:
+			// What the batch wrote so far must be in Badger for the
+			// scan to find it; what follows comes after the deletes.
 			if err = wb.Flush(); err != nil {
 				return keys, err
 			}
 			wb = b.db.NewWriteBatch()
-			err = b.startDrop(c, i, wb)
+			if o.kind == opDrop {
+				err = b.startDrop(c, i, wb)
+			} else {
+				err = deleteRange(b.db, wb, o.qid, o.seq, o.to)
+			}
 			wrote = true
 		}
 		if err != nil {
@@ -386,11 +413,18 @@ type pendingOp struct {
 	data []byte // nil: deleted
 }
 
+// seqRange is the range [from, to) of a queued range delete.
+type seqRange struct{ from, to uint64 }
+
+func (r seqRange) has(seq uint64) bool { return seq >= r.from && seq < r.to }
+
 // pendingFor collects the appends and deletes of qid's messages from seq
 // from on that are queued or being written (their last state per seq,
-// sorted by seq), and whether a drop of qid is among them (then what
-// Badger holds of qid is gone). Data is copied.
-func (b *Badger) pendingFor(qid, from uint64) (ops []pendingOp, dropped bool) {
+// sorted by seq), whether a drop of qid is among them (then what Badger
+// holds of qid is gone) and the ranges deleted by queued range deletes
+// (what Badger holds there is gone; ops queued after them are in ops).
+// Data is copied.
+func (b *Badger) pendingFor(qid, from uint64) (ops []pendingOp, dropped bool, gone []seqRange) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var last map[uint64]int
@@ -405,8 +439,30 @@ func (b *Badger) pendingFor(qid, from uint64) (ops []pendingOp, dropped bool) {
 			}
 			switch o.kind {
 			case opDrop:
-				ops, dropped = ops[:0], true
+				ops, dropped, gone = ops[:0], true, nil
 				clear(last)
+				continue
+			case opRange:
+				if o.to <= from {
+					continue
+				}
+				r := seqRange{o.seq, o.to}
+				gone = append(gone, r)
+				kept := ops[:0]
+				for _, p := range ops {
+					if !r.has(p.seq) {
+						kept = append(kept, p)
+					}
+				}
+				clear(kept[len(kept):len(ops)])
+				ops = kept
+				clear(last)
+				if last == nil {
+					last = map[uint64]int{}
+				}
+				for j, p := range ops {
+					last[p.seq] = j
+				}
 				continue
 			case opAppend, opDelete:
 			default:
@@ -431,5 +487,5 @@ func (b *Badger) pendingFor(qid, from uint64) (ops []pendingOp, dropped bool) {
 		}
 	}
 	slices.SortFunc(ops, func(a, b pendingOp) int { return cmp.Compare(a.seq, b.seq) })
-	return ops, dropped
+	return ops, dropped, gone
 }

@@ -199,56 +199,310 @@ func TestStreamClusterLeaderKill(t *testing.T) {
 	t.Logf("members %v; leader %s killed; %d confirmed messages read on every node, the restarted one included", members, nodes[victim].name, len(want))
 }
 
-// TestStreamClusterRetention: the leader of a clustered stream applies
-// x-max-length-bytes through the group; every member's copy loses the
-// same head, and a reader from first on any member starts after it.
-func TestStreamClusterRetention(t *testing.T) {
-	nodes := startCluster(t, 3)
+// streamView is what the management API says of a stream on one node.
+type streamView struct {
+	Messages int64  `json:"messages"`
+	Bytes    int64  `json:"bytes"`
+	Segments int    `json:"segments"`
+	First    uint64 `json:"first_offset"`
+	Last     int64  `json:"last_offset"`
+}
+
+func viewStream(nd *cnode, queue string) (streamView, bool) {
+	var q struct {
+		Stream streamView `json:"stream"`
+	}
+	code, err := nd.tryAPI("GET", "/api/queues/%2F/"+queue, nil, &q)
+	return q.Stream, err == nil && code == 200
+}
+
+// Retention tests: segments of retSegBytes, at most retMaxBytes kept.
+const (
+	retSegBytes = 1000
+	retMaxBytes = 4000
+)
+
+// retBody is message i of the retention tests: 100 bytes whatever i, so
+// that every record has one size and the segments one length.
+func retBody(i int) string {
+	b := []byte(strconv.Itoa(i) + " ")
+	for len(b) < 100 {
+		b = append(b, '.')
+	}
+	return string(b)
+}
+
+// retention is a clustered stream "cr" with retention, and what its
+// records' size makes of the leader's segments.
+type retention struct {
+	t     *testing.T
+	nodes []*cnode
+	rec   int64  // bytes of one record
+	per   uint64 // records a segment: a boundary every per offsets
+}
+
+// newRetention declares the stream, waits for its leader and a confirmed
+// probe (offset 0), and reads the record size from the leader's bytes (a
+// segment rolls when the next record would take it past retSegBytes).
+func newRetention(t *testing.T, nodes []*cnode) *retention {
 	_, ch := dialNode(t, nodes[0])
-	if _, err := ch.QueueDeclare("cr", true, false, false, false, amqp.Table{"x-queue-type": "stream", "x-max-length-bytes": int64(4000)}); err != nil {
+	if _, err := ch.QueueDeclare("cr", true, false, false, false, amqp.Table{"x-queue-type": "stream",
+		"x-max-length-bytes": int64(retMaxBytes), "x-stream-max-segment-size-bytes": int64(retSegBytes)}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 15*time.Second, "a leader", func() bool { return leaderIndex(nodes, "cr") >= 0 })
-	if err := ch.Confirm(false); err != nil {
-		t.Fatal(err)
-	}
-	body := make([]byte, 100)
-	for i := 0; i < 200; i++ {
-		copy(body, strconv.Itoa(i)+" ")
-		dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", "cr", false, false, amqp.Publishing{Body: body})
-		if err != nil {
-			t.Fatal(err)
+	streamPublishRetry(t, nodes, "cr", retBody(0))
+	r := &retention{t: t, nodes: nodes}
+	eventually(t, 10*time.Second, "the probe on the leader", func() bool {
+		li := leaderIndex(nodes, "cr")
+		if li < 0 {
+			return false
 		}
-		if ok, err := dc.WaitContext(ctxTimeout(t, 10*time.Second)); !ok || err != nil {
-			t.Fatalf("confirm %d: %v %v", i, ok, err)
-		}
-	}
-	for _, nd := range nodes {
-		var first float64
-		eventually(t, 15*time.Second, "retention on "+nd.name, func() bool {
-			var q struct {
-				Stream struct {
-					First float64 `json:"first_offset"`
-					Last  float64 `json:"last_offset"`
-					Bytes float64 `json:"bytes"`
-				} `json:"stream"`
+		v, ok := viewStream(nodes[li], "cr")
+		r.rec = v.Bytes
+		return ok && v.Messages == 1 && v.Bytes > 100
+	})
+	r.per = uint64(retSegBytes / r.rec)
+	return r
+}
+
+func (r *retention) boundary(off uint64) bool { return off%r.per == 0 }
+
+// sample records the first offsets the nodes for which watch says yes
+// report, every 20 ms, until the returned stop is called, which returns
+// them sorted.
+func (r *retention) sample(watch func(*cnode) bool) (stop func() []uint64) {
+	quit := make(chan struct{})
+	out := make(chan []uint64, 1)
+	go func() {
+		seen := map[uint64]bool{}
+		defer func() {
+			var offs []uint64
+			for off := range seen {
+				offs = append(offs, off)
 			}
-			nd.api(t, "GET", "/api/queues/%2F/cr", nil, &q)
-			first = q.Stream.First
-			return q.Stream.First > 100 && q.Stream.Last == 199 && q.Stream.Bytes <= 4000+200
-		})
-		_, c := dialNode(t, nd)
+			slices.Sort(offs)
+			out <- offs
+		}()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			for _, nd := range r.nodes {
+				if !nd.p.Running() || !watch(nd) {
+					continue
+				}
+				if v, ok := viewStream(nd, "cr"); ok && v.Messages > 0 {
+					seen[v.First] = true
+				}
+			}
+		}
+	}()
+	return func() []uint64 { close(quit); return <-out }
+}
+
+// publish publishes retBody(from..to-1) through nd with confirms, calling
+// at(i) (if not nil) before message i.
+func (r *retention) publish(nd *cnode, from, to int, at func(i int)) {
+	r.t.Helper()
+	_, ch := dialNode(r.t, nd)
+	if err := ch.Confirm(false); err != nil {
+		r.t.Fatal(err)
+	}
+	for i := from; i < to; i++ {
+		if at != nil {
+			at(i)
+		}
+		dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", "cr", false, false, amqp.Publishing{Body: []byte(retBody(i))})
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if ok, err := dc.WaitContext(ctxTimeout(r.t, 10*time.Second)); !ok || err != nil {
+			r.t.Fatalf("confirm %d: %v %v", i, ok, err)
+		}
+	}
+}
+
+// settled waits until every running node holds offsets up to last from
+// one first offset, within the byte limit, and checks that it is a
+// segment boundary and that whole segments went (what is left is within
+// a segment of the limit, in more than one segment on the leader).
+func (r *retention) settled(what string, last int64) uint64 {
+	r.t.Helper()
+	var first uint64
+	var views []streamView
+	var lv streamView
+	eventually(r.t, 30*time.Second, what, func() bool {
+		views = views[:0]
+		li := leaderIndex(r.nodes, "cr")
+		if li < 0 {
+			return false
+		}
+		var ok bool
+		lv, ok = viewStream(r.nodes[li], "cr")
+		if !ok || lv.Last != last || lv.First == 0 || lv.Bytes > retMaxBytes {
+			return false
+		}
+		first = lv.First
+		for _, nd := range r.nodes {
+			if !nd.p.Running() {
+				continue
+			}
+			v, ok := viewStream(nd, "cr")
+			views = append(views, v)
+			if !ok || v.Last != last || v.First != first || v.Messages != last-int64(first)+1 || v.Bytes > retMaxBytes+r.rec {
+				return false
+			}
+		}
+		return true
+	})
+	if !r.boundary(first) {
+		r.t.Fatalf("%s: first offset %d is not a segment boundary (every %d offsets)", what, first, r.per)
+	}
+	if lv.Bytes <= retMaxBytes-retSegBytes-r.rec || lv.Segments < 2 {
+		r.t.Fatalf("%s: the leader keeps %d bytes in %d segments, limit %d, segments of %d", what, lv.Bytes, lv.Segments, retMaxBytes, retSegBytes)
+	}
+	r.t.Logf("%s: first offset %d; views %+v", what, first, views)
+	return first
+}
+
+// readsFrom checks that a consumer from first on every running node
+// starts at offset first.
+func (r *retention) readsFrom(first uint64) {
+	r.t.Helper()
+	for _, nd := range r.nodes {
+		if !nd.p.Running() {
+			continue
+		}
+		_, c := dialNode(r.t, nd)
 		_ = c.Qos(50, 0, false)
 		ds, err := c.Consume("cr", "", false, false, false, false, amqp.Table{"x-stream-offset": "first"})
 		if err != nil {
-			t.Fatal(err)
+			r.t.Fatal(err)
 		}
-		d := receive(t, ds)
-		if off := d.Headers["x-stream-offset"].(int64); float64(off) < first {
-			t.Fatalf("%s: read from first starts at %d, first retained %v", nd.name, off, first)
+		d := receive(r.t, ds)
+		if off := d.Headers["x-stream-offset"].(int64); uint64(off) != first || string(d.Body) != retBody(int(first)) {
+			r.t.Fatalf("%s: read from first starts at %d (%.8q), first retained %d", nd.name, off, d.Body, first)
 		}
 		_ = c.Close()
 	}
+}
+
+// allBoundaries fails unless every offset in offs is a segment boundary,
+// and at least min of them were seen.
+func (r *retention) allBoundaries(who string, offs []uint64, min int) {
+	r.t.Helper()
+	for _, off := range offs {
+		if !r.boundary(off) {
+			r.t.Fatalf("%s: a first offset of %d, not a segment boundary (every %d offsets): the head went in pieces (seen %v)", who, off, r.per, offs)
+		}
+	}
+	if len(offs) < min {
+		r.t.Fatalf("%s: first offsets seen %v; the passes were not observed", who, offs)
+	}
+}
+
+// TestStreamClusterRetention: the leader of a clustered stream applies
+// x-max-length-bytes by whole segments of x-stream-max-segment-size-bytes,
+// each pass one range delete through the group: every member's copy
+// loses the same head at once, so a follower's first offset only ever
+// moves from one of the leader's segment boundaries to another, and a
+// reader from first on any member starts there. A follower killed
+// (SIGKILL) while passes go on comes back with the same first offset as
+// the others, its store replayed from its log.
+func TestStreamClusterRetention(t *testing.T) {
+	nodes := startCluster(t, 3)
+	r := newRetention(t, nodes)
+	ld := nodes[leaderIndex(nodes, "cr")]
+	var followers []*cnode
+	for _, nd := range nodes {
+		if nd != ld {
+			followers = append(followers, nd)
+		}
+	}
+	stop := r.sample(func(nd *cnode) bool { return nd != ld })
+
+	r.publish(ld, 1, 200, nil)
+	first := r.settled("retention on every member", 199)
+	r.readsFrom(first)
+
+	// A follower killed in the middle of more passes, then restarted.
+	victim := followers[0]
+	r.publish(ld, 200, 400, func(i int) {
+		if i == 260 {
+			if err := victim.p.Kill(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	if err := victim.p.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	after := r.settled("the restarted follower caught up", 399)
+	if after <= first {
+		t.Fatalf("first offset %d after the second run, %d before", after, first)
+	}
+	r.readsFrom(after)
+	offs := stop()
+	r.allBoundaries("followers", offs, 3)
+	t.Logf("records of %d bytes, %d a segment; followers' first offsets seen %v; final first %d", r.rec, r.per, offs, after)
+}
+
+// TestStreamClusterRetentionLeaderKill: the leader is killed (SIGKILL)
+// while its passes go on; the new leader cuts the range it finds into
+// segments again from the first retained offset, and as the records are
+// all of one size its boundaries are the old leader's: every member's
+// first offset stays on them, and all settle on the same one, the old
+// leader too once restarted.
+func TestStreamClusterRetentionLeaderKill(t *testing.T) {
+	nodes := startCluster(t, 3)
+	r := newRetention(t, nodes)
+	li := leaderIndex(nodes, "cr")
+	old := nodes[li]
+	stop := r.sample(func(*cnode) bool { return true })
+	r.publish(old, 1, 150, nil)
+	first := r.settled("retention before the kill", 149)
+	if err := old.p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	var alive []*cnode
+	for _, nd := range nodes {
+		if nd != old {
+			alive = append(alive, nd)
+		}
+	}
+	eventually(t, 20*time.Second, "a new leader", func() bool {
+		i := leaderIndex(alive, "cr")
+		return i >= 0 && nodes[i] != old
+	})
+	// Through the survivors, each publish confirmed (a retry after a
+	// nack may store one twice: the offsets stay dense, the sizes one).
+	for i := 150; i < 300; i++ {
+		streamPublishRetry(t, alive, "cr", retBody(i))
+	}
+	last := int64(-1)
+	eventually(t, 15*time.Second, "the last offset on the new leader", func() bool {
+		i := leaderIndex(alive, "cr")
+		if i < 0 {
+			return false
+		}
+		v, ok := viewStream(nodes[i], "cr")
+		last = v.Last
+		return ok && v.Last >= 299
+	})
+	if err := old.p.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	after := r.settled("every member after the leader's kill", last)
+	if after <= first {
+		t.Fatalf("first offset %d after the kill, %d before", after, first)
+	}
+	r.readsFrom(after)
+	offs := stop()
+	r.allBoundaries("members", offs, 3)
+	t.Logf("records of %d bytes, %d a segment; first offsets seen %v; final first %d", r.rec, r.per, offs, after)
 }
 
 // TestStreamClusterNonMember: in a 4-node cluster a stream of 3 members

@@ -158,6 +158,9 @@ func (s *Store) PutMessage(qid, seq uint64, data []byte, done func(error)) {
 // DeleteMessage implements exchange.Store (local).
 func (s *Store) DeleteMessage(qid, seq uint64) { s.local.DeleteMessage(qid, seq) }
 
+// DeleteMessages implements exchange.Store (local).
+func (s *Store) DeleteMessages(qid, from, to uint64) { s.local.DeleteMessages(qid, from, to) }
+
 // LoadMessages implements exchange.Store (local).
 func (s *Store) LoadMessages(qid uint64, fn func(seq uint64, data []byte) error) error {
 	return s.local.LoadMessages(qid, fn)

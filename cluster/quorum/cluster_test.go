@@ -682,3 +682,62 @@ func TestClusterDeposedLeader(t *testing.T) {
 		t.Fatal("a failed Log took an append")
 	}
 }
+
+// TestClusterDeleteRange: a range delete proposed by the leader reaches
+// every member as one op in one entry: each member's store and counts
+// lose the same range. A bad range is refused and queues nothing.
+func TestClusterDeleteRange(t *testing.T) {
+	skipShort(t)
+	c := newCluster(t, 3, func(rc *raft.Config) {
+		// One leader throughout (the ops go through its Log): timeouts
+		// that a loaded machine under -race does not miss.
+		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = time.Second, time.Second, time.Second
+	})
+	ld := c.leader()
+	l, err := New(ld.r, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	const n = 2000
+	rs := newResults()
+	for i := 0; i < n; i++ {
+		l.AppendMessage(1, uint64(i), msg(i), rs.done(uint64(i)))
+	}
+	rs.wait(t)
+	c.waitEqual(ld)
+	for _, bad := range [][2]uint64{{5, 5}, {7, 3}, {1<<56 - 1, 1<<56 + 1}} {
+		if err := l.DeleteRange(1, bad[0], bad[1], 0, 0); !errors.Is(err, ErrBadRange) {
+			t.Fatalf("DeleteRange(%d, %d): %v, want ErrBadRange", bad[0], bad[1], err)
+		}
+	}
+	if err := l.DeleteRange(1, 0, 10, 11, 0); !errors.Is(err, ErrBadRange) {
+		t.Fatalf("11 messages in 10 keys: %v, want ErrBadRange", err)
+	}
+	before := ld.r.LastIndex()
+	if err := l.DeleteRange(1, 0, 1200, 1200, 16*1200); err != nil {
+		t.Fatal(err)
+	}
+	marker := newResults()
+	l.AppendMessage(1, n, msg(n), marker.done(n))
+	marker.wait(t)
+	if err := marker.errs[n]; err != nil {
+		t.Fatal(err)
+	}
+	if entries := ld.r.LastIndex() - before; entries > 2 {
+		t.Fatalf("the range and the marker took %d entries", entries)
+	}
+	got := c.waitEqual(ld)
+	if len(got) != n-1200+1 || got[0].seq != 1200 {
+		t.Fatalf("%d messages from %d after the range, want %d from 1200", len(got), got[0].seq, n-1200+1)
+	}
+	for _, nd := range c.up() {
+		deadline := time.Now().Add(5 * time.Second)
+		for nd.fsm.Len() != n-1200+1 || nd.fsm.Bytes() != 16*(n-1200+1) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s counts %d messages, %d bytes", nd.id, nd.fsm.Len(), nd.fsm.Bytes())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}

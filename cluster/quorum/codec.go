@@ -3,23 +3,29 @@ package quorum
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 )
 
 // A Raft log entry of a quorum queue's group is one batch of operations:
 //
 //	entry   = version:byte op*
 //	op      = kind:byte seq:uvarint [len:uvarint data:len bytes]  (len and data for opAppend and opHold only)
+//	        | kind:byte(6) from:uvarint to:uvarint count:uvarint bytes:uvarint  (opDeleteRange)
 //
 // The ops run to the end of the entry; there is no count, so a batch can
 // be built by appending ops to a buffer as they are queued.
 
-// entryVersion is the first byte of every entry this package writes.
-// Entries of version 1 (before the messages moved to the store) keyed
-// messages by seq alone; they are still read, their seqs taken as the
-// core's key of that seq in priority level 0 (seq<<1), and have no
-// hold or release ops.
+// entryVersion is the first byte of the entries this package writes,
+// but for those that hold an opDeleteRange: those are of version 3
+// (rangeEntryVersion), the same encoding with that op besides, so that a
+// member not yet upgraded reads every other entry and refuses those by
+// their version. Entries of version 1 (before the messages moved to the
+// store) keyed messages by seq alone; they are still read, their seqs
+// taken as the core's key of that seq in priority level 0 (seq<<1), and
+// have no hold or release ops.
 const (
 	entryVersion       byte = 2
+	rangeEntryVersion  byte = 3
 	legacyEntryVersion byte = 1
 )
 
@@ -35,6 +41,11 @@ const (
 	// into the queue): held messages are replicated like the queue's own.
 	opHold    opKind = 4
 	opRelease opKind = 5
+	// opDeleteRange removes every message whose key is in [seq, to), all
+	// in one key group (the same top byte), which held count messages of
+	// bytes bytes when the op was proposed (see Log.DeleteRange): a
+	// stream's retention dropping its head. Only in version 3 entries.
+	opDeleteRange opKind = 6
 )
 
 // hasData reports whether ops of kind k carry data.
@@ -52,16 +63,28 @@ func (k opKind) String() string {
 		return "hold"
 	case opRelease:
 		return "release"
+	case opDeleteRange:
+		return "delete range"
 	}
 	return fmt.Sprintf("op(%d)", byte(k))
 }
 
 // op is one decoded operation. For opAppend, data aliases the decoded
-// entry: the FSM copies it.
+// entry: the FSM copies it. to, count and bytes are opDeleteRange's
+// (its range is [seq, to)).
 type op struct {
-	kind opKind
-	seq  uint64
-	data []byte
+	kind  opKind
+	seq   uint64
+	data  []byte
+	to    uint64
+	count uint64
+	bytes uint64
+}
+
+// validRange reports whether [from, to) is a range opDeleteRange may
+// carry: not empty, within one key group, holding at most its width.
+func validRange(from, to, count uint64) bool {
+	return from < to && from>>56 == (to-1)>>56 && count <= to-from
 }
 
 // newEntry returns an empty entry (just the version byte) with room for
@@ -72,22 +95,32 @@ func newEntry(size int) []byte {
 	return b
 }
 
-// appendOp appends one encoded op to an entry started by newEntry.
-func appendOp(dst []byte, kind opKind, seq uint64, data []byte) []byte {
-	dst = append(dst, byte(kind))
-	dst = binary.AppendUvarint(dst, seq)
-	if kind.hasData() {
-		dst = binary.AppendUvarint(dst, uint64(len(data)))
-		dst = append(dst, data...)
+// appendOp appends one encoded op to an entry started by newEntry; an
+// opDeleteRange makes it a version 3 entry.
+func appendOp(dst []byte, o op) []byte {
+	dst = append(dst, byte(o.kind))
+	dst = binary.AppendUvarint(dst, o.seq)
+	switch {
+	case o.kind.hasData():
+		dst = binary.AppendUvarint(dst, uint64(len(o.data)))
+		dst = append(dst, o.data...)
+	case o.kind == opDeleteRange:
+		dst[0] = rangeEntryVersion
+		dst = binary.AppendUvarint(dst, o.to)
+		dst = binary.AppendUvarint(dst, o.count)
+		dst = binary.AppendUvarint(dst, o.bytes)
 	}
 	return dst
 }
 
 // opSize is the encoded size of an op, as appendOp writes it.
-func opSize(kind opKind, seq uint64, data []byte) int {
-	n := 1 + uvarintLen(seq)
-	if kind.hasData() {
-		n += uvarintLen(uint64(len(data))) + len(data)
+func opSize(o op) int {
+	n := 1 + uvarintLen(o.seq)
+	switch {
+	case o.kind.hasData():
+		n += uvarintLen(uint64(len(o.data))) + len(o.data)
+	case o.kind == opDeleteRange:
+		n += uvarintLen(o.to) + uvarintLen(o.count) + uvarintLen(o.bytes)
 	}
 	return n
 }
@@ -118,14 +151,15 @@ func walkEntry(b []byte, fn func(op)) error {
 		return fmt.Errorf("%w: empty entry", ErrCorrupt)
 	}
 	legacy := b[0] == legacyEntryVersion
-	if b[0] != entryVersion && !legacy {
-		return fmt.Errorf("%w: entry version %d, want %d", ErrCorrupt, b[0], entryVersion)
+	ranges := b[0] == rangeEntryVersion
+	if b[0] != entryVersion && !legacy && !ranges {
+		return fmt.Errorf("%w: entry version %d, want %d or %d", ErrCorrupt, b[0], entryVersion, rangeEntryVersion)
 	}
 	for i := 1; i < len(b); {
 		kind := opKind(b[i])
 		i++
-		if kind < opAppend || kind > opRelease || (legacy && kind > opReturn) {
-			return fmt.Errorf("%w: unknown op kind %d at offset %d", ErrCorrupt, byte(kind), i-1)
+		if kind < opAppend || kind > opDeleteRange || (legacy && kind > opReturn) || (!ranges && kind == opDeleteRange) {
+			return fmt.Errorf("%w: unknown op kind %d at offset %d of a version %d entry", ErrCorrupt, byte(kind), i-1, b[0])
 		}
 		seq, n := binary.Uvarint(b[i:])
 		if n <= 0 {
@@ -150,6 +184,20 @@ func walkEntry(b []byte, fn func(op)) error {
 			}
 			o.data = b[i : i+int(l) : i+int(l)]
 			i += int(l)
+		}
+		if kind == opDeleteRange {
+			var f [3]uint64
+			for j, what := range [3]string{"range end", "range count", "range bytes"} {
+				v, n := binary.Uvarint(b[i:])
+				if n <= 0 {
+					return fmt.Errorf("%w: bad %s at offset %d", ErrCorrupt, what, i)
+				}
+				f[j], i = v, i+n
+			}
+			o.to, o.count, o.bytes = f[0], f[1], f[2]
+			if !validRange(o.seq, o.to, o.count) || o.bytes > math.MaxInt64 {
+				return fmt.Errorf("%w: range [%d, %d) of %d messages, %d bytes", ErrCorrupt, o.seq, o.to, o.count, o.bytes)
+			}
 		}
 		if fn != nil {
 			fn(o)

@@ -21,6 +21,10 @@
 //     AppendMessage, DeleteMessage and ReturnMessage queue ops that are
 //     group-committed into Raft entries (codec.go), several entries in
 //     flight, and report each append's commit through its callback.
+//     DeleteRange queues one op that removes a key range (a stream's
+//     retention dropping its head): every member applies it as one range
+//     delete of its store, and its counts go down by the count and bytes
+//     the op carries (the leader's store's, when it proposed it).
 //   - Watch: tells the node when it leads the group with an FSM that
 //     holds every committed entry (after raft.Barrier), and when it stops.
 //
@@ -45,7 +49,9 @@
 //     more than its input, and malformed input is an error, never a panic.
 //   - The core appends each key once and deletes only keys it appended,
 //     once: the counts rely on it (the FSM does not read the store to
-//     check). Group byte sums shrink by the group's average on delete, so
+//     check). A range delete's count and bytes are the proposer's, which
+//     reads them from its store when nothing queued before it touches
+//     the range; the FSM clamps them to what its groups hold. Group byte sums shrink by the group's average on delete, so
 //     they are estimates (exact for equal sizes, 0 when a group empties).
 //   - Crash: the state record is issued after the ops it covers, through
 //     the same ordered store, every 100 ms at most and at each snapshot

@@ -14,4 +14,7 @@ var (
 	// that took it, so it cannot be installed elsewhere, nor where that
 	// Store lost the queue.
 	ErrStateOnly = errors.New("quorum: a state-only snapshot cannot be installed")
+	// ErrBadRange is wrapped by Log.DeleteRange's error for a range it
+	// cannot carry (empty, across key groups, or more messages than keys).
+	ErrBadRange = errors.New("quorum: bad key range")
 )

@@ -21,6 +21,9 @@ type Store interface {
 	// already; a later delete of it must reach the disk (store.Store).
 	PutMessage(qid, seq uint64, data []byte, done func(error))
 	DeleteMessage(qid, seq uint64)
+	// DeleteMessages deletes the messages of qid with seq in [from, to),
+	// ordered with the appends and deletes around it like DeleteMessage.
+	DeleteMessages(qid, from, to uint64)
 	ReadMessages(qid, from uint64, fn func(seq uint64, data []byte) bool) error
 	DropMessages(qid uint64) error
 	Sync() error
@@ -131,6 +134,9 @@ func (f *FSM) applyLocked(l *raft.Log) any {
 	// Two passes over the entry: check it all, then apply (a bad entry
 	// changes nothing).
 	if err := walkEntry(l.Data, nil); err != nil {
+		// A corrupt entry, or one of a later build (a newer entry
+		// version): this member's state now lags the others'.
+		f.log.Error("quorum entry not applied", "queue", f.qid, "index", l.Index, "err", err)
 		return err
 	}
 	walkEntry(l.Data, f.applyOp)
@@ -157,6 +163,16 @@ func (f *FSM) applyOp(o op) {
 	case opRelease:
 		f.st.DeleteMessage(HoldQID(f.qid), o.seq)
 		f.s.held = max(f.s.held-1, 0)
+	case opDeleteRange:
+		// One range delete: it removes the puts of the range issued
+		// before it, replayed ones included, and what the disk holds
+		// from before a crash. The counts go down by what the op says
+		// the range held (the leader's store when it proposed it): an
+		// entry applied again after a crash starts from the record's
+		// counts, which still hold the range, while the store may have
+		// lost it already, so the store is not what counts.
+		f.st.DeleteMessages(f.qid, o.seq, o.to)
+		f.s.delRange(o.seq, o.to, int64(o.count), int64(o.bytes))
 	}
 }
 

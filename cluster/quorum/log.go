@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -103,27 +104,46 @@ func New(r *raft.Raft, opts Options) (*Log, error) {
 // message is committed by a majority and applied by this node's FSM,
 // with an error otherwise. Callbacks run in the order of the calls.
 func (l *Log) AppendMessage(qid, seq uint64, data []byte, done func(error)) {
-	l.enqueue(opAppend, seq, data, done)
+	l.enqueue(op{kind: opAppend, seq: seq, data: data}, done)
 }
 
 // DeleteMessage queues the removal of message seq. An unknown seq is
 // ignored when applied.
-func (l *Log) DeleteMessage(qid, seq uint64) { l.enqueue(opDelete, seq, nil, nil) }
+func (l *Log) DeleteMessage(qid, seq uint64) { l.enqueue(op{kind: opDelete, seq: seq}, nil) }
+
+// DeleteRange queues the removal of every message whose key is in
+// [from, to), as one op that each member applies as one range delete of
+// its store (Store.DeleteMessages). count and bytes are what the range
+// holds, which the members subtract from their counts (an FSM does not
+// read its store to count): the caller reads them from this node's store,
+// whose FSM has applied every entry before this term (Watch), and must
+// see to it that no op it queued before this one and that is not applied
+// yet adds or removes a key in the range. The range must not be empty,
+// must lie within one key group (keys sharing their top byte) and count
+// must not exceed its width, or nothing is queued and the error wraps
+// ErrBadRange.
+func (l *Log) DeleteRange(qid, from, to uint64, count, bytes int64) error {
+	if count < 0 || bytes < 0 || !validRange(from, to, uint64(count)) {
+		return fmt.Errorf("%w: [%d, %d) of %d messages, %d bytes", ErrBadRange, from, to, count, bytes)
+	}
+	l.enqueue(op{kind: opDeleteRange, seq: from, to: to, count: uint64(count), bytes: uint64(bytes)}, nil)
+	return nil
+}
 
 // ReturnMessage queues one more return (delivery + requeue) of message
 // seq. An unknown seq is ignored when applied.
-func (l *Log) ReturnMessage(qid, seq uint64) { l.enqueue(opReturn, seq, nil, nil) }
+func (l *Log) ReturnMessage(qid, seq uint64) { l.enqueue(op{kind: opReturn, seq: seq}, nil) }
 
 // HoldMessage queues a message to be kept aside under key (data is
 // copied): a retry waiting for its delay. done as for AppendMessage.
 func (l *Log) HoldMessage(qid, key uint64, data []byte, done func(error)) {
-	l.enqueue(opHold, key, data, done)
+	l.enqueue(op{kind: opHold, seq: key, data: data}, done)
 }
 
 // ReleaseMessage queues the removal of held message key.
-func (l *Log) ReleaseMessage(qid, key uint64) { l.enqueue(opRelease, key, nil, nil) }
+func (l *Log) ReleaseMessage(qid, key uint64) { l.enqueue(op{kind: opRelease, seq: key}, nil) }
 
-func (l *Log) enqueue(kind opKind, seq uint64, data []byte, done func(error)) {
+func (l *Log) enqueue(o op, done func(error)) {
 	l.mu.Lock()
 	for l.pendingBytes >= l.opts.MaxPendingBytes && !l.closed {
 		l.space.Wait()
@@ -139,15 +159,15 @@ func (l *Log) enqueue(kind opKind, seq uint64, data []byte, done func(error)) {
 	if n := len(l.pending); n > 0 && len(l.pending[n-1].buf) < l.opts.MaxBatchBytes {
 		b = l.pending[n-1]
 	} else {
-		b = &batch{buf: newEntry(min(opSize(kind, seq, data), l.opts.MaxBatchBytes))}
+		b = &batch{buf: newEntry(min(opSize(o), l.opts.MaxBatchBytes))}
 		l.pending = append(l.pending, b)
 		l.pendingBytes += len(b.buf)
 		l.ready.Signal()
 	}
 	n := len(b.buf)
-	b.buf = appendOp(b.buf, kind, seq, data)
-	if kind == opAppend {
-		b.lastAppend, b.hasAppend = seq, true
+	b.buf = appendOp(b.buf, o)
+	if o.kind == opAppend {
+		b.lastAppend, b.hasAppend = o.seq, true
 	}
 	l.pendingBytes += len(b.buf) - n
 	if done != nil {

@@ -70,6 +70,25 @@ func (s *state) del(key uint64) {
 	}
 }
 
+// delRange counts the deletion of the keys in [from, to), one group's
+// (validRange), which held count messages of bytes bytes. The figures are
+// the proposer's, so they are clamped to what the group holds; bytes go
+// to 0 when the group empties. Return counts of keys in the range go.
+func (s *state) delRange(from, to uint64, count, bytes int64) {
+	for k := range s.returns {
+		if k >= from && k < to {
+			delete(s.returns, k)
+		}
+	}
+	g := s.group(byte(from >> 56))
+	n := min(max(count, 0), g.Count)
+	g.Count -= n
+	g.Bytes -= min(max(bytes, 0), g.Bytes)
+	if g.Count == 0 {
+		g.Bytes = 0
+	}
+}
+
 // ret counts one return of key, saturating at the largest uint32.
 func (s *state) ret(key uint64) {
 	if s.returns == nil {

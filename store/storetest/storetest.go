@@ -43,6 +43,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"AppendDuringClose", testAppendDuringClose},
 		{"ReadRange", testReadRange},
 		{"ReadSeesQueued", testReadSeesQueued},
+		{"DeleteRange", testDeleteRange},
+		{"DeleteRangeQueued", testDeleteRangeQueued},
+		{"PutThenDeleteRangeOfStored", testPutDeleteRangeStored},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := open(t)
@@ -599,4 +602,96 @@ func testReadSeesQueued(t *testing.T, s store.Store) {
 	must(t, s.Sync())
 	msgs, _ := readAll(t, s, 3, 1, 0)
 	eqMsgs(t, "read after sync", msgs, want)
+}
+
+// testDeleteRange: DeleteMessages removes [from, to) of one queue and
+// nothing else; empty and absent ranges change nothing.
+func testDeleteRange(t *testing.T, s store.Store) {
+	for seq := uint64(0); seq < 100; seq++ {
+		appendSync(t, s, 4, seq, fmt.Sprint(seq))
+		appendSync(t, s, 5, seq, "other")
+	}
+	s.DeleteMessages(4, 10, 40)
+	s.DeleteMessages(4, 60, 60)   // empty
+	s.DeleteMessages(4, 70, 65)   // empty (to before from)
+	s.DeleteMessages(4, 500, 900) // nothing there
+	s.DeleteMessages(9, 0, 100)   // absent queue
+	must(t, s.Sync())
+	var want []msg
+	for seq := uint64(0); seq < 100; seq++ {
+		if seq < 10 || seq >= 40 {
+			want = append(want, msg{seq, fmt.Sprint(seq)})
+		}
+	}
+	eqMsgs(t, "after range delete", loadMsgs(t, s, 4), want)
+	if n := len(loadMsgs(t, s, 5)); n != 100 {
+		t.Fatalf("other queue has %d messages, want 100", n)
+	}
+	s.DeleteMessages(4, 0, 1<<64-1)
+	must(t, s.Sync())
+	eqMsgs(t, "after deleting [0, max)", loadMsgs(t, s, 4), nil)
+}
+
+// testDeleteRangeQueued: a range delete applies after the appends and
+// deletes issued before it and before those issued after it, unsynced
+// in between, and reads see it while it is queued.
+func testDeleteRangeQueued(t *testing.T, s store.Store) {
+	big := strings.Repeat("y", 1000) // past the value threshold
+	for seq := uint64(0); seq < 50; seq++ {
+		appendSync(t, s, 6, seq, fmt.Sprint(seq, big))
+	}
+	for round := uint64(0); round < 20; round++ {
+		lo := 50 + round*100
+		for seq := lo; seq < lo+100; seq++ {
+			s.AppendMessage(6, seq, []byte(fmt.Sprint(seq, big)), nil)
+		}
+		// Everything below lo+50 goes; then lo+10 is appended again.
+		s.DeleteMessages(6, 0, lo+50)
+		s.AppendMessage(6, lo+10, []byte("again"), nil)
+		s.DeleteMessage(6, lo+60)
+		want := []msg{{lo + 10, "again"}}
+		for seq := lo + 50; seq < lo+100; seq++ {
+			if seq != lo+60 {
+				want = append(want, msg{seq, fmt.Sprint(seq, big)})
+			}
+		}
+		msgs, keys := readAll(t, s, 6, 0, 0)
+		eqMsgs(t, fmt.Sprintf("round %d, read while queued", round), msgs, want)
+		if len(keys) != len(want) {
+			t.Fatalf("round %d: %d keys, want %d", round, len(keys), len(want))
+		}
+		if round%5 == 4 {
+			must(t, s.Sync())
+			eqMsgs(t, fmt.Sprintf("round %d, after sync", round), loadMsgs(t, s, 6), want)
+		}
+		// The next round's range removes this round's survivors.
+	}
+}
+
+// testPutDeleteRangeStored: messages stored already and written again
+// with PutMessage (a replicated log applied again after a crash), then
+// removed by a range delete in the same batch, are gone from the disk.
+func testPutDeleteRangeStored(t *testing.T, s store.Store) {
+	const n = 2000
+	for i := range uint64(n) {
+		s.AppendMessage(7, i, []byte("stored"), nil)
+	}
+	must(t, s.Sync())
+	var ok atomic.Int64
+	for i := range uint64(n) {
+		s.PutMessage(7, i, []byte("stored"), func(err error) {
+			if err == nil {
+				ok.Add(1)
+			}
+		})
+		if i%100 == 99 {
+			s.DeleteMessages(7, i-99, i+1)
+		}
+	}
+	s.PutMessage(7, n, []byte("kept"), nil)
+	must(t, s.Sync())
+	if ok.Load() != n {
+		t.Fatalf("%d of %d puts got done(nil)", ok.Load(), n)
+	}
+	eqMsgs(t, "after put+range delete of stored messages", loadMsgs(t, s, 7), []msg{{n, "kept"}})
 }
