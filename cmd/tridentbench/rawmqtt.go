@@ -386,7 +386,6 @@ func (s rawMQTTScenario) phase(ctx context.Context, rawURL, topic string, p Para
 // and no subscriber has received anything for a second, what is missing
 // is counted as dropped.
 func (s rawMQTTScenario) verify(subs []*rawMQTTSub, sent, acked *atomic.Uint64, timeout time.Duration) (dropped uint64, err error) {
-	deadline := time.Now().Add(timeout)
 	n := sent.Load()
 	total := func() (t uint64) {
 		for _, sb := range subs {
@@ -404,12 +403,14 @@ func (s rawMQTTScenario) verify(subs []*rawMQTTSub, sent, acked *atomic.Uint64, 
 			if got > n {
 				return 0, fmt.Errorf("subscriber %d received %d, more than the %d sent", i, got, n)
 			}
+			// Deliveries still arriving: wait on; none for a second
+			// once everything was acknowledged: the rest was dropped;
+			// none for timeout: an error.
 			if t := total(); t != last {
 				last, lastAt = t, time.Now()
 			} else if (s.qos == 0 || acked.Load() == n) && time.Since(lastAt) > time.Second {
 				return n*uint64(len(subs)) - t, nil
-			}
-			if time.Now().After(deadline) {
+			} else if time.Since(lastAt) > timeout {
 				return 0, fmt.Errorf("subscriber %d received %d of %d sent (%d acknowledged)", i, got, n, acked.Load())
 			}
 			time.Sleep(5 * time.Millisecond)
