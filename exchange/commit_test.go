@@ -3,6 +3,7 @@ package exchange
 import (
 	"errors"
 	"reflect"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -338,4 +339,71 @@ func TestClassicQueueUngated(t *testing.T) {
 	}
 	st.release()
 	waitConfirm(t, cf, 1)
+}
+
+// TestQuorumLeaderBrowseCommittedOnly: management's browse shows the
+// committed messages only.
+func TestQuorumLeaderBrowseCommittedOnly(t *testing.T) {
+	v, st := newTestVHost(t)
+	q, l := leadQuorum(t, v, st, "qb", nil)
+	cf := newConfirms()
+	publishConfirmed(t, v, cf, 1, "qb", "one", 0)
+	publishConfirmed(t, v, cf, 2, "qb", "two", 0)
+	l.commit(1)
+	bodies := func() []string {
+		p, err := q.Browse(BrowseOpts{Count: 10, Scan: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, m := range p.Messages {
+			out = append(out, string(m.Msg.Body))
+		}
+		if !p.End {
+			t.Fatalf("browse of %v not at its end", out)
+		}
+		return out
+	}
+	if got := bodies(); !reflect.DeepEqual(got, []string{"one"}) {
+		t.Fatalf("browsed %v, want one", got)
+	}
+	l.commit(-1)
+	if got := bodies(); !reflect.DeepEqual(got, []string{"one", "two"}) {
+		t.Fatalf("browsed %v", got)
+	}
+}
+
+// TestQuorumLeaderPagesCommitted: a lazy quorum queue keeps uncommitted
+// messages in memory, pages them out once committed, and delivers the
+// whole backlog in order, read back from the store.
+func TestQuorumLeaderPagesCommitted(t *testing.T) {
+	v, st := newTestVHost(t)
+	q, l := leadQuorum(t, v, st, "ql", Table{"x-queue-mode": "lazy"})
+	cf := newConfirms()
+	const n = 1000
+	for i := 0; i < n; i++ {
+		publishConfirmed(t, v, cf, uint64(i+1), "ql", strconv.Itoa(i), 0)
+		if i == n/2 {
+			l.commit(-1)
+		}
+	}
+	if mem := q.Status().ReadyRAM; mem < n/2-1 {
+		t.Fatalf("%d in memory: uncommitted messages were paged out", mem)
+	}
+	l.commit(-1)
+	if st := q.Status(); st.ReadyRAM > 2*tailMsgs || st.Ready != n {
+		t.Fatalf("%d of %d ready in memory after the commit", st.ReadyRAM, st.Ready)
+	}
+	got := getBodies(q)
+	if len(got) != n {
+		t.Fatalf("got %d of %d", len(got), n)
+	}
+	for i, b := range got {
+		if b != strconv.Itoa(i) {
+			t.Fatalf("get %d: %q", i, b)
+		}
+	}
+	if st.reads == 0 {
+		t.Fatal("nothing was read back from the store")
+	}
 }
