@@ -10,8 +10,8 @@ import (
 )
 
 // lateLog is a quorum queue's MessageLog that commits only when told:
-// commit writes the appends up to a key to the node's store, as the FSM
-// would, reports them to the queue (LogApplied) and then calls their done
+// commit writes the appends up to a key (and the deletes queued) to the
+// node's store, as the FSM would, reports them to the queue (LogApplied) and then calls their done
 // callbacks, as quorum.Log does; fail reports appends failed.
 type lateLog struct {
 	st *fakeStore
@@ -64,6 +64,15 @@ func (l *lateLog) commit(n int) {
 	}
 	for _, a := range as {
 		l.st.AppendMessage(l.q.ID(), a.key, a.data, nil)
+	}
+	// The deletes queued so far are of committed messages here (the
+	// core deletes only what it released, or purged): applied after.
+	l.mu.Lock()
+	dels := l.deletes
+	l.deletes = nil
+	l.mu.Unlock()
+	for _, k := range dels {
+		l.st.DeleteMessage(l.q.ID(), k)
 	}
 	l.q.LogApplied(as[len(as)-1].key)
 	for _, a := range as {
