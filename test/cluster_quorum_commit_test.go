@@ -16,8 +16,8 @@ import (
 // in order (the publish-to-delivery latency is logged); then the leader is
 // cut off from both followers, so nothing more can commit: a message
 // published to it right away is not confirmed and reaches no consumer.
-// After the heal the queue works again, and the cut-off message is
-// delivered only if its publish was confirmed.
+// After the heal the queue works again (the cut-off message may then be
+// delivered: its nack means it may or may not have been committed).
 func TestQuorumQueueDeliversCommittedOnly(t *testing.T) {
 	nodes := startCluster(t, 3)
 	_, ch0 := dialNode(t, nodes[0])
@@ -175,9 +175,10 @@ func TestQuorumQueueDeliversCommittedOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 		if string(d.Body) == "cut off" {
-			if !cut.Ack {
-				t.Fatalf("the nacked cut-off message was delivered after the heal")
-			}
+			// A nack says the message may or may not be in the queue:
+			// if no follower was elected during the cut, the old
+			// leader wins again with it in its log and commits it.
+			t.Logf("the cut-off message (confirm %+v) was committed after the heal", cut)
 			continue
 		}
 		if string(d.Body) != "after" {
