@@ -148,13 +148,19 @@ func (q *Queue) browseReady(o BrowseOpts) (BrowsePage, error) {
 		return BrowsePage{}, errorf(KindNotImplemented, "queue '%s' in vhost '%s' lives on another node: browse it there", q.name, q.vh.name)
 	}
 	r := &q.ready
-	total := uint64(r.n)
+	// A gated queue's uncommitted messages, each lane's last, are not
+	// shown (commit.go).
+	total := uint64(r.n - r.pending.n)
+	gated := q.gated
 	taken := 0
 	for i := len(r.levels) - 1; i >= 0 && taken < need; i-- {
 		l := &r.levels[i]
 		head := browsePart{lane: i}
 		for k := 0; k < l.head.n && taken < need; k++ {
 			e := l.head.at(k)
+			if gated && !q.released(e) {
+				break
+			}
 			head.msgs = append(head.msgs, e.msg)
 			head.ts = append(head.ts, e.msg.ts)
 			taken++
@@ -171,6 +177,9 @@ func (q *Queue) browseReady(o BrowseOpts) (BrowsePage, error) {
 		tail := browsePart{lane: i}
 		for k := 0; k < l.tail.n && taken < need; k++ {
 			e := l.tail.at(k)
+			if gated && !q.released(e) {
+				break
+			}
 			tail.msgs = append(tail.msgs, e.msg)
 			tail.ts = append(tail.ts, e.msg.ts)
 			taken++

@@ -27,6 +27,10 @@
 // dead-letters after releasing both.
 // Store writes for topology changes happen under metaMu only, never under
 // VHost.mu, so routing never waits for an fsync.
+// A quorum queue led here (commit.go) appends to its log under Queue.mu
+// (Queue.mu → the log's locks); the log reports commits through
+// Queue.LogApplied from its own goroutine holding none of its locks, and
+// only committed messages are delivered, got, browsed, expired or dropped.
 // A Sink is called with Queue.mu held and must not block or call back into
 // the core synchronously.
 // Delayed exchanges and retries (delayed.go, retry.go): a delayer's mu

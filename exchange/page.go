@@ -94,6 +94,9 @@ type readyList struct {
 	// whose bytes were estimated.
 	recAll, recMax uint64
 	recSeen        map[uint64]bool
+	// pending is a gated queue's uncommitted messages (commit.go), all
+	// of them counted in n and bytes too.
+	pending pendingList
 }
 
 func newReadyList(q *Queue, maxPriority int) readyList {
@@ -167,6 +170,9 @@ func (r *readyList) push(e entry) {
 	r.n++
 	r.bytes += size
 	r.addMem(size + msgMemOverhead)
+	if r.q.gated {
+		r.pending.push(e.seq, size)
+	}
 	if !r.pages() {
 		l.head.pushBack(e)
 		l.headBytes += size
@@ -347,6 +353,14 @@ func (r *readyList) headOf(i int) *deque {
 
 // frontLane is the lane holding the next message to deliver, -1 if none.
 func (r *readyList) frontLane() int {
+	if r.q.gated {
+		for i := len(r.levels) - 1; i >= 0; i-- {
+			if r.frontReleased(&r.levels[i]) {
+				return i
+			}
+		}
+		return -1
+	}
 	for i := len(r.levels) - 1; i >= 0; i-- {
 		if r.levels[i].n() > 0 {
 			return i
@@ -404,8 +418,9 @@ func (r *readyList) popLane(i int) (entry, bool) {
 // popOldest removes the head of the lowest priority level (x-max-length drops
 // from the head; with priorities, RabbitMQ drops the lowest priority first).
 func (r *readyList) popOldest() (entry, bool) {
+	gated := r.q.gated
 	for i := range r.levels {
-		if r.levels[i].n() > 0 {
+		if l := &r.levels[i]; l.n() > 0 && (!gated || r.frontReleased(l)) {
 			return r.popLane(i)
 		}
 	}
@@ -445,7 +460,23 @@ func (r *readyList) clear(drop bool) []entry {
 	r.memReported = 0
 	r.n, r.bytes = 0, 0
 	r.recSeen = nil
+	r.pending.reset()
 	return out
+}
+
+// frontReleased reports whether lane l's next message is committed, for a
+// gated queue (commit.go): its committed messages come first, and mid
+// holds only committed ones. False for an empty lane.
+func (r *readyList) frontReleased(l *lane) bool {
+	switch {
+	case l.head.n > 0:
+		return r.q.released(l.head.at(0))
+	case l.mid > 0:
+		return true
+	case l.tail.n > 0:
+		return r.q.released(l.tail.at(0))
+	}
+	return false
 }
 
 // inMemory is the number of ready messages held in memory.

@@ -274,13 +274,7 @@ func (q *Queue) setPolicyLocked(p *Policy) {
 		q.scheduleExpiry(now)
 	}
 	if a.overflow == OverflowDropHead {
-		for q.overLimit() {
-			e, ok := q.ready.popOldest()
-			if !ok {
-				break
-			}
-			q.deadLetterLocked(e, "maxlen")
-		}
+		q.cmdTrim()
 	}
 }
 

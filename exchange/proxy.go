@@ -30,6 +30,7 @@ func (q *Queue) BecomeProxy(r Remote) {
 	}
 	q.forgetLocked()
 	q.remote, q.log, q.window = r, nil, 0
+	q.gated = false
 	for _, h := range held {
 		r.Publish(h.Msg, h.Done)
 	}
@@ -92,6 +93,7 @@ func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
 	r.recAll, r.recMax = maxSeq, maxSeq
 	q.nextSeq = max(q.nextSeq, maxSeq+1)
 	q.logApplied.Store(q.nextSeq - 1)
+	q.startGateLocked(log)
 	q.loadHoldsLocked(st.HeldQID)
 	now := nowNano()
 	// What the proxy had not sent yet is the first this leader takes.
@@ -105,34 +107,6 @@ func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
 	if old != nil {
 		old.Close()
 	}
-}
-
-// LogApplied tells q that its log's FSM has written every message up to
-// key (and those before it) to the store: they may be paged out, and a
-// tail that grew past its buffer while they were being committed is paged
-// out now. The log calls it as its batches are applied, from its own
-// goroutine, without q's lock.
-func (q *Queue) LogApplied(key uint64) {
-	_, seq, _ := splitStoreKey(key)
-	for {
-		cur := q.logApplied.Load()
-		if seq <= cur {
-			return
-		}
-		if q.logApplied.CompareAndSwap(cur, seq) {
-			break
-		}
-	}
-	q.mu.Lock()
-	if q.log != nil && q.remote == nil && !q.deleted {
-		r := &q.ready
-		for i := range r.levels {
-			if l := &r.levels[i]; l.tail.n > tailMsgs || l.tailBytes > tailBytes || (l.tail.n > 0 && r.pressure()) {
-				r.spill(i, l)
-			}
-		}
-	}
-	q.mu.Unlock()
 }
 
 // enqueueHeldLocked takes a publish a proxy handed back (its publish

@@ -236,6 +236,11 @@ type Queue struct {
 	// logReturns says how often a message loaded from the log came back.
 	logApplied atomic.Uint64
 	logReturns func(key uint64) uint32
+	// gated is set while q leads from a CommitLog (commit.go): only
+	// messages with seqs up to releasedSeq, the committed ones, are
+	// delivered. Both under mu.
+	gated       bool
+	releasedSeq uint64
 	// A quorum queue's held retries (retryhold.go), while it leads.
 	heldQID   uint64
 	holds     []uint64 // hold keys, sorted: due time, then a counter
@@ -369,6 +374,13 @@ func (q *Queue) cmdAdmit(e entry) bool {
 // the oldest messages, e itself possibly.
 func (q *Queue) cmdEnqueue(e entry) {
 	q.ready.push(e)
+	q.cmdTrim()
+}
+
+// cmdTrim drops the oldest messages while the queue is over its length
+// limits (x-overflow drop-head). A gated queue counts and drops only
+// committed messages (commit.go).
+func (q *Queue) cmdTrim() {
 	for q.overLimit() {
 		old, ok := q.ready.popOldest()
 		if !ok {
@@ -385,9 +397,12 @@ func (q *Queue) full(size int) bool {
 	return q.a.maxLenBytes >= 0 && q.ready.bytes+int64(size) > q.a.maxLenBytes
 }
 
+// overLimit reports whether the committed ready messages (all of them
+// but for a gated queue) pass the queue's length limits.
 func (q *Queue) overLimit() bool {
-	return (q.a.maxLen >= 0 && int64(q.ready.n) > q.a.maxLen) ||
-		(q.a.maxLenBytes >= 0 && q.ready.bytes > q.a.maxLenBytes)
+	r := &q.ready
+	return (q.a.maxLen >= 0 && int64(r.n-r.pending.n) > q.a.maxLen) ||
+		(q.a.maxLenBytes >= 0 && r.bytes-r.pending.bytes > q.a.maxLenBytes)
 }
 
 // deadline is when e expires (unix ns), 0 if never.
@@ -590,7 +605,8 @@ func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64, ba
 
 // dispatchLocked delivers ready messages to consumers with credit.
 func (q *Queue) dispatchLocked(now int64) {
-	for q.ready.n > 0 && len(q.consumers) > 0 {
+	// A gated queue's uncommitted messages (pending) wait for LogApplied.
+	for q.ready.n > q.ready.pending.n && len(q.consumers) > 0 {
 		c := q.pickConsumer()
 		if c == nil {
 			return
@@ -749,7 +765,7 @@ func (q *Queue) Get(noAck bool) (Delivery, bool) {
 	} else {
 		q.unacked[e.seq] = unackedEntry{e: e}
 	}
-	d := Delivery{Queue: q, Msg: e.msg, Seq: q.toDelivery(e.seq), Redelivered: e.deliveries > 1, Remaining: q.ready.n}
+	d := Delivery{Queue: q, Msg: e.msg, Seq: q.toDelivery(e.seq), Redelivered: e.deliveries > 1, Remaining: q.ready.n - q.ready.pending.n}
 	q.scheduleExpiry(now)
 	q.unlock()
 	return d, true

@@ -6,4 +6,5 @@ import "github.com/trident-broker/trident/exchange"
 var (
 	_ exchange.MessageLog = (*Log)(nil)
 	_ exchange.ReturnLog  = (*Log)(nil)
+	_ exchange.CommitLog  = (*Log)(nil)
 )

@@ -176,6 +176,11 @@ func (l *Log) enqueue(o op, done func(error)) {
 	l.mu.Unlock()
 }
 
+// ReportsApplied implements exchange.CommitLog: the Log reports its
+// appends applied through Options.Applied when that is set, and the
+// queue then delivers only what was reported.
+func (l *Log) ReportsApplied() bool { return l.opts.Applied != nil }
+
 // Err returns the error the Log failed with, ErrClosed after Close, or
 // nil while it works.
 func (l *Log) Err() error {

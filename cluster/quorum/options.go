@@ -28,6 +28,9 @@ type Options struct {
 	// before the batch's done callbacks) with the key of the last append
 	// of each batch committed and applied by this node's FSM: every
 	// append queued up to it is in the node's Store (or deleted since).
+	// With it set the Log is an exchange.CommitLog that reports: the
+	// core's queue then delivers only the messages reported applied, so
+	// it must reach the queue (Queue.LogApplied).
 	Applied func(key uint64)
 }
 
