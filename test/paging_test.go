@@ -117,6 +117,7 @@ func TestPagingBacklogSurvivesKill(t *testing.T) {
 			t.Fatalf("before the kill, delivery %d is message %d", i, bodyIndex(d.Body))
 		}
 	}
+	acksDurable(t, ch)
 
 	start := time.Now()
 	ch = killRestart(t, p, conn)
@@ -139,6 +140,29 @@ func TestPagingBacklogSurvivesKill(t *testing.T) {
 		}
 	}
 	t.Logf("kill -9 to a passive declare answering %d: %v", q.Messages, serving)
+}
+
+// acksDurable returns once the acks sent on ch before it are durable: an
+// ack is not answered, so a kill -9 right after it may find its delete
+// not yet on disk (the message comes back, as at-least-once allows). A
+// persistent publish on the same channel after them, to another queue,
+// is confirmed only once the store's group commit that holds it, and
+// everything the channel issued before, is synced.
+func acksDurable(t *testing.T, ch *amqp.Channel) {
+	t.Helper()
+	if _, err := ch.QueueDeclare("acks-durable-probe", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", "acks-durable-probe", false, false,
+		amqp.Publishing{DeliveryMode: amqp.Persistent, Body: []byte("probe")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if ok, err := dc.WaitContext(ctx); !ok || err != nil {
+		t.Fatalf("probe confirm: %v %v", ok, err)
+	}
 }
 
 // drainPaged consumes want messages with manual acks (a prefetch of 500)
