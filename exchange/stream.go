@@ -236,7 +236,7 @@ func (st *stream) addConsumer(o ConsumeOpts) (*Consumer, error) {
 	var up *upstream
 	if st.readsRemotely() {
 		if r := q.vh.b.cluster.StreamRemote(q); r != nil {
-			up = &upstream{r: r, name: name, offset: o.Args["x-stream-offset"], tags: map[uint64]uint64{}}
+			up = &upstream{r: r, name: name, offset: o.Args["x-stream-offset"], since: time.Now(), tags: map[uint64]uint64{}}
 			name = "" // its offset is kept upstream
 		}
 	}

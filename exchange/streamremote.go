@@ -3,6 +3,7 @@ package exchange
 import (
 	"slices"
 	"strconv"
+	"time"
 )
 
 // A consumer of a clustered stream on a node that is not one of its
@@ -21,7 +22,9 @@ import (
 // delivered is dropped and read again), and what arrives twice is
 // dropped; deliveries made before the loss stay unacked here and their
 // acks free local credit only. Until something was pushed it starts again
-// with the consumer's own x-stream-offset.
+// with the consumer's own x-stream-offset (from next or last: from the
+// second the consumer subscribed in, so that what was published while the
+// member was lost is not skipped).
 //
 // The consumer's prefetch bounds its unacked deliveries here, not only
 // upstream: after a loss the new upstream consumer has a fresh prefetch
@@ -50,6 +53,7 @@ type upstream struct {
 	r      StreamRemote
 	name   string            // x-stream-consumer-name, passed upstream
 	offset any               // the consumer's own x-stream-offset, nil none
+	since  time.Time         // when the consumer subscribed
 	pushed bool              // something was pushed: cur.next is where to go on
 	tags   map[uint64]uint64 // offset → upstream tag, delivered and not settled
 	pend   []upMsg           // pushed, not yet delivered (the sink paused)
@@ -123,11 +127,30 @@ func (st *stream) resetUpstream(cur *cursor) {
 		cur.up.pend = nil
 	}
 	if !cur.up.pushed {
-		// Nothing pushed yet: the consumer's own start.
-		st.startUpstream(cur, cur.up.offset)
+		// Nothing pushed yet: the consumer's own start, but for one
+		// from the end of the stream: the new member's end is later
+		// than the lost one's was, so it starts from the second it
+		// subscribed in (a message of up to a second before its
+		// subscription may come too; none after it is skipped).
+		off := cur.up.offset
+		if fromEnd(off) && cur.up.name == "" {
+			off = time.Unix(cur.up.since.Unix(), 0)
+		}
+		st.startUpstream(cur, off)
 		return
 	}
 	st.startUpstream(cur, int64(cur.next))
+}
+
+// fromEnd reports whether an x-stream-offset starts at the end of the
+// stream: next (the default) or last (which, from an empty stream, is the
+// next message too).
+func fromEnd(off any) bool {
+	switch off {
+	case nil, "next", "last":
+		return true
+	}
+	return false
 }
 
 // deliverUpstreamLocked hands pushed messages to the consumer while it

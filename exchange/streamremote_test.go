@@ -355,3 +355,38 @@ func TestStreamOffsetFlushesInOrder(t *testing.T) {
 		t.Fatalf("stored offset %d after the consumer acked 2 and was cancelled", got)
 	}
 }
+
+// TestStreamRemoteResetFromNext: a consumer from next (the default) or
+// last whose upstream consumer is lost before anything was pushed starts
+// again from the second it subscribed in, not at the new member's next:
+// what was published while the member was lost is not skipped. A named
+// one keeps its own start (its stored offset decides).
+func TestStreamRemoteResetFromNext(t *testing.T) {
+	for _, spec := range []any{nil, "next", "last"} {
+		v, _, r := newOutsiderStream(t)
+		args := Table{}
+		if spec != nil {
+			args["x-stream-offset"] = spec
+		}
+		before := time.Now()
+		if _, err := v.Consume("s", ConsumeOpts{Tag: "c", Prefetch: 5, Sink: &sink{}, Args: args}); err != nil {
+			t.Fatal(err)
+		}
+		_, reset := r.cb()
+		reset()
+		got, _, n := r.last()
+		ts, ok := got["x-stream-offset"].(time.Time)
+		if n != 2 || !ok || ts.After(time.Now()) || ts.Before(before.Truncate(time.Second)) || ts.Nanosecond() != 0 {
+			t.Fatalf("%v: restarted upstream consumer %v (%d started), want from the second it subscribed in (%v)", spec, got, n, before)
+		}
+	}
+	v, _, r := newOutsiderStream(t)
+	if _, err := v.Consume("s", ConsumeOpts{Tag: "c", Prefetch: 5, Sink: &sink{}, Args: Table{"x-stream-consumer-name": "n"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, reset := r.cb()
+	reset()
+	if got, _, _ := r.last(); got["x-stream-offset"] != nil {
+		t.Fatalf("a named consumer restarted at %v, want its stored offset (no x-stream-offset)", got["x-stream-offset"])
+	}
+}
