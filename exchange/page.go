@@ -144,11 +144,6 @@ func (r *readyList) pressure() bool {
 	return b.memPressure.Load() || b.memUsed.Load() > b.memBudget.Load()
 }
 
-// msgMemOverhead is what a message in memory costs besides its body (the
-// Message and its entry), counted with the body against the budget: with
-// small bodies it is most of the cost.
-const msgMemOverhead = int64(unsafe.Sizeof(Message{}) + unsafe.Sizeof(entry{}))
-
 // memQuantum is the step in which a queue's in-memory bytes are counted
 // in the broker's total: an atomic add every few messages, not each one,
 // at most memQuantum off per queue.
@@ -169,7 +164,7 @@ func (r *readyList) push(e entry) {
 	size := int64(len(e.msg.Body))
 	r.n++
 	r.bytes += size
-	r.addMem(size + msgMemOverhead)
+	r.addMem(size + msgOverhead)
 	if r.q.gated {
 		r.pending.push(e.seq, size)
 	}
@@ -198,7 +193,7 @@ func (r *readyList) insert(e entry) {
 	l.headBytes += size
 	r.n++
 	r.bytes += size
-	r.addMem(size + msgMemOverhead)
+	r.addMem(size + msgOverhead)
 }
 
 // spill pages tail out from its oldest end while it is over its buffer
@@ -241,7 +236,7 @@ func (r *readyList) pageOut(i int, l *lane, e *entry, size int64) {
 	}
 	l.mid++
 	l.midBytes += size
-	r.addMem(-size - msgMemOverhead)
+	r.addMem(-size - msgOverhead)
 }
 
 // refill reads the next batch of mid into head, or moves tail into head
@@ -302,7 +297,7 @@ func (r *readyList) refill(i int, l *lane) {
 			l.mid--
 			l.midBytes -= est
 			r.bytes += size - est
-			r.addMem(size + msgMemOverhead)
+			r.addMem(size + msgOverhead)
 			got++
 			budget -= size
 			return l.mid > 0 && got < want && budget > 0
@@ -399,7 +394,7 @@ func (r *readyList) popLane(i int) (entry, bool) {
 	l.headBytes -= size
 	r.n--
 	r.bytes -= size
-	r.addMem(-size - msgMemOverhead)
+	r.addMem(-size - msgOverhead)
 	if l.n() == 0 {
 		// Estimates of recovered sizes never leave a sum behind.
 		r.bytes -= l.midBytes
@@ -489,7 +484,9 @@ func (r *readyList) inMemory() int {
 }
 
 // msgOverhead is what a message held in memory costs besides its body:
-// its entry and its Message (headers, when it has them, come on top).
+// its entry and its Message (headers, when it has them, come on top). The
+// queues' memory budget counts it with the body: with small bodies it is
+// most of the cost.
 const msgOverhead = int64(unsafe.Sizeof(entry{}) + unsafe.Sizeof(Message{}))
 
 // storeKey is e's key in q's message log.

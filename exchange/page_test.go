@@ -22,7 +22,7 @@ func body(i int) string { return fmt.Sprintf("m%05d", i) }
 // least minReadAhead) and its tail buffer, each message counted with its
 // overhead.
 func memBound(window int, size int) int64 {
-	return int64(max(window, minReadAhead)+tailMsgs) * (int64(size) + msgMemOverhead)
+	return int64(max(window, minReadAhead)+tailMsgs) * (int64(size) + msgOverhead)
 }
 
 func (q *Queue) memBytes() int64 {
@@ -52,7 +52,7 @@ func TestPagingBoundsMemory(t *testing.T) {
 	if r := ready(q); r != n {
 		t.Fatalf("ready %d", r)
 	}
-	if got := len(st.storedSeqs(q.id)); got < n-int(bound/(int64(len(body(0)))+msgMemOverhead)) {
+	if got := len(st.storedSeqs(q.id)); got < n-int(bound/(int64(len(body(0)))+msgOverhead)) {
 		t.Fatalf("%d messages in the store: the backlog was not paged out", got)
 	}
 	for i := 0; i < n; i++ {
@@ -392,7 +392,7 @@ func TestPagingMemoryPressure(t *testing.T) {
 	for i := 0; i < 500; i++ {
 		publish(t, v, "", "q", body(i))
 	}
-	if mem := q.memBytes(); mem != 500*(int64(len(body(0)))+msgMemOverhead) {
+	if mem := q.memBytes(); mem != 500*(int64(len(body(0)))+msgOverhead) {
 		t.Fatalf("in memory before pressure %d", mem)
 	}
 	b.SetMemoryPressure(true)
@@ -530,7 +530,7 @@ func TestPagingMemoryBudget(t *testing.T) {
 	}
 	// Each queue may be a quantum behind in the total, and holds the
 	// message that went over.
-	if limit := int64(budget) + int64(nq)*(memQuantum+int64(size)+msgMemOverhead); held > limit {
+	if limit := int64(budget) + int64(nq)*(memQuantum+int64(size)+msgOverhead); held > limit {
 		t.Fatalf("%d bytes in memory over %d queues, budget %d (limit %d)", held, nq, budget, limit)
 	}
 	if used, _ := b.QueueMemory(); used > held+nq*memQuantum || used < held-nq*memQuantum {

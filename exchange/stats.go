@@ -117,8 +117,10 @@ func (q *Queue) Status() QueueStatus {
 	defer q.mu.Unlock()
 	st := QueueStatus{Ready: q.ready.n, Unacked: len(q.unacked), Consumers: len(q.consumers),
 		ReadyBytes: q.ready.bytes, Deleted: q.deleted, Owner: q.owner, LastUsed: q.lastUsed}
-	st.ReadyRAM, st.BytesRAM = q.ready.inMemory(), q.ready.mem
-	st.Memory = q.ready.mem + int64(st.ReadyRAM+st.Unacked)*msgOverhead
+	// The ready list counts each message in memory with its overhead.
+	st.ReadyRAM = q.ready.inMemory()
+	st.BytesRAM = q.ready.mem - int64(st.ReadyRAM)*msgOverhead
+	st.Memory = q.ready.mem + int64(st.Unacked)*msgOverhead
 	for _, u := range q.unacked {
 		if u.e.msg != nil {
 			st.Memory += int64(len(u.e.msg.Body))
