@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -97,34 +96,10 @@ func (s rawAMQPScenario) Run(ctx context.Context, rawURL string, p Params) (Resu
 			_ = deleteQueue(ctl, ch, q)
 		}
 	}()
-	pid := 0
-	if u, err := url.Parse(rawURL); err == nil {
-		if port, err := strconv.Atoi(u.Port()); err == nil {
-			pid, _ = pidListening(port)
-		}
-	}
-
-	// Saturation.
-	res, raw, err := s.phase(ctx, rawURL, queues, p, 0, p.Warmup, p.Duration, pid)
-	if err != nil {
-		return Result{}, err
-	}
-	// Latency at offered rates.
-	for _, pct := range p.LatencyRates {
-		rate := res.ConsumeRate * float64(pct) / 100
-		if rate < 1 {
-			continue
-		}
-		lr, lraw, err := s.phase(ctx, rawURL, queues, p, rate, time.Second, p.LatencyDuration, 0)
-		if err != nil {
-			return Result{}, fmt.Errorf("at %d%% of saturation: %w", pct, err)
-		}
-		pt := lraw.Latency[0]
-		pt.Percent, pt.Achieved = pct, lr.ConsumeRate
-		raw.Latency = append(raw.Latency, pt)
-	}
-	res.Raw = raw
-	return res, nil
+	return runRawPhases(rawURL, p, func(r Result) float64 { return r.ConsumeRate },
+		func(rate float64, warmup, measured time.Duration, pid int) (Result, *RawStats, error) {
+			return s.phase(ctx, rawURL, queues, p, rate, warmup, measured, pid)
+		})
 }
 
 // phase runs the pairs for warmup+measure: unpaced at rate 0, else each
@@ -235,27 +210,16 @@ func (s rawAMQPScenario) phase(ctx context.Context, rawURL string, queues []stri
 	if verr != nil {
 		return Result{}, nil, verr
 	}
-	raw := &RawStats{}
-	if cpu != nil {
-		raw.BrokerCores, raw.ClientCores = cpu.broker, cpu.client
-		if res.ConsumeRate > 0 {
-			raw.BrokerNsPerMsg = cpu.broker * 1e9 / res.ConsumeRate
+	var hists []*histogram
+	if rate > 0 {
+		for _, pr := range pairs {
+			hists = append(hists, pr.hist)
 		}
 	}
+	raw := rawStatsOf(cpu, res, rate, hists)
 	for _, pr := range pairs {
 		raw.ConfirmFrames += pr.confirmFrames.Load()
 		raw.Confirmed += pr.confirmed.Load()
-	}
-	if rate > 0 {
-		h := histPool.Get().(*histogram)
-		*h = histogram{}
-		for _, pr := range pairs {
-			h.merge(pr.hist)
-			histPool.Put(pr.hist)
-		}
-		raw.Latency = []LatencyPoint{{Offered: rate, P50: h.quantile(0.5), P99: h.quantile(0.99), P999: h.quantile(0.999),
-			Max: float64(h.max) / 1000, Samples: h.n}}
-		histPool.Put(h)
 	}
 	return res, raw, nil
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -228,32 +227,11 @@ type rawMQTTSub struct {
 }
 
 func (s rawMQTTScenario) Run(ctx context.Context, rawURL string, p Params) (Result, error) {
-	pid := 0
-	if u, err := url.Parse(rawURL); err == nil {
-		if port, err := strconv.Atoi(u.Port()); err == nil {
-			pid, _ = pidListening(port)
-		}
-	}
 	topic := "tridentbench/raw/" + randomSuffix()
-	res, raw, err := s.phase(ctx, rawURL, topic, p, 0, p.Warmup, p.Duration, pid)
-	if err != nil {
-		return Result{}, err
-	}
-	for _, pct := range p.LatencyRates {
-		rate := res.PublishRate * float64(pct) / 100
-		if rate < 1 {
-			continue
-		}
-		lr, lraw, err := s.phase(ctx, rawURL, topic, p, rate, time.Second, p.LatencyDuration, 0)
-		if err != nil {
-			return Result{}, fmt.Errorf("at %d%% of saturation: %w", pct, err)
-		}
-		pt := lraw.Latency[0]
-		pt.Percent, pt.Achieved = pct, lr.ConsumeRate
-		raw.Latency = append(raw.Latency, pt)
-	}
-	res.Raw = raw
-	return res, nil
+	return runRawPhases(rawURL, p, func(r Result) float64 { return r.PublishRate },
+		func(rate float64, warmup, measured time.Duration, pid int) (Result, *RawStats, error) {
+			return s.phase(ctx, rawURL, topic, p, rate, warmup, measured, pid)
+		})
 }
 
 // phase connects the subscribers and the publisher, runs warmup+measured
@@ -358,24 +336,14 @@ func (s rawMQTTScenario) phase(ctx context.Context, rawURL, topic string, p Para
 	if verr != nil {
 		return Result{}, nil, verr
 	}
-	raw := &RawStats{Dropped: dropped}
-	if cpu != nil {
-		raw.BrokerCores, raw.ClientCores = cpu.broker, cpu.client
-		if res.ConsumeRate > 0 {
-			raw.BrokerNsPerMsg = cpu.broker * 1e9 / res.ConsumeRate
-		}
-	}
+	var hists []*histogram
 	if rate > 0 {
-		h := histPool.Get().(*histogram)
-		*h = histogram{}
 		for _, sb := range subs {
-			h.merge(sb.hist)
-			histPool.Put(sb.hist)
+			hists = append(hists, sb.hist)
 		}
-		raw.Latency = []LatencyPoint{{Offered: rate, P50: h.quantile(0.5), P99: h.quantile(0.99), P999: h.quantile(0.999),
-			Max: float64(h.max) / 1000, Samples: h.n}}
-		histPool.Put(h)
 	}
+	raw := rawStatsOf(cpu, res, rate, hists)
+	raw.Dropped = dropped
 	return res, raw, nil
 }
 

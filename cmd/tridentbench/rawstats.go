@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -201,3 +202,72 @@ func (g *gate) kick() {
 }
 
 var histPool = sync.Pool{New: func() any { return new(histogram) }}
+
+// rawPhase runs one phase of a raw scenario: unpaced at rate 0 (its
+// saturation), else offering rate messages per second with latency
+// stamps; pid is the broker's process for the CPU figures (0: none).
+type rawPhase func(rate float64, warmup, measured time.Duration, pid int) (Result, *RawStats, error)
+
+// runRawPhases runs phase at saturation, then at each of p.LatencyRates
+// percent of rateOf(the saturation result), and gathers the latency
+// points into the saturation result's RawStats.
+func runRawPhases(rawURL string, p Params, rateOf func(Result) float64, phase rawPhase) (Result, error) {
+	res, raw, err := phase(0, p.Warmup, p.Duration, brokerPid(rawURL))
+	if err != nil {
+		return Result{}, err
+	}
+	for _, pct := range p.LatencyRates {
+		rate := rateOf(res) * float64(pct) / 100
+		if rate < 1 {
+			continue
+		}
+		lr, lraw, err := phase(rate, time.Second, p.LatencyDuration, 0)
+		if err != nil {
+			return Result{}, fmt.Errorf("at %d%% of saturation: %w", pct, err)
+		}
+		pt := lraw.Latency[0]
+		pt.Percent, pt.Achieved = pct, lr.ConsumeRate
+		raw.Latency = append(raw.Latency, pt)
+	}
+	res.Raw = raw
+	return res, nil
+}
+
+// brokerPid is the process listening on rawURL's port, 0 if not found.
+func brokerPid(rawURL string) int {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return 0
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return 0
+	}
+	pid, _ := pidListening(port)
+	return pid
+}
+
+// rawStatsOf is a phase's RawStats: the CPU over its measured interval
+// (cpu may be nil) per consumed message, and at an offered rate the
+// latency of the merged histograms (which go back to the pool).
+func rawStatsOf(cpu *cpuMeter, res Result, rate float64, hists []*histogram) *RawStats {
+	raw := &RawStats{}
+	if cpu != nil {
+		raw.BrokerCores, raw.ClientCores = cpu.broker, cpu.client
+		if res.ConsumeRate > 0 {
+			raw.BrokerNsPerMsg = cpu.broker * 1e9 / res.ConsumeRate
+		}
+	}
+	if rate > 0 {
+		h := histPool.Get().(*histogram)
+		*h = histogram{}
+		for _, x := range hists {
+			h.merge(x)
+			histPool.Put(x)
+		}
+		raw.Latency = []LatencyPoint{{Offered: rate, P50: h.quantile(0.5), P99: h.quantile(0.99), P999: h.quantile(0.999),
+			Max: float64(h.max) / 1000, Samples: h.n}}
+		histPool.Put(h)
+	}
+	return raw
+}
