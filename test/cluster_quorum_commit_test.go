@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,6 +175,13 @@ func TestQuorumQueueDeliversCommittedOnly(t *testing.T) {
 		if err := d.Ack(false); err != nil {
 			t.Fatal(err)
 		}
+		if d.Redelivered && (strings.HasPrefix(string(d.Body), "probe ") || isNumber(string(d.Body))) {
+			// Acked before the cut, but the ack had not committed when
+			// the leader was cut off: the new leader gives it again,
+			// flagged redelivered, as at-least-once allows.
+			t.Logf("%q redelivered after the heal (its ack did not commit before the cut)", d.Body)
+			continue
+		}
 		if string(d.Body) == "cut off" {
 			// A nack says the message may or may not be in the queue:
 			// if no follower was elected during the cut, the old
@@ -186,4 +194,9 @@ func TestQuorumQueueDeliversCommittedOnly(t *testing.T) {
 		}
 		break
 	}
+}
+
+func isNumber(s string) bool {
+	_, err := strconv.Atoi(s)
+	return err == nil
 }
