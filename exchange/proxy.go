@@ -97,7 +97,7 @@ func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
 	q.loadHoldsLocked(st.HeldQID)
 	now := nowNano()
 	// What the proxy had not sent yet is the first this leader takes.
-	for _, h := range handBack(old, q.enqueueLater) {
+	for _, h := range handBack(old, refuseLater) {
 		q.enqueueHeldLocked(h, now)
 	}
 	q.cmdExpire(now)
@@ -127,28 +127,11 @@ func (q *Queue) enqueueHeldLocked(h HeldPublish, now int64) {
 	q.cmdEnqueue(e)
 }
 
-// enqueueLater takes a publish made on a proxy after it handed its held
-// publishes back (none should be: the proxy is no longer q's remote).
-func (q *Queue) enqueueLater(m *Message, done func(error)) {
-	go func() {
-		q.mu.Lock()
-		if q.deleted {
-			q.mu.Unlock()
-			done(errQueueGone)
-			return
-		}
-		if q.remote != nil {
-			q.remote.Publish(m, done)
-			q.mu.Unlock()
-			return
-		}
-		now := nowNano()
-		q.enqueueHeldLocked(HeldPublish{Msg: m, Done: done}, now)
-		q.dispatchLocked(now)
-		q.scheduleExpiry(now)
-		q.unlock()
-	}()
-}
+// refuseLater is the HandBack callback of a classic queue's proxy: a
+// publish reaches a proxy only through q.remote under q.mu, and the
+// hand-back clears q.remote in the same hold, so none comes; were one to,
+// it is nacked (the publisher republishes), never lost.
+func refuseLater(_ *Message, done func(error)) { go done(errRefusedHeld) }
 
 func (q *Queue) currentRemote() Remote {
 	q.mu.Lock()
