@@ -208,6 +208,13 @@ type MQTT struct {
 	// RabbitMQ's topic permissions it judges the filter, not each
 	// message: "#" is not within "secret/#" and is granted.
 	DenySubscribe []string `yaml:"deny_subscribe"`
+	// MaxQueuedQoS0 bounds a clean session's backlog of QoS 0 messages:
+	// one arriving while its queue already holds this many undelivered
+	// messages is dropped, as Mosquitto's max_queued_messages and
+	// RabbitMQ's mqtt.mailbox_soft_limit drop QoS 0 messages to a slow
+	// subscriber (QoS 1 and 2 messages are never dropped). 0: no limit
+	// (the backlog is paged to disk like any queue's).
+	MaxQueuedQoS0 int `yaml:"max_queued_qos0"`
 }
 
 // STOMP configures the STOMP listeners.
@@ -277,7 +284,7 @@ func Default() Config {
 			HandshakeTimeout: 10 * time.Second,
 			Product:          "Trident",
 		},
-		MQTT: MQTT{Listen: ":1883", WSListen: ":15675", TLSListen: ":8883", WSSListen: ":15676", Exchange: "amq.topic"},
+		MQTT: MQTT{Listen: ":1883", WSListen: ":15675", TLSListen: ":8883", WSSListen: ":15676", Exchange: "amq.topic", MaxQueuedQoS0: 2048},
 		STOMP: STOMP{Listen: ":61613", WSListen: ":15674", TLSListen: ":61614", WSSListen: ":15673",
 			MaxHeaders: 1000, MaxHeaderLength: 64 << 10},
 		HTTP:            HTTP{Listen: ":15672", TLSListen: ":15671", StatsInterval: 5 * time.Second},

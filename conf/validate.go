@@ -98,6 +98,9 @@ func (c *Config) Validate() error {
 			bad(l.key, "%d must not be negative (0 means no limit)", l.v)
 		}
 	}
+	if c.MQTT.MaxQueuedQoS0 < 0 {
+		bad("mqtt.max_queued_qos0", "%d must not be negative", c.MQTT.MaxQueuedQoS0)
+	}
 	if c.Queues.WindowMessages < 1 {
 		bad("queues.window_messages", "%d must be at least 1", c.Queues.WindowMessages)
 	}

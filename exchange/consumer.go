@@ -116,6 +116,15 @@ type ConsumeOpts struct {
 	// subscription headers): a stream reads x-stream-offset and
 	// x-stream-consumer-name from them.
 	Args Table
+	// DropTransientAbove, when > 0, makes the queue an at-most-once
+	// buffer for transient messages while every consumer it has asks
+	// for it: a transient message arriving while the queue holds that
+	// many ready messages is dropped (counted in MsgStats.DropBehind)
+	// instead of queued. MQTT's QoS 0 deliveries to a clean session use
+	// it, as Mosquitto (max_queued_messages) and RabbitMQ
+	// (mqtt.mailbox_soft_limit) drop QoS 0 messages to a slow
+	// subscriber. Persistent messages are never dropped by it.
+	DropTransientAbove int
 }
 
 // Consumer is a subscription to a queue.
@@ -128,6 +137,8 @@ type Consumer struct {
 	prefetch int
 	limit    *Limit
 	sink     Sink
+	// dropAbove is ConsumeOpts.DropTransientAbove.
+	dropAbove int
 
 	// Guarded by q.mu.
 	unacked   int

@@ -315,3 +315,56 @@ func (s *ackingSink) drain() {
 		s.q.AckMany(p)
 	}
 }
+
+// TestDropTransientAbove: while every consumer asks for it, a queue whose
+// consumers are that far behind drops new transient messages (counted),
+// keeps persistent ones, and stops dropping when a consumer without the
+// option joins or the last one leaves.
+func TestDropTransientAbove(t *testing.T) {
+	v, _ := newTestVHost(t)
+	q := declareQ(t, v, "q", QueueOpts{})
+	c1, s1 := consume(t, v, "q", ConsumeOpts{Prefetch: 2, DropTransientAbove: 5})
+	pub := func(body string, persistent bool) {
+		m := &Message{RoutingKey: "q", Body: []byte(body)}
+		if persistent {
+			m.Props.DeliveryMode = 2
+		}
+		publishM(t, v, m, PublishOpts{})
+	}
+	for i := 0; i < 20; i++ {
+		pub(fmt.Sprint("t", i), false)
+	}
+	// 2 delivered (the prefetch), 5 ready, 13 dropped.
+	if s1.len() != 2 || ready(q) != 5 || q.MsgStats().DropBehind != 13 || v.MsgStats().DropBehind != 13 {
+		t.Fatalf("delivered %d ready %d dropped %d (vhost %d)", s1.len(), ready(q), q.MsgStats().DropBehind, v.MsgStats().DropBehind)
+	}
+	for i := 0; i < 3; i++ {
+		pub(fmt.Sprint("p", i), true)
+	}
+	if ready(q) != 8 || q.MsgStats().DropBehind != 13 {
+		t.Fatalf("persistent: ready %d dropped %d", ready(q), q.MsgStats().DropBehind)
+	}
+	// A second consumer without the option: nothing is dropped.
+	c2, _ := consume(t, v, "q", ConsumeOpts{Prefetch: 1})
+	before := ready(q)
+	for i := 0; i < 4; i++ {
+		pub("x", false)
+	}
+	if ready(q) != before+4 || q.MsgStats().DropBehind != 13 {
+		t.Fatalf("mixed consumers: ready %d (was %d) dropped %d", ready(q), before, q.MsgStats().DropBehind)
+	}
+	c2.Cancel()
+	c1.Cancel()
+	before = ready(q)
+	pub("y", false) // no consumer: the queue keeps what it gets
+	if ready(q) != before+1 || q.MsgStats().DropBehind != 13 {
+		t.Fatalf("no consumer: ready %d (was %d) dropped %d", ready(q), before, q.MsgStats().DropBehind)
+	}
+	// What was kept comes in order: t0, t1 went to c1 and t2 to c2, then
+	// the transient ones kept, the persistent ones, the later ones.
+	got := getBodies(q)
+	want := []string{"t3", "t4", "t5", "t6", "p0", "p1", "p2", "x", "x", "x", "x", "y"}
+	if !equalStrings(got, want) {
+		t.Fatalf("kept %v", got)
+	}
+}

@@ -207,6 +207,9 @@ type Queue struct {
 	ready     readyList
 	unacked   map[uint64]unackedEntry
 	consumers []*Consumer // sorted by priority, highest first
+	// dropAbove > 0: transient messages past that many ready ones are
+	// dropped (every consumer asked for it: ConsumeOpts.DropTransientAbove).
+	dropAbove int
 	rr        int
 	hadCons   bool
 	deleted   bool
@@ -578,6 +581,13 @@ func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64, ba
 		q.mu.Unlock()
 		return true, wait, false
 	}
+	if q.dropAbove > 0 && q.ready.n >= q.dropAbove && !m.Props.Persistent() {
+		// At most once, and the consumers are that far behind.
+		q.counters.dropBehind.Add(1)
+		q.vh.counters.dropBehind.Add(1)
+		q.mu.Unlock()
+		return true, false, false
+	}
 	e := entry{msg: m, seq: q.nextSeq}
 	q.nextSeq++
 	if data != nil && q.storesMessage(m) {
@@ -812,12 +822,13 @@ func (q *Queue) addConsumer(o ConsumeOpts) (*Consumer, error) {
 		return nil, errorf(KindAccessRefused, "queue '%s' in vhost '%s' in exclusive use", q.name, q.vh.name)
 	}
 	c := &Consumer{q: q, tag: o.Tag, noAck: o.NoAck, excl: o.Exclusive, priority: o.Priority,
-		prefetch: o.Prefetch, limit: o.Limit, sink: o.Sink}
+		prefetch: o.Prefetch, limit: o.Limit, sink: o.Sink, dropAbove: o.DropTransientAbove}
 	// Keep consumers sorted by priority, highest first, stable.
 	i := sort.Search(len(q.consumers), func(i int) bool { return q.consumers[i].priority < c.priority })
 	q.consumers = append(q.consumers, nil)
 	copy(q.consumers[i+1:], q.consumers[i:])
 	q.consumers[i] = c
+	q.syncDropLocked()
 	q.hadCons = true
 	q.lastUsed = nowNano()
 	if c.limit != nil {
@@ -846,6 +857,7 @@ func (q *Queue) removeConsumer(c *Consumer) {
 			break
 		}
 	}
+	q.syncDropLocked()
 	if c.limit != nil {
 		c.limit.detach(c)
 	}
@@ -858,6 +870,21 @@ func (q *Queue) removeConsumer(c *Consumer) {
 		q.dispatchLocked(nowNano())
 	}
 	q.unlock()
+}
+
+// syncDropLocked sets dropAbove from the consumers: the largest limit
+// asked for, and none unless every consumer asked for one (a queue
+// without consumers keeps what it gets).
+func (q *Queue) syncDropLocked() {
+	n := 0
+	for _, c := range q.consumers {
+		if c.dropAbove <= 0 {
+			n = 0
+			break
+		}
+		n = max(n, c.dropAbove)
+	}
+	q.dropAbove = n
 }
 
 // --- timers ---

@@ -17,6 +17,9 @@ type MsgStats struct {
 	PublishIn, PublishOut uint64
 	// DropUnroutable counts published messages that reached no queue.
 	DropUnroutable uint64
+	// DropBehind counts transient messages a queue dropped because its
+	// at-most-once consumers were too far behind (ConsumeOpts.DropTransientAbove).
+	DropBehind uint64
 	// Deliver and DeliverNoAck count deliveries to consumers, with and
 	// without acknowledgement; Get and GetNoAck those taken by basic.get;
 	// GetEmpty the basic.get calls that found nothing.
@@ -34,16 +37,16 @@ func (s MsgStats) DeliverGet() uint64 {
 // msgCounters are the atomics behind MsgStats: adding to one takes no lock
 // and allocates nothing, so they sit on the per-message path.
 type msgCounters struct {
-	publish, publishIn, publishOut, dropUnroutable atomic.Uint64
-	deliver, deliverNoAck, get, getNoAck, getEmpty atomic.Uint64
-	ack, redeliver                                 atomic.Uint64
+	publish, publishIn, publishOut, dropUnroutable, dropBehind atomic.Uint64
+	deliver, deliverNoAck, get, getNoAck, getEmpty             atomic.Uint64
+	ack, redeliver                                             atomic.Uint64
 }
 
 func (c *msgCounters) load() MsgStats {
 	return MsgStats{
 		Publish: c.publish.Load(), PublishIn: c.publishIn.Load(), PublishOut: c.publishOut.Load(),
-		DropUnroutable: c.dropUnroutable.Load(),
-		Deliver:        c.deliver.Load(), DeliverNoAck: c.deliverNoAck.Load(),
+		DropUnroutable: c.dropUnroutable.Load(), DropBehind: c.dropBehind.Load(),
+		Deliver: c.deliver.Load(), DeliverNoAck: c.deliverNoAck.Load(),
 		Get: c.get.Load(), GetNoAck: c.getNoAck.Load(), GetEmpty: c.getEmpty.Load(),
 		Ack: c.ack.Load(), Redeliver: c.redeliver.Load(),
 	}

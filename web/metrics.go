@@ -74,6 +74,7 @@ var (
 	mQDelivered   = qdesc("rabbitmq_queue_messages_delivered_total", "Total number of messages delivered from the queue (Trident)")
 	mQAcked       = qdesc("rabbitmq_queue_messages_acked_total", "Total number of messages acknowledged on the queue (Trident)")
 	mQRedelivered = qdesc("rabbitmq_queue_messages_redelivered_total", "Total number of messages redelivered from the queue (Trident)")
+	mQDropBehind  = qdesc("trident_queue_messages_dropped_behind_total", "Total number of transient messages dropped because the queue's at-most-once consumers were too far behind (MQTT QoS 0)")
 )
 
 // qmetric is a queue metric: without labels on /metrics (the sum over
@@ -84,7 +85,7 @@ func qdesc(name, help string) qmetric {
 	return qmetric{agg: desc(name, help), per: desc(name, help, "vhost", "queue")}
 }
 
-var qmetrics = []qmetric{mQReady, mQUnacked, mQMessages, mQReadyBytes, mQConsumers, mQPublished, mQDelivered, mQAcked, mQRedelivered}
+var qmetrics = []qmetric{mQReady, mQUnacked, mQMessages, mQReadyBytes, mQConsumers, mQPublished, mQDelivered, mQAcked, mQRedelivered, mQDropBehind}
 
 func (c *coreCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{mIdentity, mBuild, mConnections, mChannels, mConsumers, mQueues,
@@ -136,7 +137,7 @@ func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
 
 	var queues, consumers int
 	var ready, unacked, readyBytes int64
-	var qStats, vStats = struct{ publish, deliver, ack, redeliver uint64 }{}, totals{}
+	var qStats, vStats = struct{ publish, deliver, ack, redeliver, dropBehind uint64 }{}, totals{}
 	for _, vn := range c.core.VHosts() {
 		v, ok := c.core.VHost(vn)
 		if !ok {
@@ -155,6 +156,7 @@ func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
 			qStats.deliver += ms.Deliver + ms.DeliverNoAck + ms.Get + ms.GetNoAck
 			qStats.ack += ms.Ack
 			qStats.redeliver += ms.Redeliver
+			qStats.dropBehind += ms.DropBehind
 			if c.perObject {
 				l := []string{vn, q.Name()}
 				qgauge(mQReady, float64(st.Ready), l...)
@@ -166,6 +168,7 @@ func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
 				qcount(mQDelivered, ms.Deliver+ms.DeliverNoAck+ms.Get+ms.GetNoAck, l...)
 				qcount(mQAcked, ms.Ack, l...)
 				qcount(mQRedelivered, ms.Redeliver, l...)
+				qcount(mQDropBehind, ms.DropBehind, l...)
 			}
 		}
 	}
@@ -194,5 +197,6 @@ func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
 		qcount(mQDelivered, qStats.deliver, l...)
 		qcount(mQAcked, qStats.ack, l...)
 		qcount(mQRedelivered, qStats.redeliver, l...)
+		qcount(mQDropBehind, qStats.dropBehind, l...)
 	}
 }

@@ -197,6 +197,7 @@ func addStats(dst *exchange.MsgStats, s exchange.MsgStats) {
 	dst.PublishIn += s.PublishIn
 	dst.PublishOut += s.PublishOut
 	dst.DropUnroutable += s.DropUnroutable
+	dst.DropBehind += s.DropBehind
 	dst.Deliver += s.Deliver
 	dst.DeliverNoAck += s.DeliverNoAck
 	dst.Get += s.Get
@@ -311,6 +312,10 @@ type msgStatsJSON struct {
 	RedeliverDetails      *details `json:"redeliver_details,omitempty"`
 	DropUnroutable        *uint64  `json:"drop_unroutable,omitempty"`
 	DropUnroutableDetails *details `json:"drop_unroutable_details,omitempty"`
+	// Trident's: transient messages dropped for at-most-once consumers
+	// too far behind (MQTT QoS 0 to a slow clean session).
+	DropBehind        *uint64  `json:"drop_behind,omitempty"`
+	DropBehindDetails *details `json:"drop_behind_details,omitempty"`
 }
 
 type statKind int
@@ -343,6 +348,9 @@ func messageStats(kind statKind, cur exchange.MsgStats, w window) msgStatsJSON {
 	m.DeliverGet, m.DeliverGetDetails = counter(cur.DeliverGet(), w, func(s *sample) uint64 { return s.s.DeliverGet() })
 	m.Ack, m.AckDetails = counter(cur.Ack, w, func(s *sample) uint64 { return s.s.Ack })
 	m.Redeliver, m.RedeliverDetails = counter(cur.Redeliver, w, func(s *sample) uint64 { return s.s.Redeliver })
+	if cur.DropBehind > 0 {
+		m.DropBehind, m.DropBehindDetails = counter(cur.DropBehind, w, func(s *sample) uint64 { return s.s.DropBehind })
+	}
 	if kind == kindVHost {
 		m.DropUnroutable, m.DropUnroutableDetails = counter(cur.DropUnroutable, w, func(s *sample) uint64 { return s.s.DropUnroutable })
 	}

@@ -53,6 +53,10 @@ type Config struct {
 	// DenySubscribe are topic filters no client may subscribe within
 	// (wire.Within), whatever its permissions.
 	DenySubscribe []string
+	// MaxQueuedQoS0 > 0 bounds a clean session's undelivered backlog for
+	// QoS 0 messages (exchange.ConsumeOpts.DropTransientAbove): past it,
+	// new ones are dropped. 0: no limit.
+	MaxQueuedQoS0 int
 	// NodeName is this node's name when it is part of a cluster whose
 	// metadata group replicates ReplicatedKey's records and calls
 	// ApplyMeta (cluster.go); "" when standalone.

@@ -202,7 +202,13 @@ func (c *conn) bindAndConsume(sub *subscription) error {
 	if have {
 		return nil
 	}
-	k, err := c.vh.Consume(sub.queue, exchange.ConsumeOpts{Tag: "mqtt-" + c.clientID, Limit: &c.limit, Sink: c})
+	o := exchange.ConsumeOpts{Tag: "mqtt-" + c.clientID, Limit: &c.limit, Sink: c}
+	if !durable && sub.Share == "" {
+		// A clean session: its QoS 0 deliveries (transient messages) are
+		// at most once, and a subscriber that far behind loses new ones.
+		o.DropTransientAbove = c.s.cfg.MaxQueuedQoS0
+	}
+	k, err := c.vh.Consume(sub.queue, o)
 	if err != nil {
 		return err
 	}

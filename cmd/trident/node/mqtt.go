@@ -83,6 +83,7 @@ func startMQTT(n *Node) error {
 		ConnectTimeout:  n.cfg.AMQP.HandshakeTimeout,
 		ServerKeepAlive: uint16(c.ServerKeepAlive / time.Second),
 		DenySubscribe:   c.DenySubscribe,
+		MaxQueuedQoS0:   c.MaxQueuedQoS0,
 	}, n.broker, n.users, st, n.log.With("component", "mqtt"))
 	if err != nil {
 		return fmt.Errorf("node: mqtt: %w", err)
