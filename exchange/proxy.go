@@ -145,10 +145,7 @@ func (q *Queue) currentRemote() Remote {
 func (q *Queue) forgetLocked() {
 	q.epoch = (q.epoch + 1) & (1<<(64-epochShift) - 1)
 	q.ready.clear(false)
-	for seq, u := range q.unacked {
-		delete(q.unacked, seq)
-		q.releaseCredit(u.c)
-	}
+	q.unacked.clear(func(u *unackedEntry) { q.releaseCredit(u.c) })
 }
 
 // consumeRemoteLocked sizes the upstream consumer of a proxy to its local
@@ -227,7 +224,7 @@ func (q *Queue) getRemote(r Remote, noAck bool) (Delivery, bool) {
 	q.nextSeq++
 	q.countDeliver(true, noAck, e.deliveries)
 	if !noAck {
-		q.unacked[e.seq] = unackedEntry{e: e}
+		q.unacked.put(e.seq, unackedEntry{e: e})
 	}
 	d := Delivery{Queue: q, Msg: m, Seq: q.toDelivery(e.seq), Redelivered: redelivered, Remaining: remaining}
 	q.mu.Unlock()

@@ -205,7 +205,7 @@ type Queue struct {
 	mu        sync.Mutex
 	nextSeq   uint64
 	ready     readyList
-	unacked   map[uint64]unackedEntry
+	unacked   unackedSet
 	consumers []*Consumer // sorted by priority, highest first
 	// dropAbove > 0: transient messages past that many ready ones are
 	// dropped (every consumer asked for it: ConsumeOpts.DropTransientAbove).
@@ -277,7 +277,6 @@ func newQueue(vh *VHost, name string, id uint64, durable, exclusive, autoDelete 
 		vh: vh, name: name, id: id, durable: durable, exclusive: exclusive,
 		autoDelete: autoDelete, owner: owner, args: args, xa: a, a: a,
 		nextSeq: 1,
-		unacked: map[uint64]unackedEntry{},
 	}
 	q.ready = newReadyList(q, a.maxPriority)
 	if a.stream {
@@ -316,7 +315,7 @@ func (q *Queue) Stats() (ready, unacked, consumers int) {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.ready.n, len(q.unacked), len(q.consumers)
+	return q.ready.n, q.unacked.len(), len(q.consumers)
 }
 
 func nowNano() int64 { return time.Now().UnixNano() }
@@ -456,11 +455,10 @@ func (q *Queue) cmdTake(now int64) (entry, bool) {
 
 // cmdSettle acknowledges seq.
 func (q *Queue) cmdSettle(seq uint64) (unackedEntry, bool) {
-	u, ok := q.unacked[seq]
+	u, ok := q.unacked.take(seq)
 	if !ok {
 		return u, false
 	}
-	delete(q.unacked, seq)
 	q.counters.ack.Add(1)
 	q.vh.counters.ack.Add(1)
 	q.releaseCredit(u.c)
@@ -470,11 +468,10 @@ func (q *Queue) cmdSettle(seq uint64) (unackedEntry, bool) {
 
 // cmdReturn puts an unacked message back (requeue) or drops it.
 func (q *Queue) cmdReturn(seq uint64, requeue bool) bool {
-	u, ok := q.unacked[seq]
+	u, ok := q.unacked.take(seq)
 	if !ok {
 		return false
 	}
-	delete(q.unacked, seq)
 	q.releaseCredit(u.c)
 	switch {
 	case u.e.up != 0:
@@ -633,7 +630,7 @@ func (q *Queue) dispatchLocked(now int64) {
 			q.dropStored(&e)
 		} else {
 			c.unacked++
-			q.unacked[e.seq] = unackedEntry{e: e, c: c}
+			q.unacked.put(e.seq, unackedEntry{e: e, c: c})
 		}
 		if !c.sink.Deliver(Delivery{Queue: q, Consumer: c, Msg: e.msg, Seq: q.toDelivery(e.seq), Redelivered: e.deliveries > 1, Batch: q.batch}) {
 			c.blocked = true
@@ -773,7 +770,7 @@ func (q *Queue) Get(noAck bool) (Delivery, bool) {
 	if noAck {
 		q.dropStored(&e)
 	} else {
-		q.unacked[e.seq] = unackedEntry{e: e}
+		q.unacked.put(e.seq, unackedEntry{e: e})
 	}
 	d := Delivery{Queue: q, Msg: e.msg, Seq: q.toDelivery(e.seq), Redelivered: e.deliveries > 1, Remaining: q.ready.n - q.ready.pending.n}
 	q.scheduleExpiry(now)
@@ -983,10 +980,7 @@ func (q *Queue) markDeleted() (n int) {
 		c.sink.Cancelled(c)
 	}
 	q.consumers = nil
-	for seq, u := range q.unacked {
-		delete(q.unacked, seq)
-		q.releaseCredit(u.c)
-	}
+	q.unacked.clear(func(u *unackedEntry) { q.releaseCredit(u.c) })
 	if q.expTimer != nil {
 		q.expTimer.Stop()
 	}

@@ -84,11 +84,11 @@ func (q *Queue) deliveredRecord() (rec []byte, upto uint64) {
 	for seq := range r.recSeen {
 		seqs = append(seqs, seq)
 	}
-	for seq, u := range q.unacked {
+	q.unacked.each(func(seq uint64, u *unackedEntry) {
 		if u.e.stored {
 			seqs = append(seqs, seq)
 		}
-	}
+	})
 	if len(seqs) == 0 {
 		return nil, upto
 	}

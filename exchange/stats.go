@@ -118,17 +118,17 @@ func (q *Queue) Status() QueueStatus {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	st := QueueStatus{Ready: q.ready.n, Unacked: len(q.unacked), Consumers: len(q.consumers),
+	st := QueueStatus{Ready: q.ready.n, Unacked: q.unacked.len(), Consumers: len(q.consumers),
 		ReadyBytes: q.ready.bytes, Deleted: q.deleted, Owner: q.owner, LastUsed: q.lastUsed}
 	// The ready list counts each message in memory with its overhead.
 	st.ReadyRAM = q.ready.inMemory()
 	st.BytesRAM = q.ready.mem - int64(st.ReadyRAM)*msgOverhead
 	st.Memory = q.ready.mem + int64(st.Unacked)*msgOverhead
-	for _, u := range q.unacked {
+	q.unacked.each(func(_ uint64, u *unackedEntry) {
 		if u.e.msg != nil {
 			st.Memory += int64(len(u.e.msg.Body))
 		}
-	}
+	})
 	if r := q.remote; r != nil {
 		now := nowNano()
 		if now-q.remoteAt > int64(remoteCountTTL) && !q.remoteFetching {
