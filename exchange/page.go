@@ -18,7 +18,8 @@ import (
 // until head holds the queue's in-memory limit. From then on messages go
 // to tail, and tail is paged out from its oldest end into mid once it
 // passes a small buffer (a transient message is written to the store only
-// then, marked as a page so that a restart drops it). head is refilled from
+// then, marked as a page so that a restart drops it, and only under memory
+// pressure or with a per-queue in-memory limit: pagesTransient). head is refilled from
 // the store in seq-ordered batches as it drains (read ahead at half the
 // window), and from tail directly once mid is empty. Everything stored with
 // a key at or above mid's first key and not in tail is mid: seqs only grow,
@@ -201,7 +202,7 @@ func (r *readyList) insert(e entry) {
 // pressure pages out its head too, but for redelivered messages.
 func (r *readyList) spill(i int, l *lane) {
 	press := r.pressure()
-	for l.tail.n > 0 && (press || l.tail.n > tailMsgs || l.tailBytes > tailBytes) && r.canPage(l.tail.at(0)) {
+	for l.tail.n > 0 && (press || (l.tail.n > tailMsgs || l.tailBytes > tailBytes) && r.pagesTransient(l.tail.at(0))) && r.canPage(l.tail.at(0)) {
 		e := l.tail.popFront()
 		size := int64(len(e.msg.Body))
 		l.tailBytes -= size
@@ -219,6 +220,21 @@ func (r *readyList) spill(i int, l *lane) {
 			l.from = r.q.storeKey(&e)
 		}
 	}
+}
+
+// pagesTransient reports whether e may be paged out without memory
+// pressure: it is stored already (paging it only frees memory), or the
+// queue has an in-memory limit of its own (x-max-in-memory-length or
+// -bytes, lazy mode, or their policy keys). A transient message past the
+// node-wide window otherwise stays in memory until the queues' memory
+// budget or the memory watch says otherwise: writing it to the store and
+// reading it back costs several times what delivering it does, so a
+// consumer a little behind its publisher would fall further behind while
+// the broker pages (RabbitMQ 3.10's classic queues also page transient
+// messages only under memory pressure). A tail whose oldest message stays
+// keeps the newer ones behind it too (mid is one key range).
+func (r *readyList) pagesTransient(e *entry) bool {
+	return e.stored || r.q.a.memLen >= 0 || r.q.a.memBytes >= 0
 }
 
 // pageOut makes e part of mid, writing it to the store if it is not there.

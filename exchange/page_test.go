@@ -33,10 +33,13 @@ func (q *Queue) memBytes() int64 {
 
 // TestPagingBoundsMemory: a backlog far past the window is mostly on
 // disk while it fills and while it drains, in order, nothing lost.
+//
+// The queue has an in-memory limit of its own (x-max-in-memory-length),
+// so its transient messages are paged past the window too.
 func TestPagingBoundsMemory(t *testing.T) {
 	st := newFakeStore()
-	_, v := pagedVHost(t, st, 16)
-	q := declareQ(t, v, "big", QueueOpts{Durable: true})
+	_, v := pagedVHost(t, st, 2048)
+	q := declareQ(t, v, "big", QueueOpts{Durable: true, Args: Table{"x-max-in-memory-length": int32(16)}})
 	const n = 5000
 	bound := memBound(16, len(body(0)))
 	for i := 0; i < n; i++ {
@@ -78,6 +81,52 @@ func TestPagingBoundsMemory(t *testing.T) {
 	}
 	if st := q.Status(); st.Ready != 0 || st.ReadyBytes != 0 {
 		t.Fatalf("status after drain %+v", st)
+	}
+}
+
+// TestPagingTransientUnderBudget: without a per-queue limit, transient
+// messages past the window stay in memory while the queues' budget allows
+// (persistent ones are paged as ever); past the budget they are paged
+// too, and everything drains in order.
+func TestPagingTransientUnderBudget(t *testing.T) {
+	st := newFakeStore()
+	b, v := pagedVHost(t, st, 16)
+	q := declareQ(t, v, "tq", QueueOpts{Durable: true})
+	const n = 2000
+	for i := 0; i < n; i++ {
+		publishM(t, v, &Message{RoutingKey: "tq", Body: []byte(body(i))}, PublishOpts{})
+	}
+	if got := len(st.storedSeqs(q.id)); got != 0 {
+		t.Fatalf("%d transient messages paged out without memory pressure", got)
+	}
+	if mem, want := q.memBytes(), int64(n)*(int64(len(body(0)))+msgOverhead); mem != want {
+		t.Fatalf("%d bytes in memory, want %d", mem, want)
+	}
+	// Persistent ones behind them are kept in order (the tail's oldest
+	// stays, so do the newer).
+	for i := n; i < n+10; i++ {
+		publishM(t, v, persistent("", "tq", body(i)), PublishOpts{})
+	}
+	// Past the budget, what comes is paged out.
+	const budget = 64 << 10
+	b.SetQueueMemoryBudget(budget)
+	for i := n + 10; i < 2*n; i++ {
+		publishM(t, v, &Message{RoutingKey: "tq", Body: []byte(body(i))}, PublishOpts{})
+		if mem := q.memBytes(); mem > budget+memQuantum+int64(len(body(0)))+msgOverhead {
+			t.Fatalf("after %d publishes over the budget: %d bytes in memory", i+1, mem)
+		}
+	}
+	if got := len(st.storedSeqs(q.id)); got < n-int(budget/(int64(len(body(0)))+msgOverhead)) {
+		t.Fatalf("%d messages in the store: nothing paged past the budget", got)
+	}
+	for i := 0; i < 2*n; i++ {
+		d, ok := q.Get(true)
+		if !ok || string(d.Msg.Body) != body(i) {
+			t.Fatalf("get %d: %v %q", i, ok, d.Msg.Body)
+		}
+	}
+	if _, ok := q.Get(true); ok {
+		t.Fatal("a message too many")
 	}
 }
 

@@ -205,13 +205,16 @@ func drainPaged(t *testing.T, ch *amqp.Channel, queue string, want int, all bool
 // window, what it keeps in memory stays within the window and the tail
 // buffer, and the management figures say how much is paged out.
 func TestPagingWindowHoldsUnderBacklog(t *testing.T) {
-	b, base := mgmtBroker(t, func(c *conf.Config) { c.Queues.WindowMessages = 100 })
+	// A budget below what the window and the tail hold: transient
+	// messages are paged out under it (pagesTransient).
+	b, base := mgmtBroker(t, func(c *conf.Config) { c.Queues.WindowMessages = 100; c.Queues.MemoryBudget = 256 << 10 })
 	_, ch := channel(t, b.URL)
 	if _, err := ch.QueueDeclare("w", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	const n, size = 20000, 1024
-	// Half transient: paged out too (and dropped at restart, as RabbitMQ).
+	// Half transient: paged out too under the budget (and dropped at
+	// restart, as RabbitMQ).
 	publishConfirmedBodies(t, ch, "w", 0, n, size, func(i int, p *amqp.Publishing) {
 		if i%2 == 1 {
 			p.DeliveryMode = amqp.Transient
@@ -250,6 +253,38 @@ func TestPagingWindowHoldsUnderBacklog(t *testing.T) {
 	for i, d := range got {
 		if !bytes.Equal(d.Body, pagedBody(i, size)) {
 			t.Fatalf("delivery %d is message %d", i, bodyIndex(d.Body))
+		}
+	}
+}
+
+// TestPagingTransientBacklogInMemory: a transient backlog past the window
+// stays in memory while the queues' budget allows (writing it to the store
+// and reading it back would cost more than delivering it), and drains in
+// order; a persistent backlog beside it is paged out.
+func TestPagingTransientBacklogInMemory(t *testing.T) {
+	b, base := mgmtBroker(t, func(c *conf.Config) { c.Queues.WindowMessages = 100 })
+	_, ch := channel(t, b.URL)
+	for _, q := range []string{"t", "p"} {
+		if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n, size = 5000, 1024
+	publishConfirmedBodies(t, ch, "t", 0, n, size, func(_ int, p *amqp.Publishing) { p.DeliveryMode = amqp.Transient })
+	publishConfirmedBodies(t, ch, "p", 0, n, size, nil)
+	api := apiClient{t: t, base: base, user: "guest", pass: "guest"}
+	tj, pj := api.object("/api/queues/%2F/t"), api.object("/api/queues/%2F/p")
+	if num(tj["messages"]) != n || num(tj["messages_paged_out"]) != 0 || num(tj["messages_ram"]) != n {
+		t.Fatalf("transient queue: messages %v paged_out %v ram %v", tj["messages"], tj["messages_paged_out"], tj["messages_ram"])
+	}
+	if num(pj["messages"]) != n || num(pj["messages_paged_out"]) < n-356 {
+		t.Fatalf("persistent queue: messages %v paged_out %v", pj["messages"], pj["messages_paged_out"])
+	}
+	for _, q := range []string{"t", "p"} {
+		for i, d := range drainPaged(t, ch, q, n, true) {
+			if !bytes.Equal(d.Body, pagedBody(i, size)) {
+				t.Fatalf("%s: delivery %d is message %d", q, i, bodyIndex(d.Body))
+			}
 		}
 	}
 }
