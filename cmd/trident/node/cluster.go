@@ -26,8 +26,6 @@ import (
 // the cluster (peers see "left", not a failure) and stops Raft before the
 // core and the store close. With gossip_listen empty nothing here runs.
 
-func init() { starters = append(starters, (*Node).startCluster) }
-
 // leaveTimeout bounds how long Close waits for the goodbye to go out.
 const leaveTimeout = 2 * time.Second
 
