@@ -41,7 +41,8 @@
 //
 // # Lock order
 //
-// quorumQueue.run (serialises follow and stop) before Placer.mu before
-// quorumQueue.mu. No Raft call, core call or network wait is made under
-// Placer.mu or quorumQueue.mu.
+// quorumQueue.run (serialises follow and stop) is taken before
+// quorumQueue.mu; Placer.mu is never held with another lock. No Raft
+// call, core call or network wait is made under Placer.mu or
+// quorumQueue.mu.
 package placement

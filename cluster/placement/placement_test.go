@@ -388,3 +388,59 @@ func TestBootstrapWaitsForSeedAddress(t *testing.T) {
 		t.Fatalf("bootstrapped group: %v", got)
 	}
 }
+
+// A queue is quorum-critical on a node when its group has no majority
+// without that node.
+func TestQuorumCritical(t *testing.T) {
+	c := newFakeCluster(t, "a", "b", "c")
+	c.declare(1, []string{"a", "b", "c"})
+	c.leader(1)
+	a := c.node("a")
+	if got := a.placer.QuorumCritical(); len(got) != 0 {
+		t.Fatalf("critical with every member alive: %+v", got)
+	}
+	c.members.set("c", "addr-c", discovery.StatusDead)
+	got := a.placer.QuorumCritical()
+	if len(got) != 1 || got[0].Name != "q1" || !slices.Equal(got[0].Members, []string{"a", "b", "c"}) ||
+		!slices.Equal(got[0].Online, []string{"a", "b"}) {
+		t.Fatalf("critical with c dead: %+v", got)
+	}
+}
+
+// Three queues led by one node: the plan moves two leaders off it, and
+// applying it leaves one leader on each node.
+func TestRebalance(t *testing.T) {
+	c := newFakeCluster(t, "a", "b", "c")
+	for id := uint64(1); id <= 3; id++ {
+		c.declare(id, []string{"a", "b", "c"})
+	}
+	a := c.node("a")
+	for id := uint64(1); id <= 3; id++ {
+		eventually(t, 10*time.Second, func() bool {
+			lead := c.leader(id)
+			if lead == a {
+				return true
+			}
+			_ = lead.placer.queue(id).raft().LeadershipTransferToServer("a", raft.ServerAddress(a.addr)).Error()
+			return false
+		}, "a to lead queue %d", id)
+	}
+	moves := a.placer.PlanRebalance()
+	if len(moves) != 2 {
+		t.Fatalf("plan: %+v", moves)
+	}
+	for _, m := range moves {
+		if m.From != "a" || m.To == "a" {
+			t.Fatalf("move %+v", m)
+		}
+	}
+	a.placer.ApplyRebalance(moves)
+	eventually(t, 10*time.Second, func() bool {
+		for _, n := range c.all() {
+			if len(n.placer.Leaders()) != 1 {
+				return false
+			}
+		}
+		return true
+	}, "one leader per node")
+}
