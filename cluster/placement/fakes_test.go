@@ -98,9 +98,11 @@ func (g *fakeGroups) Start(name string, fsm raft.FSM, o groups.Options) (*raft.R
 	}
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(g.node)
-	rc.HeartbeatTimeout = 50 * time.Millisecond
-	rc.ElectionTimeout = 50 * time.Millisecond
-	rc.LeaderLeaseTimeout = 50 * time.Millisecond
+	// Fast, but not so fast that a loaded machine (-race, other tests)
+	// makes leadership churn.
+	rc.HeartbeatTimeout = 200 * time.Millisecond
+	rc.ElectionTimeout = 200 * time.Millisecond
+	rc.LeaderLeaseTimeout = 100 * time.Millisecond
 	rc.CommitTimeout = 5 * time.Millisecond
 	rc.Logger = hclog.NewNullLogger()
 	rc.SnapshotThreshold, rc.TrailingLogs = o.SnapshotThreshold, o.TrailingLogs

@@ -435,12 +435,9 @@ func TestRebalance(t *testing.T) {
 		}
 	}
 	a.placer.ApplyRebalance(moves)
-	eventually(t, 10*time.Second, func() bool {
-		for _, n := range c.all() {
-			if len(n.placer.Leaders()) != 1 {
-				return false
-			}
-		}
-		return true
-	}, "one leader per node")
+	for _, m := range moves {
+		eventually(t, 10*time.Second, func() bool {
+			return slices.Equal(c.node(m.To).placer.Leaders(), []string{"v/" + m.Name})
+		}, "%s to lead %s", m.To, m.Name)
+	}
 }
