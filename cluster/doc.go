@@ -37,6 +37,12 @@
 //     their return counts), the exchange.MessageLog that batches a
 //     leader's appends, deletes and returns into Raft entries, and the
 //     leadership watcher.
+//   - placement: the node's exchange.Cluster. Runs this node's members of
+//     the quorum queues' and streams' groups, switches a queue between
+//     local and proxy as its group's leadership moves, and, on a group's
+//     leader, reconciles the group with membership; membership events
+//     (discovery) and raft observations drive it. Its Forgetter removes
+//     the transient objects of nodes that are gone.
 //   - forward: exchange.Remote over AMQP 0-9-1 between nodes (the mux's
 //     "amqp" stream into the owning node's ServeInternal): a proxy queue
 //     publishes with confirms, consumes with a prefetch window, acks,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/trident-broker/trident/cluster/discovery"
 	"github.com/trident-broker/trident/cluster/meta"
+	"github.com/trident-broker/trident/cluster/placement"
 	"github.com/trident-broker/trident/conf"
 	"github.com/trident-broker/trident/web"
 )
@@ -25,8 +26,6 @@ import (
 // the cluster (peers see "left", not a failure) and stops Raft before the
 // core and the store close. With gossip_listen empty nothing here runs.
 
-func init() { starters = append(starters, (*Node).startCluster) }
-
 // leaveTimeout bounds how long Close waits for the goodbye to go out.
 const leaveTimeout = 2 * time.Second
 
@@ -35,11 +34,15 @@ type clusterFrontEnd struct {
 	m    *discovery.Membership
 	addr net.Addr  // the gossip listener, for /api/overview's listeners
 	raft *raftSide // nil until started
-	// queues places durable queues (cluster_queues.go).
-	queues *clusterQueues
+	// queues places durable queues (cluster/placement, wired in
+	// cluster_queues.go).
+	queues *placement.Placer
 	log    *slog.Logger
-	// metaGroup is set once the metadata group runs, for OnEvent.
+	// metaGroup is set once the metadata group runs, placer and forget
+	// once the queues are placed: OnEvent hands them membership events.
 	metaGroup atomic.Pointer[meta.Group]
+	placer    atomic.Pointer[placement.Placer]
+	forget    atomic.Pointer[placement.Forgetter]
 }
 
 func (n *Node) startCluster() error {
@@ -73,9 +76,15 @@ func (n *Node) startCluster() error {
 		return err
 	}
 	f := &clusterFrontEnd{log: n.log.With("component", "cluster")}
-	dc.OnEvent = func(discovery.Event) {
+	dc.OnEvent = func(ev discovery.Event) {
 		if g := f.metaGroup.Load(); g != nil {
 			g.Kick() // the leader reconciles the Raft configuration
+		}
+		if p := f.placer.Load(); p != nil {
+			p.Notify(ev) // quorum queues' leaders reconcile their groups
+		}
+		if fg := f.forget.Load(); fg != nil {
+			fg.Notify(ev)
 		}
 	}
 	m, err := discovery.Start(dc, n.log.With("component", "cluster"))
@@ -159,8 +168,12 @@ func (f *clusterFrontEnd) Shutdown(ctx context.Context) error {
 		// nobody is left to hear the goodbye.
 		f.log.Warn("cluster: leave", "err", err)
 	}
+	if fg := f.forget.Swap(nil); fg != nil {
+		fg.Close()
+	}
 	if f.queues != nil {
-		f.queues.close()
+		f.placer.Store(nil)
+		f.queues.Close()
 	}
 	if f.raft != nil {
 		f.metaGroup.Store(nil)

@@ -3,14 +3,11 @@ package node
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
-	"sort"
 	"strings"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/trident-broker/trident/cluster/discovery"
+	"github.com/trident-broker/trident/cluster/placement"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/web"
 )
@@ -57,80 +54,10 @@ func (v clusterView) QuorumCritical() []web.CriticalQueue {
 	if f == nil || f.queues == nil {
 		return nil
 	}
-	return f.queues.quorumCritical()
-}
-
-func (c *clusterQueues) quorumCritical() []web.CriticalQueue {
-	alive := map[string]bool{c.self: true}
-	for _, m := range c.members() {
-		if m.Status == discovery.StatusAlive {
-			alive[m.Name] = true
-		}
-	}
 	var out []web.CriticalQueue
-	for _, g := range c.groupsHere() {
-		voters := g.voters()
-		if !slices.Contains(voters, c.self) {
-			continue
-		}
-		var online []string
-		for _, id := range voters {
-			if alive[id] {
-				online = append(online, id)
-			}
-		}
-		if len(online)-1 < len(voters)/2+1 {
-			out = append(out, web.CriticalQueue{VHost: g.qq.q.VHost(), Name: g.qq.q.Name(), Members: voters, Online: online})
-		}
+	for _, c := range f.queues.QuorumCritical() {
+		out = append(out, web.CriticalQueue{VHost: c.VHost, Name: c.Name, Members: c.Members, Online: c.Online})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].VHost != out[j].VHost {
-			return out[i].VHost < out[j].VHost
-		}
-		return out[i].Name < out[j].Name
-	})
-	return out
-}
-
-// groupHere is a quorum queue whose group runs on this node.
-type groupHere struct {
-	qq *quorumQueue
-	r  *raft.Raft
-}
-
-// groupsHere lists the quorum queues with a member on this node.
-func (c *clusterQueues) groupsHere() []groupHere {
-	c.mu.Lock()
-	qs := make([]*quorumQueue, 0, len(c.quorum))
-	for _, qq := range c.quorum {
-		qs = append(qs, qq)
-	}
-	c.mu.Unlock()
-	var out []groupHere
-	for _, qq := range qs {
-		qq.mu.Lock()
-		r := qq.r
-		qq.mu.Unlock()
-		if r != nil {
-			out = append(out, groupHere{qq: qq, r: r})
-		}
-	}
-	return out
-}
-
-// voters are the group's voting members in its Raft configuration here.
-func (g groupHere) voters() []string {
-	f := g.r.GetConfiguration()
-	if f.Error() != nil {
-		return nil
-	}
-	var out []string
-	for _, s := range f.Configuration().Servers {
-		if s.Suffrage == raft.Voter {
-			out = append(out, string(s.ID))
-		}
-	}
-	sort.Strings(out)
 	return out
 }
 
@@ -163,16 +90,8 @@ func (v clusterView) ForgetClusterNode(node string) error {
 
 // rebalancePlan is the record of a rebalance.
 type rebalancePlan struct {
-	At    time.Time     `json:"at"`
-	Moves []plannedMove `json:"moves"`
-}
-
-type plannedMove struct {
-	QueueID uint64 `json:"queue_id"`
-	VHost   string `json:"vhost"`
-	Name    string `json:"name"`
-	From    string `json:"from"`
-	To      string `json:"to"`
+	At    time.Time        `json:"at"`
+	Moves []placement.Move `json:"moves"`
 }
 
 // RebalanceQuorum implements web.QuorumRebalancer: it plans from what
@@ -184,7 +103,7 @@ func (v clusterView) RebalanceQuorum() ([]web.LeaderMove, error) {
 	if f == nil || f.queues == nil || n.metaStore == nil {
 		return nil, nil
 	}
-	moves := f.queues.planRebalance()
+	moves := f.queues.PlanRebalance()
 	out := make([]web.LeaderMove, 0, len(moves))
 	for _, m := range moves {
 		out = append(out, web.LeaderMove{VHost: m.VHost, Name: m.Name, From: m.From, To: m.To})
@@ -197,75 +116,6 @@ func (v clusterView) RebalanceQuorum() ([]web.LeaderMove, error) {
 		return nil, err
 	}
 	return out, n.metaStore.PutMeta(rebalanceKey, b)
-}
-
-// planRebalance moves, one queue at a time, a leader from the alive node
-// leading the most queues to the alive member of that queue leading the
-// fewest, while they differ by more than one.
-func (c *clusterQueues) planRebalance() []plannedMove {
-	alive := map[string]bool{c.self: true}
-	for _, m := range c.members() {
-		if m.Status == discovery.StatusAlive {
-			alive[m.Name] = true
-		}
-	}
-	type led struct {
-		g       groupHere
-		leader  string
-		members []string
-	}
-	var qs []*led
-	count := map[string]int{}
-	for name := range alive {
-		count[name] = 0
-	}
-	for _, g := range c.groupsHere() {
-		_, id := g.r.LeaderWithID()
-		if id == "" || !alive[string(id)] {
-			continue
-		}
-		var ms []string
-		for _, m := range g.voters() {
-			if alive[m] {
-				ms = append(ms, m)
-			}
-		}
-		qs = append(qs, &led{g: g, leader: string(id), members: ms})
-		count[string(id)]++
-	}
-	sort.Slice(qs, func(i, j int) bool {
-		a, b := qs[i].g.qq.q, qs[j].g.qq.q
-		if a.VHost() != b.VHost() {
-			return a.VHost() < b.VHost()
-		}
-		return a.Name() < b.Name()
-	})
-	var moves []plannedMove
-	moved := map[*led]bool{}
-	for range qs {
-		var best *led
-		bestTo, bestGain := "", 1
-		for _, q := range qs {
-			if moved[q] {
-				continue
-			}
-			for _, m := range q.members {
-				if gain := count[q.leader] - count[m]; m != q.leader && gain > bestGain {
-					best, bestTo, bestGain = q, m, gain
-				}
-			}
-		}
-		if best == nil {
-			break
-		}
-		moves = append(moves, plannedMove{QueueID: best.g.qq.q.ID(), VHost: best.g.qq.q.VHost(), Name: best.g.qq.q.Name(),
-			From: best.leader, To: bestTo})
-		count[best.leader]--
-		count[bestTo]++
-		best.leader = bestTo
-		moved[best] = true
-	}
-	return moves
 }
 
 // clusterOpsApplyMeta is the metadata hook of these records: it runs on
@@ -295,36 +145,8 @@ func (n *Node) clusterOpsApplyMeta(ops []exchange.MetaOp) error {
 			if time.Since(p.At) > rebalanceFresh || f.queues == nil {
 				continue
 			}
-			go f.queues.applyRebalance(p.Moves)
+			go f.queues.ApplyRebalance(p.Moves)
 		}
 	}
 	return nil
-}
-
-// applyRebalance hands the leadership of the planned queues this node
-// leads to their targets.
-func (c *clusterQueues) applyRebalance(moves []plannedMove) {
-	for _, m := range moves {
-		c.mu.Lock()
-		qq := c.quorum[m.QueueID]
-		c.mu.Unlock()
-		if qq == nil {
-			continue
-		}
-		qq.mu.Lock()
-		r := qq.r
-		qq.mu.Unlock()
-		if r == nil || r.State() != raft.Leader {
-			continue
-		}
-		addr, err := c.addrOf(m.To)
-		if err == nil {
-			err = r.LeadershipTransferToServer(raft.ServerID(m.To), raft.ServerAddress(addr)).Error()
-		}
-		if err != nil {
-			c.log.Warn("rebalance: leadership not transferred", "queue", m.Name, "to", m.To, "err", err)
-			continue
-		}
-		c.log.Info("rebalance: leadership transferred", "vhost", m.VHost, "queue", m.Name, "to", m.To)
-	}
 }

@@ -15,8 +15,6 @@ import (
 	"github.com/trident-broker/trident/web"
 )
 
-func init() { starters = append(starters, startMQTT) }
-
 // mqttHooks holds each node's mqttHook: the metadata group (raft.go)
 // takes its hook when it starts, which may be before the MQTT server
 // exists. Keyed by node, as tests run several nodes in one process.
@@ -54,7 +52,7 @@ type mqttFrontEnd struct {
 // does by default (mqtt.allow_anonymous), a client without credentials
 // connects as mqtt.default_user, else the default user (which the loopback
 // restriction still applies to).
-func startMQTT(n *Node) error {
+func (n *Node) startMQTT() error {
 	c := n.cfg.MQTT
 	if c.Listen == "" && c.WSListen == "" && !tlsWanted(n.cfg, c.TLSListen) && !tlsWanted(n.cfg, c.WSSListen) {
 		mqttHooks.Delete(n)

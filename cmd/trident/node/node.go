@@ -163,8 +163,11 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	if limit := cfg.DiskFreeLimit; limit > 0 {
 		go watchDisk(n.broker.Alarms(), cfg.DataDir, int64(limit), cfg.DiskFreeCheckInterval, n.stopWatch, n.log)
 	}
-	for _, start := range starters {
-		if err := start(n); err != nil {
+	// The other front ends, in this order: clustering first (it places
+	// the durable queues before any client can reach them), then MQTT
+	// and STOMP. Each does nothing when its listeners are disabled.
+	for _, start := range []func() error{n.startCluster, n.startMQTT, n.startSTOMP} {
+		if err := start(); err != nil {
 			return nil, err
 		}
 	}
@@ -248,12 +251,6 @@ func (c connections) CloseConnection(name, reason string) bool {
 	}
 	return false
 }
-
-// starters start the front ends other than AMQP. Each front end's file
-// registers its start function from init; the function does nothing when
-// the front end's listeners are disabled in the config, and otherwise
-// appends the running front end to n.frontEnds.
-var starters []func(n *Node) error
 
 // frontEnd is a protocol front end other than AMQP, as the node runs it.
 // Each lives in its own file of this package (mqtt.go, stomp.go, ...) with a

@@ -11,8 +11,6 @@ import (
 	"github.com/trident-broker/trident/web"
 )
 
-func init() { starters = append(starters, (*Node).startSTOMP) }
-
 // stompFrontEnd runs the STOMP listener (cfg.STOMP.Listen) and STOMP over
 // WebSocket at /ws (cfg.STOMP.WSListen).
 type stompFrontEnd struct {

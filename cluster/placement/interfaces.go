@@ -1,0 +1,66 @@
+package placement
+
+import (
+	"github.com/hashicorp/raft"
+
+	"github.com/trident-broker/trident/cluster/forward"
+	"github.com/trident-broker/trident/cluster/groups"
+	"github.com/trident-broker/trident/exchange"
+)
+
+// Groups runs this node's members of Raft groups (*groups.Host).
+type Groups interface {
+	Start(name string, fsm raft.FSM, o groups.Options) (*raft.Raft, error)
+	// Stop shuts a group's member down, keeping its data.
+	Stop(name string) error
+	// Drop stops a group's member if it runs and deletes its data here.
+	Drop(name string) error
+	// HasState reports whether the group has Raft state on this node.
+	HasState(name string) (bool, error)
+	// SnapshotDir is the directory of the group's snapshots.
+	SnapshotDir(name string) string
+}
+
+// Queue is a durable queue as placement drives it (*exchange.Queue).
+type Queue interface {
+	ID() uint64
+	VHost() string
+	Name() string
+	// Replicated reports a quorum queue or a clustered stream.
+	Replicated() bool
+	// Home is a classic queue's home node.
+	Home() string
+	// Members are a replicated queue's recorded group members; Seed the
+	// ones it was declared with.
+	Members() []string
+	Seed() []string
+	BecomeProxy(r exchange.Remote)
+	BecomeLocal(log exchange.MessageLog, st exchange.LogState)
+	// LogApplied is quorum.Options.Applied.
+	LogApplied(key uint64)
+}
+
+// Topology records a replicated queue's members cluster-wide; the core
+// then calls Attach again on every node, this one included.
+type Topology interface {
+	SetQueueMembers(vhost, name string, id uint64, members []string) error
+}
+
+// Remotes makes the proxies that reach a queue on another node
+// (*forward.Forwarder).
+type Remotes interface {
+	Remote(vhost, queue string, locate forward.Locator) exchange.Remote
+	Close()
+}
+
+// BrokerTopology is the Topology of a broker's vhosts.
+type BrokerTopology struct{ B *exchange.Broker }
+
+// SetQueueMembers implements Topology.
+func (t BrokerTopology) SetQueueMembers(vhost, name string, id uint64, members []string) error {
+	v, ok := t.B.VHost(vhost)
+	if !ok {
+		return ErrNoVHost
+	}
+	return v.SetQueueMembers(name, id, members)
+}
