@@ -163,10 +163,9 @@ type incomplete struct {
 	from   int  // offset (from the frame start) where the NUL search may resume
 }
 
-// parse is Parse with limits already defaulted; it also says what is missing.
-func parse(b []byte, v Version, lim Limits, dst []Header) (Frame, int, incomplete, *Error) {
-	var f Frame
-	// Heart-beats: EOLs before a frame.
+// HeartBeats is the length of the run of EOLs (heart-beats: "\n" or
+// "\r\n") at the start of b.
+func HeartBeats(b []byte) int {
 	i := 0
 	for i < len(b) {
 		if b[i] == '\n' {
@@ -177,7 +176,13 @@ func parse(b []byte, v Version, lim Limits, dst []Header) (Frame, int, incomplet
 			break
 		}
 	}
-	if i > 0 {
+	return i
+}
+
+// parse is Parse with limits already defaulted; it also says what is missing.
+func parse(b []byte, v Version, lim Limits, dst []Header) (Frame, int, incomplete, *Error) {
+	var f Frame
+	if i := HeartBeats(b); i > 0 {
 		return f, i, incomplete{}, nil
 	}
 	if len(b) == 0 || (len(b) == 1 && b[0] == '\r') {
