@@ -150,9 +150,12 @@ func noEscape(cmd string) bool { return cmd == CONNECT || cmd == STOMP || cmd ==
 //   - Malformed or over a limit: err is an *Error.
 //
 // f.Headers is appended to dst (which may be nil), so a caller can reuse it.
-func Parse(b []byte, v Version, lim Limits, dst []Header) (f Frame, n int, err error) {
-	f, n, _, err = parse(b, v, lim.WithDefaults(), dst)
-	return f, n, err
+func Parse(b []byte, v Version, lim Limits, dst []Header) (Frame, int, error) {
+	f, n, _, err := parse(b, v, lim.WithDefaults(), dst)
+	if err != nil {
+		return f, n, err
+	}
+	return f, n, nil // not a nil *Error in a non-nil error
 }
 
 // incomplete says what parse is waiting for when it needs more bytes.
