@@ -41,6 +41,10 @@
 //	                             (window --confirm-window), manual acks
 //	raw-amqp-10q-autoack         10 pairs, each its own queue and connections
 //
+// The raw MQTT (raw-mqtt-*, rawmqtt.go) and raw STOMP (raw-stomp-*,
+// rawstomp.go) scenarios use the same driver (rawstats.go) and report the
+// same figures.
+//
 // The RabbitMQ anchor is a single node, so its quorum queues have one member:
 // Raft with no replication, fsynced before confirms; the single-node Trident's
 // likewise live in its local store. --cluster3 adds the target trident-3node,

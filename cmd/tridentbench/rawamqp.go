@@ -65,7 +65,7 @@ type rawPair struct {
 	acked         atomic.Uint64 // deliveries the consumer acked (manual acks)
 	gate          *gate
 	hist          *histogram // the consumer's, latency phases only
-	errc          chan error
+	errc          chan error // shared by the phase's pairs
 }
 
 func (s rawAMQPScenario) Run(ctx context.Context, rawURL string, p Params) (Result, error) {
@@ -116,8 +116,9 @@ func (s rawAMQPScenario) phase(ctx context.Context, rawURL string, queues []stri
 		}
 	}()
 	var wg sync.WaitGroup
+	errc := make(chan error, 1) // every pair's first error
 	for i, q := range queues {
-		pr := &rawPair{queue: q, gate: newGate(), errc: make(chan error, 4)}
+		pr := &rawPair{queue: q, gate: newGate(), errc: errc}
 		pairs[i] = pr
 		if rate > 0 {
 			pr.hist = histPool.Get().(*histogram)
@@ -145,53 +146,21 @@ func (s rawAMQPScenario) phase(ctx context.Context, rawURL string, queues []stri
 		go func() { defer wg.Done(); pr.readConfirms() }()
 		go func() { defer wg.Done(); pr.publish(s, p, rate/float64(len(pairs))) }()
 	}
-	// All pairs' counters summed, for measure.
-	var sum counters
-	errc := make(chan error, 1)
-	stopSum := make(chan struct{})
-	var sumWG sync.WaitGroup
-	sumWG.Add(1)
-	go func() {
-		defer sumWG.Done()
-		t := time.NewTicker(10 * time.Millisecond)
-		defer t.Stop()
-		for {
-			var pub, con, nack uint64
-			for _, pr := range pairs {
-				pub += pr.c.published.Load()
-				con += pr.c.consumed.Load()
-				nack += pr.c.nacked.Load()
-				select {
-				case err := <-pr.errc:
-					select {
-					case errc <- err:
-					default:
-					}
-				default:
-				}
-			}
+	res, cpu, err := measureRaw(ctx, p, warmup, measured, pid, errc, func(sum *counters) {
+		var pub, con, nack uint64
+		for _, pr := range pairs {
+			con += pr.c.consumed.Load()
+			nack += pr.c.nacked.Load()
 			if s.persistent {
-				pub = 0
-				for _, pr := range pairs {
-					pub += pr.confirmed.Load()
-				}
-			}
-			sum.published.Store(pub)
-			sum.consumed.Store(con)
-			sum.nacked.Store(nack)
-			select {
-			case <-stopSum:
-				return
-			case <-t.C:
+				pub += pr.confirmed.Load()
+			} else {
+				pub += pr.c.published.Load()
 			}
 		}
-	}()
-	var cpu *cpuMeter
-	mp := p
-	mp.Warmup, mp.Duration = warmup, measured
-	res, err := measureWith(ctx, &sum, mp, errc, func() { cpu = startCPU(pid) }, func() { cpu.stop() })
-	close(stopSum)
-	sumWG.Wait()
+		sum.published.Store(pub)
+		sum.consumed.Store(con)
+		sum.nacked.Store(nack)
+	})
 	for _, pr := range pairs {
 		pr.c.stop.Store(true)
 		pr.gate.kick()
@@ -308,47 +277,23 @@ func (pr *rawPair) publish(s rawAMQPScenario, p Params, rate float64) {
 	}
 	maxInFlight := max(p.MaxInFlight, rawBatch)
 	window := uint64(max(p.ConfirmWindow, rawBatch))
-	var sent uint64
-	credit := func(n uint64) func() bool {
-		return func() bool {
-			if sent+n-pr.c.consumed.Load() > maxInFlight {
-				return false
-			}
-			return !s.persistent || sent+n-pr.confirmed.Load()-pr.c.nacked.Load() <= window
+	credit := func(sent, n uint64) bool {
+		if sent+n-pr.c.consumed.Load() > maxInFlight {
+			return false
 		}
+		return !s.persistent || sent+n-pr.confirmed.Load()-pr.c.nacked.Load() <= window
 	}
-	full := credit(rawBatch)
-	start := time.Now()
-	for !pr.c.stop.Load() {
-		n := uint64(rawBatch)
-		ok := full
-		if rate > 0 {
-			due := uint64(time.Since(start).Seconds() * rate)
-			if due <= sent {
-				time.Sleep(time.Duration(float64(time.Second) / rate * float64(min(rawBatch/4, 16))))
-				continue
-			}
-			n = min(due-sent, rawBatch)
-			ok = credit(n)
-		}
-		if !ok() {
-			pr.gate.wait(ok, &pr.c.stop)
-			continue
-		}
+	err := rawPublish(rate, &pr.c.stop, pr.gate, &pr.c.published, credit, func(_, n, stamp uint64) error {
 		b := batch[:n*uint64(len(one))]
-		if rate > 0 {
-			now := uint64(time.Since(rawEpoch))
+		if stamp != 0 {
 			for i := range n {
-				binary.LittleEndian.PutUint64(b[int(i)*len(one)+bodyAt:], now)
+				binary.LittleEndian.PutUint64(b[int(i)*len(one)+bodyAt:], stamp)
 			}
 		}
-		if _, err := pr.pub.nc.Write(b); err != nil {
-			pr.fail(err)
-			return
-		}
-		sent += n
-		pr.c.published.Store(sent)
-	}
+		_, err := pr.pub.nc.Write(b)
+		return err
+	})
+	pr.fail(err)
 }
 
 // rawEpoch is the zero of latency stamps (monotonic).

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"sync"
@@ -61,9 +60,7 @@ const (
 
 // rawMQTTConn is one connection and what its reader has not consumed.
 type rawMQTTConn struct {
-	nc   net.Conn
-	buf  []byte
-	have int
+	rawReader
 }
 
 // mqttPacket appends a packet: first byte, remaining length, body.
@@ -117,18 +114,6 @@ func (c *rawMQTTConn) nextPacket(off int) (first byte, body []byte, used int, ok
 	return b[0], b[i : i+n], i + n, true, nil
 }
 
-// fill reads more into the buffer (growing it when a packet does not fit).
-func (c *rawMQTTConn) fill(from int) (int, error) {
-	copy(c.buf, c.buf[from:c.have])
-	c.have -= from
-	if c.have == len(c.buf) {
-		c.buf = append(c.buf, make([]byte, len(c.buf))...)
-	}
-	n, err := c.nc.Read(c.buf[c.have:])
-	c.have += n
-	return n, err
-}
-
 // expect reads packets until one of type typ, during a handshake.
 func (c *rawMQTTConn) expect(typ byte) ([]byte, error) {
 	for {
@@ -138,8 +123,7 @@ func (c *rawMQTTConn) expect(typ byte) ([]byte, error) {
 		}
 		if ok {
 			out := append([]byte(nil), body...)
-			copy(c.buf, c.buf[used:c.have])
-			c.have -= used
+			c.drop(used)
 			if first>>4 == typ {
 				return out, nil
 			}
@@ -161,7 +145,7 @@ func rawMQTTDial(rawURL, id string) (*rawMQTTConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &rawMQTTConn{nc: nc, buf: make([]byte, 256<<10)}
+	c := &rawMQTTConn{rawReader{nc: nc, buf: make([]byte, 256<<10)}}
 	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
 	var body []byte
 	body = mqttString(body, "MQTT")
@@ -287,36 +271,18 @@ func (s rawMQTTScenario) phase(ctx context.Context, rawURL, topic string, p Para
 		defer close(pubDone)
 		s.publish(pub, topic, p, rate, subs, &sent, &acked, g, &c, fail)
 	}()
-	stopSum := make(chan struct{})
-	var sumWG sync.WaitGroup
-	var sum counters
-	sumWG.Go(func() {
-		t := time.NewTicker(10 * time.Millisecond)
-		defer t.Stop()
-		for {
-			var got uint64
-			for _, sb := range subs {
-				got += sb.got.Load()
-			}
-			sum.consumed.Store(got)
-			if s.qos == 1 {
-				sum.published.Store(acked.Load())
-			} else {
-				sum.published.Store(sent.Load())
-			}
-			select {
-			case <-stopSum:
-				return
-			case <-t.C:
-			}
+	res, cpu, err := measureRaw(ctx, p, warmup, measured, pid, errc, func(sum *counters) {
+		var got uint64
+		for _, sb := range subs {
+			got += sb.got.Load()
+		}
+		sum.consumed.Store(got)
+		if s.qos == 1 {
+			sum.published.Store(acked.Load())
+		} else {
+			sum.published.Store(sent.Load())
 		}
 	})
-	var cpu *cpuMeter
-	mp := p
-	mp.Warmup, mp.Duration = warmup, measured
-	res, err := measureWith(ctx, &sum, mp, errc, func() { cpu = startCPU(pid) }, func() { cpu.stop() })
-	close(stopSum)
-	sumWG.Wait()
 	c.stop.Store(true)
 	g.kick()
 	<-pubDone
@@ -412,46 +378,19 @@ func (s rawMQTTScenario) publish(c *rawMQTTConn, topic string, p Params, rate fl
 	}
 	maxInFlight := max(p.MaxInFlight, rawBatch)
 	window := uint64(min(max(p.ConfirmWindow, rawBatch), 65000))
-	slowest := func() uint64 {
-		m := ^uint64(0)
+	credit := func(n, k uint64) bool {
+		slowest := ^uint64(0)
 		for _, sb := range subs {
-			m = min(m, sb.got.Load())
+			slowest = min(slowest, sb.got.Load())
 		}
-		return m
-	}
-	var n uint64 // sent
-	credit := func(k uint64) func() bool {
-		return func() bool {
-			if n+k-slowest() > maxInFlight {
-				return false
-			}
-			return s.qos == 0 || n+k-acked.Load() <= window
+		if n+k-slowest > maxInFlight {
+			return false
 		}
+		return s.qos == 0 || n+k-acked.Load() <= window
 	}
-	full := credit(rawBatch)
 	var pid uint16
-	start := time.Now()
-	for !cs.stop.Load() {
-		k := uint64(rawBatch)
-		ok := full
-		if rate > 0 {
-			due := uint64(time.Since(start).Seconds() * rate)
-			if due <= n {
-				time.Sleep(time.Duration(float64(time.Second) / rate * float64(min(rawBatch/4, 16))))
-				continue
-			}
-			k = min(due-n, rawBatch)
-			ok = credit(k)
-		}
-		if !ok() {
-			g.wait(ok, &cs.stop)
-			continue
-		}
+	err := rawPublish(rate, &cs.stop, g, sent, credit, func(_, k, stamp uint64) error {
 		b := batch[:k*uint64(len(one))]
-		var now uint64
-		if rate > 0 {
-			now = uint64(time.Since(rawEpoch))
-		}
 		for i := range int(k) {
 			at := i * len(one)
 			if s.qos == 1 {
@@ -461,45 +400,34 @@ func (s rawMQTTScenario) publish(c *rawMQTTConn, topic string, p Params, rate fl
 				}
 				binary.BigEndian.PutUint16(b[at+pidAt:], pid)
 			}
-			if rate > 0 {
-				binary.LittleEndian.PutUint64(b[at+stampAt:], now)
+			if stamp != 0 {
+				binary.LittleEndian.PutUint64(b[at+stampAt:], stamp)
 			}
 		}
-		if _, err := c.nc.Write(b); err != nil {
-			fail(fmt.Errorf("publisher: %w", err))
-			return
-		}
-		n += k
-		sent.Store(n)
+		_, err := c.nc.Write(b)
+		return err
+	})
+	if err != nil {
+		fail(fmt.Errorf("publisher: %w", err))
 	}
 }
 
 // pubacks counts the broker's PUBACKs to the publisher.
 func (s rawMQTTScenario) pubacks(c *rawMQTTConn, acked *atomic.Uint64, g *gate, cs *counters, fail func(error)) {
-	for {
+	c.readLoop("publisher connection", &cs.stop, fail, func() (int, error) {
 		off := 0
 		for {
 			first, _, used, ok, err := c.nextPacket(off)
-			if err != nil {
-				fail(err)
-				return
-			}
-			if !ok {
-				break
+			if err != nil || !ok {
+				g.kick()
+				return off, err
 			}
 			off += used
 			if first>>4 == mqttPuback {
 				acked.Add(1)
 			}
 		}
-		g.kick()
-		if _, err := c.fill(off); err != nil {
-			if !cs.stop.Load() {
-				fail(fmt.Errorf("publisher connection: %w", err))
-			}
-			return
-		}
-	}
+	})
 }
 
 // subscriber counts PUBLISHes (recording latency in latency phases) and
@@ -507,7 +435,7 @@ func (s rawMQTTScenario) pubacks(c *rawMQTTConn, acked *atomic.Uint64, g *gate, 
 func (s rawMQTTScenario) subscriber(sb *rawMQTTSub, cs *counters, g *gate, fail func(error)) {
 	c := sb.c
 	var acks []byte
-	for {
+	c.readLoop("subscriber", &cs.stop, fail, func() (int, error) {
 		off := 0
 		var now int64
 		if sb.hist != nil {
@@ -518,8 +446,7 @@ func (s rawMQTTScenario) subscriber(sb *rawMQTTSub, cs *counters, g *gate, fail 
 		for {
 			first, body, used, ok, err := c.nextPacket(off)
 			if err != nil {
-				fail(err)
-				return
+				return off, err
 			}
 			if !ok {
 				break
@@ -544,19 +471,9 @@ func (s rawMQTTScenario) subscriber(sb *rawMQTTSub, cs *counters, g *gate, fail 
 		}
 		if len(acks) > 0 {
 			if _, err := c.nc.Write(acks); err != nil {
-				if !cs.stop.Load() {
-					fail(fmt.Errorf("subscriber: %w", err))
-				}
-				return
+				return off, err
 			}
 		}
-		if _, err := c.fill(off); err != nil {
-			if !cs.stop.Load() && !errors.Is(err, io.EOF) {
-				fail(fmt.Errorf("subscriber: %w", err))
-			} else if !cs.stop.Load() {
-				fail(errors.New("subscriber: connection closed by the broker"))
-			}
-			return
-		}
-	}
+		return off, nil
+	})
 }

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/url"
 	"os"
 	"strconv"
@@ -270,4 +274,118 @@ func rawStatsOf(cpu *cpuMeter, res Result, rate float64, hists []*histogram) *Ra
 		histPool.Put(h)
 	}
 	return raw
+}
+
+// measureRaw runs measureWith over a phase's warmup and measured interval
+// with the broker's and this process's CPU metered around the latter;
+// tally stores the phase's counts into sum every 10 ms.
+func measureRaw(ctx context.Context, p Params, warmup, measured time.Duration, pid int, errc <-chan error,
+	tally func(sum *counters)) (Result, *cpuMeter, error) {
+	var sum counters
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			tally(&sum)
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	})
+	var cpu *cpuMeter
+	mp := p
+	mp.Warmup, mp.Duration = warmup, measured
+	res, err := measureWith(ctx, &sum, mp, errc, func() { cpu = startCPU(pid) }, func() { cpu.stop() })
+	close(stop)
+	wg.Wait()
+	return res, cpu, err
+}
+
+// rawPublish is a raw publisher's loop, until stop: at rate 0 it sends
+// rawBatch messages whenever credit(n, rawBatch) allows (n: sent so far),
+// else what is due at rate, at most rawBatch at once, with a latency
+// stamp (the time just before the write; 0 at rate 0). send writes k
+// messages after the n already sent; sent holds n after each send.
+func rawPublish(rate float64, stop *atomic.Bool, g *gate, sent *atomic.Uint64,
+	credit func(n, k uint64) bool, send func(n, k, stamp uint64) error) error {
+	var n uint64
+	start := time.Now()
+	for !stop.Load() {
+		k := uint64(rawBatch)
+		if rate > 0 {
+			due := uint64(time.Since(start).Seconds() * rate)
+			if due <= n {
+				time.Sleep(time.Duration(float64(time.Second) / rate * float64(min(rawBatch/4, 16))))
+				continue
+			}
+			k = min(due-n, rawBatch)
+		}
+		if !credit(n, k) {
+			g.wait(func() bool { return credit(n, k) }, stop)
+			continue
+		}
+		var stamp uint64
+		if rate > 0 {
+			stamp = uint64(time.Since(rawEpoch))
+		}
+		if err := send(n, k, stamp); err != nil {
+			return err
+		}
+		n += k
+		sent.Store(n)
+	}
+	return nil
+}
+
+// rawReader is the read side of a raw scenario's connection: a buffer and
+// how much of it holds what was read and not yet consumed.
+type rawReader struct {
+	nc   net.Conn
+	buf  []byte
+	have int
+}
+
+// fill drops buf[:from], reads more after what is left (growing the
+// buffer when it is full: a frame larger than it).
+func (c *rawReader) fill(from int) (int, error) {
+	c.drop(from)
+	if c.have == len(c.buf) {
+		c.buf = append(c.buf, make([]byte, len(c.buf))...)
+	}
+	n, err := c.nc.Read(c.buf[c.have:])
+	c.have += n
+	return n, err
+}
+
+// drop removes the first n buffered bytes.
+func (c *rawReader) drop(n int) {
+	copy(c.buf, c.buf[n:c.have])
+	c.have -= n
+}
+
+// readLoop alternates scan, which consumes whole frames from the start of
+// buf[:have] and says how many bytes they took, with reads, until the
+// connection ends. An error of scan's or the connection's goes to fail
+// (prefixed with who), unless stop was set: then the end is expected.
+func (c *rawReader) readLoop(who string, stop *atomic.Bool, fail func(error), scan func() (int, error)) {
+	for {
+		off, err := scan()
+		if err == nil {
+			_, err = c.fill(off)
+		}
+		if err == nil {
+			continue
+		}
+		if !stop.Load() {
+			if errors.Is(err, io.EOF) {
+				err = errors.New("connection closed by the broker")
+			}
+			fail(fmt.Errorf("%s: %w", who, err))
+		}
+		return
+	}
 }

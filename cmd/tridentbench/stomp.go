@@ -41,24 +41,9 @@ func (s stompScenario) Scheme() string { return "stomp" }
 // stompDial connects to stomp://user:pass@host:port/vhost (vhost "/" when
 // the path is empty), as RabbitMQ expects the vhost in the host header.
 func stompDial(raw string) (*stomp.Conn, error) {
-	u, err := url.Parse(raw)
+	nc, u, vhost, user, pass, err := stompDialTCP(raw)
 	if err != nil {
 		return nil, err
-	}
-	vhost := strings.TrimPrefix(u.Path, "/")
-	if vhost == "" {
-		vhost = "/"
-	}
-	user, pass := "guest", "guest"
-	if u.User != nil {
-		user = u.User.Username()
-		if p, ok := u.User.Password(); ok {
-			pass = p
-		}
-	}
-	nc, err := net.DialTimeout("tcp", u.Host, 10*time.Second)
-	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", u.Host, err)
 	}
 	c, err := stomp.Connect(nc, stomp.ConnOpt.Host(vhost), stomp.ConnOpt.Login(user, pass),
 		stomp.ConnOpt.HeartBeat(0, 0), stomp.ConnOpt.ReadChannelCapacity(4096), stomp.ConnOpt.WriteChannelCapacity(4096))
@@ -67,6 +52,36 @@ func stompDial(raw string) (*stomp.Conn, error) {
 		return nil, fmt.Errorf("stomp connect %s: %w", u.Host, err)
 	}
 	return c, nil
+}
+
+// stompDialTCP dials the host of a stomp:// URL and returns the URL and
+// its login (stompLogin).
+func stompDialTCP(raw string) (nc net.Conn, u *url.URL, vhost, user, pass string, err error) {
+	if u, err = url.Parse(raw); err != nil {
+		return nil, nil, "", "", "", err
+	}
+	vhost, user, pass = stompLogin(u)
+	if nc, err = net.DialTimeout("tcp", u.Host, 10*time.Second); err != nil {
+		return nil, nil, "", "", "", fmt.Errorf("dial %s: %w", u.Host, err)
+	}
+	return nc, u, vhost, user, pass, nil
+}
+
+// stompLogin is the vhost ("/" when the path is empty), user and password
+// (guest/guest unless given) of a stomp:// URL.
+func stompLogin(u *url.URL) (vhost, user, pass string) {
+	vhost = strings.TrimPrefix(u.Path, "/")
+	if vhost == "" {
+		vhost = "/"
+	}
+	user, pass = "guest", "guest"
+	if u.User != nil {
+		user = u.User.Username()
+		if p, ok := u.User.Password(); ok {
+			pass = p
+		}
+	}
+	return vhost, user, pass
 }
 
 func (s stompScenario) Run(ctx context.Context, raw string, p Params) (Result, error) {

@@ -242,10 +242,16 @@ func (s *subscription) take(tag uint64) ([]unackedRef, bool) {
 	if lo == len(s.unacked) || s.unacked[lo].tag != tag {
 		return nil, false
 	}
-	if s.ack == ackClient {
-		out := append([]unackedRef(nil), s.unacked[:lo+1]...)
-		n := copy(s.unacked, s.unacked[lo+1:])
-		s.unacked = s.unacked[:n]
+	// Settling from the head (a cumulative ACK, or individual ACKs in
+	// order) cuts the head off without copying the rest, and hands it
+	// out: capped, so that the caller's writes stay in it, and no longer
+	// part of s.unacked, whose appends only ever go past its end.
+	if s.ack == ackClient || lo == 0 {
+		out := s.unacked[: lo+1 : lo+1]
+		s.unacked = s.unacked[lo+1:]
+		if len(s.unacked) == 0 {
+			s.unacked = nil // start the next deliveries on a fresh array
+		}
 		return out, true
 	}
 	r := s.unacked[lo]

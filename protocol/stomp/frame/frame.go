@@ -150,9 +150,12 @@ func noEscape(cmd string) bool { return cmd == CONNECT || cmd == STOMP || cmd ==
 //   - Malformed or over a limit: err is an *Error.
 //
 // f.Headers is appended to dst (which may be nil), so a caller can reuse it.
-func Parse(b []byte, v Version, lim Limits, dst []Header) (f Frame, n int, err error) {
-	f, n, _, err = parse(b, v, lim.WithDefaults(), dst)
-	return f, n, err
+func Parse(b []byte, v Version, lim Limits, dst []Header) (Frame, int, error) {
+	f, n, _, err := parse(b, v, lim.WithDefaults(), dst)
+	if err != nil {
+		return f, n, err
+	}
+	return f, n, nil // not a nil *Error in a non-nil error
 }
 
 // incomplete says what parse is waiting for when it needs more bytes.
@@ -163,10 +166,9 @@ type incomplete struct {
 	from   int  // offset (from the frame start) where the NUL search may resume
 }
 
-// parse is Parse with limits already defaulted; it also says what is missing.
-func parse(b []byte, v Version, lim Limits, dst []Header) (Frame, int, incomplete, *Error) {
-	var f Frame
-	// Heart-beats: EOLs before a frame.
+// HeartBeats is the length of the run of EOLs (heart-beats: "\n" or
+// "\r\n") at the start of b.
+func HeartBeats(b []byte) int {
 	i := 0
 	for i < len(b) {
 		if b[i] == '\n' {
@@ -177,7 +179,13 @@ func parse(b []byte, v Version, lim Limits, dst []Header) (Frame, int, incomplet
 			break
 		}
 	}
-	if i > 0 {
+	return i
+}
+
+// parse is Parse with limits already defaulted; it also says what is missing.
+func parse(b []byte, v Version, lim Limits, dst []Header) (Frame, int, incomplete, *Error) {
+	var f Frame
+	if i := HeartBeats(b); i > 0 {
 		return f, i, incomplete{}, nil
 	}
 	if len(b) == 0 || (len(b) == 1 && b[0] == '\r') {

@@ -206,3 +206,30 @@ func BenchmarkParseSend(b *testing.B) {
 		hs = f.Headers
 	}
 }
+
+// TestParseErrors: Parse's error is nil (a nil interface, not a nil
+// *Error in one) for a frame, heart-beats and incomplete input, and an
+// *Error for a bad frame; it skips heart-beats as HeartBeats counts them.
+func TestParseErrors(t *testing.T) {
+	for _, in := range []string{"SEND\ndestination:/queue/a\n\nx\x00", "\n\r\n", "SEND\ndest", ""} {
+		if _, _, err := Parse([]byte(in), V12, Limits{}, nil); err != nil {
+			t.Errorf("%q: err %v (%T), want nil", in, err, err)
+		}
+	}
+	_, _, err := Parse([]byte("SEND\ncontent-length:x\n\n\x00"), V12, Limits{}, nil)
+	var fe *Error
+	if !errors.As(err, &fe) || fe.Message != "Bad content-length" {
+		t.Errorf("bad content-length: err %v", err)
+	}
+	for _, c := range []struct {
+		in string
+		n  int
+	}{{"", 0}, {"\r", 0}, {"\n\r\n\nX", 4}, {"\r\r\n", 0}, {"X\n", 0}} {
+		if n := HeartBeats([]byte(c.in)); n != c.n {
+			t.Errorf("HeartBeats(%q) = %d, want %d", c.in, n, c.n)
+		}
+		if _, n, _ := Parse([]byte(c.in), V12, Limits{}, nil); c.n > 0 && n != c.n {
+			t.Errorf("Parse(%q) took %d, want the %d EOLs", c.in, n, c.n)
+		}
+	}
+}
