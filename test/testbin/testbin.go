@@ -54,7 +54,8 @@ type Options struct {
 	Log io.Writer
 	// StartTimeout bounds the wait for the AMQP port (default 30s).
 	StartTimeout time.Duration
-	// StopTimeout bounds the wait after SIGTERM before SIGKILL (default 15s).
+	// StopTimeout bounds the wait after SIGTERM before SIGQUIT (a goroutine
+	// dump in the error) and SIGKILL (default 15s).
 	StopTimeout time.Duration
 }
 
@@ -393,9 +394,38 @@ func (p *Proc) stop() error {
 		}
 		return nil
 	case <-time.After(p.opts.StopTimeout):
-		p.kill(r)
-		return fmt.Errorf("testbin: trident did not exit within %v of SIGTERM; killed%s", p.opts.StopTimeout, p.logTail())
+		// SIGQUIT: the Go runtime writes every goroutine's stack to the
+		// log and exits, which says where the shutdown hangs.
+		_ = r.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-r.done:
+			p.clear(r)
+		case <-time.After(5 * time.Second):
+			p.kill(r)
+		}
+		return fmt.Errorf("testbin: trident did not exit within %v of SIGTERM; SIGQUIT%s", p.opts.StopTimeout, p.stacks())
 	}
+}
+
+// stacks is the goroutine dump a SIGQUIT wrote to the log (at most 256
+// KiB of it), or the log's tail if there is none.
+func (p *Proc) stacks() string {
+	if p.LogPath == "" {
+		return ""
+	}
+	b, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return ""
+	}
+	i := strings.LastIndex(string(b), "SIGQUIT: quit")
+	if i < 0 {
+		return p.logTail()
+	}
+	b = b[i:]
+	if len(b) > 256<<10 {
+		b = b[:256<<10]
+	}
+	return "\n--- goroutines at SIGQUIT (" + p.LogPath + ") ---\n" + string(b)
 }
 
 // Kill sends SIGKILL and waits for the exit.
