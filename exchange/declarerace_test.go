@@ -3,6 +3,7 @@ package exchange
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -68,6 +69,9 @@ func (s *sharedStore) failed() error {
 func (s *sharedStore) DeleteMeta(key string) error {
 	if !ReplicatedKey(key) {
 		return s.fakeStore.DeleteMeta(key)
+	}
+	if err := s.failed(); err != nil {
+		return err
 	}
 	s.apply(MetaOp{Key: key})
 	return nil
@@ -260,5 +264,69 @@ func TestClusteredBindProposesFirst(t *testing.T) {
 	bindQ(t, vb, "q", "x", "k", nil) // the same binding from the other node: one
 	if n := len(va.Bindings()); n != 1 {
 		t.Fatalf("%d bindings after an equal bind", n)
+	}
+}
+
+// TestClusteredQueueDeleteProposesFirst (issue 16): a queue.delete that
+// does not commit (no quorum) leaves the queue, its bindings and an
+// auto-delete exchange bound only to it as they were on every node; one
+// that commits removes them all on every node, records included.
+func TestClusteredQueueDeleteProposesFirst(t *testing.T) {
+	l, va, vb := twoNodes(t)
+	q := declareQ(t, va, "q", QueueOpts{Durable: true})
+	declareX(t, va, "x", KindDirect, ExchangeOpts{Durable: true})
+	declareX(t, va, "ax", KindDirect, ExchangeOpts{Durable: true, AutoDelete: true})
+	bindQ(t, va, "q", "x", "k", nil)
+	bindQ(t, va, "q", "ax", "k", nil)
+	publishM(t, va, persistent("", "q", "m"), PublishOpts{})
+	l.mu.Lock()
+	l.fail = errors.New("no quorum")
+	l.mu.Unlock()
+	if _, err := va.DeleteQueue("q", false, false, nil); err == nil {
+		t.Fatal("delete succeeded without a quorum")
+	}
+	for i, v := range []*VHost{va, vb} {
+		if _, err := v.Queue("q", nil); err != nil {
+			t.Fatalf("node %d: the queue is gone after a failed delete: %v", i, err)
+		}
+		if _, ok := v.Exchange("ax"); !ok {
+			t.Fatalf("node %d: the auto-delete exchange is gone after a failed delete", i)
+		}
+		if n := len(v.Bindings()); n != 2 {
+			t.Fatalf("node %d: %d bindings after a failed delete", i, n)
+		}
+	}
+	if r := ready(q); r != 1 {
+		t.Fatalf("ready %d after a failed delete", r)
+	}
+	l.mu.Lock()
+	l.fail = nil
+	l.mu.Unlock()
+	n, err := va.DeleteQueue("q", false, false, nil)
+	if err != nil || n != 1 {
+		t.Fatalf("delete: %d, %v", n, err)
+	}
+	for i, v := range []*VHost{va, vb} {
+		if _, err := v.Queue("q", nil); err == nil {
+			t.Fatalf("node %d: the queue is still there", i)
+		}
+		if _, ok := v.Exchange("ax"); ok {
+			t.Fatalf("node %d: the auto-delete exchange is still there", i)
+		}
+		if _, ok := v.Exchange("x"); !ok {
+			t.Fatalf("node %d: exchange x went too", i)
+		}
+		if n := len(v.Bindings()); n != 0 {
+			t.Fatalf("node %d: %d bindings left", i, n)
+		}
+	}
+	for i, st := range l.stores {
+		st.mu.Lock()
+		for k := range st.meta {
+			if strings.Contains(k, "binding/") || strings.Contains(k, "queue/") || strings.Contains(k, "\x00ax") {
+				t.Errorf("node %d: record %q left", i, k)
+			}
+		}
+		st.mu.Unlock()
 	}
 }
