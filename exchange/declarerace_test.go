@@ -330,3 +330,63 @@ func TestClusteredQueueDeleteProposesFirst(t *testing.T) {
 		st.mu.Unlock()
 	}
 }
+
+// TestClusteredExchangeDeleteAndUnbindProposeFirst (issue 16): an
+// exchange.delete or a queue.unbind that does not commit changes nothing
+// on any node; one that commits removes the exchange with its bindings
+// (and an auto-delete source bound only to it), or the binding (and an
+// auto-delete source it leaves empty), on every node, records included.
+func TestClusteredExchangeDeleteAndUnbindProposeFirst(t *testing.T) {
+	l, va, vb := twoNodes(t)
+	declareQ(t, va, "q", QueueOpts{Durable: true})
+	declareX(t, va, "x", KindDirect, ExchangeOpts{Durable: true})
+	declareX(t, va, "src", KindDirect, ExchangeOpts{Durable: true, AutoDelete: true})
+	declareX(t, va, "ax", KindDirect, ExchangeOpts{Durable: true, AutoDelete: true})
+	bindQ(t, va, "q", "x", "k", nil)
+	if err := va.BindExchange("x", "src", "k", nil); err != nil {
+		t.Fatal(err)
+	}
+	bindQ(t, va, "q", "ax", "k", nil)
+	setFail := func(err error) {
+		l.mu.Lock()
+		l.fail = err
+		l.mu.Unlock()
+	}
+	has := func(v *VHost, x string) bool { _, ok := v.Exchange(x); return ok }
+	setFail(errors.New("no quorum"))
+	if err := va.DeleteExchange("x", false); err == nil {
+		t.Fatal("exchange delete succeeded without a quorum")
+	}
+	if err := va.UnbindQueue("q", "ax", "k", nil, nil); err == nil {
+		t.Fatal("unbind succeeded without a quorum")
+	}
+	for i, v := range []*VHost{va, vb} {
+		if !has(v, "x") || !has(v, "src") || !has(v, "ax") || len(v.Bindings()) != 3 {
+			t.Fatalf("node %d after failed deletes: x %v src %v ax %v, %d bindings", i, has(v, "x"), has(v, "src"), has(v, "ax"), len(v.Bindings()))
+		}
+	}
+	setFail(nil)
+	if err := va.DeleteExchange("x", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := va.UnbindQueue("q", "ax", "k", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range []*VHost{va, vb} {
+		if has(v, "x") || has(v, "src") || has(v, "ax") || len(v.Bindings()) != 0 {
+			t.Fatalf("node %d after the deletes: x %v src %v ax %v, %v", i, has(v, "x"), has(v, "src"), has(v, "ax"), v.Bindings())
+		}
+		if _, err := v.Queue("q", nil); err != nil {
+			t.Fatalf("node %d: the queue went too: %v", i, err)
+		}
+	}
+	for i, st := range l.stores {
+		st.mu.Lock()
+		for k := range st.meta {
+			if strings.Contains(k, "binding/") || strings.HasSuffix(k, "\x00x") || strings.HasSuffix(k, "\x00src") || strings.HasSuffix(k, "\x00ax") {
+				t.Errorf("node %d: record %q left", i, k)
+			}
+		}
+		st.mu.Unlock()
+	}
+}

@@ -328,24 +328,90 @@ func (v *VHost) Exchanges() []*Exchange {
 // DeleteExchange deletes an exchange and its bindings. Deleting one that
 // does not exist succeeds, as in RabbitMQ.
 func (v *VHost) DeleteExchange(name string, ifUnused bool) error {
-	return v.inTopology(func() error { return v.deleteExchangeChecked(name, ifUnused) })
+	v.lockTopology()
+	keys, err := v.deleteExchangeChecked(name, ifUnused)
+	if keys == nil {
+		if serr := v.unlockTopology(); err == nil {
+			err = serr
+		}
+		return err
+	}
+	v.mu.Unlock() // no record was collected: metaMu stays held
+	return v.deleteExchangeCommitted(keys)
 }
 
-func (v *VHost) deleteExchangeChecked(name string, ifUnused bool) error {
+// deleteExchangeCommitted deletes a clustered exchange by its record
+// first (keys[0]): it goes when the delete is committed and applied, here
+// as on every node (applyExchange: with its bindings and the auto-delete
+// sources they leave empty); one that does not commit leaves everything
+// as it was. The other records (its bindings', those sources') are
+// deleted after it, stopping at a failure (what is left names an exchange
+// that is gone and is dropped as recovery drops such bindings).
+// It is called with metaMu held and releases it.
+func (v *VHost) deleteExchangeCommitted(keys []string) error {
+	defer v.metaMu.Unlock()
+	if err := v.b.store.DeleteMeta(keys[0]); err != nil {
+		return errorf(KindInternal, "store: %v", err)
+	}
+	for _, k := range keys[1:] {
+		if err := v.b.store.DeleteMeta(k); err != nil {
+			v.b.log.Warn("deleting a deleted exchange's binding record failed", "vhost", v.name, "record", k, "err", err)
+			break
+		}
+	}
+	return nil
+}
+
+// deleteExchangeChecked deletes exchange name; in a cluster (its record
+// shared) it changes nothing and returns the records to delete instead
+// (deleteExchangeCommitted).
+func (v *VHost) deleteExchangeChecked(name string, ifUnused bool) ([]string, error) {
 	if name == "" || strings.HasPrefix(name, "amq.") {
 		if name == "" {
-			return errorf(KindAccessRefused, "operation not permitted on the default exchange")
+			return nil, errorf(KindAccessRefused, "operation not permitted on the default exchange")
 		}
-		return errorf(KindAccessRefused, "deletion of system exchange '%s' in vhost '%s' not allowed", name, v.name)
+		return nil, errorf(KindAccessRefused, "deletion of system exchange '%s' in vhost '%s' not allowed", name, v.name)
 	}
 	x := v.exchanges[name]
 	if x == nil {
-		return nil
+		return nil, nil
 	}
 	if ifUnused && len(x.bindings) > 0 {
-		return errorf(KindPreconditionFailed, "exchange '%s' in vhost '%s' in use", name, v.name)
+		return nil, errorf(KindPreconditionFailed, "exchange '%s' in vhost '%s' in use", name, v.name)
 	}
-	return v.deleteExchangeLocked(x)
+	if k := v.exchangeKey(x); k != "" && v.sharedMeta() {
+		keys := []string{k}
+		for _, b := range x.bindings {
+			if bk := v.recordKeyOf(b); bk != "" {
+				keys = append(keys, bk)
+			}
+		}
+		empties := map[*Exchange]bool{}
+		for _, b := range x.inbound {
+			if bk := v.recordKeyOf(b); bk != "" {
+				keys = append(keys, bk)
+			}
+			if sx := b.src; sx.autoDelete && !empties[sx] && v.exchanges[sx.name] == sx && boundOnlyToX(sx, x) {
+				empties[sx] = true
+				if sk := v.exchangeKey(sx); sk != "" {
+					keys = append(keys, sk)
+				}
+			}
+		}
+		return keys, nil
+	}
+	return nil, v.deleteExchangeLocked(x)
+}
+
+// boundOnlyToX reports whether every binding of src has exchange x as its
+// destination.
+func boundOnlyToX(src, x *Exchange) bool {
+	for _, b := range src.bindings {
+		if b.x != x {
+			return false
+		}
+	}
+	return true
 }
 
 func (v *VHost) deleteExchangeLocked(x *Exchange) error {
@@ -1010,10 +1076,23 @@ func (v *VHost) unbindLocked(dst string, toQueue bool, src, key string, args Tab
 		return err
 	}
 	for _, b := range sx.bindings {
-		if b.same(q, dx, key, args) {
-			v.removeBindingLocked(b, true)
+		if !b.same(q, dx, key, args) {
+			continue
+		}
+		if k := v.recordKeyOf(b); k != "" && v.sharedMeta() {
+			// Clustered: the binding goes when its delete is committed
+			// and applied, here as on every node (applyBinding); so does
+			// an auto-delete source it leaves empty, by its own record.
+			v.deleteMetaLocked(k)
+			if sx.autoDelete && len(sx.bindings) == 1 {
+				if xk := v.exchangeKey(sx); xk != "" {
+					v.deleteMetaLocked(xk)
+				}
+			}
 			return nil
 		}
+		v.removeBindingLocked(b, true)
+		return nil
 	}
 	return nil
 }
