@@ -57,7 +57,9 @@
 // encoding as it came (wire.ReadRaw), its payload the message's body. An
 // MQTT 5 delivery with something of its own (subscription identifiers, a
 // connection with topic aliases, a remaining message expiry) is encoded
-// alone. The reader hands PUBACKs to the core in one AckMany per read
+// alone. An encoding built at delivery costs its bytes for as long as the
+// message is held (a queue's memory budget does not count them); that of
+// an MQTT 3 QoS 0 publish costs nothing, the body being part of it. The reader hands PUBACKs to the core in one AckMany per read
 // from the socket, and rearms the keep-alive deadline once per read.
 //
 // Lock order: Server.mu → session.mu → conn.outMu. None of them is held
