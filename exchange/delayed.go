@@ -238,7 +238,10 @@ func (d *delayer) dropStored() {
 // holdBack holds m, published at now to a delayed exchange, for ms
 // milliseconds; the message routed later carries x-delay -ms.
 func (d *delayer) holdBack(m *Message, ms int64, o PublishOpts, now int64) PublishResult {
-	nm := *m
+	// A new message, not a copy of *m: its encodings (encoding.go) are
+	// m's, with m's headers.
+	nm := &Message{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Props: m.Props, Body: m.Body,
+		Hops: m.Hops, ts: m.ts, expiresAt: m.expiresAt}
 	h := make(Table, len(m.Props.Headers))
 	for k, val := range m.Props.Headers {
 		h[k] = val
@@ -261,7 +264,7 @@ func (d *delayer) holdBack(m *Message, ms int64, o PublishOpts, now int64) Publi
 		c, tag := o.Confirmer, o.Tag
 		done = func(err error) { c.Confirm(tag, err == nil) }
 	}
-	d.schedule(&nm, "", ms, now, done)
+	d.schedule(nm, "", ms, now, done)
 	return res
 }
 

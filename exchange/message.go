@@ -1,6 +1,9 @@
 package exchange
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Table is a header or argument table. Values are Go values: bool, int8..int64,
 // uint8..uint64, float32, float64, string, []byte, time.Time, []any,
@@ -49,6 +52,9 @@ type Message struct {
 	// expiresAt is the per-message expiry (unix nanoseconds), 0 if none.
 	// Set by the core when it accepts the message.
 	expiresAt int64
+	// enc is the front ends' cache of the message's encodings
+	// (encoding.go), a list that only grows.
+	enc atomic.Pointer[Encoding]
 }
 
 // ExpiresAt is when the message's own expiration (Props.Expiration, set

@@ -53,6 +53,9 @@ type conn struct {
 
 	// Reader goroutine only.
 	aliasIn map[uint16]string
+	// pubTopic's routing key is pubKey: a publisher mostly sends runs of
+	// the same topic (routingKey).
+	pubTopic, pubKey string
 	// inQuota counts MQTT 5 inbound QoS 1 and 2 publishes not yet
 	// acknowledged (PUBACK, a failed PUBREC, or PUBCOMP), against the
 	// Receive Maximum the server advertised; see publish.go.
@@ -154,7 +157,7 @@ func (c *conn) readLoop() error {
 				_ = c.nc.SetReadDeadline(time.Now().Add(c.keepalive * 3 / 2))
 			}
 		}
-		pk, err := wire.Read(c.br, c.version, c.s.cfg.MaxPacketSize)
+		pk, raw, err := wire.ReadRaw(c.br, c.version, c.s.cfg.MaxPacketSize)
 		if err != nil {
 			var ne net.Error
 			switch {
@@ -169,7 +172,7 @@ func (c *conn) readLoop() error {
 			return err
 		}
 		c.recvBytes.Add(uint64(pk.FixedHeader.Remaining + 2))
-		if err := c.handle(&pk); err != nil {
+		if err := c.handle(&pk, raw); err != nil {
 			if errors.Is(err, errClientDisconnect) {
 				return nil
 			}
@@ -181,10 +184,11 @@ func (c *conn) readLoop() error {
 
 var errClientDisconnect = errors.New("mqtt: client sent DISCONNECT")
 
-func (c *conn) handle(pk *packets.Packet) error {
+// handle acts on pk; raw is the whole packet as it came (wire.ReadRaw).
+func (c *conn) handle(pk *packets.Packet, raw []byte) error {
 	switch pk.FixedHeader.Type {
 	case packets.Publish:
-		return c.handlePublish(pk)
+		return c.handlePublish(pk, raw)
 	case packets.Puback:
 		c.handlePuback(pk.PacketID, pk.ReasonCode)
 	case packets.Pubrec:

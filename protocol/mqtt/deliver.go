@@ -1,6 +1,9 @@
 package mqtt
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
 	"math"
 	"sort"
 	"strings"
@@ -21,6 +24,9 @@ const (
 	hdrPublisher = "x-mqtt-publisher"      // client id, for no-local
 	hdrFormat    = "x-mqtt-payload-format" // MQTT 5 payload format indicator
 )
+
+// errBadEncoding: a shared PUBLISH without room for a packet id.
+var errBadEncoding = errors.New("mqtt: shared PUBLISH encoding without a packet id")
 
 // messageQoS is the QoS a message was published with: non-persistent
 // messages are QoS 0, persistent ones QoS 1 unless published at QoS 2.
@@ -125,12 +131,17 @@ func (w *packetWriter) delivery(d exchange.Delivery) {
 	} else {
 		w.settleLater(d)
 	}
-	if c.version != 5 {
-		// MQTT 3: no properties, encoded without allocating.
-		w.hdr = wire.AppendPublishHeader(w.hdr[:0], topic, qos, qos > 0 && d.Redelivered, retain, pid, len(m.Body))
-		w.out(w.hdr)
-		w.out(m.Body)
-		c.sentPublish.Add(1)
+	if c.version != 5 || (len(ids) == 0 && left == 0 && c.aliasMax == 0) {
+		// Nothing of this subscriber's own in the packet but its id:
+		// the bytes every such delivery of m writes.
+		if b := w.sharedPublish(m, topic, qos, retain); b != nil && (c.maxOut == 0 || uint32(len(b)) <= c.maxOut) {
+			w.writeShared(b, qos, qos > 0 && d.Redelivered, pid)
+			return
+		}
+		if qos > 0 {
+			// Too large for the client: dropped [MQTT-3.1.2-25].
+			w.dropInflight(d, pid)
+		}
 		return
 	}
 	pk := c.publishPacket(m, topic, qos, retain, ids, left)
@@ -138,11 +149,96 @@ func (w *packetWriter) delivery(d exchange.Delivery) {
 	pk.FixedHeader.Dup = qos > 0 && d.Redelivered
 	if !w.encodePublish(&pk) && qos > 0 {
 		// Too large for the client: dropped, as MQTT 5 says [MQTT-3.1.2-25].
-		c.infMu.Lock()
-		c.inflight.del(pk.PacketID)
-		c.infMu.Unlock()
-		w.settleLater(d)
+		w.dropInflight(d, pid)
 	}
+}
+
+// dropInflight gives back the packet id of a delivery that is not sent
+// and settles it.
+func (w *packetWriter) dropInflight(d exchange.Delivery, pid uint16) {
+	w.c.infMu.Lock()
+	w.c.inflight.del(pid)
+	w.c.infMu.Unlock()
+	w.settleLater(d)
+}
+
+// encKeys are the shared encodings of a PUBLISH (encoding.go in package
+// exchange), by [MQTT 5][QoS][retain]: MQTT 3.1 and 3.1.1 PUBLISH packets
+// are the same bytes. One with QoS > 0 is cached with packet id 1, and
+// each delivery patches in its own id and DUP flag.
+var encKeys = func() (k [2][3][2]*exchange.EncodingKey) {
+	for v := range 2 {
+		for q := range 3 {
+			for r := range 2 {
+				k[v][q][r] = exchange.NewEncodingKey(fmt.Sprintf("mqtt v5=%d qos=%d retain=%d", v, q, r))
+			}
+		}
+	}
+	return k
+}()
+
+func encKey(v5 bool, qos byte, retain bool) *exchange.EncodingKey {
+	v, r := 0, 0
+	if v5 {
+		v = 1
+	}
+	if retain {
+		r = 1
+	}
+	return encKeys[v][qos][r]
+}
+
+// sharedPublish returns m as a PUBLISH of topic (the topic every MQTT
+// writer maps m's routing key to) for this connection's protocol version,
+// encoded by the first writer that needed it and shared by the rest; nil
+// if it does not encode. A fan-out of one publish to many sessions, each
+// with its own queue, then encodes it once.
+func (w *packetWriter) sharedPublish(m *exchange.Message, topic string, qos byte, retain bool) []byte {
+	v5 := w.c.version == 5
+	k := encKey(v5, qos, retain)
+	if b := m.Encoding(k); b != nil {
+		return b
+	}
+	var pid uint16
+	if qos > 0 {
+		pid = 1
+	}
+	var b []byte
+	if !v5 {
+		b = wire.AppendPublishHeader(make([]byte, 0, 9+len(topic)+len(m.Body)), topic, qos, false, retain, pid, len(m.Body))
+		b = append(b, m.Body...)
+	} else {
+		pk := w.c.publishPacket(m, topic, qos, retain, nil, 0)
+		pk.PacketID = pid
+		w.scratch.Reset()
+		if err := pk.PublishEncode(&w.scratch); err != nil {
+			return nil
+		}
+		b = bytes.Clone(w.scratch.Bytes())
+	}
+	return m.AddEncoding(&exchange.Encoding{Key: k, Bytes: b})
+}
+
+// writeShared writes a shared PUBLISH b: as it is at QoS 0, else with
+// this delivery's packet id and DUP flag in a copy of its head.
+func (w *packetWriter) writeShared(b []byte, qos byte, dup bool, pid uint16) {
+	if qos > 0 {
+		off, ok := wire.PublishIDOffset(b)
+		if !ok {
+			// Not a PUBLISH of ours; cannot happen.
+			w.err = errBadEncoding
+			return
+		}
+		w.hdr = append(w.hdr[:0], b[:off+2]...)
+		if dup {
+			w.hdr[0] |= 0x08
+		}
+		w.hdr[off], w.hdr[off+1] = byte(pid>>8), byte(pid)
+		w.out(w.hdr)
+		b = b[off+2:]
+	}
+	w.out(b)
+	w.c.sentPublish.Add(1)
 }
 
 // topicOf maps a routing key to its topic, remembering the last one: a

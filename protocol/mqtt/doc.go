@@ -47,9 +47,19 @@
 // Per connection there is one reader goroutine and one writer goroutine.
 // Core deliveries (Sink.Deliver, called under the queue's lock) and
 // confirms only append to the connection's outbound list; the writer
-// encodes them into a pooled bufio.Writer (MQTT 3 PUBLISH without
-// allocating, wire.AppendPublishHeader) and flushes when the list is
-// empty. The reader hands PUBACKs to the core in one AckMany per read
+// encodes them into a pooled bufio.Writer and flushes when the list is
+// empty. A PUBLISH is encoded once per message, protocol version (3.1 and
+// 3.1.1 alike), QoS and retain flag and cached on the message
+// (exchange.Message.AddEncoding), so that a fan-out to many sessions, whose
+// queues all deliver the same *Message, writes the same bytes: as they are
+// at QoS 0, with each delivery's packet id and DUP flag patched into a copy
+// of the head at QoS 1 and 2. A QoS 0 PUBLISH from an MQTT 3 client is that
+// encoding as it came (wire.ReadRaw), its payload the message's body. An
+// MQTT 5 delivery with something of its own (subscription identifiers, a
+// connection with topic aliases, a remaining message expiry) is encoded
+// alone. An encoding built at delivery costs its bytes for as long as the
+// message is held (a queue's memory budget does not count them); that of
+// an MQTT 3 QoS 0 publish costs nothing, the body being part of it. The reader hands PUBACKs to the core in one AckMany per read
 // from the socket, and rearms the keep-alive deadline once per read.
 //
 // Lock order: Server.mu → session.mu → conn.outMu. None of them is held

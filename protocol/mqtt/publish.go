@@ -19,8 +19,9 @@ type pendingAck struct {
 	code byte
 }
 
-// handlePublish routes an inbound PUBLISH into the core.
-func (c *conn) handlePublish(pk *packets.Packet) error {
+// handlePublish routes an inbound PUBLISH into the core; raw is the
+// packet as it came (wire.ReadRaw), nil if not at hand.
+func (c *conn) handlePublish(pk *packets.Packet, raw []byte) error {
 	c.recvPublish.Add(1)
 	if err := c.admitPublish(pk); err != nil {
 		return err
@@ -94,7 +95,7 @@ func (c *conn) handlePublish(pk *packets.Packet) error {
 			return c.refusePublish(pk, ackType, codeUnspecified, err)
 		}
 	}
-	m := c.toMessage(pk, ex)
+	m := c.toMessage(pk, raw, ex, c.routingKey(topic))
 	var opts exchange.PublishOpts
 	var tag uint64
 	if qos > 0 {
@@ -133,10 +134,42 @@ func (c *conn) refusePublish(pk *packets.Packet, ackType, code byte, err error) 
 	return nil
 }
 
-// toMessage maps a PUBLISH onto a core message.
-func (c *conn) toMessage(pk *packets.Packet, ex string) *exchange.Message {
-	m := &exchange.Message{Exchange: ex, RoutingKey: wire.TopicToKey(pk.TopicName), Body: pk.Payload}
+// routingKey maps topic to its routing key, remembering the last one
+// (reader goroutine only).
+func (c *conn) routingKey(topic string) string {
+	if topic != c.pubTopic || c.pubKey == "" {
+		c.pubTopic, c.pubKey = topic, wire.TopicToKey(topic)
+	}
+	return c.pubKey
+}
+
+// sharedMsg is a message published by an MQTT 3 client at QoS 0 and its
+// encoding for MQTT 3 subscribers, in one allocation.
+type sharedMsg struct {
+	m   exchange.Message
+	enc exchange.Encoding
+}
+
+// toMessage maps a PUBLISH onto a core message with routing key key.
+// raw, if not nil, is the packet as it came (wire.ReadRaw): from an MQTT 3
+// client at QoS 0 it is, once its retain flag is cleared, the PUBLISH every
+// MQTT 3 subscriber gets (the topic goes back and forth between topic and
+// key unchanged, and ReadRaw writes the remaining length in its shortest
+// form), and it is cached on the message as that (deliver.go), with the
+// payload aliasing it.
+func (c *conn) toMessage(pk *packets.Packet, raw []byte, ex, key string) *exchange.Message {
 	qos := pk.FixedHeader.Qos
+	var m *exchange.Message
+	if raw != nil && c.version != 5 && qos == 0 {
+		sm := &sharedMsg{}
+		m = &sm.m
+		raw[0] = packets.Publish << 4
+		sm.enc = exchange.Encoding{Key: encKey(false, 0, false), Bytes: raw}
+		m.AddEncoding(&sm.enc)
+	} else {
+		m = &exchange.Message{}
+	}
+	m.Exchange, m.RoutingKey, m.Body = ex, key, pk.Payload
 	m.Props.DeliveryMode = 1
 	if qos > 0 {
 		m.Props.DeliveryMode = 2

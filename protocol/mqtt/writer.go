@@ -149,9 +149,9 @@ type packetWriter struct {
 	scratch bytes.Buffer
 	small   [8]byte
 	err     error
-	settled map[*exchange.Queue][]uint64 // deliveries to ack after the flush
-	aliases map[string]uint16            // outbound topic aliases (MQTT 5)
-	hdr     []byte                       // an MQTT 3 PUBLISH header (deliver.go)
+	settled []settleRun       // deliveries to ack after the flush
+	aliases map[string]uint16 // outbound topic aliases (MQTT 5)
+	hdr     []byte            // an MQTT 3 PUBLISH header (deliver.go)
 
 	lastKey, lastTopic string // topicOf's cache
 }
@@ -187,20 +187,47 @@ func (w *packetWriter) out(b []byte) {
 	w.c.sentBytes.Add(uint64(len(b)))
 }
 
-// settleLater acknowledges d to its queue after the flush (QoS 0, or a
-// message that goes to no subscription of the session).
-func (w *packetWriter) settleLater(d exchange.Delivery) {
-	if w.settled == nil {
-		w.settled = map[*exchange.Queue][]uint64{}
-	}
-	w.settled[d.Queue] = append(w.settled[d.Queue], d.Seq)
+// settleRun is the deliveries of one queue to ack after a flush.
+type settleRun struct {
+	q    *exchange.Queue
+	seqs []uint64
 }
 
-func (w *packetWriter) settle() {
-	for q, seqs := range w.settled {
-		q.AckMany(seqs)
-		delete(w.settled, q)
+// settleLater acknowledges d to its queue after the flush (QoS 0, or a
+// message that goes to no subscription of the session). The runs and their
+// slices are kept from flush to flush (a session has one queue, or a few),
+// so that settling allocates nothing in steady state.
+func (w *packetWriter) settleLater(d exchange.Delivery) {
+	for i := range w.settled {
+		if r := &w.settled[i]; r.q == d.Queue {
+			r.seqs = append(r.seqs, d.Seq)
+			return
+		}
 	}
+	if n := len(w.settled); n < cap(w.settled) {
+		w.settled = w.settled[:n+1]
+		r := &w.settled[n]
+		r.q, r.seqs = d.Queue, append(r.seqs[:0], d.Seq)
+		return
+	}
+	w.settled = append(w.settled, settleRun{q: d.Queue, seqs: []uint64{d.Seq}})
+}
+
+// maxKeptSeqs bounds the slice a run keeps after a burst.
+const maxKeptSeqs = 16 << 10
+
+// settle acks what settleLater collected (AckMany does not keep the
+// slice), then forgets the queues but keeps the slices.
+func (w *packetWriter) settle() {
+	for i := range w.settled {
+		r := &w.settled[i]
+		r.q.AckMany(r.seqs)
+		r.q, r.seqs = nil, r.seqs[:0]
+		if cap(r.seqs) > maxKeptSeqs {
+			r.seqs = nil
+		}
+	}
+	w.settled = w.settled[:0]
 }
 
 // allocPID assigns a packet id to an outbound QoS >= 1 PUBLISH.

@@ -54,18 +54,69 @@ func ReadHeader(r io.ByteReader, max int) (Header, error) {
 // topic, client id, ...) alias that buffer, which is never reused, so they
 // may be kept.
 func Read(r *bufio.Reader, version byte, max int) (Packet, error) {
+	pk, _, err := ReadRaw(r, version, max)
+	return pk, err
+}
+
+// ReadRaw is Read that also returns the whole packet as it came, fixed
+// header included, in the one buffer the packet's slices alias: a QoS 0
+// MQTT 3 PUBLISH is then, but for its flags, already encoded for every
+// MQTT 3 subscriber.
+func ReadRaw(r *bufio.Reader, version byte, max int) (Packet, []byte, error) {
 	h, err := ReadHeader(r, max)
 	if err != nil {
-		return Packet{}, err
+		return Packet{}, nil, err
 	}
-	body := make([]byte, h.Remaining)
-	if _, err := io.ReadFull(r, body); err != nil {
+	raw := appendFixedHeader(make([]byte, 0, 5+h.Remaining), h)
+	n := len(raw)
+	raw = raw[:n+h.Remaining]
+	if _, err := io.ReadFull(r, raw[n:]); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return Packet{}, err
+		return Packet{}, nil, err
 	}
-	return Decode(h, body, version)
+	pk, err := Decode(h, raw[n:], version)
+	if err != nil {
+		return Packet{}, nil, err
+	}
+	return pk, raw, nil
+}
+
+// appendFixedHeader appends h as it is on the wire.
+func appendFixedHeader(b []byte, h Header) []byte {
+	b = append(b, h.First)
+	rem := h.Remaining
+	for {
+		d := byte(rem % 128)
+		rem /= 128
+		if rem > 0 {
+			d |= 0x80
+		}
+		b = append(b, d)
+		if rem == 0 {
+			return b
+		}
+	}
+}
+
+// PublishIDOffset is where the packet id of b, a whole PUBLISH with QoS
+// > 0 as this package or mochi encodes it, starts: after the fixed header
+// and the topic name. ok is false if b is too short to hold one.
+func PublishIDOffset(b []byte) (off int, ok bool) {
+	off = 1
+	for off < len(b) && off < 5 && b[off]&0x80 != 0 {
+		off++
+	}
+	off++
+	if off+2 > len(b) {
+		return 0, false
+	}
+	off += 2 + (int(b[off])<<8 | int(b[off+1]))
+	if off+2 > len(b) {
+		return 0, false
+	}
+	return off, true
 }
 
 // AppendAck appends a PUBACK, PUBREC, PUBREL or PUBCOMP (typ) for packet

@@ -3,6 +3,7 @@ package wire
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"math/rand"
@@ -161,12 +162,23 @@ func FuzzRead(f *testing.F) {
 		version = []byte{0, 3, 4, 5}[version%4]
 		r := bufio.NewReaderSize(&splitReader{data: data, rnd: rand.New(rand.NewSource(int64(len(data))))}, 16)
 		for i := 0; i < 64; i++ {
-			p, err := Read(r, version, 1<<16)
+			p, raw, err := ReadRaw(r, version, 1<<16)
 			if err != nil {
 				return
 			}
 			if p.FixedHeader.Type == packets.Connack || p.FixedHeader.Type == packets.Suback {
 				t.Fatalf("decoded a server-only packet %d", p.FixedHeader.Type)
+			}
+			// raw is the packet as it came: it reads back alone.
+			rr := bufio.NewReader(bytes.NewReader(raw))
+			if q, err := Read(rr, version, 1<<16); err != nil || q.FixedHeader.Type != p.FixedHeader.Type || rr.Buffered() != 0 {
+				t.Fatalf("raw %x does not read back: %v", raw, err)
+			}
+			if p.FixedHeader.Type == packets.Publish && p.FixedHeader.Qos > 0 {
+				off, ok := PublishIDOffset(raw)
+				if !ok || binary.BigEndian.Uint16(raw[off:]) != p.PacketID {
+					t.Fatalf("PublishIDOffset(%x) = %d, %v; packet id %d", raw, off, ok, p.PacketID)
+				}
 			}
 		}
 	})
@@ -220,6 +232,42 @@ func TestAppendPublishHeader(t *testing.T) {
 			if !bytes.Equal(got, want.Bytes()) {
 				t.Fatalf("got  %x\nwant %x", got[:min(len(got), 32)], want.Bytes()[:min(want.Len(), 32)])
 			}
+			if tc.qos == 0 {
+				return
+			}
+			// The packet id is found where it is, also in an MQTT 5
+			// PUBLISH (properties after the id).
+			pk.ProtocolVersion = 5
+			pk.Properties.ContentType, pk.Properties.User = "text/plain", []packets.UserProperty{{Key: "k", Val: "v"}}
+			var v5 bytes.Buffer
+			if err := pk.PublishEncode(&v5); err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range [][]byte{got, v5.Bytes()} {
+				off, ok := PublishIDOffset(b)
+				if !ok || binary.BigEndian.Uint16(b[off:]) != tc.pid || off != 1+varintLen(len(b))+2+len(tc.topic) {
+					t.Fatalf("PublishIDOffset(%x...) = %d, %v", b[:min(len(b), 16)], off, ok)
+				}
+			}
 		})
+	}
+}
+
+// varintLen is the length of the remaining-length field of a packet of n
+// bytes in all.
+func varintLen(n int) int {
+	for l := 1; ; l++ {
+		rem := n - 1 - l
+		if rem < 1<<(7*l) {
+			return l
+		}
+	}
+}
+
+func TestPublishIDOffsetShort(t *testing.T) {
+	for _, b := range [][]byte{nil, {0x32}, {0x32, 0x80}, {0x32, 3, 0, 5}, {0x32, 4, 0, 1, 'a', 0}, {0x32, 0xff, 0xff, 0xff, 0xff, 0xff}} {
+		if off, ok := PublishIDOffset(b); ok {
+			t.Errorf("PublishIDOffset(%x) = %d, true", b, off)
+		}
 	}
 }
