@@ -194,7 +194,22 @@ func (b *Broker) VHosts() []string {
 }
 
 // DeleteVHost deletes a vhost with everything in it.
+//
+// In a cluster the vhost's record is deleted first: the vhost goes when
+// that is committed and applied, here as on every node (applyVHost), and
+// a delete that does not commit leaves it as it was. The records of what
+// it held are deleted after (what a failure there leaves names a vhost
+// that is gone, and recovery skips it).
 func (b *Broker) DeleteVHost(name string) error {
+	if v, ok := b.VHost(name); ok && v.sharedMeta() {
+		if err := b.store.DeleteMeta("vhost/" + name); err != nil {
+			return errorf(KindInternal, "store: %v", err)
+		}
+		if cur, ok := b.VHost(name); !ok || cur != v {
+			return b.deleteVHostRecords(name)
+		}
+		// The record was this node's alone: delete as standalone.
+	}
 	b.mu.Lock()
 	v, ok := b.vhosts[name]
 	if ok {
@@ -207,22 +222,35 @@ func (b *Broker) DeleteVHost(name string) error {
 	for _, q := range v.Queues() {
 		_, _ = v.deleteQueue(q)
 	}
-	if d := v.retryD.Load(); d != nil {
-		d.stop(true)
-	} else {
-		_ = b.store.DropMessages(retryStoreID(name))
-	}
+	v.stopRetries()
 	for _, x := range v.Exchanges() {
 		v.lockTopology()
 		_ = v.deleteExchangeLocked(x)
 		_ = v.unlockTopology()
 	}
+	if err := b.deleteVHostRecords(name); err != nil {
+		return err
+	}
+	return b.store.DeleteMeta("vhost/" + name)
+}
+
+// stopRetries stops the vhost's retry delayer and drops what it held.
+func (v *VHost) stopRetries() {
+	if d := v.retryD.Load(); d != nil {
+		d.stop(true)
+	} else {
+		_ = v.b.store.DropMessages(retryStoreID(v.name))
+	}
+}
+
+// deleteVHostRecords deletes the records of what vhost name held.
+func (b *Broker) deleteVHostRecords(name string) error {
 	for _, p := range []string{"exchange/", "queue/", "binding/", "policy/"} {
 		if err := b.store.DeleteMetaPrefix(p + name + "\x00"); err != nil {
 			return err
 		}
 	}
-	return b.store.DeleteMeta("vhost/" + name)
+	return nil
 }
 
 // Close records which stored messages were delivered (see redelivered.go)

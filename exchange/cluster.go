@@ -530,8 +530,8 @@ func (e *RecordError) Unwrap() []error { return []error{ErrBadRecord, e.Err} }
 
 func (b *Broker) applyOp(op MetaOp) error {
 	if op.Prefix {
-		// Only DeleteVHost deletes by prefix, followed by the vhost's own
-		// record, which clears memory.
+		// Only DeleteVHost deletes by prefix, after the vhost's own
+		// record, whose delete cleared memory (applyVHost).
 		return nil
 	}
 	if isPolicyKey(op.Key) {
@@ -621,6 +621,15 @@ func (b *Broker) applyVHost(name string, val []byte) error {
 	for _, q := range v.Queues() {
 		_ = v.applyQueue(q.name, nil, !q.persisted()) // a delete cannot fail
 	}
+	// As DeleteVHost: the retry delayer and the exchanges (their
+	// delayers, whose held messages are this node's) go too.
+	v.stopRetries()
+	v.mu.Lock()
+	for _, x := range v.exchanges {
+		_ = v.deleteExchangeLocked(x)
+	}
+	v.metaOps = nil // the records go by the vhost's own deletes
+	v.mu.Unlock()
 	return nil
 }
 

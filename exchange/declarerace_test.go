@@ -77,6 +77,25 @@ func (s *sharedStore) DeleteMeta(key string) error {
 	return nil
 }
 
+func (s *sharedStore) DeleteMetaPrefix(prefix string) error {
+	if !ReplicatedKey(prefix) {
+		return s.fakeStore.DeleteMetaPrefix(prefix)
+	}
+	if err := s.failed(); err != nil {
+		return err
+	}
+	l := s.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, st := range l.stores {
+		_ = st.DeleteMetaPrefix(prefix)
+		if l.nodes[i] != nil {
+			_ = l.nodes[i].ApplyMeta([]MetaOp{{Key: prefix, Prefix: true}})
+		}
+	}
+	return nil
+}
+
 func (s *sharedStore) CreateMeta(key string, val []byte) (bool, error) {
 	s.log.mu.Lock()
 	f := s.log.before
@@ -384,6 +403,64 @@ func TestClusteredExchangeDeleteAndUnbindProposeFirst(t *testing.T) {
 		st.mu.Lock()
 		for k := range st.meta {
 			if strings.Contains(k, "binding/") || strings.HasSuffix(k, "\x00x") || strings.HasSuffix(k, "\x00src") || strings.HasSuffix(k, "\x00ax") {
+				t.Errorf("node %d: record %q left", i, k)
+			}
+		}
+		st.mu.Unlock()
+	}
+}
+
+// TestClusteredVHostDeleteProposesFirst (issue 16): a vhost delete that
+// does not commit leaves the vhost with its queues and exchanges on every
+// node; one that commits removes it everywhere, records included.
+func TestClusteredVHostDeleteProposesFirst(t *testing.T) {
+	l, va, vb := twoNodes(t)
+	for _, b := range l.nodes {
+		if err := b.EnsureVHost("v2"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a2 := mustVHost(t, l.nodes[0], "v2")
+	declareQ(t, a2, "q", QueueOpts{Durable: true})
+	declareX(t, a2, "x", KindDirect, ExchangeOpts{Durable: true})
+	bindQ(t, a2, "q", "x", "k", nil)
+	_, _ = va, vb
+	l.mu.Lock()
+	l.fail = errors.New("no quorum")
+	l.mu.Unlock()
+	if err := l.nodes[0].DeleteVHost("v2"); err == nil {
+		t.Fatal("vhost delete succeeded without a quorum")
+	}
+	for i, b := range l.nodes {
+		v, ok := b.VHost("v2")
+		if !ok {
+			t.Fatalf("node %d: the vhost is gone after a failed delete", i)
+		}
+		if _, err := v.Queue("q", nil); err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		if _, ok := v.Exchange("x"); !ok || len(v.Bindings()) != 1 {
+			t.Fatalf("node %d: exchange %v, %d bindings", i, ok, len(v.Bindings()))
+		}
+	}
+	l.mu.Lock()
+	l.fail = nil
+	l.mu.Unlock()
+	if err := l.nodes[0].DeleteVHost("v2"); err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range l.nodes {
+		if _, ok := b.VHost("v2"); ok {
+			t.Fatalf("node %d: the vhost is still there", i)
+		}
+		if _, ok := b.VHost("/"); !ok {
+			t.Fatalf("node %d: vhost / went too", i)
+		}
+	}
+	for i, st := range l.stores {
+		st.mu.Lock()
+		for k := range st.meta {
+			if strings.Contains(k, "v2") {
 				t.Errorf("node %d: record %q left", i, k)
 			}
 		}
