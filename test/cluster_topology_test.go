@@ -127,6 +127,42 @@ func TestClusterTopologyReplicated(t *testing.T) {
 		_, err = ch.QueueDeclarePassive("eu", true, false, false, false, nil)
 		return err != nil
 	})
+	// The delete is committed before it is answered: on node 2 itself the
+	// queue is gone already.
+	if ch, err := dialChannel(nodes[2]); err != nil {
+		t.Fatal(err)
+	} else {
+		if _, err := ch.QueueDeclarePassive("eu", true, false, false, false, nil); err == nil {
+			t.Fatal("queue eu still there on the node that deleted it")
+		}
+		ch.Close()
+	}
+
+	// An exchange deleted on node 1 and the vhost deleted on node 0: gone
+	// on every node.
+	if ch, err := dialChannel(nodes[1]); err != nil {
+		t.Fatal(err)
+	} else {
+		if err := ch.ExchangeDelete("orders", false, false); err != nil {
+			t.Fatal(err)
+		}
+		ch.Close()
+	}
+	if code := nodes[0].api(t, "DELETE", "/api/vhosts/cv", nil, nil); code/100 != 2 {
+		t.Fatalf("DELETE vhost: %d", code)
+	}
+	for _, nd := range nodes {
+		eventually(t, 10*time.Second, "exchange orders and vhost cv gone on "+nd.name, func() bool {
+			ch, err := dialChannel(nd)
+			if err != nil {
+				return false
+			}
+			defer ch.Close()
+			xerr := ch.ExchangeDeclarePassive("orders", "topic", true, false, false, false, nil)
+			code, _ := nd.tryAPI("GET", "/api/vhosts/cv", nil, nil)
+			return xerr != nil && code == 404
+		})
+	}
 }
 
 // dialChannel opens a connection with one channel; closing the channel
