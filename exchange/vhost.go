@@ -380,38 +380,40 @@ func (v *VHost) deleteExchangeChecked(name string, ifUnused bool) ([]string, err
 		return nil, errorf(KindPreconditionFailed, "exchange '%s' in vhost '%s' in use", name, v.name)
 	}
 	if k := v.exchangeKey(x); k != "" && v.sharedMeta() {
-		keys := []string{k}
-		for _, b := range x.bindings {
-			if bk := v.recordKeyOf(b); bk != "" {
-				keys = append(keys, bk)
-			}
-		}
-		empties := map[*Exchange]bool{}
-		for _, b := range x.inbound {
-			if bk := v.recordKeyOf(b); bk != "" {
-				keys = append(keys, bk)
-			}
-			if sx := b.src; sx.autoDelete && !empties[sx] && v.exchanges[sx.name] == sx && boundOnlyToX(sx, x) {
-				empties[sx] = true
-				if sk := v.exchangeKey(sx); sk != "" {
-					keys = append(keys, sk)
-				}
-			}
-		}
-		return keys, nil
+		gone := append(append([]*binding(nil), x.bindings...), x.inbound...)
+		return append([]string{k}, v.recordsGoneWith(gone, x)...), nil
 	}
 	return nil, v.deleteExchangeLocked(x)
 }
 
-// boundOnlyToX reports whether every binding of src has exchange x as its
-// destination.
-func boundOnlyToX(src, x *Exchange) bool {
-	for _, b := range src.bindings {
-		if b.x != x {
-			return false
+// recordsGoneWith lists the records that go with the bindings gone (to be
+// removed together): theirs, and those of the auto-delete sources they
+// leave without bindings, but for except (whose record the caller deletes).
+func (v *VHost) recordsGoneWith(gone []*binding, except *Exchange) []string {
+	in := make(map[*binding]bool, len(gone))
+	for _, b := range gone {
+		in[b] = true
+	}
+	var keys []string
+	seen := map[*Exchange]bool{}
+	for _, b := range gone {
+		if k := v.recordKeyOf(b); k != "" {
+			keys = append(keys, k)
+		}
+		sx := b.src
+		if sx == except || seen[sx] || !sx.autoDelete || v.exchanges[sx.name] != sx {
+			continue
+		}
+		seen[sx] = true
+		emptied := true
+		for _, o := range sx.bindings {
+			emptied = emptied && in[o]
+		}
+		if k := v.exchangeKey(sx); emptied && k != "" {
+			keys = append(keys, k)
 		}
 	}
-	return true
+	return keys
 }
 
 func (v *VHost) deleteExchangeLocked(x *Exchange) error {
@@ -832,19 +834,7 @@ func (v *VHost) deleteQueueCommitted(q *Queue, key string) (int, error) {
 		_ = v.unlockTopology()
 		return 0, nil
 	}
-	var keys []string
-	empties := map[*Exchange]bool{}
-	for _, b := range q.bindings {
-		if k := v.recordKeyOf(b); k != "" {
-			keys = append(keys, k)
-		}
-		if sx := b.src; sx.autoDelete && !empties[sx] && v.exchanges[sx.name] == sx && boundOnlyTo(sx, q) {
-			empties[sx] = true
-			if k := v.exchangeKey(sx); k != "" {
-				keys = append(keys, k)
-			}
-		}
-	}
+	keys := v.recordsGoneWith(q.bindings, nil)
 	v.mu.Unlock()
 	err := v.b.store.DeleteMeta(key)
 	for i := 0; err == nil && i < len(keys); i++ {
@@ -866,16 +856,6 @@ func (v *VHost) deleteQueueCommitted(q *Queue, key string) (int, error) {
 		return v.deleteQueue(q)
 	}
 	return n, nil
-}
-
-// boundOnlyTo reports whether every binding of x has q as its destination.
-func boundOnlyTo(x *Exchange, q *Queue) bool {
-	for _, b := range x.bindings {
-		if b.q != q {
-			return false
-		}
-	}
-	return true
 }
 
 // PurgeQueue removes a queue's ready messages.
