@@ -110,6 +110,7 @@ func (qq *quorumQueue) start() {
 	// one only when it is sent to a member (quorum.SnapshotStore).
 	snapDir := c.Groups.SnapshotDir(qq.group)
 	r, err := c.Groups.Start(qq.group, fsm, groups.Options{SnapshotThreshold: 8192, TrailingLogs: 256, NoSnapshotRestoreOnStart: true, RetainSnapshots: 1,
+		Timing:    groups.QuorumTiming(),
 		Snapshots: func(s raft.SnapshotStore) raft.SnapshotStore { return fsm.SnapshotStore(s, snapDir) }})
 	if err != nil {
 		log.Error("quorum queue group did not start", "queue", qq.q.Name(), "group", qq.group, "err", err)
@@ -233,6 +234,15 @@ func (qq *quorumQueue) bootstrap(r *raft.Raft) {
 		if missing == nil {
 			if err := groups.Bootstrap(r, servers); err != nil {
 				p.log.Error("quorum queue group bootstrap failed", "queue", qq.q.Name(), "err", err)
+				return
+			}
+			// The first seed is the declaring node: it stands for
+			// election at once, as RabbitMQ puts a new quorum queue's
+			// leader on the node it was declared on.
+			if qq.q.Seed()[0] == p.c.Self {
+				if err := groups.Campaign(r); err != nil {
+					p.log.Warn("quorum queue group: first election not started early", "queue", qq.q.Name(), "err", err)
+				}
 			}
 			return
 		}
