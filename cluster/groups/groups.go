@@ -284,6 +284,33 @@ func Campaign(r *raft.Raft) error {
 	return r.ReloadConfig(rc)
 }
 
+// CampaignWhenReady is Campaign for group name's r once enough of the
+// other servers run the group to elect it (a majority with this node),
+// asked over the coalesced heartbeat stream every 10 ms for at most
+// timeout (then it campaigns anyway): a group just declared starts on
+// the other nodes a moment later, when they apply the declaration, and
+// an election before that fails and waits out a 1-2 s election timer.
+func (h *Host) CampaignWhenReady(name string, r *raft.Raft, servers []raft.Server, timeout time.Duration) error {
+	h.mu.Lock()
+	hb := h.hb
+	h.mu.Unlock()
+	need := len(servers) / 2 // other voters needed for a majority
+	deadline := time.Now().Add(timeout)
+	for hb != nil {
+		up := 0
+		for _, s := range servers {
+			if string(s.ID) != h.c.NodeID && hb.probe(string(s.Address), name) == nil {
+				up++
+			}
+		}
+		if up >= need || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return Campaign(r)
+}
+
 // Raft returns the running group name.
 func (h *Host) Raft(name string) (*raft.Raft, bool) {
 	h.mu.Lock()

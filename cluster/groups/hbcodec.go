@@ -24,7 +24,9 @@ import (
 // str and bytes are a u16 length and that many bytes; flags bit 0 is
 // Success, bit 1 NoRetryBackoff. A request is a raft heartbeat (an
 // AppendEntriesRequest with a term, a leader and nothing else), its
-// response the AppendEntriesResponse or the error of the group's member.
+// response the AppendEntriesResponse or the error of the group's member;
+// or, with term 0 (which no raft heartbeat has), a probe: status 0 if the
+// group runs on the receiver, else 1.
 
 const (
 	hbRequest  = 1
