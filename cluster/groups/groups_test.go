@@ -332,3 +332,36 @@ func TestCampaign(t *testing.T) {
 		t.Fatalf("after a follower's Campaign: states %v, %v", rafts[1].State(), rafts[2].State())
 	}
 }
+
+// TestProbe: a probe over the heartbeat stream says whether a group runs
+// on a peer.
+func TestProbe(t *testing.T) {
+	a := startNode(t, "a", t.TempDir(), "127.0.0.1:0")
+	b := startNode(t, "b", t.TempDir(), "127.0.0.1:0")
+	defer a.stop(t)
+	defer b.stop(t)
+	if _, err := a.host.Start("q/1", &listFSM{}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.host.hb.probe(b.mux.Addr(), "q/1"); err == nil {
+		t.Fatal("probe of a peer that runs no group: no error")
+	}
+	if _, err := b.host.Start("q/2", &listFSM{}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.host.hb.probe(b.mux.Addr(), "q/1"); err == nil {
+		t.Fatal("probe of a group not running on the peer: no error")
+	}
+	if _, err := b.host.Start("q/1", &listFSM{}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.host.hb.probe(b.mux.Addr(), "q/1"); err != nil {
+		t.Fatalf("probe of a running group: %v", err)
+	}
+	if err := b.host.Stop("q/1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.host.hb.probe(b.mux.Addr(), "q/1"); err == nil {
+		t.Fatal("probe of a stopped group: no error")
+	}
+}
