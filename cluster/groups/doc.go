@@ -59,7 +59,7 @@
 //   - Per-group timers (Options.Timing, QuorumTiming). A quorum queue's
 //     group waits 1 s (to 2 s) before it elects, so it heartbeats half as
 //     often as the metadata group, and carries an idle commit index
-//     every 1-2 s instead of every 20-40 ms (while entries flow, each
+//     every 5-10 s instead of every 20-40 ms (while entries flow, each
 //     batch carries it at once, so a loaded queue is not slower; a
 //     stream keeps the host's 20 ms, as its consumers read their own
 //     member's copy). The cost: failover of a quorum queue in 2-4 s

@@ -63,14 +63,15 @@ func DefaultTiming() Timing {
 // so an idle group's leader heartbeats each follower every 100-200 ms
 // rather than 50-100 ms; a leader that cannot reach a quorum for 500 ms
 // steps down; and an idle
-// leader tells its followers the commit index every 1-2 s rather than
-// every 20-40 ms (while entries flow they carry it at once).
+// leader tells its followers the commit index every 5-10 s rather than
+// every 20-40 ms (while entries flow they carry it at once; only the
+// leader serves a quorum queue, and a new leader commits afresh).
 func QuorumTiming() Timing {
 	return Timing{
 		HeartbeatTimeout:   time.Second,
 		ElectionTimeout:    time.Second,
 		LeaderLeaseTimeout: 500 * time.Millisecond,
-		CommitTimeout:      time.Second,
+		CommitTimeout:      5 * time.Second,
 	}
 }
 
