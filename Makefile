@@ -7,6 +7,7 @@
 #   make bench-quorum  only the quorum queue scenarios, vs RabbitMQ and on 3 nodes
 #   make bench-backlog BACKLOG=N  a queue with N messages: memory, restart, drain, disk
 #   make bench-many-queues QUEUES=Q EACH=M  Q durable queues with M messages: restart, memory
+#   make bench-many-quorum QQ=N  N quorum queues on 3 local nodes: declare, idle CPU, failover
 
 GO       ?= go
 BIN      := bin
@@ -21,9 +22,10 @@ QUORUM_SCENARIOS := amqp-quorum-1-1,amqp-quorum-10-10
 # Messages for `make bench-backlog` (issue 11's measure: use 10000000).
 BACKLOG ?= 1000000
 QUEUES ?= 100000
+QQ ?= 1000
 EACH ?= 100
 
-.PHONY: all build run test vet race suites fuzz bench bench-quorum bench-backlog bench-many-queues lint clean
+.PHONY: all build run test vet race suites fuzz bench bench-quorum bench-backlog bench-many-queues bench-many-quorum lint clean
 
 all: build
 
@@ -82,6 +84,11 @@ bench-backlog:
 # restart to serving with the right counts, memory (manyqueues.go).
 bench-many-queues:
 	$(GO) run ./cmd/tridentbench --many-queues $(QUEUES) --many-queues-each $(EACH) $(BENCHFLAGS)
+
+# QQ quorum queues on a local 3-node cluster: declare time, idle CPU and RSS
+# per node, failover after a SIGKILL of the busiest leader (manyquorum.go).
+bench-many-quorum:
+	$(GO) run ./cmd/tridentbench --many-quorum $(QQ) $(BENCHFLAGS)
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l reports:"; echo "$$out"; exit 1; fi

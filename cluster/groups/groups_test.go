@@ -171,6 +171,18 @@ func TestThreeNodes(t *testing.T) {
 			waitApplied(t, f, 2)
 		}
 	}
+	// Heartbeats go over the coalesced stream (every 50-100 ms here).
+	deadline := time.Now().Add(5 * time.Second)
+	for served := uint64(0); served < 10; {
+		served = 0
+		for _, n := range nodes {
+			served += n.host.hb.served.Load()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d coalesced heartbeats answered", served)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 
 	// Kill the meta leader's node; the other two elect a new leader.
 	l := waitLeader(t, rafts["meta"]...)
@@ -252,5 +264,104 @@ func TestDefaultTiming(t *testing.T) {
 	c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout, c.CommitTimeout = d.HeartbeatTimeout, d.ElectionTimeout, d.LeaderLeaseTimeout, d.CommitTimeout
 	if err := raft.ValidateConfig(c); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestQuorumTiming(t *testing.T) {
+	c := raft.DefaultConfig()
+	q := QuorumTiming()
+	c.LocalID = "x"
+	c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout, c.CommitTimeout = q.HeartbeatTimeout, q.ElectionTimeout, q.LeaderLeaseTimeout, q.CommitTimeout
+	if err := raft.ValidateConfig(c); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCampaign: with timers that would hold the first election back for
+// 10-20 s, the node that campaigns right after the bootstrap leads the
+// group within a few round trips, and a group's own Timing replaces the
+// host's.
+func TestCampaign(t *testing.T) {
+	slow := Timing{HeartbeatTimeout: 10 * time.Second, ElectionTimeout: 10 * time.Second, LeaderLeaseTimeout: time.Second}
+	nodes := make([]*node, 3)
+	var servers []raft.Server
+	for i := range nodes {
+		nodes[i] = startNode(t, string(rune('a'+i)), t.TempDir(), "127.0.0.1:0")
+		servers = append(servers, nodes[i].host.Self())
+	}
+	defer func() {
+		for _, n := range nodes {
+			n.stop(t)
+		}
+	}()
+	var rafts []*raft.Raft
+	for _, n := range nodes {
+		r, err := n.host.Start("q/1", &listFSM{}, Options{Timing: slow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Bootstrap(r, servers); err != nil {
+			t.Fatal(err)
+		}
+		rafts = append(rafts, r)
+	}
+	if got := rafts[1].ReloadableConfig().HeartbeatTimeout; got != slow.HeartbeatTimeout {
+		t.Fatalf("group heartbeat timeout %v, want %v", got, slow.HeartbeatTimeout)
+	}
+	start := time.Now()
+	if err := Campaign(rafts[1]); err != nil {
+		t.Fatal(err)
+	}
+	if got := rafts[1].ReloadableConfig().HeartbeatTimeout; got != slow.HeartbeatTimeout {
+		t.Fatalf("heartbeat timeout after Campaign %v, want %v", got, slow.HeartbeatTimeout)
+	}
+	deadline := time.Now().Add(slow.HeartbeatTimeout / 2)
+	for rafts[1].State() != raft.Leader {
+		if time.Now().After(deadline) {
+			t.Fatalf("no leader %v after Campaign (state %v)", time.Since(start), rafts[1].State())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("leader %v after Campaign", time.Since(start))
+	// A follower that hears from a leader does not stand for election.
+	if err := Campaign(rafts[2]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if rafts[1].State() != raft.Leader || rafts[2].State() != raft.Follower {
+		t.Fatalf("after a follower's Campaign: states %v, %v", rafts[1].State(), rafts[2].State())
+	}
+}
+
+// TestProbe: a probe over the heartbeat stream says whether a group runs
+// on a peer.
+func TestProbe(t *testing.T) {
+	a := startNode(t, "a", t.TempDir(), "127.0.0.1:0")
+	b := startNode(t, "b", t.TempDir(), "127.0.0.1:0")
+	defer a.stop(t)
+	defer b.stop(t)
+	if _, err := a.host.Start("q/1", &listFSM{}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.host.hb.probe(b.mux.Addr(), "q/1"); err == nil {
+		t.Fatal("probe of a peer that runs no group: no error")
+	}
+	if _, err := b.host.Start("q/2", &listFSM{}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.host.hb.probe(b.mux.Addr(), "q/1"); err == nil {
+		t.Fatal("probe of a group not running on the peer: no error")
+	}
+	if _, err := b.host.Start("q/1", &listFSM{}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.host.hb.probe(b.mux.Addr(), "q/1"); err != nil {
+		t.Fatalf("probe of a running group: %v", err)
+	}
+	if err := b.host.Stop("q/1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.host.hb.probe(b.mux.Addr(), "q/1"); err == nil {
+		t.Fatal("probe of a stopped group: no error")
 	}
 }

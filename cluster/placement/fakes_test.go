@@ -130,6 +130,13 @@ func (g *fakeGroups) Start(name string, fsm raft.FSM, o groups.Options) (*raft.R
 	return r, nil
 }
 
+// CampaignWhenReady campaigns at once: the fake network's groups are
+// reachable as soon as they start, and a vote that fails is retried on
+// the fake timers.
+func (g *fakeGroups) CampaignWhenReady(name string, r *raft.Raft, servers []raft.Server, timeout time.Duration) error {
+	return groups.Campaign(r)
+}
+
 func (g *fakeGroups) Stop(name string) error {
 	g.mu.Lock()
 	r := g.running[name]
@@ -261,6 +268,7 @@ func (q *fakeQueue) VHost() string     { return q.vhost }
 func (q *fakeQueue) Name() string      { return q.name }
 func (q *fakeQueue) Replicated() bool  { return q.replicated }
 func (q *fakeQueue) Home() string      { return q.home }
+func (q *fakeQueue) IsStream() bool    { return false }
 func (q *fakeQueue) Seed() []string    { return q.seed }
 func (q *fakeQueue) LogApplied(uint64) {}
 func (q *fakeQueue) Members() []string {

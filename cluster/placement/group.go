@@ -109,7 +109,15 @@ func (qq *quorumQueue) start() {
 	// Its snapshots hold the state alone; the messages are streamed with
 	// one only when it is sent to a member (quorum.SnapshotStore).
 	snapDir := c.Groups.SnapshotDir(qq.group)
+	timing := groups.QuorumTiming()
+	if qq.q.IsStream() {
+		// A stream's consumers read their own member's copy: its
+		// followers learn the commit index of a burst's last entries
+		// within the host's commit timeout (20-40 ms), not 1-2 s.
+		timing.CommitTimeout = 0
+	}
 	r, err := c.Groups.Start(qq.group, fsm, groups.Options{SnapshotThreshold: 8192, TrailingLogs: 256, NoSnapshotRestoreOnStart: true, RetainSnapshots: 1,
+		Timing:    timing,
 		Snapshots: func(s raft.SnapshotStore) raft.SnapshotStore { return fsm.SnapshotStore(s, snapDir) }})
 	if err != nil {
 		log.Error("quorum queue group did not start", "queue", qq.q.Name(), "group", qq.group, "err", err)
@@ -213,7 +221,7 @@ func restoreLocalSnapshot(dir string, fsm *quorum.FSM) error {
 // bootstrap gives the group its first configuration: the seed members,
 // once every one's address is known (woken by membership events).
 func (qq *quorumQueue) bootstrap(r *raft.Raft) {
-	p := qq.p
+	p, c := qq.p, qq.p.c
 	deadline := time.NewTimer(p.c.ReadyTimeout)
 	defer deadline.Stop()
 	resync := time.NewTicker(p.c.ResyncEvery)
@@ -233,6 +241,15 @@ func (qq *quorumQueue) bootstrap(r *raft.Raft) {
 		if missing == nil {
 			if err := groups.Bootstrap(r, servers); err != nil {
 				p.log.Error("quorum queue group bootstrap failed", "queue", qq.q.Name(), "err", err)
+				return
+			}
+			// The first seed is the declaring node: it stands for
+			// election at once, as RabbitMQ puts a new quorum queue's
+			// leader on the node it was declared on.
+			if qq.q.Seed()[0] == p.c.Self {
+				if err := c.Groups.CampaignWhenReady(qq.group, r, servers, 2*time.Second); err != nil {
+					p.log.Warn("quorum queue group: first election not started early", "queue", qq.q.Name(), "err", err)
+				}
 			}
 			return
 		}

@@ -1,6 +1,8 @@
 package placement
 
 import (
+	"time"
+
 	"github.com/hashicorp/raft"
 
 	"github.com/trident-broker/trident/cluster/forward"
@@ -19,6 +21,10 @@ type Groups interface {
 	HasState(name string) (bool, error)
 	// SnapshotDir is the directory of the group's snapshots.
 	SnapshotDir(name string) string
+	// CampaignWhenReady makes r, just bootstrapped with servers, stand
+	// for election as soon as enough of them run the group (or after
+	// timeout), instead of after its election timer.
+	CampaignWhenReady(name string, r *raft.Raft, servers []raft.Server, timeout time.Duration) error
 }
 
 // Queue is a durable queue as placement drives it (*exchange.Queue).
@@ -28,6 +34,8 @@ type Queue interface {
 	Name() string
 	// Replicated reports a quorum queue or a clustered stream.
 	Replicated() bool
+	// IsStream reports a stream (its consumers read any member's copy).
+	IsStream() bool
 	// Home is a classic queue's home node.
 	Home() string
 	// Members are a replicated queue's recorded group members; Seed the

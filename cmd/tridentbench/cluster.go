@@ -286,7 +286,12 @@ func (c *localCluster) place(ctx context.Context, queue string, pubs, cons int) 
 
 // getJSON GETs http://addr+path as guest and decodes the JSON answer.
 func getJSON(ctx context.Context, addr, path string, out any) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	return getJSONTimeout(ctx, addr, path, out, 2*time.Second)
+}
+
+// getJSONTimeout is getJSON with a deadline of d.
+func getJSONTimeout(ctx context.Context, addr, path string, out any, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+path, nil)
 	if err != nil {

@@ -186,6 +186,8 @@ type options struct {
 	backlogQuorum    bool          // --backlog on a quorum queue of a local 3-node cluster
 	manyQueues       int           // --many-queues Q: the many-queues benchmark instead
 	manyQueuesEach   int           // messages per queue in it
+	manyQuorum       int           // --many-quorum N: the many-quorum-queues benchmark instead
+	manyQuorumIdle   time.Duration // idle CPU measured over this
 	delayed          int           // --delayed N: the delayed-message benchmark instead
 	delayedSpan      time.Duration // due times spread over this
 	delayedLead      time.Duration // the first due this long after publishing starts
@@ -231,6 +233,8 @@ func main() {
 	fs.DurationVar(&o.backlogSettle, "backlog-settle", 3*time.Minute, "after the drain, wait this long and measure the data directory again")
 	fs.IntVar(&o.manyQueues, "many-queues", 0, "run the many-queues benchmark with `Q` durable queues instead of the scenarios (see manyqueues.go)")
 	fs.IntVar(&o.manyQueuesEach, "many-queues-each", 100, "messages per queue in the many-queues benchmark")
+	fs.IntVar(&o.manyQuorum, "many-quorum", 0, "run the many-quorum-queues benchmark with `N` quorum queues on a local 3-node cluster instead of the scenarios (see manyquorum.go)")
+	fs.DurationVar(&o.manyQuorumIdle, "many-quorum-idle", 20*time.Second, "idle CPU of the many-quorum-queues benchmark measured over this")
 	fs.IntVar(&o.delayed, "delayed", 0, "run the delayed-message benchmark with `N` messages instead of the scenarios (see delayed.go)")
 	fs.DurationVar(&o.delayedSpan, "delayed-span", 60*time.Second, "due times of the delayed-message benchmark spread over this")
 	fs.DurationVar(&o.delayedLead, "delayed-lead", 30*time.Second, "the first message of the delayed-message benchmark is due this long after publishing starts")
@@ -275,6 +279,8 @@ func main() {
 		err = runBacklog(ctx, &o)
 	} else if o.manyQueues > 0 {
 		err = runManyQueues(ctx, &o)
+	} else if o.manyQuorum > 0 {
+		err = runManyQuorum(ctx, &o)
 	} else {
 		err = run(ctx, &o)
 	}
