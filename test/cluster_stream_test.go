@@ -334,7 +334,7 @@ func (r *retention) settled(what string, last int64) uint64 {
 	var first uint64
 	var views []streamView
 	var lv streamView
-	eventually(r.t, 30*time.Second, what, func() bool {
+	ok := func() bool {
 		views = views[:0]
 		li := leaderIndex(r.nodes, "cr")
 		if li < 0 {
@@ -357,7 +357,13 @@ func (r *retention) settled(what string, last int64) uint64 {
 			}
 		}
 		return true
-	})
+	}
+	for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			// Say what each node shows, for the next one to read.
+			r.t.Fatalf("timed out after 30s waiting for %s (last offset %d): leader's view %+v; running nodes' views %+v", what, last, lv, views)
+		}
+	}
 	if !r.boundary(first) {
 		r.t.Fatalf("%s: first offset %d is not a segment boundary (every %d offsets)", what, first, r.per)
 	}
