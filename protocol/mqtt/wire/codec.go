@@ -85,8 +85,11 @@ func ReadRaw(r *bufio.Reader, version byte, max int) (Packet, []byte, error) {
 
 // appendFixedHeader appends h as it is on the wire.
 func appendFixedHeader(b []byte, h Header) []byte {
-	b = append(b, h.First)
-	rem := h.Remaining
+	return appendRemaining(append(b, h.First), h.Remaining)
+}
+
+// appendRemaining appends rem as MQTT's variable byte integer.
+func appendRemaining(b []byte, rem int) []byte {
 	for {
 		d := byte(rem % 128)
 		rem /= 128
@@ -150,18 +153,7 @@ func AppendPublishHeader(b []byte, topic string, qos byte, dup, retain bool, pid
 	if qos > 0 {
 		rem += 2
 	}
-	b = append(b, first)
-	for {
-		d := byte(rem % 128)
-		rem /= 128
-		if rem > 0 {
-			d |= 0x80
-		}
-		b = append(b, d)
-		if rem == 0 {
-			break
-		}
-	}
+	b = appendRemaining(append(b, first), rem)
 	b = append(b, byte(len(topic)>>8), byte(len(topic)))
 	b = append(b, topic...)
 	if qos > 0 {
