@@ -118,7 +118,9 @@ func (s *unackedSet) take(seq uint64) (unackedEntry, bool) {
 			}
 			return sl.u, true
 		}
-		return unackedEntry{}, false
+		// Not in the ring: it may be in the map still, put there before
+		// the ring's run moved over it (an entry behind the run when the
+		// ring emptied and began again lower).
 	}
 	if u, ok := s.other[seq]; ok {
 		delete(s.other, seq)

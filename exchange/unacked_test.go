@@ -58,6 +58,17 @@ func TestUnackedSetModel(t *testing.T) {
 					}
 				}
 			case x < 98:
+				if r.IntN(2) == 0 { // settle every ring entry, keep the map's
+					for _, k := range live() {
+						if k >= s.base && k < s.hi {
+							if _, ok := s.take(k); !ok {
+								t.Fatalf("round %d step %d: take(%d) in the run", round, step, k)
+							}
+							delete(model, k)
+						}
+					}
+					break
+				}
 				n := 0
 				s.clear(func(*unackedEntry) { n++ })
 				if n != len(model) {
@@ -84,6 +95,32 @@ func TestUnackedSetModel(t *testing.T) {
 		if len(seen) != len(model) {
 			t.Fatalf("round %d: each gave %d, model %d", round, len(seen), len(model))
 		}
+	}
+}
+
+// TestUnackedSetMapInsideRun: an entry put in the map (behind the run)
+// stays reachable when the ring, emptied, starts again below it and its
+// run grows past it — the shape of requeued messages delivered again.
+func TestUnackedSetMapInsideRun(t *testing.T) {
+	var s unackedSet
+	for seq := uint64(100); seq < 110; seq++ {
+		s.put(seq, unackedEntry{e: entry{seq: seq}})
+	}
+	s.put(50, unackedEntry{e: entry{seq: 50}}) // behind the run: the map
+	for seq := uint64(100); seq < 110; seq++ {
+		if _, ok := s.take(seq); !ok {
+			t.Fatalf("take(%d)", seq)
+		}
+	}
+	s.put(40, unackedEntry{e: entry{seq: 40}}) // the ring starts again at 40
+	s.put(60, unackedEntry{e: entry{seq: 60}}) // and its run passes 50
+	for _, seq := range []uint64{50, 40, 60} {
+		if u, ok := s.take(seq); !ok || u.e.seq != seq {
+			t.Fatalf("take(%d) = %d, %v", seq, u.e.seq, ok)
+		}
+	}
+	if s.len() != 0 {
+		t.Fatalf("len %d", s.len())
 	}
 }
 
