@@ -203,6 +203,15 @@ func TestClusterMQTTTakeover(t *testing.T) {
 	if m := b.receive(t); string(m.Payload) != "one" {
 		t.Fatalf("node 1 got %q", m.Payload)
 	}
+	// paho sends the PUBACK after its handler returns: disconnecting at
+	// once could overtake it, and then "one" is rightly delivered again.
+	// Wait until the session's queue (on node 0, where it was declared)
+	// has it acked.
+	eventually(t, 10*time.Second, "the delivery of one acked", func() bool {
+		var q map[string]any
+		code, _ := pc.nodes[0].tryAPI("GET", "/api/queues/%2F/mqtt-subscription-"+id+"qos1", nil, &q)
+		return code == 200 && num(q["messages"]) == 0
+	})
 	if err := b.Disconnect(&paho.Disconnect{}); err != nil {
 		t.Fatal(err)
 	}
