@@ -34,11 +34,17 @@ import (
 // internal listener removes them and publishes with PublishOpts.Queue.
 // ForwardHopsHeader, on a message that a node forwards again (it reached
 // a proxy there), counts the hops so far (Message.Hops + 1); without it a
-// forwarded message has made one hop.
+// forwarded message has made one hop. ForwardMetaIndexHeader is the
+// metadata log index the sending node had applied when it sent a message
+// to a queue whose owner had not confirmed one yet: the owner applies at
+// least that much before it routes the message, so that a queue the
+// sender already knows (declared an instant ago on another node) is not
+// missing there.
 const (
 	ForwardExchangeHeader   = "x-trident-exchange"
 	ForwardRoutingKeyHeader = "x-trident-routing-key"
 	ForwardHopsHeader       = "x-trident-hops"
+	ForwardMetaIndexHeader  = "x-trident-meta-index"
 )
 
 // MetaOp is one topology record write: a put (Val non-nil), a delete

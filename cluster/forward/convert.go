@@ -24,8 +24,9 @@ import (
 
 // toPublishing converts m for basic.publish. It fails only on a header
 // value that AMQP cannot carry. A message forwarded before says how many
-// hops it has made with this one (m.Hops + 1).
-func toPublishing(m *exchange.Message, queue string) (amqp.Publishing, error) {
+// hops it has made with this one (m.Hops + 1); meta, if not 0, is the
+// metadata index the owner must have applied before it routes it.
+func toPublishing(m *exchange.Message, queue string, meta uint64) (amqp.Publishing, error) {
 	p := &m.Props
 	pub := amqp.Publishing{
 		ContentType:     p.ContentType,
@@ -64,6 +65,12 @@ func toPublishing(m *exchange.Message, queue string) (amqp.Publishing, error) {
 			pub.Headers = amqp.Table{}
 		}
 		pub.Headers[exchange.ForwardHopsHeader] = int32(m.Hops) + 1
+	}
+	if meta > 0 && meta <= math.MaxInt64 {
+		if pub.Headers == nil {
+			pub.Headers = amqp.Table{}
+		}
+		pub.Headers[exchange.ForwardMetaIndexHeader] = int64(meta)
 	}
 	return pub, nil
 }

@@ -67,8 +67,9 @@ const (
 // Forwarder holds the connections to peers' internal AMQP listeners and
 // makes Remotes that use them.
 type Forwarder struct {
-	dial Dialer
-	log  *slog.Logger
+	dial    Dialer
+	log     *slog.Logger
+	applied func() uint64 // the metadata index this node applied; nil: none sent
 
 	mu      sync.Mutex
 	links   map[linkKey]*link
@@ -84,6 +85,14 @@ func New(dial Dialer, log *slog.Logger) *Forwarder {
 	return &Forwarder{dial: dial, log: log.With("component", "forward"),
 		links: map[linkKey]*link{}, remotes: map[*remote]struct{}{}}
 }
+
+// SetMetaIndex gives the Forwarder the index of the metadata log this
+// node has applied. Until the owning node has confirmed a first publish
+// of a Remote, the Remote's publishes carry it
+// (exchange.ForwardMetaIndexHeader), and the owner routes them only once
+// it has applied as much: a queue declared a moment ago, which this node
+// already knows, is then there too. Call before the first Remote.
+func (f *Forwarder) SetMetaIndex(applied func() uint64) { f.applied = applied }
 
 // Remote returns an exchange.Remote for queue in vhost, whose owning node
 // locate finds.

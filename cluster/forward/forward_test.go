@@ -27,6 +27,9 @@ type owner struct {
 	users *auth.Users
 	srv   *tamqp.Server
 	addr  string
+	// waitMeta, if set before serve, is the internal listener's wait
+	// for the metadata log.
+	waitMeta func(idx uint64)
 }
 
 func newOwner(t testing.TB) *owner {
@@ -61,7 +64,8 @@ func (o *owner) serve() {
 	}
 	o.srv = tamqp.NewServer(tamqp.Config{}, o.b, o.users, nil)
 	o.addr = ln.Addr().String()
-	go func() { _ = o.srv.ServeInternal(ln) }()
+	srv, wait := o.srv, o.waitMeta
+	go func() { _ = srv.ServeInternal(ln, wait) }()
 }
 
 func (o *owner) stop() {
@@ -677,6 +681,56 @@ func TestPublishToMissingQueueIsNacked(t *testing.T) {
 	f := newForwarder(t)
 	r := f.Remote("/", "not-there", locator(o.addr).locate)
 	if err := publish(t, r, msg("x")); !errors.Is(err, ErrNacked) {
+		t.Fatalf("got %v, want ErrNacked", err)
+	}
+}
+
+// TestPublishWaitsForOwnersMeta: a Remote's publishes carry this node's
+// metadata index until the owner confirmed one; the owner waits for its
+// metadata log before routing them. Here the owner's "log" declares the
+// queue when asked to catch up, as a node that applies a declaration a
+// moment after the sender did: the message is routed, not nacked.
+func TestPublishWaitsForOwnersMeta(t *testing.T) {
+	o := newOwner(t)
+	var waits []uint64
+	var mu sync.Mutex
+	o.stop()
+	o.waitMeta = func(idx uint64) {
+		mu.Lock()
+		waits = append(waits, idx)
+		mu.Unlock()
+		vh, ok := o.b.VHost("/")
+		if !ok {
+			t.Error("no vhost")
+			return
+		}
+		if _, err := vh.DeclareQueue("late", exchange.QueueOpts{Durable: true}); err != nil {
+			t.Errorf("declare: %v", err)
+		}
+	}
+	o.serve()
+	f := newForwarder(t)
+	var applied atomic.Uint64
+	applied.Store(41)
+	f.SetMetaIndex(func() uint64 { return applied.Add(1) })
+	r := f.Remote("/", "late", locator(o.addr).locate)
+	if err := publish(t, r, msg("first")); err != nil {
+		t.Fatalf("first publish to a queue the owner learns of late: %v", err)
+	}
+	for i := 0; i < 5; i++ {
+		if err := publish(t, r, msg("more")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitCount(t, r, 6)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(waits) != 1 || waits[0] != 42 {
+		t.Fatalf("owner waited for %v, want [42] (only until the first confirm)", waits)
+	}
+	// Without the index the owner refuses a publish to a queue it lacks.
+	f2 := newForwarder(t)
+	if err := publish(t, f2.Remote("/", "not-there", locator(o.addr).locate), msg("x")); !errors.Is(err, ErrNacked) {
 		t.Fatalf("got %v, want ErrNacked", err)
 	}
 }

@@ -43,6 +43,7 @@ type publisher struct {
 type pubReq struct {
 	m     *exchange.Message
 	queue string
+	meta  uint64 // the metadata index it carries, 0 for none (Forwarder.SetMetaIndex)
 	done  func(error)
 }
 
@@ -58,7 +59,7 @@ func newPublisher(l *link) *publisher {
 
 // publish queues m for queue. It blocks only while MaxPending publishes
 // are queued or unconfirmed.
-func (p *publisher) publish(m *exchange.Message, queue string, done func(error)) {
+func (p *publisher) publish(m *exchange.Message, queue string, meta uint64, done func(error)) {
 	if int(m.Hops) >= MaxHops {
 		// Forwarded MaxHops times already: the nodes disagree about
 		// where the queue lives; refuse rather than pass it on.
@@ -78,7 +79,7 @@ func (p *publisher) publish(m *exchange.Message, queue string, done func(error))
 		go done(ErrClosed)
 		return
 	}
-	p.queue = append(p.queue, pubReq{m: m, queue: queue, done: done})
+	p.queue = append(p.queue, pubReq{m: m, queue: queue, meta: meta, done: done})
 	p.pending[hop]++
 	if !p.started {
 		p.started = true
@@ -149,7 +150,7 @@ func (p *publisher) send(cur *[MaxHops]*confirmChan, batch []pubReq) {
 	now := time.Now().UnixNano()
 	for i, r := range batch {
 		hop := r.hop()
-		pub, err := toPublishing(r.m, r.queue)
+		pub, err := toPublishing(r.m, r.queue, r.meta)
 		if err != nil {
 			p.fail(batch[i:i+1], err)
 			continue

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -79,6 +80,11 @@ type remote struct {
 
 	// Publishes handed to a link and awaiting their confirm (inflight.go).
 	inflight pubFlights
+
+	// confirmedBy is the address whose node confirmed a publish of this
+	// Remote: from then on its publishes there carry no metadata index
+	// (Forwarder.SetMetaIndex).
+	confirmedBy atomic.Pointer[string]
 }
 
 // locateWait is how long publishes wait for an unlocatable queue before
@@ -140,7 +146,26 @@ func (r *remote) Publish(m *exchange.Message, done func(error)) {
 		go done(ErrClosed)
 		return
 	}
-	l.pub.publish(m, r.queue, r.tracked(addr, done))
+	meta, done := r.metaIndex(addr, done)
+	l.pub.publish(m, r.queue, meta, r.tracked(addr, done))
+}
+
+// metaIndex returns the metadata index a publish to addr carries, 0 once
+// that node confirmed one of this Remote's publishes, and done wrapped
+// to notice that confirm.
+func (r *remote) metaIndex(addr string, done func(error)) (uint64, func(error)) {
+	if r.f.applied == nil {
+		return 0, done
+	}
+	if by := r.confirmedBy.Load(); by != nil && *by == addr {
+		return 0, done
+	}
+	return r.f.applied(), func(err error) {
+		if err == nil {
+			r.confirmedBy.Store(&addr)
+		}
+		done(err)
+	}
 }
 
 // HandBack implements exchange.HandBackRemote: the publishes waiting for
@@ -184,7 +209,8 @@ func (r *remote) relocate(err error) {
 				} else {
 					// Under r.mu, so that new publishes queue behind.
 					for _, w := range r.waiting {
-						l.pub.publish(w.m, w.queue, r.tracked(addr, w.done))
+						meta, done := r.metaIndex(addr, w.done)
+						l.pub.publish(w.m, w.queue, meta, r.tracked(addr, done))
 					}
 					r.waiting, r.locating = nil, false
 					r.mu.Unlock()

@@ -197,6 +197,21 @@ func (g *Group) Propose(ctx context.Context, ops []exchange.MetaOp) error {
 	}
 }
 
+// WaitApplied waits until this node has applied the entry at idx, or
+// for at most spreadTimeout (what a peer's WaitStream request waits); it
+// reports whether idx is applied. A peer that forwards a message to a
+// queue it just learnt of sends the index it had applied (see
+// exchange.ForwardMetaIndexHeader), and this node routes it after this.
+func (g *Group) WaitApplied(idx uint64) bool {
+	if g.fsm.Applied() >= idx {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), spreadTimeout)
+	defer cancel()
+	g.waitApplied(ctx, idx)
+	return g.fsm.Applied() >= idx
+}
+
 // waitApplied waits until this node has applied the entry at idx (or ctx
 // ends), so that a write made here is in the local store, and memory
 // reloaded from it, when Propose returns: read-your-writes on the node

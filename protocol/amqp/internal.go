@@ -33,7 +33,13 @@ const InternalUser = "cluster-internal"
 var internalUser = &auth.User{}
 
 // ServeInternal accepts cluster peers' connections on ln until Shutdown.
-func (s *Server) ServeInternal(ln net.Listener) error { return s.serve(ln, true) }
+// waitMeta (may be nil) waits, briefly, until this node has applied the
+// metadata log up to an index: a forwarded message that carries
+// exchange.ForwardMetaIndexHeader is routed only after it returns.
+func (s *Server) ServeInternal(ln net.Listener, waitMeta func(idx uint64)) error {
+	s.waitMeta = waitMeta
+	return s.serve(ln, true)
+}
 
 // userName is the connection's user name as logs and management show it.
 func (c *conn) userName() string {
@@ -46,16 +52,23 @@ func (c *conn) userName() string {
 // forwarded turns a message another node routed to a queue of this node
 // back into the one it published: the queue is the routing key, the
 // original exchange and routing key travel in two headers, the hops so
-// far in a third when there were more than one (all removed here).
-func forwarded(msg *exchange.Message, o *exchange.PublishOpts) {
+// far in a third when there were more than one, the sender's metadata
+// index in a fourth (all removed here). It returns that index, 0 without.
+func forwarded(msg *exchange.Message, o *exchange.PublishOpts) (metaIdx uint64) {
 	msg.Hops = 1
 	h := msg.Props.Headers
 	if len(h) == 0 {
-		return
+		return 0
 	}
 	if v, ok := h[exchange.ForwardHopsHeader]; ok {
 		msg.Hops = hopsValue(v)
 		delete(h, exchange.ForwardHopsHeader)
+	}
+	if v, ok := h[exchange.ForwardMetaIndexHeader].(int64); ok {
+		if v > 0 {
+			metaIdx = uint64(v)
+		}
+		delete(h, exchange.ForwardMetaIndexHeader)
 	}
 	if x, ok := h[exchange.ForwardExchangeHeader].(string); ok {
 		rk, _ := h[exchange.ForwardRoutingKeyHeader].(string)
@@ -67,6 +80,7 @@ func forwarded(msg *exchange.Message, o *exchange.PublishOpts) {
 	if len(h) == 0 {
 		msg.Props.Headers = nil
 	}
+	return metaIdx
 }
 
 // hopsValue reads the hop count header, whichever integer type carried

@@ -41,7 +41,7 @@ func serveBoth(t *testing.T) (s *Server, b *exchange.Broker, public, internal st
 		go func() { _ = serve(ln) }()
 		return ln.Addr().String()
 	}
-	public, internal = listen(s.Serve), listen(s.ServeInternal)
+	public, internal = listen(s.Serve), listen(func(ln net.Listener) error { return s.ServeInternal(ln, nil) })
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

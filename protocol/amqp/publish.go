@@ -135,7 +135,9 @@ func (ch *channel) publishOne(m *wire.BasicPublish) error {
 		o.Confirmer, o.Tag = ch, ch.pubSeq
 	}
 	if ch.c.internal && m.Exchange == "" {
-		forwarded(msg, &o)
+		if idx := forwarded(msg, &o); idx > 0 && ch.c.s.waitMeta != nil {
+			ch.c.s.waitMeta(idx)
+		}
 	}
 	res, err := ch.vh().Publish(msg, o)
 	if err != nil {

@@ -70,6 +70,8 @@ type Server struct {
 
 	conns *frontend.Set[*conn]
 	seq   atomic.Uint64
+
+	waitMeta func(idx uint64) // for forwarded publishes (ServeInternal)
 }
 
 // NewServer creates an AMQP server over the core and the user database.

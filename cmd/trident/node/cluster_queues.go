@@ -29,6 +29,7 @@ func (n *Node) startClusterQueues(f *clusterFrontEnd) {
 		}
 		return m.Dial(addr, amqpStream, d)
 	}, n.log)
+	fwd.SetMetaIndex(f.raft.meta.Applied)
 	p := placement.New(placement.Config{Self: n.nodeName(), Addr: m.Addr, Members: f.m.Members,
 		Groups: f.raft.host, Remotes: fwd, Store: n.broker.MessageStore(),
 		Topology: placement.BrokerTopology{B: n.broker}, Log: n.log})
@@ -45,7 +46,7 @@ func (n *Node) startClusterQueues(f *clusterFrontEnd) {
 			return
 		}
 		go func() {
-			if err := n.amqp.ServeInternal(ln); err != nil {
+			if err := n.amqp.ServeInternal(ln, func(idx uint64) { f.raft.meta.WaitApplied(idx) }); err != nil {
 				n.log.Debug("internal amqp listener stopped", "err", err)
 			}
 		}()
