@@ -298,6 +298,21 @@ func (e eventDelegate) NotifyUpdate(n *memberlist.Node) { e.m.record(EventUpdate
 // ErrAlive is returned by Forget for a member that is alive.
 var ErrAlive = errors.New("discovery: member is alive")
 
+// ForgetWhenDown is Forget for a member this node still sees alive (its
+// failure detector has not caught up with the node that asked): the
+// member's leave, when it comes, counts as a leave on purpose, as if it
+// had announced it. A join in between (the node is really back) cancels
+// this. It reports whether the member was known.
+func (m *Membership) ForgetWhenDown(name string) bool {
+	m.mu.Lock()
+	_, ok := m.members[name]
+	if ok {
+		m.leaving[name] = true
+	}
+	m.mu.Unlock()
+	return ok
+}
+
 // Forget records a member that is not alive (it failed, or left) as
 // having left on purpose, as if it had announced its leave (RabbitMQ's
 // forget_cluster_node): whoever follows membership (the metadata group's

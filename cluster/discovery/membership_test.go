@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -256,4 +257,44 @@ func TestSingleNode(t *testing.T) {
 	if _, err := m.Join([]string{"127.0.0.1:1"}); err != ErrShutdown {
 		t.Fatalf("Join after Shutdown = %v", err)
 	}
+}
+
+// TestForgetWhenDown: a node asked to forget a member it still sees alive
+// (its failure detector is behind the node that took the request) counts
+// the member's later failure as a leave on purpose; a member forgotten so
+// that joins again is alive and a later failure is a plain failure.
+func TestForgetWhenDown(t *testing.T) {
+	log := testLogger(t)
+	ports := []int{freePort(t), freePort(t)}
+	seed := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
+	n0 := startNode(t, log, "node0", ports[0])
+	n1 := startNode(t, log, "node1", ports[1], seed)
+	defer func() { _ = n0.m.Shutdown() }()
+	waitAllAlive(t, []*testNode{n0, n1}, 5*time.Second)
+
+	if n0.m.ForgetWhenDown("nobody") {
+		t.Fatal("ForgetWhenDown of an unknown member reported it known")
+	}
+	if err := n0.m.Forget("node1"); !errors.Is(err, ErrAlive) {
+		t.Fatalf("Forget of an alive member: %v, want ErrAlive", err)
+	}
+	if !n0.m.ForgetWhenDown("node1") {
+		t.Fatal("ForgetWhenDown of a known member reported it unknown")
+	}
+	waitStatus(t, n0.m, "node1", StatusAlive, time.Second)
+	if err := n1.m.Shutdown(); err != nil { // a crash: no leave announced
+		t.Fatal(err)
+	}
+	waitStatus(t, n0.m, "node1", StatusLeft, 10*time.Second)
+	if n0.rec.count(EventLeave, "node1", StatusLeft) == 0 {
+		t.Fatal("no leave event for the forgotten member")
+	}
+
+	// It comes back: alive, and the forget no longer holds.
+	n1 = startNode(t, log, "node1", ports[1], seed)
+	waitStatus(t, n0.m, "node1", StatusAlive, 10*time.Second)
+	if err := n1.m.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, n0.m, "node1", StatusDead, 10*time.Second)
 }

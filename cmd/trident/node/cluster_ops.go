@@ -131,7 +131,11 @@ func (n *Node) clusterOpsApplyMeta(ops []exchange.MetaOp) error {
 		case strings.HasPrefix(op.Key, forgetPrefix):
 			node := strings.TrimPrefix(op.Key, forgetPrefix)
 			if err := f.m.Forget(node); err != nil {
-				f.log.Warn("forget_cluster_node: the node is running here; not forgotten", "node", node, "err", err)
+				// The node that took the request saw it down; this
+				// one's failure detector is behind. Its leave, when
+				// it comes, counts as on purpose.
+				f.m.ForgetWhenDown(node)
+				f.log.Info("forget_cluster_node: the node still looks alive here; forgotten once it is down", "node", node)
 				continue
 			}
 			if g := f.metaGroup.Load(); g != nil {
