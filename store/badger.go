@@ -144,6 +144,10 @@ type Badger struct {
 	// time (drop.go); the writer's own state is in drops.
 	dropping int
 	drops    []*dropJob // the writer goroutine's
+	// rangeView is the range deletes the writer is doing a chunk at a
+	// time (rangedel.go); the writer's own state is in ranges.
+	rangeView []qidRange
+	ranges    []*rangeJob
 
 	notifyMu   sync.Mutex
 	notifyCond *sync.Cond
@@ -192,6 +196,12 @@ func OpenBadger(dir string, opts BadgerOptions, log *slog.Logger) (*Badger, erro
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: open badger in %s: %w", dir, err)
+	}
+	if n, err := finishMarkedRanges(db); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: finish the range deletes a crash interrupted: %w", err)
+	} else if n > 0 {
+		log.Info("store: finished range deletes interrupted by a crash", "ranges", n)
 	}
 	b := &Badger{
 		db:         db,
@@ -309,22 +319,6 @@ func deletePrefix(db *badger.DB, wb *badger.WriteBatch, prefix []byte) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
-			if err := wb.Delete(it.Item().KeyCopy(nil)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// deleteRange adds a delete of every message of qid with seq in [from,
-// to) to wb.
-func deleteRange(db *badger.DB, wb *badger.WriteBatch, qid, from, to uint64) error {
-	start, end := appendMsgKey(nil, qid, from), appendMsgKey(nil, qid, to)
-	return db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: msgQueuePrefix(qid)})
-		defer it.Close()
-		for it.Seek(start); it.Valid() && bytes.Compare(it.Item().Key(), end) < 0; it.Next() {
 			if err := wb.Delete(it.Item().KeyCopy(nil)); err != nil {
 				return err
 			}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/trident-broker/trident/store"
 )
 
 // crashRangeEnv names the directory of TestCrashRangeDelete's child.
@@ -21,7 +23,8 @@ const crashRangeEnv = "TRIDENT_STORE_CRASH_RANGE_DIR"
 // done(nil), cut being the last range issued before that append. After a
 // SIGKILL no key below the highest such cut is left (a range delete issued
 // before a durable append is durable, puts of stored messages included)
-// and every acknowledged offset above it is there.
+// and every acknowledged offset above it is there. The second round deletes
+// its ranges a few keys a batch (tombstones, rangedel.go).
 func TestCrashRangeDelete(t *testing.T) {
 	if dir := os.Getenv(crashRangeEnv); dir != "" {
 		crashRangeChild(dir)
@@ -114,6 +117,11 @@ func crashRangeChild(dir string) {
 		os.Exit(2)
 	}
 	round, _ := strconv.ParseUint(os.Getenv("TRIDENT_STORE_CRASH_ROUND"), 10, 64)
+	if round == 1 {
+		// Round 1 deletes its ranges 64 keys a batch: the kill lands
+		// while one is under way, its tombstone holding the rest.
+		store.SetRangeChunk(64)
+	}
 	lines := make(chan [2]uint64, 4096)
 	go func() {
 		w := bufio.NewWriter(os.Stdout)

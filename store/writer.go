@@ -207,12 +207,12 @@ func (b *Badger) runWriter() {
 	)
 	for {
 		b.mu.Lock()
-		for len(b.pend.ops) == 0 && !b.stopping && b.dropping == 0 {
+		for len(b.pend.ops) == 0 && !b.stopping && b.dropping == 0 && len(b.rangeView) == 0 {
 			b.idle = true
 			b.wake.Wait()
 		}
 		b.idle = false
-		if len(b.pend.ops) == 0 && b.dropping == 0 {
+		if len(b.pend.ops) == 0 && b.dropping == 0 && len(b.rangeView) == 0 {
 			b.mu.Unlock()
 			return
 		}
@@ -310,6 +310,14 @@ func (b *Badger) write(c *batch, keys []byte) ([]byte, error) {
 		}
 		wrote = true
 	}
+	// Range deletes under way that this batch writes inside finish first.
+	if len(b.ranges) > 0 {
+		if err := b.finishRangesFor(c.ops, wb); err != nil {
+			wb.Cancel()
+			return keys, err
+		}
+		wrote = true
+	}
 	for i := range c.ops {
 		o := &c.ops[i]
 		if o.skip {
@@ -334,7 +342,7 @@ func (b *Badger) write(c *batch, keys []byte) ([]byte, error) {
 			if o.kind == opDrop {
 				err = b.startDrop(c, i, wb)
 			} else {
-				err = deleteRange(b.db, wb, o.qid, o.seq, o.to)
+				err = b.startRange(c, i, wb)
 			}
 			wrote = true
 		}
@@ -343,7 +351,14 @@ func (b *Badger) write(c *batch, keys []byte) ([]byte, error) {
 			return keys, err
 		}
 	}
-	// A chunk of each drop under way goes with this batch.
+	// A chunk of each range delete and drop under way goes with this batch.
+	if len(b.ranges) > 0 {
+		if err := b.rangeChunks(wb); err != nil {
+			wb.Cancel()
+			return keys, err
+		}
+		wrote = true
+	}
 	if len(b.drops) > 0 {
 		if err := b.dropChunks(c, wb); err != nil {
 			wb.Cancel()
@@ -427,6 +442,13 @@ func (r seqRange) has(seq uint64) bool { return seq >= r.from && seq < r.to }
 func (b *Badger) pendingFor(qid, from uint64) (ops []pendingOp, dropped bool, gone []seqRange) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	// Range deletes under way (rangedel.go) were issued before anything
+	// queued now.
+	for _, r := range b.rangeView {
+		if r.qid == qid && r.to > from {
+			gone = append(gone, seqRange{r.from, r.to})
+		}
+	}
 	var last map[uint64]int
 	for _, c := range [2]*batch{b.writing, b.pend} {
 		if c == nil {
