@@ -37,7 +37,13 @@
 //     batch the writer writes what came before it, deletes the range's
 //     keys as Badger then holds them, and goes on with what came after;
 //     reads see the range gone while it is queued. It removes a put's
-//     message that is on disk from before, like a delete of a put.
+//     message that is on disk from before, like a delete of a put. A range
+//     of more than 4096 keys is deleted that many a batch behind a
+//     tombstone written with the first chunk, so that it never holds the
+//     writer; a later record inside the range finishes it first, and a
+//     restart finishes a tombstoned range before the store is used
+//     (rangedel.go): to every reader and across a crash it is still one
+//     record in issue order.
 //   - Sync returns once everything issued before it is durable and the done
 //     callbacks of the appends before it have returned.
 //   - LoadMessages scans a queue's messages in seq order. Records still
