@@ -150,3 +150,63 @@ func BenchmarkQuorumLeaderPublish(b *testing.B) {
 		b.Fatalf("%d left ready", r)
 	}
 }
+
+// BenchmarkBindMany binds N queues' keys to amq.topic and unbinds them:
+// per binding, the cost must not grow with N (it grew linearly before the
+// binding index).
+func BenchmarkBindMany(b *testing.B) {
+	for _, n := range []int{1000, 10000, 50000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			v, _ := newTestVHost(b)
+			if _, err := v.DeclareQueue("q", QueueOpts{}); err != nil {
+				b.Fatal(err)
+			}
+			keys := make([]string, n)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("dev.%d.state", i)
+			}
+			b.ResetTimer()
+			for range b.N {
+				for _, k := range keys {
+					if err := v.BindQueue("q", "amq.topic", k, nil, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for _, k := range keys {
+					if err := v.UnbindQueue("q", "amq.topic", k, nil, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/binding")
+		})
+	}
+}
+
+// BenchmarkFanOutRoute publishes to a topic pattern bound by N queues:
+// per queue reached, the cost must not grow with N.
+func BenchmarkFanOutRoute(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			v, _ := newTestVHost(b)
+			for i := range n {
+				q := fmt.Sprintf("q%d", i)
+				if _, err := v.DeclareQueue(q, QueueOpts{Args: Table{"x-max-length": int64(1)}}); err != nil {
+					b.Fatal(err)
+				}
+				if err := v.BindQueue(q, "amq.topic", "all.#", nil, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			m := &Message{Exchange: "amq.topic", RoutingKey: "all.x", Body: []byte("x")}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if res, err := v.Publish(m, PublishOpts{}); err != nil || res.Routed != n {
+					b.Fatalf("routed %d, %v", res.Routed, err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/queue")
+		})
+	}
+}

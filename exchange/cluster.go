@@ -794,13 +794,8 @@ func (v *VHost) applyBinding(key string, val []byte) error {
 		v.mu.Unlock()
 	}()
 	if val == nil {
-		for _, x := range v.exchanges {
-			for _, b := range x.bindings {
-				if v.recordKeyOf(b) == key {
-					v.removeBindingLocked(b, false)
-					return nil
-				}
-			}
+		if b := v.bindingByRecordKey(key); b != nil {
+			v.removeBindingLocked(b, false)
 		}
 		return nil
 	}
@@ -819,10 +814,8 @@ func (v *VHost) applyBinding(key string, val []byte) error {
 		// was committed): the binding went with it, as in recovery.
 		return nil
 	}
-	for _, b := range sx.bindings {
-		if b.same(q, dx, rk, args) {
-			return nil
-		}
+	if sx.findBinding(q, dx, rk, args) != nil {
+		return nil
 	}
 	v.addBindingLocked(&binding{src: sx, q: q, x: dx, key: rk, args: args})
 	return nil

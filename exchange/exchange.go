@@ -24,9 +24,10 @@ type Exchange struct {
 	pol        *Policy
 
 	router   router
-	delay    *delayer   // a delayed exchange's held messages (delayed.go)
-	bindings []*binding // this exchange as source
-	inbound  []*binding // this exchange as destination
+	delay    *delayer               // a delayed exchange's held messages (delayed.go)
+	bindings []*binding             // this exchange as source
+	inbound  []*binding             // this exchange as destination
+	bindIdx  map[bindKey][]*binding // bindings, by destination and key (bindindex.go)
 
 	counters msgCounters // atomics, no lock
 }

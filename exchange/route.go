@@ -1,7 +1,10 @@
 package exchange
 
 import (
+	"cmp"
+	"slices"
 	"strings"
+	"sync/atomic"
 )
 
 // binding is one edge of the routing graph: from a source exchange to a
@@ -16,6 +19,11 @@ type binding struct {
 	// headers exchange: parsed match rules.
 	matchAll  bool
 	matchXArg bool // "any-with-x"/"all-with-x": x- headers take part
+
+	// Positions in the lists it is in (bindindex.go): its source's
+	// bindings, its destination's, its source router's.
+	srcPos, dstPos, rPos int
+	id                   uint64 // set by a topic router, for dedupeBindings
 }
 
 func (b *binding) destName() string {
@@ -52,23 +60,17 @@ func newRouter(kind string) router {
 	return nil
 }
 
-func removeBinding(list []*binding, b *binding) []*binding {
-	for i, e := range list {
-		if e == b {
-			copy(list[i:], list[i+1:])
-			list[len(list)-1] = nil
-			return list[:len(list)-1]
-		}
-	}
-	return list
-}
-
 // direct: exact routing key match.
 type directRouter struct{ m map[string][]*binding }
 
-func (r *directRouter) add(b *binding) { r.m[b.key] = append(r.m[b.key], b) }
+func (r *directRouter) add(b *binding) {
+	l := r.m[b.key]
+	listAdd(&l, b, rPos)
+	r.m[b.key] = l
+}
 func (r *directRouter) remove(b *binding) {
-	l := removeBinding(r.m[b.key], b)
+	l := r.m[b.key]
+	listRemove(&l, b, rPos)
 	if len(l) == 0 {
 		delete(r.m, b.key)
 	} else {
@@ -82,8 +84,8 @@ func (r *directRouter) route(key string, _ Table, out []*binding) []*binding {
 // fanout: every binding.
 type fanoutRouter struct{ all []*binding }
 
-func (r *fanoutRouter) add(b *binding)    { r.all = append(r.all, b) }
-func (r *fanoutRouter) remove(b *binding) { r.all = removeBinding(r.all, b) }
+func (r *fanoutRouter) add(b *binding)    { listAdd(&r.all, b, rPos) }
+func (r *fanoutRouter) remove(b *binding) { listRemove(&r.all, b, rPos) }
 func (r *fanoutRouter) route(_ string, _ Table, out []*binding) []*binding {
 	return append(out, r.all...)
 }
@@ -111,8 +113,14 @@ func (r *topicRouter) add(b *binding) {
 		}
 		n = c
 	}
-	n.bindings = append(n.bindings, b)
+	if b.id == 0 {
+		b.id = bindingIDs.Add(1)
+	}
+	listAdd(&n.bindings, b, rPos)
 }
+
+// bindingIDs numbers the bindings topic routers hold.
+var bindingIDs atomic.Uint64
 
 func (r *topicRouter) remove(b *binding) {
 	words := splitWords(b.key)
@@ -126,7 +134,7 @@ func (r *topicRouter) remove(b *binding) {
 		}
 		path = append(path, n)
 	}
-	n.bindings = removeBinding(n.bindings, b)
+	listRemove(&n.bindings, b, rPos)
 	// Prune empty nodes bottom-up.
 	for i := len(words) - 1; i >= 0; i-- {
 		c := path[i+1]
@@ -188,8 +196,17 @@ func topicMatch(n *topicNode, rest string, done bool, out []*binding) []*binding
 }
 
 func dedupeBindings(out []*binding, start int) []*binding {
-	if len(out)-start < 2 {
+	n := len(out) - start
+	if n < 2 {
 		return out
+	}
+	if n > 16 {
+		// Many matches (a fan-out): by id, in n log n rather than n².
+		s := out[start:]
+		slices.SortFunc(s, func(a, b *binding) int { return cmp.Compare(a.id, b.id) })
+		s = slices.CompactFunc(s, func(a, b *binding) bool { return a == b })
+		clear(out[start+len(s):])
+		return out[:start+len(s)]
 	}
 	j := start
 	for i := start; i < len(out); i++ {
@@ -221,9 +238,9 @@ func (r *headersRouter) add(b *binding) {
 	case "all-with-x":
 		b.matchXArg = true
 	}
-	r.all = append(r.all, b)
+	listAdd(&r.all, b, rPos)
 }
-func (r *headersRouter) remove(b *binding) { r.all = removeBinding(r.all, b) }
+func (r *headersRouter) remove(b *binding) { listRemove(&r.all, b, rPos) }
 func (r *headersRouter) route(_ string, h Table, out []*binding) []*binding {
 	for _, b := range r.all {
 		if headersMatch(b, h) {

@@ -407,7 +407,10 @@ func (v *VHost) recordsGoneWith(gone []*binding, except *Exchange) []string {
 		seen[sx] = true
 		emptied := true
 		for _, o := range sx.bindings {
-			emptied = emptied && in[o]
+			if !in[o] {
+				emptied = false
+				break
+			}
 		}
 		if k := v.exchangeKey(sx); emptied && k != "" {
 			keys = append(keys, k)
@@ -1005,10 +1008,8 @@ func (v *VHost) bindLocked(dst string, toQueue bool, src, key string, args Table
 	if err != nil {
 		return err
 	}
-	for _, b := range sx.bindings {
-		if b.same(q, dx, key, args) {
-			return nil
-		}
+	if sx.findBinding(q, dx, key, args) != nil {
+		return nil
 	}
 	if sx.kind == KindHeaders {
 		if xm, ok := args["x-match"]; ok {
@@ -1034,12 +1035,13 @@ func (v *VHost) bindLocked(dst string, toQueue bool, src, key string, args Table
 }
 
 func (v *VHost) addBindingLocked(b *binding) {
-	b.src.bindings = append(b.src.bindings, b)
+	listAdd(&b.src.bindings, b, srcPos)
+	b.src.indexBinding(b)
 	b.src.router.add(b)
 	if b.q != nil {
-		b.q.bindings = append(b.q.bindings, b)
+		listAdd(&b.q.bindings, b, dstPos)
 	} else {
-		b.x.inbound = append(b.x.inbound, b)
+		listAdd(&b.x.inbound, b, dstPos)
 	}
 }
 
@@ -1055,10 +1057,7 @@ func (v *VHost) unbindLocked(dst string, toQueue bool, src, key string, args Tab
 	if err != nil {
 		return err
 	}
-	for _, b := range sx.bindings {
-		if !b.same(q, dx, key, args) {
-			continue
-		}
+	if b := sx.findBinding(q, dx, key, args); b != nil {
 		if k := v.recordKeyOf(b); k != "" && v.sharedMeta() {
 			// Clustered: the binding goes when its delete is committed
 			// and applied, here as on every node (applyBinding); so does
@@ -1081,12 +1080,13 @@ func (v *VHost) unbindLocked(dst string, toQueue bool, src, key string, args Tab
 // exchange go with its last binding.
 func (v *VHost) removeBindingLocked(b *binding, autoDelete bool) {
 	sx := b.src
-	sx.bindings = removeBinding(sx.bindings, b)
+	listRemove(&sx.bindings, b, srcPos)
+	sx.unindexBinding(b)
 	sx.router.remove(b)
 	if b.q != nil {
-		b.q.bindings = removeBinding(b.q.bindings, b)
+		listRemove(&b.q.bindings, b, dstPos)
 	} else {
-		b.x.inbound = removeBinding(b.x.inbound, b)
+		listRemove(&b.x.inbound, b, dstPos)
 	}
 	if k := v.recordKeyOf(b); k != "" {
 		v.deleteMetaLocked(k)
@@ -1191,8 +1191,9 @@ var encodePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &
 // routeScratch holds a publish's routing results; pooled so that routing
 // allocates nothing per message.
 type routeScratch struct {
-	qs []*Queue
-	bs []*binding // a stack of matched bindings, one region per exchange level
+	qs    []*Queue
+	bs    []*binding          // a stack of matched bindings, one region per exchange level
+	seenQ map[*Queue]struct{} // the queues in qs, once there are many (addQueue)
 }
 
 var routePool = sync.Pool{New: func() any {
@@ -1352,7 +1353,38 @@ func (rv routeView) route(x xRoute, m *Message, sc *routeScratch) []*Queue {
 	out = rv.routeExchange(x, m, out, seen[:0], sc)
 	clear(sc.bs)
 	sc.bs = sc.bs[:0]
+	if len(sc.seenQ) > 0 {
+		clear(sc.seenQ)
+	}
 	return out
+}
+
+// addQueue appends q to out unless it is there: by a scan while out is
+// short, by a set (kept in the pooled scratch) once it is long, so that a
+// fan-out to many queues costs n rather than n².
+func (sc *routeScratch) addQueue(out []*Queue, q *Queue) []*Queue {
+	const scan = 16
+	if len(out) < scan {
+		for _, o := range out {
+			if o == q {
+				return out
+			}
+		}
+		return append(out, q)
+	}
+	if len(sc.seenQ) == 0 {
+		if sc.seenQ == nil {
+			sc.seenQ = make(map[*Queue]struct{}, 2*scan)
+		}
+		for _, o := range out {
+			sc.seenQ[o] = struct{}{}
+		}
+	}
+	if _, dup := sc.seenQ[q]; dup {
+		return out
+	}
+	sc.seenQ[q] = struct{}{}
+	return append(out, q)
 }
 
 func (rv routeView) routeExchange(x xRoute, m *Message, out []*Queue, seen []*Exchange, sc *routeScratch) []*Queue {
@@ -1368,16 +1400,7 @@ func (rv routeView) routeExchange(x xRoute, m *Message, out []*Queue, seen []*Ex
 	for i := start; i < end; i++ {
 		b := sc.bs[i] // sc.bs may grow (and move) in the recursion below
 		if b.q != nil {
-			dup := false
-			for _, q := range out {
-				if q == b.q {
-					dup = true
-					break
-				}
-			}
-			if !dup {
-				out = append(out, b.q)
-			}
+			out = sc.addQueue(out, b.q)
 		} else if bx, ok := rv.to(b.x); ok {
 			out = rv.routeExchange(bx, m, out, seen, sc)
 		}

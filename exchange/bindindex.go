@@ -1,0 +1,119 @@
+package exchange
+
+import "strings"
+
+// Bindings at scale. An exchange can have hundreds of thousands of
+// bindings (one per MQTT subscription on amq.topic, one per device queue
+// on a fan-out): binding, unbinding and applying a binding record must
+// not cost a scan of them all. So an exchange indexes its bindings by
+// (destination, routing key) for the duplicate check, and every list a
+// binding is in (its source's bindings, its destination's, its router's)
+// knows the binding's position in it, so removing it is a swap with the
+// last one. Lists are unordered: nothing routes or lists by their order.
+
+// bindKey is what an exchange indexes its bindings by; bindings with the
+// same key differ by their arguments.
+type bindKey struct {
+	q   *Queue
+	x   *Exchange
+	key string
+}
+
+// findBinding returns x's binding to (q, dx) with key and args, or nil.
+func (x *Exchange) findBinding(q *Queue, dx *Exchange, key string, args Table) *binding {
+	for _, b := range x.bindIdx[bindKey{q, dx, key}] {
+		if tablesEqual(b.args, args) {
+			return b
+		}
+	}
+	return nil
+}
+
+func (x *Exchange) indexBinding(b *binding) {
+	if x.bindIdx == nil {
+		x.bindIdx = map[bindKey][]*binding{}
+	}
+	k := bindKey{b.q, b.x, b.key}
+	x.bindIdx[k] = append(x.bindIdx[k], b)
+}
+
+func (x *Exchange) unindexBinding(b *binding) {
+	k := bindKey{b.q, b.x, b.key}
+	l := x.bindIdx[k]
+	for i, o := range l {
+		if o == b {
+			l[i] = l[len(l)-1]
+			l[len(l)-1] = nil
+			l = l[:len(l)-1]
+			break
+		}
+	}
+	if len(l) == 0 {
+		delete(x.bindIdx, k)
+	} else {
+		x.bindIdx[k] = l
+	}
+}
+
+// listAdd appends b to *l, recording its position in *pos.
+func listAdd(l *[]*binding, b *binding, pos func(*binding) *int) {
+	*pos(b) = len(*l)
+	*l = append(*l, b)
+}
+
+// listRemove removes b from *l by swapping the last binding into its
+// place; pos gives a binding's position field for this list.
+func listRemove(l *[]*binding, b *binding, pos func(*binding) *int) {
+	s := *l
+	i := *pos(b)
+	if i < 0 || i >= len(s) || s[i] != b {
+		return // not in this list
+	}
+	last := s[len(s)-1]
+	s[i] = last
+	*pos(last) = i
+	s[len(s)-1] = nil
+	*l = s[:len(s)-1]
+	*pos(b) = -1
+}
+
+func srcPos(b *binding) *int { return &b.srcPos }
+func dstPos(b *binding) *int { return &b.dstPos }
+func rPos(b *binding) *int   { return &b.rPos }
+
+// bindingByRecordKey finds the binding whose record key is key: through
+// the index, for the key's source, destination and routing key; by a scan
+// of the vhost's bindings only if the key does not parse (a name with a
+// NUL in it).
+func (v *VHost) bindingByRecordKey(key string) *binding {
+	base := strings.TrimPrefix(key, "t")
+	if rest, ok := strings.CutPrefix(base, "binding/"+v.name+"\x00"); ok {
+		if parts := strings.Split(rest, "\x00"); len(parts) == 4 && len(parts[1]) > 0 {
+			sx := v.exchanges[parts[0]]
+			var q *Queue
+			var dx *Exchange
+			switch dn := parts[1][1:]; parts[1][0] {
+			case 'q':
+				q = v.queues[dn]
+			case 'e':
+				dx = v.exchanges[dn]
+			}
+			if sx != nil && (q != nil || dx != nil) {
+				for _, b := range sx.bindIdx[bindKey{q, dx, parts[2]}] {
+					if v.recordKeyOf(b) == key {
+						return b
+					}
+				}
+			}
+			return nil
+		}
+	}
+	for _, x := range v.exchanges {
+		for _, b := range x.bindings {
+			if v.recordKeyOf(b) == key {
+				return b
+			}
+		}
+	}
+	return nil
+}
