@@ -28,6 +28,12 @@ type Broker struct {
 
 	cluster Cluster // nil when standalone
 
+	// recovering is set while recover replays the stored records through
+	// the apply path: installing an exchange or queue then leaves its
+	// policy and its delayer to the end of the recovery, once messages
+	// are loaded (written before any other goroutine runs).
+	recovering bool
+
 	// Paging (page.go): the default in-memory window of a queue lane,
 	// and memory pressure (set by the node's memory watch), under which
 	// queues page out at once.
@@ -117,7 +123,10 @@ func New(st Store, log *slog.Logger) (*Broker, error) {
 	b := &Broker{store: st, log: log, vhosts: map[string]*VHost{}, alarms: newAlarms(), limits: newLimiter()}
 	b.SetQueueWindow(0, 0)
 	b.SetQueueMemoryBudget(0)
-	if err := b.recover(); err != nil {
+	b.recovering = true
+	err := b.recover()
+	b.recovering = false
+	if err != nil {
 		return nil, fmt.Errorf("exchange: recovery: %w", err)
 	}
 	return b, nil
@@ -275,16 +284,25 @@ func splitKey(key, prefix string) (vhost, rest string, ok bool) {
 
 func (b *Broker) recover() error {
 	err := b.store.LoadMeta("vhost/", func(key string, val []byte) error {
-		name := strings.TrimPrefix(key, "vhost/")
-		v := newVHost(b, name)
-		v.description, v.tags = vhostMetadata(val)
-		b.vhosts[name] = v
+		if err := b.applyVHost(strings.TrimPrefix(key, "vhost/"), val); err != nil {
+			return &RecordError{Key: key, Err: err}
+		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	if err := b.loadPolicies(); err != nil {
+	// Policies before what they apply to; one this version refuses is
+	// skipped with a warning (its record stays).
+	err = b.store.LoadMeta("policy/", func(key string, val []byte) error {
+		if v, name, ok := b.splitVHostKey(key, "policy/"); ok {
+			if err := v.applyPolicy(name, val); err != nil {
+				b.log.Warn("invalid policy record skipped", "vhost", v.name, "policy", name, "err", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	// A queue deleted while its messages were being dropped (a crash
@@ -300,21 +318,21 @@ func (b *Broker) recover() error {
 			b.qid.Store(id)
 		}
 	}
+	// The topology's records go through the apply path a committed
+	// record takes (cluster.go), in dependency order: exchanges, queues,
+	// then the bindings between them. A record that does not decode, or an
+	// exchange of a type this node lacks, stops the start with an error
+	// naming it; a queue whose arguments this version refuses is skipped
+	// with a warning (its record stays, for a version that takes it).
 	err = b.store.LoadMeta("exchange/", func(key string, val []byte) error {
 		vn, name, ok := splitKey(key, "exchange/")
 		v := b.vhosts[vn]
 		if !ok || v == nil {
 			return nil
 		}
-		r, err := decodeRecord(val)
-		if err != nil {
+		if err := v.applyExchange(name, val, false); err != nil {
 			return &RecordError{Key: key, Err: err}
 		}
-		x, err := exchangeFromRecord(v, name, r)
-		if err != nil {
-			return &RecordError{Key: key, Err: err}
-		}
-		v.exchanges[name] = x
 		return nil
 	})
 	if err != nil {
@@ -327,20 +345,22 @@ func (b *Broker) recover() error {
 		if !ok || v == nil {
 			return nil
 		}
-		r, err := decodeRecord(val)
-		if err != nil {
+		if _, err := decodeRecord(val); err != nil {
 			return &RecordError{Key: key, Err: err}
 		}
-		q, err := queueFromRecord(v, name, r)
-		if err != nil {
+		if err := v.applyQueue(name, val, false); err != nil {
 			b.log.Warn("queue with bad arguments skipped", "vhost", vn, "queue", name, "err", err)
 			return nil
 		}
-		id := q.id
-		v.queues[name] = q
+		v.mu.RLock()
+		q := v.queues[name]
+		v.mu.RUnlock()
+		if q == nil {
+			return nil
+		}
 		queues = append(queues, q)
-		if id > b.qid.Load() {
-			b.qid.Store(id)
+		if q.id > b.qid.Load() {
+			b.qid.Store(q.id)
 		}
 		return nil
 	})
@@ -353,20 +373,9 @@ func (b *Broker) recover() error {
 		if !ok || v == nil {
 			return nil
 		}
-		r, err := decodeRecord(val)
-		if err != nil {
+		if err := v.applyBinding(key, val); err != nil {
 			return &RecordError{Key: key, Err: err}
 		}
-		src, _ := r["source"].(string)
-		dst, _ := r["destination"].(string)
-		dt, _ := r["destination_type"].(string)
-		rk, _ := r["routing_key"].(string)
-		args, _ := asTable(r["args"])
-		sx, q, dx, lerr := v.lookupBind(dst, dt == "queue", src, nil)
-		if lerr != nil {
-			return nil // its source or destination is gone
-		}
-		v.addBindingLocked(&binding{src: sx, q: q, x: dx, key: rk, args: args})
 		return nil
 	})
 	if err != nil {

@@ -434,24 +434,6 @@ func (v *VHost) applyPolicy(name string, val []byte) error {
 	return nil
 }
 
-// loadPolicies reads the stored policies at start.
-func (b *Broker) loadPolicies() error {
-	return b.store.LoadMeta("policy/", func(key string, val []byte) error {
-		vn, name, ok := splitKey(key, "policy/")
-		v := b.vhosts[vn]
-		if !ok || v == nil {
-			return nil
-		}
-		p, err := policyFromRecord(vn, name, val)
-		if err != nil {
-			b.log.Warn("invalid policy record skipped", "vhost", vn, "policy", name, "err", err)
-			return nil
-		}
-		v.policies[name] = p
-		return nil
-	})
-}
-
 // Policy is the name of the policy applied to the queue ("" if none)
 // and that policy's definition (nil; do not modify).
 func (q *Queue) Policy() (name string, definition Table) {

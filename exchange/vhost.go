@@ -241,8 +241,11 @@ func (v *VHost) declareExchangeLocked(name, kind string, o ExchangeOpts) (*Excha
 // installExchangeLocked makes x the vhost's exchange of its name. Called
 // with v.mu held.
 func (v *VHost) installExchangeLocked(x *Exchange) {
-	v.initExchangePolicyLocked(x)
 	v.exchanges[x.name] = x
+	if v.b.recovering {
+		return // policies and delayers start once recovery is done
+	}
+	v.initExchangePolicyLocked(x)
 	if x.delay != nil {
 		x.delay.start()
 	}
@@ -547,7 +550,9 @@ func (v *VHost) settlePending(q *Queue, created bool) {
 // installQueueLocked makes q the vhost's queue of its name. Called with
 // v.mu held.
 func (v *VHost) installQueueLocked(q *Queue) {
-	v.initPolicyLocked(q)
+	if !v.b.recovering {
+		v.initPolicyLocked(q) // else once its messages are loaded
+	}
 	v.queues[q.name] = q
 	if c := v.b.cluster; c != nil && (q.persisted() || q.home != c.NodeName()) {
 		c.Attach(q)
