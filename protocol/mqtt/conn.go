@@ -136,7 +136,7 @@ func (c *conn) readLoop() error {
 	if pk.FixedHeader.Type != packets.Connect {
 		return errProto(codeProtocolError, "first packet is not CONNECT")
 	}
-	if err := c.handleConnect(&pk); err != nil {
+	if err := offStack(func() error { return c.handleConnect(&pk) }); err != nil {
 		return err
 	}
 	if c.keepalive == 0 {
@@ -184,6 +184,19 @@ func (c *conn) readLoop() error {
 
 var errClientDisconnect = errors.New("mqtt: client sent DISCONNECT")
 
+// offStack runs fn on a goroutine of its own and waits for it. CONNECT,
+// SUBSCRIBE and UNSUBSCRIBE go deep into the core (sessions, queue
+// declarations, bindings): run on the reader, they would grow its stack to
+// several times what reading packets needs, and a goroutine's stack is not
+// given back while it lives, so every idle connection would keep it. A
+// goroutine per such packet costs about a microsecond; the reader's stack
+// stays small.
+func offStack(fn func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	return <-done
+}
+
 // handle acts on pk; raw is the whole packet as it came (wire.ReadRaw).
 func (c *conn) handle(pk *packets.Packet, raw []byte) error {
 	switch pk.FixedHeader.Type {
@@ -198,9 +211,9 @@ func (c *conn) handle(pk *packets.Packet, raw []byte) error {
 	case packets.Pubcomp:
 		c.handlePubcomp(pk.PacketID)
 	case packets.Subscribe:
-		return c.handleSubscribe(pk)
+		return offStack(func() error { return c.handleSubscribe(pk) })
 	case packets.Unsubscribe:
-		return c.handleUnsubscribe(pk)
+		return offStack(func() error { return c.handleUnsubscribe(pk) })
 	case packets.Pingreq:
 		c.sendPacket(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pingresp}}, false)
 	case packets.Disconnect:
