@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -121,13 +122,22 @@ func release(c *batch, j *dropJob) {
 // dropChunk deletes up to dropChunk keys of j from j.next into wb and
 // reports whether none is left.
 func (b *Badger) dropChunk(j *dropJob, wb *badger.WriteBatch) (done bool, err error) {
+	j.next, done, err = deleteChunk(b.db, wb, j.prefix, j.next, nil, dropChunk)
+	return done, err
+}
+
+// deleteChunk deletes into wb up to limit keys with prefix from key from
+// on, below end (nil: no end). It returns the first key it left, and
+// whether there is none.
+func deleteChunk(db *badger.DB, wb *badger.WriteBatch, prefix, from, end []byte, limit int) (next []byte, done bool, err error) {
 	n := 0
-	err = b.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: j.prefix})
+	next = from
+	err = db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		defer it.Close()
-		for it.Seek(j.next); it.Valid(); it.Next() {
-			if n == dropChunk {
-				j.next = it.Item().KeyCopy(nil)
+		for it.Seek(from); it.Valid() && (end == nil || bytes.Compare(it.Item().Key(), end) < 0); it.Next() {
+			if n == limit {
+				next = it.Item().KeyCopy(nil)
 				return nil
 			}
 			if err := wb.Delete(it.Item().KeyCopy(nil)); err != nil {
@@ -138,7 +148,7 @@ func (b *Badger) dropChunk(j *dropJob, wb *badger.WriteBatch) (done bool, err er
 		done = true
 		return nil
 	})
-	return done, err
+	return next, done, err
 }
 
 // touches reports whether ops has a record of qid.

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"encoding/binary"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -87,23 +86,7 @@ func (j *rangeJob) conflicts(ops []op) bool {
 // chunk deletes up to rangeChunk keys of j into wb and reports whether
 // none is left.
 func (j *rangeJob) chunk(db *badger.DB, wb *badger.WriteBatch) (done bool, err error) {
-	n := 0
-	err = db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: msgQueuePrefix(j.qid)})
-		defer it.Close()
-		for it.Seek(j.next); it.Valid() && bytes.Compare(it.Item().Key(), j.end) < 0; it.Next() {
-			if n == rangeChunk {
-				j.next = it.Item().KeyCopy(nil)
-				return nil
-			}
-			if err := wb.Delete(it.Item().KeyCopy(nil)); err != nil {
-				return err
-			}
-			n++
-		}
-		done = true
-		return nil
-	})
+	j.next, done, err = deleteChunk(db, wb, msgQueuePrefix(j.qid), j.next, j.end, rangeChunk)
 	return done, err
 }
 

@@ -166,21 +166,28 @@ type mqttIdleScenario struct {
 func (s mqttIdleScenario) Name() string   { return s.name }
 func (s mqttIdleScenario) Scheme() string { return "mqtt" }
 
-func (s mqttIdleScenario) Run(ctx context.Context, raw string, _ Params) (Result, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return Result{}, err
+// localBroker parses a broker URL and finds the process listening on its
+// port (it must run on this machine), and the URL's user and password.
+func localBroker(scenario, raw string) (u *url.URL, pid int, user, pass string, err error) {
+	if u, err = url.Parse(raw); err != nil {
+		return nil, 0, "", "", err
 	}
 	_, portStr, _ := net.SplitHostPort(u.Host)
 	port, _ := strconv.Atoi(portStr)
-	pid, err := pidListening(port)
-	if err != nil {
-		return Result{}, fmt.Errorf("%s: %w (the broker must run on this machine)", s.name, err)
+	if pid, err = pidListening(port); err != nil {
+		return nil, 0, "", "", fmt.Errorf("%s: %w (the broker must run on this machine)", scenario, err)
 	}
-	user, pass := "", ""
 	if u.User != nil {
 		user = u.User.Username()
 		pass, _ = u.User.Password()
+	}
+	return u, pid, user, pass, nil
+}
+
+func (s mqttIdleScenario) Run(ctx context.Context, raw string, _ Params) (Result, error) {
+	u, pid, user, pass, err := localBroker(s.name, raw)
+	if err != nil {
+		return Result{}, err
 	}
 	time.Sleep(500 * time.Millisecond)
 	before, err := rssKB(pid)
@@ -224,22 +231,8 @@ func rawMQTTConnect(addr, id, user, pass string) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	str := func(b []byte, s string) []byte { return append(append(b, byte(len(s)>>8), byte(len(s))), s...) }
-	var body []byte
-	body = str(body, "MQTT")
-	flags := byte(0x02)
-	if user != "" {
-		flags |= 0xC0
-	}
-	body = append(body, 4, flags, 0, 0)
-	body = str(body, id)
-	if user != "" {
-		body = str(body, user)
-		body = str(body, pass)
-	}
-	pkt := append([]byte{0x10, byte(len(body))}, body...)
 	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := nc.Write(pkt); err != nil {
+	if _, err := nc.Write(mqttConnectPacket(nil, id, user, pass)); err != nil {
 		nc.Close()
 		return nil, err
 	}
@@ -250,6 +243,24 @@ func rawMQTTConnect(addr, id, user, pass string) (net.Conn, error) {
 	}
 	_ = nc.SetDeadline(time.Time{})
 	return nc, nil
+}
+
+// mqttConnectPacket appends a clean-session MQTT 3.1.1 CONNECT with
+// keep-alive off.
+func mqttConnectPacket(b []byte, id, user, pass string) []byte {
+	var body []byte
+	body = mqttString(body, "MQTT")
+	flags := byte(0x02)
+	if user != "" {
+		flags |= 0xC0
+	}
+	body = append(body, 4, flags, 0, 0)
+	body = mqttString(body, id)
+	if user != "" {
+		body = mqttString(body, user)
+		body = mqttString(body, pass)
+	}
+	return mqttPacket(b, mqttConnect<<4, body)
 }
 
 // pidListening finds the process listening on TCP port (IPv4 or IPv6).

@@ -25,9 +25,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,20 +52,9 @@ type manyClient struct {
 }
 
 func (s mqttManyScenario) Run(ctx context.Context, raw string, _ Params) (Result, error) {
-	u, err := url.Parse(raw)
+	u, pid, user, pass, err := localBroker(s.name, raw)
 	if err != nil {
 		return Result{}, err
-	}
-	_, portStr, _ := net.SplitHostPort(u.Host)
-	port, _ := strconv.Atoi(portStr)
-	pid, err := pidListening(port)
-	if err != nil {
-		return Result{}, fmt.Errorf("%s: %w (the broker must run on this machine)", s.name, err)
-	}
-	user, pass := "", ""
-	if u.User != nil {
-		user = u.User.Username()
-		pass, _ = u.User.Password()
 	}
 	base := "tridentbench/" + randomSuffix()
 	time.Sleep(500 * time.Millisecond)
@@ -236,19 +223,7 @@ func manyConnect(addr string, i int, id, user, pass string, filters []string, qo
 	if err != nil {
 		return nil, err
 	}
-	var body []byte
-	body = mqttString(body, "MQTT")
-	flags := byte(0x02)
-	if user != "" {
-		flags |= 0xC0
-	}
-	body = append(body, 4, flags, 0, 0)
-	body = mqttString(body, id)
-	if user != "" {
-		body = mqttString(body, user)
-		body = mqttString(body, pass)
-	}
-	pkt := mqttPacket(nil, mqttConnect<<4, body)
+	pkt := mqttConnectPacket(nil, id, user, pass)
 	sub := binary.BigEndian.AppendUint16(nil, 1)
 	for j, f := range filters {
 		sub = mqttString(sub, f)
