@@ -302,10 +302,16 @@ func TestMQTTPersistentSession(t *testing.T) {
 	}
 	c2.Disconnect(100)
 
-	// Clean session 1 discards it.
+	// Clean session 1 discards it, its stored record too: after a
+	// restart it is still gone.
 	c3 := dial3(t, url, "persist", true)
 	c3.Disconnect(100)
 	pub2.publish(t, "p/y", 1, false, "dropped")
+	pub2.Disconnect(100)
+	b.restart()
+	url = "tcp://" + b.mqttAddr()
+	pub3 := dial3(t, url, "persist-pub3", true)
+	pub3.publish(t, "p/y", 1, false, "dropped too")
 	c4 := dial3(t, url, "persist", false)
 	c4.none(t, 300*time.Millisecond)
 }

@@ -326,7 +326,26 @@ func (c *conn) prepareSession() error {
 	if p {
 		return c.s.saveSession(se)
 	}
-	return c.s.st.DeleteMeta(sessionPrefix + se.key)
+	return c.s.deleteSessionRecord(se.key)
+}
+
+// deleteSessionRecord deletes the stored record of session key, if the
+// store holds one: a clean session's CONNECT ends a persistent session
+// of its client id. Looking first spares every other clean-session
+// CONNECT a durable write (an fsync, or in a cluster a replicated one).
+func (s *Server) deleteSessionRecord(key string) error {
+	k := sessionPrefix + key
+	found := false
+	if err := s.st.LoadMeta(k, func(got string, _ []byte) error {
+		found = found || got == k
+		return nil
+	}); err != nil {
+		return err
+	}
+	if !found {
+		return nil
+	}
+	return s.st.DeleteMeta(k)
 }
 
 // resume re-establishes a resumed session's subscriptions and resends
