@@ -163,3 +163,34 @@ func TestTopicFanOutOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestBindingByRecordKey: every binding is found by its record key
+// through the index, whatever its destination and arguments; a key of no
+// binding finds nothing.
+func TestBindingByRecordKey(t *testing.T) {
+	v, _ := newTestVHost(t)
+	declareX(t, v, "src", KindHeaders, ExchangeOpts{Durable: true})
+	declareX(t, v, "dst", KindFanout, ExchangeOpts{Durable: true})
+	declareQ(t, v, "q", QueueOpts{Durable: true})
+	bindQ(t, v, "q", "src", "k", Table{"x-match": "any", "a": "1"})
+	bindQ(t, v, "q", "src", "k", Table{"x-match": "any", "a": "2"})
+	if err := v.BindExchange("dst", "src", "k", nil); err != nil {
+		t.Fatal(err)
+	}
+	sx, _ := v.Exchange("src")
+	if len(sx.bindings) != 3 {
+		t.Fatalf("%d bindings", len(sx.bindings))
+	}
+	for _, b := range sx.bindings {
+		k := v.recordKeyOf(b)
+		if k == "" {
+			t.Fatal("no record key for a durable binding")
+		}
+		if got := v.bindingByRecordKey(k); got != b {
+			t.Fatalf("record key %q found %v, want its binding", k, got)
+		}
+	}
+	if got := v.bindingByRecordKey(v.recordKeyOf(sx.bindings[0]) + "x"); got != nil {
+		t.Fatal("a key of no binding found one")
+	}
+}

@@ -363,14 +363,7 @@ func (b *Broker) hasBindingRecord(key string) bool {
 	}
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	for _, x := range v.exchanges {
-		for _, bd := range x.bindings {
-			if v.recordKeyOf(bd) == key {
-				return true
-			}
-		}
-	}
-	return false
+	return v.bindingByRecordKey(key) != nil
 }
 
 // ForgetNode removes the non-durable exchanges and queues that live on
