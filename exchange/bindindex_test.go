@@ -194,3 +194,38 @@ func TestBindingByRecordKey(t *testing.T) {
 		t.Fatal("a key of no binding found one")
 	}
 }
+
+// TestCloseOwnerIndex: closing a connection deletes exactly its exclusive
+// queues, found through the owner index (not a scan of the vhost's
+// queues); the index forgets queues deleted otherwise.
+func TestCloseOwnerIndex(t *testing.T) {
+	v, _ := newTestVHost(t)
+	a, b := new(int), new(int)
+	for i := range 50 {
+		declareQ(t, v, fmt.Sprintf("a%d", i), QueueOpts{Exclusive: true, Owner: a})
+		declareQ(t, v, fmt.Sprintf("b%d", i), QueueOpts{Exclusive: true, Owner: b})
+		declareQ(t, v, fmt.Sprintf("s%d", i), QueueOpts{Durable: true})
+	}
+	if _, err := v.DeleteQueue("a0", false, false, a); err != nil {
+		t.Fatal(err)
+	}
+	v.CloseOwner(a)
+	for i := range 50 {
+		if _, err := v.Queue(fmt.Sprintf("a%d", i), a); err == nil {
+			t.Fatalf("a%d survived its owner's close", i)
+		}
+		if _, err := v.Queue(fmt.Sprintf("b%d", i), b); err != nil {
+			t.Fatalf("b%d: %v", i, err)
+		}
+		if _, err := v.Queue(fmt.Sprintf("s%d", i), nil); err != nil {
+			t.Fatalf("s%d: %v", i, err)
+		}
+	}
+	v.CloseOwner(b)
+	v.mu.RLock()
+	n := len(v.owned)
+	v.mu.RUnlock()
+	if n != 0 {
+		t.Fatalf("the owner index keeps %d owners after both closed", n)
+	}
+}

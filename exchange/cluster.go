@@ -755,7 +755,7 @@ func (v *VHost) applyQueue(name string, val []byte, transient bool) error {
 		return nil // a record of the other kind: not this queue's
 	}
 	if cur != nil {
-		delete(v.queues, name)
+		v.removeQueueLocked(cur)
 		for len(cur.bindings) > 0 {
 			v.removeBindingLocked(cur.bindings[len(cur.bindings)-1], true)
 		}

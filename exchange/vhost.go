@@ -31,6 +31,7 @@ type VHost struct {
 	mu        topoMu // its Unlock drops the routing table (routetable.go)
 	exchanges map[string]*Exchange
 	queues    map[string]*Queue
+	owned     map[any]map[*Queue]struct{} // exclusive queues in queues, by owner (CloseOwner)
 	replyTo   map[string]*Queue
 	// replyRemote are proxies to other nodes' direct reply-to consumers.
 	replyRemote map[string]*Queue
@@ -450,7 +451,7 @@ type QueueOpts struct {
 	AutoDelete bool
 	Args       Table
 	Passive    bool
-	Owner      any // the declaring connection
+	Owner      any // the declaring connection (comparable: a pointer); exclusive queues are indexed by it
 }
 
 // QueueInfo answers a declaration.
@@ -554,6 +555,17 @@ func (v *VHost) installQueueLocked(q *Queue) {
 		v.initPolicyLocked(q) // else once its messages are loaded
 	}
 	v.queues[q.name] = q
+	if q.exclusive && q.owner != nil {
+		if v.owned == nil {
+			v.owned = map[any]map[*Queue]struct{}{}
+		}
+		m := v.owned[q.owner]
+		if m == nil {
+			m = map[*Queue]struct{}{}
+			v.owned[q.owner] = m
+		}
+		m[q] = struct{}{}
+	}
 	if c := v.b.cluster; c != nil && (q.persisted() || q.home != c.NodeName()) {
 		c.Attach(q)
 	}
@@ -878,12 +890,23 @@ func (v *VHost) PurgeQueue(name string, owner any) (int, error) {
 	return q.Purge(), nil
 }
 
+// removeQueueLocked takes q, which is in v.queues, out of it. v.mu is held.
+func (v *VHost) removeQueueLocked(q *Queue) {
+	delete(v.queues, q.name)
+	if m := v.owned[q.owner]; m != nil {
+		delete(m, q)
+		if len(m) == 0 {
+			delete(v.owned, q.owner)
+		}
+	}
+}
+
 // deleteQueue removes q from the vhost, cancels its consumers and drops
 // its stored messages.
 func (v *VHost) deleteQueue(q *Queue) (int, error) {
 	v.lockTopology()
 	if v.queues[q.name] == q {
-		delete(v.queues, q.name)
+		v.removeQueueLocked(q)
 	} else if v.replyTo[q.name] == q {
 		delete(v.replyTo, q.name)
 	} else {
@@ -907,11 +930,9 @@ func (v *VHost) deleteQueue(q *Queue) (int, error) {
 // CloseOwner deletes the exclusive queues of a closing connection.
 func (v *VHost) CloseOwner(owner any) {
 	v.mu.RLock()
-	var mine []*Queue
-	for _, q := range v.queues {
-		if q.exclusive && q.owner == owner {
-			mine = append(mine, q)
-		}
+	mine := make([]*Queue, 0, len(v.owned[owner]))
+	for q := range v.owned[owner] {
+		mine = append(mine, q)
 	}
 	v.mu.RUnlock()
 	for _, q := range mine {
