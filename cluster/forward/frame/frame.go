@@ -176,7 +176,7 @@ func Decode(b []byte) (Frame, error) {
 	case TCancel:
 		f = &Cancel{Consumer: d.uvarint(0)}
 	case TCancelled:
-		f = &Cancelled{Consumer: d.uvarint(0), Reason: d.str()}
+		f = &Cancelled{Consumer: d.uvarint(0), Refused: d.bool1(), Reason: d.str()}
 	case TDeliver:
 		v := &Deliver{Consumer: d.uvarint(0), Delivery: d.uvarint(0), Redelivered: d.bool1()}
 		d.message(&v.Msg)
@@ -263,6 +263,7 @@ func Append(dst []byte, f Frame) ([]byte, error) {
 		e.uvarint(f.Consumer)
 	case *Cancelled:
 		e.uvarint(f.Consumer)
+		e.bool1(f.Refused)
 		e.str(f.Reason)
 	case *Deliver:
 		e.uvarint(f.Consumer)

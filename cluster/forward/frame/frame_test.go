@@ -62,7 +62,7 @@ func roundTrip() []Frame {
 		&Confirm{ID: 3, Reason: "no queue"}, &Credit{Hop: 1, N: 1 << 31},
 		&Consume{Consumer: 7, VHost: "v", Queue: "s", Prefetch: 100, PerConsumer: true, Args: map[string]any{"x-stream-offset": "first"}},
 		&Consume{Consumer: 8, VHost: "v", Queue: "q"},
-		&Qos{Consumer: 7, Prefetch: 5}, &Cancel{Consumer: 7}, &Cancelled{Consumer: 7, Reason: "queue deleted"},
+		&Qos{Consumer: 7, Prefetch: 5}, &Cancel{Consumer: 7}, &Cancelled{Consumer: 7, Reason: "queue deleted"}, &Cancelled{Consumer: 8, Refused: true, Reason: "no queue"},
 		&Deliver{Consumer: 7, Delivery: 99, Redelivered: true, Msg: fullMessage()},
 		&Settle{Consumer: 0, Op: Reject, Deliveries: []uint64{1, 1 << 60, 2}},
 		&Get{Req: 1, VHost: "/", Queue: "q", NoAck: true},
@@ -215,17 +215,33 @@ func FuzzDecode(f *testing.F) {
 		if !reflect.DeepEqual(normalize(again), normalize(fr)) {
 			t.Fatalf("round trip\n got %#v\nwant %#v", again, fr)
 		}
-		// Split at random points: a reader that gathers the pieces gets
-		// the same frame.
+		// Two of it, fed in pieces split at random points: next says
+		// errShort until a whole frame is there, then gives it.
 		r := rand.New(rand.NewPCG(uint64(len(b)), 1))
-		var got []byte
-		for rest := out; len(rest) > 0; {
+		stream := append(append([]byte{}, out...), out...)
+		var buf []byte
+		frames := 0
+		for rest := stream; len(rest) > 0; {
 			k := 1 + r.IntN(len(rest))
-			got = append(got, rest[:k]...)
+			buf = append(buf, rest[:k]...)
 			rest = rest[k:]
+			for {
+				got, n, err := next(buf)
+				if errors.Is(err, errShort) {
+					break
+				}
+				if err != nil {
+					t.Fatalf("split stream: %v", err)
+				}
+				if !reflect.DeepEqual(normalize(got), normalize(fr)) {
+					t.Fatalf("split stream gave %#v", got)
+				}
+				buf = buf[n:]
+				frames++
+			}
 		}
-		if n, err := ParseHeader(got); err != nil || n != len(got)-HeaderSize {
-			t.Fatalf("split frame: %d %v", n, err)
+		if frames != 2 || len(buf) != 0 {
+			t.Fatalf("split stream: %d frames, %d bytes left", frames, len(buf))
 		}
 	})
 }
@@ -234,4 +250,27 @@ func FuzzDecode(f *testing.F) {
 func normalize(f Frame) Frame {
 	b, _ := Append(nil, f)
 	return &Refuse{Reason: string(b)}
+}
+
+var errShort = errors.New("incomplete frame")
+
+// next decodes the frame at the front of b and returns it with the number
+// of bytes it took; errShort if b does not hold a whole frame yet (as a
+// reader of a byte stream does).
+func next(b []byte) (Frame, int, error) {
+	if len(b) < HeaderSize {
+		return nil, 0, errShort
+	}
+	n, err := ParseHeader(b)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(b)-HeaderSize < n {
+		return nil, 0, errShort
+	}
+	f, err := Decode(b[HeaderSize : HeaderSize+n])
+	if err != nil {
+		return nil, 0, err
+	}
+	return f, HeaderSize + n, nil
 }

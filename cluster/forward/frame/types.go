@@ -71,10 +71,12 @@ type Qos struct {
 // (client).
 type Cancel struct{ Consumer uint64 }
 
-// Cancelled says the server ended a consumer (its queue went away, or
-// Consume failed) (server).
+// Cancelled says the server ended a consumer (server): its queue went
+// away, or, with Refused, Consume failed (no such queue) and the consumer
+// never ran.
 type Cancelled struct {
 	Consumer uint64
+	Refused  bool
 	Reason   string
 }
 
