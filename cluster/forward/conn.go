@@ -321,6 +321,9 @@ func (c *conn) cancel(s *session) {
 // answer until deadline; the connection is dropped if it does not come
 // (a peer that does not answer fails every call on it).
 func (c *conn) call(mk func(req uint64) frame.Frame, deadline time.Time) (frame.Frame, error) {
+	if time.Until(deadline) <= 0 {
+		return nil, ErrTimeout // dialling took it all: nothing was asked
+	}
 	ch := make(chan frame.Frame, 1)
 	c.mu.Lock()
 	if c.dead {

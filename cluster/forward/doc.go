@@ -111,6 +111,23 @@
 // that is a proxy here too waits for its own next hop's budget, which is
 // what carries back-pressure along the hops.
 //
+// # What changed from the AMQP transport
+//
+// Until issue 16 this package was an amqp091-go client of a hidden AMQP
+// listener (protocol/amqp ServeInternal, headers x-trident-*). Every
+// guarantee above held there too, with these differences:
+//
+//   - Confirms come in any order (AMQP released a channel's in order),
+//     so the per-hop budgets are what breaks wait circles, no longer
+//     per-hop channels.
+//   - One connection per peer, not per (peer, vhost): MaxPending is per
+//     peer and hop, the stuck check per connection (they were per vhost
+//     and channel). A connection stuck for 30 s fails all its publishes.
+//   - Back-pressure is explicit credit, withheld during a resource alarm
+//     (it was TCP back-pressure from a blocked AMQP reader).
+//   - Acks go as Settle frames of delivery ids (they were one
+//     multiple=true basic.ack per run from the oldest unacked).
+//
 // # Limits
 //
 //   - Expiration is passed on as it was set, so the per-message TTL
