@@ -102,7 +102,8 @@ func newRemote(f *Forwarder, vhost, queue string, locate Locator) *remote {
 
 // Publish implements exchange.Remote. It calls the Locator and queues the
 // message on the link to where the queue is now; it blocks only while
-// that link has MaxPending publishes queued or unconfirmed.
+// that link has MaxPending publishes of the message's hop queued or
+// unconfirmed.
 func (r *remote) Publish(m *exchange.Message, done func(error)) {
 	r.mu.Lock()
 	if later := r.later; later != nil {
