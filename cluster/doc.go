@@ -17,7 +17,7 @@
 //   - discovery: membership and failure detection over hashicorp/memberlist;
 //     each node gossips its AMQP, HTTP and Raft ("raft") addresses.
 //   - mux: one TCP listener carrying named streams (every Raft group, the
-//     metadata RPCs, the internal AMQP listener), checked against the
+//     metadata RPCs, the forwarding RPC "fwd"), checked against the
 //     cookie, mutual TLS with node certificates of the cluster's CA when
 //     cluster.tls is set (tls.go); SetBlocked injects partitions for tests
 //     (cluster.fault_injection, PUT /api/cluster/partition). Gossip is
@@ -43,12 +43,14 @@
 //     leader, reconciles the group with membership; membership events
 //     (discovery) and raft observations drive it. Its Forgetter removes
 //     the transient objects of nodes that are gone.
-//   - forward: exchange.Remote over AMQP 0-9-1 between nodes (the mux's
-//     "amqp" stream into the owning node's ServeInternal): a proxy queue
-//     publishes with confirms, consumes with a prefetch window, acks,
-//     gets, purges and counts on the node that owns the queue. Publishes
-//     awaiting a confirm from a node the queue has left (a frozen leader)
-//     fail and are nacked once the Locator names another node.
+//   - forward: exchange.Remote over the cluster's own forwarding RPC (the
+//     mux's "fwd" stream into the owning node's forward.Server, which
+//     calls the core directly; codec in forward/frame): a proxy queue
+//     publishes with confirms under per-hop credit, consumes with a
+//     prefetch window, acks, gets, purges and counts on the node that
+//     owns the queue. Publishes awaiting a confirm from a node the queue
+//     has left (a frozen leader) fail and are nacked once the Locator
+//     names another node.
 //
 // # Where queues live
 //

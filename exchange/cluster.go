@@ -28,25 +28,6 @@ import (
 //     elsewhere, a quorum queue led elsewhere) is a proxy: publishes,
 //     consumes, acks and gets go to that node through a Remote.
 
-// Headers a forwarded message carries from the node that routed it to
-// the node that owns its queue (cluster/forward), so that its consumers
-// see the exchange and routing key it was published with. The owner's
-// internal listener removes them and publishes with PublishOpts.Queue.
-// ForwardHopsHeader, on a message that a node forwards again (it reached
-// a proxy there), counts the hops so far (Message.Hops + 1); without it a
-// forwarded message has made one hop. ForwardMetaIndexHeader is the
-// metadata log index the sending node had applied when it sent a message
-// to a queue whose owner had not confirmed one yet: the owner applies at
-// least that much before it routes the message, so that a queue the
-// sender already knows (declared an instant ago on another node) is not
-// missing there.
-const (
-	ForwardExchangeHeader   = "x-trident-exchange"
-	ForwardRoutingKeyHeader = "x-trident-routing-key"
-	ForwardHopsHeader       = "x-trident-hops"
-	ForwardMetaIndexHeader  = "x-trident-meta-index"
-)
-
 // MetaOp is one topology record write: a put (Val non-nil), a delete
 // (Val nil) or, with Prefix set, the delete of every key starting with Key.
 // A put with Create set takes effect only where Key holds no record or

@@ -10,43 +10,33 @@ import (
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
-	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
-	tamqp "github.com/trident-broker/trident/protocol/amqp"
 	"github.com/trident-broker/trident/protocol/amqp/wire"
 	"github.com/trident-broker/trident/store"
 )
 
-// owner is the node that holds the queues: a real core and AMQP server
-// whose internal listener the forwarder dials over loopback TCP.
+// owner is the node that holds the queues: a real core and a forwarding
+// Server that the forwarder dials over loopback TCP.
 type owner struct {
-	t     testing.TB
-	b     *exchange.Broker
-	users *auth.Users
-	srv   *tamqp.Server
-	addr  string
-	// waitMeta, if set before serve, is the internal listener's wait
-	// for the metadata log.
+	t    testing.TB
+	b    *exchange.Broker
+	srv  *Server
+	addr string
+	// waitMeta, if set before serve, is the server's wait for the
+	// metadata log.
 	waitMeta func(idx uint64)
 }
 
 func newOwner(t testing.TB) *owner {
 	t.Helper()
-	st := store.NewMemory()
-	b, err := exchange.New(st, nil)
+	b, err := exchange.New(store.NewMemory(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := b.EnsureVHost("/"); err != nil {
 		t.Fatal(err)
 	}
-	users, err := auth.New(st, auth.Options{DefaultUser: "guest", DefaultPass: "guest"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := &owner{t: t, b: b, users: users}
+	o := &owner{t: t, b: b}
 	o.serve()
 	t.Cleanup(func() {
 		o.stop()
@@ -55,45 +45,48 @@ func newOwner(t testing.TB) *owner {
 	return o
 }
 
-// serve starts an AMQP server on a new address over the same core.
+// serve starts a Server on a new address over the same core.
 func (o *owner) serve() {
 	o.t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		o.t.Fatal(err)
 	}
-	o.srv = tamqp.NewServer(tamqp.Config{}, o.b, o.users, nil)
+	o.srv = NewServer(o.b, o.waitMeta, nil)
 	o.addr = ln.Addr().String()
-	srv, wait := o.srv, o.waitMeta
-	go func() { _ = srv.ServeInternal(ln, wait) }()
+	srv := o.srv
+	go func() { _ = srv.Serve(ln) }()
 }
 
-func (o *owner) stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = o.srv.Shutdown(ctx)
-}
+func (o *owner) stop() { o.srv.Close() }
 
-// client opens a plain amqp091 channel to the owner (for set-up and checks).
-func (o *owner) client() *amqp.Channel {
+func (o *owner) vhost() *exchange.VHost {
 	o.t.Helper()
-	c, err := amqp.Dial("amqp://x:y@" + o.addr + "/")
+	vh, ok := o.b.VHost("/")
+	if !ok {
+		o.t.Fatal("no vhost")
+	}
+	return vh
+}
+
+func (o *owner) declareArgs(name string, durable bool, args exchange.Table) {
+	o.t.Helper()
+	if _, err := o.vhost().DeclareQueue(name, exchange.QueueOpts{Durable: durable, Args: args}); err != nil {
+		o.t.Fatal(err)
+	}
+}
+
+func (o *owner) declare(name string, durable bool) { o.declareArgs(name, durable, nil) }
+
+// ready is how many ready messages the owner's queue holds.
+func (o *owner) ready(name string) int {
+	o.t.Helper()
+	q, err := o.vhost().Queue(name, nil)
 	if err != nil {
 		o.t.Fatal(err)
 	}
-	o.t.Cleanup(func() { _ = c.Close() })
-	ch, err := c.Channel()
-	if err != nil {
-		o.t.Fatal(err)
-	}
-	return ch
-}
-
-func (o *owner) declare(name string, durable bool) {
-	o.t.Helper()
-	if _, err := o.client().QueueDeclare(name, durable, false, false, false, nil); err != nil {
-		o.t.Fatal(err)
-	}
+	r, _, _ := q.Stats()
+	return r
 }
 
 func tcpDial(ctx context.Context, addr string) (net.Conn, error) {
@@ -259,10 +252,7 @@ func TestPublishUnreachable(t *testing.T) {
 
 func TestPublishNackOnOverflow(t *testing.T) {
 	o := newOwner(t)
-	if _, err := o.client().QueueDeclare("small", false, false, false, false,
-		amqp.Table{"x-max-length": int32(1), "x-overflow": "reject-publish"}); err != nil {
-		t.Fatal(err)
-	}
+	o.declareArgs("small", false, exchange.Table{"x-max-length": int32(1), "x-overflow": "reject-publish"})
 	f := newForwarder(t)
 	r := f.Remote("/", "small", locator(o.addr).locate)
 	if err := publish(t, r, msg("1")); err != nil {
@@ -299,7 +289,7 @@ func TestPropertiesRoundTrip(t *testing.T) {
 	want := in.Props
 	want.Headers = exchange.Table{
 		"bool": true, "i8": int8(-8), "u8": uint8(8), "i16": int16(-16), "u16": uint16(16),
-		"i32": int32(-32), "u32": uint32(32), "i64": int64(-64), "int": int64(42), "u64": int64(64),
+		"i32": int32(-32), "u32": uint32(32), "i64": int64(-64), "int": int64(42), "u64": uint64(64),
 		"f32": float32(1.5), "f64": 2.25, "str": "s", "bytes": []byte{0, 1, 2},
 		"time": ts, "dec": wire.Decimal{Scale: 2, Value: 12345}, "nil": nil,
 		"nested": wire.Table{"a": "b", "deeper": wire.Table{"n": int32(1)}},
@@ -420,7 +410,7 @@ func TestPrefetch(t *testing.T) {
 	a, b := p.next(t), p.next(t)
 	p.none(t, 200*time.Millisecond)
 	r.Ack(a.tag)
-	r.Ack(b.tag) // a contiguous run: one multiple=true ack
+	r.Ack(b.tag) // both in one Settle frame
 	p.next(t)
 	p.next(t)
 	p.none(t, 200*time.Millisecond)
@@ -524,10 +514,12 @@ func TestResetOnMove(t *testing.T) {
 		t.Fatalf("got %q", d.m.Body)
 	}
 	// The unacked message went back to a's queue.
-	bc := a.client()
-	q, err := bc.QueueDeclarePassive("q", false, false, false, false, nil)
-	if err != nil || q.Messages != 1 {
-		t.Fatalf("a's queue: %+v %v", q, err)
+	deadline := time.Now().Add(5 * time.Second)
+	for a.ready("q") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a's queue holds %d ready messages, want 1", a.ready("q"))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -571,7 +563,7 @@ func TestGetPurgeCount(t *testing.T) {
 	if _, _, err := missing.Count(); err == nil {
 		t.Fatal("count of a missing queue succeeded")
 	}
-	if _, _, err := r.Count(); err != nil { // the control channel recovered
+	if _, _, err := r.Count(); err != nil { // the connection is still fine
 		t.Fatal(err)
 	}
 }

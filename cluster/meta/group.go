@@ -201,7 +201,8 @@ func (g *Group) Propose(ctx context.Context, ops []exchange.MetaOp) error {
 // for at most spreadTimeout (what a peer's WaitStream request waits); it
 // reports whether idx is applied. A peer that forwards a message to a
 // queue it just learnt of sends the index it had applied (see
-// exchange.ForwardMetaIndexHeader), and this node routes it after this.
+// cluster/forward: Forwarder.SetMetaIndex), and this node routes it after
+// this.
 func (g *Group) WaitApplied(idx uint64) bool {
 	if g.fsm.Applied() >= idx {
 		return true

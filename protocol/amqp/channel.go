@@ -248,14 +248,11 @@ func (ch *channel) vh() *exchange.VHost { return ch.c.vh }
 // log (when one is configured).
 func (ch *channel) audit(event, kind, name string) {
 	if ch.c.s.users.Auditing() {
-		ch.c.s.users.AuditObject(event, ch.c.userName(), ch.c.nc.RemoteAddr().String(), "amqp", ch.vh().Name(), kind, name)
+		ch.c.s.users.AuditObject(event, ch.c.user.Name(), ch.c.nc.RemoteAddr().String(), "amqp", ch.vh().Name(), kind, name)
 	}
 }
 
 func (ch *channel) check(perm auth.Perm, kind, name string) error {
-	if ch.c.internal {
-		return nil
-	}
 	if kind == "exchange" && name == "" {
 		name = auth.DefaultExchangeName
 	}

@@ -83,7 +83,6 @@ type conn struct {
 	now      atomic.Int64
 	watching atomic.Bool
 
-	internal  bool       // a cluster peer's connection (see internal.go); set before serve
 	preauth   *auth.User // an in-process connection's user (local.go); set before serve
 	mechanism string     // the SASL mechanism the client logged in with
 
@@ -116,18 +115,16 @@ func (c *conn) Serve() {
 	err := c.handshake()
 	if err == nil {
 		c.growReader()
-		c.log.Debug("connection open", "user", c.userName(), "vhost", c.vh.Name())
+		c.log.Debug("connection open", "user", c.user.Name(), "vhost", c.vh.Name())
 		if c.heartbeat > 0 {
 			go c.heartbeater()
 		}
-		if !c.internal {
-			// As RabbitMQ: an expired credential closes the connection
-			// with 320 CONNECTION_FORCED "credential expired".
-			c.expiry = auth.WatchExpiry(c.user, func() {
-				c.log.Warn("closing connection: credential has expired", "user", c.userName())
-				c.forceClose("credential expired")
-			})
-		}
+		// As RabbitMQ: an expired credential closes the connection
+		// with 320 CONNECTION_FORCED "credential expired".
+		c.expiry = auth.WatchExpiry(c.user, func() {
+			c.log.Warn("closing connection: credential has expired", "user", c.user.Name())
+			c.forceClose("credential expired")
+		})
 		err = c.readLoop()
 		c.expiry.Stop()
 	}
@@ -358,9 +355,7 @@ func (c *conn) handshake() error {
 		u    *auth.User
 		aerr error
 	)
-	if c.internal {
-		user, u = InternalUser, internalUser // see internal.go
-	} else if c.preauth != nil {
+	if c.preauth != nil {
 		user, u = c.preauth.Name(), c.preauth // see local.go
 	} else if so.Mechanism == mechExternal {
 		user, u, aerr = c.externalLogin() // see external.go
@@ -383,9 +378,6 @@ func (c *conn) handshake() error {
 	c.user = u
 	hb := uint16(cfg.Heartbeat / time.Second)
 	chMax := cfg.ChannelMax
-	if c.internal {
-		chMax = 0 // no limit: the client's channel_max applies
-	}
 	c.send(0, &wire.ConnectionTune{ChannelMax: chMax, FrameMax: cfg.FrameMax, Heartbeat: hb})
 	m, err = c.readMethod()
 	if err != nil {
@@ -422,13 +414,11 @@ func (c *conn) handshake() error {
 	if !ok {
 		return c.handshakeError(wire.NewConnectionError(wire.NotAllowed, "vhost %s not found", op.VirtualHost))
 	}
-	if !c.internal {
-		if err := c.s.users.CheckVHost(u, op.VirtualHost); err != nil {
-			return c.handshakeError(wire.NewConnectionError(wire.NotAllowed, "%s", err.Error()))
-		}
-		if err := c.openLimited(u.Name(), op.VirtualHost); err != nil {
-			return c.handshakeError(err)
-		}
+	if err := c.s.users.CheckVHost(u, op.VirtualHost); err != nil {
+		return c.handshakeError(wire.NewConnectionError(wire.NotAllowed, "%s", err.Error()))
+	}
+	if err := c.openLimited(u.Name(), op.VirtualHost); err != nil {
+		return c.handshakeError(err)
 	}
 	c.vh = vh
 	c.opened.Store(true)
@@ -679,7 +669,7 @@ func (c *conn) forceClose(reason string) {
 // capability) and stops reading until the alarm clears, as RabbitMQ does.
 // Consumers on the connection keep receiving meanwhile.
 func (c *conn) waitUnblocked() {
-	if !c.internal && c.s.b.Limiter().RateLimited() {
+	if c.s.b.Limiter().RateLimited() {
 		c.batch.Flush() // deliveries already made go out while this waits
 		c.waitRate()
 	}
@@ -740,7 +730,7 @@ func (c *conn) info() (ConnInfo, bool) {
 		chs = append(chs, ch)
 	}
 	c.chmu.Unlock()
-	i := ConnInfo{Name: c.name, User: c.userName(), VHost: c.vh.Name(), Peer: c.nc.RemoteAddr().String(),
+	i := ConnInfo{Name: c.name, User: c.user.Name(), VHost: c.vh.Name(), Peer: c.nc.RemoteAddr().String(),
 		Local: c.nc.LocalAddr().String(), Channels: len(chs), ConnectedAt: c.connectedAt, ClientProperties: c.clientProps,
 		FrameMax: c.frameMax, ChannelMax: c.channelMax, Heartbeat: c.heartbeat,
 		RecvOct: c.recvOct.Load(), SendOct: c.sendOct.Load()}
@@ -765,10 +755,6 @@ func (c *conn) info() (ConnInfo, bool) {
 // secret gets a real answer.) A certificate login (EXTERNAL) has no
 // secret to update.
 func (c *conn) updateSecret(m *wire.ConnectionUpdateSecret) error {
-	if c.internal {
-		c.send(0, &wire.ConnectionUpdateSecretOK{})
-		return nil
-	}
 	refused := func(why string, args ...any) error {
 		c.log.Warn("secret update refused", "user", c.user.Name(), "reason", m.Reason, "why", fmt.Sprintf(why, args...))
 		return withMethod(wire.NewConnectionError(wire.NotAllowed, "New secret was refused by one of the backends"), m)

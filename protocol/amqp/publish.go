@@ -112,7 +112,7 @@ func (ch *channel) publishOne(m *wire.BasicPublish) error {
 			return chanErr(wire.PreconditionFailed, m, "invalid expiration '%s': %s", e, why)
 		}
 	}
-	if u := msg.Props.UserID; u != "" && !ch.c.internal && u != ch.c.user.Name() {
+	if u := msg.Props.UserID; u != "" && u != ch.c.user.Name() {
 		return chanErr(wire.PreconditionFailed, m, "user_id property set to '%s' but authenticated user was '%s'", u, ch.c.user.Name())
 	}
 	if msg.Props.ReplyTo == exchange.ReplyToQueue {
@@ -134,11 +134,6 @@ func (ch *channel) publishOne(m *wire.BasicPublish) error {
 		ch.pubSeq++
 		o.Confirmer, o.Tag = ch, ch.pubSeq
 	}
-	if ch.c.internal && m.Exchange == "" {
-		if idx := forwarded(msg, &o); idx > 0 && ch.c.s.waitMeta != nil {
-			ch.c.s.waitMeta(idx)
-		}
-	}
 	res, err := ch.vh().Publish(msg, o)
 	if err != nil {
 		return err
@@ -151,14 +146,7 @@ func (ch *channel) publishOne(m *wire.BasicPublish) error {
 		ch.sendReturn(msg)
 	}
 	if ch.confirm && !res.Pending {
-		ok := res.OK
-		if ch.c.internal && res.Routed == 0 {
-			// A peer forwarded this message to a queue this node does
-			// not have (yet, or any more): refuse it rather than confirm
-			// a message that went nowhere.
-			ok = false
-		}
-		ch.c.sendConfirm(ch, o.Tag, ok)
+		ch.c.sendConfirm(ch, o.Tag, res.OK)
 	}
 	return nil
 }

@@ -70,8 +70,6 @@ type Server struct {
 
 	conns *frontend.Set[*conn]
 	seq   atomic.Uint64
-
-	waitMeta func(idx uint64) // for forwarded publishes (ServeInternal)
 }
 
 // NewServer creates an AMQP server over the core and the user database.
@@ -87,14 +85,8 @@ func NewServer(cfg Config, b *exchange.Broker, users *auth.Users, log *slog.Logg
 var ErrServerClosed = errors.New("amqp: server closed")
 
 // Serve accepts connections on ln until Shutdown.
-func (s *Server) Serve(ln net.Listener) error { return s.serve(ln, false) }
-
-func (s *Server) serve(ln net.Listener, internal bool) error {
-	return s.conns.Serve(ln, func(nc net.Conn) *conn {
-		c := newConn(s, nc)
-		c.internal = internal
-		return c
-	})
+func (s *Server) Serve(ln net.Listener) error {
+	return s.conns.Serve(ln, func(nc net.Conn) *conn { return newConn(s, nc) })
 }
 
 // Shutdown stops accepting, closes every connection with 320

@@ -28,11 +28,9 @@ import (
 // as closing at its next frame (channel.method).
 const watchTick = time.Second
 
-// watchTimeouts starts the connection's watchdog once. A cluster peer's
-// connection (internal.go) has none: the node its client is connected to
-// times out the client's channel, and the requeue comes from there.
+// watchTimeouts starts the connection's watchdog once.
 func (c *conn) watchTimeouts() {
-	if c.internal || c.watching.Load() || !c.watching.CompareAndSwap(false, true) {
+	if c.watching.Load() || !c.watching.CompareAndSwap(false, true) {
 		return
 	}
 	c.now.Store(time.Now().UnixNano())

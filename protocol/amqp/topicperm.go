@@ -13,7 +13,7 @@ import (
 // publish does not run a regexp per message.
 func (ch *channel) checkTopic(perm auth.Perm, ex, key string) error {
 	us, vh := ch.c.s.users, ch.c.vh
-	if ch.c.internal || !us.HasTopicPermissions(ch.c.user, vh.Name()) {
+	if !us.HasTopicPermissions(ch.c.user, vh.Name()) {
 		return nil
 	}
 	x, ok := vh.Exchange(ex)

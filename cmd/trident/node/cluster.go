@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/trident-broker/trident/cluster/discovery"
+	"github.com/trident-broker/trident/cluster/forward"
 	"github.com/trident-broker/trident/cluster/meta"
 	"github.com/trident-broker/trident/cluster/placement"
 	"github.com/trident-broker/trident/conf"
@@ -37,7 +38,9 @@ type clusterFrontEnd struct {
 	// queues places durable queues (cluster/placement, wired in
 	// cluster_queues.go).
 	queues *placement.Placer
-	log    *slog.Logger
+	// fwd serves peers' forwarded traffic (cluster_queues.go).
+	fwd *forward.Server
+	log *slog.Logger
 	// metaGroup is set once the metadata group runs, placer and forget
 	// once the queues are placed: OnEvent hands them membership events.
 	metaGroup atomic.Pointer[meta.Group]
@@ -170,6 +173,9 @@ func (f *clusterFrontEnd) Shutdown(ctx context.Context) error {
 	}
 	if fg := f.forget.Swap(nil); fg != nil {
 		fg.Close()
+	}
+	if f.fwd != nil {
+		f.fwd.Close() // peers' consumers end: what they held is requeued
 	}
 	if f.queues != nil {
 		f.placer.Store(nil)

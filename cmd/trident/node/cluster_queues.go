@@ -12,14 +12,14 @@ import (
 
 // Where a durable queue's messages live in a cluster is cluster/placement's
 // business (the node's exchange.Cluster); this file wires it: the
-// forwarder over the mux's internal AMQP stream, the groups host, the
-// message store, the membership and its events.
+// forwarder and the forwarding server over the mux's "fwd" stream, the
+// groups host, the message store, the membership and its events.
 
-// amqpStream is the mux stream of the internal AMQP listener.
-const amqpStream = "amqp"
+// fwdStream is the mux stream of the forwarding RPC (cluster/forward).
+const fwdStream = "fwd"
 
 // startClusterQueues places the broker's durable queues in the cluster and
-// serves peers' forwarded traffic on the mux's internal AMQP stream.
+// serves peers' forwarded traffic on the mux's "fwd" stream.
 func (n *Node) startClusterQueues(f *clusterFrontEnd) {
 	m := f.raft.mux
 	fwd := forward.New(func(ctx context.Context, addr string) (net.Conn, error) {
@@ -27,7 +27,7 @@ func (n *Node) startClusterQueues(f *clusterFrontEnd) {
 		if dl, ok := ctx.Deadline(); ok {
 			d = time.Until(dl)
 		}
-		return m.Dial(addr, amqpStream, d)
+		return m.Dial(addr, fwdStream, d)
 	}, n.log)
 	fwd.SetMetaIndex(f.raft.meta.Applied)
 	p := placement.New(placement.Config{Self: n.nodeName(), Addr: m.Addr, Members: f.m.Members,
@@ -39,18 +39,18 @@ func (n *Node) startClusterQueues(f *clusterFrontEnd) {
 	f.forget.Store(fg)
 	f.placer.Store(p) // membership events reach it from now on
 	n.broker.SetCluster(p)
-	if n.amqp != nil {
-		ln, err := m.Listener(amqpStream)
-		if err != nil {
-			n.log.Error("internal amqp listener", "err", err)
-			return
-		}
-		go func() {
-			if err := n.amqp.ServeInternal(ln, func(idx uint64) { f.raft.meta.WaitApplied(idx) }); err != nil {
-				n.log.Debug("internal amqp listener stopped", "err", err)
-			}
-		}()
+	ln, err := m.Listener(fwdStream)
+	if err != nil {
+		n.log.Error("forwarding listener", "err", err)
+		return
 	}
+	srv := forward.NewServer(n.broker, func(idx uint64) { f.raft.meta.WaitApplied(idx) }, n.log)
+	f.fwd = srv
+	go func() {
+		if err := srv.Serve(ln); err != nil {
+			n.log.Debug("forwarding listener stopped", "err", err)
+		}
+	}()
 }
 
 // QueueNode implements web.QueueLocator: a classic queue's home, a quorum
