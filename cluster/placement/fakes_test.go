@@ -356,6 +356,11 @@ type fakeCluster struct {
 
 	mu         sync.Mutex
 	setMembers int
+	// topo orders SetQueueMembers and declare, as the metadata log orders
+	// a members record and a node's learning of the queue: a node that
+	// learns of it gets the members of the last record, or the record
+	// reaches it.
+	topo sync.Mutex
 }
 
 func newFakeCluster(t *testing.T, names ...string) *fakeCluster {
@@ -415,6 +420,8 @@ func (c *fakeCluster) SetQueueMembers(vhost, name string, id uint64, members []s
 	c.mu.Lock()
 	c.setMembers++
 	c.mu.Unlock()
+	c.topo.Lock()
+	defer c.topo.Unlock()
 	for _, n := range c.all() {
 		if q := n.queue(id); q != nil {
 			q.setMembers(members)
@@ -432,6 +439,8 @@ func (c *fakeCluster) declare(id uint64, seed []string, on ...string) {
 			on = append(on, n.name)
 		}
 	}
+	c.topo.Lock()
+	defer c.topo.Unlock()
 	for _, name := range on {
 		n := c.node(name)
 		// A node that learns of the queue late learns its seed and current
