@@ -524,5 +524,8 @@ func (t *groupTransport) Close() error {
 		delete(t.hb.handlers, t.group)
 	}
 	t.hb.hmu.Unlock()
+	t.mu.Lock()
+	clear(t.beats) // no keepalive after this, even from a round under way
+	t.mu.Unlock()
 	return t.NetworkTransport.Close()
 }
