@@ -20,7 +20,11 @@
 //   - A group's heartbeats (and only its heartbeats) travel on the node's
 //     coalesced heartbeat stream, every other RPC on the group's own
 //     stream; a heartbeat is answered by the group's raft heartbeat
-//     handler or fails with an error, as over raft.NetworkTransport.
+//     handler or fails with an error, as over raft.NetworkTransport. With
+//     keepalives (QuorumTiming), raft's heartbeat may instead be answered
+//     by the follower's answer to the same heartbeat sent by the node
+//     less than 800 ms before, over a connection that has not failed
+//     since (keepalive.go).
 //   - Stop shuts the group down and closes its transport (its mux stream is
 //     free again, so the group may be started again). Drop also deletes its
 //     log, stable state and snapshots. Close stops every group, in
@@ -57,13 +61,33 @@
 //     below raft, in the transport, because hashicorp/raft's heartbeat
 //     loop is per group and per follower and not ours to change.
 //   - Per-group timers (Options.Timing, QuorumTiming). A quorum queue's
-//     group waits 1 s (to 2 s) before it elects, so it heartbeats half as
-//     often as the metadata group, and carries an idle commit index
-//     every 5-10 s instead of every 20-40 ms (while entries flow, each
-//     batch carries it at once, so a loaded queue is not slower; a
-//     stream keeps the host's 20 ms, as its consumers read their own
-//     member's copy). The cost: failover of a quorum queue in 2-4 s
-//     rather than 1-2 s.
+//     group waits 1 s (to 2 s) before it elects, and carries an idle
+//     commit index every 20-40 s instead of every 20-40 ms (while
+//     entries flow, each batch carries it at once, so a loaded queue is
+//     not slower; a stream keeps the host's 20 ms, as its consumers read
+//     their own member's copy). The cost: failover of a quorum queue in
+//     2-4 s rather than 1-2 s.
+//   - Keepalives (keepalive.go, Timing.Keepalives). With the timers
+//     above and coalescing, 1,000 idle quorum queues still cost each
+//     node 18% of a core, and the profile put most of it in
+//     hashicorp/raft's per-follower heartbeat goroutines (one timer
+//     firing every 100-200 ms for each group and follower, ~4,400
+//     wake-ups a second per node) and in answering as many heartbeats.
+//     So the node keeps its groups' heartbeats going itself: one loop
+//     sends, every 400 ms, each group's latest raft heartbeat to each
+//     follower again (all of them in one write per peer), and a member
+//     that leads switches its raft to a 3 s heartbeat timeout (raft then
+//     heartbeats every 300-600 ms, inside its 900 ms lease), whose
+//     heartbeats are answered from the keepalives' answers. A follower
+//     still hears from a live leader every 400 ms, well inside its 1 s
+//     timeout, and still elects on its own when it does not: failure
+//     detection stays raft's, per group. A keepalive is only ever a
+//     heartbeat raft sent, repeated only while raft keeps sending it.
+//     The price: a leader's lease sees a follower's contact up to 800 ms
+//     late (the lease only makes a cut-off leader step down; nothing
+//     here reads under it), and a member that stops leading without a
+//     new term (a removal, a lease step-down) is repeated for up to
+//     1 s more.
 //   - Campaign: the declaring node of a new group stands for election as
 //     soon as a majority runs the group (CampaignWhenReady probes the
 //     peers over the heartbeat stream), so a declaration does not wait

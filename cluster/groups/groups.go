@@ -40,6 +40,13 @@ type Timing struct {
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
 	CommitTimeout      time.Duration
+	// Keepalives: the node keeps the group's heartbeats going for its
+	// raft (keepalive.go), so that its leader's raft heartbeats
+	// can be rare: a member that leads switches to
+	// LeaderHeartbeatTimeout (hashicorp/raft heartbeats every tenth to
+	// fifth of it) and back to HeartbeatTimeout when it no longer leads.
+	Keepalives             bool
+	LeaderHeartbeatTimeout time.Duration // with Keepalives; at most 5 × LeaderLeaseTimeout
 }
 
 // DefaultTiming returns timers for failover within one to two seconds on a
@@ -59,19 +66,23 @@ func DefaultTiming() Timing {
 // stream's) group, one of many on a node, most of them idle (doc.go:
 // "Many groups"): a follower stands for election after 1 s (randomised
 // up to 2 s) without hearing from its leader (and a split election is
-// retried after as long: raft wants ElectionTimeout >= HeartbeatTimeout),
-// so an idle group's leader heartbeats each follower every 100-200 ms
-// rather than 50-100 ms; a leader that cannot reach a quorum for 500 ms
-// steps down; and an idle
-// leader tells its followers the commit index every 5-10 s rather than
-// every 20-40 ms (while entries flow they carry it at once; only the
-// leader serves a quorum queue, and a new leader commits afresh).
+// retried after as long: raft wants ElectionTimeout >= HeartbeatTimeout);
+// the node's keepalives reach it every 400 ms, and the leader's raft
+// heartbeats only every 300-600 ms (LeaderHeartbeatTimeout), answered
+// from them; a leader that cannot reach a quorum for 900 ms steps down
+// (less than the follower's timeout: Campaign shortens that by 1 ms and
+// raft wants the lease no longer); and an idle leader tells its
+// followers the commit index every 20-40 s rather than every 20-40 ms
+// (while entries flow they carry it at once; only the leader serves a
+// quorum queue, and a new leader commits afresh).
 func QuorumTiming() Timing {
 	return Timing{
-		HeartbeatTimeout:   time.Second,
-		ElectionTimeout:    time.Second,
-		LeaderLeaseTimeout: 500 * time.Millisecond,
-		CommitTimeout:      5 * time.Second,
+		HeartbeatTimeout:       time.Second,
+		ElectionTimeout:        time.Second,
+		LeaderLeaseTimeout:     900 * time.Millisecond,
+		CommitTimeout:          20 * time.Second,
+		Keepalives:             true,
+		LeaderHeartbeatTimeout: 3 * time.Second,
 	}
 }
 
@@ -93,7 +104,30 @@ func (t Timing) or(d Timing) Timing {
 	if t.CommitTimeout <= 0 {
 		t.CommitTimeout = d.CommitTimeout
 	}
+	if !t.Keepalives && d.Keepalives {
+		t.Keepalives, t.LeaderHeartbeatTimeout = true, d.LeaderHeartbeatTimeout
+	}
 	return t
+}
+
+// leading is t as a leader's: its raft heartbeats every tenth to fifth
+// of LeaderHeartbeatTimeout if it has keepalives.
+func (t Timing) leading() Timing {
+	if t.Keepalives && t.LeaderHeartbeatTimeout > t.HeartbeatTimeout {
+		t.HeartbeatTimeout = t.LeaderHeartbeatTimeout
+		t.ElectionTimeout = max(t.ElectionTimeout, t.LeaderHeartbeatTimeout) // raft wants it >= HeartbeatTimeout
+	}
+	return t
+}
+
+// keepFor is how long after raft's last heartbeat to a follower the
+// keepalives repeat it: raft's longest heartbeat interval (a fifth of
+// the leader's heartbeat timeout) and one keepalive round.
+func (t Timing) keepFor() time.Duration {
+	if !t.Keepalives {
+		return 0
+	}
+	return t.leading().HeartbeatTimeout/5 + hbKeepEvery
 }
 
 // Config configures a Host.
@@ -133,12 +167,17 @@ type Host struct {
 	mu     sync.Mutex
 	closed bool
 	groups map[string]*group
-	hb     *heartbeats // on the first Start
+	byRaft map[*raft.Raft]*group
+	hb     *heartbeats           // on the first Start
+	roles  chan raft.Observation // state changes of groups with keepalives, for tuneRoles
+	done   chan struct{}         // closed by Close
 }
 
 type group struct {
-	r     *raft.Raft
-	trans *groupTransport
+	r      *raft.Raft
+	trans  *groupTransport
+	timing Timing
+	obs    *raft.Observer // with keepalives: state changes to h.roles
 }
 
 // New returns a Host with no group running.
@@ -147,7 +186,7 @@ func New(c Config) *Host {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
 	c.Timing = c.Timing.withDefaults()
-	return &Host{c: c, groups: map[string]*group{}}
+	return &Host{c: c, groups: map[string]*group{}, byRaft: map[*raft.Raft]*group{}, done: make(chan struct{})}
 }
 
 // Self is this node as a member of a group.
@@ -184,6 +223,7 @@ func (h *Host) Start(name string, fsm raft.FSM, o Options) (*raft.Raft, error) {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(h.c.NodeID)
 	rc.Logger = logbridge.NewHCLogger(log, "raft")
+	rc.NoLegacyTelemetry = true // each metric once, not also under its legacy name (a heartbeat's twice)
 	t := o.Timing.or(h.c.Timing)
 	rc.HeartbeatTimeout = t.HeartbeatTimeout
 	rc.ElectionTimeout = t.ElectionTimeout
@@ -229,15 +269,80 @@ func (h *Host) Start(name string, fsm raft.FSM, o Options) (*raft.Raft, error) {
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
 		Logger:  logbridge.NewHCLogger(log, "raft-net"),
-	}), h.hb, name)
+	}), h.hb, name, t.keepFor())
 	store := h.c.DB.Group(name)
 	r, err := raft.NewRaft(rc, fsm, store, store, snaps, trans)
 	if err != nil {
 		trans.Close()
 		return nil, fmt.Errorf("groups: %s: %w", name, err)
 	}
-	h.groups[name] = &group{r: r, trans: trans}
+	g := &group{r: r, trans: trans, timing: t}
+	h.groups[name], h.byRaft[r] = g, g
+	if t.Keepalives && t.leading() != t {
+		if h.roles == nil {
+			h.roles = make(chan raft.Observation, 4096)
+			go h.tuneRoles(h.roles)
+		}
+		g.obs = raft.NewObserver(h.roles, false, func(o *raft.Observation) bool {
+			_, ok := o.Data.(raft.RaftState)
+			return ok
+		})
+		r.RegisterObserver(g.obs)
+		g.tune() // it may have become leader before the observer
+	}
 	return r, nil
+}
+
+// tuneSweep is how often tuneRoles looks at every group's state even if
+// no observation woke it (raft drops an observation the channel has no
+// room for).
+const tuneSweep = 2 * time.Second
+
+// tuneRoles gives each group with keepalives its leader's or its
+// follower's raft timers (Timing.leading) when its state changes, until
+// the host closes.
+func (h *Host) tuneRoles(roles <-chan raft.Observation) {
+	sweep := time.NewTicker(tuneSweep)
+	defer sweep.Stop()
+	for {
+		select {
+		case <-h.done:
+			return
+		case o := <-roles:
+			h.mu.Lock()
+			g := h.byRaft[o.Raft]
+			h.mu.Unlock()
+			if g != nil {
+				g.tune()
+			}
+		case <-sweep.C:
+			h.mu.Lock()
+			gs := make([]*group, 0, len(h.groups))
+			for _, g := range h.groups {
+				if g.obs != nil {
+					gs = append(gs, g)
+				}
+			}
+			h.mu.Unlock()
+			for _, g := range gs {
+				g.tune()
+			}
+		}
+	}
+}
+
+// tune sets g's heartbeat and election timeouts for its state.
+func (g *group) tune() {
+	t := g.timing
+	if g.r.State() == raft.Leader {
+		t = t.leading()
+	}
+	rc := g.r.ReloadableConfig()
+	if rc.HeartbeatTimeout == t.HeartbeatTimeout && rc.ElectionTimeout == t.ElectionTimeout {
+		return
+	}
+	rc.HeartbeatTimeout, rc.ElectionTimeout = t.HeartbeatTimeout, t.ElectionTimeout
+	_ = g.r.ReloadConfig(rc) // valid: Start validated both timings; fails only after a shutdown
 }
 
 // HasState reports whether group name has Raft state on this node (it was
@@ -281,6 +386,9 @@ func Campaign(r *raft.Raft) error {
 	nudge.HeartbeatTimeout = rc.HeartbeatTimeout - time.Millisecond
 	if err := r.ReloadConfig(nudge); err != nil {
 		return err
+	}
+	if r.ReloadableConfig() != nudge {
+		return nil // the host retuned it meanwhile (it leads: Timing.leading)
 	}
 	return r.ReloadConfig(rc)
 }
@@ -340,6 +448,9 @@ func (h *Host) Stop(name string) error {
 	h.mu.Lock()
 	g := h.groups[name]
 	delete(h.groups, name)
+	if g != nil {
+		delete(h.byRaft, g.r)
+	}
 	h.mu.Unlock()
 	if g == nil {
 		return fmt.Errorf("%w: %s", ErrNotRunning, name)
@@ -348,6 +459,9 @@ func (h *Host) Stop(name string) error {
 }
 
 func (g *group) stop() error {
+	if g.obs != nil {
+		g.r.DeregisterObserver(g.obs)
+	}
 	err := g.r.Shutdown().Error()
 	if cerr := g.trans.Close(); err == nil { // Shutdown closes it too; closing twice is harmless
 		err = cerr
@@ -373,9 +487,12 @@ func (h *Host) Drop(name string) error {
 // Close stops every group, in parallel; later Starts fail with ErrClosed.
 func (h *Host) Close() error {
 	h.mu.Lock()
+	if !h.closed {
+		close(h.done)
+	}
 	h.closed = true
 	gs := h.groups
-	h.groups = map[string]*group{}
+	h.groups, h.byRaft = map[string]*group{}, map[*raft.Raft]*group{}
 	hb := h.hb
 	h.mu.Unlock()
 	if hb != nil {

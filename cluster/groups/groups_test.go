@@ -267,13 +267,30 @@ func TestDefaultTiming(t *testing.T) {
 	}
 }
 
+// TestQuorumTiming: raft takes a quorum queue's timers as a follower's,
+// as a leader's (Timing.leading) and as Campaign's nudge (a heartbeat
+// timeout 1 ms shorter, still no shorter than the lease); the leader's
+// heartbeats (at most a fifth of its timeout apart) come well inside
+// its lease, and the keepalives well inside a follower's timeout.
 func TestQuorumTiming(t *testing.T) {
-	c := raft.DefaultConfig()
 	q := QuorumTiming()
-	c.LocalID = "x"
-	c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout, c.CommitTimeout = q.HeartbeatTimeout, q.ElectionTimeout, q.LeaderLeaseTimeout, q.CommitTimeout
-	if err := raft.ValidateConfig(c); err != nil {
-		t.Fatal(err)
+	for name, tm := range map[string]Timing{
+		"follower": q,
+		"leader":   q.leading(),
+		"campaign": {HeartbeatTimeout: q.HeartbeatTimeout - time.Millisecond, ElectionTimeout: q.ElectionTimeout, LeaderLeaseTimeout: q.LeaderLeaseTimeout, CommitTimeout: q.CommitTimeout},
+	} {
+		c := raft.DefaultConfig()
+		c.LocalID = "x"
+		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout, c.CommitTimeout = tm.HeartbeatTimeout, tm.ElectionTimeout, tm.LeaderLeaseTimeout, tm.CommitTimeout
+		if err := raft.ValidateConfig(c); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if l := q.leading(); l.HeartbeatTimeout != q.LeaderHeartbeatTimeout || l.HeartbeatTimeout/5 > q.LeaderLeaseTimeout*2/3 {
+		t.Errorf("leader's heartbeat timeout %v, lease %v", l.HeartbeatTimeout, q.LeaderLeaseTimeout)
+	}
+	if hbKeepEvery > q.HeartbeatTimeout/2 || q.keepFor() < q.LeaderHeartbeatTimeout/5 {
+		t.Errorf("keepalives every %v for %v; follower timeout %v", hbKeepEvery, q.keepFor(), q.HeartbeatTimeout)
 	}
 }
 

@@ -47,18 +47,24 @@ type heartbeats struct {
 	mux *mux.Mux
 	log *slog.Logger
 
-	handlers sync.Map      // group name → *groupTransport
-	served   atomic.Uint64 // heartbeats answered here
+	served atomic.Uint64 // heartbeats answered here
+
+	// handlers: group name → its transport here. A plain map: it is
+	// read for every heartbeat answered, written when a group starts or
+	// stops (a sync.Map's lookup cost ~3 µs here, a third of answering).
+	hmu      sync.RWMutex
+	handlers map[string]*groupTransport
 
 	mu       sync.Mutex
 	closed   bool
 	ln       net.Listener
 	peers    map[string]*hbPeer
 	accepted map[net.Conn]struct{}
+	stop     chan struct{} // closed by close: the keepalive loop ends
 }
 
 func newHeartbeats(m *mux.Mux, log *slog.Logger) *heartbeats {
-	return &heartbeats{mux: m, log: log, peers: map[string]*hbPeer{}, accepted: map[net.Conn]struct{}{}}
+	return &heartbeats{mux: m, log: log, peers: map[string]*hbPeer{}, accepted: map[net.Conn]struct{}{}, stop: make(chan struct{}), handlers: map[string]*groupTransport{}}
 }
 
 // listen registers the heartbeat stream on the mux, once.
@@ -74,11 +80,15 @@ func (h *heartbeats) listen() error {
 	}
 	h.ln = ln
 	go h.accept(ln)
+	go h.keepalives()
 	return nil
 }
 
 func (h *heartbeats) close() {
 	h.mu.Lock()
+	if !h.closed {
+		close(h.stop)
+	}
 	h.closed = true
 	ln, peers, acc := h.ln, h.peers, h.accepted
 	h.peers, h.accepted = map[string]*hbPeer{}, map[net.Conn]struct{}{}
@@ -100,6 +110,11 @@ func (h *heartbeats) send(addr, group string, req *raft.AppendEntriesRequest, re
 	if err != nil {
 		return err
 	}
+	return p.send(group, req, resp)
+}
+
+// send is heartbeats.send over p.
+func (p *hbPeer) send(group string, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	r, err := p.roundTrip(group, req)
 	if err != nil {
 		return err
@@ -119,7 +134,7 @@ func (h *heartbeats) peer(addr string) (*hbPeer, error) {
 	}
 	p := h.peers[addr]
 	if p == nil {
-		p = &hbPeer{h: h, addr: addr, pending: map[uint64]chan hbResp{}, kick: make(chan struct{}, 1), done: make(chan struct{})}
+		p = &hbPeer{h: h, addr: addr, pending: map[uint64]func(hbResp){}, kick: make(chan struct{}, 1), done: make(chan struct{})}
 		h.peers[addr] = p
 		go p.write()
 	}
@@ -145,31 +160,21 @@ type hbPeer struct {
 	mu      sync.Mutex
 	seq     uint64
 	queue   []byte // requests not written yet
-	pending map[uint64]chan hbResp
+	pending map[uint64]func(hbResp)
 	closed  bool
 	conn    net.Conn // the writer's; set here so that close can close it
+
+	// gen counts the connection's failures (failAll): an answer that
+	// came over an older generation no longer stands for its follower
+	// (keepalive.go).
+	gen atomic.Uint64
 }
 
 func (p *hbPeer) roundTrip(group string, req *raft.AppendEntriesRequest) (hbResp, error) {
 	ch := make(chan hbResp, 1)
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return hbResp{}, errHBClosed
-	}
-	p.seq++
-	seq := p.seq
-	q, err := appendHBReq(p.queue, &hbReq{seq: seq, group: group, req: *req})
+	seq, err := p.post(group, req, func(r hbResp) { ch <- r })
 	if err != nil {
-		p.mu.Unlock()
 		return hbResp{}, err
-	}
-	p.queue = q
-	p.pending[seq] = ch
-	p.mu.Unlock()
-	select {
-	case p.kick <- struct{}{}:
-	default:
 	}
 	t := time.NewTimer(hbTimeout)
 	defer t.Stop()
@@ -180,23 +185,55 @@ func (p *hbPeer) roundTrip(group string, req *raft.AppendEntriesRequest) (hbResp
 		}
 		return r, nil
 	case <-t.C:
-		p.mu.Lock()
-		delete(p.pending, seq)
-		p.mu.Unlock()
+		p.cancel(seq)
 		return hbResp{}, errHBTimeout
 	}
+}
+
+// post queues req for the writer; done gets its answer (seq 0 and err
+// if the connection failed first), called from the connection's reader
+// or failAll, never under p.mu; it must not block.
+func (p *hbPeer) post(group string, req *raft.AppendEntriesRequest, done func(hbResp)) (uint64, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return 0, errHBClosed
+	}
+	p.seq++
+	seq := p.seq
+	q, err := appendHBReq(p.queue, &hbReq{seq: seq, group: group, req: *req})
+	if err != nil {
+		p.mu.Unlock()
+		return 0, err
+	}
+	p.queue = q
+	p.pending[seq] = done
+	p.mu.Unlock()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+	return seq, nil
+}
+
+// cancel forgets the answer to seq: its done is not called.
+func (p *hbPeer) cancel(seq uint64) {
+	p.mu.Lock()
+	delete(p.pending, seq)
+	p.mu.Unlock()
 }
 
 // failAll answers every pending heartbeat with err and drops the ones
 // not written yet.
 func (p *hbPeer) failAll(err error) {
+	p.gen.Add(1)
 	p.mu.Lock()
 	pending := p.pending
-	p.pending = map[uint64]chan hbResp{}
+	p.pending = map[uint64]func(hbResp){}
 	p.queue = p.queue[:0]
 	p.mu.Unlock()
-	for _, ch := range pending {
-		ch <- hbResp{err: err.Error()} // seq 0: failed
+	for _, done := range pending {
+		done(hbResp{err: err.Error()}) // seq 0: failed
 	}
 }
 
@@ -282,11 +319,11 @@ func (p *hbPeer) read(c net.Conn) {
 			return err
 		}
 		p.mu.Lock()
-		ch := p.pending[r.seq]
+		done := p.pending[r.seq]
 		delete(p.pending, r.seq)
 		p.mu.Unlock()
-		if ch != nil {
-			ch <- r
+		if done != nil {
+			done(r)
 		}
 		return nil
 	}, nil)
@@ -397,8 +434,9 @@ func (h *heartbeats) serve(c net.Conn) {
 // handle runs one heartbeat through its group's raft heartbeat handler.
 func (h *heartbeats) handle(r *hbReq, respCh chan raft.RPCResponse) *hbResp {
 	out := &hbResp{seq: r.seq}
-	v, _ := h.handlers.Load(r.group)
-	t, _ := v.(*groupTransport)
+	h.hmu.RLock()
+	t := h.handlers[r.group]
+	h.hmu.RUnlock()
 	var fn func(raft.RPC)
 	if t != nil {
 		fn = t.heartbeatFn()
@@ -434,14 +472,22 @@ type groupTransport struct {
 	*raft.NetworkTransport
 	hb    *heartbeats
 	group string
+	// keepFor, if not zero: the node keeps raft's latest heartbeat to
+	// each follower going every hbKeepEvery for as long (after raft last
+	// sent it), and raft's heartbeats are answered from the keepalives'
+	// answers (keepalive.go).
+	keepFor time.Duration
 
-	mu sync.Mutex
-	fn func(raft.RPC)
+	mu    sync.Mutex
+	fn    func(raft.RPC)
+	beats map[raft.ServerAddress]*hbBeat // if keepFor > 0
 }
 
-func newGroupTransport(inner *raft.NetworkTransport, hb *heartbeats, group string) *groupTransport {
-	t := &groupTransport{NetworkTransport: inner, hb: hb, group: group}
-	hb.handlers.Store(group, t)
+func newGroupTransport(inner *raft.NetworkTransport, hb *heartbeats, group string, keepFor time.Duration) *groupTransport {
+	t := &groupTransport{NetworkTransport: inner, hb: hb, group: group, keepFor: keepFor, beats: map[raft.ServerAddress]*hbBeat{}}
+	hb.hmu.Lock()
+	hb.handlers[group] = t
+	hb.hmu.Unlock()
 	return t
 }
 
@@ -449,6 +495,9 @@ func newGroupTransport(inner *raft.NetworkTransport, hb *heartbeats, group strin
 func (t *groupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	if !isHeartbeat(args) {
 		return t.NetworkTransport.AppendEntries(id, target, args, resp)
+	}
+	if t.keepFor > 0 {
+		return t.heartbeat(target, args, resp)
 	}
 	return t.hb.send(string(target), t.group, args, resp)
 }
@@ -470,6 +519,13 @@ func (t *groupTransport) heartbeatFn() func(raft.RPC) {
 // Close implements raft.WithClose: the group no longer answers
 // heartbeats here.
 func (t *groupTransport) Close() error {
-	t.hb.handlers.CompareAndDelete(t.group, t)
+	t.hb.hmu.Lock()
+	if t.hb.handlers[t.group] == t {
+		delete(t.hb.handlers, t.group)
+	}
+	t.hb.hmu.Unlock()
+	t.mu.Lock()
+	clear(t.beats) // no keepalive after this, even from a round under way
+	t.mu.Unlock()
 	return t.NetworkTransport.Close()
 }

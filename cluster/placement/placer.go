@@ -50,7 +50,7 @@ type Config struct {
 	// (30s).
 	ResyncEvery time.Duration
 	// CompactEvery is how often a member asks its FSM whether a snapshot
-	// is due (10s).
+	// is due (30s: one timer per quorum queue member, most of them idle).
 	CompactEvery time.Duration
 	// BarrierTimeout is quorum.Watch's (5s).
 	BarrierTimeout time.Duration
@@ -65,7 +65,7 @@ func (c Config) withDefaults() Config {
 	def(&c.ReadyTimeout, 15*time.Second)
 	def(&c.RetryEvery, 2*time.Second)
 	def(&c.ResyncEvery, 30*time.Second)
-	def(&c.CompactEvery, 10*time.Second)
+	def(&c.CompactEvery, 30*time.Second)
 	def(&c.BarrierTimeout, 5*time.Second)
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)

@@ -9,7 +9,7 @@ import (
 // watchPoll is how often a Watcher reads the Raft state even when no
 // observation woke it (a safety net: observations are not expected to be
 // missed, see Watch).
-const watchPoll = time.Second
+const watchPoll = 10 * time.Second
 
 // watchRetry is how soon a Watcher retries a failed Barrier while the
 // node is still leader.
