@@ -21,7 +21,13 @@ import (
 // delivered or counted as dropped.
 func TestMQTTQoS0DropForSlowSubscriber(t *testing.T) {
 	const limit, n, q1 = 100, 20000, 50
-	b := startMQTTBroker(t, func(c *conf.Config) { c.MQTT.MaxQueuedQoS0 = limit })
+	b, base := mgmtBroker(t, func(c *conf.Config) {
+		c.MQTT.Listen, c.MQTT.WSListen = "127.0.0.1:0", ""
+		c.MQTT.AllowAnonymous = true
+		c.MQTT.MaxQueuedQoS0 = limit
+	})
+	api := apiClient{t: t, base: base, user: "guest", pass: "guest"}
+	murl := "http://" + b.n.MetricsAddr().String()
 	url := "tcp://" + b.mqttAddr()
 	payload := strings.Repeat("x", 1024)
 	for _, clean := range []bool{true, false} {
@@ -79,6 +85,18 @@ func TestMQTTQoS0DropForSlowSubscriber(t *testing.T) {
 			} else if dropped != 0 {
 				t.Fatalf("persistent session: %d dropped", dropped)
 			}
+			// The management API reports what the queue counted, and
+			// Prometheus the sum over the queues (the clean session's is
+			// the only one that drops; it is gone once its client is).
+			eventually(t, 5*time.Second, "drop_behind in the API and the metrics", func() bool {
+				qs := api.object("/api/queues/%2F/" + q.Name())
+				ms, _ := qs["message_stats"].(map[string]any)
+				if clean {
+					return ms != nil && num(ms["drop_behind"]) == float64(dropped) &&
+						value(scrape(t, murl+"/metrics"), "trident_queue_messages_dropped_behind_total") == float64(dropped)
+				}
+				return ms == nil || num(ms["drop_behind"]) == 0
+			})
 			for i := 0; i < q1; i++ {
 				pub.publish(t, "slow/b", 1, false, fmt.Sprint(i))
 			}
