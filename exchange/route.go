@@ -33,11 +33,6 @@ func (b *binding) destName() string {
 	return b.x.name
 }
 
-// same reports whether b binds the same (destination, key, args) triple.
-func (b *binding) same(q *Queue, x *Exchange, key string, args Table) bool {
-	return b.q == q && b.x == x && b.key == key && tablesEqual(b.args, args)
-}
-
 // router holds one exchange's bindings in the shape its type routes by.
 type router interface {
 	add(b *binding)

@@ -222,16 +222,6 @@ func (l *link) connection() (*conn, error) {
 	return c, nil
 }
 
-// current is the open connection, if any, without dialling.
-func (l *link) current() *conn {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cur != nil && !l.cur.isDead() {
-		return l.cur
-	}
-	return nil
-}
-
 func (l *link) close() {
 	l.mu.Lock()
 	l.closed = true
