@@ -69,6 +69,10 @@ type LogState struct {
 	// HeldQID, if not 0, is the store id under which the log keeps the
 	// messages it holds aside (HoldLog: a quorum queue's waiting retries).
 	HeldQID uint64
+	// StoredSeparately: the log's FSM writes its messages to the store
+	// some time after applying them, and says what is there through
+	// Queue.LogStored; LogApplied then only commits.
+	StoredSeparately bool
 }
 
 // ReturnLog is implemented by a MessageLog that counts deliveries across

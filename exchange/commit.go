@@ -122,26 +122,23 @@ func (q *Queue) startGateLocked(log MessageLog) {
 	q.ready.pending.reset()
 }
 
-// LogApplied tells q that its log's FSM has written every message up to
-// key (and those before it) to the store. They may be paged out, and a
-// tail that grew past its buffer while they were being committed is paged
-// out now. A gated queue (a CommitLog's) releases them: it drops the
-// committed messages past a drop-head limit, expires those whose deadline
-// has passed, delivers to the consumers that can take them and arms the
-// expiry timer. The log calls it as its batches are applied, from its own
-// goroutine, without q's lock, before it reports the appends done.
+// LogApplied tells q that its log's FSM has applied every message up to
+// key (and those before it): unless the FSM writes behind
+// (LogState.StoredSeparately, then LogStored says so), they are in the
+// store and may be paged out, and a tail that grew past its buffer while
+// they were being committed is paged out now. A gated queue (a
+// CommitLog's) releases them: it drops the committed messages past a
+// drop-head limit, expires those whose deadline has passed, delivers to
+// the consumers that can take them and arms the expiry timer. The log
+// calls it as its batches are applied, from its own goroutine, without
+// q's lock, before it reports the appends done.
 func (q *Queue) LogApplied(key uint64) {
 	_, seq, _ := splitStoreKey(key)
-	for {
-		cur := q.logApplied.Load()
-		if seq <= cur {
-			return
-		}
-		if q.logApplied.CompareAndSwap(cur, seq) {
-			break
-		}
-	}
 	q.mu.Lock()
+	if !q.storedSep && !q.raiseStored(seq) {
+		q.mu.Unlock()
+		return
+	}
 	if q.log == nil || q.remote != nil || q.deleted {
 		q.mu.Unlock()
 		return
@@ -169,4 +166,28 @@ func (q *Queue) LogApplied(key uint64) {
 	q.scheduleExpiry(now)
 	q.unlock()
 	b.Flush()
+}
+
+// LogStored tells q, leading from a log whose FSM writes behind, that
+// every message up to key (and those before it) is in the store or
+// deleted: they may be paged out. It runs on the FSM's goroutine, so it
+// takes no lock (Raft must not wait for the queue: a publisher may hold
+// q.mu while the log waits for Raft); the next batch's LogApplied pages
+// out a tail that waited for it.
+func (q *Queue) LogStored(key uint64) {
+	_, seq, _ := splitStoreKey(key)
+	q.raiseStored(seq)
+}
+
+// raiseStored raises logStored to seq and reports whether it rose.
+func (q *Queue) raiseStored(seq uint64) bool {
+	for {
+		cur := q.logStored.Load()
+		if seq <= cur {
+			return false
+		}
+		if q.logStored.CompareAndSwap(cur, seq) {
+			return true
+		}
+	}
 }

@@ -416,3 +416,76 @@ func TestQuorumLeaderPagesCommitted(t *testing.T) {
 		t.Fatal("nothing was read back from the store")
 	}
 }
+
+// behindLog is a lateLog whose FSM writes behind: commit applies (the
+// queue may deliver) but puts nothing in the store; store writes what was
+// committed and reports it (LogStored), as quorum.FSM's OnStored does.
+type behindLog struct {
+	lateLog
+	unstored []lateAppend
+}
+
+func (l *behindLog) commit(n int) {
+	as := l.take(n)
+	if len(as) == 0 {
+		return
+	}
+	l.unstored = append(l.unstored, as...)
+	l.q.LogApplied(as[len(as)-1].key)
+	for _, a := range as {
+		if a.done != nil {
+			a.done(nil)
+		}
+	}
+}
+
+func (l *behindLog) store() {
+	for _, a := range l.unstored {
+		l.st.AppendMessage(l.q.ID(), a.key, a.data, nil)
+	}
+	l.q.LogStored(l.unstored[len(l.unstored)-1].key)
+	l.unstored = nil
+}
+
+// TestQuorumLeaderPagesStoredOnly: with an FSM that writes behind, a
+// committed message is delivered at once but paged out only once the FSM
+// reports it in the store: a page read back finds every message.
+func TestQuorumLeaderPagesStoredOnly(t *testing.T) {
+	v, st := newTestVHost(t)
+	q := declareQ(t, v, "qb", QueueOpts{Durable: true, Args: Table{"x-queue-type": "quorum", "x-queue-mode": "lazy"}})
+	l := &behindLog{lateLog: lateLog{st: st, q: q}}
+	q.BecomeLocal(l, LogState{StoredSeparately: true})
+	cf := newConfirms()
+	const n = 1000
+	for i := 0; i < n; i++ {
+		publishConfirmed(t, v, cf, uint64(i+1), "qb", strconv.Itoa(i), 0)
+	}
+	l.commit(-1)
+	if s := q.Status(); s.ReadyRAM != n {
+		t.Fatalf("%d of %d in memory: messages not yet in the store were paged out", s.ReadyRAM, n)
+	}
+	// The first one is deliverable (committed) although not stored.
+	d, ok := q.Get(false)
+	if !ok || string(d.Msg.Body) != "0" {
+		t.Fatalf("get before the store write: %v %q", ok, d.Msg.Body)
+	}
+	q.Ack(d.Seq)
+	l.store()
+	publishConfirmed(t, v, cf, n+1, "qb", strconv.Itoa(n), 0)
+	l.commit(-1) // the next batch's LogApplied pages out what waited
+	if s := q.Status(); s.ReadyRAM > 2*tailMsgs || s.Ready != n {
+		t.Fatalf("%d of %d ready in memory after the store write", s.ReadyRAM, s.Ready)
+	}
+	got := getBodies(q)
+	if len(got) != n {
+		t.Fatalf("got %d of %d", len(got), n)
+	}
+	for i, b := range got {
+		if b != strconv.Itoa(i+1) {
+			t.Fatalf("get %d: %q", i, b)
+		}
+	}
+	if st.reads == 0 {
+		t.Fatal("nothing was read back from the store")
+	}
+}

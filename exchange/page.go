@@ -36,7 +36,7 @@ import (
 // the same way: its FSM writes them to the node's store under those keys
 // once a majority has them (never as pages: every message of a quorum
 // queue is in its log), and the queue pages them like a classic queue's,
-// but only once they are there (logApplied).
+// but only once they are there (logStored).
 
 const (
 	laneShift = 56
@@ -122,7 +122,7 @@ func (r *readyList) pages() bool {
 // be by the time it is read (the store's reads see its queued writes).
 // A quorum queue's message is there once its log's FSM applied it.
 func (r *readyList) canPage(e *entry) bool {
-	return r.q.log == nil || e.seq <= r.q.logApplied.Load()
+	return r.q.log == nil || e.seq <= r.q.logStored.Load()
 }
 
 // window is the queue's in-memory limit per lane (messages, bytes).

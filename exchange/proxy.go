@@ -92,7 +92,8 @@ func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
 	}
 	r.recAll, r.recMax = maxSeq, maxSeq
 	q.nextSeq = max(q.nextSeq, maxSeq+1)
-	q.logApplied.Store(q.nextSeq - 1)
+	q.logStored.Store(q.nextSeq - 1)
+	q.storedSep = st.StoredSeparately
 	q.startGateLocked(log)
 	q.loadHoldsLocked(st.HeldQID)
 	now := nowNano()

@@ -234,10 +234,13 @@ type Queue struct {
 	members atomic.Pointer[[]string] // read without q.mu (a proxy's Locator runs under it)
 	seed    []string                 // the members it was declared with (they bootstrap the group)
 	log     MessageLog
-	// While log is set: every message with a seq up to logApplied is in
+	// While log is set: every message with a seq up to logStored is in
 	// the node's store (the log's FSM wrote it), so it may be paged out;
-	// logReturns says how often a message loaded from the log came back.
-	logApplied atomic.Uint64
+	// raised by LogApplied, or by LogStored if storedSep (the FSM writes
+	// behind: applied is not yet stored). logReturns says how often a
+	// message loaded from the log came back.
+	logStored  atomic.Uint64
+	storedSep  bool
 	logReturns func(key uint64) uint32
 	// gated is set while q leads from a CommitLog (commit.go): only
 	// messages with seqs up to releasedSeq, the committed ones, are

@@ -271,6 +271,7 @@ func (q *fakeQueue) Home() string      { return q.home }
 func (q *fakeQueue) IsStream() bool    { return false }
 func (q *fakeQueue) Seed() []string    { return q.seed }
 func (q *fakeQueue) LogApplied(uint64) {}
+func (q *fakeQueue) LogStored(uint64)  {}
 func (q *fakeQueue) Members() []string {
 	if p := q.members.Load(); p != nil {
 		return *p

@@ -83,6 +83,11 @@ func (qq *quorumQueue) start() {
 		log.Error("quorum queue state unreadable; the group is not started", "queue", qq.q.Name(), "err", err)
 		return
 	}
+	if !qq.q.IsStream() {
+		// A stream's readers read any member's store: its messages go
+		// there as they are applied.
+		fsm.EnableWriteBehind()
+	}
 	if fsm.Applied() == 0 {
 		// No state record: a member upgraded from the builds that kept
 		// the messages in memory (their snapshots are still read), or
@@ -123,6 +128,7 @@ func (qq *quorumQueue) start() {
 		log.Error("quorum queue group did not start", "queue", qq.q.Name(), "group", qq.group, "err", err)
 		return
 	}
+	fsm.WriteBehindAfter(r.LastIndex())
 	if slices.Contains(qq.q.Seed(), c.Self) {
 		if has, err := c.Groups.HasState(qq.group); err == nil && !has {
 			qq.bootstrap(r)

@@ -46,6 +46,8 @@ type Queue interface {
 	BecomeLocal(log exchange.MessageLog, st exchange.LogState)
 	// LogApplied is quorum.Options.Applied.
 	LogApplied(key uint64)
+	// LogStored is quorum.FSM.OnStored's callback while leading.
+	LogStored(key uint64)
 }
 
 // Topology records a replicated queue's members cluster-wide; the core

@@ -40,15 +40,21 @@ func (qq *quorumQueue) leadership(leader bool) {
 	qq.mu.Unlock()
 	if leader {
 		qq.p.log.Info("quorum queue leader here", "vhost", qq.q.VHost(), "queue", qq.q.Name())
+		// The queue reads what it pages from the store: everything
+		// applied goes there first, and from now on the FSM says what is.
+		fsm.Flush()
+		fsm.OnStored(qq.q.LogStored)
 		var st exchange.LogState
 		for _, g := range fsm.Groups() {
 			st.Groups = append(st.Groups, exchange.LogGroup{Top: g.Top, Count: g.Count, Bytes: g.Bytes, MaxKey: g.MaxKey})
 		}
 		st.Returns = fsm.Returns
 		st.HeldQID = quorum.HoldQID(qq.q.ID())
+		st.StoredSeparately = !qq.q.IsStream()
 		qq.q.BecomeLocal(newLog, st)
 		qq.markReady()
 	} else {
+		fsm.OnStored(nil)
 		qq.q.BecomeProxy(qq.p.proxy(qq))
 	}
 	if old != nil {

@@ -16,7 +16,12 @@
 //     A snapshot on disk holds the state alone (a few bytes whatever the
 //     backlog); SnapshotStore adds the messages, read from the store, only
 //     when Raft sends one to a member, and Restore installs such a full
-//     stream (snapshot.go, snapstore.go).
+//     stream (snapshot.go, snapstore.go). With write-behind on (a quorum
+//     queue's members; not a stream's) applied appends wait in a small
+//     bounded buffer and a delete of a buffered one cancels both, so a
+//     message acked within a second never touches the store; the buffer
+//     is flushed before each state record, and the leader's queue pages
+//     only what OnStored reports (behind.go).
 //   - Log: exchange.MessageLog and exchange.ReturnLog on the leader.
 //     AppendMessage, DeleteMessage and ReturnMessage queue ops that are
 //     group-committed into Raft entries (codec.go), several entries in
@@ -44,8 +49,10 @@
 //     callbacks run on the Log's own goroutine, never inside the call
 //     that queued them, so they may take the lock the caller held.
 //   - Memory: nothing per message but for returned ones (a map entry
-//     until the message is deleted); message data only while an entry is
-//     being applied. Decoding a snapshot or an entry never allocates much
+//     until the message is deleted) and the write-behind buffer's (at
+//     most 8,192 messages and 4 MiB per FSM, 64 MiB for all of a
+//     process's FSMs together); message data only while an entry is
+//     being applied or buffered. Decoding a snapshot or an entry never allocates much
 //     more than its input, and malformed input is an error, never a panic.
 //   - The core appends each key once and deletes only keys it appended,
 //     once: the counts rely on it (the FSM does not read the store to
@@ -54,9 +61,13 @@
 //     the range; the FSM clamps them to what its groups hold. Group byte sums shrink by the group's average on delete, so
 //     they are estimates (exact for equal sizes, 0 when a group empties).
 //   - Crash: the state record is issued after the ops it covers, through
-//     the same ordered store, every 100 ms at most and at each snapshot
-//     (made durable before Raft truncates its log); entries after it are
-//     applied again at restart, which changes nothing twice.
+//     the same ordered store, every 100 ms at most (1 s with write-behind,
+//     its buffer flushed first) and at each snapshot (made durable before
+//     Raft truncates its log); entries after it are applied again at
+//     restart, which changes nothing twice. Entries up to the Raft log's
+//     last index at start are written through when applied again (their
+//     messages may have reached the store before the crash), and so are
+//     appends of keys an installed snapshot held.
 
 // # Locks
 //

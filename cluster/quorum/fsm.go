@@ -43,6 +43,11 @@ func HoldQID(qid uint64) uint64 { return qid | 1<<62 }
 // record are applied again after a crash (see FSM).
 const saveEvery = 100 * time.Millisecond
 
+// saveEveryBehind is saveEvery with write-behind: each record flushes the
+// buffer, so the longer the span, the more messages are deleted before they
+// reach the Store; a restart applies at most that much of the log again.
+const saveEveryBehind = time.Second
+
 // FSM is the replicated state of one quorum queue on one member of its
 // Raft group: the queue's messages, in the node's Store under the queue's
 // id and the core's keys, and in memory only counts per key group, the
@@ -68,6 +73,19 @@ type FSM struct {
 	s        state
 	lastSave time.Time
 	dirty    bool // applied past the last state record
+
+	// Write-behind (behind.go), when on: appends not yet in the Store,
+	// and who learns what is.
+	wb      bool
+	wbAfter uint64 // entries up to this index are written through
+	cur     uint64 // the index of the entry being applied
+	// restored is, per key group, the largest key a snapshot installed
+	// here held (nil if none was): the entries after it may append those
+	// messages again, and they are in the Store already.
+	restored *[256]uint64
+	buf      behind
+	onStored func(key uint64)
+	reported uint64 // the last key given to onStored
 }
 
 var (
@@ -81,7 +99,7 @@ func NewFSM(st Store, qid uint64, log *slog.Logger) (*FSM, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	f := &FSM{st: st, qid: qid, log: log}
+	f := &FSM{st: st, qid: qid, log: log, lastSave: time.Now()}
 	var rec []byte
 	err := st.ReadMessages(StateQID, qid, func(k uint64, data []byte) bool {
 		if k == qid {
@@ -105,22 +123,87 @@ func NewFSM(st Store, qid uint64, log *slog.Logger) (*FSM, error) {
 // not decode. Entries other than commands are ignored.
 func (f *FSM) Apply(l *raft.Log) any {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	r := f.applyLocked(l)
 	f.maybeSaveLocked()
+	report := f.storedLocked()
+	f.mu.Unlock()
+	report()
 	return r
 }
 
 // ApplyBatch applies several committed entries under one lock.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	res := make([]any, len(logs))
 	for i, l := range logs {
 		res[i] = f.applyLocked(l)
 	}
 	f.maybeSaveLocked()
+	report := f.storedLocked()
+	f.mu.Unlock()
+	report()
 	return res
+}
+
+// EnableWriteBehind turns write-behind on (behind.go): for a queue whose
+// messages are read from the Store only by its leader, through pages that
+// respect OnStored. Not for a stream, whose readers read the Store of any
+// member. Call it before the FSM applies anything; entries are written
+// through until WriteBehindAfter says from where they may be buffered.
+func (f *FSM) EnableWriteBehind() {
+	f.mu.Lock()
+	f.wb, f.wbAfter = true, math.MaxUint64
+	f.mu.Unlock()
+}
+
+// WriteBehindAfter lets the appends of entries after index be buffered:
+// index is the Raft log's last index when the member started. An entry up
+// to it may have been applied before a crash and its messages written to
+// the Store then; applied again, its appends are written through, so that
+// their deletes reach the Store too. Every entry after it is new to this
+// Store (the log holds every entry the FSM ever applied, durably).
+func (f *FSM) WriteBehindAfter(index uint64) {
+	f.mu.Lock()
+	f.wbAfter = index
+	f.mu.Unlock()
+}
+
+// OnStored sets fn (nil for none) to be told, after entries are applied
+// and without the FSM's lock, the key of the newest append such that it
+// and every append applied before it are in the Store or deleted: what the
+// leader's queue may page out. With write-behind off that is every append
+// applied, and fn is not called.
+func (f *FSM) OnStored(fn func(key uint64)) {
+	f.mu.Lock()
+	f.onStored, f.reported = fn, 0
+	f.mu.Unlock()
+}
+
+// Flush issues every buffered append to the Store (write-behind), so that
+// reads of the Store see all the FSM's messages, and reports it.
+func (f *FSM) Flush() {
+	f.mu.Lock()
+	f.flushLocked(true)
+	report := f.storedLocked()
+	f.mu.Unlock()
+	report()
+}
+
+func (f *FSM) flushLocked(all bool) {
+	if f.wb && (all || f.buf.over()) {
+		f.buf.flush(f.st, f.qid, all)
+	}
+}
+
+// storedLocked returns the call that reports a risen stored watermark, or
+// a no-op.
+func (f *FSM) storedLocked() func() {
+	fn, k := f.onStored, f.buf.done
+	if !f.wb || fn == nil || k == f.reported {
+		return func() {}
+	}
+	f.reported = k
+	return func() { fn(k) }
 }
 
 func (f *FSM) applyLocked(l *raft.Log) any {
@@ -139,6 +222,7 @@ func (f *FSM) applyLocked(l *raft.Log) any {
 		f.log.Error("quorum entry not applied", "queue", f.qid, "index", l.Index, "err", err)
 		return err
 	}
+	f.cur = l.Index
 	walkEntry(l.Data, f.applyOp)
 	return nil
 }
@@ -150,10 +234,18 @@ func (f *FSM) applyOp(o op) {
 		// applied again, and their messages may be on disk already; an
 		// append and a delete that met in one store batch would cancel
 		// and leave the message there (more messages than counted).
-		f.st.PutMessage(f.qid, o.seq, o.data, nil) // copies data
+		if f.wb && f.cur > f.wbAfter && (f.restored == nil || o.seq > f.restored[o.seq>>56]) {
+			f.buf.add(o.seq, o.data)
+		} else {
+			f.st.PutMessage(f.qid, o.seq, o.data, nil) // copies data
+			f.buf.done = o.seq                         // nothing is buffered before it
+		}
 		f.s.add(o.seq, len(o.data))
 	case opDelete:
-		f.st.DeleteMessage(f.qid, o.seq)
+		// A buffered message never reached the Store.
+		if !f.wb || !f.buf.del(o.seq) {
+			f.st.DeleteMessage(f.qid, o.seq)
+		}
 		f.s.del(o.seq)
 	case opReturn:
 		f.s.ret(o.seq)
@@ -171,19 +263,30 @@ func (f *FSM) applyOp(o op) {
 		// entry applied again after a crash starts from the record's
 		// counts, which still hold the range, while the store may have
 		// lost it already, so the store is not what counts.
+		if f.wb {
+			f.buf.delRange(o.seq, o.to)
+		}
 		f.st.DeleteMessages(f.qid, o.seq, o.to)
 		f.s.delRange(o.seq, o.to, int64(o.count), int64(o.bytes))
 	}
 }
 
 func (f *FSM) maybeSaveLocked() {
-	if f.dirty && time.Since(f.lastSave) >= saveEvery {
-		f.saveLocked()
+	every := saveEvery
+	if f.wb {
+		every = saveEveryBehind
 	}
+	if f.dirty && time.Since(f.lastSave) >= every {
+		f.saveLocked()
+		return
+	}
+	f.flushLocked(false)
 }
 
-// saveLocked issues the state record, after every op applied so far.
+// saveLocked issues the state record, after every op applied so far (the
+// buffered appends first).
 func (f *FSM) saveLocked() {
+	f.flushLocked(true)
 	f.st.AppendMessage(StateQID, f.qid, f.s.encode(nil), nil)
 	f.lastSave, f.dirty = time.Now(), false
 }
@@ -223,6 +326,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.buf.reset()
 	if err := f.st.DropMessages(f.qid); err != nil {
 		return fmt.Errorf("quorum: restore: %w", err)
 	}
@@ -234,8 +338,14 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		// snapshot's index, which the entries that follow append again.
 		if held {
 			f.st.PutMessage(HoldQID(f.qid), key, data, nil)
-		} else {
-			f.st.PutMessage(f.qid, key, data, nil)
+			return
+		}
+		f.st.PutMessage(f.qid, key, data, nil)
+		if f.wb {
+			if f.restored == nil {
+				f.restored = new([256]uint64)
+			}
+			f.restored[key>>56] = max(f.restored[key>>56], key)
 		}
 	})
 	if err != nil {
@@ -296,6 +406,7 @@ func (f *FSM) Applied() uint64 {
 // (a read of the Store: for tests and tools, not for the core, which
 // reads the Store itself a window at a time).
 func (f *FSM) Messages(fn func(key uint64, data []byte, returns uint32) bool) error {
+	f.Flush()
 	return f.st.ReadMessages(f.qid, 0, func(k uint64, data []byte) bool {
 		return fn(k, data, f.Returns(k))
 	})
@@ -308,6 +419,7 @@ func (f *FSM) Drop() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.s = state{}
+	f.buf.reset()
 	f.st.DeleteMessage(StateQID, f.qid)
 	if err := f.st.DropMessages(HoldQID(f.qid)); err != nil {
 		return err
