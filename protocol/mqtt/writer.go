@@ -40,11 +40,36 @@ var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 16<
 func (c *conn) push(it outItem) {
 	c.outMu.Lock()
 	c.out = append(c.out, it)
+	start := c.startWriterLocked()
 	c.outMu.Unlock()
-	select {
-	case c.outSig <- struct{}{}:
-	default:
+	if start {
+		go c.runWriter()
 	}
+}
+
+// startWriterLocked reports whether the caller, which has just added to
+// the outbound list, must start a writer goroutine (go c.runWriter()):
+// none runs and the connection still writes. It runs under outMu.
+func (c *conn) startWriterLocked() bool {
+	if c.writing || c.wstopped {
+		return false
+	}
+	c.writing = true
+	return true
+}
+
+// stopWriter keeps any writer from starting again and waits for the one
+// running, if any, to finish its round (it does not start another).
+func (c *conn) stopWriter() {
+	c.outMu.Lock()
+	if !c.wstopped {
+		c.wstopped = true
+		if !c.writing {
+			close(c.wdone)
+		}
+	}
+	c.outMu.Unlock()
+	<-c.wdone
 }
 
 // sendPacket queues a control packet; closeAfter closes the connection
@@ -66,10 +91,10 @@ func (c *conn) sendAck(typ byte, pid uint16, code byte) {
 func (c *conn) Deliver(d exchange.Delivery) bool {
 	c.outMu.Lock()
 	c.out = append(c.out, outItem{kind: itemDelivery, d: d})
+	start := c.startWriterLocked()
 	c.outMu.Unlock()
-	select {
-	case c.outSig <- struct{}{}:
-	default:
+	if start {
+		go c.runWriter()
 	}
 	return true
 }
@@ -85,19 +110,22 @@ func (c *conn) Cancelled(k *exchange.Consumer) {
 	}()
 }
 
-// writeLoop is the connection's writer goroutine: it drains the outbound
-// list into a pooled buffered writer and flushes when the list is empty.
+// writeLoop is the connection's writer: it drains the outbound list into
+// a pooled buffered writer, flushes when the list is empty, and returns
+// when the list is still empty after the flush. It runs on a goroutine
+// that exists only while there is output (push and Deliver start it), so
+// that an idle connection keeps no writer stack. One writer runs at a
+// time (conn.writing); the next one starts after it has cleared the flag
+// under outMu, so their writes do not interleave and c.w passes from one
+// to the next.
 func (c *conn) writeLoop() {
-	defer close(c.wdone)
-	var batch []outItem
-	var w packetWriter
-	w.c = c
-	for {
-		select {
-		case <-c.outSig:
-		case <-c.quit:
-			return
-		}
+	w := &c.w
+	c.outMu.Lock()
+	batch := c.spare
+	c.spare = nil
+	stop := false
+	for !stop && !c.wstopped && len(c.out) > 0 {
+		c.outMu.Unlock()
 		bw := writerPool.Get().(*bufio.Writer)
 		bw.Reset(c.nc)
 		w.bw = bw
@@ -124,11 +152,11 @@ func (c *conn) writeLoop() {
 		writerPool.Put(bw)
 		w.bw = nil
 		w.settle()
-		if err != nil {
+		switch {
+		case err != nil:
 			c.nc.Close()
-			return
-		}
-		if closeAfter {
+			stop = true
+		case closeAfter:
 			// The last packet (a refusing CONNACK, a DISCONNECT) is
 			// out: close gently so that it reaches the client.
 			c.lingering.Store(true)
@@ -137,10 +165,30 @@ func (c *conn) writeLoop() {
 			// lingerClose drains after it.
 			_ = c.nc.SetReadDeadline(time.Now())
 			go lingerClose(c.nc, c.readDone)
-			return
+			stop = true
 		}
+		c.outMu.Lock()
 	}
+	if stop {
+		c.wstopped = true
+	}
+	c.writing = false
+	// The lists stay for the next writer unless a burst grew them.
+	if cap(batch) <= maxSpareItems {
+		c.spare = batch[:0]
+	}
+	if cap(c.out) > maxSpareItems && len(c.out) == 0 {
+		c.out = nil
+	}
+	if c.wstopped {
+		close(c.wdone)
+	}
+	c.outMu.Unlock()
 }
+
+// maxSpareItems bounds each of the two outbound lists a connection keeps
+// between writers, so that a burst does not stay with an idle connection.
+const maxSpareItems = 32
 
 // packetWriter encodes outbound items for one connection.
 type packetWriter struct {
