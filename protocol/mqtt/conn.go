@@ -1,7 +1,6 @@
 package mqtt
 
 import (
-	"bufio"
 	"errors"
 	"io"
 	"net"
@@ -20,15 +19,11 @@ import (
 // maxConnectSize bounds the CONNECT packet (before authentication).
 const maxConnectSize = 1 << 20
 
-// readBufSize is the per-connection read buffer; small, so that idle
-// connections stay cheap.
-const readBufSize = 2048
-
 // conn is one client connection and its session state machine.
 type conn struct {
 	s           *Server
 	nc          net.Conn
-	br          *bufio.Reader
+	br          *connReader // reader goroutine only (readbuf.go)
 	name        string
 	transport   string
 	connectedAt time.Time
@@ -110,7 +105,7 @@ type conn struct {
 
 func newConn(s *Server, nc net.Conn, transport string) *conn {
 	c := &conn{
-		s: s, nc: nc, br: bufio.NewReaderSize(nc, readBufSize), transport: transport,
+		s: s, nc: nc, br: newConnReader(nc), transport: transport,
 		name: s.connName(nc), connectedAt: time.Now(),
 		wdone:    make(chan struct{}),
 		abort:    make(chan struct{}),
@@ -127,6 +122,7 @@ func (c *conn) Abort() { c.nc.Close() }
 // Serve runs the connection until it ends (frontend.Conn).
 func (c *conn) Serve() {
 	err := c.readLoop()
+	c.br.release()
 	close(c.readDone)
 	c.flushSettles()
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
@@ -138,7 +134,7 @@ func (c *conn) Serve() {
 // readLoop is the reader goroutine's loop. An idle connection spends its
 // life parked in it, and a goroutine's stack only shrinks (at a GC) to a
 // size its parked frames fill less than a quarter of: so the loop waits
-// for input (Peek) in frames of a few hundred bytes, and a packet is
+// for input (connReader.Wait) in frames of a few hundred bytes, and a packet is
 // decoded and handled in readPacket, whose frame (a packets.Packet is
 // most of a kilobyte, and the decoder's is more) is gone while it waits.
 // With the large frames on the stack an idle reader kept 8 KiB; without
@@ -163,7 +159,7 @@ func (c *conn) readLoop() error {
 			}
 		}
 		if empty {
-			if _, err := c.br.Peek(1); err != nil {
+			if err := c.br.Wait(); err != nil {
 				return c.readFailed(err)
 			}
 		}
