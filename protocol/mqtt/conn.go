@@ -121,7 +121,13 @@ func (c *conn) Abort() { c.nc.Close() }
 
 // Serve runs the connection until it ends (frontend.Conn).
 func (c *conn) Serve() {
-	err := c.readLoop()
+	c.end(c.readLoop())
+}
+
+// end runs once the reader has stopped with err. It is not part of Serve
+// so that Serve's frame, which is on the stack of every idle connection,
+// stays small (see readLoop).
+func (c *conn) end(err error) {
 	c.br.release()
 	close(c.readDone)
 	c.flushSettles()
@@ -134,13 +140,13 @@ func (c *conn) Serve() {
 // readLoop is the reader goroutine's loop. An idle connection spends its
 // life parked in it, and a goroutine's stack only shrinks (at a GC) to a
 // size its parked frames fill less than a quarter of: so the loop waits
-// for input (connReader.Wait) in frames of a few hundred bytes, and a packet is
-// decoded and handled in readPacket, whose frame (a packets.Packet is
-// most of a kilobyte, and the decoder's is more) is gone while it waits.
-// With the large frames on the stack an idle reader kept 8 KiB; without
-// them it keeps 4 KiB.
+// for input (connReader.Wait) in frames of a few hundred bytes, and a
+// packet is decoded and handled in readPacket, whose frame (a
+// packets.Packet is most of a kilobyte, and the decoder's is more) is gone
+// while it waits. With the large frames on the stack an idle reader kept
+// 8 KiB; without them it keeps 4 KiB.
 func (c *conn) readLoop() error {
-	if err := c.readConnect(); err != nil {
+	if err := offStack(c.readConnect); err != nil {
 		return err
 	}
 	sinceArm := 0
@@ -163,13 +169,27 @@ func (c *conn) readLoop() error {
 				return c.readFailed(err)
 			}
 		}
-		if done, err := c.readPacket(); done {
+		var err error
+		if typ := c.br.Next() >> 4; typ == packets.Subscribe || typ == packets.Unsubscribe {
+			err = offStack(c.readPacket)
+		} else {
+			err = c.readPacket()
+		}
+		if err != nil {
+			if errors.Is(err, errClientDisconnect) {
+				return nil
+			}
 			return err
 		}
 	}
 }
 
 // readConnect reads and handles the first packet, which must be CONNECT.
+// It runs on offStack's goroutine, as readPacket does for SUBSCRIBE and
+// UNSUBSCRIBE: they go deep into the core (sessions, queue declarations,
+// bindings), and run on the reader they would grow its stack to several
+// times what reading packets needs. The reader waits meanwhile, so only
+// one goroutine at a time reads c.br.
 func (c *conn) readConnect() error {
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.ConnectTimeout))
 	pk, err := wire.Read(c.br, 0, maxConnectSize)
@@ -180,7 +200,7 @@ func (c *conn) readConnect() error {
 	if pk.FixedHeader.Type != packets.Connect {
 		return errProto(codeProtocolError, "first packet is not CONNECT")
 	}
-	if err := offStack(func() error { return c.handleConnect(&pk) }); err != nil {
+	if err := c.handleConnect(&pk); err != nil {
 		return err
 	}
 	if c.keepalive == 0 {
@@ -189,22 +209,22 @@ func (c *conn) readConnect() error {
 	return nil
 }
 
-// readPacket reads one packet and handles it; done says the reader stops,
-// with err (nil for a client's DISCONNECT).
-func (c *conn) readPacket() (done bool, err error) {
+// readPacket reads one packet and handles it. An error stops the reader:
+// errClientDisconnect after a DISCONNECT, else the read or protocol error
+// (the client was told, as its version allows).
+func (c *conn) readPacket() error {
 	pk, raw, err := wire.ReadRaw(c.br, c.version, c.s.cfg.MaxPacketSize)
 	if err != nil {
-		return true, c.readFailed(err)
+		return c.readFailed(err)
 	}
 	c.recvBytes.Add(uint64(pk.FixedHeader.Remaining + 2))
 	if err := c.handle(&pk, raw); err != nil {
-		if errors.Is(err, errClientDisconnect) {
-			return true, nil
+		if !errors.Is(err, errClientDisconnect) {
+			c.serverDisconnect(reasonOf(err))
 		}
-		c.serverDisconnect(reasonOf(err))
-		return true, err
+		return err
 	}
-	return false, nil
+	return nil
 }
 
 // readFailed ends the connection after a read error and returns err.
@@ -224,13 +244,11 @@ func (c *conn) readFailed(err error) error {
 
 var errClientDisconnect = errors.New("mqtt: client sent DISCONNECT")
 
-// offStack runs fn on a goroutine of its own and waits for it. CONNECT,
-// SUBSCRIBE and UNSUBSCRIBE go deep into the core (sessions, queue
-// declarations, bindings): run on the reader, they would grow its stack to
-// several times what reading packets needs, and a goroutine's stack is not
-// given back while it lives, so every idle connection would keep it. A
-// goroutine per such packet costs about a microsecond; the reader's stack
-// stays small.
+// offStack runs fn on a goroutine of its own and waits for it (see
+// readConnect): a goroutine's stack is not given back while it lives, so
+// every idle connection would keep what CONNECT and SUBSCRIBE grew the
+// reader's to. A goroutine per such packet costs about a microsecond; the
+// reader's stack stays small.
 func offStack(fn func() error) error {
 	done := make(chan error, 1)
 	go func() { done <- fn() }()
@@ -251,11 +269,9 @@ func (c *conn) handle(pk *packets.Packet, raw []byte) error {
 	case packets.Pubcomp:
 		c.handlePubcomp(pk.PacketID)
 	case packets.Subscribe:
-		p := *pk // only this copy escapes to offStack's goroutine, not every packet read
-		return offStack(func() error { return c.handleSubscribe(&p) })
+		return c.handleSubscribe(pk) // on offStack's goroutine (readLoop)
 	case packets.Unsubscribe:
-		p := *pk
-		return offStack(func() error { return c.handleUnsubscribe(&p) })
+		return c.handleUnsubscribe(pk)
 	case packets.Pingreq:
 		c.sendPacket(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pingresp}}, false)
 	case packets.Disconnect:

@@ -57,6 +57,9 @@ func (r *connReader) Wait() error {
 	return r.fill()
 }
 
+// Next is the next byte, which must be buffered (Wait).
+func (r *connReader) Next() byte { return r.buf[r.r] }
+
 // ReadByte implements io.ByteReader.
 func (r *connReader) ReadByte() (byte, error) {
 	if r.r == r.w {
@@ -113,13 +116,21 @@ func (r *connReader) fill() error {
 	}
 	switch {
 	case r.rerr != nil:
-		return &net.OpError{Op: "read", Net: "tcp", Source: r.nc.LocalAddr(), Addr: r.nc.RemoteAddr(),
-			Err: os.NewSyscallError("read", r.rerr)}
+		return r.readError()
 	case r.n == 0:
 		return io.EOF
 	}
 	r.w = r.n
 	return nil
+}
+
+// readError is rawRead's error as net.Conn's Read would return it. It is
+// kept out of fill, whose frame is on the stack of an idle connection.
+//
+//go:noinline
+func (r *connReader) readError() error {
+	return &net.OpError{Op: "read", Net: "tcp", Source: r.nc.LocalAddr(), Addr: r.nc.RemoteAddr(),
+		Err: os.NewSyscallError("read", r.rerr)}
 }
 
 // rawRead is the syscall.RawConn read callback: it reads what the socket
