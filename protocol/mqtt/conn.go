@@ -26,19 +26,19 @@ type conn struct {
 	br          *connReader // reader goroutine only (readbuf.go)
 	name        string
 	transport   string
-	connectedAt time.Time
+	connectedAt int64 // Unix nanoseconds
 
 	// Set while handling CONNECT, read-only afterwards.
-	version    byte
 	clientID   string
 	topics     auth.TopicCache // topic permission decisions (topicperm.go); reader only
 	user       *auth.User
 	vh         *exchange.VHost
 	se         *session
 	keepalive  time.Duration
+	version    byte
 	cleanStart bool
-	maxOut     uint32 // the client's maximum packet size, 0: none
 	aliasMax   uint16 // the client's topic alias maximum (MQTT 5), 0: none
+	maxOut     uint32 // the client's maximum packet size, 0: none
 	will       *will
 	expiry     *auth.ExpiryWatch // a token user's (OAuth 2): disconnects when the token expires
 	authMethod string            // MQTT 5 Authentication Method of CONNECT (reauth.go); "" none
@@ -58,9 +58,10 @@ type conn struct {
 	normalClose    bool // DISCONNECT without will
 	disconnectWill bool // DISCONNECT 0x04
 	expirySet      bool // DISCONNECT changed the session expiry interval
+	consClosed     bool // cleanup took the consumers (consMu)
 
 	consMu    sync.Mutex
-	consumers map[string]*exchange.Consumer // by queue name
+	consumers []*exchange.Consumer // one a queue: the session's, shared groups' (few)
 	limit     exchange.Limit
 
 	// The outbound list and its writer (writer.go). A writer goroutine
@@ -70,8 +71,6 @@ type conn struct {
 	outMu     sync.Mutex
 	out       []outItem
 	spare     []outItem // the writer's second list, kept between writers
-	writing   bool
-	wstopped  bool
 	wdone     chan struct{}
 	runWriter func()       // c.writeLoop, made once: go c.runWriter() allocates nothing
 	w         packetWriter // the writer's state, handed from writer to writer under outMu
@@ -81,6 +80,8 @@ type conn struct {
 	// lingering: the writer sent that packet and lingerClose owns the
 	// closing of nc.
 	lingering atomic.Bool
+	writing   bool // under outMu, with wstopped
+	wstopped  bool
 	readDone  chan struct{} // closed when the reader has stopped
 
 	infMu    sync.Mutex
@@ -106,7 +107,7 @@ type conn struct {
 func newConn(s *Server, nc net.Conn, transport string) *conn {
 	c := &conn{
 		s: s, nc: nc, br: newConnReader(nc), transport: transport,
-		name: s.connName(nc), connectedAt: time.Now(),
+		name: s.connName(nc), connectedAt: time.Now().UnixNano(),
 		wdone:    make(chan struct{}),
 		abort:    make(chan struct{}),
 		readDone: make(chan struct{}),
@@ -345,7 +346,7 @@ func (c *conn) cleanup() {
 	}
 	c.consMu.Lock()
 	cons := c.consumers
-	c.consumers = nil
+	c.consumers, c.consClosed = nil, true
 	c.consMu.Unlock()
 	for _, k := range cons {
 		k.Cancel()
@@ -450,7 +451,7 @@ func (c *conn) info() (ConnInfo, bool) {
 	inf := c.inflight.len()
 	c.infMu.Unlock()
 	i := ConnInfo{Name: c.name, ClientID: c.clientID, VHost: c.vh.Name(), Peer: c.nc.RemoteAddr().String(),
-		Local: c.nc.LocalAddr().String(), Transport: c.transport, Version: c.version, ConnectedAt: c.connectedAt,
+		Local: c.nc.LocalAddr().String(), Transport: c.transport, Version: c.version, ConnectedAt: time.Unix(0, c.connectedAt),
 		Keepalive: c.keepalive, CleanStart: c.cleanStart,
 		RecvPublish: c.recvPublish.Load(), SentPublish: c.sentPublish.Load(),
 		RecvBytes: c.recvBytes.Load(), SentBytes: c.sentBytes.Load(),

@@ -75,7 +75,7 @@ func (c *conn) handlePublish(pk *packets.Packet, raw []byte) error {
 		se.mu.Lock()
 		_, dup := se.qos2In[pk.PacketID]
 		if !dup {
-			se.qos2In[pk.PacketID] = c
+			se.addQoS2In(pk.PacketID, c)
 			se.qos2Dirty.Store(true)
 		}
 		se.mu.Unlock()

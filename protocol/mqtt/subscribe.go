@@ -1,6 +1,8 @@
 package mqtt
 
 import (
+	"slices"
+
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/trident-broker/trident/auth"
@@ -194,10 +196,7 @@ func (c *conn) bindAndConsume(sub *subscription) error {
 		}
 	}
 	c.consMu.Lock()
-	if c.consumers == nil {
-		c.consumers = map[string]*exchange.Consumer{}
-	}
-	_, have := c.consumers[sub.queue]
+	have := c.consumerOf(sub.queue) >= 0
 	c.consMu.Unlock()
 	if have {
 		return nil
@@ -213,14 +212,30 @@ func (c *conn) bindAndConsume(sub *subscription) error {
 		return err
 	}
 	c.consMu.Lock()
-	if c.consumers == nil { // closed meanwhile
+	if c.consClosed { // closed meanwhile
 		c.consMu.Unlock()
 		k.Cancel()
 		return nil
 	}
-	c.consumers[sub.queue] = k
+	c.consumers = append(c.consumers, k)
 	c.consMu.Unlock()
 	return nil
+}
+
+// consumerOf is the index in c.consumers of queue's consumer, -1 if none.
+// It runs under consMu.
+func (c *conn) consumerOf(queue string) int {
+	for i, k := range c.consumers {
+		if k.Queue().Name() == queue {
+			return i
+		}
+	}
+	return -1
+}
+
+// dropConsumer removes c.consumers[i]; it runs under consMu.
+func (c *conn) dropConsumer(i int) {
+	c.consumers = slices.Delete(c.consumers, i, i+1)
 }
 
 // handleUnsubscribe removes subscriptions and their bindings.
@@ -265,8 +280,11 @@ func (c *conn) handleUnsubscribe(pk *packets.Packet) error {
 		}
 		if gone.Share != "" {
 			c.consMu.Lock()
-			k := c.consumers[gone.queue]
-			delete(c.consumers, gone.queue)
+			var k *exchange.Consumer
+			if i := c.consumerOf(gone.queue); i >= 0 {
+				k = c.consumers[i]
+				c.dropConsumer(i)
+			}
 			c.consMu.Unlock()
 			if k != nil {
 				k.Cancel()

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
+	"slices"
 	"sync"
 	"time"
 
@@ -103,8 +104,8 @@ func (c *conn) Deliver(d exchange.Delivery) bool {
 func (c *conn) Cancelled(k *exchange.Consumer) {
 	go func() {
 		c.consMu.Lock()
-		if c.consumers != nil && c.consumers[k.Queue().Name()] == k {
-			delete(c.consumers, k.Queue().Name())
+		if i := slices.Index(c.consumers, k); i >= 0 {
+			c.dropConsumer(i)
 		}
 		c.consMu.Unlock()
 	}()
