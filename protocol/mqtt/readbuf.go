@@ -148,8 +148,9 @@ func (r *connReader) rawRead(fd uintptr) bool {
 			r.release()
 			return false
 		}
-		if n < 0 {
+		if n <= 0 || err != nil { // the end, or an error: nothing to buffer
 			n = 0
+			r.release()
 		}
 		r.n, r.rerr = n, err
 		return true
