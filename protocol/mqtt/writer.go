@@ -174,22 +174,14 @@ func (c *conn) writeLoop() {
 		c.wstopped = true
 	}
 	c.writing = false
-	// The lists stay for the next writer unless a burst grew them.
-	if cap(batch) <= maxSpareItems {
-		c.spare = batch[:0]
-	}
-	if cap(c.out) > maxSpareItems && len(c.out) == 0 {
-		c.out = nil
-	}
+	// Both lists keep their capacity for the next writer, as a writer
+	// that waited kept them: a consumer that streams fills them again.
+	c.spare = batch[:0]
 	if c.wstopped {
 		close(c.wdone)
 	}
 	c.outMu.Unlock()
 }
-
-// maxSpareItems bounds each of the two outbound lists a connection keeps
-// between writers, so that a burst does not stay with an idle connection.
-const maxSpareItems = 32
 
 // packetWriter encodes outbound items for one connection.
 type packetWriter struct {
