@@ -100,7 +100,7 @@ func (r *connReader) fill() error {
 	}
 	if r.rc == nil {
 		r.take()
-		for {
+		for range 100 { // as bufio.Reader, a reader that returns nothing for ever is broken
 			n, err := r.nc.Read(r.buf)
 			if n > 0 {
 				r.w, r.err = n, err
@@ -110,6 +110,7 @@ func (r *connReader) fill() error {
 				return err
 			}
 		}
+		return io.ErrNoProgress
 	}
 	if err := r.rc.Read(r.rawFn); err != nil {
 		return err // a deadline, or the connection closed

@@ -79,8 +79,9 @@ func (c *conn) handleSubscribe(pk *packets.Packet) error {
 		}
 		added = nil
 	}
-	c.sendPacket(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Suback}, PacketID: pk.PacketID,
-		ReasonCodes: codes}, false)
+	ack := controlPacket(packets.Suback)
+	ack.PacketID, ack.ReasonCodes = pk.PacketID, codes
+	c.sendPooled(ack)
 	for _, a := range added {
 		// Retain handling: 0 send, 1 send if new, 2 never; shared
 		// subscriptions get no retained messages [MQTT-3.8.4-4].
@@ -294,11 +295,12 @@ func (c *conn) handleUnsubscribe(pk *packets.Packet) error {
 	if err := c.persistSubs(); err != nil {
 		c.s.log.Error("store session", "client_id", c.clientID, "err", err)
 	}
-	ack := &packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Unsuback}, PacketID: pk.PacketID}
+	ack := controlPacket(packets.Unsuback)
+	ack.PacketID = pk.PacketID
 	if c.version == 5 {
 		ack.ReasonCodes = codes
 	}
-	c.sendPacket(ack, false)
+	c.sendPooled(ack)
 	return nil
 }
 

@@ -21,6 +21,7 @@ const (
 	itemPacket              // any other control packet
 	itemDelivery            // a core delivery to turn into PUBLISH
 	itemRetained            // a retained message for a new subscription
+	itemPingresp            // PINGRESP (two bytes: no packets.Packet for each PINGREQ)
 )
 
 // outItem is one entry of a connection's outbound list.
@@ -30,6 +31,7 @@ type outItem struct {
 	code       byte // itemAck: reason code
 	pid        uint16
 	closeAfter bool
+	pooled     bool              // pk is from controlPackets (sendPooled)
 	pk         *packets.Packet   // itemPacket
 	d          exchange.Delivery // itemDelivery; itemAck: a PUBREL's core message, acked after the flush
 	ret        *retainedMsg      // itemRetained
@@ -81,6 +83,26 @@ func (c *conn) sendPacket(pk *packets.Packet, closeAfter bool) {
 		c.finalQueued.Store(true)
 	}
 	c.push(outItem{kind: itemPacket, pk: pk, closeAfter: closeAfter})
+}
+
+// controlPackets holds the packets of CONNACK, SUBACK and UNSUBACK from
+// sendPooled to the writer, which encodes them: a packets.Packet is most
+// of a kilobyte, and every connection sends a CONNACK and a SUBACK.
+var controlPackets = sync.Pool{New: func() any { return new(packets.Packet) }}
+
+// controlPacket returns a zero packet of type typ from controlPackets, for
+// sendPooled.
+func controlPacket(typ byte) *packets.Packet {
+	pk := controlPackets.Get().(*packets.Packet)
+	pk.FixedHeader.Type = typ
+	return pk
+}
+
+// sendPooled is sendPacket for a packet from controlPacket: the writer
+// puts it back once it is encoded, so the caller must not keep it.
+func (c *conn) sendPooled(pk *packets.Packet) {
+	pk.ProtocolVersion = c.version
+	c.push(outItem{kind: itemPacket, pk: pk, pooled: true})
 }
 
 func (c *conn) sendAck(typ byte, pid uint16, code byte) {
@@ -208,7 +230,12 @@ func (w *packetWriter) write(it *outItem) {
 		}
 	case itemPacket:
 		w.scratch.Reset()
-		if err := wire.Encode(&w.scratch, it.pk); err != nil {
+		err := wire.Encode(&w.scratch, it.pk)
+		if it.pooled {
+			*it.pk = packets.Packet{}
+			controlPackets.Put(it.pk)
+		}
+		if err != nil {
 			c.s.log.Warn("encode", "client_id", c.clientID, "err", err)
 			return
 		}
@@ -217,6 +244,8 @@ func (w *packetWriter) write(it *outItem) {
 		w.delivery(it.d)
 	case itemRetained:
 		w.retained(it.ret, it.sub)
+	case itemPingresp:
+		w.out(append(w.small[:0], packets.Pingresp<<4, 0))
 	}
 }
 
