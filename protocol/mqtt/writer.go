@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -146,8 +147,23 @@ func (c *conn) writeLoop() {
 	c.outMu.Lock()
 	batch := c.spare
 	c.spare = nil
-	stop := false
-	for !stop && !c.wstopped && len(c.out) > 0 {
+	stop, yielded := false, false
+	for !stop && !c.wstopped {
+		if len(c.out) == 0 {
+			// Before returning, let the goroutines that are ready run
+			// once: a stream's next deliveries are often among what they
+			// do, and this writer then goes on instead of another
+			// starting (with a new stack, grown again).
+			if yielded {
+				break
+			}
+			yielded = true
+			c.outMu.Unlock()
+			runtime.Gosched()
+			c.outMu.Lock()
+			continue
+		}
+		yielded = false
 		c.outMu.Unlock()
 		bw := writerPool.Get().(*bufio.Writer)
 		bw.Reset(c.nc)
