@@ -16,6 +16,9 @@ const (
 )
 
 // queueArgs are a queue's parsed x-arguments.
+//
+// Its flags sit together (a Queue holds two queueArgs, and padding after
+// each flag would take it past a size class).
 type queueArgs struct {
 	messageTTL  int64 // ms, -1 none
 	expires     int64 // ms, 0 none
@@ -23,13 +26,14 @@ type queueArgs struct {
 	maxLenBytes int64 // -1 none
 	overflow    string
 	dlx         string
-	hasDLX      bool
 	dlrk        string
+	hasDLX      bool
 	hasDLRK     bool
-	maxPriority int
 	sac         bool
+	quorum      bool // x-queue-type quorum
+	stream      bool // x-queue-type stream (stream.go)
+	maxPriority int
 
-	quorum        bool  // x-queue-type quorum
 	deliveryLimit int64 // x-delivery-limit, -1 none
 	groupSize     int   // x-quorum-initial-group-size, 0 default
 
@@ -40,8 +44,7 @@ type queueArgs struct {
 
 	sched schedArgs // consumer timeout, retry delays (schedargs.go)
 
-	stream  bool       // x-queue-type stream (stream.go)
-	streamA streamArgs // its arguments
+	streamA streamArgs // a stream's arguments
 }
 
 func parseQueueArgs(args Table) (queueArgs, error) {

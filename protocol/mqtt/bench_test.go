@@ -14,7 +14,14 @@ import (
 )
 
 // benchServer is a server over the in-memory store on a loopback listener.
-func benchServer(b *testing.B) string {
+func benchServer(b testing.TB) string {
+	b.Helper()
+	_, addr := testServer(b)
+	return addr
+}
+
+// testServer is benchServer that also returns the server.
+func testServer(b testing.TB) (*Server, string) {
 	b.Helper()
 	st := store.NewMemory()
 	br, err := exchange.New(st, nil)
@@ -43,7 +50,7 @@ func benchServer(b *testing.B) string {
 		_ = s.Shutdown(ctx)
 		_ = br.Close()
 	})
-	return ln.Addr().String()
+	return s, ln.Addr().String()
 }
 
 // benchPacket appends an MQTT packet: first byte, remaining length, body.
@@ -70,7 +77,7 @@ func benchString(b []byte, s string) []byte {
 }
 
 // benchReadPacket reads one whole packet from nc (handshakes only).
-func benchReadPacket(b *testing.B, nc net.Conn) (byte, []byte) {
+func benchReadPacket(b testing.TB, nc net.Conn) (byte, []byte) {
 	b.Helper()
 	var h [1]byte
 	if _, err := nc.Read(h[:]); err != nil {
@@ -101,7 +108,7 @@ func benchReadPacket(b *testing.B, nc net.Conn) (byte, []byte) {
 
 // benchMQTTDial connects an MQTT client (version 4 or 5) and, with a
 // filter, subscribes at QoS 0 and waits for the SUBACK.
-func benchMQTTDial(b *testing.B, addr, id string, version byte, filter string) net.Conn {
+func benchMQTTDial(b testing.TB, addr, id string, version byte, filter string) net.Conn {
 	b.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {

@@ -1,7 +1,6 @@
 package mqtt
 
 import (
-	"bufio"
 	"errors"
 	"io"
 	"net"
@@ -20,30 +19,26 @@ import (
 // maxConnectSize bounds the CONNECT packet (before authentication).
 const maxConnectSize = 1 << 20
 
-// readBufSize is the per-connection read buffer; small, so that idle
-// connections stay cheap.
-const readBufSize = 2048
-
 // conn is one client connection and its session state machine.
 type conn struct {
 	s           *Server
 	nc          net.Conn
-	br          *bufio.Reader
+	br          *connReader // reader goroutine only (readbuf.go)
 	name        string
 	transport   string
-	connectedAt time.Time
+	connectedAt int64 // Unix nanoseconds
 
 	// Set while handling CONNECT, read-only afterwards.
-	version    byte
 	clientID   string
 	topics     auth.TopicCache // topic permission decisions (topicperm.go); reader only
 	user       *auth.User
 	vh         *exchange.VHost
 	se         *session
 	keepalive  time.Duration
+	version    byte
 	cleanStart bool
-	maxOut     uint32 // the client's maximum packet size, 0: none
 	aliasMax   uint16 // the client's topic alias maximum (MQTT 5), 0: none
+	maxOut     uint32 // the client's maximum packet size, 0: none
 	will       *will
 	expiry     *auth.ExpiryWatch // a token user's (OAuth 2): disconnects when the token expires
 	authMethod string            // MQTT 5 Authentication Method of CONNECT (reauth.go); "" none
@@ -63,22 +58,30 @@ type conn struct {
 	normalClose    bool // DISCONNECT without will
 	disconnectWill bool // DISCONNECT 0x04
 	expirySet      bool // DISCONNECT changed the session expiry interval
+	consClosed     bool // cleanup took the consumers (consMu)
 
 	consMu    sync.Mutex
-	consumers map[string]*exchange.Consumer // by queue name
+	consumers []*exchange.Consumer // one a queue: the session's, shared groups' (few)
 	limit     exchange.Limit
 
-	outMu   sync.Mutex
-	out     []outItem
-	outSig  chan struct{}
-	quit    chan struct{}
-	wdone   chan struct{}
-	closing atomic.Bool
+	// The outbound list and its writer (writer.go). A writer goroutine
+	// runs only while the list has something (writing); once wstopped
+	// (cleanup, a write error, a final packet written) none starts again,
+	// and wdone is closed when the last one has returned.
+	outMu     sync.Mutex
+	out       []outItem
+	spare     []outItem // the writer's second list, kept between writers
+	wdone     chan struct{}
+	runWriter func()       // c.writeLoop, made once: go c.runWriter() allocates nothing
+	w         packetWriter // the writer's state, handed from writer to writer under outMu
+	closing   atomic.Bool
 	// finalQueued: a packet after which the writer closes is queued.
 	finalQueued atomic.Bool
 	// lingering: the writer sent that packet and lingerClose owns the
 	// closing of nc.
 	lingering atomic.Bool
+	writing   bool // under outMu, with wstopped
+	wstopped  bool
 	readDone  chan struct{} // closed when the reader has stopped
 
 	infMu    sync.Mutex
@@ -102,13 +105,16 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn, transport string) *conn {
-	return &conn{
-		s: s, nc: nc, br: bufio.NewReaderSize(nc, readBufSize), transport: transport,
-		name: s.connName(nc), connectedAt: time.Now(),
-		outSig: make(chan struct{}, 1), quit: make(chan struct{}), wdone: make(chan struct{}),
+	c := &conn{
+		s: s, nc: nc, br: newConnReader(nc), transport: transport,
+		name: s.connName(nc), connectedAt: time.Now().UnixNano(),
+		wdone:    make(chan struct{}),
 		abort:    make(chan struct{}),
 		readDone: make(chan struct{}),
 	}
+	c.w.c = c
+	c.runWriter = c.writeLoop
+	return c
 }
 
 // Abort closes the transport at once (frontend.Conn).
@@ -116,8 +122,14 @@ func (c *conn) Abort() { c.nc.Close() }
 
 // Serve runs the connection until it ends (frontend.Conn).
 func (c *conn) Serve() {
-	go c.writeLoop()
-	err := c.readLoop()
+	c.end(c.readLoop())
+}
+
+// end runs once the reader has stopped with err. It is not part of Serve
+// so that Serve's frame, which is on the stack of every idle connection,
+// stays small (see readLoop).
+func (c *conn) end(err error) {
+	c.br.release()
 	close(c.readDone)
 	c.flushSettles()
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
@@ -126,21 +138,20 @@ func (c *conn) Serve() {
 	c.cleanup()
 }
 
+// readLoop is the reader goroutine's loop. An idle connection spends its
+// life parked in it, and a goroutine's stack only shrinks (at a GC) to a
+// size its parked frames fill less than a quarter of: so the loop waits
+// for input (connReader.Wait) in frames of a few hundred bytes, and a
+// packet is decoded and handled in readPacket, whose frame (a
+// packets.Packet is most of a kilobyte, and the decoder's is more) is gone
+// while it waits. With the large frames on the stack an idle reader kept
+// 8 KiB; without them (about 700 bytes are parked) it keeps 2 KiB, or 4
+// KiB if the runtime started it with that (it starts goroutines at the
+// average stack use it measured, and shrinks a stack only to where the
+// parked frames and 800 bytes take less than a quarter).
 func (c *conn) readLoop() error {
-	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.ConnectTimeout))
-	pk, err := wire.Read(c.br, 0, maxConnectSize)
-	if err != nil {
+	if err := offStack(c.readConnect); err != nil {
 		return err
-	}
-	c.recvBytes.Add(uint64(pk.FixedHeader.Remaining + 2))
-	if pk.FixedHeader.Type != packets.Connect {
-		return errProto(codeProtocolError, "first packet is not CONNECT")
-	}
-	if err := offStack(func() error { return c.handleConnect(&pk) }); err != nil {
-		return err
-	}
-	if c.keepalive == 0 {
-		_ = c.nc.SetReadDeadline(time.Time{})
 	}
 	sinceArm := 0
 	for {
@@ -157,40 +168,91 @@ func (c *conn) readLoop() error {
 				_ = c.nc.SetReadDeadline(time.Now().Add(c.keepalive * 3 / 2))
 			}
 		}
-		pk, raw, err := wire.ReadRaw(c.br, c.version, c.s.cfg.MaxPacketSize)
-		if err != nil {
-			var ne net.Error
-			switch {
-			case errors.Is(err, wire.ErrTooLarge):
-				c.serverDisconnect(codePacketTooLarge)
-			case errors.As(err, &ne) && ne.Timeout():
-				c.serverDisconnect(codeKeepAliveTimeout)
-			case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
-			default:
-				c.serverDisconnect(reasonOf(err))
+		if empty {
+			if err := c.br.Wait(); err != nil {
+				return c.readFailed(err)
 			}
-			return err
 		}
-		c.recvBytes.Add(uint64(pk.FixedHeader.Remaining + 2))
-		if err := c.handle(&pk, raw); err != nil {
+		var err error
+		if typ := c.br.Next() >> 4; typ == packets.Subscribe || typ == packets.Unsubscribe {
+			err = offStack(c.readPacket)
+		} else {
+			err = c.readPacket()
+		}
+		if err != nil {
 			if errors.Is(err, errClientDisconnect) {
 				return nil
 			}
-			c.serverDisconnect(reasonOf(err))
 			return err
 		}
 	}
 }
 
+// readConnect reads and handles the first packet, which must be CONNECT.
+// It runs on offStack's goroutine, as readPacket does for SUBSCRIBE and
+// UNSUBSCRIBE: they go deep into the core (sessions, queue declarations,
+// bindings), and run on the reader they would grow its stack to several
+// times what reading packets needs. The reader waits meanwhile, so only
+// one goroutine at a time reads c.br.
+func (c *conn) readConnect() error {
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.ConnectTimeout))
+	pk, err := wire.Read(c.br, 0, maxConnectSize)
+	if err != nil {
+		return err
+	}
+	c.recvBytes.Add(uint64(pk.FixedHeader.Remaining + 2))
+	if pk.FixedHeader.Type != packets.Connect {
+		return errProto(codeProtocolError, "first packet is not CONNECT")
+	}
+	if err := c.handleConnect(&pk); err != nil {
+		return err
+	}
+	if c.keepalive == 0 {
+		_ = c.nc.SetReadDeadline(time.Time{})
+	}
+	return nil
+}
+
+// readPacket reads one packet and handles it. An error stops the reader:
+// errClientDisconnect after a DISCONNECT, else the read or protocol error
+// (the client was told, as its version allows).
+func (c *conn) readPacket() error {
+	pk, raw, err := wire.ReadRaw(c.br, c.version, c.s.cfg.MaxPacketSize)
+	if err != nil {
+		return c.readFailed(err)
+	}
+	c.recvBytes.Add(uint64(pk.FixedHeader.Remaining + 2))
+	if err := c.handle(&pk, raw); err != nil {
+		if !errors.Is(err, errClientDisconnect) {
+			c.serverDisconnect(reasonOf(err))
+		}
+		return err
+	}
+	return nil
+}
+
+// readFailed ends the connection after a read error and returns err.
+func (c *conn) readFailed(err error) error {
+	var ne net.Error
+	switch {
+	case errors.Is(err, wire.ErrTooLarge):
+		c.serverDisconnect(codePacketTooLarge)
+	case errors.As(err, &ne) && ne.Timeout():
+		c.serverDisconnect(codeKeepAliveTimeout)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+	default:
+		c.serverDisconnect(reasonOf(err))
+	}
+	return err
+}
+
 var errClientDisconnect = errors.New("mqtt: client sent DISCONNECT")
 
-// offStack runs fn on a goroutine of its own and waits for it. CONNECT,
-// SUBSCRIBE and UNSUBSCRIBE go deep into the core (sessions, queue
-// declarations, bindings): run on the reader, they would grow its stack to
-// several times what reading packets needs, and a goroutine's stack is not
-// given back while it lives, so every idle connection would keep it. A
-// goroutine per such packet costs about a microsecond; the reader's stack
-// stays small.
+// offStack runs fn on a goroutine of its own and waits for it (see
+// readConnect): a goroutine's stack is not given back while it lives, so
+// every idle connection would keep what CONNECT and SUBSCRIBE grew the
+// reader's to. A goroutine per such packet costs about a microsecond; the
+// reader's stack stays small.
 func offStack(fn func() error) error {
 	done := make(chan error, 1)
 	go func() { done <- fn() }()
@@ -211,11 +273,11 @@ func (c *conn) handle(pk *packets.Packet, raw []byte) error {
 	case packets.Pubcomp:
 		c.handlePubcomp(pk.PacketID)
 	case packets.Subscribe:
-		return offStack(func() error { return c.handleSubscribe(pk) })
+		return c.handleSubscribe(pk) // on offStack's goroutine (readLoop)
 	case packets.Unsubscribe:
-		return offStack(func() error { return c.handleUnsubscribe(pk) })
+		return c.handleUnsubscribe(pk)
 	case packets.Pingreq:
-		c.sendPacket(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pingresp}}, false)
+		c.push(outItem{kind: itemPingresp})
 	case packets.Disconnect:
 		return c.handleDisconnect(pk)
 	case packets.Auth:
@@ -287,13 +349,12 @@ func (c *conn) cleanup() {
 	}
 	c.consMu.Lock()
 	cons := c.consumers
-	c.consumers = nil
+	c.consumers, c.consClosed = nil, true
 	c.consMu.Unlock()
 	for _, k := range cons {
 		k.Cancel()
 	}
-	close(c.quit)
-	<-c.wdone
+	c.stopWriter()
 
 	// Everything delivered but not acknowledged goes back, flagged
 	// redelivered.
@@ -393,7 +454,7 @@ func (c *conn) info() (ConnInfo, bool) {
 	inf := c.inflight.len()
 	c.infMu.Unlock()
 	i := ConnInfo{Name: c.name, ClientID: c.clientID, VHost: c.vh.Name(), Peer: c.nc.RemoteAddr().String(),
-		Local: c.nc.LocalAddr().String(), Transport: c.transport, Version: c.version, ConnectedAt: c.connectedAt,
+		Local: c.nc.LocalAddr().String(), Transport: c.transport, Version: c.version, ConnectedAt: time.Unix(0, c.connectedAt),
 		Keepalive: c.keepalive, CleanStart: c.cleanStart,
 		RecvPublish: c.recvPublish.Load(), SentPublish: c.sentPublish.Load(),
 		RecvBytes: c.recvBytes.Load(), SentBytes: c.sentBytes.Load(),

@@ -161,8 +161,8 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		c.will = newWill(pk, c)
 	}
 
-	ack := &packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connack}, ProtocolVersion: v,
-		SessionPresent: present}
+	ack := controlPacket(packets.Connack)
+	ack.ProtocolVersion, ack.SessionPresent = v, present
 	if v == 5 {
 		p := &ack.Properties
 		p.ReceiveMaximum = c.s.cfg.ReceiveMaximum
@@ -180,7 +180,7 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		p.AuthenticationMethod = c.authMethod
 	}
 	c.connected.Store(true)
-	c.sendPacket(ack, false)
+	c.sendPooled(ack)
 	// As RabbitMQ: when the token expires, MQTT 5 clients get DISCONNECT
 	// 0xA0 (maximum connect time), 3.1.1 clients are disconnected.
 	c.expiry = auth.WatchExpiry(u, func() {

@@ -144,7 +144,16 @@ func (w *packetWriter) delivery(d exchange.Delivery) {
 		}
 		return
 	}
-	pk := c.publishPacket(m, topic, qos, retain, ids, left)
+	w.ownPublish(d, topic, qos, retain, ids, left, pid)
+}
+
+// ownPublish writes d as an MQTT 5 PUBLISH of this subscriber's own
+// (subscription ids, expiry, topic alias). It is not part of delivery,
+// whose frame is on every writer's stack: its packets.Packet (most of a
+// kilobyte) would make a new writer goroutine grow its stack for each
+// delivery.
+func (w *packetWriter) ownPublish(d exchange.Delivery, topic string, qos byte, retain bool, ids []int, left uint32, pid uint16) {
+	pk := w.c.publishPacket(d.Msg, topic, qos, retain, ids, left)
 	pk.PacketID = pid
 	pk.FixedHeader.Dup = qos > 0 && d.Redelivered
 	if !w.encodePublish(&pk) && qos > 0 {
@@ -207,16 +216,22 @@ func (w *packetWriter) sharedPublish(m *exchange.Message, topic string, qos byte
 	if !v5 {
 		b = wire.AppendPublishHeader(make([]byte, 0, 9+len(topic)+len(m.Body)), topic, qos, false, retain, pid, len(m.Body))
 		b = append(b, m.Body...)
-	} else {
-		pk := w.c.publishPacket(m, topic, qos, retain, nil, 0)
-		pk.PacketID = pid
-		w.scratch.Reset()
-		if err := pk.PublishEncode(&w.scratch); err != nil {
-			return nil
-		}
-		b = bytes.Clone(w.scratch.Bytes())
+	} else if b = w.encodeShared5(m, topic, qos, retain, pid); b == nil {
+		return nil
 	}
 	return m.AddEncoding(&exchange.Encoding{Key: k, Bytes: b})
+}
+
+// encodeShared5 is sharedPublish's MQTT 5 encoding, kept out of it for
+// the size of its packets.Packet (see ownPublish).
+func (w *packetWriter) encodeShared5(m *exchange.Message, topic string, qos byte, retain bool, pid uint16) []byte {
+	pk := w.c.publishPacket(m, topic, qos, retain, nil, 0)
+	pk.PacketID = pid
+	w.scratch.Reset()
+	if err := pk.PublishEncode(&w.scratch); err != nil {
+		return nil
+	}
+	return bytes.Clone(w.scratch.Bytes())
 }
 
 // writeShared writes a shared PUBLISH b: as it is at QoS 0, else with

@@ -44,10 +44,13 @@
 // keeps subscriptions, inflight messages and retained messages in its own
 // topic index and storage, a second routing system beside the core.
 //
-// Per connection there is one reader goroutine and one writer goroutine.
-// Core deliveries (Sink.Deliver, called under the queue's lock) and
-// confirms only append to the connection's outbound list; the writer
-// encodes them into a pooled bufio.Writer and flushes when the list is
+// Per connection there is one reader goroutine, and a writer goroutine
+// while there is output: an idle connection (the common case for devices)
+// keeps only the reader, parked with a small stack and no read buffer
+// (readbuf.go). Core deliveries (Sink.Deliver, called under the queue's
+// lock) and confirms only append to the connection's outbound list and
+// start a writer if none runs; the writer encodes them into a pooled
+// bufio.Writer, flushes when the list is empty, and returns when it stays
 // empty. A PUBLISH is encoded once per message, protocol version (3.1 and
 // 3.1.1 alike), QoS and retain flag and cached on the message
 // (exchange.Message.AddEncoding), so that a fan-out to many sessions, whose

@@ -75,7 +75,7 @@ func (c *conn) handlePublish(pk *packets.Packet, raw []byte) error {
 		se.mu.Lock()
 		_, dup := se.qos2In[pk.PacketID]
 		if !dup {
-			se.qos2In[pk.PacketID] = c
+			se.addQoS2In(pk.PacketID, c)
 			se.qos2Dirty.Store(true)
 		}
 		se.mu.Unlock()
@@ -269,6 +269,7 @@ func (c *conn) completeAck(tag uint64, code byte) {
 		}
 		c.out = append(c.out, outItem{kind: itemAck, typ: a.typ, pid: a.pid, code: a.code})
 	}
+	start := c.startWriterLocked()
 	c.outMu.Unlock()
 	if c.version == 5 && credit > 0 {
 		c.inQuota.Add(-credit)
@@ -284,9 +285,8 @@ func (c *conn) completeAck(tag uint64, code byte) {
 	c.acks = append(c.acks[:0], c.acks[n:]...)
 	c.ackBase += uint64(n)
 	c.ackMu.Unlock()
-	select {
-	case c.outSig <- struct{}{}:
-	default:
+	if start {
+		go c.runWriter()
 	}
 	if failed {
 		// MQTT 3 cannot refuse a message: close, and the client resends.

@@ -52,7 +52,8 @@ type session struct {
 	ownerGone  chan struct{}
 	// qos2In holds the inbound QoS 2 packet ids awaiting PUBREL, each
 	// with the connection that received it (nil: an earlier one, or
-	// before a restart), for the receive maximum's count.
+	// before a restart), for the receive maximum's count. Made by the
+	// first (addQoS2In): most sessions never see QoS 2.
 	qos2In map[uint16]*conn
 	relOut []uint16 // outbound QoS 2 packet ids awaiting PUBCOMP, while disconnected
 	// qos2Dirty: the QoS 2 packet ids (qos2In, the owner's released
@@ -79,7 +80,7 @@ type session struct {
 }
 
 func newSession(vhost, clientID string) *session {
-	se := &session{key: vhost + "\x00" + clientID, vhost: vhost, clientID: clientID, qos2In: map[uint16]*conn{}}
+	se := &session{key: vhost + "\x00" + clientID, vhost: vhost, clientID: clientID}
 	se.qname = se.queueName()
 	se.subs.Store(&[]*subscription{})
 	return se
@@ -181,12 +182,20 @@ func (s *Server) loadSessions() error {
 	})
 }
 
+// addQoS2In records pid in se.qos2In; it runs under se.mu.
+func (se *session) addQoS2In(pid uint16, c *conn) {
+	if se.qos2In == nil {
+		se.qos2In = map[uint16]*conn{}
+	}
+	se.qos2In[pid] = c
+}
+
 // sessionFromRecord builds a disconnected persistent session.
 func (s *Server) sessionFromRecord(vh, id string, rec *sessionRecord) *session {
 	se := newSession(vh, id)
 	se.persistent, se.expiry, se.gen = true, rec.Expiry, rec.Gen
 	for _, pid := range rec.QoS2In {
-		se.qos2In[pid] = nil
+		se.addQoS2In(pid, nil)
 	}
 	se.relOut = rec.RelOut
 	for _, sub := range rec.Subs {

@@ -1,6 +1,8 @@
 package mqtt
 
 import (
+	"slices"
+
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/trident-broker/trident/auth"
@@ -77,8 +79,9 @@ func (c *conn) handleSubscribe(pk *packets.Packet) error {
 		}
 		added = nil
 	}
-	c.sendPacket(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Suback}, PacketID: pk.PacketID,
-		ReasonCodes: codes}, false)
+	ack := controlPacket(packets.Suback)
+	ack.PacketID, ack.ReasonCodes = pk.PacketID, codes
+	c.sendPooled(ack)
 	for _, a := range added {
 		// Retain handling: 0 send, 1 send if new, 2 never; shared
 		// subscriptions get no retained messages [MQTT-3.8.4-4].
@@ -194,10 +197,7 @@ func (c *conn) bindAndConsume(sub *subscription) error {
 		}
 	}
 	c.consMu.Lock()
-	if c.consumers == nil {
-		c.consumers = map[string]*exchange.Consumer{}
-	}
-	_, have := c.consumers[sub.queue]
+	have := c.consumerOf(sub.queue) >= 0
 	c.consMu.Unlock()
 	if have {
 		return nil
@@ -213,14 +213,30 @@ func (c *conn) bindAndConsume(sub *subscription) error {
 		return err
 	}
 	c.consMu.Lock()
-	if c.consumers == nil { // closed meanwhile
+	if c.consClosed { // closed meanwhile
 		c.consMu.Unlock()
 		k.Cancel()
 		return nil
 	}
-	c.consumers[sub.queue] = k
+	c.consumers = append(c.consumers, k)
 	c.consMu.Unlock()
 	return nil
+}
+
+// consumerOf is the index in c.consumers of queue's consumer, -1 if none.
+// It runs under consMu.
+func (c *conn) consumerOf(queue string) int {
+	for i, k := range c.consumers {
+		if k.Queue().Name() == queue {
+			return i
+		}
+	}
+	return -1
+}
+
+// dropConsumer removes c.consumers[i]; it runs under consMu.
+func (c *conn) dropConsumer(i int) {
+	c.consumers = slices.Delete(c.consumers, i, i+1)
 }
 
 // handleUnsubscribe removes subscriptions and their bindings.
@@ -265,8 +281,11 @@ func (c *conn) handleUnsubscribe(pk *packets.Packet) error {
 		}
 		if gone.Share != "" {
 			c.consMu.Lock()
-			k := c.consumers[gone.queue]
-			delete(c.consumers, gone.queue)
+			var k *exchange.Consumer
+			if i := c.consumerOf(gone.queue); i >= 0 {
+				k = c.consumers[i]
+				c.dropConsumer(i)
+			}
 			c.consMu.Unlock()
 			if k != nil {
 				k.Cancel()
@@ -276,11 +295,12 @@ func (c *conn) handleUnsubscribe(pk *packets.Packet) error {
 	if err := c.persistSubs(); err != nil {
 		c.s.log.Error("store session", "client_id", c.clientID, "err", err)
 	}
-	ack := &packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Unsuback}, PacketID: pk.PacketID}
+	ack := controlPacket(packets.Unsuback)
+	ack.PacketID = pk.PacketID
 	if c.version == 5 {
 		ack.ReasonCodes = codes
 	}
-	c.sendPacket(ack, false)
+	c.sendPooled(ack)
 	return nil
 }
 

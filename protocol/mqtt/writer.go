@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
+	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,6 +22,7 @@ const (
 	itemPacket              // any other control packet
 	itemDelivery            // a core delivery to turn into PUBLISH
 	itemRetained            // a retained message for a new subscription
+	itemPingresp            // PINGRESP (two bytes: no packets.Packet for each PINGREQ)
 )
 
 // outItem is one entry of a connection's outbound list.
@@ -29,6 +32,7 @@ type outItem struct {
 	code       byte // itemAck: reason code
 	pid        uint16
 	closeAfter bool
+	pooled     bool              // pk is from controlPackets (sendPooled)
 	pk         *packets.Packet   // itemPacket
 	d          exchange.Delivery // itemDelivery; itemAck: a PUBREL's core message, acked after the flush
 	ret        *retainedMsg      // itemRetained
@@ -40,11 +44,36 @@ var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 16<
 func (c *conn) push(it outItem) {
 	c.outMu.Lock()
 	c.out = append(c.out, it)
+	start := c.startWriterLocked()
 	c.outMu.Unlock()
-	select {
-	case c.outSig <- struct{}{}:
-	default:
+	if start {
+		go c.runWriter()
 	}
+}
+
+// startWriterLocked reports whether the caller, which has just added to
+// the outbound list, must start a writer goroutine (go c.runWriter()):
+// none runs and the connection still writes. It runs under outMu.
+func (c *conn) startWriterLocked() bool {
+	if c.writing || c.wstopped {
+		return false
+	}
+	c.writing = true
+	return true
+}
+
+// stopWriter keeps any writer from starting again and waits for the one
+// running, if any, to finish its round (it does not start another).
+func (c *conn) stopWriter() {
+	c.outMu.Lock()
+	if !c.wstopped {
+		c.wstopped = true
+		if !c.writing {
+			close(c.wdone)
+		}
+	}
+	c.outMu.Unlock()
+	<-c.wdone
 }
 
 // sendPacket queues a control packet; closeAfter closes the connection
@@ -57,6 +86,26 @@ func (c *conn) sendPacket(pk *packets.Packet, closeAfter bool) {
 	c.push(outItem{kind: itemPacket, pk: pk, closeAfter: closeAfter})
 }
 
+// controlPackets holds the packets of CONNACK, SUBACK and UNSUBACK from
+// sendPooled to the writer, which encodes them: a packets.Packet is most
+// of a kilobyte, and every connection sends a CONNACK and a SUBACK.
+var controlPackets = sync.Pool{New: func() any { return new(packets.Packet) }}
+
+// controlPacket returns a zero packet of type typ from controlPackets, for
+// sendPooled.
+func controlPacket(typ byte) *packets.Packet {
+	pk := controlPackets.Get().(*packets.Packet)
+	pk.FixedHeader.Type = typ
+	return pk
+}
+
+// sendPooled is sendPacket for a packet from controlPacket: the writer
+// puts it back once it is encoded, so the caller must not keep it.
+func (c *conn) sendPooled(pk *packets.Packet) {
+	pk.ProtocolVersion = c.version
+	c.push(outItem{kind: itemPacket, pk: pk, pooled: true})
+}
+
 func (c *conn) sendAck(typ byte, pid uint16, code byte) {
 	c.push(outItem{kind: itemAck, typ: typ, pid: pid, code: code})
 }
@@ -66,10 +115,10 @@ func (c *conn) sendAck(typ byte, pid uint16, code byte) {
 func (c *conn) Deliver(d exchange.Delivery) bool {
 	c.outMu.Lock()
 	c.out = append(c.out, outItem{kind: itemDelivery, d: d})
+	start := c.startWriterLocked()
 	c.outMu.Unlock()
-	select {
-	case c.outSig <- struct{}{}:
-	default:
+	if start {
+		go c.runWriter()
 	}
 	return true
 }
@@ -78,26 +127,44 @@ func (c *conn) Deliver(d exchange.Delivery) bool {
 func (c *conn) Cancelled(k *exchange.Consumer) {
 	go func() {
 		c.consMu.Lock()
-		if c.consumers != nil && c.consumers[k.Queue().Name()] == k {
-			delete(c.consumers, k.Queue().Name())
+		if i := slices.Index(c.consumers, k); i >= 0 {
+			c.dropConsumer(i)
 		}
 		c.consMu.Unlock()
 	}()
 }
 
-// writeLoop is the connection's writer goroutine: it drains the outbound
-// list into a pooled buffered writer and flushes when the list is empty.
+// writeLoop is the connection's writer: it drains the outbound list into
+// a pooled buffered writer, flushes when the list is empty, and returns
+// when the list is still empty after the flush. It runs on a goroutine
+// that exists only while there is output (push and Deliver start it), so
+// that an idle connection keeps no writer stack. One writer runs at a
+// time (conn.writing); the next one starts after it has cleared the flag
+// under outMu, so their writes do not interleave and c.w passes from one
+// to the next.
 func (c *conn) writeLoop() {
-	defer close(c.wdone)
-	var batch []outItem
-	var w packetWriter
-	w.c = c
-	for {
-		select {
-		case <-c.outSig:
-		case <-c.quit:
-			return
+	w := &c.w
+	c.outMu.Lock()
+	batch := c.spare
+	c.spare = nil
+	stop, yielded := false, false
+	for !stop && !c.wstopped {
+		if len(c.out) == 0 {
+			// Before returning, let the goroutines that are ready run
+			// once: a stream's next deliveries are often among what they
+			// do, and this writer then goes on instead of another
+			// starting (with a new stack, grown again).
+			if yielded {
+				break
+			}
+			yielded = true
+			c.outMu.Unlock()
+			runtime.Gosched()
+			c.outMu.Lock()
+			continue
 		}
+		yielded = false
+		c.outMu.Unlock()
 		bw := writerPool.Get().(*bufio.Writer)
 		bw.Reset(c.nc)
 		w.bw = bw
@@ -124,11 +191,11 @@ func (c *conn) writeLoop() {
 		writerPool.Put(bw)
 		w.bw = nil
 		w.settle()
-		if err != nil {
+		switch {
+		case err != nil:
 			c.nc.Close()
-			return
-		}
-		if closeAfter {
+			stop = true
+		case closeAfter:
 			// The last packet (a refusing CONNACK, a DISCONNECT) is
 			// out: close gently so that it reaches the client.
 			c.lingering.Store(true)
@@ -137,9 +204,21 @@ func (c *conn) writeLoop() {
 			// lingerClose drains after it.
 			_ = c.nc.SetReadDeadline(time.Now())
 			go lingerClose(c.nc, c.readDone)
-			return
+			stop = true
 		}
+		c.outMu.Lock()
 	}
+	if stop {
+		c.wstopped = true
+	}
+	c.writing = false
+	// Both lists keep their capacity for the next writer, as a writer
+	// that waited kept them: a consumer that streams fills them again.
+	c.spare = batch[:0]
+	if c.wstopped {
+		close(c.wdone)
+	}
+	c.outMu.Unlock()
 }
 
 // packetWriter encodes outbound items for one connection.
@@ -167,7 +246,12 @@ func (w *packetWriter) write(it *outItem) {
 		}
 	case itemPacket:
 		w.scratch.Reset()
-		if err := wire.Encode(&w.scratch, it.pk); err != nil {
+		err := wire.Encode(&w.scratch, it.pk)
+		if it.pooled {
+			*it.pk = packets.Packet{}
+			controlPackets.Put(it.pk)
+		}
+		if err != nil {
 			c.s.log.Warn("encode", "client_id", c.clientID, "err", err)
 			return
 		}
@@ -176,6 +260,8 @@ func (w *packetWriter) write(it *outItem) {
 		w.delivery(it.d)
 	case itemRetained:
 		w.retained(it.ret, it.sub)
+	case itemPingresp:
+		w.out(append(w.small[:0], packets.Pingresp<<4, 0))
 	}
 }
 

@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -49,11 +48,17 @@ func ReadHeader(r io.ByteReader, max int) (Header, error) {
 	return Header{First: first, Remaining: n}, nil
 }
 
+// Reader is what Read and ReadRaw read from (a *bufio.Reader, say).
+type Reader interface {
+	io.Reader
+	io.ByteReader
+}
+
 // Read reads one packet from r: fixed header, then the body into a new
 // buffer, then Decode. The packet's byte slices and strings (payload,
 // topic, client id, ...) alias that buffer, which is never reused, so they
 // may be kept.
-func Read(r *bufio.Reader, version byte, max int) (Packet, error) {
+func Read(r Reader, version byte, max int) (Packet, error) {
 	pk, _, err := ReadRaw(r, version, max)
 	return pk, err
 }
@@ -62,7 +67,7 @@ func Read(r *bufio.Reader, version byte, max int) (Packet, error) {
 // header included, in the one buffer the packet's slices alias: a QoS 0
 // MQTT 3 PUBLISH is then, but for its flags, already encoded for every
 // MQTT 3 subscriber.
-func ReadRaw(r *bufio.Reader, version byte, max int) (Packet, []byte, error) {
+func ReadRaw(r Reader, version byte, max int) (Packet, []byte, error) {
 	h, err := ReadHeader(r, max)
 	if err != nil {
 		return Packet{}, nil, err

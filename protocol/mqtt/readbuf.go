@@ -1,0 +1,175 @@
+package mqtt
+
+import (
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+)
+
+// readBufSize is the size of a connection's read buffer.
+const readBufSize = 2048
+
+// readBufPool holds the read buffers of connections that are not reading.
+var readBufPool = sync.Pool{New: func() any { b := make([]byte, readBufSize); return &b }}
+
+// connReader is the reader goroutine's buffered reader (io.Reader and
+// io.ByteReader, as wire.ReadRaw wants). On a plain TCP connection it holds
+// a buffer only while there is input: when a read finds the socket empty
+// it gives the buffer back to readBufPool before it waits, and takes one
+// again when input comes (see rawRead), so an idle connection keeps no read
+// buffer. That costs no system call more than a bufio.Reader makes: the
+// read that finds the socket empty is the one it makes anyway before it
+// waits. On any other connection (TLS, WebSocket) the buffer stays.
+type connReader struct {
+	nc   net.Conn
+	rc   syscall.RawConn // nc's, for a *net.TCPConn; nil otherwise
+	bufp *[]byte         // from readBufPool; nil while none is held
+	buf  []byte          // *bufp
+	r, w int             // buf[r:w] is buffered
+	err  error           // a read error to return once buf[r:w] is read
+
+	rawFn func(fd uintptr) bool // rawRead, made once
+	n     int                   // rawRead's result
+	rerr  error
+}
+
+func newConnReader(nc net.Conn) *connReader {
+	r := &connReader{nc: nc}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		if rc, err := tc.SyscallConn(); err == nil {
+			r.rc = rc
+			r.rawFn = r.rawRead
+		}
+	}
+	return r
+}
+
+// Buffered is the number of bytes that can be read without waiting.
+func (r *connReader) Buffered() int { return r.w - r.r }
+
+// Wait waits until a byte can be read, or returns the read error.
+func (r *connReader) Wait() error {
+	if r.r < r.w {
+		return nil
+	}
+	return r.fill()
+}
+
+// Next is the next byte, which must be buffered (Wait).
+func (r *connReader) Next() byte { return r.buf[r.r] }
+
+// ReadByte implements io.ByteReader.
+func (r *connReader) ReadByte() (byte, error) {
+	if r.r == r.w {
+		if err := r.fill(); err != nil {
+			return 0, err
+		}
+	}
+	b := r.buf[r.r]
+	r.r++
+	return b, nil
+}
+
+// Read implements io.Reader. A read as large as the buffer, with nothing
+// buffered, goes straight into p.
+func (r *connReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if r.r == r.w {
+		if len(p) >= readBufSize && r.err == nil {
+			return r.nc.Read(p)
+		}
+		if err := r.fill(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, r.buf[r.r:r.w])
+	r.r += n
+	return n, nil
+}
+
+// fill reads into the empty buffer, at least one byte or an error.
+func (r *connReader) fill() error {
+	r.r, r.w = 0, 0
+	if err := r.err; err != nil {
+		r.err = nil
+		return err
+	}
+	if r.rc == nil {
+		r.take()
+		for range 100 { // as bufio.Reader, a reader that returns nothing for ever is broken
+			n, err := r.nc.Read(r.buf)
+			if n > 0 {
+				r.w, r.err = n, err
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return io.ErrNoProgress
+	}
+	if err := r.rc.Read(r.rawFn); err != nil {
+		return err // a deadline, or the connection closed
+	}
+	switch {
+	case r.rerr != nil:
+		return r.readError()
+	case r.n == 0:
+		return io.EOF
+	}
+	r.w = r.n
+	return nil
+}
+
+// readError is rawRead's error as net.Conn's Read would return it. It is
+// kept out of fill, whose frame is on the stack of an idle connection.
+//
+//go:noinline
+func (r *connReader) readError() error {
+	return &net.OpError{Op: "read", Net: "tcp", Source: r.nc.LocalAddr(), Addr: r.nc.RemoteAddr(),
+		Err: os.NewSyscallError("read", r.rerr)}
+}
+
+// rawRead is the syscall.RawConn read callback: it reads what the socket
+// has into a buffer it takes from the pool, or, when the socket is empty,
+// gives the buffer back and returns false to have the runtime wait for
+// input and call it again.
+func (r *connReader) rawRead(fd uintptr) bool {
+	r.take()
+	for {
+		n, err := syscall.Read(int(fd), r.buf)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			r.release()
+			return false
+		}
+		if n <= 0 || err != nil { // the end, or an error: nothing to buffer
+			n = 0
+			r.release()
+		}
+		r.n, r.rerr = n, err
+		return true
+	}
+}
+
+// take makes sure a buffer is held.
+func (r *connReader) take() {
+	if r.bufp == nil {
+		r.bufp = readBufPool.Get().(*[]byte)
+		r.buf = *r.bufp
+	}
+}
+
+// release gives the buffer back; nothing may be buffered.
+func (r *connReader) release() {
+	if r.bufp != nil {
+		readBufPool.Put(r.bufp)
+		r.bufp, r.buf = nil, nil
+	}
+}
