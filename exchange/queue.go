@@ -243,12 +243,12 @@ type Queue struct {
 	// behind: applied is not yet stored). logReturns says how often a
 	// message loaded from the log came back.
 	logStored  atomic.Uint64
-	storedSep  bool
 	logReturns func(key uint64) uint32
 	// gated is set while q leads from a CommitLog (commit.go): only
 	// messages with seqs up to releasedSeq, the committed ones, are
 	// delivered. Both under mu.
 	gated       bool
+	storedSep   bool // see logStored
 	releasedSeq uint64
 	// A quorum queue's held retries (retryhold.go), while it leads.
 	heldQID   uint64
