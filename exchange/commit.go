@@ -143,18 +143,13 @@ func (q *Queue) LogApplied(key uint64) {
 		q.mu.Unlock()
 		return
 	}
-	r := &q.ready
-	for i := range r.levels {
-		if l := &r.levels[i]; l.tail.n > tailMsgs || l.tailBytes > tailBytes || (l.tail.n > 0 && r.pressure()) {
-			r.spill(i, l)
-		}
-	}
+	q.spillTails()
 	if !q.gated || seq <= q.releasedSeq {
 		q.mu.Unlock()
 		return
 	}
 	q.releasedSeq = seq
-	r.pending.release(seq)
+	q.ready.pending.release(seq)
 	now := nowNano()
 	if q.a.overflow == OverflowDropHead {
 		q.cmdTrim()
@@ -170,13 +165,32 @@ func (q *Queue) LogApplied(key uint64) {
 
 // LogStored tells q, leading from a log whose FSM writes behind, that
 // every message up to key (and those before it) is in the store or
-// deleted: they may be paged out. It runs on the FSM's goroutine, so it
-// takes no lock (Raft must not wait for the queue: a publisher may hold
-// q.mu while the log waits for Raft); the next batch's LogApplied pages
-// out a tail that waited for it.
+// deleted: they may be paged out. It may run on the FSM's goroutine, so
+// it never waits for q.mu (Raft must not wait for the queue: a publisher
+// may hold q.mu while the log waits for Raft): it pages out a tail that
+// waited for this if it gets the lock at once, and otherwise leaves that
+// to the next batch's LogApplied. An idle queue's FSM reports from a
+// timer, when nobody holds the lock.
 func (q *Queue) LogStored(key uint64) {
 	_, seq, _ := splitStoreKey(key)
-	q.raiseStored(seq)
+	if !q.raiseStored(seq) || !q.mu.TryLock() {
+		return
+	}
+	if q.log != nil && q.remote == nil && !q.deleted {
+		q.spillTails()
+	}
+	q.mu.Unlock()
+}
+
+// spillTails pages out every lane's tail that passed its buffer (or any
+// tail under memory pressure), as far as canPage allows. Under q.mu.
+func (q *Queue) spillTails() {
+	r := &q.ready
+	for i := range r.levels {
+		if l := &r.levels[i]; l.tail.n > tailMsgs || l.tailBytes > tailBytes || (l.tail.n > 0 && r.pressure()) {
+			r.spill(i, l)
+		}
+	}
 }
 
 // raiseStored raises logStored to seq and reports whether it rose.

@@ -448,7 +448,7 @@ func TestQuorumLeaderPagesStoredOnly(t *testing.T) {
 	l := &behindLog{lateLog: lateLog{st: st, q: q}}
 	q.BecomeLocal(l, LogState{StoredSeparately: true})
 	cf := newConfirms()
-	const n = 1000
+	const n = 400
 	for i := 0; i < n; i++ {
 		publishConfirmed(t, v, cf, uint64(i+1), "qb", strconv.Itoa(i), 0)
 	}
@@ -462,13 +462,28 @@ func TestQuorumLeaderPagesStoredOnly(t *testing.T) {
 		t.Fatalf("get before the store write: %v %q", ok, d.Msg.Body)
 	}
 	q.Ack(d.Seq)
-	l.store()
-	publishConfirmed(t, v, cf, n+1, "qb", strconv.Itoa(n), 0)
-	l.commit(-1) // the next batch's LogApplied pages out what waited
-	if s := q.Status(); s.ReadyRAM > 2*tailMsgs || s.Ready != n {
+	l.store() // LogStored pages out what waited (nobody holds the lock)
+	if s := q.Status(); s.ReadyRAM > 2*tailMsgs || s.Ready != n-1 {
 		t.Fatalf("%d of %d ready in memory after the store write", s.ReadyRAM, s.Ready)
 	}
-	getCounting(t, q, 1, n)
+	// When LogStored finds the lock taken, the next batch's LogApplied
+	// pages out what waited.
+	for i := n + 1; i <= n+2*tailMsgs; i++ {
+		publishConfirmed(t, v, cf, uint64(i), "qb", strconv.Itoa(i-1), 0)
+	}
+	l.commit(-1)
+	q.mu.Lock()
+	l.store()
+	q.mu.Unlock()
+	if s := q.Status(); s.ReadyRAM < 2*tailMsgs {
+		t.Fatalf("%d in memory: paged out under a lock LogStored did not take", s.ReadyRAM)
+	}
+	publishConfirmed(t, v, cf, n+2*tailMsgs+1, "qb", strconv.Itoa(n+2*tailMsgs), 0)
+	l.commit(-1)
+	if s := q.Status(); s.ReadyRAM > 2*tailMsgs || s.Ready != n+2*tailMsgs {
+		t.Fatalf("%d of %d ready in memory after the next batch", s.ReadyRAM, s.Ready)
+	}
+	getCounting(t, q, 1, n+2*tailMsgs)
 	if st.reads == 0 {
 		t.Fatal("nothing was read back from the store")
 	}

@@ -317,9 +317,11 @@ func (qq *quorumQueue) leave(drop bool) {
 	if l != nil {
 		_ = l.Close()
 	}
-	if drop && fsm != nil {
+	if fsm != nil {
 		// Raft is down: nothing applies any more.
-		if err := fsm.Drop(); err != nil {
+		if !drop {
+			fsm.Close()
+		} else if err := fsm.Drop(); err != nil {
 			qq.p.log.Warn("quorum queue messages not dropped", "queue", qq.q.Name(), "err", err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -36,8 +37,23 @@ func behindFSM(t *testing.T, st Store, after uint64) *FSM {
 	f := newFSM(t, st)
 	f.EnableWriteBehind()
 	f.WriteBehindAfter(after)
-	t.Cleanup(func() { f.buf.reset() }) // behindTotal is the process's
+	t.Cleanup(func() { kill(f) }) // behindTotal is the process's
 	return f
+}
+
+// kill drops what f buffered, as kill -9 would, and stops its timer.
+func kill(f *FSM) {
+	f.mu.Lock()
+	f.stopLocked()
+	f.buf.reset()
+	f.mu.Unlock()
+}
+
+// buffered is what f's buffer holds.
+func buffered(f *FSM) (int, int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.buf.len(), f.buf.bytes
 }
 
 // storeDump reads the Store itself, not through the FSM (which flushes).
@@ -71,8 +87,8 @@ func TestWriteBehindCancels(t *testing.T) {
 	if cs.puts != 0 || cs.deletes != 0 {
 		t.Fatalf("%d puts, %d deletes reached the store; want none", cs.puts, cs.deletes)
 	}
-	if f.Len() != 1 || f.buf.len() != 1 {
-		t.Fatalf("len %d, buffered %d", f.Len(), f.buf.len())
+	if n, _ := buffered(f); f.Len() != 1 || n != 1 {
+		t.Fatalf("len %d, buffered %d", f.Len(), n)
 	}
 	// Every append but the last is deleted: the watermark is the one
 	// before it.
@@ -109,8 +125,8 @@ func TestWriteBehindBounded(t *testing.T) {
 	n := uint64(behindMsgs + 500)
 	for i := uint64(1); i <= n; i++ {
 		f.Apply(command(op{kind: opAppend, seq: key(1, i), data: []byte("x")}))
-		if f.buf.len() > behindMsgs {
-			t.Fatalf("buffer holds %d messages after %d appends", f.buf.len(), i)
+		if n, _ := buffered(f); n > behindMsgs {
+			t.Fatalf("buffer holds %d messages after %d appends", n, i)
 		}
 	}
 	if cs.puts != 500 || last != key(1, 500) {
@@ -119,8 +135,8 @@ func TestWriteBehindBounded(t *testing.T) {
 	big := bytes.Repeat([]byte("b"), 64<<10)
 	for i := n + 1; i <= n+200; i++ {
 		f.Apply(command(op{kind: opAppend, seq: key(1, i), data: big}))
-		if f.buf.bytes > behindBytes {
-			t.Fatalf("buffer holds %d bytes", f.buf.bytes)
+		if _, b := buffered(f); b > behindBytes {
+			t.Fatalf("buffer holds %d bytes", b)
 		}
 	}
 	if f.Len() != int(n+200) || len(dump(f)) != int(n+200) {
@@ -159,7 +175,7 @@ func TestWriteBehindCrash(t *testing.T) {
 		}
 		f.ApplyBatch(logs[20:40])
 		f.Flush()     // 21-40 reach the store, no record covers them
-		f.buf.reset() // kill -9 before it applies 41-60, which its log holds
+		kill(f) // kill -9 before it applies 41-60, which its log holds
 		ref := newFSM(t, store.NewMemory())
 		ref.ApplyBatch(logs)
 		want = dump(ref)
@@ -208,12 +224,49 @@ func TestWriteBehindRestore(t *testing.T) {
 	// An entry after the snapshot's index appends 10 again (the stream
 	// was read after it was applied), then deletes it; 11 is new.
 	f.Apply(command(op{kind: opAppend, seq: key(0, 10), data: []byte("10")}, op{kind: opAppend, seq: key(0, 11), data: []byte("11")}))
-	if f.buf.len() != 1 {
-		t.Fatalf("%d buffered, want 1 (the new message)", f.buf.len())
+	if n, _ := buffered(f); n != 1 {
+		t.Fatalf("%d buffered, want 1 (the new message)", n)
 	}
 	f.Apply(command(op{kind: opDelete, seq: key(0, 10)}, op{kind: opDelete, seq: key(0, 11)}))
 	got := storeDump(t, st)
 	if len(got) != 9 || got[len(got)-1].seq != key(0, 9) {
 		t.Fatalf("store holds %d messages, last %d; want 9, last %d", len(got), got[len(got)-1].seq, key(0, 9))
+	}
+}
+
+// TestWriteBehindIdleFlush: a queue whose applies stop (a backlog that
+// nobody consumes) gets its buffer to the Store within saveEveryBehind,
+// under a state record, and its watermark reported; Close after Drop or a
+// stop does nothing more.
+func TestWriteBehindIdleFlush(t *testing.T) {
+	st := store.NewMemory()
+	f := behindFSM(t, st, 0)
+	stored := make(chan uint64, 16)
+	f.OnStored(func(k uint64) { stored <- k })
+	for i := uint64(1); i <= 10; i++ {
+		f.Apply(command(op{kind: opAppend, seq: key(0, i), data: []byte("x")}))
+	}
+	if len(storeDump(t, st)) != 0 {
+		t.Fatal("written before the idle flush")
+	}
+	deadline := time.After(5 * saveEveryBehind)
+	for k := uint64(0); k != key(0, 10); {
+		select {
+		case k = <-stored:
+		case <-deadline:
+			t.Fatalf("no idle flush (stored watermark %d)", k)
+		}
+	}
+	if got := storeDump(t, st); len(got) != 10 {
+		t.Fatalf("%d messages in the store after the idle flush", len(got))
+	}
+	g := newFSM(t, st) // the record covers them: a restart applies nothing again
+	if g.Applied() != f.Applied() {
+		t.Fatalf("record at %d, applied %d", g.Applied(), f.Applied())
+	}
+	f.Apply(command(op{kind: opAppend, seq: key(0, 11), data: []byte("y")}))
+	f.Close() // a stopped member: the buffer goes under a record
+	if got := storeDump(t, st); len(got) != 11 || newFSM(t, st).Applied() != f.Applied() {
+		t.Fatalf("after Close: %d messages, record at %d", len(got), newFSM(t, st).Applied())
 	}
 }

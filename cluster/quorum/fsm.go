@@ -86,6 +86,12 @@ type FSM struct {
 	buf      behind
 	onStored func(key uint64)
 	reported uint64 // the last key given to onStored
+	// idle flushes the buffer saveEveryBehind after it last became
+	// non-empty, should no apply save a record by then (an idle queue);
+	// armed while set; stopped by Close and Drop.
+	idle    *time.Timer
+	armed   bool
+	stopped bool
 }
 
 var (
@@ -125,6 +131,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	r := f.applyLocked(l)
 	f.maybeSaveLocked()
+	f.armLocked()
 	report := f.storedLocked()
 	f.mu.Unlock()
 	report()
@@ -139,6 +146,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		res[i] = f.applyLocked(l)
 	}
 	f.maybeSaveLocked()
+	f.armLocked()
 	report := f.storedLocked()
 	f.mu.Unlock()
 	report()
@@ -187,6 +195,53 @@ func (f *FSM) Flush() {
 	report := f.storedLocked()
 	f.mu.Unlock()
 	report()
+}
+
+// armLocked arms the idle flush if something is buffered.
+func (f *FSM) armLocked() {
+	if !f.wb || f.armed || f.stopped || f.buf.len() == 0 {
+		return
+	}
+	f.armed = true
+	if f.idle == nil {
+		f.idle = time.AfterFunc(saveEveryBehind, f.idleFlush)
+	} else {
+		f.idle.Reset(saveEveryBehind)
+	}
+}
+
+// idleFlush runs on the timer's goroutine, not Raft's: it saves a record
+// (the buffer flushed first) and reports the stored watermark.
+func (f *FSM) idleFlush() {
+	f.mu.Lock()
+	f.armed = false
+	if f.stopped || f.buf.len() == 0 {
+		f.mu.Unlock()
+		return
+	}
+	f.saveLocked()
+	report := f.storedLocked()
+	f.mu.Unlock()
+	report()
+}
+
+// Close stops the FSM once Raft no longer applies to it (its member
+// stopped, not dropped): what is buffered goes to the Store, under a
+// state record, so that a restart applies less again.
+func (f *FSM) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopLocked()
+	if f.dirty || f.buf.len() > 0 {
+		f.saveLocked()
+	}
+}
+
+func (f *FSM) stopLocked() {
+	f.stopped = true
+	if f.idle != nil {
+		f.idle.Stop()
+	}
 }
 
 func (f *FSM) flushLocked(all bool) {
@@ -418,6 +473,7 @@ func (f *FSM) Messages(fn func(key uint64, data []byte, returns uint32) bool) er
 func (f *FSM) Drop() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.stopLocked()
 	f.s = state{}
 	f.buf.reset()
 	f.st.DeleteMessage(StateQID, f.qid)
