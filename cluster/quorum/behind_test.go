@@ -174,8 +174,8 @@ func TestWriteBehindCrash(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.ApplyBatch(logs[20:40])
-		f.Flush()     // 21-40 reach the store, no record covers them
-		kill(f) // kill -9 before it applies 41-60, which its log holds
+		f.Flush() // 21-40 reach the store, no record covers them
+		kill(f)   // kill -9 before it applies 41-60, which its log holds
 		ref := newFSM(t, store.NewMemory())
 		ref.ApplyBatch(logs)
 		want = dump(ref)
