@@ -16,9 +16,11 @@ import "sync/atomic"
 // been given, and a crash loses nothing: the Raft log holds every entry
 // after the record and they are applied again. It is also flushed, oldest
 // first, while it holds more than behindMsgs messages or behindBytes bytes,
-// or while all FSMs' buffers together pass behindBudget, and before
-// anything reads the Store for the FSM's messages (a snapshot sent to a
-// member, the queue's takeover, Messages).
+// or while all FSMs' buffers together pass behindBudget, before anything
+// reads the Store for the FSM's messages (a snapshot sent to a member, the
+// queue's takeover, Messages), saveEveryBehind after the last apply of a
+// queue that went quiet (a timer: an idle backlog must not stay in memory
+// and unpageable), and when the member stops (Close).
 //
 // What the buffer holds is not yet in the Store, so the leader's queue may
 // not page those messages out (it would read them back from the Store):
