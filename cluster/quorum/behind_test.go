@@ -270,3 +270,22 @@ func TestWriteBehindIdleFlush(t *testing.T) {
 		t.Fatalf("after Close: %d messages, record at %d", len(got), newFSM(t, st).Applied())
 	}
 }
+
+// TestWriteBehindBudget: once all FSMs' buffers together pass
+// behindBudget, an FSM that applies flushes its own buffer.
+func TestWriteBehindBudget(t *testing.T) {
+	cs := &countingStore{Store: store.NewMemory()}
+	f := behindFSM(t, cs, 0)
+	for i := uint64(1); i <= 10; i++ {
+		f.Apply(command(op{kind: opAppend, seq: key(0, i), data: []byte("x")}))
+	}
+	if cs.puts != 0 {
+		t.Fatalf("%d puts under the budget", cs.puts)
+	}
+	behindTotal.Add(behindBudget) // the other FSMs of the process
+	defer behindTotal.Add(-behindBudget)
+	f.Apply(command(op{kind: opAppend, seq: key(0, 11), data: []byte("x")}))
+	if n, _ := buffered(f); cs.puts != 11 || n != 0 {
+		t.Fatalf("over the budget: %d puts, %d buffered; want 11, 0", cs.puts, n)
+	}
+}
