@@ -289,3 +289,98 @@ func TestWriteBehindBudget(t *testing.T) {
 		t.Fatalf("over the budget: %d puts, %d buffered; want 11, 0", cs.puts, n)
 	}
 }
+
+// TestWriteBehindRecordKeepsBuffer: a periodic state record leaves the
+// buffer alone and says from which entry the Store may lack ops; a member
+// killed after it (its buffer lost) and restarted over the same Store
+// applies those entries' ops to the Store again, not to its counts, and
+// ends with exactly the messages and counts of a member that never
+// crashed. Without that replay the buffered messages would be lost (the
+// test checks that the Store lacked them).
+func TestWriteBehindRecordKeepsBuffer(t *testing.T) {
+	index = 0
+	var logs []*raft.Log
+	for i := uint64(1); i <= 60; i++ {
+		ops := []op{{kind: opAppend, seq: key(0, i), data: []byte(fmt.Sprint(i))}}
+		if i%3 == 0 {
+			ops = append(ops, op{kind: opDelete, seq: key(0, i-2)}, op{kind: opReturn, seq: key(0, i-1)})
+		}
+		logs = append(logs, command(ops...))
+	}
+	cs := &countingStore{Store: store.NewMemory()}
+	f := behindFSM(t, cs, 0)
+	f.ApplyBatch(logs[:40])
+	f.mu.Lock()
+	f.lastSave = time.Now().Add(-2 * saveEveryBehind)
+	f.mu.Unlock()
+	f.Apply(logs[40]) // a record is due
+	n, _ := buffered(f)
+	if n == 0 || cs.puts != 0 {
+		t.Fatalf("after the record: %d buffered, %d puts; want the buffer kept", n, cs.puts)
+	}
+	f.mu.Lock()
+	stored, applied := f.s.stored, f.s.applied
+	f.mu.Unlock()
+	if applied != logs[40].Index || stored >= logs[1].Index {
+		t.Fatalf("record: applied %d stored %d; want %d and before the first live append", applied, stored, logs[40].Index)
+	}
+	f.Apply(logs[41])
+	kill(f) // kill -9: the buffer is gone, 42-60 are in the log only
+	if len(storeDump(t, cs)) != 0 {
+		t.Fatal("the store holds messages: the test no longer shows a lost buffer")
+	}
+
+	ref := newFSM(t, store.NewMemory())
+	ref.ApplyBatch(logs)
+	g := behindFSM(t, cs.Store, 0)
+	g.WriteBehindAfter(logs[len(logs)-1].Index)
+	if g.Applied() != logs[40].Index {
+		t.Fatalf("restarted at %d, want %d", g.Applied(), logs[40].Index)
+	}
+	g.ApplyBatch(logs) // Raft replays its log
+	g.Flush()
+	if err := equalEntries(storeDump(t, cs.Store), stripReturns(dump(ref))); err != nil {
+		t.Fatal(err)
+	}
+	if err := equalEntries(dump(g), dump(ref)); err != nil {
+		t.Fatal("returns:", err)
+	}
+	if g.Len() != ref.Len() || g.Bytes() != ref.Bytes() {
+		t.Fatalf("counts %d/%d, want %d/%d", g.Len(), g.Bytes(), ref.Len(), ref.Bytes())
+	}
+}
+
+// TestWriteBehindAged: a record writes out what has been buffered for
+// behindAge, so the span a restart applies again stays bounded under a
+// backlog nobody consumes while appends keep coming.
+func TestWriteBehindAged(t *testing.T) {
+	index = 0
+	cs := &countingStore{Store: store.NewMemory()}
+	f := behindFSM(t, cs, 0)
+	t0 := time.Now()
+	for i := uint64(1); i <= 10; i++ {
+		f.Apply(command(op{kind: opAppend, seq: key(0, i), data: []byte("x")}))
+	}
+	f.mu.Lock()
+	f.flushAgedLocked(t0) // a record's mark at entry 10
+	f.mu.Unlock()
+	for i := uint64(11); i <= 20; i++ {
+		f.Apply(command(op{kind: opAppend, seq: key(0, i), data: []byte("x")}))
+	}
+	f.mu.Lock()
+	f.flushAgedLocked(t0.Add(behindAge / 2))
+	if cs.puts != 0 {
+		f.mu.Unlock()
+		t.Fatalf("%d puts before anything is behindAge old", cs.puts)
+	}
+	f.flushAgedLocked(t0.Add(behindAge))
+	f.recordLocked(t0.Add(behindAge))
+	stored := f.s.stored
+	f.mu.Unlock()
+	if cs.puts != 10 {
+		t.Fatalf("%d puts, want the 10 appends of the entries up to the old mark", cs.puts)
+	}
+	if n, _ := buffered(f); n != 10 || stored != 10 {
+		t.Fatalf("%d buffered, stored %d; want 10, 10", n, stored)
+	}
+}

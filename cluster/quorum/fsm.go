@@ -43,10 +43,15 @@ func HoldQID(qid uint64) uint64 { return qid | 1<<62 }
 // record are applied again after a crash (see FSM).
 const saveEvery = 100 * time.Millisecond
 
-// saveEveryBehind is saveEvery with write-behind: each record flushes the
-// buffer, so the longer the span, the more messages are deleted before they
-// reach the Store; a restart applies at most that much of the log again.
-const saveEveryBehind = time.Second
+// saveEveryBehind is saveEvery with write-behind. A record does not flush
+// the buffer: it says which entries' ops all reached the Store (state.stored)
+// and a restart applies the ops of the later ones to the Store again. So
+// that this stays a bounded span of the log, a record first writes out what
+// has been buffered for behindAge (a backlog nobody consumes).
+const (
+	saveEveryBehind = time.Second
+	behindAge       = 5 * time.Second
+)
 
 // FSM is the replicated state of one quorum queue on one member of its
 // Raft group: the queue's messages, in the node's Store under the queue's
@@ -57,7 +62,8 @@ const saveEveryBehind = time.Second
 // The Store is the state, so the group runs with NoSnapshotRestoreOnStart:
 // at start the FSM reads its state record, and Raft replays the entries
 // after the last snapshot, of which the FSM skips those at or below the
-// record's index. The record is written after the ops it covers, through
+// record's index (with write-behind, those past its stored index have
+// their ops applied to the Store again, not to the counts: behind.go). The record is written after the ops it covers, through
 // the same ordered Store, so a crash leaves the Store with the record's
 // ops and perhaps some later ones: applying those again is harmless
 // (appends put the same data, deletes delete again, counts start from the
@@ -72,6 +78,8 @@ type FSM struct {
 	mu       sync.RWMutex
 	s        state
 	lastSave time.Time
+	// lastApply is when write-behind last applied a batch (idleFlush).
+	lastApply time.Time
 	dirty    bool // applied past the last state record
 
 	// Write-behind (behind.go), when on: appends not yet in the Store,
@@ -92,6 +100,19 @@ type FSM struct {
 	idle    *time.Timer
 	armed   bool
 	stopped bool
+	// marks are the applied index at each record of the last behindAge
+	// (oldest first): what a record writes out.
+	marks []mark
+	// replay is set while applying an entry again at start that is past
+	// state.stored but not past state.applied: its ops reach the Store,
+	// the counts have them already.
+	replay bool
+}
+
+// mark is the applied index at a time.
+type mark struct {
+	at  time.Time
+	idx uint64
 }
 
 var (
@@ -210,12 +231,20 @@ func (f *FSM) armLocked() {
 	}
 }
 
-// idleFlush runs on the timer's goroutine, not Raft's: it saves a record
-// (the buffer flushed first) and reports the stored watermark.
+// idleFlush runs on the timer's goroutine, not Raft's: once the queue has
+// applied nothing for saveEveryBehind, it saves a record (the buffer
+// flushed first) and reports the stored watermark. A queue still applying
+// keeps its buffer (records do not flush it): the timer waits again.
 func (f *FSM) idleFlush() {
 	f.mu.Lock()
 	f.armed = false
 	if f.stopped || f.buf.len() == 0 {
+		f.mu.Unlock()
+		return
+	}
+	if quiet := time.Since(f.lastApply); quiet < saveEveryBehind {
+		f.armed = true
+		f.idle.Reset(saveEveryBehind - quiet)
 		f.mu.Unlock()
 		return
 	}
@@ -263,7 +292,14 @@ func (f *FSM) storedLocked() func() {
 
 func (f *FSM) applyLocked(l *raft.Log) any {
 	if l.Index <= f.s.applied {
-		return nil // in the Store already (replayed at start)
+		// Replayed at start: counted already; in the Store already up
+		// to stored, after it perhaps not (write-behind).
+		if l.Index > f.s.stored && l.Type == raft.LogCommand && walkEntry(l.Data, nil) == nil {
+			f.cur, f.replay = l.Index, true
+			walkEntry(l.Data, f.applyOp)
+			f.replay = false
+		}
+		return nil
 	}
 	f.s.applied, f.dirty = l.Index, true
 	if l.Type != raft.LogCommand {
@@ -290,26 +326,36 @@ func (f *FSM) applyOp(o op) {
 		// append and a delete that met in one store batch would cancel
 		// and leave the message there (more messages than counted).
 		if f.wb && f.cur > f.wbAfter && (f.restored == nil || o.seq > f.restored[o.seq>>56]) {
-			f.buf.add(o.seq, o.data)
+			f.buf.add(o.seq, f.cur, o.data)
 		} else {
 			f.st.PutMessage(f.qid, o.seq, o.data, nil) // copies data
 			f.buf.done = o.seq                         // nothing is buffered before it
 		}
-		f.s.add(o.seq, len(o.data))
+		if !f.replay {
+			f.s.add(o.seq, len(o.data))
+		}
 	case opDelete:
 		// A buffered message never reached the Store.
 		if !f.wb || !f.buf.del(o.seq) {
 			f.st.DeleteMessage(f.qid, o.seq)
 		}
-		f.s.del(o.seq)
+		if !f.replay {
+			f.s.del(o.seq)
+		}
 	case opReturn:
-		f.s.ret(o.seq)
+		if !f.replay {
+			f.s.ret(o.seq)
+		}
 	case opHold:
 		f.st.PutMessage(HoldQID(f.qid), o.seq, o.data, nil)
-		f.s.held++
+		if !f.replay {
+			f.s.held++
+		}
 	case opRelease:
 		f.st.DeleteMessage(HoldQID(f.qid), o.seq)
-		f.s.held = max(f.s.held-1, 0)
+		if !f.replay {
+			f.s.held = max(f.s.held-1, 0)
+		}
 	case opDeleteRange:
 		// One range delete: it removes the puts of the range issued
 		// before it, replayed ones included, and what the disk holds
@@ -322,7 +368,9 @@ func (f *FSM) applyOp(o op) {
 			f.buf.delRange(o.seq, o.to)
 		}
 		f.st.DeleteMessages(f.qid, o.seq, o.to)
-		f.s.delRange(o.seq, o.to, int64(o.count), int64(o.bytes))
+		if !f.replay {
+			f.s.delRange(o.seq, o.to, int64(o.count), int64(o.bytes))
+		}
 	}
 }
 
@@ -331,19 +379,49 @@ func (f *FSM) maybeSaveLocked() {
 	if f.wb {
 		every = saveEveryBehind
 	}
-	if f.dirty && time.Since(f.lastSave) >= every {
-		f.saveLocked()
-		return
-	}
 	f.flushLocked(false)
+	now := time.Now()
+	f.lastApply = now
+	if f.dirty && now.Sub(f.lastSave) >= every {
+		if f.wb {
+			f.flushAgedLocked(now)
+		}
+		f.recordLocked(now)
+	}
+}
+
+// flushAgedLocked writes out the appends buffered for behindAge or more:
+// those of entries up to the index of the newest mark that old.
+func (f *FSM) flushAgedLocked(now time.Time) {
+	f.marks = append(f.marks, mark{at: now, idx: f.s.applied})
+	i := 0
+	for i+1 < len(f.marks) && now.Sub(f.marks[i+1].at) >= behindAge {
+		i++
+	}
+	if now.Sub(f.marks[i].at) >= behindAge {
+		f.buf.flushThrough(f.st, f.qid, f.marks[i].idx)
+		i++
+	}
+	f.marks = append(f.marks[:0], f.marks[i:]...)
 }
 
 // saveLocked issues the state record, after every op applied so far (the
-// buffered appends first).
+// buffered appends first): what a snapshot, an idle flush and Close write.
 func (f *FSM) saveLocked() {
 	f.flushLocked(true)
+	f.recordLocked(time.Now())
+}
+
+// recordLocked issues the state record: the counts as of the last entry
+// applied, and the last entry before the oldest buffered append as the
+// one up to which the Store has every op.
+func (f *FSM) recordLocked(now time.Time) {
+	f.s.stored = f.s.applied
+	if idx, ok := f.buf.oldest(); ok && f.wb {
+		f.s.stored = min(idx-1, f.s.applied)
+	}
 	f.st.AppendMessage(StateQID, f.qid, f.s.encode(nil), nil)
-	f.lastSave, f.dirty = time.Now(), false
+	f.lastSave, f.dirty = now, false
 }
 
 // Snapshot writes the state record and captures the state, which Persist

@@ -322,8 +322,24 @@ func TestStateCodec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.applied != 99 || !slices.Equal(got.groups, s.groups) || len(got.returns) != 1 || got.returns[key(0, 2)] != 2 {
+	if got.applied != 99 || got.stored != 0 || !slices.Equal(got.groups, s.groups) || len(got.returns) != 1 || got.returns[key(0, 2)] != 2 {
 		t.Fatalf("decoded %+v, want %+v", got, s)
+	}
+	s.stored = 90
+	if got, err := decodeState(s.encode(nil)); err != nil || got.stored != 90 {
+		t.Fatalf("stored: %d, %v", got.stored, err)
+	}
+	// A record of an earlier build wrote 0 where the unstored span is:
+	// everything it applied is in the Store.
+	s.stored = 99
+	if enc := s.encode(nil); enc[1+1+1] != 0 { // version, applied 99, appended 0
+		t.Fatalf("unstored span of a fully stored state encodes as %d", enc[3])
+	}
+	// A span past the applied index is corrupt.
+	bad := s.encode(nil)
+	bad[3] = 100
+	if _, err := decodeState(bad); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("span past applied: %v", err)
 	}
 	enc := s.encode(nil)
 	for n := 0; n < len(enc); n++ {

@@ -25,6 +25,11 @@ type Group struct {
 // use: the FSM holds its lock.
 type state struct {
 	applied uint64
+	// stored is the last entry whose ops all reached the Store (the
+	// buffered appends of write-behind are the ops that have not): a
+	// restart applies the ops of the entries after it to the Store again,
+	// and counts only those after applied. stored <= applied.
+	stored uint64
 	// appended counts the bytes appended since the last snapshot: about
 	// what the Raft log holds beyond it (FSM.SnapshotDue).
 	appended int64
@@ -116,7 +121,7 @@ func (s *state) bytes() int64 {
 }
 
 func (s *state) clone() state {
-	c := state{applied: s.applied, appended: s.appended, held: s.held, groups: slices.Clone(s.groups)}
+	c := state{applied: s.applied, stored: s.stored, appended: s.appended, held: s.held, groups: slices.Clone(s.groups)}
 	if len(s.returns) > 0 {
 		c.returns = make(map[uint64]uint32, len(s.returns))
 		for k, v := range s.returns {
@@ -128,11 +133,14 @@ func (s *state) clone() state {
 
 // A state is encoded as
 //
-//	state  = version:byte applied:uvarint appended:uvarint unused:uvarint held:uvarint ngroups:uvarint group{ngroups} nreturns:uvarint return{nreturns}
+//	state  = version:byte applied:uvarint appended:uvarint unstored:uvarint held:uvarint ngroups:uvarint group{ngroups} nreturns:uvarint return{nreturns}
 //	group  = top:byte count:uvarint bytes:uvarint maxKey:uvarint
 //	return = key:uvarint returns:uvarint
 //
 // with groups in increasing top order and returns in increasing key order.
+// unstored is applied - stored. Earlier builds wrote 0 there (it held the
+// last snapshot's message bytes once, and then nothing), which reads as
+// stored = applied: what their records meant.
 
 const stateVersion byte = 2
 
@@ -140,7 +148,7 @@ func (s *state) encode(dst []byte) []byte {
 	dst = append(dst, stateVersion)
 	dst = binary.AppendUvarint(dst, s.applied)
 	dst = binary.AppendUvarint(dst, uint64(max(s.appended, 0)))
-	dst = binary.AppendUvarint(dst, 0) // was the last snapshot's message bytes, when snapshots held messages
+	dst = binary.AppendUvarint(dst, s.applied-min(s.stored, s.applied))
 	dst = binary.AppendUvarint(dst, uint64(max(s.held, 0)))
 	dst = binary.AppendUvarint(dst, uint64(len(s.groups)))
 	for _, g := range s.groups {
@@ -190,10 +198,14 @@ func decodeState(b []byte) (state, error) {
 		return s, corruptf("state: appended %d", app)
 	}
 	s.appended = int64(app)
-	// Earlier builds' last snapshot's message bytes: read and ignored.
-	if _, err := next("snapshot bytes"); err != nil {
+	un, err := next("unstored span")
+	if err != nil {
 		return s, err
 	}
+	if un > s.applied {
+		return s, corruptf("state: unstored span %d past applied %d", un, s.applied)
+	}
+	s.stored = s.applied - un
 	hd, err := next("held count")
 	if err != nil {
 		return s, err
