@@ -80,7 +80,7 @@ type FSM struct {
 	lastSave time.Time
 	// lastApply is when write-behind last applied a batch (idleFlush).
 	lastApply time.Time
-	dirty    bool // applied past the last state record
+	dirty     bool // applied past the last state record
 
 	// Write-behind (behind.go), when on: appends not yet in the Store,
 	// and who learns what is.
