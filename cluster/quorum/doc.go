@@ -19,9 +19,10 @@
 //     stream (snapshot.go, snapstore.go). With write-behind on (a quorum
 //     queue's members; not a stream's) applied appends wait in a small
 //     bounded buffer and a delete of a buffered one cancels both, so a
-//     message acked within a second never touches the store; the buffer
-//     is flushed before each state record, and the leader's queue pages
-//     only what OnStored reports (behind.go).
+//     message acked while buffered never touches the store; a state
+//     record names the last entry whose ops are all in the store (a
+//     restart applies the later ones' ops to the store again), and the
+//     leader's queue pages only what OnStored reports (behind.go).
 //   - Log: exchange.MessageLog and exchange.ReturnLog on the leader.
 //     AppendMessage, DeleteMessage and ReturnMessage queue ops that are
 //     group-committed into Raft entries (codec.go), several entries in

@@ -94,9 +94,9 @@ type FSM struct {
 	buf      behind
 	onStored func(key uint64)
 	reported uint64 // the last key given to onStored
-	// idle flushes the buffer saveEveryBehind after it last became
-	// non-empty, should no apply save a record by then (an idle queue);
-	// armed while set; stopped by Close and Drop.
+	// idle flushes the buffer once the queue has applied nothing for
+	// saveEveryBehind (an idle queue's backlog must become pageable);
+	// armed while anything is buffered; stopped by Close and Drop.
 	idle    *time.Timer
 	armed   bool
 	stopped bool
