@@ -294,7 +294,7 @@ func (f *FSM) applyLocked(l *raft.Log) any {
 	if l.Index <= f.s.applied {
 		// Replayed at start: counted already; in the Store already up
 		// to stored, after it perhaps not (write-behind).
-		if l.Index > f.s.stored && l.Type == raft.LogCommand && walkEntry(l.Data, nil) == nil {
+		if f.wb && l.Index > f.s.stored && l.Type == raft.LogCommand && walkEntry(l.Data, nil) == nil {
 			f.cur, f.replay = l.Index, true
 			walkEntry(l.Data, f.applyOp)
 			f.replay = false
