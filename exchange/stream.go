@@ -33,7 +33,10 @@ import (
 // cluster the record is the metadata group's, held by every node
 // (applyStreamOffset), so a consumer of the name resumes after it through
 // any member; a write that fails (no metadata leader for a while) is
-// tried again at the next flush.
+// tried again at the next flush. Several nodes may write one name's
+// record (see streamremote.go), so each record carries its consumer's
+// epoch and records are ordered by (epoch, offset), whatever the commit
+// order (namedOffset).
 //
 // Lock order: Queue.mu is not used by a stream. stream.flushMu →
 // stream.mu → streamLog.mu.
@@ -59,8 +62,9 @@ type stream struct {
 	cursors map[uint32]*cursor
 	cid     uint32
 	nwait   atomic.Int32 // cursors waiting (for a durable message, credit...)
-	offsets map[string]uint64
+	offsets map[string]namedOffset
 	dirty   map[string]bool
+	clock   uint64 // the highest epoch taken or seen (namedOffset.epoch)
 	flushT  *time.Timer
 	retainT *time.Timer
 	closed  atomic.Bool
@@ -73,6 +77,44 @@ type stream struct {
 	started  atomic.Bool
 }
 
+// namedOffset is a named consumer's stored offset and the epoch of the
+// consumer that acked it. In a cluster several nodes write one name's
+// record: the member a consumer on a non-member reads through, the next
+// member after a failover (while acks of what the first one delivered
+// may still reach it), the non-member itself for the acks no member sees,
+// each retrying while there is no metadata leader; a write proposed or
+// made earlier may commit later. So records are ordered by (epoch,
+// offset), not by commit order (the metadata applier leaves an older one
+// out on every node alike, MetaStamp): a later consumer of the name wins
+// (one that went back with an explicit x-stream-offset moves it back),
+// and one consumer's offset only rises, whichever node wrote it.
+//
+// The epoch is a hybrid logical clock taken when the consumer subscribed:
+// the wall clock in nanoseconds, but above every epoch the stream took or
+// saw. A non-member passes its consumer's epoch to the upstream consumer
+// (x-stream-consumer-epoch, consumerEpochArg), so that all the records of
+// one consumer carry it.
+type namedOffset struct {
+	off, epoch uint64
+}
+
+// before reports whether a is older than b.
+func (a namedOffset) before(b namedOffset) bool {
+	return a.epoch < b.epoch || (a.epoch == b.epoch && a.off < b.off)
+}
+
+// consumerEpochArg carries a non-member's consumer's epoch to its upstream
+// consumer on a member. It is an argument a client could give too: it
+// orders only its own name's records (a client that sets it can make its
+// offsets lose to, or beat, another consumer of its own name, nothing else).
+const consumerEpochArg = "x-stream-consumer-epoch"
+
+// epochLocked returns an epoch above every one this stream took or saw.
+func (st *stream) epochLocked() uint64 {
+	st.clock = max(st.clock+1, uint64(time.Now().UnixNano()))
+	return st.clock
+}
+
 // cursor is one consumer's position and window.
 type cursor struct {
 	id      uint32
@@ -81,6 +123,7 @@ type cursor struct {
 	next    uint64 // the next offset to deliver
 	out     int    // delivered, not yet acked
 	acked   int64  // the highest offset it acked, -1 none
+	epoch   uint64 // a named one's (namedOffset)
 	buf     []streamRec
 	bufNext uint64 // where reading goes on after buf
 	waiting bool
@@ -93,7 +136,7 @@ type cursor struct {
 
 func newStream(q *Queue, a streamArgs) *stream {
 	b := q.vh.b
-	st := &stream{q: q, a: a, cursors: map[uint32]*cursor{}, offsets: map[string]uint64{}, dirty: map[string]bool{}}
+	st := &stream{q: q, a: a, cursors: map[uint32]*cursor{}, offsets: map[string]namedOffset{}, dirty: map[string]bool{}}
 	st.log = &streamLog{st: b.store, newID: b.nextQueueID,
 		prefix: "streamseg/" + q.vh.name + "\x00" + q.name + "\x00"}
 	st.log.onDurable = st.onDurable
@@ -124,7 +167,9 @@ func (st *stream) recover() (uint64, error) {
 			return err
 		}
 		if off, ok := r["offset"].(uint64); ok {
-			st.offsets[key[len(pfx):]] = off
+			epoch, _ := r["epoch"].(uint64)
+			st.offsets[key[len(pfx):]] = namedOffset{off: off, epoch: epoch}
+			st.clock = max(st.clock, epoch)
 		}
 		return nil
 	})
@@ -246,9 +291,14 @@ func (st *stream) addConsumer(o ConsumeOpts) (*Consumer, error) {
 		st.mu.Unlock()
 		return nil, errorf(KindNotFound, "no queue '%s' in vhost '%s'", q.name, q.vh.name)
 	}
-	if off, ok := st.offsets[name]; ok && name != "" && !given && up == nil {
-		start = off + 1
+	if no, ok := st.offsets[name]; ok && name != "" && !given && up == nil {
+		start = no.off + 1
 	}
+	epoch, ok := headerOffset(o.Args[consumerEpochArg])
+	if !ok || epoch == 0 {
+		epoch = st.epochLocked()
+	}
+	st.clock = max(st.clock, epoch)
 	for _, c := range st.cursors {
 		if c.c.excl {
 			st.mu.Unlock()
@@ -270,7 +320,7 @@ func (st *stream) addConsumer(o ConsumeOpts) (*Consumer, error) {
 		st.cid = 1
 	}
 	c := &Consumer{q: q, tag: o.Tag, excl: o.Exclusive, priority: o.Priority, prefetch: o.Prefetch, sink: o.Sink}
-	cur := &cursor{id: st.cid, c: c, name: name, next: start, bufNext: start, acked: -1, wake: make(chan struct{}, 1), up: up}
+	cur := &cursor{id: st.cid, c: c, name: name, next: start, bufNext: start, acked: -1, epoch: epoch, wake: make(chan struct{}, 1), up: up}
 	st.cursors[cur.id] = cur
 	if up != nil {
 		cur.next = 0 // the upstream consumer says where it starts
@@ -408,8 +458,8 @@ func (st *stream) settle(seqs []uint64, ack bool) {
 			// The consumer's own position: a consumer that went back
 			// (an explicit x-stream-offset) moves its name's offset back.
 			cur.acked = off
-			if old, ok := st.offsets[cur.name]; !ok || uint64(off) != old {
-				st.offsets[cur.name] = uint64(off)
+			if no := (namedOffset{off: uint64(off), epoch: cur.epoch}); st.offsets[cur.name] != no {
+				st.offsets[cur.name] = no
 				st.dirty[cur.name] = true
 				flush = true
 			}
@@ -438,21 +488,21 @@ func (st *stream) flushOffsets() {
 		st.mu.Unlock()
 		return
 	}
-	out := make(map[string]uint64, len(st.dirty))
+	out := make(map[string]namedOffset, len(st.dirty))
 	for n := range st.dirty {
 		out[n] = st.offsets[n]
 	}
 	clear(st.dirty)
 	st.mu.Unlock()
 	pfx := st.offsetPrefix()
-	var failed map[string]uint64
-	for n, off := range out {
-		if err := st.q.vh.b.store.PutMeta(pfx+n, encodeRecord(Table{"offset": off})); err != nil {
+	var failed map[string]namedOffset
+	for n, no := range out {
+		if err := st.q.vh.b.store.PutMeta(pfx+n, encodeRecord(Table{"offset": no.off, "epoch": no.epoch})); err != nil {
 			st.q.vh.b.log.Warn("stream consumer offset not stored", "queue", st.q.name, "consumer", n, "err", err)
 			if failed == nil {
-				failed = map[string]uint64{}
+				failed = map[string]namedOffset{}
 			}
-			failed[n] = off
+			failed[n] = no
 		}
 	}
 	if len(failed) > 0 {
@@ -463,17 +513,18 @@ func (st *stream) flushOffsets() {
 // retryOffsets marks named offsets that could not be stored (in a cluster:
 // no metadata leader for a while, as after a node's death) dirty again,
 // unless they moved meanwhile (a newer value is dirty already, or another
-// node's record replaced it), so that the next flush writes them: one that
-// stays unwritten would be lost once its consumer is gone.
-func (st *stream) retryOffsets(failed map[string]uint64) {
+// node's newer record replaced it), so that the next flush writes them
+// (with the epoch they were taken with): one that stays unwritten would be
+// lost once its consumer is gone.
+func (st *stream) retryOffsets(failed map[string]namedOffset) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.closed.Load() {
 		return
 	}
 	again := false
-	for n, off := range failed {
-		if cur, ok := st.offsets[n]; ok && cur == off && !st.dirty[n] {
+	for n, no := range failed {
+		if cur, ok := st.offsets[n]; ok && cur == no && !st.dirty[n] {
 			st.dirty[n] = true
 			again = true
 		}
@@ -685,9 +736,9 @@ func (q *Queue) StreamInfo() (StreamInfo, bool) {
 			active[c.name] = true
 		}
 	}
-	for n, off := range st.offsets {
-		si.Consumers = append(si.Consumers, StreamConsumerInfo{Name: n, Offset: off,
-			Lag: max(si.LastOffset-int64(off), 0), Active: active[n]})
+	for n, no := range st.offsets {
+		si.Consumers = append(si.Consumers, StreamConsumerInfo{Name: n, Offset: no.off,
+			Lag: max(si.LastOffset-int64(no.off), 0), Active: active[n]})
 	}
 	st.mu.Unlock()
 	sortConsumerInfo(si.Consumers)
@@ -808,10 +859,11 @@ func (st *stream) consumers() []ConsumerInfo {
 
 // applyStreamOffset takes a named consumer's offset as the metadata group
 // committed it (a record "streamoff/<vhost>\x00<queue>\x00<name>", from
-// any node), unless this node has a newer one of its own not yet stored
-// (dirty): what a node holds is the cluster's record, or newer. (Records
-// apply in commit order, so a record of this node's committed after
-// another node's wins here as everywhere.)
+// any node), unless this node holds a later one (namedOffset.before: its
+// own, not yet stored or not yet committed): what a node holds is the
+// cluster's record, or newer. The applier has left out a record older
+// than the stored one already (MetaStamp); a later one replaces a value of
+// this node's still dirty, which the applier would leave out in turn.
 func (v *VHost) applyStreamOffset(rest string, val []byte) error {
 	qn, name, ok := strings.Cut(rest, "\x00")
 	if !ok {
@@ -826,11 +878,10 @@ func (v *VHost) applyStreamOffset(rest string, val []byte) error {
 	st := q.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.dirty[name] {
-		return nil
-	}
 	if val == nil {
-		delete(st.offsets, name)
+		if !st.dirty[name] {
+			delete(st.offsets, name)
+		}
 		return nil
 	}
 	r, err := decodeRecord(val)
@@ -841,6 +892,32 @@ func (v *VHost) applyStreamOffset(rest string, val []byte) error {
 	if !ok {
 		return fmt.Errorf("stream offset record without an offset")
 	}
-	st.offsets[name] = off
+	epoch, _ := r["epoch"].(uint64)
+	st.clock = max(st.clock, epoch)
+	no := namedOffset{off: off, epoch: epoch}
+	if cur, ok := st.offsets[name]; ok && no.before(cur) {
+		return nil
+	}
+	st.offsets[name] = no
+	delete(st.dirty, name)
 	return nil
+}
+
+// MetaStamp returns the order of a metadata record whose key is ordered
+// by its value (a stream's named offset: its consumer's epoch, then the
+// offset): of two records of such a key the later one is kept, whichever
+// committed last (the cluster's metadata applier asks it,
+// cluster/meta.StoreApplier.Stamp). ok is false for every other key; a
+// record without an epoch (an older build's) has epoch 0.
+func MetaStamp(key string, val []byte) (epoch, seq uint64, ok bool) {
+	if !strings.HasPrefix(key, "streamoff/") {
+		return 0, 0, false
+	}
+	r, err := decodeRecord(val)
+	if err != nil {
+		return 0, 0, true
+	}
+	epoch, _ = r["epoch"].(uint64)
+	seq, _ = r["offset"].(uint64)
+	return epoch, seq, true
 }

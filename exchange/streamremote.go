@@ -81,6 +81,7 @@ func (st *stream) startUpstream(cur *cursor, offset any) {
 	}
 	if cur.up.name != "" {
 		args["x-stream-consumer-name"] = cur.up.name
+		args[consumerEpochArg] = int64(cur.epoch)
 	}
 	cur.up.r.ConsumeWith(args, cur.c.prefetch,
 		func(m *Message, tag uint64, _ bool) { st.pushUpstream(cur, m, tag) },
@@ -195,7 +196,7 @@ func (st *stream) settleUpstreamLocked(cur *cursor, off uint64, ack bool) (store
 		delete(st.dirty, u.name) // the member stores the newer offset
 		return false
 	}
-	st.offsets[u.name] = off
+	st.offsets[u.name] = namedOffset{off: off, epoch: cur.epoch}
 	st.dirty[u.name] = true
 	return true
 }

@@ -390,3 +390,109 @@ func TestStreamRemoteResetFromNext(t *testing.T) {
 		t.Fatalf("a named consumer restarted at %v, want its stored offset (no x-stream-offset)", got["x-stream-offset"])
 	}
 }
+
+// storedOrder is the (epoch, offset) of the stored record of named offset
+// name of stream s.
+func storedOrder(fs *fakeStore, name string) namedOffset {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	e, n, _ := MetaStamp("streamoff/", fs.meta["streamoff//\x00s\x00"+name])
+	return namedOffset{off: n, epoch: e}
+}
+
+// TestStreamOffsetOrder: a named offset's record carries its consumer's
+// epoch; a committed record that orders before the one held (the same
+// consumer's older offset written late by another node, as when acks of
+// what the previous member delivered reach it after the next member
+// stored a later offset; or an older consumer's) does not move the
+// offset; a later consumer's record replaces it, a value of this node's
+// still dirty included, even one lower (that consumer went back); a write
+// that failed is retried as it was taken.
+func TestStreamOffsetOrder(t *testing.T) {
+	fs := &flakyMetaStore{fakeStore: newFakeStore()}
+	v := mustVHost(t, newTestBroker(t, fs), "/")
+	q := newStreamQ(t, v, "s", nil)
+	for i := 0; i < 5; i++ {
+		publish(t, v, "", "s", "m")
+	}
+	s := &sink{}
+	if _, err := v.Consume("s", ConsumeOpts{Tag: "c", Prefetch: 5, Sink: s, Args: Table{"x-stream-offset": "first", "x-stream-consumer-name": "n"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "5 deliveries", func() bool { return s.len() == 5 })
+	ds := s.deliveries()
+	q.st.mu.Lock()
+	var epoch uint64
+	for _, cur := range q.st.cursors {
+		epoch = cur.epoch
+	}
+	q.st.mu.Unlock()
+	fs.fails.Store(1)
+	q.Ack(ds[2].Seq)
+	eventually(t, 5*time.Second, "offset 2 stored after a failed write", func() bool {
+		return storedOffset(fs.fakeStore, "n") == 2
+	})
+	if got := storedOrder(fs.fakeStore, "n"); epoch == 0 || got != (namedOffset{off: 2, epoch: epoch}) {
+		t.Fatalf("stored %+v, want offset 2 of epoch %d", got, epoch)
+	}
+	rec := func(off, epoch uint64) []byte { return encodeRecord(Table{"offset": off, "epoch": epoch}) }
+	held := func() namedOffset {
+		q.st.mu.Lock()
+		defer q.st.mu.Unlock()
+		return q.st.offsets["n"]
+	}
+	for _, r := range []namedOffset{{off: 1, epoch: epoch}, {off: 9, epoch: epoch - 1}} {
+		if err := v.applyStreamOffset("s\x00n", rec(r.off, r.epoch)); err != nil || held().off != 2 {
+			t.Fatalf("a record %+v before the one held: err %v, held %+v, want offset 2", r, err, held())
+		}
+	}
+	q.Ack(ds[3].Seq) // dirty: 3
+	if err := v.applyStreamOffset("s\x00n", rec(0, epoch+1)); err != nil || held() != (namedOffset{off: 0, epoch: epoch + 1}) {
+		t.Fatalf("a later consumer's record: err %v, held %+v", err, held())
+	}
+	q.st.mu.Lock()
+	dirty, clock := q.st.dirty["n"], q.st.clock
+	q.st.mu.Unlock()
+	if dirty || clock < epoch+1 {
+		t.Fatalf("after a later consumer's record: dirty %v, clock %d below its epoch %d", dirty, clock, epoch+1)
+	}
+	// A consumer subscribing now is later than every epoch seen.
+	s2 := &sink{}
+	if _, err := v.Consume("s", ConsumeOpts{Tag: "c2", Prefetch: 5, Sink: s2, Args: Table{"x-stream-offset": "first", "x-stream-consumer-name": "m"}}); err != nil {
+		t.Fatal(err)
+	}
+	q.st.mu.Lock()
+	for _, cur := range q.st.cursors {
+		if cur.name == "m" && cur.epoch <= epoch+1 {
+			t.Errorf("a new consumer's epoch %d, not above %d", cur.epoch, epoch+1)
+		}
+	}
+	q.st.mu.Unlock()
+	if _, _, ok := MetaStamp("queue/x", rec(1, 5)); ok {
+		t.Fatal("MetaStamp orders a queue record")
+	}
+}
+
+// TestStreamRemotePassesEpoch: a named consumer on a non-member gives its
+// epoch to each upstream consumer, the one after a reset included, so
+// that every member's records of it carry one epoch.
+func TestStreamRemotePassesEpoch(t *testing.T) {
+	_, q, r := newOutsiderStream(t)
+	s := &sink{}
+	if _, err := q.vh.Consume("s", ConsumeOpts{Tag: "c", Prefetch: 3, Sink: s, Args: Table{"x-stream-consumer-name": "n"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, reset := r.cb()
+	reset()
+	r.mu.Lock()
+	sessions := slices.Clone(r.sessions)
+	r.mu.Unlock()
+	if len(sessions) != 2 {
+		t.Fatalf("%d upstream consumers, want 2", len(sessions))
+	}
+	e0, _ := sessions[0][consumerEpochArg].(int64)
+	e1, _ := sessions[1][consumerEpochArg].(int64)
+	if e0 <= 0 || e1 != e0 {
+		t.Fatalf("upstream epochs %v, %v: want one, non-zero", sessions[0][consumerEpochArg], sessions[1][consumerEpochArg])
+	}
+}

@@ -23,14 +23,21 @@ type StoreApplier struct {
 	// Rank, if set, orders a restore's ops: puts by ascending rank (a
 	// vhost before its queues), deletes by descending rank, before puts.
 	Rank func(key string) int
+	// Stamp, if set, says which keys hold ordered records (ok) and a
+	// record's place in their order, (epoch, seq) compared in turn: a put
+	// of such a key that orders before the stored record is left out, as
+	// a create is, so that of two writers' records the later one is kept
+	// whatever the commit order (exchange.MetaStamp: stream offsets).
+	Stamp func(key string, val []byte) (epoch, seq uint64, ok bool)
 }
 
 var _ Applier = (*StoreApplier)(nil)
 
 // ApplyMeta implements Applier. A create (MetaOp.Create) whose key holds
 // another record already is left out: neither written nor passed to the
-// hooks. Every node decides it alike, from the same replicated records
-// at the same log index.
+// hooks; so is a put of an ordered key (Stamp) that orders before the
+// stored record. Every node decides it alike, from the same replicated
+// records at the same log index.
 func (a *StoreApplier) ApplyMeta(ops []exchange.MetaOp) error {
 	kept := make([]exchange.MetaOp, 0, len(ops))
 	for _, op := range ops {
@@ -50,6 +57,11 @@ func (a *StoreApplier) ApplyMeta(ops []exchange.MetaOp) error {
 					continue // another record was there first
 				}
 			}
+			if older, err := a.older(op); err != nil {
+				return err
+			} else if older {
+				continue // a later record is there
+			}
 			err = a.Local.PutMeta(op.Key, op.Val)
 		}
 		if err != nil {
@@ -67,6 +79,26 @@ func (a *StoreApplier) ApplyMeta(ops []exchange.MetaOp) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// older reports whether op puts an ordered record before the stored one.
+func (a *StoreApplier) older(op exchange.MetaOp) (bool, error) {
+	if a.Stamp == nil {
+		return false, nil
+	}
+	e, n, ok := a.Stamp(op.Key, op.Val)
+	if !ok {
+		return false, nil
+	}
+	cur, found, err := a.get(op.Key)
+	if err != nil {
+		return false, fmt.Errorf("meta: read %q: %w", op.Key, err)
+	}
+	if !found {
+		return false, nil
+	}
+	ce, cn, _ := a.Stamp(op.Key, cur)
+	return e < ce || (e == ce && n < cn), nil
 }
 
 // get reads one record of the local store.

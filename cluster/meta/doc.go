@@ -37,6 +37,12 @@
 //     node: of two nodes declaring one queue or exchange at once, the
 //     first committed wins everywhere and the other's write changes
 //     nothing (the core then adopts the winner, exchange/vhost.go).
+//   - A put of an ordered key (StoreApplier.Stamp: a stream's named
+//     offsets, exchange.MetaStamp) that orders before the stored record
+//     is left out on every member alike: several nodes write such a key,
+//     each retrying across leader changes, and a write proposed earlier
+//     may commit after a later one; the record's order, not the commit
+//     order, says which record is the key's.
 //   - The local store is the FSM's state: the index of the last applied
 //     entry is kept in it under AppliedKey, written after each entry, and
 //     entries at or below it are skipped when Raft replays its log at

@@ -172,3 +172,56 @@ func TestStoreCreate(t *testing.T) {
 		t.Fatalf("create after delete: %v %v", created, err)
 	}
 }
+
+// TestStoreStamped: a put of an ordered key that orders before the
+// stored record (a write proposed earlier that committed later; an older
+// epoch, or the same epoch and a lower seq) is left out: not written, no
+// hook; an equal one (a replayed entry) and a later one are applied;
+// other keys are plain puts.
+func TestStoreStamped(t *testing.T) {
+	local := store.NewMemory()
+	var hooked []string
+	num := func(s string) uint64 {
+		n := uint64(0)
+		for _, c := range s {
+			n = n*10 + uint64(c-'0')
+		}
+		return n
+	}
+	a := &StoreApplier{Local: local, Replicated: replicated,
+		Stamp: func(k string, v []byte) (uint64, uint64, bool) {
+			if !strings.HasPrefix(k, "user/s") {
+				return 0, 0, false
+			}
+			f := strings.Split(string(v), ":") // epoch:seq
+			return num(f[0]), num(f[1]), true
+		},
+		Hooks: []func([]exchange.MetaOp) error{func(ops []exchange.MetaOp) error {
+			for _, op := range ops {
+				hooked = append(hooked, op.Key+"="+string(op.Val))
+			}
+			return nil
+		}}}
+	put := func(k, v string) {
+		t.Helper()
+		if err := a.ApplyMeta([]exchange.MetaOp{{Key: k, Val: []byte(v)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("user/s", "5:20")
+	put("user/s", "5:10") // the same epoch's older seq, committed later
+	put("user/s", "4:90") // an older epoch
+	put("user/x", "9")
+	put("user/x", "1") // not ordered
+	if got := load(t, local); got["user/s"] != "5:20" || got["user/x"] != "1" {
+		t.Fatalf("stored %v", got)
+	}
+	put("user/s", "5:20") // replayed
+	put("user/s", "6:0")  // a later epoch, lower seq
+	if got := load(t, local); got["user/s"] != "6:0" {
+		t.Fatalf("stored %v", got)
+	}
+	if want := "user/s=5:20,user/x=9,user/x=1,user/s=5:20,user/s=6:0"; strings.Join(hooked, ",") != want {
+		t.Fatalf("hooked %v, want %s", hooked, want)
+	}
+}

@@ -96,6 +96,7 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 	rs.host = groups.New(groups.Config{DB: rs.db, Mux: rs.mux, Dir: filepath.Join(dir, "snapshots"),
 		NodeID: n.nodeName(), Log: log.With("component", "raft")})
 	applier := &meta.StoreApplier{Local: n.store, Replicated: replicatedKey, Rank: metaRank,
+		Stamp: exchange.MetaStamp,
 		Hooks: []func([]exchange.MetaOp) error{
 			n.broker.ApplyMeta,
 			func(ops []exchange.MetaOp) error {
