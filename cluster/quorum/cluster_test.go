@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -739,5 +740,71 @@ func TestClusterDeleteRange(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+}
+
+// TestLogEager: while a batch is in flight (its followers cut off for a
+// moment, so it stays uncommitted), small ops queued behind it are not
+// proposed one entry each but wait in one batch, until it holds
+// EagerBytes; then it goes while the first is still in flight. With
+// EagerBytes negative each op behind it is an entry of its own (up to
+// MaxInFlight), which is what the first half rules out. Every op commits,
+// in order, once the followers are back.
+func TestLogEager(t *testing.T) {
+	skipShort(t)
+	for _, eager := range []int{4096, -1} {
+		t.Run(fmt.Sprint(eager), func(t *testing.T) {
+			c := newCluster(t, 3, func(rc *raft.Config) {
+				rc.HeartbeatTimeout = 2 * time.Second
+				rc.ElectionTimeout = 2 * time.Second
+				rc.LeaderLeaseTimeout = 2 * time.Second
+			})
+			ld := c.leader()
+			l, _ := New(ld.r, Options{EagerBytes: eager})
+			defer l.Close()
+			base := ld.r.LastIndex()
+			for _, nd := range c.nodes {
+				if nd != ld {
+					c.isolate(nd)
+				}
+			}
+			rs := newResults()
+			waitIndex := func(want uint64) {
+				t.Helper()
+				deadline := time.Now().Add(2 * time.Second)
+				for ld.r.LastIndex() < want {
+					if time.Now().After(deadline) {
+						t.Fatalf("last index %d, want %d", ld.r.LastIndex(), want)
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			l.AppendMessage(1, 0, msg(0), rs.done(0)) // none in flight: at once
+			waitIndex(base + 1)
+			for i := 1; i < 10; i++ {
+				l.AppendMessage(1, uint64(i), msg(i), rs.done(uint64(i)))
+				time.Sleep(5 * time.Millisecond)
+			}
+			got := ld.r.LastIndex() - base
+			if eager > 0 {
+				if got != 1 {
+					t.Fatalf("%d entries proposed for 10 small ops with the first in flight, want 1", got)
+				}
+				// Past EagerBytes the waiting batch goes, the first still in flight.
+				l.AppendMessage(1, 10, make([]byte, eager), rs.done(10))
+				waitIndex(base + 2)
+			} else if got < 3 {
+				t.Fatalf("without EagerBytes only %d entries for 10 ops one at a time", got)
+			}
+			c.connectAll()
+			rs.wait(t)
+			want := 10
+			if eager > 0 {
+				want = 11
+			}
+			if acked := rs.acked(); len(acked) != want || !slices.IsSorted(acked) {
+				t.Fatalf("acked %v, want 0..%d in order", acked, want-1)
+			}
+		})
 	}
 }

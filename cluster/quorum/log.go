@@ -16,8 +16,9 @@ import (
 // goroutines move batches along:
 //
 //   - the proposer takes the oldest queued batch once fewer than
-//     MaxInFlight are in flight and hands it to raft.Apply; whatever is
-//     queued while it waits goes into the next batch (group commit);
+//     MaxInFlight are in flight (and, if any is, once the batch holds
+//     EagerBytes) and hands it to raft.Apply; whatever is queued while
+//     it waits goes into the next batch (group commit);
 //   - the waiter waits for each proposed batch's ApplyFuture, in order;
 //   - the notifier calls the batch's done callbacks, in order, so a slow
 //     or blocking callback (one that takes the queue lock) never holds
@@ -47,6 +48,7 @@ type Log struct {
 	space        sync.Cond // callers wait here while pendingBytes >= MaxPendingBytes
 	pending      []*batch  // queued, not proposed, oldest first; the last one is open
 	pendingBytes int
+	flying       int // batches proposed, their futures not yet resolved
 	closed       bool
 	err          error // the first failure
 
@@ -166,6 +168,9 @@ func (l *Log) enqueue(o op, done func(error)) {
 	}
 	n := len(b.buf)
 	b.buf = appendOp(b.buf, o)
+	if e := l.opts.EagerBytes; n < e && len(b.buf) >= e && len(l.pending) == 1 {
+		l.ready.Signal() // the proposer may be waiting for it to grow
+	}
 	if o.kind == opAppend {
 		b.lastAppend, b.hasAppend = o.seq, true
 	}
@@ -210,11 +215,12 @@ func (l *Log) Close() error {
 	return nil
 }
 
-// take removes the oldest queued batch, waiting for one; nil once closed.
+// take removes the oldest queued batch, waiting for one (and, while
+// another is in flight, for it to hold EagerBytes); nil once closed.
 func (l *Log) take() (*batch, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for len(l.pending) == 0 && !l.closed {
+	for !l.closed && (len(l.pending) == 0 || (l.flying > 0 && !l.eagerLocked())) {
 		l.ready.Wait()
 	}
 	if l.closed {
@@ -224,8 +230,17 @@ func (l *Log) take() (*batch, error) {
 	l.pending[0] = nil
 	l.pending = l.pending[1:]
 	l.pendingBytes -= len(b.buf)
+	l.flying++
 	l.space.Broadcast()
 	return b, l.err
+}
+
+// eagerLocked reports whether the oldest queued batch is proposed while
+// others are in flight: it holds EagerBytes, or it is closed (a later one
+// is open), or EagerBytes is negative.
+func (l *Log) eagerLocked() bool {
+	e := l.opts.EagerBytes
+	return e < 0 || len(l.pending) > 1 || len(l.pending[0].buf) >= e
 }
 
 // propose is the proposer goroutine.
@@ -282,6 +297,12 @@ func (l *Log) wait() {
 			}
 		}
 		if b.slot {
+			l.mu.Lock()
+			l.flying--
+			if l.flying == 0 {
+				l.ready.Signal() // a waiting batch goes now, whatever its size
+			}
+			l.mu.Unlock()
 			<-l.slots
 		}
 		if b.err != nil && b.err != ErrClosed {

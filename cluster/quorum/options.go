@@ -14,6 +14,16 @@ type Options struct {
 	// MaxInFlight is how many batches may be proposed and not yet
 	// committed and applied at once (pipelining).
 	MaxInFlight int
+	// EagerBytes: while a batch is in flight, the next one is proposed
+	// only once it holds this many bytes (or is closed at MaxBatchBytes);
+	// with none in flight it is proposed at once. Waiting for the batch in
+	// flight makes the next one bigger, and a Raft entry's costs (its
+	// append and sync on every member, its apply, the queue's dispatch of
+	// what it committed, the confirms) are paid per entry: one publisher
+	// at a time got 8–11% more through a 3-node cluster on 2 cores.
+	// Past EagerBytes batches are pipelined (many publishers: up to
+	// MaxInFlight). Negative proposes every batch as soon as a slot is free.
+	EagerBytes int
 	// MaxPendingBytes bounds the encoded ops queued and not yet proposed.
 	// Past it AppendMessage, DeleteMessage and ReturnMessage block until
 	// Raft catches up (or fails, or the Log is closed): the only way they
@@ -34,11 +44,16 @@ type Options struct {
 	Applied func(key uint64)
 }
 
-// DefaultOptions returns 1 MiB batches, 8 in flight, 64 MiB pending.
+// eagerBytes is DefaultOptions' EagerBytes.
+var eagerBytes = 64 << 10
+
+// DefaultOptions returns 1 MiB batches, 8 in flight (a second one once it
+// holds 64 KiB), 64 MiB pending.
 func DefaultOptions() Options {
 	return Options{
 		MaxBatchBytes:   1 << 20,
 		MaxInFlight:     8,
+		EagerBytes:      eagerBytes,
 		MaxPendingBytes: 64 << 20,
 	}
 }
@@ -62,6 +77,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxPendingBytes == 0 {
 		o.MaxPendingBytes = d.MaxPendingBytes
+	}
+	if o.EagerBytes == 0 {
+		o.EagerBytes = d.EagerBytes
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
