@@ -161,6 +161,7 @@ func (q *Queue) browseReady(o BrowseOpts) (BrowsePage, error) {
 			if gated && !q.released(e) {
 				break
 			}
+			e.own = false // read after the lock: the hold stays (reuse.go)
 			head.msgs = append(head.msgs, e.msg)
 			head.ts = append(head.ts, e.msg.ts)
 			taken++
@@ -180,6 +181,7 @@ func (q *Queue) browseReady(o BrowseOpts) (BrowsePage, error) {
 			if gated && !q.released(e) {
 				break
 			}
+			e.own = false // read after the lock: the hold stays (reuse.go)
 			tail.msgs = append(tail.msgs, e.msg)
 			tail.ts = append(tail.ts, e.msg.ts)
 			taken++

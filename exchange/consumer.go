@@ -139,6 +139,8 @@ type Consumer struct {
 	sink     Sink
 	// dropAbove is ConsumeOpts.DropTransientAbove.
 	dropAbove int
+	// copier is sink if it is a CopyingSink (reuse.go), else nil.
+	copier CopyingSink
 
 	// Guarded by q.mu.
 	unacked   int

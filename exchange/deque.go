@@ -7,6 +7,7 @@ type entry struct {
 	deliveries uint32 // times delivered; >0 means redelivered
 	stored     bool   // persisted in the store under (queue id, storeKey)
 	page       bool   // a transient message stored only to page it out (dropped at restart)
+	own        bool   // the queue holds the reusable msg (reuse.go) and lets go of it when done
 	up         uint64 // a proxy's upstream delivery tag (Remote), 0 if local
 }
 

@@ -55,6 +55,13 @@ type Message struct {
 	// enc is the front ends' cache of the message's encodings
 	// (encoding.go), a list that only grows.
 	enc atomic.Pointer[Encoding]
+
+	// Reuse (reuse.go): rec takes m back once holds drops to 0; held is
+	// how many queues took a hold during Publish (its goroutine only; at
+	// most maxHeld).
+	rec   Recycler
+	holds atomic.Int32
+	held  uint8
 }
 
 // ExpiresAt is when the message's own expiration (Props.Expiration, set

@@ -469,6 +469,9 @@ func (q *Queue) cmdSettle(seq uint64) (unackedEntry, bool) {
 	q.vh.counters.ack.Add(1)
 	q.releaseCredit(u.c)
 	q.dropStored(&u.e)
+	if u.e.own && !u.e.stored {
+		u.e.msg.Release() // its copying consumer is done with it
+	}
 	return u, true
 }
 
@@ -601,6 +604,12 @@ func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64, ba
 		return false, false, true
 	}
 	q.counters.publish.Add(1)
+	if m.rec != nil && !e.stored && !q.gated && m.held < maxHeld {
+		// Held in memory only: this queue's hold on a reusable message.
+		m.holds.Add(1)
+		m.held++
+		e.own = true
+	}
 	if e.stored {
 		// Append inside the lock so that the store sees appends and
 		// deletes of this queue in order, and before cmdEnqueue, which
@@ -634,11 +643,23 @@ func (q *Queue) dispatchLocked(now int64) {
 		q.countDeliver(false, c.noAck, e.deliveries)
 		if c.noAck {
 			q.dropStored(&e)
+		}
+		d := Delivery{Queue: q, Consumer: c, Msg: e.msg, Seq: q.toDelivery(e.seq), Redelivered: e.deliveries > 1, Batch: q.batch}
+		var more, done bool
+		if c.copier != nil {
+			more, done = c.copier.DeliverCopy(d)
 		} else {
+			more = c.sink.Deliver(d)
+		}
+		// A sink that keeps the message pins it: the hold stays.
+		e.own = e.own && done && !e.stored
+		if !c.noAck {
 			c.unacked++
 			q.unacked.put(e.seq, unackedEntry{e: e, c: c})
+		} else if e.own {
+			e.msg.Release()
 		}
-		if !c.sink.Deliver(Delivery{Queue: q, Consumer: c, Msg: e.msg, Seq: q.toDelivery(e.seq), Redelivered: e.deliveries > 1, Batch: q.batch}) {
+		if !more {
 			c.blocked = true
 		}
 	}
@@ -773,6 +794,7 @@ func (q *Queue) Get(noAck bool) (Delivery, bool) {
 		return Delivery{}, false
 	}
 	q.countDeliver(true, noAck, e.deliveries)
+	e.own = false // the caller keeps the message: the hold stays
 	if noAck {
 		q.dropStored(&e)
 	} else {
@@ -826,6 +848,7 @@ func (q *Queue) addConsumer(o ConsumeOpts) (*Consumer, error) {
 	}
 	c := &Consumer{q: q, tag: o.Tag, noAck: o.NoAck, excl: o.Exclusive, priority: o.Priority,
 		prefetch: o.Prefetch, limit: o.Limit, sink: o.Sink, dropAbove: o.DropTransientAbove}
+	c.copier, _ = o.Sink.(CopyingSink)
 	// Keep consumers sorted by priority, highest first, stable.
 	i := sort.Search(len(q.consumers), func(i int) bool { return q.consumers[i].priority < c.priority })
 	q.consumers = append(q.consumers, nil)

@@ -1194,6 +1194,10 @@ type PublishResult struct {
 	Pending bool
 	// OK is false if a queue refused the message (x-overflow reject-publish).
 	OK bool
+	// Solo is true if the message was marked reusable (Message.Reuse) and
+	// every queue it reached holds it in memory, counting its hold
+	// (reuse.go): the publisher may then Release it. Otherwise it must not.
+	Solo bool
 }
 
 type confirmWait struct {
@@ -1348,6 +1352,9 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 			res.OK = false
 		}
 	}
+	// Every queue reached holds m in memory alone (none stored it, none
+	// forwarded it): only they, and the publisher, hold it.
+	res.Solo = m.held > 0 && int(m.held) == len(*qs) && skip == nil
 	if skip == nil { // not a dead-lettered republish
 		v.counters.publish.Add(1)
 		x.counters.publishIn.Add(1)

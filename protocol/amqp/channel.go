@@ -878,17 +878,25 @@ func (s *sink) release() {
 
 // Deliver implements exchange.Sink.
 func (s *sink) Deliver(d exchange.Delivery) bool {
+	ok, _ := s.DeliverCopy(d)
+	return ok
+}
+
+// DeliverCopy implements exchange.CopyingSink: a delivery written at once
+// is copied into the connection's output buffer; one held until the
+// consume-ok is written keeps its message.
+func (s *sink) DeliverCopy(d exchange.Delivery) (ok, done bool) {
 	ch := s.ch
 	ch.dmu.Lock()
 	if s.pending {
 		d.Batch = nil // written later, by another goroutine
 		s.held = append(s.held, d)
 		ch.dmu.Unlock()
-		return true
+		return true, false
 	}
-	ok := s.write(d)
+	ok = s.write(d)
 	ch.dmu.Unlock()
-	return ok
+	return ok, true
 }
 
 // write assigns the delivery tag and encodes the delivery. Called with dmu.
