@@ -1,6 +1,9 @@
 package exchange
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 type countFlusher struct{ n int }
 
@@ -47,5 +50,41 @@ func TestBatchFlush(t *testing.T) {
 	b.Flush()
 	if f.n != maxDeferred {
 		t.Fatal("a second Flush flushed again")
+	}
+}
+
+// TestBatchClock: the publishes of one run share a reading of the clock,
+// taken again after clockUses of them and after Tick; a message published
+// with a batch is stamped with it.
+func TestBatchClock(t *testing.T) {
+	var b Batch
+	if b.Active() {
+		t.Fatal("a fresh batch is active")
+	}
+	first := b.time()
+	if first == 0 || !b.Active() {
+		t.Fatalf("time %d, active %v", first, b.Active())
+	}
+	for i := 1; i < clockUses; i++ {
+		if got := b.time(); got != first {
+			t.Fatalf("publish %d of the run got %d, want the run's %d", i, got, first)
+		}
+	}
+	time.Sleep(time.Millisecond)
+	if got := b.time(); got <= first {
+		t.Fatalf("publish %d of the run got %d, want a new reading", clockUses, got)
+	}
+	b.Tick()
+	if b.Active() {
+		t.Fatal("active after Tick")
+	}
+	b.Tick()
+	before := nowNano()
+	v, _ := newTestVHost(t)
+	declareQ(t, v, "c-q", QueueOpts{})
+	m := &Message{RoutingKey: "c-q", Body: []byte("1")}
+	publishM(t, v, m, PublishOpts{Batch: &b})
+	if m.ts != b.now || m.ts < before {
+		t.Fatalf("message stamped %d, batch %d, before %d", m.ts, b.now, before)
 	}
 }

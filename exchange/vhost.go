@@ -1233,7 +1233,12 @@ var routePool = sync.Pool{New: func() any {
 // Publish routes m from m.Exchange by m.RoutingKey and enqueues it. The
 // message must not be modified afterwards.
 func (v *VHost) Publish(m *Message, o PublishOpts) (PublishResult, error) {
-	now := nowNano()
+	var now int64
+	if o.Batch != nil {
+		now = o.Batch.time()
+	} else {
+		now = nowNano()
+	}
 	m.ts = now
 	if ms, ok := parseExpiration(m.Props.Expiration); ok {
 		m.expiresAt = now + ms*int64(time.Millisecond)

@@ -492,10 +492,12 @@ func (c *conn) readLoop() error {
 	var buf []byte
 	defer c.batch.Flush()
 	for {
-		if c.batch.Pending() && !c.frameBuffered() {
+		if c.batch.Active() && !c.frameBuffered() {
 			// What was read is done: wake the consumers' writers once
-			// for all the deliveries it made.
+			// for all the deliveries it made, and read the clock again
+			// for what comes next.
 			c.batch.Flush()
+			c.batch.Tick()
 		}
 		f, err := wire.ReadFrame(c.r, c.frameMax, buf)
 		if err != nil {
