@@ -7,20 +7,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-stomp/stomp/v3"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // TestReusedMessagesIntact: small transient messages reuse their memory
 // once delivered (exchange/reuse.go). Four publishers send distinct small
 // bodies at once to a queue read with auto-ack, a queue read with manual
-// acks (every fifth one nacked and requeued once), a fan-out to two queues
-// and a queue that is browsed with basic.get; every consumer must get
-// exactly the bodies and routing keys sent to it, none overwritten by a
-// later message.
+// acks (every fifth one nacked and requeued once), a fan-out to two queues,
+// a queue read by a STOMP subscriber and a queue that is read with
+// basic.get; every consumer must get exactly the bodies and routing keys
+// sent to it, none overwritten by a later message.
 func TestReusedMessagesIntact(t *testing.T) {
-	b := startBroker(t)
+	b := stBroker(t)
 	_, setup := channel(t, b.URL)
-	for _, q := range []string{"auto", "manual", "fan1", "fan2", "got"} {
+	for _, q := range []string{"auto", "manual", "fan1", "fan2", "got", "stomp"} {
 		if _, err := setup.QueueDeclare(q, false, false, false, false, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -73,6 +74,21 @@ func TestReusedMessagesIntact(t *testing.T) {
 	}
 	auto, manual := consume("auto", true), consume("manual", false)
 	fan1, fan2 := consume("fan1", true), consume("fan2", true)
+	st := &got{seen: map[string]int{}}
+	sub, err := stDial(t, b).Subscribe("/amq/queue/stomp", stomp.AckAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for m := range sub.C {
+			if m.Err != nil {
+				return
+			}
+			st.mu.Lock()
+			st.seen["stomp|"+string(m.Body)]++
+			st.mu.Unlock()
+		}
+	}()
 
 	body := func(p, i int) string { return fmt.Sprintf("p%d-m%06d-%032d", p, i, i*7919) }
 	var wg sync.WaitGroup
@@ -83,7 +99,7 @@ func TestReusedMessagesIntact(t *testing.T) {
 			_, ch := channel(t, b.URL)
 			for i := range each {
 				bd := []byte(body(p, i))
-				for _, dst := range [][2]string{{"", "auto"}, {"", "manual"}, {"fan", "k"}, {"", "got"}} {
+				for _, dst := range [][2]string{{"", "auto"}, {"", "manual"}, {"fan", "k"}, {"", "got"}, {"", "stomp"}} {
 					if err := ch.PublishWithContext(context.Background(), dst[0], dst[1], false, false, amqp.Publishing{Body: bd}); err != nil {
 						t.Error(err)
 						return
@@ -141,6 +157,7 @@ func TestReusedMessagesIntact(t *testing.T) {
 	check("manual ack", "manual", manual)
 	check("fan-out 1", "k", fan1)
 	check("fan-out 2", "k", fan2)
+	check("STOMP", "stomp", st)
 	seen := map[string]bool{}
 	for _, g := range gets {
 		seen[g] = true

@@ -51,6 +51,13 @@ func (c *conn) newSubscription(id, queue string, mode ackMode) *subscription {
 	return s
 }
 
+// DeliverCopy implements exchange.CopyingSink: Deliver encodes the message
+// into the connection's output buffer at once and keeps nothing of it
+// (the destination cache keeps only its strings).
+func (s *subscription) DeliverCopy(d exchange.Delivery) (ok, done bool) {
+	return s.Deliver(d), true
+}
+
 // Deliver implements exchange.Sink. It runs with the queue's lock held.
 func (s *subscription) Deliver(d exchange.Delivery) bool {
 	c := s.c
