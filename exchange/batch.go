@@ -66,6 +66,3 @@ func (b *Batch) Flush() {
 	}
 	b.fs = b.fs[:0]
 }
-
-// Pending reports whether some writer waits for Flush.
-func (b *Batch) Pending() bool { return len(b.fs) > 0 }

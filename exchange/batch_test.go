@@ -40,12 +40,12 @@ func TestBatchFlush(t *testing.T) {
 	if b.Defer(f) {
 		t.Fatal("a full batch took one more")
 	}
-	if !b.Pending() {
+	if !b.Active() {
 		t.Fatal("not pending")
 	}
 	b.Flush()
-	if f.n != maxDeferred || b.Pending() {
-		t.Fatalf("flushed %d, pending %v", f.n, b.Pending())
+	if f.n != maxDeferred || b.Active() {
+		t.Fatalf("flushed %d, pending %v", f.n, b.Active())
 	}
 	b.Flush()
 	if f.n != maxDeferred {

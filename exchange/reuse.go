@@ -31,27 +31,13 @@ type Recycler interface {
 // with the delivery's message when the call returns: it has encoded what
 // it needs (into its connection's output buffer, say) and keeps no
 // reference to the message, its body, its encodings or its properties'
-// tables — or it keeps them under a hold of its own (Message.Hold, taken
-// inside DeliverCopy), which it gives back with Release once its writer
-// is done with them. The queue may then let go of a reusable message
-// (Reuse) at once when it is delivered with auto-ack, or when it is acked.
+// tables. The queue may then let go of a reusable message (Reuse) at
+// once when it is delivered with auto-ack, or when it is acked.
 type CopyingSink interface {
 	Sink
 	// DeliverCopy is Deliver (ok is its result); done reports that the
-	// sink keeps nothing of d.Msg but under a hold of its own.
+	// sink keeps nothing of d.Msg.
 	DeliverCopy(d Delivery) (ok, done bool)
-}
-
-// Hold takes a hold on a reusable message for a CopyingSink that writes it
-// after DeliverCopy returns; the sink calls Release once done with it. It
-// returns false, and takes nothing, for a message that is not reusable
-// (then there is nothing to release). Call it only inside DeliverCopy.
-func (m *Message) Hold() bool {
-	if m.rec == nil {
-		return false
-	}
-	m.holds.Add(1)
-	return true
 }
 
 // Reuse marks m, which the caller is about to publish, as one r takes back

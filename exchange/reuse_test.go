@@ -34,31 +34,12 @@ func (p *pooled) times() int {
 
 // copySink is a CopyingSink: it keeps a copy of each body, never the
 // message, unless keep is set (then it answers not done, as a sink that
-// holds a delivery to write later) or hold is (then it keeps the message
-// under a hold of its own until written).
+// holds a delivery to write later).
 type copySink struct {
 	mu     sync.Mutex
 	bodies []string
 	seqs   []uint64
 	keep   bool
-	hold   bool
-	held   []*Message
-}
-
-// write gives back the holds of the messages kept with hold, checking
-// that each is still intact.
-func (s *copySink) write(t *testing.T, want string) {
-	t.Helper()
-	s.mu.Lock()
-	held := s.held
-	s.held = nil
-	s.mu.Unlock()
-	for _, m := range held {
-		if string(m.Body) != want {
-			t.Fatalf("held message's body %q, want %q", m.Body, want)
-		}
-		m.Release()
-	}
 }
 
 func (s *copySink) Deliver(d Delivery) bool { ok, _ := s.DeliverCopy(d); return ok }
@@ -68,9 +49,6 @@ func (s *copySink) DeliverCopy(d Delivery) (bool, bool) {
 	defer s.mu.Unlock()
 	s.bodies = append(s.bodies, string(d.Msg.Body))
 	s.seqs = append(s.seqs, d.Seq)
-	if s.hold && d.Msg.Hold() {
-		s.held = append(s.held, d.Msg)
-	}
 	return true, !s.keep
 }
 
@@ -294,27 +272,4 @@ func TestReuseKeptWhenShared(t *testing.T) {
 		t.Fatal("browsed body changed")
 	}
 	check("browsed", []*pooled{p})
-}
-
-// TestReuseSinkHold: a CopyingSink that writes later keeps the message
-// under its own hold: it goes back only once the sink releases it, after
-// the queue let go; a message that is not reusable takes no hold.
-func TestReuseSinkHold(t *testing.T) {
-	v, _ := newTestVHost(t)
-	declareQ(t, v, "q", QueueOpts{})
-	s := &copySink{hold: true}
-	if _, err := v.Consume("q", ConsumeOpts{NoAck: true, Sink: s}); err != nil {
-		t.Fatal(err)
-	}
-	p, res := publishPooled(t, v, "", "q", "later", false)
-	if !res.Solo || p.times() != 0 {
-		t.Fatalf("solo %v, recycled %d times before the sink wrote it", res.Solo, p.times())
-	}
-	s.write(t, "later")
-	if p.times() != 1 {
-		t.Fatalf("recycled %d times after the sink's release", p.times())
-	}
-	if (&Message{}).Hold() {
-		t.Fatal("a message that is not reusable took a hold")
-	}
 }

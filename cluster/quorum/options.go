@@ -20,7 +20,8 @@ type Options struct {
 	// flight makes the next one bigger, and a Raft entry's costs (its
 	// append and sync on every member, its apply, the queue's dispatch of
 	// what it committed, the confirms) are paid per entry: one publisher
-	// at a time got 8–11% more through a 3-node cluster on 2 cores.
+	// at a time got 17% more through a 3-node cluster on 2 cores
+	// (72k → 85k msgs/s, 64 KiB; 16 KiB gave 80k).
 	// Past EagerBytes batches are pipelined (many publishers: up to
 	// MaxInFlight). Negative proposes every batch as soon as a slot is free.
 	EagerBytes int
@@ -45,7 +46,7 @@ type Options struct {
 }
 
 // eagerBytes is DefaultOptions' EagerBytes.
-var eagerBytes = 64 << 10
+const eagerBytes = 64 << 10
 
 // DefaultOptions returns 1 MiB batches, 8 in flight (a second one once it
 // holds 64 KiB), 64 MiB pending.
