@@ -62,7 +62,6 @@ type Message struct {
 	rec   Recycler
 	holds atomic.Int32
 	held  uint8
-	bulk  bool // Publish took the queues' holds as one (its goroutine only)
 }
 
 // ExpiresAt is when the message's own expiration (Props.Expiration, set

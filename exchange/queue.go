@@ -605,11 +605,8 @@ func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64, ba
 	}
 	q.counters.publish.Add(1)
 	if m.rec != nil && !e.stored && !q.gated && m.held < maxHeld {
-		// Held in memory only: this queue's hold on a reusable message
-		// (taken by the publish already when it reaches several).
-		if !m.bulk {
-			m.holds.Add(1)
-		}
+		// Held in memory only: this queue's hold on a reusable message.
+		m.holds.Add(1)
 		m.held++
 		e.own = true
 	}

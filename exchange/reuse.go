@@ -63,12 +63,6 @@ func (m *Message) Release() {
 // maxHeld bounds the queues' holds on one message (Message.held).
 const maxHeld = 255
 
-// bulkHolds is what a publish reaching several queues adds to a reusable
-// message's holds before enqueueing it (VHost.publish): more than the
-// queues can take, so that their releases during the publish cannot bring
-// the count to zero; the publish then takes back what they did not take.
-const bulkHolds = maxHeld + 1
-
 // clear resets every field, for the message's next use.
 func (m *Message) clear() {
 	m.Exchange, m.RoutingKey = "", ""
@@ -79,5 +73,4 @@ func (m *Message) clear() {
 	m.enc.Store(nil)
 	m.rec = nil
 	m.held = 0
-	m.bulk = false
 }

@@ -1327,14 +1327,6 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 	if wait != nil {
 		done = wait.done
 	}
-	// The queues' holds on a reusable message reaching several of them are
-	// taken as one (reuse.go): a large one now, less what they did not
-	// take afterwards, so that none can release the message in between.
-	bulk := m.rec != nil && len(*qs) > 1
-	if bulk {
-		m.bulk = true
-		m.holds.Add(bulkHolds)
-	}
 	for _, q := range *qs {
 		if skip != nil && skip(q) {
 			continue
@@ -1364,10 +1356,6 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 			// is final here and the Confirmer is not called.
 			res.OK = false
 		}
-	}
-	if bulk {
-		m.bulk = false
-		m.holds.Add(int32(m.held) - bulkHolds)
 	}
 	// Every queue reached holds m in memory alone (none stored it, none
 	// forwarded it): only they, and the publisher, hold it.
