@@ -38,6 +38,11 @@ type BadgerOptions struct {
 	// writer (data bytes plus ~64 bytes per record). AppendMessage and
 	// DeleteMessage block while it is exceeded. Default 64 MiB.
 	MaxPendingBytes int
+	// CommitLinger is how old a batch of appends and deletes gets before
+	// the writer writes it, so that a delete soon after its append cancels
+	// both (writer.go): it adds up to that much to an append's confirm when
+	// nothing deletes it. Default 1 ms; negative writes at once.
+	CommitLinger time.Duration
 	// EncryptionKey, if set, encrypts everything Badger writes (tables,
 	// value log, write-ahead log) with AES; 16, 24 or 32 bytes select
 	// AES-128, -192 or -256 (see encryption.go). The key encrypts Badger's
@@ -61,6 +66,7 @@ func DefaultBadgerOptions() BadgerOptions {
 		TrimInterval:     time.Second,
 		TrimAbove:        256 << 20,
 		MaxPendingBytes:  64 << 20,
+		CommitLinger:     time.Millisecond,
 	}
 }
 
@@ -99,6 +105,9 @@ func (o BadgerOptions) withDefaults() BadgerOptions {
 	if o.GCDiscardRatio <= 0 || o.GCDiscardRatio >= 1 {
 		o.GCDiscardRatio = d.GCDiscardRatio
 	}
+	if o.CommitLinger == 0 {
+		o.CommitLinger = d.CommitLinger
+	}
 	if o.MaxPendingBytes <= 0 {
 		o.MaxPendingBytes = d.MaxPendingBytes
 	}
@@ -134,6 +143,8 @@ type Badger struct {
 	wake     *sync.Cond // writer waits for work
 	room     *sync.Cond // producers wait for MaxPendingBytes
 	pend     *batch     // being filled by producers
+	aged     *batch     // filled before pend, ageing until CommitLinger old (writer.go); nil if none
+	agedAt   time.Time  // when aged was swapped out of pend
 	writing  *batch     // taken by the writer, not yet visible in Badger (the read path looks at it)
 	free     []*batch   // recycled batches
 	stopping bool       // no more work accepted

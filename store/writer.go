@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // Group commit. Producers append records to b.pend under b.mu (data copied
@@ -15,6 +16,21 @@ import (
 // in issue order and releases Sync and DropMessages callers. Callbacks
 // therefore never hold up the next write, and a callback that takes a lock
 // held by a producer blocked on MaxPendingBytes cannot deadlock the writer.
+//
+// A batch ages before it is written (CommitLinger, 1 ms by default): the
+// writer swaps b.pend out as b.aged and writes it once it is that old (or
+// at once, if the previous write took longer), so a delete issued soon
+// after its append (a consumer's ack of a message delivered at once)
+// cancels the append, and neither reaches Badger: with consumers keeping
+// up, most persistent messages are never written, as in RabbitMQ's message
+// store. Pairs are cancelled across the batch being written and the aged
+// one, and the done callbacks of the cancelled appends at the aged batch's
+// head go to the notifier right after the batch being written
+// (releaseAged), not after the aged batch's own write: in issue order, and
+// never before a delete issued earlier is durable. What must not wait does
+// not: a barrier (Sync, DropMessages, a range delete), drops and range
+// deletes under way, producers waiting for room, and Close make the writer
+// take what is aged, then pend, at once.
 
 type opKind uint8
 
@@ -41,11 +57,16 @@ type op struct {
 }
 
 type batch struct {
-	ops     []op
-	arena   []byte
-	bytes   int // counted toward MaxPendingBytes
-	deletes int
-	err     error // outcome, set by the writer
+	ops      []op
+	arena    []byte
+	bytes    int // counted toward MaxPendingBytes
+	deletes  int
+	barriers int   // opSync, opDrop and opRange ops
+	err      error // outcome, set by the writer
+	// released is the writer's: the ops at the head whose callbacks went
+	// early (releaseAged). early marks a batch of such callbacks only.
+	released int
+	early    bool
 }
 
 type msgID struct{ qid, seq uint64 }
@@ -116,6 +137,7 @@ func (b *Badger) DeleteMessages(qid, from, to uint64) {
 		p.ops = append(p.ops, op{kind: opRange, qid: qid, seq: from, to: to})
 		p.bytes += opOverhead
 		p.deletes++
+		p.barriers++
 		b.kickLocked()
 	}
 	b.mu.Unlock()
@@ -146,6 +168,7 @@ func (b *Badger) barrier(kind opKind, qid uint64) error {
 	}
 	b.pend.ops = append(b.pend.ops, op{kind: kind, qid: qid, wait: ch})
 	b.pend.bytes += opOverhead
+	b.pend.barriers++
 	b.kickLocked()
 	b.mu.Unlock()
 	return <-ch
@@ -160,7 +183,11 @@ func (b *Badger) admitLocked(n int) error {
 		if b.failed != nil {
 			return b.failed
 		}
-		if b.pend.bytes == 0 || b.pend.bytes+n+opOverhead <= b.opts.MaxPendingBytes {
+		queued := b.pend.bytes
+		if b.aged != nil {
+			queued += b.aged.bytes
+		}
+		if queued == 0 || queued+n+opOverhead <= b.opts.MaxPendingBytes {
 			return nil
 		}
 		b.waiting++
@@ -191,7 +218,10 @@ func (b *Badger) recycle(c *batch) {
 	}
 	clear(c.ops) // drop callback references
 	c.ops, c.arena = c.ops[:0], c.arena[:0]
-	c.bytes, c.deletes, c.err = 0, 0, nil
+	c.bytes, c.deletes, c.barriers, c.released, c.err = 0, 0, 0, 0, nil
+	if c.early {
+		return // not a producers' batch
+	}
 	b.mu.Lock()
 	if len(b.free) < 4 {
 		b.free = append(b.free, c)
@@ -203,21 +233,44 @@ func (b *Badger) runWriter() {
 	defer close(b.writerDone)
 	var (
 		keys   []byte
-		cancel = make(map[msgID]int)
+		cancel = make(map[msgID]int32)
 	)
 	for {
 		b.mu.Lock()
-		for len(b.pend.ops) == 0 && !b.stopping && b.dropping == 0 && len(b.rangeView) == 0 {
+		for len(b.pend.ops) == 0 && b.aged == nil && !b.stopping && b.dropping == 0 && len(b.rangeView) == 0 {
 			b.idle = true
 			b.wake.Wait()
 		}
 		b.idle = false
-		if len(b.pend.ops) == 0 && b.dropping == 0 && len(b.rangeView) == 0 {
+		if len(b.pend.ops) == 0 && b.aged == nil && b.dropping == 0 && len(b.rangeView) == 0 {
 			b.mu.Unlock()
 			return
 		}
-		cur := b.pend
-		b.pend = b.newBatchLocked()
+		urgent := b.urgentLocked()
+		if linger := b.opts.CommitLinger; linger > 0 && !urgent {
+			if b.aged == nil {
+				b.aged, b.agedAt = b.pend, time.Now()
+				b.pend = b.newBatchLocked()
+			}
+			// The aged batch waits until it is linger old.
+			if d := linger - time.Since(b.agedAt); d > 0 {
+				b.mu.Unlock()
+				time.Sleep(d)
+				continue
+			}
+		}
+		var cur *batch
+		switch {
+		case b.aged == nil:
+			cur = b.pend
+			b.pend = b.newBatchLocked()
+		case len(b.pend.ops) == 0:
+			cur, b.aged = b.aged, nil
+		default:
+			cur, b.aged, b.agedAt = b.aged, b.pend, time.Now()
+			b.pend = b.newBatchLocked()
+		}
+		next := b.aged // frozen: producers fill b.pend
 		b.writing = cur
 		if b.waiting > 0 {
 			b.room.Broadcast()
@@ -227,8 +280,8 @@ func (b *Badger) runWriter() {
 
 		cur.err = failed
 		if failed == nil {
-			if cur.deletes > 0 {
-				b.cancelPairs(cur, cancel)
+			if cur.deletes > 0 || (next != nil && next.deletes > 0) {
+				b.cancelPairs(cur, next, cancel)
 			}
 			b.writes.RLock()
 			keys, cur.err = b.write(cur, keys)
@@ -250,40 +303,102 @@ func (b *Badger) runWriter() {
 			b.writing = nil
 			b.mu.Unlock()
 		}
+		var early *batch
+		if next != nil && cur.err == nil {
+			early = b.releaseAged(next)
+		}
 		b.notifyMu.Lock()
 		b.notifyQ = append(b.notifyQ, cur)
+		if early != nil {
+			b.notifyQ = append(b.notifyQ, early)
+		}
 		b.notifyCond.Signal()
 		b.notifyMu.Unlock()
 	}
 }
 
 // cancelPairs marks each delete that follows an append of the same message
-// in c, and that append, as cancelled: neither reaches the disk (but for
-// the delete of a put, see PutMessage). A drop or a range delete
-// ends the window, as the appends before it are dropped by it anyway.
-func (b *Badger) cancelPairs(c *batch, idx map[msgID]int) {
+// in c, or in next (the batch after c, written at the writer's next cycle),
+// and that append, as cancelled: neither reaches the disk (but for the
+// delete of a put, see PutMessage). A drop or a range delete ends the
+// window, as the appends before it are dropped by it anyway. Only the
+// writer goroutine reads or sets skip (and next is no longer filled); an
+// op of next cancelled now is passed over when next is written.
+func (b *Badger) cancelPairs(c, next *batch, idx map[msgID]int32) {
 	defer clear(idx)
 	var n uint64
-	for i := range c.ops {
-		o := &c.ops[i]
-		switch o.kind {
-		case opAppend:
-			idx[msgID{o.qid, o.seq}] = i
-		case opDelete:
-			id := msgID{o.qid, o.seq}
-			if j, ok := idx[id]; ok {
-				c.ops[j].skip = true
+	for k, cb := range [2]*batch{c, next} {
+		if cb == nil {
+			continue
+		}
+		for i := range cb.ops {
+			o := &cb.ops[i]
+			if o.skip {
+				continue
+			}
+			switch o.kind {
+			case opAppend:
+				// The index says which batch: c's as i, next's as ^i.
+				at := int32(i)
+				if k == 1 {
+					at = ^at
+				}
+				idx[msgID{o.qid, o.seq}] = at
+			case opDelete:
+				id := msgID{o.qid, o.seq}
+				at, ok := idx[id]
+				if !ok {
+					continue
+				}
+				a := &c.ops
+				if at < 0 {
+					a, at = &next.ops, ^at
+				}
+				ap := &(*a)[at]
+				ap.skip = true
 				// A put's message may be on disk from before the batch:
 				// its delete stays.
-				o.skip = !c.ops[j].put
+				o.skip = !ap.put
 				delete(idx, id)
 				n++
+			case opDrop, opRange:
+				clear(idx)
 			}
-		case opDrop, opRange:
-			clear(idx)
 		}
 	}
 	b.stats.cancelled.Add(n)
+}
+
+// releaseAged takes from next (the aged batch) the done callbacks of the
+// cancelled appends at its head, for the notifier to call after the batch
+// written before next: those messages were deleted before they were
+// written, so they wait for nothing but the batches issued before them.
+// The head ends at the first op still to be written, so callbacks keep
+// issue order and a delete is durable before a later append's done.
+func (b *Badger) releaseAged(next *batch) *batch {
+	var early *batch
+	for ; next.released < len(next.ops); next.released++ {
+		o := &next.ops[next.released]
+		if !o.skip {
+			break
+		}
+		if o.done != nil {
+			if early == nil {
+				early = &batch{early: true}
+			}
+			early.ops = append(early.ops, op{done: o.done})
+			o.done = nil
+		}
+	}
+	return early
+}
+
+// urgentLocked reports whether the writer must not let batches age: a
+// barrier waits, drops or range deletes are under way, producers wait for
+// room, or the store closes.
+func (b *Badger) urgentLocked() bool {
+	return b.stopping || b.waiting > 0 || b.dropping > 0 || len(b.rangeView) > 0 ||
+		b.pend.barriers > 0 || (b.aged != nil && b.aged.barriers > 0)
 }
 
 // write applies c to Badger and syncs once. keys is a reusable buffer for
@@ -412,7 +527,7 @@ func (b *Badger) callbacks(c *batch) {
 		case o.done != nil:
 			o.done(c.err)
 		}
-		if o.kind == opAppend {
+		if o.kind == opAppend && !c.early {
 			appends++
 		}
 	}
@@ -450,7 +565,7 @@ func (b *Badger) pendingFor(qid, from uint64) (ops []pendingOp, dropped bool, go
 		}
 	}
 	var last map[uint64]int
-	for _, c := range [2]*batch{b.writing, b.pend} {
+	for _, c := range [3]*batch{b.writing, b.aged, b.pend} {
 		if c == nil {
 			continue
 		}

@@ -1,0 +1,72 @@
+package store_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/trident-broker/trident/store"
+)
+
+// TestCommitLingerCancels: a delete issued soon after its append, within
+// CommitLinger, cancels both across the writer's batches: the message is
+// never written, its done is still called, and the done callbacks come in
+// issue order.
+func TestCommitLingerCancels(t *testing.T) {
+	opts := testOptions()
+	opts.CommitLinger = 300 * time.Millisecond // far longer than the test issues take
+	s, err := store.OpenBadger(t.TempDir(), opts, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 100
+	var mu sync.Mutex
+	var order []uint64
+	for seq := uint64(1); seq <= n; seq++ {
+		s.AppendMessage(7, seq, []byte{byte(seq)}, func(err error) {
+			if err != nil {
+				t.Errorf("append %d: %v", seq, err)
+			}
+			mu.Lock()
+			order = append(order, seq)
+			mu.Unlock()
+		})
+	}
+	for seq := uint64(1); seq <= n/2; seq++ {
+		s.DeleteMessage(7, seq)
+	}
+	before := s.Stats()
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if len(order) != n {
+		t.Fatalf("%d done callbacks after Sync, want %d", len(order), n)
+	}
+	for i, seq := range order {
+		if seq != uint64(i+1) {
+			t.Fatalf("done callbacks out of issue order: %v", order)
+		}
+	}
+	mu.Unlock()
+	if c := s.Stats().Cancelled - before.Cancelled; c != n/2 {
+		t.Fatalf("cancelled %d append+delete pairs, want %d", c, n/2)
+	}
+	if d := s.Stats().Deletes; d != 0 {
+		t.Fatalf("%d deletes written, want none (all cancelled)", d)
+	}
+	var got []uint64
+	if err := s.LoadMessages(7, func(seq uint64, data []byte) error {
+		if len(data) != 1 || data[0] != byte(seq) {
+			t.Errorf("seq %d: data %x", seq, data)
+		}
+		got = append(got, seq)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n/2 || got[0] != n/2+1 || got[len(got)-1] != n {
+		t.Fatalf("stored %v, want %d..%d", got, n/2+1, n)
+	}
+}
