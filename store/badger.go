@@ -139,18 +139,21 @@ type Badger struct {
 	// then, and a refused group commit would make the store fail-stop).
 	writes sync.RWMutex
 
-	mu       sync.Mutex
-	wake     *sync.Cond // writer waits for work
-	room     *sync.Cond // producers wait for MaxPendingBytes
-	pend     *batch     // being filled by producers
-	aged     *batch     // filled before pend, ageing until CommitLinger old (writer.go); nil if none
-	agedAt   time.Time  // when aged was swapped out of pend
-	writing  *batch     // taken by the writer, not yet visible in Badger (the read path looks at it)
-	free     []*batch   // recycled batches
-	stopping bool       // no more work accepted
-	failed   error      // sticky write/sync error
-	idle     bool       // writer is waiting on wake
-	waiting  int        // producers waiting on room
+	mu     sync.Mutex
+	wake   *sync.Cond // writer waits for work
+	room   *sync.Cond // producers wait for MaxPendingBytes
+	pend   *batch     // being filled by producers
+	aged   *batch     // filled before pend, ageing until CommitLinger old (writer.go); nil if none
+	agedAt time.Time  // when aged was swapped out of pend
+	// lingering: the last batch written says ageing pays (writer.go).
+	// The writer's; read and set by it under mu or after it took mu.
+	lingering bool
+	writing   *batch   // taken by the writer, not yet visible in Badger (the read path looks at it)
+	free      []*batch // recycled batches
+	stopping  bool     // no more work accepted
+	failed    error    // sticky write/sync error
+	idle      bool     // writer is waiting on wake
+	waiting   int      // producers waiting on room
 	// dropping is the number of drops the writer is doing a chunk at a
 	// time (drop.go); the writer's own state is in drops.
 	dropping int

@@ -20,6 +20,7 @@ func TestCommitLingerCancels(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	s.Linger()
 	const n = 100
 	var mu sync.Mutex
 	var order []uint64
@@ -32,6 +33,11 @@ func TestCommitLingerCancels(t *testing.T) {
 			order = append(order, seq)
 			mu.Unlock()
 		})
+		if seq == 1 {
+			// Let the writer take the first append on its own (as
+			// the aged batch), so that its delete comes in the next.
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	for seq := uint64(1); seq <= n/2; seq++ {
 		s.DeleteMessage(7, seq)
@@ -68,5 +74,32 @@ func TestCommitLingerCancels(t *testing.T) {
 	}
 	if len(got) != n/2 || got[0] != n/2+1 || got[len(got)-1] != n {
 		t.Fatalf("stored %v, want %d..%d", got, n/2+1, n)
+	}
+}
+
+// TestCommitLingerOnlyWhenItPays: a publisher that waits for each confirm,
+// with nothing deleting its messages, is not held up by CommitLinger: the
+// writer ages batches only while they get cancelled.
+func TestCommitLingerOnlyWhenItPays(t *testing.T) {
+	opts := testOptions()
+	opts.CommitLinger = 300 * time.Millisecond
+	s, err := store.OpenBadger(t.TempDir(), opts, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Linger() // it stops once a batch shows nothing cancelled
+	const n = 20
+	start := time.Now()
+	for seq := uint64(1); seq <= n; seq++ {
+		done := make(chan error, 1)
+		s.AppendMessage(3, seq, []byte("x"), func(err error) { done <- err })
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Ageing each would take n × 300 ms; the first alone may age.
+	if d := time.Since(start); d > n*opts.CommitLinger/2 {
+		t.Fatalf("%d confirmed appends took %v: the writer lingered without cancellations", n, d)
 	}
 }

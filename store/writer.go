@@ -30,7 +30,12 @@ import (
 // never before a delete issued earlier is durable. What must not wait does
 // not: a barrier (Sync, DropMessages, a range delete), drops and range
 // deletes under way, producers waiting for room, and Close make the writer
-// take what is aged, then pend, at once.
+// take what is aged, then pend, at once. And batches age only while that
+// pays: while the last batch written had a quarter or more of its appends
+// (at least lingerMinAppends of them) cancelled. Otherwise (a publisher
+// waiting for each confirm, a queue filling without consumers, a light
+// load) the writer writes at once, as without CommitLinger; cancellations
+// within a batch then switch ageing back on.
 
 type opKind uint8
 
@@ -61,8 +66,12 @@ type batch struct {
 	arena    []byte
 	bytes    int // counted toward MaxPendingBytes
 	deletes  int
-	barriers int   // opSync, opDrop and opRange ops
-	err      error // outcome, set by the writer
+	barriers int // opSync, opDrop and opRange ops
+	appends  int
+	// cancelled is how many of its appends cancelPairs cancelled (the
+	// writer's).
+	cancelled int
+	err       error // outcome, set by the writer
 	// released is the writer's: the ops at the head whose callbacks went
 	// early (releaseAged). early marks a batch of such callbacks only.
 	released int
@@ -102,6 +111,7 @@ func (b *Badger) appendMessage(qid, seq uint64, data []byte, done func(error), p
 	p.arena = append(p.arena, data...)
 	p.ops = append(p.ops, op{kind: opAppend, qid: qid, seq: seq, off: off, n: len(data), done: done, put: put})
 	p.bytes += len(data) + opOverhead
+	p.appends++
 	b.kickLocked()
 	b.mu.Unlock()
 }
@@ -218,7 +228,7 @@ func (b *Badger) recycle(c *batch) {
 	}
 	clear(c.ops) // drop callback references
 	c.ops, c.arena = c.ops[:0], c.arena[:0]
-	c.bytes, c.deletes, c.barriers, c.released, c.err = 0, 0, 0, 0, nil
+	c.bytes, c.deletes, c.barriers, c.appends, c.cancelled, c.released, c.err = 0, 0, 0, 0, 0, 0, nil
 	if c.early {
 		return // not a producers' batch
 	}
@@ -247,7 +257,7 @@ func (b *Badger) runWriter() {
 			return
 		}
 		urgent := b.urgentLocked()
-		if linger := b.opts.CommitLinger; linger > 0 && !urgent {
+		if linger := b.opts.CommitLinger; linger > 0 && b.lingering && !urgent {
 			if b.aged == nil {
 				b.aged, b.agedAt = b.pend, time.Now()
 				b.pend = b.newBatchLocked()
@@ -264,7 +274,7 @@ func (b *Badger) runWriter() {
 		case b.aged == nil:
 			cur = b.pend
 			b.pend = b.newBatchLocked()
-		case len(b.pend.ops) == 0:
+		case len(b.pend.ops) == 0 || !b.lingering:
 			cur, b.aged = b.aged, nil
 		default:
 			cur, b.aged, b.agedAt = b.aged, b.pend, time.Now()
@@ -282,6 +292,14 @@ func (b *Badger) runWriter() {
 		if failed == nil {
 			if cur.deletes > 0 || (next != nil && next.deletes > 0) {
 				b.cancelPairs(cur, next, cancel)
+			}
+			// Linger while it pays: a quarter of the appends or more
+			// cancelled (consumers ack what they get at once; it takes
+			// lingerMinAppends to start). A lone publisher waiting for
+			// each confirm, or one filling a queue nobody consumes,
+			// cancels nothing and is written at once.
+			if cur.appends > 0 {
+				b.lingering = cur.cancelled*4 >= cur.appends && (b.lingering || cur.appends >= lingerMinAppends)
 			}
 			b.writes.RLock()
 			keys, cur.err = b.write(cur, keys)
@@ -350,10 +368,12 @@ func (b *Badger) cancelPairs(c, next *batch, idx map[msgID]int32) {
 				if !ok {
 					continue
 				}
-				a := &c.ops
+				ab := c
 				if at < 0 {
-					a, at = &next.ops, ^at
+					ab, at = next, ^at
 				}
+				ab.cancelled++
+				a := &ab.ops
 				ap := &(*a)[at]
 				ap.skip = true
 				// A put's message may be on disk from before the batch:
@@ -368,6 +388,10 @@ func (b *Badger) cancelPairs(c, next *batch, idx map[msgID]int32) {
 	}
 	b.stats.cancelled.Add(n)
 }
+
+// lingerMinAppends is how many appends a batch needs for its
+// cancellations to decide whether the next batches age.
+const lingerMinAppends = 16
 
 // releaseAged takes from next (the aged batch) the done callbacks of the
 // cancelled appends at its head, for the notifier to call after the batch
