@@ -297,7 +297,7 @@ func Default() Config {
 		LoopbackUsers:   []string{"guest"},
 
 		MemoryHighWatermarkPercent: 40,
-		Queues:                     Queues{WindowMessages: 2048, WindowBytes: 8 << 20, MemoryBudget: 128 << 20, MemoryPagingPercent: 50},
+		Queues:                     Queues{WindowMessages: 32768, WindowBytes: 8 << 20, MemoryBudget: 128 << 20, MemoryPagingPercent: 50},
 		DiskFreeLimit:              50_000_000,
 		DiskFreeCheckInterval:      2 * time.Second,
 		Auth:                       DefaultAuth(),

@@ -71,7 +71,7 @@ func (b *Broker) UnreadableMessages() map[string]int {
 // SetQueueWindow sets the default in-memory window of every classic
 // queue (per priority level): at most msgs messages and bytes body bytes
 // are kept in memory at its head; the rest of its backlog is in the store.
-// Zero or negative values keep the built-in default (2048 messages, 8 MiB).
+// Zero or negative values keep the built-in default (32768 messages, 8 MiB).
 func (b *Broker) SetQueueWindow(msgs int, bytes int64) {
 	if msgs <= 0 {
 		msgs = defaultWindowMsgs

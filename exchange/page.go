@@ -41,7 +41,7 @@ import (
 const (
 	laneShift = 56
 	// Defaults of the per-queue in-memory window (conf queues.window_*).
-	defaultWindowMsgs  = 2048
+	defaultWindowMsgs  = 32768
 	defaultWindowBytes = 8 << 20
 	defaultMemBudget   = 128 << 20 // conf queues.memory_budget
 	// tail is paged out past these.
