@@ -143,3 +143,49 @@ func TestOutputPendingAndFailure(t *testing.T) {
 	}
 	o.WaitBelowHigh() // returns: the output is closed
 }
+
+// TestOutputHold: while Hold is set the writer leaves what Buf holds, even
+// when woken for it by another cause; Signal ends the Hold and all of it
+// goes out in one write; Stop writes a held buffer too.
+func TestOutputHold(t *testing.T) {
+	var o Output
+	o.Init()
+	writes := make(chan string, 4)
+	done := make(chan error, 1)
+	go func() {
+		done <- o.Run(func(buf []byte, _ []int) error {
+			writes <- string(buf)
+			return nil
+		})
+	}()
+	o.Mu.Lock()
+	o.Buf = append(o.Buf, "d1"...)
+	o.Hold = true
+	o.Mu.Unlock()
+	o.Mu.Lock()
+	o.Buf = append(o.Buf, "d2"...)
+	o.wake.Broadcast() // a spurious wake-up: the hold stays
+	o.Mu.Unlock()
+	select {
+	case w := <-writes:
+		t.Fatalf("wrote %q while held", w)
+	case <-time.After(50 * time.Millisecond):
+	}
+	o.Mu.Lock()
+	o.Signal()
+	o.Mu.Unlock()
+	if w := <-writes; w != "d1d2" {
+		t.Fatalf("wrote %q, want d1d2 in one write", w)
+	}
+	o.Mu.Lock()
+	o.Buf = append(o.Buf, "d3"...)
+	o.Hold = true
+	o.Mu.Unlock()
+	o.Stop()
+	if w := <-writes; w != "d3" {
+		t.Fatalf("Stop wrote %q", w)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
