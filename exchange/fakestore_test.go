@@ -25,6 +25,7 @@ type fakeStore struct {
 	syncDone bool
 	wg       sync.WaitGroup
 	reads    int // messages returned by ReadMessages
+	readOps  int // calls of ReadMessages
 }
 
 var _ Store = (*fakeStore)(nil)
@@ -139,6 +140,9 @@ func (s *fakeStore) LoadMessages(qid uint64, fn func(seq uint64, data []byte) er
 }
 
 func (s *fakeStore) ReadMessages(qid, from uint64, fn func(seq uint64, data []byte) bool) error {
+	s.mu.Lock()
+	s.readOps++
+	s.mu.Unlock()
 	seqs, data := s.snapshot(qid, from)
 	for i, q := range seqs {
 		s.mu.Lock()

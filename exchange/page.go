@@ -255,6 +255,13 @@ func (r *readyList) pageOut(i int, l *lane, e *entry, size int64) {
 	r.addMem(-size - msgOverhead)
 }
 
+// readTarget is what a refill from the store fills a lane's head to:
+// the window, at least a read-ahead, and at most maxRead bytes.
+func (r *readyList) readTarget() (int, int64) {
+	wm, wb := r.window()
+	return max(wm, minReadAhead), min(max(wb, minReadBytes), maxRead)
+}
+
 // refill reads the next batch of mid into head, or moves tail into head
 // once mid is empty, until head holds the window.
 func (r *readyList) refill(i int, l *lane) {
@@ -268,7 +275,7 @@ func (r *readyList) refill(i int, l *lane) {
 	}
 	if l.mid > 0 {
 		want := min(l.mid, wm-l.head.n)
-		budget := min(wb, maxRead) - l.headBytes
+		budget := min(wb, maxRead) - l.headBytes // as readTarget
 		got := 0
 		q := r.q
 		next := l.from
@@ -416,8 +423,11 @@ func (r *readyList) popLane(i int) (entry, bool) {
 		r.bytes -= l.midBytes
 		l.midBytes = 0
 	} else if l.mid > 0 || l.tail.n > 0 {
-		if wm, _ := r.window(); l.head.n < max(wm, minReadAhead)/2 {
-			r.refill(i, l) // read ahead
+		// Read ahead once head is down to half of what a refill fills
+		// it to, by count and by bytes: whichever limit binds, a refill
+		// then brings half of that, not one message per pop.
+		if wm, wb := r.readTarget(); l.head.n < wm/2 && l.headBytes < wb/2 {
+			r.refill(i, l)
 		}
 	}
 	if r.n == 0 {

@@ -84,6 +84,49 @@ func TestPagingBoundsMemory(t *testing.T) {
 	}
 }
 
+// TestPagingReadsAheadInBatches: draining a backlog on disk reads it in
+// batches of about half the window whichever limit binds, the count or
+// the bytes (a head full of bytes but short of the count must not read
+// again at every message: a store read per message, 15× slower).
+func TestPagingReadsAheadInBatches(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		msgs  int
+		bytes int64
+	}{{"bytes bind", 1 << 15, 64 << 10}, {"count binds", 64, 1 << 30}, {"one read's bytes bind", 1 << 15, 8 << 20}} {
+		t.Run(c.name, func(t *testing.T) {
+			st := newFakeStore()
+			b := newTestBroker(t, st)
+			b.SetQueueWindow(c.msgs, c.bytes)
+			v := mustVHost(t, b, "/")
+			q := declareQ(t, v, "d", QueueOpts{Durable: true})
+			const n, size = 10000, 1024 // past maxRead
+			big := make([]byte, size)
+			for i := 0; i < n; i++ {
+				copy(big, body(i))
+				publishM(t, v, persistent("", "d", string(big)), PublishOpts{})
+			}
+			st.mu.Lock()
+			st.readOps = 0
+			st.mu.Unlock()
+			for i := 0; i < n; i++ {
+				d, ok := q.Get(true)
+				if !ok || string(d.Msg.Body[:len(body(i))]) != body(i) {
+					t.Fatalf("get %d: %v", i, ok)
+				}
+			}
+			// A read ahead at half of what head holds brings at least
+			// 32 messages.
+			st.mu.Lock()
+			ops := st.readOps
+			st.mu.Unlock()
+			if ops > n/16 {
+				t.Fatalf("%d store reads for %d messages", ops, n)
+			}
+		})
+	}
+}
+
 // TestPagingTransientUnderBudget: without a per-queue limit, transient
 // messages past the window stay in memory while the queues' budget allows
 // (persistent ones are paged as ever); past the budget they are paged
