@@ -51,8 +51,14 @@ const (
 	// x-max-in-memory-length 0 still read ahead that much).
 	minReadAhead = 64
 	minReadBytes = 256 << 10
-	// maxRead bounds one refill's bytes.
-	maxRead = 4 << 20
+	// A refill from the store fills head to at most maxReadMsgs messages
+	// and maxRead bytes, however large the window: what a consumer reaches
+	// on disk is read in batches and kept in a small head (a head of
+	// 32,768 drained a backlog of 16-byte messages 10% slower than one of
+	// 2,048), while messages that never left memory may fill head up to
+	// the window.
+	maxRead     = 4 << 20
+	maxReadMsgs = 2048
 )
 
 func storeKey(lane int, seq uint64, page bool) uint64 {
@@ -256,10 +262,10 @@ func (r *readyList) pageOut(i int, l *lane, e *entry, size int64) {
 }
 
 // readTarget is what a refill from the store fills a lane's head to:
-// the window, at least a read-ahead, and at most maxRead bytes.
+// the window, at least a read-ahead, at most maxReadMsgs and maxRead.
 func (r *readyList) readTarget() (int, int64) {
 	wm, wb := r.window()
-	return max(wm, minReadAhead), min(max(wb, minReadBytes), maxRead)
+	return min(max(wm, minReadAhead), maxReadMsgs), min(max(wb, minReadBytes), maxRead)
 }
 
 // refill reads the next batch of mid into head, or moves tail into head
@@ -270,12 +276,16 @@ func (r *readyList) refill(i int, l *lane) {
 	}
 	wm, wb := r.window()
 	wm, wb = max(wm, minReadAhead), max(wb, minReadBytes)
+	rm, rb := r.readTarget()
 	if r.pressure() && len(r.q.consumers) == 0 {
-		wm = 1 // a look at the head (TTL), no read-ahead
+		wm, rm = 1, 1 // a look at the head (TTL), no read-ahead
 	}
 	if l.mid > 0 {
-		want := min(l.mid, wm-l.head.n)
-		budget := min(wb, maxRead) - l.headBytes // as readTarget
+		want := min(l.mid, rm-l.head.n)
+		budget := rb - l.headBytes
+		if want <= 0 || budget <= 0 {
+			return // head holds enough already
+		}
 		got := 0
 		q := r.q
 		next := l.from
