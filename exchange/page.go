@@ -53,10 +53,10 @@ const (
 	minReadBytes = 256 << 10
 	// A refill from the store fills head to at most maxReadMsgs messages
 	// and maxRead bytes, however large the window: what a consumer reaches
-	// on disk is read in batches and kept in a small head (a head of
-	// 32,768 drained a backlog of 16-byte messages 10% slower than one of
-	// 2,048), while messages that never left memory may fill head up to
-	// the window.
+	// on disk is read in batches and kept in a small head (reading back
+	// toward the 32,768 window, 4,096 at a time, drained a backlog of
+	// 16-byte messages 10% slower than a 2,048 one), while messages that
+	// never left memory may fill head up to the window.
 	maxRead     = 4 << 20
 	maxReadMsgs = 2048
 )
