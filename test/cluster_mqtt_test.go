@@ -72,6 +72,32 @@ func waitTopicBinding(t *testing.T, nd *cnode, key, queuePrefix string) {
 	})
 }
 
+// waitSessionSettled waits until every queue on nd whose name starts with
+// queuePrefix holds no message, ready or unacknowledged.
+func waitSessionSettled(t *testing.T, nd *cnode, queuePrefix string) {
+	t.Helper()
+	eventually(t, 10*time.Second, "session queues settled on "+nd.name, func() bool {
+		var qs []struct {
+			Name    string `json:"name"`
+			Ready   int    `json:"messages_ready"`
+			Unacked int    `json:"messages_unacknowledged"`
+		}
+		if code, err := nd.tryAPI("GET", "/api/queues/%2F", nil, &qs); err != nil || code != 200 {
+			return false
+		}
+		found := false
+		for _, q := range qs {
+			if strings.HasPrefix(q.Name, queuePrefix) {
+				found = true
+				if q.Ready != 0 || q.Unacked != 0 {
+					return false
+				}
+			}
+		}
+		return found
+	})
+}
+
 // guest5 is an MQTT 5 CONNECT as guest.
 func guest5(id string, clean bool, expiry uint32) *paho.Connect {
 	return &paho.Connect{ClientID: id, CleanStart: clean, Username: "guest", UsernameFlag: true,
@@ -163,6 +189,10 @@ func TestClusterMQTTSession(t *testing.T) {
 	if m := c2.receive(t); m.payload != "live" {
 		t.Fatalf("live on node 2: %q", m.payload)
 	}
+	// paho sends the PUBACK after the handler returns, and DISCONNECT
+	// can overtake it; an unacked "live" would then rightly come back on
+	// node 0 (at least once). Wait until node 2 has settled everything.
+	waitSessionSettled(t, pc.nodes[2], "mqtt-subscription-"+id)
 	c2.Disconnect(250)
 
 	pub.publish(t, "cl/sess/z", 1, false, "back")
