@@ -222,7 +222,6 @@ func (c *conn) appendContentLocked(ch uint16, m wire.Method, msg *exchange.Messa
 		c.queued()
 	} else {
 		c.deferred = batch
-		c.w.Hold = true // until Flush, or anything else queued
 	}
 	return len(c.w.Buf) < frontend.High
 }

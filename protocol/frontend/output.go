@@ -31,12 +31,6 @@ type Output struct {
 	Pending func() bool
 	// Prepare, if set, is called with Mu held before each take.
 	Prepare func()
-	// Hold, set by the protocol with Mu held, lets what Buf holds wait:
-	// the writer does not take it, even when awake, until Signal (which
-	// clears Hold) or Stop. A publisher's batch of deliveries sets it, so
-	// that they go out in one write at the batch's end, not in pieces as
-	// fast as the writer loops.
-	Hold bool
 
 	wake    sync.Cond // the writer waits for output
 	drained sync.Cond // WaitBelowHigh waits for the writer
@@ -49,11 +43,8 @@ func (o *Output) Init() {
 	o.drained.L = &o.Mu
 }
 
-// Signal wakes the writer for what was appended (Mu held), ending a Hold.
-func (o *Output) Signal() {
-	o.Hold = false
-	o.wake.Signal()
-}
+// Signal wakes the writer for what was appended (Mu held).
+func (o *Output) Signal() { o.wake.Signal() }
 
 // PauseLocked reports whether the buffer is over High, and if so records
 // c (if not nil) to resume later (Mu held). A Sink's Deliver returns its
@@ -76,7 +67,7 @@ func (o *Output) Run(write func(buf []byte, ends []int) error) error {
 	var ends []int
 	for {
 		o.Mu.Lock()
-		for !o.Closed && (o.Hold || len(o.Buf) == 0 && (o.Pending == nil || !o.Pending())) {
+		for len(o.Buf) == 0 && !o.Closed && (o.Pending == nil || !o.Pending()) {
 			o.wake.Wait()
 		}
 		if o.Prepare != nil {
