@@ -145,7 +145,7 @@ func (q *Queue) LogApplied(key uint64) {
 	}
 	q.spillTails()
 	if !q.gated || seq <= q.releasedSeq {
-		q.mu.Unlock()
+		q.unlock() // the spilled tails' writes
 		return
 	}
 	q.releasedSeq = seq
@@ -179,7 +179,7 @@ func (q *Queue) LogStored(key uint64) {
 	if q.log != nil && q.remote == nil && !q.deleted {
 		q.spillTails()
 	}
-	q.mu.Unlock()
+	q.unlock()
 }
 
 // spillTails pages out every lane's tail that passed its buffer (or any

@@ -69,6 +69,9 @@ func storeKey(lane int, seq uint64, page bool) uint64 {
 	return k
 }
 
+// laneEnd is the key past every key of lane i.
+func laneEnd(i int) uint64 { return storeKey(i, seqMask, true) + 1 }
+
 func splitStoreKey(k uint64) (lane int, seq uint64, page bool) {
 	return int(k >> laneShift), (k >> 1) & seqMask, k&1 == 1
 }
@@ -88,7 +91,7 @@ func (l *lane) n() int { return l.head.n + l.mid + l.tail.n }
 
 // readyList holds ready messages, one lane per priority level.
 type readyList struct {
-	q      *Queue
+	s      *queueState
 	levels []lane // index = priority; len 1 without x-max-priority
 	n      int
 	bytes  int64 // body bytes of every ready message (estimated for recovered ones)
@@ -106,8 +109,8 @@ type readyList struct {
 	pending pendingList
 }
 
-func newReadyList(q *Queue, maxPriority int) readyList {
-	return readyList{q: q, levels: make([]lane, maxPriority+1)}
+func newReadyList(s *queueState, maxPriority int) readyList {
+	return readyList{s: s, levels: make([]lane, maxPriority+1)}
 }
 
 func (r *readyList) laneOf(e *entry) int {
@@ -121,25 +124,25 @@ func (r *readyList) laneOf(e *entry) int {
 // pages reports whether the queue's messages are in the node's store and
 // so may be paged: not a proxy's.
 func (r *readyList) pages() bool {
-	return r.q.remote == nil
+	return r.s.env.envPages()
 }
 
 // canPage reports whether e may leave memory: it is in the store, or will
 // be by the time it is read (the store's reads see its queued writes).
 // A quorum queue's message is there once its log's FSM applied it.
 func (r *readyList) canPage(e *entry) bool {
-	return r.q.log == nil || e.seq <= r.q.logStored.Load()
+	return r.s.env.envCanPage(e.seq)
 }
 
 // window is the queue's in-memory limit per lane (messages, bytes).
 func (r *readyList) window() (int, int64) {
-	q := r.q
-	msgs, bytes := q.vh.b.windowMsgs.Load(), q.vh.b.windowBytes.Load()
-	if q.a.memLen >= 0 && q.a.memLen < msgs {
-		msgs = q.a.memLen
+	a := &r.s.a
+	msgs, bytes := r.s.env.envWindow()
+	if a.memLen >= 0 && a.memLen < msgs {
+		msgs = a.memLen
 	}
-	if q.a.memBytes >= 0 && q.a.memBytes < bytes {
-		bytes = q.a.memBytes
+	if a.memBytes >= 0 && a.memBytes < bytes {
+		bytes = a.memBytes
 	}
 	return int(msgs), bytes
 }
@@ -147,8 +150,7 @@ func (r *readyList) window() (int, int64) {
 // pressure reports that queues must not keep more in memory: the node is
 // short of memory, or the queues' bodies in memory pass the budget.
 func (r *readyList) pressure() bool {
-	b := r.q.vh.b
-	return b.memPressure.Load() || b.memUsed.Load() > b.memBudget.Load()
+	return r.s.env.envPressure()
 }
 
 // memQuantum is the step in which a queue's in-memory bytes are counted
@@ -159,7 +161,7 @@ const memQuantum = 256
 func (r *readyList) addMem(d int64) {
 	r.mem += d
 	if x := r.mem - r.memReported; x >= memQuantum || x <= -memQuantum || (r.mem == 0 && x != 0) {
-		r.q.vh.b.memUsed.Add(x)
+		r.s.fx.memDelta += x
 		r.memReported = r.mem
 	}
 }
@@ -172,7 +174,7 @@ func (r *readyList) push(e entry) {
 	r.n++
 	r.bytes += size
 	r.addMem(size + msgOverhead)
-	if r.q.gated {
+	if r.s.gated {
 		r.pending.push(e.seq, size)
 	}
 	if !r.pages() {
@@ -214,16 +216,16 @@ func (r *readyList) spill(i int, l *lane) {
 		l.tailBytes -= size
 		r.pageOut(i, l, &e, size)
 		if l.mid == 1 {
-			l.from = r.q.storeKey(&e)
+			l.from = r.s.storeKey(&e)
 		}
 	}
-	if press && len(r.q.consumers) == 0 && l.tail.n == 0 {
+	if press && r.s.env.envConsumers() == 0 && l.tail.n == 0 {
 		for l.head.n > 0 && l.head.at(l.head.n-1).deliveries == 0 && r.canPage(l.head.at(l.head.n-1)) {
 			e := l.head.popBack()
 			size := int64(len(e.msg.Body))
 			l.headBytes -= size
 			r.pageOut(i, l, &e, size)
-			l.from = r.q.storeKey(&e)
+			l.from = r.s.storeKey(&e)
 		}
 	}
 }
@@ -240,21 +242,16 @@ func (r *readyList) spill(i int, l *lane) {
 // messages only under memory pressure). A tail whose oldest message stays
 // keeps the newer ones behind it too (mid is one key range).
 func (r *readyList) pagesTransient(e *entry) bool {
-	return e.stored || r.q.a.memLen >= 0 || r.q.a.memBytes >= 0
+	return e.stored || r.s.a.memLen >= 0 || r.s.a.memBytes >= 0
 }
 
 // pageOut makes e part of mid, writing it to the store if it is not there.
 func (r *readyList) pageOut(i int, l *lane, e *entry, size int64) {
-	q := r.q
 	if !e.stored {
 		e.stored, e.page = true, true
 		buf := encodePool.Get().(*[]byte)
 		data := encodeMessage(e.msg, e.msg.ts, (*buf)[:0])
-		q.vh.b.store.AppendMessage(q.id, q.storeKey(e), data, nil)
-		if cap(data) <= 64<<10 {
-			*buf = data[:0]
-			encodePool.Put(buf)
-		}
+		r.s.fx.op(storeOp{kind: opPage, key: r.s.storeKey(e), data: data, pooled: buf})
 	}
 	l.mid++
 	l.midBytes += size
@@ -277,7 +274,7 @@ func (r *readyList) refill(i int, l *lane) {
 	wm, wb := r.window()
 	wm, wb = max(wm, minReadAhead), max(wb, minReadBytes)
 	rm, rb := r.readTarget()
-	if r.pressure() && len(r.q.consumers) == 0 {
+	if r.pressure() && r.s.env.envConsumers() == 0 {
 		wm, rm = 1, 1 // a look at the head (TTL), no read-ahead
 	}
 	if l.mid > 0 {
@@ -287,9 +284,9 @@ func (r *readyList) refill(i int, l *lane) {
 			return // head holds enough already
 		}
 		got := 0
-		q := r.q
+		s := r.s
 		next := l.from
-		err := q.vh.b.store.ReadMessages(q.id, l.from, func(k uint64, data []byte) bool {
+		err := s.env.envRead(l.from, func(k uint64, data []byte) bool {
 			ln, seq, page := splitStoreKey(k)
 			if ln != i {
 				return false
@@ -298,9 +295,8 @@ func (r *readyList) refill(i int, l *lane) {
 			est := int64(len(data)) // recovered: counted by the record's size
 			m, _, err := decodeMessage(data)
 			if err != nil {
-				r.q.vh.b.noteUnreadable(q, 1)
-				q.vh.b.log.Error("corrupt stored message dropped", "vhost", q.vh.name, "queue", q.name, "seq", seq, "err", err)
-				q.messageLog().DeleteMessage(q.id, k)
+				s.fx.notes = append(s.fx.notes, stateNote{seq: seq, err: err})
+				s.issueDelete(k)
 				l.mid--
 				r.n--
 				if seq > r.recMax {
@@ -315,15 +311,13 @@ func (r *readyList) refill(i int, l *lane) {
 				est = size
 			}
 			if m.expiresAt != 0 {
-				q.vh.anyExpiring.Store(true)
+				s.fx.expiring = true
 			}
 			e := entry{msg: m, seq: seq, stored: true, page: page}
 			if seq <= r.recAll || r.recSeen[seq] {
 				e.deliveries = 1
 				delete(r.recSeen, seq)
-				if q.log != nil && q.logReturns != nil {
-					e.deliveries += q.logReturns(k)
-				}
+				e.deliveries += s.env.envReturns(k)
 			}
 			l.head.pushBack(e)
 			l.headBytes += size
@@ -341,14 +335,13 @@ func (r *readyList) refill(i int, l *lane) {
 			l.midBytes = 0
 		}
 		if err != nil {
-			q.vh.b.log.Error("reading a queue's messages failed", "vhost", q.vh.name, "queue", q.name, "err", err)
+			s.fx.notes = append(s.fx.notes, stateNote{err: err})
 		}
 		if err == nil && l.mid > 0 && got < want && budget > 0 {
 			// The store holds fewer messages than counted (the store
 			// sees queued writes too, so they are gone): say so and
 			// count what is there.
-			r.q.vh.b.noteUnreadable(q, l.mid)
-			q.vh.b.log.Error("stored messages missing", "vhost", q.vh.name, "queue", q.name, "missing", l.mid)
+			s.fx.notes = append(s.fx.notes, stateNote{missing: l.mid})
 			r.n -= l.mid
 			r.bytes -= l.midBytes
 			l.mid, l.midBytes = 0, 0
@@ -381,7 +374,7 @@ func (r *readyList) headOf(i int) *deque {
 
 // frontLane is the lane holding the next message to deliver, -1 if none.
 func (r *readyList) frontLane() int {
-	if r.q.gated {
+	if r.s.gated {
 		for i := len(r.levels) - 1; i >= 0; i-- {
 			if r.frontReleased(&r.levels[i]) {
 				return i
@@ -449,7 +442,7 @@ func (r *readyList) popLane(i int) (entry, bool) {
 // popOldest removes the head of the lowest priority level (x-max-length drops
 // from the head; with priorities, RabbitMQ drops the lowest priority first).
 func (r *readyList) popOldest() (entry, bool) {
-	gated := r.q.gated
+	gated := r.s.gated
 	for i := range r.levels {
 		if l := &r.levels[i]; l.n() > 0 && (!gated || r.frontReleased(l)) {
 			return r.popLane(i)
@@ -463,23 +456,15 @@ func (r *readyList) popOldest() (entry, bool) {
 // else forgotten (the queue is deleted, or its messages live elsewhere now).
 func (r *readyList) clear(drop bool) []entry {
 	out := make([]entry, 0, r.mem/64+1)
-	q := r.q
 	for i := range r.levels {
 		l := &r.levels[i]
 		for l.head.n > 0 {
 			out = append(out, l.head.popFront())
 		}
 		if drop && l.mid > 0 && r.pages() {
-			left := l.mid
-			ml := q.messageLog()
-			_ = q.vh.b.store.MessageKeys(q.id, l.from, func(k uint64, _ int64) bool {
-				if ln, _, _ := splitStoreKey(k); ln != i {
-					return false
-				}
-				ml.DeleteMessage(q.id, k)
-				left--
-				return left > 0
-			})
+			// Everything of the lane stored from mid's first key on is
+			// mid or tail (whose stored records go too): one range.
+			r.s.fx.op(storeOp{kind: opDeleteRange, key: l.from, arg: laneEnd(i), count: l.mid})
 		}
 		for l.tail.n > 0 {
 			out = append(out, l.tail.popFront())
@@ -487,7 +472,7 @@ func (r *readyList) clear(drop bool) []entry {
 		*l = lane{}
 	}
 	r.addMem(-r.mem)
-	r.q.vh.b.memUsed.Add(-r.memReported)
+	r.s.fx.memDelta -= r.memReported
 	r.memReported = 0
 	r.n, r.bytes = 0, 0
 	r.recSeen = nil
@@ -501,11 +486,11 @@ func (r *readyList) clear(drop bool) []entry {
 func (r *readyList) frontReleased(l *lane) bool {
 	switch {
 	case l.head.n > 0:
-		return r.q.released(l.head.at(0))
+		return r.s.released(l.head.at(0))
 	case l.mid > 0:
 		return true
 	case l.tail.n > 0:
-		return r.q.released(l.tail.at(0))
+		return r.s.released(l.tail.at(0))
 	}
 	return false
 }

@@ -287,7 +287,8 @@ func (v *VHost) initPolicyLocked(q *Queue) {
 	}
 	q.mu.Lock()
 	q.setPolicyLocked(p)
-	q.mu.Unlock() // a new queue has nothing to dead-letter
+	q.flush()
+	q.mu.Unlock() // a new queue has nothing to dead-letter (it routes under v.mu)
 }
 
 // setPolicyLocked makes p (nil: none) x's policy. v.mu is held.

@@ -120,12 +120,15 @@ func (q *Queue) enqueueHeldLocked(h HeldPublish, now int64) {
 		go h.Done(errRefusedHeld)
 		return
 	}
+	var data []byte
+	done := h.Done
 	if e.stored {
-		q.messageLog().AppendMessage(q.id, q.storeKey(&e), encodeMessage(h.Msg, now, nil), h.Done)
+		data = encodeMessage(h.Msg, now, nil)
 	} else {
+		done = nil
 		go h.Done(nil)
 	}
-	q.cmdEnqueue(e)
+	q.cmdEnqueue(e, data, done)
 }
 
 // refuseLater is the HandBack callback of a classic queue's proxy: a
@@ -203,7 +206,7 @@ func (q *Queue) resetRemote(r Remote) {
 	if q.remote == r {
 		q.ready.clear(false)
 	}
-	q.mu.Unlock()
+	q.unlock()
 }
 
 // getRemote is basic.get on a proxy.

@@ -194,7 +194,10 @@ type Queue struct {
 	owner      any
 	args       Table
 	xa         queueArgs // parsed from args
-	a          queueArgs // in effect: xa with the policy (policy.go), under mu
+
+	// The state (qstate.go), under mu: q.a (xa with the policy), the
+	// ready list, the unacked deliveries, the next seq.
+	queueState
 
 	pol *Policy // the policy in effect (mu)
 	// batch is the Batch of the publish enqueuing right now (mu): set
@@ -206,9 +209,6 @@ type Queue struct {
 	retry    atomic.Pointer[[]time.Duration]
 
 	mu        sync.Mutex
-	nextSeq   uint64
-	ready     readyList
-	unacked   unackedSet
 	consumers []*Consumer // sorted by priority, highest first
 	// dropAbove > 0: transient messages past that many ready ones are
 	// dropped (every consumer asked for it: ConsumeOpts.DropTransientAbove).
@@ -221,9 +221,7 @@ type Queue struct {
 	expAt     int64 // when expTimer fires (ttl), 0 if not armed
 	idleTimer *time.Timer
 
-	// Work collected under mu and carried out by unlock.
-	pendingDL   []deadLetter
-	kickLimits  []*Limit
+	// Collected under mu and carried out by unlock.
 	autoDeleted bool
 
 	bindings []*binding // bindings with this queue as destination (vh.mu)
@@ -244,12 +242,7 @@ type Queue struct {
 	// message loaded from the log came back.
 	logStored  atomic.Uint64
 	logReturns func(key uint64) uint32
-	// gated is set while q leads from a CommitLog (commit.go): only
-	// messages with seqs up to releasedSeq, the committed ones, are
-	// delivered. Both under mu.
-	gated       bool
-	storedSep   bool // see logStored
-	releasedSeq uint64
+	storedSep  bool // see logStored
 	// A quorum queue's held retries (retryhold.go), while it leads.
 	heldQID   uint64
 	holds     []uint64 // hold keys, sorted: due time, then a counter
@@ -281,10 +274,10 @@ type deadLetter struct {
 func newQueue(vh *VHost, name string, id uint64, durable, exclusive, autoDelete bool, owner any, args Table, a queueArgs) *Queue {
 	q := &Queue{
 		vh: vh, name: name, id: id, durable: durable, exclusive: exclusive,
-		autoDelete: autoDelete, owner: owner, args: args, xa: a, a: a,
-		nextSeq: 1,
+		autoDelete: autoDelete, owner: owner, args: args, xa: a,
 	}
-	q.ready = newReadyList(q, a.maxPriority)
+	q.queueState = queueState{env: q, a: a, nextSeq: 1}
+	q.ready = newReadyList(&q.queueState, a.maxPriority)
 	if a.stream {
 		q.st = newStream(q, a.streamA)
 	}
@@ -326,13 +319,16 @@ func (q *Queue) Stats() (ready, unacked, consumers int) {
 
 func nowNano() int64 { return time.Now().UnixNano() }
 
-// unlock releases q.mu and then carries out the work collected under it:
-// dead-lettering, waking other queues, auto-delete.
+// unlock carries out the effects of the commands applied under q.mu: the
+// store writes first, still under it (a queue's writes reach the store in
+// the order they were issued), then releases q.mu and carries out the
+// rest: dead-lettering, waking other queues, auto-delete.
 func (q *Queue) unlock() {
-	dl := q.pendingDL
-	q.pendingDL = nil
-	kl := q.kickLimits
-	q.kickLimits = nil
+	q.flush()
+	dl := q.fx.dl
+	q.fx.dl = nil
+	kl := q.fx.kick
+	q.fx.kick = nil
 	ad := q.autoDeleted
 	q.autoDeleted = false
 	q.mu.Unlock()
@@ -362,62 +358,66 @@ func (q *Queue) Kick() {
 
 // cmdAdmit decides whether the queue takes e: false if it refuses it
 // (x-overflow reject-publish*, e dead-lettered for reject-publish-dlx).
-func (q *Queue) cmdAdmit(e entry) bool {
-	if q.full(len(e.msg.Body)) {
-		switch q.a.overflow {
+func (s *queueState) cmdAdmit(e entry) bool {
+	if s.full(len(e.msg.Body)) {
+		switch s.a.overflow {
 		case OverflowRejectPublish:
 			return false
 		case OverflowRejectPublishDLX:
 			e.stored = false // never appended
-			q.deadLetterLocked(e, "maxlen")
+			s.deadLetter(e, "maxlen")
 			return false
 		}
 	}
 	return true
 }
 
-// cmdEnqueue appends an admitted e, whose record (if it is stored) has
-// been issued to the store already: it may be paged out at once, and a
-// refill may have to read it back. drop-head then makes room by dropping
-// the oldest messages, e itself possibly.
-func (q *Queue) cmdEnqueue(e entry) {
-	q.ready.push(e)
-	q.cmdTrim()
+// cmdEnqueue appends an admitted e; data (if e is stored) is its record,
+// appended to the message log before anything else happens to e, so that
+// it may be paged out at once (a refill then reads it back). done is
+// called once it is durable. drop-head then makes room by dropping the
+// oldest messages, e itself possibly.
+func (s *queueState) cmdEnqueue(e entry, data []byte, done func(error)) {
+	if e.stored {
+		s.issueAppend(&e, data, done)
+	}
+	s.ready.push(e)
+	s.cmdTrim()
 }
 
 // cmdTrim drops the oldest messages while the queue is over its length
 // limits (x-overflow drop-head). A gated queue counts and drops only
 // committed messages (commit.go).
-func (q *Queue) cmdTrim() {
-	for q.overLimit() {
-		old, ok := q.ready.popOldest()
+func (s *queueState) cmdTrim() {
+	for s.overLimit() {
+		old, ok := s.ready.popOldest()
 		if !ok {
 			break
 		}
-		q.deadLetterLocked(old, "maxlen")
+		s.deadLetter(old, "maxlen")
 	}
 }
 
-func (q *Queue) full(size int) bool {
-	if q.a.maxLen >= 0 && int64(q.ready.n) >= q.a.maxLen {
+func (s *queueState) full(size int) bool {
+	if s.a.maxLen >= 0 && int64(s.ready.n) >= s.a.maxLen {
 		return true
 	}
-	return q.a.maxLenBytes >= 0 && q.ready.bytes+int64(size) > q.a.maxLenBytes
+	return s.a.maxLenBytes >= 0 && s.ready.bytes+int64(size) > s.a.maxLenBytes
 }
 
 // overLimit reports whether the committed ready messages (all of them
 // but for a gated queue) pass the queue's length limits.
-func (q *Queue) overLimit() bool {
-	r := &q.ready
-	return (q.a.maxLen >= 0 && int64(r.n-r.pending.n) > q.a.maxLen) ||
-		(q.a.maxLenBytes >= 0 && r.bytes-r.pending.bytes > q.a.maxLenBytes)
+func (s *queueState) overLimit() bool {
+	r := &s.ready
+	return (s.a.maxLen >= 0 && int64(r.n-r.pending.n) > s.a.maxLen) ||
+		(s.a.maxLenBytes >= 0 && r.bytes-r.pending.bytes > s.a.maxLenBytes)
 }
 
 // deadline is when e expires (unix ns), 0 if never.
-func (q *Queue) deadline(e *entry) int64 {
+func (s *queueState) deadline(e *entry) int64 {
 	var d int64
-	if q.a.messageTTL >= 0 {
-		d = e.msg.ts + q.a.messageTTL*int64(time.Millisecond)
+	if s.a.messageTTL >= 0 {
+		d = e.msg.ts + s.a.messageTTL*int64(time.Millisecond)
 	}
 	if x := e.msg.expiresAt; x != 0 && (d == 0 || x < d) {
 		d = x
@@ -426,49 +426,58 @@ func (q *Queue) deadline(e *entry) int64 {
 }
 
 // cmdExpire drops expired messages from the head.
-func (q *Queue) cmdExpire(now int64) {
-	if q.remote != nil {
+func (s *queueState) cmdExpire(now int64) {
+	if !s.env.envPages() {
 		return // the owning node expires its messages
 	}
-	if q.a.messageTTL < 0 && !q.vh.anyExpiring.Load() {
+	if s.a.messageTTL < 0 && !s.env.envExpiring() {
 		return // nothing can expire: no need to look at (or read) the head
 	}
 	for {
-		e := q.ready.peek()
+		e := s.ready.peek()
 		if e == nil {
 			return
 		}
 		// A message is expired once its deadline has passed, not at it:
 		// with a TTL of 0 it still reaches a consumer that can take it
 		// in the same publish, as in RabbitMQ.
-		if d := q.deadline(e); d == 0 || d >= now {
+		if d := s.deadline(e); d == 0 || d >= now {
 			return
 		}
-		old, _ := q.ready.pop()
-		q.deadLetterLocked(old, "expired")
+		old, _ := s.ready.pop()
+		s.deadLetter(old, "expired")
 	}
 }
 
 // cmdTake removes the next live message for delivery.
-func (q *Queue) cmdTake(now int64) (entry, bool) {
-	q.cmdExpire(now)
-	e, ok := q.ready.pop()
+func (s *queueState) cmdTake(now int64) (entry, bool) {
+	s.cmdExpire(now)
+	e, ok := s.ready.pop()
 	if ok {
 		e.deliveries++
 	}
 	return e, ok
 }
 
+// cmdDelivered records e as delivered to c (nil for basic.get) and
+// unacked until settled. A delivery that needs no ack is done with at
+// once instead (dropStored).
+func (s *queueState) cmdDelivered(e entry, c *Consumer) {
+	if c != nil {
+		c.unacked++
+	}
+	s.unacked.put(e.seq, unackedEntry{e: e, c: c})
+}
+
 // cmdSettle acknowledges seq.
-func (q *Queue) cmdSettle(seq uint64) (unackedEntry, bool) {
-	u, ok := q.unacked.take(seq)
+func (s *queueState) cmdSettle(seq uint64) (unackedEntry, bool) {
+	u, ok := s.unacked.take(seq)
 	if !ok {
 		return u, false
 	}
-	q.counters.ack.Add(1)
-	q.vh.counters.ack.Add(1)
-	q.releaseCredit(u.c)
-	q.dropStored(&u.e)
+	s.fx.acks++
+	s.releaseCredit(u.c)
+	s.dropStored(&u.e)
 	if u.e.own && !u.e.stored {
 		u.e.msg.Release() // its copying consumer is done with it
 	}
@@ -476,50 +485,52 @@ func (q *Queue) cmdSettle(seq uint64) (unackedEntry, bool) {
 }
 
 // cmdReturn puts an unacked message back (requeue) or drops it.
-func (q *Queue) cmdReturn(seq uint64, requeue bool) bool {
-	u, ok := q.unacked.take(seq)
+func (s *queueState) cmdReturn(seq uint64, requeue bool) bool {
+	u, ok := s.unacked.take(seq)
 	if !ok {
 		return false
 	}
-	q.releaseCredit(u.c)
+	s.releaseCredit(u.c)
 	switch {
 	case u.e.up != 0:
 		// Settled where the message lives (requeue or dead-letter there).
-		if q.remote != nil {
-			q.remote.Nack(u.e.up, requeue)
+		arg := uint64(0)
+		if requeue {
+			arg = 1
 		}
+		s.fx.op(storeOp{kind: opRemoteNack, key: u.e.up, arg: arg})
 	case !requeue:
-		if !q.retryLocked(u.e) { // retry.go
-			q.deadLetterLocked(u.e, "rejected")
+		if !s.env.envRetry(u.e) { // retry.go
+			s.deadLetter(u.e, "rejected")
 		}
-	case q.a.deliveryLimit >= 0 && int64(u.e.deliveries) > q.a.deliveryLimit:
-		q.deadLetterLocked(u.e, "delivery_limit")
+	case s.a.deliveryLimit >= 0 && int64(u.e.deliveries) > s.a.deliveryLimit:
+		s.deadLetter(u.e, "delivery_limit")
 	default:
-		if rl, ok := q.log.(ReturnLog); ok && u.e.stored {
-			rl.ReturnMessage(q.id, u.e.seq)
+		if u.e.stored {
+			s.fx.op(storeOp{kind: opReturn, key: u.e.seq})
 		}
-		q.ready.insert(u.e)
+		s.ready.insert(u.e)
 	}
 	return true
 }
 
 // cmdPurge drops every ready message.
-func (q *Queue) cmdPurge() int {
-	n := q.ready.n
-	all := q.ready.clear(true)
+func (s *queueState) cmdPurge() int {
+	n := s.ready.n
+	all := s.ready.clear(true)
 	for i := range all {
-		q.dropStored(&all[i])
+		s.dropStored(&all[i])
 	}
 	return n
 }
 
-func (q *Queue) releaseCredit(c *Consumer) {
+func (s *queueState) releaseCredit(c *Consumer) {
 	if c == nil {
 		return
 	}
 	c.unacked--
 	if c.limit != nil && c.limit.release(1) {
-		q.kickLimits = appendLimit(q.kickLimits, c.limit)
+		s.fx.kick = appendLimit(s.fx.kick, c.limit)
 	}
 }
 
@@ -532,18 +543,30 @@ func appendLimit(l []*Limit, x *Limit) []*Limit {
 	return append(l, x)
 }
 
-func (q *Queue) dropStored(e *entry) {
+// dropStored is done with e: its record is deleted, or the node that
+// holds it told (a proxy's delivery).
+func (s *queueState) dropStored(e *entry) {
 	if e.up != 0 {
-		if q.remote != nil {
-			q.remote.Ack(e.up)
-		}
+		s.fx.op(storeOp{kind: opRemoteAck, key: e.up})
 		e.up = 0
 	}
 	if e.stored {
-		q.messageLog().DeleteMessage(q.id, q.storeKey(e))
+		s.issueDelete(s.storeKey(e))
 		e.stored = false
 	}
 }
+
+// deadLetter drops e, dead-lettering it if the queue has a DLX.
+func (s *queueState) deadLetter(e entry, reason string) {
+	s.dropStored(&e)
+	if s.a.hasDLX {
+		s.fx.dl = append(s.fx.dl, deadLetter{msg: e.msg, reason: reason,
+			dlx: s.a.dlx, dlrk: s.a.dlrk, hasDLRK: s.a.hasDLRK})
+	}
+}
+
+// deadLetterLocked is the state's deadLetter, for Queue's callers.
+func (q *Queue) deadLetterLocked(e entry, reason string) { q.deadLetter(e, reason) }
 
 // messageLog is where q keeps its messages.
 func (q *Queue) messageLog() MessageLog {
@@ -551,15 +574,6 @@ func (q *Queue) messageLog() MessageLog {
 		return q.log
 	}
 	return q.vh.b.store
-}
-
-// deadLetterLocked drops e, dead-lettering it if the queue has a DLX.
-func (q *Queue) deadLetterLocked(e entry, reason string) {
-	q.dropStored(&e)
-	if q.a.hasDLX {
-		q.pendingDL = append(q.pendingDL, deadLetter{msg: e.msg, reason: reason,
-			dlx: q.a.dlx, dlrk: q.a.dlrk, hasDLRK: q.a.hasDLRK})
-	}
 }
 
 // --- publishing, delivery, acks ---
@@ -610,13 +624,7 @@ func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64, ba
 		m.held++
 		e.own = true
 	}
-	if e.stored {
-		// Append inside the lock so that the store sees appends and
-		// deletes of this queue in order, and before cmdEnqueue, which
-		// may page e out or drop it (then its delete follows).
-		q.messageLog().AppendMessage(q.id, q.storeKey(&e), data, done)
-	}
-	q.cmdEnqueue(e)
+	q.cmdEnqueue(e, data, done)
 	q.batch = batch
 	q.dispatchLocked(now)
 	q.batch = nil
@@ -654,8 +662,7 @@ func (q *Queue) dispatchLocked(now int64) {
 		// A sink that keeps the message pins it: the hold stays.
 		e.own = e.own && done && !e.stored
 		if !c.noAck {
-			c.unacked++
-			q.unacked.put(e.seq, unackedEntry{e: e, c: c})
+			q.cmdDelivered(e, c)
 		} else if e.own {
 			e.msg.Release()
 		}
@@ -798,7 +805,7 @@ func (q *Queue) Get(noAck bool) (Delivery, bool) {
 	if noAck {
 		q.dropStored(&e)
 	} else {
-		q.unacked.put(e.seq, unackedEntry{e: e})
+		q.cmdDelivered(e, nil)
 	}
 	d := Delivery{Queue: q, Msg: e.msg, Seq: q.toDelivery(e.seq), Redelivered: e.deliveries > 1, Remaining: q.ready.n - q.ready.pending.n}
 	q.scheduleExpiry(now)
@@ -1016,7 +1023,8 @@ func (q *Queue) markDeleted() (n int) {
 	if q.idleTimer != nil {
 		q.idleTimer.Stop()
 	}
-	q.pendingDL = nil
+	q.fx.dl = nil
+	q.flush()
 	r := q.remote
 	q.remote = nil
 	q.unlock()
