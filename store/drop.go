@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"sync/atomic"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -122,15 +123,18 @@ func release(c *batch, j *dropJob) {
 // dropChunk deletes up to dropChunk keys of j from j.next into wb and
 // reports whether none is left.
 func (b *Badger) dropChunk(j *dropJob, wb *badger.WriteBatch) (done bool, err error) {
-	j.next, done, err = deleteChunk(b.db, wb, j.prefix, j.next, nil, dropChunk)
+	j.next, done, err = deleteChunk(b.db, wb, j.prefix, j.next, nil, dropChunk, &b.stats.deletes)
 	return done, err
 }
 
 // deleteChunk deletes into wb up to limit keys with prefix from key from
 // on, below end (nil: no end). It returns the first key it left, and
 // whether there is none.
-func deleteChunk(db *badger.DB, wb *badger.WriteBatch, prefix, from, end []byte, limit int) (next []byte, done bool, err error) {
+func deleteChunk(db *badger.DB, wb *badger.WriteBatch, prefix, from, end []byte, limit int, deleted *atomic.Uint64) (next []byte, done bool, err error) {
 	n := 0
+	// Counted with the other message deletes: they are what makes an
+	// idle store reclaim its space (runGC).
+	defer func() { deleted.Add(uint64(n)) }()
 	next = from
 	err = db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/binary"
+	"sync/atomic"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -85,15 +86,15 @@ func (j *rangeJob) conflicts(ops []op) bool {
 
 // chunk deletes up to rangeChunk keys of j into wb and reports whether
 // none is left.
-func (j *rangeJob) chunk(db *badger.DB, wb *badger.WriteBatch) (done bool, err error) {
-	j.next, done, err = deleteChunk(db, wb, msgQueuePrefix(j.qid), j.next, j.end, rangeChunk)
+func (j *rangeJob) chunk(db *badger.DB, wb *badger.WriteBatch, deleted *atomic.Uint64) (done bool, err error) {
+	j.next, done, err = deleteChunk(db, wb, msgQueuePrefix(j.qid), j.next, j.end, rangeChunk, deleted)
 	return done, err
 }
 
 // finish deletes the rest of j and its tombstone into wb.
-func (j *rangeJob) finish(db *badger.DB, wb *badger.WriteBatch, marked bool) error {
+func (j *rangeJob) finish(db *badger.DB, wb *badger.WriteBatch, marked bool, deleted *atomic.Uint64) error {
 	for {
-		done, err := j.chunk(db, wb)
+		done, err := j.chunk(db, wb, deleted)
 		if err != nil {
 			return err
 		}
@@ -113,9 +114,9 @@ func (b *Badger) startRange(c *batch, i int, wb *badger.WriteBatch) error {
 	o := &c.ops[i]
 	j := newRangeJob(o.qid, o.seq, o.to)
 	if j.conflicts(c.ops[i+1:]) {
-		return j.finish(b.db, wb, false)
+		return j.finish(b.db, wb, false, &b.stats.deletes)
 	}
-	done, err := j.chunk(b.db, wb)
+	done, err := j.chunk(b.db, wb, &b.stats.deletes)
 	if err != nil || done {
 		return err
 	}
@@ -136,7 +137,7 @@ func (b *Badger) finishRangesFor(ops []op, wb *badger.WriteBatch) error {
 			kept = append(kept, j)
 			continue
 		}
-		if err := j.finish(b.db, wb, true); err != nil {
+		if err := j.finish(b.db, wb, true, &b.stats.deletes); err != nil {
 			return err
 		}
 	}
@@ -148,7 +149,7 @@ func (b *Badger) finishRangesFor(ops []op, wb *badger.WriteBatch) error {
 func (b *Badger) rangeChunks(wb *badger.WriteBatch) error {
 	kept := b.ranges[:0]
 	for _, j := range b.ranges {
-		done, err := j.chunk(b.db, wb)
+		done, err := j.chunk(b.db, wb, &b.stats.deletes)
 		if err != nil {
 			return err
 		}
@@ -208,7 +209,7 @@ func finishMarkedRanges(db *badger.DB) (int, error) {
 	for _, j := range jobs {
 		for {
 			wb := db.NewWriteBatch()
-			done, err := j.chunk(db, wb)
+			done, err := j.chunk(db, wb, new(atomic.Uint64)) // at open: nothing counts yet
 			if err == nil && done {
 				err = wb.Delete(j.mark)
 			}

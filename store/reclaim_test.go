@@ -123,3 +123,39 @@ func TestReclaimGivesDiskBack(t *testing.T) {
 		t.Fatalf("data dir %d after the drain, peak %d: not given back", after, peak)
 	}
 }
+
+// TestRangeAndDropDeletesCount: the keys a range delete (a purge) and a
+// drop (a deleted queue) remove count as message deletes, as each
+// DeleteMessage does: the count is what makes an idle store reclaim its
+// space (runGC), which never happened after a purge or a queue deletion.
+func TestRangeAndDropDeletesCount(t *testing.T) {
+	defer func(r int) { rangeChunk = r }(rangeChunk)
+	rangeChunk = 100
+	s, err := OpenBadger(t.TempDir(), BadgerOptions{GCInterval: -1, TrimInterval: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 2*dropChunk + 50 // several chunks each
+	for seq := uint64(1); seq <= n; seq++ {
+		s.AppendMessage(1, seq, []byte("x"), nil)
+		s.AppendMessage(2, seq, []byte("y"), nil)
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	s.DeleteMessages(1, 0, n+1)
+	if err := s.DropMessages(2); err != nil {
+		t.Fatal(err)
+	}
+	// A range goes a chunk per batch: later batches carry it to its end.
+	for i := 0; i < 100 && s.Stats().Deletes < 2*n; i++ {
+		s.AppendMessage(3, uint64(i+1), []byte("z"), nil)
+		if err := s.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := s.Stats().Deletes; d != 2*n {
+		t.Fatalf("%d message deletes counted, %d keys deleted", d, 2*n)
+	}
+}
