@@ -143,7 +143,7 @@ func (q *Queue) browseReady(o BrowseOpts) (BrowsePage, error) {
 	need := int(min(o.From, uint64(BrowseMaxScan))) + o.Scan
 	var parts []browsePart
 	q.mu.Lock()
-	if q.remote != nil {
+	if q.proxy() != nil {
 		q.mu.Unlock()
 		return BrowsePage{}, errorf(KindNotImplemented, "queue '%s' in vhost '%s' lives on another node: browse it there", q.name, q.vh.name)
 	}

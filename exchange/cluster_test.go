@@ -417,8 +417,14 @@ func TestBecomeLocalTakesHeldPublishes(t *testing.T) {
 	if !r.handedBack || !r.closed {
 		t.Fatalf("handed back %v, closed %v", r.handedBack, r.closed)
 	}
-	if _, err := v.Publish(&Message{RoutingKey: "qh", Body: []byte("after"), Props: Properties{DeliveryMode: 2}}, PublishOpts{Confirmer: cf, Tag: 3}); err != nil {
+	res, err := v.Publish(&Message{RoutingKey: "qh", Body: []byte("after"), Props: Properties{DeliveryMode: 2}}, PublishOpts{Confirmer: cf, Tag: 3})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if !res.Pending {
+		// Stored before Publish returned: the caller confirms it (as
+		// the front ends do), the Confirmer is not called.
+		cf.Confirm(3, res.OK)
 	}
 	for tag := uint64(1); tag <= 3; tag++ {
 		deadline := time.Now().Add(5 * time.Second)

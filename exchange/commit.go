@@ -109,17 +109,12 @@ func (p *pendingList) reset() {
 	p.head, p.n, p.bytes = 0, 0, 0
 }
 
-// released reports whether e is committed, for a gated queue.
-func (q *Queue) released(e *entry) bool { return e.seq <= q.releasedSeq }
-
 // startGateLocked makes q, becoming local with log, gate its deliveries
 // if log reports its commits; everything up to the current seq counts as
 // committed (it was read from the FSM's store).
 func (q *Queue) startGateLocked(log MessageLog) {
 	cl, ok := log.(CommitLog)
-	q.gated = ok && cl.ReportsApplied()
-	q.releasedSeq = q.nextSeq - 1
-	q.ready.pending.reset()
+	q.cmdGate(ok && cl.ReportsApplied())
 }
 
 // LogApplied tells q that its log's FSM has applied every message up to
@@ -135,25 +130,17 @@ func (q *Queue) startGateLocked(log MessageLog) {
 func (q *Queue) LogApplied(key uint64) {
 	_, seq, _ := splitStoreKey(key)
 	q.mu.Lock()
-	if !q.storedSep && !q.raiseStored(seq) {
-		q.mu.Unlock()
-		return
-	}
-	if q.log == nil || q.remote != nil || q.deleted {
+	l := q.leader()
+	if l == nil || q.deleted || (!l.storedSep && !q.raiseStored(seq)) {
 		q.mu.Unlock()
 		return
 	}
 	q.spillTails()
-	if !q.gated || seq <= q.releasedSeq {
+	if !q.cmdRelease(seq) {
 		q.unlock() // the spilled tails' writes
 		return
 	}
-	q.releasedSeq = seq
-	q.ready.pending.release(seq)
 	now := nowNano()
-	if q.a.overflow == OverflowDropHead {
-		q.cmdTrim()
-	}
 	var b Batch
 	q.batch = &b
 	q.dispatchLocked(now)
@@ -176,16 +163,17 @@ func (q *Queue) LogStored(key uint64) {
 	if !q.raiseStored(seq) || !q.mu.TryLock() {
 		return
 	}
-	if q.log != nil && q.remote == nil && !q.deleted {
+	if q.leader() != nil && !q.deleted {
 		q.spillTails()
 	}
 	q.unlock()
 }
 
 // spillTails pages out every lane's tail that passed its buffer (or any
-// tail under memory pressure), as far as canPage allows. Under q.mu.
-func (q *Queue) spillTails() {
-	r := &q.ready
+// tail under memory pressure), as far as canPage allows: what a log's
+// commits or writes let the state page now.
+func (s *queueState) spillTails() {
+	r := &s.ready
 	for i := range r.levels {
 		if l := &r.levels[i]; l.tail.n > tailMsgs || l.tailBytes > tailBytes || (l.tail.n > 0 && r.pressure()) {
 			r.spill(i, l)

@@ -657,28 +657,14 @@ func (b *Broker) recoverKeys(queues []*Queue, workers int, all bool, delivered m
 		if c.n == 0 {
 			continue
 		}
-		q, rl := r.q, &r.q.ready
-		l := &rl.levels[r.lane]
-		if l.mid == 0 || c.first < l.from {
-			l.from = c.first
-		}
-		l.mid += c.n
-		l.midBytes += c.bytes
-		rl.n += c.n
-		rl.bytes += c.bytes
-		q.nextSeq = max(q.nextSeq, c.maxSeq+1)
-		rl.recMax = max(rl.recMax, c.maxSeq)
+		r.q.cmdRestore(r.lane, c.first, c.n, c.bytes, c.maxSeq)
 		total += c.n
 	}
 	for _, q := range queues {
-		r := &q.ready
 		if all {
-			r.recAll = r.recMax
+			q.cmdFlagRestored(q.ready.recMax, nil)
 		} else {
-			r.recAll = min(upto[q.id], r.recMax)
-			if seen := delivered[q.id]; len(seen) > 0 {
-				r.recSeen = seen
-			}
+			q.cmdFlagRestored(upto[q.id], delivered[q.id])
 		}
 	}
 	return total, nil

@@ -240,14 +240,8 @@ func (q *Queue) setPolicyLocked(p *Policy) {
 		return // a stream takes no classic policy keys (expires, TTL, limits...)
 	}
 	a := p.withPolicy(q.xa, q.args)
-	old := q.a
-	// Field by field: quorum and sac are read without q.mu.
-	q.a.messageTTL, q.a.expires = a.messageTTL, a.expires
-	q.a.maxLen, q.a.maxLenBytes, q.a.overflow = a.maxLen, a.maxLenBytes, a.overflow
-	q.a.dlx, q.a.hasDLX, q.a.dlrk, q.a.hasDLRK = a.dlx, a.hasDLX, a.dlrk, a.hasDLRK
-	q.a.deliveryLimit = a.deliveryLimit
-	q.a.memLen, q.a.memBytes = a.memLen, a.memBytes
-	q.a.sched = a.sched
+	now := nowNano()
+	old := q.cmdSetArgs(a, now) // a deleted queue's state is empty
 	q.syncSchedLocked()
 	if q.deleted {
 		return
@@ -261,20 +255,15 @@ func (q *Queue) setPolicyLocked(p *Policy) {
 			q.armIdleTimer()
 		}
 	}
-	if q.remote != nil {
+	if q.proxy() != nil {
 		return // the owning node enforces limits and TTLs
 	}
-	now := nowNano()
 	if a.messageTTL != old.messageTTL {
 		if q.expTimer != nil {
 			q.expTimer.Stop()
 		}
 		q.expAt = 0
-		q.cmdExpire(now)
 		q.scheduleExpiry(now)
-	}
-	if a.overflow == OverflowDropHead {
-		q.cmdTrim()
 	}
 }
 

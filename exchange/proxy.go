@@ -22,19 +22,17 @@ func (q *Queue) BecomeProxy(r Remote) {
 		r.Close()
 		return
 	}
-	old := q.remote
+	old := q.remoteLocked()
 	var held []HeldPublish
 	if old != nil && old != r {
 		// Publishes the old proxy had not sent go to the new one.
 		held = handBack(old, r.Publish)
 	}
 	q.forgetLocked()
-	q.remote, q.log, q.window = r, nil, 0
-	q.gated = false
+	q.setRole(&proxyRole{r: r})
 	for _, h := range held {
 		r.Publish(h.Msg, h.Done)
 	}
-	q.stopHoldsLocked()
 	q.consumeRemoteLocked()
 	q.unlock()
 	if old != nil && old != r {
@@ -61,12 +59,10 @@ func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
 		q.mu.Unlock()
 		return
 	}
-	old := q.remote
+	old := q.remoteLocked()
 	q.forgetLocked()
-	q.remote, q.log, q.window = nil, log, 0
-	q.logReturns = st.Returns
-	r := &q.ready
-	r.recAll, r.recMax, r.recSeen = 0, 0, nil
+	lr := &leaderRole{ml: log, returnsOf: st.Returns, storedSep: st.StoredSeparately}
+	q.setRole(lr)
 	var maxSeq uint64
 	for _, g := range st.Groups {
 		_, s, _ := splitStoreKey(g.MaxKey)
@@ -75,7 +71,7 @@ func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
 			continue
 		}
 		ln := int(g.Top)
-		if ln >= len(r.levels) {
+		if ln >= len(q.ready.levels) {
 			q.vh.b.log.Error("replicated messages above the queue's priorities skipped", "queue", q.name, "level", ln, "messages", g.Count)
 			continue
 		}
@@ -85,17 +81,13 @@ func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
 			q.vh.b.log.Error("replicated messages missing from the store", "queue", q.name, "level", ln, "messages", g.Count)
 			continue
 		}
-		l := &r.levels[ln]
-		l.mid, l.midBytes, l.from = int(g.Count), g.Bytes, first
-		r.n += int(g.Count)
-		r.bytes += g.Bytes
+		q.cmdRestore(ln, first, int(g.Count), g.Bytes, s)
 	}
-	r.recAll, r.recMax = maxSeq, maxSeq
-	q.nextSeq = max(q.nextSeq, maxSeq+1)
+	q.cmdRestore(0, 0, 0, 0, maxSeq) // the seqs of emptied groups too
+	q.cmdFlagRestored(maxSeq, nil)
 	q.logStored.Store(q.nextSeq - 1)
-	q.storedSep = st.StoredSeparately
 	q.startGateLocked(log)
-	q.loadHoldsLocked(st.HeldQID)
+	q.loadHoldsLocked(lr, st.HeldQID)
 	now := nowNano()
 	// What the proxy had not sent yet is the first this leader takes.
 	for _, h := range handBack(old, refuseLater) {
@@ -113,8 +105,7 @@ func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
 // enqueueHeldLocked takes a publish a proxy handed back (its publish
 // was counted when the proxy took it).
 func (q *Queue) enqueueHeldLocked(h HeldPublish, now int64) {
-	e := entry{msg: h.Msg, seq: q.nextSeq}
-	q.nextSeq++
+	e := entry{msg: h.Msg, seq: q.takeSeq()}
 	e.stored = q.storesMessage(h.Msg)
 	if !q.cmdAdmit(e) {
 		go h.Done(errRefusedHeld)
@@ -132,15 +123,15 @@ func (q *Queue) enqueueHeldLocked(h HeldPublish, now int64) {
 }
 
 // refuseLater is the HandBack callback of a classic queue's proxy: a
-// publish reaches a proxy only through q.remote under q.mu, and the
-// hand-back clears q.remote in the same hold, so none comes; were one to,
+// publish reaches a proxy only through its role under q.mu, and the
+// hand-back replaces that role in the same hold, so none comes; were one to,
 // it is nacked (the publisher republishes), never lost.
 func refuseLater(_ *Message, done func(error)) { go done(errRefusedHeld) }
 
 func (q *Queue) currentRemote() Remote {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.remote
+	return q.remoteLocked()
 }
 
 // forgetLocked drops the ready and unacked messages held in memory without
@@ -148,17 +139,17 @@ func (q *Queue) currentRemote() Remote {
 // credit back; their later acks of forgotten deliveries are ignored.
 func (q *Queue) forgetLocked() {
 	q.epoch = (q.epoch + 1) & (1<<(64-epochShift) - 1)
-	q.ready.clear(false)
-	q.unacked.clear(func(u *unackedEntry) { q.releaseCredit(u.c) })
+	q.cmdForget()
 }
 
 // consumeRemoteLocked sizes the upstream consumer of a proxy to its local
 // consumers: none stops it.
 func (q *Queue) consumeRemoteLocked() {
-	r := q.remote
-	if r == nil || q.deleted {
+	p := q.proxy()
+	if p == nil || q.deleted {
 		return
 	}
+	r := p.r
 	w := 0
 	for _, c := range q.consumers {
 		if c.prefetch > 0 {
@@ -168,14 +159,14 @@ func (q *Queue) consumeRemoteLocked() {
 		}
 	}
 	w = min(w, remoteWindowMax)
-	if w == q.window {
+	if w == p.window {
 		return
 	}
-	q.window = w
+	p.window = w
 	if w == 0 {
 		r.StopConsuming()
 		// Unacked upstream, so the owner requeues them.
-		q.ready.clear(false)
+		q.cmdDropBuffered()
 		return
 	}
 	r.Consume(w, func(m *Message, tag uint64, redelivered bool) { q.pushRemote(r, m, tag, redelivered) },
@@ -185,16 +176,11 @@ func (q *Queue) consumeRemoteLocked() {
 // pushRemote takes a delivery from r's consumer into the ready list.
 func (q *Queue) pushRemote(r Remote, m *Message, tag uint64, redelivered bool) {
 	q.mu.Lock()
-	if q.remote != r || q.deleted {
+	if q.remoteLocked() != r || q.deleted {
 		q.mu.Unlock()
 		return // r is closed; its channel requeues the message
 	}
-	e := entry{msg: m, seq: q.nextSeq, up: tag}
-	q.nextSeq++
-	if redelivered {
-		e.deliveries = 1
-	}
-	q.ready.push(e)
+	q.cmdBuffer(m, tag, redelivered)
 	q.dispatchLocked(nowNano())
 	q.unlock()
 }
@@ -203,8 +189,8 @@ func (q *Queue) pushRemote(r Remote, m *Message, tag uint64, redelivered bool) {
 // upstream consumer: the owner redelivers them.
 func (q *Queue) resetRemote(r Remote) {
 	q.mu.Lock()
-	if q.remote == r {
-		q.ready.clear(false)
+	if q.remoteLocked() == r {
+		q.cmdDropBuffered()
 	}
 	q.unlock()
 }
@@ -221,14 +207,13 @@ func (q *Queue) getRemote(r Remote, noAck bool) (Delivery, bool) {
 		return Delivery{}, false
 	}
 	q.mu.Lock()
-	e := entry{msg: m, seq: q.nextSeq, up: tag, deliveries: 1}
+	e := entry{msg: m, seq: q.takeSeq(), up: tag, deliveries: 1}
 	if redelivered {
 		e.deliveries = 2
 	}
-	q.nextSeq++
 	q.countDeliver(true, noAck, e.deliveries)
 	if !noAck {
-		q.unacked.put(e.seq, unackedEntry{e: e})
+		q.cmdDelivered(e, nil)
 	}
 	d := Delivery{Queue: q, Msg: m, Seq: q.toDelivery(e.seq), Redelivered: redelivered, Remaining: remaining}
 	q.mu.Unlock()

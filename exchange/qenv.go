@@ -12,18 +12,11 @@ func (q *Queue) envPressure() bool {
 	return b.memPressure.Load() || b.memUsed.Load() > b.memBudget.Load()
 }
 
-func (q *Queue) envPages() bool { return q.remote == nil }
+func (q *Queue) envPages() bool { return q.proxy() == nil }
 
-func (q *Queue) envCanPage(seq uint64) bool {
-	return q.log == nil || seq <= q.logStored.Load()
-}
+func (q *Queue) envCanPage(seq uint64) bool { return q.role.canPage(q, seq) }
 
-func (q *Queue) envReturns(key uint64) uint32 {
-	if q.log != nil && q.logReturns != nil {
-		return q.logReturns(key)
-	}
-	return 0
-}
+func (q *Queue) envReturns(key uint64) uint32 { return q.role.returns(key) }
 
 func (q *Queue) envConsumers() int { return len(q.consumers) }
 
@@ -96,7 +89,8 @@ func (q *Queue) carryOut(o *storeOp) {
 	case opDelete:
 		q.messageLog().DeleteMessage(q.id, o.key)
 	case opDeleteRange:
-		if q.log == nil {
+		l := q.leader()
+		if l == nil {
 			q.vh.b.store.DeleteMessages(q.id, o.key, o.arg)
 			return
 		}
@@ -107,21 +101,21 @@ func (q *Queue) carryOut(o *storeOp) {
 			if k >= o.arg {
 				return false
 			}
-			q.log.DeleteMessage(q.id, k)
+			l.ml.DeleteMessage(q.id, k)
 			left--
 			return left > 0
 		})
 	case opReturn:
-		if rl, ok := q.log.(ReturnLog); ok {
+		if rl, ok := q.messageLog().(ReturnLog); ok {
 			rl.ReturnMessage(q.id, o.key)
 		}
 	case opRemoteAck:
-		if q.remote != nil {
-			q.remote.Ack(o.key)
+		if r := q.remoteLocked(); r != nil {
+			r.Ack(o.key)
 		}
 	case opRemoteNack:
-		if q.remote != nil {
-			q.remote.Nack(o.key, o.arg == 1)
+		if r := q.remoteLocked(); r != nil {
+			r.Nack(o.key, o.arg == 1)
 		}
 	}
 }

@@ -130,3 +130,122 @@ func (s *queueState) storeKey(e *entry) uint64 {
 
 // released reports whether e is committed, for a gated queue.
 func (s *queueState) released(e *entry) bool { return e.seq <= s.releasedSeq }
+
+// --- the commands by which the world outside sets the state ---
+//
+// Recovery, a switch of role (role.go), a replicated log's commits and a
+// policy change reach the state by these commands too, never by setting
+// its fields.
+
+// takeSeq gives the next seq to a message entering the state.
+func (s *queueState) takeSeq() uint64 {
+	seq := s.nextSeq
+	s.nextSeq++
+	return seq
+}
+
+// cmdRestore adds n messages of lane ln, bytes bytes, found in the store
+// from key first on, with seqs up to maxSeq: what a restart counted, or
+// what a replicated log that became local holds. None is read now: they
+// are the lane's paged-out messages (mid), read a window at a time. With
+// n 0 only maxSeq counts (ln and first are ignored).
+func (s *queueState) cmdRestore(ln int, first uint64, n int, bytes int64, maxSeq uint64) {
+	r := &s.ready
+	if n > 0 {
+		l := &r.levels[ln]
+		if l.mid == 0 || first < l.from {
+			l.from = first
+		}
+		l.mid += n
+		l.midBytes += bytes
+		r.n += n
+		r.bytes += bytes
+	}
+	s.nextSeq = max(s.nextSeq, maxSeq+1)
+	r.recMax = max(r.recMax, maxSeq)
+}
+
+// cmdFlagRestored flags the restored messages with seqs up to upto, and
+// those in seen, redelivered when they are read: whoever held them
+// before may have delivered them.
+func (s *queueState) cmdFlagRestored(upto uint64, seen map[uint64]bool) {
+	r := &s.ready
+	r.recAll = min(upto, r.recMax)
+	if len(seen) > 0 {
+		r.recSeen = seen
+	}
+}
+
+// cmdForget drops the ready and unacked messages held in memory without
+// settling them anywhere: they belong to another holder now (a switch of
+// role, proxy.go), which redelivers what was not acknowledged to it.
+// Consumers get their credit back; nothing is gated.
+func (s *queueState) cmdForget() {
+	s.ready.clear(false)
+	s.ready.recAll, s.ready.recMax = 0, 0
+	s.unacked.clear(func(u *unackedEntry) { s.releaseCredit(u.c) })
+	s.gated = false
+}
+
+// cmdGate makes every message up to the current seq committed and, if
+// gated, holds every later one back until cmdRelease commits it
+// (commit.go): the state leads from a log that reports its commits.
+func (s *queueState) cmdGate(gated bool) {
+	s.gated = gated
+	s.releasedSeq = s.nextSeq - 1
+	s.ready.pending.reset()
+}
+
+// cmdRelease commits every message up to seq, for a gated state: they may
+// be delivered, expire and count for drop-head, which drops what the
+// commit took past the limits. False if it commits nothing new.
+func (s *queueState) cmdRelease(seq uint64) bool {
+	if !s.gated || seq <= s.releasedSeq {
+		return false
+	}
+	s.releasedSeq = seq
+	s.ready.pending.release(seq)
+	if s.a.overflow == OverflowDropHead {
+		s.cmdTrim()
+	}
+	return true
+}
+
+// cmdSetArgs puts a in effect (the declared arguments with a policy) and
+// enforces what changed: expiry under a new TTL, drop-head under new
+// limits. A proxy's owner enforces them. It returns the arguments that
+// were in effect.
+func (s *queueState) cmdSetArgs(a queueArgs, now int64) queueArgs {
+	old := s.a
+	// Field by field: quorum and sac are read without the queue's lock.
+	s.a.messageTTL, s.a.expires = a.messageTTL, a.expires
+	s.a.maxLen, s.a.maxLenBytes, s.a.overflow = a.maxLen, a.maxLenBytes, a.overflow
+	s.a.dlx, s.a.hasDLX, s.a.dlrk, s.a.hasDLRK = a.dlx, a.hasDLX, a.dlrk, a.hasDLRK
+	s.a.deliveryLimit = a.deliveryLimit
+	s.a.memLen, s.a.memBytes = a.memLen, a.memBytes
+	s.a.sched = a.sched
+	if !s.env.envPages() {
+		return old
+	}
+	if a.messageTTL != old.messageTTL {
+		s.cmdExpire(now)
+	}
+	if a.overflow == OverflowDropHead {
+		s.cmdTrim()
+	}
+	return old
+}
+
+// cmdBuffer takes a message a proxy's remote consumer pushed (its tag
+// there is up) into the ready list; settling it settles it there.
+func (s *queueState) cmdBuffer(m *Message, up uint64, redelivered bool) {
+	e := entry{msg: m, seq: s.takeSeq(), up: up}
+	if redelivered {
+		e.deliveries = 1
+	}
+	s.ready.push(e)
+}
+
+// cmdDropBuffered forgets the ready messages a proxy buffered: its
+// remote consumer stopped or was lost, so the owner redelivers them.
+func (s *queueState) cmdDropBuffered() { s.ready.clear(false) }

@@ -227,34 +227,19 @@ type Queue struct {
 	bindings []*binding // bindings with this queue as destination (vh.mu)
 
 	// Clustering (cluster.go). home is the node a classic queue lives on
-	// ("" standalone); members are a quorum queue's Raft group. log holds
-	// the messages when set (a quorum queue led here), else the store.
-	// remote is set while the messages live on another node: q is then a
-	// proxy whose ready list buffers what the remote consumer pushed.
+	// ("" standalone); members are a quorum queue's Raft group.
 	home    string
 	members atomic.Pointer[[]string] // read without q.mu (a proxy's Locator runs under it)
 	seed    []string                 // the members it was declared with (they bootstrap the group)
-	log     MessageLog
-	// While log is set: every message with a seq up to logStored is in
-	// the node's store (the log's FSM wrote it), so it may be paged out;
-	// raised by LogApplied, or by LogStored if storedSep (the FSM writes
-	// behind: applied is not yet stored). logReturns says how often a
-	// message loaded from the log came back.
-	logStored  atomic.Uint64
-	logReturns func(key uint64) uint32
-	storedSep  bool // see logStored
-	// A quorum queue's held retries (retryhold.go), while it leads.
-	heldQID   uint64
-	holds     []uint64 // hold keys, sorted: due time, then a counter
-	holdCtr   uint64
-	holdTimer *time.Timer
-	remote    Remote
-	window    int    // the prefetch asked of remote's consumer
+	// role is where the messages live (role.go): the node's store, a
+	// replicated log led here, or another node. Under mu, never nil.
+	role queueRole
+	// logStored belongs to leaderRole but sits here, since the log's FSM
+	// raises it without q.mu: every message with a seq up to it is in
+	// the node's store (the FSM wrote it), so it may be paged out. Raised
+	// by LogApplied, or by LogStored if the FSM writes behind.
+	logStored atomic.Uint64
 	epoch     uint64 // bumped by every switch between local and proxy (Delivery.Seq)
-	// The owner's counts for a proxy's Status (stats.go).
-	remoteReady, remoteConsumers int
-	remoteAt                     int64
-	remoteFetching               bool
 
 	counters msgCounters // atomics, no lock
 
@@ -277,6 +262,7 @@ func newQueue(vh *VHost, name string, id uint64, durable, exclusive, autoDelete 
 		autoDelete: autoDelete, owner: owner, args: args, xa: a,
 	}
 	q.queueState = queueState{env: q, a: a, nextSeq: 1}
+	q.role = localRole{}
 	q.ready = newReadyList(&q.queueState, a.maxPriority)
 	if a.stream {
 		q.st = newStream(q, a.streamA)
@@ -569,12 +555,7 @@ func (s *queueState) deadLetter(e entry, reason string) {
 func (q *Queue) deadLetterLocked(e entry, reason string) { q.deadLetter(e, reason) }
 
 // messageLog is where q keeps its messages.
-func (q *Queue) messageLog() MessageLog {
-	if q.log != nil {
-		return q.log
-	}
-	return q.vh.b.store
-}
+func (q *Queue) messageLog() MessageLog { return q.role.log(q) }
 
 // --- publishing, delivery, acks ---
 
@@ -590,13 +571,13 @@ func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64, ba
 		q.mu.Unlock()
 		return false, false, false
 	}
-	if q.remote != nil {
+	if p := q.proxy(); p != nil {
 		q.counters.publish.Add(1)
 		wait := done != nil && q.storesMessage(m)
 		if wait {
-			q.remote.Publish(m, done)
+			p.r.Publish(m, done)
 		} else {
-			q.remote.Publish(m, func(error) {})
+			p.r.Publish(m, func(error) {})
 		}
 		q.mu.Unlock()
 		return true, wait, false
@@ -608,8 +589,7 @@ func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64, ba
 		q.mu.Unlock()
 		return true, false, false
 	}
-	e := entry{msg: m, seq: q.nextSeq}
-	q.nextSeq++
+	e := entry{msg: m, seq: q.takeSeq()}
 	if data != nil && q.storesMessage(m) {
 		e.stored = true
 	}
@@ -787,7 +767,7 @@ func (q *Queue) Get(noAck bool) (Delivery, bool) {
 		return Delivery{}, false // refused by the front ends first (CheckGet)
 	}
 	q.mu.Lock()
-	if r := q.remote; r != nil {
+	if r := q.remoteLocked(); r != nil {
 		q.mu.Unlock()
 		return q.getRemote(r, noAck)
 	}
@@ -819,7 +799,7 @@ func (q *Queue) Purge() int {
 		return 0 // refused by PurgeQueue
 	}
 	q.mu.Lock()
-	if r := q.remote; r != nil {
+	if r := q.remoteLocked(); r != nil {
 		q.mu.Unlock()
 		n, err := r.Purge()
 		if err != nil {
@@ -1001,13 +981,22 @@ func (q *Queue) touch() {
 // messages it held. Called by VHost.deleteQueue.
 func (q *Queue) markDeleted() (n int) {
 	if q.st != nil {
-		return q.st.close(true)
+		n = q.st.close(true)
+		// A follower's proxy role forwards its publishes: stop it.
+		q.mu.Lock()
+		r := q.remoteLocked()
+		q.setRole(localRole{})
+		q.mu.Unlock()
+		if r != nil {
+			r.Close()
+		}
+		return n
 	}
 	q.mu.Lock()
 	q.deleted = true
 	n = q.ready.n
-	q.ready.clear(false)
-	q.stopHoldsLocked()
+	q.cmdForget() // the store's records go with the queue (dropQueue)
+	r := q.remoteLocked()
 	for _, c := range q.consumers {
 		c.cancelled = true
 		if c.limit != nil {
@@ -1016,7 +1005,6 @@ func (q *Queue) markDeleted() (n int) {
 		c.sink.Cancelled(c)
 	}
 	q.consumers = nil
-	q.unacked.clear(func(u *unackedEntry) { q.releaseCredit(u.c) })
 	if q.expTimer != nil {
 		q.expTimer.Stop()
 	}
@@ -1025,8 +1013,7 @@ func (q *Queue) markDeleted() (n int) {
 	}
 	q.fx.dl = nil
 	q.flush()
-	r := q.remote
-	q.remote = nil
+	q.setRole(localRole{}) // stops a leader's held retries
 	q.unlock()
 	if r != nil {
 		r.Close()

@@ -87,9 +87,11 @@ func (q *Queue) retryLocked(e entry) bool {
 	}
 	h[RetryCountHeader] = n + 1
 	nm.Props.Headers = h
-	if hl, ok := q.log.(HoldLog); ok && q.heldQID != 0 {
-		q.holdRetryLocked(hl, &e, nm, delays[n]) // retryhold.go
-		return true
+	if l := q.leader(); l != nil && l.held.qid != 0 {
+		if hl, ok := l.ml.(HoldLog); ok {
+			q.holdRetryLocked(l, hl, &e, nm, delays[n]) // retryhold.go
+			return true
+		}
 	}
 	q.vh.retrier().schedule(nm, q.name, int64(delays[n]/time.Millisecond), nowNano(), nil)
 	q.dropStored(&e)

@@ -27,58 +27,52 @@ type HoldLog interface {
 // in milliseconds.
 const holdCtrBits = 22
 
-// holdRetryLocked holds the retry nm of e for delay. q.mu is held.
-func (q *Queue) holdRetryLocked(hl HoldLog, e *entry, nm *Message, delay time.Duration) {
+// holdRetryLocked holds the retry nm of e for delay in l's log. q.mu is
+// held.
+func (q *Queue) holdRetryLocked(l *leaderRole, hl HoldLog, e *entry, nm *Message, delay time.Duration) {
+	h := &l.held
 	now := nowNano()
 	due := uint64(now/int64(time.Millisecond) + delay.Milliseconds())
-	q.holdCtr++
-	key := due<<holdCtrBits | q.holdCtr&(1<<holdCtrBits-1)
+	h.ctr++
+	key := due<<holdCtrBits | h.ctr&(1<<holdCtrBits-1)
 	hl.HoldMessage(q.id, key, encodeMessage(nm, now, nil), nil)
 	q.dropStored(e)
-	i := len(q.holds)
-	for i > 0 && q.holds[i-1] > key {
+	i := len(h.keys)
+	for i > 0 && h.keys[i-1] > key {
 		i--
 	}
-	q.holds = append(q.holds, 0)
-	copy(q.holds[i+1:], q.holds[i:])
-	q.holds[i] = key
-	q.armHoldsLocked()
+	h.keys = append(h.keys, 0)
+	copy(h.keys[i+1:], h.keys[i:])
+	h.keys[i] = key
+	q.armHoldsLocked(h)
 }
 
-// loadHoldsLocked reads the held keys of a quorum queue that became local.
-func (q *Queue) loadHoldsLocked(heldQID uint64) {
-	q.stopHoldsLocked()
-	q.heldQID = heldQID
+// loadHoldsLocked reads the held keys of a quorum queue that became local
+// with leader role l.
+func (q *Queue) loadHoldsLocked(l *leaderRole, heldQID uint64) {
+	h := &l.held
+	h.stop()
+	h.qid = heldQID
 	if heldQID == 0 {
 		return
 	}
 	_ = q.vh.b.store.MessageKeys(heldQID, 0, func(k uint64, _ int64) bool {
-		q.holds = append(q.holds, k)
-		q.holdCtr = max(q.holdCtr, k&(1<<holdCtrBits-1))
+		h.keys = append(h.keys, k)
+		h.ctr = max(h.ctr, k&(1<<holdCtrBits-1))
 		return true
 	})
-	q.armHoldsLocked()
+	q.armHoldsLocked(h)
 }
 
-// stopHoldsLocked forgets the held keys (q is no longer the leader, or is
-// gone): the group keeps the messages for whoever leads next.
-func (q *Queue) stopHoldsLocked() {
-	if q.holdTimer != nil {
-		q.holdTimer.Stop()
-		q.holdTimer = nil
-	}
-	q.holds, q.heldQID = nil, 0
-}
-
-func (q *Queue) armHoldsLocked() {
-	if len(q.holds) == 0 {
+func (q *Queue) armHoldsLocked(h *heldRetries) {
+	if len(h.keys) == 0 {
 		return
 	}
-	d := time.Until(time.UnixMilli(int64(q.holds[0] >> holdCtrBits)))
-	if q.holdTimer == nil {
-		q.holdTimer = time.AfterFunc(d, q.fireHolds)
+	d := time.Until(time.UnixMilli(int64(h.keys[0] >> holdCtrBits)))
+	if h.timer == nil {
+		h.timer = time.AfterFunc(d, q.fireHolds)
 	} else {
-		q.holdTimer.Reset(d)
+		h.timer.Reset(d)
 	}
 }
 
@@ -89,18 +83,24 @@ const heldRecheck = 50 * time.Millisecond
 // fireHolds puts the due held messages back into the queue.
 func (q *Queue) fireHolds() {
 	q.mu.Lock()
-	hl, ok := q.log.(HoldLog)
-	if !ok || q.remote != nil || q.deleted || q.heldQID == 0 {
+	l := q.leader()
+	if l == nil || q.deleted || l.held.qid == 0 {
 		q.mu.Unlock()
 		return
 	}
+	hl, ok := l.ml.(HoldLog)
+	if !ok {
+		q.mu.Unlock()
+		return
+	}
+	h := &l.held
 	nowMs := uint64(time.Now().UnixMilli())
 	var due []uint64
-	for len(q.holds) > 0 && q.holds[0]>>holdCtrBits <= nowMs {
-		due = append(due, q.holds[0])
-		q.holds = q.holds[1:]
+	for len(h.keys) > 0 && h.keys[0]>>holdCtrBits <= nowMs {
+		due = append(due, h.keys[0])
+		h.keys = h.keys[1:]
 	}
-	heldQID, log := q.heldQID, q.log
+	heldQID := h.qid
 	q.mu.Unlock()
 
 	st := q.vh.b.store
@@ -133,20 +133,20 @@ func (q *Queue) fireHolds() {
 			q.vh.b.log.Debug("due retry not routed", "queue", q.name, "err", err)
 		}
 		q.mu.Lock()
-		same := q.log == log
+		same := q.role == queueRole(l)
 		q.mu.Unlock()
 		if same {
 			hl.ReleaseMessage(q.id, k)
 		}
 	}
 	q.mu.Lock()
-	if q.log == log && q.remote == nil && !q.deleted {
+	if q.role == queueRole(l) && !q.deleted {
 		// Not in the store yet: its hold is still being committed.
-		q.holds = append(later, q.holds...)
-		if len(later) > 0 && q.holdTimer != nil {
-			q.holdTimer.Reset(heldRecheck)
+		h.keys = append(later, h.keys...)
+		if len(later) > 0 && h.timer != nil {
+			h.timer.Reset(heldRecheck)
 		} else {
-			q.armHoldsLocked()
+			q.armHoldsLocked(h)
 		}
 	}
 	q.mu.Unlock()

@@ -129,17 +129,17 @@ func (q *Queue) Status() QueueStatus {
 			st.Memory += int64(len(u.e.msg.Body))
 		}
 	})
-	if r := q.remote; r != nil {
+	if p := q.proxy(); p != nil {
 		now := nowNano()
-		if now-q.remoteAt > int64(remoteCountTTL) && !q.remoteFetching {
+		if now-p.at > int64(remoteCountTTL) && !p.fetching {
 			select {
 			case remoteCounts <- struct{}{}:
-				q.remoteFetching = true
-				go q.fetchRemoteCount(r)
+				p.fetching = true
+				go q.fetchRemoteCount(p)
 			default: // enough fetches under way: a later look refreshes it
 			}
 		}
-		st.Ready, st.Consumers = q.remoteReady, q.remoteConsumers
+		st.Ready, st.Consumers = p.ready, p.consumers
 	}
 	return st
 }
@@ -151,15 +151,15 @@ const remoteCountTTL = 2 * time.Second
 // many proxies does not send a request per queue to the other nodes at once.
 var remoteCounts = make(chan struct{}, 8)
 
-func (q *Queue) fetchRemoteCount(r Remote) {
-	n, c, err := r.Count()
+func (q *Queue) fetchRemoteCount(p *proxyRole) {
+	n, c, err := p.r.Count()
 	<-remoteCounts
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.remoteFetching = false
-	q.remoteAt = nowNano()
-	if err == nil && q.remote == r {
-		q.remoteReady, q.remoteConsumers = n, c
+	p.fetching = false
+	p.at = nowNano()
+	if err == nil {
+		p.ready, p.consumers = n, c
 	}
 }
 

@@ -218,8 +218,8 @@ func (q *Queue) streamLead(ml MessageLog) {
 	// log's lock, which appends hold: the publishes the proxy had not
 	// sent are appended first, in order, and every later one after them.
 	q.mu.Lock()
-	old := q.remote
-	q.remote, q.log = nil, ml
+	old := q.remoteLocked()
+	q.setRole(&leaderRole{ml: ml})
 	st.log.mu.Lock()
 	st.log.ml = ml
 	var failed []HeldPublish
@@ -253,7 +253,7 @@ func (st *stream) enqueueLater(m *Message, done func(error)) {
 }
 
 // streamFollow is the part of BecomeProxy a stream needs: publishes are
-// forwarded to the leader (q.remote), reads stay local, the store is
+// forwarded to the leader (the queue's proxy role), reads stay local, the store is
 // watched for what the group commits.
 func (st *stream) streamFollow() {
 	st.log.enterReplicated(st.q.id, 0)
@@ -334,7 +334,7 @@ func (st *stream) forward(m *Message, done func(error)) (accepted, stored, refus
 	// Under q.mu, so that streamLead takes back what the remote holds
 	// with no publish slipping in behind.
 	q.mu.Lock()
-	r := q.remote
+	r := q.remoteLocked()
 	if r == nil {
 		q.mu.Unlock()
 		if !st.log.following() {

@@ -32,7 +32,7 @@ import (
 // it pushes waits (at most prefetch messages) until acks free local
 // credit.
 //
-// Publishes need nothing of this: the stream's proxy (q.remote) forwards
+// Publishes need nothing of this: the stream's proxy role forwards
 // them to a member, which forwards them to the leader if it is not it;
 // the confirm comes back once the leader's group committed them.
 //
