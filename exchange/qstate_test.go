@@ -98,7 +98,8 @@ func newTestState(maxPriority int) (*queueState, *stateEnv) {
 
 // TestQueueStateAlone drives a queue's state with random commands —
 // publishes of persistent and transient messages, deliveries, acks,
-// requeues, rejects, purges, memory pressure on and off — with nothing
+// requeues, rejects, purges, memory pressure on and off, kills and
+// restarts (a new state restored from the store's keys) — with nothing
 // but a map for a store, and checks it against a model after each: the
 // next delivery is the lowest ready seq (requeued ones go back to their
 // place), the counts agree, what is in memory stays bounded while the
@@ -116,7 +117,7 @@ func TestQueueStateAlone(t *testing.T) {
 			}
 			ready := map[uint64]*msg{}
 			unacked := map[uint64]*msg{}
-			confirmed := 0
+			confirmed, restarts := 0, 0
 			stored := func(seq uint64) bool { // in the state's view: stored, not settled
 				if m, ok := ready[seq]; ok {
 					return m.persistent
@@ -193,6 +194,20 @@ func TestQueueStateAlone(t *testing.T) {
 						}
 						break
 					}
+				case op < 98 && rng.Intn(4) == 0: // kill and restart
+					restarts++
+					s = restartState(v, s)
+					for seq, m := range unacked {
+						ready[seq] = m
+					}
+					clear(unacked)
+					for seq, m := range ready {
+						if !m.persistent {
+							delete(ready, seq) // transient: gone with the process
+							continue
+						}
+						m.delivered = 1 // flagged redelivered when read back
+					}
 				case op < 98:
 					if n := s.cmdPurge(); n != len(ready) {
 						t.Fatalf("step %d: purged %d, %d were ready", step, n, len(ready))
@@ -255,7 +270,41 @@ func TestQueueStateAlone(t *testing.T) {
 			if v.reads == 0 {
 				t.Fatal("never read from the store: nothing was paged")
 			}
-			t.Logf("confirmed %d, store reads %d", confirmed, v.reads)
+			if restarts == 0 {
+				t.Fatal("never restarted")
+			}
+			t.Logf("confirmed %d, store reads %d, restarts %d", confirmed, v.reads, restarts)
 		})
 	}
+}
+
+// restartState is what a kill and a restart leave of s: the records in
+// v's store, transient pages deleted, and a new state built from their
+// keys alone by the commands recovery uses (cmdRestore,
+// cmdFlagRestored), every message flagged redelivered.
+func restartState(v *stateEnv, s *queueState) *queueState {
+	v.flush() // what s issued reached the store (Queue.unlock flushes)
+	for k := range v.store {
+		if _, _, page := splitStoreKey(k); page {
+			delete(v.store, k)
+		}
+	}
+	v.mem = 0 // the gauge was the old process's
+	n := &queueState{env: v, a: s.a, nextSeq: 1}
+	n.ready = newReadyList(n, len(s.ready.levels)-1)
+	v.s = n
+	var first, maxSeq uint64
+	var bytes int64
+	keys := v.keys()
+	for i, k := range keys {
+		if i == 0 {
+			first = k
+		}
+		_, seq, _ := splitStoreKey(k)
+		maxSeq = max(maxSeq, seq)
+		bytes += int64(len(v.store[k]))
+	}
+	n.cmdRestore(0, first, len(keys), bytes, maxSeq)
+	n.cmdFlagRestored(n.ready.recMax, nil)
+	return n
 }
