@@ -2,11 +2,27 @@
 // bindings, queues, consumers, deliveries and acknowledgements.
 //
 // Guarantees:
-//   - A queue's state changes only by applying a command (enqueue, deliver,
-//     ack, reject/requeue, expire, purge, delete) to its queueState. The
-//     command application is deterministic given the same inputs (the current
-//     time is an input), so a quorum queue can apply the very same commands
-//     through a Raft log.
+//   - A queue's state changes only by applying a command to its queueState
+//     (qstate.go, queue.go): enqueue, deliver, settle, requeue, expire,
+//     trim, purge, and the commands by which the world outside sets it:
+//     restore (recovery, a log becoming local), forget (a switch of role),
+//     gate and release (a log's commits), set args (a policy), buffer (a
+//     proxy's remote deliveries). A command changes the state and records
+//     what it does outside it as ordered effects (store writes, dead
+//     letters, credit), which the Queue carries out; the state reads the
+//     store only through its env, after its queued writes are issued. The
+//     state runs alone in TestQueueStateAlone, a map for a store.
+//   - The Queue is the handle the vhost, the front ends and the API hold;
+//     where its messages live is its role (role.go): the node's store
+//     (localRole), a Raft log led here (leaderRole) or another node
+//     (proxyRole). A classic queue's and a quorum queue's leader apply the
+//     same commands; a leader's writes go to the log, so the log is the
+//     sequence of the commands' effects on the durable state as the leader
+//     applied them, and every member's FSM applies that sequence to its
+//     store (cluster/quorum). Deliveries are not logged (no per-delivery
+//     consensus round): the leader decides drop-head, expiry and
+//     dead-lettering, which depend on what it has delivered, and the log
+//     carries the outcome; a new leader redelivers what was unacked.
 //   - No protocol type crosses into this package. Front ends translate their
 //     frames into calls on VHost, Queue and Consumer, and translate *Error
 //     values back into their protocol's error.

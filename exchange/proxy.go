@@ -44,8 +44,9 @@ func (q *Queue) BecomeProxy(r Remote) {
 }
 
 // BecomeLocal makes q hold its messages here, in log, whose FSM has
-// written them to the node's store under q's keys: st says how many there
-// are per priority level. None is read now: like a classic queue after a
+// written them to the node's store under q's keys (a nil log: in the
+// node's store itself, a classic queue coming home): st says how many
+// there are per priority level. None is read now: like a classic queue after a
 // restart, each level starts as mid alone and is read a window at a time.
 // Every message already there is flagged redelivered when read (the
 // previous owner may have delivered it), with the returns st counts.
@@ -61,8 +62,13 @@ func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
 	}
 	old := q.remoteLocked()
 	q.forgetLocked()
-	lr := &leaderRole{ml: log, returnsOf: st.Returns, storedSep: st.StoredSeparately}
-	q.setRole(lr)
+	var lr *leaderRole
+	if log != nil {
+		lr = &leaderRole{ml: log, returnsOf: st.Returns, storedSep: st.StoredSeparately}
+		q.setRole(lr)
+	} else {
+		q.setRole(localRole{}) // a classic queue coming home
+	}
 	var maxSeq uint64
 	for _, g := range st.Groups {
 		_, s, _ := splitStoreKey(g.MaxKey)
@@ -87,7 +93,9 @@ func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
 	q.cmdFlagRestored(maxSeq, nil)
 	q.logStored.Store(q.nextSeq - 1)
 	q.startGateLocked(log)
-	q.loadHoldsLocked(lr, st.HeldQID)
+	if lr != nil {
+		q.loadHoldsLocked(lr, st.HeldQID)
+	}
 	now := nowNano()
 	// What the proxy had not sent yet is the first this leader takes.
 	for _, h := range handBack(old, refuseLater) {

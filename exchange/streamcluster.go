@@ -219,7 +219,11 @@ func (q *Queue) streamLead(ml MessageLog) {
 	// sent are appended first, in order, and every later one after them.
 	q.mu.Lock()
 	old := q.remoteLocked()
-	q.setRole(&leaderRole{ml: ml})
+	if ml != nil {
+		q.setRole(&leaderRole{ml: ml})
+	} else {
+		q.setRole(localRole{})
+	}
 	st.log.mu.Lock()
 	st.log.ml = ml
 	var failed []HeldPublish
