@@ -69,6 +69,13 @@ func (d *deque) release() {
 	}
 }
 
+// shrink forgets the buffer of an empty deque, whatever its size.
+func (d *deque) shrink() {
+	if d.n == 0 {
+		d.buf, d.head = nil, 0
+	}
+}
+
 // insert puts e back at its place in seq order (requeue to original position).
 func (d *deque) insert(e entry) {
 	if d.n == 0 || d.at(d.n-1).seq < e.seq {

@@ -228,6 +228,12 @@ func (r *readyList) spill(i int, l *lane) {
 			l.from = r.s.storeKey(&e)
 		}
 	}
+	// What went to the store leaves no room behind: a small buffer
+	// stays with a deque that empties (deque.release), which for a
+	// queue that pages is room it will not use soon — with 100,000
+	// queues, most of the memory their state takes.
+	l.tail.shrink()
+	l.head.shrink()
 }
 
 // pagesTransient reports whether e may be paged out without memory

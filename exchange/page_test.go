@@ -685,3 +685,34 @@ func TestPagingDropHeadUnderPressure(t *testing.T) {
 		t.Fatalf("kept %v", got)
 	}
 }
+
+// TestPagingLeavesNoRoom: a queue whose messages all went to the store
+// keeps no ring buffer for them, small ones included (an emptied deque
+// keeps a buffer of up to 64 entries otherwise, which across 100,000
+// paged queues was most of their memory).
+func TestPagingLeavesNoRoom(t *testing.T) {
+	st := newFakeStore()
+	b, v := pagedVHost(t, st, 1000)
+	q := declareQ(t, v, "q", QueueOpts{Durable: true})
+	for i := 0; i < 20; i++ {
+		publishM(t, v, persistent("", "q", body(i)), PublishOpts{})
+	}
+	room := func() int {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		l := &q.ready.levels[0]
+		return cap(l.head.buf) + cap(l.tail.buf)
+	}
+	if room() == 0 {
+		t.Fatal("nothing in memory before pressure")
+	}
+	b.SetMemoryPressure(true)
+	publishM(t, v, persistent("", "q", body(20)), PublishOpts{})
+	if n := room(); n != 0 {
+		t.Fatalf("every message paged out, room kept for %d entries", n)
+	}
+	b.SetMemoryPressure(false)
+	if got := getBodies(q); len(got) != 21 || got[0] != body(0) || got[20] != body(20) {
+		t.Fatalf("drained %d", len(got))
+	}
+}
