@@ -604,6 +604,54 @@ func (q *Queue) keyRanges(parts int) []keyRange {
 	return out
 }
 
+// smallQueueKeys is how many keys a queue may have to be counted in one
+// pass at start (countSmall) rather than planned and split.
+var smallQueueKeys = 4096 // a variable for tests
+
+// countSmall counts q's stored messages per lane in one pass over its
+// keys, deleting pages of transient messages, if it has at most limit
+// keys; ok is false, and nothing is deleted, if it has more. A restart
+// with many small queues then opens one iterator a queue instead of
+// three (keyRanges' seeks, then the count).
+func (q *Queue) countSmall(limit int) (lanes []keyCount, ok bool, err error) {
+	st := q.vh.b.store
+	lanes = make([]keyCount, len(q.ready.levels))
+	var pages []uint64
+	seen := 0
+	ok = true
+	err = st.MessageKeys(q.id, 0, func(k uint64, size int64) bool {
+		if seen++; seen > limit {
+			ok = false
+			return false
+		}
+		ln, seq, page := splitStoreKey(k)
+		if ln >= len(lanes) {
+			q.vh.b.log.Error("stored messages of an unknown priority skipped", "vhost", q.vh.name,
+				"queue", q.name, "lane", ln, "levels", len(lanes), "seq", seq)
+			return false
+		}
+		if page {
+			pages = append(pages, k)
+			return true
+		}
+		c := &lanes[ln]
+		if c.n == 0 {
+			c.first = k
+		}
+		c.n++
+		c.bytes += size
+		c.maxSeq = max(c.maxSeq, seq)
+		return true
+	})
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	for _, k := range pages {
+		st.DeleteMessage(q.id, k)
+	}
+	return lanes, true, nil
+}
+
 // count counts the keys of r, deleting pages of transient messages.
 func (r keyRange) count() (keyCount, error) {
 	var c keyCount
@@ -640,13 +688,34 @@ func (r keyRange) count() (keyCount, error) {
 // a clean shutdown), else those in delivered[q.id] and those up to
 // upto[q.id]. It returns the number of messages.
 func (b *Broker) recoverKeys(queues []*Queue, workers int, all bool, delivered map[uint64]map[uint64]bool, upto map[uint64]uint64) (int, error) {
-	// Plan (a few seeks a queue), then count, both in parallel.
+	// A small queue is counted in one pass; a big one is planned (a few
+	// seeks) and its big lanes counted in parallel ranges. Queues are
+	// counted or planned in parallel.
 	plans := make([][]keyRange, len(queues))
+	small := make([][]keyCount, len(queues))
+	serrs := make([]error, len(queues))
 	parallel(workers, len(queues), func(i int) {
-		if !queues[i].xa.quorum { // a quorum queue's messages live in its Raft group
-			plans[i] = queues[i].keyRanges(workers)
+		q := queues[i]
+		if q.xa.quorum { // a quorum queue's messages live in its Raft group
+			return
+		}
+		var ok bool
+		if small[i], ok, serrs[i] = q.countSmall(smallQueueKeys); !ok && serrs[i] == nil {
+			plans[i] = q.keyRanges(workers)
 		}
 	})
+	total := 0
+	for i, lanes := range small {
+		if serrs[i] != nil {
+			return total, serrs[i]
+		}
+		for ln, c := range lanes {
+			if c.n > 0 {
+				queues[i].cmdRestore(ln, c.first, c.n, c.bytes, c.maxSeq)
+				total += c.n
+			}
+		}
+	}
 	var ranges []keyRange
 	for _, p := range plans {
 		ranges = append(ranges, p...)
@@ -654,7 +723,6 @@ func (b *Broker) recoverKeys(queues []*Queue, workers int, all bool, delivered m
 	counts := make([]keyCount, len(ranges))
 	errs := make([]error, len(ranges))
 	parallel(workers, len(ranges), func(i int) { counts[i], errs[i] = ranges[i].count() })
-	total := 0
 	for i, r := range ranges {
 		if errs[i] != nil {
 			return total, errs[i]

@@ -567,12 +567,25 @@ func TestPagingCorruptRecord(t *testing.T) {
 }
 
 // TestPagingRecoverySplitsBigLanes: recovery counts a big lane in parallel
-// ranges (forced here with a small split span), priorities and transient
-// pages included, and gets every count and the order right.
+// ranges (forced here with a small split span and a small limit for the
+// one-pass count), priorities and transient pages included, and gets
+// every count and the order right; so does the one-pass count of a small
+// queue (countSmall), which "one pass" makes of both queues.
 func TestPagingRecoverySplitsBigLanes(t *testing.T) {
-	old := splitSpan
-	splitSpan = 64
-	defer func() { splitSpan = old }()
+	for _, c := range []struct {
+		name  string
+		small int
+	}{{"split", 100}, {"one pass", 1 << 20}} {
+		t.Run(c.name, func(t *testing.T) {
+			oldSpan, oldSmall := splitSpan, smallQueueKeys
+			splitSpan, smallQueueKeys = 64, c.small
+			defer func() { splitSpan, smallQueueKeys = oldSpan, oldSmall }()
+			testRecoveryCounts(t)
+		})
+	}
+}
+
+func testRecoveryCounts(t *testing.T) {
 	st := newFakeStore()
 	_, v := pagedVHost(t, st, 8)
 	declareQ(t, v, "pq", QueueOpts{Durable: true, Args: Table{"x-max-priority": int32(2)}})
