@@ -625,22 +625,15 @@ func (q *Queue) countSmall(limit int) (lanes []keyCount, ok bool, err error) {
 			return false
 		}
 		ln, seq, page := splitStoreKey(k)
-		if ln >= len(lanes) {
-			q.vh.b.log.Error("stored messages of an unknown priority skipped", "vhost", q.vh.name,
-				"queue", q.name, "lane", ln, "levels", len(lanes), "seq", seq)
+		switch {
+		case ln >= len(lanes):
+			q.unknownLane(ln, seq)
 			return false
-		}
-		if page {
+		case page:
 			pages = append(pages, k)
-			return true
+		default:
+			lanes[ln].add(k, seq, size)
 		}
-		c := &lanes[ln]
-		if c.n == 0 {
-			c.first = k
-		}
-		c.n++
-		c.bytes += size
-		c.maxSeq = max(c.maxSeq, seq)
 		return true
 	})
 	if err != nil || !ok {
@@ -661,26 +654,36 @@ func (r keyRange) count() (keyCount, error) {
 			return false
 		}
 		ln, seq, page := splitStoreKey(k)
-		if ln != r.lane {
+		switch {
+		case ln != r.lane:
 			if ln >= len(r.q.ready.levels) {
-				r.q.vh.b.log.Error("stored messages of an unknown priority skipped", "vhost", r.q.vh.name,
-					"queue", r.q.name, "lane", ln, "levels", len(r.q.ready.levels), "seq", seq)
+				r.q.unknownLane(ln, seq)
 			}
 			return false
-		}
-		if page {
+		case page:
 			st.DeleteMessage(r.q.id, k)
-			return true
+		default:
+			c.add(k, seq, size)
 		}
-		if c.n == 0 {
-			c.first = k
-		}
-		c.n++
-		c.bytes += size
-		c.maxSeq = max(c.maxSeq, seq)
 		return true
 	})
 	return c, err
+}
+
+// add counts the message with key k, seq seq and a record of size bytes.
+func (c *keyCount) add(k, seq uint64, size int64) {
+	if c.n == 0 {
+		c.first = k
+	}
+	c.n++
+	c.bytes += size
+	c.maxSeq = max(c.maxSeq, seq)
+}
+
+// unknownLane reports stored messages in a lane above q's priorities.
+func (q *Queue) unknownLane(ln int, seq uint64) {
+	q.vh.b.log.Error("stored messages of an unknown priority skipped", "vhost", q.vh.name,
+		"queue", q.name, "lane", ln, "levels", len(q.ready.levels), "seq", seq)
 }
 
 // recoverKeys counts the stored messages of queues at start, with up to
