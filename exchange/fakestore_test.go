@@ -26,6 +26,7 @@ type fakeStore struct {
 	wg       sync.WaitGroup
 	reads    int // messages returned by ReadMessages
 	readOps  int // calls of ReadMessages
+	keyOps   int // calls of MessageKeys
 }
 
 var _ Store = (*fakeStore)(nil)
@@ -156,6 +157,9 @@ func (s *fakeStore) ReadMessages(qid, from uint64, fn func(seq uint64, data []by
 }
 
 func (s *fakeStore) MessageKeys(qid, from uint64, fn func(seq uint64, size int64) bool) error {
+	s.mu.Lock()
+	s.keyOps++
+	s.mu.Unlock()
 	seqs, data := s.snapshot(qid, from)
 	for i, q := range seqs {
 		if !fn(q, int64(len(data[i]))) {

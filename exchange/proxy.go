@@ -62,13 +62,7 @@ func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
 	}
 	old := q.remoteLocked()
 	q.forgetLocked()
-	var lr *leaderRole
-	if log != nil {
-		lr = &leaderRole{ml: log, returnsOf: st.Returns, storedSep: st.StoredSeparately}
-		q.setRole(lr)
-	} else {
-		q.setRole(localRole{}) // a classic queue coming home
-	}
+	q.setRole(leadRole(log, st))
 	var maxSeq uint64
 	for _, g := range st.Groups {
 		_, s, _ := splitStoreKey(g.MaxKey)
@@ -89,11 +83,11 @@ func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
 		}
 		q.cmdRestore(ln, first, int(g.Count), g.Bytes, s)
 	}
-	q.cmdRestore(0, 0, 0, 0, maxSeq) // the seqs of emptied groups too
+	q.cmdSeqsUsed(maxSeq) // the seqs of emptied groups too
 	q.cmdFlagRestored(maxSeq, nil)
 	q.logStored.Store(q.nextSeq - 1)
 	q.startGateLocked(log)
-	if lr != nil {
+	if lr := q.leader(); lr != nil {
 		q.loadHoldsLocked(lr, st.HeldQID)
 	}
 	now := nowNano()

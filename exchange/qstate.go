@@ -147,22 +147,25 @@ func (s *queueState) takeSeq() uint64 {
 // cmdRestore adds n messages of lane ln, bytes bytes, found in the store
 // from key first on, with seqs up to maxSeq: what a restart counted, or
 // what a replicated log that became local holds. None is read now: they
-// are the lane's paged-out messages (mid), read a window at a time. With
-// n 0 only maxSeq counts (ln and first are ignored).
+// are the lane's paged-out messages (mid), read a window at a time.
 func (s *queueState) cmdRestore(ln int, first uint64, n int, bytes int64, maxSeq uint64) {
 	r := &s.ready
-	if n > 0 {
-		l := &r.levels[ln]
-		if l.mid == 0 || first < l.from {
-			l.from = first
-		}
-		l.mid += n
-		l.midBytes += bytes
-		r.n += n
-		r.bytes += bytes
+	l := &r.levels[ln]
+	if l.mid == 0 || first < l.from {
+		l.from = first
 	}
+	l.mid += n
+	l.midBytes += bytes
+	r.n += n
+	r.bytes += bytes
+	s.cmdSeqsUsed(maxSeq)
+}
+
+// cmdSeqsUsed records that the seqs up to maxSeq were given before: a
+// restored message's, or one of a log's emptied groups.
+func (s *queueState) cmdSeqsUsed(maxSeq uint64) {
 	s.nextSeq = max(s.nextSeq, maxSeq+1)
-	r.recMax = max(r.recMax, maxSeq)
+	s.ready.recMax = max(s.ready.recMax, maxSeq)
 }
 
 // cmdFlagRestored flags the restored messages with seqs up to upto, and

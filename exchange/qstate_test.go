@@ -304,7 +304,9 @@ func restartState(v *stateEnv, s *queueState) *queueState {
 		maxSeq = max(maxSeq, seq)
 		bytes += int64(len(v.store[k]))
 	}
-	n.cmdRestore(0, first, len(keys), bytes, maxSeq)
+	if len(keys) > 0 {
+		n.cmdRestore(0, first, len(keys), bytes, maxSeq)
+	}
 	n.cmdFlagRestored(n.ready.recMax, nil)
 	return n
 }

@@ -109,6 +109,16 @@ func (*proxyRole) canPage(*Queue, uint64) bool { return false }
 func (*proxyRole) returns(uint64) uint32       { return 0 }
 func (*proxyRole) leave()                      {}
 
+// leadRole is the role of a queue whose messages are in ml, a replicated
+// log it leads (st says what the log knows of them), or in the node's
+// store when ml is nil.
+func leadRole(ml MessageLog, st LogState) queueRole {
+	if ml == nil {
+		return localRole{}
+	}
+	return &leaderRole{ml: ml, returnsOf: st.Returns, storedSep: st.StoredSeparately}
+}
+
 // proxy is q's proxy role, nil unless its messages live on another node.
 // Under q.mu.
 func (q *Queue) proxy() *proxyRole {

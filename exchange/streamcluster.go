@@ -219,11 +219,7 @@ func (q *Queue) streamLead(ml MessageLog) {
 	// sent are appended first, in order, and every later one after them.
 	q.mu.Lock()
 	old := q.remoteLocked()
-	if ml != nil {
-		q.setRole(&leaderRole{ml: ml})
-	} else {
-		q.setRole(localRole{})
-	}
+	q.setRole(leadRole(ml, LogState{}))
 	st.log.mu.Lock()
 	st.log.ml = ml
 	var failed []HeldPublish
