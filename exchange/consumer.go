@@ -141,6 +141,8 @@ type Consumer struct {
 	dropAbove int
 	// copier is sink if it is a CopyingSink (reuse.go), else nil.
 	copier CopyingSink
+	// settler: sink is a SettlingSink (reuse.go) and this consumer acks.
+	settler bool
 
 	// Guarded by q.mu.
 	unacked   int

@@ -640,7 +640,7 @@ func (q *Queue) dispatchLocked(now int64) {
 			more = c.sink.Deliver(d)
 		}
 		// A sink that keeps the message pins it: the hold stays.
-		e.own = e.own && done && !e.stored
+		e.own = e.own && (done || c.settler) && !e.stored
 		if !c.noAck {
 			q.cmdDelivered(e, c)
 		} else if e.own {
@@ -836,6 +836,8 @@ func (q *Queue) addConsumer(o ConsumeOpts) (*Consumer, error) {
 	c := &Consumer{q: q, tag: o.Tag, noAck: o.NoAck, excl: o.Exclusive, priority: o.Priority,
 		prefetch: o.Prefetch, limit: o.Limit, sink: o.Sink, dropAbove: o.DropTransientAbove}
 	c.copier, _ = o.Sink.(CopyingSink)
+	_, c.settler = o.Sink.(SettlingSink)
+	c.settler = c.settler && !c.noAck
 	// Keep consumers sorted by priority, highest first, stable.
 	i := sort.Search(len(q.consumers), func(i int) bool { return q.consumers[i].priority < c.priority })
 	q.consumers = append(q.consumers, nil)

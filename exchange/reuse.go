@@ -6,7 +6,8 @@ package exchange
 // the steady state. The core counts the message's holders only where it
 // can know all of them: a message the front end marked reusable (Reuse)
 // that local classic queues keep in memory only (not stored, not paged
-// out) and that CopyingSinks consume, with auto-ack or with a plain ack.
+// out) and that CopyingSinks consume, with auto-ack or with a plain ack,
+// or SettlingSinks with a plain ack.
 // Every other path (a store, a proxy, a stream, a delayed exchange,
 // dead-lettering, retries, basic.get, browsing, a sink that keeps the
 // message) leaves the hold it took in place, and the message is left to
@@ -38,6 +39,20 @@ type CopyingSink interface {
 	// DeliverCopy is Deliver (ok is its result); done reports that the
 	// sink keeps nothing of d.Msg.
 	DeliverCopy(d Delivery) (ok, done bool)
+}
+
+// A SettlingSink is a Sink that keeps a delivery's message, when it
+// consumes with acks, only until it settles the delivery: it acks (or
+// rejects) it only once it has written what it needs and keeps no
+// reference to the message, its body, its encodings or its properties'
+// tables. A queue lets go of a reusable message delivered to it when the
+// delivery is acked (MQTT: a QoS 0 delivery is acked after the flush that
+// wrote it). A consumer without acks gets no such release: its sink is
+// taken to keep the message.
+type SettlingSink interface {
+	Sink
+	// SettlesWhenDone marks the type; it is never called.
+	SettlesWhenDone()
 }
 
 // Reuse marks m, which the caller is about to publish, as one r takes back

@@ -217,12 +217,23 @@ func (c *conn) readConnect() error {
 // errClientDisconnect after a DISCONNECT, else the read or protocol error
 // (the client was told, as its version allows).
 func (c *conn) readPacket() error {
-	pk, raw, err := wire.ReadRaw(c.br, c.version, c.s.cfg.MaxPacketSize)
+	h, err := wire.ReadHeader(c.br, c.s.cfg.MaxPacketSize)
+	if err != nil {
+		return c.readFailed(err)
+	}
+	var buf []byte
+	sm := pooledPublish(h)
+	if sm != nil {
+		buf = sm.buf
+	} else {
+		buf = make([]byte, 0, 5+h.Remaining)
+	}
+	pk, raw, err := wire.ReadBody(c.br, h, c.version, buf)
 	if err != nil {
 		return c.readFailed(err)
 	}
 	c.recvBytes.Add(uint64(pk.FixedHeader.Remaining + 2))
-	if err := c.handle(&pk, raw); err != nil {
+	if err := c.handle(&pk, raw, sm); err != nil {
 		if !errors.Is(err, errClientDisconnect) {
 			c.serverDisconnect(reasonOf(err))
 		}
@@ -259,11 +270,12 @@ func offStack(fn func() error) error {
 	return <-done
 }
 
-// handle acts on pk; raw is the whole packet as it came (wire.ReadRaw).
-func (c *conn) handle(pk *packets.Packet, raw []byte) error {
+// handle acts on pk; raw is the whole packet as it came (wire.ReadRaw),
+// in sm's buffer if sm is not nil (pooledPublish).
+func (c *conn) handle(pk *packets.Packet, raw []byte, sm *sharedMsg) error {
 	switch pk.FixedHeader.Type {
 	case packets.Publish:
-		return c.handlePublish(pk, raw)
+		return c.handlePublish(pk, raw, sm)
 	case packets.Puback:
 		c.handlePuback(pk.PacketID, pk.ReasonCode)
 	case packets.Pubrec:

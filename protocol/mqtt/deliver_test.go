@@ -102,50 +102,94 @@ func TestSharedPublishConcurrent(t *testing.T) {
 	}
 }
 
-// TestToMessageShared: an MQTT 3 QoS 0 PUBLISH as it came, retain flag
-// and an over-long remaining length included, becomes the message's
-// encoding for MQTT 3 subscribers: what AppendPublishHeader gives for a
-// delivery, the body aliasing it. QoS 1 and MQTT 5 publishes get none.
+// TestToMessageShared: a QoS 0 PUBLISH as it came, retain flag and an
+// over-long remaining length included, becomes the message's encoding
+// for subscribers of its protocol version: for MQTT 3 what
+// AppendPublishHeader gives for a delivery, for MQTT 5 (no properties)
+// what the writer's own encoding gives; the body aliases it. QoS 1 and
+// MQTT 5 publishes with properties get none. Each case is read both ways
+// readPacket reads: into a buffer of its own (wire.ReadRaw) and into a
+// pooled message's (pooledPublish: an unretained QoS 0 PUBLISH), which
+// becomes the message only if the packet is its encoding.
 func TestToMessageShared(t *testing.T) {
 	payload := []byte("0123456789")
 	want := append(wire.AppendPublishHeader(nil, "a/b", 0, false, false, 0, len(payload)), payload...)
 	// The same at MQTT 5: no properties (length 0) after the topic.
 	v5 := append([]byte{0x30, byte(len(want) - 1)}, want[2:7]...)
 	v5 = append(append(v5, 0), payload...)
+	// With a content type property (3, "a").
+	v5props := append([]byte{0x30, byte(len(want) + 3)}, want[2:7]...)
+	v5props = append(append(v5props, 4, 3, 0, 1, 'a'), payload...)
 	long := append([]byte{0x31, 0x80 | byte(len(want)-2), 0x00}, want[2:]...) // retain, length in two bytes
 	cases := []struct {
 		name    string
 		version byte
 		in      []byte
-		shared  bool
+		shared  []byte
+		pooled  bool
 	}{
-		{"v4 qos0 retain", 4, append([]byte{0x31}, want[1:]...), true},
-		{"v3 qos0", 3, want, true},
-		{"v4 qos0 long length", 4, long, true},
-		{"v4 qos1", 4, append(wire.AppendPublishHeader(nil, "a/b", 1, false, false, 7, len(payload)), payload...), false},
-		{"v5 qos0", 5, v5, false},
+		{"v4 qos0 retain", 4, append([]byte{0x31}, want[1:]...), want, false},
+		{"v3 qos0", 3, want, want, true},
+		{"v4 qos0 long length", 4, long, want, false},
+		{"v4 qos0 long length no retain", 4, append([]byte{0x30}, long[1:]...), want, true},
+		{"v4 qos1", 4, append(wire.AppendPublishHeader(nil, "a/b", 1, false, false, 7, len(payload)), payload...), nil, false},
+		{"v5 qos0", 5, v5, v5, true},
+		{"v5 qos0 properties", 5, v5props, nil, true},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			pk, raw, err := wire.ReadRaw(bufio.NewReader(bytes.NewReader(tc.in)), tc.version, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := &conn{version: tc.version}
-			m := c.toMessage(&pk, raw, "amq.topic", c.routingKey(pk.TopicName))
-			if string(m.Body) != string(payload) || m.RoutingKey != "a.b" {
-				t.Fatalf("message %q %q", m.RoutingKey, m.Body)
-			}
-			got := m.Encoding(encKey(false, 0, false))
-			if !tc.shared {
-				if got != nil {
-					t.Fatalf("encoding %x cached", got)
+		for _, pool := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s pool=%v", tc.name, pool), func(t *testing.T) {
+				r := bufio.NewReader(bytes.NewReader(tc.in))
+				var (
+					pk  wire.Packet
+					raw []byte
+					sm  *sharedMsg
+					err error
+				)
+				if pool {
+					h, herr := wire.ReadHeader(r, 0)
+					if herr != nil {
+						t.Fatal(herr)
+					}
+					if sm = pooledPublish(h); (sm != nil) != tc.pooled {
+						t.Fatalf("pooled %v, want %v", sm != nil, tc.pooled)
+					}
+					var buf []byte
+					if sm != nil {
+						buf = sm.buf
+					}
+					pk, raw, err = wire.ReadBody(r, h, tc.version, buf)
+				} else {
+					pk, raw, err = wire.ReadRaw(r, tc.version, 0)
 				}
-				return
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("got  %x\nwant %x", got, want)
-			}
-		})
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := &conn{version: tc.version}
+				m := c.toMessage(&pk, raw, sm, "amq.topic", c.routingKey(pk.TopicName))
+				if string(m.Body) != string(payload) || m.RoutingKey != "a.b" {
+					t.Fatalf("message %q %q", m.RoutingKey, m.Body)
+				}
+				if reused := sm != nil && m == &sm.m; reused != (tc.pooled && pool && tc.shared != nil) {
+					t.Fatalf("message reused %v", reused)
+				}
+				got := m.Encoding(encKey(tc.version == 5, 0, false))
+				if tc.shared == nil {
+					if got != nil {
+						t.Fatalf("encoding %x cached", got)
+					}
+					return
+				}
+				if !bytes.Equal(got, tc.shared) {
+					t.Fatalf("got  %x\nwant %x", got, tc.shared)
+				}
+				if tc.version == 5 {
+					w := &packetWriter{c: c}
+					if enc := w.encodeShared5(m, "a/b", 0, false, 0); !bytes.Equal(enc, got) {
+						t.Fatalf("the writer encodes %x, the packet was %x", enc, got)
+					}
+				}
+			})
+		}
 	}
 }

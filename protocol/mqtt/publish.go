@@ -2,6 +2,8 @@ package mqtt
 
 import (
 	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/mochi-mqtt/server/v2/packets"
 
@@ -20,8 +22,13 @@ type pendingAck struct {
 }
 
 // handlePublish routes an inbound PUBLISH into the core; raw is the
-// packet as it came (wire.ReadRaw), nil if not at hand.
-func (c *conn) handlePublish(pk *packets.Packet, raw []byte) error {
+// packet as it came (wire.ReadRaw), nil if not at hand. The packet's
+// strings alias raw's buffer, which is reused when the publish becomes a
+// pooled message: nothing that outlives the message may keep them (the
+// topic's owned copy is c.pubTopic).
+// sm, if not nil, is the pooled message whose buffer raw is (readPacket):
+// the publish may become that message, else sm is dropped.
+func (c *conn) handlePublish(pk *packets.Packet, raw []byte, sm *sharedMsg) error {
 	c.recvPublish.Add(1)
 	if err := c.admitPublish(pk); err != nil {
 		return err
@@ -45,7 +52,7 @@ func (c *conn) handlePublish(pk *packets.Packet, raw []byte) error {
 				if c.aliasIn == nil {
 					c.aliasIn = map[uint16]string{}
 				}
-				c.aliasIn[a] = pk.TopicName
+				c.aliasIn[a] = strings.Clone(pk.TopicName)
 			} else if t, ok := c.aliasIn[a]; ok {
 				pk.TopicName = t
 			} else {
@@ -55,10 +62,12 @@ func (c *conn) handlePublish(pk *packets.Packet, raw []byte) error {
 	} else if qos > 0 && pk.PacketID == 0 {
 		return errProto(codeProtocolError, "PUBLISH without packet id")
 	}
-	topic := pk.TopicName
-	if !wire.ValidTopic(topic) {
+	if !wire.ValidTopic(pk.TopicName) {
 		return errProto(codeTopicNameInvalid, "invalid topic name")
 	}
+	key := c.routingKey(pk.TopicName)
+	topic := c.pubTopic // not the packet's: see above
+	pk.TopicName = topic
 	ackType := packets.Puback
 	if qos == 2 {
 		ackType = packets.Pubrec
@@ -95,7 +104,7 @@ func (c *conn) handlePublish(pk *packets.Packet, raw []byte) error {
 			return c.refusePublish(pk, ackType, codeUnspecified, err)
 		}
 	}
-	m := c.toMessage(pk, raw, ex, c.routingKey(topic))
+	m := c.toMessage(pk, raw, sm, ex, key)
 	var opts exchange.PublishOpts
 	var tag uint64
 	if qos > 0 {
@@ -104,6 +113,9 @@ func (c *conn) handlePublish(pk *packets.Packet, raw []byte) error {
 	}
 	res, err := c.vh.Publish(m, opts)
 	if qos == 0 {
+		if res.Solo {
+			m.Release() // not touched after this
+		}
 		return nil
 	}
 	switch {
@@ -135,39 +147,88 @@ func (c *conn) refusePublish(pk *packets.Packet, ackType, code byte, err error) 
 }
 
 // routingKey maps topic to its routing key, remembering the last one
-// (reader goroutine only).
+// (reader goroutine only). Both are copies that own their bytes: topic
+// may alias a packet buffer that is reused.
 func (c *conn) routingKey(topic string) string {
 	if topic != c.pubTopic || c.pubKey == "" {
-		c.pubTopic, c.pubKey = topic, wire.TopicToKey(topic)
+		c.pubTopic = strings.Clone(topic)
+		c.pubKey = wire.TopicToKey(c.pubTopic)
 	}
 	return c.pubKey
 }
 
-// sharedMsg is a message published by an MQTT 3 client at QoS 0 and its
-// encoding for MQTT 3 subscribers, in one allocation.
+// sharedMsg is a message published at QoS 0 without the retain flag, the
+// packet it came in (its body aliases it) and that packet as the encoding
+// every subscriber of the same protocol version gets, in one allocation
+// that is reused: it comes from sharedPools and goes back once the core
+// is done with the message (exchange.Message.Reuse).
 type sharedMsg struct {
-	m   exchange.Message
-	enc exchange.Encoding
+	m    exchange.Message
+	enc  exchange.Encoding
+	buf  []byte
+	pool *sync.Pool
+}
+
+// Recycle implements exchange.Recycler.
+func (sm *sharedMsg) Recycle(*exchange.Message) {
+	sm.enc = exchange.Encoding{}
+	sm.pool.Put(sm)
+}
+
+// Size classes of sharedMsg buffers: a whole PUBLISH packet of up to
+// 64 << i bytes.
+const sharedClasses = 5 // 64 B … 1 KiB
+
+var sharedPools [sharedClasses]sync.Pool
+
+// pooledPublish returns a pooled message with a buffer for the PUBLISH
+// whose fixed header is h, if it can become one: QoS 0, no retain flag,
+// at most 1 KiB. Else nil, and the packet is read into a buffer of its
+// own.
+func pooledPublish(h wire.Header) *sharedMsg {
+	if h.First>>4 != packets.Publish || h.First&0x07 != 0 { // QoS 0, not retained
+		return nil
+	}
+	n := h.Remaining + 5
+	for i := range sharedClasses {
+		if size := 64 << i; n <= size {
+			p := &sharedPools[i]
+			if sm, _ := p.Get().(*sharedMsg); sm != nil {
+				return sm
+			}
+			return &sharedMsg{buf: make([]byte, 0, size), pool: p}
+		}
+	}
+	return nil
 }
 
 // toMessage maps a PUBLISH onto a core message with routing key key.
-// raw, if not nil, is the packet as it came (wire.ReadRaw): from an MQTT 3
-// client at QoS 0 it is, once its retain flag is cleared, the PUBLISH every
-// MQTT 3 subscriber gets (the topic goes back and forth between topic and
-// key unchanged, and ReadRaw writes the remaining length in its shortest
+// raw, if not nil, is the packet as it came (wire.ReadRaw): at QoS 0, from
+// an MQTT 3 client or an MQTT 5 one that sent no properties, it is, once
+// its retain flag is cleared, the PUBLISH every subscriber of the same
+// version gets (the topic goes back and forth between topic and key
+// unchanged, and ReadRaw writes the remaining length in its shortest
 // form), and it is cached on the message as that (deliver.go), with the
-// payload aliasing it.
-func (c *conn) toMessage(pk *packets.Packet, raw []byte, ex, key string) *exchange.Message {
+// payload aliasing it. sm, if not nil, is the pooled message whose buffer
+// raw is (pooledPublish): the message is then sm's, reusable.
+func (c *conn) toMessage(pk *packets.Packet, raw []byte, sm *sharedMsg, ex, key string) *exchange.Message {
 	qos := pk.FixedHeader.Qos
 	var m *exchange.Message
-	if raw != nil && c.version != 5 && qos == 0 {
-		sm := &sharedMsg{}
-		m = &sm.m
-		raw[0] = packets.Publish << 4
-		sm.enc = exchange.Encoding{Key: encKey(false, 0, false), Bytes: raw}
-		m.AddEncoding(&sm.enc)
-	} else {
+	switch {
+	case raw == nil || qos != 0 || (c.version == 5 && !noProps(raw)):
 		m = &exchange.Message{}
+	case sm != nil:
+		// (An MQTT 5 packet with properties is not reused: they would
+		// alias its buffer.)
+		m = &sm.m
+		m.Reuse(sm)
+		raw[0] = packets.Publish << 4
+		sm.enc = exchange.Encoding{Key: encKey(c.version == 5, 0, false), Bytes: raw}
+		m.AddEncoding(&sm.enc)
+	default:
+		m = &exchange.Message{}
+		raw[0] = packets.Publish << 4
+		m.AddEncoding(&exchange.Encoding{Key: encKey(c.version == 5, 0, false), Bytes: raw})
 	}
 	m.Exchange, m.RoutingKey, m.Body = ex, key, pk.Payload
 	m.Props.DeliveryMode = 1
@@ -218,6 +279,13 @@ func (c *conn) toMessage(pk *packets.Packet, raw []byte, ex, key string) *exchan
 	}
 	m.Props.Headers = h
 	return m
+}
+
+// noProps reports whether raw, a QoS 0 MQTT 5 PUBLISH, has an empty
+// property list (its length, right after the topic, is 0).
+func noProps(raw []byte) bool {
+	off, ok := wire.PublishIDOffset(raw) // where a packet id would be
+	return ok && raw[off] == 0
 }
 
 // pushAck reserves the next place in the acknowledgement order.

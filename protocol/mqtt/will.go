@@ -94,7 +94,7 @@ func (s *Server) publishWill(se *session, w *will) {
 		}
 	}
 	c := &conn{s: s, version: pk.ProtocolVersion, clientID: se.clientID}
-	m := c.toMessage(&pk, nil, s.cfg.Exchange, wire.TopicToKey(pk.TopicName))
+	m := c.toMessage(&pk, nil, nil, s.cfg.Exchange, wire.TopicToKey(pk.TopicName))
 	if _, err := vh.Publish(m, exchange.PublishOpts{}); err != nil {
 		s.log.Warn("publish will", "client_id", se.clientID, "err", err)
 	}

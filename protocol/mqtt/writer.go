@@ -123,6 +123,14 @@ func (c *conn) Deliver(d exchange.Delivery) bool {
 	return true
 }
 
+// SettlesWhenDone implements exchange.SettlingSink: a delivery is acked
+// after the flush that wrote it (QoS 0, settleLater) or on the client's
+// acknowledgement of a PUBLISH already written (QoS 1 and 2); what is
+// queued but unwritten when the connection closes is rejected, after the
+// writer stopped (conn.close). The writer copies every PUBLISH into its
+// buffered writer.
+func (c *conn) SettlesWhenDone() {}
+
 // Cancelled implements exchange.Sink: a queue consumed from was deleted.
 func (c *conn) Cancelled(k *exchange.Consumer) {
 	go func() {

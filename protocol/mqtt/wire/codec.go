@@ -72,7 +72,18 @@ func ReadRaw(r Reader, version byte, max int) (Packet, []byte, error) {
 	if err != nil {
 		return Packet{}, nil, err
 	}
-	raw := appendFixedHeader(make([]byte, 0, 5+h.Remaining), h)
+	return ReadBody(r, h, version, make([]byte, 0, 5+h.Remaining))
+}
+
+// ReadBody is ReadRaw after ReadHeader gave h: it reads the body into buf
+// (which it grows if it is too small), after the fixed header, and
+// decodes it. A caller that passes a buffer of its own may reuse it only
+// once nothing refers to the packet's slices and strings any more.
+func ReadBody(r Reader, h Header, version byte, buf []byte) (Packet, []byte, error) {
+	raw := appendFixedHeader(buf[:0], h)
+	if cap(raw) < len(raw)+h.Remaining {
+		raw = append(make([]byte, 0, len(raw)+h.Remaining), raw...)
+	}
 	n := len(raw)
 	raw = raw[:n+h.Remaining]
 	if _, err := io.ReadFull(r, raw[n:]); err != nil {
@@ -188,7 +199,7 @@ func Decode(h Header, body []byte, version byte) (pk Packet, err error) {
 	case packets.Connect:
 		err = pk.ConnectDecode(body)
 	case packets.Publish:
-		err = pk.PublishDecode(body)
+		err = decodePublish(&pk, body)
 	case packets.Puback:
 		err = pk.PubackDecode(body)
 	case packets.Pubrec:
@@ -222,6 +233,25 @@ func Decode(h Header, body []byte, version byte) (pk Packet, err error) {
 		return Packet{}, err
 	}
 	return pk, nil
+}
+
+// decodePublish decodes a PUBLISH body. An MQTT 5 PUBLISH without
+// properties (the property length a single 0) is decoded as MQTT 3's
+// with that byte skipped: mochi's property decoder allocates a reader for
+// every packet, even an empty list.
+func decodePublish(pk *Packet, body []byte) error {
+	if pk.ProtocolVersion != 5 {
+		return pk.PublishDecode(body)
+	}
+	pk.ProtocolVersion = 4
+	err := pk.PublishDecode(body)
+	pk.ProtocolVersion = 5
+	if err == nil && len(pk.Payload) > 0 && pk.Payload[0] == 0 {
+		pk.Payload = pk.Payload[1:]
+		return nil
+	}
+	pk.TopicName, pk.PacketID, pk.Payload = "", 0, nil
+	return pk.PublishDecode(body)
 }
 
 // Encode appends the encoding of pk to buf. pk.ProtocolVersion selects the

@@ -152,12 +152,17 @@ func TestAppendAck(t *testing.T) {
 
 // FuzzRead feeds arbitrary bytes, whole and split at random points, to
 // Read for every protocol version: it must never panic, and whatever it
-// decodes must have a type a client may send.
+// decodes must have a type a client may send; ReadBody into a buffer of
+// the caller's reads the same, and an MQTT 5 PUBLISH decodes as mochi's
+// decoder has it (decodePublish skips it for an empty property list).
 func FuzzRead(f *testing.F) {
 	for _, g := range golden {
 		f.Add(g.raw, g.version)
 	}
 	f.Add([]byte{0x82, 7, 0, 1, 0, 0, 2, 'a', '#'}, byte(5))
+	f.Add([]byte{0x30, 6, 0, 1, 'a', 0, 'x', 'y'}, byte(3))        // MQTT 5 PUBLISH, no properties
+	f.Add([]byte{0x32, 9, 0, 1, 'a', 0, 7, 2, 1, 1, 'x'}, byte(3)) // QoS 1, payload format
+	f.Add([]byte{0x30, 7, 0, 1, 'a', 2, 1, 1, 'x'}, byte(3))       // QoS 0, payload format
 	f.Fuzz(func(t *testing.T, data []byte, version byte) {
 		version = []byte{0, 3, 4, 5}[version%4]
 		r := bufio.NewReaderSize(&splitReader{data: data, rnd: rand.New(rand.NewSource(int64(len(data))))}, 16)
@@ -173,6 +178,23 @@ func FuzzRead(f *testing.F) {
 			rr := bufio.NewReader(bytes.NewReader(raw))
 			if q, err := Read(rr, version, 1<<16); err != nil || q.FixedHeader.Type != p.FixedHeader.Type || rr.Buffered() != 0 {
 				t.Fatalf("raw %x does not read back: %v", raw, err)
+			}
+			// Read into a buffer of the caller's, too small or not, the
+			// same packet.
+			hr := bufio.NewReader(bytes.NewReader(raw))
+			if h, err := ReadHeader(hr, 1<<16); err != nil {
+				t.Fatalf("raw %x: header: %v", raw, err)
+			} else if q, qraw, err := ReadBody(hr, h, version, make([]byte, 3, 3+i*7)); err != nil || !bytes.Equal(qraw, raw) || q.FixedHeader.Type != p.FixedHeader.Type {
+				t.Fatalf("ReadBody of %x gave %x: %v", raw, qraw, err)
+			}
+			if p.FixedHeader.Type == packets.Publish && version == 5 {
+				// decodePublish's short cut decodes as mochi does.
+				var q Packet
+				q.ProtocolVersion, q.FixedHeader = 5, p.FixedHeader
+				body := raw[len(raw)-p.FixedHeader.Remaining:]
+				if err := q.PublishDecode(body); err != nil || q.TopicName != p.TopicName || q.PacketID != p.PacketID || !bytes.Equal(q.Payload, p.Payload) {
+					t.Fatalf("PUBLISH %x: mochi decodes %q %d %x (%v), we %q %d %x", raw, q.TopicName, q.PacketID, q.Payload, err, p.TopicName, p.PacketID, p.Payload)
+				}
 			}
 			if p.FixedHeader.Type == packets.Publish && p.FixedHeader.Qos > 0 {
 				off, ok := PublishIDOffset(raw)
