@@ -58,10 +58,13 @@ type Message struct {
 
 	// Reuse (reuse.go): rec takes m back once holds drops to 0; held is
 	// how many queues took a hold during Publish (its goroutine only; at
-	// most maxHeld).
-	rec   Recycler
-	holds atomic.Int32
-	held  uint8
+	// most maxHeld); prepaid is how many holds Publish added at once for
+	// the queues of a fan-out that have not taken theirs yet (its
+	// goroutine only).
+	rec     Recycler
+	holds   atomic.Int32
+	held    uint8
+	prepaid uint8
 }
 
 // ExpiresAt is when the message's own expiration (Props.Expiration, set

@@ -599,8 +599,13 @@ func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64, ba
 	}
 	q.counters.publish.Add(1)
 	if m.rec != nil && !e.stored && !q.gated && m.held < maxHeld {
-		// Held in memory only: this queue's hold on a reusable message.
-		m.holds.Add(1)
+		// Held in memory only: this queue's hold on a reusable message
+		// (one Publish paid for already, if it reaches several queues).
+		if m.prepaid > 0 {
+			m.prepaid--
+		} else {
+			m.holds.Add(1)
+		}
 		m.held++
 		e.own = true
 	}

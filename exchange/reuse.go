@@ -87,5 +87,5 @@ func (m *Message) clear() {
 	m.ts, m.expiresAt = 0, 0
 	m.enc.Store(nil)
 	m.rec = nil
-	m.held = 0
+	m.held, m.prepaid = 0, 0
 }

@@ -1327,6 +1327,15 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 	if wait != nil {
 		done = wait.done
 	}
+	if m.rec != nil && len(*qs) > 1 {
+		// The queues' holds on a reusable message in one atomic add,
+		// not one each: those that take theirs use them up (enqueue),
+		// the rest are given back after the loop. The publisher's own
+		// hold keeps the count above zero meanwhile.
+		k := min(len(*qs), maxHeld-int(m.held))
+		m.holds.Add(int32(k))
+		m.prepaid = uint8(k)
+	}
 	for _, q := range *qs {
 		if skip != nil && skip(q) {
 			continue
@@ -1356,6 +1365,10 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 			// is final here and the Confirmer is not called.
 			res.OK = false
 		}
+	}
+	if m.prepaid > 0 {
+		m.holds.Add(-int32(m.prepaid))
+		m.prepaid = 0
 	}
 	// Every queue reached holds m in memory alone (none stored it, none
 	// forwarded it): only they, and the publisher, hold it.

@@ -206,6 +206,7 @@ func (l *stringList) String() string     { return strings.Join(*l, " ") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 func main() {
+	startPprof()
 	var o options
 	fs := flag.NewFlagSet("tridentbench", flag.ExitOnError)
 	fs.Var(&o.targets, "target", "broker to bench, `name=url` (repeatable; default: build and start a Trident)")
