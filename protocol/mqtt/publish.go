@@ -175,11 +175,13 @@ func (sm *sharedMsg) Recycle(*exchange.Message) {
 	sm.pool.Put(sm)
 }
 
-// Size classes of sharedMsg buffers: a whole PUBLISH packet of up to
-// 64 << i bytes.
-const sharedClasses = 5 // 64 B … 1 KiB
+// sharedSizes are the size classes of sharedMsg buffers (a whole PUBLISH
+// packet), each about 1.5 times the one before, so that a buffer is at
+// most a third unused: the queues' memory budget counts a message's body,
+// not its buffer.
+var sharedSizes = [...]int{64, 96, 128, 192, 256, 384, 512, 768, 1024}
 
-var sharedPools [sharedClasses]sync.Pool
+var sharedPools [len(sharedSizes)]sync.Pool
 
 // pooledPublish returns a pooled message with a buffer for the PUBLISH
 // whose fixed header is h, if it can become one: QoS 0, no retain flag,
@@ -190,8 +192,8 @@ func pooledPublish(h wire.Header) *sharedMsg {
 		return nil
 	}
 	n := h.Remaining + 5
-	for i := range sharedClasses {
-		if size := 64 << i; n <= size {
+	for i, size := range sharedSizes {
+		if n <= size {
 			p := &sharedPools[i]
 			if sm, _ := p.Get().(*sharedMsg); sm != nil {
 				return sm
