@@ -116,53 +116,28 @@ func TestMQTTReusedMessagesIntact(t *testing.T) {
 	// The persistent session: subscribed once, then away and back.
 	persist := dial3(t, url, "reuse-persist", false)
 	persist.subscribe(t, "reuse/#", 0)
+	// take records what c receives for d.
+	take := func(c *client3, d time.Duration) {
+		stop := time.After(d)
+		for {
+			select {
+			case m := <-c.msgs:
+				record(sp, m.topic, []byte(m.payload))
+			case <-stop:
+				return
+			}
+		}
+	}
 	done := make(chan struct{})
 	var pwg sync.WaitGroup
 	pwg.Add(1)
 	go func() {
 		defer pwg.Done()
 		c := persist
-		for round := 0; ; round++ {
-			drain := func() {
-				for {
-					select {
-					case m := <-c.msgs:
-						record(sp, m.topic, []byte(m.payload))
-					default:
-						return
-					}
-				}
-			}
-			stop := time.After(150 * time.Millisecond)
-		wait:
-			for {
-				select {
-				case m := <-c.msgs:
-					record(sp, m.topic, []byte(m.payload))
-				case <-stop:
-					break wait
-				case <-done:
-					break wait
-				}
-			}
-			if round >= 3 {
-				<-done
-				// Take what is left, then stop.
-				deadline := time.After(3 * time.Second)
-				for {
-					select {
-					case m := <-c.msgs:
-						record(sp, m.topic, []byte(m.payload))
-						continue
-					case <-deadline:
-					}
-					break
-				}
-				return
-			}
+		for range 3 {
+			take(c, 150*time.Millisecond)
 			c.Disconnect(0)
-			drain()
-			time.Sleep(50 * time.Millisecond)
+			take(c, 50*time.Millisecond) // what it had received
 			nc, err := tryDial3(url, "reuse-persist", false)
 			if err != nil {
 				t.Error(err)
@@ -171,6 +146,8 @@ func TestMQTTReusedMessagesIntact(t *testing.T) {
 			t.Cleanup(func() { nc.Disconnect(50) })
 			c = nc
 		}
+		<-done
+		take(c, 3*time.Second) // what is left
 	}()
 
 	var wg sync.WaitGroup

@@ -221,12 +221,10 @@ func (c *conn) readPacket() error {
 	if err != nil {
 		return c.readFailed(err)
 	}
-	var buf []byte
+	var buf []byte // ReadBody's own, unless the packet may be pooled
 	sm := pooledPublish(h)
 	if sm != nil {
 		buf = sm.buf
-	} else {
-		buf = make([]byte, 0, 5+h.Remaining)
 	}
 	pk, raw, err := wire.ReadBody(c.br, h, c.version, buf)
 	if err != nil {

@@ -22,12 +22,11 @@ type pendingAck struct {
 }
 
 // handlePublish routes an inbound PUBLISH into the core; raw is the
-// packet as it came (wire.ReadRaw), nil if not at hand. The packet's
-// strings alias raw's buffer, which is reused when the publish becomes a
-// pooled message: nothing that outlives the message may keep them (the
-// topic's owned copy is c.pubTopic).
-// sm, if not nil, is the pooled message whose buffer raw is (readPacket):
-// the publish may become that message, else sm is dropped.
+// packet as it came (wire.ReadRaw), nil if not at hand, and sm, if not
+// nil, the pooled message whose buffer raw is (readPacket): the publish
+// may become that message, else sm is dropped. The packet's strings alias
+// raw's buffer, which a pooled message reuses: nothing that outlives the
+// message may keep them (the topic's owned copy is c.pubTopic).
 func (c *conn) handlePublish(pk *packets.Packet, raw []byte, sm *sharedMsg) error {
 	c.recvPublish.Add(1)
 	if err := c.admitPublish(pk); err != nil {
@@ -157,11 +156,12 @@ func (c *conn) routingKey(topic string) string {
 	return c.pubKey
 }
 
-// sharedMsg is a message published at QoS 0 without the retain flag, the
-// packet it came in (its body aliases it) and that packet as the encoding
-// every subscriber of the same protocol version gets, in one allocation
-// that is reused: it comes from sharedPools and goes back once the core
-// is done with the message (exchange.Message.Reuse).
+// sharedMsg is a message published at QoS 0 and the packet it came in
+// (its body aliases it) as the encoding every subscriber of the same
+// protocol version gets, in one allocation. Unless it was retained or is
+// over 1 KiB it is reused: it comes from sharedPools with its buffer and
+// goes back once the core is done with the message
+// (exchange.Message.Reuse); pool is nil otherwise.
 type sharedMsg struct {
 	m    exchange.Message
 	enc  exchange.Encoding
@@ -216,21 +216,21 @@ func pooledPublish(h wire.Header) *sharedMsg {
 func (c *conn) toMessage(pk *packets.Packet, raw []byte, sm *sharedMsg, ex, key string) *exchange.Message {
 	qos := pk.FixedHeader.Qos
 	var m *exchange.Message
-	switch {
-	case raw == nil || qos != 0 || (c.version == 5 && !noProps(raw)):
+	if raw == nil || qos != 0 || (c.version == 5 && !noProps(raw)) {
+		// (An MQTT 5 packet with properties is not reused either: they
+		// would alias its buffer.)
 		m = &exchange.Message{}
-	case sm != nil:
-		// (An MQTT 5 packet with properties is not reused: they would
-		// alias its buffer.)
+	} else {
+		if sm == nil {
+			sm = &sharedMsg{} // not pooled (retained, or over 1 KiB)
+		}
 		m = &sm.m
-		m.Reuse(sm)
+		if sm.pool != nil {
+			m.Reuse(sm)
+		}
 		raw[0] = packets.Publish << 4
 		sm.enc = exchange.Encoding{Key: encKey(c.version == 5, 0, false), Bytes: raw}
 		m.AddEncoding(&sm.enc)
-	default:
-		m = &exchange.Message{}
-		raw[0] = packets.Publish << 4
-		m.AddEncoding(&exchange.Encoding{Key: encKey(c.version == 5, 0, false), Bytes: raw})
 	}
 	m.Exchange, m.RoutingKey, m.Body = ex, key, pk.Payload
 	m.Props.DeliveryMode = 1

@@ -72,18 +72,18 @@ func ReadRaw(r Reader, version byte, max int) (Packet, []byte, error) {
 	if err != nil {
 		return Packet{}, nil, err
 	}
-	return ReadBody(r, h, version, make([]byte, 0, 5+h.Remaining))
+	return ReadBody(r, h, version, nil)
 }
 
-// ReadBody is ReadRaw after ReadHeader gave h: it reads the body into buf
-// (which it grows if it is too small), after the fixed header, and
-// decodes it. A caller that passes a buffer of its own may reuse it only
-// once nothing refers to the packet's slices and strings any more.
+// ReadBody is ReadRaw after ReadHeader gave h: it reads the packet into
+// buf (a new buffer if buf is too small, nil say), after the fixed header,
+// and decodes it. A caller that passes a buffer of its own may reuse it
+// only once nothing refers to the packet's slices and strings any more.
 func ReadBody(r Reader, h Header, version byte, buf []byte) (Packet, []byte, error) {
-	raw := appendFixedHeader(buf[:0], h)
-	if cap(raw) < len(raw)+h.Remaining {
-		raw = append(make([]byte, 0, len(raw)+h.Remaining), raw...)
+	if cap(buf) < 5+h.Remaining {
+		buf = make([]byte, 0, 5+h.Remaining)
 	}
+	raw := appendFixedHeader(buf[:0], h)
 	n := len(raw)
 	raw = raw[:n+h.Remaining]
 	if _, err := io.ReadFull(r, raw[n:]); err != nil {
