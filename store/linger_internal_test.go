@@ -1,78 +1,104 @@
 package store
 
-import "testing"
+import (
+	"slices"
+	"sync"
+	"testing"
+)
 
-// TestCancelPairsAcrossBatches: deletes in the aged batch cancel appends of
-// the batch being written and of their own batch; a put's delete stays; a
-// drop or range delete ends the window.
-func TestCancelPairsAcrossBatches(t *testing.T) {
-	app := func(seq uint64, put bool) op { return op{kind: opAppend, qid: 1, seq: seq, put: put} }
-	del := func(seq uint64) op { return op{kind: opDelete, qid: 1, seq: seq} }
-	rng := op{kind: opRange, qid: 1, seq: 10, to: 20}
-	check := func(name string, c, next *batch, wantC, wantN []bool, pairs uint64) {
+// TestCancelAndRelease: a delete cancels its message's append while that
+// is in pend or aged (a put's delete is kept, to reach the disk); the done
+// callbacks of cancelled appends are handed to the notifier as soon as
+// every op issued before them is cancelled — in issue order, up to the
+// first op still to be written, never while a batch is being written —
+// and the read path sees a cancelled append as deleted.
+func TestCancelAndRelease(t *testing.T) {
+	b := &Badger{opts: BadgerOptions{MaxPendingBytes: 1 << 20}, pend: new(batch)}
+	b.notifyCond = sync.NewCond(&b.notifyMu)
+	var called []uint64
+	app := func(seq uint64, put bool) {
+		b.appendMessage(1, seq, []byte{byte(seq)}, func(err error) {
+			if err != nil {
+				t.Errorf("done %d: %v", seq, err)
+			}
+			called = append(called, seq)
+		}, put)
+	}
+	// What the notifier has been handed so far, called in order.
+	notify := func() {
 		t.Helper()
-		b := &Badger{}
-		b.cancelPairs(c, next, map[msgID]int32{})
-		for i, w := range wantC {
-			if c.ops[i].skip != w {
-				t.Errorf("%s: written batch op %d (kind %d seq %d): skip %v, want %v", name, i, c.ops[i].kind, c.ops[i].seq, c.ops[i].skip, w)
+		b.notifyMu.Lock()
+		q := b.notifyQ
+		b.notifyQ = nil
+		b.notifyMu.Unlock()
+		for _, c := range q {
+			if !c.early {
+				t.Fatal("a written batch handed over by a delete")
 			}
-		}
-		for i, w := range wantN {
-			if next.ops[i].skip != w {
-				t.Errorf("%s: aged batch op %d (kind %d seq %d): skip %v, want %v", name, i, next.ops[i].kind, next.ops[i].seq, next.ops[i].skip, w)
-			}
-		}
-		if n := b.stats.cancelled.Load(); n != pairs {
-			t.Errorf("%s: cancelled %d pairs, want %d", name, n, pairs)
+			b.callbacks(c)
 		}
 	}
-	aged := &batch{ops: []op{del(1), del(2), app(5, false), del(5), del(6)}}
-	check("across", &batch{ops: []op{app(1, false), app(2, true), app(3, false)}}, aged,
-		[]bool{true, true, false}, []bool{true, false, true, true, false}, 3)
-	check("range in aged", &batch{ops: []op{app(1, false)}}, &batch{ops: []op{rng, del(1)}},
-		[]bool{false}, []bool{false, false}, 0)
-	check("range written", &batch{ops: []op{app(1, false), rng, app(4, false)}}, &batch{ops: []op{del(1), del(4)}},
-		[]bool{false, false, true}, []bool{false, true}, 1)
-	// The aged batch written at the next cycle: what is cancelled stays
-	// cancelled and is not paired again.
-	later := &batch{ops: []op{del(5)}}
-	check("next cycle", aged, later, []bool{true, false, true, true, false}, []bool{false}, 0)
-}
+	want := func(step string, seqs ...uint64) {
+		t.Helper()
+		notify()
+		if !slices.Equal(called, seqs) {
+			t.Fatalf("%s: done called for %v, want %v", step, called, seqs)
+		}
+	}
+	app(1, false)
+	app(2, true)
+	app(3, false)
+	b.aged, b.pend = b.pend, new(batch)
+	app(4, false)
+	app(5, false)
 
-// TestReleaseAged: the done callbacks of the cancelled ops at the aged
-// batch's head are released, in order, up to the first op still to be
-// written; each once.
-func TestReleaseAged(t *testing.T) {
-	var called []int
-	done := func(i int) func(error) { return func(error) { called = append(called, i) } }
-	next := &batch{ops: []op{
-		{kind: opAppend, seq: 1, skip: true, done: done(1)},
-		{kind: opDelete, seq: 1, skip: true},
-		{kind: opAppend, seq: 2, skip: true, done: done(2)},
-		{kind: opDelete, seq: 9}, // still to be written: later dones wait for it
-		{kind: opAppend, seq: 3, skip: true, done: done(3)},
-	}}
-	b := &Badger{}
-	early := b.releaseAged(next)
-	if early == nil || !early.early || len(early.ops) != 2 {
-		t.Fatalf("released %+v, want the two head appends", early)
+	b.DeleteMessage(1, 1)
+	want("head of aged cancelled", 1)
+	b.DeleteMessage(1, 3)
+	want("behind an append still to be written", 1)
+	b.DeleteMessage(1, 2) // a put: its delete is kept
+	want("the put's append cancelled", 1, 2, 3)
+	if n := len(b.pend.ops); n != 3 || b.pend.ops[2].kind != opDelete || b.pend.ops[2].seq != 2 {
+		t.Fatalf("pend %+v: the put's delete must be queued", b.pend.ops)
 	}
-	b.callbacks(early)
-	if len(called) != 2 || called[0] != 1 || called[1] != 2 {
-		t.Fatalf("called %v, want [1 2]", called)
+	b.writing = new(batch)
+	b.DeleteMessage(1, 4)
+	b.DeleteMessage(1, 5)
+	want("while a batch is being written", 1, 2, 3)
+	b.writing = nil
+	b.notifyMu.Lock()
+	b.releaseLocked()
+	b.notifyMu.Unlock()
+	// The put's delete, still to be written, holds back nothing issued
+	// before it.
+	want("after the write", 1, 2, 3, 4, 5)
+	if got := b.stats.cancelled.Load(); got != 5 {
+		t.Fatalf("cancelled %d, want 5", got)
 	}
-	if next.ops[0].done != nil || next.ops[2].done != nil || next.ops[4].done == nil {
-		t.Fatal("released callbacks must leave the batch; the others stay")
+	for _, c := range []*batch{b.aged, b.pend} {
+		for _, o := range c.ops {
+			if o.kind == opAppend && !o.skip {
+				t.Fatalf("append %d not cancelled", o.seq)
+			}
+		}
 	}
-	if e := b.releaseAged(next); e != nil {
-		t.Fatalf("released again: %+v", e)
+	if b.aged.cancelled != 3 || b.pend.cancelled != 2 {
+		t.Fatalf("cancelled per batch %d, %d; want 3, 2", b.aged.cancelled, b.pend.cancelled)
 	}
+	ops, dropped, gone := b.pendingFor(1, 0)
+	if dropped || len(gone) != 0 || len(ops) != 5 {
+		t.Fatalf("pendingFor: %+v %v %v", ops, dropped, gone)
+	}
+	for _, o := range ops {
+		if o.data != nil {
+			t.Fatalf("pendingFor: seq %d still has data", o.seq)
+		}
+	}
+	// An append behind the first op still to be written waits for it.
+	app(6, false)
+	b.DeleteMessage(1, 6)
+	want("behind the put's delete", 1, 2, 3, 4, 5)
 	if b.stats.appends.Load() != 0 {
 		t.Fatal("released callbacks counted as appends (their batch counts them)")
-	}
-	b.callbacks(next)
-	if len(called) != 3 || called[2] != 3 {
-		t.Fatalf("called %v, want [1 2 3]", called)
 	}
 }

@@ -10,29 +10,31 @@ import (
 
 // Group commit. Producers append records to b.pend under b.mu (data copied
 // into the batch's arena). The writer goroutine swaps b.pend for an empty
-// batch, cancels append+delete pairs, writes the rest in one Badger
-// WriteBatch (which splits itself on ErrTxnTooBig), issues one db.Sync and
-// hands the batch to the notifier goroutine, which calls the done callbacks
-// in issue order and releases Sync and DropMessages callers. Callbacks
-// therefore never hold up the next write, and a callback that takes a lock
-// held by a producer blocked on MaxPendingBytes cannot deadlock the writer.
+// batch, writes what was not cancelled in one Badger WriteBatch (which
+// splits itself on ErrTxnTooBig), issues one db.Sync and hands the batch
+// to the notifier goroutine, which calls the done callbacks in issue order
+// and releases Sync and DropMessages callers. Callbacks therefore never
+// hold up the next write, and a callback that takes a lock held by a
+// producer blocked on MaxPendingBytes cannot deadlock the writer.
 //
-// A batch ages before it is written (CommitLinger, 1 ms by default): the
-// writer swaps b.pend out as b.aged and writes it once it is that old (or
-// at once, if the previous write took longer), so a delete issued soon
-// after its append (a consumer's ack of a message delivered at once)
-// cancels the append, and neither reaches Badger: with consumers keeping
-// up, most persistent messages are never written, as in RabbitMQ's message
-// store. Pairs are cancelled across the batch being written and the aged
-// one, and the done callbacks of the cancelled appends at the aged batch's
-// head go to the notifier right after the batch being written
-// (releaseAged), not after the aged batch's own write: in issue order, and
-// never before a delete issued earlier is durable. What must not wait does
-// not: a barrier (Sync, DropMessages, a range delete), drops and range
-// deletes under way, producers waiting for room, and Close make the writer
-// take what is aged, then pend, at once. And batches age only while that
-// pays: while the last batch written had a quarter or more of its appends
-// (at least lingerMinAppends of them) cancelled. Otherwise (a publisher
+// A delete of a message whose append is still to be written (in b.pend or
+// b.aged) cancels it on the spot (cancelLocked): neither reaches Badger.
+// And a batch ages before it is written (CommitLinger, 1 ms by default):
+// the writer swaps b.pend out as b.aged and writes it once it is that old
+// (or at once, if the previous write took longer), so that a consumer's
+// ack of a message delivered at once finds its append unwritten: with
+// consumers keeping up, most persistent messages are never written, as in
+// RabbitMQ's message store. The done callback of a cancelled append does
+// not wait for the linger or for its batch's write: it goes to the
+// notifier as soon as every op issued before it is durable or cancelled
+// (releaseLocked) — in issue order, and never before a delete issued
+// earlier is durable. A publisher's confirm of a message acked at once
+// thus waits for the ack, not for the disk. What must not wait does not:
+// a barrier (Sync, DropMessages, a range delete), drops and range deletes
+// under way, producers waiting for room, and Close make the writer take
+// what is aged, then pend, at once. And batches age only while that pays:
+// while the last batch written had a quarter or more of its appends (at
+// least lingerMinAppends of them) cancelled. Otherwise (a publisher
 // waiting for each confirm, a queue filling without consumers, a light
 // load) the writer writes at once, as without CommitLinger; cancellations
 // within a batch then switch ageing back on.
@@ -68,12 +70,16 @@ type batch struct {
 	deletes  int
 	barriers int // opSync, opDrop and opRange ops
 	appends  int
-	// cancelled is how many of its appends cancelPairs cancelled (the
-	// writer's).
+	// cancelled is how many of its appends a delete cancelled.
 	cancelled int
-	err       error // outcome, set by the writer
-	// released is the writer's: the ops at the head whose callbacks went
-	// early (releaseAged). early marks a batch of such callbacks only.
+	// idx finds the batch's appends still to be written, by message,
+	// for a delete to cancel (cancelLocked); only while the batch is
+	// pend or aged.
+	idx map[msgID]int32
+	err error // outcome, set by the writer
+	// released is how many ops at the head had their callbacks handed to
+	// the notifier early, or were cancelled with nothing to call
+	// (releaseLocked). early marks a batch of such callbacks only.
 	released int
 	early    bool
 }
@@ -109,6 +115,10 @@ func (b *Badger) appendMessage(qid, seq uint64, data []byte, done func(error), p
 	p := b.pend
 	off := len(p.arena)
 	p.arena = append(p.arena, data...)
+	if p.idx == nil {
+		p.idx = make(map[msgID]int32)
+	}
+	p.idx[msgID{qid, seq}] = int32(len(p.ops))
 	p.ops = append(p.ops, op{kind: opAppend, qid: qid, seq: seq, off: off, n: len(data), done: done, put: put})
 	p.bytes += len(data) + opOverhead
 	p.appends++
@@ -121,7 +131,7 @@ func (b *Badger) appendMessage(qid, seq uint64, data []byte, done func(error), p
 // append's done is called). After Close it does nothing.
 func (b *Badger) DeleteMessage(qid, seq uint64) {
 	b.mu.Lock()
-	if b.admitLocked(0) == nil {
+	if b.admitLocked(0) == nil && !b.cancelLocked(qid, seq) {
 		p := b.pend
 		p.ops = append(p.ops, op{kind: opDelete, qid: qid, seq: seq})
 		p.bytes += opOverhead
@@ -227,6 +237,7 @@ func (b *Badger) recycle(c *batch) {
 		return // do not keep a burst's memory
 	}
 	clear(c.ops) // drop callback references
+	clear(c.idx)
 	c.ops, c.arena = c.ops[:0], c.arena[:0]
 	c.bytes, c.deletes, c.barriers, c.appends, c.cancelled, c.released, c.err = 0, 0, 0, 0, 0, 0, nil
 	if c.early {
@@ -241,10 +252,7 @@ func (b *Badger) recycle(c *batch) {
 
 func (b *Badger) runWriter() {
 	defer close(b.writerDone)
-	var (
-		keys   []byte
-		cancel = make(map[msgID]int32)
-	)
+	var keys []byte
 	for {
 		b.mu.Lock()
 		for len(b.pend.ops) == 0 && b.aged == nil && !b.stopping && b.dropping == 0 && len(b.rangeView) == 0 {
@@ -280,7 +288,6 @@ func (b *Badger) runWriter() {
 			cur, b.aged, b.agedAt = b.aged, b.pend, time.Now()
 			b.pend = b.newBatchLocked()
 		}
-		next := b.aged // frozen: producers fill b.pend
 		b.writing = cur
 		if b.waiting > 0 {
 			b.room.Broadcast()
@@ -290,9 +297,6 @@ func (b *Badger) runWriter() {
 
 		cur.err = failed
 		if failed == nil {
-			if cur.deletes > 0 || (next != nil && next.deletes > 0) {
-				b.cancelPairs(cur, next, cancel)
-			}
 			// Linger while it pays: a quarter of the appends or more
 			// cancelled (consumers ack what they get at once; it takes
 			// lingerMinAppends to start). A lone publisher waiting for
@@ -304,118 +308,108 @@ func (b *Badger) runWriter() {
 			b.writes.RLock()
 			keys, cur.err = b.write(cur, keys)
 			b.writes.RUnlock()
-			b.mu.Lock()
-			b.writing = nil
-			b.mu.Unlock()
 			if cur.err != nil {
 				cur.err = fmt.Errorf("store: group commit: %w", cur.err)
 				b.log.Error("store: group commit failed; store is now read-only", "err", cur.err)
-				b.mu.Lock()
-				b.failed = cur.err
-				b.room.Broadcast()
-				b.mu.Unlock()
 			}
 		}
-		if b.writing != nil {
-			b.mu.Lock()
-			b.writing = nil
-			b.mu.Unlock()
-		}
-		var early *batch
-		if next != nil && cur.err == nil {
-			early = b.releaseAged(next)
+		// The batch's callbacks go to the notifier, then those of the
+		// cancelled appends at the head of what is still to be written
+		// (their deletes came before the writer took them), all under
+		// mu: a delete releases callbacks itself (cancelLocked) only
+		// while no batch is being written, so nothing is handed over out
+		// of order.
+		b.mu.Lock()
+		if cur.err != nil && b.failed == nil {
+			b.failed = cur.err
+			b.room.Broadcast()
 		}
 		b.notifyMu.Lock()
 		b.notifyQ = append(b.notifyQ, cur)
-		if early != nil {
-			b.notifyQ = append(b.notifyQ, early)
-		}
+		b.writing = nil
+		b.releaseLocked()
 		b.notifyCond.Signal()
 		b.notifyMu.Unlock()
+		b.mu.Unlock()
 	}
 }
 
-// cancelPairs marks each delete that follows an append of the same message
-// in c, or in next (the batch after c, written at the writer's next cycle),
-// and that append, as cancelled: neither reaches the disk (but for the
-// delete of a put, see PutMessage). A drop or a range delete ends the
-// window, as the appends before it are dropped by it anyway. Only the
-// writer goroutine reads or sets skip (and next is no longer filled); an
-// op of next cancelled now is passed over when next is written.
-func (b *Badger) cancelPairs(c, next *batch, idx map[msgID]int32) {
-	defer clear(idx)
-	var n uint64
-	for k, cb := range [2]*batch{c, next} {
-		if cb == nil {
+// cancelLocked cancels the append of message (qid, seq) if it is still
+// to be written (in pend or aged): it never reaches the disk, and neither
+// does this delete, which the caller then drops — but for a put's, as
+// its message may be on disk from before (PutMessage). The append's done
+// goes to the notifier as soon as every op issued before it is durable or
+// cancelled (releaseLocked), not after the write of its batch: a
+// publisher's confirm of a message its consumer acked waits for neither
+// the linger nor the disk. An append behind a drop or a range delete of
+// its batch is cancelled alike: the message never reaches the disk
+// either way.
+func (b *Badger) cancelLocked(qid, seq uint64) bool {
+	id := msgID{qid, seq}
+	for _, c := range [2]*batch{b.pend, b.aged} {
+		if c == nil || c.idx == nil {
 			continue
 		}
-		for i := range cb.ops {
-			o := &cb.ops[i]
-			if o.skip {
-				continue
-			}
-			switch o.kind {
-			case opAppend:
-				// The index says which batch: c's as i, next's as ^i.
-				at := int32(i)
-				if k == 1 {
-					at = ^at
-				}
-				idx[msgID{o.qid, o.seq}] = at
-			case opDelete:
-				id := msgID{o.qid, o.seq}
-				at, ok := idx[id]
-				if !ok {
-					continue
-				}
-				ab := c
-				if at < 0 {
-					ab, at = next, ^at
-				}
-				ab.cancelled++
-				a := &ab.ops
-				ap := &(*a)[at]
-				ap.skip = true
-				// A put's message may be on disk from before the batch:
-				// its delete stays.
-				o.skip = !ap.put
-				delete(idx, id)
-				n++
-			case opDrop, opRange:
-				clear(idx)
-			}
+		i, ok := c.idx[id]
+		if !ok {
+			continue
 		}
+		delete(c.idx, id)
+		a := &c.ops[i]
+		a.skip = true
+		c.cancelled++
+		b.stats.cancelled.Add(1)
+		if int(i) == c.released && b.writing == nil {
+			b.notifyMu.Lock()
+			b.releaseLocked()
+			b.notifyCond.Signal()
+			b.notifyMu.Unlock()
+		}
+		return !a.put
 	}
-	b.stats.cancelled.Add(n)
+	return false
 }
 
-// lingerMinAppends is how many appends a batch needs for its
-// cancellations to decide whether the next batches age.
-const lingerMinAppends = 16
-
-// releaseAged takes from next (the aged batch) the done callbacks of the
-// cancelled appends at its head, for the notifier to call after the batch
-// written before next: those messages were deleted before they were
-// written, so they wait for nothing but the batches issued before them.
-// The head ends at the first op still to be written, so callbacks keep
-// issue order and a delete is durable before a later append's done.
-func (b *Badger) releaseAged(next *batch) *batch {
+// releaseLocked hands the notifier, after what it has, the done callbacks
+// of the cancelled appends at the head of what is still to be written
+// (aged, then pend), up to the first op that still is: in issue order, and
+// never before a delete issued earlier is durable. Called with mu and
+// notifyMu held, while no batch is being written, and not once the store
+// failed (a cancelled append is then reported with the failure, by its
+// batch).
+func (b *Badger) releaseLocked() {
+	if b.failed != nil {
+		return
+	}
 	var early *batch
-	for ; next.released < len(next.ops); next.released++ {
-		o := &next.ops[next.released]
-		if !o.skip {
-			break
+	if n := len(b.notifyQ); n > 0 && b.notifyQ[n-1].early {
+		early = b.notifyQ[n-1] // not taken by the notifier yet
+	}
+	for _, c := range [2]*batch{b.aged, b.pend} {
+		if c == nil {
+			continue
 		}
-		if o.done != nil {
+		for ; c.released < len(c.ops); c.released++ {
+			o := &c.ops[c.released]
+			if !o.skip {
+				return
+			}
+			if o.done == nil {
+				continue
+			}
 			if early == nil {
 				early = &batch{early: true}
+				b.notifyQ = append(b.notifyQ, early)
 			}
 			early.ops = append(early.ops, op{done: o.done})
 			o.done = nil
 		}
 	}
-	return early
 }
+
+// lingerMinAppends is how many appends a batch needs for its
+// cancellations to decide whether the next batches age.
+const lingerMinAppends = 16
 
 // urgentLocked reports whether the writer must not let batches age: a
 // barrier waits, drops or range deletes are under way, producers wait for
@@ -633,7 +627,7 @@ func (b *Badger) pendingFor(qid, from uint64) (ops []pendingOp, dropped bool, go
 				continue
 			}
 			var data []byte
-			if o.kind == opAppend {
+			if o.kind == opAppend && !o.skip { // a cancelled one was deleted
 				data = append(make([]byte, 0, o.n), c.arena[o.off:o.off+o.n]...)
 			}
 			if last == nil {

@@ -275,6 +275,7 @@ func TestQuorumQueuePartition(t *testing.T) {
 		(to - from).Round(time.Millisecond), majorityOK, minorityOK, nodes[minority].name)
 	if minorityOK != 0 {
 		t.Errorf("the isolated node confirmed %d messages", minorityOK)
+		lateConfirms(t, h, minority, from, to)
 	}
 	if majorityOK == 0 {
 		t.Error("the majority confirmed nothing during the partition")
@@ -520,4 +521,34 @@ func TestQuorumQueueDeliveryLimitAcrossNodes(t *testing.T) {
 		}
 		return string(d.Body) == "bad"
 	})
+}
+
+// lateConfirms logs, for each confirm from the isolated node more than a
+// second after the cut, when its publish was sent and whether (and how
+// often) the message was delivered: to tell a confirm of an entry
+// committed before the cut that arrived late from one the old leader gave
+// alone.
+func lateConfirms(t *testing.T, h jepsen.History, minority int, from, to time.Duration) {
+	t.Helper()
+	invoked := map[string]time.Duration{}
+	delivered := map[string]int{}
+	for _, op := range h {
+		switch op.Kind {
+		case jepsen.PublishInvoke:
+			invoked[op.ID] = op.Mono
+		case jepsen.Deliver:
+			delivered[op.ID]++
+		}
+	}
+	n := 0
+	for _, op := range h {
+		if op.Kind != jepsen.PublishOK || op.Node != minority || op.Mono < from+time.Second || op.Mono > to {
+			continue
+		}
+		if n++; n > 80 {
+			break
+		}
+		t.Logf("late confirm %s: sent at cut%+v, confirmed at cut%+v, delivered %d times",
+			op.ID, invoked[op.ID]-from, op.Mono-from, delivered[op.ID])
+	}
 }
