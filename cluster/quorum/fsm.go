@@ -420,7 +420,7 @@ func (f *FSM) recordLocked(now time.Time) {
 	if idx, ok := f.buf.oldest(); ok && f.wb {
 		f.s.stored = min(idx-1, f.s.applied)
 	}
-	f.st.AppendMessage(StateQID, f.qid, f.s.encode(nil), nil)
+	f.st.PutMessage(StateQID, f.qid, f.s.encode(nil), nil) // rewritten: a later delete must reach the disk
 	f.lastSave, f.dirty = now, false
 }
 
