@@ -41,7 +41,8 @@ type BadgerOptions struct {
 	// CommitLinger is how old a batch of appends and deletes gets before
 	// the writer writes it, so that a delete soon after its append cancels
 	// both (writer.go): it adds up to that much to an append's confirm when
-	// nothing deletes it. Default 1 ms; negative writes at once.
+	// nothing deletes it in time (one deleted in time is confirmed at its
+	// delete). Default 3 ms; negative writes at once.
 	CommitLinger time.Duration
 	// EncryptionKey, if set, encrypts everything Badger writes (tables,
 	// value log, write-ahead log) with AES; 16, 24 or 32 bytes select
@@ -66,7 +67,7 @@ func DefaultBadgerOptions() BadgerOptions {
 		TrimInterval:     time.Second,
 		TrimAbove:        256 << 20,
 		MaxPendingBytes:  64 << 20,
-		CommitLinger:     time.Millisecond,
+		CommitLinger:     3 * time.Millisecond,
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 //
 // A delete of a message whose append is still to be written (in b.pend or
 // b.aged) cancels it on the spot (cancelLocked): neither reaches Badger.
-// And a batch ages before it is written (CommitLinger, 1 ms by default):
+// And a batch ages before it is written (CommitLinger, 3 ms by default):
 // the writer swaps b.pend out as b.aged and writes it once it is that old
 // (or at once, if the previous write took longer), so that a consumer's
 // ack of a message delivered at once finds its append unwritten: with
