@@ -75,7 +75,7 @@ type batch struct {
 	// idx finds the batch's appends still to be written, by message,
 	// for a delete to cancel (cancelLocked); only while the batch is
 	// pend or aged.
-	idx map[msgID]int32
+	idx opIndex
 	err error // outcome, set by the writer
 	// released is how many ops at the head had their callbacks handed to
 	// the notifier early, or were cancelled with nothing to call
@@ -84,7 +84,6 @@ type batch struct {
 	early    bool
 }
 
-type msgID struct{ qid, seq uint64 }
 
 // AppendMessage implements Store. data is copied before it returns. done
 // (if not nil) is called exactly once, from the notifier goroutine once the
@@ -115,10 +114,7 @@ func (b *Badger) appendMessage(qid, seq uint64, data []byte, done func(error), p
 	p := b.pend
 	off := len(p.arena)
 	p.arena = append(p.arena, data...)
-	if p.idx == nil {
-		p.idx = make(map[msgID]int32)
-	}
-	p.idx[msgID{qid, seq}] = int32(len(p.ops))
+	p.idx.put(qid, seq, len(p.ops))
 	p.ops = append(p.ops, op{kind: opAppend, qid: qid, seq: seq, off: off, n: len(data), done: done, put: put})
 	p.bytes += len(data) + opOverhead
 	p.appends++
@@ -237,7 +233,7 @@ func (b *Badger) recycle(c *batch) {
 		return // do not keep a burst's memory
 	}
 	clear(c.ops) // drop callback references
-	clear(c.idx)
+	c.idx.reset()
 	c.ops, c.arena = c.ops[:0], c.arena[:0]
 	c.bytes, c.deletes, c.barriers, c.appends, c.cancelled, c.released, c.err = 0, 0, 0, 0, 0, 0, nil
 	if c.early {
@@ -345,21 +341,19 @@ func (b *Badger) runWriter() {
 // its batch is cancelled alike: the message never reaches the disk
 // either way.
 func (b *Badger) cancelLocked(qid, seq uint64) bool {
-	id := msgID{qid, seq}
 	for _, c := range [2]*batch{b.pend, b.aged} {
-		if c == nil || c.idx == nil {
+		if c == nil {
 			continue
 		}
-		i, ok := c.idx[id]
+		i, ok := c.idx.take(qid, seq)
 		if !ok {
 			continue
 		}
-		delete(c.idx, id)
 		a := &c.ops[i]
 		a.skip = true
 		c.cancelled++
 		b.stats.cancelled.Add(1)
-		if int(i) == c.released && b.writing == nil {
+		if i == c.released && b.writing == nil {
 			b.notifyMu.Lock()
 			b.releaseLocked()
 			b.notifyCond.Signal()
