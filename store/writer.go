@@ -84,7 +84,6 @@ type batch struct {
 	early    bool
 }
 
-
 // AppendMessage implements Store. data is copied before it returns. done
 // (if not nil) is called exactly once, from the notifier goroutine once the
 // record is durable, or with ErrClosed (synchronously) after Close, or with
