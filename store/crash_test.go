@@ -28,9 +28,28 @@ func crashData(qid, seq uint64) []byte {
 // messages from several goroutines and prints "ok qid seq" after each
 // done(nil). The parent SIGKILLs it mid-way, reopens the store and checks
 // that every printed message is there, intact.
-func TestCrashRecovery(t *testing.T) {
+func TestCrashRecovery(t *testing.T) { crashTest(t, "TestCrashRecovery", false) }
+
+// TestCrashRecoveryAcked is TestCrashRecovery with most messages deleted
+// right after their append, as by consumers that keep up: the writer then
+// lets batches age, cancels appends at their delete and hands their
+// callbacks over before any write. Every acknowledged message not deleted
+// must survive the kills; the others may or may not.
+func TestCrashRecoveryAcked(t *testing.T) { crashTest(t, "TestCrashRecoveryAcked", true) }
+
+// crashKept reports whether the child keeps message seq (deletes none of
+// it): with acked, one in five; else all but one in five.
+func crashKept(seq uint64, acked bool) bool {
+	i := seq & (1<<40 - 1)
+	if acked {
+		return i%5 == 0
+	}
+	return i%5 != 4
+}
+
+func crashTest(t *testing.T, name string, ackedMode bool) {
 	if dir := os.Getenv(crashEnv); dir != "" {
-		crashChild(dir)
+		crashChild(dir, ackedMode)
 		return
 	}
 	if testing.Short() {
@@ -38,7 +57,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	dir := t.TempDir()
 	for round := range 3 { // kill, reopen, append more, kill again
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashRecovery$", "-test.count=1")
+		cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.count=1")
 		cmd.Env = append(os.Environ(), crashEnv+"="+dir, fmt.Sprintf("TRIDENT_STORE_CRASH_ROUND=%d", round))
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
@@ -51,6 +70,9 @@ func TestCrashRecovery(t *testing.T) {
 		acked := make(map[[2]uint64]bool)
 		r := bufio.NewReader(out)
 		killAt := 16000 + round*7919
+		if ackedMode {
+			killAt /= 4 // a fifth of the messages are kept
+		}
 		killed := false
 		for {
 			line, err := r.ReadString('\n')
@@ -65,7 +87,7 @@ func TestCrashRecovery(t *testing.T) {
 			}
 			qid, _ := strconv.ParseUint(f[1], 10, 64)
 			seq, _ := strconv.ParseUint(f[2], 10, 64)
-			if (seq&(1<<40-1))%5 != 4 { // the child deletes these
+			if crashKept(seq, ackedMode) {
 				acked[[2]uint64{qid, seq}] = true
 			}
 			if len(acked) == killAt && !killed {
@@ -106,7 +128,7 @@ func TestCrashRecovery(t *testing.T) {
 }
 
 // crashChild appends until killed, printing each acknowledged message.
-func crashChild(dir string) {
+func crashChild(dir string, ackedMode bool) {
 	s, err := openBadgerErr(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)
@@ -138,9 +160,9 @@ func crashChild(dir string) {
 					}
 					<-sem
 				})
-				if i%5 == 0 && i > 0 {
+				if prev := round<<40 | (i - 1); i > 0 && !crashKept(prev, ackedMode) {
 					// acked consumers: deletes interleave with appends
-					s.DeleteMessage(qid, round<<40|(i-1)) // may or may not be durable
+					s.DeleteMessage(qid, prev) // may or may not be durable
 				}
 			}
 		}()
