@@ -26,11 +26,14 @@
 //   - Records are applied in issue order: a delete issued after an append of
 //     the same message applies after it, and DropMessages applies after
 //     every append and delete issued before it and returns once durable.
-//     An append and a later delete of the same message that meet in one
-//     batch cancel: neither is written (the append's done still gets nil).
-//     This relies on (qid, seq) naming one message: re-appending a seq that
-//     is already stored, then deleting it in the same batch, would leave the
-//     older copy. The core never reuses a seq.
+//     A delete issued while its message's append is still queued cancels
+//     both: neither is written, and the append's done gets nil as soon as
+//     every op issued before it is durable or cancelled, without waiting
+//     for a write (so a message consumed and acked at once is confirmed at
+//     its ack). This relies on (qid, seq) naming one message: re-appending
+//     a seq that is already stored, then deleting it while the re-append is
+//     queued, would leave the older copy — PutMessage is for that. The
+//     core never reuses a seq otherwise.
 //   - DeleteMessage needs no callback; a delete is durable once a later
 //     Sync returns or a later append's done is called. DeleteMessages
 //     (a range [from, to) of one queue) is the same, one record: in its

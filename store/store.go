@@ -53,7 +53,7 @@ type Store interface {
 type Stats struct {
 	Appends   uint64 // appends whose done callback was called with nil
 	Deletes   uint64 // message deletes issued
-	Cancelled uint64 // append+delete pairs that met in one batch and never reached disk
+	Cancelled uint64 // appends deleted before they were written: neither reached the disk
 	Batches   uint64 // group commits (batches taken by the writer)
 	Syncs     uint64 // fsyncs issued by the writer
 }
