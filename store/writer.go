@@ -235,11 +235,12 @@ func (b *Badger) recycle(c *batch) {
 	c.idx.reset()
 	c.ops, c.arena = c.ops[:0], c.arena[:0]
 	c.bytes, c.deletes, c.barriers, c.appends, c.cancelled, c.released, c.err = 0, 0, 0, 0, 0, 0, nil
-	if c.early {
-		return // not a producers' batch
-	}
 	b.mu.Lock()
-	if len(b.free) < 4 {
+	if c.early { // not a producers' batch
+		if len(b.freeEarly) < 4 {
+			b.freeEarly = append(b.freeEarly, c)
+		}
+	} else if len(b.free) < 4 {
 		b.free = append(b.free, c)
 	}
 	b.mu.Unlock()
@@ -391,7 +392,12 @@ func (b *Badger) releaseLocked() {
 				continue
 			}
 			if early == nil {
-				early = &batch{early: true}
+				if n := len(b.freeEarly); n > 0 {
+					early = b.freeEarly[n-1]
+					b.freeEarly = b.freeEarly[:n-1]
+				} else {
+					early = &batch{early: true}
+				}
 				b.notifyQ = append(b.notifyQ, early)
 			}
 			early.ops = append(early.ops, op{done: o.done})
