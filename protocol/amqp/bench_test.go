@@ -109,6 +109,55 @@ func (c *benchConn) expect(b *testing.B, name string) {
 	}
 }
 
+// benchPublishes encodes n basic.publish of a 16-byte body to queue on
+// channel 1 with the delivery mode; one is the size of each.
+func benchPublishes(queue string, mode uint8, n int) (buf []byte, one int) {
+	var m []byte
+	m, _ = wire.AppendMethodFrame(m, 1, &wire.BasicPublish{RoutingKey: queue})
+	m, _ = wire.AppendHeaderFrame(m, 1, 16, &wire.Properties{DeliveryMode: mode})
+	m = wire.AppendFrame(m, wire.FrameBody, 1, make([]byte, 16))
+	for range n {
+		buf = append(buf, m...)
+	}
+	return buf, len(m)
+}
+
+// scan reads c until an error, parsing frames without copying them: it
+// calls fn with the payload of each method frame and sends out the sum of
+// what fn returned for each read that came to more than zero.
+func (c *benchConn) scan(out chan<- int, fn func(payload []byte) int, errc chan<- error) {
+	rb := make([]byte, 256<<10)
+	have, _ := c.r.Read(rb[:c.r.Buffered()])
+	for {
+		n, err := c.nc.Read(rb[have:])
+		have += n
+		off, cnt := 0, 0
+		for {
+			f, used, perr := wire.ParseFrame(rb[off:have], 0)
+			if perr != nil {
+				if !errors.Is(perr, io.ErrUnexpectedEOF) {
+					errc <- perr
+					return
+				}
+				break
+			}
+			off += used
+			if f.Type == wire.FrameMethod {
+				cnt += fn(f.Payload)
+			}
+		}
+		copy(rb, rb[off:have])
+		have -= off
+		if cnt > 0 {
+			out <- cnt
+		}
+		if err != nil {
+			errc <- err
+			return
+		}
+	}
+}
+
 // BenchmarkTransient1to1 is transient 16-byte messages through one queue
 // to a no-ack consumer over loopback TCP, a raw publisher writing batches
 // of 256 pre-encoded messages (at most 64k in flight); allocs/op are the
@@ -122,57 +171,24 @@ func BenchmarkTransient1to1(b *testing.B) {
 	cons.expect(b, "basic.consume-ok")
 	pub := benchDial(b, addr)
 
-	var one []byte
-	one, _ = wire.AppendMethodFrame(one, 1, &wire.BasicPublish{RoutingKey: "bench"})
-	one, _ = wire.AppendHeaderFrame(one, 1, 16, &wire.Properties{DeliveryMode: 1})
-	one = wire.AppendFrame(one, wire.FrameBody, 1, make([]byte, 16))
 	const batch = 256
-	var buf []byte
-	for range batch {
-		buf = append(buf, one...)
-	}
+	buf, one := benchPublishes("bench", 1, batch)
 
 	got := make(chan int, 1024)
 	done := make(chan error, 1)
-	go func() {
-		rb := make([]byte, 256<<10)
-		have, _ := cons.r.Read(rb[:cons.r.Buffered()])
-		for {
-			n, err := cons.nc.Read(rb[have:])
-			have += n
-			off, cnt := 0, 0
-			for {
-				f, used, perr := wire.ParseFrame(rb[off:have], 0)
-				if perr != nil {
-					if !errors.Is(perr, io.ErrUnexpectedEOF) {
-						done <- perr
-						return
-					}
-					break
-				}
-				off += used
-				if f.Type == wire.FrameMethod && binary.BigEndian.Uint16(f.Payload[2:]) == wire.MethodBasicDeliver {
-					cnt++
-				}
-			}
-			copy(rb, rb[off:have])
-			have -= off
-			if cnt > 0 {
-				got <- cnt
-			}
-			if err != nil {
-				done <- err
-				return
-			}
+	go cons.scan(got, func(p []byte) int {
+		if binary.BigEndian.Uint16(p[2:]) == wire.MethodBasicDeliver {
+			return 1
 		}
-	}()
+		return 0
+	}, done)
 	const window = 64 << 10
 	run := func(n int) {
 		sent, recv := 0, 0
 		for recv < n {
 			for sent < n && sent-recv+batch <= window {
 				k := min(batch, n-sent)
-				if _, err := pub.nc.Write(buf[:k*len(one)]); err != nil {
+				if _, err := pub.nc.Write(buf[:k*one]); err != nil {
 					b.Fatal(err)
 				}
 				sent += k
@@ -217,55 +233,15 @@ func BenchmarkPersistentConfirm1to1(b *testing.B) {
 	pub.send(b, 1, &wire.ConfirmSelect{})
 	pub.expect(b, "confirm.select-ok")
 
-	var one []byte
-	one, _ = wire.AppendMethodFrame(one, 1, &wire.BasicPublish{RoutingKey: "pbench"})
-	one, _ = wire.AppendHeaderFrame(one, 1, 16, &wire.Properties{DeliveryMode: 2})
-	one = wire.AppendFrame(one, wire.FrameBody, 1, make([]byte, 16))
 	const batch = 256
-	var buf []byte
-	for range batch {
-		buf = append(buf, one...)
-	}
+	buf, one := benchPublishes("pbench", 2, batch)
 
-	// scan calls fn with the payload of each method frame read from c.
-	scan := func(c *benchConn, out chan<- int, fn func(p []byte) int, errc chan<- error) {
-		rb := make([]byte, 256<<10)
-		have, _ := c.r.Read(rb[:c.r.Buffered()])
-		for {
-			n, err := c.nc.Read(rb[have:])
-			have += n
-			off, cnt := 0, 0
-			for {
-				f, used, perr := wire.ParseFrame(rb[off:have], 0)
-				if perr != nil {
-					if !errors.Is(perr, io.ErrUnexpectedEOF) {
-						errc <- perr
-						return
-					}
-					break
-				}
-				off += used
-				if f.Type == wire.FrameMethod {
-					cnt += fn(f.Payload)
-				}
-			}
-			copy(rb, rb[off:have])
-			have -= off
-			if cnt > 0 {
-				out <- cnt
-			}
-			if err != nil {
-				errc <- err
-				return
-			}
-		}
-	}
 	errc := make(chan error, 2)
 	// The consumer acks every 100th delivery, multiple=true.
 	got := make(chan int, 1024)
 	var ack []byte
 	delivered := 0
-	go scan(cons, got, func(p []byte) int {
+	go cons.scan(got, func(p []byte) int {
 		if binary.BigEndian.Uint16(p[2:]) != wire.MethodBasicDeliver {
 			return 0
 		}
@@ -281,7 +257,7 @@ func BenchmarkPersistentConfirm1to1(b *testing.B) {
 	// Confirms: the highest tag acked so far (one queue: in order).
 	confirmed := make(chan int, 1024)
 	var high uint64
-	go scan(pub, confirmed, func(p []byte) int {
+	go pub.scan(confirmed, func(p []byte) int {
 		if binary.BigEndian.Uint16(p[2:]) != wire.MethodBasicAck {
 			return 0
 		}
@@ -299,7 +275,7 @@ func BenchmarkPersistentConfirm1to1(b *testing.B) {
 		for recv < n || conf < n {
 			for sent < n && sent-conf+batch <= window+batch {
 				k := min(batch, n-sent)
-				if _, err := pub.nc.Write(buf[:k*len(one)]); err != nil {
+				if _, err := pub.nc.Write(buf[:k*one]); err != nil {
 					b.Fatal(err)
 				}
 				sent += k
