@@ -151,7 +151,6 @@ type Badger struct {
 	lingering bool
 	writing   *batch   // taken by the writer, not yet visible in Badger (the read path looks at it)
 	free      []*batch // recycled batches
-	freeEarly []*batch // recycled batches of released callbacks (releaseLocked)
 	stopping  bool     // no more work accepted
 	failed    error    // sticky write/sync error
 	idle      bool     // writer is waiting on wake

@@ -227,6 +227,11 @@ func (b *Badger) newBatchLocked() *batch {
 	return new(batch)
 }
 
+// maxFree is how many recycled batches the store keeps: the producers'
+// (pend, aged, the one being written, the notifier's) and those of
+// released callbacks.
+const maxFree = 8
+
 func (b *Badger) recycle(c *batch) {
 	if cap(c.ops) > 1<<16 || cap(c.arena) > 4<<20 {
 		return // do not keep a burst's memory
@@ -235,12 +240,9 @@ func (b *Badger) recycle(c *batch) {
 	c.idx.reset()
 	c.ops, c.arena = c.ops[:0], c.arena[:0]
 	c.bytes, c.deletes, c.barriers, c.appends, c.cancelled, c.released, c.err = 0, 0, 0, 0, 0, 0, nil
+	c.early = false
 	b.mu.Lock()
-	if c.early { // not a producers' batch
-		if len(b.freeEarly) < 4 {
-			b.freeEarly = append(b.freeEarly, c)
-		}
-	} else if len(b.free) < 4 {
+	if len(b.free) < maxFree {
 		b.free = append(b.free, c)
 	}
 	b.mu.Unlock()
@@ -392,12 +394,8 @@ func (b *Badger) releaseLocked() {
 				continue
 			}
 			if early == nil {
-				if n := len(b.freeEarly); n > 0 {
-					early = b.freeEarly[n-1]
-					b.freeEarly = b.freeEarly[:n-1]
-				} else {
-					early = &batch{early: true}
-				}
+				early = b.newBatchLocked()
+				early.early = true
 				b.notifyQ = append(b.notifyQ, early)
 			}
 			early.ops = append(early.ops, op{done: o.done})

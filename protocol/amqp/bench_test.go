@@ -122,6 +122,25 @@ func benchPublishes(queue string, mode uint8, n int) (buf []byte, one int) {
 	return buf, len(m)
 }
 
+// pump writes n of the pre-encoded messages in buf (one bytes each, a
+// write at most len(buf)/one of them) to c while fewer than window are
+// unsettled, until n are received and n settled: step waits for the next
+// of those counts and adds it.
+func (c *benchConn) pump(b *testing.B, buf []byte, one, n, window int, step func(recv, settled *int)) {
+	batch := len(buf) / one
+	sent, recv, settled := 0, 0, 0
+	for recv < n || settled < n {
+		for sent < n && sent-settled+batch <= window {
+			k := min(batch, n-sent)
+			if _, err := c.nc.Write(buf[:k*one]); err != nil {
+				b.Fatal(err)
+			}
+			sent += k
+		}
+		step(&recv, &settled)
+	}
+}
+
 // scan reads c until an error, parsing frames without copying them: it
 // calls fn with the payload of each method frame and sends out the sum of
 // what fn returned for each read that came to more than zero.
@@ -184,22 +203,15 @@ func BenchmarkTransient1to1(b *testing.B) {
 	}, done)
 	const window = 64 << 10
 	run := func(n int) {
-		sent, recv := 0, 0
-		for recv < n {
-			for sent < n && sent-recv+batch <= window {
-				k := min(batch, n-sent)
-				if _, err := pub.nc.Write(buf[:k*one]); err != nil {
-					b.Fatal(err)
-				}
-				sent += k
-			}
+		pub.pump(b, buf, one, n, window, func(recv, settled *int) {
 			select {
 			case c := <-got:
-				recv += c
+				*recv += c
+				*settled = *recv
 			case err := <-done:
 				b.Fatal(err)
 			}
-		}
+		})
 	}
 	run(100_000) // warm up: buffers and pools at their steady sizes
 	b.ReportAllocs()
@@ -255,9 +267,9 @@ func BenchmarkPersistentConfirm1to1(b *testing.B) {
 		return 1
 	}, errc)
 	// Confirms: the highest tag acked so far (one queue: in order).
-	confirmed := make(chan int, 1024)
+	conf := make(chan int, 1024)
 	var high uint64
-	go pub.scan(confirmed, func(p []byte) int {
+	go pub.scan(conf, func(p []byte) int {
 		if binary.BigEndian.Uint16(p[2:]) != wire.MethodBasicAck {
 			return 0
 		}
@@ -271,24 +283,16 @@ func BenchmarkPersistentConfirm1to1(b *testing.B) {
 	}, errc)
 	const window = 1000
 	run := func(n int) {
-		sent, recv, conf := 0, 0, 0
-		for recv < n || conf < n {
-			for sent < n && sent-conf+batch <= window+batch {
-				k := min(batch, n-sent)
-				if _, err := pub.nc.Write(buf[:k*one]); err != nil {
-					b.Fatal(err)
-				}
-				sent += k
-			}
+		pub.pump(b, buf, one, n, window+batch, func(recv, confirmed *int) {
 			select {
 			case c := <-got:
-				recv += c
-			case c := <-confirmed:
-				conf += c
+				*recv += c
+			case c := <-conf:
+				*confirmed += c
 			case err := <-errc:
 				b.Fatal(err)
 			}
-		}
+		})
 	}
 	// Warm up, with a multiple of 100 so that every delivery is acked.
 	run(100_000)
