@@ -39,6 +39,15 @@ type tcluster struct {
 	nodes []*tnode
 }
 
+// steadyLeader gives a group timeouts that a loaded machine under -race
+// does not miss (the 50 ms ones of fastConfig lose leadership when the
+// test's producer and the other packages' tests hold both cores): for
+// tests whose ops go through one leader's Log and whose subject is not
+// failover.
+func steadyLeader(rc *raft.Config) {
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = time.Second, time.Second, time.Second
+}
+
 func fastConfig(id raft.ServerID) *raft.Config {
 	c := raft.DefaultConfig()
 	c.LocalID = id
@@ -254,7 +263,7 @@ func skipShort(t *testing.T) {
 
 func TestClusterAppendDeleteReturn(t *testing.T) {
 	skipShort(t)
-	c := newCluster(t, 3, nil)
+	c := newCluster(t, 3, steadyLeader)
 	ld := c.leader()
 	l, err := New(ld.r, Options{})
 	if err != nil {
@@ -480,9 +489,7 @@ func TestClusterSnapshotCatchUp(t *testing.T) {
 		rc.SnapshotThreshold = 64
 		rc.SnapshotInterval = 20 * time.Millisecond
 		rc.TrailingLogs = 16
-		// One leader throughout (appends go through its Log): timeouts
-		// that a loaded machine under -race does not miss.
-		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = time.Second, time.Second, time.Second
+		steadyLeader(rc)
 	})
 	ld := c.leader()
 	l, _ := New(ld.r, Options{MaxBatchBytes: 256}) // many small entries
@@ -558,12 +565,8 @@ func TestClusterSnapshotCatchUp(t *testing.T) {
 // and ops after Close fail too.
 func TestLogClose(t *testing.T) {
 	skipShort(t)
-	c := newCluster(t, 3, func(rc *raft.Config) {
-		// Slow to notice the lost quorum, so that Close comes first.
-		rc.HeartbeatTimeout = time.Second
-		rc.ElectionTimeout = time.Second
-		rc.LeaderLeaseTimeout = time.Second
-	})
+	// Slow to notice the lost quorum, so that Close comes first.
+	c := newCluster(t, 3, steadyLeader)
 	ld := c.leader()
 	for _, nd := range c.nodes {
 		if nd != ld {
@@ -689,11 +692,7 @@ func TestClusterDeposedLeader(t *testing.T) {
 // lose the same range. A bad range is refused and queues nothing.
 func TestClusterDeleteRange(t *testing.T) {
 	skipShort(t)
-	c := newCluster(t, 3, func(rc *raft.Config) {
-		// One leader throughout (the ops go through its Log): timeouts
-		// that a loaded machine under -race does not miss.
-		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = time.Second, time.Second, time.Second
-	})
+	c := newCluster(t, 3, steadyLeader)
 	ld := c.leader()
 	l, err := New(ld.r, Options{})
 	if err != nil {
