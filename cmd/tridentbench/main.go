@@ -246,7 +246,12 @@ func main() {
 	fs.IntVar(&o.streamAnchor, "stream-anchor", 1_000_000, "at most this many messages for the RabbitMQ anchor in the stream benchmark")
 	fs.BoolVar(&o.streamNoReads, "stream-no-reads", false, "leave out the stream benchmark's reads from first (x1, x10): fill and replay of a large stream")
 	fs.BoolVar(&o.streamRaw, "stream-raw", false, "run the stream benchmark with the raw AMQP clients (rawstream.go) instead of amqp091-go")
+	nullAddr := fs.String("null-amqp", "", "serve a null AMQP relay (no broker: the generator's and machine's ceiling, see nullamqp.go) on `host:port` and do nothing else")
 	_ = fs.Parse(os.Args[1:])
+	if *nullAddr != "" {
+		fmt.Fprintln(os.Stderr, serveNullAMQP(*nullAddr))
+		os.Exit(1)
+	}
 	for _, f := range strings.Split(*latencyRates, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
