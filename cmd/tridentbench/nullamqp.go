@@ -51,7 +51,11 @@ func serveNullAMQP(addr string) error {
 		return err
 	}
 	fmt.Printf("null AMQP relay on %s\n", ln.Addr())
-	s := &nullAMQP{consumers: map[string]*nullConn{}}
+	return (&nullAMQP{consumers: map[string]*nullConn{}}).serve(ln)
+}
+
+// serve accepts connections until ln fails.
+func (s *nullAMQP) serve(ln net.Listener) error {
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
