@@ -85,7 +85,11 @@ func (m *Message) clear() {
 	m.Body = nil
 	m.Hops = 0
 	m.ts, m.expiresAt = 0, 0
-	m.enc.Store(nil)
+	if m.enc.Load() != nil {
+		// No hold is left: nothing reads enc now, and most messages
+		// never had one (a store is an XCHG: a full barrier per message).
+		m.enc.Store(nil)
+	}
 	m.rec = nil
 	m.held, m.prepaid = 0, 0
 }
