@@ -65,8 +65,8 @@ func (o *Output) PauseLocked(c *exchange.Consumer) bool {
 // (the caller closes the transport).
 func (o *Output) Run(write func(buf []byte, ends []int) error) error {
 	var ends []int
+	o.Mu.Lock()
 	for {
-		o.Mu.Lock()
 		for len(o.Buf) == 0 && !o.Closed && (o.Pending == nil || !o.Pending()) {
 			o.wake.Wait()
 		}
@@ -85,6 +85,8 @@ func (o *Output) Run(write func(buf []byte, ends []int) error) error {
 
 		err := write(buf, ends)
 
+		// One lock per round: the writer keeps Mu from here to its next
+		// take (the protocol's appends contend with it less).
 		o.Mu.Lock()
 		if cap(buf) <= High {
 			o.spare = buf[:0]
@@ -98,12 +100,15 @@ func (o *Output) Run(write func(buf []byte, ends []int) error) error {
 			o.Buf = nil
 		}
 		o.drained.Broadcast()
-		o.Mu.Unlock()
-		for _, c := range resume {
-			c.Resume()
-		}
-		if err != nil {
-			return err
+		if len(resume) > 0 || err != nil {
+			o.Mu.Unlock()
+			for _, c := range resume {
+				c.Resume()
+			}
+			if err != nil {
+				return err
+			}
+			o.Mu.Lock()
 		}
 	}
 }
