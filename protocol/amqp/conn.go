@@ -96,6 +96,15 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.w.Init()
 	c.w.Pending = func() bool { return len(c.confirmRuns) > 0 }
 	c.w.Prepare = c.writeConfirmRunsLocked
+	// Not over TLS (nc is then no socket): the writer writes all.
+	if direct := frontend.NonBlockingWrite(nc); direct != nil {
+		c.w.Direct = func(p []byte) (int, error) {
+			n, err := direct(p)
+			c.wrote.Store(true)
+			c.sendOct.Add(uint64(n))
+			return n, err
+		}
+	}
 	c.frameMax = s.cfg.InitialFrameMax
 	c.connectedAt = time.Now()
 	return c
@@ -226,15 +235,19 @@ func (c *conn) appendContentLocked(ch uint16, m wire.Method, msg *exchange.Messa
 	return len(c.w.Buf) < frontend.High
 }
 
-// deferMax is how much output a publisher's batch may hold back.
-const deferMax = 16 << 10
+// deferMax is how much output a publisher's batch may hold back: as much
+// as one read of the publisher's (readBufSize) brings in 16-byte messages,
+// so that a batch's deliveries to a consumer go out in one write.
+const deferMax = 64 << 10
 
 // Flush implements exchange.Flusher: a publisher's batch that delivered
-// to this connection is over.
+// to this connection is over. What it delivered is written at once on the
+// publisher's goroutine when the writer is idle and the socket takes it
+// (frontend.Output.WriteNow); the writer is woken for the rest.
 func (c *conn) Flush() {
 	c.w.Mu.Lock()
 	c.deferred = nil
-	c.queued()
+	c.w.WriteNow()
 	c.w.Mu.Unlock()
 }
 

@@ -1,7 +1,9 @@
 package frontend
 
 import (
+	"net"
 	"sync"
+	"syscall"
 
 	"github.com/trident-broker/trident/exchange"
 )
@@ -31,10 +33,15 @@ type Output struct {
 	Pending func() bool
 	// Prepare, if set, is called with Mu held before each take.
 	Prepare func()
+	// Direct, if set, writes p on the caller's goroutine without waiting
+	// for the transport: it returns how much of p the transport took
+	// (less when it would block). See WriteNow.
+	Direct func(p []byte) (int, error)
 
 	wake    sync.Cond // the writer waits for output
 	drained sync.Cond // WaitBelowHigh waits for the writer
 	spare   []byte
+	writing bool // a write is under way, the writer's or WriteNow's (Mu)
 }
 
 // Init readies o for use.
@@ -67,7 +74,7 @@ func (o *Output) Run(write func(buf []byte, ends []int) error) error {
 	var ends []int
 	o.Mu.Lock()
 	for {
-		for len(o.Buf) == 0 && !o.Closed && (o.Pending == nil || !o.Pending()) {
+		for o.writing || len(o.Buf) == 0 && !o.Closed && (o.Pending == nil || !o.Pending()) {
 			o.wake.Wait()
 		}
 		if o.Prepare != nil {
@@ -81,6 +88,7 @@ func (o *Output) Run(write func(buf []byte, ends []int) error) error {
 		ends = append(ends[:0], o.Ends...)
 		o.Buf, o.spare = o.spare[:0], nil
 		o.Ends = o.Ends[:0]
+		o.writing = true
 		o.Mu.Unlock()
 
 		err := write(buf, ends)
@@ -88,6 +96,7 @@ func (o *Output) Run(write func(buf []byte, ends []int) error) error {
 		// One lock per round: the writer keeps Mu from here to its next
 		// take (the protocol's appends contend with it less).
 		o.Mu.Lock()
+		o.writing = false
 		if cap(buf) <= High {
 			o.spare = buf[:0]
 		}
@@ -113,6 +122,51 @@ func (o *Output) Run(write func(buf []byte, ends []int) error) error {
 	}
 }
 
+// WriteNow (Mu held; it releases Mu while it writes) writes what is
+// queued on the caller's goroutine when no write is under way and Direct
+// is set, and wakes the writer for whatever the transport did not take
+// at once (or instead, when it cannot write now). A publisher's reader
+// that ends a batch of deliveries calls it: the bytes it just encoded go
+// out from its own core in one write, without a writer's wake-up between
+// the publish and the consumer (nor the buffer's cache lines moving to the
+// writer's core). Never for output that records frame ends (Ends).
+func (o *Output) WriteNow() {
+	if o.Direct == nil || o.writing || o.Closed || len(o.Paused) > 0 || len(o.Ends) > 0 {
+		o.wake.Signal()
+		return
+	}
+	if o.Prepare != nil {
+		o.Prepare()
+	}
+	if len(o.Buf) == 0 {
+		return
+	}
+	buf := o.Buf
+	o.Buf, o.spare = o.spare[:0], nil
+	o.writing = true
+	o.Mu.Unlock()
+
+	n, _ := o.Direct(buf) // an error is the writer's to meet and report
+
+	o.Mu.Lock()
+	o.writing = false
+	if rest := buf[n:]; len(rest) > 0 {
+		// What was appended meanwhile goes after the rest.
+		meanwhile := o.Buf
+		m := copy(buf, rest)
+		o.Buf = append(buf[:m], meanwhile...)
+		if o.spare == nil && cap(meanwhile) <= High {
+			o.spare = meanwhile[:0]
+		}
+	} else if o.spare == nil && cap(buf) <= High {
+		o.spare = buf[:0]
+	}
+	if len(o.Buf) > 0 || o.Closed {
+		o.wake.Signal()
+	}
+	o.drained.Broadcast()
+}
+
 // Stop lets the writer write what is queued and return.
 func (o *Output) Stop() {
 	o.Mu.Lock()
@@ -131,4 +185,43 @@ func (o *Output) WaitBelowHigh() {
 		o.drained.Wait()
 	}
 	o.Mu.Unlock()
+}
+
+// NonBlockingWrite returns a write to nc's socket that takes what the
+// kernel accepts without waiting (for Output.Direct), or nil if nc is not
+// a socket (TLS, an in-process pipe): those go through the writer alone.
+func NonBlockingWrite(nc net.Conn) func(p []byte) (int, error) {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return func(p []byte) (n int, err error) {
+		werr := rc.Write(func(fd uintptr) bool {
+			for n < len(p) {
+				m, e := syscall.Write(int(fd), p[n:])
+				if m > 0 {
+					n += m
+				}
+				switch {
+				case e == syscall.EINTR:
+				case e == syscall.EAGAIN:
+					return true // full: the rest is the writer's
+				case e != nil:
+					err = e
+					return true
+				case m <= 0:
+					return true
+				}
+			}
+			return true
+		})
+		if err == nil {
+			err = werr
+		}
+		return n, err
+	}
 }

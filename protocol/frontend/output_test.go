@@ -1,9 +1,15 @@
 package frontend
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,4 +148,204 @@ func TestOutputPendingAndFailure(t *testing.T) {
 		t.Fatal("not closed after a failed write")
 	}
 	o.WaitBelowHigh() // returns: the output is closed
+}
+
+// TestOutputWriteNow: records appended by several goroutines, each ending
+// its run with WriteNow (as a publisher's batch does) or Signal, reach a
+// TCP peer complete and in the order they were appended, while the peer
+// reads slowly at first (so direct writes are short and the writer takes
+// the rest) and then at full speed; after Stop everything has arrived.
+func TestOutputWriteNow(t *testing.T) {
+	server, client := tcpPair(t)
+	_ = server.(*net.TCPConn).SetWriteBuffer(16 << 10) // fill it quickly
+
+	var o Output
+	o.Init()
+	direct := NonBlockingWrite(server)
+	if direct == nil {
+		t.Fatal("no direct write on a TCP socket")
+	}
+	var directN, short atomic.Int64
+	o.Direct = func(p []byte) (int, error) {
+		n, err := direct(p)
+		directN.Add(int64(n))
+		if n < len(p) {
+			short.Add(1)
+		}
+		return n, err
+	}
+	wdone := make(chan error, 1)
+	go func() {
+		wdone <- o.Run(func(buf []byte, _ []int) error {
+			_, err := server.Write(buf)
+			return err
+		})
+	}()
+
+	const first = 1 << 14 // records before the peer reads: 1 MiB
+	const appenders, runs, perRun = 4, 300, 50
+	const total = first + appenders*runs*perRun
+	var seq uint32 // next record number, under o.Mu: the order of appends
+	appendRecord := func() {
+		o.Buf = binary.BigEndian.AppendUint32(o.Buf, seq)
+		o.Buf = append(o.Buf, make([]byte, 60)...) // a delivery's size
+		seq++
+	}
+	// The writer is idle: WriteNow writes what the socket takes of 1 MiB
+	// (more than its buffers) and leaves the rest to the writer.
+	o.Mu.Lock()
+	for range first {
+		appendRecord()
+	}
+	o.WriteNow()
+	o.Mu.Unlock()
+	if short.Load() != 1 {
+		t.Fatalf("%d short direct writes of 1 MiB to a peer that does not read, want 1", short.Load())
+	}
+	var wg sync.WaitGroup
+	for a := range appenders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range runs {
+				for range perRun {
+					o.Mu.Lock()
+					appendRecord()
+					o.Mu.Unlock()
+				}
+				o.Mu.Lock()
+				if (a+r)%3 == 0 {
+					o.Signal()
+				} else {
+					o.WriteNow()
+				}
+				o.Mu.Unlock()
+			}
+		}()
+	}
+	readErr := make(chan error, 1)
+	go func() {
+		time.Sleep(50 * time.Millisecond) // the writer meets a full socket first
+		readErr <- readRecords(client, total)
+	}()
+	wg.Wait()
+	o.Stop()
+	if err := <-wdone; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-readErr:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the peer did not receive every record")
+	}
+	t.Logf("%d of %d bytes written directly, %d short direct writes", directN.Load(), total*64, short.Load())
+}
+
+// TestOutputWriteNowInterleaved makes every direct write short and has
+// another goroutine append records and wake the writer while it is under
+// way: the writer must wait for the direct write, and the part it left
+// must go out before what was appended meanwhile.
+func TestOutputWriteNowInterleaved(t *testing.T) {
+	server, client := tcpPair(t)
+	var o Output
+	o.Init()
+	direct := NonBlockingWrite(server)
+	var seq uint32
+	appendRecords := func(k int) { // Mu held
+		for range k {
+			o.Buf = binary.BigEndian.AppendUint32(o.Buf, seq)
+			o.Buf = append(o.Buf, make([]byte, 60)...)
+			seq++
+		}
+	}
+	o.Direct = func(p []byte) (int, error) {
+		n, err := direct(p[:len(p)/2+1]) // short, and not at a record's end
+		done := make(chan struct{})
+		go func() {
+			o.Mu.Lock()
+			appendRecords(10)
+			o.Signal()
+			o.Mu.Unlock()
+			close(done)
+		}()
+		<-done
+		time.Sleep(time.Millisecond) // the writer, if it did not wait, writes now
+		return n, err
+	}
+	wdone := make(chan error, 1)
+	go func() {
+		wdone <- o.Run(func(buf []byte, _ []int) error {
+			_, err := server.Write(buf)
+			return err
+		})
+	}()
+	const rounds = 50
+	const total = rounds * (100 + 10)
+	readErr := make(chan error, 1)
+	go func() { readErr <- readRecords(client, total) }()
+	for range rounds {
+		o.Mu.Lock()
+		appendRecords(100)
+		o.WriteNow()
+		o.Mu.Unlock()
+		// Let the writer finish so that the next WriteNow finds it idle.
+		o.Mu.Lock()
+		for o.writing || len(o.Buf) > 0 {
+			o.Mu.Unlock()
+			time.Sleep(100 * time.Microsecond)
+			o.Mu.Lock()
+		}
+		o.Mu.Unlock()
+	}
+	o.Stop()
+	if err := <-wdone; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-readErr; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tcpPair returns both ends of a loopback TCP connection.
+func tcpPair(t *testing.T) (server, client net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server = <-accepted
+	if server == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { server.Close(); client.Close() })
+	return server, client
+}
+
+// readRecords reads n 64-byte records numbered 0, 1, ... in order.
+func readRecords(c net.Conn, n int) error {
+	r := bufio.NewReader(c)
+	rec := make([]byte, 64)
+	for i := range uint32(n) {
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		if _, err := io.ReadFull(r, rec); err != nil {
+			return fmt.Errorf("record %d: %w", i, err)
+		}
+		if got := binary.BigEndian.Uint32(rec); got != i {
+			return fmt.Errorf("record %d arrived as number %d", i, got)
+		}
+	}
+	return nil
 }
