@@ -161,7 +161,9 @@ func (o *Output) WriteNow() {
 	} else if o.spare == nil && cap(buf) <= High {
 		o.spare = buf[:0]
 	}
-	if len(o.Buf) > 0 || o.Closed {
+	// The writer, woken meanwhile, waited for this write: wake it again
+	// for what came since (bytes, or output Prepare will append).
+	if len(o.Buf) > 0 || o.Closed || o.Pending != nil && o.Pending() {
 		o.wake.Signal()
 	}
 	o.drained.Broadcast()

@@ -339,7 +339,7 @@ func readRecords(c net.Conn, n int) error {
 	r := bufio.NewReader(c)
 	rec := make([]byte, 64)
 	for i := range uint32(n) {
-		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		if _, err := io.ReadFull(r, rec); err != nil {
 			return fmt.Errorf("record %d: %w", i, err)
 		}
@@ -348,4 +348,44 @@ func readRecords(c net.Conn, n int) error {
 		}
 	}
 	return nil
+}
+
+// TestOutputWriteNowPending: output that the protocol keeps outside Buf
+// until the writer's take (Pending, Prepare: AMQP's confirm runs) and
+// that arrives while a direct write is under way is written without any
+// further wake-up.
+func TestOutputWriteNowPending(t *testing.T) {
+	server, client := tcpPair(t)
+	var o Output
+	o.Init()
+	pending := 0 // records kept outside Buf, under Mu
+	var seq uint32
+	appendRecords := func(k int) { // Mu held
+		for range k {
+			o.Buf = binary.BigEndian.AppendUint32(o.Buf, seq)
+			o.Buf = append(o.Buf, make([]byte, 60)...)
+			seq++
+		}
+	}
+	o.Pending = func() bool { return pending > 0 }
+	o.Prepare = func() { appendRecords(pending); pending = 0 }
+	direct := NonBlockingWrite(server)
+	o.Direct = func(p []byte) (int, error) {
+		n, err := direct(p)
+		o.Mu.Lock()
+		pending = 3 // as a confirm run recorded during the write
+		o.Signal()  // the writer wakes, finds the write under way, waits
+		o.Mu.Unlock()
+		time.Sleep(time.Millisecond)
+		return n, err
+	}
+	go func() { _ = o.Run(func(buf []byte, _ []int) error { _, err := server.Write(buf); return err }) }()
+	defer o.Stop()
+	o.Mu.Lock()
+	appendRecords(5)
+	o.WriteNow()
+	o.Mu.Unlock()
+	if err := readRecords(client, 8); err != nil {
+		t.Fatal(err)
+	}
 }
