@@ -174,29 +174,16 @@ func TestOutputWriteNow(t *testing.T) {
 		}
 		return n, err
 	}
-	wdone := make(chan error, 1)
-	go func() {
-		wdone <- o.Run(func(buf []byte, _ []int) error {
-			_, err := server.Write(buf)
-			return err
-		})
-	}()
+	wdone := startWriter(&o, server)
 
 	const first = 1 << 14 // records before the peer reads: 1 MiB
 	const appenders, runs, perRun = 4, 300, 50
 	const total = first + appenders*runs*perRun
-	var seq uint32 // next record number, under o.Mu: the order of appends
-	appendRecord := func() {
-		o.Buf = binary.BigEndian.AppendUint32(o.Buf, seq)
-		o.Buf = append(o.Buf, make([]byte, 60)...) // a delivery's size
-		seq++
-	}
+	recs := records{o: &o}
 	// The writer is idle: WriteNow writes what the socket takes of 1 MiB
 	// (more than its buffers) and leaves the rest to the writer.
 	o.Mu.Lock()
-	for range first {
-		appendRecord()
-	}
+	recs.add(first)
 	o.WriteNow()
 	o.Mu.Unlock()
 	if short.Load() != 1 {
@@ -210,7 +197,7 @@ func TestOutputWriteNow(t *testing.T) {
 			for r := range runs {
 				for range perRun {
 					o.Mu.Lock()
-					appendRecord()
+					recs.add(1)
 					o.Mu.Unlock()
 				}
 				o.Mu.Lock()
@@ -253,20 +240,13 @@ func TestOutputWriteNowInterleaved(t *testing.T) {
 	var o Output
 	o.Init()
 	direct := NonBlockingWrite(server)
-	var seq uint32
-	appendRecords := func(k int) { // Mu held
-		for range k {
-			o.Buf = binary.BigEndian.AppendUint32(o.Buf, seq)
-			o.Buf = append(o.Buf, make([]byte, 60)...)
-			seq++
-		}
-	}
+	recs := records{o: &o}
 	o.Direct = func(p []byte) (int, error) {
 		n, err := direct(p[:len(p)/2+1]) // short, and not at a record's end
 		done := make(chan struct{})
 		go func() {
 			o.Mu.Lock()
-			appendRecords(10)
+			recs.add(10)
 			o.Signal()
 			o.Mu.Unlock()
 			close(done)
@@ -275,20 +255,14 @@ func TestOutputWriteNowInterleaved(t *testing.T) {
 		time.Sleep(time.Millisecond) // the writer, if it did not wait, writes now
 		return n, err
 	}
-	wdone := make(chan error, 1)
-	go func() {
-		wdone <- o.Run(func(buf []byte, _ []int) error {
-			_, err := server.Write(buf)
-			return err
-		})
-	}()
+	wdone := startWriter(&o, server)
 	const rounds = 50
 	const total = rounds * (100 + 10)
 	readErr := make(chan error, 1)
 	go func() { readErr <- readRecords(client, total) }()
 	for range rounds {
 		o.Mu.Lock()
-		appendRecords(100)
+		recs.add(100)
 		o.WriteNow()
 		o.Mu.Unlock()
 		// Let the writer finish so that the next WriteNow finds it idle.
@@ -307,6 +281,33 @@ func TestOutputWriteNowInterleaved(t *testing.T) {
 	if err := <-readErr; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// records appends numbered 64-byte records (a small delivery's size) to
+// an Output, Mu held, in the order readRecords expects them.
+type records struct {
+	o   *Output
+	seq uint32
+}
+
+func (r *records) add(k int) {
+	for range k {
+		r.o.Buf = binary.BigEndian.AppendUint32(r.o.Buf, r.seq)
+		r.o.Buf = append(r.o.Buf, make([]byte, 60)...)
+		r.seq++
+	}
+}
+
+// startWriter runs o's writer onto c; Run's result comes on the channel.
+func startWriter(o *Output, c net.Conn) chan error {
+	done := make(chan error, 1)
+	go func() {
+		done <- o.Run(func(buf []byte, _ []int) error {
+			_, err := c.Write(buf)
+			return err
+		})
+	}()
+	return done
 }
 
 // tcpPair returns both ends of a loopback TCP connection.
@@ -359,16 +360,9 @@ func TestOutputWriteNowPending(t *testing.T) {
 	var o Output
 	o.Init()
 	pending := 0 // records kept outside Buf, under Mu
-	var seq uint32
-	appendRecords := func(k int) { // Mu held
-		for range k {
-			o.Buf = binary.BigEndian.AppendUint32(o.Buf, seq)
-			o.Buf = append(o.Buf, make([]byte, 60)...)
-			seq++
-		}
-	}
+	recs := records{o: &o}
 	o.Pending = func() bool { return pending > 0 }
-	o.Prepare = func() { appendRecords(pending); pending = 0 }
+	o.Prepare = func() { recs.add(pending); pending = 0 }
 	direct := NonBlockingWrite(server)
 	o.Direct = func(p []byte) (int, error) {
 		n, err := direct(p)
@@ -379,10 +373,10 @@ func TestOutputWriteNowPending(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		return n, err
 	}
-	go func() { _ = o.Run(func(buf []byte, _ []int) error { _, err := server.Write(buf); return err }) }()
+	startWriter(&o, server)
 	defer o.Stop()
 	o.Mu.Lock()
-	appendRecords(5)
+	recs.add(5)
 	o.WriteNow()
 	o.Mu.Unlock()
 	if err := readRecords(client, 8); err != nil {
