@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 
@@ -70,7 +71,7 @@ func (c *nullConn) serve() {
 	defer c.nc.Close()
 	defer c.s.drop(c)
 	var h [8]byte
-	if _, err := c.r.Read(h[:]); err != nil || wire.CheckProtocolHeader(h[:]) != nil {
+	if _, err := io.ReadFull(c.r, h[:]); err != nil || wire.CheckProtocolHeader(h[:]) != nil {
 		return
 	}
 	c.reply(0, &wire.ConnectionStart{VersionMajor: 0, VersionMinor: 9, ServerProperties: wire.Table{"product": "null"},
@@ -80,7 +81,7 @@ func (c *nullConn) serve() {
 	var buf []byte
 	var cur *nullConn // the current publish's consumer, or nil: drop
 	for {
-		if len(dsts) > 0 && !c.frameBuffered() {
+		if len(dsts) > 0 && !wire.FrameBuffered(c.r) {
 			for _, d := range dsts {
 				d.flush()
 			}
@@ -194,17 +195,6 @@ func (c *nullConn) flush() {
 		_, _ = c.nc.Write(c.out)
 	}
 	c.out, c.dirty = c.out[:0], false
-}
-
-// frameBuffered reports whether the reader holds a whole next frame.
-func (c *nullConn) frameBuffered() bool {
-	n := c.r.Buffered()
-	if n < 7 {
-		return false
-	}
-	h, _ := c.r.Peek(7)
-	size := uint32(h[3])<<24 | uint32(h[4])<<16 | uint32(h[5])<<8 | uint32(h[6])
-	return uint64(n) >= uint64(size)+wire.FrameOverhead
 }
 
 // drop forgets c as a consumer.

@@ -2,7 +2,6 @@ package amqp
 
 import (
 	"bufio"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -251,17 +250,6 @@ func (c *conn) Flush() {
 	c.w.Mu.Unlock()
 }
 
-// frameBuffered reports whether the reader holds a whole next frame, so
-// that reading it does not wait for the network.
-func (c *conn) frameBuffered() bool {
-	n := c.r.Buffered()
-	if n < 7 {
-		return false
-	}
-	h, _ := c.r.Peek(7)
-	return uint64(n) >= uint64(binary.BigEndian.Uint32(h[3:]))+wire.FrameOverhead
-}
-
 func (c *conn) heartbeater() {
 	t := time.NewTicker(c.heartbeat / 2)
 	defer t.Stop()
@@ -505,7 +493,7 @@ func (c *conn) readLoop() error {
 	var buf []byte
 	defer c.batch.Flush()
 	for {
-		if c.batch.Active() && !c.frameBuffered() {
+		if c.batch.Active() && !wire.FrameBuffered(c.r) {
 			// What was read is done: wake the consumers' writers once
 			// for all the deliveries it made, and read the clock again
 			// for what comes next.

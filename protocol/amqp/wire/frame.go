@@ -83,6 +83,17 @@ func ReadFrame(r *bufio.Reader, maxSize uint32, buf []byte) (Frame, error) {
 	return f, nil
 }
 
+// FrameBuffered reports whether r holds a whole next frame, so that
+// ReadFrame returns it without waiting for the peer.
+func FrameBuffered(r *bufio.Reader) bool {
+	n := r.Buffered()
+	if n < 7 {
+		return false
+	}
+	h, _ := r.Peek(7)
+	return uint64(n) >= uint64(binary.BigEndian.Uint32(h[3:]))+FrameOverhead
+}
+
 // readChunk is the most ReadFrame allocates ahead of the data it has read.
 const readChunk = 64 << 10
 

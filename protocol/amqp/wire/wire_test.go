@@ -527,3 +527,15 @@ func TestWriteErrors(t *testing.T) {
 type errWriter struct{ err error }
 
 func (w errWriter) Write([]byte) (int, error) { return 0, w.err }
+// TestFrameBuffered: a frame counts as buffered only once every byte of
+// it, frame-end included, is in the reader.
+func TestFrameBuffered(t *testing.T) {
+	f := AppendFrame(nil, FrameBody, 1, []byte("hello"))
+	for i := 0; i <= len(f); i++ {
+		r := bufio.NewReader(bytes.NewReader(f[:i]))
+		_, _ = r.Peek(i) // fill
+		if got, want := FrameBuffered(r), i == len(f); got != want {
+			t.Fatalf("%d of %d bytes: FrameBuffered %v", i, len(f), got)
+		}
+	}
+}
