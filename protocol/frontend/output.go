@@ -84,11 +84,9 @@ func (o *Output) Run(write func(buf []byte, ends []int) error) error {
 			o.Mu.Unlock()
 			return nil
 		}
-		buf := o.Buf
 		ends = append(ends[:0], o.Ends...)
-		o.Buf, o.spare = o.spare[:0], nil
 		o.Ends = o.Ends[:0]
-		o.writing = true
+		buf := o.takeLocked()
 		o.Mu.Unlock()
 
 		err := write(buf, ends)
@@ -96,10 +94,7 @@ func (o *Output) Run(write func(buf []byte, ends []int) error) error {
 		// One lock per round: the writer keeps Mu from here to its next
 		// take (the protocol's appends contend with it less).
 		o.Mu.Lock()
-		o.writing = false
-		if cap(buf) <= High {
-			o.spare = buf[:0]
-		}
+		o.wroteLocked(buf, len(buf))
 		var resume []*exchange.Consumer
 		if len(o.Buf) < Low && len(o.Paused) > 0 {
 			resume, o.Paused = o.Paused, nil
@@ -141,32 +136,43 @@ func (o *Output) WriteNow() {
 	if len(o.Buf) == 0 {
 		return
 	}
-	buf := o.Buf
-	o.Buf, o.spare = o.spare[:0], nil
-	o.writing = true
+	buf := o.takeLocked()
 	o.Mu.Unlock()
 
 	n, _ := o.Direct(buf) // an error is the writer's to meet and report
 
 	o.Mu.Lock()
-	o.writing = false
-	if rest := buf[n:]; len(rest) > 0 {
-		// What was appended meanwhile goes after the rest.
-		meanwhile := o.Buf
-		m := copy(buf, rest)
-		o.Buf = append(buf[:m], meanwhile...)
-		if o.spare == nil && cap(meanwhile) <= High {
-			o.spare = meanwhile[:0]
-		}
-	} else if o.spare == nil && cap(buf) <= High {
-		o.spare = buf[:0]
-	}
+	o.wroteLocked(buf, n)
 	// The writer, woken meanwhile, waited for this write: wake it again
 	// for what came since (bytes, or output Prepare will append).
 	if len(o.Buf) > 0 || o.Closed || o.Pending != nil && o.Pending() {
 		o.wake.Signal()
 	}
 	o.drained.Broadcast()
+}
+
+// takeLocked starts a write (the writer's or WriteNow's) of what Buf
+// holds: Buf gets the spare buffer.
+func (o *Output) takeLocked() []byte {
+	buf := o.Buf
+	o.Buf, o.spare = o.spare[:0], nil
+	o.writing = true
+	return buf
+}
+
+// wroteLocked ends the write of buf, of which the transport took n bytes:
+// the rest goes back before what was queued meanwhile, and the buffer
+// left over is the next spare.
+func (o *Output) wroteLocked(buf []byte, n int) {
+	o.writing = false
+	if n < len(buf) {
+		meanwhile := o.Buf
+		o.Buf = append(buf[:copy(buf, buf[n:])], meanwhile...)
+		buf = meanwhile
+	}
+	if cap(buf) <= High {
+		o.spare = buf[:0]
+	}
 }
 
 // Stop lets the writer write what is queued and return.

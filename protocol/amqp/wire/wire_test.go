@@ -527,6 +527,7 @@ func TestWriteErrors(t *testing.T) {
 type errWriter struct{ err error }
 
 func (w errWriter) Write([]byte) (int, error) { return 0, w.err }
+
 // TestFrameBuffered: a frame counts as buffered only once every byte of
 // it, frame-end included, is in the reader.
 func TestFrameBuffered(t *testing.T) {
