@@ -29,6 +29,7 @@ func (c *conn) admitPublish() error {
 	alarms := c.s.b.Alarms()
 	if alarms.Raised() {
 		if blocked, cleared, reason := alarms.Blocked(); blocked {
+			c.batch.Flush() // deliveries already made go out while this waits
 			c.log.Info("publishing blocked by a resource alarm", "reason", reason)
 			c.lastRead.Store(math.MaxInt64) // pause the heart-beat monitor
 			select {
@@ -38,6 +39,9 @@ func (c *conn) admitPublish() error {
 			}
 			c.lastRead.Store(time.Now().UnixNano())
 		}
+	}
+	if c.s.b.Limiter().RateLimited() {
+		c.batch.Flush()
 	}
 	ok := c.s.b.Limiter().WaitPublish(c.user.Name(), c.vh.Name(), c.stop)
 	c.lastRead.Store(time.Now().UnixNano())

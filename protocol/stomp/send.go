@@ -110,6 +110,7 @@ func (c *conn) doSend(f *frame.Frame, rid string, barrier bool) error {
 		seq = c.addReceipt(rid, true)
 		o = exchange.PublishOpts{Confirmer: c, Tag: seq}
 	}
+	o.Batch = &c.batch
 	res, err := c.vh.Publish(msg, o)
 	if err != nil {
 		if wait {

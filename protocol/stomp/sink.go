@@ -79,7 +79,7 @@ func (s *subscription) Deliver(d exchange.Delivery) bool {
 	ok := true
 	if !c.w.Closed {
 		c.w.Buf = s.appendMessage(c.w.Buf, tag, d)
-		c.endFrameLocked()
+		c.endFrameBatchLocked(d.Batch)
 		if len(c.w.Buf) >= frontend.High {
 			ok = false
 			if d.Consumer != nil {
