@@ -34,6 +34,21 @@ func (c *stRaw) expectBodies(prefix string, n int) []time.Time {
 	return at
 }
 
+// stSubscribedPair connects a consumer subscribed to dest (auto ack; the
+// subscription is in place when it returns) and a publisher.
+func stSubscribedPair(t *testing.T, b *broker, dest string) (cons, pub *stRaw) {
+	t.Helper()
+	cons = stDialRaw(t, b)
+	cons.connect()
+	cons.write("SUBSCRIBE\nid:0\ndestination:" + dest + "\nreceipt:r\n\n\x00")
+	if f := cons.read(); f.Command != "RECEIPT" {
+		t.Fatalf("got %s, want RECEIPT", f.Command)
+	}
+	pub = stDialRaw(t, b)
+	pub.connect()
+	return cons, pub
+}
+
 // TestSTOMPBatchDeliveries: the deliveries a STOMP publisher's frames make
 // wait for the end of what one read brought in (its batch) and go out
 // before the reader waits again, so a publisher that sends many SENDs at
@@ -42,14 +57,7 @@ func (c *stRaw) expectBodies(prefix string, n int) []time.Time {
 func TestSTOMPBatchDeliveries(t *testing.T) {
 	t.Run("other connection", func(t *testing.T) {
 		b := stBroker(t)
-		cons := stDialRaw(t, b)
-		cons.connect()
-		cons.write("SUBSCRIBE\nid:0\ndestination:/queue/batch\nreceipt:r\n\n\x00")
-		if f := cons.read(); f.Command != "RECEIPT" {
-			t.Fatalf("got %s, want RECEIPT", f.Command)
-		}
-		pub := stDialRaw(t, b)
-		pub.connect()
+		cons, pub := stSubscribedPair(t, b, "/queue/batch")
 		const n = 2000
 		pub.write(stSends("/queue/batch", "m", n)) // and nothing more
 		cons.expectBodies("m", n)
@@ -68,14 +76,7 @@ func TestSTOMPBatchDeliveries(t *testing.T) {
 	// a second in the reader: what the first delivered goes out first.
 	t.Run("rate limited", func(t *testing.T) {
 		b := stBroker(t, func(c *conf.Config) { c.Limits.PublishRatePerUser = 1 })
-		cons := stDialRaw(t, b)
-		cons.connect()
-		cons.write("SUBSCRIBE\nid:0\ndestination:/queue/rate\nreceipt:r\n\n\x00")
-		if f := cons.read(); f.Command != "RECEIPT" {
-			t.Fatalf("got %s, want RECEIPT", f.Command)
-		}
-		pub := stDialRaw(t, b)
-		pub.connect()
+		cons, pub := stSubscribedPair(t, b, "/queue/rate")
 		pub.write(stSends("/queue/rate", "r", 2))
 		at := cons.expectBodies("r", 2)
 		if gap := at[1].Sub(at[0]); gap < 500*time.Millisecond {
