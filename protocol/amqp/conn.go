@@ -57,9 +57,6 @@ type conn struct {
 	// confirmRuns are the channels with a run of publisher confirms not
 	// yet written (confirms.go), under w.Mu.
 	confirmRuns []*channel
-	// deferred is the publisher's Batch that will wake the writer for
-	// what was appended last (see exchange.Batch), under w.Mu.
-	deferred *exchange.Batch
 	// batch is this connection's own, as a publisher (reader goroutine).
 	batch exchange.Batch
 	wrote atomic.Bool // something was written since the last heartbeat tick
@@ -223,31 +220,8 @@ func (c *conn) appendContentLocked(ch uint16, m wire.Method, msg *exchange.Messa
 		rest = rest[n:]
 	}
 	c.w.Buf = b
-	// Within a publisher's batch the writer waits for its end, but only
-	// for so much: a consumer with a prefetch window must see its
-	// deliveries (and ack them) while the batch goes on.
-	if batch == nil || len(c.w.Buf) >= deferMax || (c.deferred != batch && !batch.Defer(c)) {
-		c.queued()
-	} else {
-		c.deferred = batch
-	}
+	c.w.SignalIn(batch)
 	return len(c.w.Buf) < frontend.High
-}
-
-// deferMax is how much output a publisher's batch may hold back: as much
-// as one read of the publisher's (readBufSize) brings in 16-byte messages,
-// so that a batch's deliveries to a consumer go out in one write.
-const deferMax = 64 << 10
-
-// Flush implements exchange.Flusher: a publisher's batch that delivered
-// to this connection is over. What it delivered is written at once on the
-// publisher's goroutine when the writer is idle and the socket takes it
-// (frontend.Output.WriteNow); the writer is woken for the rest.
-func (c *conn) Flush() {
-	c.w.Mu.Lock()
-	c.deferred = nil
-	c.w.WriteNow()
-	c.w.Mu.Unlock()
 }
 
 func (c *conn) heartbeater() {

@@ -37,12 +37,23 @@ type Output struct {
 	// for the transport: it returns how much of p the transport took
 	// (less when it would block). See WriteNow.
 	Direct func(p []byte) (int, error)
+	// DirectMax, if not 0, is the most a publisher's batch writes itself
+	// at its end (Flush); past it the writer is woken instead.
+	DirectMax int
 
 	wake    sync.Cond // the writer waits for output
 	drained sync.Cond // WaitBelowHigh waits for the writer
 	spare   []byte
 	writing bool // a write is under way, the writer's or WriteNow's (Mu)
+	// deferred is the publisher's batch whose Flush wakes the writer for
+	// what was appended last (see exchange.Batch), or nil (Mu).
+	deferred *exchange.Batch
 }
+
+// DeferMax is how much output a publisher's batch may hold back: as much
+// as one read of a publisher's brings in small messages, so that a batch's
+// deliveries to a consumer go out in one write.
+const DeferMax = 64 << 10
 
 // Init readies o for use.
 func (o *Output) Init() {
@@ -52,6 +63,34 @@ func (o *Output) Init() {
 
 // Signal wakes the writer for what was appended (Mu held).
 func (o *Output) Signal() { o.wake.Signal() }
+
+// SignalIn is Signal for a delivery that batch (nil: none) made: within
+// a publisher's batch the writer is woken by the batch's Flush instead,
+// once, at its end, while what the batch holds back stays under DeferMax
+// (a consumer with a prefetch window must see its deliveries, and ack
+// them, while the batch goes on). Mu held.
+func (o *Output) SignalIn(batch *exchange.Batch) {
+	if batch == nil || len(o.Buf) >= DeferMax || (o.deferred != batch && !batch.Defer(o)) {
+		o.wake.Signal()
+		return
+	}
+	o.deferred = batch
+}
+
+// Flush implements exchange.Flusher: a publisher's batch that delivered
+// here is over. What it delivered is written at once on the publisher's
+// goroutine (WriteNow) unless it is over DirectMax; the writer is woken
+// for the rest.
+func (o *Output) Flush() {
+	o.Mu.Lock()
+	o.deferred = nil
+	if o.DirectMax > 0 && len(o.Buf) > o.DirectMax {
+		o.wake.Signal()
+	} else {
+		o.WriteNow()
+	}
+	o.Mu.Unlock()
+}
 
 // PauseLocked reports whether the buffer is over High, and if so records
 // c (if not nil) to resume later (Mu held). A Sink's Deliver returns its

@@ -383,3 +383,88 @@ func TestOutputWriteNowPending(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestOutputBatch: deliveries made within a publisher's batch (SignalIn)
+// wake no writer until the batch's Flush, which writes them itself up to
+// DirectMax and leaves more to the writer; past DeferMax the writer is
+// woken without waiting for the batch.
+func TestOutputBatch(t *testing.T) {
+	server, client := tcpPair(t)
+	var o Output
+	o.Init()
+	direct := NonBlockingWrite(server)
+	var directs atomic.Int64
+	o.Direct = func(p []byte) (int, error) {
+		directs.Add(1)
+		return direct(p)
+	}
+	startWriter(&o, server)
+	defer o.Stop()
+	recs := records{o: &o}
+	r := bufio.NewReader(client)
+	next := uint32(0)
+	expect := func(n int) { // the next n records arrive
+		t.Helper()
+		for range n {
+			_ = client.SetReadDeadline(time.Now().Add(10 * time.Second))
+			rec := make([]byte, 64)
+			if _, err := io.ReadFull(r, rec); err != nil {
+				t.Fatalf("record %d: %v", next, err)
+			}
+			if got := binary.BigEndian.Uint32(rec); got != next {
+				t.Fatalf("record %d arrived as %d", next, got)
+			}
+			next++
+		}
+	}
+	deliver := func(b *exchange.Batch, n int) {
+		for range n {
+			o.Mu.Lock()
+			recs.add(1)
+			o.SignalIn(b)
+			o.Mu.Unlock()
+		}
+	}
+	var b exchange.Batch
+
+	// One record through the writer, then wait until it is back in
+	// Wait: it clears writing under Mu and keeps Mu until it waits, so
+	// it sees no later append unless it is woken.
+	deliver(nil, 1)
+	expect(1)
+	o.Mu.Lock()
+	for o.writing {
+		o.Mu.Unlock()
+		time.Sleep(time.Millisecond)
+		o.Mu.Lock()
+	}
+	o.Mu.Unlock()
+
+	deliver(&b, 3)
+	_ = client.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if n, err := r.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Fatalf("a batch's delivery was written before its Flush (%d bytes, %v)", n, err)
+	}
+	b.Flush()
+	expect(3)
+	if directs.Load() != 1 { // and the writer, not woken, is still waiting
+		t.Fatalf("%d direct writes for a batch of 3 records, want 1", directs.Load())
+	}
+
+	o.Mu.Lock()
+	o.DirectMax = 100
+	o.Mu.Unlock()
+	deliver(&b, 2) // 128 bytes: over DirectMax, for the writer
+	b.Flush()
+	expect(2)
+	if directs.Load() != 1 {
+		t.Fatalf("a batch's Flush wrote %d bytes over DirectMax itself", 2*64)
+	}
+
+	// At DeferMax the writer is woken without waiting for the batch;
+	// what comes after waits for the Flush again.
+	deliver(&b, DeferMax/64+1)
+	expect(DeferMax / 64)
+	b.Flush()
+	expect(1)
+}

@@ -73,9 +73,6 @@ type conn struct {
 
 	// Writer state: frame ends are recorded on WebSocket only.
 	w frontend.Output
-	// deferred is the publisher's Batch that will wake the writer for
-	// what was appended last (see exchange.Batch), under w.Mu.
-	deferred *exchange.Batch
 	// batch is this connection's, as a publisher: the reader flushes it
 	// before it reads the socket again (readTracker).
 	batch     exchange.Batch
@@ -101,7 +98,15 @@ func newConn(s *Server, t transport) *conn {
 	c.log = s.log.With("conn", c.name)
 	c.w.Init()
 	// A plain socket (not TLS, not a WebSocket): a publisher's batch
-	// may write its deliveries itself (Flush).
+	// may write its deliveries itself (Output.Flush), up to 4 KiB: a
+	// small write costs the publisher's core less than waking the
+	// writer, a larger one is better left to the writer on the other core
+	// while the publisher reads on. Measured with tridentbench
+	// (raw-stomp-1to1, stomp-queue-1to1, raw-stomp-persistent-receipt):
+	// 4 KiB beat 0 (wake the writer always) and 16 or 64 KiB (which cost
+	// raw 1→1 4–10%, its reader writing what the writer used to write in
+	// parallel).
+	c.w.DirectMax = 4 << 10
 	if tt, ok := t.(*tcpTransport); ok {
 		if direct := frontend.NonBlockingWrite(tt.nc); direct != nil {
 			c.w.Direct = func(p []byte) (int, error) {
@@ -334,46 +339,13 @@ func (c *conn) endFrameLocked() {
 	c.endFrameBatchLocked(nil)
 }
 
-// endFrameBatchLocked is endFrameLocked for a delivery made inside a
-// publisher's batch: the writer is woken by the batch's Flush instead,
-// while what the batch holds back stays under deferMax.
+// endFrameBatchLocked is endFrameLocked for a delivery that batch (nil:
+// none) made (see frontend.Output.SignalIn).
 func (c *conn) endFrameBatchLocked(batch *exchange.Batch) {
 	if c.t.web() {
 		c.w.Ends = append(c.w.Ends, len(c.w.Buf))
 	}
-	if batch == nil || len(c.w.Buf) >= deferMax || (c.deferred != batch && !batch.Defer(c)) {
-		c.w.Signal()
-	} else {
-		c.deferred = batch
-	}
-}
-
-// deferMax is how much output a publisher's batch may hold back (as
-// AMQP's: about one read of small frames).
-const deferMax = 64 << 10
-
-// directMax is the most a batch's Flush writes itself: a small write
-// costs the publisher's core less than waking the writer, a larger one is
-// better left to the writer on the other core while the publisher reads
-// on. Measured with tridentbench (raw-stomp-1to1, stomp-queue-1to1,
-// raw-stomp-persistent-receipt): 4 KiB beat 0 (wake the writer always)
-// and 16 KiB or 64 KiB (which cost raw 1→1 4–10%, its reader writing
-// what the writer used to write in parallel).
-const directMax = 4 << 10
-
-// Flush implements exchange.Flusher: a publisher's batch that delivered
-// to this connection is over. What it delivered is written at once on the
-// publisher's goroutine when the writer is idle and the socket takes it
-// (frontend.Output.WriteNow); the writer is woken for the rest.
-func (c *conn) Flush() {
-	c.w.Mu.Lock()
-	c.deferred = nil
-	if len(c.w.Buf) <= directMax {
-		c.w.WriteNow()
-	} else {
-		c.w.Signal()
-	}
-	c.w.Mu.Unlock()
+	c.w.SignalIn(batch)
 }
 
 // writeFrame queues one frame.
