@@ -336,17 +336,29 @@ func tcpPair(t *testing.T) (server, client net.Conn) {
 }
 
 // readRecords reads n 64-byte records numbered 0, 1, ... in order.
-func readRecords(c net.Conn, n int) error {
-	r := bufio.NewReader(c)
+func readRecords(c net.Conn, n int) error { return newRecordReader(c).read(n) }
+
+// recordReader reads the numbered records of records.add from a peer.
+type recordReader struct {
+	c    net.Conn
+	r    *bufio.Reader
+	next uint32 // the number expected next
+}
+
+func newRecordReader(c net.Conn) *recordReader { return &recordReader{c: c, r: bufio.NewReader(c)} }
+
+// read reads the next n records, each within 10 s.
+func (rr *recordReader) read(n int) error {
 	rec := make([]byte, 64)
-	for i := range uint32(n) {
-		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		if _, err := io.ReadFull(r, rec); err != nil {
-			return fmt.Errorf("record %d: %w", i, err)
+	for range n {
+		_ = rr.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(rr.r, rec); err != nil {
+			return fmt.Errorf("record %d: %w", rr.next, err)
 		}
-		if got := binary.BigEndian.Uint32(rec); got != i {
-			return fmt.Errorf("record %d arrived as number %d", i, got)
+		if got := binary.BigEndian.Uint32(rec); got != rr.next {
+			return fmt.Errorf("record %d arrived as number %d", rr.next, got)
 		}
+		rr.next++
 	}
 	return nil
 }
@@ -401,20 +413,11 @@ func TestOutputBatch(t *testing.T) {
 	startWriter(&o, server)
 	defer o.Stop()
 	recs := records{o: &o}
-	r := bufio.NewReader(client)
-	next := uint32(0)
+	rr := newRecordReader(client)
 	expect := func(n int) { // the next n records arrive
 		t.Helper()
-		for range n {
-			_ = client.SetReadDeadline(time.Now().Add(10 * time.Second))
-			rec := make([]byte, 64)
-			if _, err := io.ReadFull(r, rec); err != nil {
-				t.Fatalf("record %d: %v", next, err)
-			}
-			if got := binary.BigEndian.Uint32(rec); got != next {
-				t.Fatalf("record %d arrived as %d", next, got)
-			}
-			next++
+		if err := rr.read(n); err != nil {
+			t.Fatal(err)
 		}
 	}
 	deliver := func(b *exchange.Batch, n int) {
@@ -442,7 +445,7 @@ func TestOutputBatch(t *testing.T) {
 
 	deliver(&b, 3)
 	_ = client.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
-	if n, err := r.Read(make([]byte, 1)); n != 0 || err == nil {
+	if n, err := rr.r.Read(make([]byte, 1)); n != 0 || err == nil {
 		t.Fatalf("a batch's delivery was written before its Flush (%d bytes, %v)", n, err)
 	}
 	b.Flush()
