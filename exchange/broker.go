@@ -151,6 +151,9 @@ func (b *Broker) EnsureVHost(name string) error {
 	if _, ok := b.VHost(name); ok {
 		return nil
 	}
+	if err := checkName("vhost", name); err != nil {
+		return err
+	}
 	if err := b.store.PutMeta("vhost/"+name, encodeRecord(Table{})); err != nil {
 		return err
 	}

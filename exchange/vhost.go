@@ -160,6 +160,9 @@ func (v *VHost) DeclareExchange(name, kind string, o ExchangeOpts) error {
 		}
 		return nil
 	}
+	if err := checkName("exchange", name); err != nil {
+		return err
+	}
 	for attempt := 0; ; attempt++ {
 		var pending *Exchange
 		err := v.inTopology(func() error {
@@ -452,6 +455,8 @@ type QueueOpts struct {
 	Args       Table
 	Passive    bool
 	Owner      any // the declaring connection (comparable: a pointer); exclusive queues are indexed by it
+
+	generated bool // the name is a server-chosen "amq.gen-…" (Do chose it to check its permission)
 }
 
 // QueueInfo answers a declaration.
@@ -469,6 +474,9 @@ type QueueInfo struct {
 func (v *VHost) DeclareQueue(name string, o QueueOpts) (QueueInfo, error) {
 	if o.Passive {
 		return v.declarePassive(name, o.Owner)
+	}
+	if err := checkName("queue", name); err != nil {
+		return QueueInfo{}, err
 	}
 	var info QueueInfo
 	var err error
@@ -673,7 +681,7 @@ func (v *VHost) declareQueueLocked(name string, o QueueOpts) (QueueInfo, error) 
 	}
 	if name == "" {
 		name = "amq.gen-" + randomToken()
-	} else if strings.HasPrefix(name, "amq.") {
+	} else if strings.HasPrefix(name, "amq.") && !o.generated {
 		return QueueInfo{}, errorf(KindAccessRefused, "queue name '%s' contains reserved prefix 'amq.*'", name)
 	}
 	a, err := parseQueueArgs(o.Args)

@@ -155,19 +155,6 @@ func (s *Server) listBetween(toQueue bool) handler {
 	}
 }
 
-// bindingPerms: binding needs write on the destination and read on the
-// source, as in AMQP.
-func (s *Server) bindingPerms(u *auth.User, vhost, src, dst string, toQueue bool) error {
-	kind := "exchange"
-	if toQueue {
-		kind = "queue"
-	}
-	if err := s.permits(u, vhost, auth.Write, kind, dst); err != nil {
-		return err
-	}
-	return s.permits(u, vhost, auth.Read, "exchange", src)
-}
-
 // createBinding is POST /api/bindings/{vhost}/e/{source}/{q|e}/{destination}:
 // 201 with a Location naming the new binding by its properties key.
 func (s *Server) createBinding(toQueue bool) handler {
@@ -178,10 +165,6 @@ func (s *Server) createBinding(toQueue bool) handler {
 		}
 		src, dst, ok := bindingEnds(w, r, v, toQueue)
 		if !ok {
-			return
-		}
-		if err := s.bindingPerms(u, v.Name(), src, dst, toQueue); err != nil {
-			accessRefused(w)
 			return
 		}
 		body, err := decodeBody(r)
@@ -195,13 +178,11 @@ func (s *Server) createBinding(toQueue bool) handler {
 			accessRefused(w)
 			return
 		}
+		var c exchange.Command = exchange.ExchangeBind{Destination: dst, Source: src, Key: key, Args: args}
 		if toQueue {
-			err = v.BindQueue(dst, src, key, args, ownerOf(v, dst))
-		} else {
-			err = v.BindExchange(dst, src, key, args)
+			c = exchange.QueueBind{Queue: dst, Exchange: src, Key: key, Args: args, Owner: ownerOf(v, dst)}
 		}
-		if err != nil {
-			coreError(w, err)
+		if _, ok := s.do(w, v, u, c); !ok {
 			return
 		}
 		w.Header().Set("Location", url.PathEscape(dst)+"/"+url.PathEscape(propertiesKey(key, args)))
@@ -255,18 +236,11 @@ func (s *Server) deleteBinding(toQueue bool) handler {
 		if !ok {
 			return
 		}
-		if err := s.bindingPerms(u, v.Name(), b.Source, b.Destination, toQueue); err != nil {
-			accessRefused(w)
-			return
-		}
-		var err error
+		var c exchange.Command = exchange.ExchangeUnbind{Destination: b.Destination, Source: b.Source, Key: b.RoutingKey, Args: b.Arguments}
 		if toQueue {
-			err = v.UnbindQueue(b.Destination, b.Source, b.RoutingKey, b.Arguments, ownerOf(v, b.Destination))
-		} else {
-			err = v.UnbindExchange(b.Destination, b.Source, b.RoutingKey, b.Arguments)
+			c = exchange.QueueUnbind{Queue: b.Destination, Exchange: b.Source, Key: b.RoutingKey, Args: b.Arguments, Owner: ownerOf(v, b.Destination)}
 		}
-		if err != nil {
-			coreError(w, err)
+		if _, ok := s.do(w, v, u, c); !ok {
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)

@@ -199,11 +199,12 @@ var ErrDefinitions = errors.New("web: definitions")
 
 // ImportDefinitions applies definitions in RabbitMQ's format: users,
 // vhosts, permissions, topic permissions, policies, exchanges, queues,
-// then bindings. Objects that
+// then bindings, each topology object through the core's permission check
+// as "as" (exchange.VHost.Do). Objects that
 // exist are left as they are when equivalent. If vhost is not "", items
 // without a vhost field go there (a per-vhost file). Streams are declared
 // as streams; quorum queues are declared classic with a warning. Every failure is collected; the rest is still applied.
-func ImportDefinitions(core Core, users *auth.Users, data []byte, vhost string, log *slog.Logger) error {
+func ImportDefinitions(core Core, users *auth.Users, as exchange.Authorizer, data []byte, vhost string, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -274,8 +275,8 @@ func ImportDefinitions(core Core, users *auth.Users, data []byte, vhost string, 
 			if strings.HasPrefix(x.Name, "amq.") || x.Name == "" {
 				continue
 			}
-			err = v.DeclareExchange(x.Name, x.Type, exchange.ExchangeOpts{Durable: x.Durable,
-				AutoDelete: x.AutoDelete, Internal: x.Internal, Args: x.Arguments})
+			_, err = v.Do(as, exchange.ExchangeDeclare{Name: x.Name, Type: x.Type, Opts: exchange.ExchangeOpts{Durable: x.Durable,
+				AutoDelete: x.AutoDelete, Internal: x.Internal, Args: x.Arguments}})
 		}
 		if err != nil {
 			fail("exchange "+x.Name, err)
@@ -290,7 +291,7 @@ func ImportDefinitions(core Core, users *auth.Users, data []byte, vhost string, 
 				args = withoutKeys(args, "x-queue-type", "x-quorum-initial-group-size", "x-delivery-limit",
 					"x-max-in-memory-length", "x-max-in-memory-bytes", "x-max-age", "x-stream-max-segment-size-bytes")
 			}
-			_, err = v.DeclareQueue(q.Name, exchange.QueueOpts{Durable: q.Durable, AutoDelete: q.AutoDelete, Args: args})
+			_, err = v.Do(as, exchange.QueueDeclare{Name: q.Name, Opts: exchange.QueueOpts{Durable: q.Durable, AutoDelete: q.AutoDelete, Args: args}})
 		}
 		if err != nil {
 			fail("queue "+q.Name, err)
@@ -299,11 +300,11 @@ func ImportDefinitions(core Core, users *auth.Users, data []byte, vhost string, 
 	for _, b := range d.Bindings {
 		v, err := vh(b.VHost)
 		if err == nil {
+			var c exchange.Command = exchange.ExchangeBind{Destination: b.Destination, Source: b.Source, Key: b.RoutingKey, Args: b.Arguments}
 			if b.DestinationType == "queue" {
-				err = v.BindQueue(b.Destination, b.Source, b.RoutingKey, b.Arguments, nil)
-			} else {
-				err = v.BindExchange(b.Destination, b.Source, b.RoutingKey, b.Arguments)
+				c = exchange.QueueBind{Queue: b.Destination, Exchange: b.Source, Key: b.RoutingKey, Args: b.Arguments}
 			}
+			_, err = v.Do(as, c)
 		}
 		if err != nil {
 			fail("binding "+b.Source+" -> "+b.Destination, err)
@@ -422,7 +423,7 @@ func (s *Server) postDefinitions(vhostScoped bool) handler {
 			badRequest(w, err.Error())
 			return
 		}
-		if err := ImportDefinitions(s.core, s.users, data, vhost, s.log); err != nil {
+		if err := ImportDefinitions(s.core, s.users, s.actor(u), data, vhost, s.log); err != nil {
 			badRequest(w, err.Error())
 			return
 		}

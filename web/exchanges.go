@@ -104,10 +104,6 @@ func (s *Server) putExchange(w http.ResponseWriter, r *http.Request, u *auth.Use
 		return
 	}
 	name := exchangeParam(r, "name")
-	if err := s.permits(u, v.Name(), auth.Configure, "exchange", name); err != nil {
-		accessRefused(w)
-		return
-	}
 	body, err := decodeBody(r)
 	if err != nil {
 		badRequest(w, err.Error())
@@ -118,10 +114,8 @@ func (s *Server) putExchange(w http.ResponseWriter, r *http.Request, u *auth.Use
 		kind = exchange.KindDirect
 	}
 	_, existed := v.Exchange(name)
-	err = v.DeclareExchange(name, kind, exchange.ExchangeOpts{Durable: boolField(body, "durable"),
-		AutoDelete: boolField(body, "auto_delete"), Internal: boolField(body, "internal"), Args: tableField(body, "arguments")})
-	if err != nil {
-		coreError(w, err)
+	if _, ok := s.do(w, v, u, exchange.ExchangeDeclare{Name: name, Type: kind, Opts: exchange.ExchangeOpts{Durable: boolField(body, "durable"),
+		AutoDelete: boolField(body, "auto_delete"), Internal: boolField(body, "internal"), Args: tableField(body, "arguments")}}); !ok {
 		return
 	}
 	putStatus(w, existed)
@@ -141,8 +135,7 @@ func (s *Server) deleteExchange(w http.ResponseWriter, r *http.Request, u *auth.
 		notFound(w)
 		return
 	}
-	if err := v.DeleteExchange(name, r.URL.Query().Get("if-unused") == "true"); err != nil {
-		coreError(w, err)
+	if _, ok := s.do(w, v, u, exchange.ExchangeDelete{Name: name, IfUnused: r.URL.Query().Get("if-unused") == "true"}); !ok {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

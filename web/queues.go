@@ -186,23 +186,18 @@ func (s *Server) putQueue(w http.ResponseWriter, r *http.Request, u *auth.User) 
 		return
 	}
 	name := pathValue(r, "name")
-	if err := s.permits(u, v.Name(), auth.Configure, "queue", name); err != nil {
-		accessRefused(w)
-		return
-	}
 	body, err := decodeBody(r)
 	if err != nil {
 		badRequest(w, err.Error())
 		return
 	}
 	args := tableField(body, "arguments")
-	info, err := v.DeclareQueue(name, exchange.QueueOpts{Durable: boolField(body, "durable"),
-		AutoDelete: boolField(body, "auto_delete"), Args: args})
-	if err != nil {
-		coreError(w, err)
+	res, ok := s.do(w, v, u, exchange.QueueDeclare{Name: name, Opts: exchange.QueueOpts{Durable: boolField(body, "durable"),
+		AutoDelete: boolField(body, "auto_delete"), Args: args}})
+	if !ok {
 		return
 	}
-	putStatus(w, !info.Created)
+	putStatus(w, !res.Queue.Created)
 }
 
 func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request, u *auth.User) {
@@ -216,8 +211,7 @@ func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request, u *auth.Use
 	if q.Exclusive() {
 		owner = q.Status().Owner // management may delete exclusive queues
 	}
-	if _, err := v.DeleteQueue(name, qv.Get("if-unused") == "true", qv.Get("if-empty") == "true", owner); err != nil {
-		coreError(w, err)
+	if _, ok := s.do(w, v, u, exchange.QueueDelete{Name: name, IfUnused: qv.Get("if-unused") == "true", IfEmpty: qv.Get("if-empty") == "true", Owner: owner}); !ok {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -225,15 +219,17 @@ func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request, u *auth.Use
 
 // purgeQueue is DELETE /api/queues/{vhost}/{name}/contents.
 func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	_, q, ok := s.queueFor(w, r, u, s.writeVHost, auth.Read)
+	v, q, ok := s.queueFor(w, r, u, s.writeVHost, auth.Read)
 	if !ok {
 		return
 	}
-	if err := q.CheckPurge(); err != nil {
-		coreError(w, err)
+	var owner any
+	if q.Exclusive() {
+		owner = q.Status().Owner // management may purge exclusive queues
+	}
+	if _, ok := s.do(w, v, u, exchange.QueuePurge{Name: q.Name(), Owner: owner}); !ok {
 		return
 	}
-	q.Purge()
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -252,6 +252,9 @@ func (ch *channel) audit(event, kind, name string) {
 	}
 }
 
+// actor is the connection's user as the identity of its topology commands.
+func (ch *channel) actor() auth.Actor { return auth.Actor{Users: ch.c.s.users, User: ch.c.user} }
+
 func (ch *channel) check(perm auth.Perm, kind, name string) error {
 	if kind == "exchange" && name == "" {
 		name = auth.DefaultExchangeName
@@ -289,22 +292,15 @@ func (ch *channel) dispatch(m wire.Method) error {
 		return nil
 
 	case *wire.ExchangeDeclare:
-		if !m.Passive {
+		if !m.Passive && m.Type == "" {
 			if err := ch.check(auth.Configure, "exchange", m.Exchange); err != nil {
 				return err
 			}
-			if ae, ok := m.Arguments["alternate-exchange"].(string); ok {
-				if err := ch.check(auth.Write, "exchange", ae); err != nil {
-					return err
-				}
-			}
-		}
-		if !m.Passive && m.Type == "" {
 			return connErr(wire.CommandInvalid, m, "invalid exchange type ''")
 		}
 		_, existed := vh.Exchange(m.Exchange)
-		err := vh.DeclareExchange(m.Exchange, m.Type, exchange.ExchangeOpts{Durable: m.Durable, AutoDelete: m.AutoDelete,
-			Internal: m.Internal, Args: m.Arguments, Passive: m.Passive})
+		_, err := vh.Do(ch.actor(), exchange.ExchangeDeclare{Name: m.Exchange, Type: m.Type, Opts: exchange.ExchangeOpts{Durable: m.Durable, AutoDelete: m.AutoDelete,
+			Internal: m.Internal, Args: m.Arguments, Passive: m.Passive}})
 		if err != nil {
 			return err
 		}
@@ -316,11 +312,8 @@ func (ch *channel) dispatch(m wire.Method) error {
 		}
 		return nil
 	case *wire.ExchangeDelete:
-		if err := ch.check(auth.Configure, "exchange", m.Exchange); err != nil {
-			return err
-		}
 		_, existed := vh.Exchange(m.Exchange)
-		if err := vh.DeleteExchange(m.Exchange, m.IfUnused); err != nil {
+		if _, err := vh.Do(ch.actor(), exchange.ExchangeDelete{Name: m.Exchange, IfUnused: m.IfUnused}); err != nil {
 			return err
 		}
 		if existed {
@@ -331,13 +324,10 @@ func (ch *channel) dispatch(m wire.Method) error {
 		}
 		return nil
 	case *wire.ExchangeBind:
-		if err := ch.bindPerms(m.Destination, "exchange", m.Source); err != nil {
-			return err
-		}
 		if err := ch.checkTopic(auth.Read, m.Source, m.RoutingKey); err != nil {
 			return err
 		}
-		if err := vh.BindExchange(m.Destination, m.Source, m.RoutingKey, m.Arguments); err != nil {
+		if _, err := vh.Do(ch.actor(), exchange.ExchangeBind{Destination: m.Destination, Source: m.Source, Key: m.RoutingKey, Args: m.Arguments}); err != nil {
 			return err
 		}
 		if !m.NoWait {
@@ -345,13 +335,10 @@ func (ch *channel) dispatch(m wire.Method) error {
 		}
 		return nil
 	case *wire.ExchangeUnbind:
-		if err := ch.bindPerms(m.Destination, "exchange", m.Source); err != nil {
-			return err
-		}
 		if err := ch.checkTopic(auth.Read, m.Source, m.RoutingKey); err != nil {
 			return err
 		}
-		if err := vh.UnbindExchange(m.Destination, m.Source, m.RoutingKey, m.Arguments); err != nil {
+		if _, err := vh.Do(ch.actor(), exchange.ExchangeUnbind{Destination: m.Destination, Source: m.Source, Key: m.RoutingKey, Args: m.Arguments}); err != nil {
 			return err
 		}
 		if !m.NoWait {
@@ -362,13 +349,10 @@ func (ch *channel) dispatch(m wire.Method) error {
 	case *wire.QueueDeclare:
 		return ch.queueDeclare(m)
 	case *wire.QueueBind:
-		if err := ch.bindPerms(m.Queue, "queue", m.Exchange); err != nil {
-			return err
-		}
 		if err := ch.checkTopic(auth.Read, m.Exchange, m.RoutingKey); err != nil {
 			return err
 		}
-		if err := vh.BindQueue(m.Queue, m.Exchange, m.RoutingKey, m.Arguments, ch.c); err != nil {
+		if _, err := vh.Do(ch.actor(), exchange.QueueBind{Queue: m.Queue, Exchange: m.Exchange, Key: m.RoutingKey, Args: m.Arguments, Owner: ch.c}); err != nil {
 			return err
 		}
 		if !m.NoWait {
@@ -376,22 +360,17 @@ func (ch *channel) dispatch(m wire.Method) error {
 		}
 		return nil
 	case *wire.QueueUnbind:
-		if err := ch.bindPerms(m.Queue, "queue", m.Exchange); err != nil {
-			return err
-		}
 		if err := ch.checkTopic(auth.Read, m.Exchange, m.RoutingKey); err != nil {
 			return err
 		}
-		if err := vh.UnbindQueue(m.Queue, m.Exchange, m.RoutingKey, m.Arguments, ch.c); err != nil {
+		if _, err := vh.Do(ch.actor(), exchange.QueueUnbind{Queue: m.Queue, Exchange: m.Exchange, Key: m.RoutingKey, Args: m.Arguments, Owner: ch.c}); err != nil {
 			return err
 		}
 		ch.c.send(ch.id, &wire.QueueUnbindOK{})
 		return nil
 	case *wire.QueuePurge:
-		if err := ch.check(auth.Read, "queue", m.Queue); err != nil {
-			return err
-		}
-		n, err := vh.PurgeQueue(m.Queue, ch.c)
+		r, err := vh.Do(ch.actor(), exchange.QueuePurge{Name: m.Queue, Owner: ch.c})
+		n := r.Count
 		if err != nil {
 			return err
 		}
@@ -400,11 +379,9 @@ func (ch *channel) dispatch(m wire.Method) error {
 		}
 		return nil
 	case *wire.QueueDelete:
-		if err := ch.check(auth.Configure, "queue", m.Queue); err != nil {
-			return err
-		}
 		_, qerr := vh.Queue(m.Queue, ch.c)
-		n, err := vh.DeleteQueue(m.Queue, m.IfUnused, m.IfEmpty, ch.c)
+		r, err := vh.Do(ch.actor(), exchange.QueueDelete{Name: m.Queue, IfUnused: m.IfUnused, IfEmpty: m.IfEmpty, Owner: ch.c})
+		n := r.Count
 		if err != nil {
 			return err
 		}
@@ -506,22 +483,8 @@ func (ch *channel) dispatch(m wire.Method) error {
 	return connErr(wire.CommandInvalid, m, "unexpected method %s from client", m.Name())
 }
 
-// bindPerms checks RabbitMQ's binding permissions: write on the
-// destination, read on the source exchange.
-func (ch *channel) bindPerms(dst, dstKind, src string) error {
-	if err := ch.check(auth.Write, dstKind, dst); err != nil {
-		return err
-	}
-	return ch.check(auth.Read, "exchange", src)
-}
-
 func (ch *channel) queueDeclare(m *wire.QueueDeclare) error {
 	name := m.Queue
-	if !m.Passive || name != "" {
-		if err := ch.check(auth.Configure, "queue", name); err != nil && !m.Passive {
-			return err
-		}
-	}
 	if m.Passive && name == "" {
 		return chanErr(wire.NotFound, m, "no queue '' in vhost '%s'", ch.vh().Name())
 	}
@@ -530,11 +493,12 @@ func (ch *channel) queueDeclare(m *wire.QueueDeclare) error {
 			return chanErr(wire.AccessRefused, m, "queue name '%s' contains reserved prefix 'amq.*'", name)
 		}
 	}
-	info, err := ch.vh().DeclareQueue(name, exchange.QueueOpts{Durable: m.Durable, Exclusive: m.Exclusive,
-		AutoDelete: m.AutoDelete, Args: m.Arguments, Passive: m.Passive, Owner: ch.c})
+	r, err := ch.vh().Do(ch.actor(), exchange.QueueDeclare{Name: name, Opts: exchange.QueueOpts{Durable: m.Durable, Exclusive: m.Exclusive,
+		AutoDelete: m.AutoDelete, Args: m.Arguments, Passive: m.Passive, Owner: ch.c}})
 	if err != nil {
 		return err
 	}
+	info := r.Queue
 	if info.Created {
 		ch.audit(auth.AuditObjectCreated, "queue", info.Name)
 	}

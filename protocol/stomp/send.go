@@ -157,6 +157,9 @@ func (c *conn) audit(event, kind, name string) {
 	}
 }
 
+// actor is the connection's user as the identity of its topology commands.
+func (c *conn) actor() auth.Actor { return auth.Actor{Users: c.s.users, User: c.user} }
+
 func (c *conn) check(perm auth.Perm, kind, name string) error {
 	return c.s.users.Check(c.user, c.vh.Name(), perm, kind, name)
 }
@@ -236,10 +239,7 @@ func (c *conn) ensureReplyQueue(id string) (string, error) {
 		return name, nil
 	}
 	name := randomID("stomp.gen-")
-	if err := c.check(auth.Configure, "queue", name); err != nil {
-		return "", err
-	}
-	if _, err := c.vh.DeclareQueue(name, exchange.QueueOpts{Exclusive: true, AutoDelete: true, Owner: c}); err != nil {
+	if _, err := c.vh.Do(c.actor(), exchange.QueueDeclare{Name: name, Opts: exchange.QueueOpts{Exclusive: true, AutoDelete: true, Owner: c}}); err != nil {
 		return "", err
 	}
 	subID := prefixTempQueue + "/" + id

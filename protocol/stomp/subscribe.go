@@ -117,12 +117,9 @@ func (c *conn) declareQueue(name string, f *frame.Frame, p queueParams) (queuePa
 	if err != nil {
 		return p, err
 	}
-	if err := c.check(auth.Configure, "queue", name); err != nil {
-		return p, err
-	}
-	info, err := c.vh.DeclareQueue(name, exchange.QueueOpts{Durable: p.durable, AutoDelete: p.autoDelete,
-		Exclusive: p.exclusive, Args: args, Owner: c})
-	if err == nil && info.Created {
+	r, err := c.vh.Do(c.actor(), exchange.QueueDeclare{Name: name, Opts: exchange.QueueOpts{Durable: p.durable, AutoDelete: p.autoDelete,
+		Exclusive: p.exclusive, Args: args, Owner: c}})
+	if info := r.Queue; err == nil && info.Created {
 		c.audit(auth.AuditObjectCreated, "queue", info.Name)
 	}
 	return p, err
@@ -179,13 +176,7 @@ func (c *conn) ensureSource(d destination, id string, hasID bool, f *frame.Frame
 		if d.kind == destExchange {
 			xname, key = d.name, d.pattern
 		}
-		if err := c.check(auth.Write, "queue", name); err != nil {
-			return "", "", err
-		}
-		if err := c.check(auth.Read, "exchange", xname); err != nil {
-			return "", "", err
-		}
-		if err := c.vh.BindQueue(name, xname, key, nil, c); err != nil {
+		if _, err := c.vh.Do(c.actor(), exchange.QueueBind{Queue: name, Exchange: xname, Key: key, Owner: c}); err != nil {
 			return "", "", err
 		}
 		if p.durable {
@@ -311,10 +302,7 @@ func (c *conn) unsubscribe(f *frame.Frame) error {
 	// UNSUBSCRIBE with durable:true (or persistent:true) ends a durable
 	// subscription for good.
 	if s.durableQ != "" && durableHeader(f) {
-		if err := c.check(auth.Configure, "queue", s.durableQ); err != nil {
-			return err
-		}
-		if _, err := c.vh.DeleteQueue(s.durableQ, false, false, c); err != nil {
+		if _, err := c.vh.Do(c.actor(), exchange.QueueDelete{Name: s.durableQ, Owner: c}); err != nil {
 			return err
 		}
 		c.audit(auth.AuditObjectDeleted, "queue", s.durableQ)

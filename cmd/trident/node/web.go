@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 
+	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/web"
 )
 
@@ -124,7 +125,7 @@ func (n *Node) importDefinitions(path string) error {
 	if err != nil {
 		return fmt.Errorf("node: definitions: %w", err)
 	}
-	if err := web.ImportDefinitions(n.broker, n.users, data, "", n.log.With("component", "definitions")); err != nil {
+	if err := web.ImportDefinitions(n.broker, n.users, auth.Actor{Unrestricted: true}, data, "", n.log.With("component", "definitions")); err != nil {
 		return fmt.Errorf("node: definitions %s: %w", path, err)
 	}
 	n.log.Info("definitions imported", "file", path)
