@@ -1,7 +1,8 @@
 # Trident: build, run and test. GNU make.
 #
 #   make run      build and start a broker (data in ./data; ARGS='--flag ...')
-#   make test     vet and the race-enabled test suite (what .ci/run runs)
+#   make test     vet, the race-enabled test suite, the client suites and a
+#                 short run of every fuzz target (what .ci/run runs)
 #   make bench    throughput of a self-started Trident (BENCHFLAGS='--anchors' adds
 #                 RabbitMQ, '--cluster3' a 3-node Trident cluster for the quorum scenarios)
 #   make bench-quorum  only the quorum queue scenarios, vs RabbitMQ and on 3 nodes
@@ -12,8 +13,10 @@
 GO       ?= go
 BIN      := bin
 ARGS     ?=
-# Per-target fuzzing time for `make fuzz`.
+# Per-target fuzzing time for `make fuzz`; `make test` fuzzes every target
+# for FUZZTIME_CI (a smoke run: new crashers in what changed, not coverage).
 FUZZTIME ?= 60s
+FUZZTIME_CI ?= 5s
 # Extra flags for `make bench`, e.g. BENCHFLAGS='--anchors --cluster3 --rounds 3'.
 BENCHFLAGS ?=
 # The quorum queue scenarios, for `make bench-quorum`.
@@ -25,7 +28,7 @@ QUEUES ?= 100000
 QQ ?= 1000
 EACH ?= 100
 
-.PHONY: all build run test vet race suites fuzz bench bench-quorum bench-backlog bench-many-queues bench-many-quorum lint clean
+.PHONY: all build run test vet race suites fuzz fuzz-ci bench bench-quorum bench-backlog bench-many-queues bench-many-quorum lint clean
 
 all: build
 
@@ -39,7 +42,7 @@ build:
 run: build
 	./$(BIN)/trident $(ARGS)
 
-test: vet race suites
+test: vet race suites fuzz-ci
 
 vet:
 	$(GO) vet ./...
@@ -65,6 +68,10 @@ fuzz:
 			$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$dir; \
 		done; \
 	done
+
+# Every Fuzz* target for FUZZTIME_CI each: what `make test` (and CI) runs.
+fuzz-ci:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_CI)
 
 bench:
 	$(GO) run ./cmd/tridentbench $(BENCHFLAGS)
