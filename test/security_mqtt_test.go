@@ -50,7 +50,7 @@ func connect5(user, id string) *paho.Connect {
 func dial3Present(t *testing.T, addr, user, id string) (*client3, bool, error) {
 	t.Helper()
 	c := &client3{msgs: make(chan msg3, 100)}
-	o := mqtt3.NewClientOptions().AddBroker("tcp://"+addr).SetClientID(id).SetCleanSession(false).
+	o := mqtt3.NewClientOptions().AddBroker("tcp://" + addr).SetClientID(id).SetCleanSession(false).
 		SetUsername(user).SetPassword("pw").SetAutoReconnect(false).SetConnectRetry(false).
 		SetProtocolVersion(4).SetConnectTimeout(5 * time.Second).
 		SetDefaultPublishHandler(func(_ mqtt3.Client, m mqtt3.Message) {
