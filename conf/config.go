@@ -215,6 +215,18 @@ type MQTT struct {
 	// subscriber (QoS 1 and 2 messages are never dropped). 0: no limit
 	// (the backlog is paged to disk like any queue's).
 	MaxQueuedQoS0 int `yaml:"max_queued_qos0"`
+	// MaxSubscriptionsPerClient bounds the topic filters one MQTT
+	// session holds: a SUBSCRIBE filter past it is refused in its SUBACK
+	// (0x97 Quota exceeded in 5, 0x80 in 3.1.1); re-subscribing a filter
+	// the session has does not count again. 0: no limit.
+	MaxSubscriptionsPerClient int `yaml:"max_subscriptions_per_client"`
+	// MaxPacketSizeUnauthenticated bounds the CONNECT packet, read before
+	// the client is authenticated: one announcing a larger remaining
+	// length is refused from its fixed header, before its body is read
+	// (MQTT 5 CONNACK 0x95 Packet too large, else the connection is
+	// closed). RabbitMQ's mqtt.max_packet_size_unauthenticated is 64 KiB;
+	// 16 KiB still holds a JWT password and a will. 0: 16 KiB.
+	MaxPacketSizeUnauthenticated int `yaml:"max_packet_size_unauthenticated"`
 }
 
 // STOMP configures the STOMP listeners.
@@ -284,7 +296,8 @@ func Default() Config {
 			HandshakeTimeout: 10 * time.Second,
 			Product:          "Trident",
 		},
-		MQTT: MQTT{Listen: ":1883", WSListen: ":15675", TLSListen: ":8883", WSSListen: ":15676", Exchange: "amq.topic", MaxQueuedQoS0: 2048},
+		MQTT: MQTT{Listen: ":1883", WSListen: ":15675", TLSListen: ":8883", WSSListen: ":15676", Exchange: "amq.topic", MaxQueuedQoS0: 2048,
+			MaxSubscriptionsPerClient: 1000, MaxPacketSizeUnauthenticated: 16 << 10},
 		STOMP: STOMP{Listen: ":61613", WSListen: ":15674", TLSListen: ":61614", WSSListen: ":15673",
 			MaxHeaders: 1000, MaxHeaderLength: 64 << 10},
 		HTTP:            HTTP{Listen: ":15672", TLSListen: ":15671", StatsInterval: 5 * time.Second},

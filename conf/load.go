@@ -53,6 +53,8 @@ var fields = []field{
 	f("mqtt.default_pass", "password of mqtt.default_user (empty: default_pass)", func(c *Config) any { return &c.MQTT.DefaultPass }),
 	f("mqtt.server_keep_alive", "longest keep-alive of MQTT 5 clients, sent in CONNACK to those asking for more or none (0: off)", func(c *Config) any { return &c.MQTT.ServerKeepAlive }),
 	f("mqtt.max_queued_qos0", "QoS 0 messages a clean MQTT session queues for a slow subscriber before dropping new ones (0: no limit)", func(c *Config) any { return &c.MQTT.MaxQueuedQoS0 }),
+	f("mqtt.max_subscriptions_per_client", "topic filters one MQTT session may hold; more get SUBACK 0x97 / 0x80 (0: no limit)", func(c *Config) any { return &c.MQTT.MaxSubscriptionsPerClient }),
+	f("mqtt.max_packet_size_unauthenticated", "largest MQTT CONNECT packet in bytes, read before authentication", func(c *Config) any { return &c.MQTT.MaxPacketSizeUnauthenticated }),
 	f("mqtt.deny_subscribe", "MQTT topic filters no client may subscribe to (comma-separated)", func(c *Config) any { return &c.MQTT.DenySubscribe }),
 	f("stomp.listen", "STOMP listen address (empty disables)", func(c *Config) any { return &c.STOMP.Listen }),
 	f("stomp.ws_listen", "STOMP over WebSocket listen address (empty disables)", func(c *Config) any { return &c.STOMP.WSListen }),

@@ -101,6 +101,12 @@ func (c *Config) Validate() error {
 	if c.MQTT.MaxQueuedQoS0 < 0 {
 		bad("mqtt.max_queued_qos0", "%d must not be negative", c.MQTT.MaxQueuedQoS0)
 	}
+	if c.MQTT.MaxSubscriptionsPerClient < 0 {
+		bad("mqtt.max_subscriptions_per_client", "%d must not be negative (0 means no limit)", c.MQTT.MaxSubscriptionsPerClient)
+	}
+	if n := c.MQTT.MaxPacketSizeUnauthenticated; n != 0 && (n < 64 || n > 16<<20) {
+		bad("mqtt.max_packet_size_unauthenticated", "%d is not in [64, 16777216] (0: the default, 16384)", n)
+	}
 	if c.Queues.WindowMessages < 1 {
 		bad("queues.window_messages", "%d must be at least 1", c.Queues.WindowMessages)
 	}

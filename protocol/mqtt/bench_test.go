@@ -23,6 +23,12 @@ func benchServer(b testing.TB) string {
 // testServer is benchServer that also returns the server.
 func testServer(b testing.TB) (*Server, string) {
 	b.Helper()
+	return testServerWith(b, &memStore{m: map[string][]byte{}})
+}
+
+// testServerWith is testServer over the MetaStore meta.
+func testServerWith(b testing.TB, meta MetaStore) (*Server, string) {
+	b.Helper()
 	st := store.NewMemory()
 	br, err := exchange.New(st, nil)
 	if err != nil {
@@ -35,7 +41,7 @@ func testServer(b testing.TB) (*Server, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := NewServer(Config{}, br, users, &memStore{m: map[string][]byte{}}, nil)
+	s, err := NewServer(Config{}, br, users, meta, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

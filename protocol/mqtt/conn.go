@@ -16,9 +16,6 @@ import (
 	"github.com/trident-broker/trident/protocol/mqtt/wire"
 )
 
-// maxConnectSize bounds the CONNECT packet (before authentication).
-const maxConnectSize = 1 << 20
-
 // conn is one client connection and its session state machine.
 type conn struct {
 	s           *Server
@@ -196,14 +193,11 @@ func (c *conn) readLoop() error {
 // one goroutine at a time reads c.br.
 func (c *conn) readConnect() error {
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.ConnectTimeout))
-	pk, err := wire.Read(c.br, 0, maxConnectSize)
+	pk, err := c.readConnectPacket()
 	if err != nil {
 		return err
 	}
 	c.recvBytes.Add(uint64(pk.FixedHeader.Remaining + 2))
-	if pk.FixedHeader.Type != packets.Connect {
-		return errProto(codeProtocolError, "first packet is not CONNECT")
-	}
 	if err := c.handleConnect(&pk); err != nil {
 		return err
 	}

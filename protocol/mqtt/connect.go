@@ -137,9 +137,17 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 	// A session that is or may become persistent needs the latest
 	// record of its client id, in a cluster (cluster.go).
 	latest := !c.cleanStart || (v == 5 && pk.Properties.SessionExpiryInterval > 0)
-	se, present, claim, err := c.takeSession(vhost, id, latest)
+	se, present, claim, err := c.takeSession(vhost, id, u.Name(), latest)
 	if err != nil {
-		c.refuse(codeServerUnavailable)
+		code := codeServerUnavailable
+		if errors.Is(err, errSessionOwned) {
+			// Another user's connection holds the client id: refused,
+			// so that one user cannot disconnect another (owner.go).
+			code = codeNotAuthorized
+			c.s.log.Warn("MQTT connection refused: client id in use by another user's connection",
+				"client_id", id, "vhost", vhost, "user", u.Name())
+		}
+		c.refuse(code)
 		return err
 	}
 	c.se = se
@@ -210,7 +218,12 @@ func (c *conn) refuse(code byte) {
 // so that it is the last one committed): a session last held on another
 // node is resumed from it, and claim reports that the record must be
 // written back to take it from that node.
-func (c *conn) takeSession(vhost, id string, latest bool) (_ *session, present, claim bool, _ error) {
+//
+// A session belongs to the user who created it (owner.go): another user
+// never takes it over. While its owner is connected the newcomer is
+// refused (errSessionOwned); otherwise the owner's session is discarded
+// and the newcomer starts a fresh one.
+func (c *conn) takeSession(vhost, id, user string, latest bool) (_ *session, present, claim bool, _ error) {
 	s := c.s
 	key := vhost + "\x00" + id
 	var rec *sessionRecord
@@ -226,6 +239,7 @@ func (c *conn) takeSession(vhost, id string, latest bool) (_ *session, present, 
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
+	var nextGen uint64
 	for {
 		s.mu.Lock()
 		if s.shutdown {
@@ -254,12 +268,29 @@ func (c *conn) takeSession(vhost, id string, latest bool) (_ *session, present, 
 			s.sessions[key] = se
 			claim = !s.ownRecord(rec)
 		}
+		if se != nil {
+			// s.mu is released when foreign says so.
+			owned, gen, err := s.foreignLocked(se, user)
+			if err != nil {
+				return nil, false, false, err
+			}
+			if owned {
+				// The other user's session is gone: the next round
+				// starts a fresh one, neither from memory nor from
+				// the record; its Gen follows the discarded one's, so
+				// that in a cluster the new record supersedes it.
+				rec, claim, nextGen = nil, false, gen
+				continue
+			}
+		}
 		present := se != nil
 		if se == nil {
 			se = newSession(vhost, id)
+			se.gen = nextGen
 			s.sessions[key] = se
 		}
 		se.mu.Lock()
+		se.user = user
 		if old := se.owner; old != nil {
 			gone := se.ownerGone
 			se.mu.Unlock()
@@ -348,8 +379,9 @@ func (s *Server) deleteSessionRecord(key string) error {
 	return s.st.DeleteMeta(k)
 }
 
-// resume re-establishes a resumed session's subscriptions and resends
-// PUBREL for outbound QoS 2 messages awaiting PUBCOMP.
+// resume re-establishes a resumed session's subscriptions that the user
+// may still have and resends PUBREL for outbound QoS 2 messages awaiting
+// PUBCOMP.
 func (c *conn) resume() {
 	se := c.se
 	se.mu.Lock()
@@ -366,7 +398,9 @@ func (c *conn) resume() {
 			c.sendAck(packets.Pubrel, pid, 0)
 		}
 	}
-	for _, sub := range se.subList() {
+	// Subscriptions the user may no longer have go before any is
+	// consumed (owner.go).
+	for _, sub := range c.recheckSubs() {
 		if sub.NoLocal {
 			c.noLocal.Store(true)
 		}

@@ -22,6 +22,14 @@
 //     bad user name or password; a will needs write permission on the
 //     exchange and the topic permission on its topic, checked at CONNECT
 //     (refused: not authorized), as RabbitMQ does.
+//   - A session belongs to the user who made it (owner.go): another user
+//     with its client id is refused while the owner is connected, else
+//     gets a fresh session and the owner's is discarded; a resumed
+//     session's subscriptions are checked again against the user's
+//     permissions before anything is delivered.
+//   - Before authentication the CONNECT is bounded (Config.MaxConnectSize,
+//     judged from the fixed header, connectlimit.go); a session holds at
+//     most Config.MaxSubscriptions filters (SUBACK 0x97 / 0x80 past it).
 //   - MQTT 5 flow control: more unacknowledged inbound QoS 1 and 2
 //     publishes than the advertised Receive Maximum end the connection
 //     (DISCONNECT 0x93); outbound, the client's Receive Maximum bounds the

@@ -57,6 +57,10 @@ func (r *connReader) Wait() error {
 	return r.fill()
 }
 
+// Peek returns the buffered bytes, without consuming them; valid until
+// the next read.
+func (r *connReader) Peek() []byte { return r.buf[r.r:r.w] }
+
 // Next is the next byte, which must be buffered (Wait).
 func (r *connReader) Next() byte { return r.buf[r.r] }
 

@@ -33,8 +33,15 @@ type Config struct {
 	AllowAnonymous     bool
 	AnonUser, AnonPass string
 	// MaxPacketSize is the largest packet accepted once connected
-	// (default 16 MiB); before CONNECT is accepted the limit is 1 MiB.
+	// (default 16 MiB).
 	MaxPacketSize int
+	// MaxConnectSize bounds the CONNECT packet, which is read before the
+	// client is authenticated (default 16 KiB): a larger one is refused
+	// from its fixed header, before its body is read (connectlimit.go).
+	MaxConnectSize int
+	// MaxSubscriptions bounds the topic filters a session holds (SUBACK
+	// 0x97 Quota exceeded / 0x80 past it); 0: no limit.
+	MaxSubscriptions int
 	// MaxMessageSize bounds a PUBLISH payload (RabbitMQ's
 	// max_message_size); 0 leaves only MaxPacketSize.
 	MaxMessageSize int
@@ -76,6 +83,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxPacketSize <= 0 {
 		c.MaxPacketSize = 16 << 20
+	}
+	if c.MaxConnectSize <= 0 {
+		c.MaxConnectSize = 16 << 10
 	}
 	if c.ConnectTimeout <= 0 {
 		c.ConnectTimeout = 10 * time.Second

@@ -45,7 +45,12 @@ type session struct {
 	// writer goroutine reads it without a lock.
 	subs atomic.Pointer[[]*subscription]
 
-	mu         sync.Mutex
+	mu sync.Mutex
+	// user is the session's owner: the name of the user whose
+	// connection created or last resumed it ("" for a record stored
+	// before sessions had owners: the first user to resume it adopts
+	// it). Another user never resumes it (owner.go).
+	user       string
 	persistent bool
 	expiry     uint32 // session expiry interval in seconds, expiryNever: never
 	owner      *conn  // the connected connection, nil if none
@@ -122,6 +127,9 @@ type sessionRecord struct {
 	// standalone) and Gen that connection's number (cluster.go).
 	Node string `json:"node,omitempty"`
 	Gen  uint64 `json:"gen,omitempty"`
+	// User is the session's owner (owner.go); absent in records stored
+	// before sessions had owners.
+	User string `json:"user,omitempty"`
 }
 
 func (s *Server) sessionKey(se *session) string { return sessionPrefix + se.key }
@@ -139,7 +147,7 @@ func (s *Server) saveSession(se *session) error {
 		return nil
 	}
 	rec := sessionRecord{Expiry: se.expiry, Subs: se.subList(), RelOut: slices.Clone(se.relOut),
-		Node: s.cfg.NodeName, Gen: se.gen}
+		Node: s.cfg.NodeName, Gen: se.gen, User: se.user}
 	for pid := range se.qos2In {
 		rec.QoS2In = append(rec.QoS2In, pid)
 	}
@@ -193,7 +201,7 @@ func (se *session) addQoS2In(pid uint16, c *conn) {
 // sessionFromRecord builds a disconnected persistent session.
 func (s *Server) sessionFromRecord(vh, id string, rec *sessionRecord) *session {
 	se := newSession(vh, id)
-	se.persistent, se.expiry, se.gen = true, rec.Expiry, rec.Gen
+	se.persistent, se.expiry, se.gen, se.user = true, rec.Expiry, rec.Gen, rec.User
 	for _, pid := range rec.QoS2In {
 		se.addQoS2In(pid, nil)
 	}

@@ -31,6 +31,11 @@ func (c *conn) handleSubscribe(pk *packets.Packet) error {
 		shared bool
 	}
 	var added []newSub
+	// The session's filters, to tell new ones (which count against
+	// mqtt.max_subscriptions_per_client) from re-subscriptions: one map
+	// per SUBSCRIBE keeps a packet of many filters linear.
+	limit := c.s.cfg.MaxSubscriptions
+	have := subSet(se.subList(), len(pk.Filters))
 	for i, f := range pk.Filters {
 		group, filter, shared, valid := wire.SharedFilter(f.Filter)
 		if !valid || !wire.ValidFilter(filter) {
@@ -39,6 +44,12 @@ func (c *conn) handleSubscribe(pk *packets.Packet) error {
 		}
 		if shared && f.NoLocal && c.version == 5 {
 			return errProto(codeProtocolError, "no local on a shared subscription") // [MQTT-3.8.3-4]
+		}
+		k := subKey{filter, group}
+		_, exists := have[k]
+		if !exists && limit > 0 && len(have) >= limit {
+			codes[i] = c.subFailure(codeQuotaExceeded)
+			continue
 		}
 		sub := &subscription{Filter: filter, Share: group, QoS: f.Qos, NoLocal: f.NoLocal, RAP: f.RetainAsPublished,
 			Handling: f.RetainHandling, ID: f.Identifier}
@@ -63,7 +74,8 @@ func (c *conn) handleSubscribe(pk *packets.Packet) error {
 			codes[i] = c.subFailure(code)
 			continue
 		}
-		isNew := c.replaceSub(sub)
+		isNew := c.replaceSub(sub, exists)
+		have[k] = struct{}{}
 		if sub.NoLocal {
 			c.noLocal.Store(true)
 		}
@@ -122,13 +134,32 @@ func (c *conn) checkSubscribe(sub *subscription) error {
 	return c.checkTopic(auth.Read, sub.Filter, true)
 }
 
-// replaceSub adds sub to the session, replacing one with the same filter,
-// and reports whether it is new.
-func (c *conn) replaceSub(sub *subscription) bool {
+// subKey identifies a session's subscription (subscription.same).
+type subKey struct{ filter, share string }
+
+// subSet is the set of subs' keys, with room for more.
+func subSet(subs []*subscription, more int) map[subKey]struct{} {
+	m := make(map[subKey]struct{}, len(subs)+min(more, 64))
+	for _, s := range subs {
+		m[subKey{s.Filter, s.Share}] = struct{}{}
+	}
+	return m
+}
+
+// replaceSub adds sub to the session, replacing one with the same filter
+// if exists, and reports whether it is new. A new one is appended in
+// place: readers of the list (the writer, a record being saved) see only
+// the elements within their slice's length, which are never written
+// again, so appending costs no copy of the list.
+func (c *conn) replaceSub(sub *subscription, exists bool) bool {
 	se := c.se
 	se.mu.Lock()
 	defer se.mu.Unlock()
 	old := se.subList()
+	if !exists {
+		se.setSubs(append(old, sub))
+		return true
+	}
 	l := make([]*subscription, 0, len(old)+1)
 	isNew := true
 	for _, o := range old {

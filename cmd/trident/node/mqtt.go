@@ -70,18 +70,20 @@ func (n *Node) startMQTT() error {
 		st, nodeName = n.metaStore, n.nodeName()
 	}
 	srv, err := mqtt.NewServer(mqtt.Config{
-		NodeName:        nodeName,
-		Exchange:        c.Exchange,
-		DefaultVHost:    n.cfg.DefaultVHost,
-		AllowAnonymous:  c.AllowAnonymous && anonUser != "",
-		AnonUser:        anonUser,
-		AnonPass:        anonPass,
-		CertLogin:       n.mqttCertLogin(),
-		MaxMessageSize:  n.cfg.AMQP.MaxMessageSize,
-		ConnectTimeout:  n.cfg.AMQP.HandshakeTimeout,
-		ServerKeepAlive: uint16(c.ServerKeepAlive / time.Second),
-		DenySubscribe:   c.DenySubscribe,
-		MaxQueuedQoS0:   c.MaxQueuedQoS0,
+		NodeName:         nodeName,
+		Exchange:         c.Exchange,
+		DefaultVHost:     n.cfg.DefaultVHost,
+		AllowAnonymous:   c.AllowAnonymous && anonUser != "",
+		AnonUser:         anonUser,
+		AnonPass:         anonPass,
+		CertLogin:        n.mqttCertLogin(),
+		MaxMessageSize:   n.cfg.AMQP.MaxMessageSize,
+		ConnectTimeout:   n.cfg.AMQP.HandshakeTimeout,
+		ServerKeepAlive:  uint16(c.ServerKeepAlive / time.Second),
+		DenySubscribe:    c.DenySubscribe,
+		MaxQueuedQoS0:    c.MaxQueuedQoS0,
+		MaxSubscriptions: c.MaxSubscriptionsPerClient,
+		MaxConnectSize:   c.MaxPacketSizeUnauthenticated,
 	}, n.broker, n.users, st, n.log.With("component", "mqtt"))
 	if err != nil {
 		return fmt.Errorf("node: mqtt: %w", err)

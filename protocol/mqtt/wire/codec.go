@@ -48,6 +48,30 @@ func ReadHeader(r io.ByteReader, max int) (Header, error) {
 	return Header{First: first, Remaining: n}, nil
 }
 
+// ConnectVersion returns the protocol level of a CONNECT from the first
+// bytes of its body (after the fixed header): 3, 4 or 5 for "MQIsdp"/3,
+// "MQTT"/4 and "MQTT"/5, 0 when body is too short to tell or is not such a
+// CONNECT. It reads no more than the protocol name and level (at most 9
+// bytes), so a server can answer a CONNECT it will not read in its
+// client's version.
+func ConnectVersion(body []byte) byte {
+	if len(body) < 2 {
+		return 0
+	}
+	n := int(body[0])<<8 | int(body[1])
+	if n != 4 && n != 6 || len(body) < 2+n+1 {
+		return 0
+	}
+	name, level := string(body[2:2+n]), body[2+n]
+	switch {
+	case name == "MQTT" && (level == 4 || level == 5):
+		return level
+	case name == "MQIsdp" && level == 3:
+		return 3
+	}
+	return 0
+}
+
 // Reader is what Read and ReadRaw read from (a *bufio.Reader, say).
 type Reader interface {
 	io.Reader

@@ -293,3 +293,64 @@ func TestPublishIDOffsetShort(t *testing.T) {
 		}
 	}
 }
+
+// connectVersions are ConnectVersion's golden cases: a CONNECT body's
+// first bytes and the level they show.
+var connectVersions = []struct {
+	body []byte
+	want byte
+}{
+	{[]byte{0, 4, 'M', 'Q', 'T', 'T', 5, 0xC2, 0, 60}, 5},
+	{[]byte{0, 4, 'M', 'Q', 'T', 'T', 5}, 5},
+	{[]byte{0, 4, 'M', 'Q', 'T', 'T', 4, 2}, 4},
+	{[]byte{0, 6, 'M', 'Q', 'I', 's', 'd', 'p', 3}, 3},
+	{[]byte{0, 4, 'M', 'Q', 'T', 'T'}, 0},    // level not yet read
+	{[]byte{0, 4, 'M', 'Q'}, 0},              // name cut
+	{[]byte{0}, 0},                           // length cut
+	{nil, 0},                                 // nothing
+	{[]byte{0, 4, 'M', 'Q', 'T', 'T', 6}, 0}, // unknown level
+	{[]byte{0, 4, 'M', 'Q', 'T', 'X', 5}, 0}, // not MQTT
+	{[]byte{0, 6, 'M', 'Q', 'I', 's', 'd', 'p', 5}, 0},
+	{[]byte{0xFF, 0xFF, 'M', 'Q', 'T', 'T', 5}, 0}, // absurd name length
+}
+
+func TestConnectVersion(t *testing.T) {
+	for _, tc := range connectVersions {
+		if got := ConnectVersion(tc.body); got != tc.want {
+			t.Errorf("ConnectVersion(%x) = %d, want %d", tc.body, got, tc.want)
+		}
+	}
+}
+
+// FuzzConnectVersion: ConnectVersion never panics, and a level it reports
+// is one Decode of a CONNECT starting with those bytes agrees with when
+// the whole body decodes.
+func FuzzConnectVersion(f *testing.F) {
+	for _, tc := range connectVersions {
+		f.Add(tc.body)
+	}
+	for _, g := range golden {
+		if len(g.raw) > 2 && g.raw[0]>>4 == packets.Connect {
+			f.Add(g.raw[2:])
+		}
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		v := ConnectVersion(body)
+		if v != 0 && v != 3 && v != 4 && v != 5 {
+			t.Fatalf("ConnectVersion(%x) = %d", body, v)
+		}
+		// Any prefix shows the same level or none yet.
+		for i := 0; i <= len(body) && i < 12; i++ {
+			if p := ConnectVersion(body[:i]); p != 0 && p != v {
+				t.Fatalf("prefix %x shows %d, whole %x shows %d", body[:i], p, body, v)
+			}
+		}
+		if v == 0 || len(body) > 1<<16 {
+			return
+		}
+		pk, err := Decode(Header{First: packets.Connect << 4, Remaining: len(body)}, body, 0)
+		if err == nil && pk.ProtocolVersion != v {
+			t.Fatalf("body %x: ConnectVersion %d, Decode %d", body, v, pk.ProtocolVersion)
+		}
+	})
+}
