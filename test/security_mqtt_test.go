@@ -183,16 +183,21 @@ func TestSecurityF5ResubscribeRechecked(t *testing.T) {
 	u1.subscribe(t, paho.SubscribeOptions{Topic: "secret/#", QoS: 1}, paho.SubscribeOptions{Topic: "open/#", QoS: 1})
 	_ = u1.Disconnect(&paho.Disconnect{})
 
-	// Read on secret.* revoked while u1 is away; a message on it queued.
+	// Read on secret.* revoked while u1 is away; a message on it queued,
+	// and one on open/ (still allowed), which must survive the resume.
 	if err := us.SetTopicPermissions("u1", "/", "amq.topic", ".*", `^open\.`); err != nil {
 		t.Fatal(err)
 	}
 	pub, _ := dial5(t, addr, &paho.Connect{ClientID: "f5r-pub", CleanStart: true})
 	pub.publish(t, &paho.Publish{Topic: "secret/queued", QoS: 1, Payload: []byte("queued")})
+	pub.publish(t, &paho.Publish{Topic: "open/queued", QoS: 1, Payload: []byte("open")})
 
 	u1, ack := dial5(t, addr, connect5("u1", "dev-2"))
 	if !ack.SessionPresent {
 		t.Fatal("session not resumed")
+	}
+	if m := u1.receive(t); m.Topic != "open/queued" {
+		t.Fatalf("after the revocation u1's first message is %s %q, want open/queued", m.Topic, m.Payload)
 	}
 	pub.publish(t, &paho.Publish{Topic: "secret/live", QoS: 1, Payload: []byte("live")})
 	pub.publish(t, &paho.Publish{Topic: "open/live", QoS: 1, Payload: []byte("open")})

@@ -30,9 +30,10 @@ import (
 //
 // On every resume the stored subscriptions are checked again against the
 // user's current permissions (recheckSubs); those no longer allowed are
-// removed and unbound before anything is delivered, and the messages
-// already queued for the session are purged with them, as they cannot be
-// told apart by the subscription that routed them.
+// removed and unbound before anything is delivered. Messages already
+// queued for the session under a removed filter then match none of its
+// subscriptions and are dropped at delivery (packetWriter.delivery), while
+// those a kept filter matches are still delivered.
 
 // errSessionOwned refuses a CONNECT whose client id names a session that
 // another user's connection holds.
@@ -85,7 +86,7 @@ func (s *Server) foreignLocked(se *session, user string) (discarded bool, gen ui
 // user's current permissions (mqtt.deny_subscribe, the vhost permissions
 // and topic permissions a SUBSCRIBE is checked against) before they are
 // consumed: those no longer allowed are removed from the session, their
-// bindings undone and the session's queue purged; the record is saved.
+// bindings undone; the record is saved.
 // It returns the subscriptions to resume.
 func (c *conn) recheckSubs() []*subscription {
 	se := c.se
@@ -109,14 +110,12 @@ func (c *conn) recheckSubs() []*subscription {
 	se.mu.Lock()
 	se.setSubs(kept)
 	se.mu.Unlock()
-	purge := false
 	for _, gone := range removed {
 		c.s.log.Warn("MQTT subscription no longer permitted removed on resume",
 			"client_id", c.clientID, "user", c.user.Name(), "filter", gone.Filter, "share", gone.Share)
 		if gone.Share != "" {
 			continue // the group's binding stays for its other members
 		}
-		purge = true
 		keep := false
 		for _, o := range kept {
 			keep = keep || (o.queue == gone.queue && o.key == gone.key)
@@ -126,11 +125,6 @@ func (c *conn) recheckSubs() []*subscription {
 				exchange.KindOf(err) != exchange.KindNotFound {
 				c.s.log.Warn("unbind subscription", "client_id", c.clientID, "filter", gone.Filter, "err", err)
 			}
-		}
-	}
-	if purge {
-		if _, err := c.vh.PurgeQueue(se.qname, nil); err != nil && exchange.KindOf(err) != exchange.KindNotFound {
-			c.s.log.Warn("purge session queue", "client_id", c.clientID, "err", err)
 		}
 	}
 	if err := c.persistSubs(); err != nil {
