@@ -82,6 +82,7 @@ func (n *Node) startMQTT() error {
 		ServerKeepAlive: uint16(c.ServerKeepAlive / time.Second),
 		DenySubscribe:   c.DenySubscribe,
 		MaxQueuedQoS0:   c.MaxQueuedQoS0,
+		AllowedOrigins:  n.cfg.HTTP.AllowedOrigins,
 	}, n.broker, n.users, st, n.log.With("component", "mqtt"))
 	if err != nil {
 		return fmt.Errorf("node: mqtt: %w", err)
