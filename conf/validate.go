@@ -78,6 +78,8 @@ func (c *Config) Validate() error {
 	}
 	if c.STOMP.AllowAnonymous && (c.STOMP.DefaultUser == "" || c.STOMP.DefaultPass == "") {
 		bad("stomp.allow_anonymous", "needs stomp.default_user and stomp.default_pass (the top-level default_user is never used for anonymous logins)")
+	} else if c.STOMP.AllowAnonymous && c.STOMP.DefaultUser == c.DefaultUser {
+		bad("stomp.default_user", "%q is the bootstrap user (default_user): anonymous STOMP clients need a user of their own", c.DefaultUser)
 	}
 	for i, o := range c.HTTP.AllowedOrigins {
 		if _, err := path.Match(o, ""); o == "" || err != nil {

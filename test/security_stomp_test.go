@@ -142,11 +142,15 @@ func TestSecurityF2STOMPNoLogin(t *testing.T) {
 		}
 	})
 
-	t.Run("allow_anonymous without its own user", func(t *testing.T) {
+	t.Run("allow_anonymous needs its own user", func(t *testing.T) {
 		c := conf.Default()
 		c.STOMP.AllowAnonymous = true
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "stomp.allow_anonymous") {
 			t.Fatalf("Validate: %v, want stomp.allow_anonymous refused without stomp.default_user", err)
+		}
+		c.STOMP.DefaultUser, c.STOMP.DefaultPass = c.DefaultUser, c.DefaultPass
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "stomp.default_user") {
+			t.Fatalf("Validate: %v, want the bootstrap user refused as stomp.default_user", err)
 		}
 	})
 
