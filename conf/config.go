@@ -246,6 +246,20 @@ type STOMP struct {
 	// and bytes per line); bodies are bounded by amqp.max_message_size.
 	MaxHeaders      int `yaml:"max_headers"`
 	MaxHeaderLength int `yaml:"max_header_length"`
+	// MaxFrameSizeUnauthenticated bounds what a connection may send
+	// before it has logged in: the whole CONNECT frame, headers and body
+	// (AMQP's initial_frame_max plays this part for AMQP). A connection
+	// that sends more gets an ERROR frame and is closed.
+	MaxFrameSizeUnauthenticated int `yaml:"max_frame_size_unauthenticated"`
+	// AllowAnonymous lets a CONNECT without a login header (and without a
+	// certificate login or an OAuth 2 token) log in as DefaultUser, as
+	// RabbitMQ's stomp.default_user does. Off by default: such a CONNECT
+	// gets an ERROR frame ("Bad CONNECT") and is closed. It never falls
+	// back to the top-level default_user; the user's loopback restriction
+	// (loopback_users) still applies.
+	AllowAnonymous bool   `yaml:"allow_anonymous"`
+	DefaultUser    string `yaml:"default_user"`
+	DefaultPass    string `yaml:"default_pass"`
 }
 
 // HTTP configures the management API and UI listener.
@@ -263,6 +277,15 @@ type HTTP struct {
 	OAuthClientSecret string `yaml:"oauth_client_secret"`
 	OAuthProviderURL  string `yaml:"oauth_provider_url"`
 	OAuthScopes       string `yaml:"oauth_scopes"`
+	// AllowedOrigins lists the browser origins every WebSocket listener
+	// (Web-STOMP, Web-MQTT) accepts an upgrade from, besides its own
+	// host: a request whose Origin header names another host gets 403.
+	// Requests without an Origin header (clients that are not browsers)
+	// are always accepted. An entry is a host[:port] pattern, or
+	// scheme://host[:port] to match the scheme too, with path.Match
+	// wildcards ("*.example.com"); "*" accepts any origin. Empty: the
+	// Origin's host:port must equal the request's Host.
+	AllowedOrigins []string `yaml:"allowed_origins"`
 }
 
 // Prometheus configures the /metrics listener.
@@ -299,7 +322,7 @@ func Default() Config {
 		MQTT: MQTT{Listen: ":1883", WSListen: ":15675", TLSListen: ":8883", WSSListen: ":15676", Exchange: "amq.topic", MaxQueuedQoS0: 2048,
 			MaxSubscriptionsPerClient: 1000, MaxPacketSizeUnauthenticated: 16 << 10},
 		STOMP: STOMP{Listen: ":61613", WSListen: ":15674", TLSListen: ":61614", WSSListen: ":15673",
-			MaxHeaders: 1000, MaxHeaderLength: 64 << 10},
+			MaxHeaders: 1000, MaxHeaderLength: 64 << 10, MaxFrameSizeUnauthenticated: 8 << 10},
 		HTTP:            HTTP{Listen: ":15672", TLSListen: ":15671", StatsInterval: 5 * time.Second},
 		Prometheus:      Prometheus{Listen: ":15692", TLSListen: ":15691"},
 		TLS:             DefaultTLS(),

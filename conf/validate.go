@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -71,6 +72,19 @@ func (c *Config) Validate() error {
 	}
 	if c.STOMP.MaxHeaderLength < 256 {
 		bad("stomp.max_header_length", "%d must be at least 256", c.STOMP.MaxHeaderLength)
+	}
+	if n := c.STOMP.MaxFrameSizeUnauthenticated; n < 1024 || n > 1<<20 {
+		bad("stomp.max_frame_size_unauthenticated", "%d is out of range [1024, %d]", n, 1<<20)
+	}
+	if c.STOMP.AllowAnonymous && (c.STOMP.DefaultUser == "" || c.STOMP.DefaultPass == "") {
+		bad("stomp.allow_anonymous", "needs stomp.default_user and stomp.default_pass (the top-level default_user is never used for anonymous logins)")
+	} else if c.STOMP.AllowAnonymous && c.STOMP.DefaultUser == c.DefaultUser {
+		bad("stomp.default_user", "%q is the bootstrap user (default_user): anonymous STOMP clients need a user of their own", c.DefaultUser)
+	}
+	for i, o := range c.HTTP.AllowedOrigins {
+		if _, err := path.Match(o, ""); o == "" || err != nil {
+			bad(fmt.Sprintf("http.allowed_origins[%d]", i), "%q is not a host pattern", o)
+		}
 	}
 	if p := c.MemoryHighWatermarkPercent; p < 0 || p > 100 {
 		bad("memory_high_watermark_percent", "%d must be between 0 and 100", p)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/trident-broker/trident/conf"
 )
 
 // stChromium finds Debian's chromium (.ci/run installs it), or $CHROMIUM.
@@ -39,7 +41,12 @@ func TestSTOMPBrowser(t *testing.T) {
 		}
 		t.Skip("chromium not found; apt-get install -y chromium, or set CHROMIUM")
 	}
-	b := stBroker(t)
+	// The page is served from another port than Web-STOMP's: a
+	// cross-origin WebSocket, which the broker accepts only because
+	// http.allowed_origins lists the page's origin.
+	page := httptest.NewServer(http.FileServer(http.Dir("browser/stomp")))
+	t.Cleanup(page.Close)
+	b := stBroker(t, func(c *conf.Config) { c.HTTP.AllowedOrigins = []string{page.URL} })
 	_, ch := channel(t, b.URL)
 	if _, err := ch.QueueDeclare("browser-replies", false, false, false, false, nil); err != nil {
 		t.Fatal(err)
@@ -48,9 +55,6 @@ func TestSTOMPBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	page := httptest.NewServer(http.FileServer(http.Dir("browser/stomp")))
-	t.Cleanup(page.Close)
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(browser),

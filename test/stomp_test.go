@@ -67,12 +67,17 @@ func TestSTOMPLogin(t *testing.T) {
 	r = stDialRaw(t, b)
 	r.write("CONNECT\naccept-version:1.2\nhost:nosuchvhost\nlogin:guest\npasscode:guest\n\n\x00")
 	r.expectError("Bad CONNECT")
-	// Without a login header the default user logs in (RabbitMQ's default_user).
+	// The STOMP command logs in as CONNECT does.
 	r = stDialRaw(t, b)
-	r.write("STOMP\naccept-version:1.1,1.2\nhost:/\n\n\x00")
+	r.write("STOMP\naccept-version:1.1,1.2\nhost:/\nlogin:guest\npasscode:guest\n\n\x00")
 	if f := r.read(); f.Command != "CONNECTED" || f.Header.Get("version") != "1.2" {
 		t.Fatalf("got %s %v", f.Command, f.Header)
 	}
+	// Without a login header: refused (no anonymous login by default,
+	// see TestSecurityF2STOMPNoLogin).
+	r = stDialRaw(t, b)
+	r.write("STOMP\naccept-version:1.1,1.2\nhost:/\n\n\x00")
+	r.expectError("Bad CONNECT")
 	// A frame before CONNECT.
 	r = stDialRaw(t, b)
 	r.write("SEND\ndestination:/queue/x\n\nhi\x00")
@@ -432,7 +437,7 @@ func TestSTOMPHeartbeats(t *testing.T) {
 	}
 	// A raw client that promises beats and goes silent is closed.
 	r := stDialRaw(t, b)
-	r.write("CONNECT\naccept-version:1.2\nhost:/\nheart-beat:100,100\n\n\x00")
+	r.write("CONNECT\naccept-version:1.2\nhost:/\nlogin:guest\npasscode:guest\nheart-beat:100,100\n\n\x00")
 	f := r.read()
 	if f.Command != "CONNECTED" || f.Header.Get("heart-beat") != "100,100" {
 		t.Fatalf("got %s %v", f.Command, f.Header)

@@ -72,6 +72,12 @@ type Config struct {
 	// password in as the user its verified TLS certificate names
 	// (RabbitMQ's mqtt.ssl_cert_login); nil disables it.
 	CertLogin *auth.CertLogin
+	// AllowedOrigins are the origin patterns a WebSocket upgrade is
+	// accepted from besides the request's own host (see
+	// websocket.AcceptOptions.OriginPatterns; "*" any): a browser's
+	// request from another origin gets 403. A request without an Origin
+	// header (not a browser) is accepted.
+	AllowedOrigins []string
 }
 
 func (c *Config) defaults() {
@@ -162,8 +168,8 @@ func (s *Server) Serve(ln net.Listener) error {
 func (s *Server) WebSocketHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
-			Subprotocols:       []string{"mqtt", "mqttv3.1"},
-			InsecureSkipVerify: true, // MQTT clients in browsers connect from any origin
+			Subprotocols:   []string{"mqtt", "mqttv3.1"},
+			OriginPatterns: s.cfg.AllowedOrigins,
 		})
 		if err != nil {
 			return

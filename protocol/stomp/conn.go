@@ -161,7 +161,9 @@ func (c *conn) Serve() {
 			c.t.Close()
 		}
 	})
-	rd := frame.NewReader(readTracker{c}, c.s.lim)
+	// Until CONNECT succeeds the reader holds at most the pre-login
+	// bound; connect raises it (handle).
+	rd := frame.NewReader(readTracker{c}, c.s.preLim)
 	err := c.readLoop(rd)
 	hs.Stop()
 	c.cleanup()
@@ -222,6 +224,7 @@ func (c *conn) handle(f *frame.Frame, rd *frame.Reader) error {
 			return err
 		}
 		rd.SetVersion(c.version)
+		rd.SetLimits(c.s.lim)
 		return nil
 	}
 	var err error

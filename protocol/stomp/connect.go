@@ -74,8 +74,11 @@ func (c *conn) connect(f *frame.Frame) error {
 	} else if !hasLogin && hasPass && c.s.users.TokenLogins() {
 		login = "token" // an OAuth 2 token as passcode names its own user
 	} else if !hasLogin {
-		if cfg.DefaultUser == "" {
-			return errorf("Bad CONNECT", "Missing login header and no default user is configured")
+		// Anonymous: only when the operator asked for it, and then as
+		// the STOMP listeners' own user, never the bootstrap admin.
+		if !cfg.AllowAnonymous || cfg.DefaultUser == "" {
+			c.log.Warn("STOMP login refused: no login header and anonymous logins are off")
+			return errorf("Bad CONNECT", "Missing login or passcode header(s)")
 		}
 		login, pass = cfg.DefaultUser, cfg.DefaultPass
 	}

@@ -9,6 +9,16 @@
 // deliveries are encoded straight into the output buffer by the
 // subscription's Sink.
 //
+// Login: a CONNECT logs in with its login/passcode headers, a verified
+// TLS client certificate (CertLogin) or an OAuth 2 token as passcode.
+// Without any of them it is refused ("Bad CONNECT") unless AllowAnonymous
+// maps it to DefaultUser; the user's loopback restriction holds either
+// way. Until a login succeeds a frame may hold at most
+// MaxFrameSizeUnauthenticated bytes (headers and body), checked while
+// reading; after it a frame's buffer grows as its bytes arrive, never to
+// a declared content-length up front. A WebSocket upgrade from a browser
+// on another origin is refused with 403 unless AllowedOrigins lists it.
+//
 // Destinations (as RabbitMQ):
 //
 //	/queue/q         SEND and SUBSCRIBE declare durable queue q (default exchange)

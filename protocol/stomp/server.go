@@ -27,11 +27,24 @@ type Config struct {
 	MaxBodySize     int
 	// HandshakeTimeout bounds the time from accept to CONNECT (10s).
 	HandshakeTimeout time.Duration
-	// DefaultUser and DefaultPass log in a CONNECT without a login header,
-	// as RabbitMQ's stomp.default_user does (guest/guest). An empty
-	// DefaultUser makes login mandatory.
-	DefaultUser string
-	DefaultPass string
+	// MaxFrameSizeUnauthenticated bounds every frame read before a
+	// successful login (the CONNECT frame: command, headers and body),
+	// on TCP and WebSocket alike; a connection that sends more gets an
+	// ERROR frame and is closed. Default 8 KiB.
+	MaxFrameSizeUnauthenticated int
+	// AllowAnonymous lets a CONNECT without a login header (and no
+	// certificate login or token) log in as DefaultUser/DefaultPass, as
+	// RabbitMQ's stomp.default_user does. Off: such a CONNECT gets an
+	// ERROR frame. The user's loopback restriction applies as to any
+	// login.
+	AllowAnonymous bool
+	DefaultUser    string
+	DefaultPass    string
+	// AllowedOrigins are the origin patterns a WebSocket upgrade is
+	// accepted from besides the request's own host (see
+	// websocket.AcceptOptions.OriginPatterns; "*" any). A request without
+	// an Origin header is accepted.
+	AllowedOrigins []string
 	// DefaultVHost is used when CONNECT has no host header ("/").
 	DefaultVHost string
 	// MinHeartbeat is the shortest heart-beat interval granted (100ms).
@@ -64,6 +77,9 @@ func (c *Config) defaults() {
 	if c.Product == "" {
 		c.Product = "Trident"
 	}
+	if c.MaxFrameSizeUnauthenticated <= 0 {
+		c.MaxFrameSizeUnauthenticated = 8 << 10
+	}
 }
 
 func (c *Config) limits() frame.Limits {
@@ -71,14 +87,27 @@ func (c *Config) limits() frame.Limits {
 		MaxHeaderLength: c.MaxHeaderLength, MaxBodySize: c.MaxBodySize}.WithDefaults()
 }
 
+// preAuthLimits bound the frames read before login: the whole frame
+// within MaxFrameSizeUnauthenticated, so that a peer that has not
+// authenticated cannot make the reader buffer more.
+func (c *Config) preAuthLimits() frame.Limits {
+	l := c.limits()
+	n := c.MaxFrameSizeUnauthenticated
+	l.MaxFrameSize = min(l.MaxFrameSize, n)
+	l.MaxBodySize = min(l.MaxBodySize, n)
+	l.MaxHeaderLength = min(l.MaxHeaderLength, n)
+	return l
+}
+
 // Server accepts STOMP connections over TCP (Serve) and WebSocket
 // (ServeHTTP, mounted at /ws by the node).
 type Server struct {
-	cfg   Config
-	lim   frame.Limits
-	b     *exchange.Broker
-	users *auth.Users
-	log   *slog.Logger
+	cfg    Config
+	lim    frame.Limits // after login
+	preLim frame.Limits // before login
+	b      *exchange.Broker
+	users  *auth.Users
+	log    *slog.Logger
 
 	conns *frontend.Set[*conn]
 	seq   atomic.Uint64
@@ -90,7 +119,7 @@ func NewServer(cfg Config, b *exchange.Broker, users *auth.Users, log *slog.Logg
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, lim: cfg.limits(), b: b, users: users, log: log.With("proto", "stomp"), conns: frontend.NewSet[*conn](ErrServerClosed)}
+	return &Server{cfg: cfg, lim: cfg.limits(), preLim: cfg.preAuthLimits(), b: b, users: users, log: log.With("proto", "stomp"), conns: frontend.NewSet[*conn](ErrServerClosed)}
 }
 
 // ErrServerClosed is returned by Serve after Shutdown.
@@ -110,20 +139,26 @@ func (s *Server) Serve(ln net.Listener) error {
 var Subprotocols = []string{"v12.stomp", "v11.stomp", "v10.stomp"}
 
 // ServeHTTP upgrades a request to a WebSocket carrying STOMP frames, in
-// text or binary messages. Like RabbitMQ's Web-STOMP it accepts any origin.
+// text or binary messages. A browser's request (one with an Origin header)
+// is refused with 403 unless its origin is the request's own host or
+// matches AllowedOrigins: a page on another site cannot use the visitor's
+// network position (loopback, an intranet) to reach the broker.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.conns.Closing() {
 		http.Error(w, "shutting down", http.StatusServiceUnavailable)
 		return
 	}
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
-		Subprotocols:       Subprotocols,
-		InsecureSkipVerify: true,
+		Subprotocols:   Subprotocols,
+		OriginPatterns: s.cfg.AllowedOrigins,
 	})
 	if err != nil {
 		s.log.Debug("websocket upgrade failed", "err", err)
 		return
 	}
+	// The frame reader bounds what it buffers (before login to
+	// MaxFrameSizeUnauthenticated); a WebSocket message is streamed into
+	// it, never held whole, so its limit only needs to be the frame's.
 	ws.SetReadLimit(int64(s.lim.MaxFrameSize) + 1024)
 	t := newWSTransport(ws, r)
 	done := make(chan struct{})

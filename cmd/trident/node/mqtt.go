@@ -84,6 +84,7 @@ func (n *Node) startMQTT() error {
 		MaxQueuedQoS0:    c.MaxQueuedQoS0,
 		MaxSubscriptions: c.MaxSubscriptionsPerClient,
 		MaxConnectSize:   c.MaxPacketSizeUnauthenticated,
+		AllowedOrigins:   n.cfg.HTTP.AllowedOrigins,
 	}, n.broker, n.users, st, n.log.With("component", "mqtt"))
 	if err != nil {
 		return fmt.Errorf("node: mqtt: %w", err)

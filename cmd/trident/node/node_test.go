@@ -15,7 +15,7 @@ func testConfig(t *testing.T) conf.Config {
 	cfg.DataDir = t.TempDir()
 	cfg.AMQP.Listen = "127.0.0.1:0"
 	cfg.MQTT = conf.MQTT{}
-	cfg.STOMP = conf.STOMP{MaxHeaders: cfg.STOMP.MaxHeaders, MaxHeaderLength: cfg.STOMP.MaxHeaderLength}
+	cfg.STOMP = conf.STOMP{MaxHeaders: cfg.STOMP.MaxHeaders, MaxHeaderLength: cfg.STOMP.MaxHeaderLength, MaxFrameSizeUnauthenticated: cfg.STOMP.MaxFrameSizeUnauthenticated}
 	cfg.HTTP.Listen = ""
 	cfg.Prometheus.Listen = ""
 	if err := cfg.Validate(); err != nil {

@@ -32,12 +32,17 @@ func (n *Node) startSTOMP() error {
 		MaxHeaders:      n.cfg.STOMP.MaxHeaders,
 		MaxHeaderLength: n.cfg.STOMP.MaxHeaderLength,
 		// One handshake timeout for every protocol.
-		HandshakeTimeout: n.cfg.AMQP.HandshakeTimeout,
-		DefaultUser:      n.cfg.DefaultUser,
-		DefaultPass:      n.cfg.DefaultPass,
-		DefaultVHost:     n.cfg.DefaultVHost,
-		CertLogin:        n.stompCertLogin(),
-		ConsumerTimeout:  n.cfg.ConsumerTimeout,
+		HandshakeTimeout:            n.cfg.AMQP.HandshakeTimeout,
+		MaxFrameSizeUnauthenticated: c.MaxFrameSizeUnauthenticated,
+		// Anonymous logins map to the STOMP listeners' own user, never
+		// to the bootstrap admin (default_user).
+		AllowAnonymous:  c.AllowAnonymous,
+		DefaultUser:     c.DefaultUser,
+		DefaultPass:     c.DefaultPass,
+		AllowedOrigins:  n.cfg.HTTP.AllowedOrigins,
+		DefaultVHost:    n.cfg.DefaultVHost,
+		CertLogin:       n.stompCertLogin(),
+		ConsumerTimeout: n.cfg.ConsumerTimeout,
 	}, n.broker, n.users, n.log.With("component", "stomp"))
 	if c.Listen != "" {
 		ln, err := net.Listen("tcp", c.Listen)

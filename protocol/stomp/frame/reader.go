@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"strconv"
 )
 
 // minRead is the smallest free space the Reader asks its source to fill.
@@ -17,7 +18,10 @@ const initialBuf = 4 << 10
 const shrinkAbove = 1 << 20
 
 // Reader reads frames from an io.Reader through a buffer that grows to at
-// most Limits.MaxFrameSize (plus one read's worth). It is not safe for
+// most Limits.MaxFrameSize. It grows as bytes arrive, doubling at most: a
+// frame's content-length header never makes it reserve the declared size
+// up front, so a peer that declares a large body and sends it slowly (or
+// never) costs what it sent, not what it declared. It is not safe for
 // concurrent use.
 type Reader struct {
 	src     io.Reader
@@ -39,6 +43,11 @@ func NewReader(src io.Reader, lim Limits) *Reader {
 
 // SetVersion sets the version used to unescape headers.
 func (r *Reader) SetVersion(v Version) { r.version = v }
+
+// SetLimits replaces the limits for the frames not yet returned, e.g.
+// raising a pre-login bound after a successful login. Bytes already
+// buffered are kept.
+func (r *Reader) SetLimits(lim Limits) { r.lim = lim.WithDefaults() }
 
 // Buffered reports whether a complete or partial frame is already buffered.
 func (r *Reader) Buffered() int { return r.end - r.start }
@@ -99,7 +108,10 @@ func (r *Reader) ready(w incomplete) bool {
 	return true
 }
 
-// fill reads more data, compacting or growing the buffer as needed.
+// fill reads more data, compacting or growing the buffer as needed. The
+// buffer never grows past MaxFrameSize, and never to more than twice its
+// size at a time (or what w says the frame needs, if that is less): what
+// it holds is at least half what was read.
 func (r *Reader) fill(w incomplete) error {
 	// Ask for at least minRead bytes, or half a small buffer.
 	free := min(minRead, len(r.buf)/2)
@@ -110,19 +122,19 @@ func (r *Reader) fill(w incomplete) error {
 	}
 	if len(r.buf)-r.end < free {
 		want := 2 * len(r.buf)
-		if w.need > want {
-			want = w.need
+		if w.need > len(r.buf) && w.need < want {
+			want = w.need // the frame's exact size, when known and smaller
 		}
-		if max := r.lim.MaxFrameSize + minRead; want > max {
-			want = max
-		}
-		if want <= len(r.buf) {
+		want = min(want, r.lim.MaxFrameSize)
+		if want > len(r.buf) {
+			nb := make([]byte, want)
+			copy(nb, r.buf[:r.end])
+			r.buf = nb
+		} else if r.end == len(r.buf) {
 			// Cannot happen while limits hold: parse fails first.
-			return &Error{Message: "Frame too large", Detail: "frame exceeds the size limit"}
+			return &Error{Message: "Frame too large", Detail: "frame exceeds the size limit of " + strconv.Itoa(r.lim.MaxFrameSize) + " bytes"}
 		}
-		nb := make([]byte, want)
-		copy(nb, r.buf[:r.end])
-		r.buf = nb
+		// else: at the limit, read into what is left.
 	}
 	n, err := r.src.Read(r.buf[r.end:])
 	r.end += n
