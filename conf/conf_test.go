@@ -284,9 +284,18 @@ func TestMQTTAllowAnonymous(t *testing.T) {
 	if c.MQTT.AllowAnonymous || c.MQTT.DefaultUser != "dev" || c.MQTT.DefaultPass != "pw" {
 		t.Fatalf("from file: %+v", c.MQTT)
 	}
-	c, err = Load(nil, envMap(map[string]string{"TRIDENT_MQTT_ALLOW_ANONYMOUS": "true"}))
+	c, err = Load(nil, envMap(map[string]string{"TRIDENT_MQTT_ALLOW_ANONYMOUS": "true",
+		"TRIDENT_MQTT_DEFAULT_USER": "dev", "TRIDENT_MQTT_DEFAULT_PASS": "pw"}))
 	if err != nil || !c.MQTT.AllowAnonymous {
 		t.Fatalf("from env: %v %v", c.MQTT.AllowAnonymous, err)
+	}
+	// Anonymous MQTT needs a user of its own, never the bootstrap user.
+	if _, err = Load(nil, envMap(map[string]string{"TRIDENT_MQTT_ALLOW_ANONYMOUS": "true"})); err == nil {
+		t.Fatal("mqtt.allow_anonymous without mqtt.default_user accepted")
+	}
+	if _, err = Load([]string{"--mqtt-allow-anonymous=true", "--mqtt-default-user", "guest", "--mqtt-default-pass", "guest"}, nil); err == nil ||
+		!strings.Contains(err.Error(), "bootstrap user") {
+		t.Fatalf("mqtt.default_user = default_user: %v", err)
 	}
 	c, err = Load([]string{"--config", file, "--mqtt-allow-anonymous=true"}, nil)
 	if err != nil || !c.MQTT.AllowAnonymous {

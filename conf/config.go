@@ -189,9 +189,10 @@ type MQTT struct {
 	// or password), as RabbitMQ answers it.
 	AllowAnonymous bool `yaml:"allow_anonymous"`
 	// DefaultUser and DefaultPass are the credentials an anonymous client
-	// logs in with (RabbitMQ's mqtt.default_user/default_pass); empty
-	// means the top-level default_user/default_pass. The user's loopback
-	// restriction still applies.
+	// logs in with (RabbitMQ's mqtt.default_user/default_pass): required
+	// with AllowAnonymous, and never the top-level default_user (the
+	// bootstrap administrator). The user's loopback restriction still
+	// applies.
 	DefaultUser string `yaml:"default_user"`
 	DefaultPass string `yaml:"default_pass"`
 	// ServerKeepAlive, when set, is the longest keep-alive an MQTT 5

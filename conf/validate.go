@@ -76,6 +76,11 @@ func (c *Config) Validate() error {
 	if n := c.STOMP.MaxFrameSizeUnauthenticated; n < 1024 || n > 1<<20 {
 		bad("stomp.max_frame_size_unauthenticated", "%d is out of range [1024, %d]", n, 1<<20)
 	}
+	if c.MQTT.AllowAnonymous && (c.MQTT.DefaultUser == "" || c.MQTT.DefaultPass == "") {
+		bad("mqtt.allow_anonymous", "needs mqtt.default_user and mqtt.default_pass (the top-level default_user is never used for anonymous logins)")
+	} else if c.MQTT.AllowAnonymous && c.MQTT.DefaultUser == c.DefaultUser {
+		bad("mqtt.default_user", "%q is the bootstrap user (default_user): anonymous MQTT clients need a user of their own", c.DefaultUser)
+	}
 	if c.STOMP.AllowAnonymous && (c.STOMP.DefaultUser == "" || c.STOMP.DefaultPass == "") {
 		bad("stomp.allow_anonymous", "needs stomp.default_user and stomp.default_pass (the top-level default_user is never used for anonymous logins)")
 	} else if c.STOMP.AllowAnonymous && c.STOMP.DefaultUser == c.DefaultUser {

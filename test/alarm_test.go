@@ -17,7 +17,7 @@ import (
 // allProtocols enables every listener of the node on loopback.
 func allProtocols(c *conf.Config) {
 	c.MQTT.Listen, c.MQTT.WSListen = "127.0.0.1:0", "127.0.0.1:0"
-	c.MQTT.AllowAnonymous = true // the MQTT clients here send no credentials
+	anonMQTT(c) // the MQTT clients here send no credentials
 	c.STOMP.Listen, c.STOMP.WSListen = "127.0.0.1:0", "127.0.0.1:0"
 	c.HTTP.Listen = "127.0.0.1:0"
 	c.HTTP.StatsInterval = 100 * time.Millisecond

@@ -9,12 +9,13 @@ import (
 	"github.com/trident-broker/trident/conf"
 )
 
-// TestMQTTAnonymous: mqtt.allow_anonymous (default true, as RabbitMQ) logs
-// a client without credentials in as the default user; off, such a CONNECT
+// TestMQTTAnonymous: mqtt.allow_anonymous (off by default, unlike RabbitMQ;
+// the test helpers turn it on) logs a client without credentials in as
+// mqtt.default_user, a user of its own; off, such a CONNECT
 // gets "bad user name or password" (v3 return code 4, v5 0x86), as
 // RabbitMQ answers it, while clients with credentials still connect.
 func TestMQTTAnonymous(t *testing.T) {
-	t.Run("default on", func(t *testing.T) {
+	t.Run("on", func(t *testing.T) {
 		b := startMQTTBroker(t)
 		dial3(t, "tcp://"+b.mqttAddr(), "anon3", true).subscribe(t, "a/b", 1)
 		dial5(t, b.mqttAddr(), &paho.Connect{ClientID: "anon5", CleanStart: true})

@@ -116,7 +116,7 @@ func startMQTTBinary(t *testing.T, extra ...string) (*testbin.Proc, string) {
 		t.Fatal(err)
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	p := testbin.Start(t, append([]string{"--mqtt-listen", addr, "--mqtt-ws-listen", "", "--mqtt-allow-anonymous=true"}, extra...)...)
+	p := testbin.Start(t, append(append([]string{"--mqtt-listen", addr, "--mqtt-ws-listen", ""}, testbin.AnonMQTTFlags()...), extra...)...)
 	url := "tcp://" + addr
 	waitMQTT(t, url)
 	return p, url

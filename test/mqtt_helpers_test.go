@@ -12,6 +12,7 @@ import (
 	mqtt3 "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/trident-broker/trident/conf"
+	"github.com/trident-broker/trident/test/testbin"
 )
 
 // startMQTTBroker starts an in-process node with MQTT on TCP and WebSocket.
@@ -19,7 +20,7 @@ func startMQTTBroker(t testing.TB, mutate ...func(*conf.Config)) *broker {
 	t.Helper()
 	return startBroker(t, append([]func(*conf.Config){func(c *conf.Config) {
 		c.MQTT.Listen, c.MQTT.WSListen = "127.0.0.1:0", "127.0.0.1:0"
-		c.MQTT.AllowAnonymous = true // many tests connect without credentials
+		anonMQTT(c) // many tests connect without credentials
 	}}, mutate...)...)
 }
 
@@ -215,3 +216,12 @@ func (c *client5) none(t testing.TB, d time.Duration) {
 
 func u32(v uint32) *uint32 { return &v }
 func u16(v uint16) *uint16 { return &v }
+
+// anonMQTT turns anonymous MQTT on as many tests assume it, with a user
+// of its own (never the bootstrap user): testbin.AnonMQTTUser, with full
+// permissions on "/", imported at boot from a definitions file.
+func anonMQTT(c *conf.Config) {
+	c.MQTT.AllowAnonymous = true
+	c.MQTT.DefaultUser, c.MQTT.DefaultPass = testbin.AnonMQTTUser, testbin.AnonMQTTPass
+	c.Definitions = testbin.AnonDefinitions()
+}

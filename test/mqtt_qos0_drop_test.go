@@ -23,7 +23,7 @@ func TestMQTTQoS0DropForSlowSubscriber(t *testing.T) {
 	const limit, n, q1 = 100, 20000, 50
 	b, base := mgmtBroker(t, func(c *conf.Config) {
 		c.MQTT.Listen, c.MQTT.WSListen = "127.0.0.1:0", ""
-		c.MQTT.AllowAnonymous = true
+		anonMQTT(c)
 		c.MQTT.MaxQueuedQoS0 = limit
 	})
 	api := apiClient{t: t, base: base, user: "guest", pass: "guest"}

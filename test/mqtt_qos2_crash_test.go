@@ -28,7 +28,7 @@ func TestMQTTCrashQoS2State(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	p := testbin.Start(t, "--mqtt-listen", addr, "--mqtt-ws-listen", "", "--mqtt-allow-anonymous=true")
+	p := testbin.Start(t, append([]string{"--mqtt-listen", addr, "--mqtt-ws-listen", ""}, testbin.AnonMQTTFlags()...)...)
 	waitMQTT(t, "tcp://"+addr)
 
 	// An AMQP queue counts what the inbound side routes.

@@ -200,7 +200,7 @@ func TestRetrySTOMPNack(t *testing.T) {
 func TestRetryMQTT5PubackError(t *testing.T) {
 	b, base := mgmtBroker(t, func(c *conf.Config) {
 		c.MQTT.Listen = "127.0.0.1:0"
-		c.MQTT.AllowAnonymous = true
+		anonMQTT(c)
 	})
 	api := apiClient{t: t, base: base, user: "guest", pass: "guest"}
 	api.expect(201, "PUT", "/api/policies/%2F/mqtt-retry", map[string]any{"pattern": "^mqtt-subscription-", "apply-to": "queues",

@@ -99,7 +99,7 @@ func TestStreamPublishFromSTOMPAndMQTT(t *testing.T) {
 	b := startBroker(t, func(c *conf.Config) {
 		c.STOMP.Listen = "127.0.0.1:0"
 		c.MQTT.Listen = "127.0.0.1:0"
-		c.MQTT.AllowAnonymous = true
+		anonMQTT(c)
 	})
 	declareStream(t, b.URL, "events", streamArgs())
 	_, ch := channel(t, b.URL)

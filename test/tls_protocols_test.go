@@ -15,6 +15,7 @@ import (
 	"github.com/go-stomp/stomp/v3"
 
 	"github.com/trident-broker/trident/conf"
+	"github.com/trident-broker/trident/test/testbin"
 )
 
 // dial5TLS connects a paho.golang (MQTT 5) client over TLS.
@@ -109,21 +110,26 @@ func TestTLSMQTT(t *testing.T) {
 }
 
 // Without mqtt.cert_login a client with a certificate and no username is
-// the anonymous default user.
+// the anonymous user (with allow_anonymous on: a user of its own).
 func TestTLSMQTTCertLoginOff(t *testing.T) {
 	p := newPKI(t)
-	b := tlsBroker(t, p, func(c *conf.Config) { c.MQTT.CertLogin, c.STOMP.CertLogin = false, false; c.MQTT.AllowAnonymous = true })
+	b := tlsBroker(t, p, func(c *conf.Config) {
+		c.MQTT.CertLogin, c.STOMP.CertLogin = false, false
+		anonMQTT(c)
+		c.STOMP.AllowAnonymous = true
+		c.STOMP.DefaultUser, c.STOMP.DefaultPass = testbin.AnonMQTTUser, testbin.AnonMQTTPass
+	})
 	addUser(t, b, "alice", "")
 	dial3(t, "ssl://"+b.n.MQTTTLSAddr().String(), "anon", true, func(o *mqtt3.ClientOptions) {
 		o.SetTLSConfig(p.client(p.clientCert("alice", nil, nil)))
 	})
-	if users := connectionUsers(t, b, p, "MQTT"); !slices.Equal(users, []string{"guest"}) {
-		t.Fatalf("users %v, want [guest]", users)
+	if users := connectionUsers(t, b, p, "MQTT"); !slices.Equal(users, []string{testbin.AnonMQTTUser}) {
+		t.Fatalf("users %v, want [%s]", users, testbin.AnonMQTTUser)
 	}
 	st := stompTLS(t, b, p.client(p.clientCert("alice", nil, nil)))
 	stSync(t, st)
-	if users := connectionUsers(t, b, p, "STOMP"); !slices.Equal(users, []string{"guest"}) {
-		t.Fatalf("STOMP users %v, want [guest]", users)
+	if users := connectionUsers(t, b, p, "STOMP"); !slices.Equal(users, []string{testbin.AnonMQTTUser}) {
+		t.Fatalf("STOMP users %v, want [%s]", users, testbin.AnonMQTTUser)
 	}
 }
 

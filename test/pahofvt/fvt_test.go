@@ -59,7 +59,7 @@ func TestPahoFVT(t *testing.T) {
 			t.Skipf("127.0.0.1:1883 is taken (%v); the paho fvt suite needs that port", err)
 		}
 		ln.Close()
-		testbin.Start(t, "--mqtt-listen", "127.0.0.1:1883", "--mqtt-ws-listen", "", "--mqtt-allow-anonymous=true")
+		testbin.Start(t, append([]string{"--mqtt-listen", "127.0.0.1:1883", "--mqtt-ws-listen", ""}, testbin.AnonMQTTFlags()...)...)
 		host = "127.0.0.1"
 		deadline := time.Now().Add(20 * time.Second)
 		for {

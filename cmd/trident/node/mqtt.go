@@ -48,10 +48,10 @@ type mqttFrontEnd struct {
 	served chan struct{}
 }
 
-// startMQTT starts the MQTT listeners enabled in the config. As RabbitMQ
-// does by default (mqtt.allow_anonymous), a client without credentials
-// connects as mqtt.default_user, else the default user (which the loopback
-// restriction still applies to).
+// startMQTT starts the MQTT listeners enabled in the config. With
+// mqtt.allow_anonymous (off by default, unlike RabbitMQ) a client without
+// credentials connects as mqtt.default_user, a user of its own that the
+// loopback restriction still applies to; never the bootstrap user.
 func (n *Node) startMQTT() error {
 	c := n.cfg.MQTT
 	if c.Listen == "" && c.WSListen == "" && !tlsWanted(n.cfg, c.TLSListen) && !tlsWanted(n.cfg, c.WSSListen) {
@@ -59,9 +59,6 @@ func (n *Node) startMQTT() error {
 		return nil
 	}
 	anonUser, anonPass := c.DefaultUser, c.DefaultPass
-	if anonUser == "" {
-		anonUser, anonPass = n.cfg.DefaultUser, n.cfg.DefaultPass
-	}
 	// In a cluster the records go through the replicating store, and the
 	// server names this node in its session records.
 	var st mqtt.MetaStore = n.store
