@@ -251,6 +251,10 @@ type HTTP struct {
 	OAuthClientSecret string `yaml:"oauth_client_secret"`
 	OAuthProviderURL  string `yaml:"oauth_provider_url"`
 	OAuthScopes       string `yaml:"oauth_scopes"`
+	// MaxDefinitionsBody bounds a definitions import's body (POST
+	// /api/definitions[/vhost]), in bytes; every other API body is
+	// limited to 1 MiB. Imports run one at a time.
+	MaxDefinitionsBody int `yaml:"max_definitions_body"`
 }
 
 // Prometheus configures the /metrics listener.
@@ -287,7 +291,7 @@ func Default() Config {
 		MQTT: MQTT{Listen: ":1883", WSListen: ":15675", TLSListen: ":8883", WSSListen: ":15676", Exchange: "amq.topic", MaxQueuedQoS0: 2048},
 		STOMP: STOMP{Listen: ":61613", WSListen: ":15674", TLSListen: ":61614", WSSListen: ":15673",
 			MaxHeaders: 1000, MaxHeaderLength: 64 << 10},
-		HTTP:            HTTP{Listen: ":15672", TLSListen: ":15671", StatsInterval: 5 * time.Second},
+		HTTP:            HTTP{Listen: ":15672", TLSListen: ":15671", StatsInterval: 5 * time.Second, MaxDefinitionsBody: 64 << 20},
 		Prometheus:      Prometheus{Listen: ":15692", TLSListen: ":15691"},
 		TLS:             DefaultTLS(),
 		ConsumerTimeout: 30 * time.Minute,

@@ -60,6 +60,7 @@ var fields = []field{
 	f("stomp.max_header_length", "longest STOMP header line in bytes", func(c *Config) any { return &c.STOMP.MaxHeaderLength }),
 	f("http.listen", "management HTTP API and UI listen address (empty disables)", func(c *Config) any { return &c.HTTP.Listen }),
 	f("http.stats_interval", "how often message rates are sampled", func(c *Config) any { return &c.HTTP.StatsInterval }),
+	f("http.max_definitions_body", "largest definitions import body in bytes (other API bodies: 1 MiB)", func(c *Config) any { return &c.HTTP.MaxDefinitionsBody }),
 	f("prometheus.listen", "Prometheus /metrics listen address (empty disables)", func(c *Config) any { return &c.Prometheus.Listen }),
 	f("default_vhost", "virtual host created on start", func(c *Config) any { return &c.DefaultVHost }),
 	f("default_user", "user created when none exists (empty: none)", func(c *Config) any { return &c.DefaultUser }),
