@@ -287,6 +287,10 @@ type HTTP struct {
 	// wildcards ("*.example.com"); "*" accepts any origin. Empty: the
 	// Origin's host:port must equal the request's Host.
 	AllowedOrigins []string `yaml:"allowed_origins"`
+	// MaxDefinitionsBody bounds a definitions import's body (POST
+	// /api/definitions[/vhost]), in bytes; every other API body is
+	// limited to 1 MiB. Imports run one at a time.
+	MaxDefinitionsBody int `yaml:"max_definitions_body"`
 }
 
 // Prometheus configures the /metrics listener.
@@ -324,7 +328,7 @@ func Default() Config {
 			MaxSubscriptionsPerClient: 1000, MaxPacketSizeUnauthenticated: 16 << 10},
 		STOMP: STOMP{Listen: ":61613", WSListen: ":15674", TLSListen: ":61614", WSSListen: ":15673",
 			MaxHeaders: 1000, MaxHeaderLength: 64 << 10, MaxFrameSizeUnauthenticated: 8 << 10},
-		HTTP:            HTTP{Listen: ":15672", TLSListen: ":15671", StatsInterval: 5 * time.Second},
+		HTTP:            HTTP{Listen: ":15672", TLSListen: ":15671", StatsInterval: 5 * time.Second, MaxDefinitionsBody: 64 << 20},
 		Prometheus:      Prometheus{Listen: ":15692", TLSListen: ":15691"},
 		TLS:             DefaultTLS(),
 		ConsumerTimeout: 30 * time.Minute,

@@ -67,6 +67,7 @@ var fields = []field{
 	f("http.allowed_origins", "browser origins WebSocket listeners accept besides their own host (comma-separated host[:port] or scheme://host[:port] patterns; * any)", func(c *Config) any { return &c.HTTP.AllowedOrigins }),
 	f("http.listen", "management HTTP API and UI listen address (empty disables)", func(c *Config) any { return &c.HTTP.Listen }),
 	f("http.stats_interval", "how often message rates are sampled", func(c *Config) any { return &c.HTTP.StatsInterval }),
+	f("http.max_definitions_body", "largest definitions import body in bytes (other API bodies: 1 MiB)", func(c *Config) any { return &c.HTTP.MaxDefinitionsBody }),
 	f("prometheus.listen", "Prometheus /metrics listen address (empty disables)", func(c *Config) any { return &c.Prometheus.Listen }),
 	f("default_vhost", "virtual host created on start", func(c *Config) any { return &c.DefaultVHost }),
 	f("default_user", "user created when none exists (empty: none)", func(c *Config) any { return &c.DefaultUser }),

@@ -138,6 +138,9 @@ func (c *Config) Validate() error {
 	if c.Queues.MemoryPagingPercent < 0 || c.Queues.MemoryPagingPercent > 100 {
 		bad("queues.memory_paging_percent", "%d must be between 0 and 100", c.Queues.MemoryPagingPercent)
 	}
+	if c.HTTP.MaxDefinitionsBody < 1<<20 {
+		bad("http.max_definitions_body", "%d must be at least 1048576 (1 MiB)", c.HTTP.MaxDefinitionsBody)
+	}
 	for i, u := range c.LoopbackUsers {
 		if u == "" {
 			bad(fmt.Sprintf("loopback_users[%d]", i), "must not be empty")

@@ -1,6 +1,7 @@
 package shovel
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -121,24 +122,36 @@ func uris(v map[string]any, k string) ([]string, error) {
 
 // checkURI accepts "amqp://" and "amqp:///vhost" (this broker) and any URI
 // amqp091-go parses.
+// Its errors show the URI with its password hidden.
 func checkURI(s string) error {
+	shown := redact(s)
 	u, err := url.Parse(s)
 	if err != nil {
-		return fmt.Errorf("'%s' is not a URI: %v", s, err)
+		return fmt.Errorf("'%s' is not a URI: %v", shown, parseReason(err))
 	}
 	if u.Scheme != "amqp" && u.Scheme != "amqps" {
-		return fmt.Errorf("'%s': the scheme must be amqp or amqps", s)
+		return fmt.Errorf("'%s': the scheme must be amqp or amqps", shown)
 	}
 	if u.Host == "" {
 		if u.Scheme != "amqp" {
-			return fmt.Errorf("'%s': a local URI is amqp:// or amqp:///vhost", s)
+			return fmt.Errorf("'%s': a local URI is amqp:// or amqp:///vhost", shown)
 		}
 		return nil
 	}
 	if _, err := amqp.ParseURI(s); err != nil {
-		return fmt.Errorf("'%s' does not parse: %v", s, err)
+		return fmt.Errorf("'%s' does not parse: %v", shown, parseReason(err))
 	}
 	return nil
+}
+
+// parseReason is a URI parse error without the URI (url.Error quotes it
+// whole, password included).
+func parseReason(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 // Parse validates a shovel's value.
@@ -265,14 +278,54 @@ func localVHost(uri string) (string, bool) {
 	return vh, true
 }
 
-// redact hides a URI's password, for the state shown by the API.
+// redactedPassword stands for a URI's password in what the API shows.
+const redactedPassword = "***"
+
+// redact hides a URI's password, for the API and the log. A URI that does
+// not parse has everything between "://" and its last "@" hidden.
 func redact(uri string) string {
 	u, err := url.Parse(uri)
-	if err != nil || u.User == nil {
+	if err != nil {
+		scheme, rest, ok := strings.Cut(uri, "://")
+		if at := strings.LastIndex(rest, "@"); ok && at >= 0 {
+			return scheme + "://" + redactedPassword + rest[at:]
+		}
 		return uri
 	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "***")
+	if u.User == nil {
+		return uri
 	}
-	return u.String()
+	if _, ok := u.User.Password(); !ok {
+		return uri
+	}
+	// "user:***@", without url's escaping of the stars.
+	name := url.User(u.User.Username())
+	u.User = name
+	return strings.Replace(u.String(), "://"+name.String()+"@", "://"+name.String()+":"+redactedPassword+"@", 1)
+}
+
+// Redacted returns a copy of a shovel's value with the passwords of its
+// URIs (src-uri, dest-uri: a string or a list) hidden, as the API shows
+// it.
+func Redacted(value map[string]any) map[string]any {
+	out := make(map[string]any, len(value))
+	for k, v := range value {
+		out[k] = v
+	}
+	for _, k := range []string{"src-uri", "dest-uri"} {
+		switch x := value[k].(type) {
+		case string:
+			out[k] = redact(x)
+		case []any:
+			l := make([]any, len(x))
+			for i, e := range x {
+				if s, ok := e.(string); ok {
+					e = redact(s)
+				}
+				l[i] = e
+			}
+			out[k] = l
+		}
+	}
+	return out
 }

@@ -2,6 +2,8 @@ package shovel
 
 import (
 	"errors"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 )
@@ -87,4 +89,54 @@ func TestLocalVHostAndRedact(t *testing.T) {
 	if got := redact("amqp://u:secret@h:5672/v"); got != "amqp://u:%2A%2A%2A@h:5672/v" && got != "amqp://u:***@h:5672/v" {
 		t.Errorf("redact: %s", got)
 	}
+}
+
+func TestRedact(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"amqp://guest:guest@127.0.0.1:5672/secret", "amqp://guest:***@127.0.0.1:5672/secret"},
+		{"amqps://u%40x:p%2Fw@h/v?heartbeat=5", "amqps://u%40x:***@h/v?heartbeat=5"},
+		{"amqp://guest:guest@/secret", "amqp://guest:***@/secret"},
+		{"amqp://user@host/", "amqp://user@host/"},
+		{"amqp://", "amqp://"},
+		{"amqp:///%2F", "amqp:///%2F"},
+		{"amqp://guest:hunter2@[::1", "amqp://***@[::1"},
+	} {
+		if got := redact(c.in); got != c.want {
+			t.Errorf("redact(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	v := map[string]any{"src-uri": "amqp://a:pw1@h/", "dest-uri": []any{"amqp://b:pw2@h/", "amqp://"}, "src-queue": "q"}
+	r := Redacted(v)
+	if r["src-uri"] != "amqp://a:***@h/" || r["dest-uri"].([]any)[0] != "amqp://b:***@h/" || r["src-queue"] != "q" {
+		t.Errorf("Redacted: %v", r)
+	}
+	if v["src-uri"] != "amqp://a:pw1@h/" {
+		t.Errorf("Redacted changed its argument: %v", v)
+	}
+	if err := checkURI("amqp://guest:hunter2@[::1"); err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("checkURI error shows the password: %v", err)
+	}
+}
+
+// FuzzRedact: redact never panics, and a password that occurs once in a
+// URI never survives it.
+func FuzzRedact(f *testing.F) {
+	for _, s := range []string{"amqp://guest:guest@127.0.0.1:5672/secret", "amqps://u:secretpw@h/v?x=1", "amqp://a:b@c@d/",
+		"amqp://guest:hunter2@[::1", "amqp://", "amqp://:pw12@h", "amqp://u:p%41ss@h/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, uri string) {
+		out := redact(uri)
+		u, err := url.Parse(uri)
+		if err != nil || u.User == nil {
+			return
+		}
+		p, ok := u.User.Password()
+		if !ok || len(p) < 4 || strings.Count(uri, p) != 1 {
+			return
+		}
+		if strings.Contains(out, p) {
+			t.Fatalf("redact(%q) = %q shows the password", uri, out)
+		}
+	})
 }

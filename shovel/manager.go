@@ -24,8 +24,14 @@ type Store interface {
 type Config struct {
 	Store Store
 	// Local opens an in-process AMQP connection logged in as user: the
-	// transport of "amqp://" URIs.
+	// transport of "amqp://" URIs. With user "" the connection
+	// authenticates the credentials the client sends (a URI's userinfo)
+	// as a remote client's, never as from loopback.
 	Local func(user string) (net.Conn, error)
+	// Sockets records the shovels' own TCP connections, so that this
+	// node's AMQP listeners never take them for loopback ones (nil: not
+	// recorded).
+	Sockets *Sockets
 	// Node is this node's name, reported in the shovels' status.
 	Node string
 	Log  *slog.Logger
@@ -40,10 +46,11 @@ type Config struct {
 // shovel moves messages at least once across such a move (on-confirm: the
 // source's unsettled messages are redelivered), as RabbitMQ's do.
 type Manager struct {
-	st    Store
-	local func(string) (net.Conn, error)
-	node  string
-	log   *slog.Logger
+	st      Store
+	local   func(string) (net.Conn, error)
+	sockets *Sockets
+	node    string
+	log     *slog.Logger
 
 	mu     sync.Mutex
 	defs   map[string]*shovelDef // by key
@@ -89,7 +96,7 @@ func New(cfg Config) *Manager {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{st: cfg.Store, local: cfg.Local, node: cfg.Node, log: log, defs: map[string]*shovelDef{},
+	return &Manager{st: cfg.Store, local: cfg.Local, sockets: cfg.Sockets, node: cfg.Node, log: log, defs: map[string]*shovelDef{},
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
@@ -446,7 +453,16 @@ func (m *Manager) sorted(vhost string) []*shovelDef {
 	return out
 }
 
-// Params lists the definitions of vhost ("" for all).
+func redactAll(uris []string) string {
+	out := make([]string, len(uris))
+	for i, u := range uris {
+		out[i] = redact(u)
+	}
+	return strings.Join(out, ",")
+}
+
+// Params lists the definitions of vhost ("" for all), as stored: with the
+// URIs' passwords (Redacted hides them).
 func (m *Manager) Params(vhost string) []Param {
 	out := []Param{}
 	for _, sd := range m.sorted(vhost) {
@@ -495,10 +511,10 @@ func (m *Manager) Statuses(vhost string) []Status {
 			s.Reason = "runs on node " + s.Node
 		}
 		if s.SrcURI == "" {
-			s.SrcURI = redact(strings.Join(d.SrcURIs, ","))
+			s.SrcURI = redactAll(d.SrcURIs)
 		}
 		if s.DestURI == "" {
-			s.DestURI = redact(strings.Join(d.DestURIs, ","))
+			s.DestURI = redactAll(d.DestURIs)
 		}
 		out = append(out, s)
 	}

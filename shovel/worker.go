@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,27 +77,52 @@ func (w *worker) run(ctx context.Context) {
 	}
 }
 
-// dial connects to the first of uris that answers.
-func (w *worker) dial(uris []string) (*amqp.Connection, string, error) {
-	var errs []error
+// ErrConnect is why a shovel's end could not be reached: its URIs did
+// not dial, did not speak AMQP, refused the TLS or the AMQP handshake or
+// the login. The API shows only that (connectError), so that a shovel is
+// no port scanner; the server log has the details at debug level.
+var ErrConnect = errors.New("shovel: connection failed")
+
+// connectError is ErrConnect at one end ("source", "destination").
+type connectError struct{ end string }
+
+func (e connectError) Error() string { return e.end + ": connection failed" }
+func (e connectError) Unwrap() error { return ErrConnect }
+
+// handshakeTimeout bounds a TCP connect and the AMQP handshake after it.
+const handshakeTimeout = 10 * time.Second
+
+// dial connects to the first of uris that answers, for end.
+func (w *worker) dial(end string, uris []string) (*amqp.Connection, string, error) {
 	for _, uri := range uris {
-		props := amqp.Table{"connection_name": "Shovel " + w.name}
-		if vh, ok := localVHost(uri); ok {
-			c, err := amqp.DialConfig("amqp://localhost/", amqp.Config{Vhost: vh, Properties: props, Heartbeat: 10 * time.Second,
-				Dial: func(string, string) (net.Conn, error) { return w.m.local(w.user) }})
-			if err == nil {
-				return c, uri, nil
-			}
-			errs = append(errs, err)
-			continue
-		}
-		c, err := amqp.DialConfig(uri, amqp.Config{Properties: props, Heartbeat: 10 * time.Second, Dial: amqp.DefaultDial(10 * time.Second)})
+		c, err := w.dialOne(uri)
 		if err == nil {
 			return c, redact(uri), nil
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", redact(uri), err))
+		w.m.log.Debug("shovel connection failed", "vhost", w.vhost, "shovel", w.name, "end", end, "uri", redact(uri), "err", err)
 	}
-	return nil, "", errors.Join(errs...)
+	return nil, "", connectError{end: end}
+}
+
+// dialOne connects to uri. A local URI ("amqp://", "amqp:///vhost") is an
+// in-process connection: as the user who declared the shovel, or, when the
+// URI names a user, as that user authenticated like a remote client. Any
+// other URI is a TCP connection recorded in the node's Sockets, so that
+// this node never takes it for a loopback one: the URI's user logs in as a
+// remote client would.
+func (w *worker) dialOne(uri string) (*amqp.Connection, error) {
+	props := amqp.Table{"connection_name": "Shovel " + w.name}
+	if vh, ok := localVHost(uri); ok {
+		user, target := w.user, "amqp://localhost/"
+		if u, err := url.Parse(uri); err == nil && u.User != nil {
+			pass, _ := u.User.Password()
+			user = "" // authenticate the URI's credentials (Config.Local)
+			target = (&url.URL{Scheme: "amqp", User: url.UserPassword(u.User.Username(), pass), Host: "localhost", Path: "/"}).String()
+		}
+		return amqp.DialConfig(target, amqp.Config{Vhost: vh, Properties: props, Heartbeat: 10 * time.Second,
+			Dial: func(string, string) (net.Conn, error) { return w.m.local(user) }})
+	}
+	return amqp.DialConfig(uri, amqp.Config{Properties: props, Heartbeat: 10 * time.Second, Dial: w.m.sockets.dial(handshakeTimeout)})
 }
 
 // ensureQueue declares queue name if it does not exist (durable, no
@@ -141,14 +167,14 @@ const consumerTag = "shovel"
 // its src-delete-after is reached (finished true).
 func (w *worker) once(ctx context.Context) (finished bool, err error) {
 	d := w.def
-	src, srcURI, err := w.dial(d.SrcURIs)
+	src, srcURI, err := w.dial("source", d.SrcURIs)
 	if err != nil {
-		return false, fmt.Errorf("source: %w", err)
+		return false, err
 	}
 	defer src.Close()
-	dst, dstURI, err := w.dial(d.DestURIs)
+	dst, dstURI, err := w.dial("destination", d.DestURIs)
 	if err != nil {
-		return false, fmt.Errorf("destination: %w", err)
+		return false, err
 	}
 	defer dst.Close()
 	w.mu.Lock()

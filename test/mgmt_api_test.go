@@ -47,6 +47,7 @@ func TestMgmtQueuesExchangesBindings(t *testing.T) {
 	// Bindings: create (201 + Location), list, get and delete by properties key.
 	req, _ := http.NewRequest("POST", base+"/api/bindings/%2F/e/x1/q/q1", strings.NewReader(`{"routing_key":"a.#","arguments":{"k":"v"}}`))
 	req.SetBasicAuth("guest", "guest")
+	req.Header.Set("Content-Type", "application/json") // the API takes JSON only (issue 38, F7)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -328,49 +329,44 @@ func withoutKeys(t map[string]any, keys ...string) map[string]any {
 }
 
 func parseDefinitions(data []byte) (Definitions, error) {
+	// One pass into the typed struct (an import's memory is a few times
+	// its body, guard.go); numbers are json.Number until normalised, so
+	// that integers in arguments and policies stay integers.
 	var d Definitions
-	m, err := decodeObject(data) // integers stay integers in arguments
-	if err != nil {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return d, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&d); err != nil {
 		return d, fmt.Errorf("%w: %v", ErrDefinitions, err)
 	}
-	// Round-trip the normalised value into the typed struct, keeping
-	// argument values as decoded.
-	b, _ := json.Marshal(m)
-	if err := json.Unmarshal(b, &d); err != nil {
-		return d, fmt.Errorf("%w: %v", ErrDefinitions, err)
+	table := func(m map[string]any) map[string]any {
+		return nonNil(normalizeNumbers(m).(map[string]any))
 	}
-	fix := func(args map[string]any, raw any) map[string]any {
-		if t, ok := raw.(map[string]any); ok {
-			return t
+	for i := range d.Users {
+		d.Users[i].Tags = normalizeNumbers(d.Users[i].Tags)
+		d.Users[i].Limits, _ = normalizeNumbers(d.Users[i].Limits).(map[string]any)
+	}
+	for i := range d.VHosts {
+		d.VHosts[i].Tags = normalizeNumbers(d.VHosts[i].Tags)
+		d.VHosts[i].Metadata, _ = normalizeNumbers(d.VHosts[i].Metadata).(map[string]any)
+	}
+	for _, l := range [][]map[string]any{d.Parameters, d.GlobalParameters, d.Policies} {
+		for i := range l {
+			l[i], _ = normalizeNumbers(l[i]).(map[string]any)
 		}
-		return nonNil(args)
 	}
 	for i := range d.Queues {
-		d.Queues[i].Arguments = fix(d.Queues[i].Arguments, rawArgs(m, "queues", i))
+		d.Queues[i].Arguments = table(d.Queues[i].Arguments)
 	}
 	for i := range d.Exchanges {
-		d.Exchanges[i].Arguments = fix(d.Exchanges[i].Arguments, rawArgs(m, "exchanges", i))
+		d.Exchanges[i].Arguments = table(d.Exchanges[i].Arguments)
 	}
 	for i := range d.Bindings {
-		d.Bindings[i].Arguments = fix(d.Bindings[i].Arguments, rawArgs(m, "bindings", i))
-	}
-	if l, ok := m["policies"].([]any); ok && len(l) == len(d.Policies) {
-		for i, e := range l {
-			if o, ok := e.(map[string]any); ok {
-				d.Policies[i] = o // integers stay integers
-			}
-		}
+		d.Bindings[i].Arguments = table(d.Bindings[i].Arguments)
 	}
 	return d, nil
-}
-
-func rawArgs(m map[string]any, list string, i int) any {
-	l, _ := m[list].([]any)
-	if i >= len(l) {
-		return nil
-	}
-	o, _ := l[i].(map[string]any)
-	return o["arguments"]
 }
 
 func (s *Server) getDefinitions(w http.ResponseWriter, r *http.Request, _ *auth.User) {
@@ -390,22 +386,23 @@ func (s *Server) getVHostDefinitions(w http.ResponseWriter, r *http.Request, _ *
 	writeJSON(w, http.StatusOK, s.ExportDefinitions(name))
 }
 
-// readDefinitionsBody accepts a JSON body, or a form upload with the file
-// in "file" (the UI's), optionally wrapped as RabbitMQ's UI sends it.
+// readDefinitionsBody reads a JSON body, which guard limited to
+// http.max_definitions_body. (RabbitMQ's UI uploads a multipart form; the
+// API takes JSON only, guard.go, and Trident's UI sends the file as JSON.)
 func readDefinitionsBody(r *http.Request) ([]byte, error) {
-	ct := r.Header.Get("Content-Type")
-	if strings.HasPrefix(ct, "multipart/form-data") {
-		if err := r.ParseMultipartForm(maxBody); err != nil {
-			return nil, err
-		}
-		f, _, err := r.FormFile("file")
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		return io.ReadAll(io.LimitReader(f, maxBody))
+	return io.ReadAll(r.Body)
+}
+
+// importSlot waits for the one definitions import that may run at a time,
+// so that concurrent imports cost the memory of one; ok false when the
+// client went away first.
+func (s *Server) importSlot(r *http.Request) (release func(), ok bool) {
+	select {
+	case s.imports <- struct{}{}:
+		return func() { <-s.imports }, true
+	case <-r.Context().Done():
+		return nil, false
 	}
-	return io.ReadAll(io.LimitReader(r.Body, maxBody))
 }
 
 func (s *Server) postDefinitions(vhostScoped bool) handler {
@@ -418,6 +415,11 @@ func (s *Server) postDefinitions(vhostScoped bool) handler {
 				return
 			}
 		}
+		release, ok := s.importSlot(r)
+		if !ok {
+			return
+		}
+		defer release()
 		data, err := readDefinitionsBody(r)
 		if err != nil {
 			badRequest(w, err.Error())

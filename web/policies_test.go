@@ -46,6 +46,9 @@ func (e *polEnv) do(t *testing.T, method, path, user, body string) (int, string)
 		req.SetBasicAuth("guest", "guest")
 	}
 	req.RemoteAddr = "127.0.0.1:1234"
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json") // guard.go
+	}
 	w := httptest.NewRecorder()
 	e.s.ServeHTTP(w, req)
 	return w.Code, w.Body.String()

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -69,6 +70,9 @@ type Options struct {
 	OAuth OAuthUI
 	// Shovels runs the dynamic shovels (shovels.go); nil: none.
 	Shovels Shovels
+	// MaxDefinitionsBody bounds a definitions import's body (guard.go);
+	// DefaultMaxDefinitionsBody when zero.
+	MaxDefinitionsBody int64
 }
 
 // Server is the management API.
@@ -88,6 +92,9 @@ type Server struct {
 	cluster   Cluster
 	oauth     OAuthUI
 	shovels   Shovels
+
+	maxDefsBody int64         // guard.go
+	imports     chan struct{} // one definitions import at a time (definitions.go)
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -111,6 +118,11 @@ func New(o Options) *Server {
 	s.cluster = o.Cluster
 	s.oauth = o.OAuth
 	s.shovels = o.Shovels
+	s.maxDefsBody = o.MaxDefinitionsBody
+	if s.maxDefsBody <= 0 {
+		s.maxDefsBody = DefaultMaxDefinitionsBody
+	}
+	s.imports = make(chan struct{}, 1)
 	s.rates = newRates(o.StatsInterval)
 	s.routes()
 	// The web UI (web/ui) is served at "/".
@@ -164,6 +176,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			r.URL.Path = p
 		}
 	}
+	if isAPIPath(r.URL.Path) {
+		var ok bool
+		if w, r, ok = s.guard(w, r); !ok {
+			return
+		}
+	}
 	s.mux.ServeHTTP(w, r)
 }
 
@@ -212,15 +230,16 @@ func (s *Server) authed(acc access, h handler) http.HandlerFunc {
 			s.authorized(acc, h, w, r, u)
 			return
 		}
+		// No Basic challenge on a 401 (guard.go): a browser would show its
+		// own prompt and then send the credentials with any request to
+		// this origin, a cross-site form's included.
 		name, pass, ok := r.BasicAuth()
 		if !ok {
-			w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
 			writeError(w, http.StatusUnauthorized, "not_authorized", "Login failed")
 			return
 		}
 		u, err := s.users.Authenticate(name, pass, remote)
 		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
 			reason := "Login failed"
 			if errors.Is(err, auth.ErrLoopbackOnly) {
 				reason = "User can only log in via localhost"
@@ -295,14 +314,11 @@ func accessRefused(w http.ResponseWriter) {
 	writeError(w, http.StatusUnauthorized, "not_authorised", "Access refused.")
 }
 
-// maxBody bounds request bodies (definitions files can be large).
-const maxBody = 64 << 20
-
-// decodeBody decodes a JSON object body. Numbers that are integers become
-// int64 (so x-arguments keep their type), others float64. An empty body
-// is an empty object.
+// decodeBody decodes a JSON object body, which guard limited to maxBody.
+// Numbers that are integers become int64 (so x-arguments keep their
+// type), others float64. An empty body is an empty object.
 func decodeBody(r *http.Request) (map[string]any, error) {
-	data, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	data, err := io.ReadAll(r.Body)
 	if err != nil {
 		return nil, err
 	}
@@ -310,10 +326,10 @@ func decodeBody(r *http.Request) (map[string]any, error) {
 }
 
 func decodeObject(data []byte) (map[string]any, error) {
-	if len(strings.TrimSpace(string(data))) == 0 {
+	if len(bytes.TrimSpace(data)) == 0 {
 		return map[string]any{}, nil
 	}
-	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {

@@ -21,6 +21,8 @@ import (
 //
 // Parameters need the policymaker or administrator tag (and access to the
 // vhost); the shovels' states need the monitoring tag or vhost access.
+// Neither shows the URIs' passwords (shovel.Redacted); the definitions
+// export (administrators only) keeps them, so that it can be imported.
 
 // Shovels is what the API needs of the shovel manager (shovel.Manager).
 type Shovels interface {
@@ -59,6 +61,7 @@ func (s *Server) listParams(byVHost bool) handler {
 		}
 		for _, p := range s.shovels.Params(vhost) {
 			if s.usesVHost(u, p.VHost) {
+				p.Value = shovel.Redacted(p.Value)
 				out = append(out, p)
 			}
 		}
@@ -80,6 +83,7 @@ func (s *Server) getParam(w http.ResponseWriter, r *http.Request, u *auth.User) 
 		notFound(w)
 		return
 	}
+	p.Value = shovel.Redacted(p.Value)
 	writeJSON(w, http.StatusOK, p)
 }
 

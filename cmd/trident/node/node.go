@@ -47,6 +47,9 @@ type Node struct {
 	amqp    *amqp.Server
 	amqpLn  net.Listener
 	shovels *shovel.Manager
+	// shovelSockets: the shovels' own TCP connections, never "from
+	// loopback" on this node's AMQP listeners (shovels.go).
+	shovelSockets *shovel.Sockets
 	// clusterMembers lists the cluster's members once the cluster runs
 	// (shovels.go).
 	clusterMembers atomic.Pointer[func() []discovery.Member]
@@ -82,7 +85,7 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	n := &Node{cfg: cfg, log: log}
+	n := &Node{cfg: cfg, log: log, shovelSockets: shovel.NewSockets()}
 	defer func() {
 		if err != nil {
 			n.abort()
@@ -143,7 +146,7 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	if n.metaStore != nil {
 		shovelStore = n.metaStore // cluster-wide definitions (shovels.go)
 	}
-	n.shovels = shovel.New(shovel.Config{Store: shovelStore, Local: n.dialLocal, Node: n.nodeName(),
+	n.shovels = shovel.New(shovel.Config{Store: shovelStore, Local: n.dialLocal, Sockets: n.shovelSockets, Node: n.nodeName(),
 		Log: n.log.With("component", "shovel")})
 	if cfg.Cluster.Enabled() {
 		n.shovels.SetOwner(n.shovelOwner)
@@ -188,10 +191,15 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 }
 
 // dialLocal is the transport of shovels' "amqp://" URIs: an in-process
-// AMQP connection logged in as user.
+// AMQP connection logged in as user, or, when user is "", one that
+// authenticates the credentials the client sends as a remote client's
+// (its peer address is not loopback).
 func (n *Node) dialLocal(user string) (net.Conn, error) {
 	if n.amqp == nil {
 		return nil, errors.New("the AMQP listener is disabled")
+	}
+	if user == "" {
+		return n.amqp.DialLocal(nil)
 	}
 	u, ok := n.users.Lookup(user)
 	if !ok {
@@ -297,7 +305,7 @@ func (n *Node) startAMQP() error {
 		return nil
 	}
 	go func() {
-		err := n.amqp.Serve(ln)
+		err := n.serveAMQP(ln)
 		if err != nil && !errors.Is(err, amqp.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			n.log.Error("amqp listener stopped", "err", err)
 		}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"hash/fnv"
+	"net"
 
 	"github.com/trident-broker/trident/cluster/discovery"
 	"github.com/trident-broker/trident/exchange"
@@ -49,4 +50,10 @@ func (n *Node) shovelsApplyMeta(ops []exchange.MetaOp) error {
 		return nil
 	}
 	return n.shovels.ApplyMeta(sops)
+}
+
+// serveAMQP serves an AMQP listener (plain or TLS) on which the shovels'
+// own connections are never "from loopback" (shovel.Sockets).
+func (n *Node) serveAMQP(ln net.Listener) error {
+	return n.amqp.Serve(n.shovelSockets.Listener(ln))
 }

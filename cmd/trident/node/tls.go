@@ -132,7 +132,7 @@ func (n *Node) startTLS() error {
 	}
 
 	if n.amqp != nil {
-		if err := listen("amqp.tls_listen", "amqp/ssl", c.AMQP.TLSListen, serveQuiet("amqps", n.amqp.Serve)); err != nil {
+		if err := listen("amqp.tls_listen", "amqp/ssl", c.AMQP.TLSListen, serveQuiet("amqps", n.serveAMQP)); err != nil {
 			return err
 		}
 	}

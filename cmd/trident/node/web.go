@@ -44,6 +44,8 @@ func (n *Node) startHTTP() error {
 		Cluster:       n.webCluster(),
 		OAuth:         n.oauthUI(),
 		Shovels:       n.shovels,
+
+		MaxDefinitionsBody: int64(n.cfg.HTTP.MaxDefinitionsBody),
 	})
 	n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: n.cfg.AMQP.HandshakeTimeout}
 	if ln == nil {
