@@ -1,11 +1,17 @@
 package store
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -215,4 +221,125 @@ func TestRotationInterrupted(t *testing.T) {
 			t.Fatalf("rotation of an open store: %v", err)
 		}
 	})
+}
+
+// Environment of TestRotationKilled's child, which rotates the store in
+// $TRIDENT_ROTATE_KILL_DIR from the hex key $..._FROM to $..._TO.
+const rotateKillEnv = "TRIDENT_ROTATE_KILL_DIR"
+
+// TestRotationKilled kills a rotation with SIGKILL at several points: the
+// store then opens with the old key or the new one, with every message.
+func TestRotationKilled(t *testing.T) {
+	if dir := os.Getenv(rotateKillEnv); dir != "" {
+		from, _ := hex.DecodeString(os.Getenv(rotateKillEnv + "_FROM"))
+		to, _ := hex.DecodeString(os.Getenv(rotateKillEnv + "_TO"))
+		os.Stdout.WriteString("START\n")
+		if err := RotateEncryptionKey(dir, from, to, nil); err != nil {
+			os.Stdout.WriteString("ERROR " + err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Stdout.WriteString("DONE\n")
+		os.Exit(0)
+	}
+	if testing.Short() {
+		t.Skip("re-executes the test binary")
+	}
+	keys := [2][]byte{bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)}
+	const n = 2000
+	body := func(seq uint64) []byte { return bytes.Repeat([]byte{byte(seq)}, 4096) }
+	dir := filepath.Join(t.TempDir(), "badger")
+	b, err := OpenBadger(dir, BadgerOptions{EncryptionKey: keys[0]}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, n)
+	for seq := uint64(1); seq <= n; seq++ {
+		b.AppendMessage(1, seq, body(seq), func(err error) { done <- err })
+	}
+	for range n {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(t, b.Close())
+
+	cur := 0 // index of the key the store is encrypted with
+	seen := map[string]bool{}
+	// Round 0 rotates to the end and times it; the later ones are killed
+	// at sixths of that time, then one more runs to the end.
+	delays := []time.Duration{-1}
+	var full time.Duration
+	for round := 0; round < len(delays); round++ {
+		delay := delays[round]
+		started := time.Now()
+		cmd := exec.Command(os.Args[0], "-test.run=^TestRotationKilled$", "-test.count=1")
+		cmd.Env = append(os.Environ(), rotateKillEnv+"="+dir,
+			rotateKillEnv+"_FROM="+hex.EncodeToString(keys[cur]), rotateKillEnv+"_TO="+hex.EncodeToString(keys[1-cur]))
+		out, err := cmd.StdoutPipe()
+		must(t, err)
+		must(t, cmd.Start())
+		r := bufio.NewReader(out)
+		if line, _ := r.ReadString('\n'); line != "START\n" {
+			t.Fatalf("round %d: child said %q", round, line)
+		}
+		if delay >= 0 {
+			time.Sleep(delay)
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+		}
+		rest, _ := io.ReadAll(r)
+		werr := cmd.Wait()
+		if delay < 0 && werr != nil {
+			t.Fatalf("rotation failed: %v %s", werr, rest)
+		}
+		if round == 0 {
+			full = time.Since(started)
+			for k := range 6 {
+				delays = append(delays, full*time.Duration(k)/6)
+			}
+			delays = append(delays, -1)
+		}
+		// One of the keys opens the store, with every message.
+		var s *Badger
+		for _, k := range []int{cur, 1 - cur} {
+			if s, err = OpenBadger(dir, BadgerOptions{EncryptionKey: keys[k]}, nil); err == nil {
+				state := map[bool]string{true: "old", false: "new"}[k == cur]
+				seen[state] = true
+				t.Logf("round %d (kill after %v): the %s key opens it", round, delay, state)
+				cur = k
+				break
+			}
+			if !errors.Is(err, ErrEncryptionKey) {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		if s == nil {
+			t.Fatalf("round %d: neither key opens the store", round)
+		}
+		count := 0
+		must(t, s.LoadMessages(1, func(seq uint64, data []byte) error {
+			if !bytes.Equal(data, body(seq)) {
+				return fmt.Errorf("message %d corrupt", seq)
+			}
+			count++
+			return nil
+		}))
+		must(t, s.Close())
+		if count != n {
+			t.Fatalf("round %d: %d messages, want %d", round, count, n)
+		}
+		if exists(dir+rotatingSuffix) || exists(dir+oldSuffix) {
+			t.Fatalf("round %d: the open left a rotation's directories", round)
+		}
+	}
+	if !seen["new"] {
+		t.Fatal("no rotation completed")
+	}
+	t.Logf("a whole rotation took %v here", full)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }
