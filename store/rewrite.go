@@ -89,11 +89,19 @@ func copyStore(src, dst string, oldKey, newKey []byte, log *slog.Logger) error {
 	return nil
 }
 
+// rewriteOptions are the options of both stores of a rotation: the
+// store's own value threshold and file sizes, so that bodies stay in the
+// value log as OpenBadger keeps them.
 func rewriteOptions(dir string, key []byte, log *slog.Logger) badger.Options {
+	d := DefaultBadgerOptions()
 	o := badger.DefaultOptions(dir).
 		WithLogger(BadgerLogger{Log: log}).
 		WithSyncWrites(true).
-		WithNumVersionsToKeep(1)
+		WithNumVersionsToKeep(1).
+		WithMemTableSize(d.MemTableSize).
+		WithBlockCacheSize(d.BlockCacheSize).
+		WithValueLogFileSize(d.ValueLogFileSize).
+		WithValueThreshold(d.ValueThreshold)
 	if len(key) > 0 {
 		o = o.WithEncryptionKey(key).WithIndexCacheSize(defaultEncryptedIndexCache)
 	}
