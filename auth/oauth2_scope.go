@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // OAuth 2 scopes, in the format of RabbitMQ's rabbitmq_auth_backend_oauth2
@@ -26,7 +27,8 @@ import (
 // (ScopePatternSyntax) each part is instead an RE2 expression matched
 // against the whole name. "{vhost}" in a scope stands for
 // the vhost being checked, "{<claim>}" for the string value of a token
-// claim (the claim's name if the token has none).
+// claim (the claim's name if the token has none); both match only
+// literally, whatever characters the value holds (literalPart).
 
 // maxScopes bounds the scopes one token may carry (RabbitMQ's
 // MAX_SCOPE_COUNT).
@@ -66,11 +68,16 @@ func compilePattern(raw string, regex bool) pattern {
 
 func (p *pattern) match(vhost, subject string) bool {
 	switch {
-	case p.vhost && p.regex:
-		re := compileScopeRegex(strings.ReplaceAll(p.raw, "{vhost}", regexp.QuoteMeta(vhost)))
-		return re != nil && re.MatchString(subject)
 	case p.vhost:
-		return wildcardMatch(subject, strings.ReplaceAll(p.raw, "{vhost}", vhost))
+		lit, ok := literalPart(vhost, p.regex)
+		if !ok {
+			return false
+		}
+		if p.regex {
+			re := compileScopeRegex(strings.ReplaceAll(p.raw, "{vhost}", lit))
+			return re != nil && re.MatchString(subject)
+		}
+		return wildcardMatch(subject, strings.ReplaceAll(p.raw, "{vhost}", lit))
 	case p.invalid:
 		return false
 	case p.regex:
@@ -150,9 +157,13 @@ func parseScope(s string, claims map[string]any, regex bool) (scopePerm, bool) {
 
 // expandClaims replaces "{name}" by the string claim name, leaving
 // "{vhost}" for check time. A claim the token lacks, or that is not a
-// string, is replaced by its name, as RabbitMQ does; with the regex
-// syntax the value is quoted. An unclosed "{" or a name containing '.',
-// '*' or '{' makes the scope invalid (ok false).
+// string, is replaced by its name, as RabbitMQ does. The value is escaped
+// so that it matches only itself (literalPart): a sub of "*" or ".*"
+// grants the queue named q-* and nothing else, and a "/" in a value does
+// not start another part of the scope. An unclosed "{", a name
+// containing '.', '*' or '{', or a value that cannot stand for a name
+// (not UTF-8, or with a NUL) makes the scope invalid (ok false): it
+// grants nothing.
 func expandClaims(s string, claims map[string]any, regex bool) (string, bool) {
 	if !strings.Contains(s, "{") {
 		return s, true
@@ -177,16 +188,34 @@ func expandClaims(s string, claims map[string]any, regex bool) (string, bool) {
 		if !ok {
 			v = name
 		}
-		switch {
-		case name == "vhost":
+		if name == "vhost" {
 			b.WriteString("{vhost}")
-		case regex:
-			b.WriteString(regexp.QuoteMeta(v))
-		default:
-			b.WriteString(v)
+		} else {
+			lit, ok := literalPart(v, regex)
+			if !ok {
+				return "", false
+			}
+			b.WriteString(lit)
 		}
 		s = s[i+j+1:]
 	}
+}
+
+// literalPart escapes v for the pattern language in use so that, put into
+// a scope part, it matches exactly v: with the wildcard syntax it is
+// URL-encoded (a part is split at "*" and then URL-decoded, so "%2A" is a
+// literal "*", "%2F" a "/", "%25" a "%"); with the regex syntax it is
+// quoted (regexp.QuoteMeta) and its "/"s, which would split the scope, are
+// written "\x2f". ok is false for a value no name can be: not UTF-8, or
+// holding a NUL.
+func literalPart(v string, regex bool) (string, bool) {
+	if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+		return "", false
+	}
+	if regex {
+		return strings.ReplaceAll(regexp.QuoteMeta(v), "/", `\x2f`), true
+	}
+	return url.QueryEscape(v), true
 }
 
 // wildcardMatch is RabbitMQ's wildcard:match/2.

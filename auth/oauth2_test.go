@@ -701,3 +701,92 @@ func TestDiscoveryDownAtStart(t *testing.T) {
 		t.Fatalf("after the provider came up: %v", err)
 	}
 }
+
+// TestScopeClaimEscaped: a claim value expanded into a scope matches only
+// itself, in both pattern syntaxes, whatever characters it holds (F14).
+func TestScopeClaimEscaped(t *testing.T) {
+	for _, regex := range []bool{false, true} {
+		for _, c := range []struct {
+			sub     string
+			granted []string // names the scope q-{sub} grants
+			denied  []string
+			invalid bool // the value cannot be a name: the scope grants nothing
+		}{
+			{sub: "*", granted: []string{"q-*"}, denied: []string{"q-other", "q-", "q-**"}},
+			{sub: ".*", granted: []string{"q-.*"}, denied: []string{"q-other", "q-.x", "q-."}},
+			{sub: "a|b", granted: []string{"q-a|b"}, denied: []string{"q-a", "b", "q-b"}},
+			{sub: "(", granted: []string{"q-("}, denied: []string{"q-", "q-x"}},
+			{sub: "[", granted: []string{"q-["}, denied: []string{"q-", "q-x"}},
+			{sub: "[a-z]", granted: []string{"q-[a-z]"}, denied: []string{"q-a"}},
+			{sub: "%2A", granted: []string{"q-%2A"}, denied: []string{"q-*", "q-x"}},
+			{sub: "%zz", granted: []string{"q-%zz"}, denied: []string{"q-x"}},
+			{sub: "a+b", granted: []string{"q-a+b"}, denied: []string{"q-a b"}},
+			{sub: "x/y", granted: []string{"q-x/y"}, denied: []string{"q-x"}},
+			{sub: "dev1", granted: []string{"q-dev1"}, denied: []string{"q-dev", "q-dev12", "q-other"}},
+			{sub: "a\x00b", invalid: true, denied: []string{"q-a\x00b", "q-a"}},
+			{sub: "\xff", invalid: true, denied: []string{"q-\xff"}},
+		} {
+			cl := map[string]any{"sub": c.sub, "client_id": c.sub}
+			for _, scope := range []string{"read:vh/q-{sub}", "read:vh/q-{client_id}"} {
+				sp, ok := parseScope(scope, cl, regex)
+				if ok == c.invalid {
+					t.Errorf("regex=%v %s with %q: parsed %v, want %v", regex, scope, c.sub, ok, !c.invalid)
+				}
+				g := &grant{perms: []scopePerm{sp}}
+				for _, n := range c.granted {
+					if !ok || !g.resourceAccess("vh", Read, n) {
+						t.Errorf("regex=%v %s with %q: %q not granted", regex, scope, c.sub, n)
+					}
+				}
+				for _, n := range c.denied {
+					if ok && g.resourceAccess("vh", Read, n) {
+						t.Errorf("regex=%v %s with %q: %q granted", regex, scope, c.sub, n)
+					}
+				}
+			}
+		}
+		// A "/" in a value does not add a routing-key part (a topic grant).
+		sp, ok := parseScope("write:vh/amq.topic{sub}", map[string]any{"sub": "/#"}, regex)
+		if ok && (sp.hasRKey || (&grant{perms: []scopePerm{sp}}).topicAccess("vh", Write, "amq.topic", "#")) {
+			t.Errorf("regex=%v: a / in a claim value made a routing-key part", regex)
+		}
+		// {vhost} too stands only for the vhost checked.
+		sp, _ = parseScope("read:*/q-{vhost}", nil, regex)
+		if regex {
+			sp, _ = parseScope("read:.*/q-{vhost}", nil, regex)
+		}
+		g := &grant{perms: []scopePerm{sp}}
+		if !g.resourceAccess("a*", Read, "q-a*") || g.resourceAccess("a*", Read, "q-abc") || g.resourceAccess(".*", Read, "q-x") {
+			t.Errorf("regex=%v: {vhost} not matched literally", regex)
+		}
+	}
+}
+
+// FuzzScopeClaimLiteral: whatever a claim value holds, the scope
+// "read:vh/q-{sub}" grants the queue named "q-" + value (up to a name's
+// 255 bytes) and no other name tried, in both pattern syntaxes (F14).
+func FuzzScopeClaimLiteral(f *testing.F) {
+	for _, s := range []string{"*", ".*", "a|b", "q-(", "[", "%2A", "x/y", "a+b", "dev1", "", "\\", "$^"} {
+		f.Add(s, s+"x")
+	}
+	f.Fuzz(func(t *testing.T, sub, other string) {
+		for _, regex := range []bool{false, true} {
+			sp, ok := parseScope("read:vh/q-{sub}", map[string]any{"sub": sub}, regex)
+			if !ok {
+				if _, lit := literalPart(sub, regex); lit {
+					t.Fatalf("regex=%v: %q refused", regex, sub)
+				}
+				continue
+			}
+			g := &grant{perms: []scopePerm{sp}}
+			// A regex scope part is at most maxScopeRegex bytes; a name
+			// at most 255.
+			if len(sub) <= 255 && !g.resourceAccess("vh", Read, "q-"+sub) {
+				t.Fatalf("regex=%v: %q does not grant itself", regex, sub)
+			}
+			if other != sub && g.resourceAccess("vh", Read, "q-"+other) {
+				t.Fatalf("regex=%v: sub %q grants q-%q", regex, sub, other)
+			}
+		}
+	})
+}

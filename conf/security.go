@@ -32,10 +32,12 @@ type Encryption struct {
 	// KeyFile holds the AES key (16, 24 or 32 bytes, raw or hex) the store
 	// is encrypted with; empty: not encrypted.
 	KeyFile string `yaml:"key_file"`
-	// RotateTo, if set, makes trident re-encrypt the store's data keys from
-	// KeyFile's key (none if empty) to this file's key, and exit
+	// RotateTo, if set, makes trident rewrite the whole store from
+	// KeyFile's key (none if empty: this encrypts a plain store) into a
+	// fresh store encrypted with this file's key, crash-safely, and exit
 	// (--rotate-encryption-key NEWKEYFILE). Then start with key_file set
-	// to the new file.
+	// to the new file: the old key reads nothing of the store any more.
+	// Key files readable or writable by group or others are warned about.
 	RotateTo string `yaml:"rotate_to"`
 }
 
@@ -52,7 +54,7 @@ var securityFields = []field{
 	f("auth.failed_login_backoff", "how long an address is blocked after too many failed logins", func(c *Config) any { return &c.Auth.FailedLoginBackoff }),
 	f("encryption.key_file", "AES key file (16/24/32 bytes, raw or hex) encrypting the store (empty: off)", func(c *Config) any { return &c.Encryption.KeyFile }),
 	{key: "encryption.rotate_to", env: "TRIDENT_ROTATE_ENCRYPTION_KEY", flag: "rotate-encryption-key",
-		usage: "rotate the store's encryption key from encryption.key_file to this key file, then exit",
+		usage: "rewrite the store encrypted with this key file (from encryption.key_file's key, or from plain text when unset), then exit",
 		ptr:   func(c *Config) any { return &c.Encryption.RotateTo }},
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,9 +130,10 @@ func (o BadgerOptions) withDefaults() BadgerOptions {
 // Lock order: life before mu. life guards the DB against Close for the
 // synchronous methods; mu guards the pending batch.
 type Badger struct {
-	db   *badger.DB
-	log  *slog.Logger
-	opts BadgerOptions
+	db     *badger.DB
+	log    *slog.Logger
+	opts   BadgerOptions
+	unlock func() // releases lockStore's lock, after the DB is closed
 
 	life   sync.RWMutex
 	closed bool // under life
@@ -187,6 +190,25 @@ func OpenBadger(dir string, opts BadgerOptions, log *slog.Logger) (*Badger, erro
 		log = slog.New(slog.DiscardHandler)
 	}
 	opts = opts.withDefaults()
+	if len(opts.EncryptionKey) > 0 && !validKey(opts.EncryptionKey) {
+		return nil, ErrBadKeyFile
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	unlock, err := lockStore(dir)
+	if err != nil {
+		return nil, err
+	}
+	opened := false
+	defer func() {
+		if !opened {
+			unlock()
+		}
+	}()
+	if err := recoverRewrite(dir, log); err != nil {
+		return nil, err
+	}
 	bo := badger.DefaultOptions(dir).
 		WithSyncWrites(false).
 		WithLogger(BadgerLogger{Log: log}).
@@ -199,14 +221,14 @@ func OpenBadger(dir string, opts BadgerOptions, log *slog.Logger) (*Badger, erro
 		WithValueThreshold(opts.ValueThreshold).
 		WithDetectConflicts(false)
 	if len(opts.EncryptionKey) > 0 {
-		if !validKey(opts.EncryptionKey) {
-			return nil, ErrBadKeyFile
-		}
 		bo = bo.WithEncryptionKey(opts.EncryptionKey).
 			WithEncryptionKeyRotationDuration(opts.EncryptionKeyRotation)
 	}
 	db, err := badger.Open(bo)
 	if errors.Is(err, badger.ErrEncryptionKeyMismatch) {
+		if plain, _ := keyOpens(dir, nil); plain && len(opts.EncryptionKey) > 0 {
+			return nil, fmt.Errorf("%w (store in %s)", ErrNotEncrypted, dir)
+		}
 		return nil, fmt.Errorf("%w (store in %s)", ErrEncryptionKey, dir)
 	}
 	if err != nil {
@@ -218,8 +240,10 @@ func OpenBadger(dir string, opts BadgerOptions, log *slog.Logger) (*Badger, erro
 	} else if n > 0 {
 		log.Info("store: finished range deletes interrupted by a crash", "ranges", n)
 	}
+	opened = true
 	b := &Badger{
 		db:         db,
+		unlock:     unlock,
 		log:        log,
 		opts:       opts,
 		pend:       new(batch),
@@ -514,6 +538,7 @@ func (b *Badger) Close() error {
 	failed := b.failed
 	b.mu.Unlock()
 	err := b.db.Close()
+	b.unlock()
 	if err != nil {
 		return fmt.Errorf("store: close badger: %w", err)
 	}

@@ -78,6 +78,16 @@
 // if a batch straddles a memtable switch, the part in the older memtable is
 // on disk only once Badger has flushed that memtable to a table.
 //
+// # Encryption at rest
+//
+// With BadgerOptions.EncryptionKey every file Badger writes is encrypted
+// (encryption.go). RotateEncryptionKey rewrites the whole store under a
+// new key and a fresh key registry, swapping directories crash-safely
+// (rewrite.go): afterwards the old key reads nothing. A key given for a
+// store written without one is refused (ErrNotEncrypted) rather than
+// leaving its plain text beside encrypted data; the same rewrite encrypts
+// it. An open store holds the lock file dir+".lock" (ErrStoreInUse).
+//
 // # Keys
 //
 //	"m:" + key                             metadata record

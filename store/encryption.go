@@ -5,7 +5,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -19,6 +21,9 @@ var (
 	// ErrBadKeyFile: a key file does not hold 16, 24 or 32 bytes, raw or
 	// hex-encoded.
 	ErrBadKeyFile = errors.New("store: key file must hold a 16, 24 or 32 byte key (AES-128/192/256), raw or hex-encoded")
+	// ErrNotEncrypted: an encryption key was given for a store written
+	// without one. RotateEncryptionKey with an empty old key encrypts it.
+	ErrNotEncrypted = errors.New("store: the store was written without encryption")
 )
 
 // defaultEncryptedIndexCache is BadgerOptions.IndexCacheSize when
@@ -54,38 +59,63 @@ func validKey(k []byte) bool {
 	return false
 }
 
-// RotateEncryptionKey re-encrypts the key registry of the closed Badger
-// store in dir, which holds the data keys, from oldKey to newKey, as
-// Badger's "badger rotate" does. The data itself is encrypted with the data
-// keys and is not rewritten, so rotation is quick. An empty oldKey turns
-// encryption on for a store written without it: data written from then on
-// is encrypted, older tables and value-log files stay plain until
-// compaction and value-log GC rewrite them. An empty newKey turns it off
-// likewise. The store must not be open.
-func RotateEncryptionKey(dir string, oldKey, newKey []byte) error {
+// RotateEncryptionKey rewrites the closed store in dir, encrypted with
+// oldKey, into a fresh store encrypted with newKey and swaps it in
+// (rewrite.go): the new store has its own key registry and data keys, so
+// neither the old key nor a copy of the old key registry reads anything of
+// it. An empty oldKey encrypts a store written without encryption; an
+// empty newKey decrypts one. It takes as long as reading and writing the
+// whole store, and needs room for a second copy of it. A rotation that a
+// crash interrupted is completed or undone first; a store already
+// encrypted with newKey is left as it is. The store must not be open
+// (ErrStoreInUse).
+func RotateEncryptionKey(dir string, oldKey, newKey []byte, log *slog.Logger) error {
 	if !validKey(oldKey) || !validKey(newKey) {
 		return ErrBadKeyFile
 	}
-	if _, err := os.Stat(dir); err != nil {
-		return fmt.Errorf("store: rotate key: %w", err)
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	opt := badger.KeyRegistryOptions{
+	unlock, err := lockStore(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := recoverRewrite(dir, log); err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(dir, badger.KeyRegistryFileName)); err != nil {
+		return fmt.Errorf("store: rotate key: no store in %s: %w", dir, err)
+	}
+	ok, err := keyOpens(dir, oldKey)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if done, err := keyOpens(dir, newKey); err == nil && done {
+			log.Info("store: already encrypted with the new key", "dir", dir)
+			return nil
+		}
+		return fmt.Errorf("%w (rotating in %s)", ErrEncryptionKey, dir)
+	}
+	return rewriteStore(dir, oldKey, newKey, log)
+}
+
+// keyOpens reports whether key (none if empty) opens the key registry of
+// the store in dir.
+func keyOpens(dir string, key []byte) (bool, error) {
+	kr, err := badger.OpenKeyRegistry(badger.KeyRegistryOptions{
 		Dir:                           dir,
 		ReadOnly:                      true,
-		EncryptionKey:                 oldKey,
+		EncryptionKey:                 key,
 		EncryptionKeyRotationDuration: 10 * 24 * time.Hour,
+	})
+	if errors.Is(err, badger.ErrEncryptionKeyMismatch) {
+		return false, nil
 	}
-	kr, err := badger.OpenKeyRegistry(opt)
 	if err != nil {
-		if errors.Is(err, badger.ErrEncryptionKeyMismatch) {
-			return fmt.Errorf("%w (rotating in %s)", ErrEncryptionKey, dir)
-		}
-		return fmt.Errorf("store: rotate key: open key registry: %w", err)
+		return false, fmt.Errorf("store: open key registry in %s: %w", dir, err)
 	}
-	defer kr.Close()
-	opt.EncryptionKey = newKey
-	if err := badger.WriteKeyRegistry(kr, opt); err != nil {
-		return fmt.Errorf("store: rotate key: write key registry: %w", err)
-	}
-	return nil
+	_ = kr.Close()
+	return true, nil
 }

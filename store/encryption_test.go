@@ -97,10 +97,10 @@ func TestEncryptionAtRest(t *testing.T) {
 
 	// Rotation: the old key no longer opens it, the new one does.
 	newKey := bytes.Repeat([]byte{9}, 16)
-	if err := RotateEncryptionKey(enc, wrong, newKey); !errors.Is(err, ErrEncryptionKey) {
+	if err := RotateEncryptionKey(enc, wrong, newKey, nil); !errors.Is(err, ErrEncryptionKey) {
 		t.Fatalf("rotate with a wrong old key: %v", err)
 	}
-	if err := RotateEncryptionKey(enc, key, newKey); err != nil {
+	if err := RotateEncryptionKey(enc, key, newKey, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := OpenBadger(enc, BadgerOptions{EncryptionKey: key}, nil); !errors.Is(err, ErrEncryptionKey) {

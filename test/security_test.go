@@ -126,7 +126,7 @@ func TestEncryptionAtRest(t *testing.T) {
 	newKey := writeKey(t, "new", 3)
 	cfg := b.cfg
 	cfg.Encryption.RotateTo = newKey
-	if err := node.RotateEncryptionKey(cfg); err != nil {
+	if err := node.RotateEncryptionKey(cfg, nil); err != nil {
 		t.Fatal(err)
 	}
 	b.cfg.Encryption.KeyFile = newKey

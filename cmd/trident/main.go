@@ -40,7 +40,7 @@ func run() int {
 	}
 	log := newLogger(cfg.Log)
 	if cfg.Encryption.RotateTo != "" {
-		if err := node.RotateEncryptionKey(cfg); err != nil {
+		if err := node.RotateEncryptionKey(cfg, log); err != nil {
 			log.Error("encryption key rotation failed", "err", err)
 			return 1
 		}

@@ -99,14 +99,14 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	if err := n.openAudit(); err != nil {
 		return nil, err
 	}
-	sopts, err := storeOptions(cfg)
+	sopts, err := storeOptions(cfg, log)
 	if err != nil {
 		return nil, err
 	}
 	opened := time.Now()
 	n.store, err = store.OpenBadger(dir, sopts, log.With("component", "store"))
 	if err != nil {
-		return nil, fmt.Errorf("node: open store %s: %w", dir, err)
+		return nil, storeOpenError(dir, err)
 	}
 	log.Info("store open", "dir", dir, "took", time.Since(opened).Round(time.Millisecond))
 	var st exchange.Store = n.store

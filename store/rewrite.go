@@ -1,0 +1,180 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// A key rotation (RotateEncryptionKey) rewrites the whole store: every
+// live key and value is streamed from the store in dir, opened with the
+// old key, into a fresh Badger in dir+".rotating" opened with the new key
+// (its own key registry, its own data keys), and the directories are then
+// swapped:
+//
+//  1. build dir.rotating, close it, fsync its files and the parent
+//  2. rename dir -> dir.old              (the commit point)
+//  3. rename dir.rotating -> dir
+//  4. remove dir.old
+//
+// A crash anywhere leaves one usable store: before step 2, dir is the old
+// store untouched and dir.rotating is removed at the next open; from step
+// 2 on, the next open (or rotation) completes steps 3 and 4
+// (recoverRewrite). Afterwards no file of the store was written with the
+// old key or its data keys, so the old key and old key registry read
+// nothing of it. The old store's files are unlinked, not overwritten: the
+// blocks they held stay on the device until reused.
+
+// Suffixes of the directories beside a store during a rotation.
+const (
+	rotatingSuffix = ".rotating"
+	oldSuffix      = ".old"
+)
+
+// ErrStoreInUse: the store is open in another process (or a key rotation
+// runs on it).
+var ErrStoreInUse = errors.New("store: the store is in use by another process")
+
+// rewriteStore streams the closed store in dir, encrypted with oldKey
+// (none if empty), into a fresh store encrypted with newKey (none if
+// empty) and swaps it in, crash-safely. The caller holds lockStore(dir).
+func rewriteStore(dir string, oldKey, newKey []byte, log *slog.Logger) error {
+	tmp := dir + rotatingSuffix
+	if err := os.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("store: rotate key: remove %s: %w", tmp, err)
+	}
+	if err := copyStore(dir, tmp, oldKey, newKey, log); err != nil {
+		_ = os.RemoveAll(tmp)
+		return err
+	}
+	if err := syncTree(tmp); err != nil {
+		_ = os.RemoveAll(tmp)
+		return fmt.Errorf("store: rotate key: sync %s: %w", tmp, err)
+	}
+	old := dir + oldSuffix
+	if err := os.Rename(dir, old); err != nil {
+		_ = os.RemoveAll(tmp)
+		return fmt.Errorf("store: rotate key: %w", err)
+	}
+	if err := syncDir(filepath.Dir(dir)); err != nil {
+		return fmt.Errorf("store: rotate key: sync %s: %w", filepath.Dir(dir), err)
+	}
+	return recoverRewrite(dir, log)
+}
+
+// copyStore streams every live key of the store in src into a new store
+// in dst (Badger's StreamDB: sorted tables written directly, values as
+// they were).
+func copyStore(src, dst string, oldKey, newKey []byte, log *slog.Logger) error {
+	in := rewriteOptions(src, oldKey, log)
+	db, err := badger.OpenManaged(in)
+	if errors.Is(err, badger.ErrEncryptionKeyMismatch) {
+		return fmt.Errorf("%w (rotating in %s)", ErrEncryptionKey, src)
+	}
+	if err != nil {
+		return fmt.Errorf("store: rotate key: open %s: %w", src, err)
+	}
+	err = db.StreamDB(rewriteOptions(dst, newKey, log))
+	if cerr := db.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("store: rotate key: rewrite %s into %s: %w", src, dst, err)
+	}
+	return nil
+}
+
+// rewriteOptions are the options of both stores of a rotation: the
+// store's own value threshold and file sizes, so that bodies stay in the
+// value log as OpenBadger keeps them.
+func rewriteOptions(dir string, key []byte, log *slog.Logger) badger.Options {
+	d := DefaultBadgerOptions()
+	o := badger.DefaultOptions(dir).
+		WithLogger(BadgerLogger{Log: log}).
+		WithSyncWrites(true).
+		WithNumVersionsToKeep(1).
+		WithMemTableSize(d.MemTableSize).
+		WithBlockCacheSize(d.BlockCacheSize).
+		WithValueLogFileSize(d.ValueLogFileSize).
+		WithValueThreshold(d.ValueThreshold)
+	if len(key) > 0 {
+		o = o.WithEncryptionKey(key).WithIndexCacheSize(defaultEncryptedIndexCache)
+	}
+	return o
+}
+
+// recoverRewrite completes or undoes a rotation that a crash interrupted
+// (see the steps above). The caller holds lockStore(dir).
+func recoverRewrite(dir string, log *slog.Logger) error {
+	tmp, old := dir+rotatingSuffix, dir+oldSuffix
+	parent := filepath.Dir(dir)
+	hasDir, hasTmp, hasOld := exists(dir), exists(tmp), exists(old)
+	switch {
+	case hasOld && !hasDir && hasTmp: // committed, not yet in place
+		if err := os.Rename(tmp, dir); err != nil {
+			return fmt.Errorf("store: finish key rotation: %w", err)
+		}
+		if err := syncDir(parent); err != nil {
+			return fmt.Errorf("store: finish key rotation: %w", err)
+		}
+		log.Info("store: finished an interrupted key rotation", "dir", dir)
+		fallthrough
+	case hasOld && exists(dir):
+		if err := os.RemoveAll(old); err != nil {
+			return fmt.Errorf("store: remove the store from before the key rotation: %w", err)
+		}
+		return syncDir(parent)
+	case hasOld || (hasTmp && !hasDir):
+		return fmt.Errorf("store: %s is missing but a key rotation left %s or %s; move the one that opens with your key to %s by hand", dir, old, tmp, dir)
+	case hasTmp: // not committed: the store in dir is the old one, whole
+		log.Info("store: removing an interrupted key rotation's partial copy", "dir", tmp)
+		if err := os.RemoveAll(tmp); err != nil {
+			return fmt.Errorf("store: remove %s: %w", tmp, err)
+		}
+		return syncDir(parent)
+	}
+	return nil
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// syncTree fsyncs every file under dir, and the directories.
+func syncTree(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return syncDir(p)
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
