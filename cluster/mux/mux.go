@@ -26,6 +26,9 @@ var (
 	ErrBlocked = errors.New("mux: address blocked (fault injection)")
 	// ErrStreamInUse is returned by Listener for a name already listened on.
 	ErrStreamInUse = errors.New("mux: stream already has a listener")
+	// ErrNoCookie is returned by Listen for an empty cookie: there is no
+	// mux without authentication.
+	ErrNoCookie = errors.New("mux: empty cookie")
 )
 
 // Mux is one node's mux listener and dialer. Its methods are safe for
@@ -47,16 +50,22 @@ type Mux struct {
 	conns   map[*conn]struct{} // every stream connection, both directions
 
 	done chan struct{} // closed when the accept loop returns
+
+	refusedMu sync.Mutex           // never held with mu
+	refused   map[string]time.Time // remote host → last WARN (refusals.go)
 }
 
 // Listen binds bind (host:port; port 0 picks one) and starts accepting.
 // advertise is how the other nodes reach this one: "" means the bound
 // address (which must then not be a wildcard), a host without port means
-// that host with the bound port. cookie is the cluster's shared secret;
-// empty is allowed (every peer must then send an empty one). log may be nil.
+// that host with the bound port. cookie is the cluster's shared secret,
+// 1..255 bytes (ErrNoCookie when empty). log may be nil.
 func Listen(bind, advertise, cookie string, log *slog.Logger, opts ...Option) (*Mux, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if cookie == "" {
+		return nil, ErrNoCookie
 	}
 	if len(cookie) > 255 {
 		return nil, fmt.Errorf("mux: cookie longer than 255 bytes")
@@ -72,7 +81,7 @@ func Listen(bind, advertise, cookie string, log *slog.Logger, opts ...Option) (*
 	}
 	m := &Mux{ln: ln, advertise: adv, cookie: []byte(cookie), log: log,
 		streams: map[string]*streamListener{}, blocked: map[string]bool{}, conns: map[*conn]struct{}{},
-		done: make(chan struct{})}
+		done: make(chan struct{}), refused: map[string]time.Time{}}
 	m.handshake.Store(int64(HandshakeTimeout))
 	for _, o := range opts {
 		o(m)
@@ -178,7 +187,12 @@ func (m *Mux) handshakeIn(c net.Conn) {
 	}
 	h, err := readHeader(c)
 	refuse := func(s Status, msg string, args ...any) {
-		m.log.Debug("mux: refused connection: "+msg, append(args, "remote", c.RemoteAddr().String(), "status", s.String())...)
+		args = append(args, "remote", c.RemoteAddr().String(), "status", s.String())
+		if s == StatusBadCookie {
+			m.warnRefused(c.RemoteAddr(), "mux: refused connection from a node with another cluster cookie: it is not let into the cluster (give every node the same cluster.cookie or cookie file)", args...)
+		} else {
+			m.log.Debug("mux: refused connection: "+msg, args...)
+		}
 		_, _ = c.Write([]byte{byte(s)})
 		c.Close()
 	}

@@ -90,7 +90,7 @@ func TestRefusals(t *testing.T) {
 // TestHostileHeaders: garbage gets StatusBadHeader, a silent peer is cut
 // off after the handshake timeout.
 func TestHostileHeaders(t *testing.T) {
-	m := newMux(t, "")
+	m := newMux(t, "k")
 	m.handshake.Store(int64(200 * time.Millisecond))
 	c, err := net.Dial("tcp", m.Addr())
 	if err != nil {
@@ -120,7 +120,7 @@ func TestHostileHeaders(t *testing.T) {
 }
 
 func TestSetBlocked(t *testing.T) {
-	a, b := newMux(t, ""), newMux(t, "")
+	a, b := newMux(t, "k"), newMux(t, "k")
 	la, _ := a.Listener("s")
 	lb, _ := b.Listener("s")
 	go echo(la)
@@ -166,7 +166,7 @@ func TestSetBlocked(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
-	a, b := newMux(t, ""), newMux(t, "")
+	a, b := newMux(t, "k"), newMux(t, "k")
 	l, _ := b.Listener("s")
 	go echo(l)
 	c, err := a.Dial(b.Addr(), "s", time.Second)

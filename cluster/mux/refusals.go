@@ -1,0 +1,39 @@
+package mux
+
+import (
+	"net"
+	"time"
+)
+
+// refusalLogEvery is how often a refusal of one peer host is logged at
+// WARN; the others in between go to DEBUG, so that a node retrying every
+// second does not flood the log, nor a scanner.
+const refusalLogEvery = time.Minute
+
+// maxRefusalHosts bounds the hosts remembered for refusalLogEvery.
+const maxRefusalHosts = 1024
+
+// warnRefused logs a refused peer at WARN at most once per
+// refusalLogEvery per remote host, else at DEBUG.
+func (m *Mux) warnRefused(remote net.Addr, msg string, args ...any) {
+	host := remote.String()
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	now := time.Now()
+	m.refusedMu.Lock()
+	last, seen := m.refused[host]
+	warn := !seen || now.Sub(last) >= refusalLogEvery
+	if warn {
+		if len(m.refused) >= maxRefusalHosts {
+			clear(m.refused)
+		}
+		m.refused[host] = now
+	}
+	m.refusedMu.Unlock()
+	if warn {
+		m.log.Warn(msg, args...)
+	} else {
+		m.log.Debug(msg, args...)
+	}
+}
