@@ -154,7 +154,7 @@ func TestSecurityF1ClusterNoCookie(t *testing.T) {
 		return logHas(a, "member not added", b.name)
 	})
 	eventually(t, 30*time.Second, "b to log a's refused connection", func() bool {
-		return logHas(b, "another cluster cookie")
+		return logHas(b, "did not prove the cluster cookie")
 	})
 	time.Sleep(6 * time.Second) // three reconcile rounds of a's leader
 	if got := nodeNames(t, a); got != a.name {

@@ -5,7 +5,17 @@ import (
 	"time"
 )
 
-// refusalLogEvery is how often a refusal of one peer host is logged at
+// inKey is the refusal key of an accepted connection from remote that
+// claims the advertised address peer (several nodes may share a host).
+func inKey(remote net.Addr, peer string) string {
+	host := remote.String()
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return "in " + host + " " + peer
+}
+
+// refusalLogEvery is how often a refusal of one peer is logged at
 // WARN; the others in between go to DEBUG, so that a node retrying every
 // second does not flood the log, nor a scanner.
 const refusalLogEvery = time.Minute
@@ -14,12 +24,9 @@ const refusalLogEvery = time.Minute
 const maxRefusalHosts = 1024
 
 // warnRefused logs a refused peer at WARN at most once per
-// refusalLogEvery per remote host, else at DEBUG.
-func (m *Mux) warnRefused(remote net.Addr, msg string, args ...any) {
-	host := remote.String()
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
+// refusalLogEvery per key (a direction and a peer), else at DEBUG.
+func (m *Mux) warnRefused(key string, msg string, args ...any) {
+	host := key
 	now := time.Now()
 	m.refusedMu.Lock()
 	last, seen := m.refused[host]
