@@ -15,32 +15,28 @@ import (
 // picks nodes (quorum queue and stream members, shovel owners) and the
 // API's node list ask Admitted or Placeable, never gossip alone.
 
-// IsServer reports whether node is a server (voter or not) of the group's
-// latest configuration as this node knows it.
-func (g *Group) IsServer(node string) bool {
-	cf := g.r.GetConfiguration()
-	if cf.Error() != nil {
-		return false
-	}
-	for _, s := range cf.Configuration().Servers {
-		if string(s.ID) == node {
-			return true
-		}
-	}
-	return false
-}
-
-// servers is the set of the latest configuration's server ids.
-func (g *Group) servers() map[string]bool {
-	out := map[string]bool{}
+// servers maps the latest configuration's server ids to their addresses.
+func (g *Group) servers() map[string]string {
+	out := map[string]string{}
 	cf := g.r.GetConfiguration()
 	if cf.Error() != nil {
 		return out
 	}
 	for _, s := range cf.Configuration().Servers {
-		out[string(s.ID)] = true
+		out[string(s.ID)] = string(s.Address)
 	}
 	return out
+}
+
+// admitted reports whether m is this node or a server of the group at the
+// address it gossips (a node that took a member's name but has another
+// address, refused by the leader's probe, is not).
+func admitted(m discovery.Member, self string, srv map[string]string) bool {
+	if m.Name == self {
+		return true
+	}
+	addr, ok := srv[m.Name]
+	return ok && addr == m.Meta[RaftMetaKey]
 }
 
 // Admitted returns, of ms, this node and the servers of the group: the
@@ -48,11 +44,10 @@ func (g *Group) servers() map[string]bool {
 // (another cookie, a certificate of another CA), or has not added yet, is
 // left out.
 func (g *Group) Admitted(ms []discovery.Member) []discovery.Member {
-	srv := g.servers()
-	self := g.c.Host.Self().ID
+	srv, self := g.servers(), string(g.c.Host.Self().ID)
 	out := make([]discovery.Member, 0, len(ms))
 	for _, m := range ms {
-		if srv[m.Name] || m.Name == string(self) {
+		if admitted(m, self, srv) {
 			out = append(out, m)
 		}
 	}
@@ -64,11 +59,10 @@ func (g *Group) Admitted(ms []discovery.Member) []discovery.Member {
 // and a quorum queue's leader needs to see that one left to shrink its
 // group, after the metadata group has already removed it).
 func (g *Group) Placeable(ms []discovery.Member) []discovery.Member {
-	srv := g.servers()
-	self := g.c.Host.Self().ID
+	srv, self := g.servers(), string(g.c.Host.Self().ID)
 	out := make([]discovery.Member, 0, len(ms))
 	for _, m := range ms {
-		if srv[m.Name] || m.Name == string(self) || m.Status != discovery.StatusAlive {
+		if admitted(m, self, srv) || m.Status != discovery.StatusAlive {
 			out = append(out, m)
 		}
 	}
