@@ -52,7 +52,7 @@ type Mux struct {
 	done chan struct{} // closed when the accept loop returns
 
 	refusedMu sync.Mutex           // never held with mu
-	refused   map[string]time.Time // remote host → last WARN (refusals.go)
+	refused   map[string]time.Time // direction and peer → last WARN (refusals.go)
 }
 
 // Listen binds bind (host:port; port 0 picks one) and starts accepting.

@@ -20,22 +20,21 @@ func inKey(remote net.Addr, peer string) string {
 // second does not flood the log, nor a scanner.
 const refusalLogEvery = time.Minute
 
-// maxRefusalHosts bounds the hosts remembered for refusalLogEvery.
-const maxRefusalHosts = 1024
+// maxRefusalKeys bounds the peers remembered for refusalLogEvery.
+const maxRefusalKeys = 1024
 
 // warnRefused logs a refused peer at WARN at most once per
 // refusalLogEvery per key (a direction and a peer), else at DEBUG.
 func (m *Mux) warnRefused(key string, msg string, args ...any) {
-	host := key
 	now := time.Now()
 	m.refusedMu.Lock()
-	last, seen := m.refused[host]
+	last, seen := m.refused[key]
 	warn := !seen || now.Sub(last) >= refusalLogEvery
 	if warn {
-		if len(m.refused) >= maxRefusalHosts {
+		if len(m.refused) >= maxRefusalKeys {
 			clear(m.refused)
 		}
-		m.refused[host] = now
+		m.refused[key] = now
 	}
 	m.refusedMu.Unlock()
 	if warn {
