@@ -9,16 +9,22 @@
 //	        --join 10.0.0.2:25672,10.0.0.3:25672
 //
 // The Raft/inter-node port is cluster.raft_listen (default: the gossip
-// port + 1). Every node of a cluster needs the same cookie. Three nodes
-// on one machine need distinct names and ports (test/cluster_harness_test.go).
+// port + 1). Every node of a cluster needs the same cookie: without
+// cluster.cookie a node reads cluster.cookie_file (default
+// <data_dir>/cluster.cookie), generating it (32 random bytes, mode 0600)
+// on its first start, as RabbitMQ does its Erlang cookie (package cookie).
+// A node with another cookie, certificate or gossip key is never let into
+// the metadata group, never gets a record, and is never placed as a
+// member of anything (meta.Group.Admitted, Placeable). Three nodes on one
+// machine need distinct names and ports (test/cluster_harness_test.go).
 //
 // # The parts
 //
 //   - discovery: membership and failure detection over hashicorp/memberlist;
 //     each node gossips its AMQP, HTTP and Raft ("raft") addresses.
 //   - mux: one TCP listener carrying named streams (every Raft group, the
-//     metadata RPCs, the forwarding RPC "fwd"), checked against the
-//     cookie, mutual TLS with node certificates of the cluster's CA when
+//     metadata RPCs, the forwarding RPC "fwd"), both ends proving the
+//     cookie without sending it, mutual TLS with node certificates of the cluster's CA when
 //     cluster.tls is set (tls.go); SetBlocked injects partitions for tests
 //     (cluster.fault_injection, PUT /api/cluster/partition). Gossip is
 //     encrypted with cluster.gossip_key (discovery's keyring) and its

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -48,9 +49,15 @@ type Cluster struct {
 	// be added by the cluster's leader.
 	BootstrapExpect int `yaml:"bootstrap_expect"`
 	// Cookie is the cluster's shared secret (RabbitMQ's Erlang cookie):
-	// every Raft connection presents it. Empty is allowed (and logged as a
-	// warning); every node must have the same value.
+	// every inter-node connection proves it knows it. Every node must have
+	// the same value. Empty means the cookie is read from CookieFile.
 	Cookie string `yaml:"cookie"`
+	// CookieFile holds the cookie when Cookie is empty: generated (32
+	// random bytes, mode 0600) on the first start that finds no file, and
+	// read on every later start. Empty means <data_dir>/cluster.cookie
+	// (CookieFilePath). Copy the file to every node, or point every node
+	// at the same secret. An empty cookie never means "no authentication".
+	CookieFile string `yaml:"cookie_file"`
 	// FaultInjection enables PUT /api/cluster/partition (administrators
 	// only), which cuts this node off from the listed Raft addresses: for
 	// partition tests, never in production.
@@ -100,6 +107,18 @@ func (c Cluster) RaftListenAddr() string {
 	return net.JoinHostPort(host, strconv.Itoa(p+1))
 }
 
+// DefaultCookieFile is the cookie file's name in the data directory.
+const DefaultCookieFile = "cluster.cookie"
+
+// CookieFilePath returns the effective cluster.cookie_file: CookieFile,
+// or DefaultCookieFile in dataDir.
+func (c Cluster) CookieFilePath(dataDir string) string {
+	if c.CookieFile != "" {
+		return c.CookieFile
+	}
+	return filepath.Join(dataDir, DefaultCookieFile)
+}
+
 // clusterFields are the cluster leaves of Config, for load.go's fields table.
 var clusterFields = []field{
 	f("cluster.node_name", "node name, unique in the cluster (also the API's node name)", func(c *Config) any { return &c.Cluster.NodeName }),
@@ -110,6 +129,7 @@ var clusterFields = []field{
 	f("cluster.raft_advertise", "Raft address peers use: host or host:port (empty: raft_listen's, or gossip's host)", func(c *Config) any { return &c.Cluster.RaftAdvertise }),
 	f("cluster.bootstrap_expect", "form the cluster once this many nodes are up (0: alone without --join, else wait to be added)", func(c *Config) any { return &c.Cluster.BootstrapExpect }),
 	f("cluster.cookie", "shared secret every node of the cluster presents (RabbitMQ's Erlang cookie)", func(c *Config) any { return &c.Cluster.Cookie }),
+	f("cluster.cookie_file", "file holding the cookie when cluster.cookie is empty; generated (mode 0600) if missing (empty: <data_dir>/cluster.cookie)", func(c *Config) any { return &c.Cluster.CookieFile }),
 	f("cluster.fault_injection", "enable PUT /api/cluster/partition for partition tests (never in production)", func(c *Config) any { return &c.Cluster.FaultInjection }),
 }
 
@@ -220,6 +240,12 @@ func (c *Config) validateRaft() []error {
 	}
 	if len(cl.Cookie) > 255 {
 		bad("cluster.cookie", "longer than 255 bytes")
+	}
+	if cl.Cookie != "" && strings.TrimSpace(cl.Cookie) == "" {
+		bad("cluster.cookie", "only white space")
+	}
+	if cl.Cookie != "" && cl.CookieFile != "" {
+		bad("cluster.cookie_file", "set cluster.cookie or cluster.cookie_file, not both")
 	}
 	if cl.RaftAdvertise != "" {
 		h, p, err := net.SplitHostPort(cl.RaftAdvertise)

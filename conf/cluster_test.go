@@ -162,3 +162,29 @@ func TestClusterRaft(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterCookieFile: cluster.cookie_file loads from flags, defaults
+// to <data_dir>/cluster.cookie, and is exclusive with cluster.cookie; a
+// cookie of white space is refused (it would be an empty one).
+func TestClusterCookieFile(t *testing.T) {
+	base := []string{"--cluster-gossip-listen", "127.0.0.1:25672"}
+	c, err := Load(append(base, "--data-dir", "/var/lib/t"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Cluster.CookieFilePath(c.DataDir); got != "/var/lib/t/cluster.cookie" {
+		t.Fatalf("default cookie file %q", got)
+	}
+	c, err = Load(append(base, "--cluster-cookie-file", "/etc/t/cookie"), nil)
+	if err != nil || c.Cluster.CookieFilePath(c.DataDir) != "/etc/t/cookie" {
+		t.Fatalf("cookie_file: %q %v", c.Cluster.CookieFile, err)
+	}
+	for _, args := range [][]string{
+		{"--cluster-cookie", "x", "--cluster-cookie-file", "/etc/t/cookie"},
+		{"--cluster-cookie", "  "},
+	} {
+		if _, err := Load(append(base, args...), nil); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}

@@ -48,7 +48,10 @@ func TestClusterNodesProcesses(t *testing.T) {
 			}
 		}
 		nd.p = testbin.Start(t, "--http-listen", nd.http, "--cluster-node-name", nd.name,
-			"--cluster-gossip-listen", nd.gossip, "--cluster-raft-listen", "127.0.0.1:0", "--join", strings.Join(seeds, ","))
+			"--cluster-gossip-listen", nd.gossip, "--cluster-raft-listen", "127.0.0.1:0", "--join", strings.Join(seeds, ","),
+			// /api/nodes lists the cluster's members: nodes with one
+			// cookie in one metadata group.
+			"--cluster-cookie", "nodes-test", "--cluster-bootstrap-expect", strconv.Itoa(n))
 	}
 	all := func(running ...bool) string {
 		var parts []string

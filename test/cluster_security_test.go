@@ -150,6 +150,22 @@ func TestClusterSecurity(t *testing.T) {
 	if !notAdded {
 		t.Error("the metadata leader did not refuse to make the rogue node a voter")
 	}
+	// Issue 38, F9: nor is it ever a queue's member, even when the
+	// queue asks for more members than the cluster has.
+	if _, err := ch.QueueDeclare("secured-qq4", true, false, false, false,
+		map[string]any{"x-queue-type": "quorum", "x-quorum-initial-group-size": 4}); err != nil {
+		t.Fatalf("quorum queue of 4 with the rogue node around: %v", err)
+	}
+	if err := confirmOne(ch, "secured-qq4", 10*time.Second); err != nil {
+		t.Fatalf("quorum queue of 4 with the rogue node around: %v", err)
+	}
+	var q4 struct {
+		Members []string `json:"members"`
+	}
+	nodes[0].api(t, "GET", "/api/queues/%2F/secured-qq4", nil, &q4)
+	if len(q4.Members) != 3 || strings.Contains(strings.Join(q4.Members, ","), "rogue") {
+		t.Fatalf("secured-qq4 members %v, want the three nodes of the cluster's CA", q4.Members)
+	}
 
 	// A certificate of our CA, another gossip key.
 	gc, gk := p.nodeCert("wrong-key", p.ca, p.caKey)

@@ -23,14 +23,15 @@ import (
 // 127.0.0.1, a Raft DB and snapshots in dir, and a local store in memory
 // that survives restarts (as the node's Badger store would).
 type testNode struct {
-	id    string
-	dir   string
-	addr  string
-	local *store.Memory
-	mux   *mux.Mux
-	db    *raftstore.DB
-	host  *groups.Host
-	g     *Group
+	id     string
+	dir    string
+	cookie string // "" means "c00kie"
+	addr   string
+	local  *store.Memory
+	mux    *mux.Mux
+	db     *raftstore.DB
+	host   *groups.Host
+	g      *Group
 
 	mu      sync.Mutex
 	applied []string // keys the hook saw, in order
@@ -45,7 +46,11 @@ func (n *testNode) start(t *testing.T) {
 		bind = "127.0.0.1:0"
 	}
 	var err error
-	if n.mux, err = mux.Listen(bind, "", "c00kie", nil); err != nil {
+	cookie := n.cookie
+	if cookie == "" {
+		cookie = "c00kie"
+	}
+	if n.mux, err = mux.Listen(bind, "", cookie, nil); err != nil {
 		t.Fatal(err)
 	}
 	n.addr = n.mux.Addr()
@@ -372,5 +377,73 @@ func TestBootstrapExpect(t *testing.T) {
 	defer n.stop(t)
 	if err := n.g.BootstrapExpect(ctx, 5, members); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
+	}
+}
+
+// TestRogueNotAdmitted (issue 38, F1/F9): a node in the member list whose
+// cookie differs is never counted by BootstrapExpect, never added by
+// Reconcile, never gets a record, and neither Admitted nor (while alive)
+// Placeable lists it; nor a node that gossips a member's name with
+// another address.
+func TestRogueNotAdmitted(t *testing.T) {
+	good := []*testNode{
+		{id: "g0", dir: t.TempDir(), local: store.NewMemory()},
+		{id: "g1", dir: t.TempDir(), local: store.NewMemory()},
+	}
+	rogue := &testNode{id: "r", dir: t.TempDir(), local: store.NewMemory(), cookie: "another"}
+	for _, n := range append(good, rogue) {
+		n.start(t)
+		defer n.stop(t)
+	}
+	member := func(n *testNode, st discovery.Status) discovery.Member {
+		return discovery.Member{Name: n.id, Status: st, Meta: map[string]string{RaftMetaKey: n.addr}}
+	}
+	all := []discovery.Member{member(good[0], discovery.StatusAlive), member(good[1], discovery.StatusAlive), member(rogue, discovery.StatusAlive)}
+	members := func() []discovery.Member { return all }
+	errs := make(chan error, 2)
+	for _, n := range good {
+		go func() { errs <- n.g.BootstrapExpect(context.Background(), 3, members) }()
+	}
+	time.Sleep(time.Second)
+	if good[0].g.Raft().LastIndex() != 0 {
+		t.Fatal("bootstrapped counting the node with another cookie")
+	}
+	for _, n := range good {
+		go func() { errs <- n.g.BootstrapExpect(context.Background(), 2, members) }()
+	}
+	for range 4 {
+		if err := <-errs; err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			t.Fatal(err)
+		}
+	}
+	leader := leaderOf(t, good)
+	if n := leader.g.Reconcile(all); n != 0 {
+		t.Fatalf("Reconcile made %d changes with the rogue alive", n)
+	}
+	propose(t, leader, put("user/alice", "hash"))
+	for _, n := range good {
+		waitValue(t, n, "user/alice", "hash")
+		var names []string
+		for _, m := range n.g.Admitted(all) {
+			names = append(names, m.Name)
+		}
+		if fmt.Sprint(names) != "[g0 g1]" {
+			t.Fatalf("%s admits %v", n.id, names)
+		}
+		if got := n.g.Placeable(all); len(got) != 2 {
+			t.Fatalf("%s places on %v", n.id, got)
+		}
+		gone := []discovery.Member{member(rogue, discovery.StatusLeft)}
+		if got := n.g.Placeable(gone); len(got) != 1 {
+			t.Fatalf("a member that left is hidden from placement: %v", got)
+		}
+		impostor := []discovery.Member{{Name: others(good, n)[0].id, Status: discovery.StatusAlive, Meta: map[string]string{RaftMetaKey: rogue.addr}}}
+		if got := n.g.Admitted(impostor); len(got) != 0 {
+			t.Fatalf("%s admits a member's name at another address: %v", n.id, got)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	if _, ok := rogue.get("user/alice"); ok || rogue.g.Raft().LastIndex() != 0 {
+		t.Fatal("the node with another cookie got a record")
 	}
 }

@@ -59,9 +59,10 @@ type Group struct {
 	rpc  interface{ Close() error }
 	wait interface{ Close() error } // the WaitStream listener (spread.go)
 
-	kick chan struct{}
-	stop chan struct{}
-	wg   sync.WaitGroup
+	kick    chan struct{}
+	stop    chan struct{}
+	refused refusals // members.go
+	wg      sync.WaitGroup
 
 	closeOnce sync.Once
 }

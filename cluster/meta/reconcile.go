@@ -16,11 +16,14 @@ import (
 const RaftMetaKey = "raft"
 
 // BootstrapExpect waits until members shows at least expect alive members
-// that gossip a Raft address, then bootstraps the group with all of them
-// (sorted by name, so every node that starts with the same view proposes
-// the same configuration). It returns early, without bootstrapping, once
-// the group has state here (a leader added this node) and with ctx's
-// error when ctx ends. Start exactly expect nodes with the same expect.
+// that gossip a Raft address and whose mux accepts this node (the probe:
+// cookie and certificate checked both ways), then bootstraps the group
+// with all of them (sorted by name, so every node that starts with the
+// same view proposes the same configuration). A member in the gossip ring
+// that the probe refuses never counts. It returns early, without
+// bootstrapping, once the group has state here (a leader added this node)
+// and with ctx's error when ctx ends. Start exactly expect nodes with the
+// same expect.
 func (g *Group) BootstrapExpect(ctx context.Context, expect int, members func() []discovery.Member) error {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
@@ -28,7 +31,7 @@ func (g *Group) BootstrapExpect(ctx context.Context, expect int, members func() 
 		if g.r.LastIndex() > 0 {
 			return nil
 		}
-		if servers := raftServers(members()); len(servers) >= expect {
+		if servers := g.probed(raftServers(members())); len(servers) >= expect {
 			g.log.Info("meta: bootstrapping", "servers", servers)
 			return g.Bootstrap(servers)
 		}
@@ -51,6 +54,22 @@ func raftServers(ms []discovery.Member) []raft.Server {
 		}
 	}
 	slices.SortFunc(out, func(a, b raft.Server) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	return out
+}
+
+// probed keeps the servers whose mux accepts this node (itself always).
+func (g *Group) probed(servers []raft.Server) []raft.Server {
+	self := raft.ServerID(g.c.Host.Self().ID)
+	out := servers[:0:0]
+	for _, s := range servers {
+		if s.ID != self {
+			if err := g.probe(string(s.Address)); err != nil {
+				g.warnRefused(string(s.ID), string(s.Address), err)
+				continue
+			}
+		}
+		out = append(out, s)
+	}
 	return out
 }
 
@@ -109,7 +128,7 @@ func (g *Group) Reconcile(members []discovery.Member) int {
 				// group is still starting, or one that has the gossip key
 				// but whose certificate or cookie the mux refuses. Making
 				// it a voter would only cost the group a vote.
-				g.log.Warn("meta: member not added: its Raft port does not accept this node", "node", id, "addr", addr, "err", err)
+				g.warnRefused(string(id), string(addr), err)
 				continue
 			}
 			if err := g.r.AddVoter(id, addr, 0, 5*time.Second).Error(); err != nil {

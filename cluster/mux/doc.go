@@ -8,24 +8,43 @@
 // A connection belongs to one stream for its whole life. The dialer opens
 // it (after the TLS handshake, with WithTLS) with a header (header.go):
 //
-//	magic "TRMX" | version 1 | len name | name | len cookie | cookie | len addr | addr
+//	magic "TRMX" | version 2 | len name | name | len nonce | nonce | len addr | addr
 //
 // each length one byte (so a header is at most 773 bytes), name non-empty,
-// addr the dialer's advertised mux address (how this node is known to the
-// others: its Raft ServerAddress). The acceptor answers one status byte
-// (Status) and, unless it is StatusOK, closes the connection. After
-// StatusOK the connection is the stream's: the mux reads and writes
-// nothing more on it.
+// nonce NonceLen (32) fresh random bytes, addr the dialer's advertised mux
+// address (how this node is known to the others: its Raft ServerAddress).
+// Then each side proves it knows the cluster's cookie without sending it
+// (auth.go):
+//
+//	acceptor → dialer: StatusChallenge | nonce' (32) | HMAC(cookie, "trmx2 acceptor", stream, target, addr, nonce, nonce')
+//	dialer → acceptor: HMAC(cookie, "trmx2 dialer", stream, target, addr, nonce, nonce')
+//	acceptor → dialer: status
+//
+// where target is the address the dialer dialled, which must be the
+// acceptor's advertised address. A dialer that cannot verify the
+// acceptor's proof sends a proof that fails and hangs up; the acceptor
+// answers a proof that fails with StatusBadCookie. Any status but
+// StatusOK is followed by the acceptor closing the connection (a header
+// it cannot read gets a status instead of the challenge). After StatusOK
+// the connection is the stream's: the mux reads and writes nothing more
+// on it.
 //
 // # What it guarantees
 //
 //   - A header is read under a deadline (HandshakeTimeout) into a buffer of
 //     at most MaxHeaderLen bytes: a silent or hostile peer costs one
 //     goroutine for at most that long and no more memory.
-//   - The cookie (the cluster's shared secret, RabbitMQ's Erlang cookie)
-//     is compared in constant time; a wrong cookie gets StatusBadCookie.
-//     Without TLS the cookie authenticates, it does not encrypt: the mux
-//     is then for a trusted network, like Erlang distribution without TLS.
+//   - There is no mux without a cookie (Listen refuses an empty one). The
+//     cookie (the cluster's shared secret, RabbitMQ's Erlang cookie)
+//     never crosses the wire: a node outside the cluster that is dialled
+//     (the metadata leader probes every node in the gossip ring) learns
+//     nothing it could log in with; proofs are compared in constant time,
+//     hold for one handshake (both nonces fresh) and one address (a
+//     member's handshake cannot be relayed to a third node). A refusal is
+//     logged at WARN on both ends, at most once a minute per peer.
+//     Without TLS the cookie authenticates, it does not encrypt: the
+//     stream's bytes are then in clear and not integrity-protected, so
+//     production clusters use WithTLS (cluster.tls) as well.
 //   - With WithTLS (tls.go) every connection is mutual TLS before the
 //     header: both ends present a node certificate and verify the other's
 //     against the cluster's CA (NodeTLS; no host name check), the TLS

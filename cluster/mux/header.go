@@ -9,7 +9,7 @@ import (
 // package writes and accepts.
 const (
 	Magic   = "TRMX"
-	Version = 1
+	Version = 2
 )
 
 // MaxHeaderLen bounds an encoded header: magic, version and three fields
@@ -19,7 +19,7 @@ const MaxHeaderLen = len(Magic) + 1 + 3*(1+255)
 // Header is what a dialer sends before the stream's bytes.
 type Header struct {
 	Stream string // stream name, 1..255 bytes
-	Cookie string // cluster cookie, 0..255 bytes
+	Nonce  string // the dialer's challenge, NonceLen random bytes (0..255 on the wire)
 	Addr   string // the dialer's advertised mux address, 0..255 bytes
 }
 
@@ -43,14 +43,14 @@ func AppendHeader(dst []byte, h Header) ([]byte, error) {
 	if h.Stream == "" {
 		return dst, fmt.Errorf("%w: empty stream name", ErrBadHeader)
 	}
-	for _, f := range []string{h.Stream, h.Cookie, h.Addr} {
+	for _, f := range []string{h.Stream, h.Nonce, h.Addr} {
 		if len(f) > 255 {
 			return dst, fmt.Errorf("%w: field of %d bytes", ErrBadHeader, len(f))
 		}
 	}
 	dst = append(dst, Magic...)
 	dst = append(dst, Version)
-	for _, f := range []string{h.Stream, h.Cookie, h.Addr} {
+	for _, f := range []string{h.Stream, h.Nonce, h.Addr} {
 		dst = append(dst, byte(len(f)))
 		dst = append(dst, f...)
 	}
@@ -93,7 +93,7 @@ func DecodeHeader(b []byte) (h Header, n int, err error) {
 	if fields[0] == "" {
 		return Header{}, 0, fmt.Errorf("%w: empty stream name", ErrBadHeader)
 	}
-	return Header{Stream: fields[0], Cookie: fields[1], Addr: fields[2]}, off, nil
+	return Header{Stream: fields[0], Nonce: fields[1], Addr: fields[2]}, off, nil
 }
 
 // Status is the acceptor's one-byte answer to a header.
@@ -104,9 +104,13 @@ type Status byte
 const (
 	StatusOK            Status = 0
 	StatusUnknownStream Status = 1 // no listener for the stream name
-	StatusBadCookie     Status = 2 // the cookie does not match
+	StatusBadCookie     Status = 2 // the dialer did not prove the cookie
 	StatusBadHeader     Status = 3 // bad magic, version or field
 	StatusBlocked       Status = 4 // the dialer is blocked (SetBlocked)
+	// StatusChallenge is not a refusal: the acceptor's nonce and proof
+	// follow (auth.go), and the final status comes after the dialer's
+	// proof.
+	StatusChallenge Status = 5
 )
 
 func (s Status) String() string {
@@ -121,6 +125,8 @@ func (s Status) String() string {
 		return "bad header"
 	case StatusBlocked:
 		return "blocked"
+	case StatusChallenge:
+		return "challenge"
 	}
 	return fmt.Sprintf("status %d", byte(s))
 }

@@ -14,11 +14,11 @@ var headerCases = []struct {
 	h    Header
 	wire []byte
 }{
-	{"minimal", Header{Stream: "s"}, []byte("TRMX\x01\x01s\x00\x00")},
-	{"raft", Header{Stream: "raft/meta", Cookie: "secret", Addr: "10.0.0.1:25673"},
-		[]byte("TRMX\x01\x09raft/meta\x06secret\x0e10.0.0.1:25673")},
-	{"max", Header{Stream: strings.Repeat("a", 255), Cookie: strings.Repeat("b", 255), Addr: strings.Repeat("c", 255)},
-		[]byte("TRMX\x01\xff" + strings.Repeat("a", 255) + "\xff" + strings.Repeat("b", 255) + "\xff" + strings.Repeat("c", 255))},
+	{"minimal", Header{Stream: "s"}, []byte("TRMX\x02\x01s\x00\x00")},
+	{"raft", Header{Stream: "raft/meta", Nonce: "secret", Addr: "10.0.0.1:25673"},
+		[]byte("TRMX\x02\x09raft/meta\x06secret\x0e10.0.0.1:25673")},
+	{"max", Header{Stream: strings.Repeat("a", 255), Nonce: strings.Repeat("b", 255), Addr: strings.Repeat("c", 255)},
+		[]byte("TRMX\x02\xff" + strings.Repeat("a", 255) + "\xff" + strings.Repeat("b", 255) + "\xff" + strings.Repeat("c", 255))},
 }
 
 func TestHeaderGolden(t *testing.T) {
@@ -57,8 +57,8 @@ func TestHeaderErrors(t *testing.T) {
 	}{
 		{"magic", "HTTP/1.1", ErrBadMagic},
 		{"magic prefix", "GE", ErrBadMagic},
-		{"version", "TRMX\x02\x01s\x00\x00", ErrBadVersion},
-		{"empty stream", "TRMX\x01\x00\x00\x00", ErrBadHeader},
+		{"version", "TRMX\x01\x01s\x00\x00", ErrBadVersion},
+		{"empty stream", "TRMX\x02\x00\x00\x00", ErrBadHeader},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, _, err := DecodeHeader([]byte(tc.wire)); !errors.Is(err, tc.want) {
@@ -69,7 +69,7 @@ func TestHeaderErrors(t *testing.T) {
 	if _, err := AppendHeader(nil, Header{}); !errors.Is(err, ErrBadHeader) {
 		t.Fatalf("empty stream: %v", err)
 	}
-	if _, err := AppendHeader(nil, Header{Stream: "s", Cookie: strings.Repeat("x", 256)}); !errors.Is(err, ErrBadHeader) {
+	if _, err := AppendHeader(nil, Header{Stream: "s", Nonce: strings.Repeat("x", 256)}); !errors.Is(err, ErrBadHeader) {
 		t.Fatalf("long cookie: %v", err)
 	}
 }

@@ -1,7 +1,7 @@
 package mux
 
 import (
-	"crypto/subtle"
+	"crypto/hmac"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -26,6 +26,9 @@ var (
 	ErrBlocked = errors.New("mux: address blocked (fault injection)")
 	// ErrStreamInUse is returned by Listener for a name already listened on.
 	ErrStreamInUse = errors.New("mux: stream already has a listener")
+	// ErrNoCookie is returned by Listen for an empty cookie: there is no
+	// mux without authentication.
+	ErrNoCookie = errors.New("mux: empty cookie")
 )
 
 // Mux is one node's mux listener and dialer. Its methods are safe for
@@ -47,16 +50,22 @@ type Mux struct {
 	conns   map[*conn]struct{} // every stream connection, both directions
 
 	done chan struct{} // closed when the accept loop returns
+
+	refusedMu sync.Mutex           // never held with mu
+	refused   map[string]time.Time // direction and peer → last WARN (refusals.go)
 }
 
 // Listen binds bind (host:port; port 0 picks one) and starts accepting.
 // advertise is how the other nodes reach this one: "" means the bound
 // address (which must then not be a wildcard), a host without port means
-// that host with the bound port. cookie is the cluster's shared secret;
-// empty is allowed (every peer must then send an empty one). log may be nil.
+// that host with the bound port. cookie is the cluster's shared secret,
+// 1..255 bytes (ErrNoCookie when empty). log may be nil.
 func Listen(bind, advertise, cookie string, log *slog.Logger, opts ...Option) (*Mux, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if cookie == "" {
+		return nil, ErrNoCookie
 	}
 	if len(cookie) > 255 {
 		return nil, fmt.Errorf("mux: cookie longer than 255 bytes")
@@ -72,7 +81,7 @@ func Listen(bind, advertise, cookie string, log *slog.Logger, opts ...Option) (*
 	}
 	m := &Mux{ln: ln, advertise: adv, cookie: []byte(cookie), log: log,
 		streams: map[string]*streamListener{}, blocked: map[string]bool{}, conns: map[*conn]struct{}{},
-		done: make(chan struct{})}
+		done: make(chan struct{}), refused: map[string]time.Time{}}
 	m.handshake.Store(int64(HandshakeTimeout))
 	for _, o := range opts {
 		o(m)
@@ -178,9 +187,17 @@ func (m *Mux) handshakeIn(c net.Conn) {
 	}
 	h, err := readHeader(c)
 	refuse := func(s Status, msg string, args ...any) {
-		m.log.Debug("mux: refused connection: "+msg, append(args, "remote", c.RemoteAddr().String(), "status", s.String())...)
+		args = append(args, "remote", c.RemoteAddr().String(), "status", s.String())
+		if s == StatusBadCookie {
+			m.warnRefused(inKey(c.RemoteAddr(), h.Addr), "mux: refused connection from a node that did not prove the cluster cookie: it is not let into the cluster (give every node the same cluster.cookie or cookie file)", args...)
+		} else {
+			m.log.Debug("mux: refused connection: "+msg, args...)
+		}
 		_, _ = c.Write([]byte{byte(s)})
 		c.Close()
+	}
+	if err == nil && len(h.Nonce) != NonceLen {
+		err = fmt.Errorf("%w: nonce of %d bytes", ErrBadHeader, len(h.Nonce))
 	}
 	if err != nil {
 		if errors.Is(err, ErrBadMagic) || errors.Is(err, ErrBadVersion) || errors.Is(err, ErrBadHeader) {
@@ -191,7 +208,27 @@ func (m *Mux) handshakeIn(c net.Conn) {
 		}
 		return
 	}
-	if subtle.ConstantTimeCompare([]byte(h.Cookie), m.cookie) != 1 {
+	// Challenge: our nonce and our proof; then the dialer's proof.
+	ns, err := newNonce()
+	if err != nil {
+		m.log.Warn("mux: refused connection", "remote", c.RemoteAddr().String(), "err", err)
+		c.Close()
+		return
+	}
+	ch := make([]byte, 0, challengeLen)
+	ch = append(ch, byte(StatusChallenge))
+	ch = append(ch, ns...)
+	ch = append(ch, proof(m.cookie, roleAcceptor, h.Stream, m.advertise, h.Addr, []byte(h.Nonce), ns)...)
+	got := make([]byte, ProofLen)
+	if _, err := c.Write(ch); err == nil {
+		_, err = io.ReadFull(c, got)
+	}
+	if err != nil {
+		m.log.Debug("mux: handshake", "remote", c.RemoteAddr().String(), "peer", h.Addr, "err", err)
+		c.Close()
+		return
+	}
+	if !hmac.Equal(got, proof(m.cookie, roleDialer, h.Stream, m.advertise, h.Addr, []byte(h.Nonce), ns)) {
 		refuse(StatusBadCookie, "bad cookie", "stream", h.Stream, "peer", h.Addr)
 		return
 	}
@@ -237,12 +274,18 @@ func (m *Mux) untrack(c *conn) {
 
 // Dial opens a connection to stream on the mux advertised at addr. timeout
 // bounds the TCP dial and the handshake together (0: HandshakeTimeout).
-// A refusal is a *RefusedError.
+// A refusal is a *RefusedError; a peer that does not prove the cookie
+// (another cookie, or not the node advertised at addr) gives an error
+// wrapping ErrPeerNotAuthenticated.
 func (m *Mux) Dial(addr, stream string, timeout time.Duration) (net.Conn, error) {
 	if timeout <= 0 {
 		timeout = HandshakeTimeout
 	}
-	hdr, err := AppendHeader(nil, Header{Stream: stream, Cookie: string(m.cookie), Addr: m.advertise})
+	nc, err := newNonce()
+	if err != nil {
+		return nil, err
+	}
+	hdr, err := AppendHeader(nil, Header{Stream: stream, Nonce: string(nc), Addr: m.advertise})
 	if err != nil {
 		return nil, err
 	}
@@ -260,17 +303,9 @@ func (m *Mux) Dial(addr, stream string, timeout time.Duration) (net.Conn, error)
 		return nil, fmt.Errorf("mux: dial %s: %w", addr, err)
 	}
 	_ = c.SetDeadline(deadline)
-	var st [1]byte
-	if _, err = c.Write(hdr); err == nil {
-		_, err = io.ReadFull(c, st[:])
-	}
-	if err != nil {
+	if err := m.authenticate(c, addr, stream, hdr, nc); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("mux: handshake with %s: %w", addr, err)
-	}
-	if Status(st[0]) != StatusOK {
-		c.Close()
-		return nil, &RefusedError{Addr: addr, Stream: stream, Status: Status(st[0])}
+		return nil, err
 	}
 	_ = c.SetDeadline(time.Time{})
 	m.mu.Lock()
@@ -285,6 +320,45 @@ func (m *Mux) Dial(addr, stream string, timeout time.Duration) (net.Conn, error)
 	tc := m.track(c, addr)
 	m.mu.Unlock()
 	return tc, nil
+}
+
+// authenticate runs the dialer's side of the handshake on c: header,
+// the acceptor's challenge checked, our proof, the final status.
+func (m *Mux) authenticate(c net.Conn, addr, stream string, hdr, nc []byte) error {
+	ch := make([]byte, challengeLen)
+	if _, err := c.Write(hdr); err != nil {
+		return fmt.Errorf("mux: handshake with %s: %w", addr, err)
+	}
+	if _, err := io.ReadFull(c, ch[:1]); err != nil {
+		return fmt.Errorf("mux: handshake with %s: %w", addr, err)
+	}
+	if Status(ch[0]) != StatusChallenge {
+		return &RefusedError{Addr: addr, Stream: stream, Status: Status(ch[0])}
+	}
+	if _, err := io.ReadFull(c, ch[1:]); err != nil {
+		return fmt.Errorf("mux: handshake with %s: %w", addr, err)
+	}
+	ns, theirs := ch[1:1+NonceLen], ch[1+NonceLen:]
+	if !hmac.Equal(theirs, proof(m.cookie, roleAcceptor, stream, addr, m.advertise, nc, ns)) {
+		// Tell it (a proof that fails, so that it logs the refusal too),
+		// never what ours would have been.
+		_, _ = c.Write(make([]byte, ProofLen))
+		m.warnRefused("out "+addr, "mux: the node dialled did not prove the cluster cookie (another cluster cookie, or not the node advertised at that address): no connection made",
+			"addr", addr, "stream", stream)
+		return fmt.Errorf("%w: %s (stream %q)", ErrPeerNotAuthenticated, addr, stream)
+	}
+	var st [1]byte
+	_, err := c.Write(proof(m.cookie, roleDialer, stream, addr, m.advertise, nc, ns))
+	if err == nil {
+		_, err = io.ReadFull(c, st[:])
+	}
+	if err != nil {
+		return fmt.Errorf("mux: handshake with %s: %w", addr, err)
+	}
+	if Status(st[0]) != StatusOK {
+		return &RefusedError{Addr: addr, Stream: stream, Status: Status(st[0])}
+	}
+	return nil
 }
 
 func (m *Mux) dialable(addr string) error {

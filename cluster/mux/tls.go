@@ -17,8 +17,8 @@ type Option func(*Mux)
 // CA is used from the next connection on) and returns the node's
 // certificate and the pool of CAs a peer's certificate must chain to
 // (see NodeTLS). The TLS handshake comes before the header: the cookie
-// and the stream name travel encrypted, and a peer without a certificate
-// of the cluster's CA never gets to present a cookie.
+// proofs and the stream name travel encrypted, and a peer without a
+// certificate of the cluster's CA never gets to the cookie exchange.
 func WithTLS(config func() (*tls.Config, error)) Option {
 	return func(m *Mux) { m.tlsConfig = config }
 }

@@ -95,8 +95,6 @@ func (n *Node) startCluster() error {
 		return fmt.Errorf("node: cluster: %w", err)
 	}
 	f.m = m
-	members := m.Members
-	n.clusterMembers.Store(&members)
 	if isUnspecified(advHost) {
 		// Bound to every address: memberlist picked the address it
 		// advertises; tell peers our listeners at that address.
@@ -110,6 +108,8 @@ func (n *Node) startCluster() error {
 	if f.raft, err = n.startRaft(f, advHost); err != nil {
 		return err
 	}
+	admitted := f.admitted
+	n.clusterMembers.Store(&admitted)
 	if err := m.SetMeta(n.clusterMeta(advHost, f.raft.mux.Addr()), time.Second); err != nil {
 		n.log.Warn("cluster: could not update metadata", "err", err)
 	}
@@ -214,8 +214,27 @@ func (n *Node) clusterFront() *clusterFrontEnd {
 	return nil
 }
 
-// Members lists the cluster's members as this node sees them, itself
-// included, sorted by name; nil when clustering is off.
+// admitted lists the gossip members that are members of the cluster:
+// this node and the metadata group's servers (meta.Group.Admitted). A
+// node in the gossip ring whose cookie or certificate the cluster refused
+// is not one.
+func (f *clusterFrontEnd) admitted() []discovery.Member {
+	ms := f.m.Members()
+	if f.raft == nil || f.raft.meta == nil {
+		return nil
+	}
+	return f.raft.meta.Admitted(ms)
+}
+
+// placeable is what placement looks at (meta.Group.Placeable): the
+// admitted members and those that are gone.
+func (f *clusterFrontEnd) placeable() []discovery.Member {
+	return f.raft.meta.Placeable(f.m.Members())
+}
+
+// Members lists the gossip ring's members as this node sees them, itself
+// included, sorted by name; nil when clustering is off. Not all of them
+// need be members of the cluster (clusterFrontEnd.admitted).
 func (n *Node) Members() []discovery.Member {
 	if c := n.clusterFront(); c != nil {
 		return c.m.Members()
@@ -232,11 +251,15 @@ func (n *Node) webCluster() web.Cluster {
 	return clusterView{n}
 }
 
-// clusterView adapts Members to web.Cluster.
+// clusterView adapts the admitted members to web.Cluster: /api/nodes
+// lists the cluster's members, not every node in the gossip ring.
 type clusterView struct{ n *Node }
 
 func (v clusterView) ClusterMembers() []web.ClusterMember {
-	ms := v.n.Members()
+	var ms []discovery.Member
+	if f := v.n.clusterFront(); f != nil {
+		ms = f.admitted()
+	}
 	out := make([]web.ClusterMember, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, web.ClusterMember{Name: m.Name, Running: m.Status == discovery.StatusAlive,

@@ -30,7 +30,9 @@ func (n *Node) startClusterQueues(f *clusterFrontEnd) {
 		return m.Dial(addr, fwdStream, d)
 	}, n.log)
 	fwd.SetMetaIndex(f.raft.meta.Applied)
-	p := placement.New(placement.Config{Self: n.nodeName(), Addr: m.Addr, Members: f.m.Members,
+	// Only members the metadata group admitted are placed on: a node in
+	// the gossip ring with another cookie or CA is never a queue's member.
+	p := placement.New(placement.Config{Self: n.nodeName(), Addr: m.Addr, Members: f.placeable,
 		Groups: f.raft.host, Remotes: fwd, Store: n.broker.MessageStore(),
 		Topology: placement.BrokerTopology{B: n.broker}, Log: n.log})
 	fg := placement.StartForgetter(placement.ForgetConfig{Self: n.nodeName(), Members: f.m.Members,

@@ -31,6 +31,7 @@ func startGossipNode(t *testing.T, set func(c *conf.Config, gossip string)) *Nod
 		c := testConfig(t)
 		g := freeGossipAddr(t)
 		c.Cluster.GossipListen, c.Cluster.RaftListen = g, "127.0.0.1:0"
+		c.Cluster.Cookie = "test-cookie"
 		set(&c, g)
 		n, err := Start(c, nil)
 		if err == nil {
@@ -104,9 +105,11 @@ func TestClusterTwoNodes(t *testing.T) {
 			t.Errorf("b's meta: %v, want amqp %s", m.Meta, b.AMQPAddr())
 		}
 	}
-	if ms := a.webCluster().ClusterMembers(); len(ms) != 2 || !ms[1].Running || ms[1].Status != "alive" {
-		t.Errorf("web members: %+v", ms)
-	}
+	// b is a member once a's metadata group added it (same cookie).
+	waitUntil(t, "b in a's web members", func() bool {
+		ms := a.webCluster().ClusterMembers()
+		return len(ms) == 2 && ms[1].Running && ms[1].Status == "alive"
+	})
 	closeNode(t, b)
 	waitMembers(t, a, map[string]discovery.Status{"a@test": discovery.StatusAlive, "b@test": discovery.StatusLeft})
 }

@@ -65,8 +65,9 @@ type raftSide struct {
 func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err error) {
 	c := n.cfg.Cluster
 	log := n.log.With("component", "cluster")
-	if c.Cookie == "" && !c.TLS.Enabled() {
-		log.Warn("cluster.cookie is empty: any host that reaches the Raft port can join the cluster's Raft traffic")
+	secret, err := clusterCookie(c, n.cfg.DataDir, log)
+	if err != nil {
+		return nil, err
 	}
 	rs := &raftSide{store: n.metaStore}
 	defer func() {
@@ -86,7 +87,7 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 		return nil, err
 	}
 	rs.certs = certs
-	if rs.mux, err = mux.Listen(listen, adv, c.Cookie, log.With("component", "mux"), opts...); err != nil {
+	if rs.mux, err = mux.Listen(listen, adv, secret, log.With("component", "mux"), opts...); err != nil {
 		return nil, fmt.Errorf("node: cluster.raft_listen: %w", err)
 	}
 	dir := filepath.Join(n.cfg.DataDir, "raft")
