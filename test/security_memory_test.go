@@ -14,6 +14,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/go-stomp/stomp/v3"
+
 	"github.com/trident-broker/trident/test/testbin"
 )
 
@@ -244,4 +246,61 @@ wait:
 	}
 	rss, _ := procRSS(p.Pid())
 	t.Logf("RSS after the alarm cleared: %d MB", rss/1_000_000)
+}
+
+// TestSecurityF10PeakBoundedSTOMP is TestSecurityF10PeakBounded with the
+// flood over STOMP (four connections, SEND without receipts, 4 KiB
+// bodies) and the slow consumer over AMQP.
+func TestSecurityF10PeakBoundedSTOMP(t *testing.T) {
+	const watermark = 400_000_000
+	port, err := testbin.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	p := testbin.Start(t, "--memory-high-watermark-bytes", strconv.Itoa(watermark), "--stomp-listen", addr)
+	_, ch := channel(t, p.AMQPURL)
+	if _, err := ch.QueueDeclare("f10s", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := slowConsumer(t, p.AMQPURL, "f10s")
+	peak := sampleRSS(p.Pid())
+	stop := make(chan struct{})
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	for range 4 {
+		nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := stomp.Connect(nc, stomp.ConnOpt.Login("guest", "guest"), stomp.ConnOpt.Host("/"), stomp.ConnOpt.HeartBeat(0, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			go func() { <-stop; nc.Close() }()
+			body := make([]byte, 4096)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := sc.Send("/amq/queue/f10s", "application/octet-stream", body); err != nil {
+					return
+				}
+				sent.Add(1)
+			}
+		}()
+	}
+	time.Sleep(5 * time.Second)
+	close(stop)
+	wg.Wait()
+	peakRSS := peak()
+	t.Logf("sent %d over STOMP; consumed %d; peak RSS %d MB, watermark %d MB", sent.Load(), got.Load(), peakRSS/1_000_000, watermark/1_000_000)
+	if peakRSS > watermark*5/4 {
+		t.Fatalf("peak RSS %d MB, more than 1.25 × the %d MB watermark\n%s", peakRSS/1_000_000, watermark/1_000_000, memoryLog(p))
+	}
 }
