@@ -98,3 +98,48 @@ func TestSecurityF16BodyGrows(t *testing.T) {
 		t.Fatalf("body of max_message_size+1: channel.close %d %q, want 406", code, text)
 	}
 }
+
+// TestSecurityF16BodyWaitsForAlarm: a body being assembled that needs more
+// memory while the memory alarm is raised waits for the alarm to clear,
+// as a publish does, then completes.
+func TestSecurityF16BodyWaitsForAlarm(t *testing.T) {
+	const size = 1 << 20
+	b := startBroker(t, func(c *conf.Config) { c.MemoryHighWatermarkPercent = 0 })
+	_, ch := channel(t, b.URL)
+	if _, err := ch.QueueDeclare("f16w", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	depth := func() int {
+		q, err := ch.QueueDeclarePassive("f16w", false, false, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q.Messages
+	}
+	c := bbDialRaw(t, b.Addr)
+	c.open(0, 0)
+	c.openChannel(1)
+	bbSendMethod(c, 1, bbMethod(60, 40, bbU16(0), bbShortStr(""), bbShortStr("f16w"), []byte{0}))
+	c.write(bbRawFrame(bbFrameHeader, 1, append(append(bbU16(60), bbU16(0)...), append(bbU64(size), bbU16(0)...)...)))
+	chunk := make([]byte, 64<<10)
+	c.write(bbRawFrame(bbFrameBody, 1, chunk))
+	time.Sleep(100 * time.Millisecond) // the first frame is in
+	alarms := b.n.Broker().Alarms()
+	alarms.Set("memory", true)
+	done := make(chan struct{})
+	go func() { // the broker stops reading: writes may block
+		defer close(done)
+		for range size/len(chunk) - 1 {
+			if _, err := c.nc.Write(bbRawFrame(bbFrameBody, 1, chunk)); err != nil {
+				return
+			}
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if n := depth(); n != 0 {
+		t.Fatalf("%d messages while the alarm is raised, want the body held back", n)
+	}
+	alarms.Set("memory", false)
+	<-done
+	waitFor(t, func() bool { return depth() == 1 })
+}
