@@ -591,8 +591,15 @@ func (c *conn) channelMethod(id uint16, m wire.Method) error {
 			}
 			return wire.NewConnectionError(wire.ChannelError, "expected 'channel.open' on channel %d", id)
 		}
-		// As RabbitMQ: channel_max limits how many channels are open at
-		// once (530 NOT_ALLOWED), not the channel numbers.
+		// The spec's usable channel numbers are 1..channel-max. RabbitMQ
+		// (3.10) opens any number and counts only the open channels;
+		// Trident refuses a number above the negotiated channel_max too,
+		// with the code RabbitMQ gives for too many channels
+		// (530 NOT_ALLOWED), so that channel_max bounds the ids a peer can
+		// make the broker track.
+		if c.channelMax != 0 && id > c.channelMax {
+			return withMethod(wire.NewConnectionError(wire.NotAllowed, "channel number %d is above the negotiated channel_max (%d)", id, c.channelMax), m)
+		}
 		c.chmu.Lock()
 		if n := len(c.channels); c.channelMax != 0 && n >= int(c.channelMax) {
 			c.chmu.Unlock()
@@ -650,6 +657,12 @@ func (c *conn) waitUnblocked() {
 		c.batch.Flush() // deliveries already made go out while this waits
 		c.waitRate()
 	}
+	c.waitAlarm()
+}
+
+// waitAlarm blocks the reader while a resource alarm is raised (see
+// waitUnblocked); it costs one atomic load when none is.
+func (c *conn) waitAlarm() {
 	alarms := c.s.b.Alarms()
 	if !alarms.Raised() {
 		return

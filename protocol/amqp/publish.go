@@ -61,7 +61,9 @@ func (ch *channel) content(f wire.Frame) error {
 			sm.Reuse(sm)
 			ch.pubMsg, ch.pubBody = &sm.Message, sm.buf[:0:size]
 		} else {
-			ch.pubMsg, ch.pubBody = new(exchange.Message), make([]byte, 0, size)
+			// The body's buffer is allocated as the body arrives (growBody),
+			// never from the declared size alone.
+			ch.pubMsg, ch.pubBody = new(exchange.Message), nil
 		}
 		if size == 0 {
 			return ch.publish()
@@ -74,11 +76,34 @@ func (ch *channel) content(f wire.Frame) error {
 	if uint64(len(ch.pubBody)+len(f.Payload)) > ch.pubSize {
 		return connErr(wire.FrameError, &ch.pub, "content body larger than the declared size %d", ch.pubSize)
 	}
+	if len(ch.pubBody)+len(f.Payload) > cap(ch.pubBody) {
+		ch.growBody(len(f.Payload))
+	}
 	ch.pubBody = append(ch.pubBody, f.Payload...)
 	if uint64(len(ch.pubBody)) == ch.pubSize {
 		return ch.publish()
 	}
 	return nil
+}
+
+// growBody makes room in the body being assembled for n more bytes. The
+// buffer doubles, up to the declared size, so it never holds more than
+// twice what has arrived: a content header that declares a large body
+// reserves nothing, and a body that arrives in one frame (the common case)
+// costs one allocation of its exact size. A body that needs more memory
+// while a resource alarm is raised waits for the alarm to clear, as a
+// publish does: the bodies being assembled are in the heap the memory
+// alarm measures, and do not grow past it.
+func (ch *channel) growBody(n int) {
+	if len(ch.pubBody) > 0 {
+		ch.c.waitAlarm() // a body that arrives in one frame does not wait twice
+	}
+	need := len(ch.pubBody) + n
+	c := uint64(max(need, 2*cap(ch.pubBody)))
+	c = min(c, ch.pubSize) // content() checked need <= pubSize
+	b := make([]byte, len(ch.pubBody), c)
+	copy(b, ch.pubBody)
+	ch.pubBody = b
 }
 
 // publish routes the message that has just been assembled.

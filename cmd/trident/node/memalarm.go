@@ -3,12 +3,15 @@ package node
 import (
 	"bufio"
 	"os"
+	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/store"
 )
 
 // memoryLimit is the byte limit of the memory alarm for cfg, 0 if none.
@@ -48,25 +51,128 @@ func totalMemory() int64 {
 	return 0
 }
 
-// memoryInUse is the memory the Go runtime holds from the OS and has not
-// released: heap, stacks and runtime structures.
-func memoryInUse(s []metrics.Sample) int64 {
-	metrics.Read(s)
-	total := int64(s[0].Value.Uint64())
-	released := int64(s[1].Value.Uint64())
-	return total - released
+// The memory alarm measures live memory: the heap the last garbage
+// collection found live, plus what the runtime holds outside the heap
+// (stacks, metadata, the unused parts of its spans). Heap that is free but
+// not yet returned to the OS, and garbage not yet collected, are not
+// counted: the alarm would otherwise stay raised for minutes after the load
+// is gone (the runtime returns free memory slowly and, with publishers
+// blocked, collects rarely). Two things keep the resident size near the
+// measure:
+//   - the runtime's soft memory limit (GOMEMLIMIT) is set to the watermark,
+//     unless the environment sets it, so that the collector runs as often
+//     as needed to keep the heap with its garbage under it (the alarm
+//     blocks publishers before what is live reaches it);
+//   - the store pages its mapped value-log files out past a share of the
+//     watermark (trimStore);
+//   - while the alarm is raised the watcher collects and returns free memory
+//     to the OS (debug.FreeOSMemory) every freeEvery, so that the measure
+//     follows what is really live and the alarm clears within seconds of the
+//     load going away.
+
+const (
+	// memCheckEvery is how often the watcher reads the runtime's metrics
+	// (a cheap read: no stop-the-world).
+	memCheckEvery = 100 * time.Millisecond
+	// freeEvery is how often a raised alarm collects and returns memory.
+	freeEvery = 2 * time.Second
+	// minSoftLimit: below this watermark (a test's way to raise the alarm
+	// at once) the runtime's soft limit is left alone.
+	minSoftLimit = 64 << 20
+)
+
+// trimStore makes the store page its value log's mapped files out of the
+// process once they hold more than an eighth of the memory limit (at least
+// 64 MiB, at most the store's default 256 MiB), looked at four times a
+// second: a backlog paged to the store then does not stay resident as
+// file-backed pages, which the process's resident size counts.
+func trimStore(o *store.BadgerOptions, limit int64) {
+	if limit <= 0 {
+		return
+	}
+	o.TrimAbove = min(max(limit/8, 64<<20), store.DefaultBadgerOptions().TrimAbove)
+	o.TrimInterval = 250 * time.Millisecond
 }
 
-// watchMemory raises and clears the broker's "memory" alarm every second
-// until stop is closed. It clears at 95% of the limit, so that it does not
-// flap around the watermark. Past paging (if not 0) it sets the core's
-// memory pressure, under which queues page out at once.
+// memSamples are the runtime metrics memoryInUse reads, in this order.
+var memSamples = []string{
+	"/memory/classes/total:bytes",
+	"/memory/classes/heap/released:bytes",
+	"/memory/classes/heap/free:bytes",
+	"/memory/classes/heap/objects:bytes",
+	"/gc/heap/live:bytes",
+}
+
+// memoryInUse is the live memory of the process as the alarm measures it:
+// everything the runtime holds from the OS but free heap and garbage.
+func memoryInUse(s []metrics.Sample) int64 {
+	metrics.Read(s)
+	v := func(i int) int64 { return int64(s[i].Value.Uint64()) }
+	total, released, free, objects, live := v(0), v(1), v(2), v(3), v(4)
+	garbage := max(objects-live, 0)
+	return total - released - free - garbage
+}
+
+// softLimits are the soft memory limits the nodes of this process asked
+// for; the runtime's is the largest of them, and goes back to what it was
+// when the last node stops.
+var softLimits struct {
+	sync.Mutex
+	active map[*int64]int64
+	before int64
+}
+
+// setSoftLimit sets the runtime's soft memory limit to at least limit
+// until the returned function is called; it does nothing if the
+// environment sets GOMEMLIMIT or limit is under minSoftLimit.
+func setSoftLimit(limit int64) (restore func()) {
+	if os.Getenv("GOMEMLIMIT") != "" || limit < minSoftLimit {
+		return func() {}
+	}
+	key := new(int64)
+	apply := func() {
+		if len(softLimits.active) == 0 {
+			debug.SetMemoryLimit(softLimits.before)
+			softLimits.active = nil
+			return
+		}
+		var m int64
+		for _, l := range softLimits.active {
+			m = max(m, l)
+		}
+		debug.SetMemoryLimit(m)
+	}
+	softLimits.Lock()
+	if softLimits.active == nil {
+		softLimits.active = map[*int64]int64{}
+		softLimits.before = debug.SetMemoryLimit(-1)
+	}
+	softLimits.active[key] = limit
+	apply()
+	softLimits.Unlock()
+	return func() {
+		softLimits.Lock()
+		delete(softLimits.active, key)
+		apply()
+		softLimits.Unlock()
+	}
+}
+
+// watchMemory raises and clears the broker's "memory" alarm until stop is
+// closed. It clears at 95% of the limit, so that it does not flap around
+// the watermark. Past paging (if not 0) it sets the core's memory
+// pressure, under which queues page out at once.
 func watchMemory(b *exchange.Broker, limit, paging int64, stop <-chan struct{}, log interface{ Warn(string, ...any) }) {
+	defer setSoftLimit(limit)()
 	alarms := b.Alarms()
-	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
-	t := time.NewTicker(time.Second)
+	s := make([]metrics.Sample, len(memSamples))
+	for i, name := range memSamples {
+		s[i].Name = name
+	}
+	t := time.NewTicker(memCheckEvery)
 	defer t.Stop()
 	raised, pressed := false, false
+	var freed time.Time
 	for {
 		used := memoryInUse(s)
 		switch {
@@ -87,6 +193,12 @@ func watchMemory(b *exchange.Broker, limit, paging int64, stop <-chan struct{}, 
 			raised = false
 			log.Warn("memory alarm cleared", "used", used, "limit", limit)
 			alarms.Set("memory", false)
+		case raised && time.Since(freed) >= freeEvery:
+			// Collect what the load left behind and give it back: the
+			// measure then drops as soon as the memory is no longer live.
+			debug.FreeOSMemory()
+			freed = time.Now()
+			continue
 		}
 		select {
 		case <-stop:
