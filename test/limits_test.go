@@ -20,13 +20,14 @@ import (
 func TestConnectionLimitsAcrossProtocols(t *testing.T) {
 	b := startBroker(t, allProtocols, func(c *conf.Config) { c.Limits.MaxConnectionsPerUser = 2 })
 	first := dial(t, b.URL)
-	m := dial3(t, "tcp://"+b.mqttAddr(), "limit-1", true)
+	asGuest := func(o *mqttOpts) { o.SetUsername("guest").SetPassword("guest") }
+	m := dial3(t, "tcp://"+b.mqttAddr(), "limit-1", true, asGuest)
 
 	_, err := amqp.Dial(b.URL)
 	if amqpCode(err) != amqp.NotAllowed || !strings.Contains(err.Error(), "connection limit (2) is reached") {
 		t.Fatalf("third connection (AMQP): %v, want 530 NOT_ALLOWED connection limit", err)
 	}
-	if _, err := tryDial3("tcp://"+b.mqttAddr(), "limit-2", true); err == nil {
+	if _, err := tryDial3("tcp://"+b.mqttAddr(), "limit-2", true, asGuest); err == nil {
 		t.Fatal("third connection (MQTT) accepted")
 	}
 	nc := stTransports[0].dial(t, b)
