@@ -39,6 +39,9 @@ type listenerJSON struct {
 
 func (s *Server) listenerOf(node string, l Listener) listenerJSON {
 	h, p := splitHostPort(l.Addr.String())
+	if h == "" { // every address, as a listen address ":port" resolves
+		h = "::"
+	}
 	opts := l.SocketOpts
 	if opts == nil {
 		opts = map[string]any{}
