@@ -120,6 +120,10 @@ func remoteMemberJSON(m ClusterMember) map[string]any {
 	for k, v := range m.Meta {
 		j[k+"_addr"] = v
 	}
+	j["listeners"] = []listenerJSON{}
+	if m.Running {
+		j["listeners"] = remoteListeners(m) // health_listeners.go
+	}
 	return j
 }
 

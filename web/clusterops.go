@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/trident-broker/trident/auth"
@@ -77,7 +78,7 @@ func (s *Server) clusterOpsRoutes(m func(string, access, handler)) {
 func (s *Server) quorumCriticalHealth(w http.ResponseWriter, r *http.Request, u *auth.User) {
 	qc, okQ := s.cluster.(QuorumCritic)
 	if !okQ {
-		ok(w, r, u)
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "reason": "single node cluster"})
 		return
 	}
 	crit := qc.QuorumCritical()
@@ -87,8 +88,10 @@ func (s *Server) quorumCriticalHealth(w http.ResponseWriter, r *http.Request, u 
 	}
 	queues := make([]map[string]any, 0, len(crit))
 	for _, q := range crit {
-		queues = append(queues, map[string]any{"name": q.Name, "virtual_host": q.VHost, "type": "quorum",
-			"members": q.Members, "online": q.Online})
+		queues = append(queues, map[string]any{
+			"name": q.Name, "virtual_host": q.VHost, "type": "quorum", "members": q.Members, "online": q.Online,
+			"readable_name": fmt.Sprintf("queue '%s' in vhost '%s'", q.Name, q.VHost), // as RabbitMQ's
+		})
 	}
 	writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "failed",
 		"reason": "There are quorum queues that would lose their quorum if the target node is shut down",

@@ -29,25 +29,6 @@ var exchangeTypes = []map[string]any{
 	{"name": "x-delayed-message", "description": "Delayed Message Exchange.", "enabled": true},
 }
 
-type listenerJSON struct {
-	Node      string `json:"node"`
-	Protocol  string `json:"protocol"`
-	IPAddress string `json:"ip_address"`
-	Port      int    `json:"port"`
-}
-
-func (s *Server) listenersJSON() []listenerJSON {
-	out := []listenerJSON{}
-	for _, l := range s.listeners() {
-		if l.Addr == nil {
-			continue
-		}
-		h, p := splitHostPort(l.Addr.String())
-		out = append(out, listenerJSON{Node: s.node, Protocol: l.Protocol, IPAddress: h, Port: p})
-	}
-	return out
-}
-
 // totals counts the objects and messages of the vhosts u sees.
 type totals struct {
 	queues, exchanges, consumers int
@@ -106,7 +87,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, u *auth.User) 
 			"exchanges": t.exchanges, "queues": t.queues, "consumers": t.consumers},
 		"statistics_db_event_queue": 0,
 		"node":                      s.node,
-		"listeners":                 s.listenersJSON(),
+		"listeners":                 s.clusterListenersJSON(),
 		"contexts":                  []map[string]any{{"node": s.node, "description": "RabbitMQ Management", "path": "/", "port": strconv.Itoa(s.httpPort())}},
 	})
 }
@@ -166,6 +147,7 @@ func (s *Server) nodeJSON() map[string]any {
 		"partitions": []any{}, "applications": []any{}, "enabled_plugins": []string{"rabbitmq_management", "rabbitmq_prometheus"},
 		"exchange_types": exchangeTypes, "being_drained": false, "rates_mode": "basic", "net_ticktime": 60,
 		"config_files": []any{}, "log_files": []any{}, "cluster_links": []any{},
+		"listeners": s.listenersJSON(), // Trident's: RabbitMQ lists them in /api/overview only
 	}
 }
 
@@ -220,84 +202,6 @@ func rss() int64 {
 }
 
 // listNodes and getNode (/api/nodes): see cluster.go.
-
-// --- health checks ---
-
-// alarmsHealth fails with 503 while a resource alarm is raised.
-func (s *Server) alarmsHealth(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	var active []string
-	if a, okA := s.core.(interface{ Alarms() *exchange.Alarms }); okA && a.Alarms() != nil {
-		active = a.Alarms().Active()
-	}
-	if len(active) == 0 {
-		ok(w, r, u)
-		return
-	}
-	alarms := make([]map[string]string, 0, len(active))
-	for _, a := range active {
-		alarms = append(alarms, map[string]string{"node": s.node, "resource": a})
-	}
-	writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "failed",
-		"reason": "resource alarm(s) in effect in the cluster", "alarms": alarms})
-}
-
-// storedMessagesHealth fails with 503 once a queue found stored messages
-// it could not read back (a record that does not decode): Trident's own
-// check, RabbitMQ has none.
-func (s *Server) storedMessagesHealth(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	var bad map[string]int
-	if c, okC := s.core.(interface{ UnreadableMessages() map[string]int }); okC {
-		bad = c.UnreadableMessages()
-	}
-	if len(bad) == 0 {
-		ok(w, r, u)
-		return
-	}
-	writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "failed",
-		"reason": "stored messages could not be read (see the log)", "queues": bad})
-}
-
-func ok(w http.ResponseWriter, _ *http.Request, _ *auth.User) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-}
-
-func (s *Server) portListener(w http.ResponseWriter, r *http.Request, _ *auth.User) {
-	port, err := strconv.Atoi(pathValue(r, "port"))
-	if err != nil {
-		badRequest(w, "invalid port")
-		return
-	}
-	ports := []int{}
-	for _, l := range s.listenersJSON() {
-		if l.Port == port {
-			writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "port": port})
-			return
-		}
-		ports = append(ports, l.Port)
-	}
-	writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "failed", "reason": "No active listener",
-		"missing": port, "ports": ports})
-}
-
-func (s *Server) protocolListener(w http.ResponseWriter, r *http.Request, _ *auth.User) {
-	p := pathValue(r, "protocol")
-	protos := []string{}
-	for _, l := range s.listenersJSON() {
-		if l.Protocol == p {
-			writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "protocol": p})
-			return
-		}
-		protos = append(protos, l.Protocol)
-	}
-	writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "failed", "reason": "No active listener",
-		"missing": p, "protocols": protos})
-}
-
-// virtualHostsHealth fails when a vhost is not running; every vhost of a
-// single node is.
-func (s *Server) virtualHostsHealth(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	ok(w, r, u)
-}
 
 // aliveness declares the queue aliveness-test in the vhost, publishes a
 // message to it and gets it back, as RabbitMQ does.

@@ -104,14 +104,8 @@ func (s *Server) routes() {
 	m("GET /api/definitions/{vhost}", adm, s.getVHostDefinitions)
 	m("POST /api/definitions/{vhost}", adm, s.postDefinitions(true))
 
-	m("GET /api/health/checks/alarms", mon, s.alarmsHealth)
-	m("GET /api/health/checks/local-alarms", mon, s.alarmsHealth)
-	m("GET /api/health/checks/virtual-hosts", mon, s.virtualHostsHealth)
-	m("GET /api/health/checks/stored-messages", mon, s.storedMessagesHealth)
-	s.clusterOpsRoutes(m) // clusterops.go: node-is-quorum-critical, forget a node, rebalance
-	m("GET /api/health/checks/node-is-mirror-sync-critical", mon, ok)
-	m("GET /api/health/checks/port-listener/{port}", mon, s.portListener)
-	m("GET /api/health/checks/protocol-listener/{protocol}", mon, s.protocolListener)
+	s.healthRoutes(m, mon) // health.go
+	s.clusterOpsRoutes(m)  // clusterops.go: node-is-quorum-critical, forget a node, rebalance
 	m("GET /api/aliveness-test/{vhost}", mg, s.aliveness)
 	// Other paths, /api/ ones included, go to the UI's handler at "/",
 	// which answers unknown /api/ paths with the API's JSON 404.

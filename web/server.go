@@ -36,13 +36,6 @@ type Core interface {
 	SetVHostMetadata(name, description string, tags []string) error
 }
 
-// Listener is one protocol listener, for /api/overview and the
-// port-listener health check.
-type Listener struct {
-	Protocol string // "amqp", "mqtt", "stomp", "http", "prometheus", ...
-	Addr     net.Addr
-}
-
 // Options configure the API.
 type Options struct {
 	Users *auth.Users

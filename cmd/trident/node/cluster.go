@@ -33,7 +33,6 @@ const leaveTimeout = 2 * time.Second
 // clusterFrontEnd is the node's membership in the cluster.
 type clusterFrontEnd struct {
 	m    *discovery.Membership
-	addr net.Addr  // the gossip listener, for /api/overview's listeners
 	raft *raftSide // nil until started
 	// queues places durable queues (cluster/placement, wired in
 	// cluster_queues.go).
@@ -102,12 +101,19 @@ func (n *Node) startCluster() error {
 			advHost = h
 		}
 	}
-	f.addr, _ = net.ResolveTCPAddr("tcp", c.GossipListen)
+	if a, err := net.ResolveTCPAddr("tcp", c.GossipListen); err == nil {
+		n.served.add(web.Listener{Protocol: "clustering", Addr: a, SocketOpts: map[string]any{"role": "gossip"}})
+	}
 	n.frontEnds = append(n.frontEnds, f)
 	n.log.Info("cluster membership started", "node", dc.NodeName, "gossip", c.GossipListen, "join", c.Join)
 	if f.raft, err = n.startRaft(f, advHost); err != nil {
 		return err
 	}
+	inter := web.Listener{Protocol: "clustering", Addr: f.raft.mux.BoundAddr(), SocketOpts: map[string]any{"role": "inter-node"}}
+	if t := c.TLS; t.Enabled() { // mutual TLS between nodes (cluster_security.go)
+		inter.CertFile, inter.CAFile = t.CertFile, t.CAFile
+	}
+	n.served.add(inter)
 	admitted := f.admitted
 	n.clusterMembers.Store(&admitted)
 	if err := m.SetMeta(n.clusterMeta(advHost, f.raft.mux.Addr()), time.Second); err != nil {
@@ -195,15 +201,6 @@ func (f *clusterFrontEnd) Shutdown(ctx context.Context) error {
 
 func (f *clusterFrontEnd) ListConnections() []web.ConnectionInfo    { return nil }
 func (f *clusterFrontEnd) CloseConnection(name, reason string) bool { return false }
-
-// Addrs lists the gossip listener, as RabbitMQ lists its "clustering"
-// listener.
-func (f *clusterFrontEnd) Addrs() []net.Addr {
-	if f.addr == nil {
-		return nil
-	}
-	return []net.Addr{f.addr}
-}
 
 func (n *Node) clusterFront() *clusterFrontEnd {
 	for _, f := range n.frontEnds {

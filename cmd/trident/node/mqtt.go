@@ -107,6 +107,7 @@ func (n *Node) startMQTT() error {
 				n.log.Error("mqtt websocket listener stopped", "err", err)
 			}
 		}()
+		n.serve("http/web-mqtt", f.wsLn.Addr())
 		n.log.Info("listening", "protocol", "mqtt-ws", "addr", f.wsLn.Addr().String())
 	}
 	if f.ln != nil {
@@ -117,6 +118,7 @@ func (n *Node) startMQTT() error {
 				n.log.Error("mqtt listener stopped", "err", err)
 			}
 		}()
+		n.serve("mqtt", f.ln.Addr())
 		n.log.Info("listening", "protocol", "mqtt", "addr", f.ln.Addr().String())
 	} else {
 		close(f.served)

@@ -68,6 +68,8 @@ type Node struct {
 
 	tls tlsState // the TLS listeners (tls.go)
 
+	served servedListeners // what the API lists (listeners.go)
+
 	stopWatch chan struct{} // stops the memory and disk alarms' watchers
 
 	audit       *slog.Logger // audit records; nil when audit.file is empty
@@ -312,6 +314,7 @@ func (n *Node) startAMQP() error {
 		}
 		n.amqpServed <- err
 	}()
+	n.serve("amqp", ln.Addr())
 	return nil
 }
 
@@ -342,6 +345,7 @@ func (n *Node) Close(ctx context.Context) error {
 
 func (n *Node) close(ctx context.Context) error {
 	var errs []error
+	n.served.clear()
 	if n.stopWatch != nil {
 		close(n.stopWatch)
 	}

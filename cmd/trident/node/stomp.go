@@ -57,6 +57,7 @@ func (n *Node) startSTOMP() error {
 			}
 			f.served <- err
 		}()
+		n.serve("stomp", ln.Addr())
 		n.log.Info("listening", "protocol", "stomp", "addr", ln.Addr().String())
 	} else {
 		f.served <- nil
@@ -78,6 +79,7 @@ func (n *Node) startSTOMP() error {
 				n.log.Error("web-stomp listener stopped", "err", err)
 			}
 		}()
+		n.serve("http/web-stomp", ln.Addr())
 		n.log.Info("listening", "protocol", "web-stomp", "addr", ln.Addr().String())
 	}
 	n.frontEnds = append(n.frontEnds, f)

@@ -110,6 +110,7 @@ func (n *Node) startTLS() error {
 		}
 		t.lns = append(t.lns, tlsListener{key: key, protocol: protocol, raw: raw})
 		serve(tls.NewListener(raw, tc))
+		n.serveTLS(protocol, raw.Addr())
 		n.log.Info("listening", "protocol", protocol, "addr", raw.Addr().String())
 		return nil
 	}

@@ -56,6 +56,7 @@ func (n *Node) startHTTP() error {
 			n.log.Error("http listener stopped", "err", err)
 		}
 	}()
+	n.serve("http", ln.Addr())
 	n.log.Info("listening", "protocol", "http", "addr", ln.Addr().String())
 	return nil
 }
@@ -80,6 +81,7 @@ func (n *Node) startMetrics() error {
 			n.log.Error("prometheus listener stopped", "err", err)
 		}
 	}()
+	n.serve("http/prometheus", ln.Addr())
 	n.log.Info("listening", "protocol", "prometheus", "addr", ln.Addr().String())
 	return nil
 }
@@ -91,33 +93,6 @@ func (n *Node) MetricsAddr() net.Addr {
 		return nil
 	}
 	return n.metricsLn.Addr()
-}
-
-// listeners names the open listeners for the API (overview, health).
-func (n *Node) listeners() []web.Listener {
-	var out []web.Listener
-	if n.amqpLn != nil {
-		out = append(out, web.Listener{Protocol: "amqp", Addr: n.amqpLn.Addr()})
-	}
-	if n.httpLn != nil {
-		out = append(out, web.Listener{Protocol: "http", Addr: n.httpLn.Addr()})
-	}
-	if n.metricsLn != nil {
-		out = append(out, web.Listener{Protocol: "http/prometheus", Addr: n.metricsLn.Addr()})
-	}
-	if t := n.tls.get(); t != nil {
-		for _, l := range t.lns {
-			out = append(out, web.Listener{Protocol: l.protocol, Addr: l.raw.Addr()})
-		}
-	}
-	for _, f := range n.frontEnds {
-		if l, ok := f.(interface{ Addrs() []net.Addr }); ok {
-			for _, a := range l.Addrs() {
-				out = append(out, web.Listener{Protocol: f.Name(), Addr: a})
-			}
-		}
-	}
-	return out
 }
 
 // importDefinitions loads a definitions.json file (RabbitMQ's format) at
