@@ -161,3 +161,14 @@ func TestSecurityF15Names(t *testing.T) {
 	}
 	admin.expect(201, "PUT", "/api/queues/va/"+strings.Repeat("%C3%A9", 127), map[string]any{})
 }
+
+// TestSecurityAlivenessPermission: the aliveness test declares, publishes
+// and gets on the user's behalf, so it needs the user's permissions on the
+// queue aliveness-test and the default exchange, as RabbitMQ's (which runs
+// it on the user's own channel).
+func TestSecurityAlivenessPermission(t *testing.T) {
+	_, admin, u1 := restrictedVHost(t)
+	u1.expect(401, "GET", "/api/aliveness-test/va", nil)
+	admin.expect(404, "GET", "/api/queues/va/aliveness-test", nil)
+	admin.expect(200, "GET", "/api/aliveness-test/va", nil)
+}

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"net/http"
 	"os"
 	"runtime"
@@ -204,7 +205,8 @@ func rss() int64 {
 // listNodes and getNode (/api/nodes): see cluster.go.
 
 // aliveness declares the queue aliveness-test in the vhost, publishes a
-// message to it and gets it back, as RabbitMQ does.
+// message to it and gets it back, as RabbitMQ does, with u's permissions
+// (configure and read on the queue, write on the default exchange).
 func (s *Server) aliveness(w http.ResponseWriter, r *http.Request, u *auth.User) {
 	v, okv := s.writeVHost(w, r, u)
 	if !okv {
@@ -214,8 +216,19 @@ func (s *Server) aliveness(w http.ResponseWriter, r *http.Request, u *auth.User)
 	fail := func(reason string) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "failed", "reason": reason})
 	}
-	if _, err := v.DeclareQueue(q, exchange.QueueOpts{}); err != nil {
-		fail(errText(err))
+	// As RabbitMQ, on the user's own channel: its permissions on the
+	// queue and the default exchange apply.
+	as := s.actor(u)
+	if err := errors.Join(as.CheckWrite(v.Name(), exchange.ResourceExchange, ""), as.CheckRead(v.Name(), exchange.ResourceQueue, q)); err != nil {
+		accessRefused(w)
+		return
+	}
+	if _, err := v.Do(as, exchange.QueueDeclare{Name: q}); err != nil {
+		if errors.Is(err, auth.ErrAccessRefused) {
+			accessRefused(w)
+		} else {
+			fail(errText(err))
+		}
 		return
 	}
 	if _, err := v.Publish(&exchange.Message{RoutingKey: q, Body: []byte("test_message")}, exchange.PublishOpts{}); err != nil {
