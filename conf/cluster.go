@@ -74,6 +74,9 @@ type Cluster struct {
 	ProbeInterval    time.Duration `yaml:"probe_interval"`
 	ProbeTimeout     time.Duration `yaml:"probe_timeout"`
 	SuspicionMult    int           `yaml:"suspicion_mult"`
+
+	// Discovery finds seeds in DNS besides Join (cluster_discovery.go).
+	Discovery ClusterDiscovery `yaml:"discovery"`
 }
 
 // DefaultCluster returns the cluster defaults: clustering off, node name
@@ -150,6 +153,7 @@ func (c *Config) validateCluster() []error {
 	if cl.NodeName == "" {
 		bad("cluster.node_name", "must not be empty")
 	}
+	errs = append(errs, c.validateDiscovery(cl.Enabled())...)
 	if !cl.Enabled() {
 		if len(cl.Join) > 0 {
 			bad("cluster.join", "needs cluster.gossip_listen (clustering is off)")
