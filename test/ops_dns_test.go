@@ -175,10 +175,18 @@ func TestOpsDNSDiscovery(t *testing.T) {
 		return code == 200
 	})
 
-	// A node started later, in DNS only once it runs.
+	// A node started later, as a pod that DNS publishes only once it is
+	// ready: it finds the others through the name and joins the cluster
+	// while its own address is not in DNS yet; published, it stays one
+	// member.
 	nodes[3] = dnsNode(t, dir, 3, net.JoinHostPort(ips[3], port), 3, flags...)
-	srv.SetAddrs(name, ips...)
 	for _, nd := range nodes {
 		waitNodes(t, nd.web, viewOf(nodes...), 60*time.Second)
+	}
+	srv.SetAddrs(name, ips...)
+	q := srv.Queries(name)
+	eventually(t, 10*time.Second, "the nodes to resolve the name again", func() bool { return srv.Queries(name) >= q+8 })
+	for _, nd := range nodes {
+		waitNodes(t, nd.web, viewOf(nodes...), 10*time.Second)
 	}
 }

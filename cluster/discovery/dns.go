@@ -113,7 +113,18 @@ func (d *DNSResolver) Seeds(ctx context.Context, port int) ([]string, error) {
 	if len(out) == 0 && err == nil {
 		err = ErrNoDNSSeeds
 	}
-	return out, err
+	return out, d.named(err)
+}
+
+// named makes a lookup error name the server asked: Go's resolver names
+// the system's first name server even when Dial sent the query to
+// DNSConfig.Server.
+func (d *DNSResolver) named(err error) error {
+	var de *net.DNSError
+	if d.c.Server != "" && errors.As(err, &de) {
+		de.Server = d.c.Server
+	}
+	return err
 }
 
 // addrs appends host's addresses with port to out (up to maxDNSSeeds).
