@@ -133,20 +133,21 @@ func viewOf(nodes ...*cnode) string {
 // is NXDOMAIN while they start (each keeps asking), then gets their
 // addresses one by one: they form one cluster, and each node's
 // /api/nodes lists the three. A fourth node started later on 127.0.0.5,
-// whose address DNS publishes only after it has started, joins it.
+// whose address DNS publishes only after it has joined, joins it, and
+// so does a fifth started with bootstrap_expect 0.
 func TestOpsDNSDiscovery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process cluster test")
 	}
 	srv := dnstest.New(t)
 	const name = "trident.default.svc.cluster.test"
-	ips := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"}
+	ips := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"}
 	port := strconv.Itoa(commonGossipPort(t, ips...))
 	flags := []string{"--cluster-discovery-dns-name", name, "--cluster-discovery-dns-server", srv.Addr,
 		"--cluster-discovery-interval", "200ms", "--cluster-discovery-settled-interval", "1s"}
 
 	dir := t.TempDir()
-	nodes := make([]*cnode, 4)
+	nodes := make([]*cnode, 5)
 	t.Cleanup(func() { stopDNSNodes(t, nodes) })
 	for i := range 3 {
 		nodes[i] = dnsNode(t, dir, i, net.JoinHostPort(ips[i], port), 3, flags...)
@@ -180,6 +181,14 @@ func TestOpsDNSDiscovery(t *testing.T) {
 	// while its own address is not in DNS yet; published, it stays one
 	// member.
 	nodes[3] = dnsNode(t, dir, 3, net.JoinHostPort(ips[3], port), 3, flags...)
+	for _, nd := range nodes[:4] {
+		waitNodes(t, nd.web, viewOf(nodes[:4]...), 60*time.Second)
+	}
+	srv.SetAddrs(name, ips[:4]...)
+	// One more with bootstrap_expect 0: with discovery it waits to be
+	// added to the cluster it finds (as with --join), rather than found
+	// a cluster of its own.
+	nodes[4] = dnsNode(t, dir, 4, net.JoinHostPort(ips[4], port), 0, flags...)
 	for _, nd := range nodes {
 		waitNodes(t, nd.web, viewOf(nodes...), 60*time.Second)
 	}
