@@ -192,6 +192,14 @@ func TestOpsDNSDiscovery(t *testing.T) {
 	for _, nd := range nodes {
 		waitNodes(t, nd.web, viewOf(nodes...), 60*time.Second)
 	}
+	// The listing alone does not tell whether it first founded a group of
+	// its own (seen in a run without discovery counting as seeds): its
+	// log does.
+	if b, err := os.ReadFile(nodes[4].p.LogPath); err != nil {
+		t.Fatal(err)
+	} else if !strings.Contains(string(b), "waits to be added by the cluster's leader") || strings.Contains(string(b), "bootstrapped alone") {
+		t.Errorf("node 4 did not wait to be added:\n%s", b)
+	}
 	srv.SetAddrs(name, ips...)
 	q := srv.Queries(name)
 	eventually(t, 10*time.Second, "the nodes to resolve the name again", func() bool { return srv.Queries(name) >= q+8 })
