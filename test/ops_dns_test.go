@@ -207,3 +207,31 @@ func TestOpsDNSDiscovery(t *testing.T) {
 		waitNodes(t, nd.web, viewOf(nodes...), 10*time.Second)
 	}
 }
+
+// TestOpsDNSDiscoverySRV: three nodes on 127.0.0.1, each on its own
+// gossip port, find each other through SRV records (a headless
+// service's named port), published one by one while they run.
+func TestOpsDNSDiscoverySRV(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process cluster test")
+	}
+	srv := dnstest.New(t)
+	const name = "_gossip._tcp.trident.default.svc.cluster.test"
+	flags := []string{"--cluster-discovery-srv", name, "--cluster-discovery-dns-server", srv.Addr,
+		"--cluster-discovery-interval", "200ms", "--cluster-discovery-settled-interval", "1s"}
+	dir := t.TempDir()
+	nodes := make([]*cnode, 3)
+	t.Cleanup(func() { stopDNSNodes(t, nodes) })
+	var recs []dnstest.SRV
+	for i := range nodes {
+		p := freeTCPUDPPort(t)
+		nodes[i] = dnsNode(t, dir, i, net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), 3, flags...)
+		target := fmt.Sprintf("trident-%d.trident.default.svc.cluster.test", i)
+		srv.SetAddrs(target, "127.0.0.1")
+		recs = append(recs, dnstest.SRV{Target: target, Port: uint16(p)})
+		srv.SetSRV(name, recs...)
+	}
+	for _, nd := range nodes {
+		waitNodes(t, nd.web, viewOf(nodes...), 60*time.Second)
+	}
+}
