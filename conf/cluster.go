@@ -45,8 +45,8 @@ type Cluster struct {
 	// BootstrapExpect: with N > 0 a node without cluster state waits until
 	// N members are alive and then forms the metadata group with them
 	// (start exactly N nodes with the same value). With 0, a node without
-	// join seeds forms a cluster of its own, and a node with seeds waits to
-	// be added by the cluster's leader.
+	// join seeds or discovery forms a cluster of its own, and a node with
+	// them waits to be added by the cluster's leader.
 	BootstrapExpect int `yaml:"bootstrap_expect"`
 	// Cookie is the cluster's shared secret (RabbitMQ's Erlang cookie):
 	// every inter-node connection proves it knows it. Every node must have
