@@ -45,8 +45,8 @@ type Cluster struct {
 	// BootstrapExpect: with N > 0 a node without cluster state waits until
 	// N members are alive and then forms the metadata group with them
 	// (start exactly N nodes with the same value). With 0, a node without
-	// join seeds forms a cluster of its own, and a node with seeds waits to
-	// be added by the cluster's leader.
+	// join seeds or discovery forms a cluster of its own, and a node with
+	// them waits to be added by the cluster's leader.
 	BootstrapExpect int `yaml:"bootstrap_expect"`
 	// Cookie is the cluster's shared secret (RabbitMQ's Erlang cookie):
 	// every inter-node connection proves it knows it. Every node must have
@@ -74,6 +74,9 @@ type Cluster struct {
 	ProbeInterval    time.Duration `yaml:"probe_interval"`
 	ProbeTimeout     time.Duration `yaml:"probe_timeout"`
 	SuspicionMult    int           `yaml:"suspicion_mult"`
+
+	// Discovery finds seeds in DNS besides Join (cluster_discovery.go).
+	Discovery ClusterDiscovery `yaml:"discovery"`
 }
 
 // DefaultCluster returns the cluster defaults: clustering off, node name
@@ -150,6 +153,7 @@ func (c *Config) validateCluster() []error {
 	if cl.NodeName == "" {
 		bad("cluster.node_name", "must not be empty")
 	}
+	errs = append(errs, c.validateDiscovery(cl.Enabled())...)
 	if !cl.Enabled() {
 		if len(cl.Join) > 0 {
 			bad("cluster.join", "needs cluster.gossip_listen (clustering is off)")

@@ -47,6 +47,9 @@ type Config struct {
 	// the first sends, every one is accepted; a member without one of
 	// them can neither join nor be heard. Each is 16, 24 or 32 bytes.
 	GossipKeys [][]byte
+	// DNS, if enabled, finds more seeds in DNS while the node runs
+	// (dns.go, seeds.go); Join's seeds are joined along with them.
+	DNS DNSConfig
 }
 
 // Default returns a configuration with the defaults filled in; NodeName
@@ -91,6 +94,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%w: join %q: %v", ErrBadAddr, j, err))
 		}
 	}
+	errs = append(errs, c.DNS.validate()...)
 	if len(encodeMeta(c.Meta)) > memberlist.MetaMaxSize {
 		errs = append(errs, ErrMetaTooLong)
 	}

@@ -9,6 +9,20 @@
 //     answers, Start still succeeds and keeps retrying in the background
 //     (every Config.RetryJoinInterval) until one join succeeds, so nodes of
 //     a cluster may be started in any order.
+//   - With Config.DNS set (dns.go, seeds.go), seeds also come from DNS: a
+//     name's A/AAAA records (each address with DNSConfig.Port, or the
+//     node's own gossip port) or an SRV name's records (each target's
+//     addresses with the record's port), asked of DNSConfig.Server or the
+//     system's resolver, never cached. Start returns without waiting for
+//     DNS; a goroutine resolves at once, then every Interval while fewer
+//     than max(Expect, 2) members are alive and every SettledInterval
+//     afterwards, for as long as the node runs. Each round joins the
+//     resolved seeds and Config.Join's, leaving out this node's own
+//     addresses (the advertised one, and the bound address or, bound to
+//     every address, each local IP, at its gossip port) and alive
+//     members' addresses. A failed lookup (NXDOMAIN, no address, a
+//     server that does not answer within 5s) is retried at the next
+//     round; it is logged when the outcome changes, not every round.
 //   - Members lists every node this node has seen since Start, itself
 //     included, sorted by name, each with its gossip address, its metadata
 //     and a Status: alive, dead (failed: memberlist's suspicion ran out

@@ -35,6 +35,7 @@ type Membership struct {
 	shutdown bool
 
 	events   *eventQueue
+	seeds    *seedLoop // nil without Config.DNS
 	stop     chan struct{}
 	retryers sync.WaitGroup
 	downOnce sync.Once
@@ -80,7 +81,9 @@ func Start(cfg Config, log *slog.Logger) (*Membership, error) {
 		return nil, fmt.Errorf("discovery: start gossip on %s:%d: %w", mc.BindAddr, mc.BindPort, err)
 	}
 	m.ml = ml
-	if len(cfg.Join) > 0 {
+	if cfg.DNS.Enabled() {
+		m.startSeedLoop(cfg) // joins Join's seeds as well
+	} else if len(cfg.Join) > 0 {
 		if n, err := ml.Join(cfg.Join); n == 0 {
 			log.Warn("cluster join reached no seed; retrying in the background",
 				"seeds", cfg.Join, "every", cfg.RetryJoinInterval, "err", err)

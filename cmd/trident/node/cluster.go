@@ -65,6 +65,7 @@ func (n *Node) startCluster() error {
 	dc.BindAddr = host // "" binds every address
 	dc.BindPort = port
 	dc.Join = c.Join
+	dc.DNS = discovery.DNSConfig{Name: c.Discovery.DNSName, SRV: c.Discovery.SRV, Port: c.Discovery.Port, Server: c.Discovery.DNSServer, Interval: c.Discovery.Interval, SettledInterval: c.Discovery.SettledInterval, Expect: c.BootstrapExpect}
 	advHost := host
 	if c.AdvertiseAddr != "" {
 		ip, p, err := conf.ParseAdvertise(c.AdvertiseAddr)

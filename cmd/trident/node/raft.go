@@ -131,7 +131,7 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 				log.Error("metadata group bootstrap", "err", err)
 			}
 		}()
-	case len(c.Join) == 0:
+	case len(c.Join) == 0 && !c.Discovery.Enabled():
 		log.Info("metadata group bootstrapped alone (no cluster.join, no bootstrap_expect)")
 		if err := rs.meta.Bootstrap([]raft.Server{rs.host.Self()}); err != nil {
 			return nil, fmt.Errorf("node: metadata group bootstrap: %w", err)
