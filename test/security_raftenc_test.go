@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"sync"
@@ -11,6 +12,11 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/trident-broker/trident/cluster/raftstore"
+	"github.com/trident-broker/trident/cmd/trident/node"
+	"github.com/trident-broker/trident/conf"
+	"github.com/trident-broker/trident/store"
 )
 
 // TestSecurityF13RaftStoreEncrypted: with encryption.key_file set on
@@ -18,7 +24,9 @@ import (
 // messages, the replicated metadata records such as a user's) is
 // encrypted as the message store is. After kill -9 no file under any
 // node's data directory holds a message body or a user's record in plain
-// text, and the restarted cluster still has both.
+// text; --rotate-encryption-key rewrites the Raft store with a new key
+// that the old one does not open; and the restarted cluster still has
+// both.
 func TestSecurityF13RaftStoreEncrypted(t *testing.T) {
 	key := filepath.Join(t.TempDir(), "cluster.key")
 	if err := os.WriteFile(key, []byte(hex.EncodeToString(bytes.Repeat([]byte{0x5a}, 32))+"\n"), 0o600); err != nil {
@@ -76,6 +84,36 @@ func TestSecurityF13RaftStoreEncrypted(t *testing.T) {
 	}
 	if t.Failed() {
 		t.FailNow()
+	}
+
+	// trident --rotate-encryption-key on every (stopped) member rewrites
+	// its Raft store too: afterwards the old key opens none of it.
+	newKey := filepath.Join(t.TempDir(), "new.key")
+	newHex := []byte(hex.EncodeToString(bytes.Repeat([]byte{0xa5}, 32)))
+	if err := os.WriteFile(newKey, newHex, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range nodes {
+		var cfg conf.Config
+		cfg.DataDir = nd.p.DataDir
+		cfg.Encryption.KeyFile, cfg.Encryption.RotateTo = key, newKey
+		if err := node.RotateEncryptionKey(cfg, nil); err != nil {
+			t.Fatalf("rotate %s: %v", nd.name, err)
+		}
+		raftDir := filepath.Join(nd.p.DataDir, "raft", "badger")
+		db, err := raftstore.Open(raftDir, raftstore.Options{EncryptionKey: bytes.Repeat([]byte{0x5a}, 32)}, nil)
+		if err == nil {
+			_ = db.Close()
+			t.Fatalf("%s: the old key opens the rotated Raft store", nd.name)
+		}
+		if !errors.Is(err, store.ErrEncryptionKey) {
+			t.Fatalf("%s: old key on the rotated Raft store: %v", nd.name, err)
+		}
+	}
+	// The members restart with the same flag: the file now holds the new
+	// key.
+	if err := os.WriteFile(key, newHex, 0o600); err != nil {
+		t.Fatal(err)
 	}
 
 	var wg sync.WaitGroup
