@@ -352,3 +352,44 @@ func TestPlainSnapshotWithKeyIsRefused(t *testing.T) {
 		t.Fatalf("%v, want store.ErrNotEncrypted", err)
 	}
 }
+
+// TestOpenFinishesInterruptedRotation: a rotation that crashed after its
+// commit point (the old DB and snapshots renamed aside, the new ones not
+// yet in place) is finished by the next Open.
+func TestOpenFinishesInterruptedRotation(t *testing.T) {
+	root := t.TempDir()
+	dir, snaps := filepath.Join(root, "badger"), filepath.Join(root, "snapshots")
+	writeEntries(t, dir, keyA, "rotated-entry")
+	d, err := Open(dir, Options{GCInterval: -1, EncryptionKey: keyA, SnapshotDir: snaps}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSnapshot(t, snapStore(t, snaps, d), 3, []byte("snap"))
+	d.Close()
+	for _, p := range []string{dir, snaps} {
+		if err := os.CopyFS(p+".rotating", os.DirFS(p)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(p, p+".old"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err = Open(dir, Options{GCInterval: -1, EncryptionKey: keyA, SnapshotDir: snaps}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readSnapshot(t, snapStore(t, snaps, d)); string(got) != "snap" {
+		t.Fatalf("snapshot %q", got)
+	}
+	d.Close()
+	for _, p := range []string{dir, snaps} {
+		for _, s := range []string{".old", ".rotating"} {
+			if _, err := os.Stat(p + s); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("%s left: %v", p+s, err)
+			}
+		}
+	}
+	if got := readEntry(t, dir, keyA); got != "rotated-entry" {
+		t.Fatalf("entry %q", got)
+	}
+}
