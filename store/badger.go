@@ -220,16 +220,11 @@ func OpenBadger(dir string, opts BadgerOptions, log *slog.Logger) (*Badger, erro
 		WithValueLogFileSize(opts.ValueLogFileSize).
 		WithValueThreshold(opts.ValueThreshold).
 		WithDetectConflicts(false)
-	if len(opts.EncryptionKey) > 0 {
-		bo = bo.WithEncryptionKey(opts.EncryptionKey).
-			WithEncryptionKeyRotationDuration(opts.EncryptionKeyRotation)
-	}
+	bo = EncryptionOptions(bo, opts.EncryptionKey).
+		WithEncryptionKeyRotationDuration(opts.EncryptionKeyRotation)
 	db, err := badger.Open(bo)
 	if errors.Is(err, badger.ErrEncryptionKeyMismatch) {
-		if plain, _ := keyOpens(dir, nil); plain && len(opts.EncryptionKey) > 0 {
-			return nil, fmt.Errorf("%w (store in %s)", ErrNotEncrypted, dir)
-		}
-		return nil, fmt.Errorf("%w (store in %s)", ErrEncryptionKey, dir)
+		return nil, KeyError(dir, opts.EncryptionKey, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: open badger in %s: %w", dir, err)

@@ -70,6 +70,14 @@ func validKey(k []byte) bool {
 // encrypted with newKey is left as it is. The store must not be open
 // (ErrStoreInUse).
 func RotateEncryptionKey(dir string, oldKey, newKey []byte, log *slog.Logger) error {
+	return RotateBadgerKey(dir, oldKey, newKey, storeRewriteOptions, log)
+}
+
+// RotateBadgerKey is RotateEncryptionKey for any Badger directory whose
+// opener holds LockDir(dir) and calls RecoverRewrite(dir) before it opens
+// it (the cluster's Raft store does): base(dir) gives the options, but
+// the key and the logger, that its stores are written with.
+func RotateBadgerKey(dir string, oldKey, newKey []byte, base func(dir string) badger.Options, log *slog.Logger) error {
 	if !validKey(oldKey) || !validKey(newKey) {
 		return ErrBadKeyFile
 	}
@@ -98,8 +106,42 @@ func RotateEncryptionKey(dir string, oldKey, newKey []byte, log *slog.Logger) er
 		}
 		return fmt.Errorf("%w (rotating in %s)", ErrEncryptionKey, dir)
 	}
-	return rewriteStore(dir, oldKey, newKey, log)
+	return RewriteDir(dir, func(tmp string) error { return copyStoreWith(dir, tmp, oldKey, newKey, base, log) }, log)
 }
+
+// EncryptionOptions returns o encrypted with key (unchanged when key is
+// empty): Badger's EncryptionKey, and an index cache (Badger decrypts
+// table indices into it) of defaultEncryptedIndexCache unless o has one.
+// Every Badger a node opens with the store's key takes its options from
+// here.
+func EncryptionOptions(o badger.Options, key []byte) badger.Options {
+	if len(key) == 0 {
+		return o
+	}
+	o = o.WithEncryptionKey(key)
+	if o.IndexCacheSize == 0 {
+		o = o.WithIndexCacheSize(defaultEncryptedIndexCache)
+	}
+	return o
+}
+
+// KeyError explains err, from opening the Badger in dir with key (none if
+// empty): badger.ErrEncryptionKeyMismatch becomes ErrNotEncrypted when a
+// key was given for a store written without one, ErrEncryptionKey
+// otherwise. Other errors are returned as they are.
+func KeyError(dir string, key []byte, err error) error {
+	if !errors.Is(err, badger.ErrEncryptionKeyMismatch) {
+		return err
+	}
+	if plain, _ := keyOpens(dir, nil); plain && len(key) > 0 {
+		return fmt.Errorf("%w (store in %s)", ErrNotEncrypted, dir)
+	}
+	return fmt.Errorf("%w (store in %s)", ErrEncryptionKey, dir)
+}
+
+// ValidKey reports whether k is a usable encryption key: none, or 16, 24
+// or 32 bytes.
+func ValidKey(k []byte) bool { return validKey(k) }
 
 // keyOpens reports whether key (none if empty) opens the key registry of
 // the store in dir.

@@ -40,15 +40,20 @@ const (
 // runs on it).
 var ErrStoreInUse = errors.New("store: the store is in use by another process")
 
-// rewriteStore streams the closed store in dir, encrypted with oldKey
-// (none if empty), into a fresh store encrypted with newKey (none if
-// empty) and swaps it in, crash-safely. The caller holds lockStore(dir).
-func rewriteStore(dir string, oldKey, newKey []byte, log *slog.Logger) error {
+// RewriteDir replaces the directory dir, crash-safely, with the one
+// build writes into dir+".rotating" (an empty, new path): it fsyncs what
+// build wrote and swaps it in as the steps above say. The caller holds
+// LockDir(dir) (RotateBadgerKey takes it), and whoever opens dir calls
+// RecoverRewrite(dir) first.
+func RewriteDir(dir string, build func(tmp string) error, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	tmp := dir + rotatingSuffix
 	if err := os.RemoveAll(tmp); err != nil {
 		return fmt.Errorf("store: rotate key: remove %s: %w", tmp, err)
 	}
-	if err := copyStore(dir, tmp, oldKey, newKey, log); err != nil {
+	if err := build(tmp); err != nil {
 		_ = os.RemoveAll(tmp)
 		return err
 	}
@@ -67,11 +72,31 @@ func rewriteStore(dir string, oldKey, newKey []byte, log *slog.Logger) error {
 	return recoverRewrite(dir, log)
 }
 
+// LockDir takes the lock that an open store and a rotation hold
+// (lockStore) on dir, any directory; unlock releases it. ErrStoreInUse if
+// another holds it.
+func LockDir(dir string) (unlock func(), err error) { return lockStore(dir) }
+
+// RecoverRewrite completes or undoes a RewriteDir of dir that a crash
+// interrupted. The caller holds LockDir(dir).
+func RecoverRewrite(dir string, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return recoverRewrite(dir, log)
+}
+
 // copyStore streams every live key of the store in src into a new store
 // in dst (Badger's StreamDB: sorted tables written directly, values as
 // they were).
 func copyStore(src, dst string, oldKey, newKey []byte, log *slog.Logger) error {
-	in := rewriteOptions(src, oldKey, log)
+	return copyStoreWith(src, dst, oldKey, newKey, storeRewriteOptions, log)
+}
+
+// copyStoreWith is copyStore of a Badger whose options, but the key and
+// logger, are base's.
+func copyStoreWith(src, dst string, oldKey, newKey []byte, base func(string) badger.Options, log *slog.Logger) error {
+	in := EncryptionOptions(base(src).WithLogger(BadgerLogger{Log: log}), oldKey)
 	db, err := badger.OpenManaged(in)
 	if errors.Is(err, badger.ErrEncryptionKeyMismatch) {
 		return fmt.Errorf("%w (rotating in %s)", ErrEncryptionKey, src)
@@ -79,7 +104,7 @@ func copyStore(src, dst string, oldKey, newKey []byte, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("store: rotate key: open %s: %w", src, err)
 	}
-	err = db.StreamDB(rewriteOptions(dst, newKey, log))
+	err = db.StreamDB(EncryptionOptions(base(dst).WithLogger(BadgerLogger{Log: log}), newKey))
 	if cerr := db.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -89,23 +114,18 @@ func copyStore(src, dst string, oldKey, newKey []byte, log *slog.Logger) error {
 	return nil
 }
 
-// rewriteOptions are the options of both stores of a rotation: the
-// store's own value threshold and file sizes, so that bodies stay in the
-// value log as OpenBadger keeps them.
-func rewriteOptions(dir string, key []byte, log *slog.Logger) badger.Options {
+// storeRewriteOptions are the options of both stores of a rotation of the
+// message store: its own value threshold and file sizes, so that bodies
+// stay in the value log as OpenBadger keeps them.
+func storeRewriteOptions(dir string) badger.Options {
 	d := DefaultBadgerOptions()
-	o := badger.DefaultOptions(dir).
-		WithLogger(BadgerLogger{Log: log}).
+	return badger.DefaultOptions(dir).
 		WithSyncWrites(true).
 		WithNumVersionsToKeep(1).
 		WithMemTableSize(d.MemTableSize).
 		WithBlockCacheSize(d.BlockCacheSize).
 		WithValueLogFileSize(d.ValueLogFileSize).
 		WithValueThreshold(d.ValueThreshold)
-	if len(key) > 0 {
-		o = o.WithEncryptionKey(key).WithIndexCacheSize(defaultEncryptedIndexCache)
-	}
-	return o
 }
 
 // recoverRewrite completes or undoes a rotation that a crash interrupted

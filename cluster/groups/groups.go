@@ -209,6 +209,18 @@ func (h *Host) SnapshotDir(name string) string {
 	return filepath.Join(h.c.Dir, e)
 }
 
+// OpenSnapshots returns the snapshot store of group name, keeping retain
+// snapshots, as Start gives it to Raft but for Options.Snapshots: files
+// under SnapshotDir(name), encrypted with the DB's key if it has one
+// (raftstore.DB.Snapshots).
+func (h *Host) OpenSnapshots(name string, retain int) (raft.SnapshotStore, error) {
+	files, err := raft.NewFileSnapshotStoreWithLogger(h.SnapshotDir(name), retain, logbridge.NewHCLogger(h.c.Log.With("group", name), "raft-snap"))
+	if err != nil {
+		return nil, fmt.Errorf("groups: %s: snapshots: %w", name, err)
+	}
+	return h.c.DB.Snapshots(files), nil
+}
+
 // Start starts group name with fsm.
 func (h *Host) Start(name string, fsm raft.FSM, o Options) (*raft.Raft, error) {
 	h.mu.Lock()
@@ -246,11 +258,11 @@ func (h *Host) Start(name string, fsm raft.FSM, o Options) (*raft.Raft, error) {
 	if retain <= 0 {
 		retain = 2
 	}
-	files, err := raft.NewFileSnapshotStoreWithLogger(h.SnapshotDir(name), retain, logbridge.NewHCLogger(log, "raft-snap"))
+	files, err := h.OpenSnapshots(name, retain)
 	if err != nil {
-		return nil, fmt.Errorf("groups: %s: snapshots: %w", name, err)
+		return nil, err
 	}
-	var snaps raft.SnapshotStore = files
+	snaps := files
 	if o.Snapshots != nil {
 		snaps = o.Snapshots(files)
 	}

@@ -93,7 +93,7 @@ func (qq *quorumQueue) start() {
 		// the messages in memory (their snapshots are still read), or
 		// whose store lost the queue. Raft will not restore its snapshot
 		// (NoSnapshotRestoreOnStart), so the FSM does.
-		err := restoreLocalSnapshot(c.Groups.SnapshotDir(qq.group), fsm)
+		err := restoreLocalSnapshot(c.Groups, qq.group, fsm)
 		if errors.Is(err, quorum.ErrStateOnly) {
 			// The snapshot holds the state alone and the store lost the
 			// messages it belongs with: this member starts over empty, and
@@ -203,13 +203,23 @@ func (qq *quorumQueue) compact(r *raft.Raft, fsm *quorum.FSM, gone <-chan struct
 	}
 }
 
-// restoreLocalSnapshot restores the newest snapshot in dir into fsm, if
-// there is one.
-func restoreLocalSnapshot(dir string, fsm *quorum.FSM) error {
+// restoreLocalSnapshot restores the newest snapshot of group into fsm,
+// if there is one: through the host's snapshot store when it has one
+// (groups.Host.OpenSnapshots: it decrypts them), else from the files.
+func restoreLocalSnapshot(gs Groups, group string, fsm *quorum.FSM) error {
+	dir := gs.SnapshotDir(group)
 	if _, err := os.Stat(dir); err != nil {
 		return nil
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 1, hclog.NewNullLogger())
+	var snaps raft.SnapshotStore
+	var err error
+	if o, ok := gs.(interface {
+		OpenSnapshots(name string, retain int) (raft.SnapshotStore, error)
+	}); ok {
+		snaps, err = o.OpenSnapshots(group, 1)
+	} else {
+		snaps, err = raft.NewFileSnapshotStoreWithLogger(dir, 1, hclog.NewNullLogger())
+	}
 	if err != nil {
 		return err
 	}

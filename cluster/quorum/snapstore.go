@@ -2,6 +2,9 @@ package quorum
 
 import (
 	"bufio"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"os"
@@ -65,8 +68,18 @@ func (s *SnapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	sp := &spool{File: tmp}
-	bw := bufio.NewWriterSize(tmp, 256<<10)
+	sp := &spool{f: tmp}
+	// The spool holds the queue's messages, which the node's store keeps
+	// encrypted when encryption.key_file is set: it is encrypted with a
+	// key of its own that is never written down, so that it is no
+	// plain-text copy of them (nor one after a crash, until the next
+	// start removes it).
+	stream, err := newSpoolCipher()
+	if err != nil {
+		sp.Close()
+		return nil, nil, fmt.Errorf("quorum: spooling snapshot %s: %w", id, err)
+	}
+	bw := bufio.NewWriterSize(cipher.StreamWriter{S: stream.enc, W: tmp}, 256<<10)
 	err = s.f.writeFull(bw, &st)
 	if err == nil {
 		err = bw.Flush()
@@ -82,17 +95,42 @@ func (s *SnapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, erro
 		sp.Close()
 		return nil, nil, fmt.Errorf("quorum: spooling snapshot %s: %w", id, err)
 	}
+	sp.r = cipher.StreamReader{S: stream.dec, R: tmp}
 	m := *meta
 	m.Size = size
 	return &m, sp, nil
 }
 
-// spool is a full snapshot written for one Open; Close removes it.
-type spool struct{ *os.File }
+// spoolCipher is a spool's AES-CTR key stream, one to write it and the
+// same again to read it back.
+type spoolCipher struct{ enc, dec cipher.Stream }
+
+func newSpoolCipher() (spoolCipher, error) {
+	key := make([]byte, 32+aes.BlockSize)
+	if _, err := rand.Read(key); err != nil {
+		return spoolCipher{}, err
+	}
+	blk, err := aes.NewCipher(key[:32])
+	if err != nil {
+		return spoolCipher{}, err
+	}
+	iv := key[32:]
+	return spoolCipher{enc: cipher.NewCTR(blk, iv), dec: cipher.NewCTR(blk, iv)}, nil
+}
+
+// spool is a full snapshot written for one Open, read back (decrypted)
+// through r; Close removes it. It has no other method of the file's (an
+// io.Copy would take a WriteTo to send the file as it is on disk).
+type spool struct {
+	f *os.File
+	r io.Reader
+}
+
+func (s *spool) Read(p []byte) (int, error) { return s.r.Read(p) }
 
 func (s *spool) Close() error {
-	err := s.File.Close()
-	if rerr := os.Remove(s.Name()); err == nil {
+	err := s.f.Close()
+	if rerr := os.Remove(s.f.Name()); err == nil {
 		err = rerr
 	}
 	return err

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +28,17 @@ type Options struct {
 	ValueLogFileSize int64
 	// GCInterval is how often value-log GC runs; negative disables it.
 	GCInterval time.Duration
+	// EncryptionKey, if set (16, 24 or 32 bytes), encrypts everything
+	// the DB writes as the node's message store is encrypted
+	// (store.EncryptionOptions), and the snapshots of its groups
+	// (DB.Snapshots, snapcrypt.go). A DB written with another key, or
+	// without one, is refused: store.ErrEncryptionKey,
+	// store.ErrNotEncrypted; RotateEncryptionKey rewrites it.
+	EncryptionKey []byte
+	// SnapshotDir is where the groups' snapshot directories are (empty:
+	// none). Open completes or undoes a key rotation of it that a crash
+	// interrupted, and refuses snapshots the key does not open.
+	SnapshotDir string
 }
 
 // DefaultOptions returns the options Open uses for zero fields.
@@ -53,8 +66,10 @@ func (o Options) withDefaults() Options {
 
 // DB is one Badger instance holding the Raft state of every group on a node.
 type DB struct {
-	db  *badger.DB
-	log *slog.Logger
+	db     *badger.DB
+	log    *slog.Logger
+	key    []byte // Options.EncryptionKey
+	unlock func() // releases store.LockDir's lock, after the DB is closed
 
 	mu     sync.RWMutex // held shared by every operation, exclusively by Close
 	closed bool
@@ -81,34 +96,75 @@ const (
 )
 
 // Open opens (creating if needed) the Raft DB in dir. log may be nil.
-func Open(dir string, opts Options, log *slog.Logger) (*DB, error) {
+func Open(dir string, opts Options, log *slog.Logger) (_ *DB, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	opts = opts.withDefaults()
-	bo := badger.DefaultOptions(dir).
-		WithSyncWrites(true). // StoreLogs, Set: durable on return
+	if !store.ValidKey(opts.EncryptionKey) {
+		return nil, store.ErrBadKeyFile
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
+		return nil, fmt.Errorf("raftstore: %w", err)
+	}
+	// The lock a key rotation takes (RotateEncryptionKey): neither runs
+	// while the other does, and a rotation a crash interrupted is
+	// completed or undone before Badger looks at the directory.
+	unlock, err := store.LockDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			unlock()
+		}
+	}()
+	if err := store.RecoverRewrite(dir, log); err != nil {
+		return nil, fmt.Errorf("raftstore: %w", err)
+	}
+	if opts.SnapshotDir != "" {
+		if err := store.RecoverRewrite(opts.SnapshotDir, log); err != nil {
+			return nil, fmt.Errorf("raftstore: snapshots: %w", err)
+		}
+	}
+	db, err := badger.Open(badgerOptions(dir, opts.EncryptionKey).
 		WithLogger(store.BadgerLogger{Log: log}).
 		WithMemTableSize(opts.MemTableSize).
+		WithValueLogFileSize(opts.ValueLogFileSize))
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: open badger in %s: %w", dir, store.KeyError(dir, opts.EncryptionKey, err))
+	}
+	if opts.SnapshotDir != "" {
+		if err := CheckSnapshots(opts.SnapshotDir, opts.EncryptionKey); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+	}
+	d := &DB{db: db, log: log, key: opts.EncryptionKey, unlock: unlock,
+		gcStop: make(chan struct{}), gcDone: make(chan struct{}), trimDone: make(chan struct{})}
+	go d.runGC(opts.GCInterval)
+	go d.runTrim(dir)
+	return d, nil
+}
+
+// badgerOptions are the DB's Badger options (its defaults' sizes), with
+// key, if any: Open's, and a key rotation's (RotateEncryptionKey).
+func badgerOptions(dir string, key []byte) badger.Options {
+	d := DefaultOptions()
+	return store.EncryptionOptions(badger.DefaultOptions(dir).
+		WithSyncWrites(true). // StoreLogs, Set: durable on return
+		WithMemTableSize(d.MemTableSize).
 		// Entries (batches of up to 1 MiB) go to the value log, the LSM
 		// tree holds their keys: with entries inline, every memtable flush
 		// and compaction rebuilt tables of whole batches, and a quorum
 		// queue's leader spent hundreds of MiB on table builders.
-		WithValueThreshold(1 << 10).
+		WithValueThreshold(1<<10).
 		// Raft reads back what it wrote moments ago (replication) or once
 		// (restart): a small block cache does.
-		WithBlockCacheSize(16 << 20).
-		WithValueLogFileSize(opts.ValueLogFileSize).
+		WithBlockCacheSize(16<<20).
+		WithValueLogFileSize(d.ValueLogFileSize).
 		WithNumVersionsToKeep(1).
-		WithDetectConflicts(false)
-	db, err := badger.Open(bo)
-	if err != nil {
-		return nil, fmt.Errorf("raftstore: open badger in %s: %w", dir, err)
-	}
-	d := &DB{db: db, log: log, gcStop: make(chan struct{}), gcDone: make(chan struct{}), trimDone: make(chan struct{})}
-	go d.runGC(opts.GCInterval)
-	go d.runTrim(dir)
-	return d, nil
+		WithDetectConflicts(false), key)
 }
 
 // Group returns the Store of the named Raft group. Two calls with the same
@@ -135,7 +191,9 @@ func (d *DB) Close() error {
 	close(d.gcStop)
 	<-d.gcDone
 	<-d.trimDone
-	return d.db.Close()
+	err := d.db.Close()
+	d.unlock()
+	return err
 }
 
 // enter takes the shared lock; it fails once the DB is closed.

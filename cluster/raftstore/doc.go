@@ -30,6 +30,16 @@
 //   - Every method is safe for concurrent use. Data returned is a copy.
 //   - Groups never see each other's keys; DB.DropGroup removes one group.
 //
+// # Encryption
+//
+// With Options.EncryptionKey (the node's encryption.key_file) the Badger
+// instance is encrypted as the message store is (store.EncryptionOptions),
+// and DB.Snapshots encrypts the groups' snapshot files (snapcrypt.go).
+// Open refuses a DB or snapshot written without the key or with another
+// (store.ErrNotEncrypted, store.ErrEncryptionKey); RotateEncryptionKey
+// rewrites both with a new key, crash-safely (store.RewriteDir), and Open
+// finishes or undoes a rotation a crash interrupted.
+//
 // The log codec (codec.go) is versioned and pure; it keeps every field of
 // raft.Log (AppendedAt to the nanosecond, in UTC).
 package raftstore

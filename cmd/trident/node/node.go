@@ -39,6 +39,9 @@ type Node struct {
 	broker *exchange.Broker
 	users  *auth.Users
 	oauth  *auth.OAuth2 // nil: OAuth 2 off
+	// storeKey is encryption.key_file's key (nil: off); the Raft DB is
+	// encrypted with it too (raft.go).
+	storeKey []byte
 
 	// metaStore wraps store when clustering is on: the core's and the
 	// users' replicated records go through the metadata group (cluster.go).
@@ -106,6 +109,7 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 		return nil, err
 	}
 	trimStore(&sopts, n.memoryLimit())
+	n.storeKey = sopts.EncryptionKey
 	opened := time.Now()
 	n.store, err = store.OpenBadger(dir, sopts, log.With("component", "store"))
 	if err != nil {

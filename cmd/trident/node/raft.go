@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
@@ -23,7 +24,8 @@ import (
 // The Raft side of clustering: one mux listener (cluster.raft_listen)
 // carrying every Raft group and the metadata RPCs, one Raft DB under
 // <data_dir>/raft/badger, the groups host (snapshots under
-// <data_dir>/raft/snapshots) and the metadata group, whose committed
+// <data_dir>/raft/snapshots; both encrypted with encryption.key_file's
+// key, as the message store is) and the metadata group, whose committed
 // records the node writes into its local store and applies to the core
 // and the users.
 
@@ -49,6 +51,23 @@ func metaRank(key string) int {
 		}
 	}
 	return 7
+}
+
+// raftDir and raftSnapshotDir are the Raft DB's directory and its
+// groups' snapshots' under data_dir.
+func raftDir(dataDir string) string         { return filepath.Join(dataDir, "raft", "badger") }
+func raftSnapshotDir(dataDir string) string { return filepath.Join(dataDir, "raft", "snapshots") }
+
+// openRaftStore opens the Raft DB and checks its snapshots, encrypted
+// with encryption.key_file's key as the message store is.
+func (n *Node) openRaftStore(log *slog.Logger) (*raftstore.DB, error) {
+	dir := raftDir(n.cfg.DataDir)
+	db, err := raftstore.Open(dir, raftstore.Options{EncryptionKey: n.storeKey, SnapshotDir: raftSnapshotDir(n.cfg.DataDir)},
+		log.With("component", "raftstore"))
+	if err != nil {
+		return nil, storeOpenError(dir, err)
+	}
+	return db, nil
 }
 
 // raftSide is what startRaft started, closed in reverse.
@@ -90,11 +109,10 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 	if rs.mux, err = mux.Listen(listen, adv, secret, log.With("component", "mux"), opts...); err != nil {
 		return nil, fmt.Errorf("node: cluster.raft_listen: %w", err)
 	}
-	dir := filepath.Join(n.cfg.DataDir, "raft")
-	if rs.db, err = raftstore.Open(filepath.Join(dir, "badger"), raftstore.Options{}, log.With("component", "raftstore")); err != nil {
-		return nil, fmt.Errorf("node: %w", err)
+	if rs.db, err = n.openRaftStore(log); err != nil {
+		return nil, err
 	}
-	rs.host = groups.New(groups.Config{DB: rs.db, Mux: rs.mux, Dir: filepath.Join(dir, "snapshots"),
+	rs.host = groups.New(groups.Config{DB: rs.db, Mux: rs.mux, Dir: raftSnapshotDir(n.cfg.DataDir),
 		NodeID: n.nodeName(), Log: log.With("component", "raft")})
 	applier := &meta.StoreApplier{Local: n.store, Replicated: replicatedKey, Rank: metaRank,
 		Stamp: exchange.MetaStamp,

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/cluster/raftstore"
 	"github.com/trident-broker/trident/conf"
 	"github.com/trident-broker/trident/store"
 )
@@ -79,7 +80,8 @@ func (n *Node) authOptions() auth.Options {
 	}
 }
 
-// RotateEncryptionKey rewrites the store in cfg.DataDir from the key in
+// RotateEncryptionKey rewrites the store in cfg.DataDir, and a cluster
+// member's Raft DB and snapshots, from the key in
 // encryption.key_file (none when empty: it encrypts a plain store) into a
 // fresh store encrypted with the key in encryption.rotate_to (trident
 // --rotate-encryption-key NEWKEYFILE), crash-safely (store/rewrite.go).
@@ -109,5 +111,17 @@ func RotateEncryptionKey(cfg conf.Config, log *slog.Logger) error {
 	if err := store.RotateEncryptionKey(dir, oldKey, newKey, log.With("component", "store")); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
+	// A cluster member's Raft DB and snapshots (raft.go) too: run again
+	// after a failure, what the new key already opens is left as it is.
+	if rdir := raftDir(cfg.DataDir); pathExists(filepath.Dir(rdir)) {
+		if err := raftstore.RotateEncryptionKey(rdir, raftSnapshotDir(cfg.DataDir), oldKey, newKey, log.With("component", "raftstore")); err != nil {
+			return fmt.Errorf("node: raft store: %w", err)
+		}
+	}
 	return nil
+}
+
+func pathExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
