@@ -449,8 +449,9 @@ func TestPkgDockerfile(t *testing.T) {
 	}
 
 	// Every COPY source is what make build-static (or the tree) gives,
-	// and .dockerignore lets it into the context.
-	dir := pkgMake(t, "build-static")
+	// and .dockerignore lets it into the context. bin/ is make's BIN.
+	bindir := pkgMake(t, "build-static")
+	dir := filepath.Join(bindir, "static")
 	ignore, err := os.ReadFile(filepath.Join(root, ".dockerignore"))
 	if err != nil {
 		t.Fatal(err)
@@ -460,8 +461,8 @@ func TestPkgDockerfile(t *testing.T) {
 			t.Errorf("COPY %s %s: .dockerignore does not let %s in", src, dst, src)
 		}
 		local := filepath.Join(root, src)
-		if rest, ok := strings.CutPrefix(src, "bin/static/"); ok {
-			local = filepath.Join(dir, rest)
+		if rest, ok := strings.CutPrefix(src, "bin/"); ok {
+			local = filepath.Join(bindir, rest)
 		}
 		if _, err := os.Stat(local); err != nil {
 			t.Errorf("COPY %s %s: make build-static / the tree gives no %s: %v", src, dst, src, err)
@@ -493,10 +494,10 @@ func TestPkgDockerfile(t *testing.T) {
 	// The HEALTHCHECK command exists in that binary and answers for a
 	// running node, with the image's environment (its config file, here
 	// with the node's HTTP port on loopback).
-	if len(spec.healthcheck) < 2 || spec.healthcheck[0] != "CMD" || spec.copies[spec.healthcheck[1]] == "" {
+	if len(spec.healthcheck) < 1 || spec.copies[spec.healthcheck[0]] == "" {
 		t.Fatalf("HEALTHCHECK CMD %q: want an exec-form command of a copied binary", spec.healthcheck)
 	}
-	hc := append([]string{filepath.Join(dir, path.Base(spec.copies[spec.healthcheck[1]]))}, spec.healthcheck[2:]...)
+	hc := append([]string{filepath.Join(dir, path.Base(spec.copies[spec.healthcheck[0]]))}, spec.healthcheck[1:]...)
 	hp, err := testbin.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -564,8 +565,8 @@ func pkgImage(t *testing.T, spec imageSpec) {
 	if !slices.Contains(c.Env, "TRIDENT_CONFIG="+spec.env["TRIDENT_CONFIG"]) {
 		t.Errorf("image env %q", c.Env)
 	}
-	if !slices.Equal(inspect[0].HealthCheck.Test, append([]string{"CMD"}, spec.healthcheck[1:]...)) {
-		t.Errorf("image healthcheck %q, want CMD %q (docker format keeps it)", inspect[0].HealthCheck.Test, spec.healthcheck[1:])
+	if !slices.Equal(inspect[0].HealthCheck.Test, append([]string{"CMD"}, spec.healthcheck...)) {
+		t.Errorf("image healthcheck %q, want CMD %q (docker format keeps it)", inspect[0].HealthCheck.Test, spec.healthcheck)
 	}
 	if c.Labels["org.opencontainers.image.version"] != ver {
 		t.Errorf("image version label %q, want %q", c.Labels["org.opencontainers.image.version"], ver)
