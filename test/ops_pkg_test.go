@@ -1036,6 +1036,36 @@ func composeRun(t *testing.T, nodes []composeNode, adminPass string) {
 		}
 	}
 
+	// The inter-node port is mutual TLS with gen-certs.sh's CA: a node's
+	// certificate is taken, none is refused.
+	cl := nodes[1].cfg.Cluster
+	pair, err := tls.LoadX509KeyPair(nodes[1].mounts[cl.TLS.CertFile], nodes[1].mounts[cl.TLS.KeyFile])
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, _ := os.ReadFile(nodes[1].mounts[cl.TLS.CAFile])
+	ca := x509.NewCertPool()
+	ca.AppendCertsFromPEM(caPEM)
+	for _, withCert := range []bool{true, false} {
+		c := &tls.Config{RootCAs: ca, ServerName: "trident-1", MinVersion: tls.VersionTLS13}
+		if withCert {
+			c.Certificates = []tls.Certificate{pair}
+		}
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", procs[0].raft, c)
+		if err != nil {
+			t.Fatalf("TLS to %s's Raft port (client certificate %v): %v", procs[0].name, withCert, err)
+		}
+		// TLS 1.3: a refused client certificate shows on the first read.
+		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+		_, err = conn.Read(make([]byte, 1))
+		var ne net.Error
+		timedOut := errors.As(err, &ne) && ne.Timeout()
+		conn.Close()
+		if withCert != timedOut {
+			t.Errorf("Raft port with client certificate %v: read %v", withCert, err)
+		}
+	}
+
 	// The compose file's administrator, through a quorum queue on all three.
 	url := func(pr *proc) string { return "amqp://admin:" + adminPass + "@" + pr.p.AMQPAddr + "/" }
 	conn1, err := amqp.Dial(url(procs[0]))
