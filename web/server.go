@@ -22,13 +22,13 @@ import (
 
 // Version strings the API reports. Clients and tools (rabbitmqadmin,
 // Terraform providers) read rabbitmq_version to pick features.
-// productVersion is the build's (internal/version), as trident --version
-// prints it.
 const (
 	rabbitVersion = "3.10.0"
 	productName   = "Trident"
 )
 
+// productVersion is the build's (internal/version), as trident --version
+// prints it.
 var productVersion = version.Version()
 
 // Core is what the API needs from the broker core (*exchange.Broker).
