@@ -59,9 +59,10 @@ build-static:
 	mkdir -p $(BIN)/static/data
 
 # The image: FROM scratch with the static binaries (Dockerfile). The
-# docker format keeps the HEALTHCHECK (OCI images have none).
+# docker format keeps the HEALTHCHECK (OCI images have none); no cached
+# intermediate images (nothing to reuse in a FROM scratch build).
 image: build-static
-	podman build --format docker --build-arg VERSION=$(VERSION) \
+	podman build --format docker --layers=false --build-arg VERSION=$(VERSION) \
 		-t $(IMAGE):$(or $(VERSION),devel) -t $(IMAGE):latest -f Dockerfile .
 
 run: build
