@@ -859,16 +859,22 @@ func TestPkgCompose(t *testing.T) {
 			t.Errorf("%s: gossip key: %v (%d keys)", name, err, len(keys))
 		}
 		// Every file the config names is mounted from what gen-certs.sh made.
+		missing := false
 		for key, p := range map[string]string{"cluster.cookie_file": cl.CookieFile, "cluster.tls.cert_file": cl.TLS.CertFile,
 			"cluster.tls.key_file": cl.TLS.KeyFile, "cluster.tls.ca_file": cl.TLS.CAFile} {
 			host, ok := n.mounts[p]
 			if !ok {
 				t.Errorf("%s: %s %q is not mounted", name, key, p)
+				missing = true
 				continue
 			}
 			if _, err := os.Stat(host); err != nil {
 				t.Errorf("%s: %s comes from %s, which gen-certs.sh did not make: %v", name, key, host, err)
+				missing = true
 			}
+		}
+		if missing {
+			continue
 		}
 		r, err := cookie.Load(n.mounts[cl.CookieFile])
 		if err != nil || r.Created || r.TooOpen() {
