@@ -268,10 +268,11 @@ func TestPkgHealthcheck(t *testing.T) {
 	}
 }
 
-// dockerfile is the parsed Dockerfile: each instruction with its
-// arguments, continuation lines joined, comments dropped.
+// instruction is one Dockerfile instruction with its arguments.
 type instruction struct{ cmd, args string }
 
+// parseDockerfile reads a Dockerfile's instructions: continuation lines
+// joined, comments dropped.
 func parseDockerfile(t testing.TB, file string) []instruction {
 	t.Helper()
 	data, err := os.ReadFile(file)

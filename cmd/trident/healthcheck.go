@@ -47,8 +47,9 @@ func healthcheck(args []string, stdout, stderr io.Writer, env func(string) strin
 			return 1
 		}
 	}
-	cfg, cfgErr := conf.Load(nil, env)
-	if cfgErr != nil {
+	cfg, err := conf.Load(nil, env)
+	if err != nil {
+		fmt.Fprintf(stderr, "trident healthcheck: the node's configuration: %v; using the defaults\n", err)
 		cfg = conf.Default()
 	}
 	user, pass := cfg.DefaultUser, cfg.DefaultPass
