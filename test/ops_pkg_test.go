@@ -79,25 +79,11 @@ func pkgRun(t testing.TB, env []string, name string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// pkgMake runs `make TARGET BIN=dir` once per target and test binary.
-var (
-	pkgMakeMu   sync.Mutex
-	pkgMakeDirs = map[string]string{}
-)
-
+// pkgMake runs `make TARGET BIN=dir` into a directory of the test's.
 func pkgMake(t testing.TB, target string) string {
 	t.Helper()
-	pkgMakeMu.Lock()
-	defer pkgMakeMu.Unlock()
-	if dir, ok := pkgMakeDirs[target]; ok {
-		return dir
-	}
-	dir, err := os.MkdirTemp("", "trident-pkg-"+target+"-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := t.TempDir()
 	pkgRun(t, pkgEnv(), "make", "--no-print-directory", target, "BIN="+dir)
-	pkgMakeDirs[target] = dir
 	return dir
 }
 
