@@ -16,16 +16,20 @@ import (
 
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/internal/version"
 	"github.com/trident-broker/trident/web/ui"
 )
 
 // Version strings the API reports. Clients and tools (rabbitmqadmin,
 // Terraform providers) read rabbitmq_version to pick features.
 const (
-	rabbitVersion  = "3.10.0"
-	productName    = "Trident"
-	productVersion = "0.1.0"
+	rabbitVersion = "3.10.0"
+	productName   = "Trident"
 )
+
+// productVersion is the build's (internal/version), as trident --version
+// prints it.
+var productVersion = version.Version()
 
 // Core is what the API needs from the broker core (*exchange.Broker).
 type Core interface {

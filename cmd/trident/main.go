@@ -1,8 +1,11 @@
 // Command trident runs a Trident broker node.
 //
 //	trident [--config FILE] [--data-dir DIR] [--amqp-listen ADDR] ...
+//	trident --version
+//	trident healthcheck [--url URL] [CHECK ...]
 //
 // Run "trident -h" for every flag, its environment variable and YAML key.
+// "trident healthcheck" asks a running node's health API (healthcheck.go).
 // SIGINT or SIGTERM shuts down gracefully (clients are told, the store is
 // flushed) within 10 seconds; a second signal exits at once. SIGHUP
 // re-reads the TLS certificate, key and CA files.
@@ -22,6 +25,7 @@ import (
 
 	"github.com/trident-broker/trident/cmd/trident/node"
 	"github.com/trident-broker/trident/conf"
+	"github.com/trident-broker/trident/internal/version"
 )
 
 const shutdownTimeout = 10 * time.Second
@@ -29,6 +33,13 @@ const shutdownTimeout = 10 * time.Second
 func main() { os.Exit(run()) }
 
 func run() int {
+	if version.Requested(os.Args[1:]) {
+		fmt.Println(version.String("trident"))
+		return 0
+	}
+	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
+		return healthcheck(os.Args[2:], os.Stdout, os.Stderr, os.Getenv)
+	}
 	cfg, err := conf.Load(os.Args[1:], os.Getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		conf.Usage(os.Stdout)
@@ -39,6 +50,7 @@ func run() int {
 		return 2
 	}
 	log := newLogger(cfg.Log)
+	log.Info("trident "+version.Version(), "version", version.Version(), "commit", version.Commit(), "go", version.GoVersion())
 	if cfg.Encryption.RotateTo != "" {
 		if err := node.RotateEncryptionKey(cfg, log); err != nil {
 			log.Error("encryption key rotation failed", "err", err)

@@ -3,6 +3,7 @@
 // against RabbitMQ.
 //
 //	tridentctl [--url URL] [--user U] [--password P | --token T] [--vhost V] [--format table|json] COMMAND ...
+//	tridentctl --version
 //
 // Commands:
 //
@@ -29,9 +30,18 @@
 // TRIDENT_VHOST.
 package main
 
-import "os"
+import (
+	"fmt"
+	"os"
+
+	"github.com/trident-broker/trident/internal/version"
+)
 
 func main() {
+	if version.Requested(os.Args[1:]) {
+		fmt.Println(version.String("tridentctl"))
+		os.Exit(0)
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
 }
 
@@ -44,6 +54,7 @@ func envOr(env func(string) string, k, def string) string {
 
 func usage() string {
 	return `usage: tridentctl [--url URL] [--user U] [--password P | --token T] [--vhost V] [--format table|json] COMMAND ...
+       tridentctl --version
 commands: overview | list KIND | declare KIND ... | delete KIND ... | purge queue NAME |
           close connection NAME | publish ... | get ... | export FILE | import FILE |
           forget_cluster_node NODE | rebalance quorum | check quorum-critical
