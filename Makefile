@@ -37,7 +37,7 @@ EACH ?= 100
 # `make build VERSION=1.2.3` overrides it.
 VERSION := $(shell git describe --tags --always --dirty 2>/dev/null)
 COMMIT  := $(shell git rev-parse --short=7 HEAD 2>/dev/null)
-VERSION_PKG := github.com/trident-broker/trident/internal/version
+VERSION_PKG := github.com/trident-broker/trident/cmd/internal/version
 LDFLAGS := -X $(VERSION_PKG).release=$(VERSION) -X $(VERSION_PKG).commit=$(COMMIT)
 # The container image `make image` builds: IMAGE:VERSION and IMAGE:latest.
 IMAGE ?= trident

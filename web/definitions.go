@@ -107,7 +107,7 @@ func (s *Server) ExportDefinitions(vhost string) Definitions {
 	d.RabbitVersion = rabbitVersion
 	names := []string{vhost}
 	if vhost == "" {
-		d.RabbitMQVersion, d.ProductName, d.ProductVersion = rabbitVersion, productName, productVersion
+		d.RabbitMQVersion, d.ProductName, d.ProductVersion = rabbitVersion, productName, s.version
 		d.Users, d.VHosts, d.Permissions = []DefUser{}, []DefVHost{}, []DefPermission{}
 		d.TopicPermissions, d.GlobalParameters = []DefTopicPermission{}, []map[string]any{}
 		for _, u := range s.users.ListUsers() {

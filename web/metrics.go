@@ -18,13 +18,13 @@ type Metrics struct {
 }
 
 // NewMetrics creates the metrics over the core and the connections.
-func NewMetrics(core Core, conns Connections, node string) *Metrics {
+func NewMetrics(core Core, conns Connections, node, version string) *Metrics {
 	m := &Metrics{agg: prometheus.NewRegistry(), per: prometheus.NewRegistry()}
 	for _, reg := range []*prometheus.Registry{m.agg, m.per} {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	m.agg.MustRegister(&coreCollector{core: core, conns: conns, node: node})
-	m.per.MustRegister(&coreCollector{core: core, conns: conns, node: node, perObject: true})
+	m.agg.MustRegister(&coreCollector{core: core, conns: conns, node: node, version: version})
+	m.per.MustRegister(&coreCollector{core: core, conns: conns, node: node, version: version, perObject: true})
 	return m
 }
 
@@ -40,6 +40,7 @@ type coreCollector struct {
 	core      Core
 	conns     Connections
 	node      string
+	version   string // the build version (rabbitmq_build_info's product_version)
 	perObject bool
 }
 
@@ -123,7 +124,7 @@ func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
 	}
 	gauge(mIdentity, 1, c.node, c.node)
-	gauge(mBuild, 1, rabbitVersion, productName, productVersion)
+	gauge(mBuild, 1, rabbitVersion, productName, c.version)
 	var conns, channels int
 	if c.conns != nil {
 		cs := c.conns.ListConnections()

@@ -74,7 +74,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, u *auth.User) 
 		"rates_mode":                "basic",
 		"sample_retention_policies": map[string]any{"global": []int{600, 3600, 28800, 86400}, "basic": []int{600, 3600}, "detailed": []int{600}},
 		"exchange_types":            exchangeTypes,
-		"product_version":           productVersion,
+		"product_version":           s.version,
 		"product_name":              productName,
 		"rabbitmq_version":          rabbitVersion,
 		"cluster_name":              s.clusterName(),

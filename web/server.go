@@ -16,7 +16,6 @@ import (
 
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
-	"github.com/trident-broker/trident/internal/version"
 	"github.com/trident-broker/trident/web/ui"
 )
 
@@ -26,10 +25,6 @@ const (
 	rabbitVersion = "3.10.0"
 	productName   = "Trident"
 )
-
-// productVersion is the build's (internal/version), as trident --version
-// prints it.
-var productVersion = version.Version()
 
 // Core is what the API needs from the broker core (*exchange.Broker).
 type Core interface {
@@ -67,6 +62,10 @@ type Options struct {
 	OAuth OAuthUI
 	// Shovels runs the dynamic shovels (shovels.go); nil: none.
 	Shovels Shovels
+	// Version is the build's version, as trident --version prints it
+	// (/api/overview's product_version, the definitions export, the build
+	// info metric); "devel" when empty.
+	Version string
 	// MaxDefinitionsBody bounds a definitions import's body (guard.go);
 	// DefaultMaxDefinitionsBody when zero.
 	MaxDefinitionsBody int64
@@ -74,6 +73,7 @@ type Options struct {
 
 // Server is the management API.
 type Server struct {
+	version   string // the build version (Options.Version)
 	users     *auth.Users
 	core      Core
 	conns     Connections
@@ -115,6 +115,10 @@ func New(o Options) *Server {
 	s.cluster = o.Cluster
 	s.oauth = o.OAuth
 	s.shovels = o.Shovels
+	s.version = o.Version
+	if s.version == "" {
+		s.version = "devel"
+	}
 	s.maxDefsBody = o.MaxDefinitionsBody
 	if s.maxDefsBody <= 0 {
 		s.maxDefsBody = DefaultMaxDefinitionsBody

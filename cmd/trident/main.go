@@ -23,9 +23,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/trident-broker/trident/cmd/internal/version"
 	"github.com/trident-broker/trident/cmd/trident/node"
 	"github.com/trident-broker/trident/conf"
-	"github.com/trident-broker/trident/internal/version"
 )
 
 const shutdownTimeout = 10 * time.Second

@@ -34,7 +34,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/trident-broker/trident/internal/version"
+	"github.com/trident-broker/trident/cmd/internal/version"
 )
 
 func main() {

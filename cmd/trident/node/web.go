@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/cmd/internal/version"
 	"github.com/trident-broker/trident/web"
 )
 
@@ -31,6 +32,7 @@ func (n *Node) startHTTP() error {
 		n.httpLn = ln
 	}
 	n.api = web.New(web.Options{
+		Version:       version.Version(),
 		Users:         n.users,
 		Core:          n.broker,
 		Conns:         connections{n},
@@ -71,7 +73,7 @@ func (n *Node) startMetrics() error {
 		}
 		n.metricsLn = ln
 	}
-	m := web.NewMetrics(n.broker, connections{n}, n.nodeName())
+	m := web.NewMetrics(n.broker, connections{n}, n.nodeName(), version.Version())
 	n.metrics = &http.Server{Handler: m.Handler(), ReadHeaderTimeout: n.cfg.AMQP.HandshakeTimeout}
 	if ln == nil {
 		return nil

@@ -3,8 +3,8 @@
 //
 // The Makefile sets the release and the commit with -ldflags -X:
 //
-//	-X github.com/trident-broker/trident/internal/version.release=v0.1.0-3-g1a2b3c4
-//	-X github.com/trident-broker/trident/internal/version.commit=1a2b3c4
+//	-X github.com/trident-broker/trident/cmd/internal/version.release=v0.1.0-3-g1a2b3c4
+//	-X github.com/trident-broker/trident/cmd/internal/version.commit=1a2b3c4
 //
 // A plain `go build` or `go install` leaves them empty; the release is
 // then "devel" and the commit comes from the VCS stamp Go embeds
