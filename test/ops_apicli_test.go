@@ -1,0 +1,195 @@
+package test
+
+import (
+	"context"
+	"net/url"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Issue 39 item 7: API/UI/CLI gaps — channel message_stats, the cluster
+// name, tridentctl's commands and help.
+
+// TestOpsChannelMessageStats: /api/channels and /api/channels/{name}
+// carry RabbitMQ's message_stats for each AMQP channel: publish and
+// confirm on a publishing channel in confirm mode; deliver, deliver_no_ack,
+// get, get_no_ack, deliver_get, redeliver and ack on consuming ones; each
+// with *_details.rate, which is above zero while a channel publishes.
+func TestOpsChannelMessageStats(t *testing.T) {
+	b, base := mgmtBroker(t)
+	a := apiClient{t: t, base: base, user: "guest", pass: "guest"}
+	conn := dial(t, b.URL)
+	pub, err := conn.Channel() // 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := conn.Channel() // 2
+	if err != nil {
+		t.Fatal(err)
+	}
+	getter, err := conn.Channel() // 3
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"ms-ack", "ms-noack", "ms-get"} {
+		if _, err := pub.QueueDeclare(q, false, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	confirms := pub.NotifyPublish(make(chan amqp.Confirmation, 100))
+	publish := func(q string, n int) {
+		t.Helper()
+		for i := 0; i < n; i++ {
+			if err := pub.PublishWithContext(context.Background(), "", q, false, false, amqp.Publishing{Body: []byte("m")}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case c := <-confirms:
+				if !c.Ack {
+					t.Fatalf("publish %d to %s nacked", i, q)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("no confirm")
+			}
+		}
+	}
+	publish("ms-ack", 4)
+	publish("ms-noack", 3)
+	publish("ms-get", 2)
+
+	// Channel 2: 4 deliveries with acks; one nacked with requeue comes
+	// back redelivered; then 4 acks. Then 3 deliveries without acks.
+	ds, err := cons.Consume("ms-ack", "c-ack", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 4; i++ {
+		d := receive(t, ds)
+		if i == 0 {
+			if err := d.Nack(false, true); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := d.Ack(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := receive(t, ds); !d.Redelivered {
+		t.Fatal("the nacked message did not come back redelivered")
+	} else if err := d.Ack(false); err != nil {
+		t.Fatal(err)
+	}
+	dn, err := cons.Consume("ms-noack", "c-noack", true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		receive(t, dn)
+	}
+	// Channel 3: one get with ack (acked), one without, one on an empty queue.
+	if d, ok, err := getter.Get("ms-get", false); err != nil || !ok {
+		t.Fatalf("get: %v %v", ok, err)
+	} else if err := d.Ack(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := getter.Get("ms-get", true); err != nil || !ok {
+		t.Fatalf("get no-ack: %v %v", ok, err)
+	}
+	if _, ok, err := getter.Get("ms-get", true); err != nil || ok {
+		t.Fatalf("get on the empty queue: %v %v", ok, err)
+	}
+
+	stats := func(ch map[string]any) map[string]any {
+		m, _ := ch["message_stats"].(map[string]any)
+		return m
+	}
+	want := map[int]map[string]float64{
+		1: {"publish": 9, "confirm": 9, "deliver_get": 0},
+		2: {"publish": 0, "deliver": 5, "deliver_no_ack": 3, "deliver_get": 8, "redeliver": 1, "ack": 4, "get": 0},
+		3: {"get": 1, "get_no_ack": 1, "get_empty": 1, "deliver_get": 2, "ack": 1, "deliver": 0},
+	}
+	var chs []map[string]any
+	match := func() bool {
+		chs = a.list("/api/channels")
+		if len(chs) != 3 {
+			return false
+		}
+		for _, ch := range chs {
+			m := stats(ch)
+			for k, v := range want[int(num(ch["number"]))] {
+				if m == nil || num(m[k]) != v {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !match() {
+		if time.Now().After(deadline) {
+			for _, ch := range chs {
+				t.Errorf("channel %v: message_stats %v", ch["number"], stats(ch))
+			}
+			t.Fatalf("want %v", want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, ch := range chs {
+		m := stats(ch)
+		for _, k := range []string{"publish", "confirm", "deliver", "deliver_no_ack", "get", "get_no_ack", "deliver_get", "redeliver", "ack"} {
+			d, ok := m[k+"_details"].(map[string]any)
+			if _, has := d["rate"]; !ok || !has {
+				t.Errorf("channel %v: no %s_details.rate in %v", ch["number"], k, m)
+			}
+		}
+	}
+	// The same object by name.
+	one := a.object("/api/channels/" + url.PathEscape(chs[0]["name"].(string)))
+	if num(stats(one)["publish"]) != 9 || num(stats(one)["confirm"]) != 9 {
+		t.Errorf("GET /api/channels/{name}: %v", stats(one))
+	}
+
+	// A channel publishing steadily shows a publish and a confirm rate.
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				_ = pub.PublishWithContext(context.Background(), "", "ms-noack", false, false, amqp.Publishing{Body: []byte("r")})
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	go func() {
+		for range confirms {
+		}
+	}()
+	waitUntil(t, "publish, confirm and deliver_no_ack rates above zero", func() bool {
+		var p, c map[string]any
+		for _, ch := range a.list("/api/channels") {
+			switch num(ch["number"]) {
+			case 1:
+				p = stats(ch)
+			case 2:
+				c = stats(ch)
+			}
+		}
+		rate := func(m map[string]any, k string) float64 {
+			d, _ := m[k+"_details"].(map[string]any)
+			return num(d["rate"])
+		}
+		return rate(p, "publish") > 0 && rate(p, "confirm") > 0 && rate(c, "deliver_no_ack") > 0 && rate(c, "deliver_get") > 0
+	})
+}
