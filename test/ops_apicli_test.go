@@ -3,10 +3,13 @@ package test
 import (
 	"context"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/trident-broker/trident/conf"
 )
 
 // Issue 39 item 7: API/UI/CLI gaps — channel message_stats, the cluster
@@ -192,4 +195,106 @@ func TestOpsChannelMessageStats(t *testing.T) {
 		}
 		return rate(p, "publish") > 0 && rate(p, "confirm") > 0 && rate(c, "deliver_no_ack") > 0 && rate(c, "deliver_get") > 0
 	})
+}
+
+// TestOpsClusterName: the cluster name is the node's name by default,
+// cluster.name when configured; PUT /api/cluster-name (administrators
+// only) sets it for /api/overview and /api/cluster-name alike, as
+// RabbitMQ's cluster_name global parameter, and it survives a restart.
+func TestOpsClusterName(t *testing.T) {
+	t.Run("default", func(t *testing.T) {
+		_, base := mgmtBroker(t, func(c *conf.Config) { c.Cluster.NodeName = "trident@ops-default" })
+		a := apiClient{t: t, base: base, user: "guest", pass: "guest"}
+		if n := a.object("/api/cluster-name")["name"]; n != "trident@ops-default" {
+			t.Errorf("default cluster name %v", n)
+		}
+		if n := a.object("/api/overview")["cluster_name"]; n != "trident@ops-default" {
+			t.Errorf("default overview cluster_name %v", n)
+		}
+	})
+
+	b, base := mgmtBroker(t, func(c *conf.Config) { c.Cluster.Name = "configured-name" })
+	a := apiClient{t: t, base: base, user: "guest", pass: "guest"}
+	shown := func(a apiClient) (string, string) {
+		t.Helper()
+		n, _ := a.object("/api/cluster-name")["name"].(string)
+		o, _ := a.object("/api/overview")["cluster_name"].(string)
+		return n, o
+	}
+	if n, o := shown(a); n != "configured-name" || o != "configured-name" {
+		t.Fatalf("configured: /api/cluster-name %q, overview %q", n, o)
+	}
+	if gp := a.list("/api/global-parameters"); len(gp) != 0 {
+		t.Errorf("global parameters before a PUT: %v", gp)
+	}
+
+	// Users who are not administrators are refused, and change nothing.
+	a.expect(201, "PUT", "/api/users/ops-mon", map[string]any{"password": "pw", "tags": "monitoring"})
+	a.expect(201, "PUT", "/api/users/ops-mgmt", map[string]any{"password": "pw", "tags": "management"})
+	for _, u := range []string{"ops-mon", "ops-mgmt"} {
+		code, body := a.as(u, "pw").do("PUT", "/api/cluster-name", map[string]any{"name": "taken-over"})
+		if code != 401 {
+			t.Errorf("PUT by %s: %d %s, want 401", u, code, body)
+		}
+		if n := a.as(u, "pw").object("/api/cluster-name")["name"]; n != "configured-name" {
+			t.Errorf("GET by %s: %v", u, n)
+		}
+	}
+	// Bad bodies.
+	for _, body := range []any{map[string]any{"name": ""}, map[string]any{"name": 7}, map[string]any{},
+		map[string]any{"name": strings.Repeat("n", 256)}, map[string]any{"name": "a\nb"}, "[1]"} {
+		if code, data := a.do("PUT", "/api/cluster-name", body); code != 400 {
+			t.Errorf("PUT %v: %d %s, want 400", body, code, data)
+		}
+	}
+	if n, _ := shown(a); n != "configured-name" {
+		t.Fatalf("after refused PUTs: %q", n)
+	}
+
+	a.expect(204, "PUT", "/api/cluster-name", map[string]any{"name": "production eu-1"})
+	if n, o := shown(a); n != "production eu-1" || o != "production eu-1" {
+		t.Fatalf("after PUT: /api/cluster-name %q, overview %q", n, o)
+	}
+	gp := a.list("/api/global-parameters")
+	if len(gp) != 1 || gp[0]["name"] != "cluster_name" || gp[0]["value"] != "production eu-1" {
+		t.Errorf("global parameters: %v", gp)
+	}
+	var defs struct {
+		GlobalParameters []map[string]any `json:"global_parameters"`
+	}
+	a.getJSON("/api/definitions", &defs)
+	if len(defs.GlobalParameters) != 1 || defs.GlobalParameters[0]["value"] != "production eu-1" {
+		t.Errorf("definitions' global_parameters: %v", defs.GlobalParameters)
+	}
+
+	b.restart()
+	a.base = "http://" + b.n.HTTPAddr().String()
+	if n, o := shown(a); n != "production eu-1" || o != "production eu-1" {
+		t.Fatalf("after a restart: /api/cluster-name %q, overview %q", n, o)
+	}
+}
+
+// TestOpsClusterNameReplicated: in a cluster the name set on one node is
+// the name every node shows.
+func TestOpsClusterNameReplicated(t *testing.T) {
+	nodes := startCluster(t, 2, "--cluster-name", "ops-pair")
+	for _, nd := range nodes {
+		var v map[string]any
+		nd.api(t, "GET", "/api/cluster-name", nil, &v)
+		if v["name"] != "ops-pair" {
+			t.Fatalf("%s: configured name %v", nd.name, v["name"])
+		}
+	}
+	eventually(t, 20*time.Second, "the PUT committed", func() bool {
+		code, _ := nodes[1].tryAPI("PUT", "/api/cluster-name", map[string]any{"name": "ops-renamed"}, nil)
+		return code == 204
+	})
+	for _, nd := range nodes {
+		eventually(t, 10*time.Second, nd.name+" shows the new name", func() bool {
+			var v, ov map[string]any
+			_, err1 := nd.tryAPI("GET", "/api/cluster-name", nil, &v)
+			_, err2 := nd.tryAPI("GET", "/api/overview", nil, &ov)
+			return err1 == nil && err2 == nil && v["name"] == "ops-renamed" && ov["cluster_name"] == "ops-renamed"
+		})
+	}
 }
