@@ -1,8 +1,12 @@
 package test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/url"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -296,5 +300,229 @@ func TestOpsClusterNameReplicated(t *testing.T) {
 			_, err2 := nd.tryAPI("GET", "/api/overview", nil, &ov)
 			return err1 == nil && err2 == nil && v["name"] == "ops-renamed" && ov["cluster_name"] == "ops-renamed"
 		})
+	}
+}
+
+// ctlRunner runs the real tridentctl binary against base as guest.
+type ctlRunner struct {
+	t    *testing.T
+	bin  string
+	base string
+	user string
+}
+
+// run runs tridentctl with args and stdin (nil: empty), checks the exit
+// status and returns stdout and stderr together.
+func (c ctlRunner) run(want int, stdin []byte, args ...string) string {
+	c.t.Helper()
+	cmd := exec.Command(c.bin, args...)
+	user := c.user
+	if user == "" {
+		user = "guest"
+	}
+	pass := "guest"
+	if user != "guest" {
+		pass = "pw"
+	}
+	cmd.Env = append(os.Environ(), "TRIDENT_URL="+c.base, "TRIDENT_USER="+user, "TRIDENT_PASSWORD="+pass)
+	cmd.Stdin = bytes.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		c.t.Fatal(err)
+	}
+	if code != want {
+		c.t.Fatalf("tridentctl %q: exit %d, want %d\n%s", args, code, want, out)
+	}
+	return string(out)
+}
+
+// TestOpsCLIPublish: tridentctl publish ROUTING_KEY [BODY] publishes BODY,
+// or standard input, through the default exchange unless --exchange says
+// otherwise, and says whether it was routed; --format is taken before or
+// after the command; errors name the object.
+func TestOpsCLIPublish(t *testing.T) {
+	b, base := mgmtBroker(t)
+	ctl := ctlRunner{t: t, bin: tridentctl(t), base: base}
+	_, ch := channel(t, b.URL)
+	if _, err := ch.QueueDeclare("cli-q", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind("cli-q", "cli-key", "amq.direct", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	next := func(want string) {
+		t.Helper()
+		var d amqp.Delivery
+		var ok bool
+		waitUntil(t, "a message in cli-q", func() bool {
+			var err error
+			d, ok, err = ch.Get("cli-q", true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ok
+		})
+		if string(d.Body) != want {
+			t.Fatalf("body %q, want %q", d.Body, want)
+		}
+	}
+
+	out := ctl.run(0, nil, "publish", "cli-q", "hello from the CLI")
+	if !strings.Contains(out, "routed") || strings.Contains(out, "NOT") {
+		t.Errorf("publish to a queue: %s", out)
+	}
+	next("hello from the CLI")
+
+	out = ctl.run(0, []byte("line one\nline two\n"), "publish", "cli-q")
+	if !strings.Contains(out, "routed") || strings.Contains(out, "NOT") {
+		t.Errorf("publish from stdin: %s", out)
+	}
+	next("line one\nline two\n")
+
+	binary := []byte{0xff, 0x00, 0xfe, 'x'}
+	ctl.run(0, binary, "publish", "cli-q")
+	next(string(binary))
+
+	out = ctl.run(0, nil, "publish", "cli-key", "via amq.direct", "--exchange", "amq.direct")
+	if !strings.Contains(out, "exchange 'amq.direct'") || strings.Contains(out, "NOT") {
+		t.Errorf("publish through amq.direct: %s", out)
+	}
+	next("via amq.direct")
+
+	if out := ctl.run(0, nil, "publish", "no-such-queue", "lost"); !strings.Contains(out, "NOT routed") {
+		t.Errorf("unroutable publish: %s", out)
+	}
+	// The old flags still work.
+	ctl.run(0, nil, "publish", "--routing-key", "cli-q", "--payload", "flags")
+	next("flags")
+
+	// --format json before or after the command.
+	for _, args := range [][]string{
+		{"--format", "json", "publish", "cli-q", "j1"},
+		{"publish", "cli-q", "j2", "--format", "json"},
+		{"publish", "--format=json", "cli-q", "j3"},
+	} {
+		var res map[string]any
+		out := ctl.run(0, nil, args...)
+		if err := json.Unmarshal([]byte(out), &res); err != nil || res["routed"] != true {
+			t.Errorf("%q: %v %q", args, err, out)
+		}
+	}
+	for _, args := range [][]string{{"--format", "json", "list", "queues"}, {"list", "queues", "--format", "json"}, {"list", "--format", "json", "queues"}} {
+		var qs []map[string]any
+		out := ctl.run(0, nil, args...)
+		if err := json.Unmarshal([]byte(out), &qs); err != nil || len(qs) != 1 || qs[0]["name"] != "cli-q" {
+			t.Errorf("%q: %v %q", args, err, out)
+		}
+	}
+	if out := ctl.run(2, nil, "list", "queues", "--format", "yaml"); !strings.Contains(out, "--format must be table or json") {
+		t.Errorf("bad format: %s", out)
+	}
+
+	// Errors name the object.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"publish", "k", "x", "--exchange", "no-x"}, "exchange 'no-x' in vhost '/' not found"},
+		{[]string{"get", "no-q"}, "queue 'no-q' in vhost '/' not found"},
+		{[]string{"delete", "queue", "no-q"}, "queue 'no-q' in vhost '/' not found"},
+		{[]string{"purge", "queue", "no-q"}, "queue 'no-q' in vhost '/' not found"},
+		{[]string{"get", "cli-q", "--vhost", "no-vhost"}, "vhost 'no-vhost' not found"},
+		{[]string{"delete", "user", "no-user"}, "user 'no-user' not found"},
+		{[]string{"close", "connection", "no-conn"}, "connection 'no-conn' not found"},
+	} {
+		if out := ctl.run(1, nil, tc.args...); !strings.Contains(out, tc.want) {
+			t.Errorf("%q: %q, want %q", tc.args, out, tc.want)
+		}
+	}
+	// Usage errors exit 2 and show the command's usage.
+	if out := ctl.run(2, nil, "publish"); !strings.Contains(out, "usage: tridentctl publish ROUTING_KEY [BODY]") {
+		t.Errorf("publish without arguments: %s", out)
+	}
+	ctl.run(2, nil, "publish", "k", "a", "b")
+}
+
+// TestOpsCLIHelp: tridentctl help lists every command, one line each;
+// help CMD and CMD --help print the command's usage and its real flags.
+func TestOpsCLIHelp(t *testing.T) {
+	ctl := ctlRunner{t: t, bin: tridentctl(t), base: "http://127.0.0.1:1"} // no API needed
+	out := ctl.run(0, nil, "help")
+	cmds := []string{"overview", "list", "declare", "delete", "purge", "close", "publish", "get", "export", "import",
+		"cluster-name", "forget_cluster_node", "rebalance", "check", "help"}
+	lines := strings.Split(out, "\n")
+	for _, c := range cmds {
+		n := 0
+		for _, l := range lines {
+			if f := strings.Fields(l); len(f) > 1 && strings.HasPrefix(l, "  ") && f[0] == c {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("help lists %q on %d lines:\n%s", c, n, out)
+		}
+	}
+	if !strings.Contains(out, "--format") || !strings.Contains(out, "--url") {
+		t.Errorf("help has no global flags:\n%s", out)
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "--password") && strings.Contains(l, "(default ") {
+			t.Errorf("help shows the password from the environment: %s", l)
+		}
+	}
+	if noArgs := ctl.run(2, nil); noArgs != out {
+		t.Errorf("tridentctl without a command prints another text:\n%s", noArgs)
+	}
+
+	pub := ctl.run(0, nil, "help", "publish")
+	for _, want := range []string{"usage: tridentctl publish ROUTING_KEY [BODY]", "--exchange X", "--content-type", "--persistent", "standard input"} {
+		if !strings.Contains(pub, want) {
+			t.Errorf("help publish has no %q:\n%s", want, pub)
+		}
+	}
+	if again := ctl.run(0, nil, "publish", "--help"); again != pub {
+		t.Errorf("publish --help differs from help publish:\n%s", again)
+	}
+	dq := ctl.run(0, nil, "declare", "queue", "--help")
+	if !strings.Contains(dq, "usage: tridentctl declare queue NAME") || !strings.Contains(dq, "--durable") || strings.Contains(dq, "--source") {
+		t.Errorf("declare queue --help:\n%s", dq)
+	}
+	if h := ctl.run(0, nil, "help", "declare", "queue"); h != dq {
+		t.Errorf("help declare queue differs from declare queue --help:\n%s", h)
+	}
+	all := ctl.run(0, nil, "help", "declare")
+	for _, k := range []string{"queue", "exchange", "binding", "user", "vhost", "permission"} {
+		if !strings.Contains(all, "usage: tridentctl declare "+k) {
+			t.Errorf("help declare has no form %s:\n%s", k, all)
+		}
+	}
+	if out := ctl.run(2, nil, "help", "frobnicate"); !strings.Contains(out, `no command "frobnicate"`) {
+		t.Errorf("help of an unknown command: %s", out)
+	}
+	if out := ctl.run(2, nil, "declare", "thing", "x"); !strings.Contains(out, "queue, exchange, binding, user, vhost, permission") {
+		t.Errorf("declare of an unknown kind: %s", out)
+	}
+}
+
+// TestOpsCLIClusterName: tridentctl cluster-name shows and sets the name;
+// a user who is not an administrator is refused.
+func TestOpsCLIClusterName(t *testing.T) {
+	_, base := mgmtBroker(t, func(c *conf.Config) { c.Cluster.NodeName = "trident@cli-name" })
+	ctl := ctlRunner{t: t, bin: tridentctl(t), base: base}
+	if out := ctl.run(0, nil, "cluster-name"); out != "trident@cli-name\n" {
+		t.Errorf("cluster-name: %q", out)
+	}
+	ctl.run(0, nil, "declare", "user", "cli-mon", "--password", "pw", "--tags", "monitoring")
+	mon := ctl
+	mon.user = "cli-mon"
+	if out := mon.run(1, nil, "cluster-name", "mine"); !strings.Contains(out, "401") || !strings.Contains(out, "not_authorised") {
+		t.Errorf("cluster-name by a monitoring user: %s", out)
+	}
+	ctl.run(0, nil, "cluster-name", "from-cli")
+	if out := mon.run(0, nil, "cluster-name", "--format", "json"); !strings.Contains(out, `"name": "from-cli"`) {
+		t.Errorf("cluster-name after the set: %q", out)
 	}
 }
