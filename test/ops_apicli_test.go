@@ -478,7 +478,8 @@ func TestOpsCLIHelp(t *testing.T) {
 	}
 
 	pub := ctl.run(0, nil, "help", "publish")
-	for _, want := range []string{"usage: tridentctl publish ROUTING_KEY [BODY]", "--exchange X", "--content-type", "--persistent", "standard input"} {
+	for _, want := range []string{"usage: tridentctl publish ROUTING_KEY [BODY]", "standard input",
+		"--exchange X ", "--persistent ", "delivery_mode 2 (persistent)", "--header k=v ", "--payload BODY "} {
 		if !strings.Contains(pub, want) {
 			t.Errorf("help publish has no %q:\n%s", want, pub)
 		}
@@ -487,7 +488,7 @@ func TestOpsCLIHelp(t *testing.T) {
 		t.Errorf("publish --help differs from help publish:\n%s", again)
 	}
 	dq := ctl.run(0, nil, "declare", "queue", "--help")
-	if !strings.Contains(dq, "usage: tridentctl declare queue NAME") || !strings.Contains(dq, "--durable") || strings.Contains(dq, "--source") {
+	if !strings.Contains(dq, "usage: tridentctl declare queue NAME") || !strings.Contains(dq, "survive a restart (default true)") || strings.Contains(dq, "--source") {
 		t.Errorf("declare queue --help:\n%s", dq)
 	}
 	if h := ctl.run(0, nil, "help", "declare", "queue"); h != dq {
