@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/trident-broker/trident/conf"
@@ -525,5 +526,123 @@ func TestOpsCLIClusterName(t *testing.T) {
 	ctl.run(0, nil, "cluster-name", "from-cli")
 	if out := mon.run(0, nil, "cluster-name", "--format", "json"); !strings.Contains(out, `"name": "from-cli"`) {
 		t.Errorf("cluster-name after the set: %q", out)
+	}
+}
+
+// TestOpsUIChannelRates drives the UI in headless Chromium: the channels
+// page shows a publishing channel's Publish and Confirm rates and a
+// consuming one's Deliver / get rate, and the footer shows the cluster
+// name set through the API.
+func TestOpsUIChannelRates(t *testing.T) {
+	browser := chromiumPath()
+	if browser == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("chromium not found (apt-get install -y chromium, or set CHROMIUM)")
+		}
+		t.Skip("chromium not found; apt-get install -y chromium, or set CHROMIUM")
+	}
+	b, base := mgmtBroker(t)
+	apiClient{t: t, base: base, user: "guest", pass: "guest"}.expect(204, "PUT", "/api/cluster-name", map[string]any{"name": "ui-cluster"})
+	conn := dial(t, b.URL)
+	pub, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pub.QueueDeclare("ui-rates", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range pub.NotifyPublish(make(chan amqp.Confirmation, 64)) {
+		}
+	}()
+	if _, err := cons.Consume("ui-rates", "", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // 50 msg/s
+		defer close(done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				_ = pub.PublishWithContext(context.Background(), "", "ui-rates", false, false, amqp.Publishing{Body: []byte("r")})
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+
+	ctx := newBrowser(t, browser, 1600, 900)
+	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		if err := chromedp.Do(sctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	step("log in", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.ID("login-username")),
+		chromedp.SendKeys(chromedp.ID("login-username"), "guest"),
+		chromedp.SendKeys(chromedp.ID("login-password"), "guest"),
+		chromedp.Click(chromedp.ID("login-submit")),
+		chromedp.WaitVisible(chromedp.CSS(`#node-info dd`)))
+	step("channels page", chromedp.Navigate(base+"/#/channels"), chromedp.WaitVisible(chromedp.CSS(`#channels-table tbody tr`)))
+	// The cells of each row by column title, as the page shows them.
+	const cells = `(() => {
+	  const heads = [...document.querySelectorAll('#channels-table thead th')].map(th => th.textContent.trim());
+	  return [...document.querySelectorAll('#channels-table tbody tr')].map(tr => {
+	    const row = {};
+	    [...tr.children].forEach((td, i) => { row[heads[i]] = td.innerText.trim(); });
+	    return JSON.stringify(row);
+	  });
+	})()`
+	positive := func(s string) bool { return strings.HasSuffix(s, "/s") && s != "0/s" }
+	var rows []string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		// The page refreshes its list every few seconds; reload to ask now.
+		step("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`#channels-table tbody tr`)))
+		var err error
+		rows, err = chromedp.Run(ctx, chromedp.Evaluate[[]string](cells))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pubOK, consOK bool
+		for _, r := range rows {
+			var m map[string]string
+			if err := json.Unmarshal([]byte(r), &m); err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasSuffix(m["Channel"], "(1)") && positive(m["Publish"]) && positive(m["Confirm"]) {
+				pubOK = true
+			}
+			if strings.HasSuffix(m["Channel"], "(2)") && positive(m["Deliver / get"]) {
+				consOK = true
+			}
+		}
+		if pubOK && consOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the channels page does not show the rates: %v", rows)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	footer, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("footer-info")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(footer, "cluster ui-cluster") {
+		t.Errorf("footer %q does not name the cluster", footer)
 	}
 }
