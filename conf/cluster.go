@@ -19,6 +19,11 @@ type Cluster struct {
 	// by default (RabbitMQ's rabbit@<host>). Nodes on one machine need
 	// distinct names. It is also the node name the management API reports.
 	NodeName string `yaml:"node_name"`
+	// Name is the cluster's name (RabbitMQ's cluster_name) shown by the
+	// management API and UI. Empty means the node's name alone, or the
+	// first member's name in a cluster. A name set through PUT
+	// /api/cluster-name is kept cluster-wide and wins over this one.
+	Name string `yaml:"name"`
 	// GossipListen is the gossip address (TCP and UDP), IP:port or :port,
 	// e.g. "127.0.0.1:25672" or ":25672" (RabbitMQ's inter-node port).
 	// Empty disables clustering.
@@ -125,6 +130,7 @@ func (c Cluster) CookieFilePath(dataDir string) string {
 // clusterFields are the cluster leaves of Config, for load.go's fields table.
 var clusterFields = []field{
 	f("cluster.node_name", "node name, unique in the cluster (also the API's node name)", func(c *Config) any { return &c.Cluster.NodeName }),
+	f("cluster.name", "the cluster's name in the API and UI (empty: the node's name, or the first member's in a cluster); PUT /api/cluster-name overrides it", func(c *Config) any { return &c.Cluster.Name }),
 	f("cluster.gossip_listen", "cluster gossip address, TCP and UDP, e.g. 127.0.0.1:25672 (empty: clustering off)", func(c *Config) any { return &c.Cluster.GossipListen }),
 	f("cluster.advertise_addr", "gossip address peers use: IP or IP:port (empty: gossip_listen's)", func(c *Config) any { return &c.Cluster.AdvertiseAddr }),
 	f("cluster.join", "comma-separated host:port gossip addresses of cluster nodes to join (also --join)", func(c *Config) any { return &c.Cluster.Join }),

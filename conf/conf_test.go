@@ -148,9 +148,9 @@ func TestLoadErrors(t *testing.T) {
 		want string // substring of the error
 	}{
 		{"missing file", []string{"--config", "/nonexistent/trident.yaml"}, nil, "conf: config file"},
-		{"unknown key", []string{"--config", unknown}, nil, "field listn not found"},
+		{"unknown key", []string{"--config", unknown}, nil, "amqp.listn: unknown key (did you mean amqp.listen?) (line 2)"},
 		{"bad yaml", []string{"--config", badYAML}, nil, "conf: config file"},
-		{"bare number duration in yaml", []string{"--config", badDur}, nil, "line 2: cannot unmarshal !!int `60` into time.Duration"},
+		{"bare number duration in yaml", []string{"--config", badDur}, nil, `amqp.heartbeat: expected a duration such as 30s or 1m30s, got "60" (line 2)`},
 		{"unknown flag", []string{"--nope"}, nil, "flag provided but not defined: -nope"},
 		{"bad int flag", []string{"--amqp-frame-max", "big"}, nil, `invalid value "big" for flag -amqp-frame-max`},
 		{"bad duration env", nil, map[string]string{"TRIDENT_AMQP_HEARTBEAT": "soon"}, "TRIDENT_AMQP_HEARTBEAT"},

@@ -229,11 +229,19 @@ func Load(args []string, env func(string) string) (Config, error) {
 }
 
 // loadFile decodes the YAML file at path over cfg. Unknown keys are errors,
-// so a typo does not silently leave a default in place.
+// so a typo does not silently leave a default in place; they and values
+// of the wrong type are reported by key path (checkKeys).
 func loadFile(cfg *Config, path string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("conf: config file: %w", err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("conf: config file %s: %v", path, err)
+	}
+	if err := checkKeys(&doc); err != nil { // names the key path (keys.go)
+		return fmt.Errorf("conf: config file %s:\n%v", path, err)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)

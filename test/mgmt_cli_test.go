@@ -102,7 +102,7 @@ func TestMgmtCLI(t *testing.T) {
 		t.Errorf("connections: %s", out)
 	}
 	out = run(1, "close", "connection", "nope")
-	if !strings.Contains(out, "404") {
+	if !strings.Contains(out, "connection 'nope' not found") {
 		t.Errorf("close missing connection: %s", out)
 	}
 	run(2, "frobnicate")

@@ -85,23 +85,6 @@ func (s *Server) nodesJSON() []map[string]any {
 	return out
 }
 
-// clusterName is /api/overview's cluster_name: the node's own name when
-// it runs alone, else the name of the first member in name order, which
-// every node of the cluster agrees on (RabbitMQ too names a cluster after
-// one of its nodes).
-func (s *Server) clusterName() string {
-	if s.cluster == nil {
-		return s.node
-	}
-	name := s.node
-	for _, m := range s.cluster.ClusterMembers() {
-		if m.Name < name {
-			name = m.Name
-		}
-	}
-	return name
-}
-
 func (s *Server) localMemberJSON(m ClusterMember) map[string]any {
 	j := s.nodeJSON()
 	j["cluster_status"] = m.Status

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"fmt"
 	"net/http"
 	"net/url"
 	"sort"
@@ -44,6 +43,12 @@ type ChannelInfo struct {
 	UncommittedAcks     int
 	Confirm             bool
 	Transactional       bool
+	// Message counters since the channel opened, for message_stats
+	// (channels.go); zero where the protocol keeps none.
+	Published, Confirmed      uint64
+	Delivered, DeliveredNoAck uint64
+	Got, GotNoAck, GetEmpty   uint64
+	Redelivered, Acked        uint64
 }
 
 // Connections is what the API needs from the protocol front ends.
@@ -192,94 +197,6 @@ func (s *Server) closeConnection(w http.ResponseWriter, r *http.Request, u *auth
 	}
 	s.log.Info("connection closed via the API", "connection", c.Name, "by", u.Name(), "reason", reason)
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// --- channels ---
-
-// Channels are listed as RabbitMQ names them, "<connection> (<n>)", with
-// the details a front end gives (AMQP's; others report only a count).
-type channelJSON struct {
-	Name                   string         `json:"name"`
-	Number                 int            `json:"number"`
-	Node                   string         `json:"node"`
-	User                   string         `json:"user"`
-	VHost                  string         `json:"vhost"`
-	State                  string         `json:"state"`
-	ConnectionDetails      map[string]any `json:"connection_details"`
-	ConsumerCount          int            `json:"consumer_count"`
-	PrefetchCount          int            `json:"prefetch_count"`
-	GlobalPrefetchCount    int            `json:"global_prefetch_count"`
-	MessagesUnacknowledged int            `json:"messages_unacknowledged"`
-	MessagesUnconfirmed    int            `json:"messages_unconfirmed"`
-	MessagesUncommitted    int            `json:"messages_uncommitted"`
-	AcksUncommitted        int            `json:"acks_uncommitted"`
-	Confirm                bool           `json:"confirm"`
-	Transactional          bool           `json:"transactional"`
-	IdleSince              string         `json:"idle_since,omitempty"`
-}
-
-func (s *Server) channelsOf(cs []ConnectionInfo) []channelJSON {
-	out := []channelJSON{}
-	for _, c := range cs {
-		ph, pp := splitHostPort(c.Peer)
-		list := c.ChannelList
-		if list == nil {
-			for i := 1; i <= c.Channels; i++ {
-				list = append(list, ChannelInfo{Number: i})
-			}
-		}
-		for _, ci := range list {
-			out = append(out, channelJSON{Name: fmt.Sprintf("%s (%d)", c.Name, ci.Number), Number: ci.Number, Node: s.node,
-				User: c.User, VHost: c.VHost, State: "running",
-				ConnectionDetails: map[string]any{"name": c.Name, "peer_host": ph, "peer_port": pp},
-				ConsumerCount:     ci.Consumers, PrefetchCount: ci.Prefetch, GlobalPrefetchCount: ci.GlobalPrefetch,
-				MessagesUnacknowledged: ci.Unacked, MessagesUnconfirmed: ci.Unconfirmed,
-				MessagesUncommitted: ci.UncommittedMessages, AcksUncommitted: ci.UncommittedAcks,
-				Confirm: ci.Confirm, Transactional: ci.Transactional})
-		}
-	}
-	return out
-}
-
-func chName(c channelJSON) string  { return c.Name }
-func chVHost(c channelJSON) string { return c.VHost }
-func chSelf(c channelJSON) channelJSON {
-	return c
-}
-
-func (s *Server) listChannels(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	respondList(w, r, listSpec[channelJSON, channelJSON]{refs: s.channelsOf(s.visibleConnections(u, "")),
-		name: chName, build: chSelf})
-}
-
-func (s *Server) listVHostChannels(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	v, ok := s.readVHost(w, r, u)
-	if !ok {
-		return
-	}
-	respondList(w, r, listSpec[channelJSON, channelJSON]{refs: s.channelsOf(s.visibleConnections(u, v.Name())),
-		name: chName, build: chSelf})
-}
-
-func (s *Server) connectionChannels(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	c, ok := s.findConnection(r)
-	if !ok || !s.seesConnection(u, c) {
-		notFound(w)
-		return
-	}
-	respondList(w, r, listSpec[channelJSON, channelJSON]{refs: s.channelsOf([]ConnectionInfo{c}),
-		name: chName, build: chSelf})
-}
-
-func (s *Server) getChannel(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	name := pathValue(r, "name")
-	for _, ch := range s.channelsOf(s.visibleConnections(u, "")) {
-		if ch.Name == name {
-			writeJSON(w, http.StatusOK, ch)
-			return
-		}
-	}
-	notFound(w)
 }
 
 // --- consumers ---

@@ -109,7 +109,7 @@ func (s *Server) ExportDefinitions(vhost string) Definitions {
 	if vhost == "" {
 		d.RabbitMQVersion, d.ProductName, d.ProductVersion = rabbitVersion, productName, s.version
 		d.Users, d.VHosts, d.Permissions = []DefUser{}, []DefVHost{}, []DefPermission{}
-		d.TopicPermissions, d.GlobalParameters = []DefTopicPermission{}, []map[string]any{}
+		d.TopicPermissions, d.GlobalParameters = []DefTopicPermission{}, s.globalParameters()
 		for _, u := range s.users.ListUsers() {
 			tags := u.Tags()
 			if tags == nil {

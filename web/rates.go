@@ -26,6 +26,7 @@ type sample struct {
 	unacked int64
 	recv    uint64 // connection octets
 	send    uint64
+	confirm uint64 // a channel's confirms
 }
 
 type ring struct {
@@ -94,11 +95,13 @@ type rates struct {
 	queues    map[*exchange.Queue]*ring
 	exchanges map[*exchange.Exchange]*ring
 	conns     map[string]*ring
+	chans     map[string]*ring // by channel name, "<connection> (<n>)"
 }
 
 func newRates(interval time.Duration) *rates {
 	return &rates{interval: interval, global: newRing(historyLen), vhosts: map[string]*ring{},
-		queues: map[*exchange.Queue]*ring{}, exchanges: map[*exchange.Exchange]*ring{}, conns: map[string]*ring{}}
+		queues: map[*exchange.Queue]*ring{}, exchanges: map[*exchange.Exchange]*ring{}, conns: map[string]*ring{},
+		chans: map[string]*ring{}}
 }
 
 type qReading struct {
@@ -180,6 +183,7 @@ func (rt *rates) sample(s *Server) {
 	}
 	rt.exchanges = nx
 	nc := make(map[string]*ring, len(cs))
+	nch := make(map[string]*ring, len(rt.chans))
 	for _, c := range cs {
 		r := rt.conns[c.Name]
 		if r == nil {
@@ -188,8 +192,19 @@ func (rt *rates) sample(s *Server) {
 		r.push(sample{t: now, recv: c.RecvOct, send: c.SendOct,
 			s: exchange.MsgStats{Publish: c.Published, Deliver: c.Delivered}})
 		nc[c.Name] = r
+		for _, ci := range c.ChannelList {
+			name := channelName(c.Name, ci.Number)
+			r := rt.chans[name]
+			if r == nil {
+				r = newRing(2)
+			}
+			st, confirmed := chanMsgStats(ci)
+			r.push(sample{t: now, s: st, confirm: confirmed})
+			nch[name] = r
+		}
 	}
 	rt.conns = nc
+	rt.chans = nch
 }
 
 func addStats(dst *exchange.MsgStats, s exchange.MsgStats) {
@@ -235,6 +250,12 @@ func (rt *rates) conn(name string) window {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	return rt.conns[name].window(0)
+}
+
+func (rt *rates) channel(name string) window {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.chans[name].window(0)
 }
 
 // historyAge reads ?msg_rates_age= or ?lengths_age= (seconds).
@@ -304,6 +325,8 @@ type msgStatsJSON struct {
 	GetNoAckDetails       *details `json:"get_no_ack_details,omitempty"`
 	GetEmpty              *uint64  `json:"get_empty,omitempty"`
 	GetEmptyDetails       *details `json:"get_empty_details,omitempty"`
+	Confirm               *uint64  `json:"confirm,omitempty"`
+	ConfirmDetails        *details `json:"confirm_details,omitempty"`
 	DeliverGet            *uint64  `json:"deliver_get,omitempty"`
 	DeliverGetDetails     *details `json:"deliver_get_details,omitempty"`
 	Ack                   *uint64  `json:"ack,omitempty"`
@@ -324,6 +347,7 @@ const (
 	kindQueue statKind = iota
 	kindExchange
 	kindVHost
+	kindChannel
 )
 
 func counter(cur uint64, w window, get func(*sample) uint64) (*uint64, *details) {

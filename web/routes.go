@@ -18,6 +18,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/auth", s.authSettings)
 	m("GET /api/whoami", mg, s.whoami)
 	m("GET /api/overview", mg, s.overview)
+	m("GET /api/cluster-name", mg, s.getClusterName)
+	m("PUT /api/cluster-name", adm, s.putClusterName)
 	m("GET /api/nodes", mon, s.listNodes)
 	m("GET /api/nodes/{node}", mon, s.getNode)
 	m("GET /api/nodes/{node}/memory", mon, s.getNodeMemory)
@@ -97,7 +99,7 @@ func (s *Server) routes() {
 	m("DELETE /api/policies/{vhost}/{name}", pol, s.deletePolicy)
 	m("GET /api/operator-policies", mg, emptyList)
 	s.shovelRoutes(m, pol, mg) // shovels.go
-	m("GET /api/global-parameters", mg, emptyList)
+	m("GET /api/global-parameters", mg, s.listGlobalParameters)
 
 	m("GET /api/definitions", adm, s.getDefinitions)
 	m("POST /api/definitions", adm, s.postDefinitions(false))

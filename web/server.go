@@ -69,6 +69,11 @@ type Options struct {
 	// MaxDefinitionsBody bounds a definitions import's body (guard.go);
 	// DefaultMaxDefinitionsBody when zero.
 	MaxDefinitionsBody int64
+	// ClusterName is the configured cluster name (cluster.name), ""
+	// for the default; ClusterNames keeps the one set through the API
+	// (clustername.go), nil: it cannot be set.
+	ClusterName  string
+	ClusterNames ClusterNameStore
 }
 
 // Server is the management API.
@@ -89,6 +94,9 @@ type Server struct {
 	cluster   Cluster
 	oauth     OAuthUI
 	shovels   Shovels
+
+	clusterNameConf string           // clustername.go
+	clusterNames    ClusterNameStore // nil: not settable
 
 	maxDefsBody int64         // guard.go
 	imports     chan struct{} // one definitions import at a time (definitions.go)
@@ -119,6 +127,7 @@ func New(o Options) *Server {
 	if s.version == "" {
 		s.version = "devel"
 	}
+	s.clusterNameConf, s.clusterNames = o.ClusterName, o.ClusterNames
 	s.maxDefsBody = o.MaxDefinitionsBody
 	if s.maxDefsBody <= 0 {
 		s.maxDefsBody = DefaultMaxDefinitionsBody

@@ -2,30 +2,17 @@
 // management HTTP API only (RabbitMQ's /api shapes), so it also works
 // against RabbitMQ.
 //
-//	tridentctl [--url URL] [--user U] [--password P | --token T] [--vhost V] [--format table|json] COMMAND ...
+//	tridentctl [global flags] COMMAND [ARGS] [flags]
 //	tridentctl --version
 //
-// Commands:
+// "tridentctl help" lists the commands, "tridentctl help COMMAND" (or
+// "tridentctl COMMAND --help") prints one command's usage and flags; the
+// table in commands.go is where both come from.
 //
-//	overview
-//	list queues|exchanges|bindings|connections|channels|consumers|users|vhosts|permissions
-//	declare queue NAME [--durable] [--auto-delete] [--arg k=v ...]
-//	declare exchange NAME [--type direct] [--durable] [--auto-delete] [--internal]
-//	declare binding --source X --destination D [--destination-type queue|exchange] [--routing-key K]
-//	declare user NAME [--password P | --password-hash H] [--tags a,b]
-//	declare vhost NAME
-//	declare permission --user U [--configure RE] [--write RE] [--read RE]
-//	delete queue|exchange|user|vhost NAME
-//	delete binding --source X --destination D [--destination-type queue|exchange] --properties-key K
-//	delete permission --user U
-//	purge queue NAME
-//	close connection NAME [--reason TEXT]
-//	publish --exchange X --routing-key K --payload TEXT
-//	get --queue Q [--count N] [--ackmode ack_requeue_true|ack_requeue_false|reject_requeue_true|reject_requeue_false]
-//	export FILE      (- for stdout)
-//	import FILE      (- for stdin)
-//
-// Flags also come from TRIDENT_URL, TRIDENT_USER, TRIDENT_PASSWORD,
+// Global flags may come before or after the command: --url, --vhost,
+// --format table|json, --token, --all-vhosts; --user and --password only
+// before it (declare user and declare permission have their own). They
+// also come from TRIDENT_URL, TRIDENT_USER, TRIDENT_PASSWORD,
 // TRIDENT_TOKEN (an OAuth 2 access token, sent as Bearer) and
 // TRIDENT_VHOST.
 package main
@@ -42,7 +29,7 @@ func main() {
 		fmt.Println(version.String("tridentctl"))
 		os.Exit(0)
 	}
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
 }
 
 func envOr(env func(string) string, k, def string) string {
@@ -50,13 +37,4 @@ func envOr(env func(string) string, k, def string) string {
 		return v
 	}
 	return def
-}
-
-func usage() string {
-	return `usage: tridentctl [--url URL] [--user U] [--password P | --token T] [--vhost V] [--format table|json] COMMAND ...
-       tridentctl --version
-commands: overview | list KIND | declare KIND ... | delete KIND ... | purge queue NAME |
-          close connection NAME | publish ... | get ... | export FILE | import FILE |
-          forget_cluster_node NODE | rebalance quorum | check quorum-critical
-run "tridentctl help" for the full list`
 }

@@ -67,9 +67,11 @@ type channel struct {
 	// keeps them up to date where its own fields change.
 	stats chanStats
 
-	// Deliveries: tag counter and unacked list, under dmu.
+	// Deliveries: tag counter, unacked list and the delivery counters
+	// management samples (deliverCounts), under dmu.
 	dmu     sync.Mutex
 	nextTag uint64
+	counts  deliverCounts
 	unacked []unackedRef
 	uhead   int
 	scratch []uint64 // reader goroutine: seqs to ack per queue
@@ -86,7 +88,7 @@ type channel struct {
 
 type chanStats struct {
 	published   atomic.Uint64
-	delivered   atomic.Uint64
+	getEmpty    atomic.Uint64
 	consumers   atomic.Int32
 	prefetch    atomic.Int32
 	globalPref  atomic.Int32
@@ -95,6 +97,15 @@ type chanStats struct {
 	txAcks      atomic.Int32
 	confirm     atomic.Bool
 	tx          atomic.Bool
+}
+
+// deliverCounts are a channel's delivery counters for management's
+// message_stats, kept under dmu where the delivery tag is assigned (plain
+// increments under a lock already held, no atomic per message): deliveries
+// to consumers with and without acknowledgement, basic.get with and
+// without, deliveries flagged redelivered, and acknowledged deliveries.
+type deliverCounts struct {
+	deliver, deliverNoAck, get, getNoAck, redeliver, ack uint64
 }
 
 // syncStats copies the reader's own fields into stats (after each
@@ -118,12 +129,18 @@ func (ch *channel) info() ChanInfo {
 			unacked++
 		}
 	}
+	n := ch.counts
 	ch.dmu.Unlock()
+	ch.c.w.Mu.Lock() // not nested in dmu: dmu comes before w.Mu
+	confirmed := ch.cf.confirmed
+	ch.c.w.Mu.Unlock()
 	st := &ch.stats
 	return ChanInfo{Number: int(ch.id), Consumers: int(st.consumers.Load()), Prefetch: int(st.prefetch.Load()),
 		GlobalPrefetch: int(st.globalPref.Load()), Unacked: unacked, Unconfirmed: int(max(st.unconfirmed.Load(), 0)),
 		UncommittedMessages: int(st.txMsgs.Load()), UncommittedAcks: int(st.txAcks.Load()),
-		Confirm: st.confirm.Load(), Transactional: st.tx.Load()}
+		Confirm: st.confirm.Load(), Transactional: st.tx.Load(),
+		Published: st.published.Load(), Confirmed: confirmed, Delivered: n.deliver, DeliveredNoAck: n.deliverNoAck,
+		Got: n.get, GotNoAck: n.getNoAck, GetEmpty: st.getEmpty.Load(), Redelivered: n.redeliver, Acked: n.ack}
 }
 
 type txPublish struct {
@@ -604,14 +621,20 @@ func (ch *channel) get(m *wire.BasicGet) error {
 	// client in order with deliveries.
 	d, ok := q.Get(m.NoAck)
 	if !ok {
+		ch.stats.getEmpty.Add(1)
 		ch.c.send(ch.id, &wire.BasicGetEmpty{})
 		return nil
 	}
 	ch.dmu.Lock()
 	ch.nextTag++
-	ch.stats.delivered.Add(1)
+	if d.Redelivered {
+		ch.counts.redeliver++
+	}
 	tag := ch.nextTag
-	if !m.NoAck {
+	if m.NoAck {
+		ch.counts.getNoAck++
+	} else {
+		ch.counts.get++
 		ch.c.watchTimeouts()
 		ch.unacked = append(ch.unacked, unackedRef{tag: tag, q: q, seq: d.Seq, at: ch.c.now.Load()})
 	}
@@ -633,7 +656,7 @@ func (ch *channel) settle(m wire.Method, tag uint64, multiple, ack, requeue bool
 		ch.txAcks = append(ch.txAcks, txAck{tag: tag, multiple: multiple, requeue: requeue, ack: ack})
 		return nil
 	}
-	refs, err := ch.take(m, tag, multiple)
+	refs, err := ch.take(m, tag, multiple, ack)
 	if err != nil {
 		return err
 	}
@@ -705,8 +728,9 @@ func (ch *channel) find(tag uint64) int {
 }
 
 // take removes tag (or every tag up to it, with multiple; tag 0 with
-// multiple means all) from the unacked list.
-func (ch *channel) take(m wire.Method, tag uint64, multiple bool) ([]unackedRef, error) {
+// multiple means all) from the unacked list; with ack they count as
+// acknowledged in the channel's message_stats.
+func (ch *channel) take(m wire.Method, tag uint64, multiple, ack bool) ([]unackedRef, error) {
 	ch.dmu.Lock()
 	defer ch.dmu.Unlock()
 	if ch.timedOut {
@@ -737,6 +761,9 @@ func (ch *channel) take(m wire.Method, tag uint64, multiple bool) ([]unackedRef,
 		}
 		ch.uhead = end
 		ch.compact()
+		if ack {
+			ch.counts.ack += uint64(len(out))
+		}
 		return out, nil
 	}
 	i := ch.find(tag)
@@ -749,6 +776,9 @@ func (ch *channel) take(m wire.Method, tag uint64, multiple bool) ([]unackedRef,
 		ch.uhead++
 	}
 	ch.compact()
+	if ack {
+		ch.counts.ack++
+	}
 	return []unackedRef{r}, nil
 }
 
@@ -785,6 +815,7 @@ func (ch *channel) commit() error {
 			wg.Done()
 			return err
 		}
+		ch.stats.published.Add(1) // at the commit, as RabbitMQ counts them
 		if !res.Pending {
 			wg.Done()
 		}
@@ -793,7 +824,7 @@ func (ch *channel) commit() error {
 		}
 	}
 	for _, a := range acks {
-		refs, err := ch.take(nil, a.tag, a.multiple)
+		refs, err := ch.take(nil, a.tag, a.multiple, a.ack)
 		if err != nil {
 			return err
 		}
@@ -876,9 +907,14 @@ func (s *sink) write(d exchange.Delivery) bool {
 		return false
 	}
 	ch.nextTag++
-	ch.stats.delivered.Add(1)
+	if d.Redelivered {
+		ch.counts.redeliver++
+	}
 	tag := ch.nextTag
-	if !s.noAck {
+	if s.noAck {
+		ch.counts.deliverNoAck++
+	} else {
+		ch.counts.deliver++
 		c.watchTimeouts()
 		ch.unacked = append(ch.unacked, unackedRef{tag: tag, q: d.Queue, seq: d.Seq, at: c.now.Load()})
 	}

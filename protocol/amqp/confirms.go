@@ -28,6 +28,10 @@ type confirmState struct {
 	sent   uint64          // the highest tag of the in-order sequence written
 	queued bool            // in conn.confirmRuns
 	early  map[uint64]bool // tags written out of order, all ≥ next
+	// confirmed counts the publishes confirmed positively (basic.ack
+	// written, a multiple one counting every tag it covers), for
+	// management's message_stats.confirm.
+	confirmed uint64
 }
 
 // sendConfirm records the outcome of publish tag on channel ch.
@@ -46,6 +50,9 @@ func (c *conn) sendConfirm(ch *channel, tag uint64, ok bool) {
 		// not give; it is written as it comes rather than lost).
 		c.writeRunLocked(ch)
 		c.appendConfirmLocked(ch.id, tag, false, ok)
+		if ok {
+			cf.confirmed++
+		}
 		if tag > cf.next {
 			if cf.early == nil {
 				cf.early = map[uint64]bool{}
@@ -94,6 +101,7 @@ func (c *conn) writeRunLocked(ch *channel) {
 	cf := &ch.cf
 	if end := cf.next - 1; cf.next > 0 && end > cf.sent {
 		c.appendConfirmLocked(ch.id, end, end-cf.sent > 1, true)
+		cf.confirmed += end - cf.sent
 		cf.sent = end
 	}
 }

@@ -726,8 +726,8 @@ func (c *conn) info() (ConnInfo, bool) {
 		RecvOct: c.recvOct.Load(), SendOct: c.sendOct.Load()}
 	for _, ch := range chs {
 		ci := ch.info()
-		i.Published += ch.stats.published.Load()
-		i.Delivered += ch.stats.delivered.Load()
+		i.Published += ci.Published
+		i.Delivered += ci.Delivered + ci.DeliveredNoAck + ci.Got + ci.GotNoAck
 		i.ChannelList = append(i.ChannelList, ci)
 	}
 	sort.Slice(i.ChannelList, func(a, b int) bool { return i.ChannelList[a].Number < i.ChannelList[b].Number })

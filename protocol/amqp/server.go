@@ -128,6 +128,15 @@ type ChanInfo struct {
 	UncommittedAcks     int
 	Confirm             bool
 	Transactional       bool
+	// Message counters since the channel opened (RabbitMQ's
+	// message_stats): messages published; publishes confirmed (basic.ack);
+	// deliveries to consumers with and without acknowledgement;
+	// basic.get with and without, and those that found nothing;
+	// deliveries flagged redelivered; deliveries acknowledged.
+	Published, Confirmed      uint64
+	Delivered, DeliveredNoAck uint64
+	Got, GotNoAck, GetEmpty   uint64
+	Redelivered, Acked        uint64
 }
 
 // Connections lists open connections, sorted by name.

@@ -37,7 +37,7 @@ const (
 
 // clusterOpsKey reports whether key is one of these records (replicated).
 func clusterOpsKey(key string) bool {
-	return strings.HasPrefix(key, forgetPrefix) || key == rebalanceKey
+	return strings.HasPrefix(key, forgetPrefix) || key == rebalanceKey || key == clusterNameKey
 }
 
 var (

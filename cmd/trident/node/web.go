@@ -46,6 +46,8 @@ func (n *Node) startHTTP() error {
 		Cluster:       n.webCluster(),
 		OAuth:         n.oauthUI(),
 		Shovels:       n.shovels,
+		ClusterName:   n.cfg.Cluster.Name,
+		ClusterNames:  clusterNames{n},
 
 		MaxDefinitionsBody: int64(n.cfg.HTTP.MaxDefinitionsBody),
 	})

@@ -740,7 +740,9 @@
         { title: 'Unacked', sort: 'messages_unacknowledged', num: true, render: (c) => num(c.messages_unacknowledged) },
         { title: 'Unconfirmed', sort: 'messages_unconfirmed', num: true, render: (c) => num(c.messages_unconfirmed) },
         { title: 'Publish', sort: 'message_stats.publish_details.rate', num: true, render: (c) => rate(rateOf(c, 'publish')) },
+        { title: 'Confirm', sort: 'message_stats.confirm_details.rate', num: true, render: (c) => rate(rateOf(c, 'confirm')) },
         { title: 'Deliver / get', sort: 'message_stats.deliver_get_details.rate', num: true, render: (c) => rate(rateOf(c, 'deliver_get')) },
+        { title: 'Redeliver', sort: 'message_stats.redeliver_details.rate', num: true, render: (c) => rate(rateOf(c, 'redeliver')) },
         { title: 'Ack', sort: 'message_stats.ack_details.rate', num: true, render: (c) => rate(rateOf(c, 'ack')) },
       ],
     });

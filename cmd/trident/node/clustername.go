@@ -1,0 +1,36 @@
+package node
+
+import (
+	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/web"
+)
+
+// clusterNameKey is the record of the cluster name set through PUT
+// /api/cluster-name (RabbitMQ's cluster_name runtime parameter). In a
+// cluster it is replicated (clusterOpsKey), so every node reads the same
+// name from its local store.
+const clusterNameKey = "cluster/name"
+
+// clusterNames implements web.ClusterNameStore over the node's store.
+type clusterNames struct{ n *Node }
+
+var _ web.ClusterNameStore = clusterNames{}
+
+func (c clusterNames) StoredClusterName() string {
+	var name string
+	_ = c.n.store.LoadMeta(clusterNameKey, func(key string, val []byte) error {
+		if key == clusterNameKey {
+			name = string(val)
+		}
+		return nil
+	})
+	return name
+}
+
+func (c clusterNames) SetClusterName(name string) error {
+	var st exchange.Store = c.n.store
+	if c.n.metaStore != nil {
+		st = c.n.metaStore // replicated: every node gets the record
+	}
+	return st.PutMeta(clusterNameKey, []byte(name))
+}
