@@ -172,21 +172,11 @@ func syncTree(dir string) error {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() {
-			return syncDir(p)
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		err = f.Sync()
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		return err
+		return syncDir(p) // a file or a directory alike
 	})
 }
 
+// syncDir fsyncs a directory (or a file).
 func syncDir(dir string) error {
 	f, err := os.Open(dir)
 	if err != nil {

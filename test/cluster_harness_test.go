@@ -131,24 +131,7 @@ func startClusterWith(t *testing.T, n int, perNode func(i int) []string, extra .
 		// leader can take it out alone, while a follower left with a
 		// departed leader could not elect itself (a test that froze or
 		// killed nodes leaves the leadership anywhere).
-		for {
-			var running []*cnode
-			for _, nd := range nodes {
-				if nd.p != nil && nd.p.Running() {
-					running = append(running, nd)
-				}
-			}
-			if len(running) == 0 {
-				break
-			}
-			nd := running[0]
-			if len(running) == 2 && metaLeaderName(running[1]) == nd.name {
-				nd = running[1]
-			}
-			if err := nd.p.Stop(); err != nil {
-				t.Errorf("stop %s: %v", nd.name, err)
-			}
-		}
+		stopNodesInTurn(t, nodes)
 		for _, nd := range nodes {
 			if nd.p == nil {
 				continue
@@ -183,6 +166,41 @@ func startClusterWith(t *testing.T, n int, perNode func(i int) []string, extra .
 }
 
 // metaLeaderName is the metadata group's leader as node c reports it,
+// stopNodesInTurn is stopInTurn over cluster nodes (nil ones skipped).
+func stopNodesInTurn(t testing.TB, nodes []*cnode) {
+	procs, names := make([]*testbin.Proc, len(nodes)), make([]string, len(nodes))
+	for i, nd := range nodes {
+		if nd != nil {
+			procs[i], names[i] = nd.p, nd.name
+		}
+	}
+	stopInTurn(t, procs, names, func(i int) string { return metaLeaderName(nodes[i]) })
+}
+
+// stopInTurn stops the running processes one at a time (see startCluster's
+// cleanup for why); with two left, the one that does not lead the metadata
+// group goes first. leader(i) asks process i for the metadata leader's name.
+func stopInTurn(t testing.TB, procs []*testbin.Proc, names []string, leader func(i int) string) {
+	for {
+		var running []int
+		for i, p := range procs {
+			if p != nil && p.Running() {
+				running = append(running, i)
+			}
+		}
+		if len(running) == 0 {
+			return
+		}
+		i := running[0]
+		if len(running) == 2 && leader(running[1]) == names[i] {
+			i = running[1]
+		}
+		if err := procs[i].Stop(); err != nil {
+			t.Errorf("stop %s: %v", names[i], err)
+		}
+	}
+}
+
 // "" if it does not answer.
 func metaLeaderName(c *cnode) string {
 	var ms []struct {

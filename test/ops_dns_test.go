@@ -57,24 +57,7 @@ func dnsNode(t *testing.T, dir string, i int, gossip string, expect int, args ..
 // cleanup does: with two left, the one not leading the metadata group
 // goes first) and shows the logs of a failed test.
 func stopDNSNodes(t *testing.T, nodes []*cnode) {
-	for {
-		var running []*cnode
-		for _, nd := range nodes {
-			if nd != nil && nd.p.Running() {
-				running = append(running, nd)
-			}
-		}
-		if len(running) == 0 {
-			break
-		}
-		nd := running[0]
-		if len(running) == 2 && metaLeaderName(running[1]) == nd.name {
-			nd = running[1]
-		}
-		if err := nd.p.Stop(); err != nil {
-			t.Errorf("stop %s: %v", nd.name, err)
-		}
-	}
+	stopNodesInTurn(t, nodes)
 	for _, nd := range nodes {
 		if nd == nil {
 			continue

@@ -982,24 +982,11 @@ func composeRun(t *testing.T, nodes []composeNode, adminPass string) {
 	}
 	t.Cleanup(func() {
 		// One at a time, the metadata leader last of two (as startCluster).
-		for {
-			var running []*proc
-			for _, pr := range procs {
-				if pr.p != nil && pr.p.Running() {
-					running = append(running, pr)
-				}
-			}
-			if len(running) == 0 {
-				break
-			}
-			pr := running[0]
-			if _, leader := nodesOf(pr); len(running) == 2 && leader == pr.name {
-				pr = running[1]
-			}
-			if err := pr.p.Stop(); err != nil {
-				t.Errorf("stop %s: %v", pr.name, err)
-			}
+		ps, names := make([]*testbin.Proc, len(procs)), make([]string, len(procs))
+		for i, pr := range procs {
+			ps[i], names[i] = pr.p, pr.name
 		}
+		stopInTurn(t, ps, names, func(i int) string { _, leader := nodesOf(procs[i]); return leader })
 		for _, pr := range procs {
 			if pr.p == nil {
 				continue

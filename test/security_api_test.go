@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/trident-broker/trident/conf"
 )
@@ -152,33 +150,6 @@ func TestSecurityF7CSRF(t *testing.T) {
 	}
 }
 
-// heapPeak samples the heap until stop is closed and returns its peak.
-func heapPeak(stop <-chan struct{}) <-chan uint64 {
-	out := make(chan uint64, 1)
-	go func() {
-		var peak uint64
-		var ms runtime.MemStats
-		for {
-			runtime.ReadMemStats(&ms)
-			peak = max(peak, ms.HeapAlloc)
-			select {
-			case <-stop:
-				out <- peak
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}()
-	return out
-}
-
-func heapNow() uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
-
 // definitionsBody is a definitions file of about size bytes whose bulk
 // (parameters of a component the import ignores) costs memory to parse.
 func definitionsBody(size int) []byte {
@@ -245,9 +216,7 @@ func TestSecurityF11BodyLimit(t *testing.T) {
 	// A tight GC target, so that the peak measures what the imports hold
 	// rather than how much garbage the collector lets pile up.
 	defer debug.SetGCPercent(debug.SetGCPercent(10))
-	base0 := heapNow()
-	stop := make(chan struct{})
-	peakc := heapPeak(stop)
+	grow := secHeapPeak()
 	var wg sync.WaitGroup
 	var ok, refused atomic.Int32
 	for range 4 {
@@ -266,14 +235,12 @@ func TestSecurityF11BodyLimit(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(stop)
-	peak := <-peakc
+	grew := grow()
 	if ok.Load() != 4 || refused.Load() != 4 {
 		t.Fatalf("%d of 4 imports under the limit done, %d of 4 past it refused", ok.Load(), refused.Load())
 	}
-	// The test's own body (8 MiB, shared) was allocated before base0.
-	grew := int64(peak) - int64(base0)
-	t.Logf("heap: %d MiB before, peak %d MiB (+%d MiB) for 4 concurrent %d MiB imports", base0>>20, peak>>20, grew>>20, len(under)>>20)
+	// The test's own body (8 MiB, shared) was allocated before the sampling.
+	t.Logf("heap: peak +%d MiB for 4 concurrent %d MiB imports", grew>>20, len(under)>>20)
 	if limit := int64(8 * defsLimit); grew > limit {
 		t.Fatalf("4 concurrent imports of %d MiB grew the heap by %d MiB (bound %d MiB)", len(under)>>20, grew>>20, limit>>20)
 	}

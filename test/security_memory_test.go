@@ -119,24 +119,7 @@ func slowConsumer(t *testing.T, url, queue string) (got *atomic.Int64) {
 // returned function is called, which returns the peak (the larger of the
 // samples and the kernel's VmHWM).
 func sampleRSS(pid int) (stop func() int64) {
-	var peak atomic.Int64
-	done, finished := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(finished)
-		tk := time.NewTicker(20 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			if rss, hwm := procRSS(pid); max(rss, hwm) > peak.Load() {
-				peak.Store(max(rss, hwm))
-			}
-			select {
-			case <-done:
-				return
-			case <-tk.C:
-			}
-		}
-	}()
-	return func() int64 { close(done); <-finished; return peak.Load() }
+	return samplePeak(20*time.Millisecond, func() int64 { rss, hwm := procRSS(pid); return max(rss, hwm) })
 }
 
 // memoryLog returns the lines of p's log about memory.

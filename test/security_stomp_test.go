@@ -25,17 +25,22 @@ import (
 func secHeapPeak() (stop func() int64) {
 	runtime.GC()
 	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	metrics.Read(s)
-	base := int64(s[0].Value.Uint64())
+	heap := func() int64 { metrics.Read(s); return int64(s[0].Value.Uint64()) }
+	base := heap()
+	return samplePeak(5*time.Millisecond, func() int64 { return heap() - base })
+}
+
+// samplePeak calls read every period until stop is called, which returns
+// the largest value read.
+func samplePeak(period time.Duration, read func() int64) (stop func() int64) {
 	var peak atomic.Int64
 	done, finished := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(finished)
-		tk := time.NewTicker(5 * time.Millisecond)
+		tk := time.NewTicker(period)
 		defer tk.Stop()
 		for {
-			metrics.Read(s)
-			if v := int64(s[0].Value.Uint64()) - base; v > peak.Load() {
+			if v := read(); v > peak.Load() {
 				peak.Store(v)
 			}
 			select {

@@ -176,14 +176,7 @@ func (s *Server) applySessionPrefix(prefix string) {
 // without deleting its queue or record (s.mu and se.mu held).
 func (s *Server) forgetLocked(se *session) {
 	se.moved, se.ended = true, true
-	if se.expTimer != nil {
-		se.expTimer.Stop()
-		se.expTimer = nil
-	}
-	if se.willTimer != nil {
-		se.willTimer.Stop()
-		se.willTimer = nil
-	}
+	se.stopTimersLocked()
 	if s.sessions[se.key] == se {
 		delete(s.sessions, se.key)
 	}

@@ -60,14 +60,7 @@ func (s *Server) foreignLocked(se *session, user string) (discarded bool, gen ui
 	se.ended = true
 	done := make(chan struct{})
 	se.dropping = done // a concurrent takeSession waits for the removal
-	if se.expTimer != nil {
-		se.expTimer.Stop()
-		se.expTimer = nil
-	}
-	if se.willTimer != nil {
-		se.willTimer.Stop()
-		se.willTimer = nil
-	}
+	se.stopTimersLocked()
 	se.mu.Unlock()
 	s.mu.Unlock()
 	s.log.Warn("MQTT session of another user discarded: a client of a different user connected with its client id",

@@ -105,6 +105,12 @@ func (se *session) setSubs(l []*subscription) { se.subs.Store(&l) }
 func (se *session) stopTimers() {
 	se.mu.Lock()
 	defer se.mu.Unlock()
+	se.stopTimersLocked()
+}
+
+// stopTimersLocked stops the session's expiry and delayed-will timers
+// (se.mu held).
+func (se *session) stopTimersLocked() {
 	if se.expTimer != nil {
 		se.expTimer.Stop()
 		se.expTimer = nil
