@@ -82,9 +82,11 @@ type ReturnLog interface {
 	ReturnMessage(qid, seq uint64)
 }
 
-// Remote reaches a queue whose messages live on another node. Its
-// methods may be called with the proxy queue's lock held and must not
-// block on the network: they queue work and report through callbacks.
+// Remote reaches a queue whose messages live on another node. Publish,
+// Consume, StopConsuming, Ack, Nack and Close may be called with the
+// proxy queue's lock held and must not block (STYLE 14): they queue work
+// and report through callbacks. Get, Purge and Count are called with no
+// lock held.
 type Remote interface {
 	// Publish sends m to the queue. done(nil) once the owning node
 	// accepted it (confirmed it, for a persistent message), done(err)
@@ -112,6 +114,29 @@ type Remote interface {
 	Count() (messages, consumers int, err error)
 	// Close stops everything (the proxy queue is gone or became local).
 	Close()
+}
+
+// A PacedRemote is a Remote with back-pressure: PublishPaced is Publish
+// (it queues m and never blocks, so it is called under the proxy queue's
+// lock, which keeps one publisher's messages in order and a hand-back
+// exact) and returns, when the way to the owning node is over its budget,
+// the wait for room (nil when there is room). The caller runs wait once it
+// holds no lock; it ends when room is made, the link closes, or by its
+// own deadline. This is how a slow or frozen owner slows the publisher
+// (its connection's reader) without holding any core lock.
+type PacedRemote interface {
+	Remote
+	PublishPaced(m *Message, done func(error)) (wait func())
+}
+
+// publishRemote publishes m through r (under the proxy queue's lock) and
+// returns the wait to run once the lock is released, nil for none.
+func publishRemote(r Remote, m *Message, done func(error)) (wait func()) {
+	if p, ok := r.(PacedRemote); ok {
+		return p.PublishPaced(m, done)
+	}
+	r.Publish(m, done)
+	return nil
 }
 
 // A HandBackRemote is a Remote that holds publishes it has not sent yet

@@ -573,14 +573,18 @@ func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64, ba
 	}
 	if p := q.proxy(); p != nil {
 		q.counters.publish.Add(1)
-		wait := done != nil && q.storesMessage(m)
-		if wait {
-			p.r.Publish(m, done)
-		} else {
-			p.r.Publish(m, func(error) {})
+		confirm := done != nil && q.storesMessage(m)
+		if !confirm {
+			done = func(error) {}
 		}
+		// Handed over under q.mu (ordered with the role's changes);
+		// the owner's back-pressure is waited for after it (STYLE 14).
+		wait := publishRemote(p.r, m, done)
 		q.mu.Unlock()
-		return true, wait, false
+		if wait != nil {
+			wait()
+		}
+		return true, confirm, false
 	}
 	if q.dropAbove > 0 && q.ready.n >= q.dropAbove && !m.Props.Persistent() {
 		// At most once, and the consumers are that far behind.

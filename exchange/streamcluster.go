@@ -346,13 +346,16 @@ func (st *stream) forward(m *Message, done func(error)) (accepted, stored, refus
 		return false, false, false
 	}
 	q.counters.publish.Add(1)
-	if done != nil {
-		r.Publish(m, done)
-	} else {
-		r.Publish(m, func(error) {})
+	confirm := done != nil
+	if !confirm {
+		done = func(error) {}
 	}
+	wait := publishRemote(r, m, done)
 	q.mu.Unlock()
-	return true, done != nil, false
+	if wait != nil {
+		wait() // the leader's back-pressure, with no lock held
+	}
+	return true, confirm, false
 }
 
 // following reports whether the log is a clustered stream's that another

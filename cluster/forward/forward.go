@@ -81,6 +81,8 @@ type Forwarder struct {
 	// maxPending is each link's budget per hop: MaxPending (tests
 	// change it before the first Remote).
 	maxPending int
+	// roomWait, when set (tests), replaces the roomWait deadline.
+	roomWait time.Duration
 
 	mu      sync.Mutex
 	links   map[string]*link

@@ -2,6 +2,7 @@ package forward
 
 import (
 	"sync"
+	"time"
 
 	"github.com/trident-broker/trident/exchange"
 )
@@ -24,7 +25,7 @@ type publisher struct {
 	l *link
 
 	mu      sync.Mutex
-	space   sync.Cond         // signalled when pending drops
+	space   sync.Cond         // signalled when pending drops, or the link closes
 	queue   [MaxHops][]pubReq // not yet sent, by hop
 	pending [MaxHops]int      // by hop: queued + sent and awaiting a confirm
 	closed  bool
@@ -48,34 +49,74 @@ func newPublisher(l *link) *publisher {
 	return p
 }
 
-// publish queues r. It blocks only while MaxPending publishes of its hop
-// are queued or unconfirmed.
-func (p *publisher) publish(r pubReq) {
+// publish queues r; it never waits. over is true when r took its hop
+// past its budget (MaxPending queued or unconfirmed): the caller then
+// runs waitRoom for that hop once it holds no lock, which is how the
+// owning node's back-pressure reaches the publisher. Each caller takes a
+// hop past its budget by at most the one publish it then waits for.
+func (p *publisher) publish(r pubReq) (over bool) {
 	hop := int(r.m.Hops)
 	if hop >= MaxHops {
 		// Forwarded MaxHops times already: the nodes disagree about
 		// where the queue lives; refuse rather than pass it on.
 		p.l.log.Warn("message refused: forwarded too many times", "queue", r.queue, "hops", r.m.Hops)
 		go r.done(ErrTooManyHops)
-		return
+		return false
 	}
 	p.mu.Lock()
-	for p.pending[hop] >= p.l.f.maxPending && !p.closed {
-		p.space.Wait()
-	}
 	if p.closed {
 		p.mu.Unlock()
 		go r.done(ErrClosed)
-		return
+		return false
 	}
 	p.queue[hop] = append(p.queue[hop], r)
 	p.pending[hop]++
+	over = p.pending[hop] > p.l.f.maxPending
 	if !p.started {
 		p.started = true
 		go p.run()
 	}
 	p.mu.Unlock()
 	p.kick()
+	return over
+}
+
+// roomWait is the deadline of waitRoom. Its owner is the link: a slot
+// frees when a publish is confirmed or fails, and the stuck check fails
+// every publish of a connection whose oldest waited stuckAfter, so a
+// waiter is released by then; the deadline is the backstop that makes
+// the wait end whatever happens.
+const roomWait = stuckAfter + 5*time.Second
+
+// waitRoom waits, for at most roomWait, while hop is over its budget and
+// the link is open. It is called with no lock held (STYLE 14).
+func (p *publisher) waitRoom(hop int) {
+	if hop < 0 || hop >= MaxHops {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pending[hop] <= p.l.f.maxPending || p.closed {
+		return
+	}
+	expired := false
+	t := time.AfterFunc(p.roomWait(), func() {
+		p.mu.Lock()
+		expired = true
+		p.space.Broadcast()
+		p.mu.Unlock()
+	})
+	defer t.Stop()
+	for p.pending[hop] > p.l.f.maxPending && !p.closed && !expired {
+		p.space.Wait()
+	}
+}
+
+func (p *publisher) roomWait() time.Duration {
+	if d := p.l.f.roomWait; d > 0 {
+		return d
+	}
+	return roomWait
 }
 
 func (p *publisher) kick() {

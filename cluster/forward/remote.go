@@ -100,32 +100,38 @@ func newRemote(f *Forwarder, vhost, queue string, locate Locator) *remote {
 		gen: 1, wake: make(chan struct{}, 1), loopDone: make(chan struct{})}
 }
 
-// Publish implements exchange.Remote. It calls the Locator and queues the
-// message on the link to where the queue is now; it blocks only while
-// that link has MaxPending publishes of the message's hop queued or
-// unconfirmed.
-func (r *remote) Publish(m *exchange.Message, done func(error)) {
+// Publish implements exchange.Remote: PublishPaced without the wait. It
+// never blocks.
+func (r *remote) Publish(m *exchange.Message, done func(error)) { r.PublishPaced(m, done) }
+
+// PublishPaced implements exchange.PacedRemote. It calls the Locator and
+// queues the message on the link to where the queue is now, without
+// waiting. When that link has more than MaxPending publishes of the
+// message's hop queued or unconfirmed it returns the wait for room, which
+// the caller runs once it holds no lock: the owning node's back-pressure
+// reaches the publisher, never a core lock.
+func (r *remote) PublishPaced(m *exchange.Message, done func(error)) (wait func()) {
 	r.mu.Lock()
 	if later := r.later; later != nil {
 		r.mu.Unlock()
 		later(m, done)
-		return
+		return nil
 	}
 	if r.closed {
 		r.mu.Unlock()
 		go done(ErrClosed)
-		return
+		return nil
 	}
 	if r.locating {
 		// Behind publishes still waiting for the queue's location.
 		if len(r.waiting) >= maxWaiting {
 			r.mu.Unlock()
 			go done(ErrConnectionLost)
-			return
+			return nil
 		}
 		r.waiting = append(r.waiting, pubReq{m: m, vhost: r.vhost, queue: r.queue, done: done})
 		r.mu.Unlock()
-		return
+		return nil
 	}
 	addr, err := r.locate()
 	if err != nil {
@@ -133,16 +139,20 @@ func (r *remote) Publish(m *exchange.Message, done func(error)) {
 		r.locating = true
 		r.mu.Unlock()
 		go r.relocate(err)
-		return
+		return nil
 	}
 	r.mu.Unlock()
 	l := r.f.link(addr)
 	if l == nil {
 		go done(ErrClosed)
-		return
+		return nil
 	}
 	meta, done := r.metaIndex(addr, done)
-	l.pub.publish(pubReq{m: m, vhost: r.vhost, queue: r.queue, meta: meta, done: r.tracked(addr, done)})
+	if l.pub.publish(pubReq{m: m, vhost: r.vhost, queue: r.queue, meta: meta, done: r.tracked(addr, done)}) {
+		hop := int(m.Hops)
+		return func() { l.pub.waitRoom(hop) }
+	}
+	return nil
 }
 
 // metaIndex returns the metadata index a publish to addr carries, 0 once
@@ -202,7 +212,9 @@ func (r *remote) relocate(err error) {
 				if l == nil {
 					err = ErrClosed
 				} else {
-					// Under r.mu, so that new publishes queue behind.
+					// Under r.mu, so that new publishes queue behind;
+					// publish never waits (a budget overrun is waited
+					// for by the next publishes, outside core locks).
 					for _, w := range r.waiting {
 						w.meta, w.done = r.metaIndex(addr, w.done)
 						w.done = r.tracked(addr, w.done)

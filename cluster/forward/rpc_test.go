@@ -26,8 +26,9 @@ func waitErr(t *testing.T, errc <-chan error, what string) error {
 
 // TestCreditBackPressure: the server grants credit per hop; while a
 // resource alarm blocks publishing it grants none back, so the client
-// sends no more than it holds, its budget fills and Publish blocks (the
-// core's publishers wait, as for a blocked AMQP connection); once the
+// sends no more than it holds, its budget fills and the publisher waits
+// for room (the core's publishers wait, as for a blocked AMQP connection,
+// though not under the queue's lock); once the
 // alarm clears, credit comes and everything is confirmed, in order.
 func TestCreditBackPressure(t *testing.T) {
 	o := newOwner(t)
@@ -52,7 +53,11 @@ func TestCreditBackPressure(t *testing.T) {
 	var returned atomic.Int32
 	go func() {
 		for i := 0; i < 20; i++ {
-			r.Publish(msg("m"), func(err error) { errc <- err })
+			// The core's way: PublishPaced under the queue's lock,
+			// its wait after it.
+			if wait := r.(exchange.PacedRemote).PublishPaced(msg("m"), func(err error) { errc <- err }); wait != nil {
+				wait()
+			}
 			returned.Add(1)
 		}
 	}()
