@@ -253,3 +253,62 @@ func TestStreamConsumeWith(t *testing.T) {
 		t.Fatalf("got %q", c.m.Body)
 	}
 }
+
+// TestPublishNeverBlocks (issue 43, STYLE 14): with the owner granting no
+// credit (a resource alarm, as a frozen node would not either) and the
+// link's budget full, Publish still returns at once (the core calls it
+// under a proxy queue's lock); PublishPaced returns the wait for room,
+// which ends at its deadline if no room comes; once credit comes every
+// publish is confirmed.
+func TestPublishNeverBlocks(t *testing.T) {
+	o := newOwner(t)
+	o.srv.credit = 4
+	o.declare("q", true)
+	f := newForwarder(t)
+	f.maxPending = 8
+	f.roomWait = 300 * time.Millisecond
+	r := f.Remote("/", "q", locator(o.addr).locate)
+	if err := publish(t, r, msg("warm")); err != nil {
+		t.Fatal(err)
+	}
+	o.b.Alarms().Set("memory", true)
+	if err := publish(t, r, msg("granted")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	base := o.ready("q")
+
+	errc := make(chan error, 100)
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		for i := 0; i < 20; i++ {
+			r.Publish(msg("m"), func(err error) { errc <- err })
+		}
+	}()
+	select {
+	case <-returned:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Publish blocked with the budget full")
+	}
+	pr := r.(exchange.PacedRemote)
+	wait := pr.PublishPaced(msg("paced"), func(err error) { errc <- err })
+	if wait == nil {
+		t.Fatal("no wait for room with the budget full")
+	}
+	waited := make(chan struct{})
+	go func() { wait(); close(waited) }()
+	select {
+	case <-waited: // the deadline ended it
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wait for room outlived its deadline")
+	}
+
+	o.b.Alarms().Set("memory", false)
+	for i := 0; i < 21; i++ {
+		if err := waitErr(t, errc, "publish after the alarm"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitCount(t, r, base+21)
+}
