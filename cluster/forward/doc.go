@@ -42,13 +42,19 @@
 //     then grants none until the alarm clears (the way a client
 //     connection's reader stops). The client never has more publishes of
 //     a hop on the wire than it holds credit for; the rest wait, in
-//     order, for credit. Publish blocks while MaxPending publishes of the
-//     same link and hop are queued or unconfirmed: that is the owning
-//     node's back-pressure reaching the core (the core calls Publish under
-//     a proxy queue's lock, so this is the one wait under a core lock;
-//     every publish it waits for ends by its confirm, by the stuck check
-//     below within 30 s, or by the connection's end). Slots are released
-//     before the done callbacks run.
+//     order, for credit. Publish never blocks (the core calls it under a
+//     proxy queue's lock). When MaxPending publishes of the same link and
+//     hop are queued or unconfirmed, PublishPaced (exchange.PacedRemote)
+//     still queues the message and returns the wait for room, which the
+//     core runs once it has released the queue's lock: that is the owning
+//     node's back-pressure reaching the publisher (its connection's
+//     reader), as a blocked AMQP connection would, with no core lock held
+//     (STYLE 14). Each waiting publisher takes its hop past the budget by
+//     the one publish it waits for. The wait's owner is the link: it ends
+//     when a publish is settled (its confirm, the stuck check below within
+//     30 s, the connection's end) or the link closes, and by its own
+//     deadline (35 s) in any case. Slots are released before the done
+//     callbacks run.
 //   - A queue that moves does not hold its publishers (inflight.go):
 //     while a Remote has publishes awaiting their confirm it asks its
 //     Locator every 100 ms where the queue is; those sent to an address
@@ -136,7 +142,8 @@
 // # Locks
 //
 // Client: remote.getMu → remote.mu → Forwarder.mu → link.mu → conn.mu;
-// remote.mu → publisher.mu; remote.mu → the Locator's locks;
+// remote.mu → publisher.mu; remote.mu → the Locator's locks; the wait
+// for room holds only publisher.mu (in its sync.Cond);
 // pubFlights.mu, session.mu and the writer's are leaves (conn.mu is never
 // held while taking publisher.mu). Server: the core's
 // queue lock → scons.mu → sconn.mu, sconn.pmu → the writer's; no core call

@@ -49,8 +49,9 @@ var (
 const (
 	// MaxPending bounds the publishes of one link and hop that are
 	// queued or awaiting their confirm, and is the credit a Server grants
-	// each hop of a connection. Publish blocks while it is reached: that
-	// is the owning node's back-pressure reaching the core.
+	// each hop of a connection. Past it a publisher waits for room, with
+	// no core lock held (PublishPaced): that is the owning node's
+	// back-pressure reaching the publisher.
 	MaxPending = 10000
 	// MaxHops is how many times a message may be forwarded on its way
 	// to its queue: a quorum queue's proxy on a node outside its group

@@ -126,9 +126,8 @@ func (p *publisher) kick() {
 	}
 }
 
-// finished releases n pending slots of hop. Called before the callbacks
-// run, so that a callback waiting for a lock held by a blocked Publish
-// cannot deadlock.
+// finished releases n pending slots of hop (waking publishers waiting
+// for room). Called before the callbacks run.
 func (p *publisher) finished(hop, n int) {
 	if n == 0 {
 		return
