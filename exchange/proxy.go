@@ -130,12 +130,6 @@ func (q *Queue) enqueueHeldLocked(h HeldPublish, now int64) {
 // it is nacked (the publisher republishes), never lost.
 func refuseLater(_ *Message, done func(error)) { go done(errRefusedHeld) }
 
-func (q *Queue) currentRemote() Remote {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.remoteLocked()
-}
-
 // forgetLocked drops the ready and unacked messages held in memory without
 // settling them anywhere and starts a new epoch. Consumers get their
 // credit back; their later acks of forgotten deliveries are ignored.

@@ -188,3 +188,54 @@ func (q *Queue) Consumers() []ConsumerInfo {
 	}
 	return out
 }
+
+// ownerCountWait is how long a passive declare of a proxy waits for the
+// owner's counts before it answers with the ones last fetched.
+const ownerCountWait = time.Second
+
+// ownerCounts returns the owner's ready and consumer counts of proxy q:
+// fresh when the owner answers within ownerCountWait, else those last
+// fetched; known is false when q is not a proxy or no count is known.
+// The question runs on a goroutine of its own (one of remoteCounts), with
+// no lock held: an owner that does not answer (a frozen node) holds that
+// goroutine until the Remote's own deadline, and not the caller.
+func (q *Queue) ownerCounts() (ready, consumers int, known bool) {
+	q.mu.Lock()
+	p := q.proxy()
+	if p == nil {
+		q.mu.Unlock()
+		return 0, 0, false
+	}
+	ready, consumers, known = p.ready, p.consumers, p.at != 0
+	q.mu.Unlock()
+	select {
+	case remoteCounts <- struct{}{}:
+	default:
+		return ready, consumers, known // enough questions under way
+	}
+	type counts struct {
+		n, c int
+		err  error
+	}
+	res := make(chan counts, 1)
+	go func() {
+		n, c, err := p.r.Count()
+		<-remoteCounts
+		if err == nil {
+			q.mu.Lock()
+			p.ready, p.consumers, p.at = n, c, nowNano()
+			q.mu.Unlock()
+		}
+		res <- counts{n, c, err}
+	}()
+	t := time.NewTimer(ownerCountWait)
+	defer t.Stop()
+	select {
+	case r := <-res:
+		if r.err == nil {
+			return r.n, r.c, true
+		}
+	case <-t.C:
+	}
+	return ready, consumers, known
+}

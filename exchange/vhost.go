@@ -659,10 +659,8 @@ func (v *VHost) declarePassive(name string, owner any) (QueueInfo, error) {
 	}
 	q.touch()
 	r, _, c := q.Stats()
-	if rm := q.currentRemote(); rm != nil {
-		if n, nc, err := rm.Count(); err == nil {
-			r, c = n, nc
-		}
+	if n, nc, ok := q.ownerCounts(); ok { // a proxy: the owner's counts
+		r, c = n, nc
 	}
 	return QueueInfo{Name: q.name, Messages: r, Consumers: c}, nil
 }
