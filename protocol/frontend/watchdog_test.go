@@ -60,38 +60,35 @@ func TestWatchdogStartsOnceAndAdvancesClock(t *testing.T) {
 	waitFor(t, "the clock to follow the ticks", func() bool { return w.Now() == first.last.Load() && w.Now() > before })
 }
 
+// TestWatchdogEnds: the watchdog stops checking once done or stop is
+// closed, or once its checker says stop.
 func TestWatchdogEnds(t *testing.T) {
-	t.Run("done", func(t *testing.T) {
-		w := &Watchdog{tick: time.Millisecond}
-		done, c := make(chan struct{}), &checker{}
-		w.Start(done, nil, c)
-		waitFor(t, "a tick", func() bool { return c.calls.Load() > 0 })
-		close(done)
-		if !stays(&c.calls) {
-			t.Fatal("checked after done was closed")
-		}
-	})
-	t.Run("stop", func(t *testing.T) {
-		w := &Watchdog{tick: time.Millisecond}
-		done, stop, c := make(chan struct{}), make(chan struct{}), &checker{}
-		defer close(done)
-		w.Start(done, stop, c)
-		waitFor(t, "a tick", func() bool { return c.calls.Load() > 0 })
-		close(stop)
-		if !stays(&c.calls) {
-			t.Fatal("checked after stop was closed")
-		}
-	})
-	t.Run("checker", func(t *testing.T) {
-		w := &Watchdog{tick: time.Millisecond}
-		done, c := make(chan struct{}), &checker{stop: 2}
-		defer close(done)
-		w.Start(done, nil, c)
-		waitFor(t, "two ticks", func() bool { return c.calls.Load() >= 2 })
-		if !stays(&c.calls) || c.calls.Load() != 2 {
-			t.Fatalf("checked %d times after the checker said stop at 2", c.calls.Load())
-		}
-	})
+	for _, tc := range []struct {
+		name   string
+		end    func(done, stop chan struct{}) // after the first tick
+		stopAt int64                          // the checker's own stop
+	}{
+		{"done", func(done, _ chan struct{}) { close(done) }, 0},
+		{"stop", func(_, stop chan struct{}) { close(stop) }, 0},
+		{"checker", func(chan struct{}, chan struct{}) {}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &Watchdog{tick: time.Millisecond}
+			done, stop, c := make(chan struct{}), make(chan struct{}), &checker{stop: tc.stopAt}
+			w.Start(done, stop, c)
+			waitFor(t, "two ticks", func() bool { return c.calls.Load() >= 2 })
+			tc.end(done, stop)
+			if !stays(&c.calls) {
+				t.Fatalf("still checking (%d calls) after %s", c.calls.Load(), tc.name)
+			}
+			if tc.stopAt > 0 && c.calls.Load() != tc.stopAt {
+				t.Fatalf("checked %d times, the checker said stop at %d", c.calls.Load(), tc.stopAt)
+			}
+			if tc.name != "done" {
+				close(done)
+			}
+		})
+	}
 }
 
 func TestWatchdogExpired(t *testing.T) {
