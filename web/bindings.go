@@ -167,9 +167,8 @@ func (s *Server) createBinding(toQueue bool) handler {
 		if !ok {
 			return
 		}
-		body, err := decodeBody(r)
-		if err != nil {
-			badRequest(w, err.Error())
+		body, ok := readBody(w, r)
+		if !ok {
 			return
 		}
 		key := strField(body, "routing_key")

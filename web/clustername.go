@@ -84,9 +84,8 @@ func checkClusterName(v any) (string, error) {
 }
 
 func (s *Server) putClusterName(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	body, err := decodeBody(r)
-	if err != nil {
-		badRequest(w, err.Error())
+	body, ok := readBody(w, r)
+	if !ok {
 		return
 	}
 	name, err := checkClusterName(body["name"])

@@ -99,16 +99,11 @@ func (s *Server) getExchange(w http.ResponseWriter, r *http.Request, u *auth.Use
 // putExchange declares an exchange: 201 created, 204 existed, 400 if
 // different or of an unknown type. The type defaults to direct.
 func (s *Server) putExchange(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	v, ok := s.writeVHost(w, r, u)
+	v, body, ok := s.vhostBody(w, r, u)
 	if !ok {
 		return
 	}
 	name := exchangeParam(r, "name")
-	body, err := decodeBody(r)
-	if err != nil {
-		badRequest(w, err.Error())
-		return
-	}
 	kind := strField(body, "type")
 	if kind == "" {
 		kind = exchange.KindDirect
@@ -153,16 +148,9 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, u *auth.User) {
 		badRequest(w, "403 ACCESS_REFUSED - "+err.Error())
 		return
 	}
-	body, err := decodeBody(r)
-	if err != nil {
-		badRequest(w, err.Error())
+	body, ok := readBody(w, r, "routing_key", "properties", "payload", "payload_encoding")
+	if !ok {
 		return
-	}
-	for _, k := range []string{"routing_key", "properties", "payload", "payload_encoding"} {
-		if _, ok := body[k]; !ok {
-			badRequest(w, "[{key_missing,"+k+"}]")
-			return
-		}
 	}
 	payload := []byte(strField(body, "payload"))
 	switch strField(body, "payload_encoding") {

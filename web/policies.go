@@ -79,13 +79,8 @@ func (s *Server) getPolicy(w http.ResponseWriter, r *http.Request, u *auth.User)
 }
 
 func (s *Server) putPolicy(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	v, ok := s.writeVHost(w, r, u)
+	v, body, ok := s.vhostBody(w, r, u)
 	if !ok {
-		return
-	}
-	body, err := decodeBody(r)
-	if err != nil {
-		badRequest(w, err.Error())
 		return
 	}
 	p, err := policyFromBody(body)

@@ -181,16 +181,11 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, u *auth.User) 
 // putQueue declares a queue: 201 when created, 204 when it existed
 // with the same properties, 400 when they differ.
 func (s *Server) putQueue(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	v, ok := s.writeVHost(w, r, u)
+	v, body, ok := s.vhostBody(w, r, u)
 	if !ok {
 		return
 	}
 	name := pathValue(r, "name")
-	body, err := decodeBody(r)
-	if err != nil {
-		badRequest(w, err.Error())
-		return
-	}
 	args := tableField(body, "arguments")
 	res, ok := s.do(w, v, u, exchange.QueueDeclare{Name: name, Opts: exchange.QueueOpts{Durable: boolField(body, "durable"),
 		AutoDelete: boolField(body, "auto_delete"), Args: args}})
@@ -245,21 +240,12 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request, u *auth.Use
 		writeError(w, http.StatusUnauthorized, "not_authorised", "ACCESS_REFUSED - "+err.Error())
 		return
 	}
-	body, err := decodeBody(r)
-	if err != nil {
-		badRequest(w, err.Error())
+	body, ok := readBody(w, r, "ackmode", "encoding")
+	if !ok {
 		return
 	}
 	ackmode := strField(body, "ackmode")
 	encoding := strField(body, "encoding")
-	if _, ok := body["ackmode"]; !ok {
-		badRequest(w, "[{key_missing,ackmode}]")
-		return
-	}
-	if _, ok := body["encoding"]; !ok {
-		badRequest(w, "[{key_missing,encoding}]")
-		return
-	}
 	var requeue, reject bool
 	switch ackmode {
 	case "ack_requeue_true", "reject_requeue_true":

@@ -96,9 +96,8 @@ func (s *Server) putParam(w http.ResponseWriter, r *http.Request, u *auth.User) 
 		notFound(w)
 		return
 	}
-	body, err := decodeBody(r)
-	if err != nil {
-		badRequest(w, err.Error())
+	body, ok := readBody(w, r)
+	if !ok {
 		return
 	}
 	value, ok := body["value"].(map[string]any)

@@ -65,23 +65,9 @@ func (s *Server) getTopicPermission(w http.ResponseWriter, r *http.Request, _ *a
 // putTopicPermission sets {exchange, write, read}: 201 created, 204
 // updated, 400 vhost_or_user_not_found or a bad expression.
 func (s *Server) putTopicPermission(w http.ResponseWriter, r *http.Request, _ *auth.User) {
-	user, vhost := pathValue(r, "user"), pathValue(r, "vhost")
-	body, err := decodeBody(r)
-	if err != nil {
-		badRequest(w, err.Error())
+	user, vhost, body, ok := s.grantBody(w, r, "exchange", "write", "read")
+	if !ok {
 		return
-	}
-	_, uok := s.users.Lookup(user)
-	_, vok := s.core.VHost(vhost)
-	if !uok || !vok {
-		badRequest(w, "vhost_or_user_not_found")
-		return
-	}
-	for _, k := range []string{"exchange", "write", "read"} {
-		if _, ok := body[k]; !ok {
-			badRequest(w, "[{key_missing,"+k+"}]")
-			return
-		}
 	}
 	ex := strField(body, "exchange")
 	existed := false

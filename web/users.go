@@ -43,9 +43,8 @@ func (s *Server) getUser(w http.ResponseWriter, r *http.Request, _ *auth.User) {
 // 201 created, 204 updated. tags is required, as in RabbitMQ.
 func (s *Server) putUser(w http.ResponseWriter, r *http.Request, _ *auth.User) {
 	name := pathValue(r, "user")
-	body, err := decodeBody(r)
-	if err != nil {
-		badRequest(w, err.Error())
+	body, ok := readBody(w, r)
+	if !ok {
 		return
 	}
 	if _, ok := body["tags"]; !ok {
@@ -54,6 +53,7 @@ func (s *Server) putUser(w http.ResponseWriter, r *http.Request, _ *auth.User) {
 	}
 	tags := tagList(body["tags"])
 	_, existed := s.users.Lookup(name)
+	var err error
 	if pw, ok := body["password"].(string); ok {
 		err = s.users.PutUser(name, pw, tags)
 	} else if h, ok := body["password_hash"].(string); ok {
@@ -86,9 +86,8 @@ func (s *Server) deleteUser(w http.ResponseWriter, r *http.Request, _ *auth.User
 
 // bulkDeleteUsers is POST /api/users/bulk-delete {"users": [...]}.
 func (s *Server) bulkDeleteUsers(w http.ResponseWriter, r *http.Request, _ *auth.User) {
-	body, err := decodeBody(r)
-	if err != nil {
-		badRequest(w, err.Error())
+	body, ok := readBody(w, r)
+	if !ok {
 		return
 	}
 	names, _ := body["users"].([]any)
@@ -137,23 +136,9 @@ func (s *Server) getPermission(w http.ResponseWriter, r *http.Request, _ *auth.U
 // putPermission sets {configure, write, read}: 201 created, 204 updated,
 // 400 vhost_or_user_not_found.
 func (s *Server) putPermission(w http.ResponseWriter, r *http.Request, _ *auth.User) {
-	user, vhost := pathValue(r, "user"), pathValue(r, "vhost")
-	body, err := decodeBody(r)
-	if err != nil {
-		badRequest(w, err.Error())
+	user, vhost, body, ok := s.grantBody(w, r, "configure", "write", "read")
+	if !ok {
 		return
-	}
-	_, uok := s.users.Lookup(user)
-	_, vok := s.core.VHost(vhost)
-	if !uok || !vok {
-		badRequest(w, "vhost_or_user_not_found")
-		return
-	}
-	for _, k := range []string{"configure", "write", "read"} {
-		if _, ok := body[k]; !ok {
-			badRequest(w, "[{key_missing,"+k+"}]")
-			return
-		}
 	}
 	_, existed := s.users.Permissions(user, vhost)
 	if err := s.users.SetPermissions(user, vhost, strField(body, "configure"), strField(body, "write"), strField(body, "read")); err != nil {

@@ -89,9 +89,8 @@ func (s *Server) getVHost(w http.ResponseWriter, r *http.Request, u *auth.User) 
 // gives the creating user full permissions in it.
 func (s *Server) putVHost(w http.ResponseWriter, r *http.Request, u *auth.User) {
 	name := pathValue(r, "vhost")
-	body, err := decodeBody(r)
-	if err != nil {
-		badRequest(w, err.Error())
+	body, ok := readBody(w, r)
+	if !ok {
 		return
 	}
 	_, existed := s.core.VHost(name)

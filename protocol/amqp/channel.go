@@ -636,7 +636,7 @@ func (ch *channel) get(m *wire.BasicGet) error {
 	} else {
 		ch.counts.get++
 		ch.c.watchTimeouts()
-		ch.unacked = append(ch.unacked, unackedRef{tag: tag, q: q, seq: d.Seq, at: ch.c.now.Load()})
+		ch.unacked = append(ch.unacked, unackedRef{tag: tag, q: q, seq: d.Seq, at: ch.c.wd.Now()})
 	}
 	ch.c.w.Mu.Lock()
 	gm := wire.BasicGetOK{DeliveryTag: tag, Redelivered: d.Redelivered, Exchange: d.Msg.Exchange,
@@ -916,7 +916,7 @@ func (s *sink) write(d exchange.Delivery) bool {
 	} else {
 		ch.counts.deliver++
 		c.watchTimeouts()
-		ch.unacked = append(ch.unacked, unackedRef{tag: tag, q: d.Queue, seq: d.Seq, at: c.now.Load()})
+		ch.unacked = append(ch.unacked, unackedRef{tag: tag, q: d.Queue, seq: d.Seq, at: c.wd.Now()})
 	}
 	c.w.Mu.Lock()
 	c.deliver = wire.BasicDeliver{ConsumerTag: s.tag, DeliveryTag: tag, Redelivered: d.Redelivered,

@@ -74,10 +74,9 @@ type conn struct {
 
 	releaseConn func() // the connection limits' slot, set by the handshake
 
-	// Consumer timeout (timeout.go): now is a clock the watchdog advances
-	// every second, read per delivery; watching is set once it runs.
-	now      atomic.Int64
-	watching atomic.Bool
+	// Consumer timeout (timeout.go): the watchdog, whose clock stamps
+	// each delivery.
+	wd frontend.Watchdog
 
 	preauth   *auth.User // an in-process connection's user (local.go); set before serve
 	mechanism string     // the SASL mechanism the client logged in with

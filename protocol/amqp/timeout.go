@@ -5,6 +5,7 @@ import (
 
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/amqp/wire"
+	"github.com/trident-broker/trident/protocol/frontend"
 )
 
 // Consumer timeout, as RabbitMQ's consumer_timeout: a delivery that stays
@@ -13,58 +14,37 @@ import (
 // with 406 PRECONDITION_FAILED, and every unacknowledged delivery of the
 // channel goes back to its queue.
 //
-// A connection's watchdog starts with its first delivery that needs an
-// acknowledgement and wakes every watchTick: it advances the connection's
-// clock (conn.now, which stamps deliveries without a clock read each) and
-// looks at every channel's unacknowledged deliveries. A delivery's stamp
-// is at most one tick older than the delivery, so a channel is closed
-// between its timeout and its timeout plus two ticks after the delivery,
-// never before.
+// A connection's watchdog (frontend.Watchdog) starts with its first
+// delivery that needs an acknowledgement and wakes every tick: it advances
+// the connection's clock (conn.wd.Now, which stamps deliveries without a
+// clock read each) and looks at every channel's unacknowledged deliveries.
+// A channel is closed between its timeout and its timeout plus two ticks
+// after the delivery, never before.
 //
 // The watchdog never runs the reader's channel state machine: it takes the
 // deliveries back under the channel's delivery lock (marking it timedOut,
 // which makes later acks of them no-ops), requeues them, sends
 // channel.close, and sets expired, on which the reader treats the channel
 // as closing at its next frame (channel.method).
-const watchTick = time.Second
 
 // watchTimeouts starts the connection's watchdog once.
 func (c *conn) watchTimeouts() {
-	if c.watching.Load() || !c.watching.CompareAndSwap(false, true) {
-		return
-	}
-	c.now.Store(time.Now().UnixNano())
-	go c.watchdog()
+	c.wd.Start(c.done, nil, c)
 }
 
-func (c *conn) watchdog() {
-	t := time.NewTicker(watchTick)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.done:
-			return
-		case now := <-t.C:
-			c.now.Store(now.UnixNano())
-			c.chmu.Lock()
-			chs := make([]*channel, 0, len(c.channels))
-			for _, ch := range c.channels {
-				chs = append(chs, ch)
-			}
-			c.chmu.Unlock()
-			for _, ch := range chs {
-				ch.checkTimeout(now.UnixNano())
-			}
-		}
+// CheckTimeouts is the watchdog's look at every channel, each tick
+// (frontend.Checker).
+func (c *conn) CheckTimeouts(now int64) bool {
+	c.chmu.Lock()
+	chs := make([]*channel, 0, len(c.channels))
+	for _, ch := range c.channels {
+		chs = append(chs, ch)
 	}
-}
-
-// timeoutOf is the consumer timeout of deliveries from q (0: none).
-func (c *conn) timeoutOf(q *exchange.Queue) time.Duration {
-	if d, ok := q.ConsumerTimeout(); ok {
-		return d
+	c.chmu.Unlock()
+	for _, ch := range chs {
+		ch.checkTimeout(now)
 	}
-	return c.s.cfg.ConsumerTimeout
+	return true
 }
 
 // checkTimeout closes ch if one of its deliveries timed out.
@@ -81,7 +61,7 @@ func (ch *channel) checkTimeout(now int64) {
 		if r.q == nil {
 			continue
 		}
-		if to := c.timeoutOf(r.q); to > 0 && time.Duration(now-r.at) >= to+watchTick {
+		if to := frontend.ConsumerTimeout(r.q, c.s.cfg.ConsumerTimeout); c.wd.Expired(now, r.at, to) {
 			limit = to
 			break
 		}

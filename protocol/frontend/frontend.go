@@ -1,9 +1,11 @@
 // Package frontend is what the three protocol front ends (AMQP, MQTT,
 // STOMP) share about their connections: the accept loop with backoff, the
-// set of open connections (listing, finding one by name), and graceful
-// shutdown. The protocol — handshake, frames, goodbyes — stays in each
-// front end; admission (connection limits, alarms) is the core's
-// (exchange.Limits).
+// set of open connections (listing, finding one by name), graceful
+// shutdown, the WebSocket accept with its Origin check (websocket.go), the
+// output buffer and its writer (output.go), and the consumer-timeout
+// watchdog (watchdog.go). The protocol — handshake, frames, goodbyes —
+// stays in each front end; admission (connection limits, alarms) is the
+// core's (exchange.Limits).
 package frontend
 
 import (

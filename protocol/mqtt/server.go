@@ -167,20 +167,12 @@ func (s *Server) Serve(ln net.Listener) error {
 // frames) at any path it is mounted on; the node mounts it at /ws.
 func (s *Server) WebSocketHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
-			Subprotocols:   []string{"mqtt", "mqttv3.1"},
-			OriginPatterns: s.cfg.AllowedOrigins,
+		o := frontend.WebSocket{Subprotocols: []string{"mqtt", "mqttv3.1"}, AllowedOrigins: s.cfg.AllowedOrigins,
+			ReadLimit: int64(s.cfg.MaxPacketSize) + 8}
+		_ = frontend.ServeWebSocket(s.conns, w, r, o, func(ws *websocket.Conn) *conn {
+			nc := withTLSState(websocket.NetConn(context.Background(), ws, websocket.MessageBinary), r.TLS)
+			return newConn(s, nc, "websocket")
 		})
-		if err != nil {
-			return
-		}
-		ws.SetReadLimit(int64(s.cfg.MaxPacketSize) + 8)
-		nc := withTLSState(websocket.NetConn(context.Background(), ws, websocket.MessageBinary), r.TLS)
-		done := make(chan struct{})
-		// On the handler's goroutine's behalf: the http.Server keeps the
-		// hijacked connection while the handler runs.
-		s.conns.Start(newConn(s, nc, "websocket"), done)
-		<-done
 	})
 }
 

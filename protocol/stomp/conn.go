@@ -60,10 +60,9 @@ type conn struct {
 	dmu     sync.Mutex
 	nextTag uint64
 	acked   []*subscription // subscriptions that had deliveries to acknowledge (timeout.go)
-	// Consumer timeout (timeout.go): the watchdog's clock, read per
-	// delivery, and whether the watchdog runs.
-	now      atomic.Int64
-	watching atomic.Bool
+	// Consumer timeout (timeout.go): the watchdog, whose clock stamps
+	// each delivery.
+	wd frontend.Watchdog
 
 	// Receipts waiting for the store, in order (see receipt.go).
 	rmu      sync.Mutex

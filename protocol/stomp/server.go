@@ -148,22 +148,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
-		Subprotocols:   Subprotocols,
-		OriginPatterns: s.cfg.AllowedOrigins,
-	})
-	if err != nil {
-		s.log.Debug("websocket upgrade failed", "err", err)
-		return
-	}
 	// The frame reader bounds what it buffers (before login to
 	// MaxFrameSizeUnauthenticated); a WebSocket message is streamed into
 	// it, never held whole, so its limit only needs to be the frame's.
-	ws.SetReadLimit(int64(s.lim.MaxFrameSize) + 1024)
-	t := newWSTransport(ws, r)
-	done := make(chan struct{})
-	s.conns.Start(newConn(s, t), done)
-	<-done // the handler must not return while the connection is in use
+	o := frontend.WebSocket{Subprotocols: Subprotocols, AllowedOrigins: s.cfg.AllowedOrigins,
+		ReadLimit: int64(s.lim.MaxFrameSize) + 1024}
+	err := frontend.ServeWebSocket(s.conns, w, r, o, func(ws *websocket.Conn) *conn {
+		return newConn(s, newWSTransport(ws, r))
+	})
+	if err != nil {
+		s.log.Debug("websocket upgrade failed", "err", err)
+	}
 }
 
 // Shutdown stops accepting, sends every connection an ERROR frame and

@@ -69,7 +69,7 @@ func (s *subscription) Deliver(d exchange.Delivery) bool {
 		if !s.watched {
 			c.watchLocked(s)
 		}
-		s.unacked = append(s.unacked, unackedRef{tag: tag, q: d.Queue, seq: d.Seq, at: c.now.Load()})
+		s.unacked = append(s.unacked, unackedRef{tag: tag, q: d.Queue, seq: d.Seq, at: c.wd.Now()})
 	}
 	if d.Msg.Exchange != s.lastX || d.Msg.RoutingKey != s.lastKey || s.lastDest == nil {
 		s.lastX, s.lastKey = d.Msg.Exchange, d.Msg.RoutingKey

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/frontend"
 )
 
 // Consumer timeout, as RabbitMQ's STOMP adapter has it from the AMQP
@@ -15,23 +15,19 @@ import (
 // ends the connection with an ERROR frame, and every unacknowledged
 // delivery goes back to its queue (the reader's cleanup abandons them).
 //
-// The watchdog starts with the connection's first delivery that needs an
-// acknowledgement and wakes every watchTick: it advances the connection's
-// clock (c.now, which stamps deliveries without a clock read each) and
-// looks at the oldest unacknowledged delivery of every subscription (a
-// subscription's list is in delivery order). A stamp is at most a tick
-// older than its delivery, so the connection closes between the timeout
-// and the timeout plus two ticks, never before.
-const watchTick = time.Second
+// The watchdog (frontend.Watchdog) starts with the connection's first
+// delivery that needs an acknowledgement and wakes every tick: it advances
+// the connection's clock (c.wd.Now, which stamps deliveries without a
+// clock read each) and looks at the oldest unacknowledged delivery of
+// every subscription (a subscription's list is in delivery order). The
+// connection closes between the timeout and the timeout plus two ticks,
+// never before.
 
 // watchLocked registers s with the watchdog, starting it once. c.dmu is held.
 func (c *conn) watchLocked(s *subscription) {
 	s.watched = true
 	c.acked = append(c.acked, s)
-	if c.watching.CompareAndSwap(false, true) {
-		c.now.Store(time.Now().UnixNano())
-		go c.watchdog()
-	}
+	c.wd.Start(c.done, c.stop, c)
 }
 
 // unwatchLocked forgets s (cancelled). c.dmu is held.
@@ -45,26 +41,18 @@ func (c *conn) unwatchLocked(s *subscription) {
 	}
 }
 
-func (c *conn) watchdog() {
-	t := time.NewTicker(watchTick)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.done:
-			return
-		case <-c.stop:
-			return
-		case now := <-t.C:
-			c.now.Store(now.UnixNano())
-			if limit, ok := c.timedOut(now.UnixNano()); ok {
-				c.log.Warn("consumer timeout: closing connection", "timeout", limit)
-				c.kill(&Error{Message: "PRECONDITION_FAILED",
-					Detail: fmt.Sprintf("PRECONDITION_FAILED - delivery acknowledgement timed out. Timeout value used: %d ms. "+
-						"This timeout value can be configured, see consumers doc guide to learn more", limit.Milliseconds())}, "")
-				return
-			}
-		}
+// CheckTimeouts ends the connection when a delivery timed out
+// (frontend.Checker).
+func (c *conn) CheckTimeouts(now int64) bool {
+	limit, ok := c.timedOut(now)
+	if !ok {
+		return true
 	}
+	c.log.Warn("consumer timeout: closing connection", "timeout", limit)
+	c.kill(&Error{Message: "PRECONDITION_FAILED",
+		Detail: fmt.Sprintf("PRECONDITION_FAILED - delivery acknowledgement timed out. Timeout value used: %d ms. "+
+			"This timeout value can be configured, see consumers doc guide to learn more", limit.Milliseconds())}, "")
+	return false
 }
 
 // timedOut reports whether a subscription's oldest unacknowledged delivery
@@ -77,17 +65,9 @@ func (c *conn) timedOut(now int64) (time.Duration, bool) {
 			continue
 		}
 		r := s.unacked[0]
-		if to := c.timeoutOf(r.q); to > 0 && time.Duration(now-r.at) >= to+watchTick {
+		if to := frontend.ConsumerTimeout(r.q, c.s.cfg.ConsumerTimeout); c.wd.Expired(now, r.at, to) {
 			return to, true
 		}
 	}
 	return 0, false
-}
-
-// timeoutOf is the consumer timeout of deliveries from q (0: none).
-func (c *conn) timeoutOf(q *exchange.Queue) time.Duration {
-	if d, ok := q.ConsumerTimeout(); ok {
-		return d
-	}
-	return c.s.cfg.ConsumerTimeout
 }
