@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	mqtt3 "github.com/eclipse/paho.mqtt.golang"
+	"github.com/go-stomp/stomp/v3"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/trident-broker/trident/cmd/trident/node"
@@ -219,5 +223,142 @@ func TestLogAMQPLoginFailedOnce(t *testing.T) {
 	logs.mu.Unlock()
 	if len(about) != 1 || about[0].msg != "authentication failed" || about[0].level != slog.LevelWarn {
 		t.Errorf("want one WARN authentication failed record, got %v\nall:\n%s", about, logs.dump())
+	}
+}
+
+// logUser creates user "dev" (password "pw") with the permissions given
+// on vhost "/".
+func logUser(t *testing.T, b *broker, configure, write, read string) {
+	t.Helper()
+	us := b.n.Users()
+	if err := us.PutUser("dev", "pw", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := us.SetPermissions("dev", "/", configure, write, read); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLogMQTTSubscribeDenied: an MQTT connection's life and a denied
+// SUBSCRIBE are logged with the user, vhost, client id, the topic and the
+// permission; the denial is in the audit log too.
+func TestLogMQTTSubscribeDenied(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "audit.json")
+	b, logs := startLoggedBroker(t, func(c *conf.Config) {
+		c.MQTT.Listen = "127.0.0.1:0"
+		c.Audit.File = file
+	})
+	logUser(t, b, ".*", ".*", ".*")
+	if err := b.n.Users().SetTopicPermissions("dev", "/", "amq.topic", ".*", `^open\.`); err != nil {
+		t.Fatal(err)
+	}
+	c := dial3(t, "tcp://"+b.n.MQTTAddr().String(), "sensor-7", true, func(o *mqtt3.ClientOptions) {
+		o.SetUsername("dev").SetPassword("pw")
+	})
+	tok := c.Subscribe("secret/#", 1, nil)
+	if !tok.WaitTimeout(5 * time.Second) {
+		t.Fatal("no SUBACK")
+	}
+	if st, ok := tok.(*mqtt3.SubscribeToken); !ok || st.Result()["secret/#"] != 0x80 {
+		t.Fatalf("subscribe to secret/# not refused: %v", tok.Error())
+	}
+	who := map[string]string{"proto": "mqtt", "user": "dev", "vhost": "/", "client_id": "sensor-7"}
+	d := logs.waitLog(t, "authorization denied", who)
+	if d.level != slog.LevelWarn || d.attrs["op"] != "subscribe" || d.attrs["topic"] != "secret/#" || d.attrs["perm"] != "read" ||
+		d.attrs["kind"] != "topic" || d.attrs["resource"] != "amq.topic" || d.attrs["routing_key"] != "secret.#" {
+		t.Errorf("denial record: %v", d)
+	}
+	waitFor(t, func() bool {
+		return findAudit(readAudit(t, file), "authorization.denied", map[string]any{"user": "dev", "kind": "topic", "routing_key": "secret.#"}) != nil
+	})
+	c.Disconnect(50)
+	closed := logs.waitLog(t, "connection closed", who)
+	if closed.attrs["reason"] != "client disconnected" || closed.attrs["duration"] == "" || closed.attrs["peer"] == "" {
+		t.Errorf("closed record: %v", closed)
+	}
+	if n, m := len(logs.find("connection accepted", map[string]string{"proto": "mqtt", "client_id": "sensor-7"})),
+		len(logs.find("connection authenticated", who)); n != 1 || m != 1 {
+		t.Errorf("%d accepted and %d authenticated records, want 1 each:\n%s", n, m, logs.dump())
+	}
+}
+
+// TestLogSTOMPSendDenied: a STOMP connection's life and a denied SEND
+// are logged with the user, vhost, destination, the resource and the
+// permission; the denial is in the audit log too.
+func TestLogSTOMPSendDenied(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "audit.json")
+	b, logs := startLoggedBroker(t, func(c *conf.Config) {
+		c.STOMP.Listen = "127.0.0.1:0"
+		c.Audit.File = file
+	})
+	logUser(t, b, ".*", "^orders$", ".*") // may write the queue, not the default exchange
+	nc, err := net.Dial("tcp", b.n.STOMPAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := stomp.Connect(nc, stomp.ConnOpt.Host("/"), stomp.ConnOpt.Login("dev", "pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	peer := nc.LocalAddr().String()
+	if err := c.Send("/queue/orders", "text/plain", []byte("x"), stomp.SendOpt.Receipt); err == nil {
+		t.Fatal("SEND without write on amq.default accepted")
+	}
+	who := map[string]string{"proto": "stomp", "user": "dev", "vhost": "/", "peer": peer}
+	d := logs.waitLog(t, "authorization denied", who)
+	if d.level != slog.LevelWarn || d.attrs["op"] != "SEND" || d.attrs["destination"] != "/queue/orders" ||
+		d.attrs["perm"] != "write" || d.attrs["kind"] != "exchange" || d.attrs["resource"] != "amq.default" {
+		t.Errorf("denial record: %v", d)
+	}
+	if rs := logs.find("STOMP error frame sent", map[string]string{"peer": peer}); len(rs) != 0 {
+		t.Errorf("the denial is logged twice: %v", rs)
+	}
+	waitFor(t, func() bool {
+		return findAudit(readAudit(t, file), "authorization.denied", map[string]any{"user": "dev", "kind": "exchange", "name": "amq.default"}) != nil
+	})
+	closed := logs.waitLog(t, "connection closed", who)
+	if !strings.HasPrefix(closed.attrs["reason"], "error frame sent") || closed.attrs["duration"] == "" {
+		t.Errorf("closed record: %v", closed)
+	}
+	if n, m := len(logs.find("connection accepted", map[string]string{"proto": "stomp", "peer": peer, "host": "/"})),
+		len(logs.find("connection authenticated", map[string]string{"proto": "stomp", "peer": peer, "login": "dev"})); n != 1 || m != 1 {
+		t.Errorf("%d accepted and %d authenticated records, want 1 each:\n%s", n, m, logs.dump())
+	}
+}
+
+// TestLogLoginFailedOnceMQTTSTOMP: a refused MQTT or STOMP login is one
+// record too (auth's), not one more from the front end.
+func TestLogLoginFailedOnceMQTTSTOMP(t *testing.T) {
+	b, logs := startLoggedBroker(t, func(c *conf.Config) {
+		c.MQTT.Listen, c.STOMP.Listen = "127.0.0.1:0", "127.0.0.1:0"
+	})
+	logUser(t, b, ".*", ".*", ".*")
+	if _, err := tryDial3("tcp://"+b.n.MQTTAddr().String(), "bad-login", true, func(o *mqtt3.ClientOptions) {
+		o.SetUsername("dev").SetPassword("wrong")
+	}); err == nil {
+		t.Fatal("MQTT login with a wrong password accepted")
+	}
+	nc, err := net.Dial("tcp", b.n.STOMPAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := stomp.Connect(nc, stomp.ConnOpt.Host("/"), stomp.ConnOpt.Login("dev", "wrong")); err == nil {
+		t.Fatal("STOMP login with a wrong password accepted")
+	}
+	waitFor(t, func() bool { return len(logs.find("authentication failed", map[string]string{"user": "dev"})) == 2 })
+	// Let both connections end: a later MQTT connection's whole life.
+	c := dial3(t, "tcp://"+b.n.MQTTAddr().String(), "later", true, func(o *mqtt3.ClientOptions) {
+		o.SetUsername("dev").SetPassword("pw")
+	})
+	c.Disconnect(50)
+	logs.waitLog(t, "connection closed", map[string]string{"client_id": "later"})
+	for _, msg := range []string{"connection refused", "STOMP error frame sent", "connection closed", "connection error"} {
+		for _, r := range logs.find(msg, map[string]string{"user": "dev"}) {
+			if r.attrs["client_id"] != "later" {
+				t.Errorf("a refused login logged again: %v", r)
+			}
+		}
 	}
 }

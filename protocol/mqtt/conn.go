@@ -107,6 +107,7 @@ type conn struct {
 	accepted      bool
 	refusalLogged bool
 	loginName     string // the user name CONNECT gave
+	refusedCode   byte   // the CONNACK refusal's reason code
 }
 
 func newConn(s *Server, nc net.Conn, transport string) *conn {

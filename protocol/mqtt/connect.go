@@ -151,7 +151,7 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 			// Another user's connection holds the client id: refused,
 			// so that one user cannot disconnect another (owner.go).
 			code = codeNotAuthorized
-			c.s.log.Warn("connection refused", append(c.who(), "code", code,
+			c.s.log.Warn("connection refused", append(c.who(), "code", hexCode(code),
 				"err", "client id in use by another user's connection")...)
 			c.refusalLogged = true
 		}
@@ -217,6 +217,7 @@ func (c *conn) refuse(code byte) {
 		ack.ReasonCode = connackV3(code)
 	}
 	c.closing.Store(true)
+	c.refusedCode = code
 	_ = c.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	c.sendPacket(ack, true)
 }

@@ -13,7 +13,7 @@ import (
 //
 //	INFO  "connection accepted"       peer, transport, client_id, version   (a valid CONNECT)
 //	INFO  "connection authenticated"  + user, vhost
-//	WARN  "connection refused"        CONNECT refused after it was read: code, err
+//	WARN  "connection refused"        CONNECT refused after it was read: code (CONNACK's, MQTT 5 numbering), err
 //	WARN  "authorization denied"      user, vhost, client_id, op, perm, kind, resource, routing_key
 //	INFO  "connection closed"         reason, code, err, duration
 //
@@ -75,14 +75,18 @@ func (c *conn) logEnd(err error) {
 		if c.refusalLogged || err == nil {
 			return
 		}
-		c.s.log.Warn("connection refused", append(c.who(), "code", reasonOf(err), "err", err)...)
+		code := c.refusedCode
+		if code == 0 {
+			code = reasonOf(err)
+		}
+		c.s.log.Warn("connection refused", append(c.who(), "code", hexCode(code), "err", err)...)
 		return
 	}
 	attrs := c.who()
 	code := c.closeCode.Load()
 	switch {
 	case code != 0:
-		attrs = append(attrs, "reason", "disconnected by the broker: "+disconnectReason(byte(code)), "code", byte(code))
+		attrs = append(attrs, "reason", "disconnected by the broker: "+disconnectReason(byte(code)), "code", hexCode(byte(code)))
 		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 			attrs = append(attrs, "err", err)
 		}
@@ -95,6 +99,12 @@ func (c *conn) logEnd(err error) {
 	}
 	attrs = append(attrs, "duration", time.Duration(time.Now().UnixNano()-c.connectedAt).Round(time.Millisecond))
 	c.s.log.Info("connection closed", attrs...)
+}
+
+// hexCode writes an MQTT reason code as the specification does ("0x87").
+func hexCode(code byte) string {
+	const digits = "0123456789ABCDEF"
+	return string([]byte{'0', 'x', digits[code>>4], digits[code&15]})
 }
 
 // logDenied logs an authorization refusal of op ("subscribe", "publish",
