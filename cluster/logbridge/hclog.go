@@ -15,7 +15,7 @@ import (
 // to their slog namesakes. Key/value pairs become slog attributes; the
 // logger's name becomes the attribute "logger".
 func NewHCLogger(l *slog.Logger, name string) hclog.Logger {
-	h := &hcLogger{l: l, name: name, level: new(atomic.Int32)}
+	h := &hcLogger{l: l, name: name, level: new(atomic.Int32), peers: newPeerLimiter()}
 	h.level.Store(int32(hclog.Trace))
 	return h
 }
@@ -25,6 +25,7 @@ type hcLogger struct {
 	name    string
 	implied []any
 	level   *atomic.Int32 // hclog-side floor (an hclog.Level), shared with derived loggers; slog's handler filters too
+	peers   *peerLimiter  // shared with derived loggers (raftpeer.go)
 }
 
 func slogLevel(level hclog.Level) slog.Level {
@@ -55,16 +56,23 @@ func (h *hcLogger) Log(level hclog.Level, msg string, args ...any) {
 		level = hclog.Info
 	}
 	level, msg = demote(level, msg, args) // raftnet.go
+	level, args, upMsg, upArgs := h.limitPeer(level, msg, args)
+	if upMsg != "" && h.enabled(hclog.Info) {
+		h.l.Log(context.Background(), slog.LevelInfo, upMsg, h.attrs(upArgs)...)
+	}
 	if !h.enabled(level) {
 		return
 	}
+	h.l.Log(context.Background(), slogLevel(level), msg, h.attrs(formatArgs(args))...)
+}
+
+func (h *hcLogger) attrs(args []any) []any {
 	attrs := make([]any, 0, len(h.implied)+len(args)+2)
 	if h.name != "" {
 		attrs = append(attrs, "logger", h.name)
 	}
-	attrs = append(attrs, h.implied...)
-	attrs = append(attrs, args...)
-	h.l.Log(context.Background(), slogLevel(level), msg, attrs...)
+	attrs = append(attrs, formatArgs(h.implied)...)
+	return append(attrs, args...)
 }
 
 func (h *hcLogger) Trace(msg string, args ...any) { h.Log(hclog.Trace, msg, args...) }
@@ -109,9 +117,9 @@ func (h *hcLogger) SetLevel(level hclog.Level) { h.level.Store(int32(level)) }
 func (h *hcLogger) GetLevel() hclog.Level      { return hclog.Level(h.level.Load()) }
 
 func (h *hcLogger) StandardLogger(*hclog.StandardLoggerOptions) *log.Logger {
-	return NewStdLogger(h.l)
+	return log.New(h.StandardWriter(nil), "", 0)
 }
 
 func (h *hcLogger) StandardWriter(*hclog.StandardLoggerOptions) io.Writer {
-	return stdWriter{h.l}
+	return newStdWriter(h.l)
 }

@@ -212,7 +212,7 @@ func (ch *channel) method(m wire.Method) error {
 
 // close closes the channel from our side with a channel error.
 func (ch *channel) close(we *wire.Error) {
-	ch.c.log.Debug("channel error", "channel", ch.id, "code", we.Code, "text", we.Text)
+	ch.c.logChannelError(ch.id, we)
 	ch.cleanup()
 	ch.state = chClosing
 	ch.c.send(ch.id, &wire.ChannelClose{ReplyCode: we.Code, ReplyText: we.Text, ReplyClassID: we.ClassID, ReplyMethodID: we.MethodID})

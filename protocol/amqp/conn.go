@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"sort"
 	"strings"
@@ -26,11 +27,7 @@ type conn struct {
 	id   uint64
 	name string
 	r    *bufio.Reader
-	log  interface {
-		Debug(string, ...any)
-		Info(string, ...any)
-		Warn(string, ...any)
-	}
+	log  *slog.Logger
 
 	// Negotiated at handshake; read-only afterwards.
 	frameMax    uint32
@@ -79,9 +76,14 @@ type conn struct {
 	wd frontend.Watchdog
 
 	preauth   *auth.User // an in-process connection's user (local.go); set before serve
+	accepted  bool       // the protocol header was valid (reader goroutine)
+	wantVHost string     // the vhost connection.open asked for (reader goroutine)
 	mechanism string     // the SASL mechanism the client logged in with
 
 	expiry *auth.ExpiryWatch // a token user's: closes the connection when the token expires
+
+	cause      atomic.Pointer[closeCause] // why it ended, for the log (connlog.go)
+	authLogged bool                       // a refused login was logged (by auth or here); handshake only
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -119,7 +121,7 @@ func (c *conn) Serve() {
 	err := c.handshake()
 	if err == nil {
 		c.growReader()
-		c.log.Debug("connection open", "user", c.user.Name(), "vhost", c.vh.Name())
+		c.logAuthenticated()
 		if c.heartbeat > 0 {
 			go c.heartbeater()
 		}
@@ -139,8 +141,11 @@ func (c *conn) Serve() {
 	case <-c.wdone:
 	case <-time.After(5 * time.Second):
 	}
-	if err != nil && !errors.Is(err, errClosed) && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-		c.log.Info("connection closed", "err", err)
+	switch {
+	case c.opened.Load():
+		c.logClosed(err)
+	case c.accepted:
+		c.logRefused(err)
 	}
 }
 
@@ -244,7 +249,7 @@ func (c *conn) heartbeater() {
 			continue // we are not reading on purpose
 		}
 		if time.Since(time.Unix(0, c.lastRead.Load())) > 2*c.heartbeat {
-			c.log.Warn("missed heartbeats from client, timeout", "timeout", c.heartbeat)
+			c.setCause(reasonHeartbeat, 0, "timeout: "+c.heartbeat.String())
 			c.nc.Close()
 			return
 		}
@@ -308,6 +313,10 @@ func (c *conn) handshake() error {
 		c.nc.Write([]byte(wire.ProtocolHeader))
 		return err
 	}
+	// As RabbitMQ, a connection is logged once it has sent a valid
+	// protocol header: a TCP probe that sends nothing is not.
+	c.accepted = true
+	c.log.Info("connection accepted", "peer", c.peer(), "tls", c.isTLS())
 	c.send(0, &wire.ConnectionStart{VersionMajor: 0, VersionMinor: 9, ServerProperties: c.serverProperties(),
 		Mechanisms: c.mechanisms(), Locales: "en_US"})
 	m, err := c.readMethod()
@@ -329,20 +338,26 @@ func (c *conn) handshake() error {
 		u    *auth.User
 		aerr error
 	)
+	c.authLogged = true // Authenticate logs its failures
 	if c.preauth != nil {
 		user, u = c.preauth.Name(), c.preauth // see local.go
 	} else if so.Mechanism == mechExternal {
+		c.authLogged = false
 		user, u, aerr = c.externalLogin() // see external.go
 	} else {
 		var pass string
 		user, pass, err = saslCredentials(so.Mechanism, so.Response)
 		if err != nil {
+			c.authLogged = false // logged as refused, with its code
 			return c.handshakeError(err)
 		}
 		u, aerr = c.s.users.Authenticate(user, pass, c.nc.RemoteAddr())
 	}
 	if aerr != nil {
-		c.log.Warn("authentication failed", "user", user, "mechanism", so.Mechanism, "err", aerr)
+		if !c.authLogged {
+			c.log.Warn("authentication failed", "user", user, "peer", c.peer(), "mechanism", so.Mechanism, "err", aerr)
+			c.authLogged = true
+		}
 		text := fmt.Sprintf("Login was refused using authentication mechanism %s. For details see the broker logfile.", so.Mechanism)
 		if errors.Is(aerr, auth.ErrLoopbackOnly) {
 			text = fmt.Sprintf("User '%s' can only connect via localhost", user)
@@ -350,6 +365,7 @@ func (c *conn) handshake() error {
 		return c.handshakeError(wire.NewConnectionError(wire.AccessRefused, "%s", text))
 	}
 	c.user = u
+	c.authLogged = false
 	hb := uint16(cfg.Heartbeat / time.Second)
 	chMax := cfg.ChannelMax
 	c.send(0, &wire.ConnectionTune{ChannelMax: chMax, FrameMax: cfg.FrameMax, Heartbeat: hb})
@@ -384,6 +400,7 @@ func (c *conn) handshake() error {
 	if !ok {
 		return c.handshakeError(wire.NewConnectionError(wire.CommandInvalid, "expected connection.open, got %s", m.Name()))
 	}
+	c.wantVHost = op.VirtualHost
 	vh, ok := c.s.b.VHost(op.VirtualHost)
 	if !ok {
 		return c.handshakeError(wire.NewConnectionError(wire.NotAllowed, "vhost %s not found", op.VirtualHost))
@@ -556,6 +573,12 @@ func (c *conn) handleFrame(f wire.Frame) error {
 func (c *conn) connectionMethod(m wire.Method) error {
 	switch m := m.(type) {
 	case *wire.ConnectionClose:
+		if m.ReplyCode != 0 && m.ReplyCode != wire.ReplySuccess {
+			c.setCause(reasonClientError, m.ReplyCode, m.ReplyText)
+			c.log.Warn("client closed connection with an error", append(c.who(), "code", m.ReplyCode, "text", m.ReplyText)...)
+		} else {
+			c.setCause(reasonClientClosed, m.ReplyCode, m.ReplyText)
+		}
 		c.cleanup()
 		c.send(0, &wire.ConnectionCloseOK{})
 		return errClosed
@@ -625,7 +648,8 @@ func (c *conn) connectionError(we *wire.Error) {
 	if !c.closing.CompareAndSwap(false, true) {
 		return
 	}
-	c.log.Warn("connection error", "code", we.Code, "text", we.Text)
+	c.setCause(reasonConnError, we.Code, we.Text)
+	c.logConnectionError(we)
 	c.cleanup()
 	c.send(0, &wire.ConnectionClose{ReplyCode: we.Code, ReplyText: we.Text, ReplyClassID: we.ClassID, ReplyMethodID: we.MethodID})
 	c.waitCloseOK()
@@ -641,6 +665,7 @@ func (c *conn) forceClose(reason string) {
 	if !c.closing.CompareAndSwap(false, true) {
 		return
 	}
+	c.setCause(reasonForced, wire.ConnectionForced, reason)
 	c.abortOne.Do(func() { close(c.abort) })
 	c.send(0, &wire.ConnectionClose{ReplyCode: wire.ConnectionForced, ReplyText: "CONNECTION_FORCED - " + reason})
 	// The reader sees close-ok, or its deadline.

@@ -15,7 +15,6 @@ import (
 func (c *conn) openLimited(user, vhost string) error {
 	release, err := c.s.b.Limiter().OpenConnection(user, vhost)
 	if err != nil {
-		c.log.Warn("connection refused", "user", user, "vhost", vhost, "err", err)
 		return wire.NewConnectionError(wire.NotAllowed, "%s", err.Error())
 	}
 	c.releaseConn = release

@@ -99,6 +99,15 @@ type conn struct {
 	// for a resource alarm or a rate limit (see limits.go).
 	abort       chan struct{}
 	releaseConn func() // the connection limits' slot, set by CONNECT
+
+	// For the log (connlog.go): the reason code the broker disconnected
+	// with (|0x100 once set); a valid CONNECT was read; its refusal is
+	// already logged (reader goroutine).
+	closeCode     atomic.Uint32
+	accepted      bool
+	refusalLogged bool
+	loginName     string // the user name CONNECT gave
+	refusedCode   byte   // the CONNACK refusal's reason code
 }
 
 func newConn(s *Server, nc net.Conn, transport string) *conn {
@@ -129,9 +138,7 @@ func (c *conn) end(err error) {
 	c.br.release()
 	close(c.readDone)
 	c.flushSettles()
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-		c.s.log.Debug("connection closed", "conn", c.name, "client_id", c.clientID, "err", err)
-	}
+	c.logEnd(err) // connlog.go
 	c.cleanup()
 }
 
@@ -322,6 +329,7 @@ func (c *conn) serverDisconnect(code byte) {
 	if !c.closing.CompareAndSwap(false, true) {
 		return
 	}
+	c.setCloseCode(code)
 	close(c.abort)
 	_ = c.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	if c.connected.Load() && c.version == 5 {

@@ -30,6 +30,9 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		c.refuse(code.Code)
 		return code
 	}
+	c.accepted = true
+	c.s.log.Info("connection accepted", "peer", c.peer(), "transport", c.transport,
+		"client_id", pk.Connect.ClientIdentifier, "version", v)
 	c.cleanStart = pk.Connect.Clean
 	c.keepalive = time.Duration(pk.Connect.Keepalive) * time.Second
 	// The server keep-alive is a ceiling, as Mosquitto's max_keepalive:
@@ -84,6 +87,7 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		c.refuse(codeBadUserOrPassword)
 		return errProto(codeBadUserOrPassword, "no credentials provided and anonymous access is off")
 	}
+	c.loginName = userName
 	var u *auth.User
 	var err error
 	if tokenOnly {
@@ -98,6 +102,9 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		if errors.Is(err, auth.ErrLoopbackOnly) {
 			code = codeNotAuthorized
 		}
+		// auth logs a refused password or token; a certificate's user
+		// is logged here.
+		c.refusalLogged = certUser == ""
 		c.refuse(code)
 		return err
 	}
@@ -144,8 +151,9 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 			// Another user's connection holds the client id: refused,
 			// so that one user cannot disconnect another (owner.go).
 			code = codeNotAuthorized
-			c.s.log.Warn("MQTT connection refused: client id in use by another user's connection",
-				"client_id", id, "vhost", vhost, "user", u.Name())
+			c.s.log.Warn("connection refused", append(c.who(), "code", hexCode(code),
+				"err", "client id in use by another user's connection")...)
+			c.refusalLogged = true
 		}
 		c.refuse(code)
 		return err
@@ -189,6 +197,7 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 	}
 	c.connected.Store(true)
 	c.sendPooled(ack)
+	c.s.log.Info("connection authenticated", c.who()...)
 	// As RabbitMQ: when the token expires, MQTT 5 clients get DISCONNECT
 	// 0xA0 (maximum connect time), 3.1.1 clients are disconnected.
 	c.expiry = auth.WatchExpiry(u, func() {
@@ -208,6 +217,7 @@ func (c *conn) refuse(code byte) {
 		ack.ReasonCode = connackV3(code)
 	}
 	c.closing.Store(true)
+	c.refusedCode = code
 	_ = c.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	c.sendPacket(ack, true)
 }

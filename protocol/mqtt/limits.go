@@ -17,7 +17,6 @@ var errAborted = errors.New("mqtt: connection closed while publishing was blocke
 func (c *conn) openLimited(user, vhost string) error {
 	release, err := c.s.b.Limiter().OpenConnection(user, vhost)
 	if err != nil {
-		c.s.log.Warn("connection refused", "user", user, "vhost", vhost, "err", err)
 		c.refuse(codeQuotaExceeded)
 		return errProto(codeQuotaExceeded, err.Error())
 	}

@@ -73,9 +73,11 @@ func (c *conn) handlePublish(pk *packets.Packet, raw []byte, sm *sharedMsg) erro
 	}
 	ex := c.s.cfg.Exchange
 	if err := c.s.users.Check(c.user, c.vh.Name(), auth.Write, "exchange", ex); err != nil {
+		c.logDenied("publish", topic, err)
 		return c.refusePublish(pk, ackType, codeNotAuthorized, err)
 	}
 	if err := c.checkTopic(auth.Write, topic, false); err != nil {
+		c.logDenied("publish", topic, err)
 		return c.refusePublish(pk, ackType, codeNotAuthorized, err)
 	}
 	if qos == 2 {

@@ -58,10 +58,12 @@ func (c *conn) handleSubscribe(pk *packets.Packet) error {
 		}
 		c.s.prepareSub(se, sub)
 		if c.s.denied(filter) {
+			c.s.log.Warn("authorization denied", append(c.who(), "op", "subscribe", "topic", f.Filter, "err", "within mqtt.deny_subscribe")...)
 			codes[i] = c.subFailure(codeNotAuthorized)
 			continue
 		}
 		if err := c.checkSubscribe(sub); err != nil {
+			c.logDenied("subscribe", f.Filter, err)
 			codes[i] = c.subFailure(codeNotAuthorized)
 			continue
 		}

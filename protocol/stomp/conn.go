@@ -5,9 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,6 +86,8 @@ type conn struct {
 	// alarm or a rate limit (see limits.go).
 	stop        chan struct{}
 	releaseConn func() // the connection limits' slot, set by CONNECT
+
+	lg logState // connlog.go
 }
 
 func newConn(s *Server, t transport) *conn {
@@ -177,8 +177,8 @@ func (c *conn) Serve() {
 	} else {
 		c.t.Close()
 	}
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, errDisconnect) {
-		c.log.Debug("connection closed", "err", err)
+	if c.opened.Load() {
+		c.logClosed(err)
 	}
 }
 
@@ -192,7 +192,7 @@ func (c *conn) readLoop(rd *frame.Reader) error {
 		if err != nil {
 			var fe *frame.Error
 			if errors.As(err, &fe) {
-				c.sendError(&Error{Message: fe.Message, Detail: fe.Detail}, "")
+				c.sendError(&Error{Message: fe.Message, Detail: fe.Detail}, "", err, nil)
 				return err
 			}
 			if r := c.forced.Load(); r != nil {
@@ -206,7 +206,7 @@ func (c *conn) readLoop(rd *frame.Reader) error {
 		c.waitOutput()
 		if err := c.handle(&f, rd); err != nil {
 			if !errors.Is(err, errDisconnect) {
-				c.sendError(coreError(err), f.Value("receipt"))
+				c.sendError(coreError(err), f.Value("receipt"), err, &f)
 			}
 			return err
 		}
@@ -266,12 +266,12 @@ func (c *conn) handle(f *frame.Frame, rd *frame.Reader) error {
 
 // sendError writes an ERROR frame and marks the connection closing: the
 // reader stops and the socket is closed once the frame is flushed.
-func (c *conn) sendError(e *Error, receipt string) {
+func (c *conn) sendError(e *Error, receipt string, err error, f *frame.Frame) {
 	if c.closing {
 		return
 	}
 	c.closing = true
-	c.log.Info("STOMP error frame sent", "message", e.Message, "detail", e.Detail)
+	c.logError(e, err, f)
 	hs := []frame.Header{{Key: "message", Value: e.Message}, {Key: "content-type", Value: "text/plain"},
 		{Key: "version", Value: "1.0,1.1,1.2"}}
 	if receipt != "" {
@@ -391,7 +391,8 @@ func (c *conn) heartbeater() {
 			c.w.Mu.Unlock()
 		}
 		if c.hbIn > 0 && now.Sub(time.Unix(0, c.lastRead.Load())) > 2*c.hbIn {
-			c.log.Warn("no heart-beat from client, closing", "interval", c.hbIn)
+			c.lg.hbTimeout.Store(true)
+			c.log.Warn("no heart-beat from client, closing", append(c.who(), "interval", c.hbIn)...)
 			c.t.Close()
 			return
 		}

@@ -42,6 +42,7 @@ func parseHeartbeat(s string) (cx, cy int64, ok bool) {
 
 // connect handles CONNECT or STOMP: version, heart-beats, login, vhost.
 func (c *conn) connect(f *frame.Frame) error {
+	c.logAccepted(f)
 	v, ok := negotiate(f)
 	if !ok {
 		return errorf("Version mismatch", "Supported versions are 1.0,1.1,1.2\n")
@@ -77,7 +78,6 @@ func (c *conn) connect(f *frame.Frame) error {
 		// Anonymous: only when the operator asked for it, and then as
 		// the STOMP listeners' own user, never the bootstrap admin.
 		if !cfg.AllowAnonymous || cfg.DefaultUser == "" {
-			c.log.Warn("STOMP login refused: no login header and anonymous logins are off")
 			return errorf("Bad CONNECT", "Missing login or passcode header(s)")
 		}
 		login, pass = cfg.DefaultUser, cfg.DefaultPass
@@ -94,7 +94,10 @@ func (c *conn) connect(f *frame.Frame) error {
 		u, err = c.s.users.Authenticate(login, pass, c.t.remoteAddr())
 	}
 	if err != nil {
-		c.log.Warn("STOMP login failed", "user", login, "err", err)
+		// auth logs a refused password or token; a certificate's user
+		// is logged as the refusal.
+		c.lg.loginName = login
+		c.lg.refusalLogged = certUser == ""
 		if errors.Is(err, auth.ErrLoopbackOnly) {
 			return errorf("Bad CONNECT", "User '%s' can only connect via localhost", login)
 		}
@@ -138,6 +141,6 @@ func (c *conn) connect(f *frame.Frame) error {
 	if id, ok := f.Get("receipt"); ok {
 		c.receipt(id)
 	}
-	c.log.Debug("connection open", "user", u.Name(), "vhost", vh.Name(), "version", v.String())
+	c.logAuthenticated()
 	return nil
 }

@@ -10,7 +10,6 @@ import (
 func (c *conn) openLimited(user, vhost string) error {
 	release, err := c.s.b.Limiter().OpenConnection(user, vhost)
 	if err != nil {
-		c.log.Warn("connection refused", "user", user, "vhost", vhost, "err", err)
 		return errorf("Bad CONNECT", "%s", err.Error())
 	}
 	c.releaseConn = release

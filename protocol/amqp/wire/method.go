@@ -49,6 +49,15 @@ func DecodeMethod(payload []byte) (Method, error) {
 	return m, nil
 }
 
+// MethodName returns the name of a method ("queue.declare") from its
+// class and method ids, "" for none or an unknown one.
+func MethodName(classID, methodID uint16) string {
+	if m := newMethod(classID, methodID); m != nil {
+		return m.Name()
+	}
+	return ""
+}
+
 // SplitMethod splits a method frame payload into class id, method id and
 // arguments (aliasing payload), for a caller that decodes hot methods into
 // values it reuses:
