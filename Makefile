@@ -68,7 +68,13 @@ image: build-static
 run: build
 	./$(BIN)/trident $(ARGS)
 
-test: vet race suites fuzz-ci
+test: test-deps vet race suites fuzz-ci
+
+# What the tests need beyond Go (chromium, rabbitmqadmin, podman, gcc):
+# installed when run as root, else make test stops and says what is missing
+# (TRIDENT_TEST_DEPS=skip runs without them; their tests then skip).
+test-deps:
+	@scripts/test-deps.sh
 
 vet:
 	$(GO) vet ./...
