@@ -51,7 +51,7 @@
 //     that queued them, so they may take the lock the caller held.
 //   - Memory: nothing per message but for returned ones (a map entry
 //     until the message is deleted) and the write-behind buffer's (at
-//     most 8,192 messages and 4 MiB per FSM, 64 MiB for all of a
+//     most 262,144 messages and 32 MiB per FSM, 64 MiB for all of a
 //     process's FSMs together); message data only while an entry is
 //     being applied or buffered. Decoding a snapshot or an entry never allocates much
 //     more than its input, and malformed input is an error, never a panic.
