@@ -132,8 +132,24 @@ func TestSecurityF5SessionOwner(t *testing.T) {
 	u2.none(t, 500*time.Millisecond)
 	u2.Disconnect(50)
 
-	// u1's session was discarded with what was queued for it.
-	u1, ack = dial5(t, addr, connect5("u1", "dev-1"))
+	// u1's session was discarded with what was queued for it. u2's
+	// DISCONNECT may still be in hand on the broker, and while u2 is
+	// connected u1 is refused (0x87): retry until u2 is gone.
+	var c1 *client5
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var err error
+		c1, ack, err = tryDial5(addr, connect5("u1", "dev-1"))
+		if err == nil || ack == nil || ack.ReasonCode != 0x87 || time.Now().After(deadline) {
+			if err != nil {
+				t.Fatalf("u1 reconnecting after u2 left: %v, CONNACK %+v", err, ack)
+			}
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Cleanup(func() { _ = c1.Disconnect(&paho.Disconnect{}) })
+	u1 = c1
 	if ack.SessionPresent {
 		t.Fatal("u1's session survived u2's fresh one")
 	}
