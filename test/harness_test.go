@@ -21,11 +21,18 @@ type broker struct {
 	cfg  conf.Config
 	URL  string
 	Addr string
+	log  *slog.Logger // the node's logger (nil: TRIDENT_TEST_LOG decides)
 }
 
 // startBroker starts a node on 127.0.0.1:0 with a fresh data dir (or dir,
 // if given) and stops it when the test ends. mutate may change the config.
 func startBroker(t testing.TB, mutate ...func(*conf.Config)) *broker {
+	t.Helper()
+	return startBrokerLog(t, nil, mutate...)
+}
+
+// startBrokerLog is startBroker with the node logging to log.
+func startBrokerLog(t testing.TB, log *slog.Logger, mutate ...func(*conf.Config)) *broker {
 	t.Helper()
 	cfg := conf.Default()
 	cfg.DataDir = t.TempDir()
@@ -36,7 +43,7 @@ func startBroker(t testing.TB, mutate ...func(*conf.Config)) *broker {
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	b := &broker{t: t, cfg: cfg}
+	b := &broker{t: t, cfg: cfg, log: log}
 	b.start()
 	t.Cleanup(b.stop)
 	return b
@@ -44,8 +51,8 @@ func startBroker(t testing.TB, mutate ...func(*conf.Config)) *broker {
 
 func (b *broker) start() {
 	b.t.Helper()
-	var log *slog.Logger
-	if os.Getenv("TRIDENT_TEST_LOG") != "" {
+	log := b.log
+	if log == nil && os.Getenv("TRIDENT_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	n, err := node.Start(b.cfg, log)

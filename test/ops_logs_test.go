@@ -15,7 +15,6 @@ import (
 	"github.com/go-stomp/stomp/v3"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/trident-broker/trident/cmd/trident/node"
 	"github.com/trident-broker/trident/conf"
 )
 
@@ -117,24 +116,8 @@ func (h *captureHandler) WithGroup(string) slog.Handler { return h }
 // startLoggedBroker is startBroker with the node's log captured.
 func startLoggedBroker(t *testing.T, mutate ...func(*conf.Config)) (*broker, *logSink) {
 	t.Helper()
-	cfg := conf.Default()
-	cfg.DataDir = t.TempDir()
-	cfg.AMQP.Listen = "127.0.0.1:0"
-	cfg.MQTT.Listen, cfg.MQTT.WSListen = "", ""
-	cfg.STOMP.Listen, cfg.STOMP.WSListen = "", ""
-	cfg.HTTP.Listen, cfg.Prometheus.Listen = "", ""
-	for _, m := range mutate {
-		m(&cfg)
-	}
 	sink := &logSink{}
-	n, err := node.Start(cfg, slog.New(&captureHandler{sink: sink}))
-	if err != nil {
-		t.Fatalf("start broker: %v", err)
-	}
-	b := &broker{t: t, cfg: cfg, n: n, Addr: n.AMQPAddr().String()}
-	b.URL = fmt.Sprintf("amqp://guest:guest@%s/", b.Addr)
-	t.Cleanup(b.stop)
-	return b, sink
+	return startBrokerLog(t, slog.New(&captureHandler{sink: sink}), mutate...), sink
 }
 
 // TestLogAMQPConnectionLifecycle: an AMQP connection opened and closed is
