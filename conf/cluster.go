@@ -146,8 +146,6 @@ var clusterFields = []field{
 // The issue's `trident --join host:port[,host:port]`.
 var flagAliases = map[string]string{"join": "cluster.join"}
 
-func init() { fields = append(fields, clusterFields...) }
-
 // validateCluster checks the cluster section. The gossip port must not be
 // one of the TCP listeners' ports (gossip binds TCP too).
 func (c *Config) validateCluster() []error {

@@ -48,8 +48,6 @@ var clusterDiscoveryFields = []field{
 	f("cluster.discovery.settled_interval", "how often it is resolved once bootstrap_expect members are up (0: 30s)", func(c *Config) any { return &c.Cluster.Discovery.SettledInterval }),
 }
 
-func init() { fields = append(fields, clusterDiscoveryFields...) }
-
 // validateDiscovery checks cluster.discovery; enabled says whether
 // clustering is on.
 func (c *Config) validateDiscovery(enabled bool) []error {

@@ -42,8 +42,6 @@ var clusterSecurityFields = []field{
 	f("cluster.suspicion_mult", "memberlist suspicion multiplier (0: the preset's)", func(c *Config) any { return &c.Cluster.SuspicionMult }),
 }
 
-func init() { fields = append(fields, clusterSecurityFields...) }
-
 // GossipKeys decodes the gossip key and keyring: the primary key first;
 // nil when gossip is not encrypted.
 func (c Cluster) GossipKeys() ([][]byte, error) {

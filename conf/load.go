@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,9 +31,14 @@ type field struct {
 	ptr   func(*Config) any // *string, *int, *time.Duration, *[]string, *map[string]string or *bool
 }
 
-// fields lists every leaf of Config. Env and flag names derive from the key:
-// amqp.frame_max → TRIDENT_AMQP_FRAME_MAX, --amqp-frame-max.
-var fields = []field{
+// fields lists every leaf of Config, the sections' tables in one place
+// (no registration from init functions). Env and flag names derive from
+// the key: amqp.frame_max → TRIDENT_AMQP_FRAME_MAX, --amqp-frame-max.
+var fields = slices.Concat(coreFields, clusterFields, clusterDiscoveryFields,
+	clusterSecurityFields, oauth2Fields, securityFields, tlsFields)
+
+// coreFields are the leaves of the sections without a file of their own.
+var coreFields = []field{
 	f("data_dir", "directory of the store's files", func(c *Config) any { return &c.DataDir }),
 	f("log.level", "log level: debug, info, warn, error", func(c *Config) any { return &c.Log.Level }),
 	f("log.format", "log format: text or json", func(c *Config) any { return &c.Log.Format }),

@@ -112,8 +112,6 @@ var oauth2Fields = []field{
 	f("http.oauth_scopes", "scopes the UI asks for, space-separated (empty: openid profile <resource_server_id>.tag:administrator)", func(c *Config) any { return &c.HTTP.OAuthScopes }),
 }
 
-func init() { fields = append(fields, oauth2Fields...) }
-
 func (c *Config) validateOAuth2(bad func(key string, format string, args ...any)) {
 	o := c.OAuth2
 	for _, b := range c.Auth.Backends {

@@ -58,8 +58,6 @@ var securityFields = []field{
 		ptr:   func(c *Config) any { return &c.Encryption.RotateTo }},
 }
 
-func init() { fields = append(fields, securityFields...) }
-
 func (c *Config) validateSecurity(bad func(key string, format string, args ...any)) {
 	if c.Auth.FailedLoginLimit > 0 && c.Auth.FailedLoginBackoff <= 0 {
 		bad("auth.failed_login_backoff", "%s must be positive", c.Auth.FailedLoginBackoff)

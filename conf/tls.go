@@ -129,5 +129,3 @@ func (c *Config) validateTLS() []error {
 	}
 	return errs
 }
-
-func init() { fields = append(fields, tlsFields...) }
