@@ -21,7 +21,8 @@ type Alarms struct {
 	nextSub int
 }
 
-func newAlarms() *Alarms {
+// NewAlarms returns a set with no alarm raised (a Broker makes its own).
+func NewAlarms() *Alarms {
 	a := &Alarms{active: map[string]bool{}, subs: map[int]func(bool, string){}, cleared: make(chan struct{})}
 	close(a.cleared)
 	return a

@@ -120,7 +120,7 @@ func New(st Store, log *slog.Logger) (*Broker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	b := &Broker{store: st, log: log, vhosts: map[string]*VHost{}, alarms: newAlarms(), limits: newLimiter()}
+	b := &Broker{store: st, log: log, vhosts: map[string]*VHost{}, alarms: NewAlarms(), limits: newLimiter()}
 	b.SetQueueWindow(0, 0)
 	b.SetQueueMemoryBudget(0)
 	b.recovering = true

@@ -22,6 +22,7 @@ import (
 	"github.com/trident-broker/trident/cluster/meta"
 	"github.com/trident-broker/trident/conf"
 	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/exchange/alarm"
 	"github.com/trident-broker/trident/protocol/amqp"
 	"github.com/trident-broker/trident/shovel"
 	"github.com/trident-broker/trident/store"
@@ -108,7 +109,7 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	trimStore(&sopts, n.memoryLimit())
+	alarm.TrimStore(&sopts, n.memoryLimit())
 	n.storeKey = sopts.EncryptionKey
 	opened := time.Now()
 	n.store, err = store.OpenBadger(dir, sopts, log.With("component", "store"))
@@ -168,10 +169,10 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	}
 	n.stopWatch = make(chan struct{})
 	if limit := n.memoryLimit(); limit > 0 {
-		go watchMemory(n.broker, limit, limit*int64(cfg.Queues.MemoryPagingPercent)/100, n.stopWatch, n.log)
+		go alarm.WatchMemory(n.broker, limit, limit*int64(cfg.Queues.MemoryPagingPercent)/100, n.stopWatch, n.log)
 	}
 	if limit := cfg.DiskFreeLimit; limit > 0 {
-		go watchDisk(n.broker.Alarms(), cfg.DataDir, int64(limit), cfg.DiskFreeCheckInterval, n.stopWatch, n.log)
+		go alarm.WatchDisk(n.broker.Alarms(), cfg.DataDir, int64(limit), cfg.DiskFreeCheckInterval, n.stopWatch, n.log)
 	}
 	// The other front ends, in this order: clustering first (it places
 	// the durable queues before any client can reach them), then MQTT
@@ -419,4 +420,10 @@ func (n *Node) abort() {
 	if err := n.close(ctx); err != nil {
 		n.log.Warn("cleanup after failed start", "err", err)
 	}
+}
+
+// memoryLimit is the byte limit of the memory alarm for the node's
+// configuration, 0 if none.
+func (n *Node) memoryLimit() int64 {
+	return alarm.MemoryLimit(int64(n.cfg.MemoryHighWatermarkBytes), n.cfg.MemoryHighWatermarkPercent, n.log)
 }

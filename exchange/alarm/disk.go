@@ -1,4 +1,4 @@
-package node
+package alarm
 
 import (
 	"syscall"
@@ -17,12 +17,12 @@ func diskFree(dir string) (int64, error) {
 	return int64(st.Bavail) * int64(st.Bsize), nil
 }
 
-// watchDisk raises and clears the broker's "disk" alarm every interval
+// WatchDisk raises and clears the broker's "disk" alarm every interval
 // until stop is closed: raised while dir's file system has less than limit
 // bytes free (RabbitMQ's disk_free_limit), cleared once it has limit plus
 // a margin (5% of the limit, at least 1 MiB) free again, so that it does
 // not flap. An error reading the free space leaves the alarm as it is.
-func watchDisk(alarms *exchange.Alarms, dir string, limit int64, interval time.Duration, stop <-chan struct{}, log interface{ Warn(string, ...any) }) {
+func WatchDisk(alarms *exchange.Alarms, dir string, limit int64, interval time.Duration, stop <-chan struct{}, log Logger) {
 	margin := max(limit/20, 1<<20)
 	t := time.NewTicker(interval)
 	defer t.Stop()

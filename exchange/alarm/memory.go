@@ -1,4 +1,4 @@
-package node
+package alarm
 
 import (
 	"bufio"
@@ -14,21 +14,22 @@ import (
 	"github.com/trident-broker/trident/store"
 )
 
-// memoryLimit is the byte limit of the memory alarm for cfg, 0 if none.
-func (n *Node) memoryLimit() int64 {
-	if b := n.cfg.MemoryHighWatermarkBytes; b > 0 {
-		return int64(b)
+// MemoryLimit is the byte limit of the memory alarm: bytes if set (RabbitMQ's
+// absolute vm_memory_high_watermark), else percent of the machine's memory;
+// 0 (no alarm) if neither is set or the machine's memory is unknown.
+func MemoryLimit(bytes int64, percent int, log Logger) int64 {
+	if bytes > 0 {
+		return bytes
 	}
-	p := n.cfg.MemoryHighWatermarkPercent
-	if p <= 0 {
+	if percent <= 0 {
 		return 0
 	}
 	total := totalMemory()
 	if total <= 0 {
-		n.log.Warn("total memory unknown: memory alarm disabled; set memory_high_watermark_bytes")
+		log.Warn("total memory unknown: memory alarm disabled; set memory_high_watermark_bytes")
 		return 0
 	}
-	return total * int64(p) / 100
+	return total * int64(percent) / 100
 }
 
 // totalMemory reads MemTotal from /proc/meminfo (bytes), or 0.
@@ -64,7 +65,7 @@ func totalMemory() int64 {
 //     as needed to keep the heap with its garbage under it (the alarm
 //     blocks publishers before what is live reaches it);
 //   - the store pages its mapped value-log files out past a share of the
-//     watermark (trimStore);
+//     watermark (TrimStore);
 //   - while the alarm is raised the watcher collects and returns free memory
 //     to the OS (debug.FreeOSMemory) every freeEvery, so that the measure
 //     follows what is really live and the alarm clears within seconds of the
@@ -81,14 +82,14 @@ const (
 	minSoftLimit = 64 << 20
 )
 
-// trimStore makes the store page its value log's mapped files out of the
+// TrimStore makes the store page its value log's mapped files out of the
 // process once they hold more than an eighth of the memory limit (at least
 // 32 MiB, at most the store's default 256 MiB), looked at ten times a
 // second (a flood of persistent messages maps ~100 MB/s of value log; at
 // 64 MiB and four times a second a 400 MB watermark's resident peak was
 // 486–508 MB, measured): a backlog paged to the store then does not stay resident as
 // file-backed pages, which the process's resident size counts.
-func trimStore(o *store.BadgerOptions, limit int64) {
+func TrimStore(o *store.BadgerOptions, limit int64) {
 	if limit <= 0 {
 		return
 	}
@@ -160,11 +161,11 @@ func setSoftLimit(limit int64) (restore func()) {
 	}
 }
 
-// watchMemory raises and clears the broker's "memory" alarm until stop is
+// WatchMemory raises and clears the broker's "memory" alarm until stop is
 // closed. It clears at 95% of the limit, so that it does not flap around
 // the watermark. Past paging (if not 0) it sets the core's memory
 // pressure, under which queues page out at once.
-func watchMemory(b *exchange.Broker, limit, paging int64, stop <-chan struct{}, log interface{ Warn(string, ...any) }) {
+func WatchMemory(b *exchange.Broker, limit, paging int64, stop <-chan struct{}, log Logger) {
 	defer setSoftLimit(limit)()
 	alarms := b.Alarms()
 	s := make([]metrics.Sample, len(memSamples))
