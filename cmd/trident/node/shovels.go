@@ -1,19 +1,16 @@
 package node
 
 import (
-	"hash/fnv"
 	"net"
 
-	"github.com/trident-broker/trident/cluster/discovery"
+	"github.com/trident-broker/trident/cluster/placement"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/shovel"
 )
 
 // In a cluster, shovel definitions are cluster-wide records and each
-// shovel runs on one node: the alive member (with Raft up) that ranks
-// highest for the shovel's key by rendezvous hashing, so that shovels
-// spread over the nodes and a node's going moves only its own. Until this
-// node knows the members it runs none.
+// shovel runs on one node, placement.Owner's choice. Until this node knows
+// the members it runs none.
 
 // shovelOwner is the shovel manager's owner function.
 func (n *Node) shovelOwner(key string) (self bool, node string) {
@@ -21,20 +18,7 @@ func (n *Node) shovelOwner(key string) (self bool, node string) {
 	if members == nil {
 		return false, ""
 	}
-	var best string
-	var bestH uint64
-	for _, m := range (*members)() {
-		if m.Status != discovery.StatusAlive || m.Meta["raft"] == "" {
-			continue
-		}
-		h := fnv.New64a()
-		h.Write([]byte(m.Name))
-		h.Write([]byte{0})
-		h.Write([]byte(key))
-		if s := h.Sum64(); best == "" || s > bestH || (s == bestH && m.Name < best) {
-			best, bestH = m.Name, s
-		}
-	}
+	best := placement.Owner((*members)(), key)
 	return best != "" && best == n.nodeName(), best
 }
 

@@ -1,0 +1,62 @@
+package placement
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/trident-broker/trident/cluster/discovery"
+	"github.com/trident-broker/trident/cluster/meta"
+)
+
+func member(name string, st discovery.Status, raft bool) discovery.Member {
+	m := discovery.Member{Name: name, Status: st, Meta: map[string]string{}}
+	if raft {
+		m.Meta[meta.RaftMetaKey] = name + ":25673"
+	}
+	return m
+}
+
+// TestOwner: every node computes the same owner whatever the order of the
+// members; only alive members with Raft up own; the singletons spread; a
+// node's going moves only the singletons it owned.
+func TestOwner(t *testing.T) {
+	alive := []discovery.Member{
+		member("a", discovery.StatusAlive, true),
+		member("b", discovery.StatusAlive, true),
+		member("c", discovery.StatusAlive, true),
+	}
+	reversed := []discovery.Member{alive[2], alive[1], alive[0]}
+	owned := map[string]int{}
+	before := map[string]string{}
+	for i := range 300 {
+		key := fmt.Sprintf("shovel/%d", i)
+		o := Owner(alive, key)
+		if o == "" || o != Owner(reversed, key) {
+			t.Fatalf("%s: owner %q, reversed %q", key, o, Owner(reversed, key))
+		}
+		owned[o]++
+		before[key] = o
+	}
+	for _, m := range alive {
+		if owned[m.Name] < 80 { // a third is 100
+			t.Fatalf("owners %v: not spread over the nodes", owned)
+		}
+	}
+	// c is gone (suspect, then left), a is alive without Raft yet: b alone.
+	gone := []discovery.Member{member("a", discovery.StatusAlive, false), alive[1], member("c", discovery.StatusSuspect, true)}
+	for key := range before {
+		if o := Owner(gone, key); o != "b" {
+			t.Fatalf("%s: owner %q without a and c, want b", key, o)
+		}
+	}
+	// Only c's singletons move when c goes.
+	ab := alive[:2]
+	for key, o := range before {
+		if n := Owner(ab, key); o != "c" && n != o {
+			t.Fatalf("%s moved from %s to %s when c went", key, o, n)
+		}
+	}
+	if o := Owner(nil, "x"); o != "" {
+		t.Fatalf("no members: owner %q", o)
+	}
+}
