@@ -66,7 +66,7 @@ image: build-static
 		-t $(IMAGE):$(or $(VERSION),devel) -t $(IMAGE):latest -f Dockerfile .
 
 run: build
-	./$(BIN)/trident $(ARGS)
+	$(BIN)/trident $(ARGS)
 
 test: test-deps vet race suites fuzz-ci
 
