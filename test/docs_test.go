@@ -47,6 +47,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -268,6 +269,7 @@ func TestDocsCommands(t *testing.T) {
 		}
 	}
 	used := make([]bool, len(docRules))
+	docTools(t)
 
 	bin := t.TempDir()
 	e := &docEnv{root: root, bin: bin, tmp: t.TempDir()}
@@ -327,6 +329,40 @@ func TestDocsCommands(t *testing.T) {
 			}
 		}
 	}
+}
+
+// docToolPackages are the programs the docs' commands run, with the Debian
+// package of each (scripts/test-deps.sh installs them).
+var docToolPackages = map[string]string{
+	"curl": "curl", "socat": "socat", "make": "make",
+	"mosquitto_pub": "mosquitto-clients", "mosquitto_sub": "mosquitto-clients",
+	"amqp-publish": "amqp-tools", "amqp-get": "amqp-tools",
+}
+
+// docTools fails the test when a program the docs use is missing (skips
+// it under TRIDENT_TEST_DEPS=skip, saying so), rather than have each of
+// its commands fail on its own.
+func docTools(t *testing.T) {
+	t.Helper()
+	var missing, pkgs []string
+	for tool, pkg := range docToolPackages {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool)
+			if !slices.Contains(pkgs, pkg) {
+				pkgs = append(pkgs, pkg)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	sort.Strings(missing)
+	sort.Strings(pkgs)
+	msg := fmt.Sprintf("the docs' commands need %s: apt-get install %s (scripts/test-deps.sh)", strings.Join(missing, ", "), strings.Join(pkgs, " "))
+	if os.Getenv("TRIDENT_TEST_DEPS") == "skip" {
+		t.Skip(msg + "; SKIPPED (TRIDENT_TEST_DEPS=skip)")
+	}
+	t.Fatal(msg)
 }
 
 func matchRule(rules []*regexp.Regexp, cmd string) int {
