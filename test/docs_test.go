@@ -100,6 +100,8 @@ var docRules = []docRule{
 		reason: "the whole suite, which runs this check: make -n test"},
 	{pattern: `/api/queues/%2F/hello/get$`, want: "hi from curl"},
 	{pattern: `^amqp-get `, want: "hi from AMQP"},
+	{pattern: `^bin/tridentctl get --queue hello `, want: "hi"},
+	{pattern: `SEND\\ndestination:/queue/hello.*DISCONNECT\\nreceipt:bye.*socat`, want: "receipt-id:bye"},
 	{pattern: `^mosquitto_sub .*&$`, mode: modeBackground, want: "sensors/t1 21.5",
 		reason: "a subscriber in the background: stopped after the next commands of its block, must have printed the message",
 		ready:  waitBinding("amq.topic", "sensors.#")},
@@ -167,6 +169,21 @@ type docBlock struct {
 	lines []string
 }
 
+// docInline are the commands written inline in prose (`...`) that are
+// checked too, where they stand in their file: those a reader runs as they
+// are (others are synopses with placeholders: tridentctl export FILE).
+var docInline = map[string][]string{
+	"README.md": {
+		"./bin/trident -h",
+		"bin/tridentctl publish --exchange amq.default --routing-key hello --payload hi",
+		"bin/tridentctl get --queue hello --ackmode ack_requeue_false",
+	},
+	"docs/configuration.md": {"trident -h"},
+	"docs/operations.md":    {"trident --version", "tridentctl --version"},
+}
+
+var docInlineSpan = regexp.MustCompile("`([^`]+)`")
+
 // docFiles returns README.md and docs/*.md, relative to root.
 func docFiles(t *testing.T, root string) []string {
 	t.Helper()
@@ -193,6 +210,12 @@ func parseBlocks(file string, data []byte) []docBlock {
 			if strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
 				fence = trimmed[:3]
 				cur = &docBlock{file: file, line: i + 1, tag: strings.TrimSpace(trimmed[3:])}
+				continue
+			}
+			for _, m := range docInlineSpan.FindAllStringSubmatch(line, -1) {
+				if slices.Contains(docInline[file], m[1]) {
+					blocks = append(blocks, docBlock{file: file, line: i, tag: "inline", lines: []string{m[1]}})
+				}
 			}
 			continue
 		}
@@ -269,6 +292,7 @@ func TestDocsCommands(t *testing.T) {
 		}
 	}
 	used := make([]bool, len(docRules))
+	inlineSeen := map[string]bool{}
 	docTools(t)
 
 	bin := t.TempDir()
@@ -294,7 +318,10 @@ func TestDocsCommands(t *testing.T) {
 			for _, b := range parseBlocks(file, data) {
 				where := fmt.Sprintf("%s:%d", b.file, b.line)
 				switch tag, _, _ := strings.Cut(b.tag, " "); tag {
-				case "sh", "bash", "shell":
+				case "sh", "bash", "shell", "inline":
+					if b.tag == "inline" {
+						inlineSeen[b.file+"\x00"+b.lines[0]] = true
+					}
 					for _, c := range b.commands() {
 						i := matchRule(rules, c.text)
 						if i >= 0 {
@@ -308,7 +335,7 @@ func TestDocsCommands(t *testing.T) {
 					}
 					e.stopBackground(t)
 				case "yaml":
-					checkDocYAML(t, where, strings.Join(b.lines, "\n"))
+					checkDocYAML(t, b, strings.Join(b.lines, "\n"))
 				case "json":
 					if !json.Valid([]byte(strings.Join(b.lines, "\n"))) {
 						t.Errorf("%s: the json block does not parse (tag it text if it is a schema)", where)
@@ -323,6 +350,13 @@ func TestDocsCommands(t *testing.T) {
 		})
 	}
 	if !t.Failed() && ran == len(files) {
+		for file, cmds := range docInline {
+			for _, c := range cmds {
+				if !inlineSeen[file+"\x00"+c] {
+					t.Errorf("docInline: %s has no `%s`: remove it", file, c)
+				}
+			}
+		}
 		for i, u := range used {
 			if !u {
 				t.Errorf("docRules[%d] %q matches no command of the docs: remove it", i, docRules[i].pattern)
@@ -758,8 +792,16 @@ func docTail(s string) string {
 // variables trident reads; anything else is a trident config file, loaded
 // with conf.Load (unknown keys and wrong types fail). The block that lists
 // every key with its default must equal conf.Default().
-func checkDocYAML(t *testing.T, where, body string) {
+func checkDocYAML(t *testing.T, b docBlock, body string) {
 	t.Helper()
+	where := fmt.Sprintf("%s:%d", b.file, b.line)
+	// conf names lines of the block: name them in the doc.
+	docLines := func(msg string) string {
+		return docYAMLLine.ReplaceAllStringFunc(msg, func(m string) string {
+			n, _ := strconv.Atoi(docYAMLLine.FindStringSubmatch(m)[1])
+			return fmt.Sprintf("(%s:%d)", b.file, b.line+n)
+		})
+	}
 	var top map[string]any
 	if err := yaml.Unmarshal([]byte(body), &top); err != nil {
 		t.Errorf("%s: the yaml block does not parse: %v", where, err)
@@ -787,7 +829,7 @@ func checkDocYAML(t *testing.T, where, body string) {
 	cfg, err := conf.Load([]string{"--config", path}, nil)
 	if err != nil {
 		if strings.Contains(err.Error(), "config file") {
-			t.Errorf("%s: conf.Load refuses the yaml block: %v", where, err)
+			t.Errorf("%s: conf.Load refuses the yaml block:\n%s", where, docLines(err.Error()))
 			return
 		}
 		// A fragment naming files this machine lacks fails validation,
@@ -803,6 +845,8 @@ func checkDocYAML(t *testing.T, where, body string) {
 		}
 	}
 }
+
+var docYAMLLine = regexp.MustCompile(`\(line ([0-9]+)\)`)
 
 // lineDiff lists the lines of a and b that the other lacks.
 func lineDiff(a, b string) string {
