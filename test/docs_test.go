@@ -42,6 +42,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -563,6 +564,24 @@ func (e *docEnv) subst(cmd string) string {
 
 func docPort(addr string) string { _, p, _ := net.SplitHostPort(addr); return p }
 
+// unmapped reports an address left to a default a client command would
+// reach: localhost (a default port, or one docPortSubst lacks), a loopback
+// port not the broker's, or a mosquitto client without -p.
+func (e *docEnv) unmapped(cmd string) error {
+	if strings.Contains(cmd, "localhost") {
+		return fmt.Errorf("localhost with a port docPortSubst does not map, or none")
+	}
+	for _, m := range docLocalAddr.FindAllString(cmd, -1) {
+		if !slices.Contains(slices.Collect(maps.Values(e.ports)), m) {
+			return fmt.Errorf("%s is not one of the broker's addresses", m)
+		}
+	}
+	if strings.HasPrefix(cmd, "mosquitto_") && !strings.Contains(cmd, " -p ") {
+		return fmt.Errorf("a mosquitto client without -h localhost, so without the broker's port")
+	}
+	return nil
+}
+
 // ensureBroker starts bin/trident for client commands of a file that started none.
 func (e *docEnv) ensureBroker(t *testing.T) {
 	t.Helper()
@@ -675,6 +694,10 @@ func (e *docEnv) check(t *testing.T, c docCmd, rule docRule) {
 	// A client command: against the file's broker.
 	e.ensureBroker(t)
 	cmd := e.subst(c.text)
+	if err := e.unmapped(cmd); err != nil {
+		fail("%v (run as %q would reach whatever listens on this machine, not the check's broker)", err, cmd)
+		return
+	}
 	switch rule.mode {
 	case modeBackground:
 		cmd = strings.TrimSpace(strings.TrimSuffix(cmd, "&"))
