@@ -76,7 +76,7 @@ test: test-deps vet race suites fuzz-ci
 # `make run` starts on free ports, and their YAML loaded by the conf package
 # (test/docs_test.go says how each command is checked, and which are not,
 # with the reason). `make test` runs it with the rest of ./test (race).
-docs-check: test-deps
+docs-check:
 	$(GO) test -count=1 -run '^TestDocsCommands$$' ./test/
 
 # What the tests need beyond Go (chromium, rabbitmqadmin, podman, gcc):

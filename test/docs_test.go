@@ -88,6 +88,7 @@ type docRule struct {
 	reason  string                        // why the command is not run as written (every mode but modeRun)
 	want    string                        // output (stdout and stderr) must contain this
 	keep    bool                          // modeServer: the broker serves the rest of its file's commands
+	jsonLog bool                          // modeServer: the broker must log JSON lines
 	ready   func(t *testing.T, e *docEnv) // modeBackground, modeUntilStop: wait until the command is ready
 }
 
@@ -111,8 +112,10 @@ var docRules = []docRule{
 			"what it prints is not read (tr's output is buffered when it is not a terminal)"},
 
 	// configuration.md, operations.md
-	{pattern: `^(TRIDENT_LOG_FORMAT=json )?make run( ARGS=.*)?$`, mode: modeServer, want: "",
-		reason: "a broker on free ports (the documented 127.0.0.1 ports mapped), stopped once it listens"},
+	{pattern: `^TRIDENT_LOG_FORMAT=json make run$`, mode: modeServer, jsonLog: true,
+		reason: "a broker on free ports, stopped once it listens; its log lines must be JSON"},
+	{pattern: `^make run ARGS=`, mode: modeServer,
+		reason: "a broker on free ports (the documented 127.0.0.1 ports mapped), stopped once it listens on its AMQP port"},
 	{pattern: `^\./bin/trident --config trident\.yaml`, mode: modeFlags,
 		reason: "needs trident.yaml and /var/lib/trident: its flags are parsed (the YAML blocks are loaded on their own)"},
 	{pattern: `^make image$`, mode: modeMakeDry, reason: "builds a container image (minutes, podman): make -n image; TestImage builds it"},
@@ -457,7 +460,8 @@ func (e *docEnv) runShell(cmd string, extra []string, timeout time.Duration) (st
 // docProc is a command started in its own process group.
 type docProc struct {
 	cmd  *exec.Cmd
-	text string
+	text string // file:line: command, for errors
+	want string // a background command must print this before it is stopped
 	mu   sync.Mutex
 	out  bytes.Buffer
 	done chan struct{}
@@ -679,7 +683,7 @@ func (e *docEnv) check(t *testing.T, c docCmd, rule docRule) {
 			fail("run as %q: %v\n%s", cmd, err, docTail(p.output()))
 			return
 		}
-		if strings.HasPrefix(c.text, "TRIDENT_LOG_FORMAT=json ") {
+		if rule.jsonLog {
 			checkJSONLog(t, c, p)
 		}
 		if rule.keep {
@@ -710,11 +714,7 @@ func (e *docEnv) check(t *testing.T, c docCmd, rule docRule) {
 		if rule.ready != nil {
 			rule.ready(t, e)
 		}
-		p.text = c.String()
-		if rule.want != "" {
-			// Checked when the block ends (stopBackground).
-			e.bgWant(p, rule.want)
-		}
+		p.text, p.want = c.String(), rule.want // checked when the block ends (stopBackground)
 		return
 	case modeUntilStop:
 		p, err := e.start(cmd, nil)
@@ -740,17 +740,12 @@ func (e *docEnv) check(t *testing.T, c docCmd, rule docRule) {
 	}
 }
 
-var docBgWants sync.Map // *docProc → want
-
-func (e *docEnv) bgWant(p *docProc, want string) { docBgWants.Store(p, want) }
-
 // stopBackground stops the block's background commands, after giving each
 // up to 10s to print what it must.
 func (e *docEnv) stopBackground(t *testing.T) {
 	t.Helper()
 	for _, p := range e.bg {
-		w, _ := docBgWants.LoadAndDelete(p)
-		want, _ := w.(string)
+		want := p.want
 		deadline := time.Now().Add(10 * time.Second)
 		for want != "" && p.running() && !strings.Contains(p.output(), want) && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
