@@ -36,6 +36,13 @@ package test
 // appended), only expand a make target (make -n), or not checked, with the
 // reason. A rule that matches no command fails the check, so the list
 // stays what the docs hold. A failure names file:line and the command.
+//
+// Commands written inline in prose are checked where docInline lists them
+// (those a reader runs as written); a client command whose address the
+// check does not map (localhost without a mapped port, mosquitto without
+// -h localhost) fails rather than reach another broker on the machine.
+// The programs the commands use are required (docTools; TRIDENT_TEST_DEPS=skip
+// skips the check without them, saying so).
 
 import (
 	"bufio"
@@ -118,12 +125,12 @@ var docRules = []docRule{
 		reason: "a broker on free ports (the documented 127.0.0.1 ports mapped), stopped once it listens on its AMQP port"},
 	{pattern: `^\./bin/trident --config trident\.yaml`, mode: modeFlags,
 		reason: "needs trident.yaml and /var/lib/trident: its flags are parsed (the YAML blocks are loaded on their own)"},
-	{pattern: `^make image$`, mode: modeMakeDry, reason: "builds a container image (minutes, podman): make -n image; TestImage builds it"},
-	{pattern: `^deploy/gen-certs\.sh$`, mode: modeSkip, reason: "writes deploy/secrets in the source tree; TestComposeSecrets (ops_pkg_test.go) runs it in a copy"},
+	{pattern: `^make image$`, mode: modeMakeDry, reason: "builds a container image (minutes, podman): make -n image; TestPkgDockerfile builds the image where podman is installed"},
+	{pattern: `^deploy/gen-certs\.sh$`, mode: modeSkip, reason: "writes deploy/secrets in the source tree; TestPkgCompose runs it in a copy of deploy/"},
 	{pattern: `^export TRIDENT_ADMIN_PASSWORD=`, mode: modeSkip, reason: "a placeholder the reader fills in"},
-	{pattern: `^docker compose `, mode: modeSkip, reason: "a 3-node cluster in containers; the compose file is checked by ops_pkg_test.go"},
+	{pattern: `^docker compose `, mode: modeSkip, reason: "a 3-node cluster in containers; TestPkgCompose runs deploy/compose.yaml's three nodes as processes"},
 	{pattern: `^install `, mode: modeSkip, reason: "installs into /usr/local and /etc of the machine"},
-	{pattern: `^systemctl `, mode: modeSkip, reason: "needs systemd as PID 1; the unit is checked by ops_pkg_test.go"},
+	{pattern: `^systemctl `, mode: modeSkip, reason: "needs systemd as PID 1; TestPkgSystemdUnit checks deploy/trident.service"},
 
 	// clustering.md
 	{pattern: `^trident --data-dir d0 --cluster-node-name`, mode: modeFlags,
