@@ -96,6 +96,7 @@ type docRule struct {
 	want    string                        // output (stdout and stderr) must contain this
 	keep    bool                          // modeServer: the broker serves the rest of its file's commands
 	jsonLog bool                          // modeServer: the broker must log JSON lines
+	names   *regexp.Regexp                // modeFlags: the flag value it captures is a comma-separated list of names the -h output must hold
 	ready   func(t *testing.T, e *docEnv) // modeBackground, modeUntilStop: wait until the command is ready
 }
 
@@ -139,7 +140,7 @@ var docRules = []docRule{
 	// performance.md: benchmarks run for minutes under full load
 	{pattern: `^make bench`, mode: modeMakeDry, reason: "a benchmark (minutes at full load): make -n, the target must exist"},
 	{pattern: `^go run \./cmd/tridentbench -h$`},
-	{pattern: `^tridentbench `, mode: modeFlags, reason: "a benchmark (minutes at full load, some against RabbitMQ or Mosquitto started by hand): its flags are parsed"},
+	{pattern: `^tridentbench `, mode: modeFlags, names: regexp.MustCompile(`--scenarios[= ](\S+)`), reason: "a benchmark (minutes at full load, some against RabbitMQ or Mosquitto started by hand): its flags are parsed"},
 }
 
 // docPortSubst maps the documented default addresses in client commands to
@@ -659,6 +660,16 @@ func (e *docEnv) check(t *testing.T, c docCmd, rule docRule) {
 		out, err := e.runShell(cmd, nil, docCmdTimeout)
 		if err != nil {
 			fail("its flags do not parse (run as %q): %v\n%s", cmd, err, docTail(out))
+			return
+		}
+		if rule.names != nil {
+			if m := rule.names.FindStringSubmatch(c.text); m != nil {
+				for _, name := range strings.Split(m[1], ",") {
+					if !regexp.MustCompile(`(^|[\s,(])` + regexp.QuoteMeta(name) + `($|[\s,)])`).MatchString(out) {
+						fail("%q is not one of the names its -h lists", name)
+					}
+				}
+			}
 		}
 		return
 	case modeServer:
@@ -862,6 +873,7 @@ func checkDocYAML(t *testing.T, b docBlock, body string) {
 		t.Logf("%s: loads; validation on this machine: %v", where, err)
 		return
 	}
+	t.Logf("%s: loaded by conf.Load", where)
 	if strings.Contains(body, "every key, with its default") {
 		want, _ := yaml.Marshal(conf.Default())
 		got, _ := yaml.Marshal(cfg)
