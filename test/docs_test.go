@@ -7,6 +7,7 @@ package test
 // Every fenced block of those files must carry a tag:
 //
 //	sh, bash, shell  commands, run in order per file (see docRules)
+//	console          the same, on lines after a "$ " prompt
 //	yaml             a trident config (loaded by conf.Load, so a wrong key
 //	                 or value fails) or a Kubernetes env list (every
 //	                 TRIDENT_* name must be one trident reads)
@@ -246,13 +247,22 @@ func parseBlocks(file string, data []byte) []docBlock {
 
 // commands splits a shell block into command lines: continuations (a
 // trailing backslash) joined, comment lines and trailing comments dropped.
+// In a console block only lines after a "$ " prompt are commands (the
+// others are their output, not compared: ids and ports differ).
 func (b docBlock) commands() []docCmd {
 	var cmds []docCmd
 	var acc strings.Builder
 	start := 0
+	console := strings.HasPrefix(b.tag, "console")
 	for i, line := range b.lines {
 		n := b.line + 1 + i
 		if acc.Len() == 0 {
+			if console { // "$ command", then its output
+				var ok bool
+				if line, ok = strings.CutPrefix(line, "$ "); !ok {
+					continue
+				}
+			}
 			if strings.HasPrefix(strings.TrimSpace(line), "#") || strings.TrimSpace(line) == "" {
 				continue
 			}
@@ -330,7 +340,7 @@ func TestDocsCommands(t *testing.T) {
 			for _, b := range parseBlocks(file, data) {
 				where := fmt.Sprintf("%s:%d", b.file, b.line)
 				switch tag, _, _ := strings.Cut(b.tag, " "); tag {
-				case "sh", "bash", "shell", "inline":
+				case "sh", "bash", "shell", "console", "inline":
 					if b.tag == "inline" {
 						inlineSeen[b.file+"\x00"+b.lines[0]] = true
 					}
@@ -356,7 +366,7 @@ func TestDocsCommands(t *testing.T) {
 				case "":
 					t.Errorf("%s: a fenced block without a tag: sh (run by this check), yaml, json or text (not a command)", where)
 				default:
-					t.Errorf("%s: fenced block tagged %q: this check knows sh, bash, shell, yaml, json and text", where, b.tag)
+					t.Errorf("%s: fenced block tagged %q: this check knows sh, bash, shell, console, yaml, json and text", where, b.tag)
 				}
 			}
 		})
