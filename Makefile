@@ -6,6 +6,8 @@
 #   make run      build and start a broker (data in ./data; ARGS='--flag ...')
 #   make test     vet, the race-enabled test suite, the client suites and a
 #                 short run of every fuzz target (what .ci/run runs)
+#   make docs-check  run the commands of README.md and docs/*.md against a real
+#                 broker and load their YAML (TestDocsCommands; make test runs it too)
 #   make bench    throughput of a self-started Trident (BENCHFLAGS='--anchors' adds
 #                 RabbitMQ, '--cluster3' a 3-node Trident cluster for the quorum scenarios)
 #   make bench-quorum  only the quorum queue scenarios, vs RabbitMQ and on 3 nodes
@@ -42,7 +44,7 @@ LDFLAGS := -X $(VERSION_PKG).release=$(VERSION) -X $(VERSION_PKG).commit=$(COMMI
 # The container image `make image` builds: IMAGE:VERSION and IMAGE:latest.
 IMAGE ?= trident
 
-.PHONY: all build build-static image run test vet race suites fuzz fuzz-ci bench bench-quorum bench-backlog bench-many-queues bench-many-quorum lint clean
+.PHONY: all build build-static image run test docs-check vet race suites fuzz fuzz-ci bench bench-quorum bench-backlog bench-many-queues bench-many-quorum lint clean
 
 all: build
 
@@ -66,9 +68,16 @@ image: build-static
 		-t $(IMAGE):$(or $(VERSION),devel) -t $(IMAGE):latest -f Dockerfile .
 
 run: build
-	./$(BIN)/trident $(ARGS)
+	$(BIN)/trident $(ARGS)
 
 test: test-deps vet race suites fuzz-ci
+
+# Every command in README.md and docs/*.md, run against a broker that
+# `make run` starts on free ports, and their YAML loaded by the conf package
+# (test/docs_test.go says how each command is checked, and which are not,
+# with the reason). `make test` runs it with the rest of ./test (race).
+docs-check:
+	$(GO) test -count=1 -run '^TestDocsCommands$$' ./test/
 
 # What the tests need beyond Go (chromium, rabbitmqadmin, podman, gcc):
 # installed when run as root, else make test stops and says what is missing

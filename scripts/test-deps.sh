@@ -2,7 +2,8 @@
 # What `make test` needs beyond Go, from Debian's packages: gcc (the race
 # detector), chromium (the browser tests: Web-STOMP with @stomp/stompjs, the
 # management UI), rabbitmqadmin (from rabbitmq-server: the rabbitmqadmin
-# test) and podman (the image test). Run as root, it installs what is
+# test), podman (the image test), and the clients the docs' commands use
+# (make docs-check: curl, socat, mosquitto-clients, amqp-tools). Run as root, it installs what is
 # missing (as CI does); otherwise it stops and says what is missing, rather
 # than let those tests skip and the run read as passed.
 # TRIDENT_TEST_DEPS=skip runs without them: their tests then skip, and this
@@ -13,6 +14,10 @@ command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 command -v rabbitmqadmin >/dev/null 2>&1 || missing+=(rabbitmq-server)
 command -v podman >/dev/null 2>&1 || missing+=(podman)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
+command -v socat >/dev/null 2>&1 || missing+=(socat)
+command -v mosquitto_pub >/dev/null 2>&1 || missing+=(mosquitto-clients)
+command -v amqp-publish >/dev/null 2>&1 || missing+=(amqp-tools)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "${TRIDENT_TEST_DEPS:-}" = skip ]; then
   echo "make test: without ${missing[*]}: the tests that need them SKIP (TRIDENT_TEST_DEPS=skip)" >&2
