@@ -12,6 +12,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/frontend/tracing"
 	"github.com/trident-broker/trident/protocol/mqtt/wire"
 )
 
@@ -116,6 +117,7 @@ func (w *packetWriter) delivery(d exchange.Delivery) {
 			return
 		}
 	}
+	c.s.cfg.Tracer.Deliver(d, tracing.MQTT(c.version))
 	qos = min(qos, messageQoS(m))
 	retain := false
 	if rap {

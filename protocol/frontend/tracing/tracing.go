@@ -184,9 +184,6 @@ var (
 	MQTT31  = Protocol{"mqtt", "3.1"}
 	MQTT311 = Protocol{"mqtt", "3.1.1"}
 	MQTT5   = Protocol{"mqtt", "5"}
-	STOMP10 = Protocol{"stomp", "1.0"}
-	STOMP11 = Protocol{"stomp", "1.1"}
-	STOMP12 = Protocol{"stomp", "1.2"}
 )
 
 // Span is a publish span in progress; its zero value does nothing.
@@ -326,4 +323,15 @@ func (c carrier) Set(k, v string) { c[k] = v }
 
 func (c carrier) Keys() []string {
 	return []string{HeaderTraceparent, HeaderTracestate}
+}
+
+// MQTT is the protocol of an MQTT connection of protocol level v (3, 4 or 5).
+func MQTT(v byte) Protocol {
+	switch v {
+	case 5:
+		return MQTT5
+	case 3:
+		return MQTT31
+	}
+	return MQTT311
 }
