@@ -117,7 +117,6 @@ func (w *packetWriter) delivery(d exchange.Delivery) {
 			return
 		}
 	}
-	c.s.cfg.Tracer.Deliver(d, tracing.MQTT(c.version))
 	qos = min(qos, messageQoS(m))
 	retain := false
 	if rap {
@@ -133,6 +132,7 @@ func (w *packetWriter) delivery(d exchange.Delivery) {
 	} else {
 		w.settleLater(d)
 	}
+	c.s.cfg.Tracer.Deliver(d, tracing.MQTT(c.version))
 	if c.version != 5 || (len(ids) == 0 && left == 0 && c.aliasMax == 0) {
 		// Nothing of this subscriber's own in the packet but its id:
 		// the bytes every such delivery of m writes.

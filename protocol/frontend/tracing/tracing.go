@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -140,6 +141,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Tracer, error) {
 	if err != nil {
 		log.Warn("tracing: resource", "err", err) // partial resource: still usable
 	}
+	// The SDK reports failed exports through the process's OpenTelemetry
+	// error handler; send them to our log rather than to stderr.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("tracing: export", "err", err) }))
 	ratio := min(max(cfg.SampleRatio, 0), 1)
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp),
