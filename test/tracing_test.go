@@ -19,6 +19,7 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/trident-broker/trident/conf"
@@ -70,17 +71,48 @@ func (r *otlpReceiver) serve(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	r.add(&ex)
+	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	w.Write(out)
+}
+
+// add keeps the spans of one export request.
+func (r *otlpReceiver) add(ex *coltracepb.ExportTraceServiceRequest) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.requests++
 	for _, rs := range ex.ResourceSpans {
 		for _, ss := range rs.ScopeSpans {
 			r.spans = append(r.spans, ss.Spans...)
 		}
 	}
-	r.mu.Unlock()
-	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	w.Write(out)
+}
+
+// grpcReceiver is the collector's OTLP/gRPC trace service over r.
+type grpcReceiver struct {
+	coltracepb.UnimplementedTraceServiceServer
+	r *otlpReceiver
+}
+
+func (g grpcReceiver) Export(_ context.Context, ex *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	g.r.add(ex)
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+// startOTLPGRPCReceiver is startOTLPReceiver speaking OTLP/gRPC.
+func startOTLPGRPCReceiver(t *testing.T) *otlpReceiver {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &otlpReceiver{URL: "http://" + ln.Addr().String()}
+	srv := grpc.NewServer()
+	coltracepb.RegisterTraceServiceServer(srv, grpcReceiver{r: r})
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	return r
 }
 
 // trace returns the spans of trace id seen so far.
@@ -347,5 +379,37 @@ func TestTracingOff(t *testing.T) {
 	defer rcv.mu.Unlock()
 	if rcv.requests != 0 || len(rcv.spans) != 0 {
 		t.Fatalf("tracing off exported %d requests, %d spans", rcv.requests, len(rcv.spans))
+	}
+}
+
+// TestTracingOverGRPC exports to an OTLP/gRPC receiver (tracing.protocol
+// grpc): an AMQP publish with a traceparent and its delivery to an AMQP
+// consumer.
+func TestTracingOverGRPC(t *testing.T) {
+	rcv := startOTLPGRPCReceiver(t)
+	b := tracedBroker(t, func(c *conf.Config) {
+		c.Tracing.Endpoint, c.Tracing.Protocol = rcv.URL, "grpc"
+	})
+	_, ch := channel(t, b.URL)
+	q, _ := ch.QueueDeclare("traced", false, true, false, false, nil)
+	ds, err := ch.Consume(q.Name, "", true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.PublishWithContext(context.Background(), "", q.Name, false, false, amqp.Publishing{
+		Body: []byte("g"), Headers: amqp.Table{"traceparent": inParent}}); err != nil {
+		t.Fatal(err)
+	}
+	tp, _ := receive(t, ds).Headers["traceparent"].(string)
+	_, gotSpan := traceparent(t, tp)
+	wantTrace, _ := hex.DecodeString(inTrace)
+	byKind := map[tracepb.Span_SpanKind]*tracepb.Span{}
+	for _, s := range rcv.waitSpans(t, wantTrace, 2) {
+		byKind[s.Kind] = s
+	}
+	pub, del := byKind[tracepb.Span_SPAN_KIND_SERVER], byKind[tracepb.Span_SPAN_KIND_PRODUCER]
+	if pub == nil || del == nil || pub.Name != "publish" || !bytes.Equal(pub.SpanId, gotSpan) ||
+		del.Name != "deliver traced" || !bytes.Equal(del.ParentSpanId, pub.SpanId) {
+		t.Fatalf("spans over gRPC: publish %v deliver %v; consumer got span %x", pub, del, gotSpan)
 	}
 }
