@@ -81,6 +81,9 @@ type Config struct {
 
 	// Cluster: gossip membership with other nodes (cluster.go).
 	Cluster Cluster `yaml:"cluster"`
+
+	// Tracing: OpenTelemetry spans over OTLP (tracing.go).
+	Tracing Tracing `yaml:"tracing"`
 }
 
 // Queues bounds the memory of classic queues. A queue keeps at most a

@@ -35,7 +35,7 @@ type field struct {
 // (no registration from init functions). Env and flag names derive from
 // the key: amqp.frame_max → TRIDENT_AMQP_FRAME_MAX, --amqp-frame-max.
 var fields = slices.Concat(coreFields, clusterFields, clusterDiscoveryFields,
-	clusterSecurityFields, oauth2Fields, securityFields, tlsFields)
+	clusterSecurityFields, oauth2Fields, securityFields, tlsFields, tracingFields)
 
 // coreFields are the leaves of the sections without a file of their own.
 var coreFields = []field{
@@ -131,6 +131,12 @@ func (fd field) set(c *Config, s string) error {
 			m[strings.TrimSpace(k)] = strings.TrimSpace(v)
 		}
 		*p = m
+	case *float64:
+		x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil {
+			return fmt.Errorf("%q is not a number", s)
+		}
+		*p = x
 	case *bool:
 		b, err := strconv.ParseBool(strings.TrimSpace(s))
 		if err != nil {
@@ -290,6 +296,8 @@ func formatValue(p any) string {
 		}
 		sort.Strings(kv)
 		return strconv.Quote(strings.Join(kv, ","))
+	case *float64:
+		return strconv.FormatFloat(*p, 'g', -1, 64)
 	case *bool:
 		return strconv.FormatBool(*p)
 	}

@@ -149,6 +149,7 @@ func (c *Config) Validate() error {
 
 	c.validateSecurity(bad)
 	c.validateOAuth2(bad)
+	c.validateTracing(bad)
 	errs = append(errs, c.validateTLS()...)
 	errs = append(errs, c.validateCluster()...)
 	errs = append(errs, c.validateListeners()...)

@@ -9,6 +9,7 @@ import (
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/amqp/wire"
+	"github.com/trident-broker/trident/protocol/frontend/tracing"
 )
 
 type chanState uint8
@@ -638,6 +639,7 @@ func (ch *channel) get(m *wire.BasicGet) error {
 		ch.c.watchTimeouts()
 		ch.unacked = append(ch.unacked, unackedRef{tag: tag, q: q, seq: d.Seq, at: ch.c.wd.Now()})
 	}
+	ch.c.s.cfg.Tracer.Deliver(d, tracing.AMQP091)
 	ch.c.w.Mu.Lock()
 	gm := wire.BasicGetOK{DeliveryTag: tag, Redelivered: d.Redelivered, Exchange: d.Msg.Exchange,
 		RoutingKey: d.Msg.RoutingKey, MessageCount: uint32(d.Remaining)}
@@ -918,6 +920,7 @@ func (s *sink) write(d exchange.Delivery) bool {
 		c.watchTimeouts()
 		ch.unacked = append(ch.unacked, unackedRef{tag: tag, q: d.Queue, seq: d.Seq, at: c.wd.Now()})
 	}
+	c.s.cfg.Tracer.Deliver(d, tracing.AMQP091)
 	c.w.Mu.Lock()
 	c.deliver = wire.BasicDeliver{ConsumerTag: s.tag, DeliveryTag: tag, Redelivered: d.Redelivered,
 		Exchange: d.Msg.Exchange, RoutingKey: d.Msg.RoutingKey}

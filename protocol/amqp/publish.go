@@ -8,6 +8,7 @@ import (
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/amqp/wire"
+	"github.com/trident-broker/trident/protocol/frontend/tracing"
 )
 
 // smallBody is the largest body that shares one allocation with its
@@ -160,6 +161,7 @@ func (ch *channel) publishOne(m *wire.BasicPublish) error {
 		if _, ok := ch.vh().Exchange(m.Exchange); !ok {
 			return chanErr(wire.NotFound, m, "no exchange '%s' in vhost '%s'", m.Exchange, ch.vh().Name())
 		}
+		ch.c.s.cfg.Tracer.Publish(msg, tracing.AMQP091).End(-1, nil) // routed at commit
 		ch.txPubs = append(ch.txPubs, txPublish{msg: msg, mandatory: m.Mandatory})
 		ch.stats.txMsgs.Store(int32(len(ch.txPubs)))
 		return nil
@@ -169,7 +171,9 @@ func (ch *channel) publishOne(m *wire.BasicPublish) error {
 		ch.pubSeq++
 		o.Confirmer, o.Tag = ch, ch.pubSeq
 	}
+	sp := ch.c.s.cfg.Tracer.Publish(msg, tracing.AMQP091)
 	res, err := ch.vh().Publish(msg, o)
+	sp.End(res.Routed, err)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/amqp/wire"
 	"github.com/trident-broker/trident/protocol/frontend"
+	"github.com/trident-broker/trident/protocol/frontend/tracing"
 )
 
 // Config holds the AMQP listener's limits.
@@ -35,6 +36,9 @@ type Config struct {
 	// delivery requeued (RabbitMQ's consumer_timeout), unless its queue
 	// sets x-consumer-timeout or a policy consumer-timeout. 0 disables it.
 	ConsumerTimeout time.Duration
+	// Tracer records OpenTelemetry spans of traced messages (package
+	// tracing); nil is tracing off.
+	Tracer *tracing.Tracer
 }
 
 func (c *Config) defaults() {

@@ -12,6 +12,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/frontend/tracing"
 	"github.com/trident-broker/trident/protocol/mqtt/wire"
 )
 
@@ -131,6 +132,7 @@ func (w *packetWriter) delivery(d exchange.Delivery) {
 	} else {
 		w.settleLater(d)
 	}
+	c.s.cfg.Tracer.Deliver(d, tracing.MQTT(c.version))
 	if c.version != 5 || (len(ids) == 0 && left == 0 && c.aliasMax == 0) {
 		// Nothing of this subscriber's own in the packet but its id:
 		// the bytes every such delivery of m writes.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/frontend/tracing"
 	"github.com/trident-broker/trident/protocol/mqtt/wire"
 )
 
@@ -112,7 +113,9 @@ func (c *conn) handlePublish(pk *packets.Packet, raw []byte, sm *sharedMsg) erro
 		tag = c.pushAck(ackType, pk.PacketID)
 		opts = exchange.PublishOpts{Confirmer: c, Tag: tag}
 	}
+	sp := c.s.cfg.Tracer.Publish(m, tracing.MQTT(c.version))
 	res, err := c.vh.Publish(m, opts)
+	sp.End(res.Routed, err)
 	if qos == 0 {
 		if res.Solo {
 			m.Release() // not touched after this

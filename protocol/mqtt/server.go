@@ -17,6 +17,7 @@ import (
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/frontend"
+	"github.com/trident-broker/trident/protocol/frontend/tracing"
 	"github.com/trident-broker/trident/protocol/mqtt/wire"
 )
 
@@ -78,6 +79,9 @@ type Config struct {
 	// request from another origin gets 403. A request without an Origin
 	// header (not a browser) is accepted.
 	AllowedOrigins []string
+	// Tracer records OpenTelemetry spans of traced messages (package
+	// tracing); nil is tracing off.
+	Tracer *tracing.Tracer
 }
 
 func (c *Config) defaults() {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/frontend/tracing"
 	"github.com/trident-broker/trident/protocol/stomp/frame"
 )
 
@@ -111,7 +112,9 @@ func (c *conn) doSend(f *frame.Frame, rid string, barrier bool) error {
 		o = exchange.PublishOpts{Confirmer: c, Tag: seq}
 	}
 	o.Batch = &c.batch
+	sp := c.s.cfg.Tracer.Publish(msg, tracing.Protocol{Name: "stomp", Version: c.version.String()})
 	res, err := c.vh.Publish(msg, o)
+	sp.End(res.Routed, err)
 	if err != nil {
 		if wait {
 			c.dropReceipt(seq)

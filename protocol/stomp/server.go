@@ -14,6 +14,7 @@ import (
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/frontend"
+	"github.com/trident-broker/trident/protocol/frontend/tracing"
 	"github.com/trident-broker/trident/protocol/stomp/frame"
 )
 
@@ -62,6 +63,9 @@ type Config struct {
 	// the AMQP channel under it); a queue's x-consumer-timeout or policy
 	// consumer-timeout wins. 0: none but the queues'.
 	ConsumerTimeout time.Duration
+	// Tracer records OpenTelemetry spans of traced messages (package
+	// tracing); nil is tracing off.
+	Tracer *tracing.Tracer
 }
 
 func (c *Config) defaults() {

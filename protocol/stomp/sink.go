@@ -8,6 +8,7 @@ import (
 
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/frontend"
+	"github.com/trident-broker/trident/protocol/frontend/tracing"
 	"github.com/trident-broker/trident/protocol/stomp/frame"
 )
 
@@ -75,6 +76,7 @@ func (s *subscription) Deliver(d exchange.Delivery) bool {
 		s.lastX, s.lastKey = d.Msg.Exchange, d.Msg.RoutingKey
 		s.lastDest = frame.AppendHeader(s.lastDest[:0], "destination", formatDestination(d.Msg.Exchange, d.Msg.RoutingKey), c.version)
 	}
+	c.s.cfg.Tracer.Deliver(d, tracing.Protocol{Name: "stomp", Version: c.version.String()})
 	c.w.Mu.Lock()
 	ok := true
 	if !c.w.Closed {

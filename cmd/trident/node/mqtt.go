@@ -82,6 +82,7 @@ func (n *Node) startMQTT() error {
 		MaxSubscriptions: c.MaxSubscriptionsPerClient,
 		MaxConnectSize:   c.MaxPacketSizeUnauthenticated,
 		AllowedOrigins:   n.cfg.HTTP.AllowedOrigins,
+		Tracer:           n.tracer,
 	}, n.broker, n.users, st, n.log.With("component", "mqtt"))
 	if err != nil {
 		return fmt.Errorf("node: mqtt: %w", err)

@@ -24,6 +24,7 @@ import (
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/exchange/alarm"
 	"github.com/trident-broker/trident/protocol/amqp"
+	"github.com/trident-broker/trident/protocol/frontend/tracing"
 	"github.com/trident-broker/trident/shovel"
 	"github.com/trident-broker/trident/store"
 	"github.com/trident-broker/trident/web"
@@ -75,6 +76,8 @@ type Node struct {
 	served servedListeners // what the API lists (listeners.go)
 
 	stopWatch chan struct{} // stops the memory and disk alarms' watchers
+
+	tracer *tracing.Tracer // nil: tracing off (tracing.go)
 
 	audit       *slog.Logger // audit records; nil when audit.file is empty
 	auditCloser io.Closer    // the audit file, if any (security.go)
@@ -145,6 +148,9 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 		}
 	}
 
+	if err := n.startTracing(); err != nil {
+		return nil, err
+	}
 	if cfg.AMQP.Listen != "" || tlsWanted(cfg, cfg.AMQP.TLSListen) {
 		if err := n.startAMQP(); err != nil {
 			return nil, err
@@ -306,6 +312,7 @@ func (n *Node) startAMQP() error {
 		Product:          c.Product,
 		CertLogin:        n.amqpCertLogin(),
 		ConsumerTimeout:  n.cfg.ConsumerTimeout,
+		Tracer:           n.tracer,
 	}, n.broker, n.users, n.log.With("component", "amqp"))
 	n.amqpServed = make(chan error, 1)
 	if ln == nil {
@@ -394,6 +401,9 @@ func (n *Node) close(ctx context.Context) error {
 		}
 	} else if n.amqpLn != nil {
 		n.amqpLn.Close()
+	}
+	if err := n.closeTracing(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	if n.broker != nil {
 		if err := n.broker.Close(); err != nil {

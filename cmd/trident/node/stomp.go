@@ -43,6 +43,7 @@ func (n *Node) startSTOMP() error {
 		DefaultVHost:    n.cfg.DefaultVHost,
 		CertLogin:       n.stompCertLogin(),
 		ConsumerTimeout: n.cfg.ConsumerTimeout,
+		Tracer:          n.tracer,
 	}, n.broker, n.users, n.log.With("component", "stomp"))
 	if c.Listen != "" {
 		ln, err := net.Listen("tcp", c.Listen)
