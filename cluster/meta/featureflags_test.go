@@ -269,3 +269,60 @@ func TestCommandCodec(t *testing.T) {
 		t.Fatal("every kind has a flag")
 	}
 }
+
+// TestFeatureFlagsOnBootstrap: a new cluster whose members all support
+// the stable flags starts with them enabled (as RabbitMQ); one with a
+// member of an older release leaves them disabled.
+func TestFeatureFlagsOnBootstrap(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		old  map[string]bool
+		want bool
+	}{
+		{"all new", map[string]bool{}, true},
+		{"one old", map[string]bool{"n1": true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fm := &fakeMembers{old: tc.old}
+			nodes := make([]*testNode, 3)
+			for i := range nodes {
+				nodes[i] = &testNode{id: fmt.Sprintf("n%d", i), dir: t.TempDir(), local: store.NewMemory(), members: fm.list,
+					enableFlags: !tc.old[fmt.Sprintf("n%d", i)]} // an old node has no such code
+			}
+			fm.nodes = nodes
+			for _, n := range nodes {
+				n.start(t)
+			}
+			defer func() {
+				for _, n := range nodes {
+					n.stop(t)
+				}
+			}()
+			var servers []raft.Server
+			for _, n := range nodes {
+				servers = append(servers, n.server())
+			}
+			for _, n := range nodes {
+				if err := n.g.Bootstrap(servers); err != nil {
+					t.Fatal(err)
+				}
+			}
+			leader := leaderOf(t, nodes)
+			if tc.want {
+				for _, n := range nodes {
+					waitFor(t, n.id+": feature_flags enabled", func() bool { return n.g.Flags().Enabled(featureflags.FeatureFlags) })
+				}
+				return
+			}
+			// The bootstrap's attempt is over once a later entry is
+			// applied everywhere after it (Propose waits for the peers).
+			propose(t, leader, put("vhost/after", "1"))
+			time.Sleep(time.Second)
+			for _, n := range nodes {
+				if n.g.Flags().Enabled(featureflags.FeatureFlags) {
+					t.Fatalf("%s: feature_flags enabled with an old member", n.id)
+				}
+			}
+		})
+	}
+}
