@@ -428,3 +428,74 @@ func TestOpsFeatureFlagsAPI(t *testing.T) {
 	ctl("watcher", "pw", 1, "feature-flags", "enable", "feature_flags")
 	ctl("guest", "guest", 2, "feature-flags", "enable")
 }
+
+// TestOpsFeatureFlagsNewCluster: a new cluster of this build starts with
+// feature_flags enabled on every node, and a node of the previous release
+// that tries to join it is not added (the leader logs why): it could not
+// read the entries the enabled flag lets the cluster write.
+func TestOpsFeatureFlagsNewCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process cluster test")
+	}
+	oldBin := buildRelease(t, previousRelease)
+	nodes := startCluster(t, 3)
+	for _, o := range nodes {
+		eventually(t, 60*time.Second, "feature_flags enabled on "+o.name, func() bool {
+			f, err := flagOn(o, "feature_flags")
+			return err == nil && f.State == "enabled"
+		})
+	}
+
+	hp, err := testbin.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, err := testbin.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "trident-old@localhost"
+	var seeds []string
+	for _, o := range nodes {
+		seeds = append(seeds, o.gossip)
+	}
+	old, err := testbin.Launch(context.Background(), testbin.Options{Binary: oldBin, DataDir: filepath.Join(t.TempDir(), "data"),
+		ExtraArgs: []string{"--http-listen", "127.0.0.1:" + strconv.Itoa(hp), "--cluster-node-name", name,
+			"--cluster-gossip-listen", "127.0.0.1:" + strconv.Itoa(freeTCPUDPPort(t)), "--cluster-raft-listen", "127.0.0.1:" + strconv.Itoa(rp),
+			"--cluster-cookie", "test-cookie", "--join", strings.Join(seeds, ",")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(old.Cleanup)
+	const refusal = "missing_feature_flags"
+	eventually(t, 60*time.Second, "the leader to refuse "+name, func() bool {
+		for _, o := range nodes {
+			b, err := os.ReadFile(o.p.LogPath)
+			if err != nil {
+				continue
+			}
+			for l := range strings.Lines(string(b)) {
+				if strings.Contains(l, refusal) && strings.Contains(l, name) {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	for _, o := range nodes {
+		var ms []struct {
+			Name string `json:"name"`
+		}
+		if _, err := o.tryAPI("GET", "/api/nodes", nil, &ms); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			if m.Name == name {
+				t.Fatalf("%s lists %s, a node of %s, as a member with feature_flags enabled", o.name, name, previousRelease)
+			}
+		}
+	}
+	if err := old.Stop(); err != nil {
+		t.Logf("stop %s: %v", name, err)
+	}
+}
