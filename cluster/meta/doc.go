@@ -58,7 +58,6 @@
 //     leader adds alive members that are not voters (on discovery events
 //     through Kick and every ReconcileInterval) and removes members that
 //     left on purpose. Dead members stay voters.
-//
 //   - Feature flags (featureflags.go, cluster/featureflags): a typed
 //     command is written only once the flag of its kind is enabled, and a
 //     flag is enabled by a KindEnableFlag command proposed only when every
