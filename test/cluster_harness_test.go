@@ -52,6 +52,13 @@ func startClusterWith(t *testing.T, n int, perNode func(i int) []string, extra .
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startClusterBin(t, bin, n, perNode, extra...)
+}
+
+// startClusterBin is startClusterWith running the executable bin (a
+// previous release's, for an upgrade test).
+func startClusterBin(t *testing.T, bin string, n int, perNode func(i int) []string, extra ...string) []*cnode {
+	t.Helper()
 	nodes := make([]*cnode, n)
 	for i := range nodes {
 		hp, err := testbin.FreePort()

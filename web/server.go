@@ -74,6 +74,9 @@ type Options struct {
 	// (clustername.go), nil: it cannot be set.
 	ClusterName  string
 	ClusterNames ClusterNameStore
+	// FeatureFlags lists and enables the cluster's feature flags
+	// (featureflags.go); nil: none.
+	FeatureFlags FeatureFlags
 }
 
 // Server is the management API.
@@ -97,6 +100,7 @@ type Server struct {
 
 	clusterNameConf string           // clustername.go
 	clusterNames    ClusterNameStore // nil: not settable
+	featureFlags    FeatureFlags     // featureflags.go
 
 	maxDefsBody int64         // guard.go
 	imports     chan struct{} // one definitions import at a time (definitions.go)
@@ -128,6 +132,7 @@ func New(o Options) *Server {
 		s.version = "devel"
 	}
 	s.clusterNameConf, s.clusterNames = o.ClusterName, o.ClusterNames
+	s.featureFlags = o.FeatureFlags
 	s.maxDefsBody = o.MaxDefinitionsBody
 	if s.maxDefsBody <= 0 {
 		s.maxDefsBody = DefaultMaxDefinitionsBody

@@ -28,10 +28,14 @@ type testNode struct {
 	cookie string // "" means "c00kie"
 	addr   string
 	local  *store.Memory
-	mux    *mux.Mux
-	db     *raftstore.DB
-	host   *groups.Host
-	g      *Group
+	// members, if set, is the group's Config.Members (featureflags_test.go).
+	members func() []discovery.Member
+	// enableFlags is Config.EnableFlagsOnBootstrap.
+	enableFlags bool
+	mux         *mux.Mux
+	db          *raftstore.DB
+	host        *groups.Host
+	g           *Group
 
 	mu      sync.Mutex
 	applied []string // keys the hook saw, in order
@@ -59,7 +63,8 @@ func (n *testNode) start(t *testing.T) {
 	}
 	n.host = groups.New(groups.Config{DB: n.db, Mux: n.mux, Dir: filepath.Join(n.dir, "snapshots"), NodeID: n.id})
 	a := &StoreApplier{Local: n.local, Replicated: replicated, Hooks: []func([]exchange.MetaOp) error{n.hook}}
-	if n.g, err = Start(Config{Host: n.host, Mux: n.mux, Applier: a, Index: n.local, Options: testOptions}); err != nil {
+	if n.g, err = Start(Config{Host: n.host, Mux: n.mux, Applier: a, Index: n.local, Options: testOptions, Members: n.members,
+		EnableFlagsOnBootstrap: n.enableFlags}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/trident-broker/trident/cluster/featureflags"
 	"github.com/trident-broker/trident/exchange"
 )
 
@@ -200,4 +201,91 @@ func appendResponse(b []byte, s rpcStatus, msg string) []byte {
 	b = append(b, byte(s))
 	b = binary.BigEndian.AppendUint16(b, uint16(len(msg)))
 	return append(b, msg...)
+}
+
+// Typed command entries (version 2). A version 1 entry is a batch of
+// records; a version 2 entry is one typed command:
+//
+//	version 2 | uvarint kind | payload
+//
+// Each kind is gated by a feature flag (commandFlag): a node of a release
+// that does not know the kind (v0.1.0 knows no version 2 entry at all)
+// must not be a member when one is written. A node that meets a version
+// or a kind it does not know stops applying (ErrUnreadable) rather than
+// skipping the entry.
+const commandVersion = 2
+
+// Kind is a typed command's kind.
+type Kind uint64
+
+// Command kinds.
+const (
+	// KindEnableFlag enables a feature flag; payload: uvarint len | name.
+	KindEnableFlag Kind = 1
+)
+
+// commandFlag is the feature flag each kind needs enabled before a writer
+// uses it. (KindEnableFlag of feature_flags itself is written once every
+// member supports feature_flags: Group.EnableFeatureFlag.)
+var commandFlag = map[Kind]string{
+	KindEnableFlag: featureflags.FeatureFlags,
+}
+
+// ErrUnreadable is an entry of a version or kind this node does not know:
+// the cluster runs a newer release's format. The FSM stops applying.
+var ErrUnreadable = errors.New("meta: entry of a newer format")
+
+// Command is a decoded typed command entry.
+type Command struct {
+	Kind Kind
+	Flag string // KindEnableFlag: the flag's name
+}
+
+// EncodeCommand encodes c as a version 2 entry.
+func EncodeCommand(c Command) []byte {
+	b := []byte{commandVersion}
+	b = binary.AppendUvarint(b, uint64(c.Kind))
+	switch c.Kind {
+	case KindEnableFlag:
+		b = appendBytes(b, []byte(c.Flag))
+	}
+	return b
+}
+
+// DecodeEntry decodes a log entry of either version: ops for version 1,
+// a command for version 2. A version or a kind this node does not know is
+// ErrUnreadable.
+func DecodeEntry(b []byte) ([]exchange.MetaOp, *Command, error) {
+	if len(b) > 0 && b[0] == commandVersion {
+		c, err := decodeCommand(b[1:])
+		return nil, c, err
+	}
+	if len(b) > 0 && b[0] > commandVersion {
+		return nil, nil, fmt.Errorf("%w: version %d", ErrUnreadable, b[0])
+	}
+	ops, err := DecodeOps(b)
+	return ops, nil, err
+}
+
+func decodeCommand(b []byte) (*Command, error) {
+	k, n := binary.Uvarint(b)
+	if n <= 0 {
+		return nil, fmt.Errorf("%w: command kind", ErrBadEntry)
+	}
+	c := &Command{Kind: Kind(k)}
+	b = b[n:]
+	switch c.Kind {
+	case KindEnableFlag:
+		name, rest, ok := readBytes(b)
+		if !ok || len(name) == 0 {
+			return nil, fmt.Errorf("%w: flag name", ErrBadEntry)
+		}
+		c.Flag, b = string(name), rest
+	default:
+		return nil, fmt.Errorf("%w: command kind %d", ErrUnreadable, k)
+	}
+	if len(b) != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", ErrBadEntry, len(b))
+	}
+	return c, nil
 }

@@ -14,8 +14,9 @@
 //     groups.Host. Propose applies on the leader or forwards to it over
 //     the mux stream "meta-rpc" (rpc.go), retrying across leader changes
 //     until its context ends.
-//   - The FSM (fsm.go) decodes an entry (codec.go: a batch of
-//     exchange.MetaOp) and hands it to an Applier; StoreApplier
+//   - The FSM (fsm.go) decodes an entry (codec.go: version 1, a batch of
+//     exchange.MetaOp; version 2, a typed Command) and hands the ops to
+//     an Applier; StoreApplier
 //     (applier.go) is the node's: it writes the ops into the local store
 //     and calls hooks (Broker.ApplyMeta, Users.ApplyMeta) so memory
 //     follows.
@@ -57,6 +58,16 @@
 //     leader adds alive members that are not voters (on discovery events
 //     through Kick and every ReconcileInterval) and removes members that
 //     left on purpose. Dead members stay voters.
+//   - Feature flags (featureflags.go, cluster/featureflags): a typed
+//     command is written only once the flag of its kind is enabled, and a
+//     flag is enabled by a KindEnableFlag command proposed only when every
+//     server of the configuration is running and gossips support for it.
+//     The enabled flags are replicated records (the local store, the
+//     snapshots), loaded at Start. The leader adds no member that lacks an
+//     enabled flag. An entry of a version or kind this node does not
+//     know halts the FSM (ErrUnreadable): it and every later entry stay
+//     unapplied, never skipped; a local store with an unknown flag
+//     enabled fails Start.
 //
 // # Limits
 //

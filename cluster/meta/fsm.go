@@ -3,6 +3,7 @@ package meta
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/trident-broker/trident/cluster/featureflags"
 	"github.com/trident-broker/trident/exchange"
 )
 
@@ -42,17 +44,19 @@ type IndexStore interface {
 
 // fsm is the metadata group's raft.FSM.
 type fsm struct {
-	a   Applier
-	idx IndexStore
-	log *slog.Logger
+	a     Applier
+	idx   IndexStore
+	log   *slog.Logger
+	flags *featureflags.Set // the enabled feature flags, as applied
 
 	mu       sync.Mutex
 	applied  uint64       // last entry applied (or skipped as already applied)
+	halted   error        // set: an entry this node cannot read; nothing more is applied
 	restores atomic.Int64 // snapshots installed, for tests
 }
 
-func newFSM(a Applier, idx IndexStore, log *slog.Logger) (*fsm, error) {
-	f := &fsm{a: a, idx: idx, log: log}
+func newFSM(a Applier, idx IndexStore, flags *featureflags.Set, log *slog.Logger) (*fsm, error) {
+	f := &fsm{a: a, idx: idx, log: log, flags: flags}
 	err := idx.LoadMeta(AppliedKey, func(key string, val []byte) error {
 		if key != AppliedKey {
 			return nil
@@ -63,7 +67,49 @@ func newFSM(a Applier, idx IndexStore, log *slog.Logger) (*fsm, error) {
 		f.applied = binary.BigEndian.Uint64(val)
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	// The flags enabled before the restart. One this release does not
+	// know means a newer release ran on this data: its entries and
+	// records may not be readable here.
+	err = idx.LoadMeta(featureflags.RecordPrefix, func(key string, _ []byte) error {
+		name, ok := featureflags.NameOf(key)
+		if !ok {
+			return nil
+		}
+		if _, known := featureflags.Lookup(name); !known {
+			return fmt.Errorf("%w: this node's data has feature flag %q enabled, which this release does not know: it was written by a newer release (a downgrade after enabling a flag is not possible)", ErrUnreadable, name)
+		}
+		flags.Enable(name)
+		return nil
+	})
 	return f, err
+}
+
+// Halted returns why the FSM stopped applying entries, nil while it
+// applies them.
+func (f *fsm) Halted() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.halted
+}
+
+// halt stops applying: every later entry is left unapplied (and the
+// applied index where it is), so that the node, once upgraded, applies
+// them from there.
+func (f *fsm) halt(index uint64, err error) error {
+	f.mu.Lock()
+	first := f.halted == nil
+	if first {
+		f.halted = err
+	}
+	f.mu.Unlock()
+	if first {
+		f.log.Error("meta: this node cannot read the cluster's metadata entries and stops applying them: upgrade it to the release the other members run",
+			"index", index, "err", err)
+	}
+	return err
 }
 
 // Applied returns the index of the last entry applied.
@@ -85,12 +131,26 @@ func (f *fsm) setApplied(index uint64) {
 // Apply applies one entry unless the local store already has it. Applier
 // errors are the node's own (its store failed): they are logged and
 // returned as the entry's response, but the entry counts as applied.
+//
+// An entry of a format this node does not know (ErrUnreadable: a newer
+// release wrote it) halts the FSM instead: it and every later entry stay
+// unapplied, so the node never holds a topology that skipped a record.
 func (f *fsm) Apply(l *raft.Log) any {
 	if l.Index <= f.Applied() {
 		return nil
 	}
-	ops, err := DecodeOps(l.Data)
-	if err == nil {
+	if err := f.Halted(); err != nil {
+		return err
+	}
+	ops, cmd, err := DecodeEntry(l.Data)
+	switch {
+	case errors.Is(err, ErrUnreadable):
+		return f.halt(l.Index, err)
+	case err == nil && cmd != nil:
+		if err = f.applyCommand(cmd); errors.Is(err, ErrUnreadable) {
+			return f.halt(l.Index, err)
+		}
+	case err == nil:
 		err = f.a.ApplyMeta(ops)
 	}
 	if err != nil {
@@ -98,6 +158,25 @@ func (f *fsm) Apply(l *raft.Log) any {
 	}
 	f.setApplied(l.Index)
 	return err
+}
+
+// applyCommand applies a typed command entry.
+func (f *fsm) applyCommand(c *Command) error {
+	switch c.Kind {
+	case KindEnableFlag:
+		if _, ok := featureflags.Lookup(c.Flag); !ok {
+			return fmt.Errorf("%w: the cluster enabled feature flag %q, which this node's release does not know", ErrUnreadable, c.Flag)
+		}
+		// The record makes the flag survive restarts (the local store)
+		// and reach members that install a snapshot.
+		err := f.a.ApplyMeta([]exchange.MetaOp{{Key: featureflags.RecordKey(c.Flag), Val: []byte(featureflags.StateEnabled)}})
+		f.flags.Enable(c.Flag)
+		if err == nil {
+			f.log.Info("meta: feature flag enabled", "flag", c.Flag)
+		}
+		return err
+	}
+	return fmt.Errorf("%w: command kind %d", ErrUnreadable, c.Kind)
 }
 
 // Snapshot exports every replicated record now, on the FSM goroutine, so
@@ -126,8 +205,20 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
+	var enabled []string
+	for key := range records {
+		if name, ok := featureflags.NameOf(key); ok {
+			if _, known := featureflags.Lookup(name); !known {
+				return f.halt(index, fmt.Errorf("%w: the snapshot has feature flag %q enabled, which this node's release does not know", ErrUnreadable, name))
+			}
+			enabled = append(enabled, name)
+		}
+	}
 	if err := f.a.RestoreMeta(records); err != nil {
 		return fmt.Errorf("meta: restore: %w", err)
+	}
+	for _, name := range enabled {
+		f.flags.Enable(name)
 	}
 	f.setApplied(index)
 	f.restores.Add(1)

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/trident-broker/trident/cluster/discovery"
+	"github.com/trident-broker/trident/cluster/featureflags"
 	"github.com/trident-broker/trident/cluster/groups"
 	"github.com/trident-broker/trident/cluster/mux"
 	"github.com/trident-broker/trident/exchange"
@@ -48,6 +49,13 @@ type Config struct {
 	// with it every ReconcileInterval and on Kick.
 	Members           func() []discovery.Member
 	ReconcileInterval time.Duration // 0: 2 s
+	// Flags is the set the FSM keeps the enabled feature flags in (nil:
+	// a new one); featureflags.go.
+	Flags *featureflags.Set
+	// EnableFlagsOnBootstrap: once this node has bootstrapped a new
+	// group (Bootstrap, BootstrapExpect), it enables every stable flag
+	// that all the members support, as RabbitMQ does for a new cluster.
+	EnableFlagsOnBootstrap bool
 }
 
 // Group is this node's member of the metadata group.
@@ -76,7 +84,10 @@ func Start(c Config) (*Group, error) {
 	if c.ReconcileInterval <= 0 {
 		c.ReconcileInterval = 2 * time.Second
 	}
-	f, err := newFSM(c.Applier, c.Index, c.Log)
+	if c.Flags == nil {
+		c.Flags = featureflags.NewSet()
+	}
+	f, err := newFSM(c.Applier, c.Index, c.Flags, c.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +135,14 @@ func (g *Group) IsLeader() bool { return g.r.State() == raft.Leader }
 // Bootstrap makes servers the group's first configuration unless it has
 // state already.
 func (g *Group) Bootstrap(servers []raft.Server) error {
-	return groups.Bootstrap(g.r, servers)
+	fresh := g.r.LastIndex() == 0
+	if err := groups.Bootstrap(g.r, servers); err != nil {
+		return err
+	}
+	if fresh && g.c.EnableFlagsOnBootstrap {
+		g.wg.Go(g.enableOnBootstrap)
+	}
+	return nil
 }
 
 // Close stops the RPC server, the reconciler and the group.
@@ -154,7 +172,11 @@ func (g *Group) closed() bool {
 // changes Propose retries until ctx ends (ErrNotCommitted). A retried
 // batch may be committed twice: ops are idempotent.
 func (g *Group) Propose(ctx context.Context, ops []exchange.MetaOp) error {
-	entry := EncodeOps(ops)
+	return g.propose(ctx, EncodeOps(ops))
+}
+
+// propose replicates an encoded entry (Propose).
+func (g *Group) propose(ctx context.Context, entry []byte) error {
 	if len(entry) > maxRequest {
 		return fmt.Errorf("meta: %d-byte entry: too large", len(entry))
 	}

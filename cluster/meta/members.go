@@ -81,6 +81,13 @@ type refusals struct {
 
 // warnRefused logs that node, at addr, was not let into the group.
 func (g *Group) warnRefused(node, addr string, err error) {
+	g.warnLimited(node, addr, "meta: member not added: its Raft port does not accept this node (another cluster cookie or CA, or still starting); it gets no records and is not placed",
+		"node", node, "addr", addr, "err", err)
+}
+
+// warnLimited logs msg about node at addr at WARN once per
+// refusalLogEvery, at DEBUG in between.
+func (g *Group) warnLimited(node, addr, msg string, args ...any) {
 	key := node + " " + addr
 	now := time.Now()
 	g.refused.mu.Lock()
@@ -93,10 +100,9 @@ func (g *Group) warnRefused(node, addr string, err error) {
 		g.refused.last[key] = now
 	}
 	g.refused.mu.Unlock()
-	msg := "meta: member not added: its Raft port does not accept this node (another cluster cookie or CA, or still starting); it gets no records and is not placed"
 	if warn {
-		g.log.Warn(msg, "node", node, "addr", addr, "err", err)
+		g.log.Warn(msg, args...)
 	} else {
-		g.log.Debug(msg, "node", node, "addr", addr, "err", err)
+		g.log.Debug(msg, args...)
 	}
 }

@@ -123,6 +123,13 @@ func (g *Group) Reconcile(members []discovery.Member) int {
 		cur, in := have[id]
 		switch {
 		case m.Status == discovery.StatusAlive && addr != "" && cur != addr:
+			if miss := g.missingFlags(m); len(miss) > 0 {
+				// A node of an older release: it could not read the
+				// entries the enabled flags let the cluster write.
+				g.warnLimited(string(id), string(addr), "meta: member not added: the cluster has feature flags enabled that its release does not support; upgrade it to this cluster's release",
+					"node", id, "addr", addr, "missing_feature_flags", miss)
+				continue
+			}
 			if err := g.probe(string(addr)); err != nil {
 				// Not (yet) a node this one can talk to: a member whose
 				// group is still starting, or one that has the gossip key

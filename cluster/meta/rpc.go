@@ -63,7 +63,7 @@ func (g *Group) serveConn(c net.Conn) {
 
 // handle applies a forwarded entry if this node leads.
 func (g *Group) handle(entry []byte) (rpcStatus, string) {
-	if _, err := DecodeOps(entry); err != nil {
+	if _, _, err := DecodeEntry(entry); err != nil {
 		return rpcBadRequest, err.Error()
 	}
 	if !g.IsLeader() {

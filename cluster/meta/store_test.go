@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/trident-broker/trident/cluster/featureflags"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/store"
 )
@@ -30,7 +31,7 @@ func (f *fakeGroup) Propose(_ context.Context, ops []exchange.MetaOp) error {
 }
 
 func replicated(k string) bool {
-	return strings.HasPrefix(k, "vhost/") || strings.HasPrefix(k, "user/")
+	return strings.HasPrefix(k, "vhost/") || strings.HasPrefix(k, "user/") || featureflags.ReplicatedKey(k)
 }
 
 func load(t *testing.T, st exchange.Store) map[string]string {

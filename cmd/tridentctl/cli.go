@@ -319,6 +319,11 @@ func commandTable() []cmdDef {
 			}}, {kind: "all", usage: "rebalance all", about: "The same as rebalance quorum.", setup: func(c *command, o *opts) func() error {
 				return func() error { return c.rebalance(o) }
 			}}}},
+		{name: "feature-flags", args: "list|enable NAME", summary: "list the cluster's feature flags, or enable one on every node",
+			forms: []form{{kind: "list", usage: "feature-flags list", setup: func(c *command, o *opts) func() error {
+				return func() error { return c.featureFlagsList(o) }
+			}}, {kind: "enable", usage: "feature-flags enable NAME", about: "Refused while a node does not support the flag (an older release, or stopped).",
+				setup: func(c *command, o *opts) func() error { return func() error { return c.featureFlagsEnable(o) } }}}},
 		{name: "check", args: "quorum-critical", summary: "fail if stopping this node would cost a quorum queue its majority",
 			forms: []form{{kind: "quorum-critical", usage: "check quorum-critical", setup: func(c *command, o *opts) func() error {
 				return func() error { return c.checkQuorumCritical(o) }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/trident-broker/trident/cluster/discovery"
+	"github.com/trident-broker/trident/cluster/featureflags"
 	"github.com/trident-broker/trident/cluster/forward"
 	"github.com/trident-broker/trident/cluster/meta"
 	"github.com/trident-broker/trident/cluster/placement"
@@ -130,7 +131,7 @@ func (n *Node) startCluster() error {
 // its groups) once the mux runs. (An HTTP listener on port 0 is not bound
 // yet and is left out.)
 func (n *Node) clusterMeta(host, raftAddr string) map[string]string {
-	meta := map[string]string{}
+	meta := map[string]string{featureflags.GossipKey: featureflags.EncodeSupport(featureflags.Supported())}
 	if raftAddr != "" {
 		meta[discoveryRaftKey] = raftAddr
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/cluster/featureflags"
 	"github.com/trident-broker/trident/cluster/groups"
 	"github.com/trident-broker/trident/cluster/meta"
 	"github.com/trident-broker/trident/cluster/mux"
@@ -39,7 +40,8 @@ const discoveryRaftKey = meta.RaftMetaKey
 // (cluster_ops.go).
 func replicatedKey(key string) bool {
 	return exchange.ReplicatedKey(key) || auth.ReplicatedKey(key) ||
-		mqtt.ReplicatedKey(key) || shovel.ReplicatedKey(key) || clusterOpsKey(key)
+		mqtt.ReplicatedKey(key) || shovel.ReplicatedKey(key) || clusterOpsKey(key) ||
+		featureflags.ReplicatedKey(key)
 }
 
 // metaRank orders a snapshot restore's records: a vhost before the users'
@@ -131,7 +133,7 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 			n.clusterOpsApplyMeta,
 		}}
 	if rs.meta, err = meta.Start(meta.Config{Host: rs.host, Mux: rs.mux, Applier: applier, Index: n.store,
-		Log: log.With("group", meta.Name), Members: f.m.Members}); err != nil {
+		Log: log.With("group", meta.Name), Members: f.m.Members, EnableFlagsOnBootstrap: true}); err != nil {
 		return nil, fmt.Errorf("node: metadata group: %w", err)
 	}
 	f.metaGroup.Store(rs.meta)
