@@ -29,7 +29,7 @@ func TestRegistryNamesUnique(t *testing.T) {
 
 func TestSupportGossip(t *testing.T) {
 	v := EncodeSupport(Supported())
-	if v != FeatureFlags {
+	if v != FeatureFlags+","+ShovelOwnerMixed {
 		t.Fatalf("gossiped support = %q, want only the non-required flags", v)
 	}
 	got := DecodeSupport(map[string]string{GossipKey: v})
@@ -66,6 +66,9 @@ func TestSetAndReport(t *testing.T) {
 	if got := EnableOrder(s, FeatureFlags); !slices.Equal(got, []string{FeatureFlags}) {
 		t.Fatalf("EnableOrder = %v", got)
 	}
+	if got := EnableOrder(s, ShovelOwnerMixed); !slices.Equal(got, []string{FeatureFlags, ShovelOwnerMixed}) {
+		t.Fatalf("EnableOrder(%s) = %v, want feature_flags first", ShovelOwnerMixed, got)
+	}
 	s.Enable(FeatureFlags)
 	if err := s.Require(FeatureFlags); err != nil {
 		t.Fatal(err)
@@ -76,6 +79,7 @@ func TestSetAndReport(t *testing.T) {
 	if got := EnableOrder(s, FeatureFlags); len(got) != 0 {
 		t.Fatalf("EnableOrder of an enabled flag = %v", got)
 	}
+	s.Enable(ShovelOwnerMixed)
 	st = Report(s, nil)
 	for _, x := range st {
 		if x.State != StateEnabled {

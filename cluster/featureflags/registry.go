@@ -40,6 +40,11 @@ const (
 	// topology), so no such entry may be written while one runs. Every
 	// other non-required flag depends on it.
 	FeatureFlags = "feature_flags"
+	// ShovelOwnerMixed: the shovels' owner by placement.Owner's mixed
+	// score. Not a format, a choice every node must make alike: a node of
+	// v0.1.0 computing the old score beside one computing the new would
+	// run a shovel twice, or not at all.
+	ShovelOwnerMixed = "shovel_owner_mixed"
 )
 
 // Errors.
@@ -70,6 +75,8 @@ var registry = []Flag{
 		Stability: Required, Release: "0.1.0"},
 
 	{Name: FeatureFlags, Desc: "Feature flags: the metadata group's typed command entries (version 2), which record the enabled flags",
+		Stability: Stable, Release: "0.2.0"},
+	{Name: ShovelOwnerMixed, Desc: "Shovels are spread over the nodes by a mixed rendezvous score (v0.1.0's skewed one node's share up to twice another's); every node must compute the same owner",
 		Stability: Stable, Release: "0.2.0"},
 }
 

@@ -13,11 +13,13 @@ import (
 // node's going moves only its own. It returns "" when no member qualifies.
 // Every node computes the same owner from the same membership.
 //
-// The score is FNV-1a of name, 0, key through a 64-bit finalizer (the
-// SplitMix64 mix): FNV-1a alone spreads badly when names differ in one
-// byte (for "trident@node1..3" and 3,000 keys it gave 1310/1100/590; for
-// "a", "b", "c" 110/1230/1660), mixed it gives a third each.
-func Owner(members []discovery.Member, key string) string {
+// With mixed, the score is FNV-1a of name, 0, key through a 64-bit
+// finalizer (the SplitMix64 mix); without, FNV-1a alone, as v0.1.0 (the
+// feature flag shovel_owner_mixed chooses: every node must score alike).
+// FNV-1a alone spreads badly when names differ in one byte (for
+// "trident@node1..3" and 3,000 keys it gave 1310/1100/590; for "a", "b",
+// "c" 110/1230/1660); mixed it gives a third each.
+func Owner(members []discovery.Member, key string, mixed bool) string {
 	var best string
 	var bestH uint64
 	for _, m := range members {
@@ -28,7 +30,11 @@ func Owner(members []discovery.Member, key string) string {
 		h.Write([]byte(m.Name))
 		h.Write([]byte{0})
 		h.Write([]byte(key))
-		if s := mix64(h.Sum64()); best == "" || s > bestH || (s == bestH && m.Name < best) {
+		s := h.Sum64()
+		if mixed {
+			s = mix64(s)
+		}
+		if best == "" || s > bestH || (s == bestH && m.Name < best) {
 			best, bestH = m.Name, s
 		}
 	}

@@ -30,9 +30,9 @@ func TestOwner(t *testing.T) {
 	before := map[string]string{}
 	for i := range 300 {
 		key := fmt.Sprintf("shovel/%d", i)
-		o := Owner(alive, key)
-		if o == "" || o != Owner(reversed, key) {
-			t.Fatalf("%s: owner %q, reversed %q", key, o, Owner(reversed, key))
+		o := Owner(alive, key, true)
+		if o == "" || o != Owner(reversed, key, true) {
+			t.Fatalf("%s: owner %q, reversed %q", key, o, Owner(reversed, key, true))
 		}
 		owned[o]++
 		before[key] = o
@@ -45,18 +45,36 @@ func TestOwner(t *testing.T) {
 	// c is gone (suspect, then left), a is alive without Raft yet: b alone.
 	gone := []discovery.Member{member("a", discovery.StatusAlive, false), alive[1], member("c", discovery.StatusSuspect, true)}
 	for key := range before {
-		if o := Owner(gone, key); o != "b" {
+		if o := Owner(gone, key, true); o != "b" {
 			t.Fatalf("%s: owner %q without a and c, want b", key, o)
 		}
 	}
 	// Only c's singletons move when c goes.
 	ab := alive[:2]
 	for key, o := range before {
-		if n := Owner(ab, key); o != "c" && n != o {
+		if n := Owner(ab, key, true); o != "c" && n != o {
 			t.Fatalf("%s moved from %s to %s when c went", key, o, n)
 		}
 	}
-	if o := Owner(nil, "x"); o != "" {
+	if o := Owner(nil, "x", true); o != "" {
 		t.Fatalf("no members: owner %q", o)
+	}
+}
+
+// TestOwnerUnmixed: without the flag the score is v0.1.0's, so that a
+// cluster with a node of v0.1.0 agrees on every owner (keys and owners
+// computed by v0.1.0's code).
+func TestOwnerUnmixed(t *testing.T) {
+	ms := []discovery.Member{
+		member("a", discovery.StatusAlive, true),
+		member("b", discovery.StatusAlive, true),
+		member("c", discovery.StatusAlive, true),
+	}
+	owned := map[string]int{}
+	for i := range 3000 {
+		owned[Owner(ms, fmt.Sprintf("shovel/%%2F/s%d", i), false)]++
+	}
+	if want := map[string]int{"a": 110, "b": 1230, "c": 1660}; fmt.Sprint(owned) != fmt.Sprint(want) {
+		t.Fatalf("unmixed owners %v, v0.1.0 gave %v", owned, want)
 	}
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"net"
 
+	"github.com/trident-broker/trident/cluster/featureflags"
 	"github.com/trident-broker/trident/cluster/placement"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/shovel"
@@ -18,7 +19,11 @@ func (n *Node) shovelOwner(key string) (self bool, node string) {
 	if members == nil {
 		return false, ""
 	}
-	best := placement.Owner((*members)(), key)
+	mixed := false
+	if g := n.MetaGroup(); g != nil {
+		mixed = g.Flags().Enabled(featureflags.ShovelOwnerMixed)
+	}
+	best := placement.Owner((*members)(), key, mixed)
 	return best != "" && best == n.nodeName(), best
 }
 
