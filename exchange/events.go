@@ -21,9 +21,16 @@ const EventExchange = "amq.rabbitmq.event"
 // Option configures a Broker (New).
 type Option func(*Broker)
 
-// WithEventVHost predeclares EventExchange in vhost name ("" : nowhere,
-// events are off).
-func WithEventVHost(name string) Option { return func(b *Broker) { b.eventVHost = name } }
+// WithEventVHost predeclares EventExchange in vhost name ("" or "none":
+// nowhere, events are off).
+func WithEventVHost(name string) Option {
+	return func(b *Broker) {
+		if name == "none" {
+			name = ""
+		}
+		b.eventVHost = name
+	}
+}
 
 // Events is the bus front ends report connection, channel and
 // authentication events to; it is never nil.

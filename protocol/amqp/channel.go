@@ -8,6 +8,7 @@ import (
 
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/exchange/event"
 	"github.com/trident-broker/trident/protocol/amqp/wire"
 )
 
@@ -220,6 +221,7 @@ func (ch *channel) close(we *wire.Error) {
 
 // cleanup cancels the channel's consumers and requeues its unacked messages.
 func (ch *channel) cleanup() {
+	ch.c.channelEvent(event.ChannelClosed, ch.id)
 	for tag, s := range ch.consumers {
 		s.cons.Cancel()
 		delete(ch.consumers, tag)

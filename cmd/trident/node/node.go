@@ -122,7 +122,7 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 		n.metaStore = meta.Wrap(n.store, replicatedKey)
 		st = n.metaStore
 	}
-	n.broker, err = exchange.New(st, log.With("component", "core"))
+	n.broker, err = exchange.New(st, log.With("component", "core"), exchange.WithEventVHost(cfg.EventExchange.VHost))
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
