@@ -1,0 +1,201 @@
+package test
+
+import (
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/trident-broker/trident/conf"
+)
+
+// eventsBroker starts a node with AMQP, MQTT and STOMP on loopback.
+func eventsBroker(t *testing.T, mutate ...func(*conf.Config)) *broker {
+	t.Helper()
+	return startMQTTBroker(t, append([]func(*conf.Config){func(c *conf.Config) {
+		c.STOMP.Listen = "127.0.0.1:0"
+	}}, mutate...)...)
+}
+
+// nextEvent waits for the next event with routing key key, skipping others.
+func nextEvent(t *testing.T, ds <-chan amqp.Delivery, key string) amqp.Delivery {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case d := <-ds:
+			if d.RoutingKey == key {
+				return d
+			}
+		case <-deadline:
+			t.Fatalf("no %s event", key)
+		}
+	}
+}
+
+func wantHeader(t *testing.T, d amqp.Delivery, key string, want any) {
+	t.Helper()
+	if got := d.Headers[key]; got != want {
+		t.Fatalf("%s: header %s = %#v (%T), want %#v; headers %v", d.RoutingKey, key, got, got, want, d.Headers)
+	}
+}
+
+// TestEventExchange: a queue bound to amq.rabbitmq.event receives
+// connection events of every protocol, and topology events, with RabbitMQ's
+// routing keys and headers, a timestamp_in_ms header and an empty body.
+func TestEventExchange(t *testing.T) {
+	b := eventsBroker(t)
+	_, ch := channel(t, b.URL)
+	q, err := ch.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"connection.#", "queue.*", "binding.*", "exchange.*"} {
+		if err := ch.QueueBind(q.Name, k, "amq.rabbitmq.event", false, nil); err != nil {
+			t.Fatalf("bind %s: %v", k, err)
+		}
+	}
+	ds, err := ch.Consume(q.Name, "", true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// MQTT connect and disconnect.
+	m := dial3(t, "tcp://"+b.mqttAddr(), "ev-client", true)
+	d := nextEvent(t, ds, "connection.created")
+	wantHeader(t, d, "protocol", "MQTT 3.1.1")
+	wantHeader(t, d, "vhost", "/")
+	wantHeader(t, d, "peer_host", "127.0.0.1")
+	if d.Headers["name"] == "" || d.Headers["user"] == "" {
+		t.Fatalf("connection.created without name or user: %v", d.Headers)
+	}
+	if ms, ok := d.Headers["timestamp_in_ms"].(int64); !ok || ms < time.Now().Add(-time.Minute).UnixMilli() {
+		t.Fatalf("timestamp_in_ms = %#v", d.Headers["timestamp_in_ms"])
+	}
+	if len(d.Body) != 0 || d.Exchange != "amq.rabbitmq.event" {
+		t.Fatalf("event body %q exchange %q", d.Body, d.Exchange)
+	}
+	if cp, ok := d.Headers["client_properties"].(amqp.Table); !ok || cp["client_id"] != "ev-client" {
+		t.Fatalf("client_properties = %#v", d.Headers["client_properties"])
+	}
+	mqttName := d.Headers["name"]
+	m.Disconnect(50)
+	d = nextEvent(t, ds, "connection.closed")
+	wantHeader(t, d, "protocol", "MQTT 3.1.1")
+	wantHeader(t, d, "name", mqttName)
+
+	// STOMP connect and disconnect.
+	s := stDial(t, b)
+	d = nextEvent(t, ds, "connection.created")
+	wantHeader(t, d, "protocol", "STOMP 1.2")
+	wantHeader(t, d, "user", "guest")
+	_ = s.Disconnect()
+	d = nextEvent(t, ds, "connection.closed")
+	wantHeader(t, d, "protocol", "STOMP 1.2")
+
+	// AMQP: a connection, a queue declared, bound, unbound and deleted.
+	c2, err := amqp.DialConfig(b.URL, amqp.Config{Properties: amqp.Table{"connection_name": "ev-amqp"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = nextEvent(t, ds, "connection.created")
+	wantHeader(t, d, "protocol", "AMQP 0-9-1")
+	wantHeader(t, d, "user_provided_name", "ev-amqp")
+	wantHeader(t, d, "auth_mechanism", "PLAIN")
+	ch2, err := c2.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch2.QueueDeclare("ev-q", true, false, false, false, amqp.Table{"x-max-length": int32(10)}); err != nil {
+		t.Fatal(err)
+	}
+	d = nextEvent(t, ds, "queue.created")
+	wantHeader(t, d, "name", "ev-q")
+	wantHeader(t, d, "vhost", "/")
+	wantHeader(t, d, "durable", true)
+	wantHeader(t, d, "user_who_performed_action", "guest")
+	if _, err := ch2.QueueDeclare("ev-q", true, false, false, false, amqp.Table{"x-max-length": int32(10)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch2.QueueBind("ev-q", "k1", "amq.direct", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	d = nextEvent(t, ds, "binding.created")
+	wantHeader(t, d, "source_name", "amq.direct")
+	wantHeader(t, d, "destination_name", "ev-q")
+	wantHeader(t, d, "destination_kind", "queue")
+	wantHeader(t, d, "routing_key", "k1")
+	if err := ch2.ExchangeDeclare("ev-x", "fanout", false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	d = nextEvent(t, ds, "exchange.created")
+	wantHeader(t, d, "name", "ev-x")
+	wantHeader(t, d, "type", "fanout")
+	if err := ch2.ExchangeDelete("ev-x", false, false); err != nil {
+		t.Fatal(err)
+	}
+	nextEvent(t, ds, "exchange.deleted")
+	if err := ch2.QueueUnbind("ev-q", "k1", "amq.direct", nil); err != nil {
+		t.Fatal(err)
+	}
+	nextEvent(t, ds, "binding.deleted")
+	if _, err := ch2.QueueDelete("ev-q", false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	d = nextEvent(t, ds, "queue.deleted")
+	wantHeader(t, d, "name", "ev-q")
+	c2.Close()
+	d = nextEvent(t, ds, "connection.closed")
+	wantHeader(t, d, "protocol", "AMQP 0-9-1")
+	wantHeader(t, d, "user_provided_name", "ev-amqp")
+	// A redeclaration reported nothing: the next queue event is ev-q2's.
+	if _, err := ch.QueueDeclare("ev-q2", false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	d = nextEvent(t, ds, "queue.created")
+	wantHeader(t, d, "name", "ev-q2")
+}
+
+// TestEventExchangePermissions: binding to amq.rabbitmq.event needs read
+// on it (the one check, exchange.Authorize); clients cannot publish to it
+// (internal).
+func TestEventExchangePermissions(t *testing.T) {
+	b := startBroker(t)
+	us := b.n.Users()
+	if err := us.PutUser("evu", "evu", nil); err != nil {
+		t.Fatal(err)
+	}
+	// Everything but read on amq.rabbitmq.event.
+	if err := us.SetPermissions("evu", "/", ".*", ".*", "^(ev-.*|amq\\.topic)$"); err != nil {
+		t.Fatal(err)
+	}
+	_, ch := channel(t, "amqp://evu:evu@"+b.Addr+"/")
+	if _, err := ch.QueueDeclare("ev-mine", false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind("ev-mine", "amq.topic.ok", "amq.topic", false, nil); err != nil {
+		t.Fatalf("bind to amq.topic: %v", err)
+	}
+	err := ch.QueueBind("ev-mine", "connection.#", "amq.rabbitmq.event", false, nil)
+	if amqpCode(err) != amqp.AccessRefused {
+		t.Fatalf("bind to amq.rabbitmq.event without read: %v, want 403", err)
+	}
+
+	// guest may bind, but not publish to it.
+	_, gch := channel(t, b.URL)
+	if err := gch.ExchangeDeclarePassive("amq.rabbitmq.event", "topic", true, false, true, false, nil); err != nil {
+		t.Fatalf("amq.rabbitmq.event is not declared in /: %v", err)
+	}
+	closed := gch.NotifyClose(make(chan *amqp.Error, 1))
+	if err := gch.Publish("amq.rabbitmq.event", "queue.created", false, false, amqp.Publishing{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-closed:
+		if e == nil || e.Code != amqp.AccessRefused {
+			t.Fatalf("publish to amq.rabbitmq.event: channel closed with %v, want 403", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("publish to amq.rabbitmq.event: channel not closed")
+	}
+}
