@@ -105,6 +105,9 @@ func (c *conn) handleSubscribe(pk *packets.Packet) error {
 		for _, r := range c.s.retained.match(c.vh.Name(), a.sub.Filter) {
 			c.push(outItem{kind: itemRetained, ret: r, sub: a.sub})
 		}
+		for _, r := range c.s.sysMatch(a.sub.Filter) {
+			c.push(outItem{kind: itemRetained, ret: r, sub: a.sub})
+		}
 	}
 	return nil
 }

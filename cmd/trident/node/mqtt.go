@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/trident-broker/trident/cmd/internal/version"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/mqtt"
 	"github.com/trident-broker/trident/web"
@@ -82,6 +83,8 @@ func (n *Node) startMQTT() error {
 		MaxSubscriptions: c.MaxSubscriptionsPerClient,
 		MaxConnectSize:   c.MaxPacketSizeUnauthenticated,
 		AllowedOrigins:   n.cfg.HTTP.AllowedOrigins,
+		SysInterval:      c.SysInterval,
+		Version:          version.Version(),
 	}, n.broker, n.users, st, n.log.With("component", "mqtt"))
 	if err != nil {
 		return fmt.Errorf("node: mqtt: %w", err)
