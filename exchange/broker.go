@@ -166,9 +166,13 @@ func (b *Broker) EnsureVHost(name string) error {
 		return err
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if _, ok := b.vhosts[name]; !ok {
+	_, ok := b.vhosts[name]
+	if !ok {
 		b.vhosts[name] = newVHost(b, name)
+	}
+	b.mu.Unlock()
+	if !ok && b.events.On() {
+		b.events.Emit(event.VHostCreated, event.Prop{Key: "name", Value: name})
 	}
 	return nil
 }
@@ -247,6 +251,9 @@ func (b *Broker) DeleteVHost(name string) error {
 		v.lockTopology()
 		_ = v.deleteExchangeLocked(x)
 		_ = v.unlockTopology()
+	}
+	if b.events.On() {
+		b.events.Emit(event.VHostDeleted, event.Prop{Key: "name", Value: name})
 	}
 	if err := b.deleteVHostRecords(name); err != nil {
 		return err

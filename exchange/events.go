@@ -43,6 +43,7 @@ func (b *Broker) initEvents(opts []Option) {
 		o(b)
 	}
 	b.events = event.NewBus(b.publishEvent)
+	b.alarms.events = b.events
 }
 
 // eventExchange returns the event exchange if v is the event vhost.

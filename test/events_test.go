@@ -7,6 +7,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/trident-broker/trident/conf"
+	"github.com/trident-broker/trident/exchange"
 )
 
 // eventsBroker starts a node with AMQP, MQTT and STOMP on loopback.
@@ -198,4 +199,101 @@ func TestEventExchangePermissions(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("publish to amq.rabbitmq.event: channel not closed")
 	}
+}
+
+// TestEventExchangeAdminEvents: user, permission, vhost, policy, alarm,
+// channel and consumer events, and a failed login.
+func TestEventExchangeAdminEvents(t *testing.T) {
+	b := startBroker(t)
+	_, ch := channel(t, b.URL)
+	q, err := ch.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"user.#", "permission.*", "vhost.*", "policy.*", "alarm.*", "channel.*", "consumer.*"} {
+		if err := ch.QueueBind(q.Name, k, "amq.rabbitmq.event", false, nil); err != nil {
+			t.Fatalf("bind %s: %v", k, err)
+		}
+	}
+	ds, err := ch.Consume(q.Name, "", true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	us, core := b.n.Users(), b.n.Broker()
+	if err := us.PutUser("ev-user", "pw", []string{"monitoring"}); err != nil {
+		t.Fatal(err)
+	}
+	d := nextEvent(t, ds, "user.created")
+	wantHeader(t, d, "name", "ev-user")
+	if err := core.EnsureVHost("ev-vh"); err != nil {
+		t.Fatal(err)
+	}
+	wantHeader(t, nextEvent(t, ds, "vhost.created"), "name", "ev-vh")
+	if err := us.SetPermissions("ev-user", "ev-vh", ".*", ".*", "^ev"); err != nil {
+		t.Fatal(err)
+	}
+	d = nextEvent(t, ds, "permission.created")
+	wantHeader(t, d, "user", "ev-user")
+	wantHeader(t, d, "vhost", "ev-vh")
+	wantHeader(t, d, "read", "^ev")
+	if _, err := amqp.Dial("amqp://ev-user:wrong@" + b.Addr + "/ev-vh"); err == nil {
+		t.Fatal("login with a wrong password accepted")
+	}
+	d = nextEvent(t, ds, "user.authentication.failure")
+	wantHeader(t, d, "name", "ev-user")
+	wantHeader(t, d, "peer_host", "127.0.0.1")
+	c, err := amqp.Dial("amqp://ev-user:pw@" + b.Addr + "/ev-vh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantHeader(t, nextEvent(t, ds, "user.authentication.success"), "name", "ev-user")
+	ch2, err := c.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = nextEvent(t, ds, "channel.created")
+	wantHeader(t, d, "user", "ev-user")
+	wantHeader(t, d, "vhost", "ev-vh")
+	wantHeader(t, d, "number", int64(1))
+	if _, err := ch2.QueueDeclare("ev-cq", false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch2.Consume("ev-cq", "ev-tag", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	d = nextEvent(t, ds, "consumer.created")
+	wantHeader(t, d, "consumer_tag", "ev-tag")
+	wantHeader(t, d, "queue", "ev-cq")
+	wantHeader(t, d, "ack_required", true)
+	c.Close()
+	wantHeader(t, nextEvent(t, ds, "consumer.deleted"), "consumer_tag", "ev-tag")
+	wantHeader(t, nextEvent(t, ds, "channel.closed"), "vhost", "ev-vh")
+
+	v, _ := core.VHost("ev-vh")
+	if _, err := v.SetPolicy(exchange.Policy{Name: "ev-pol", Pattern: "^ev", ApplyTo: "queues", Definition: exchange.Table{"max-length": 5}}); err != nil {
+		t.Fatal(err)
+	}
+	d = nextEvent(t, ds, "policy.set")
+	wantHeader(t, d, "name", "ev-pol")
+	wantHeader(t, d, "vhost", "ev-vh")
+	if err := v.DeletePolicy("ev-pol"); err != nil {
+		t.Fatal(err)
+	}
+	wantHeader(t, nextEvent(t, ds, "policy.cleared"), "name", "ev-pol")
+	if err := us.ClearPermissions("ev-user", "ev-vh"); err != nil {
+		t.Fatal(err)
+	}
+	wantHeader(t, nextEvent(t, ds, "permission.deleted"), "user", "ev-user")
+	if err := us.DeleteUser("ev-user"); err != nil {
+		t.Fatal(err)
+	}
+	wantHeader(t, nextEvent(t, ds, "user.deleted"), "name", "ev-user")
+	if err := core.DeleteVHost("ev-vh"); err != nil {
+		t.Fatal(err)
+	}
+	wantHeader(t, nextEvent(t, ds, "vhost.deleted"), "name", "ev-vh")
+	core.Alarms().Set("memory", true)
+	wantHeader(t, nextEvent(t, ds, "alarm.set"), "source", "memory")
+	core.Alarms().Set("memory", false)
+	wantHeader(t, nextEvent(t, ds, "alarm.cleared"), "source", "memory")
 }

@@ -138,3 +138,17 @@ func (b *Bus) drain() {
 		}
 	}
 }
+
+// EmitKV is Emit with the properties as key, value pairs (a string key
+// then its value); for callers that do not import this package (auth).
+func (b *Bus) EmitKV(name string, kv ...any) {
+	if !b.On() {
+		return
+	}
+	props := make([]Prop, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		k, _ := kv[i].(string)
+		props = append(props, Prop{Key: k, Value: kv[i+1]})
+	}
+	b.Emit(name, props...)
+}

@@ -221,7 +221,6 @@ func (ch *channel) close(we *wire.Error) {
 
 // cleanup cancels the channel's consumers and requeues its unacked messages.
 func (ch *channel) cleanup() {
-	ch.c.channelEvent(event.ChannelClosed, ch.id)
 	for tag, s := range ch.consumers {
 		s.cons.Cancel()
 		delete(ch.consumers, tag)
@@ -235,6 +234,7 @@ func (ch *channel) cleanup() {
 	abandonRefs(refs) // requeued, or retried (x-retry-delays)
 	ch.txPubs, ch.txAcks = nil, nil
 	ch.pubActive = false
+	ch.c.channelEvent(event.ChannelClosed, ch.id)
 }
 
 // requeue returns deliveries to their queues (or drops them), grouped by queue.

@@ -136,6 +136,7 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	n.users.SetEvents(n.broker.Events())
 	if err := n.broker.EnsureVHost(cfg.DefaultVHost); err != nil {
 		return nil, fmt.Errorf("node: default vhost %q: %w", cfg.DefaultVHost, err)
 	}
