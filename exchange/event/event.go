@@ -18,8 +18,8 @@ import (
 	"time"
 )
 
-// MaxPending bounds the events waiting for the sink; past it new ones are
-// dropped (Dropped counts them).
+// MaxPending bounds the events waiting for the sink (besides the batch it
+// is handling); past it new ones are dropped (Dropped counts them).
 const MaxPending = 16384
 
 // Event names, as RabbitMQ's event exchange routes them.

@@ -234,7 +234,9 @@ func (ch *channel) cleanup() {
 	abandonRefs(refs) // requeued, or retried (x-retry-delays)
 	ch.txPubs, ch.txAcks = nil, nil
 	ch.pubActive = false
-	ch.c.channelEvent(event.ChannelClosed, ch.id)
+	if ch.state != chClosing { // once: a channel the broker closed is cleaned up again with its connection
+		ch.c.channelEvent(event.ChannelClosed, ch.id)
+	}
 }
 
 // requeue returns deliveries to their queues (or drops them), grouped by queue.
