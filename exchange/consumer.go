@@ -177,8 +177,8 @@ func (c *Consumer) Resume() {
 // Cancel removes the consumer. Its unacknowledged deliveries stay
 // unacknowledged until acked, rejected or requeued by the front end.
 func (c *Consumer) Cancel() {
+	c.q.reportConsumer(event.ConsumerDeleted, c) // before an auto-delete queue's queue.deleted
 	c.q.removeConsumer(c)
-	c.q.reportConsumer(event.ConsumerDeleted, c)
 }
 
 func (c *Consumer) canTake() bool {

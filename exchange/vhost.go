@@ -947,11 +947,7 @@ func (v *VHost) CloseOwner(owner any) {
 	}
 	v.mu.RUnlock()
 	for _, q := range mine {
-		v.deleteQueue(q)
-		if v.b.events.On() {
-			v.b.events.Emit(event.QueueDeleted, event.Prop{Key: "name", Value: q.name}, event.Prop{Key: "vhost", Value: v.name},
-				event.Prop{Key: "user_who_performed_action", Value: ""})
-		}
+		v.deleteQueueBySelf(q)
 	}
 }
 

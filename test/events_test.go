@@ -210,7 +210,7 @@ func TestEventExchangeAdminEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"user.#", "permission.*", "vhost.*", "policy.*", "alarm.*", "channel.*", "consumer.*"} {
+	for _, k := range []string{"user.#", "permission.*", "vhost.*", "policy.*", "alarm.*", "channel.*", "consumer.*", "queue.deleted"} {
 		if err := ch.QueueBind(q.Name, k, "amq.rabbitmq.event", false, nil); err != nil {
 			t.Fatalf("bind %s: %v", k, err)
 		}
@@ -267,6 +267,10 @@ func TestEventExchangeAdminEvents(t *testing.T) {
 	wantHeader(t, d, "ack_required", true)
 	c.Close()
 	wantHeader(t, nextEvent(t, ds, "consumer.deleted"), "consumer_tag", "ev-tag")
+	// The auto-delete queue went with its consumer, by the broker's hand.
+	d = nextEvent(t, ds, "queue.deleted")
+	wantHeader(t, d, "name", "ev-cq")
+	wantHeader(t, d, "user_who_performed_action", "rmq-internal")
 	wantHeader(t, nextEvent(t, ds, "channel.closed"), "vhost", "ev-vh")
 
 	v, _ := core.VHost("ev-vh")
