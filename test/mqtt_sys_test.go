@@ -8,6 +8,7 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 	mqtt3 "github.com/eclipse/paho.mqtt.golang"
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/trident-broker/trident/conf"
 )
@@ -83,6 +84,11 @@ func TestMQTTSys(t *testing.T) {
 	r, err := c5.Publish(ctx, &paho.Publish{Topic: "$SYS/x", QoS: 1, Payload: []byte("forged")})
 	if r == nil || r.ReasonCode != 0x87 {
 		t.Fatalf("PUBLISH $SYS/x: %+v, %v; want reason 0x87", r, err)
+	}
+	// AMQP: a "$SYS." routing key on amq.topic reaches no $SYS subscriber.
+	_, ach := channel(t, b.URL)
+	if err := ach.Publish("amq.topic", "$SYS.broker.version", false, false, amqp.Publishing{Body: []byte("forged")}); err != nil {
+		t.Fatal(err)
 	}
 	// MQTT 3.1.1: the connection is closed.
 	p3 := dial3(t, url, "sys-pub3", true)

@@ -192,6 +192,9 @@ func (c *conn) persistSubs() error {
 // bindAndConsume makes sure the subscription's queue exists, is bound and
 // is consumed by this connection.
 func (c *conn) bindAndConsume(sub *subscription) error {
+	if sub.Share == "" && isSysTopic(sub.Filter) {
+		return nil // served by sys.go, never through the core
+	}
 	se := c.se
 	se.mu.Lock()
 	durable := se.persistent

@@ -20,7 +20,10 @@ import (
 // $SYS topics live outside the core: they are never routed through the
 // MQTT exchange, so an AMQP or STOMP consumer of amq.topic never sees
 // them, and "#" or "+/..." never match them [MQTT-4.7.2-1]: only a filter
-// that itself begins with "$SYS" does. A subscription to them is checked
+// that itself begins with "$SYS" does. A (non-shared) subscription to a
+// "$" filter is not bound in the core either (bindAndConsume), so that
+// nothing an AMQP or STOMP client publishes to amq.topic with a "$SYS."
+// routing key reaches it. A subscription to them is checked
 // as any other (checkSubscribe: read on the MQTT exchange and, when the
 // user has topic permissions there, read on the filter's routing key,
 // e.g. "$SYS.#"); a client may never publish to a topic beginning with
