@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,22 @@ func waitSys(t *testing.T, c *client3, topic, want string) msg3 {
 	}
 }
 
+// waitUntilSys waits for a value of topic that ok accepts.
+func waitUntilSys(t *testing.T, c *client3, topic string, ok func(string) bool) {
+	t.Helper()
+	deadline := time.After(15 * time.Second)
+	for {
+		select {
+		case m := <-c.msgs:
+			if m.topic == topic && ok(m.payload) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no acceptable %s", topic)
+		}
+	}
+}
+
 // TestMQTTSys: $SYS/broker/... topics reach $SYS subscribers, retained on
 // subscription and then on every interval; "#" does not match them; no
 // client may publish to them.
@@ -70,6 +87,11 @@ func TestMQTTSys(t *testing.T) {
 	all.publish(t, "a/b", 1, true, "x")
 	waitSys(t, sys, "$SYS/broker/retained messages/count", "1")
 	waitSys(t, sys, "$SYS/broker/messages/received", "1")
+	// Load averages: a positive rate of received messages once a/b counted.
+	waitUntilSys(t, sys, "$SYS/broker/load/messages/received/1min", func(v string) bool {
+		f, err := strconv.ParseFloat(v, 64)
+		return err == nil && f > 0
+	})
 
 	// "#" got a/b and no $SYS topic [MQTT-4.7.2-1].
 	if m := all.receive(t); m.topic != "a/b" {

@@ -112,6 +112,9 @@ func (c *conn) logEnd(err error) {
 // connEvent reports connection.created (created) or connection.closed
 // with reason to the core's event bus (exchange/event).
 func (c *conn) connEvent(created bool, reason string) {
+	if created {
+		c.s.sys.connects.Add(1) // $SYS/broker/load/connections (sys.go)
+	}
 	ev := c.s.b.Events()
 	if !ev.On() || c.vh == nil {
 		return

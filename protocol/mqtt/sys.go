@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +42,12 @@ type sysState struct {
 	// Counters of connections that have ended (noteClosed); the live
 	// ones are summed at each tick.
 	recvPub, sentPub, recvBytes, sentBytes atomic.Uint64
+	connects                               atomic.Uint64 // connections accepted (CONNACK 0)
+
+	// load: the $SYS/broker/load/... moving averages (under mu).
+	lastAt   time.Time
+	lastVals [loadMetrics]uint64
+	avg      [loadMetrics][3]float64
 
 	stop chan struct{}
 	done chan struct{}
@@ -124,9 +131,11 @@ func (s *Server) publishSys() {
 	}
 	s.mu.Unlock()
 	retained := s.retained.count()
+	now := time.Now()
 	st.mu.Lock()
 	st.max = max(st.max, connected)
 	maximum := st.max
+	load := st.updateLoad(now, [loadMetrics]uint64{recvPub, sentPub, recvBytes, sentBytes, st.connects.Load()})
 	st.mu.Unlock()
 	u := func(n uint64) string { return strconv.FormatUint(n, 10) }
 	i := func(n int) string { return strconv.Itoa(n) }
@@ -147,6 +156,12 @@ func (s *Server) publishSys() {
 		{"$SYS/broker/bytes/sent", u(sentBytes)},
 		{"$SYS/broker/subscriptions/count", i(subs)},
 		{"$SYS/broker/retained messages/count", i(retained)},
+	}
+	for m, name := range loadNames {
+		for k, period := range loadPeriods {
+			values = append(values, [2]string{"$SYS/broker/load/" + name + "/" + period,
+				strconv.FormatFloat(load[m][k], 'f', 2, 64)})
+		}
 	}
 	msgs := make([]*retainedMsg, len(values))
 	st.mu.Lock()
@@ -189,3 +204,30 @@ func (s *Server) sysMatch(filter string) []*retainedMsg {
 
 // errSysPublish refuses a client's PUBLISH to a "$" topic.
 var errSysPublish = errProto(codeNotAuthorized, "mqtt: topics beginning with $ are the server's")
+
+// The load averages, as Mosquitto's: per minute, exponentially weighted
+// over 1, 5 and 15 minutes.
+const loadMetrics = 5
+
+var (
+	loadNames   = [loadMetrics]string{"messages/received", "messages/sent", "bytes/received", "bytes/sent", "connections"}
+	loadPeriods = [3]string{"1min", "5min", "15min"}
+	loadSeconds = [3]float64{60, 300, 900}
+)
+
+// updateLoad folds the totals at now into the averages (under st.mu).
+func (st *sysState) updateLoad(now time.Time, totals [loadMetrics]uint64) [loadMetrics][3]float64 {
+	if !st.lastAt.IsZero() {
+		if dt := now.Sub(st.lastAt).Seconds(); dt > 0 {
+			for m := range totals {
+				perMin := float64(totals[m]-st.lastVals[m]) * 60 / dt
+				for k, p := range loadSeconds {
+					e := math.Exp(-dt / p)
+					st.avg[m][k] = e*st.avg[m][k] + (1-e)*perMin
+				}
+			}
+		}
+	}
+	st.lastAt, st.lastVals = now, totals
+	return st.avg
+}
