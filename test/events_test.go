@@ -301,3 +301,34 @@ func TestEventExchangeAdminEvents(t *testing.T) {
 	core.Alarms().Set("memory", false)
 	wantHeader(t, nextEvent(t, ds, "alarm.cleared"), "source", "memory")
 }
+
+// TestClusterEventExchange: a queue on one node bound to
+// amq.rabbitmq.event gets the events of another node (each node publishes
+// its own, to its own amq.rabbitmq.event), and a declaration is reported
+// once, by the node it was made on, not by every node that applies it.
+func TestClusterEventExchange(t *testing.T) {
+	nodes := startCluster(t, 3)
+	_, ch0 := dialNode(t, nodes[0])
+	if _, err := ch0.QueueDeclare("ev-all", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch0.QueueBind("ev-all", "queue.created", "amq.rabbitmq.event", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := ch0.Consume("ev-all", "", true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "event binding on node 1", func() bool {
+		var bs []map[string]any
+		code, err := nodes[1].tryAPI("GET", "/api/bindings/%2F/e/amq.rabbitmq.event/q/ev-all", nil, &bs)
+		return err == nil && code == 200 && len(bs) == 1
+	})
+	_, ch1 := dialNode(t, nodes[1])
+	if _, err := ch1.QueueDeclare("ev-remote", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	d := nextEvent(t, ds, "queue.created")
+	wantHeader(t, d, "name", "ev-remote")
+	noDelivery(t, ds, 2*time.Second)
+}
