@@ -33,3 +33,12 @@ func (a Actor) check(vhost string, p Perm, kind, name string) error {
 	}
 	return a.Users.Check(a.User, vhost, p, kind, name)
 }
+
+// Name is the acting user's name ("" when there is none): the core puts
+// it in its events as user_who_performed_action.
+func (a Actor) Name() string {
+	if a.User == nil {
+		return ""
+	}
+	return a.User.Name()
+}

@@ -191,6 +191,8 @@ type Users struct {
 	snap atomic.Pointer[snapshot]
 
 	reloadPending atomic.Bool // ApplyMeta's deferred reload is queued (cluster.go)
+
+	events atomic.Pointer[eventSink] // events.go; nil: none
 }
 
 // New loads users and permissions from st and, when there is no user at
@@ -368,6 +370,9 @@ func (us *Users) authFailed(name string, remote net.Addr, err error, event strin
 		extra = append(extra, "backend", BackendOAuth2, "token_error", r)
 	}
 	us.log.Warn("authentication failed", append([]any{"user", name, "remote", addrString(remote), "err", err}, extra...)...)
+	if ev := us.eventsOn(); ev != nil {
+		ev.EmitKV("user.authentication.failure", "name", name, "peer_host", peerHost(remote), "error", err.Error())
+	}
 	if us.audit != nil {
 		us.audit.Info(event, append([]any{"user", name, "remote", addrString(remote), "reason", err.Error()}, extra...)...)
 	}
@@ -553,8 +558,12 @@ func (us *Users) putUser(name string, h []byte, alg string, tags []string) error
 		return fmt.Errorf("auth: store user %q: %w", name, err)
 	}
 	s := us.snap.Load().clone()
+	existed := s.users[name] != nil
 	s.users[name] = u
 	us.snap.Store(s)
+	if ev := us.eventsOn(); ev != nil && !existed {
+		ev.EmitKV("user.created", "name", name, "tags", strings.Join(u.tags, ","))
+	}
 	return nil
 }
 
@@ -586,6 +595,9 @@ func (us *Users) DeleteUser(name string) error {
 	}
 	delete(s.users, name)
 	us.snap.Store(s)
+	if ev := us.eventsOn(); ev != nil {
+		ev.EmitKV("user.deleted", "name", name)
+	}
 	return nil
 }
 
@@ -615,6 +627,9 @@ func (us *Users) SetPermissions(user, vhost, configure, write, read string) erro
 	s := us.snap.Load().clone()
 	s.withPerm(user, vhost, p)
 	us.snap.Store(s)
+	if ev := us.eventsOn(); ev != nil {
+		ev.EmitKV("permission.created", "user", user, "vhost", vhost, "configure", configure, "write", write, "read", read)
+	}
 	return nil
 }
 
@@ -632,6 +647,9 @@ func (us *Users) ClearPermissions(user, vhost string) error {
 	s := us.snap.Load().clone()
 	s.withPerm(user, vhost, nil)
 	us.snap.Store(s)
+	if ev := us.eventsOn(); ev != nil {
+		ev.EmitKV("permission.deleted", "user", user, "vhost", vhost)
+	}
 	return nil
 }
 

@@ -25,6 +25,9 @@ type Config struct {
 	STOMP      STOMP      `yaml:"stomp"`
 	HTTP       HTTP       `yaml:"http"`
 	Prometheus Prometheus `yaml:"prometheus"`
+	// EventExchange places the amq.rabbitmq.event exchange, as RabbitMQ's
+	// rabbitmq_event_exchange plugin.
+	EventExchange EventExchange `yaml:"event_exchange"`
 	// TLS holds the certificate, key and client verification shared by
 	// every TLS listener (see tls.go).
 	TLS TLS `yaml:"tls"`
@@ -219,6 +222,10 @@ type MQTT struct {
 	// subscriber (QoS 1 and 2 messages are never dropped). 0: no limit
 	// (the backlog is paged to disk like any queue's).
 	MaxQueuedQoS0 int `yaml:"max_queued_qos0"`
+	// SysInterval is how often the $SYS/broker/... topics are published
+	// (retained) to MQTT subscribers, as Mosquitto's sys_interval
+	// (default 10s); 0 disables them.
+	SysInterval time.Duration `yaml:"sys_interval"`
 	// MaxSubscriptionsPerClient bounds the topic filters one MQTT
 	// session holds: a SUBSCRIBE filter past it is refused in its SUBACK
 	// (0x97 Quota exceeded in 5, 0x80 in 3.1.1); re-subscribing a filter
@@ -327,12 +334,13 @@ func Default() Config {
 			HandshakeTimeout: 10 * time.Second,
 			Product:          "Trident",
 		},
-		MQTT: MQTT{Listen: ":1883", WSListen: ":15675", TLSListen: ":8883", WSSListen: ":15676", Exchange: "amq.topic", MaxQueuedQoS0: 2048,
+		MQTT: MQTT{Listen: ":1883", WSListen: ":15675", TLSListen: ":8883", WSSListen: ":15676", Exchange: "amq.topic", MaxQueuedQoS0: 2048, SysInterval: 10 * time.Second,
 			MaxSubscriptionsPerClient: 1000, MaxPacketSizeUnauthenticated: 16 << 10},
 		STOMP: STOMP{Listen: ":61613", WSListen: ":15674", TLSListen: ":61614", WSSListen: ":15673",
 			MaxHeaders: 1000, MaxHeaderLength: 64 << 10, MaxFrameSizeUnauthenticated: 8 << 10},
 		HTTP:            HTTP{Listen: ":15672", TLSListen: ":15671", StatsInterval: 5 * time.Second, MaxDefinitionsBody: 64 << 20},
 		Prometheus:      Prometheus{Listen: ":15692", TLSListen: ":15691"},
+		EventExchange:   EventExchange{VHost: "/"},
 		TLS:             DefaultTLS(),
 		ConsumerTimeout: 30 * time.Minute,
 		DefaultVHost:    "/",
@@ -369,4 +377,12 @@ func parseLevel(s string) (slog.Level, bool) {
 		return slog.LevelError, true
 	}
 	return slog.LevelInfo, false
+}
+
+// EventExchange configures the amq.rabbitmq.event exchange.
+type EventExchange struct {
+	// VHost is the vhost the exchange is declared in and every vhost's
+	// events are published to (RabbitMQ's rabbitmq_event_exchange.vhost,
+	// default "/"); "none" declares it nowhere.
+	VHost string `yaml:"vhost"`
 }

@@ -62,6 +62,8 @@ var coreFields = []field{
 	f("mqtt.max_subscriptions_per_client", "topic filters one MQTT session may hold; more get SUBACK 0x97 / 0x80 (0: no limit)", func(c *Config) any { return &c.MQTT.MaxSubscriptionsPerClient }),
 	f("mqtt.max_packet_size_unauthenticated", "largest MQTT CONNECT packet in bytes, read before authentication", func(c *Config) any { return &c.MQTT.MaxPacketSizeUnauthenticated }),
 	f("mqtt.deny_subscribe", "MQTT topic filters no client may subscribe to (comma-separated)", func(c *Config) any { return &c.MQTT.DenySubscribe }),
+	f("mqtt.sys_interval", "how often the $SYS/broker/... topics are published to MQTT subscribers (0 disables)", func(c *Config) any { return &c.MQTT.SysInterval }),
+	f("event_exchange.vhost", "vhost of the amq.rabbitmq.event exchange (\"none\": no event exchange)", func(c *Config) any { return &c.EventExchange.VHost }),
 	f("stomp.listen", "STOMP listen address (empty disables)", func(c *Config) any { return &c.STOMP.Listen }),
 	f("stomp.ws_listen", "STOMP over WebSocket listen address (empty disables)", func(c *Config) any { return &c.STOMP.WSListen }),
 	f("stomp.max_headers", "most header lines in a STOMP frame", func(c *Config) any { return &c.STOMP.MaxHeaders }),

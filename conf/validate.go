@@ -117,6 +117,9 @@ func (c *Config) Validate() error {
 			bad(l.key, "%d must not be negative (0 means no limit)", l.v)
 		}
 	}
+	if c.MQTT.SysInterval < 0 {
+		bad("mqtt.sys_interval", "%s must not be negative (0 disables $SYS)", c.MQTT.SysInterval)
+	}
 	if c.MQTT.MaxQueuedQoS0 < 0 {
 		bad("mqtt.max_queued_qos0", "%d must not be negative", c.MQTT.MaxQueuedQoS0)
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/trident-broker/trident/exchange/event"
 )
 
 // Alarms is the broker's set of resource alarms (memory, disk), as in
@@ -13,6 +15,7 @@ import (
 // connections; other protocols stop reading) and consumers keep draining.
 // It is safe for concurrent use.
 type Alarms struct {
+	events  *event.Bus  // alarm.set, alarm.cleared (the Broker's; nil for NewAlarms)
 	raised  atomic.Bool // any alarm: the per-message check
 	mu      sync.Mutex
 	active  map[string]bool
@@ -31,6 +34,9 @@ func NewAlarms() *Alarms {
 // Set raises (on) or clears the named alarm ("memory", "disk").
 func (a *Alarms) Set(name string, on bool) {
 	a.mu.Lock()
+	if a.active[name] != on {
+		a.report(name, on)
+	}
 	was := len(a.active) > 0
 	if on {
 		a.active[name] = true
@@ -111,4 +117,16 @@ func (a *Alarms) Subscribe(fn func(blocked bool, reason string)) (cancel func())
 		delete(a.subs, id)
 		a.mu.Unlock()
 	}
+}
+
+// report emits alarm.set or alarm.cleared for the named alarm.
+func (a *Alarms) report(name string, on bool) {
+	if !a.events.On() {
+		return
+	}
+	ev := event.AlarmCleared
+	if on {
+		ev = event.AlarmSet
+	}
+	a.events.Emit(ev, event.Prop{Key: "source", Value: name})
 }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/trident-broker/trident/exchange/event"
 )
 
 // Broker is the core: the set of vhosts over one store.
@@ -27,6 +29,11 @@ type Broker struct {
 	limits *Limiter
 
 	cluster Cluster // nil when standalone
+
+	// events is the event bus; eventVHost the vhost EventExchange is
+	// predeclared in (events.go). Set before recovery.
+	events     *event.Bus
+	eventVHost string
 
 	// recovering is set while recover replays the stored records through
 	// the apply path: installing an exchange or queue then leaves its
@@ -116,13 +123,14 @@ func (b *Broker) Limiter() *Limiter { return b.limits }
 
 // New creates the core over st and recovers every durable vhost, exchange,
 // queue, binding and stored message from it.
-func New(st Store, log *slog.Logger) (*Broker, error) {
+func New(st Store, log *slog.Logger, opts ...Option) (*Broker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	b := &Broker{store: st, log: log, vhosts: map[string]*VHost{}, alarms: NewAlarms(), limits: newLimiter()}
 	b.SetQueueWindow(0, 0)
 	b.SetQueueMemoryBudget(0)
+	b.initEvents(opts)
 	b.recovering = true
 	err := b.recover()
 	b.recovering = false
@@ -158,9 +166,13 @@ func (b *Broker) EnsureVHost(name string) error {
 		return err
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if _, ok := b.vhosts[name]; !ok {
+	_, ok := b.vhosts[name]
+	if !ok {
 		b.vhosts[name] = newVHost(b, name)
+	}
+	b.mu.Unlock()
+	if !ok && b.events.On() {
+		b.events.Emit(event.VHostCreated, event.Prop{Key: "name", Value: name})
 	}
 	return nil
 }
@@ -239,6 +251,9 @@ func (b *Broker) DeleteVHost(name string) error {
 		v.lockTopology()
 		_ = v.deleteExchangeLocked(x)
 		_ = v.unlockTopology()
+	}
+	if b.events.On() {
+		b.events.Emit(event.VHostDeleted, event.Prop{Key: "name", Value: name})
 	}
 	if err := b.deleteVHostRecords(name); err != nil {
 		return err

@@ -197,6 +197,19 @@ func (v *VHost) Do(a Authorizer, c Command) (Result, error) {
 	if err := Authorize(a, v.name, c); err != nil {
 		return Result{}, err
 	}
+	if !v.b.events.On() {
+		return v.do(c)
+	}
+	existed := v.commandExisted(c)
+	r, err := v.do(c)
+	if err == nil {
+		v.reportCommand(a, c, r, existed)
+	}
+	return r, err
+}
+
+// do runs an authorized command.
+func (v *VHost) do(c Command) (Result, error) {
 	switch c := c.(type) {
 	case QueueDeclare:
 		info, err := v.DeclareQueue(c.Name, c.Opts)

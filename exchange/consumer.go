@@ -3,6 +3,8 @@ package exchange
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/trident-broker/trident/exchange/event"
 )
 
 // Sink is a consumer's way out to its front end. Both methods are called with
@@ -174,7 +176,10 @@ func (c *Consumer) Resume() {
 
 // Cancel removes the consumer. Its unacknowledged deliveries stay
 // unacknowledged until acked, rejected or requeued by the front end.
-func (c *Consumer) Cancel() { c.q.removeConsumer(c) }
+func (c *Consumer) Cancel() {
+	c.q.reportConsumer(event.ConsumerDeleted, c) // before an auto-delete queue's queue.deleted
+	c.q.removeConsumer(c)
+}
 
 func (c *Consumer) canTake() bool {
 	if c.blocked || c.cancelled {

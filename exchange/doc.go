@@ -37,6 +37,13 @@
 //   - Policies (policy.go) change a queue's effective settings only under
 //     its lock, through the same commands; a queue's declared arguments
 //     never change.
+//   - Events (events.go, exchange/event) go to amq.rabbitmq.event, an
+//     internal topic exchange of the event vhost, and are built only while
+//     something is bound to it: topology events from VHost.Do (once, on the
+//     node the command was made on), consumer events from Consume and
+//     Cancel, vhost, policy and alarm events where those change. The bus
+//     takes no core lock and may be called under any (its own mutex is a
+//     leaf); it publishes from its own goroutine.
 //
 // Lock order: VHost.metaMu → VHost.mu → Queue.mu → Limit (atomics only).
 // Policy re-evaluation holds VHost.mu (shared) and Queue.mu together and

@@ -22,6 +22,7 @@ type Exchange struct {
 	hasAE      bool
 	home       string // in a cluster, the node a non-durable exchange was declared on
 	pol        *Policy
+	event      bool // EventExchange (events.go)
 
 	router   router
 	delay    *delayer               // a delayed exchange's held messages (delayed.go)

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/trident-broker/trident/exchange/event"
 )
 
 // Policies, as RabbitMQ's (not operator policies): a named rule of a vhost
@@ -354,6 +356,11 @@ func (v *VHost) SetPolicy(p Policy) (created bool, err error) {
 		return nil
 	})
 	v.reapplyQueues()
+	if err == nil && v.b.events.On() {
+		v.b.events.Emit(event.PolicySet, event.Prop{Key: "name", Value: np.Name}, event.Prop{Key: "vhost", Value: v.name},
+			event.Prop{Key: "pattern", Value: np.Pattern}, event.Prop{Key: "apply-to", Value: np.ApplyTo},
+			event.Prop{Key: "priority", Value: int64(np.Priority)}, event.Prop{Key: "definition", Value: tableOrEmpty(np.Definition)})
+	}
 	return created, err
 }
 
@@ -370,6 +377,9 @@ func (v *VHost) DeletePolicy(name string) error {
 	})
 	if err == nil {
 		v.reapplyQueues()
+		if v.b.events.On() {
+			v.b.events.Emit(event.PolicyCleared, event.Prop{Key: "name", Value: name}, event.Prop{Key: "vhost", Value: v.name})
+		}
 	}
 	return err
 }

@@ -325,7 +325,7 @@ func (q *Queue) unlock() {
 		l.kick()
 	}
 	if ad {
-		q.vh.deleteQueue(q)
+		q.vh.deleteQueueBySelf(q)
 	}
 }
 
@@ -978,7 +978,7 @@ func (q *Queue) onIdleTimer() {
 		return
 	}
 	q.mu.Unlock()
-	q.vh.deleteQueue(q)
+	q.vh.deleteQueueBySelf(q)
 }
 
 // touch records a use of the queue (redeclare), for x-expires.

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/trident-broker/trident/exchange/event"
 )
 
 // ReplyToQueue is the pseudo-queue of RabbitMQ's direct reply-to.
@@ -61,6 +63,9 @@ func newVHost(b *Broker, name string) *VHost {
 	for _, p := range predeclared {
 		x := &Exchange{vh: v, name: p.name, kind: p.kind, durable: true, router: newRouter(p.kind)}
 		v.exchanges[p.name] = x
+	}
+	if b.eventVHost == name && name != "" {
+		v.exchanges[EventExchange] = v.newEventExchange()
 	}
 	return v
 }
@@ -942,7 +947,7 @@ func (v *VHost) CloseOwner(owner any) {
 	}
 	v.mu.RUnlock()
 	for _, q := range mine {
-		v.deleteQueue(q)
+		v.deleteQueueBySelf(q)
 	}
 }
 
@@ -952,7 +957,11 @@ func (v *VHost) Consume(queue string, o ConsumeOpts) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return q.addConsumer(o)
+	c, err := q.addConsumer(o)
+	if err == nil {
+		q.reportConsumer(event.ConsumerCreated, c)
+	}
+	return c, err
 }
 
 // ConsumeReplyTo starts a direct reply-to consumer (basic.consume on
@@ -1075,6 +1084,9 @@ func (v *VHost) addBindingLocked(b *binding) {
 	} else {
 		listAdd(&b.x.inbound, b, dstPos)
 	}
+	if b.src.event {
+		v.noteEventBindings(b.src)
+	}
 }
 
 func (v *VHost) unbind(dst string, toQueue bool, src, key string, args Table, owner any) error {
@@ -1115,6 +1127,9 @@ func (v *VHost) removeBindingLocked(b *binding, autoDelete bool) {
 	listRemove(&sx.bindings, b, srcPos)
 	sx.unindexBinding(b)
 	sx.router.remove(b)
+	if sx.event {
+		v.noteEventBindings(sx)
+	}
 	if b.q != nil {
 		listRemove(&b.q.bindings, b, dstPos)
 	} else {
@@ -1188,6 +1203,8 @@ type PublishOpts struct {
 	// Batch, if set, is handed to the sinks of the deliveries this
 	// publish makes on its way (see Batch).
 	Batch *Batch
+
+	system bool // the broker's own publish (events.go): internal exchanges take it
 }
 
 // PublishResult is the outcome of a publish.
@@ -1276,7 +1293,7 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 			rv.release()
 			return PublishResult{}, v.errNoExchange(m.Exchange)
 		}
-		if x.internal {
+		if x.internal && !o.system {
 			rv.release()
 			return PublishResult{}, errorf(KindAccessRefused, "cannot publish to internal exchange '%s' in vhost '%s'", x.name, v.name)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/exchange/event"
 	"github.com/trident-broker/trident/protocol/amqp/wire"
 	"github.com/trident-broker/trident/protocol/frontend/tracing"
 )
@@ -234,6 +235,9 @@ func (ch *channel) cleanup() {
 	abandonRefs(refs) // requeued, or retried (x-retry-delays)
 	ch.txPubs, ch.txAcks = nil, nil
 	ch.pubActive = false
+	if ch.state != chClosing { // once: a channel the broker closed is cleaned up again with its connection
+		ch.c.channelEvent(event.ChannelClosed, ch.id)
+	}
 }
 
 // requeue returns deliveries to their queues (or drops them), grouped by queue.

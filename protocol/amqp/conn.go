@@ -15,6 +15,7 @@ import (
 
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/exchange/event"
 	"github.com/trident-broker/trident/protocol/amqp/wire"
 	"github.com/trident-broker/trident/protocol/frontend"
 )
@@ -630,6 +631,7 @@ func (c *conn) channelMethod(id uint16, m wire.Method) error {
 		ch = newChannel(c, id)
 		c.channels[id] = ch
 		c.chmu.Unlock()
+		c.channelEvent(event.ChannelCreated, id)
 		c.send(id, &wire.ChannelOpenOK{})
 		return nil
 	}

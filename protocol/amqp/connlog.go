@@ -9,6 +9,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/trident-broker/trident/exchange/event"
 	"github.com/trident-broker/trident/protocol/amqp/wire"
 )
 
@@ -86,6 +87,20 @@ func (c *conn) who() []any {
 // logAuthenticated is the line of a connection that has opened its vhost.
 func (c *conn) logAuthenticated() {
 	c.log.Info("connection authenticated", append(c.who(), "mechanism", c.mechanism)...)
+	if ev := c.s.b.Events(); ev.On() {
+		ev.ConnectionCreated(c.eventConn())
+	}
+}
+
+// eventConn describes the connection for its events (exchange/event).
+func (c *conn) eventConn() *event.Conn {
+	e := &event.Conn{Name: c.name, Protocol: "AMQP 0-9-1", VHost: c.vh.Name(), Peer: c.peer(), Local: c.nc.LocalAddr().String(),
+		SSL: c.isTLS(), AuthMechanism: c.mechanism, ClientProperties: c.clientProps, UserProvidedName: c.clientName(),
+		ConnectedAt: c.connectedAt}
+	if c.user != nil {
+		e.User = c.user.Name()
+	}
+	return e
 }
 
 // logRefused logs a handshake that failed after the protocol header:
@@ -130,6 +145,9 @@ func (c *conn) logClosed(err error) {
 	}
 	attrs = append(attrs, "duration", time.Since(c.connectedAt).Round(time.Millisecond))
 	c.log.Info("connection closed", attrs...)
+	if ev := c.s.b.Events(); ev.On() {
+		ev.ConnectionClosed(c.eventConn(), cause.reason)
+	}
 }
 
 // logConnectionError logs a hard error the broker closes the connection
@@ -145,4 +163,15 @@ func (c *conn) logConnectionError(we *wire.Error) {
 // logChannelError logs a soft error the broker closes a channel with.
 func (c *conn) logChannelError(ch uint16, we *wire.Error) {
 	c.log.Warn("channel error", append(c.who(), "channel", ch, "code", we.Code, "text", we.Text, "method", wire.MethodName(we.ClassID, we.MethodID))...)
+}
+
+// channelEvent reports channel.created or channel.closed of channel id.
+func (c *conn) channelEvent(name string, id uint16) {
+	if ev := c.s.b.Events(); ev.On() && c.vh != nil {
+		user := ""
+		if c.user != nil {
+			user = c.user.Name()
+		}
+		ev.Channel(name, c.name, int64(id), user, c.vh.Name())
+	}
 }

@@ -139,6 +139,7 @@ func (c *conn) end(err error) {
 	close(c.readDone)
 	c.flushSettles()
 	c.logEnd(err) // connlog.go
+	c.s.noteClosed(c)
 	c.cleanup()
 }
 

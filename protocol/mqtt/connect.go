@@ -198,6 +198,7 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 	c.connected.Store(true)
 	c.sendPooled(ack)
 	c.s.log.Info("connection authenticated", c.who()...)
+	c.connEvent(true, "")
 	// As RabbitMQ: when the token expires, MQTT 5 clients get DISCONNECT
 	// 0xA0 (maximum connect time), 3.1.1 clients are disconnected.
 	c.expiry = auth.WatchExpiry(u, func() {

@@ -1,11 +1,13 @@
 package mqtt
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"time"
 
+	"github.com/trident-broker/trident/exchange/event"
 	"github.com/trident-broker/trident/protocol/frontend"
 )
 
@@ -84,21 +86,58 @@ func (c *conn) logEnd(err error) {
 	}
 	attrs := c.who()
 	code := c.closeCode.Load()
+	var reason string
 	switch {
 	case code != 0:
-		attrs = append(attrs, "reason", "disconnected by the broker: "+disconnectReason(byte(code)), "code", hexCode(byte(code)))
+		reason = "disconnected by the broker: " + disconnectReason(byte(code))
+		attrs = append(attrs, "reason", reason, "code", hexCode(byte(code)))
 		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 			attrs = append(attrs, "err", err)
 		}
 	case err == nil:
-		attrs = append(attrs, "reason", "client disconnected")
+		reason = "client disconnected"
+		attrs = append(attrs, "reason", reason)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
-		attrs = append(attrs, "reason", "client closed TCP connection")
+		reason = "client closed TCP connection"
+		attrs = append(attrs, "reason", reason)
 	default:
-		attrs = append(attrs, "reason", "error", "err", err)
+		reason = "error"
+		attrs = append(attrs, "reason", reason, "err", err)
 	}
 	attrs = append(attrs, "duration", time.Duration(time.Now().UnixNano()-c.connectedAt).Round(time.Millisecond))
 	c.s.log.Info("connection closed", attrs...)
+	c.connEvent(false, reason)
+}
+
+// connEvent reports connection.created (created) or connection.closed
+// with reason to the core's event bus (exchange/event).
+func (c *conn) connEvent(created bool, reason string) {
+	if created {
+		c.s.sys.connects.Add(1) // $SYS/broker/load/connections (sys.go)
+	}
+	ev := c.s.b.Events()
+	if !ev.On() || c.vh == nil {
+		return
+	}
+	proto := "MQTT 3.1.1"
+	switch c.version {
+	case 3:
+		proto = "MQTT 3.1"
+	case 5:
+		proto = "MQTT 5.0"
+	}
+	_, tls := c.nc.(interface{ ConnectionState() tls.ConnectionState })
+	e := &event.Conn{Name: c.name, Protocol: proto, VHost: c.vh.Name(), Peer: c.peer(), Local: c.nc.LocalAddr().String(),
+		SSL: tls, AuthMechanism: c.authMethod, ClientProperties: map[string]any{"client_id": c.clientID},
+		UserProvidedName: c.clientID, ConnectedAt: time.Unix(0, c.connectedAt)}
+	if c.user != nil {
+		e.User = c.user.Name()
+	}
+	if created {
+		ev.ConnectionCreated(e)
+	} else {
+		ev.ConnectionClosed(e, reason)
+	}
 }
 
 // hexCode writes an MQTT reason code as the specification does ("0x87").

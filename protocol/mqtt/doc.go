@@ -17,6 +17,10 @@
 //     mqtt-shared-<g>-<f> shared by every member of the group.
 //   - Retained messages live in the store and in memory, per vhost, and are
 //     delivered to matching (also wildcard) subscriptions on SUBSCRIBE.
+//   - Mosquitto's $SYS/broker/... topics (sys.go) are this node's, sent
+//     every Config.SysInterval outside the core to subscriptions whose
+//     filter begins with "$"; "#" and "+" never match a "$" topic, and a
+//     client's PUBLISH to one is refused.
 //   - Auth: a CONNECT without credentials logs in as the configured
 //     anonymous user (RabbitMQ's mqtt.allow_anonymous) or is refused with
 //     bad user name or password; a will needs write permission on the
@@ -75,8 +79,9 @@
 //
 // Lock order: Server.mu → session.mu → conn.outMu. None of them is held
 // while calling into the core, except that Sink.Deliver takes conn.outMu
-// under the core's queue lock. retainedStore.mu and session.saveMu are
-// never held with another; no lock but saveMu is held across a store
+// under the core's queue lock; publishSys (sys.go) takes Server.mu then
+// each session.mu, and sysState.mu alone. retainedStore.mu and
+// session.saveMu are never held with another; no lock but saveMu is held across a store
 // write, and ApplyMeta (which a store write waits for, in a cluster)
 // never takes saveMu.
 package mqtt

@@ -72,6 +72,11 @@ func (c *conn) handlePublish(pk *packets.Packet, raw []byte, sm *sharedMsg) erro
 	if qos == 2 {
 		ackType = packets.Pubrec
 	}
+	if isSysTopic(topic) { // server topics (sys.go)
+		err := errSysPublish
+		c.logDenied("publish", topic, err)
+		return c.refusePublish(pk, ackType, codeNotAuthorized, err)
+	}
 	ex := c.s.cfg.Exchange
 	if err := c.s.users.Check(c.user, c.vh.Name(), auth.Write, "exchange", ex); err != nil {
 		c.logDenied("publish", topic, err)

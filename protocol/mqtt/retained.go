@@ -201,11 +201,11 @@ func (r *retainedStore) match(vh, filter string) []*retainedMsg {
 // retained writes a retained message for a new subscription, retain flag
 // set. A QoS >= 1 retained message takes a packet id but no core queue:
 // its PUBACK settles nothing.
-func (w *packetWriter) retained(msg *retainedMsg, sub *subscription) {
+func (w *packetWriter) retained(msg *retainedMsg, sub *subscription, retain bool) {
 	c := w.c
 	qos := min(msg.QoS, sub.QoS)
 	pk := packets.Packet{
-		FixedHeader:     packets.FixedHeader{Type: packets.Publish, Qos: qos, Retain: true},
+		FixedHeader:     packets.FixedHeader{Type: packets.Publish, Qos: qos, Retain: retain},
 		TopicName:       msg.Topic,
 		Payload:         msg.Payload,
 		ProtocolVersion: c.version,
@@ -236,4 +236,15 @@ func (w *packetWriter) retained(msg *retainedMsg, sub *subscription) {
 		c.inflight.del(pk.PacketID)
 		c.infMu.Unlock()
 	}
+}
+
+// count is the number of retained messages of every vhost.
+func (r *retainedStore) count() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	n := 0
+	for _, m := range r.m {
+		n += len(m)
+	}
+	return n
 }

@@ -82,6 +82,11 @@ type Config struct {
 	// Tracer records OpenTelemetry spans of traced messages (package
 	// tracing); nil is tracing off.
 	Tracer *tracing.Tracer
+	// SysInterval is how often the $SYS/broker/... topics are sent
+	// (sys.go); 0 disables them.
+	SysInterval time.Duration
+	// Version is the broker's version, in $SYS/broker/version.
+	Version string
 }
 
 func (c *Config) defaults() {
@@ -136,6 +141,7 @@ type Server struct {
 	seq      atomic.Uint64
 
 	retained *retainedStore
+	sys      *sysState // $SYS topics (sys.go)
 }
 
 // NewServer creates an MQTT server over the core, the user database and
@@ -159,6 +165,7 @@ func NewServer(cfg Config, b *exchange.Broker, users *auth.Users, st MetaStore, 
 	if err := s.loadSessions(); err != nil {
 		return nil, err
 	}
+	s.startSys()
 	return s, nil
 }
 
@@ -191,6 +198,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		sessions = append(sessions, se)
 	}
 	s.mu.Unlock()
+	s.stopSys()
 	err := s.conns.Shutdown(ctx, func(c *conn) { c.serverDisconnect(codeServerShuttingDown) })
 	for _, se := range sessions {
 		se.stopTimers()

@@ -105,6 +105,9 @@ func (c *conn) handleSubscribe(pk *packets.Packet) error {
 		for _, r := range c.s.retained.match(c.vh.Name(), a.sub.Filter) {
 			c.push(outItem{kind: itemRetained, ret: r, sub: a.sub})
 		}
+		for _, r := range c.s.sysMatch(a.sub.Filter) {
+			c.push(outItem{kind: itemRetained, ret: r, sub: a.sub})
+		}
 	}
 	return nil
 }
@@ -189,6 +192,9 @@ func (c *conn) persistSubs() error {
 // bindAndConsume makes sure the subscription's queue exists, is bound and
 // is consumed by this connection.
 func (c *conn) bindAndConsume(sub *subscription) error {
+	if sub.Share == "" && isSysTopic(sub.Filter) {
+		return nil // served by sys.go, never through the core
+	}
 	se := c.se
 	se.mu.Lock()
 	durable := se.persistent

@@ -23,6 +23,7 @@ const (
 	itemDelivery            // a core delivery to turn into PUBLISH
 	itemRetained            // a retained message for a new subscription
 	itemPingresp            // PINGRESP (two bytes: no packets.Packet for each PINGREQ)
+	itemSys                 // a $SYS value for an established subscription (sys.go)
 )
 
 // outItem is one entry of a connection's outbound list.
@@ -267,7 +268,9 @@ func (w *packetWriter) write(it *outItem) {
 	case itemDelivery:
 		w.delivery(it.d)
 	case itemRetained:
-		w.retained(it.ret, it.sub)
+		w.retained(it.ret, it.sub, true)
+	case itemSys:
+		w.retained(it.ret, it.sub, false)
 	case itemPingresp:
 		w.out(append(w.small[:0], packets.Pingresp<<4, 0))
 	}

@@ -1,6 +1,7 @@
 package stomp
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/exchange/event"
 	"github.com/trident-broker/trident/protocol/frontend"
 	"github.com/trident-broker/trident/protocol/stomp/frame"
 )
@@ -65,6 +67,33 @@ func (c *conn) logAccepted(f *frame.Frame) {
 
 func (c *conn) logAuthenticated() {
 	c.log.Info("connection authenticated", append(c.who(), "login", c.lg.loginName, "version", c.version.String())...)
+	c.connEvent(true, "")
+}
+
+// connEvent reports connection.created (created) or connection.closed
+// with reason to the core's event bus (exchange/event).
+func (c *conn) connEvent(created bool, reason string) {
+	ev := c.s.b.Events()
+	if !ev.On() || c.vh == nil {
+		return
+	}
+	ssl := false
+	if t, ok := c.t.(*tcpTransport); ok {
+		_, ssl = t.nc.(*tls.Conn)
+	} else if w, ok := c.t.(*wsTransport); ok {
+		ssl = w.tls != nil
+	}
+	e := &event.Conn{Name: c.name, Protocol: "STOMP " + c.version.String(), VHost: c.vh.Name(), Peer: c.t.remote(),
+		Local: c.t.local(), SSL: ssl, AuthMechanism: "PLAIN", ClientProperties: map[string]any{"login": c.lg.loginName},
+		ConnectedAt: c.connectedAt}
+	if c.user != nil {
+		e.User = c.user.Name()
+	}
+	if created {
+		ev.ConnectionCreated(e)
+	} else {
+		ev.ConnectionClosed(e, reason)
+	}
 }
 
 // logError logs the ERROR frame e, sent because of err, once: a denial as
@@ -104,4 +133,5 @@ func (c *conn) logClosed(err error) {
 		reason = "error: " + err.Error()
 	}
 	c.log.Info("connection closed", append(c.who(), "reason", reason, "duration", time.Since(c.connectedAt).Round(time.Millisecond))...)
+	c.connEvent(false, reason)
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/trident-broker/trident/cmd/internal/version"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/mqtt"
 	"github.com/trident-broker/trident/web"
@@ -83,6 +84,8 @@ func (n *Node) startMQTT() error {
 		MaxConnectSize:   c.MaxPacketSizeUnauthenticated,
 		AllowedOrigins:   n.cfg.HTTP.AllowedOrigins,
 		Tracer:           n.tracer,
+		SysInterval:      c.SysInterval,
+		Version:          version.Version(),
 	}, n.broker, n.users, st, n.log.With("component", "mqtt"))
 	if err != nil {
 		return fmt.Errorf("node: mqtt: %w", err)

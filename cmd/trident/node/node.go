@@ -125,7 +125,7 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 		n.metaStore = meta.Wrap(n.store, replicatedKey)
 		st = n.metaStore
 	}
-	n.broker, err = exchange.New(st, log.With("component", "core"))
+	n.broker, err = exchange.New(st, log.With("component", "core"), exchange.WithEventVHost(cfg.EventExchange.VHost))
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -139,6 +139,7 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	n.users.SetEvents(n.broker.Events())
 	if err := n.broker.EnsureVHost(cfg.DefaultVHost); err != nil {
 		return nil, fmt.Errorf("node: default vhost %q: %w", cfg.DefaultVHost, err)
 	}
