@@ -22,7 +22,7 @@ func (f *gateFSM) Apply(*raft.Log) any {
 	return nil
 }
 func (f *gateFSM) Snapshot() (raft.FSMSnapshot, error) { return nil, raft.ErrNothingNewToSnapshot }
-func (f *gateFSM) Restore(io.ReadCloser) error        { return nil }
+func (f *gateFSM) Restore(io.ReadCloser) error         { return nil }
 
 // TestLogShutdownAnswersEveryAppend: Raft shuts down while committed
 // batches wait for its FSM (hashicorp/raft leaves those futures
