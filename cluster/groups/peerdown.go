@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/trident-broker/trident/cluster/mux"
 )
 
 // A leader's node that dies is seen at once by its followers' nodes
@@ -48,7 +50,8 @@ const (
 
 // lost is called when an accepted heartbeat connection from the node at
 // addr, which carried heartbeats, ends: if a new dial to addr is
-// refused, the node's groups that follow it elect.
+// refused (or its mux no longer has the heartbeat stream: its groups are
+// closed, it is stopping), the node's groups that follow it elect.
 func (h *heartbeats) lost(addr string) {
 	if addr == "" || h.down == nil {
 		return
@@ -59,8 +62,9 @@ func (h *heartbeats) lost(addr string) {
 			c.Close()
 			return
 		}
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			break
+		var re *mux.RefusedError
+		if errors.Is(err, syscall.ECONNREFUSED) || (errors.As(err, &re) && re.Status == mux.StatusUnknownStream) {
+			break // no process there, or one whose groups are closed
 		}
 		// A process being killed may still take the connection and
 		// then reset it (or close it): ask again, a few times.

@@ -79,14 +79,18 @@ func TestPeerDownElects(t *testing.T) {
 }
 
 // TestPeerLostProbe: a closed heartbeat connection makes the node's
-// groups elect only if the peer's address refuses a dial: a live peer,
-// or one that does not answer, does not.
+// groups elect only if the peer's address refuses a dial or runs no
+// groups (no heartbeat stream): a live peer, or one that does not
+// answer, does not.
 func TestPeerLostProbe(t *testing.T) {
 	a := startNode(t, "a", t.TempDir(), "127.0.0.1:0")
 	b := startNode(t, "b", t.TempDir(), "127.0.0.1:0")
 	defer a.stop(t)
 	defer b.stop(t)
 	if _, err := a.host.Start("q/1", &listFSM{}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.host.Start("q/1", &listFSM{}, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	var down []string
@@ -106,6 +110,13 @@ func TestPeerLostProbe(t *testing.T) {
 	if len(down) != 1 || down[0] != gone {
 		t.Fatalf("a refused address: down %v, want [%s]", down, gone)
 	}
+	// A node whose groups are closed (its mux has no heartbeat stream).
+	c := startNode(t, "c", t.TempDir(), "127.0.0.1:0")
+	defer c.stop(t)
+	a.host.hb.lost(c.mux.Addr())
+	if len(down) != 2 || down[1] != c.mux.Addr() {
+		t.Fatalf("a node without groups: down %v, want it reported", down)
+	}
 	// A listener that takes the connection and never answers is not
 	// a dead process (a frozen or overloaded one is left to raft).
 	ln, err = net.Listen("tcp", "127.0.0.1:0")
@@ -123,7 +134,7 @@ func TestPeerLostProbe(t *testing.T) {
 		}
 	}()
 	a.host.hb.lost(ln.Addr().String())
-	if len(down) != 1 {
+	if len(down) != 2 {
 		t.Fatalf("a peer that does not answer reported down: %v", down)
 	}
 }
