@@ -1,5 +1,7 @@
 package exchange
 
+import "time"
+
 // A queue becomes a proxy when its messages live on another node (see
 // cluster.go) and local again when they come here (a quorum queue whose
 // leadership moved to this node). In either direction the messages held
@@ -191,17 +193,64 @@ func (q *Queue) resetRemote(r Remote) {
 	q.unlock()
 }
 
-// getRemote is basic.get on a proxy.
-func (q *Queue) getRemote(r Remote, noAck bool) (Delivery, bool) {
-	m, tag, redelivered, remaining, ok, err := r.Get(noAck)
-	if err != nil || !ok {
-		if err != nil {
-			q.vh.b.log.Warn("remote basic.get failed", "queue", q.name, "err", err)
+// getOwnerWait bounds how long basic.get on a proxy waits for an owner
+// that answers (Fetch): a quorum queue's failover takes well under a
+// second when the leader's process died (cluster/groups, peerdown.go)
+// and two to four seconds when its node was cut off.
+const getOwnerWait = 5 * time.Second
+
+// getOwnerPoll is how often a waiting basic.get looks for a new owner;
+// getOwnerRetry how often it asks the same one again.
+const (
+	getOwnerPoll  = 20 * time.Millisecond
+	getOwnerRetry = 250 * time.Millisecond
+)
+
+// getRemote is basic.get on a proxy: Fetch. It runs without q.mu; the
+// wait for an owner has Fetch's caller as owner and getOwnerWait as
+// deadline.
+func (q *Queue) getRemote(r Remote, noAck bool) (Delivery, bool, error) {
+	deadline := time.Now().Add(getOwnerWait)
+	for {
+		m, tag, redelivered, remaining, ok, err := r.Get(noAck)
+		if err == nil {
+			if !ok {
+				q.counters.getEmpty.Add(1)
+				q.vh.counters.getEmpty.Add(1)
+				return Delivery{}, false, nil
+			}
+			return q.gotRemote(m, tag, redelivered, remaining, noAck), true, nil
 		}
-		q.counters.getEmpty.Add(1)
-		q.vh.counters.getEmpty.Add(1)
-		return Delivery{}, false
+		// The owner did not answer: wait for another, or for it again.
+		asked := time.Now()
+		for {
+			if time.Now().After(deadline) {
+				q.vh.b.log.Warn("remote basic.get failed", "queue", q.name, "err", err, "waited", getOwnerWait)
+				return Delivery{}, false, errorf(KindResourceError,
+					"basic.get on queue '%s' in vhost '%s': its leader did not answer within %v (%v)", q.name, q.vh.name, getOwnerWait, err)
+			}
+			time.Sleep(getOwnerPoll)
+			q.mu.Lock()
+			if q.deleted {
+				q.mu.Unlock()
+				return Delivery{}, false, errorf(KindNotFound, "no queue '%s' in vhost '%s'", q.name, q.vh.name)
+			}
+			nr := q.remoteLocked()
+			if nr == nil { // this node owns it now
+				d, ok := q.getLocked(noAck)
+				return d, ok, nil
+			}
+			q.mu.Unlock()
+			if nr != r || time.Since(asked) >= getOwnerRetry {
+				r = nr
+				break
+			}
+		}
 	}
+}
+
+// gotRemote records a message basic.get took from the owner.
+func (q *Queue) gotRemote(m *Message, tag uint64, redelivered bool, remaining int, noAck bool) Delivery {
 	q.mu.Lock()
 	e := entry{msg: m, seq: q.takeSeq(), up: tag, deliveries: 1}
 	if redelivered {
@@ -213,5 +262,5 @@ func (q *Queue) getRemote(r Remote, noAck bool) (Delivery, bool) {
 	}
 	d := Delivery{Queue: q, Msg: m, Seq: q.toDelivery(e.seq), Redelivered: redelivered, Remaining: remaining}
 	q.mu.Unlock()
-	return d, true
+	return d
 }

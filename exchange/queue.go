@@ -770,16 +770,36 @@ func (q *Queue) Reject(seqs []uint64, requeue bool) {
 }
 
 // Get takes one message (basic.get). With noAck false the message stays
-// unacked until Ack or Reject.
+// unacked until Ack or Reject. It is Fetch without Fetch's error (ok
+// false then too).
 func (q *Queue) Get(noAck bool) (Delivery, bool) {
+	d, ok, _ := q.Fetch(noAck)
+	return d, ok
+}
+
+// Fetch is basic.get: it takes one message; ok false with a nil error
+// when the queue is empty. It never answers empty for want of an
+// answer: on a proxy whose owner does not answer (its node is gone, a
+// quorum queue's leader is being elected) it waits, at most
+// getOwnerWait, for the queue's owner to change (a new leader located,
+// or this node leading it) and asks again, and then fails with a
+// KindResourceError error (a channel error: the client may retry).
+func (q *Queue) Fetch(noAck bool) (Delivery, bool, error) {
 	if q.st != nil {
-		return Delivery{}, false // refused by the front ends first (CheckGet)
+		return Delivery{}, false, nil // refused by the front ends first (CheckGet)
 	}
 	q.mu.Lock()
 	if r := q.remoteLocked(); r != nil {
 		q.mu.Unlock()
 		return q.getRemote(r, noAck)
 	}
+	d, ok := q.getLocked(noAck)
+	return d, ok, nil
+}
+
+// getLocked is Get on a queue whose messages are here. Called under
+// q.mu, which it releases.
+func (q *Queue) getLocked(noAck bool) (Delivery, bool) {
 	now := nowNano()
 	q.lastUsed = now
 	e, ok := q.cmdTake(now)

@@ -275,8 +275,12 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request, u *auth.Use
 	out := []map[string]any{}
 	var seqs []uint64
 	for i := 0; i < count; i++ {
-		d, ok := q.Get(false)
-		if !ok {
+		d, ok, err := q.Fetch(false)
+		if err != nil && len(seqs) == 0 {
+			coreError(w, err) // the queue's leader did not answer: not an empty queue
+			return
+		}
+		if err != nil || !ok {
 			break
 		}
 		seqs = append(seqs, d.Seq)

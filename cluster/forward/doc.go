@@ -32,8 +32,13 @@
 //     done(ErrNacked) if it refused it (the queue rejects publishes, or is
 //     not there: a message routed nowhere is refused, not confirmed);
 //     done(ErrConnectionLost) when the connection fails before the
-//     confirm or the peer cannot be reached (nothing is retried: the
-//     outcome is unknown, and the core reports it to its publisher);
+//     confirm (nothing is retried: the outcome is unknown, and the core
+//     reports it to its publisher), or when the peer cannot be reached
+//     for unsentWait (2 s): a publish that never left this node because
+//     its owner refused connections (a leader whose process died) waits
+//     with those waiting for the queue's location and goes to the node
+//     the Locator names next, so a quorum queue's failover nacks only
+//     what was on the wire when the leader died;
 //     done(ErrHeader) for a header value the codec cannot carry. done
 //     runs on another goroutine, exactly once.
 //   - Flow control is credit. The Server grants each hop of a connection

@@ -28,6 +28,12 @@ var (
 	// ErrConnectionLost: the connection to the owning node failed before
 	// the outcome was known.
 	ErrConnectionLost = errors.New("forward: connection to the owning node lost")
+	// ErrUnsent: the owning node could not be reached, and the message
+	// never left this node (it is joined with ErrConnectionLost). A
+	// Remote keeps such a publish, with those waiting for the queue's
+	// location, until the queue's owner can be reached or changes, for at
+	// most unsentWait from its first failure (remote.go).
+	ErrUnsent = errors.New("forward: owning node unreachable, message not sent")
 	// ErrTooManyHops: the message was forwarded MaxHops times already
 	// (the nodes disagree for a moment about where its queue lives).
 	ErrTooManyHops = errors.New("forward: message forwarded too many times")

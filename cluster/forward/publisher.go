@@ -1,6 +1,7 @@
 package forward
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -41,6 +42,9 @@ type pubReq struct {
 	queue string
 	meta  uint64 // the metadata index it carries, 0 for none (Forwarder.SetMetaIndex)
 	done  func(error)
+	// unsentSince: when the publish first failed unsent (ErrUnsent),
+	// zero if it has not; a Remote keeps it for locateWait from then.
+	unsentSince time.Time
 }
 
 func newPublisher(l *link) *publisher {
@@ -193,6 +197,9 @@ func (p *publisher) send(hop int, rs []pubReq) []pubReq {
 	for attempt := 0; ; attempt++ {
 		c, err := p.l.connection()
 		if err != nil {
+			if attempt == 0 && !errors.Is(err, ErrVersion) && !errors.Is(err, ErrClosed) {
+				err = errors.Join(ErrUnsent, err) // none of rs went on a connection
+			}
 			p.fail(hop, rs, err)
 			return nil
 		}

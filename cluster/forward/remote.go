@@ -1,6 +1,7 @@
 package forward
 
 import (
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -87,6 +88,12 @@ const (
 	locateWait  = 5 * time.Second
 	locateRetry = 50 * time.Millisecond
 	maxWaiting  = MaxPending
+	// unsentWait is how long a publish that could not be sent because
+	// its owner was unreachable is kept for the next one (keepUnsent): a
+	// quorum queue's leader whose process died is replaced well within
+	// it (cluster/groups, peerdown.go); a classic queue whose home is
+	// down is nacked after it.
+	unsentWait = 2 * time.Second
 )
 
 type settle struct {
@@ -147,12 +154,64 @@ func (r *remote) PublishPaced(m *exchange.Message, done func(error)) (wait func(
 		go done(ErrClosed)
 		return nil
 	}
-	meta, done := r.metaIndex(addr, done)
-	if l.pub.publish(pubReq{m: m, vhost: r.vhost, queue: r.queue, meta: meta, done: r.tracked(addr, done)}) {
+	if r.send(l, addr, pubReq{m: m, vhost: r.vhost, queue: r.queue, done: done}) {
 		hop := int(m.Hops)
 		return func() { l.pub.waitRoom(hop) }
 	}
 	return nil
+}
+
+// send hands w, whose done is the core's, to link l towards addr, with
+// the metadata index it carries and its confirm tracked; a publish the
+// link fails unsent (ErrUnsent) comes back to the Remote (keepUnsent)
+// rather than to the core. It reports whether the link's budget is
+// full (PublishPaced).
+func (r *remote) send(l *link, addr string, w pubReq) bool {
+	core, since := w.done, w.unsentSince
+	m := w.m
+	done := func(err error) {
+		if errors.Is(err, ErrUnsent) && r.keepUnsent(m, core, since, err) {
+			return
+		}
+		core(err)
+	}
+	w.meta, done = r.metaIndex(addr, done)
+	w.done = r.tracked(addr, done)
+	return l.pub.publish(w)
+}
+
+// keepUnsent takes back a publish that never left this node because its
+// owner could not be reached (a quorum queue's leader whose process
+// died, until its successor is located): it waits with the publishes
+// waiting for the queue's location, and goes to whichever node the
+// Locator names next (or, handed back, to this node's queue), instead of
+// being nacked. false (the caller fails it) once it has been kept for
+// unsentWait since it first failed, when too many wait, or when the
+// Remote is closed.
+func (r *remote) keepUnsent(m *exchange.Message, done func(error), since time.Time, err error) bool {
+	if since.IsZero() {
+		since = time.Now()
+	} else if time.Since(since) > unsentWait {
+		return false
+	}
+	r.mu.Lock()
+	if later := r.later; later != nil {
+		r.mu.Unlock()
+		later(m, done)
+		return true
+	}
+	if r.closed || len(r.waiting) >= maxWaiting {
+		r.mu.Unlock()
+		return false
+	}
+	r.waiting = append(r.waiting, pubReq{m: m, vhost: r.vhost, queue: r.queue, done: done, unsentSince: since})
+	start := !r.locating
+	r.locating = true
+	r.mu.Unlock()
+	if start {
+		go r.relocate(err)
+	}
+	return true
 }
 
 // metaIndex returns the metadata index a publish to addr carries, 0 once
@@ -216,9 +275,7 @@ func (r *remote) relocate(err error) {
 					// publish never waits (a budget overrun is waited
 					// for by the next publishes, outside core locks).
 					for _, w := range r.waiting {
-						w.meta, w.done = r.metaIndex(addr, w.done)
-						w.done = r.tracked(addr, w.done)
-						l.pub.publish(w)
+						r.send(l, addr, w)
 					}
 					r.waiting, r.locating = nil, false
 					r.mu.Unlock()

@@ -433,7 +433,10 @@ func (c *sconn) get(f *frame.Get) frame.Frame {
 	if err != nil {
 		return &frame.Result{Req: f.Req, Err: err.Error()}
 	}
-	d, ok := q.Get(f.NoAck)
+	d, ok, err := q.Fetch(f.NoAck)
+	if err != nil {
+		return &frame.Result{Req: f.Req, Err: err.Error()}
+	}
 	if !ok {
 		return &frame.Result{Req: f.Req}
 	}

@@ -17,6 +17,13 @@
 //     (DefaultTiming, the metadata group's): a leader that dies is
 //     replaced within about one to two seconds. A quorum queue's group
 //     runs QuorumTiming (below): replaced within about two to four.
+//   - A leader whose process dies while its host stays up (kill -9, a
+//     crash, a stop) is replaced in well under a second whatever the
+//     timers (peerdown.go): its coalesced heartbeat connections close,
+//     a dial to it is refused, and one surviving member of each group
+//     it led stands for election at once, as a leadership transfer's
+//     target does. A peer that is only slow, frozen or cut off is left
+//     to raft's timers, so load never causes an election this way.
 //   - A group's heartbeats (and only its heartbeats) travel on the node's
 //     coalesced heartbeat stream, every other RPC on the group's own
 //     stream; a heartbeat is answered by the group's raft heartbeat

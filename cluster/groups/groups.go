@@ -268,6 +268,7 @@ func (h *Host) Start(name string, fsm raft.FSM, o Options) (*raft.Raft, error) {
 	}
 	if h.hb == nil {
 		h.hb = newHeartbeats(h.c.Mux, h.c.Log.With("component", "raft-heartbeats"))
+		h.hb.down = h.peerDown
 	}
 	if err := h.hb.listen(); err != nil {
 		return nil, fmt.Errorf("groups: heartbeats: %w", err)

@@ -61,6 +61,10 @@ type heartbeats struct {
 	peers    map[string]*hbPeer
 	accepted map[net.Conn]struct{}
 	stop     chan struct{} // closed by close: the keepalive loop ends
+
+	// down, if set, is told the advertised address of a node whose
+	// process is gone (peerdown.go). Set before listen.
+	down func(addr string)
 }
 
 func newHeartbeats(m *mux.Mux, log *slog.Logger) *heartbeats {
@@ -406,6 +410,7 @@ func (h *heartbeats) serve(c net.Conn) {
 		h.mu.Unlock()
 	}()
 	var out []byte
+	beats := false // a raft heartbeat came in on c (not only probes)
 	respCh := make(chan raft.RPCResponse, 1)
 	err := readFrames(c, func(kind byte, body []byte) error {
 		if kind != hbRequest {
@@ -415,6 +420,7 @@ func (h *heartbeats) serve(c net.Conn) {
 		if err != nil {
 			return err
 		}
+		beats = beats || r.req.Term != 0
 		out = appendHBResp(out, h.handle(&r, respCh))
 		return nil
 	}, func() error {
@@ -428,6 +434,12 @@ func (h *heartbeats) serve(c net.Conn) {
 	})
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		h.log.Debug("coalesced heartbeats from a peer ended", "err", err)
+	}
+	h.mu.Lock()
+	closed := h.closed
+	h.mu.Unlock()
+	if beats && !closed {
+		go h.lost(mux.PeerAddr(c))
 	}
 }
 

@@ -3,6 +3,7 @@ package quorum
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -289,7 +290,7 @@ func (l *Log) wait() {
 	defer l.wg.Done()
 	for b := range l.inflight {
 		if b.fut != nil {
-			b.err = b.fut.Error()
+			b.err = l.futureError(b.fut)
 			if b.err == nil {
 				if err, ok := b.fut.Response().(error); ok {
 					b.err = err
@@ -318,6 +319,39 @@ func (l *Log) wait() {
 	l.waitDone = true
 	l.ncond.Signal()
 	l.nmu.Unlock()
+}
+
+// shutdownPoll is how often a batch's wait for its future looks whether
+// Raft has shut down.
+const shutdownPoll = 100 * time.Millisecond
+
+// futureError is f.Error(), or raft.ErrRaftShutdown once Raft has shut
+// down without resolving f: hashicorp/raft never answers the futures of
+// committed entries still queued for its FSM when it shuts down (its FSM
+// goroutine returns and leaves them in its channel), and a done callback
+// must always come. Such an entry may be committed: the caller treats
+// the error as an unknown outcome (a publisher is nacked and
+// republishes).
+func (l *Log) futureError(f raft.ApplyFuture) error {
+	ch := make(chan error, 1)
+	go func() { ch <- f.Error() }()
+	t := time.NewTicker(shutdownPoll)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-ch:
+			return err
+		case <-t.C:
+			if l.r.State() == raft.Shutdown {
+				select {
+				case err := <-ch:
+					return err
+				default:
+					return raft.ErrRaftShutdown
+				}
+			}
+		}
+	}
 }
 
 // fail records the Log's first failure.

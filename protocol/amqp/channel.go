@@ -624,7 +624,10 @@ func (ch *channel) get(m *wire.BasicGet) error {
 	// Take the message first (the queue's lock comes before dmu in the
 	// lock order), then assign its tag under dmu so that tags reach the
 	// client in order with deliveries.
-	d, ok := q.Get(m.NoAck)
+	d, ok, err := q.Fetch(m.NoAck)
+	if err != nil {
+		return err // the queue's leader did not answer: a channel error, never get-empty
+	}
 	if !ok {
 		ch.stats.getEmpty.Add(1)
 		ch.c.send(ch.id, &wire.BasicGetEmpty{})
