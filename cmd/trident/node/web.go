@@ -48,6 +48,7 @@ func (n *Node) startHTTP() error {
 		Shovels:       n.shovels,
 		ClusterName:   n.cfg.Cluster.Name,
 		ClusterNames:  clusterNames{n},
+		Maintenance:   n.drainer,
 
 		MaxDefinitionsBody: int64(n.cfg.HTTP.MaxDefinitionsBody),
 	})
