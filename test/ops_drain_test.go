@@ -212,4 +212,3 @@ func TestDrainReviveCluster(t *testing.T) {
 		})
 	}
 }
-

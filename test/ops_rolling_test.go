@@ -64,7 +64,7 @@ func (p *rollingPublisher) run(node int) {
 			return
 		}
 		nd := p.nodes[node]
-		node = (node + 1) % len(p.nodes)
+		node = (node + 1) % len(p.nodes) // the node restarted next: it always publishes through the node that stops
 		conn, err := amqp.DialConfig(nd.url(), amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
 		if err != nil {
 			time.Sleep(50 * time.Millisecond)
@@ -314,4 +314,3 @@ func joinSorted(s []string) string {
 	}
 	return out
 }
-

@@ -30,6 +30,8 @@ type Clients interface {
 	// each with its protocol's goodbye and reason, and returns how many
 	// it closed.
 	CloseClients(reason string) int
+	// OpenClients counts the client connections still open.
+	OpenClients() int
 }
 
 // Config is what a Drainer works on. Gate and Clients are required;
@@ -140,6 +142,43 @@ func (d *Drainer) Revive() error {
 	d.c.Log.Warn("maintenance mode off: client listeners accept again")
 	return nil
 }
+
+// Quiesce is a stop's first step, RabbitMQ's drain order without the
+// recorded state: the client listeners stop accepting and the client
+// connections close (their publishers reconnect to other nodes and
+// publish again what was not confirmed), then the node's Raft
+// leaderships go to other voters, bounded by ctx. The node is about to
+// stop: its listeners are not resumed.
+func (d *Drainer) Quiesce(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.c.Gate.Suspend()
+	closed := d.c.Clients.CloseClients(ShutdownReason)
+	// Until they are gone (bounded): a publish that a hand-over fails
+	// must not be nacked to a client still connected, which would not
+	// republish it elsewhere.
+	wait, stop := time.NewTicker(20*time.Millisecond), time.After(clientsGoneWait)
+	defer wait.Stop()
+	for open := d.c.Clients.OpenClients(); open > 0; open = d.c.Clients.OpenClients() {
+		select {
+		case <-wait.C:
+			continue
+		case <-stop:
+		case <-ctx.Done():
+		}
+		d.c.Log.Warn("stopping: client connections still open before the hand-over", "connections", open)
+		break
+	}
+	d.c.Log.Info("stopping: client connections closed", "connections", closed)
+	return d.HandOver(ctx)
+}
+
+// clientsGoneWait bounds Quiesce's wait for closed clients to go.
+const clientsGoneWait = time.Second
+
+// ShutdownReason is what Quiesce tells closed client connections, as
+// RabbitMQ says it when it stops.
+const ShutdownReason = "broker forced connection closure with reason 'shutdown'"
 
 // handOverParallel bounds the leadership transfers in flight at once.
 const handOverParallel = 16

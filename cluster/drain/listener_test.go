@@ -104,6 +104,7 @@ func TestGateListenWhileSuspended(t *testing.T) {
 type countClients struct{ n atomic.Int32 }
 
 func (c *countClients) CloseClients(string) int { c.n.Add(1); return 0 }
+func (c *countClients) OpenClients() int        { return 0 }
 
 // Drain records the state in its file, Restore applies it on the next
 // start, Revive clears it.

@@ -54,15 +54,16 @@ func (n *Node) clientListen(addr string) (net.Listener, error) {
 // Maintenance is the node's maintenance mode, for the management API.
 func (n *Node) Maintenance() *drain.Drainer { return n.drainer }
 
-// handOver gives away the node's Raft leaderships before it stops,
-// bounded by shutdownHandOver and ctx.
+// handOver, on Close, closes the client connections and gives the
+// node's Raft leaderships to other voters before anything else stops,
+// bounded by shutdownHandOver and ctx (drain.Drainer.Quiesce).
 func (n *Node) handOver(ctx context.Context) {
 	if n.drainer == nil || n.Groups() == nil || ctx.Err() != nil {
 		return
 	}
 	hctx, cancel := context.WithTimeout(ctx, shutdownHandOver)
 	defer cancel()
-	if err := n.drainer.HandOver(hctx); err != nil {
+	if err := n.drainer.Quiesce(hctx); err != nil {
 		n.log.Warn("shutdown: some leaderships were not handed over", "err", err)
 	}
 }
@@ -140,3 +141,5 @@ func (n *Node) tlsRaw(key, addr string) (net.Listener, error) {
 	}
 	return n.clientListen(addr)
 }
+
+func (c clientCloser) OpenClients() int { return len(connections(c).ListConnections()) }

@@ -344,8 +344,9 @@ func (n *Node) Broker() *exchange.Broker { return n.broker }
 // Users returns the user database.
 func (n *Node) Users() *auth.Users { return n.users }
 
-// Close shuts the node down gracefully, in order: hand the Raft
-// leaderships this node holds to other voters (bounded), stop accepting
+// Close shuts the node down gracefully, in order: in a cluster, stop
+// accepting clients, close them and hand the Raft leaderships this node
+// holds to other voters (bounded), then stop accepting
 // connections, close client connections (AMQP clients get connection.close
 // 320 CONNECTION_FORCED) waiting for them until ctx is done, close the core,
 // then flush and close the store. The store is closed even if ctx expires.
@@ -357,8 +358,8 @@ func (n *Node) Close(ctx context.Context) error {
 
 func (n *Node) close(ctx context.Context) error {
 	var errs []error
-	// Leaders hand over first, while clients are still served: their
-	// publishes go on through the new leaders (drain.go).
+	// In a cluster, clients are closed and the Raft leaderships handed
+	// over first, as a drain does (drain.go).
 	n.handOver(ctx)
 	n.served.clear()
 	if n.stopWatch != nil {
