@@ -13,6 +13,11 @@
 //     is resumed or closed, so servers need not know about maintenance.
 //   - Drainer.Drain and HandOver are bounded by their context: a peer
 //     that does not take a leadership in time leaves it here (logged).
+//   - Quiesce is a stop's first step in a cluster (SIGTERM): the same
+//     sequence without the recorded state, after waiting (at most a
+//     second) for the closed clients to go, so that a publish the
+//     hand-over fails is not nacked to a client that would not publish
+//     it again elsewhere.
 //   - The drained state survives a restart: it is a marker file in the
 //     node's data directory (Drainer.Restore applies it at start), as
 //     RabbitMQ keeps it in the node's own state until "revive".

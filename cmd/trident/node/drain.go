@@ -83,11 +83,12 @@ func (n *Node) gossipDrained(drained bool) {
 	} else {
 		delete(m, maintenanceMetaKey)
 	}
-	go func() { // SetMeta waits for the gossip: not under the drainer's lock
-		if err := f.m.SetMeta(m, time.Second); err != nil {
-			n.log.Warn("maintenance: could not gossip the state", "err", err)
-		}
-	}()
+	// SetMeta waits (at most a second) for the broadcast; it runs under
+	// the drainer's own lock only, which orders a drain's and a revive's
+	// announcements, and under no core lock.
+	if err := f.m.SetMeta(m, time.Second); err != nil {
+		n.log.Warn("maintenance: could not gossip the state", "err", err)
+	}
 }
 
 // leaders is drain.Leaders over the groups host, once clustering runs.
