@@ -230,8 +230,21 @@ func TestRollingRestartNoLoss(t *testing.T) {
 	}
 	var restarts []restart
 	for _, nd := range nodes {
-		// As RabbitMQ's procedure: no quorum queue may depend on the
-		// node about to stop.
+		// As RabbitMQ's procedure: the queue has all its members again
+		// (a node that left is added back some time after it rejoins)
+		// and they have caught up, and no quorum queue depends on the
+		// node about to stop. Caught up is not visible in the API:
+		// a few seconds stand for it.
+		settle := time.Now()
+		eventually(t, 90*time.Second, queue+" to have 3 members", func() bool {
+			var q struct {
+				Members []string `json:"members"`
+			}
+			code, err := nodes[(nd.i+1)%3].tryAPI("GET", "/api/queues/%2F/"+queue, nil, &q)
+			return err == nil && code == 200 && len(q.Members) == 3
+		})
+		time.Sleep(5 * time.Second)
+		t.Logf("before stopping %s: waited %v for the queue's members", nd.name, time.Since(settle).Round(time.Second))
 		eventually(t, 90*time.Second, nd.name+" not quorum critical", func() bool {
 			code, _ := nd.tryAPI("GET", "/api/health/checks/node-is-quorum-critical", nil, nil)
 			return code == 200
