@@ -90,7 +90,9 @@ func (s *Server) localMemberJSON(m ClusterMember) map[string]any {
 	j["cluster_status"] = m.Status
 	j["gossip_addr"] = m.GossipAddr
 	for k, v := range m.Meta {
-		j[k+"_addr"] = v
+		if k != MaintenanceMetaKey {
+			j[k+"_addr"] = v
+		}
 	}
 	return j
 }
@@ -98,10 +100,12 @@ func (s *Server) localMemberJSON(m ClusterMember) map[string]any {
 func remoteMemberJSON(m ClusterMember) map[string]any {
 	j := map[string]any{
 		"name": m.Name, "type": "disc", "running": m.Running, "cluster_status": m.Status,
-		"gossip_addr": m.GossipAddr, "partitions": []any{}, "being_drained": false,
+		"gossip_addr": m.GossipAddr, "partitions": []any{}, "being_drained": m.Meta[MaintenanceMetaKey] != "",
 	}
 	for k, v := range m.Meta {
-		j[k+"_addr"] = v
+		if k != MaintenanceMetaKey {
+			j[k+"_addr"] = v
+		}
 	}
 	j["listeners"] = []listenerJSON{}
 	if m.Running {

@@ -88,6 +88,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, u *auth.User) 
 			"exchanges": t.exchanges, "queues": t.queues, "consumers": t.consumers},
 		"statistics_db_event_queue": 0,
 		"node":                      s.node,
+		"being_drained":             s.beingDrained(), // this node's maintenance mode (maintenance.go)
 		"listeners":                 s.clusterListenersJSON(),
 		"contexts":                  []map[string]any{{"node": s.node, "description": "RabbitMQ Management", "path": "/", "port": strconv.Itoa(s.httpPort())}},
 	})
@@ -146,7 +147,7 @@ func (s *Server) nodeJSON() map[string]any {
 		"processors": runtime.NumCPU(), "run_queue": 0,
 		"uptime":     time.Since(s.started).Milliseconds(),
 		"partitions": []any{}, "applications": []any{}, "enabled_plugins": []string{"rabbitmq_management", "rabbitmq_prometheus"},
-		"exchange_types": exchangeTypes, "being_drained": false, "rates_mode": "basic", "net_ticktime": 60,
+		"exchange_types": exchangeTypes, "being_drained": s.beingDrained(), "rates_mode": "basic", "net_ticktime": 60,
 		"config_files": []any{}, "log_files": []any{}, "cluster_links": []any{},
 		"listeners": s.listenersJSON(), // Trident's: RabbitMQ lists them in /api/overview only
 	}

@@ -109,6 +109,7 @@ func (s *Server) routes() {
 	s.healthRoutes(m, mon) // health.go
 	s.clusterOpsRoutes(m)  // clusterops.go: node-is-quorum-critical, forget a node, rebalance
 	s.featureFlagRoutes(m) // featureflags.go
+	s.maintenanceRoutes(m) // maintenance.go: drain, revive
 	m("GET /api/aliveness-test/{vhost}", mg, s.aliveness)
 	// Other paths, /api/ ones included, go to the UI's handler at "/",
 	// which answers unknown /api/ paths with the API's JSON 404.

@@ -77,6 +77,9 @@ type Options struct {
 	// FeatureFlags lists and enables the cluster's feature flags
 	// (featureflags.go); nil: none.
 	FeatureFlags FeatureFlags
+	// Maintenance is the node's maintenance mode (maintenance.go); nil:
+	// none, being_drained is false and drain/revive answer 503.
+	Maintenance Maintenance
 }
 
 // Server is the management API.
@@ -97,6 +100,8 @@ type Server struct {
 	cluster   Cluster
 	oauth     OAuthUI
 	shovels   Shovels
+	// maintenance is Options.Maintenance (maintenance.go).
+	maintenance Maintenance
 
 	clusterNameConf string           // clustername.go
 	clusterNames    ClusterNameStore // nil: not settable
@@ -127,6 +132,7 @@ func New(o Options) *Server {
 	s.cluster = o.Cluster
 	s.oauth = o.OAuth
 	s.shovels = o.Shovels
+	s.maintenance = o.Maintenance
 	s.version = o.Version
 	if s.version == "" {
 		s.version = "devel"

@@ -6,8 +6,10 @@
 //
 // Run "trident -h" for every flag, its environment variable and YAML key.
 // "trident healthcheck" asks a running node's health API (healthcheck.go).
-// SIGINT or SIGTERM shuts down gracefully (clients are told, the store is
-// flushed) within 10 seconds; a second signal exits at once. SIGHUP
+// SIGINT or SIGTERM shuts down gracefully (clients are told; in a cluster
+// the node then hands its Raft leaderships to other nodes, for at most 5
+// of the seconds; the store is flushed) within 10 seconds; a second signal
+// exits at once. SIGHUP
 // re-reads the TLS certificate, key and CA files.
 package main
 

@@ -324,6 +324,17 @@ func commandTable() []cmdDef {
 				return func() error { return c.featureFlagsList(o) }
 			}}, {kind: "enable", usage: "feature-flags enable NAME", about: "Refused while a node does not support the flag (an older release, or stopped).",
 				setup: func(c *command, o *opts) func() error { return func() error { return c.featureFlagsEnable(o) } }}}},
+		{name: "drain", args: "[NODE]", summary: "put a node into maintenance mode (as rabbitmq-upgrade drain)",
+			forms: []form{{usage: "drain [NODE]", about: "The node stops accepting client connections (AMQP, MQTT, STOMP and their TLS and\n" +
+				"WebSocket listeners; its HTTP API and cluster ports stay up), closes those it has (AMQP: 320\n" +
+				"CONNECTION_FORCED) and hands every quorum queue, stream and metadata leadership it holds to\n" +
+				"another node. It stays drained across a restart until revive. NODE defaults to the node\n" +
+				"--url points at; another node's drain must be sent to that node's own --url.",
+				setup: func(c *command, o *opts) func() error { return func() error { return c.maintenance(o, "drain") } }}}},
+		{name: "revive", args: "[NODE]", summary: "take a node out of maintenance mode (as rabbitmq-upgrade revive)",
+			forms: []form{{usage: "revive [NODE]", about: "The node accepts client connections again. Leaderships come back by elections or\n" +
+				"\"tridentctl rebalance quorum\". NODE defaults to the node --url points at.",
+				setup: func(c *command, o *opts) func() error { return func() error { return c.maintenance(o, "revive") } }}}},
 		{name: "check", args: "quorum-critical", summary: "fail if stopping this node would cost a quorum queue its majority",
 			forms: []form{{kind: "quorum-critical", usage: "check quorum-critical", setup: func(c *command, o *opts) func() error {
 				return func() error { return c.checkQuorumCritical(o) }

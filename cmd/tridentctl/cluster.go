@@ -67,3 +67,49 @@ func (cmd *command) checkQuorumCritical(o *opts) error {
 	fmt.Fprintln(cmd.o.w, "ok: no quorum queue depends on this node for its majority")
 	return nil
 }
+
+// maintenance is drain and revive (as rabbitmq-upgrade): POST
+// /api/nodes/NODE/drain or /revive on the node --url points at, which is
+// NODE when it is not given.
+func (cmd *command) maintenance(o *opts, op string) error {
+	if err := o.need(0, 1, "at most one NODE (default: the node --url points at)"); err != nil {
+		return err
+	}
+	node := ""
+	if len(o.args) == 1 {
+		node = o.args[0]
+	} else {
+		data, err := cmd.c.do("GET", "/api/overview", nil)
+		if err != nil {
+			return err
+		}
+		var ov struct {
+			Node string `json:"node"`
+		}
+		if err := json.Unmarshal(data, &ov); err != nil {
+			return err
+		}
+		node = ov.Node
+	}
+	n := object{kind: "node", name: node}
+	data, err := cmd.call(n, "POST", "/api/nodes/"+esc(node)+"/"+op, nil)
+	if err != nil {
+		return err
+	}
+	var v map[string]any
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	if cmd.o.format == "json" {
+		return cmd.o.json(v)
+	}
+	if op == "drain" {
+		fmt.Fprintln(cmd.o.w, n.String()+" is in maintenance mode (drained)")
+	} else {
+		fmt.Fprintln(cmd.o.w, n.String()+" revived: it accepts client connections again")
+	}
+	if w, ok := v["warning"].(string); ok {
+		fmt.Fprintln(cmd.o.w, "warning: "+w)
+	}
+	return nil
+}

@@ -206,6 +206,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// DisconnectAll closes every connection as Shutdown does (MQTT 5
+// clients get DISCONNECT 0x8B server shutting down) without waiting and
+// without stopping the listeners: a drained node (maintenance mode)
+// suspends those itself. It returns how many connections it closed.
+func (s *Server) DisconnectAll() int {
+	conns := s.conns.Snapshot()
+	for _, c := range conns {
+		c.serverDisconnect(codeServerShuttingDown)
+	}
+	return len(conns)
+}
+
 // ConnInfo describes a connection for management.
 type ConnInfo struct {
 	Name        string

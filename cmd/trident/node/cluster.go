@@ -135,6 +135,9 @@ func (n *Node) clusterMeta(host, raftAddr string) map[string]string {
 	if raftAddr != "" {
 		meta[discoveryRaftKey] = raftAddr
 	}
+	if n.drainer != nil && n.drainer.Draining() {
+		meta[maintenanceMetaKey] = "drained" // drain.go
+	}
 	addr := func(listen string) string {
 		h, p, err := net.SplitHostPort(listen)
 		if err != nil || p == "0" {

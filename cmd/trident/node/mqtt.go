@@ -92,12 +92,12 @@ func (n *Node) startMQTT() error {
 	}
 	f := &mqttFrontEnd{node: n, srv: srv, served: make(chan struct{})}
 	if c.Listen != "" {
-		if f.ln, err = net.Listen("tcp", c.Listen); err != nil {
+		if f.ln, err = n.clientListen(c.Listen); err != nil {
 			return fmt.Errorf("node: mqtt.listen: %w", err)
 		}
 	}
 	if c.WSListen != "" {
-		if f.wsLn, err = net.Listen("tcp", c.WSListen); err != nil {
+		if f.wsLn, err = n.clientListen(c.WSListen); err != nil {
 			if f.ln != nil {
 				f.ln.Close()
 			}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/cluster/discovery"
+	"github.com/trident-broker/trident/cluster/drain"
 	"github.com/trident-broker/trident/cluster/meta"
 	"github.com/trident-broker/trident/conf"
 	"github.com/trident-broker/trident/exchange"
@@ -73,6 +74,11 @@ type Node struct {
 
 	tls tlsState // the TLS listeners (tls.go)
 
+	// gate holds the client listeners a drain suspends; drainer is the
+	// maintenance mode (drain.go).
+	gate    *drain.Gate
+	drainer *drain.Drainer
+
 	served servedListeners // what the API lists (listeners.go)
 
 	stopWatch chan struct{} // stops the memory and disk alarms' watchers
@@ -104,6 +110,7 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
+	n.startDrainer() // before any client listener: a drained node stays so
 	dir := filepath.Join(cfg.DataDir, storeDir)
 	if err := n.openAudit(); err != nil {
 		return nil, err
@@ -294,7 +301,7 @@ func (n *Node) startAMQP() error {
 	var ln net.Listener
 	if c.Listen != "" { // else only amqp.tls_listen serves (tls.go)
 		var err error
-		if ln, err = net.Listen("tcp", c.Listen); err != nil {
+		if ln, err = n.clientListen(c.Listen); err != nil {
 			return fmt.Errorf("node: amqp.listen: %w", err)
 		}
 		n.amqpLn = ln
@@ -346,7 +353,9 @@ func (n *Node) Broker() *exchange.Broker { return n.broker }
 // Users returns the user database.
 func (n *Node) Users() *auth.Users { return n.users }
 
-// Close shuts the node down gracefully, in order: stop accepting
+// Close shuts the node down gracefully, in order: in a cluster, stop
+// accepting clients, close them and hand the Raft leaderships this node
+// holds to other voters (bounded), then stop accepting
 // connections, close client connections (AMQP clients get connection.close
 // 320 CONNECTION_FORCED) waiting for them until ctx is done, close the core,
 // then flush and close the store. The store is closed even if ctx expires.
@@ -358,6 +367,9 @@ func (n *Node) Close(ctx context.Context) error {
 
 func (n *Node) close(ctx context.Context) error {
 	var errs []error
+	// In a cluster, clients are closed and the Raft leaderships handed
+	// over first, as a drain does (drain.go).
+	n.handOver(ctx)
 	n.served.clear()
 	if n.stopWatch != nil {
 		close(n.stopWatch)

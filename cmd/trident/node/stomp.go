@@ -46,7 +46,7 @@ func (n *Node) startSTOMP() error {
 		Tracer:          n.tracer,
 	}, n.broker, n.users, n.log.With("component", "stomp"))
 	if c.Listen != "" {
-		ln, err := net.Listen("tcp", c.Listen)
+		ln, err := n.clientListen(c.Listen)
 		if err != nil {
 			return fmt.Errorf("node: stomp.listen: %w", err)
 		}
@@ -64,7 +64,7 @@ func (n *Node) startSTOMP() error {
 		f.served <- nil
 	}
 	if c.WSListen != "" {
-		ln, err := net.Listen("tcp", c.WSListen)
+		ln, err := n.clientListen(c.WSListen)
 		if err != nil {
 			if f.ln != nil {
 				f.ln.Close()

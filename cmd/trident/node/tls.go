@@ -104,7 +104,7 @@ func (n *Node) startTLS() error {
 		if addr == "" {
 			return nil
 		}
-		raw, err := net.Listen("tcp", addr)
+		raw, err := n.tlsRaw(key, addr)
 		if err != nil {
 			return fmt.Errorf("node: %s: %w", key, err)
 		}

@@ -49,6 +49,7 @@ func (n *Node) startHTTP() error {
 		ClusterName:   n.cfg.Cluster.Name,
 		ClusterNames:  clusterNames{n},
 		FeatureFlags:  featureFlagsView{n},
+		Maintenance:   n.drainer,
 
 		MaxDefinitionsBody: int64(n.cfg.HTTP.MaxDefinitionsBody),
 	})
