@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -67,5 +69,34 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		if code := run([]string{"help", d.name}, nil, &out, &errw, env); code != 0 || !strings.Contains(out.String(), "usage: tridentctl "+d.name) {
 			t.Errorf("help %s: %d %s %s", d.name, code, out.String(), errw.String())
 		}
+	}
+}
+
+// TestOperationsDocListsEveryCommand: docs/operations.md's synopsis is the
+// command list "tridentctl help" prints, line for line.
+func TestOperationsDocListsEveryCommand(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	writeHelp(&b, func(string) string { return "" })
+	lines := strings.Split(b.String(), "\n")
+	i := slices.Index(lines, "commands:")
+	if i < 0 {
+		t.Fatalf("help has no commands: section:\n%s", b.String())
+	}
+	n := 0
+	for _, l := range lines[i+1:] {
+		if l == "" {
+			break
+		}
+		n++
+		if !strings.Contains(string(doc), "\n"+l+"\n") {
+			t.Errorf("docs/operations.md lacks the help line %q", l)
+		}
+	}
+	if n != len(commands)+1 { // and help
+		t.Fatalf("help lists %d commands, the table has %d and help", n, len(commands))
 	}
 }
