@@ -1,6 +1,10 @@
 package frame
 
-import "time"
+import (
+	"time"
+
+	"github.com/trident-broker/trident/exchange/headers"
+)
 
 // Hello opens a connection (client).
 type Hello struct{ Version uint8 }
@@ -188,10 +192,7 @@ type Properties struct {
 }
 
 // Decimal is a decimal table value as decoded.
-type Decimal struct {
-	Scale uint8
-	Value int32
-}
+type Decimal = headers.Decimal
 
 func (*Hello) Type() Type     { return THello }
 func (*Welcome) Type() Type   { return TWelcome }
