@@ -31,25 +31,7 @@ func encodeMessage(m *Message, enqueuedAt int64, buf []byte) []byte {
 	e.Str(m.RoutingKey)
 	e.Varint(enqueuedAt)
 	e.Varint(m.expiresAt)
-	p := &m.Props
-	e.Str(p.ContentType)
-	e.Str(p.ContentEncoding)
-	e.Bool(p.Headers != nil)
-	if p.Headers != nil {
-		e.Table(p.Headers)
-	}
-	e.B = append(e.B, p.DeliveryMode, p.Priority)
-	e.Str(p.CorrelationID)
-	e.Str(p.ReplyTo)
-	e.Str(p.Expiration)
-	e.Str(p.MessageID)
-	e.Bool(!p.Timestamp.IsZero())
-	if !p.Timestamp.IsZero() {
-		e.Time(p.Timestamp)
-	}
-	e.Str(p.Type)
-	e.Str(p.UserID)
-	e.Str(p.AppID)
+	e.Properties((*headers.Properties)(&m.Props))
 	e.Bytes(m.Body)
 	return e.B
 }
@@ -64,24 +46,7 @@ func decodeMessage(data []byte) (m *Message, enqueuedAt int64, err error) {
 	m.RoutingKey = d.Str()
 	enqueuedAt = d.Varint()
 	m.expiresAt = d.Varint()
-	p := &m.Props
-	p.ContentType = d.Str()
-	p.ContentEncoding = d.Str()
-	if d.Bool() {
-		p.Headers = d.Table()
-	}
-	p.DeliveryMode = d.Byte()
-	p.Priority = d.Byte()
-	p.CorrelationID = d.Str()
-	p.ReplyTo = d.Str()
-	p.Expiration = d.Str()
-	p.MessageID = d.Str()
-	if d.Bool() {
-		p.Timestamp = d.Time()
-	}
-	p.Type = d.Str()
-	p.UserID = d.Str()
-	p.AppID = d.Str()
+	d.Properties((*headers.Properties)(&m.Props))
 	m.Body = append([]byte(nil), d.Raw(d.Uvarint())...)
 	m.ts = enqueuedAt
 	if err := corrupt(&d); err != nil {

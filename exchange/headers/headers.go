@@ -50,6 +50,26 @@ type Decimal struct {
 	Value int32
 }
 
+// Properties is the layout of a message's properties, field for field
+// exchange.Properties (and the forwarding link's mirror of it), which
+// convert to it: Encoder.Properties and Decoder.Properties are the one
+// codec of them.
+type Properties struct {
+	ContentType     string
+	ContentEncoding string
+	Headers         map[string]any
+	DeliveryMode    uint8
+	Priority        uint8
+	CorrelationID   string
+	ReplyTo         string
+	Expiration      string
+	MessageID       string
+	Timestamp       time.Time
+	Type            string
+	UserID          string
+	AppID           string
+}
+
 // Format is one of the two encodings v0.1.0 wrote; both are kept
 // byte for byte, since data on disk, in Raft logs and from a node of the
 // older version must decode.
@@ -108,6 +128,30 @@ func (e *Encoder) Time(t time.Time) {
 	if e.Format == Link {
 		e.Uvarint(uint64(t.Nanosecond()))
 	}
+}
+
+// Properties appends p: its strings, a flag and the table for Headers (if
+// not nil), DeliveryMode and Priority as bytes, a flag and the time for
+// Timestamp (if not zero).
+func (e *Encoder) Properties(p *Properties) {
+	e.Str(p.ContentType)
+	e.Str(p.ContentEncoding)
+	e.Bool(p.Headers != nil)
+	if p.Headers != nil {
+		e.Table(p.Headers)
+	}
+	e.B = append(e.B, p.DeliveryMode, p.Priority)
+	e.Str(p.CorrelationID)
+	e.Str(p.ReplyTo)
+	e.Str(p.Expiration)
+	e.Str(p.MessageID)
+	e.Bool(!p.Timestamp.IsZero())
+	if !p.Timestamp.IsZero() {
+		e.Time(p.Timestamp)
+	}
+	e.Str(p.Type)
+	e.Str(p.UserID)
+	e.Str(p.AppID)
 }
 
 // Table appends t: its count and its entries by ascending key.
@@ -381,6 +425,27 @@ func (d *Decoder) Time() time.Time {
 
 // Table reads a table.
 func (d *Decoder) Table() map[string]any { return d.table(0) }
+
+// Properties reads what Encoder.Properties wrote into p.
+func (d *Decoder) Properties(p *Properties) {
+	p.ContentType = d.Str()
+	p.ContentEncoding = d.Str()
+	if d.Bool() {
+		p.Headers = d.Table()
+	}
+	p.DeliveryMode = d.Byte()
+	p.Priority = d.Byte()
+	p.CorrelationID = d.Str()
+	p.ReplyTo = d.Str()
+	p.Expiration = d.Str()
+	p.MessageID = d.Str()
+	if d.Bool() {
+		p.Timestamp = d.Time()
+	}
+	p.Type = d.Str()
+	p.UserID = d.Str()
+	p.AppID = d.Str()
+}
 
 func (d *Decoder) table(depth int) map[string]any {
 	if depth >= MaxDepth {

@@ -26,25 +26,7 @@ func (e *enc) deltas(ids []uint64) {
 func (e *enc) message(m *Message) {
 	e.Str(m.Exchange)
 	e.Str(m.RoutingKey)
-	p := &m.Props
-	e.Str(p.ContentType)
-	e.Str(p.ContentEncoding)
-	e.Bool(p.Headers != nil)
-	if p.Headers != nil {
-		e.Table(p.Headers)
-	}
-	e.B = append(e.B, p.DeliveryMode, p.Priority)
-	e.Str(p.CorrelationID)
-	e.Str(p.ReplyTo)
-	e.Str(p.Expiration)
-	e.Str(p.MessageID)
-	e.Bool(!p.Timestamp.IsZero())
-	if !p.Timestamp.IsZero() {
-		e.Time(p.Timestamp)
-	}
-	e.Str(p.Type)
-	e.Str(p.UserID)
-	e.Str(p.AppID)
+	e.Properties((*headers.Properties)(&m.Props))
 	e.Bytes(m.Body)
 }
 
@@ -79,23 +61,6 @@ func (d *dec) deltas() []uint64 {
 func (d *dec) message(m *Message) {
 	m.Exchange = d.Str()
 	m.RoutingKey = d.Str()
-	p := &m.Props
-	p.ContentType = d.Str()
-	p.ContentEncoding = d.Str()
-	if d.Bool() {
-		p.Headers = d.Table()
-	}
-	p.DeliveryMode = d.Byte()
-	p.Priority = d.Byte()
-	p.CorrelationID = d.Str()
-	p.ReplyTo = d.Str()
-	p.Expiration = d.Str()
-	p.MessageID = d.Str()
-	if d.Bool() {
-		p.Timestamp = d.Time()
-	}
-	p.Type = d.Str()
-	p.UserID = d.Str()
-	p.AppID = d.Str()
+	d.Properties((*headers.Properties)(&m.Props))
 	m.Body = d.Bytes()
 }
