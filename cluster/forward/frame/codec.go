@@ -26,7 +26,7 @@ func (e *enc) deltas(ids []uint64) {
 func (e *enc) message(m *Message) {
 	e.Str(m.Exchange)
 	e.Str(m.RoutingKey)
-	e.Properties((*headers.Properties)(&m.Props))
+	e.Properties(&m.Props)
 	e.Bytes(m.Body)
 }
 
@@ -61,6 +61,6 @@ func (d *dec) deltas() []uint64 {
 func (d *dec) message(m *Message) {
 	m.Exchange = d.Str()
 	m.RoutingKey = d.Str()
-	d.Properties((*headers.Properties)(&m.Props))
+	d.Properties(&m.Props)
 	m.Body = d.Bytes()
 }
