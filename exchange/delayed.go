@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/trident-broker/trident/exchange/headers"
 )
 
 // KindDelayed is the exchange type of RabbitMQ's delayed message plugin
@@ -278,9 +280,9 @@ func (d *delayer) schedule(nm *Message, queue string, ms int64, now int64, done 
 	seq := due<<delaySeqBits | (d.ctr.Add(1) & delaySeqMask)
 	var data []byte
 	if d.retry {
-		e := enc{}
-		e.str(queue)
-		data = encodeMessage(nm, now, e.b)
+		e := headers.Encoder{Format: headers.Stored}
+		e.Str(queue)
+		data = encodeMessage(nm, now, e.B)
 	} else {
 		data = encodeMessage(nm, now, nil)
 	}
@@ -312,12 +314,12 @@ func (d *delayer) schedule(nm *Message, queue string, ms int64, now int64, done 
 func (d *delayer) decode(seq uint64, data []byte) (delayedEntry, error) {
 	e := delayedEntry{seq: seq, size: int64(len(data))}
 	if d.retry {
-		dc := dec{b: data}
-		e.queue = dc.str()
-		if dc.err != nil {
-			return e, dc.err
+		dc := headers.Decoder{B: data, Format: headers.Stored}
+		e.queue = dc.Str()
+		if err := corrupt(&dc); err != nil {
+			return e, err
 		}
-		data = dc.b
+		data = dc.B
 	}
 	m, _, err := decodeMessage(data)
 	e.m = m

@@ -1,8 +1,11 @@
 package exchange
 
-// Store is what the core needs from durable storage. It is byte-oriented so
-// that the store package needs no core types; store.Badger and store.Memory
-// implement it (and store.Store, which has the same method set).
+// Store is what the core needs from durable storage, and the one definition
+// of it: the core owns the interface it relies on, and the store package,
+// which implements it (store.Badger, store.Memory) and whose conformance
+// suite (store/storetest) checks every implementation against it, never
+// imports the core outside its tests. It is byte-oriented so that the store
+// needs no core types.
 //
 // Metadata writes are synchronous and durable when they return. Message
 // appends are asynchronous and group-committed: done is called (from the

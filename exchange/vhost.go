@@ -1148,9 +1148,7 @@ func (v *VHost) bindingKey(b *binding) string {
 	if b.q != nil {
 		dk = "q"
 	}
-	e := enc{}
-	e.table(b.args)
-	return fmt.Sprintf("binding/%s\x00%s\x00%s%s\x00%s\x00%x", v.name, b.src.name, dk, b.destName(), b.key, e.b)
+	return fmt.Sprintf("binding/%s\x00%s\x00%s%s\x00%s\x00%x", v.name, b.src.name, dk, b.destName(), b.key, encodeRecord(b.args))
 }
 
 func (b *binding) record() Table {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,10 +128,10 @@ func (o BadgerOptions) withDefaults() BadgerOptions {
 // Lock order: life before mu. life guards the DB against Close for the
 // synchronous methods; mu guards the pending batch.
 type Badger struct {
-	db     *badger.DB
-	log    *slog.Logger
-	opts   BadgerOptions
-	unlock func() // releases lockStore's lock, after the DB is closed
+	eng  *Engine // the Badger instance's lifecycle: open, GC, close
+	db   *badger.DB
+	log  *slog.Logger
+	opts BadgerOptions
 
 	life   sync.RWMutex
 	closed bool // under life
@@ -174,9 +172,6 @@ type Badger struct {
 
 	writerDone chan struct{}
 	notifyDone chan struct{}
-	gcStop     chan struct{}
-	gcDone     chan struct{}
-	trimDone   chan struct{}
 
 	stats struct {
 		appends, deletes, cancelled, batches, syncs atomic.Uint64
@@ -190,71 +185,52 @@ func OpenBadger(dir string, opts BadgerOptions, log *slog.Logger) (*Badger, erro
 		log = slog.New(slog.DiscardHandler)
 	}
 	opts = opts.withDefaults()
-	if len(opts.EncryptionKey) > 0 && !validKey(opts.EncryptionKey) {
-		return nil, ErrBadKeyFile
-	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	unlock, err := lockStore(dir)
-	if err != nil {
-		return nil, err
-	}
-	opened := false
-	defer func() {
-		if !opened {
-			unlock()
-		}
-	}()
-	if err := recoverRewrite(dir, log); err != nil {
-		return nil, err
-	}
-	bo := badger.DefaultOptions(dir).
-		WithSyncWrites(false).
-		WithLogger(BadgerLogger{Log: log}).
-		WithMemTableSize(opts.MemTableSize).
-		WithNumMemtables(opts.NumMemtables).
-		WithBlockCacheSize(opts.BlockCacheSize).
-		WithIndexCacheSize(opts.IndexCacheSize).
-		WithNumCompactors(opts.NumCompactors).
-		WithValueLogFileSize(opts.ValueLogFileSize).
-		WithValueThreshold(opts.ValueThreshold).
-		WithDetectConflicts(false)
-	bo = EncryptionOptions(bo, opts.EncryptionKey).
-		WithEncryptionKeyRotationDuration(opts.EncryptionKeyRotation)
-	db, err := badger.Open(bo)
-	if errors.Is(err, badger.ErrEncryptionKeyMismatch) {
-		return nil, KeyError(dir, opts.EncryptionKey, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("store: open badger in %s: %w", dir, err)
-	}
-	if n, err := finishMarkedRanges(db); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("store: finish the range deletes a crash interrupted: %w", err)
-	} else if n > 0 {
-		log.Info("store: finished range deletes interrupted by a crash", "ranges", n)
-	}
-	opened = true
 	b := &Badger{
-		db:         db,
-		unlock:     unlock,
 		log:        log,
 		opts:       opts,
 		pend:       new(batch),
 		writerDone: make(chan struct{}),
 		notifyDone: make(chan struct{}),
-		gcStop:     make(chan struct{}),
-		gcDone:     make(chan struct{}),
-		trimDone:   make(chan struct{}),
 	}
+	eng, err := OpenEngine(EngineOptions{
+		Name: "store",
+		Badger: badger.DefaultOptions(dir).
+			WithSyncWrites(false).
+			WithMemTableSize(opts.MemTableSize).
+			WithNumMemtables(opts.NumMemtables).
+			WithBlockCacheSize(opts.BlockCacheSize).
+			WithIndexCacheSize(opts.IndexCacheSize).
+			WithNumCompactors(opts.NumCompactors).
+			WithValueLogFileSize(opts.ValueLogFileSize).
+			WithValueThreshold(opts.ValueThreshold).
+			WithDetectConflicts(false).
+			WithEncryptionKeyRotationDuration(opts.EncryptionKeyRotation),
+		EncryptionKey: opts.EncryptionKey,
+		AfterOpen: func(db *badger.DB) error {
+			n, err := finishMarkedRanges(db)
+			if err != nil {
+				return fmt.Errorf("store: finish the range deletes a crash interrupted: %w", err)
+			}
+			if n > 0 {
+				log.Info("store: finished range deletes interrupted by a crash", "ranges", n)
+			}
+			return nil
+		},
+		GCInterval:     opts.GCInterval,
+		GCDiscardRatio: opts.GCDiscardRatio,
+		BeforeGC:       b.reclaimIfIdle(),
+		TrimInterval:   opts.TrimInterval,
+		TrimAbove:      opts.TrimAbove,
+	}, log)
+	if err != nil {
+		return nil, err
+	}
+	b.eng, b.db = eng, eng.DB
 	b.wake = sync.NewCond(&b.mu)
 	b.room = sync.NewCond(&b.mu)
 	b.notifyCond = sync.NewCond(&b.notifyMu)
 	go b.runWriter()
 	go b.runNotifier()
-	go b.runGC()
-	go b.runTrim(dir)
 	return b, nil
 }
 
@@ -525,16 +501,11 @@ func (b *Badger) Close() error {
 	b.notifyCond.Signal()
 	b.notifyMu.Unlock()
 	<-b.notifyDone
-	close(b.gcStop)
-	<-b.gcDone
-	<-b.trimDone
 
 	b.mu.Lock()
 	failed := b.failed
 	b.mu.Unlock()
-	err := b.db.Close()
-	b.unlock()
-	if err != nil {
+	if err := b.eng.Close(); err != nil {
 		return fmt.Errorf("store: close badger: %w", err)
 	}
 	return failed
@@ -544,104 +515,41 @@ func (b *Badger) Close() error {
 // compact its tree (see reclaim).
 const reclaimAfterDeletes = 10_000
 
-// runGC runs Badger's value-log GC every GCInterval until Close. Value-log
-// GC only rewrites files that compactions have found garbage in, and a
-// tree that no longer grows is not compacted: so when at least
-// reclaimAfterDeletes messages were deleted since the last time and no
-// message was appended or deleted during the last interval (the broker is
-// idle, a drained backlog), reclaim compacts the tree first.
-func (b *Badger) runGC() {
-	defer close(b.gcDone)
+// reclaimIfIdle is the store's policy before each value-log GC (the
+// Engine runs it every GCInterval until Close). Value-log GC only rewrites
+// files that compactions have found garbage in, and a tree that no longer
+// grows is not compacted: so when at least reclaimAfterDeletes messages
+// were deleted since the last time and no message was appended or deleted
+// during the last interval (the broker is idle, a drained backlog), reclaim
+// compacts the tree first.
+func (b *Badger) reclaimIfIdle() func() {
 	var reclaimedAt, appendsAt, deletesAt uint64
-	b.every(b.opts.GCInterval, func() {
+	return func() {
 		deletes, appends := b.stats.deletes.Load(), b.stats.appends.Load()
 		if deletes-reclaimedAt >= reclaimAfterDeletes && appends == appendsAt && deletes == deletesAt {
 			reclaimedAt = deletes
 			b.reclaim()
 		}
 		appendsAt, deletesAt = appends, deletes
-		b.collect()
-	})
-}
-
-// every calls fn every d until Close; a negative d never.
-func (b *Badger) every(d time.Duration, fn func()) {
-	if d < 0 {
-		<-b.gcStop
-		return
-	}
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.gcStop:
-			return
-		case <-t.C:
-			fn()
-		}
 	}
 }
 
-// collect runs value-log GC until it finds no file worth rewriting (or
-// the store closes).
-func (b *Badger) collect() {
-	for {
-		err := b.db.RunValueLogGC(b.opts.GCDiscardRatio)
-		if err != nil {
-			if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
-				b.log.Warn("store: value log GC", "err", err)
-			}
-			return
-		}
-		select {
-		case <-b.gcStop:
-			return
-		default:
-		}
-	}
-}
-
-// flushKey is a key kept only to make DropPrefix flush the memtables.
-var flushKey = []byte("z:flush")
-
-// reclaim flushes the memtables (DropPrefix of flushKey does that, and
-// Badger refuses writes while it does: every write waits on b.writes
-// meanwhile) and compacts the tree into one level, so
-// that deleted messages' values are counted as garbage and value-log GC
-// can give their files back. It is only run while no messages are being
-// appended. The tree holds keys and value pointers only (bodies are in
-// the value log), so this is quick.
+// reclaim compacts the tree (Engine.Reclaim), holding b.writes around the
+// flush: Badger refuses writes while it flushes, and every write waits on
+// b.writes meanwhile. It is only run while no messages are being appended.
+// The tree holds keys and value pointers only (bodies are in the value
+// log), so this is quick.
 func (b *Badger) reclaim() {
 	if err := b.begin(); err != nil {
 		return
 	}
 	defer b.end()
 	start := time.Now()
-	b.writes.Lock()
-	err := b.db.Update(func(txn *badger.Txn) error { return txn.Set(flushKey, []byte{}) })
-	if err == nil {
-		err = b.db.DropPrefix(flushKey)
-	}
-	b.writes.Unlock()
-	if err == nil {
-		err = b.db.Flatten(1)
-	}
-	if err != nil {
+	if err := b.eng.Reclaim(&b.writes); err != nil {
 		b.log.Warn("store: compaction to reclaim space", "err", err)
 		return
 	}
 	b.log.Debug("store: compacted to reclaim space", "took", time.Since(start))
-}
-
-// runTrim pages the value log's mappings out every TrimInterval until
-// Close (see trimMapped).
-func (b *Badger) runTrim(dir string) {
-	defer close(b.trimDone)
-	b.every(b.opts.TrimInterval, func() {
-		if residentFileBytes() > b.opts.TrimAbove {
-			trimMapped(dir)
-		}
-	})
 }
 
 // TrimValueLogs pages out the mapped value-log files of the Badger

@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/store"
 	"github.com/trident-broker/trident/store/storetest"
 )
@@ -36,13 +37,13 @@ func openBadger(t testing.TB, dir string) *store.Badger {
 }
 
 func TestBadger(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return openBadger(t, t.TempDir()) })
+	storetest.Run(t, func(t *testing.T) exchange.Store { return openBadger(t, t.TempDir()) })
 }
 
 func TestBadgerDurable(t *testing.T) {
-	storetest.RunDurable(t, func(t *testing.T, dir string) store.Store { return openBadger(t, dir) })
+	storetest.RunDurable(t, func(t *testing.T, dir string) exchange.Store { return openBadger(t, dir) })
 }
 
 func BenchmarkBadger(b *testing.B) {
-	storetest.Bench(b, func(b *testing.B) store.Store { return openBadger(b, b.TempDir()) })
+	storetest.Bench(b, func(b *testing.B) exchange.Store { return openBadger(b, b.TempDir()) })
 }

@@ -1,10 +1,10 @@
 // Package store keeps Trident's durable state: metadata records (vhosts,
 // exchanges, queues, bindings, users, permissions, retained messages,
-// sessions) and the messages of durable queues. Store is the byte-oriented
-// interface; it has the method set of exchange.Store, which the core
-// defines, so this package never imports the core. Badger is the durable
-// engine (Badger v4); Memory is the in-memory fake. Both pass the
-// conformance suite in store/storetest.
+// sessions) and the messages of durable queues. It implements the
+// byte-oriented exchange.Store, which the core defines (the one definition
+// of the interface); this package imports the core only in its tests.
+// Badger is the durable engine (Badger v4); Memory is the in-memory fake.
+// Both pass the conformance suite in store/storetest.
 //
 // # What Badger guarantees
 //

@@ -133,7 +133,7 @@ func (b *Badger) dropChunk(j *dropJob, wb *badger.WriteBatch) (done bool, err er
 func deleteChunk(db *badger.DB, wb *badger.WriteBatch, prefix, from, end []byte, limit int, deleted *atomic.Uint64) (next []byte, done bool, err error) {
 	n := 0
 	// Counted with the other message deletes: they are what makes an
-	// idle store reclaim its space (runGC).
+	// idle store reclaim its space (reclaimIfIdle).
 	defer func() { deleted.Add(uint64(n)) }()
 	next = from
 	err = db.View(func(txn *badger.Txn) error {

@@ -116,7 +116,7 @@ func TestReclaimGivesDiskBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.reclaim()
-	s.collect()
+	s.eng.collect(s.opts.GCDiscardRatio)
 	after := dirBytes(t, dir)
 	t.Logf("data dir %d MiB at peak, %d MiB after reclaim and GC", peak>>20, after>>20)
 	if after > peak/10 {
@@ -127,7 +127,7 @@ func TestReclaimGivesDiskBack(t *testing.T) {
 // TestRangeAndDropDeletesCount: the keys a range delete (a purge) and a
 // drop (a deleted queue) remove count as message deletes, as each
 // DeleteMessage does: the count is what makes an idle store reclaim its
-// space (runGC), which never happened after a purge or a queue deletion.
+// space (reclaimIfIdle), which never happened after a purge or a queue deletion.
 func TestRangeAndDropDeletesCount(t *testing.T) {
 	defer func(r int) { rangeChunk = r }(rangeChunk)
 	rangeChunk = 100

@@ -7,7 +7,7 @@ import (
 
 	"github.com/trident-broker/trident/cluster/forward/frame"
 	"github.com/trident-broker/trident/exchange"
-	"github.com/trident-broker/trident/protocol/amqp/wire"
+	"github.com/trident-broker/trident/exchange/headers"
 )
 
 // Conversions between the core's Message and the codec's. Pure functions:
@@ -16,8 +16,9 @@ import (
 // Properties have the same layout on both sides. Header values leave as
 // they are (the codec carries every type the core allows) and come back
 // as the types this node's AMQP front end decodes a client's publish into
-// (wire.Table, wire.Decimal, UTC times, int64 for int), so a forwarded
-// message looks like one published here.
+// (headers.Table, which is the AMQP codec's Table, headers.Decimal, UTC
+// times, int64 for int), so a forwarded message looks like one published
+// here.
 
 func toFrame(m *exchange.Message) frame.Message {
 	return frame.Message{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Body: m.Body,
@@ -35,11 +36,11 @@ func toCore(fm *frame.Message) *exchange.Message {
 	return m
 }
 
-func inTable(t map[string]any) wire.Table {
+func inTable(t map[string]any) headers.Table {
 	if t == nil {
 		return nil
 	}
-	out := make(wire.Table, len(t))
+	out := make(headers.Table, len(t))
 	for k, v := range t {
 		out[k] = inValue(v)
 	}
@@ -50,8 +51,6 @@ func inValue(v any) any {
 	switch v := v.(type) {
 	case map[string]any:
 		return inTable(v)
-	case frame.Decimal:
-		return wire.Decimal{Scale: v.Scale, Value: v.Value}
 	case time.Time:
 		return v.UTC()
 	case []any:

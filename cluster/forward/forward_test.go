@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/trident-broker/trident/exchange"
-	"github.com/trident-broker/trident/protocol/amqp/wire"
+	"github.com/trident-broker/trident/exchange/headers"
 	"github.com/trident-broker/trident/store"
 )
 
@@ -277,8 +277,8 @@ func TestPropertiesRoundTrip(t *testing.T) {
 			"bool": true, "i8": int8(-8), "u8": uint8(8), "i16": int16(-16), "u16": uint16(16),
 			"i32": int32(-32), "u32": uint32(32), "i64": int64(-64), "int": 42, "u64": uint64(64),
 			"f32": float32(1.5), "f64": 2.25, "str": "s", "bytes": []byte{0, 1, 2},
-			"time": ts, "dec": wire.Decimal{Scale: 2, Value: 12345}, "nil": nil,
-			"nested": map[string]any{"a": "b", "deeper": wire.Table{"n": int32(1)}},
+			"time": ts, "dec": headers.Decimal{Scale: 2, Value: 12345}, "nil": nil,
+			"nested": map[string]any{"a": "b", "deeper": headers.Table{"n": int32(1)}},
 			"array":  []any{"x", int32(1), []any{true}, map[string]any{"k": "v"}},
 			"CC":     []any{"other"},
 		},
@@ -291,9 +291,9 @@ func TestPropertiesRoundTrip(t *testing.T) {
 		"bool": true, "i8": int8(-8), "u8": uint8(8), "i16": int16(-16), "u16": uint16(16),
 		"i32": int32(-32), "u32": uint32(32), "i64": int64(-64), "int": int64(42), "u64": uint64(64),
 		"f32": float32(1.5), "f64": 2.25, "str": "s", "bytes": []byte{0, 1, 2},
-		"time": ts, "dec": wire.Decimal{Scale: 2, Value: 12345}, "nil": nil,
-		"nested": wire.Table{"a": "b", "deeper": wire.Table{"n": int32(1)}},
-		"array":  []any{"x", int32(1), []any{true}, wire.Table{"k": "v"}},
+		"time": ts, "dec": headers.Decimal{Scale: 2, Value: 12345}, "nil": nil,
+		"nested": headers.Table{"a": "b", "deeper": headers.Table{"n": int32(1)}},
+		"array":  []any{"x", int32(1), []any{true}, headers.Table{"k": "v"}},
 		"CC":     []any{"other"},
 	}
 	check := func(how string, got *exchange.Message) {

@@ -18,7 +18,7 @@ import (
 type Store interface {
 	AppendMessage(qid, seq uint64, data []byte, done func(error))
 	// PutMessage is AppendMessage for a message that may be stored
-	// already; a later delete of it must reach the disk (store.Store).
+	// already; a later delete of it must reach the disk (exchange.Store).
 	PutMessage(qid, seq uint64, data []byte, done func(error))
 	DeleteMessage(qid, seq uint64)
 	// DeleteMessages deletes the messages of qid with seq in [from, to),

@@ -2,10 +2,7 @@ package raftstore
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,10 +63,10 @@ func (o Options) withDefaults() Options {
 
 // DB is one Badger instance holding the Raft state of every group on a node.
 type DB struct {
-	db     *badger.DB
-	log    *slog.Logger
-	key    []byte // Options.EncryptionKey
-	unlock func() // releases store.LockDir's lock, after the DB is closed
+	eng *store.Engine // the Badger instance's lifecycle: open, GC, close
+	db  *badger.DB
+	log *slog.Logger
+	key []byte // Options.EncryptionKey
 
 	mu     sync.RWMutex // held shared by every operation, exclusively by Close
 	closed bool
@@ -81,9 +78,8 @@ type DB struct {
 	// for a quiet moment (see runGC).
 	lastWrite atomic.Int64
 
-	gcStop   chan struct{}
-	gcDone   chan struct{}
-	trimDone chan struct{}
+	// lastReclaim is when runGC's policy last reclaimed (its goroutine's).
+	lastReclaim time.Time
 }
 
 // trimEvery and trimAbove: how often the value log's mapped pages are
@@ -96,7 +92,7 @@ const (
 )
 
 // Open opens (creating if needed) the Raft DB in dir. log may be nil.
-func Open(dir string, opts Options, log *slog.Logger) (_ *DB, err error) {
+func Open(dir string, opts Options, log *slog.Logger) (*DB, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -104,46 +100,32 @@ func Open(dir string, opts Options, log *slog.Logger) (_ *DB, err error) {
 	if !store.ValidKey(opts.EncryptionKey) {
 		return nil, store.ErrBadKeyFile
 	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
-		return nil, fmt.Errorf("raftstore: %w", err)
-	}
-	// The lock a key rotation takes (RotateEncryptionKey): neither runs
-	// while the other does, and a rotation a crash interrupted is
+	d := &DB{log: log, key: opts.EncryptionKey, lastReclaim: time.Now()}
+	// The engine takes the lock a key rotation takes
+	// (RotateEncryptionKey): neither runs while the other does, and a
+	// rotation a crash interrupted, of the DB or of the snapshots, is
 	// completed or undone before Badger looks at the directory.
-	unlock, err := store.LockDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("raftstore: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			unlock()
-		}
-	}()
-	if err := store.RecoverRewrite(dir, log); err != nil {
-		return nil, fmt.Errorf("raftstore: %w", err)
-	}
-	if opts.SnapshotDir != "" {
-		if err := store.RecoverRewrite(opts.SnapshotDir, log); err != nil {
-			return nil, fmt.Errorf("raftstore: snapshots: %w", err)
-		}
-	}
-	db, err := badger.Open(badgerOptions(dir, opts.EncryptionKey).
-		WithLogger(store.BadgerLogger{Log: log}).
-		WithMemTableSize(opts.MemTableSize).
-		WithValueLogFileSize(opts.ValueLogFileSize))
-	if err != nil {
-		return nil, fmt.Errorf("raftstore: open badger in %s: %w", dir, store.KeyError(dir, opts.EncryptionKey, err))
+	eo := store.EngineOptions{
+		Name: "raftstore",
+		Badger: badgerOptions(dir, nil).
+			WithMemTableSize(opts.MemTableSize).
+			WithValueLogFileSize(opts.ValueLogFileSize),
+		EncryptionKey:  opts.EncryptionKey,
+		GCInterval:     opts.GCInterval,
+		GCDiscardRatio: 0.5,
+		BeforeGC:       d.reclaimIfQuiet,
+		TrimInterval:   trimEvery,
+		TrimAbove:      trimAbove,
 	}
 	if opts.SnapshotDir != "" {
-		if err := CheckSnapshots(opts.SnapshotDir, opts.EncryptionKey); err != nil {
-			_ = db.Close()
-			return nil, err
-		}
+		eo.RecoverDirs = []string{opts.SnapshotDir}
+		eo.AfterOpen = func(*badger.DB) error { return CheckSnapshots(opts.SnapshotDir, opts.EncryptionKey) }
 	}
-	d := &DB{db: db, log: log, key: opts.EncryptionKey, unlock: unlock,
-		gcStop: make(chan struct{}), gcDone: make(chan struct{}), trimDone: make(chan struct{})}
-	go d.runGC(opts.GCInterval)
-	go d.runTrim(dir)
+	eng, err := store.OpenEngine(eo, log)
+	if err != nil {
+		return nil, err
+	}
+	d.eng, d.db = eng, eng.DB
 	return d, nil
 }
 
@@ -188,12 +170,7 @@ func (d *DB) Close() error {
 	}
 	d.closed = true
 	d.mu.Unlock()
-	close(d.gcStop)
-	<-d.gcDone
-	<-d.trimDone
-	err := d.db.Close()
-	d.unlock()
-	return err
+	return d.eng.Close()
 }
 
 // enter takes the shared lock; it fails once the DB is closed.
@@ -208,20 +185,6 @@ func (d *DB) enter() error {
 
 func (d *DB) leave() { d.mu.RUnlock() }
 
-func (d *DB) runTrim(dir string) {
-	defer close(d.trimDone)
-	t := time.NewTicker(trimEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-d.gcStop:
-			return
-		case <-t.C:
-			store.TrimValueLogs(dir, trimAbove)
-		}
-	}
-}
-
 // reclaimQuiet is how long the log must have gone unwritten for a
 // reclaim; reclaimMaxDelay bounds how long one waits under steady writes.
 const (
@@ -229,66 +192,32 @@ const (
 	reclaimMaxDelay = 10 * time.Minute
 )
 
-// flushKey is a key kept only to make DropPrefix flush the memtables.
-var flushKey = []byte("z:flush")
-
-// reclaim flushes the memtables and compacts the tree into one level, so
-// that the values of deleted log entries count as garbage and value-log GC
-// can give their files back: without it a truncated log's files stay until
-// compactions happen to reach its keys, which in a tree of keys alone may
-// be never. Badger holds writes while it flushes (a moment: the memtables
-// are small).
+// reclaim compacts the tree (store.Engine.Reclaim), so that the values
+// of deleted log entries count as garbage and value-log GC can give their
+// files back: without it a truncated log's files stay until compactions
+// happen to reach its keys, which in a tree of keys alone may be never.
+// Badger holds writes while it flushes (a moment: the memtables are small).
 func (d *DB) reclaim() {
 	if err := d.enter(); err != nil {
 		return
 	}
 	defer d.leave()
-	err := d.db.Update(func(txn *badger.Txn) error { return txn.Set(flushKey, []byte{}) })
-	if err == nil {
-		err = d.db.DropPrefix(flushKey)
-	}
-	if err == nil {
-		err = d.db.Flatten(1)
-	}
-	if err != nil {
+	if err := d.eng.Reclaim(nil); err != nil {
 		d.log.Warn("raft store: compaction to reclaim space", "err", err)
 	}
 }
 
-func (d *DB) runGC(every time.Duration) {
-	defer close(d.gcDone)
-	if every < 0 {
-		<-d.gcStop
-		return
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	lastReclaim := time.Now()
-	for {
-		select {
-		case <-d.gcStop:
-			return
-		case <-t.C:
-		}
-		// Reclaiming holds every group's writes for a moment (the flush)
-		// and compacts the tree: done once the log has been quiet for a
-		// little (a drained queue), or every reclaimMaxDelay under
-		// writes that never pause, not every interval of a fill whose
-		// snapshots keep truncating the log.
-		now := time.Now()
-		if d.deleted.Load() > 0 && (now.Sub(time.Unix(0, d.lastWrite.Load())) >= reclaimQuiet || now.Sub(lastReclaim) >= reclaimMaxDelay) {
-			d.deleted.Store(0)
-			d.reclaim()
-			lastReclaim = time.Now()
-		}
-		for {
-			err := d.db.RunValueLogGC(0.5)
-			if err != nil {
-				if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
-					d.log.Warn("raft value-log GC failed", "err", err)
-				}
-				break
-			}
-		}
+// reclaimIfQuiet is the DB's policy before each value-log GC (the engine
+// runs it every GCInterval until Close). Reclaiming holds every group's
+// writes for a moment (the flush) and compacts the tree: done once the log
+// has been quiet for a little (a drained queue), or every reclaimMaxDelay
+// under writes that never pause, not every interval of a fill whose
+// snapshots keep truncating the log.
+func (d *DB) reclaimIfQuiet() {
+	now := time.Now()
+	if d.deleted.Load() > 0 && (now.Sub(time.Unix(0, d.lastWrite.Load())) >= reclaimQuiet || now.Sub(d.lastReclaim) >= reclaimMaxDelay) {
+		d.deleted.Store(0)
+		d.reclaim()
+		d.lastReclaim = time.Now()
 	}
 }

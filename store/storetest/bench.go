@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/store"
 )
 
@@ -23,7 +24,7 @@ type statser interface{ Stats() store.Stats }
 //	AppendDelete/w=16/window=256      a consumer deletes each message once its done is called
 //	AppendDeleteFast/w=16/window=256  a consumer deletes each message right after the append
 //	                                  (before it is durable: the pair cancels in a group commit)
-func Bench(b *testing.B, open func(b *testing.B) store.Store) {
+func Bench(b *testing.B, open func(b *testing.B) exchange.Store) {
 	for _, c := range []struct {
 		name    string
 		writers int
@@ -45,7 +46,7 @@ func Bench(b *testing.B, open func(b *testing.B) store.Store) {
 	}
 }
 
-func benchAppend(b *testing.B, s store.Store, writers, window int, del int) {
+func benchAppend(b *testing.B, s exchange.Store, writers, window int, del int) {
 	data := []byte("0123456789abcdef") // 16 bytes
 	var before store.Stats
 	st, hasStats := s.(statser)

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/trident-broker/trident/store"
+	"github.com/trident-broker/trident/exchange"
 )
 
 // RunDurable checks that a durable store keeps its contents across Close
 // and reopen in the same directory. open opens the store in dir; the suite
 // closes it.
-func RunDurable(t *testing.T, open func(t *testing.T, dir string) store.Store) {
+func RunDurable(t *testing.T, open func(t *testing.T, dir string) exchange.Store) {
 	t.Run("Reopen", func(t *testing.T) {
 		dir := t.TempDir()
 		s := open(t, dir)
@@ -32,7 +32,7 @@ func RunDurable(t *testing.T, open func(t *testing.T, dir string) store.Store) {
 		s.AppendMessage(3, 42, []byte("unsynced but closed"), nil)
 		must(t, s.Close()) // Close flushes: no Sync needed
 
-		check := func(s store.Store) {
+		check := func(s exchange.Store) {
 			t.Helper()
 			eqKV(t, "meta after reopen", loadMeta(t, s, ""), []kv{{"vhost/a", "A"}, {"vhost/b", "B"}})
 			var want []msg

@@ -1,4 +1,4 @@
-// Package storetest is the conformance suite every store.Store passes, and
+// Package storetest is the conformance suite every exchange.Store passes, and
 // the benchmarks every store engine is measured with.
 package storetest
 
@@ -13,15 +13,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/store"
 )
 
 // Run runs the conformance suite. open returns a fresh, empty store; the
 // suite closes it.
-func Run(t *testing.T, open func(t *testing.T) store.Store) {
+func Run(t *testing.T, open func(t *testing.T) exchange.Store) {
 	for _, tc := range []struct {
 		name string
-		fn   func(t *testing.T, s store.Store)
+		fn   func(t *testing.T, s exchange.Store)
 	}{
 		{"MetaPutGetDelete", testMeta},
 		{"MetaPrefixOrder", testMetaPrefixOrder},
@@ -55,7 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 }
 
-func closeQuiet(t testing.TB, s store.Store) {
+func closeQuiet(t testing.TB, s exchange.Store) {
 	if err := s.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
 		t.Errorf("Close: %v", err)
 	}
@@ -73,7 +74,7 @@ type kv struct {
 	v string
 }
 
-func loadMeta(t testing.TB, s store.Store, prefix string) []kv {
+func loadMeta(t testing.TB, s exchange.Store, prefix string) []kv {
 	t.Helper()
 	var out []kv
 	must(t, s.LoadMeta(prefix, func(k string, v []byte) error {
@@ -88,7 +89,7 @@ type msg struct {
 	data string
 }
 
-func loadMsgs(t testing.TB, s store.Store, qid uint64) []msg {
+func loadMsgs(t testing.TB, s exchange.Store, qid uint64) []msg {
 	t.Helper()
 	var out []msg
 	must(t, s.LoadMessages(qid, func(seq uint64, data []byte) error {
@@ -118,14 +119,14 @@ func eqMsgs(t testing.TB, what string, got, want []msg) {
 }
 
 // appendSync appends and waits for done, failing on an error.
-func appendSync(t testing.TB, s store.Store, qid, seq uint64, data string) {
+func appendSync(t testing.TB, s exchange.Store, qid, seq uint64, data string) {
 	t.Helper()
 	ch := make(chan error, 1)
 	s.AppendMessage(qid, seq, []byte(data), func(err error) { ch <- err })
 	must(t, <-ch)
 }
 
-func testMeta(t *testing.T, s store.Store) {
+func testMeta(t *testing.T, s exchange.Store) {
 	must(t, s.PutMeta("queue/a", []byte("1")))
 	must(t, s.PutMeta("queue/a", []byte("2"))) // overwrite
 	must(t, s.PutMeta("empty", nil))
@@ -139,7 +140,7 @@ func testMeta(t *testing.T, s store.Store) {
 	eqKV(t, "value copied", loadMeta(t, s, "copy"), []kv{{"copy", "abc"}})
 }
 
-func testMetaPrefixOrder(t *testing.T, s store.Store) {
+func testMetaPrefixOrder(t *testing.T, s exchange.Store) {
 	keys := []string{"x/b", "x/a", "y/a", "x/", "x/c/d", "w", "x/c", "xa"}
 	for i, k := range keys {
 		must(t, s.PutMeta(k, []byte(fmt.Sprint(i))))
@@ -154,7 +155,7 @@ func testMetaPrefixOrder(t *testing.T, s store.Store) {
 	}
 }
 
-func testMetaDeletePrefix(t *testing.T, s store.Store) {
+func testMetaDeletePrefix(t *testing.T, s exchange.Store) {
 	for i := range 300 {
 		must(t, s.PutMeta(fmt.Sprintf("vh1/q/%03d", i), []byte("v")))
 	}
@@ -165,7 +166,7 @@ func testMetaDeletePrefix(t *testing.T, s store.Store) {
 	must(t, s.DeleteMetaPrefix("nothing/"))
 }
 
-func testMetaLoadStops(t *testing.T, s store.Store) {
+func testMetaLoadStops(t *testing.T, s exchange.Store) {
 	for _, k := range []string{"a", "b", "c"} {
 		must(t, s.PutMeta(k, []byte(k)))
 	}
@@ -184,7 +185,7 @@ func testMetaLoadStops(t *testing.T, s store.Store) {
 	}
 }
 
-func testAppendLoad(t *testing.T, s store.Store) {
+func testAppendLoad(t *testing.T, s exchange.Store) {
 	// seqs chosen to catch a little-endian or string ordering of keys
 	seqs := []uint64{0, 1, 2, 255, 256, 257, 1 << 16, 1 << 40, 1<<64 - 1}
 	var want []msg
@@ -214,7 +215,7 @@ func testAppendLoad(t *testing.T, s store.Store) {
 	eqMsgs(t, "queue 1", loadMsgs(t, s, 1), nil)
 }
 
-func testMessageCopied(t *testing.T, s store.Store) {
+func testMessageCopied(t *testing.T, s exchange.Store) {
 	buf := []byte("hello")
 	s.AppendMessage(1, 1, buf, nil)
 	copy(buf, "XXXXX") // the store must have copied before returning
@@ -227,7 +228,7 @@ func testMessageCopied(t *testing.T, s store.Store) {
 	}
 }
 
-func testDelete(t *testing.T, s store.Store) {
+func testDelete(t *testing.T, s exchange.Store) {
 	for seq := uint64(1); seq <= 10; seq++ {
 		appendSync(t, s, 3, seq, fmt.Sprint(seq))
 	}
@@ -244,7 +245,7 @@ func testDelete(t *testing.T, s store.Store) {
 	eqMsgs(t, "after delete", loadMsgs(t, s, 3), want)
 }
 
-func testDrop(t *testing.T, s store.Store) {
+func testDrop(t *testing.T, s exchange.Store) {
 	for seq := uint64(1); seq <= 100; seq++ {
 		s.AppendMessage(1, seq, []byte("a"), nil)
 		s.AppendMessage(2, seq, []byte("b"), nil)
@@ -261,7 +262,7 @@ func testDrop(t *testing.T, s store.Store) {
 	eqMsgs(t, "append after drop", loadMsgs(t, s, 1), []msg{{1, "again"}})
 }
 
-func testInterleaved(t *testing.T, s store.Store) {
+func testInterleaved(t *testing.T, s exchange.Store) {
 	const writers, queues, per = 16, 8, 200
 	var wg sync.WaitGroup
 	var fails atomic.Int64
@@ -315,7 +316,7 @@ func testInterleaved(t *testing.T, s store.Store) {
 	}
 }
 
-func testDoneOnce(t *testing.T, s store.Store) {
+func testDoneOnce(t *testing.T, s exchange.Store) {
 	const n = 5000
 	calls := make([]atomic.Int32, n)
 	var wg sync.WaitGroup
@@ -346,7 +347,7 @@ func testDoneOnce(t *testing.T, s store.Store) {
 	}
 }
 
-func testSync(t *testing.T, s store.Store) {
+func testSync(t *testing.T, s exchange.Store) {
 	must(t, s.Sync()) // nothing pending
 	const n = 1000
 	var done atomic.Int64
@@ -388,7 +389,7 @@ func testSync(t *testing.T, s store.Store) {
 	}
 }
 
-func testAppendDeleteCancel(t *testing.T, s store.Store) {
+func testAppendDeleteCancel(t *testing.T, s exchange.Store) {
 	const n = 2000
 	var ok atomic.Int64
 	for i := range n {
@@ -411,7 +412,7 @@ func testAppendDeleteCancel(t *testing.T, s store.Store) {
 // PutMessage (a replicated log's entries applied again after a crash) and
 // deletes them at once: they must be gone, though an append and a delete
 // of one message in one batch otherwise never reach the disk.
-func testPutDeleteStored(t *testing.T, s store.Store) {
+func testPutDeleteStored(t *testing.T, s exchange.Store) {
 	const n = 2000
 	for i := range n {
 		s.AppendMessage(6, uint64(i), []byte("stored"), nil)
@@ -434,7 +435,7 @@ func testPutDeleteStored(t *testing.T, s store.Store) {
 	eqMsgs(t, "after put+delete of stored messages", loadMsgs(t, s, 6), []msg{{n, "kept"}})
 }
 
-func testDeleteThenAppend(t *testing.T, s store.Store) {
+func testDeleteThenAppend(t *testing.T, s exchange.Store) {
 	appendSync(t, s, 1, 1, "old")
 	s.DeleteMessage(1, 1)
 	s.AppendMessage(1, 1, []byte("new"), nil)
@@ -447,7 +448,7 @@ func testDeleteThenAppend(t *testing.T, s store.Store) {
 	eqMsgs(t, "delete then append", loadMsgs(t, s, 1), []msg{{1, "new"}, {2, "two"}, {3, "three"}})
 }
 
-func testLoadReentrant(t *testing.T, s store.Store) {
+func testLoadReentrant(t *testing.T, s exchange.Store) {
 	for seq := range uint64(50) {
 		appendSync(t, s, 1, seq, "r")
 	}
@@ -462,7 +463,7 @@ func testLoadReentrant(t *testing.T, s store.Store) {
 	eqMsgs(t, "after reentrant delete", loadMsgs(t, s, 1), nil)
 }
 
-func testLarge(t *testing.T, s store.Store) {
+func testLarge(t *testing.T, s exchange.Store) {
 	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<17) // 2 MiB
 	appendSync(t, s, 1, 1, string(big))
 	must(t, s.PutMeta("big", big))
@@ -475,7 +476,7 @@ func testLarge(t *testing.T, s store.Store) {
 	}
 }
 
-func testCloseThenError(t *testing.T, s store.Store) {
+func testCloseThenError(t *testing.T, s exchange.Store) {
 	appendSync(t, s, 1, 1, "x")
 	must(t, s.Close())
 	is := func(what string, err error) {
@@ -503,7 +504,7 @@ func testCloseThenError(t *testing.T, s store.Store) {
 	s.DeleteMessage(1, 1) // no panic
 }
 
-func testAppendDuringClose(t *testing.T, s store.Store) {
+func testAppendDuringClose(t *testing.T, s exchange.Store) {
 	const writers, per = 8, 2000
 	var calls, oks atomic.Int64
 	var wg sync.WaitGroup
@@ -540,7 +541,7 @@ func testAppendDuringClose(t *testing.T, s store.Store) {
 
 // readAll collects ReadMessages and MessageKeys of qid from seq from on,
 // stopping after max messages (0: all).
-func readAll(t testing.TB, s store.Store, qid, from uint64, max int) (msgs []msg, keys []uint64) {
+func readAll(t testing.TB, s exchange.Store, qid, from uint64, max int) (msgs []msg, keys []uint64) {
 	t.Helper()
 	must(t, s.ReadMessages(qid, from, func(seq uint64, data []byte) bool {
 		msgs = append(msgs, msg{seq, string(data)})
@@ -556,7 +557,7 @@ func readAll(t testing.TB, s store.Store, qid, from uint64, max int) (msgs []msg
 	return msgs, keys
 }
 
-func testReadRange(t *testing.T, s store.Store) {
+func testReadRange(t *testing.T, s exchange.Store) {
 	for seq := uint64(1); seq <= 20; seq++ {
 		appendSync(t, s, 7, seq*10, fmt.Sprintf("m%d", seq))
 	}
@@ -580,7 +581,7 @@ func testReadRange(t *testing.T, s store.Store) {
 
 // testReadSeesQueued: a read sees appends and deletes issued before it,
 // whether or not the writer has written them yet.
-func testReadSeesQueued(t *testing.T, s store.Store) {
+func testReadSeesQueued(t *testing.T, s exchange.Store) {
 	big := strings.Repeat("x", 2000) // past the value threshold
 	var want []msg
 	for seq := uint64(1); seq <= 2000; seq++ {
@@ -606,7 +607,7 @@ func testReadSeesQueued(t *testing.T, s store.Store) {
 
 // testDeleteRange: DeleteMessages removes [from, to) of one queue and
 // nothing else; empty and absent ranges change nothing.
-func testDeleteRange(t *testing.T, s store.Store) {
+func testDeleteRange(t *testing.T, s exchange.Store) {
 	for seq := uint64(0); seq < 100; seq++ {
 		appendSync(t, s, 4, seq, fmt.Sprint(seq))
 		appendSync(t, s, 5, seq, "other")
@@ -635,7 +636,7 @@ func testDeleteRange(t *testing.T, s store.Store) {
 // testDeleteRangeQueued: a range delete applies after the appends and
 // deletes issued before it and before those issued after it, unsynced
 // in between, and reads see it while it is queued.
-func testDeleteRangeQueued(t *testing.T, s store.Store) {
+func testDeleteRangeQueued(t *testing.T, s exchange.Store) {
 	big := strings.Repeat("y", 1000) // past the value threshold
 	for seq := uint64(0); seq < 50; seq++ {
 		appendSync(t, s, 6, seq, fmt.Sprint(seq, big))
@@ -671,7 +672,7 @@ func testDeleteRangeQueued(t *testing.T, s store.Store) {
 // testPutDeleteRangeStored: messages stored already and written again
 // with PutMessage (a replicated log applied again after a crash), then
 // removed by a range delete in the same batch, are gone from the disk.
-func testPutDeleteRangeStored(t *testing.T, s store.Store) {
+func testPutDeleteRangeStored(t *testing.T, s exchange.Store) {
 	const n = 2000
 	for i := range uint64(n) {
 		s.AppendMessage(7, i, []byte("stored"), nil)

@@ -28,6 +28,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/trident-broker/trident/exchange/headers"
 )
 
 // Version is the protocol version this codec speaks.
@@ -44,7 +46,7 @@ const (
 	// (amqp.max_message_size), plus its properties.
 	MaxFrame = 512<<20 + 1<<20
 	// MaxDepth bounds the nesting of tables and arrays.
-	MaxDepth = 32
+	MaxDepth = headers.MaxDepth
 	// Hops is how many hop budgets a connection has (cluster/forward's
 	// MaxHops): a Publish's Hop is below it.
 	Hops = 3
@@ -101,7 +103,7 @@ var (
 	// ErrMalformed: the payload does not decode as its type.
 	ErrMalformed = errors.New("frame: malformed frame")
 	// ErrUnsupported: a header value the codec cannot carry (encoding).
-	ErrUnsupported = errors.New("frame: unsupported table value")
+	ErrUnsupported = headers.ErrUnsupported
 )
 
 // Error is a decode error: which frame type, and what was wrong.
@@ -141,65 +143,65 @@ func Decode(b []byte) (Frame, error) {
 		return nil, &Error{Err: ErrMalformed, Why: "empty frame"}
 	}
 	t := Type(b[0])
-	d := dec{b: b[1:]}
+	d := newDec(b[1:])
 	var f Frame
 	switch t {
 	case THello:
 		f = d.hello()
 	case TWelcome:
-		f = &Welcome{Version: d.byte1(), Credit: uint32(d.uvarint(1 << 32))}
+		f = &Welcome{Version: d.Byte(), Credit: uint32(d.UvarintBelow(1 << 32))}
 	case TRefuse:
-		f = &Refuse{Version: d.byte1(), Reason: d.str()}
+		f = &Refuse{Version: d.Byte(), Reason: d.Str()}
 	case TPublish:
-		p := &Publish{ID: d.uvarint(0), Hop: d.byte1(), Meta: d.uvarint(0), VHost: d.str(), Queue: d.str()}
+		p := &Publish{ID: d.Uvarint(), Hop: d.Byte(), Meta: d.Uvarint(), VHost: d.Str(), Queue: d.Str()}
 		if p.Hop >= Hops {
-			d.failf("hop %d", p.Hop)
+			d.Fail("hop %d", p.Hop)
 		}
 		d.message(&p.Msg)
 		f = p
 	case TConfirm:
-		f = &Confirm{ID: d.uvarint(0), OK: d.bool1(), Reason: d.str()}
+		f = &Confirm{ID: d.Uvarint(), OK: d.Bool(), Reason: d.Str()}
 	case TCredit:
-		c := &Credit{Hop: d.byte1(), N: uint32(d.uvarint(1 << 32))}
+		c := &Credit{Hop: d.Byte(), N: uint32(d.UvarintBelow(1 << 32))}
 		if c.Hop >= Hops {
-			d.failf("hop %d", c.Hop)
+			d.Fail("hop %d", c.Hop)
 		}
 		f = c
 	case TConsume:
-		c := &Consume{Consumer: d.uvarint(0), VHost: d.str(), Queue: d.str(), Prefetch: uint32(d.uvarint(1 << 32)), PerConsumer: d.bool1()}
-		if d.bool1() {
-			c.Args = d.table(0)
+		c := &Consume{Consumer: d.Uvarint(), VHost: d.Str(), Queue: d.Str(), Prefetch: uint32(d.UvarintBelow(1 << 32)), PerConsumer: d.Bool()}
+		if d.Bool() {
+			c.Args = d.Table()
 		}
 		f = c
 	case TQos:
-		f = &Qos{Consumer: d.uvarint(0), Prefetch: uint32(d.uvarint(1 << 32))}
+		f = &Qos{Consumer: d.Uvarint(), Prefetch: uint32(d.UvarintBelow(1 << 32))}
 	case TCancel:
-		f = &Cancel{Consumer: d.uvarint(0)}
+		f = &Cancel{Consumer: d.Uvarint()}
 	case TCancelled:
-		f = &Cancelled{Consumer: d.uvarint(0), Refused: d.bool1(), Reason: d.str()}
+		f = &Cancelled{Consumer: d.Uvarint(), Refused: d.Bool(), Reason: d.Str()}
 	case TDeliver:
-		v := &Deliver{Consumer: d.uvarint(0), Delivery: d.uvarint(0), Redelivered: d.bool1()}
+		v := &Deliver{Consumer: d.Uvarint(), Delivery: d.Uvarint(), Redelivered: d.Bool()}
 		d.message(&v.Msg)
 		f = v
 	case TSettle:
-		s := &Settle{Consumer: d.uvarint(0), Op: SettleOp(d.byte1())}
+		s := &Settle{Consumer: d.Uvarint(), Op: SettleOp(d.Byte())}
 		if s.Op > Reject {
-			d.failf("settle op %d", s.Op)
+			d.Fail("settle op %d", s.Op)
 		}
 		s.Deliveries = d.deltas()
 		f = s
 	case TGet:
-		f = &Get{Req: d.uvarint(0), VHost: d.str(), Queue: d.str(), NoAck: d.bool1()}
+		f = &Get{Req: d.Uvarint(), VHost: d.Str(), Queue: d.Str(), NoAck: d.Bool()}
 	case TGetOK:
-		g := &GetOK{Req: d.uvarint(0), Delivery: d.uvarint(0), Redelivered: d.bool1(), Remaining: d.uvarint(0)}
+		g := &GetOK{Req: d.Uvarint(), Delivery: d.Uvarint(), Redelivered: d.Bool(), Remaining: d.Uvarint()}
 		d.message(&g.Msg)
 		f = g
 	case TPurge:
-		f = &Purge{Req: d.uvarint(0), VHost: d.str(), Queue: d.str()}
+		f = &Purge{Req: d.Uvarint(), VHost: d.Str(), Queue: d.Str()}
 	case TCount:
-		f = &Count{Req: d.uvarint(0), VHost: d.str(), Queue: d.str()}
+		f = &Count{Req: d.Uvarint(), VHost: d.Str(), Queue: d.Str()}
 	case TResult:
-		f = &Result{Req: d.uvarint(0), Err: d.str(), A: d.uvarint(0), B: d.uvarint(0)}
+		f = &Result{Req: d.Uvarint(), Err: d.Str(), A: d.Uvarint(), B: d.Uvarint()}
 	case TPing:
 		f = &Ping{}
 	case TPong:
@@ -207,11 +209,11 @@ func Decode(b []byte) (Frame, error) {
 	default:
 		return nil, &Error{Type: t, Err: ErrUnknownType}
 	}
-	if d.err == "" && len(d.b) != 0 {
-		d.failf("%d trailing bytes", len(d.b))
+	if d.Err == nil && len(d.B) != 0 {
+		d.Fail("%d trailing bytes", len(d.B))
 	}
-	if d.err != "" {
-		return nil, &Error{Type: t, Err: ErrMalformed, Why: d.err}
+	if d.Err != nil {
+		return nil, &Error{Type: t, Err: ErrMalformed, Why: d.Err.Error()}
 	}
 	return f, nil
 }
@@ -221,102 +223,102 @@ func Decode(b []byte) (Frame, error) {
 // then returned as it was.
 func Append(dst []byte, f Frame) ([]byte, error) {
 	start := len(dst)
-	e := enc{b: append(dst, 0, 0, 0, 0, byte(f.Type()))}
+	e := newEnc(append(dst, 0, 0, 0, 0, byte(f.Type())))
 	switch f := f.(type) {
 	case *Hello:
-		e.b = append(e.b, Magic...)
-		e.b = append(e.b, f.Version)
+		e.B = append(e.B, Magic...)
+		e.B = append(e.B, f.Version)
 	case *Welcome:
-		e.b = append(e.b, f.Version)
-		e.uvarint(uint64(f.Credit))
+		e.B = append(e.B, f.Version)
+		e.Uvarint(uint64(f.Credit))
 	case *Refuse:
-		e.b = append(e.b, f.Version)
-		e.str(f.Reason)
+		e.B = append(e.B, f.Version)
+		e.Str(f.Reason)
 	case *Publish:
-		e.uvarint(f.ID)
-		e.b = append(e.b, f.Hop)
-		e.uvarint(f.Meta)
-		e.str(f.VHost)
-		e.str(f.Queue)
+		e.Uvarint(f.ID)
+		e.B = append(e.B, f.Hop)
+		e.Uvarint(f.Meta)
+		e.Str(f.VHost)
+		e.Str(f.Queue)
 		e.message(&f.Msg)
 	case *Confirm:
-		e.uvarint(f.ID)
-		e.bool1(f.OK)
-		e.str(f.Reason)
+		e.Uvarint(f.ID)
+		e.Bool(f.OK)
+		e.Str(f.Reason)
 	case *Credit:
-		e.b = append(e.b, f.Hop)
-		e.uvarint(uint64(f.N))
+		e.B = append(e.B, f.Hop)
+		e.Uvarint(uint64(f.N))
 	case *Consume:
-		e.uvarint(f.Consumer)
-		e.str(f.VHost)
-		e.str(f.Queue)
-		e.uvarint(uint64(f.Prefetch))
-		e.bool1(f.PerConsumer)
-		e.bool1(f.Args != nil)
+		e.Uvarint(f.Consumer)
+		e.Str(f.VHost)
+		e.Str(f.Queue)
+		e.Uvarint(uint64(f.Prefetch))
+		e.Bool(f.PerConsumer)
+		e.Bool(f.Args != nil)
 		if f.Args != nil {
-			e.table(f.Args, 0)
+			e.Table(f.Args)
 		}
 	case *Qos:
-		e.uvarint(f.Consumer)
-		e.uvarint(uint64(f.Prefetch))
+		e.Uvarint(f.Consumer)
+		e.Uvarint(uint64(f.Prefetch))
 	case *Cancel:
-		e.uvarint(f.Consumer)
+		e.Uvarint(f.Consumer)
 	case *Cancelled:
-		e.uvarint(f.Consumer)
-		e.bool1(f.Refused)
-		e.str(f.Reason)
+		e.Uvarint(f.Consumer)
+		e.Bool(f.Refused)
+		e.Str(f.Reason)
 	case *Deliver:
-		e.uvarint(f.Consumer)
-		e.uvarint(f.Delivery)
-		e.bool1(f.Redelivered)
+		e.Uvarint(f.Consumer)
+		e.Uvarint(f.Delivery)
+		e.Bool(f.Redelivered)
 		e.message(&f.Msg)
 	case *Settle:
-		e.uvarint(f.Consumer)
-		e.b = append(e.b, byte(f.Op))
+		e.Uvarint(f.Consumer)
+		e.B = append(e.B, byte(f.Op))
 		e.deltas(f.Deliveries)
 	case *Get:
-		e.uvarint(f.Req)
-		e.str(f.VHost)
-		e.str(f.Queue)
-		e.bool1(f.NoAck)
+		e.Uvarint(f.Req)
+		e.Str(f.VHost)
+		e.Str(f.Queue)
+		e.Bool(f.NoAck)
 	case *GetOK:
-		e.uvarint(f.Req)
-		e.uvarint(f.Delivery)
-		e.bool1(f.Redelivered)
-		e.uvarint(f.Remaining)
+		e.Uvarint(f.Req)
+		e.Uvarint(f.Delivery)
+		e.Bool(f.Redelivered)
+		e.Uvarint(f.Remaining)
 		e.message(&f.Msg)
 	case *Purge:
-		e.uvarint(f.Req)
-		e.str(f.VHost)
-		e.str(f.Queue)
+		e.Uvarint(f.Req)
+		e.Str(f.VHost)
+		e.Str(f.Queue)
 	case *Count:
-		e.uvarint(f.Req)
-		e.str(f.VHost)
-		e.str(f.Queue)
+		e.Uvarint(f.Req)
+		e.Str(f.VHost)
+		e.Str(f.Queue)
 	case *Result:
-		e.uvarint(f.Req)
-		e.str(f.Err)
-		e.uvarint(f.A)
-		e.uvarint(f.B)
+		e.Uvarint(f.Req)
+		e.Str(f.Err)
+		e.Uvarint(f.A)
+		e.Uvarint(f.B)
 	case *Ping, *Pong:
 	default:
 		return dst, fmt.Errorf("frame: cannot encode %T", f)
 	}
-	if e.err != nil {
-		return dst, e.err
+	if err := e.err(); err != nil {
+		return dst, err
 	}
-	n := len(e.b) - start - HeaderSize
+	n := len(e.B) - start - HeaderSize
 	if n > MaxFrame {
 		return dst, &Error{Type: f.Type(), Err: ErrTooLarge, Why: fmt.Sprintf("length %d", n)}
 	}
-	binary.BigEndian.PutUint32(e.b[start:], uint32(n))
-	return e.b, nil
+	binary.BigEndian.PutUint32(e.B[start:], uint32(n))
+	return e.B, nil
 }
 
 func (d *dec) hello() *Hello {
-	m := d.raw(uint64(len(Magic)))
-	if d.err == "" && string(m) != Magic {
-		d.failf("bad magic")
+	m := d.Raw(uint64(len(Magic)))
+	if d.Err == nil && string(m) != Magic {
+		d.Fail("bad magic")
 	}
-	return &Hello{Version: d.byte1()}
+	return &Hello{Version: d.Byte()}
 }

@@ -1,6 +1,6 @@
 package frame
 
-import "time"
+import "github.com/trident-broker/trident/exchange/headers"
 
 // Hello opens a connection (client).
 type Hello struct{ Version uint8 }
@@ -165,33 +165,17 @@ type Message struct {
 	Body       []byte
 }
 
-// Properties mirrors exchange.Properties field for field. Header values
-// are nil, bool, the sized integers, int (sent as int64), uint (as
-// uint64), float32, float64, string, []byte, time.Time, []any, tables
-// (map[string]any or a named map type on it) and decimals (a struct of a
-// uint8 scale and an int32 value); they decode as those types, with
-// tables as map[string]any and decimals as Decimal.
-type Properties struct {
-	ContentType     string
-	ContentEncoding string
-	Headers         map[string]any
-	DeliveryMode    uint8
-	Priority        uint8
-	CorrelationID   string
-	ReplyTo         string
-	Expiration      string
-	MessageID       string
-	Timestamp       time.Time
-	Type            string
-	UserID          string
-	AppID           string
-}
+// Properties are a message's properties: the headers package's layout,
+// which exchange.Properties converts to. Header values are nil, bool, the
+// sized integers, int (sent as int64), uint (as uint64), float32, float64,
+// string, []byte, time.Time, slices, tables (map[string]any or a named map
+// type on it) and decimals (a struct of a uint8 scale and an int32 value);
+// they decode as those types, with tables as map[string]any, slices as
+// []any and decimals as Decimal.
+type Properties = headers.Properties
 
 // Decimal is a decimal table value as decoded.
-type Decimal struct {
-	Scale uint8
-	Value int32
-}
+type Decimal = headers.Decimal
 
 func (*Hello) Type() Type     { return THello }
 func (*Welcome) Type() Type   { return TWelcome }

@@ -1,7 +1,8 @@
 // Package wire is a pure AMQP 0-9-1 codec: bytes in, typed frames, methods,
 // content headers and field tables out, or a typed *Error. It opens no
 // socket, takes no lock and knows nothing of queues; it uses only the
-// standard library.
+// standard library and the core's table value types (exchange/headers, a
+// leaf).
 //
 // # API summary
 //
@@ -48,8 +49,8 @@
 //
 // Field tables (table.go):
 //
-//	type Table map[string]any
-//	type Decimal struct { Scale uint8; Value int32 }
+//	type Table = headers.Table     // map[string]any
+//	type Decimal = headers.Decimal // struct { Scale uint8; Value int32 }
 //	func DecodeTable(b []byte) (Table, error)
 //	func AppendTable(b []byte, t Table) ([]byte, error)
 //

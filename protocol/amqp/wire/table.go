@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/trident-broker/trident/exchange/headers"
 )
 
 // Table is an AMQP field table. Decoding yields these Go types, by field
@@ -20,13 +22,13 @@ import (
 // are written as long strings (S), as RabbitMQ and amqp091-go do.
 //
 // Empty tables decode as nil. Duplicate keys: the last one wins.
-type Table map[string]any
+//
+// It is the core's table type (exchange/headers), so that a table the core
+// decoded from its store or a forwarding link encodes here as it came.
+type Table = headers.Table
 
-// Decimal is an AMQP decimal value: Value / 10^Scale.
-type Decimal struct {
-	Scale uint8
-	Value int32
-}
+// Decimal is an AMQP decimal value: Value / 10^Scale; the core's type too.
+type Decimal = headers.Decimal
 
 // MaxTableDepth bounds how deeply tables and arrays may nest, both when
 // decoding and when encoding.
