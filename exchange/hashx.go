@@ -77,8 +77,12 @@ func hashKindOf(kind string, args Table) string {
 }
 
 // validateHashArgs checks a new hash exchange's arguments, as the plugin's
-// validate/1.
-func validateHashArgs(kind string, args Table) error {
+// validate/1; and a delayed exchange's x-delayed-type, when that is a
+// hash type the cluster has not enabled yet.
+func (v *VHost) validateHashArgs(kind string, args Table) error {
+	if kind == KindDelayed && !v.hashTypesEnabled(hashKindOf(kind, args)) {
+		return errorf(KindPreconditionFailed, "Invalid argument, 'x-delayed-type' must be an existing exchange type")
+	}
 	if hashKindOf(kind, args) != KindConsistentHash {
 		return nil
 	}
@@ -553,4 +557,24 @@ func log2Frac(m uint64) uint64 {
 // key and headers (a consistent-hash exchange's hash-property).
 type messageRouter interface {
 	routeMessage(m *Message, out []*binding) []*binding
+}
+
+// hashExchangesFlag is the cluster feature flag of the hash exchange
+// types (cluster/featureflags.HashExchanges).
+const hashExchangesFlag = "hash_exchanges"
+
+// featureGate is a Cluster that knows the cluster's feature flags.
+type featureGate interface {
+	FeatureEnabled(name string) bool
+}
+
+// hashTypesEnabled reports whether an exchange of kind may be declared: a
+// hash type only once every node of the cluster has it (until then it is
+// an unknown type, as in RabbitMQ without the plugin).
+func (v *VHost) hashTypesEnabled(kind string) bool {
+	if kind != KindConsistentHash && kind != KindModulusHash {
+		return true
+	}
+	g, ok := v.b.cluster.(featureGate)
+	return !ok || g.FeatureEnabled(hashExchangesFlag)
 }

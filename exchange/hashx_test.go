@@ -394,3 +394,31 @@ func BenchmarkPublishConsistentHash(b *testing.B) {
 		}
 	}
 }
+
+// gatedCluster is a fakeCluster whose feature flags are all off or on.
+type gatedCluster struct {
+	fakeCluster
+	on bool
+}
+
+func (c *gatedCluster) FeatureEnabled(name string) bool { return c.on && name == hashExchangesFlag }
+
+// In a cluster, the hash types are unknown until their feature flag is
+// enabled (a node of an older release could not rebuild such an exchange).
+func TestHashExchangeFeatureFlag(t *testing.T) {
+	v, _ := newTestVHost(t)
+	c := &gatedCluster{fakeCluster: fakeCluster{name: "a"}}
+	v.b.SetCluster(c)
+	for _, kind := range []string{KindConsistentHash, KindModulusHash} {
+		err := v.DeclareExchange("h-"+kind, kind, ExchangeOpts{})
+		wantKind(t, err, KindCommandInvalid)
+		wantText(t, err, "unknown exchange type '"+kind+"'")
+	}
+	err := v.DeclareExchange("d", KindDelayed, ExchangeOpts{Args: Table{"x-delayed-type": KindModulusHash}})
+	wantKind(t, err, KindPreconditionFailed)
+	wantText(t, err, "'x-delayed-type' must be an existing exchange type")
+	declareX(t, v, "direct", KindDirect, ExchangeOpts{})
+	c.on = true
+	declareX(t, v, "h", KindConsistentHash, ExchangeOpts{})
+	declareX(t, v, "m", KindModulusHash, ExchangeOpts{})
+}

@@ -202,7 +202,7 @@ func (v *VHost) DeclareExchange(name, kind string, o ExchangeOpts) error {
 func (v *VHost) declareExchangeLocked(name, kind string, o ExchangeOpts) (*Exchange, error) {
 	x := v.exchanges[name]
 	// As RabbitMQ: the type is checked first, even for an existing exchange.
-	if !validKind(kind) {
+	if !validKind(kind) || !v.hashTypesEnabled(kind) {
 		return nil, errorf(KindCommandInvalid, "unknown exchange type '%s'", kind)
 	}
 	if name == "" {
@@ -219,7 +219,7 @@ func (v *VHost) declareExchangeLocked(name, kind string, o ExchangeOpts) (*Excha
 			return nil, err
 		}
 	}
-	if err := validateHashArgs(kind, o.Args); err != nil {
+	if err := v.validateHashArgs(kind, o.Args); err != nil {
 		return nil, err
 	}
 	x = &Exchange{vh: v, name: name, kind: kind, durable: o.Durable, autoDelete: o.AutoDelete,

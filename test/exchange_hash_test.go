@@ -396,6 +396,12 @@ func TestHashExchangePermissions(t *testing.T) {
 // published through two nodes land in the same queues.
 func TestHashConsistentClusterNodesAgree(t *testing.T) {
 	nodes := startCluster(t, 3)
+	// A new cluster enables its release's stable flags just after it
+	// forms; the hash types are unknown until hash_exchanges is on.
+	eventually(t, 60*time.Second, "feature flag hash_exchanges enabled", func() bool {
+		f, err := flagOn(nodes[0], "hash_exchanges")
+		return err == nil && f.State == "enabled"
+	})
 	_, ch0 := dialNode(t, nodes[0])
 	qs := hxDeclare(t, ch0, "cx", nil, map[string]string{"cq0": "1", "cq1": "2", "cq2": "1"})
 	// The topology is committed on every node before it is used there.
