@@ -221,7 +221,8 @@ func (r *hashRing) take(b *binding) (*hashDest, bool) {
 }
 
 // release drops b from its destination: it returns the destination, or
-// -1 if that went with b (the last one was moved into its place, swap).
+// nil if that went with b (the last one is swapped into its place); false
+// if b's destination is not there.
 func (r *hashRing) release(b *binding) (*hashDest, bool) {
 	i, ok := r.idx[destOf(b)]
 	if !ok {

@@ -422,3 +422,40 @@ func TestHashExchangeFeatureFlag(t *testing.T) {
 	declareX(t, v, "h", KindConsistentHash, ExchangeOpts{})
 	declareX(t, v, "m", KindModulusHash, ExchangeOpts{})
 }
+
+// A destination may be an exchange; a queue bound twice adds its weights,
+// and keeps its keys while one of its bindings remains.
+func TestConsistentHashExchangeDestination(t *testing.T) {
+	v, _ := newTestVHost(t)
+	declareX(t, v, "h", KindConsistentHash, ExchangeOpts{})
+	declareX(t, v, "f", KindFanout, ExchangeOpts{})
+	declareQ(t, v, "viaf", QueueOpts{})
+	declareQ(t, v, "q", QueueOpts{})
+	bindQ(t, v, "viaf", "f", "", nil)
+	if err := v.BindExchange("f", "h", "1", nil); err != nil {
+		t.Fatal(err)
+	}
+	wantKind(t, v.BindExchange("f", "h", "x", nil), KindPreconditionFailed)
+	bindQ(t, v, "q", "h", "1", nil)
+	bindQ(t, v, "q", "h", "2", nil) // q weighs 3
+	keys := randomKeys(20000, 13)
+	before := assignment(t, v, "h", keys)
+	n := 0
+	for _, q := range before {
+		if q == "q" {
+			n++
+		}
+	}
+	if want := 15000.0; math.Abs(float64(n)-want) > 0.05*want {
+		t.Fatalf("q (weight 3 of 4) had %d of 20000 keys", n)
+	}
+	// Dropping q's weight-2 binding moves some of q's keys to f, none of f's.
+	if err := v.UnbindQueue("q", "h", "2", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for k, q := range assignment(t, v, "h", keys) {
+		if before[k] == "viaf" && q != "viaf" {
+			t.Fatalf("key %q left the exchange destination", k)
+		}
+	}
+}
