@@ -80,7 +80,10 @@ func routerFor(kind string, args Table) router {
 		if err != nil {
 			return nil
 		}
-		return newRouter(t)
+		return routerFor(t, args)
+	}
+	if r := newHashRouter(kind, args); r != nil {
+		return r
 	}
 	return newRouter(kind)
 }

@@ -72,7 +72,7 @@ var predeclared = []struct{ name, kind string }{
 
 func validKind(k string) bool {
 	switch k {
-	case KindDirect, KindFanout, KindTopic, KindHeaders, KindDelayed:
+	case KindDirect, KindFanout, KindTopic, KindHeaders, KindDelayed, KindConsistentHash, KindModulusHash:
 		return true
 	}
 	return false

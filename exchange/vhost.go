@@ -202,7 +202,7 @@ func (v *VHost) DeclareExchange(name, kind string, o ExchangeOpts) error {
 func (v *VHost) declareExchangeLocked(name, kind string, o ExchangeOpts) (*Exchange, error) {
 	x := v.exchanges[name]
 	// As RabbitMQ: the type is checked first, even for an existing exchange.
-	if !validKind(kind) {
+	if !validKind(kind) || !v.hashTypesEnabled(kind) {
 		return nil, errorf(KindCommandInvalid, "unknown exchange type '%s'", kind)
 	}
 	if name == "" {
@@ -218,6 +218,9 @@ func (v *VHost) declareExchangeLocked(name, kind string, o ExchangeOpts) (*Excha
 		if _, err := delayedTypeOf(o.Args); err != nil {
 			return nil, err
 		}
+	}
+	if err := v.validateHashArgs(kind, o.Args); err != nil {
+		return nil, err
 	}
 	x = &Exchange{vh: v, name: name, kind: kind, durable: o.Durable, autoDelete: o.AutoDelete,
 		internal: o.Internal, args: o.Args, router: routerFor(kind, o.Args)}
@@ -1052,6 +1055,9 @@ func (v *VHost) bindLocked(dst string, toQueue bool, src, key string, args Table
 	if sx.findBinding(q, dx, key, args) != nil {
 		return nil
 	}
+	if err := validateHashBinding(sx.kind, sx.args, key); err != nil {
+		return err
+	}
 	if sx.kind == KindHeaders {
 		if xm, ok := args["x-match"]; ok {
 			s, _ := xm.(string)
@@ -1467,7 +1473,11 @@ func (rv routeView) routeExchange(x xRoute, m *Message, out []*Queue, seen []*Ex
 	}
 	seen = append(seen, x.x)
 	start := len(sc.bs)
-	sc.bs = x.r.route(m.RoutingKey, m.Props.Headers, sc.bs)
+	if mr, ok := x.r.(messageRouter); ok {
+		sc.bs = mr.routeMessage(m, sc.bs)
+	} else {
+		sc.bs = x.r.route(m.RoutingKey, m.Props.Headers, sc.bs)
+	}
 	end := len(sc.bs)
 	for i := start; i < end; i++ {
 		b := sc.bs[i] // sc.bs may grow (and move) in the recursion below

@@ -28,6 +28,8 @@ var exchangeTypes = []map[string]any{
 	{"name": "headers", "description": "AMQP headers exchange, as per the AMQP specification", "enabled": true},
 	{"name": "topic", "description": "AMQP topic exchange, as per the AMQP specification", "enabled": true},
 	{"name": "x-delayed-message", "description": "Delayed Message Exchange.", "enabled": true},
+	{"name": "x-consistent-hash", "description": "Consistent Hashing Exchange", "enabled": true},
+	{"name": "x-modulus-hash", "description": "Modulus Hashing Exchange", "enabled": true},
 }
 
 // totals counts the objects and messages of the vhosts u sees.

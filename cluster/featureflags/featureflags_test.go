@@ -29,7 +29,7 @@ func TestRegistryNamesUnique(t *testing.T) {
 
 func TestSupportGossip(t *testing.T) {
 	v := EncodeSupport(Supported())
-	if v != FeatureFlags+","+ShovelOwnerMixed {
+	if v != FeatureFlags+","+ShovelOwnerMixed+","+HashExchanges {
 		t.Fatalf("gossiped support = %q, want only the non-required flags", v)
 	}
 	got := DecodeSupport(map[string]string{GossipKey: v})
@@ -80,6 +80,7 @@ func TestSetAndReport(t *testing.T) {
 		t.Fatalf("EnableOrder of an enabled flag = %v", got)
 	}
 	s.Enable(ShovelOwnerMixed)
+	s.Enable(HashExchanges)
 	st = Report(s, nil)
 	for _, x := range st {
 		if x.State != StateEnabled {

@@ -45,6 +45,11 @@ const (
 	// v0.1.0 computing the old score beside one computing the new would
 	// run a shovel twice, or not at all.
 	ShovelOwnerMixed = "shovel_owner_mixed"
+	// HashExchanges: the x-consistent-hash and x-modulus-hash exchange
+	// types. A node without them cannot apply such an exchange's record
+	// (it would refuse to start with it in its store), so none is
+	// declared in a cluster until every member has them.
+	HashExchanges = "hash_exchanges"
 )
 
 // Errors.
@@ -77,6 +82,8 @@ var registry = []Flag{
 	{Name: FeatureFlags, Desc: "Feature flags: the metadata group's typed command entries (version 2), which record the enabled flags",
 		Stability: Stable, Release: "0.2.0"},
 	{Name: ShovelOwnerMixed, Desc: "Shovels are spread over the nodes by a mixed rendezvous score (v0.1.0's skewed one node's share up to twice another's); every node must compute the same owner",
+		Stability: Stable, Release: "0.2.0"},
+	{Name: HashExchanges, Desc: "The x-consistent-hash and x-modulus-hash exchange types (records of exchanges a node of an older release cannot rebuild)",
 		Stability: Stable, Release: "0.2.0"},
 }
 

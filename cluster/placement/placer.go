@@ -40,6 +40,9 @@ type Config struct {
 	Store    quorum.Store
 	Topology Topology
 	Log      *slog.Logger
+	// Flags reports whether a feature flag is enabled in the cluster
+	// (nil: every flag is).
+	Flags func(name string) bool
 
 	// ReadyTimeout bounds how long a new group waits for its first
 	// leader and for its seeds' addresses (15s).
@@ -114,6 +117,11 @@ func (p *Placer) changes() <-chan struct{} {
 
 // NodeName implements exchange.Cluster.
 func (p *Placer) NodeName() string { return p.c.Self }
+
+// FeatureEnabled reports whether the cluster has enabled the feature
+// flag name (the core asks before it writes what an older node cannot
+// read).
+func (p *Placer) FeatureEnabled(name string) bool { return p.c.Flags == nil || p.c.Flags(name) }
 
 // alive lists the alive members with a Raft address, sorted.
 func (p *Placer) alive() []string {

@@ -34,7 +34,7 @@ func (n *Node) startClusterQueues(f *clusterFrontEnd) {
 	// the gossip ring with another cookie or CA is never a queue's member.
 	p := placement.New(placement.Config{Self: n.nodeName(), Addr: m.Addr, Members: f.placeable,
 		Groups: f.raft.host, Remotes: fwd, Store: n.broker.MessageStore(),
-		Topology: placement.BrokerTopology{B: n.broker}, Log: n.log})
+		Topology: placement.BrokerTopology{B: n.broker}, Log: n.log, Flags: f.raft.meta.Flags().Enabled})
 	fg := placement.StartForgetter(placement.ForgetConfig{Self: n.nodeName(), Members: f.m.Members,
 		MetaLeader: n.MetaLeader, MetaRaft: f.raft.meta.Raft(), Forget: n.broker.ForgetNode, Log: n.log})
 	f.queues = p

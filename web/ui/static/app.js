@@ -750,7 +750,7 @@
   }
 
   // Exchanges -------------------------------------------------------------
-  const EXCHANGE_TYPES = ['direct', 'fanout', 'topic', 'headers', 'x-delayed-message'];
+  const EXCHANGE_TYPES = ['direct', 'fanout', 'topic', 'headers', 'x-delayed-message', 'x-consistent-hash', 'x-modulus-hash'];
   function exchangesPage() {
     const list = pagedList({
       key: 'exchanges', id: 'exchanges', title: 'Exchanges', noun: 'exchange', path: vhostPath('/exchanges'),
