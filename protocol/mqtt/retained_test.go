@@ -32,6 +32,11 @@ func (s *memStore) DeleteMeta(key string) error {
 	return nil
 }
 
+func (s *memStore) GetMeta(key string) ([]byte, bool, error) {
+	v, ok := s.m[key]
+	return v, ok, nil
+}
+
 func (s *memStore) LoadMeta(prefix string, fn func(key string, val []byte) error) error {
 	for k, v := range s.m {
 		if strings.HasPrefix(k, prefix) {
@@ -122,9 +127,12 @@ func TestRetainedApplyOrder(t *testing.T) {
 
 // TestRetainedApplyPrefix: a prefix delete clears the matching topics.
 func TestRetainedApplyPrefix(t *testing.T) {
-	r, _ := loadRetained(&memStore{m: map[string][]byte{}})
+	st := &memStore{m: map[string][]byte{}}
+	r, _ := loadRetained(st)
 	for _, topic := range []string{"a/1", "a/2", "b/1"} {
-		r.apply(retainedKey("/", topic), retainedVal(t, topic, "x"))
+		// As a node applies a committed record: the store, then memory.
+		st.m[retainedKey("/", topic)] = retainedVal(t, topic, "x")
+		r.apply(retainedKey("/", topic), st.m[retainedKey("/", topic)])
 	}
 	r.applyPrefix(retainedKey("/", "a/"))
 	if l := r.match("/", "#"); len(l) != 1 || l[0].Topic != "b/1" {
