@@ -2,7 +2,6 @@ package mqtt
 
 import (
 	"encoding/json"
-	"math"
 	"strings"
 	"sync"
 	"time"
@@ -60,7 +59,7 @@ func refOf(val []byte) (retainedRef, bool) {
 	if json.Unmarshal(val, &h) != nil {
 		return retainedRef{}, false
 	}
-	return retainedRef{exp: h.ExpiresAt, size: uint32(min(len(val), math.MaxUint32)), qos: h.QoS, set: true}, true
+	return makeRef(len(val), h.QoS, h.ExpiresAt), true
 }
 
 func loadRetained(st MetaStore) (*retainedStore, error) {
@@ -177,7 +176,7 @@ func (r *retainedStore) end(key, vh, topic string, mark uint64, done bool, ref r
 	if !done || r.touched[key] > mark {
 		return
 	}
-	if !ref.set {
+	if !ref.set() {
 		r.delLocked(vh, topic)
 		return
 	}
@@ -208,7 +207,7 @@ func (r *retainedStore) put(st MetaStore, vh string, pk *packets.Packet) error {
 	if err != nil {
 		return err
 	}
-	ref := retainedRef{exp: msg.ExpiresAt, size: uint32(min(len(val), math.MaxUint32)), qos: msg.QoS, set: true}
+	ref := makeRef(len(val), msg.QoS, msg.ExpiresAt)
 	mark := r.begin()
 	err = st.PutMeta(key, val)
 	r.end(key, vh, pk.TopicName, mark, err == nil, ref)
