@@ -199,14 +199,6 @@ func retainedRecord(tb testing.TB, topic string, size int) []byte {
 	return b
 }
 
-func heapInUse() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
-
 // TestRetainedIndexMemory: the index holds no bodies (its memory per
 // retained message is the same for 64-byte and 4 KiB payloads, and
 // small), and clearing every topic gives it back.
