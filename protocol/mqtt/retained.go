@@ -271,9 +271,19 @@ func getMeta(st MetaStore, key string) (val []byte, found bool, err error) {
 }
 
 // match returns the live retained messages of vh whose topic matches
-// filter: the index names them, the store gives their bodies. A message
-// cleared or replaced between the two is skipped or sent as it is now.
+// filter (matchEach's).
 func (r *retainedStore) match(vh, filter string) []*retainedMsg {
+	var out []*retainedMsg
+	r.matchEach(vh, filter, func(msg *retainedMsg) { out = append(out, msg) })
+	return out
+}
+
+// matchEach calls fn with each live retained message of vh whose topic
+// matches filter, as it is read: the index names them, under the lock,
+// then the store gives their bodies one by one, so that the first is on
+// its way while the next is read. A message cleared or replaced between
+// the two is skipped or given as it is now.
+func (r *retainedStore) matchEach(vh, filter string, fn func(*retainedMsg)) {
 	now := time.Now().Unix()
 	var topics []string
 	r.mu.RLock()
@@ -286,7 +296,6 @@ func (r *retainedStore) match(vh, filter string) []*retainedMsg {
 		})
 	}
 	r.mu.RUnlock()
-	out := make([]*retainedMsg, 0, len(topics))
 	for _, topic := range topics {
 		val, found, err := getMeta(st, retainedKey(vh, topic))
 		if err != nil || !found {
@@ -297,9 +306,8 @@ func (r *retainedStore) match(vh, filter string) []*retainedMsg {
 			continue
 		}
 		msg.Topic = topic
-		out = append(out, msg)
+		fn(msg)
 	}
-	return out
 }
 
 // retained writes a retained message for a new subscription, retain flag
