@@ -275,7 +275,8 @@ func (x *retainedIndex) del(topic string) {
 	// path[i] is the deepest node left: if its only content is one
 	// child with a message and nothing below, they become one node.
 	if p := path[i]; i > 0 && !p.ref.set() && p.numKids() == 1 {
-		c := p.kids.list[0]
+		var c *rnode
+		p.eachKid(func(k *rnode) { c = k })
 		if c.numKids() == 0 {
 			p.text, p.ref, p.kids = p.text+"/"+c.text, c.ref, nil
 		}
