@@ -337,6 +337,29 @@ func deletePrefix(db *badger.DB, wb *badger.WriteBatch, prefix []byte) error {
 	})
 }
 
+// GetMeta reads the record of key: a copy, and whether there is one.
+func (b *Badger) GetMeta(key string) (val []byte, found bool, err error) {
+	if err := b.begin(); err != nil {
+		return nil, false, err
+	}
+	defer b.end()
+	err = b.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte(metaPrefix + key))
+		if err != nil {
+			return err
+		}
+		val, err = item.ValueCopy(nil)
+		return err
+	})
+	switch {
+	case errors.Is(err, badger.ErrKeyNotFound):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("store: get meta %q: %w", key, err)
+	}
+	return val, true, nil
+}
+
 // LoadMeta implements Store. fn gets copies it may keep; an error from fn
 // stops the scan and is returned as is.
 func (b *Badger) LoadMeta(prefix string, fn func(key string, val []byte) error) error {

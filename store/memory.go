@@ -65,6 +65,20 @@ func (m *Memory) DeleteMetaPrefix(prefix string) error {
 	return nil
 }
 
+// GetMeta reads the record of key: a copy, and whether there is one.
+func (m *Memory) GetMeta(key string) ([]byte, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, false, ErrClosed
+	}
+	v, ok := m.meta[key]
+	if !ok {
+		return nil, false, nil
+	}
+	return clone(v), true, nil
+}
+
 // LoadMeta implements Store. It iterates a snapshot taken when it is called.
 func (m *Memory) LoadMeta(prefix string, fn func(key string, val []byte) error) error {
 	m.mu.Lock()

@@ -140,6 +140,23 @@ func (s *Store) DeleteMetaPrefix(prefix string) error {
 	return s.local.DeleteMetaPrefix(prefix)
 }
 
+// GetMeta reads one record of the local store (the MQTT front end's
+// retained bodies).
+func (s *Store) GetMeta(key string) (val []byte, found bool, err error) {
+	if g, ok := s.local.(interface {
+		GetMeta(key string) ([]byte, bool, error)
+	}); ok {
+		return g.GetMeta(key)
+	}
+	err = s.local.LoadMeta(key, func(k string, v []byte) error {
+		if k == key {
+			val, found = v, true
+		}
+		return nil
+	})
+	return val, found, err
+}
+
 // LoadMeta implements exchange.Store (local).
 func (s *Store) LoadMeta(prefix string, fn func(key string, val []byte) error) error {
 	return s.local.LoadMeta(prefix, fn)

@@ -15,8 +15,10 @@
 //     session's subscription options are kept in the store (PutMeta).
 //   - Shared subscriptions $share/g/f consume from a queue
 //     mqtt-shared-<g>-<f> shared by every member of the group.
-//   - Retained messages live in the store and in memory, per vhost, and are
-//     delivered to matching (also wildcard) subscriptions on SUBSCRIBE.
+//   - Retained messages live in the store, per vhost, indexed in memory
+//     by a topic trie of references (retainedindex.go), and are delivered
+//     to matching (also wildcard) subscriptions on SUBSCRIBE, each body
+//     read from the store as it is sent.
 //   - Mosquitto's $SYS/broker/... topics (sys.go) are this node's, sent
 //     every Config.SysInterval outside the core to subscriptions whose
 //     filter begins with "$"; "#" and "+" never match a "$" topic, and a

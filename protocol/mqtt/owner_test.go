@@ -27,6 +27,12 @@ func (s *lockedStore) DeleteMeta(key string) error {
 	return s.memStore.DeleteMeta(key)
 }
 
+func (s *lockedStore) GetMeta(key string) ([]byte, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.memStore.GetMeta(key)
+}
+
 func (s *lockedStore) LoadMeta(prefix string, fn func(key string, val []byte) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -2,8 +2,10 @@ package mqtt
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
 )
@@ -30,6 +32,11 @@ func (s *memStore) DeleteMeta(key string) error {
 		s.onWrite(key, nil)
 	}
 	return nil
+}
+
+func (s *memStore) GetMeta(key string) ([]byte, bool, error) {
+	v, ok := s.m[key]
+	return v, ok, nil
 }
 
 func (s *memStore) LoadMeta(prefix string, fn func(key string, val []byte) error) error {
@@ -122,12 +129,54 @@ func TestRetainedApplyOrder(t *testing.T) {
 
 // TestRetainedApplyPrefix: a prefix delete clears the matching topics.
 func TestRetainedApplyPrefix(t *testing.T) {
-	r, _ := loadRetained(&memStore{m: map[string][]byte{}})
+	st := &memStore{m: map[string][]byte{}}
+	r, _ := loadRetained(st)
 	for _, topic := range []string{"a/1", "a/2", "b/1"} {
-		r.apply(retainedKey("/", topic), retainedVal(t, topic, "x"))
+		// As a node applies a committed record: the store, then memory.
+		st.m[retainedKey("/", topic)] = retainedVal(t, topic, "x")
+		r.apply(retainedKey("/", topic), st.m[retainedKey("/", topic)])
 	}
 	r.applyPrefix(retainedKey("/", "a/"))
 	if l := r.match("/", "#"); len(l) != 1 || l[0].Topic != "b/1" {
 		t.Fatalf("left: %v", l)
+	}
+}
+
+// TestRetainedRoundTrip: what a subscriber gets from the store is what
+// the PUBLISH retained, MQTT 5 properties included, and the record is
+// v0.1.0's (a retainedMsg in JSON).
+func TestRetainedRoundTrip(t *testing.T) {
+	st := &memStore{m: map[string][]byte{}}
+	r, _ := loadRetained(st)
+	pk := retainedPub("a/b", "body")
+	pk.ProtocolVersion = 5
+	pk.Properties = packets.Properties{PayloadFormat: 1, PayloadFormatFlag: true, ContentType: "text/plain",
+		ResponseTopic: "re/ply", CorrelationData: []byte{1, 2}, User: []packets.UserProperty{{Key: "k", Val: "v"}},
+		MessageExpiryInterval: 3600, TopicAlias: 7, SubscriptionIdentifier: []int{3}}
+	if err := r.put(st, "/", pk); err != nil {
+		t.Fatal(err)
+	}
+	var stored retainedMsg
+	if err := json.Unmarshal(st.m[retainedKey("/", "a/b")], &stored); err != nil {
+		t.Fatal(err)
+	}
+	want := packets.Properties{PayloadFormat: 1, PayloadFormatFlag: true, ContentType: "text/plain",
+		ResponseTopic: "re/ply", CorrelationData: []byte{1, 2}, User: []packets.UserProperty{{Key: "k", Val: "v"}},
+		MessageExpiryInterval: 3600}
+	if !reflect.DeepEqual(stored.Props, want) || stored.Topic != "a/b" || string(stored.Payload) != "body" || stored.QoS != 1 || stored.ExpiresAt == 0 {
+		t.Fatalf("stored %+v", stored)
+	}
+	got := r.match("/", "a/+")
+	if len(got) != 1 || !reflect.DeepEqual(*got[0], stored) {
+		t.Fatalf("delivered %+v, stored %+v", got, stored)
+	}
+	// A record that expired is not delivered, nor is one whose store
+	// record is gone.
+	stored.ExpiresAt = time.Now().Unix() - 1
+	val, _ := json.Marshal(&stored)
+	st.m[retainedKey("/", "a/b")] = val
+	r.apply(retainedKey("/", "a/b"), val)
+	if got := r.match("/", "#"); len(got) != 0 {
+		t.Fatalf("expired message delivered: %+v", got[0])
 	}
 }

@@ -102,9 +102,9 @@ func (c *conn) handleSubscribe(pk *packets.Packet) error {
 		if a.shared || a.sub.Handling == 2 || (a.sub.Handling == 1 && !a.isNew) {
 			continue
 		}
-		for _, r := range c.s.retained.match(c.vh.Name(), a.sub.Filter) {
+		c.s.retained.matchEach(c.vh.Name(), a.sub.Filter, func(r *retainedMsg) {
 			c.push(outItem{kind: itemRetained, ret: r, sub: a.sub})
-		}
+		})
 		for _, r := range c.s.sysMatch(a.sub.Filter) {
 			c.push(outItem{kind: itemRetained, ret: r, sub: a.sub})
 		}
