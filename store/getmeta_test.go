@@ -3,11 +3,12 @@ package store_test
 import (
 	"testing"
 
+	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/store"
 )
 
 type metaGetter interface {
-	store.Store
+	exchange.Store
 	GetMeta(key string) ([]byte, bool, error)
 }
 
