@@ -52,6 +52,10 @@ type VHost struct {
 
 	counters msgCounters // atomics, no lock; totals of its queues and exchanges
 
+	// lat are the latency histograms by protocol (latency.go), made on
+	// first use.
+	lat [numProtocols]atomic.Pointer[latencySet]
+
 	// The vhost's retries (retry.go), created on first use.
 	retryMu sync.Mutex
 	retryD  atomic.Pointer[delayer]
@@ -1203,6 +1207,9 @@ type PublishOpts struct {
 	// Batch, if set, is handed to the sinks of the deliveries this
 	// publish makes on its way (see Batch).
 	Batch *Batch
+	// Protocol is the publisher's, the label of its publish-to-confirm
+	// latency (latency.go).
+	Protocol Protocol
 
 	system bool // the broker's own publish (events.go): internal exchanges take it
 }
@@ -1226,6 +1233,9 @@ type PublishResult struct {
 type confirmWait struct {
 	c      Confirmer
 	tag    uint64
+	v      *VHost
+	start  int64 // when the core accepted the publish (LatPublishConfirm)
+	proto  Protocol
 	left   atomic.Int32
 	failed atomic.Bool
 }
@@ -1235,6 +1245,7 @@ func (w *confirmWait) done(err error) {
 		w.failed.Store(true)
 	}
 	if w.left.Add(-1) == 0 {
+		w.v.observe(w.proto, LatPublishConfirm, nowNano()-w.start)
 		w.c.Confirm(w.tag, !w.failed.Load())
 	}
 }
@@ -1267,7 +1278,12 @@ func (v *VHost) Publish(m *Message, o PublishOpts) (PublishResult, error) {
 		m.expiresAt = now + ms*int64(time.Millisecond)
 		v.anyExpiring.Store(true)
 	}
-	return v.publish(m, o, now, nil)
+	res, err := v.publish(m, o, now, nil)
+	if o.Confirmer != nil && err == nil && !res.Pending {
+		// Confirmed at once (nothing to store): the front end sends it now.
+		v.observe(o.Protocol, LatPublishConfirm, nowNano()-now)
+	}
+	return res, err
 }
 
 func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) bool) (PublishResult, error) {
@@ -1343,7 +1359,7 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 		}()
 	}
 	if needWait && o.Confirmer != nil {
-		wait = &confirmWait{c: o.Confirmer, tag: o.Tag}
+		wait = &confirmWait{c: o.Confirmer, tag: o.Tag, v: v, start: now, proto: o.Protocol}
 		wait.left.Store(1) // held by this call until the end
 	}
 	var done func(error)

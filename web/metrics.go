@@ -93,6 +93,9 @@ func (c *coreCollector) Describe(ch chan<- *prometheus.Desc) {
 		mChPublished, mChDelivered, mChDeliveredAk, mChAcked, mChRedelivered, mChGet, mChGetAck, mChGetEmpty, mChUnroutable} {
 		ch <- d
 	}
+	for _, d := range latencyDescs {
+		ch <- d
+	}
 	for _, q := range qmetrics {
 		if c.perObject {
 			ch <- q.per
@@ -124,6 +127,7 @@ func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
 	}
 	gauge(mIdentity, 1, c.node, c.node)
+	collectLatencies(c.core, ch)
 	gauge(mBuild, 1, rabbitVersion, productName, c.version)
 	var conns, channels int
 	if c.conns != nil {
