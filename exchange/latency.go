@@ -30,6 +30,14 @@ func (p Protocol) String() string {
 	return protocolNames[p]
 }
 
+// index is p as an array index: an unknown protocol is ProtoOther.
+func (p Protocol) index() Protocol {
+	if p >= numProtocols {
+		return ProtoOther
+	}
+	return p
+}
+
 // Protocols lists every protocol, for whoever exports the histograms.
 func Protocols() []Protocol {
 	return []Protocol{ProtoOther, ProtoAMQP, ProtoMQTT, ProtoSTOMP, ProtoStream}
@@ -183,9 +191,7 @@ type latencySet [numLatencies]histogram
 // observe records a latency of ns nanoseconds for protocol p; the
 // protocol's histograms are made on first use.
 func (v *VHost) observe(p Protocol, k Latency, ns int64) {
-	if p >= numProtocols {
-		p = ProtoOther
-	}
+	p = p.index()
 	s := v.lat[p].Load()
 	if s == nil {
 		s = new(latencySet)

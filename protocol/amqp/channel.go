@@ -819,7 +819,7 @@ func (ch *channel) commit() error {
 	tc := &txConfirm{wg: &wg}
 	for _, p := range pubs {
 		wg.Add(1)
-		res, err := ch.vh().Publish(p.msg, exchange.PublishOpts{Confirmer: tc, Protocol: exchange.ProtoAMQP})
+		res, err := ch.vh().Publish(p.msg, exchange.PublishOpts{Confirmer: tc, Mandatory: p.mandatory})
 		if err != nil {
 			wg.Done()
 			return err
