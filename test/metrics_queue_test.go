@@ -159,7 +159,9 @@ func TestMetricsChurnAndUnroutable(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		fams := scrape(t, murl)
-		d := func(name string, l ...string) float64 { return value(fams, name, l...) - max(value(before, name, l...), 0) }
+		d := func(name string, l ...string) float64 {
+			return value(fams, name, l...) - max(value(before, name, l...), 0)
+		}
 		ok := d("rabbitmq_connections_opened_total") == 1 && d("rabbitmq_connections_closed_total") == 1 &&
 			d("trident_connections_opened_total", "protocol", "amqp091") == 1 &&
 			d("rabbitmq_channels_opened_total") == 1 && d("rabbitmq_channels_closed_total") == 1 &&
