@@ -2,6 +2,9 @@ package test
 
 import (
 	"testing"
+	"time"
+
+	"github.com/go-stomp/stomp/v3"
 
 	"github.com/trident-broker/trident/conf"
 )
@@ -36,5 +39,48 @@ func TestMetricsMQTTLatencies(t *testing.T) {
 	}
 	if v := value(fams, "trident_connections_opened_total", "protocol", "mqtt"); v != 2 {
 		t.Fatalf("mqtt connections opened %v, want 2", v)
+	}
+}
+
+// STOMP: a SEND with a receipt is a publish-to-confirm observation, a
+// client-acked subscription's MESSAGE and ACK the other two, all
+// labelled protocol="stomp".
+func TestMetricsSTOMPLatencies(t *testing.T) {
+	b := stBroker(t, func(c *conf.Config) { c.Prometheus.Listen = "127.0.0.1:0" })
+	murl := "http://" + b.n.MetricsAddr().String() + "/metrics"
+	c := stDial(t, b)
+	sub, err := c.Subscribe("/queue/sq", stomp.AckClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 4
+	for i := 0; i < n; i++ {
+		if err := c.Send("/queue/sq", "text/plain", []byte("x"), stomp.SendOpt.Receipt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < n; i++ {
+		select {
+		case m := <-sub.C:
+			if m.Err != nil {
+				t.Fatal(m.Err)
+			}
+			if err := c.Ack(m); err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no MESSAGE")
+		}
+	}
+	l := []string{"vhost", "/", "protocol", "stomp"}
+	waitHistogram(t, murl, "trident_deliver_to_ack_seconds", n, l...)
+	fams := scrape(t, murl)
+	for _, name := range []string{"trident_publish_to_confirm_seconds", "trident_enqueue_to_deliver_seconds", "trident_deliver_to_ack_seconds"} {
+		if h := histogram(fams, name, l...); h.GetSampleCount() != n {
+			t.Fatalf("%s: %v, want %d", name, h, n)
+		}
+	}
+	if v := value(fams, "trident_connections_opened_total", "protocol", "stomp"); v != 1 {
+		t.Fatalf("stomp connections opened %v", v)
 	}
 }
