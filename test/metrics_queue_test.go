@@ -6,6 +6,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/trident-broker/trident/conf"
 )
 
 func TestMetricsHeadMessageAge(t *testing.T) {
@@ -179,5 +181,42 @@ func TestMetricsChurnAndUnroutable(t *testing.T) {
 				d("rabbitmq_queues_declared_total"), d("rabbitmq_queues_created_total"), d("rabbitmq_queues_deleted_total"))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// The alarm gauges follow the node's alarms, and the limits are the
+// configured ones.
+func TestMetricsAlarms(t *testing.T) {
+	b, _ := mgmtBroker(t, func(c *conf.Config) {
+		c.MemoryHighWatermarkBytes = 1 << 20
+		c.DiskFreeLimit = 1 << 62 // more than any disk has free
+	})
+	murl := "http://" + b.n.MetricsAddr().String() + "/metrics"
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		fams := scrape(t, murl)
+		mem, disk := value(fams, "rabbitmq_alarms_memory_used_watermark"), value(fams, "rabbitmq_alarms_free_disk_space_watermark")
+		if mem == 1 && disk == 1 && value(fams, "trident_alarm", "alarm", "memory") == 1 && value(fams, "trident_alarm", "alarm", "disk") == 1 {
+			if v := value(fams, "rabbitmq_resident_memory_limit_bytes"); v != 1<<20 {
+				t.Fatalf("memory limit %v", v)
+			}
+			if v := value(fams, "rabbitmq_disk_space_available_limit_bytes"); v != 1<<62 {
+				t.Fatalf("disk limit %v", v)
+			}
+			if value(fams, "rabbitmq_process_resident_memory_bytes") <= 0 || value(fams, "rabbitmq_process_open_fds") <= 0 {
+				t.Fatal("no resident memory or open file descriptors")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("alarms: memory %v disk %v", mem, disk)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Without alarms the gauges are 0.
+	b2, _ := mgmtBroker(t)
+	fams := scrape(t, "http://"+b2.n.MetricsAddr().String()+"/metrics")
+	if value(fams, "rabbitmq_alarms_memory_used_watermark") != 0 || value(fams, "trident_alarm", "alarm", "disk") != 0 {
+		t.Fatal("an alarm shows raised on a node without one")
 	}
 }
