@@ -1243,11 +1243,11 @@ type PublishResult struct {
 type confirmWait struct {
 	c      Confirmer
 	tag    uint64
-	v      *VHost
-	start  int64 // when the core accepted the publish (LatPublishConfirm)
-	proto  Protocol
+	v      *VHost // set when the wait is measured (LatPublishConfirm)
+	start  int64  // when the core accepted the publish
 	left   atomic.Int32
 	failed atomic.Bool
+	proto  Protocol
 }
 
 func (w *confirmWait) done(err error) {
