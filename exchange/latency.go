@@ -94,8 +94,7 @@ var classicNs = func() []int64 {
 var nativeFracs = [4]float64{0.5, math.Exp2(-0.75), math.Exp2(-0.5), math.Exp2(-0.25)}
 
 // histogram is a latency histogram that observes without a lock and
-// without allocating: three atomic adds per observation (sum, classic
-// bucket, native bucket).
+// without allocating: one to three atomic adds per observation.
 type histogram struct {
 	// No count: it is the sum of the classic buckets (one atomic add
 	// less per observation).
@@ -114,10 +113,28 @@ func init() {
 	}
 }
 
+// zeroNs is the native zero bucket's bound in nanoseconds: the largest
+// duration whose seconds are at most NativeZeroThreshold. It is below the
+// first classic bound, so the zero bucket's count belongs to the first
+// classic bucket too (snapshot adds it there).
+var zeroNs = int64(math.Floor(NativeZeroThreshold * 1e9))
+
+func init() {
+	if zeroNs >= classicNs[0] {
+		panic("exchange: the native zero bucket passes the first classic bucket")
+	}
+}
+
 // observe records a duration in nanoseconds (negative ones count as 0).
+// A message delivered as it arrives (the hot path: its wait is 0 by the
+// publish's batch clock) costs one atomic add; any other duration three.
 func (h *histogram) observe(ns int64) {
-	if ns < 0 {
-		ns = 0
+	if ns <= zeroNs {
+		if ns > 0 {
+			h.sumNs.Add(uint64(ns))
+		}
+		h.zero.Add(1)
+		return
 	}
 	h.sumNs.Add(uint64(ns))
 	i := 0
@@ -125,17 +142,13 @@ func (h *histogram) observe(ns int64) {
 		i++
 	}
 	h.classic[i].Add(1)
-	v := float64(ns) * 1e-9
-	if v <= NativeZeroThreshold {
-		h.zero.Add(1)
-		return
-	}
-	frac, exp := math.Frexp(v)
+	frac, exp := math.Frexp(float64(ns) * 1e-9)
 	k := 0
 	for k < 4 && nativeFracs[k] < frac {
 		k++
 	}
-	// v is in (2^(exp-1), 2^exp]: k counts the quarter-powers below it.
+	// The value is in (2^(exp-1), 2^exp]: k counts the quarter-powers
+	// of two below it.
 	key := (exp-1)*4 + k
 	key = min(max(key, nativeMinKey+1), nativeMaxKey)
 	h.native[key-nativeMinKey].Add(1)
@@ -159,13 +172,13 @@ func (h *histogram) snapshot() HistogramSnapshot {
 	var s HistogramSnapshot
 	s.Sum = float64(h.sumNs.Load()) * 1e-9
 	s.Classic = make([]uint64, len(ClassicBounds))
-	var cum uint64
+	s.ZeroCount = h.zero.Load()
+	cum := s.ZeroCount // in the first classic bucket (zeroNs)
 	for i := range ClassicBounds {
 		cum += h.classic[i].Load()
 		s.Classic[i] = cum
 	}
 	cum += h.classic[len(ClassicBounds)].Load()
-	s.ZeroCount = h.zero.Load()
 	first, last := -1, -1
 	counts := make([]uint64, nNative)
 	for i := range counts {

@@ -13,6 +13,8 @@ func TestHistogramBuckets(t *testing.T) {
 	}{
 		{0, 0.0001},
 		{time.Microsecond, 0.0001},
+		{7629 * time.Nanosecond, 0.0001}, // the last of the zero bucket
+		{7630 * time.Nanosecond, 0.0001}, // the first past it
 		{300 * time.Millisecond, 0.5},
 		{time.Second, 1},
 		{2 * time.Second, 2.5},
