@@ -21,6 +21,7 @@ import (
 type Broker struct {
 	store Store
 	log   *slog.Logger
+	churn Churn // churn.go
 
 	mu     sync.RWMutex
 	vhosts map[string]*VHost

@@ -127,6 +127,9 @@ type ConsumeOpts struct {
 	// (mqtt.mailbox_soft_limit) drop QoS 0 messages to a slow
 	// subscriber. Persistent messages are never dropped by it.
 	DropTransientAbove int
+	// Protocol is the consumer's, the label of its enqueue-to-deliver
+	// and deliver-to-ack latencies (latency.go).
+	Protocol Protocol
 }
 
 // Consumer is a subscription to a queue.
@@ -145,6 +148,8 @@ type Consumer struct {
 	copier CopyingSink
 	// settler: sink is a SettlingSink (reuse.go) and this consumer acks.
 	settler bool
+	// proto is ConsumeOpts.Protocol.
+	proto Protocol
 
 	// Guarded by q.mu.
 	unacked   int

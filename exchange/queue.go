@@ -179,8 +179,9 @@ func parseQueueArgs(args Table) (queueArgs, error) {
 }
 
 type unackedEntry struct {
-	e entry
-	c *Consumer // nil for basic.get
+	e  entry
+	c  *Consumer // nil for basic.get
+	at int64     // when delivered (unix ns), 0 if unknown: LatDeliverAck
 }
 
 // Queue is a classic queue: an in-memory ready list in front of the store.
@@ -448,11 +449,15 @@ func (s *queueState) cmdTake(now int64) (entry, bool) {
 // cmdDelivered records e as delivered to c (nil for basic.get) and
 // unacked until settled. A delivery that needs no ack is done with at
 // once instead (dropStored).
-func (s *queueState) cmdDelivered(e entry, c *Consumer) {
+func (s *queueState) cmdDelivered(e entry, c *Consumer) { s.cmdDeliveredAt(e, c, 0) }
+
+// cmdDeliveredAt is cmdDelivered of a delivery made at now (unix ns), the
+// start of its deliver-to-ack latency.
+func (s *queueState) cmdDeliveredAt(e entry, c *Consumer, now int64) {
 	if c != nil {
 		c.unacked++
 	}
-	s.unacked.put(e.seq, unackedEntry{e: e, c: c})
+	s.unacked.put(e.seq, unackedEntry{e: e, c: c, at: now})
 }
 
 // cmdSettle acknowledges seq.
@@ -638,6 +643,7 @@ func (q *Queue) dispatchLocked(now int64) {
 			return
 		}
 		q.countDeliver(false, c.noAck, e.deliveries)
+		q.observeWait(c.proto, &e, now)
 		if c.noAck {
 			q.dropStored(&e)
 		}
@@ -651,7 +657,7 @@ func (q *Queue) dispatchLocked(now int64) {
 		// A sink that keeps the message pins it: the hold stays.
 		e.own = e.own && (done || c.settler) && !e.stored
 		if !c.noAck {
-			q.cmdDelivered(e, c)
+			q.cmdDeliveredAt(e, c, now)
 		} else if e.own {
 			e.msg.Release()
 		}
@@ -701,8 +707,12 @@ func (q *Queue) Ack(seq uint64) {
 	}
 	q.mu.Lock()
 	if s, ok := q.fromDelivery(seq); ok {
-		if u, ok := q.cmdSettle(s); ok && u.c != nil {
-			q.dispatchLocked(nowNano())
+		if u, ok := q.cmdSettle(s); ok {
+			now := nowNano()
+			q.observeAck(&u, now)
+			if u.c != nil {
+				q.dispatchLocked(now)
+			}
 		}
 	}
 	q.unlock()
@@ -715,12 +725,15 @@ func (q *Queue) AckMany(seqs []uint64) {
 		return
 	}
 	q.mu.Lock()
+	now := nowNano()
 	for _, s := range seqs {
 		if s, ok := q.fromDelivery(s); ok {
-			q.cmdSettle(s)
+			if u, ok := q.cmdSettle(s); ok {
+				q.observeAck(&u, now)
+			}
 		}
 	}
-	q.dispatchLocked(nowNano())
+	q.dispatchLocked(now)
 	q.unlock()
 }
 
@@ -810,11 +823,12 @@ func (q *Queue) getLocked(noAck bool) (Delivery, bool) {
 		return Delivery{}, false
 	}
 	q.countDeliver(true, noAck, e.deliveries)
+	q.observeWait(ProtoAMQP, &e, now)
 	e.own = false // the caller keeps the message: the hold stays
 	if noAck {
 		q.dropStored(&e)
 	} else {
-		q.cmdDelivered(e, nil)
+		q.cmdDeliveredAt(e, nil, now)
 	}
 	d := Delivery{Queue: q, Msg: e.msg, Seq: q.toDelivery(e.seq), Redelivered: e.deliveries > 1, Remaining: q.ready.n - q.ready.pending.n}
 	q.scheduleExpiry(now)
@@ -863,7 +877,7 @@ func (q *Queue) addConsumer(o ConsumeOpts) (*Consumer, error) {
 		return nil, errorf(KindAccessRefused, "queue '%s' in vhost '%s' in exclusive use", q.name, q.vh.name)
 	}
 	c := &Consumer{q: q, tag: o.Tag, noAck: o.NoAck, excl: o.Exclusive, priority: o.Priority,
-		prefetch: o.Prefetch, limit: o.Limit, sink: o.Sink, dropAbove: o.DropTransientAbove}
+		prefetch: o.Prefetch, limit: o.Limit, sink: o.Sink, dropAbove: o.DropTransientAbove, proto: o.Protocol}
 	c.copier, _ = o.Sink.(CopyingSink)
 	_, c.settler = o.Sink.(SettlingSink)
 	c.settler = c.settler && !c.noAck

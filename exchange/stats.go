@@ -15,8 +15,10 @@ type MsgStats struct {
 	// PublishIn counts messages published to an exchange; PublishOut the
 	// messages it routed to at least one queue.
 	PublishIn, PublishOut uint64
-	// DropUnroutable counts published messages that reached no queue.
-	DropUnroutable uint64
+	// DropUnroutable counts published messages that reached no queue
+	// and were dropped; ReturnUnroutable those returned to a publisher
+	// that asked for it (PublishOpts.Mandatory).
+	DropUnroutable, ReturnUnroutable uint64
 	// DropBehind counts transient messages a queue dropped because its
 	// at-most-once consumers were too far behind (ConsumeOpts.DropTransientAbove).
 	DropBehind uint64
@@ -38,6 +40,7 @@ func (s MsgStats) DeliverGet() uint64 {
 // and allocates nothing, so they sit on the per-message path.
 type msgCounters struct {
 	publish, publishIn, publishOut, dropUnroutable, dropBehind atomic.Uint64
+	returnUnroutable                                           atomic.Uint64
 	deliver, deliverNoAck, get, getNoAck, getEmpty             atomic.Uint64
 	ack, redeliver                                             atomic.Uint64
 }
@@ -45,7 +48,7 @@ type msgCounters struct {
 func (c *msgCounters) load() MsgStats {
 	return MsgStats{
 		Publish: c.publish.Load(), PublishIn: c.publishIn.Load(), PublishOut: c.publishOut.Load(),
-		DropUnroutable: c.dropUnroutable.Load(), DropBehind: c.dropBehind.Load(),
+		DropUnroutable: c.dropUnroutable.Load(), DropBehind: c.dropBehind.Load(), ReturnUnroutable: c.returnUnroutable.Load(),
 		Deliver: c.deliver.Load(), DeliverNoAck: c.deliverNoAck.Load(),
 		Get: c.get.Load(), GetNoAck: c.getNoAck.Load(), GetEmpty: c.getEmpty.Load(),
 		Ack: c.ack.Load(), Redeliver: c.redeliver.Load(),
@@ -104,6 +107,12 @@ type QueueStatus struct {
 	// LastUsed is when the queue was last used (unix nanoseconds), for
 	// idle_since.
 	LastUsed int64
+	// HeadEnqueued is when the next message to deliver was enqueued
+	// (unix nanoseconds), HeadTimestamp its timestamp property (zero if
+	// it has none): both zero when the queue has no ready message or its
+	// head is paged out and not read back yet (headage.go).
+	HeadEnqueued  int64
+	HeadTimestamp time.Time
 }
 
 // Status returns a snapshot of the queue's state.
@@ -121,6 +130,7 @@ func (q *Queue) Status() QueueStatus {
 	st := QueueStatus{Ready: q.ready.n, Unacked: q.unacked.len(), Consumers: len(q.consumers),
 		ReadyBytes: q.ready.bytes, Deleted: q.deleted, Owner: q.owner, LastUsed: q.lastUsed}
 	// The ready list counts each message in memory with its overhead.
+	st.HeadEnqueued, st.HeadTimestamp = q.ready.headInMemory()
 	st.ReadyRAM = q.ready.inMemory()
 	st.BytesRAM = q.ready.mem - int64(st.ReadyRAM)*msgOverhead
 	st.Memory = q.ready.mem + int64(st.Unacked)*msgOverhead

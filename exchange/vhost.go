@@ -52,6 +52,10 @@ type VHost struct {
 
 	counters msgCounters // atomics, no lock; totals of its queues and exchanges
 
+	// lat are the latency histograms by protocol (latency.go), made on
+	// first use.
+	lat [numProtocols]atomic.Pointer[latencySet]
+
 	// The vhost's retries (retry.go), created on first use.
 	retryMu sync.Mutex
 	retryD  atomic.Pointer[delayer]
@@ -483,6 +487,7 @@ func (v *VHost) DeclareQueue(name string, o QueueOpts) (QueueInfo, error) {
 	if o.Passive {
 		return v.declarePassive(name, o.Owner)
 	}
+	v.b.churn.qDeclared.Add(1)
 	if err := checkName("queue", name); err != nil {
 		return QueueInfo{}, err
 	}
@@ -571,6 +576,9 @@ func (v *VHost) installQueueLocked(q *Queue) {
 		v.initPolicyLocked(q) // else once its messages are loaded
 	}
 	v.queues[q.name] = q
+	if !v.b.recovering {
+		v.b.churn.qCreated.Add(1)
+	}
 	if q.exclusive && q.owner != nil {
 		if v.owned == nil {
 			v.owned = map[any]map[*Queue]struct{}{}
@@ -907,6 +915,7 @@ func (v *VHost) PurgeQueue(name string, owner any) (int, error) {
 // removeQueueLocked takes q, which is in v.queues, out of it. v.mu is held.
 func (v *VHost) removeQueueLocked(q *Queue) {
 	delete(v.queues, q.name)
+	v.b.churn.qDeleted.Add(1)
 	if m := v.owned[q.owner]; m != nil {
 		delete(m, q)
 		if len(m) == 0 {
@@ -1207,6 +1216,14 @@ type PublishOpts struct {
 	// Batch, if set, is handed to the sinks of the deliveries this
 	// publish makes on its way (see Batch).
 	Batch *Batch
+	// Protocol is the publisher's, the label of its publish-to-confirm
+	// latency (latency.go): a publish with a Confirmer is measured only
+	// when it names its protocol (a client's confirm, not a transaction's
+	// or a shovel's wait).
+	Protocol Protocol
+	// Mandatory: an unroutable message goes back to the publisher (AMQP's
+	// mandatory flag); it counts as returned, not dropped (MsgStats).
+	Mandatory bool
 
 	system bool // the broker's own publish (events.go): internal exchanges take it
 }
@@ -1230,8 +1247,11 @@ type PublishResult struct {
 type confirmWait struct {
 	c      Confirmer
 	tag    uint64
+	v      *VHost // set when the wait is measured (LatPublishConfirm)
+	start  int64  // when the core accepted the publish
 	left   atomic.Int32
 	failed atomic.Bool
+	proto  Protocol
 }
 
 func (w *confirmWait) done(err error) {
@@ -1239,6 +1259,9 @@ func (w *confirmWait) done(err error) {
 		w.failed.Store(true)
 	}
 	if w.left.Add(-1) == 0 {
+		if w.v != nil {
+			w.v.observe(w.proto, LatPublishConfirm, nowNano()-w.start)
+		}
 		w.c.Confirm(w.tag, !w.failed.Load())
 	}
 }
@@ -1271,7 +1294,12 @@ func (v *VHost) Publish(m *Message, o PublishOpts) (PublishResult, error) {
 		m.expiresAt = now + ms*int64(time.Millisecond)
 		v.anyExpiring.Store(true)
 	}
-	return v.publish(m, o, now, nil)
+	res, err := v.publish(m, o, now, nil)
+	if o.Confirmer != nil && o.Protocol != ProtoOther && err == nil && !res.Pending {
+		// Confirmed at once (nothing to store): the front end sends it now.
+		v.observe(o.Protocol, LatPublishConfirm, nowNano()-now)
+	}
+	return res, err
 }
 
 func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) bool) (PublishResult, error) {
@@ -1347,7 +1375,10 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 		}()
 	}
 	if needWait && o.Confirmer != nil {
-		wait = &confirmWait{c: o.Confirmer, tag: o.Tag}
+		wait = &confirmWait{c: o.Confirmer, tag: o.Tag, proto: o.Protocol}
+		if o.Protocol != ProtoOther { // a client's confirm, not the broker's own wait
+			wait.v, wait.start = v, now
+		}
 		wait.left.Store(1) // held by this call until the end
 	}
 	var done func(error)
@@ -1403,9 +1434,12 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 	if skip == nil { // not a dead-lettered republish
 		v.counters.publish.Add(1)
 		x.counters.publishIn.Add(1)
-		if res.Routed > 0 {
+		switch {
+		case res.Routed > 0:
 			x.counters.publishOut.Add(1)
-		} else {
+		case o.Mandatory:
+			v.counters.returnUnroutable.Add(1)
+		default:
 			v.counters.dropUnroutable.Add(1)
 		}
 	}

@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -15,32 +16,40 @@ import (
 // are read from the core at scrape time.
 type Metrics struct {
 	agg, per *prometheus.Registry
+	opts     MetricsOptions
 }
 
 // NewMetrics creates the metrics over the core and the connections.
 func NewMetrics(core Core, conns Connections, node, version string) *Metrics {
-	m := &Metrics{agg: prometheus.NewRegistry(), per: prometheus.NewRegistry()}
+	return NewMetricsWith(MetricsOptions{Core: core, Conns: conns, Node: node, Version: version})
+}
+
+// NewMetricsWith creates the metrics with the node's resources, alarms
+// and Raft groups as well (MetricsOptions).
+func NewMetricsWith(o MetricsOptions) *Metrics {
+	m := &Metrics{agg: prometheus.NewRegistry(), per: prometheus.NewRegistry(), opts: o}
 	for _, reg := range []*prometheus.Registry{m.agg, m.per} {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	m.agg.MustRegister(&coreCollector{core: core, conns: conns, node: node, version: version})
-	m.per.MustRegister(&coreCollector{core: core, conns: conns, node: node, version: version, perObject: true})
+	m.agg.MustRegister(&coreCollector{opts: o})
+	m.per.MustRegister(&coreCollector{opts: o, perObject: true})
 	return m
 }
 
-// Handler serves /metrics and /metrics/per-object.
+// Handler serves /metrics, /metrics/per-object and /metrics/detailed.
+// As RabbitMQ's prometheus plugin, none asks for credentials: the
+// listener is the access control (bind it where only the scraper
+// reaches it, or serve it over TLS with prometheus.tls_listen).
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.agg, promhttp.HandlerOpts{}))
 	mux.Handle("GET /metrics/per-object", promhttp.HandlerFor(m.per, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /metrics/detailed", m.detailed)
 	return mux
 }
 
 type coreCollector struct {
-	core      Core
-	conns     Connections
-	node      string
-	version   string // the build version (rabbitmq_build_info's product_version)
+	opts      MetricsOptions
 	perObject bool
 }
 
@@ -93,6 +102,17 @@ func (c *coreCollector) Describe(ch chan<- *prometheus.Desc) {
 		mChPublished, mChDelivered, mChDeliveredAk, mChAcked, mChRedelivered, mChGet, mChGetAck, mChGetEmpty, mChUnroutable} {
 		ch <- d
 	}
+	for _, ds := range [][]*prometheus.Desc{latencyDescs[:], nodeDescs, raftDescs} {
+		for _, d := range ds {
+			ch <- d
+		}
+	}
+	if c.perObject {
+		ch <- mHeadAge
+		ch <- mStreamLag
+	} else {
+		ch <- mHeadAgeMax
+	}
 	for _, q := range qmetrics {
 		if c.perObject {
 			ch <- q.per
@@ -123,24 +143,30 @@ func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
 	count := func(d *prometheus.Desc, v uint64, l ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
 	}
-	gauge(mIdentity, 1, c.node, c.node)
-	gauge(mBuild, 1, rabbitVersion, productName, c.version)
-	var conns, channels int
-	if c.conns != nil {
-		cs := c.conns.ListConnections()
-		conns = len(cs)
-		for _, x := range cs {
-			channels += x.Channels
-		}
+	o := c.opts
+	gauge(mIdentity, 1, o.Node, o.Node)
+	collectLatencies(o.Core, ch)
+	gauge(mBuild, 1, rabbitVersion, productName, o.Version)
+	var cs []ConnectionInfo
+	if o.Conns != nil {
+		cs = o.Conns.ListConnections()
 	}
-	gauge(mConnections, float64(conns))
+	channels := 0
+	for _, x := range cs {
+		channels += x.Channels
+	}
+	gauge(mConnections, float64(len(cs)))
 	gauge(mChannels, float64(channels))
+	c.collectNode(ch, cs)
+	c.collectRaft(ch)
+	now := time.Now()
+	var headAgeMax float64
 
 	var queues, consumers int
 	var ready, unacked, readyBytes int64
 	var qStats, vStats = struct{ publish, deliver, ack, redeliver, dropBehind uint64 }{}, totals{}
-	for _, vn := range c.core.VHosts() {
-		v, ok := c.core.VHost(vn)
+	for _, vn := range o.Core.VHosts() {
+		v, ok := o.Core.VHost(vn)
 		if !ok {
 			continue
 		}
@@ -153,6 +179,8 @@ func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
 			unacked += int64(st.Unacked)
 			readyBytes += st.ReadyBytes
 			ms := q.MsgStats()
+			age, ageKnown := headAge(st, now)
+			headAgeMax = max(headAgeMax, age)
 			qStats.publish += ms.Publish
 			qStats.deliver += ms.Deliver + ms.DeliverNoAck + ms.Get + ms.GetNoAck
 			qStats.ack += ms.Ack
@@ -170,6 +198,10 @@ func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
 				qcount(mQAcked, ms.Ack, l...)
 				qcount(mQRedelivered, ms.Redeliver, l...)
 				qcount(mQDropBehind, ms.DropBehind, l...)
+				if ageKnown || st.Ready == 0 {
+					gauge(mHeadAge, age, l...)
+				}
+				streamLags(q, func(consumer string, lag int64) { gauge(mStreamLag, float64(lag), vn, q.Name(), consumer) })
 			}
 		}
 	}
@@ -185,6 +217,7 @@ func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
 	count(mChGetAck, s.Get)
 	count(mChGetEmpty, s.GetEmpty)
 	count(mChUnroutable, s.DropUnroutable)
+	count(mChReturned, s.ReturnUnroutable)
 	if !c.perObject {
 		// Aggregated: the queue series without labels, summed, as
 		// RabbitMQ's /metrics has them.
@@ -199,5 +232,6 @@ func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
 		qcount(mQAcked, qStats.ack, l...)
 		qcount(mQRedelivered, qStats.redeliver, l...)
 		qcount(mQDropBehind, qStats.dropBehind, l...)
+		gauge(mHeadAgeMax, headAgeMax)
 	}
 }

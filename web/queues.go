@@ -42,7 +42,10 @@ type queueJSON struct {
 	OperatorPolicy             *string        `json:"operator_policy"`
 	EffectivePolicyDefinition  map[string]any `json:"effective_policy_definition"`
 	HeadMessageTimestamp       *int64         `json:"head_message_timestamp"`
-	Memory                     int64          `json:"memory"`
+	// HeadMessageAgeSeconds (Trident) is how long the head message has
+	// waited in this queue since it was enqueued, null when unknown.
+	HeadMessageAgeSeconds *float64 `json:"head_message_age_seconds"`
+	Memory                int64    `json:"memory"`
 	// Quorum queues: the Raft leader and group members, as RabbitMQ.
 	Leader  string   `json:"leader,omitempty"`
 	Members []string `json:"members,omitempty"`
@@ -77,6 +80,7 @@ func (s *Server) queueJSON(q *exchange.Queue) queueJSON {
 	if name, def := q.Policy(); name != "" {
 		j.Policy, j.EffectivePolicyDefinition = &name, def
 	}
+	j.HeadMessageTimestamp, j.HeadMessageAgeSeconds = headJSON(st, time.Now())
 	if q.Quorum() {
 		j.Type = "quorum"
 	}

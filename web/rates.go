@@ -213,6 +213,7 @@ func addStats(dst *exchange.MsgStats, s exchange.MsgStats) {
 	dst.PublishOut += s.PublishOut
 	dst.DropUnroutable += s.DropUnroutable
 	dst.DropBehind += s.DropBehind
+	dst.ReturnUnroutable += s.ReturnUnroutable
 	dst.Deliver += s.Deliver
 	dst.DeliverNoAck += s.DeliverNoAck
 	dst.Get += s.Get

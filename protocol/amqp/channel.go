@@ -543,7 +543,7 @@ func (ch *channel) consume(m *wire.BasicConsume) error {
 	}
 	s := &sink{ch: ch, tag: tag, noAck: m.NoAck}
 	o := exchange.ConsumeOpts{Tag: tag, NoAck: m.NoAck, Exclusive: m.Exclusive, Sink: s, Owner: ch.c,
-		Prefetch: ch.prefetch, Limit: &ch.limit, Args: m.Arguments}
+		Prefetch: ch.prefetch, Limit: &ch.limit, Args: m.Arguments, Protocol: exchange.ProtoAMQP}
 	if p, ok := m.Arguments["x-priority"]; ok {
 		n, ok := toInt(p)
 		if !ok {
@@ -819,7 +819,7 @@ func (ch *channel) commit() error {
 	tc := &txConfirm{wg: &wg}
 	for _, p := range pubs {
 		wg.Add(1)
-		res, err := ch.vh().Publish(p.msg, exchange.PublishOpts{Confirmer: tc})
+		res, err := ch.vh().Publish(p.msg, exchange.PublishOpts{Confirmer: tc, Mandatory: p.mandatory})
 		if err != nil {
 			wg.Done()
 			return err

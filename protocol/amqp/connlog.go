@@ -9,6 +9,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/exchange/event"
 	"github.com/trident-broker/trident/protocol/amqp/wire"
 )
@@ -87,6 +88,7 @@ func (c *conn) who() []any {
 // logAuthenticated is the line of a connection that has opened its vhost.
 func (c *conn) logAuthenticated() {
 	c.log.Info("connection authenticated", append(c.who(), "mechanism", c.mechanism)...)
+	c.s.b.Churn().ConnectionOpened(exchange.ProtoAMQP)
 	if ev := c.s.b.Events(); ev.On() {
 		ev.ConnectionCreated(c.eventConn())
 	}
@@ -145,6 +147,7 @@ func (c *conn) logClosed(err error) {
 	}
 	attrs = append(attrs, "duration", time.Since(c.connectedAt).Round(time.Millisecond))
 	c.log.Info("connection closed", attrs...)
+	c.s.b.Churn().ConnectionClosed(exchange.ProtoAMQP)
 	if ev := c.s.b.Events(); ev.On() {
 		ev.ConnectionClosed(c.eventConn(), cause.reason)
 	}
@@ -167,6 +170,7 @@ func (c *conn) logChannelError(ch uint16, we *wire.Error) {
 
 // channelEvent reports channel.created or channel.closed of channel id.
 func (c *conn) channelEvent(name string, id uint16) {
+	c.s.b.Churn().Channel(name == event.ChannelCreated)
 	if ev := c.s.b.Events(); ev.On() && c.vh != nil {
 		user := ""
 		if c.user != nil {

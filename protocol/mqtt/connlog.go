@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/exchange/event"
 	"github.com/trident-broker/trident/protocol/frontend"
 )
@@ -112,6 +113,11 @@ func (c *conn) logEnd(err error) {
 // connEvent reports connection.created (created) or connection.closed
 // with reason to the core's event bus (exchange/event).
 func (c *conn) connEvent(created bool, reason string) {
+	if created { // churn metrics (exchange/churn.go)
+		c.s.b.Churn().ConnectionOpened(exchange.ProtoMQTT)
+	} else {
+		c.s.b.Churn().ConnectionClosed(exchange.ProtoMQTT)
+	}
 	if created {
 		c.s.sys.connects.Add(1) // $SYS/broker/load/connections (sys.go)
 	}

@@ -116,7 +116,7 @@ func (c *conn) handlePublish(pk *packets.Packet, raw []byte, sm *sharedMsg) erro
 	var tag uint64
 	if qos > 0 {
 		tag = c.pushAck(ackType, pk.PacketID)
-		opts = exchange.PublishOpts{Confirmer: c, Tag: tag}
+		opts = exchange.PublishOpts{Confirmer: c, Tag: tag, Protocol: exchange.ProtoMQTT}
 	}
 	sp := c.s.cfg.Tracer.Publish(m, tracing.MQTT(c.version))
 	res, err := c.vh.Publish(m, opts)

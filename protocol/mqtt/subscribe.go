@@ -241,7 +241,7 @@ func (c *conn) bindAndConsume(sub *subscription) error {
 	if have {
 		return nil
 	}
-	o := exchange.ConsumeOpts{Tag: "mqtt-" + c.clientID, Limit: &c.limit, Sink: c}
+	o := exchange.ConsumeOpts{Tag: "mqtt-" + c.clientID, Limit: &c.limit, Sink: c, Protocol: exchange.ProtoMQTT}
 	if !durable && sub.Share == "" {
 		// A clean session: its QoS 0 deliveries (transient messages) are
 		// at most once, and a subscriber that far behind loses new ones.

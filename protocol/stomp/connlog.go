@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/exchange/event"
 	"github.com/trident-broker/trident/protocol/frontend"
 	"github.com/trident-broker/trident/protocol/stomp/frame"
@@ -73,6 +74,11 @@ func (c *conn) logAuthenticated() {
 // connEvent reports connection.created (created) or connection.closed
 // with reason to the core's event bus (exchange/event).
 func (c *conn) connEvent(created bool, reason string) {
+	if created { // churn metrics (exchange/churn.go)
+		c.s.b.Churn().ConnectionOpened(exchange.ProtoSTOMP)
+	} else {
+		c.s.b.Churn().ConnectionClosed(exchange.ProtoSTOMP)
+	}
 	ev := c.s.b.Events()
 	if !ev.On() || c.vh == nil {
 		return

@@ -109,7 +109,7 @@ func (c *conn) doSend(f *frame.Frame, rid string, barrier bool) error {
 	wait := rid != "" || barrier
 	if wait {
 		seq = c.addReceipt(rid, true)
-		o = exchange.PublishOpts{Confirmer: c, Tag: seq}
+		o = exchange.PublishOpts{Confirmer: c, Tag: seq, Protocol: exchange.ProtoSTOMP}
 	}
 	o.Batch = &c.batch
 	sp := c.s.cfg.Tracer.Publish(msg, tracing.Protocol{Name: "stomp", Version: c.version.String()})
@@ -247,7 +247,7 @@ func (c *conn) ensureReplyQueue(id string) (string, error) {
 	}
 	subID := prefixTempQueue + "/" + id
 	s := c.newSubscription(subID, name, ackAuto)
-	cons, err := c.vh.Consume(name, exchange.ConsumeOpts{Tag: s.tag, NoAck: true, Sink: s, Owner: c})
+	cons, err := c.vh.Consume(name, exchange.ConsumeOpts{Tag: s.tag, NoAck: true, Sink: s, Owner: c, Protocol: exchange.ProtoSTOMP})
 	if err != nil {
 		return "", err
 	}

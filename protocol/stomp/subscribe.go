@@ -246,7 +246,7 @@ func (c *conn) subscribe(f *frame.Frame) error {
 	c.subs[id] = s
 	excl, _ := boolHeader(f, "exclusive-consumer")
 	cons, err := c.vh.Consume(queue, exchange.ConsumeOpts{Tag: s.tag, NoAck: mode == ackAuto, Prefetch: prefetch,
-		Priority: priority, Exclusive: excl, Sink: s, Owner: c, Args: consumeArgs(f)})
+		Priority: priority, Exclusive: excl, Sink: s, Owner: c, Args: consumeArgs(f), Protocol: exchange.ProtoSTOMP})
 	if err != nil {
 		delete(c.subs, id)
 		return err

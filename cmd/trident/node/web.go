@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"os"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/cmd/internal/version"
 	"github.com/trident-broker/trident/web"
@@ -77,7 +79,15 @@ func (n *Node) startMetrics() error {
 		}
 		n.metricsLn = ln
 	}
-	m := web.NewMetrics(n.broker, connections{n}, n.nodeName(), version.Version())
+	o := web.MetricsOptions{Core: n.broker, Conns: connections{n}, Node: n.nodeName(), Version: version.Version(),
+		MemLimit: n.memoryLimit(), DiskFreeLimit: int64(n.cfg.DiskFreeLimit), DataDir: n.cfg.DataDir}
+	if n.Groups() != nil {
+		o.RaftGroups, o.Raft = n.raftGroups, web.NewRaftSink()
+		if err := web.InstallRaftSink(o.Raft); err != nil {
+			return fmt.Errorf("node: raft metrics: %w", err)
+		}
+	}
+	m := web.NewMetricsWith(o)
 	n.metrics = &http.Server{Handler: m.Handler(), ReadHeaderTimeout: n.cfg.AMQP.HandshakeTimeout}
 	if ln == nil {
 		return nil
@@ -90,6 +100,24 @@ func (n *Node) startMetrics() error {
 	n.serve("http/prometheus", ln.Addr())
 	n.log.Info("listening", "protocol", "prometheus", "addr", ln.Addr().String())
 	return nil
+}
+
+// raftGroups lists the node's Raft groups for /metrics.
+func (n *Node) raftGroups() []web.RaftGroup {
+	h := n.Groups()
+	if h == nil {
+		return nil
+	}
+	var out []web.RaftGroup
+	for _, name := range h.Names() {
+		r, ok := h.Raft(name)
+		if !ok {
+			continue
+		}
+		out = append(out, web.RaftGroup{Name: name, Leader: r.State() == raft.Leader, Term: r.CurrentTerm(),
+			CommitIndex: r.CommitIndex(), AppliedIndex: r.AppliedIndex()})
+	}
+	return out
 }
 
 // MetricsAddr returns the Prometheus listener's address, or nil when

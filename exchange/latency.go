@@ -1,0 +1,252 @@
+package exchange
+
+import (
+	"math"
+	"sync/atomic"
+)
+
+// Protocol is the front end a publisher or consumer speaks, the label of
+// the latency histograms (PublishOpts.Protocol, ConsumeOpts.Protocol).
+type Protocol uint8
+
+// The protocols; ProtoOther is the zero value (the broker's own
+// publishes, shovels, the HTTP API).
+const (
+	ProtoOther Protocol = iota
+	ProtoAMQP
+	ProtoMQTT
+	ProtoSTOMP
+	ProtoStream
+	numProtocols
+)
+
+var protocolNames = [numProtocols]string{"other", "amqp091", "mqtt", "stomp", "stream"}
+
+// String is the protocol's label value.
+func (p Protocol) String() string {
+	if p >= numProtocols {
+		return "other"
+	}
+	return protocolNames[p]
+}
+
+// index is p as an array index: an unknown protocol is ProtoOther.
+func (p Protocol) index() Protocol {
+	if p >= numProtocols {
+		return ProtoOther
+	}
+	return p
+}
+
+// Protocols lists every protocol, for whoever exports the histograms.
+func Protocols() []Protocol {
+	return []Protocol{ProtoOther, ProtoAMQP, ProtoMQTT, ProtoSTOMP, ProtoStream}
+}
+
+// Latency names one of a vhost's latency histograms.
+type Latency uint8
+
+// The latencies measured, each per vhost and protocol.
+const (
+	// LatPublishConfirm is from the core accepting a publish that asked
+	// for a confirm (PublishOpts.Confirmer) to its outcome being known
+	// (the Confirmer called, or Publish returning a final outcome).
+	LatPublishConfirm Latency = iota
+	// LatEnqueueDeliver is how long a message waited in a queue until
+	// its first delivery (to a consumer or by get).
+	LatEnqueueDeliver
+	// LatDeliverAck is from a delivery that needs an acknowledgement to
+	// its ack.
+	LatDeliverAck
+	numLatencies
+)
+
+// The histograms' layout. Native buckets follow Prometheus's native
+// histogram schema 2 (each bucket 2^(1/4) ≈ 1.19 times the one below),
+// from 2^-17 s (7.6 µs, anything below is in the zero bucket) up to
+// 2^16 s (18 h, anything above counts in the last bucket). The classic
+// buckets are ClassicBounds.
+const (
+	// NativeSchema is the native histograms' schema.
+	NativeSchema = 2
+	nativeMinKey = -17 * 4
+	nativeMaxKey = 16 * 4
+	nNative      = nativeMaxKey - nativeMinKey + 1
+)
+
+// NativeZeroThreshold is the upper bound of the native histograms' zero
+// bucket, in seconds: the lower bound of the first bucket.
+var NativeZeroThreshold = math.Ldexp(1, -17)
+
+// ClassicBounds are the classic buckets' upper bounds in seconds.
+var ClassicBounds = []float64{0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
+
+var classicNs = func() []int64 {
+	ns := make([]int64, len(ClassicBounds))
+	for i, b := range ClassicBounds {
+		ns[i] = int64(math.Round(b * 1e9))
+	}
+	return ns
+}()
+
+// schema 2's bucket boundaries within one power of two, as fractions
+// (math.Frexp's mantissa): 2^(-k/4) for k = 4, 3, 2, 1.
+var nativeFracs = [4]float64{0.5, math.Exp2(-0.75), math.Exp2(-0.5), math.Exp2(-0.25)}
+
+// histogram is a latency histogram that observes without a lock and
+// without allocating: one to three atomic adds per observation.
+type histogram struct {
+	// No count: it is the sum of the classic buckets (one atomic add
+	// less per observation).
+	sumNs   atomic.Uint64
+	zero    atomic.Uint64
+	native  [nNative]atomic.Uint64
+	classic [nClassic]atomic.Uint64 // non-cumulative; the last is +Inf
+}
+
+// nClassic is len(ClassicBounds)+1 (checked in init).
+const nClassic = 19
+
+func init() {
+	if nClassic != len(ClassicBounds)+1 {
+		panic("exchange: classic buckets miscounted")
+	}
+}
+
+// zeroNs is the native zero bucket's bound in nanoseconds: the largest
+// duration whose seconds are at most NativeZeroThreshold. It is below the
+// first classic bound, so the zero bucket's count belongs to the first
+// classic bucket too (snapshot adds it there).
+var zeroNs = int64(math.Floor(NativeZeroThreshold * 1e9))
+
+func init() {
+	if zeroNs >= classicNs[0] {
+		panic("exchange: the native zero bucket passes the first classic bucket")
+	}
+}
+
+// observe records a duration in nanoseconds (negative ones count as 0).
+// A message delivered as it arrives (the hot path: its wait is 0 by the
+// publish's batch clock) costs one atomic add; any other duration three.
+func (h *histogram) observe(ns int64) {
+	if ns <= zeroNs {
+		if ns > 0 {
+			h.sumNs.Add(uint64(ns))
+		}
+		h.zero.Add(1)
+		return
+	}
+	h.sumNs.Add(uint64(ns))
+	i := 0
+	for i < len(classicNs) && ns > classicNs[i] {
+		i++
+	}
+	h.classic[i].Add(1)
+	frac, exp := math.Frexp(float64(ns) * 1e-9)
+	k := 0
+	for k < 4 && nativeFracs[k] < frac {
+		k++
+	}
+	// The value is in (2^(exp-1), 2^exp]: k counts the quarter-powers
+	// of two below it.
+	key := (exp-1)*4 + k
+	key = min(max(key, nativeMinKey+1), nativeMaxKey)
+	h.native[key-nativeMinKey].Add(1)
+}
+
+// HistogramSnapshot is a histogram's counts at one moment.
+type HistogramSnapshot struct {
+	Count uint64
+	Sum   float64 // seconds
+	// Classic are cumulative counts for ClassicBounds (one each).
+	Classic []uint64
+	// ZeroCount is the native zero bucket's count; Native the counts of
+	// native buckets NativeOffset, NativeOffset+1, ... (schema
+	// NativeSchema), trailing empty ones trimmed.
+	ZeroCount    uint64
+	NativeOffset int32
+	Native       []uint64
+}
+
+func (h *histogram) snapshot() HistogramSnapshot {
+	var s HistogramSnapshot
+	s.Sum = float64(h.sumNs.Load()) * 1e-9
+	s.Classic = make([]uint64, len(ClassicBounds))
+	s.ZeroCount = h.zero.Load()
+	cum := s.ZeroCount // in the first classic bucket (zeroNs)
+	for i := range ClassicBounds {
+		cum += h.classic[i].Load()
+		s.Classic[i] = cum
+	}
+	cum += h.classic[len(ClassicBounds)].Load()
+	first, last := -1, -1
+	counts := make([]uint64, nNative)
+	for i := range counts {
+		if counts[i] = h.native[i].Load(); counts[i] != 0 {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	if first >= 0 {
+		s.NativeOffset = int32(first + nativeMinKey)
+		s.Native = counts[first : last+1]
+	}
+	// Count is the classic total, so that it is consistent with the
+	// buckets read just before (observations go on meanwhile).
+	s.Count = cum
+	return s
+}
+
+// latencySet is one vhost's histograms for one protocol.
+type latencySet [numLatencies]histogram
+
+// observe records a latency of ns nanoseconds for protocol p; the
+// protocol's histograms are made on first use.
+func (v *VHost) observe(p Protocol, k Latency, ns int64) {
+	p = p.index()
+	s := v.lat[p].Load()
+	if s == nil {
+		s = new(latencySet)
+		if !v.lat[p].CompareAndSwap(nil, s) {
+			s = v.lat[p].Load()
+		}
+	}
+	s[k].observe(ns)
+}
+
+// Latencies calls fn for each of the vhost's histograms that observed
+// anything, by protocol and latency.
+func (v *VHost) Latencies(fn func(p Protocol, k Latency, h HistogramSnapshot)) {
+	for p := range v.lat {
+		s := v.lat[p].Load()
+		if s == nil {
+			continue
+		}
+		for k := range s {
+			fn(Protocol(p), Latency(k), s[k].snapshot())
+		}
+	}
+}
+
+// observeWait records, for a message's first delivery, how long it
+// waited in q (its enqueue time is the message's, m.ts: 8 bytes every
+// message already has for x-message-ttl).
+func (q *Queue) observeWait(p Protocol, e *entry, now int64) {
+	if e.deliveries == 1 && e.msg.ts != 0 {
+		q.vh.observe(p, LatEnqueueDeliver, now-e.msg.ts)
+	}
+}
+
+// observeAck records a settled delivery's deliver-to-ack latency.
+func (q *Queue) observeAck(u *unackedEntry, now int64) {
+	if u.at == 0 {
+		return
+	}
+	p := ProtoAMQP // basic.get
+	if u.c != nil {
+		p = u.c.proto
+	}
+	q.vh.observe(p, LatDeliverAck, now-u.at)
+}

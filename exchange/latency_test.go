@@ -1,0 +1,87 @@
+package exchange
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+func TestHistogramBuckets(t *testing.T) {
+	for _, tc := range []struct {
+		d       time.Duration
+		classic float64 // the smallest classic bound that holds d
+	}{
+		{0, 0.0001},
+		{time.Microsecond, 0.0001},
+		{7629 * time.Nanosecond, 0.0001}, // the last of the zero bucket
+		{7630 * time.Nanosecond, 0.0001}, // the first past it
+		{300 * time.Millisecond, 0.5},
+		{time.Second, 1},
+		{2 * time.Second, 2.5},
+		{time.Hour, math.Inf(1)},
+	} {
+		var h histogram
+		h.observe(int64(tc.d))
+		s := h.snapshot()
+		if s.Count != 1 || math.Abs(s.Sum-tc.d.Seconds()) > 1e-9 {
+			t.Fatalf("%v: count %d sum %v", tc.d, s.Count, s.Sum)
+		}
+		for i, b := range ClassicBounds {
+			want := uint64(0)
+			if b >= tc.classic {
+				want = 1
+			}
+			if s.Classic[i] != want {
+				t.Fatalf("%v: classic bucket le=%v holds %d, want %d", tc.d, b, s.Classic[i], want)
+			}
+		}
+		v := tc.d.Seconds()
+		if v <= NativeZeroThreshold {
+			if s.ZeroCount != 1 || len(s.Native) != 0 {
+				t.Fatalf("%v: zero %d native %v", tc.d, s.ZeroCount, s.Native)
+			}
+			continue
+		}
+		if len(s.Native) != 1 || s.Native[0] != 1 {
+			t.Fatalf("%v: native %v", tc.d, s.Native)
+		}
+		// Native bucket i of schema 2 is (2^((i-1)/4), 2^(i/4)].
+		i := float64(s.NativeOffset)
+		lo, hi := math.Exp2((i-1)/4), math.Exp2(i/4)
+		if i < nativeMaxKey && (v <= lo*(1-1e-12) || v > hi*(1+1e-12)) {
+			t.Fatalf("%v: in native bucket %v = (%v, %v]", tc.d, i, lo, hi)
+		}
+	}
+}
+
+func TestHistogramPowersOfTwo(t *testing.T) {
+	// An exact power of two closes its bucket: 1 s is bucket 0, 2 s bucket 4.
+	for _, c := range []struct {
+		ns  int64
+		key int32
+	}{{1e9, 0}, {2e9, 4}, {5e8, -4}} {
+		var h histogram
+		h.observe(c.ns)
+		if s := h.snapshot(); s.NativeOffset != c.key {
+			t.Fatalf("%d ns: bucket %d, want %d", c.ns, s.NativeOffset, c.key)
+		}
+	}
+}
+
+func BenchmarkHistogramObserve(b *testing.B) {
+	var h histogram
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		h.observe(int64(i) * 997)
+	}
+}
+
+// BenchmarkHistogramObserveZero is the hot path's case: a message
+// delivered as it is published waits 0 ns by the batch clock.
+func BenchmarkHistogramObserveZero(b *testing.B) {
+	var h histogram
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		h.observe(0)
+	}
+}
