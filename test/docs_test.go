@@ -111,7 +111,7 @@ var docRules = []docRule{
 		reason: "the whole suite, which runs this check: make -n test"},
 	{pattern: `/api/queues/%2F/hello/get$`, want: "hi from curl"},
 	{pattern: `^amqp-get `, want: "hi from AMQP"},
-	{pattern: `^bin/tridentctl get --queue hello `, want: "hi"},
+	{pattern: `^bin/tridentctl get hello `, want: "hi from tridentctl"},
 	{pattern: `SEND\\ndestination:/queue/hello.*DISCONNECT\\nreceipt:bye.*socat`, want: "receipt-id:bye"},
 	{pattern: `^mosquitto_sub .*&$`, mode: modeBackground, want: "sensors/t1 21.5",
 		reason: "a subscriber in the background: stopped after the next commands of its block, must have printed the message",
@@ -188,8 +188,8 @@ type docBlock struct {
 var docInline = map[string][]string{
 	"README.md": {
 		"./bin/trident -h",
-		"bin/tridentctl publish --exchange amq.default --routing-key hello --payload hi",
-		"bin/tridentctl get --queue hello --ackmode ack_requeue_false",
+		"bin/tridentctl publish hello 'hi from tridentctl'",
+		"bin/tridentctl get hello --ackmode ack_requeue_false",
 	},
 	"docs/configuration.md": {"trident -h"},
 	"docs/operations.md":    {"trident --version", "tridentctl --version"},
