@@ -1,0 +1,510 @@
+package test
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	amqp10 "github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/message"
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
+
+	"github.com/trident-broker/trident/conf"
+	"github.com/trident-broker/trident/test/testbin"
+)
+
+// Tests of RabbitMQ's stream protocol (port 5552) with the real
+// rabbitmq-stream-go-client.
+
+// streamBroker starts a broker with the stream listener on a free port and
+// returns it with the listener's address.
+func streamBroker(t *testing.T, mutate ...func(*conf.Config)) (*broker, *net.TCPAddr) {
+	t.Helper()
+	b := startBroker(t, append([]func(*conf.Config){func(c *conf.Config) { c.Stream.Listen = "127.0.0.1:0" }}, mutate...)...)
+	a := b.n.StreamAddr()
+	if a == nil {
+		t.Fatal("no stream listener")
+	}
+	return b, a.(*net.TCPAddr)
+}
+
+// streamEnv opens a client environment (closed at the test's end).
+func streamEnv(t *testing.T, addr *net.TCPAddr, user, pass string) *stream.Environment {
+	t.Helper()
+	env, err := streamEnvErr(addr, user, pass)
+	if err != nil {
+		t.Fatalf("stream environment: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Close() })
+	return env
+}
+
+func streamEnvErr(addr *net.TCPAddr, user, pass string) (*stream.Environment, error) {
+	return stream.NewEnvironment(stream.NewEnvironmentOptions().SetHost(addr.IP.String()).SetPort(addr.Port).
+		SetUser(user).SetPassword(pass).SetRPCTimeout(20 * time.Second))
+}
+
+// publishConfirmed publishes n messages body-0 … body-(n-1) in batches and
+// waits until every one is confirmed.
+func spPublishConfirmed(t *testing.T, env *stream.Environment, name string, from, n int) {
+	t.Helper()
+	p, err := env.NewProducer(name, stream.NewProducerOptions())
+	if err != nil {
+		t.Fatalf("NewProducer: %v", err)
+	}
+	defer p.Close()
+	confirms := p.NotifyPublishConfirmation()
+	done := make(chan error, 1)
+	go func() {
+		got := 0
+		for got < n {
+			select {
+			case cs, ok := <-confirms:
+				if !ok {
+					done <- fmt.Errorf("confirm channel closed after %d", got)
+					return
+				}
+				for _, c := range cs {
+					if !c.IsConfirmed() {
+						done <- fmt.Errorf("message %d not confirmed: %v", c.GetPublishingId(), c.GetError())
+						return
+					}
+					got++
+				}
+			case <-time.After(60 * time.Second):
+				done <- fmt.Errorf("%d of %d confirmed", got, n)
+				return
+			}
+		}
+		done <- nil
+	}()
+	batch := make([]message.StreamMessage, 0, 100)
+	for i := from; i < from+n; i++ {
+		batch = append(batch, amqp10.NewMessage([]byte("body-"+strconv.Itoa(i))))
+		if len(batch) == cap(batch) || i == from+n-1 {
+			if err := p.BatchSend(batch); err != nil {
+				t.Fatalf("BatchSend: %v", err)
+			}
+			batch = batch[:0]
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// consumed collects what a consumer receives.
+type spConsumed struct {
+	mu      sync.Mutex
+	offsets []int64
+	bodies  []string
+	msgs    []*amqp10.Message
+}
+
+func (c *spConsumed) handler(ctx stream.ConsumerContext, m *amqp10.Message) {
+	c.mu.Lock()
+	c.offsets = append(c.offsets, ctx.Consumer.GetOffset())
+	c.bodies = append(c.bodies, string(m.GetData()))
+	c.msgs = append(c.msgs, m)
+	c.mu.Unlock()
+}
+
+func (c *spConsumed) wait(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c.mu.Lock()
+		got := len(c.bodies)
+		c.mu.Unlock()
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("received %d of %d messages", got, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func spConsume(t *testing.T, env *stream.Environment, name string, off stream.OffsetSpecification) *spConsumed {
+	t.Helper()
+	c := &spConsumed{}
+	cons, err := env.NewConsumer(name, c.handler, stream.NewConsumerOptions().SetOffset(off).SetCRCCheck(true))
+	if err != nil {
+		t.Fatalf("NewConsumer: %v", err)
+	}
+	t.Cleanup(func() { _ = cons.Close() })
+	return c
+}
+
+// TestStreamProtocolPublishConsume: a stream created over the protocol
+// takes 10,000 confirmed messages, which consumers read from first, from
+// an offset and (only the new ones) from next; offsets are stored and
+// queried; stats give the bounds.
+func TestStreamProtocolPublishConsume(t *testing.T) {
+	_, addr := streamBroker(t)
+	env := streamEnv(t, addr, "guest", "guest")
+	const name, n = "sp-events", 10000
+	if err := env.DeclareStream(name, &stream.StreamOptions{MaxLengthBytes: stream.ByteCapacity{}.GB(1),
+		MaxAge: time.Hour, MaxSegmentSizeBytes: stream.ByteCapacity{}.MB(4)}); err != nil {
+		t.Fatalf("DeclareStream: %v", err)
+	}
+	// Declaring it again is "already exists", which the client accepts.
+	if err := env.DeclareStream(name, nil); err != nil {
+		t.Fatalf("DeclareStream again: %v", err)
+	}
+	spPublishConfirmed(t, env, name, 0, n)
+
+	first := spConsume(t, env, name, stream.OffsetSpecification{}.First())
+	first.wait(t, n)
+	first.mu.Lock()
+	for i := 0; i < n; i++ {
+		if first.offsets[i] != int64(i) || first.bodies[i] != "body-"+strconv.Itoa(i) {
+			first.mu.Unlock()
+			t.Fatalf("message %d: offset %d body %q", i, first.offsets[i], first.bodies[i])
+		}
+	}
+	first.mu.Unlock()
+
+	at := spConsume(t, env, name, stream.OffsetSpecification{}.Offset(7500))
+	at.wait(t, n-7500)
+	at.mu.Lock()
+	if at.offsets[0] != 7500 || at.bodies[0] != "body-7500" || at.bodies[len(at.bodies)-1] != "body-9999" {
+		t.Fatalf("from offset 7500: first %d %q, last %q", at.offsets[0], at.bodies[0], at.bodies[len(at.bodies)-1])
+	}
+	at.mu.Unlock()
+
+	next := spConsume(t, env, name, stream.OffsetSpecification{}.Next())
+	time.Sleep(300 * time.Millisecond) // subscribed before the next publish
+	spPublishConfirmed(t, env, name, n, 10)
+	next.wait(t, 10)
+	time.Sleep(200 * time.Millisecond)
+	next.mu.Lock()
+	if len(next.bodies) != 10 || next.bodies[0] != "body-10000" || next.offsets[0] != n {
+		t.Fatalf("from next: %d messages, first %v at %v", len(next.bodies), next.bodies[:1], next.offsets[:1])
+	}
+	next.mu.Unlock()
+
+	last := spConsume(t, env, name, stream.OffsetSpecification{}.Last())
+	last.wait(t, 1)
+	last.mu.Lock()
+	if last.bodies[0] != "body-10009" {
+		t.Fatalf("from last: %q", last.bodies[0])
+	}
+	last.mu.Unlock()
+
+	ts := spConsume(t, env, name, stream.OffsetSpecification{}.Timestamp(time.Now().Add(-time.Hour).UnixMilli()))
+	ts.wait(t, n+10)
+
+	// Stored offsets.
+	if _, err := env.QueryOffset("reader-1", name); !errors.Is(err, stream.OffsetNotFoundError) {
+		t.Fatalf("QueryOffset before any store: %v", err)
+	}
+	if err := env.StoreOffset("reader-1", name, 1234); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		off, err := env.QueryOffset("reader-1", name)
+		if err == nil && off == 1234 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("QueryOffset = %d, %v; want 1234", off, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	stats, err := env.StreamStats(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := stats.FirstOffset(); err != nil || f != 0 {
+		t.Fatalf("first offset %d, %v", f, err)
+	}
+	if l, err := stats.CommittedChunkId(); err != nil || l != n+9 {
+		t.Fatalf("committed chunk id %d, %v", l, err)
+	}
+
+	if err := env.DeleteStream(name); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := env.StreamExists(name); err != nil || ok {
+		t.Fatalf("stream exists after delete: %v %v", ok, err)
+	}
+}
+
+// TestStreamProtocolAMQPInterop: one core. What AMQP publishes to a stream
+// a stream-protocol consumer reads (body, properties, headers), and what
+// the stream protocol publishes an AMQP stream consumer reads, stored
+// offsets included.
+func TestStreamProtocolAMQPInterop(t *testing.T) {
+	b, addr := streamBroker(t)
+	env := streamEnv(t, addr, "guest", "guest")
+	const name = "sp-interop"
+	if err := env.DeclareStream(name, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, ch := channel(t, b.URL)
+	// AMQP sees the stream the protocol created; declaring it is equivalent.
+	if _, err := ch.QueueDeclare(name, true, false, false, false, amqp.Table{"x-queue-type": "stream"}); err != nil {
+		t.Fatalf("AMQP declare of the stream: %v", err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 1))
+	err := ch.Publish("", name, false, false, amqp.Publishing{Body: []byte("from-amqp"), MessageId: "m-1",
+		ContentType: "text/plain", Headers: amqp.Table{"color": "blue"}, DeliveryMode: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := <-confirms; !c.Ack {
+		t.Fatal("AMQP publish nacked")
+	}
+	got := spConsume(t, env, name, stream.OffsetSpecification{}.First())
+	got.wait(t, 1)
+	got.mu.Lock()
+	m := got.msgs[0]
+	if string(m.GetData()) != "from-amqp" || m.Properties == nil || m.Properties.MessageID != "m-1" ||
+		m.Properties.ContentType != "text/plain" || m.ApplicationProperties["color"] != "blue" {
+		got.mu.Unlock()
+		t.Fatalf("stream consumer read %q %+v %v", m.GetData(), m.Properties, m.ApplicationProperties)
+	}
+	got.mu.Unlock()
+
+	// The other way: a stream-protocol message with properties.
+	p, err := env.NewProducer(name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := p.NotifyPublishConfirmation()
+	sm := amqp10.NewMessage([]byte("from-stream"))
+	sm.Properties = &amqp10.MessageProperties{MessageID: "s-1", CorrelationID: "corr", ContentType: "application/json"}
+	sm.ApplicationProperties = map[string]any{"size": int64(3)}
+	if err := p.Send(sm); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case cs := <-pc:
+		if !cs[0].IsConfirmed() {
+			t.Fatal("stream publish not confirmed")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no confirm")
+	}
+	_ = p.Close()
+	if err := ch.Qos(10, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := ch.Consume(name, "", false, false, false, false, amqp.Table{"x-stream-offset": "first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d0, d1 := receive(t, ds), receive(t, ds)
+	if string(d0.Body) != "from-amqp" || string(d1.Body) != "from-stream" || d1.MessageId != "s-1" ||
+		d1.CorrelationId != "corr" || d1.ContentType != "application/json" || d1.Headers["size"] != int64(3) ||
+		d1.Headers["x-stream-offset"] != int64(1) {
+		t.Fatalf("AMQP consumer read %q, then %q %q %q %q %v", d0.Body, d1.Body, d1.MessageId, d1.CorrelationId, d1.ContentType, d1.Headers)
+	}
+}
+
+// TestStreamProtocolPermissions: create needs configure, a publisher
+// write, a consumer read, each refused with access refused (0x10) as
+// RabbitMQ does; a vhost without access is refused at open.
+func TestStreamProtocolPermissions(t *testing.T) {
+	b, addr := streamBroker(t)
+	us := b.n.Users()
+	for _, u := range []struct{ name, conf, write, read string }{
+		{"sp-none", "^$", "^$", "^$"},
+		{"sp-reader", "^$", "^$", ".*"},
+	} {
+		if err := us.PutUser(u.name, "pw", nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := us.SetPermissions(u.name, "/", u.conf, u.write, u.read); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin := streamEnv(t, addr, "guest", "guest")
+	if err := admin.DeclareStream("sp-perm", nil); err != nil {
+		t.Fatal(err)
+	}
+	spPublishConfirmed(t, admin, "sp-perm", 0, 3)
+
+	none := streamEnv(t, addr, "sp-none", "pw")
+	if err := none.DeclareStream("sp-other", nil); !errors.Is(err, stream.CodeAccessRefused) {
+		t.Fatalf("create without configure: %v, want access refused", err)
+	}
+	if err := none.DeleteStream("sp-perm"); !errors.Is(err, stream.CodeAccessRefused) {
+		t.Fatalf("delete without configure: %v, want access refused", err)
+	}
+	if _, err := none.NewProducer("sp-perm", nil); !errors.Is(err, stream.CodeAccessRefused) {
+		t.Fatalf("publisher without write: %v, want access refused", err)
+	}
+	if _, err := none.NewConsumer("sp-perm", func(stream.ConsumerContext, *amqp10.Message) {}, nil); !errors.Is(err, stream.CodeAccessRefused) {
+		t.Fatalf("consumer without read: %v, want access refused", err)
+	}
+	if _, err := none.QueryOffset("x", "sp-perm"); !errors.Is(err, stream.CodeAccessRefused) {
+		t.Fatalf("query offset without read: %v, want access refused", err)
+	}
+
+	reader := streamEnv(t, addr, "sp-reader", "pw")
+	if _, err := reader.NewProducer("sp-perm", nil); !errors.Is(err, stream.CodeAccessRefused) {
+		t.Fatalf("reader's publisher: %v, want access refused", err)
+	}
+	got := spConsume(t, reader, "sp-perm", stream.OffsetSpecification{}.First())
+	got.wait(t, 3)
+
+	// Wrong password; a vhost the user may not open.
+	if _, err := streamEnvErr(addr, "sp-reader", "wrong"); err == nil {
+		t.Fatal("wrong password accepted")
+	}
+	if err := b.n.Broker().EnsureVHost("sp-private"); err != nil {
+		t.Fatal(err)
+	}
+	env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().SetHost(addr.IP.String()).SetPort(addr.Port).
+		SetUser("sp-reader").SetPassword("pw").SetVHost("sp-private"))
+	if err == nil {
+		_ = env.Close()
+		t.Fatal("vhost without access opened")
+	}
+}
+
+// TestStreamProtocolSurvivesKill: confirmed messages are on disk: after
+// kill -9 and a restart a consumer reads every one.
+func TestStreamProtocolSurvivesKill(t *testing.T) {
+	port, err := testbin.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}
+	p := testbin.Start(t, "--stream-listen", addr.String())
+	env, err := streamEnvErr(addr, "guest", "guest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.DeclareStream("sp-crash", nil); err != nil {
+		t.Fatal(err)
+	}
+	const n = 2000
+	spPublishConfirmed(t, env, "sp-crash", 0, n)
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = env.Close()
+	p.Restart()
+
+	env = streamEnv(t, addr, "guest", "guest")
+	got := spConsume(t, env, "sp-crash", stream.OffsetSpecification{}.First())
+	got.wait(t, n)
+	got.mu.Lock()
+	defer got.mu.Unlock()
+	for i := 0; i < n; i++ {
+		if got.bodies[i] != "body-"+strconv.Itoa(i) {
+			t.Fatalf("after kill -9, message %d is %q", i, got.bodies[i])
+		}
+	}
+}
+
+// readStreamFrame reads one frame off a raw connection.
+func readStreamFrame(t *testing.T, nc net.Conn) []byte {
+	t.Helper()
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var hdr [4]byte
+	if _, err := io.ReadFull(nc, hdr[:]); err != nil {
+		t.Fatalf("no frame: %v", err)
+	}
+	p := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+	if _, err := io.ReadFull(nc, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// expectClose reads a Close request with code and then the end of the
+// connection.
+func expectClose(t *testing.T, nc net.Conn, code uint16) {
+	t.Helper()
+	p := readStreamFrame(t, nc)
+	if len(p) < 10 || binary.BigEndian.Uint16(p) != 0x0016 || binary.BigEndian.Uint16(p[8:]) != code {
+		t.Fatalf("got frame %x, want a close with code %#x", p, code)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := nc.Read(make([]byte, 1)); err == nil || n > 0 {
+		t.Fatalf("connection still open after the close: %v", err)
+	}
+}
+
+// TestStreamProtocolBadFrames: garbage and an oversized frame before
+// authentication get a Close with the protocol's code (unknown frame,
+// frame too large) without the server reading the body; the broker
+// serves on.
+func TestStreamProtocolBadFrames(t *testing.T) {
+	b, addr := streamBroker(t)
+	dial := func() net.Conn {
+		nc, err := net.Dial("tcp", addr.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		return nc
+	}
+
+	// A frame of 1 GiB announced before authentication: refused on its
+	// size alone (the bound before open is 8 KiB).
+	nc := dial()
+	if _, err := nc.Write([]byte{0x40, 0, 0, 0, 0x00, 0x11, 0x00, 0x01}); err != nil {
+		t.Fatal(err)
+	}
+	expectClose(t, nc, 0x0e)
+
+	// 9 KiB of peer properties: over the pre-auth bound too.
+	nc = dial()
+	big := make([]byte, 4+9<<10)
+	binary.BigEndian.PutUint32(big, 9<<10)
+	copy(big[4:], []byte{0x00, 0x11, 0x00, 0x01})
+	if _, err := nc.Write(big); err != nil {
+		t.Fatal(err)
+	}
+	expectClose(t, nc, 0x0e)
+
+	// Garbage that fits: an unknown command key.
+	nc = dial()
+	if _, err := nc.Write([]byte{0, 0, 0, 8, 0x7e, 0x7e, 0, 1, 1, 2, 3, 4}); err != nil {
+		t.Fatal(err)
+	}
+	expectClose(t, nc, 0x0d)
+
+	// A known command whose fields run past its frame.
+	nc = dial()
+	if _, err := nc.Write([]byte{0, 0, 0, 10, 0x00, 0x11, 0x00, 0x01, 0, 0, 0, 1, 0x7f, 0xff}); err != nil {
+		t.Fatal(err)
+	}
+	expectClose(t, nc, 0x0d)
+
+	// A frame too short to hold a key.
+	nc = dial()
+	if _, err := nc.Write([]byte{0, 0, 0, 1, 0xff}); err != nil {
+		t.Fatal(err)
+	}
+	expectClose(t, nc, 0x0d)
+
+	// The broker is fine: a client works, and an oversized frame after
+	// open (over the negotiated frame max) gets frame too large too.
+	env := streamEnv(t, addr, "guest", "guest")
+	if err := env.DeclareStream("sp-bad", nil); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := env.StreamExists("sp-bad"); err != nil || !ok {
+		t.Fatalf("StreamExists: %v %v", ok, err)
+	}
+	_ = b
+}
