@@ -1,12 +1,15 @@
 package test
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -507,4 +510,187 @@ func TestStreamProtocolBadFrames(t *testing.T) {
 		t.Fatalf("StreamExists: %v %v", ok, err)
 	}
 	_ = b
+}
+
+// TestStreamProtocolTLSExternal: the TLS listener serves the protocol,
+// with a password or with SASL EXTERNAL as the user a verified client
+// certificate names; EXTERNAL without a certificate is refused.
+func TestStreamProtocolTLSExternal(t *testing.T) {
+	p := newPKI(t)
+	b := tlsBroker(t, p, func(c *conf.Config) { c.Stream.TLSListen = "127.0.0.1:0" })
+	addUser(t, b, "alice", "")
+	addr := b.n.StreamTLSAddr().(*net.TCPAddr)
+	open := func(user, pass, mech string, cfg *tls.Config) (*stream.Environment, error) {
+		o := stream.NewEnvironmentOptions().SetHost("localhost").SetPort(addr.Port).SetUser(user).SetPassword(pass).
+			SetTLSConfig(cfg).IsTLS(true).SetRPCTimeout(20 * time.Second)
+		if mech != "" {
+			o.SetSaslConfiguration(mech)
+		}
+		return stream.NewEnvironment(o)
+	}
+	env, err := open("guest", "guest", "", p.client())
+	if err != nil {
+		t.Fatalf("TLS with a password: %v", err)
+	}
+	defer env.Close()
+	if err := env.DeclareStream("sp-tls", nil); err != nil {
+		t.Fatal(err)
+	}
+	spPublishConfirmed(t, env, "sp-tls", 0, 10)
+
+	ext, err := open("", "", "EXTERNAL", p.client(p.clientCert("alice", nil, nil)))
+	if err != nil {
+		t.Fatalf("EXTERNAL with CN=alice: %v", err)
+	}
+	defer ext.Close()
+	got := spConsume(t, ext, "sp-tls", stream.OffsetSpecification{}.First())
+	got.wait(t, 10)
+	// The management API lists the connection, as its certificate's user.
+	if users := connectionUsers(t, b, p, "stream"); !slices.Contains(users, "alice") {
+		t.Fatalf("stream connection users %v, want alice", users)
+	}
+
+	if _, err := open("", "", "EXTERNAL", p.client()); err == nil {
+		t.Fatal("EXTERNAL without a client certificate accepted")
+	}
+}
+
+// TestStreamProtocolOAuth2: an OAuth 2 token is the password of PLAIN, as
+// on the other protocols, and its scopes are the permissions: app.* is
+// the token user's, anything else is refused; an expired token is
+// refused at login.
+func TestStreamProtocolOAuth2(t *testing.T) {
+	p := newIDP(t)
+	b, _ := oauthBroker(t, p, func(c *conf.Config) { c.Stream.Listen = "127.0.0.1:0" })
+	addr := b.n.StreamAddr().(*net.TCPAddr)
+	env := streamEnv(t, addr, "whoever", p.token("app", time.Hour, appScopes...))
+	if err := env.DeclareStream("app.events", nil); err != nil {
+		t.Fatalf("create within the token's scopes: %v", err)
+	}
+	spPublishConfirmed(t, env, "app.events", 0, 5)
+	spConsume(t, env, "app.events", stream.OffsetSpecification{}.First()).wait(t, 5)
+	if err := env.DeclareStream("other.events", nil); !errors.Is(err, stream.CodeAccessRefused) {
+		t.Fatalf("create outside the token's scopes: %v, want access refused", err)
+	}
+	if _, err := streamEnvErr(addr, "whoever", p.token("app", -time.Minute, appScopes...)); err == nil {
+		t.Fatal("expired token accepted")
+	}
+}
+
+// TestStreamProtocolAlarmBlocksPublishers: while a resource alarm is
+// raised, publishes are not read (nothing is confirmed); once it clears
+// they are stored and confirmed, none lost.
+func TestStreamProtocolAlarmBlocksPublishers(t *testing.T) {
+	b, addr := streamBroker(t)
+	env := streamEnv(t, addr, "guest", "guest")
+	if err := env.DeclareStream("sp-alarm", nil); err != nil {
+		t.Fatal(err)
+	}
+	pr, err := env.NewProducer("sp-alarm", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	confirms := pr.NotifyPublishConfirmation()
+	b.n.Broker().Alarms().Set("disk", true)
+	for i := 0; i < 5; i++ {
+		if err := pr.Send(amqp10.NewMessage([]byte("blocked-" + strconv.Itoa(i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case cs := <-confirms:
+		t.Fatalf("confirmed during the alarm: %d", cs[0].GetPublishingId())
+	case <-time.After(time.Second):
+	}
+	b.n.Broker().Alarms().Set("disk", false)
+	got := 0
+	for got < 5 {
+		select {
+		case cs := <-confirms:
+			for _, c := range cs {
+				if !c.IsConfirmed() {
+					t.Fatalf("message %d refused", c.GetPublishingId())
+				}
+				got++
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%d of 5 confirmed after the alarm cleared", got)
+		}
+	}
+}
+
+// rawStream is a hand-driven stream protocol connection.
+type rawStream struct {
+	t  *testing.T
+	nc net.Conn
+}
+
+func (r *rawStream) send(key uint16, body ...any) {
+	r.t.Helper()
+	var b []byte
+	b = binary.BigEndian.AppendUint16(b, key)
+	b = binary.BigEndian.AppendUint16(b, 1)
+	for _, v := range body {
+		switch x := v.(type) {
+		case uint32:
+			b = binary.BigEndian.AppendUint32(b, x)
+		case string:
+			b = append(binary.BigEndian.AppendUint16(b, uint16(len(x))), x...)
+		case []byte:
+			b = append(binary.BigEndian.AppendUint32(b, uint32(len(x))), x...)
+		}
+	}
+	if _, err := r.nc.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// expect reads a frame with key and (for a response) code OK.
+func (r *rawStream) expect(key uint16) []byte {
+	r.t.Helper()
+	p := readStreamFrame(r.t, r.nc)
+	if binary.BigEndian.Uint16(p) != key {
+		r.t.Fatalf("got frame %x, want key %#x", p, key)
+	}
+	if key&0x8000 != 0 && binary.BigEndian.Uint16(p[8:]) != 1 {
+		r.t.Fatalf("response %x is not OK", p)
+	}
+	return p
+}
+
+// open shakes hands as guest on "/".
+func (r *rawStream) open() {
+	r.send(0x0011, uint32(1), uint32(0))
+	r.expect(0x8011)
+	r.send(0x0012, uint32(2))
+	r.expect(0x8012)
+	r.send(0x0013, uint32(3), "PLAIN", []byte("\x00guest\x00guest"))
+	r.expect(0x8013)
+	r.expect(0x0014)
+	r.send(0x8014, uint32(1<<20), uint32(0))
+	r.send(0x0015, uint32(4), "/")
+	r.expect(0x8015)
+}
+
+// TestStreamProtocolShutdownClose: a broker that stops sends its open
+// connections a Close with its reason (AMQP's 320 CONNECTION_FORCED
+// counterpart) before it closes them.
+func TestStreamProtocolShutdownClose(t *testing.T) {
+	b, addr := streamBroker(t)
+	nc, err := net.Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	r := &rawStream{t: t, nc: nc}
+	r.open()
+	stopped := make(chan struct{})
+	go func() { b.stop(); close(stopped) }()
+	p := r.expect(0x0016)
+	nc.Close()
+	<-stopped
+	if reason := string(p[12:]); !strings.Contains(reason, "shutdown") {
+		t.Fatalf("close reason %q", reason)
+	}
 }

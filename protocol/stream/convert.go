@@ -51,10 +51,10 @@ func toCore(data []byte, stream string) (*exchange.Message, error) {
 	if n > 0 || wm.Subject != "" || wm.To != "" || wm.GroupID != "" {
 		p.Headers = make(exchange.Table, n+3)
 		for _, a := range wm.AppProps {
-			p.Headers[a.Key] = a.Value
+			p.Headers[a.Key] = ownValue(a.Value)
 		}
 		for _, a := range wm.Annotations {
-			p.Headers[a.Key] = a.Value
+			p.Headers[a.Key] = ownValue(a.Value)
 		}
 		for k, v := range map[string]string{hdrSubject: wm.Subject, hdrTo: wm.To, hdrGroupID: wm.GroupID} {
 			if v != "" {
@@ -96,4 +96,13 @@ func appendFromCore(b []byte, m *exchange.Message) []byte {
 		}
 	}
 	return wire.AppendMessage(b, &wm)
+}
+
+// ownValue copies a binary value, which aliases the connection's read
+// buffer.
+func ownValue(v any) any {
+	if b, ok := v.([]byte); ok {
+		return append([]byte(nil), b...)
+	}
+	return v
 }
