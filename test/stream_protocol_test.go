@@ -694,3 +694,60 @@ func TestStreamProtocolShutdownClose(t *testing.T) {
 		t.Fatalf("close reason %q", reason)
 	}
 }
+
+// TestStreamProtocolCluster: in a 3-node cluster every node answers for
+// every stream (metadata names the node the client reached): a stream
+// created through one node, published to through another and read through
+// the third has every confirmed message, and an offset stored through one
+// node is read through another.
+func TestStreamProtocolCluster(t *testing.T) {
+	const n = 3
+	var addrs []*net.TCPAddr
+	for range n {
+		port, err := testbin.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
+	}
+	startClusterWith(t, n, func(i int) []string { return []string{"--stream-listen", addrs[i].String()} })
+	envs := make([]*stream.Environment, n)
+	for i := range envs {
+		envs[i] = streamEnv(t, addrs[i], "guest", "guest")
+	}
+	if err := envs[0].DeclareStream("sp-clustered", &stream.StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i, env := range envs {
+		eventually(t, 20*time.Second, "stream on node "+strconv.Itoa(i), func() bool {
+			ok, err := env.StreamExists("sp-clustered")
+			return err == nil && ok
+		})
+		md, err := env.StreamMetaData("sp-clustered")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if md.Leader.Port != strconv.Itoa(addrs[i].Port) || len(md.Replicas) != 0 {
+			t.Fatalf("node %d advertises %s:%s (replicas %d) as the leader, want its own address", i, md.Leader.Host, md.Leader.Port, len(md.Replicas))
+		}
+	}
+	const msgs = 1000
+	spPublishConfirmed(t, envs[1], "sp-clustered", 0, msgs)
+	got := spConsume(t, envs[2], "sp-clustered", stream.OffsetSpecification{}.First())
+	got.wait(t, msgs)
+	got.mu.Lock()
+	for i := 0; i < msgs; i++ {
+		if got.bodies[i] != "body-"+strconv.Itoa(i) {
+			got.mu.Unlock()
+			t.Fatalf("message %d through node 2: %q", i, got.bodies[i])
+		}
+	}
+	got.mu.Unlock()
+	if err := envs[0].StoreOffset("reader", "sp-clustered", 777); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "offset on node 2", func() bool {
+		off, err := envs[2].QueryOffset("reader", "sp-clustered")
+		return err == nil && off == 777
+	})
+}
