@@ -500,8 +500,22 @@ func TestStreamProtocolBadFrames(t *testing.T) {
 	}
 	expectClose(t, nc, 0x0d)
 
-	// The broker is fine: a client works, and an oversized frame after
-	// open (over the negotiated frame max) gets frame too large too.
+	// After open: a frame over the negotiated frame max (1 MiB) gets
+	// frame too large, an unknown command unknown frame.
+	nc = dial()
+	r := &rawStream{t: t, nc: nc}
+	r.open()
+	if _, err := nc.Write([]byte{0, 0x20, 0, 0, 0x00, 0x02, 0x00, 0x01}); err != nil {
+		t.Fatal(err)
+	}
+	expectClose(t, nc, 0x0e)
+	nc = dial()
+	r = &rawStream{t: t, nc: nc}
+	r.open()
+	r.send(0x0777, uint32(9))
+	expectClose(t, nc, 0x0d)
+
+	// The broker is fine: a client works.
 	env := streamEnv(t, addr, "guest", "guest")
 	if err := env.DeclareStream("sp-bad", nil); err != nil {
 		t.Fatal(err)
