@@ -13,9 +13,10 @@ import (
 // reads ahead and delivers as the consumer's prefetch allows); its sink
 // keeps the deliveries until the client's credit lets the writer turn them
 // into chunks: one chunk per credit, consecutive offsets, at most
-// maxChunkMsgs messages or about maxChunkBytes. The writer acks what it
-// wrote, which gives the core its credit back, so a subscription holds at
-// most Config.Prefetch messages in memory whatever the client's pace.
+// maxChunkMsgs messages and maxChunkBytes (and the frame max). The writer
+// acks what it wrote, which gives the core its credit back, so a
+// subscription holds at most Config.Prefetch messages in memory whatever
+// the client's pace.
 
 const (
 	maxChunkMsgs  = 1000
@@ -85,13 +86,18 @@ func (c *conn) chunkLocked(s *subscription) {
 	}
 	b, ch := wire.BeginDeliver(c.w.Buf, s.id, first, time.Now().UnixMilli())
 	start := len(b)
+	// Within the negotiated frame max, unless one message alone is over it.
+	limit := min(maxChunkBytes, int(c.frameMax)-128)
 	n := 0
-	for n < len(s.pending) && n < maxChunkMsgs && len(b)-start < maxChunkBytes {
+	for n < len(s.pending) && n < maxChunkMsgs {
 		d := s.pending[n]
 		if off, ok := offsetOf(d); !ok || off != first+uint64(n) {
 			break // a gap (retention, a crash): the next chunk starts there
 		}
 		c.scratch = appendFromCore(c.scratch[:0], d.Msg)
+		if n > 0 && len(b)-start+4+len(c.scratch) > limit {
+			break
+		}
 		b = ch.Add(b, c.scratch)
 		c.toAck = append(c.toAck, ackRef{q: s.q, seq: d.Seq})
 		n++
