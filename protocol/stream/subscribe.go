@@ -31,23 +31,35 @@ type subscription struct {
 	cons   *exchange.Consumer
 
 	// Guarded by c.w.Mu.
-	credit  int
-	pending []exchange.Delivery
-	gone    bool
+	credit       int
+	pending      []exchange.Delivery
+	pendingBytes int
+	gone         bool
 }
+
+// maxPendingBytes pauses a subscription's consumer (besides its prefetch)
+// while its deliveries waiting for credit hold this many body bytes; the
+// writer resumes it once it has written (frontend.Output.Paused).
+const maxPendingBytes = 4 << 20
 
 // Deliver takes a delivery from the stream's cursor (stream.mu held).
 func (s *subscription) Deliver(d exchange.Delivery) bool {
 	c := s.c
+	more := true
 	c.w.Mu.Lock()
 	if !s.gone && !c.w.Closed {
 		s.pending = append(s.pending, d)
+		s.pendingBytes += len(d.Msg.Body)
 		if s.credit > 0 {
 			c.w.Signal()
 		}
+		if s.pendingBytes >= maxPendingBytes {
+			c.w.Paused = append(c.w.Paused, d.Consumer)
+			more = false
+		}
 	}
 	c.w.Mu.Unlock()
-	return true
+	return more
 }
 
 // Cancelled: the stream was deleted.
@@ -55,7 +67,7 @@ func (s *subscription) Cancelled(*exchange.Consumer) {
 	c := s.c
 	c.w.Mu.Lock()
 	s.gone = true
-	s.pending = nil
+	s.pending, s.pendingBytes = nil, 0
 	if !c.w.Closed {
 		c.w.Buf = wire.AppendMetadataUpdate(c.w.Buf, wire.StreamNotAvailable, s.stream)
 		c.w.Signal()
@@ -81,6 +93,7 @@ func (c *conn) chunkLocked(s *subscription) {
 	if !ok {
 		c.log.Error("stream delivery without an offset dropped", "stream", s.stream)
 		c.toAck = append(c.toAck, ackRef{q: s.q, seq: s.pending[0].Seq})
+		s.pendingBytes -= len(s.pending[0].Msg.Body)
 		s.pending = s.pending[1:]
 		return
 	}
@@ -100,6 +113,7 @@ func (c *conn) chunkLocked(s *subscription) {
 		}
 		b = ch.Add(b, c.scratch)
 		c.toAck = append(c.toAck, ackRef{q: s.q, seq: d.Seq})
+		s.pendingBytes -= len(d.Msg.Body)
 		n++
 	}
 	c.w.Buf = ch.End(b)
@@ -175,7 +189,7 @@ func (c *conn) unsubscribe(id uint8) wire.Code {
 	s.cons.Cancel() // no Deliver after it returns
 	c.w.Mu.Lock()
 	s.gone = true
-	s.pending = nil
+	s.pending, s.pendingBytes = nil, 0
 	for i, ws := range c.wsubs {
 		if ws == s {
 			c.wsubs = append(c.wsubs[:i], c.wsubs[i+1:]...)
