@@ -19,10 +19,12 @@ type Config struct {
 	// DataDir is where the store keeps its files.
 	DataDir string `yaml:"data_dir"`
 
-	Log        Log        `yaml:"log"`
-	AMQP       AMQP       `yaml:"amqp"`
-	MQTT       MQTT       `yaml:"mqtt"`
-	STOMP      STOMP      `yaml:"stomp"`
+	Log   Log   `yaml:"log"`
+	AMQP  AMQP  `yaml:"amqp"`
+	MQTT  MQTT  `yaml:"mqtt"`
+	STOMP STOMP `yaml:"stomp"`
+	// Stream: RabbitMQ's stream protocol (stream.go).
+	Stream     Stream     `yaml:"stream"`
 	HTTP       HTTP       `yaml:"http"`
 	Prometheus Prometheus `yaml:"prometheus"`
 	// EventExchange places the amq.rabbitmq.event exchange, as RabbitMQ's
@@ -338,6 +340,7 @@ func Default() Config {
 			MaxSubscriptionsPerClient: 1000, MaxPacketSizeUnauthenticated: 16 << 10},
 		STOMP: STOMP{Listen: ":61613", WSListen: ":15674", TLSListen: ":61614", WSSListen: ":15673",
 			MaxHeaders: 1000, MaxHeaderLength: 64 << 10, MaxFrameSizeUnauthenticated: 8 << 10},
+		Stream:          DefaultStream(),
 		HTTP:            HTTP{Listen: ":15672", TLSListen: ":15671", StatsInterval: 5 * time.Second, MaxDefinitionsBody: 64 << 20},
 		Prometheus:      Prometheus{Listen: ":15692", TLSListen: ":15691"},
 		EventExchange:   EventExchange{VHost: "/"},

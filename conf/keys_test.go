@@ -24,7 +24,7 @@ var keyCases = []struct {
 	{"transposition", "http:\n  stats_intreval: 5s\n", []string{"http.stats_intreval: unknown key (did you mean http.stats_interval?) (line 2)"}},
 	{"nested typo", "cluster:\n  tls:\n    ca_fiel: x\n", []string{"cluster.tls.ca_fiel: unknown key (did you mean cluster.tls.ca_file?) (line 3)"}},
 	{"no close match", "amqp:\n  zzzzzz: 1\n", []string{"amqp.zzzzzz: unknown key (line 2)"}},
-	{"in the wrong section", "tls_listen: \":5671\"\n", []string{"tls_listen: unknown key (did you mean amqp.tls_listen, http.tls_listen, mqtt.tls_listen, prometheus.tls_listen or stomp.tls_listen?) (line 1)"}},
+	{"in the wrong section", "tls_listen: \":5671\"\n", []string{"tls_listen: unknown key (did you mean amqp.tls_listen, http.tls_listen, mqtt.tls_listen, prometheus.tls_listen, stomp.tls_listen or stream.tls_listen?) (line 1)"}},
 	{"top-level typo", "data_dri: /x\n", []string{"data_dri: unknown key (did you mean data_dir?) (line 1)"}},
 	{"not an integer", "amqp:\n  frame_max: big\n", []string{`amqp.frame_max: expected an integer, got "big" (line 2)`}},
 	{"not a duration", "amqp:\n  heartbeat: soon\n", []string{`amqp.heartbeat: expected a duration such as 30s or 1m30s, got "soon" (line 2)`}},

@@ -35,7 +35,7 @@ type field struct {
 // (no registration from init functions). Env and flag names derive from
 // the key: amqp.frame_max → TRIDENT_AMQP_FRAME_MAX, --amqp-frame-max.
 var fields = slices.Concat(coreFields, clusterFields, clusterDiscoveryFields,
-	clusterSecurityFields, oauth2Fields, securityFields, tlsFields, tracingFields)
+	clusterSecurityFields, oauth2Fields, securityFields, streamFields, tlsFields, tracingFields)
 
 // coreFields are the leaves of the sections without a file of their own.
 var coreFields = []field{

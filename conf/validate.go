@@ -153,6 +153,7 @@ func (c *Config) Validate() error {
 	c.validateSecurity(bad)
 	c.validateOAuth2(bad)
 	c.validateTracing(bad)
+	c.validateStream(bad)
 	errs = append(errs, c.validateTLS()...)
 	errs = append(errs, c.validateCluster()...)
 	errs = append(errs, c.validateListeners()...)

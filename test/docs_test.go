@@ -546,7 +546,7 @@ func (e *docEnv) listenEnv(t *testing.T) ([]string, map[string]string) {
 	env := []string{"TRIDENT_DATA_DIR=" + filepath.Join(t.TempDir(), "data")}
 	for _, l := range []struct{ key, env string }{
 		{"amqp", "TRIDENT_AMQP_LISTEN"}, {"mqtt", "TRIDENT_MQTT_LISTEN"}, {"mqtt-ws", "TRIDENT_MQTT_WS_LISTEN"},
-		{"stomp", "TRIDENT_STOMP_LISTEN"}, {"stomp-ws", "TRIDENT_STOMP_WS_LISTEN"},
+		{"stomp", "TRIDENT_STOMP_LISTEN"}, {"stomp-ws", "TRIDENT_STOMP_WS_LISTEN"}, {"stream", "TRIDENT_STREAM_LISTEN"},
 		{"http", "TRIDENT_HTTP_LISTEN"}, {"prometheus", "TRIDENT_PROMETHEUS_LISTEN"},
 	} {
 		port, err := testbin.FreePort()

@@ -39,6 +39,7 @@ func startBrokerLog(t testing.TB, log *slog.Logger, mutate ...func(*conf.Config)
 	cfg.AMQP.Listen = "127.0.0.1:0"
 	cfg.MQTT.Listen, cfg.MQTT.WSListen = "", ""
 	cfg.STOMP.Listen, cfg.STOMP.WSListen = "", ""
+	cfg.Stream.Listen, cfg.Stream.TLSListen = "", ""
 	cfg.HTTP.Listen, cfg.Prometheus.Listen = "", ""
 	for _, m := range mutate {
 		m(&cfg)

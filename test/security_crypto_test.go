@@ -240,6 +240,7 @@ func TestSecurityF13KeyFileMode(t *testing.T) {
 		cfg.AMQP.Listen = "127.0.0.1:0"
 		cfg.MQTT.Listen, cfg.MQTT.WSListen = "", ""
 		cfg.STOMP.Listen, cfg.STOMP.WSListen = "", ""
+		cfg.Stream.Listen, cfg.Stream.TLSListen = "", ""
 		cfg.HTTP.Listen, cfg.Prometheus.Listen = "", ""
 		cfg.Encryption.KeyFile = key
 		var logBuf syncBuffer

@@ -9,7 +9,7 @@
 // The flags passed to trident are those of the conf package:
 //
 //	--data-dir DIR --amqp-listen 127.0.0.1:PORT --http-listen "" --mqtt-listen ""
-//	--stomp-listen "" --stomp-ws-listen "" --prometheus-listen ""
+//	--stomp-listen "" --stomp-ws-listen "" --stream-listen "" --stream-tls-listen "" --prometheus-listen ""
 //
 // followed by any extra arguments, which may override them (the last flag wins).
 // Set TRIDENT_BIN to use a prebuilt binary instead of building ./cmd/trident.
@@ -247,6 +247,8 @@ func Launch(ctx context.Context, opts Options) (*Proc, error) {
 			"--mqtt-ws-listen", "",
 			"--stomp-listen", "",
 			"--stomp-ws-listen", "",
+			"--stream-listen", "",
+			"--stream-tls-listen", "",
 			"--prometheus-listen", "",
 		}, opts.ExtraArgs...)
 		err = p.start(ctx)

@@ -191,7 +191,7 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	// The other front ends, in this order: clustering first (it places
 	// the durable queues before any client can reach them), then MQTT
 	// and STOMP. Each does nothing when its listeners are disabled.
-	for _, start := range []func() error{n.startCluster, n.startMQTT, n.startSTOMP} {
+	for _, start := range []func() error{n.startCluster, n.startMQTT, n.startSTOMP, n.startStream} {
 		if err := start(); err != nil {
 			return nil, err
 		}

@@ -18,6 +18,7 @@ func testConfig(t *testing.T) conf.Config {
 	cfg.STOMP = conf.STOMP{MaxHeaders: cfg.STOMP.MaxHeaders, MaxHeaderLength: cfg.STOMP.MaxHeaderLength, MaxFrameSizeUnauthenticated: cfg.STOMP.MaxFrameSizeUnauthenticated}
 	cfg.HTTP.Listen = ""
 	cfg.Prometheus.Listen = ""
+	cfg.Stream.Listen, cfg.Stream.TLSListen = "", ""
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/trident-broker/trident/protocol/amqp"
 	"github.com/trident-broker/trident/protocol/mqtt"
 	"github.com/trident-broker/trident/protocol/stomp"
+	"github.com/trident-broker/trident/protocol/stream"
 )
 
 // The TLS listeners: AMQPS, MQTTS, STOMP over TLS, MQTT and STOMP over
@@ -153,6 +154,10 @@ func (n *Node) startTLS() error {
 			if err := listen("stomp.wss_listen", "https/web-stomp", c.STOMP.WSSListen, wss(f.srv)); err != nil {
 				return err
 			}
+		case *streamFrontEnd:
+			if err := listen("stream.tls_listen", "stream/ssl", c.Stream.TLSListen, serveQuiet("streams", f.srv.Serve)); err != nil {
+				return err
+			}
 		}
 	}
 	if n.http != nil {
@@ -170,7 +175,7 @@ func (n *Node) startTLS() error {
 
 func logServeErr(log *slog.Logger, name string, err error) {
 	if err == nil || errors.Is(err, net.ErrClosed) || errors.Is(err, http.ErrServerClosed) ||
-		errors.Is(err, amqp.ErrServerClosed) || errors.Is(err, mqtt.ErrServerClosed) || errors.Is(err, stomp.ErrServerClosed) {
+		errors.Is(err, amqp.ErrServerClosed) || errors.Is(err, mqtt.ErrServerClosed) || errors.Is(err, stomp.ErrServerClosed) || errors.Is(err, stream.ErrServerClosed) {
 		return
 	}
 	log.Error("listener stopped", "listener", name, "err", err)

@@ -1,0 +1,202 @@
+package stream
+
+import (
+	"errors"
+	"math"
+	"time"
+
+	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/stream/wire"
+)
+
+// A publisher is declared on one stream (write permission checked then,
+// as RabbitMQ does) and publishes to that stream alone: the core's
+// PublishOpts.Queue, past every exchange. Each message is confirmed once
+// the core has it on disk (on a majority for a replicated stream), or
+// refused with a PublishError carrying the protocol's code.
+
+type publisher struct {
+	id        uint8
+	stream    string
+	reference string
+}
+
+func (c *conn) declarePublisher(f wire.DeclarePublisher) wire.Code {
+	if _, dup := c.pubs[f.ID]; dup {
+		return wire.PreconditionFailed
+	}
+	if len(f.Reference) > 255 {
+		return wire.PreconditionFailed
+	}
+	if code := c.streamCode(f.Stream, false); code != wire.OK {
+		return code
+	}
+	if err := c.actor.CheckWrite(c.vh.Name(), exchange.ResourceQueue, f.Stream); err != nil {
+		c.denied("declare_publisher", f.Stream, err)
+		return wire.AccessRefused
+	}
+	c.pubs[f.ID] = &publisher{id: f.ID, stream: f.Stream, reference: f.Reference}
+	c.s.addPublisher(c, c.vh.Name(), f.Stream)
+	return wire.OK
+}
+
+func (c *conn) deletePublisher(id uint8) wire.Code {
+	p, ok := c.pubs[id]
+	if !ok {
+		return wire.PublisherDoesNotExist
+	}
+	delete(c.pubs, id)
+	c.s.dropPublisher(c, c.vh.Name(), p.stream)
+	return wire.OK
+}
+
+// streamCode checks that name is a stream of the vhost: OK,
+// StreamDoesNotExist, or (with read) AccessRefused without read
+// permission on it.
+func (c *conn) streamCode(name string, read bool) wire.Code {
+	q, err := c.vh.Queue(name, c)
+	if err != nil || !q.IsStream() {
+		return wire.StreamDoesNotExist
+	}
+	if read {
+		if err := c.actor.CheckRead(c.vh.Name(), exchange.ResourceQueue, name); err != nil {
+			c.denied("read", name, err)
+			return wire.AccessRefused
+		}
+	}
+	return wire.OK
+}
+
+func (c *conn) publish(f wire.Publish) error {
+	p := c.pubs[f.ID]
+	if p == nil {
+		errs := make([]wire.PublishingError, len(f.Messages))
+		for i, m := range f.Messages {
+			errs[i] = wire.PublishingError{ID: m.ID, Code: wire.PublisherDoesNotExist}
+		}
+		c.publishErrors(f.ID, errs)
+		return nil
+	}
+	if err := c.admitPublish(); err != nil {
+		return err
+	}
+	for _, pm := range f.Messages {
+		m, err := toCore(pm.Data, p.stream)
+		if err != nil {
+			c.publishErrors(p.id, []wire.PublishingError{{ID: pm.ID, Code: wire.PreconditionFailed}})
+			continue
+		}
+		c.pmu.Lock()
+		c.nextTag++
+		tag := c.nextTag
+		c.pending[tag] = pendingPublish{pub: p.id, id: pm.ID}
+		c.pmu.Unlock()
+		res, err := c.vh.Publish(m, exchange.PublishOpts{Queue: p.stream, Confirmer: c, Tag: tag, Batch: &c.batch})
+		if res.Pending && err == nil {
+			c.published.Add(1)
+			continue
+		}
+		c.pmu.Lock()
+		delete(c.pending, tag)
+		c.pmu.Unlock()
+		switch {
+		case err != nil:
+			c.publishErrors(p.id, []wire.PublishingError{{ID: pm.ID, Code: codeOf(err)}})
+		case res.Routed == 0:
+			c.publishErrors(p.id, []wire.PublishingError{{ID: pm.ID, Code: wire.StreamDoesNotExist}})
+		case !res.OK:
+			c.publishErrors(p.id, []wire.PublishingError{{ID: pm.ID, Code: wire.InternalError}})
+		default:
+			c.published.Add(1)
+			c.w.Mu.Lock()
+			c.confirms[p.id] = append(c.confirms[p.id], pm.ID)
+			c.w.Signal()
+			c.w.Mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// Confirm is the core's answer to a pending publish (exchange.Confirmer),
+// from another goroutine.
+func (c *conn) Confirm(tag uint64, ok bool) {
+	c.pmu.Lock()
+	pp, found := c.pending[tag]
+	delete(c.pending, tag)
+	c.pmu.Unlock()
+	if !found {
+		return
+	}
+	c.w.Mu.Lock()
+	if ok {
+		c.confirms[pp.pub] = append(c.confirms[pp.pub], pp.id)
+	} else {
+		c.perrs[pp.pub] = append(c.perrs[pp.pub], wire.PublishingError{ID: pp.id, Code: wire.InternalError})
+	}
+	c.w.Signal()
+	c.w.Mu.Unlock()
+}
+
+func (c *conn) publishErrors(id uint8, errs []wire.PublishingError) {
+	c.w.Mu.Lock()
+	c.perrs[id] = append(c.perrs[id], errs...)
+	c.w.Signal()
+	c.w.Mu.Unlock()
+}
+
+// metadataUpdate tells the client that stream is no longer available.
+func (c *conn) metadataUpdate(stream string) {
+	c.write(func(b []byte) []byte { return wire.AppendMetadataUpdate(b, wire.StreamNotAvailable, stream) })
+}
+
+// admitPublish holds a Publish while a resource alarm (memory, disk) is
+// raised or the publisher is over its rate limit: the reader stops
+// reading, and TCP stalls the client, as RabbitMQ does. Deliveries go on.
+func (c *conn) admitPublish() error {
+	alarms := c.s.b.Alarms()
+	if alarms.Raised() {
+		if blocked, cleared, reason := alarms.Blocked(); blocked {
+			c.batch.Flush()
+			c.log.Info("publishing blocked by a resource alarm", "reason", reason)
+			c.lastRead.Store(math.MaxInt64) // no heartbeat is read meanwhile
+			select {
+			case <-cleared:
+			case <-c.stop:
+				return errClosed
+			}
+			c.lastRead.Store(time.Now().UnixNano())
+		}
+	}
+	if c.s.b.Limiter().RateLimited() {
+		c.batch.Flush()
+	}
+	ok := c.s.b.Limiter().WaitPublish(c.user.Name(), c.vh.Name(), c.stop)
+	c.lastRead.Store(time.Now().UnixNano())
+	if !ok {
+		return errClosed
+	}
+	return nil
+}
+
+// codeOf maps a core error onto a response code.
+func codeOf(err error) wire.Code {
+	var ce *exchange.Error
+	if errors.As(err, &ce) {
+		switch ce.Kind {
+		case exchange.KindNotFound:
+			return wire.StreamDoesNotExist
+		case exchange.KindAccessRefused:
+			return wire.AccessRefused
+		case exchange.KindPreconditionFailed, exchange.KindNotImplemented:
+			return wire.PreconditionFailed
+		}
+	}
+	var code wire.Code
+	if errors.As(err, &code) {
+		return code
+	}
+	if isAccessError(err) {
+		return wire.AccessRefused
+	}
+	return wire.InternalError
+}

@@ -1,0 +1,252 @@
+package stream
+
+import (
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/stream/wire"
+)
+
+// A subscription is a core consumer of the stream (the stream's cursor
+// reads ahead and delivers as the consumer's prefetch allows); its sink
+// keeps the deliveries until the client's credit lets the writer turn them
+// into chunks: one chunk per credit, consecutive offsets, at most
+// maxChunkMsgs messages and maxChunkBytes (and the frame max). The writer
+// acks what it wrote, which gives the core its credit back, so a
+// subscription holds at most Config.Prefetch messages in memory whatever
+// the client's pace.
+
+const (
+	maxChunkMsgs  = 1000
+	maxChunkBytes = 1 << 20
+)
+
+type subscription struct {
+	c      *conn
+	id     uint8
+	stream string
+	q      *exchange.Queue
+	cons   *exchange.Consumer
+
+	// Guarded by c.w.Mu.
+	credit       int
+	pending      []exchange.Delivery
+	pendingBytes int
+	gone         bool
+}
+
+// maxPendingBytes pauses a subscription's consumer (besides its prefetch)
+// while its deliveries waiting for credit hold this many body bytes; the
+// writer resumes it once it has written (frontend.Output.Paused).
+const maxPendingBytes = 4 << 20
+
+// Deliver takes a delivery from the stream's cursor (stream.mu held).
+func (s *subscription) Deliver(d exchange.Delivery) bool {
+	c := s.c
+	more := true
+	c.w.Mu.Lock()
+	if !s.gone && !c.w.Closed {
+		s.pending = append(s.pending, d)
+		s.pendingBytes += len(d.Msg.Body)
+		if s.credit > 0 {
+			c.w.Signal()
+		}
+		if s.pendingBytes >= maxPendingBytes {
+			c.w.Paused = append(c.w.Paused, d.Consumer)
+			more = false
+		}
+	}
+	c.w.Mu.Unlock()
+	return more
+}
+
+// Cancelled: the stream was deleted.
+func (s *subscription) Cancelled(*exchange.Consumer) {
+	c := s.c
+	c.w.Mu.Lock()
+	s.gone = true
+	s.pending, s.pendingBytes = nil, 0
+	if !c.w.Closed {
+		c.w.Buf = wire.AppendMetadataUpdate(c.w.Buf, wire.StreamNotAvailable, s.stream)
+		c.w.Signal()
+	}
+	c.w.Mu.Unlock()
+}
+
+// offsetOf reads the offset the stream put on a delivery.
+func offsetOf(d exchange.Delivery) (uint64, bool) {
+	switch v := d.Msg.Props.Headers["x-stream-offset"].(type) {
+	case int64:
+		return uint64(v), v >= 0
+	case uint64:
+		return v, true
+	}
+	return 0, false
+}
+
+// chunkLocked writes one chunk of s's pending deliveries (w.Mu held,
+// s.credit > 0, pending not empty).
+func (c *conn) chunkLocked(s *subscription) {
+	first, ok := offsetOf(s.pending[0])
+	if !ok {
+		c.log.Error("stream delivery without an offset dropped", "stream", s.stream)
+		c.toAck = append(c.toAck, ackRef{q: s.q, seq: s.pending[0].Seq})
+		s.pendingBytes -= len(s.pending[0].Msg.Body)
+		s.pending = s.pending[1:]
+		return
+	}
+	b, ch := wire.BeginDeliver(c.w.Buf, s.id, first, time.Now().UnixMilli())
+	start := len(b)
+	// Within the negotiated frame max, unless one message alone is over it.
+	limit := min(maxChunkBytes, int(c.frameMax)-128)
+	n := 0
+	for n < len(s.pending) && n < maxChunkMsgs {
+		d := s.pending[n]
+		if off, ok := offsetOf(d); !ok || off != first+uint64(n) {
+			break // a gap (retention, a crash): the next chunk starts there
+		}
+		c.scratch = appendFromCore(c.scratch[:0], d.Msg)
+		if n > 0 && len(b)-start+4+len(c.scratch) > limit {
+			break
+		}
+		b = ch.Add(b, c.scratch)
+		c.toAck = append(c.toAck, ackRef{q: s.q, seq: d.Seq})
+		s.pendingBytes -= len(d.Msg.Body)
+		n++
+	}
+	c.w.Buf = ch.End(b)
+	clear(s.pending[:n])
+	s.pending = s.pending[n:]
+	if len(s.pending) == 0 {
+		s.pending = nil
+	}
+	s.credit--
+	c.delivered.Add(uint64(n))
+	if cap(c.scratch) > 1<<20 {
+		c.scratch = nil
+	}
+}
+
+func (c *conn) subscribe(f wire.Subscribe) {
+	reply := func(code wire.Code) { c.respond(wire.KeySubscribe, f.Corr, code) }
+	if _, dup := c.subs[f.ID]; dup {
+		reply(wire.SubscriptionIDExists)
+		return
+	}
+	if code := c.streamCode(f.Stream, true); code != wire.OK {
+		reply(code)
+		return
+	}
+	for _, p := range f.Props {
+		if p.Key == "single-active-consumer" && p.Value == "true" {
+			// Not yet: refused rather than every consumer made active.
+			reply(wire.PreconditionFailed)
+			return
+		}
+	}
+	var spec any
+	switch f.OffsetType {
+	case wire.OffsetFirst:
+		spec = "first"
+	case wire.OffsetLast:
+		spec = "last"
+	case wire.OffsetNext:
+		spec = "next"
+	case wire.OffsetOffset:
+		spec = int64(min(f.Offset, math.MaxInt64))
+	case wire.OffsetTimestamp:
+		spec = time.UnixMilli(int64(f.Offset))
+	default:
+		reply(wire.PreconditionFailed)
+		return
+	}
+	s := &subscription{c: c, id: f.ID, stream: f.Stream}
+	cons, err := c.vh.Consume(f.Stream, exchange.ConsumeOpts{Tag: "stream.sub-" + strconv.Itoa(int(f.ID)),
+		Prefetch: c.s.cfg.Prefetch, Sink: s, Owner: c, Args: exchange.Table{"x-stream-offset": spec}})
+	if err != nil {
+		reply(codeOf(err))
+		return
+	}
+	s.cons, s.q = cons, cons.Queue()
+	c.subs[f.ID] = s
+	// The answer goes before any chunk: credit is given only now.
+	c.w.Mu.Lock()
+	c.w.Buf = wire.AppendResponse(c.w.Buf, wire.KeySubscribe, f.Corr, wire.OK)
+	s.credit = int(f.Credit)
+	c.wsubs = append(c.wsubs, s)
+	c.w.Signal()
+	c.w.Mu.Unlock()
+}
+
+func (c *conn) unsubscribe(id uint8) wire.Code {
+	s, ok := c.subs[id]
+	if !ok {
+		return wire.SubscriptionIDNotExist
+	}
+	delete(c.subs, id)
+	s.cons.Cancel() // no Deliver after it returns
+	c.w.Mu.Lock()
+	s.gone = true
+	s.pending, s.pendingBytes = nil, 0
+	for i, ws := range c.wsubs {
+		if ws == s {
+			c.wsubs = append(c.wsubs[:i], c.wsubs[i+1:]...)
+			break
+		}
+	}
+	c.w.Mu.Unlock()
+	return wire.OK
+}
+
+func (c *conn) credit(f wire.Credit) {
+	s, ok := c.subs[f.ID]
+	if !ok {
+		c.write(func(b []byte) []byte { return wire.AppendCreditResponse(b, wire.SubscriptionIDNotExist, f.ID) })
+		return
+	}
+	c.w.Mu.Lock()
+	s.credit += int(f.Credit)
+	if s.credit > 0 && len(s.pending) > 0 {
+		c.w.Signal()
+	}
+	c.w.Mu.Unlock()
+}
+
+// storeOffset keeps a reference's offset (no answer, as in RabbitMQ; a
+// refusal is logged).
+func (c *conn) storeOffset(f wire.StoreOffset) {
+	if code := c.streamCode(f.Stream, true); code != wire.OK {
+		c.log.Warn("store offset refused", append(c.who(), "stream", f.Stream, "reference", f.Reference, "code", uint16(code))...)
+		return
+	}
+	q, err := c.vh.Queue(f.Stream, c)
+	if err == nil {
+		err = q.StoreStreamOffset(f.Reference, f.Offset)
+	}
+	if err != nil {
+		c.log.Warn("store offset refused", append(c.who(), "stream", f.Stream, "reference", f.Reference, "err", err)...)
+	}
+}
+
+func (c *conn) queryOffset(f wire.QueryOffset) {
+	reply := func(code wire.Code, off uint64) {
+		c.write(func(b []byte) []byte { return wire.AppendQueryOffsetResponse(b, f.Corr, code, off) })
+	}
+	if code := c.streamCode(f.Stream, true); code != wire.OK {
+		reply(code, 0)
+		return
+	}
+	q, err := c.vh.Queue(f.Stream, c)
+	if err != nil {
+		reply(wire.StreamDoesNotExist, 0)
+		return
+	}
+	off, ok := q.StreamOffset(f.Reference)
+	if !ok {
+		reply(wire.NoOffset, 0)
+		return
+	}
+	reply(wire.OK, off)
+}
