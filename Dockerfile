@@ -32,7 +32,7 @@ VOLUME ["/data"]
 # Web-STOMP (ws, wss); Web-MQTT (ws, wss); Prometheus (HTTP, HTTPS); the
 # inter-node ports: gossip (TCP and UDP) and Raft. The TLS ones listen only
 # once certificates are configured.
-EXPOSE 5672 5671 1883 8883 61613 61614 15672 15671 15674 15673 15675 15676 15692 15691 25672/tcp 25672/udp 25673
+EXPOSE 5672 5671 5552 5551 1883 8883 61613 61614 15672 15671 15674 15673 15675 15676 15692 15691 25672/tcp 25672/udp 25673
 
 # GET /api/health/checks/virtual-hosts on loopback with default_user's
 # credentials (TRIDENT_USER and TRIDENT_PASSWORD win): see

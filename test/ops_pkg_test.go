@@ -370,7 +370,7 @@ func listenPorts(t testing.TB, cfg conf.Config) map[string]string {
 	ports := map[string]string{}
 	for key, addr := range map[string]string{"amqp.listen": cfg.AMQP.Listen, "mqtt.listen": cfg.MQTT.Listen,
 		"mqtt.ws_listen": cfg.MQTT.WSListen, "stomp.listen": cfg.STOMP.Listen, "stomp.ws_listen": cfg.STOMP.WSListen,
-		"http.listen": cfg.HTTP.Listen, "prometheus.listen": cfg.Prometheus.Listen} {
+		"stream.listen": cfg.Stream.Listen, "http.listen": cfg.HTTP.Listen, "prometheus.listen": cfg.Prometheus.Listen} {
 		if addr == "" {
 			t.Errorf("%s is off", key)
 			continue
@@ -429,7 +429,7 @@ func TestPkgDockerfile(t *testing.T) {
 			t.Errorf("%s's port %s is not EXPOSEd (%v)", key, port, spec.exposed)
 		}
 	}
-	for _, p := range []string{"5671/tcp", "8883/tcp", "61614/tcp", "15671/tcp", "25672/tcp", "25672/udp", "25673/tcp"} {
+	for _, p := range []string{"5671/tcp", "5551/tcp", "8883/tcp", "61614/tcp", "15671/tcp", "25672/tcp", "25672/udp", "25673/tcp"} {
 		if !exposed[p] {
 			t.Errorf("%s (a TLS or inter-node port) is not EXPOSEd", p)
 		}
@@ -514,9 +514,12 @@ func pkgImage(t *testing.T, spec imageSpec) {
 	}
 	name := fmt.Sprintf("trident-pkgtest-%d", os.Getpid())
 	ver, commit := wantVersion(t)
+	// The image's tag is git describe's as it is (v0.1.0-...); the binary
+	// reports it without the v.
+	tag := pkgRun(t, pkgEnv(), "git", "describe", "--tags", "--always", "--dirty")
 	pkgRun(t, pkgEnv(), "make", "--no-print-directory", "image", "IMAGE="+name)
 	t.Cleanup(func() {
-		_ = exec.Command("podman", "rmi", "-f", name+":latest", name+":"+ver).Run()
+		_ = exec.Command("podman", "rmi", "-f", name+":latest", name+":"+tag).Run()
 	})
 	var inspect []struct {
 		Config struct {
@@ -530,7 +533,7 @@ func pkgImage(t *testing.T, spec imageSpec) {
 		}
 		HealthCheck struct{ Test []string }
 	}
-	out := pkgRun(t, pkgEnv(), "podman", "image", "inspect", name+":"+ver)
+	out := pkgRun(t, pkgEnv(), "podman", "image", "inspect", name+":"+tag)
 	if err := json.Unmarshal([]byte(out), &inspect); err != nil || len(inspect) != 1 {
 		t.Fatalf("podman image inspect: %v\n%s", err, out)
 	}
@@ -555,14 +558,14 @@ func pkgImage(t *testing.T, spec imageSpec) {
 	if !slices.Equal(inspect[0].HealthCheck.Test, append([]string{"CMD"}, spec.healthcheck...)) {
 		t.Errorf("image healthcheck %q, want CMD %q (docker format keeps it)", inspect[0].HealthCheck.Test, spec.healthcheck)
 	}
-	if c.Labels["org.opencontainers.image.version"] != ver {
-		t.Errorf("image version label %q, want %q", c.Labels["org.opencontainers.image.version"], ver)
+	if c.Labels["org.opencontainers.image.version"] != tag {
+		t.Errorf("image version label %q, want %q", c.Labels["org.opencontainers.image.version"], tag)
 	}
 
 	// Its files, from `podman save`: the layers in order.
 	dir := t.TempDir()
 	archive := filepath.Join(dir, "image.tar")
-	pkgRun(t, pkgEnv(), "podman", "save", "--format", "docker-archive", "-o", archive, name+":"+ver)
+	pkgRun(t, pkgEnv(), "podman", "save", "--format", "docker-archive", "-o", archive, name+":"+tag)
 	files := imageFiles(t, archive)
 	if h, ok := files["data"]; !ok || h.Typeflag != tar.TypeDir || fmt.Sprintf("%d:%d", h.Uid, h.Gid) != spec.user {
 		t.Errorf("/data in the image: %+v, want a directory owned by %s", h, spec.user)
