@@ -78,7 +78,7 @@ type batch struct {
 	// notAppended: err says the batch was never appended to the Raft
 	// log (NotAppendedError).
 	notAppended bool
-	slot  bool             // holds a token of Log.slots
+	slot        bool // holds a token of Log.slots
 	// lastAppend is the key of the batch's last append, if hasAppend.
 	lastAppend uint64
 	hasAppend  bool
