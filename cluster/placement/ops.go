@@ -124,6 +124,11 @@ func (p *Placer) CatchingUp() []string {
 	}
 	alive, now := p.aliveSet(), time.Now()
 	set := map[string]bool{}
+	p.cuMu.Lock()
+	for id := range p.cuAdding {
+		set[id] = true
+	}
+	p.cuMu.Unlock()
 	for _, g := range p.groupsHere() {
 		for _, id := range p.catchingUp(g, lags, alive, now) {
 			set[id] = true
@@ -134,26 +139,59 @@ func (p *Placer) CatchingUp() []string {
 
 // WatchCatchingUp calls changed with CatchingUp every time it differs
 // from the last value (first when it is not empty), looking every
-// every, until the Placer closes: the node gossips it under
-// CatchingUpMetaKey.
+// every, until the Placer closes, and at once when this node is about to
+// add a member to a group it leads (adding): the node gossips it under
+// CatchingUpMetaKey. changed may wait (for the gossip's broadcast).
 func (p *Placer) WatchCatchingUp(every time.Duration, changed func(names []string)) {
+	p.cuMu.Lock()
+	p.cuChanged = changed
+	p.cuMu.Unlock()
 	go func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
-		var last []string
 		for {
 			select {
 			case <-p.done:
 				return
 			case <-t.C:
 			}
-			now := p.CatchingUp()
-			if !slices.Equal(now, last) {
-				last = now
-				changed(now)
-			}
+			p.announceCatchingUp()
 		}
 	}()
+}
+
+// announceCatchingUp calls WatchCatchingUp's callback if CatchingUp
+// changed since it last did.
+func (p *Placer) announceCatchingUp() {
+	now := p.CatchingUp()
+	p.cuMu.Lock()
+	defer p.cuMu.Unlock()
+	if p.cuChanged != nil && !slices.Equal(now, p.cuLast) {
+		p.cuLast = now
+		p.cuChanged(now)
+	}
+}
+
+// adding marks id as catching up while this node adds it to a group it
+// leads, and announces it before the add: the other members must not
+// count it online from the moment they see it in the configuration until
+// this node has seen it caught up (catchingUp covers it once it is a
+// voter). The returned func ends the mark, once the add is done.
+func (p *Placer) adding(id string) (done func()) {
+	p.cuMu.Lock()
+	if p.cuAdding == nil {
+		p.cuAdding = map[string]int{}
+	}
+	p.cuAdding[id]++
+	p.cuMu.Unlock()
+	p.announceCatchingUp()
+	return func() {
+		p.cuMu.Lock()
+		if p.cuAdding[id]--; p.cuAdding[id] <= 0 {
+			delete(p.cuAdding, id)
+		}
+		p.cuMu.Unlock()
+	}
 }
 
 // EncodeCatchingUp is names as gossiped under CatchingUpMetaKey, at most

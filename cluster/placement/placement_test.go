@@ -508,3 +508,32 @@ func TestQuorumCriticalCatchingUp(t *testing.T) {
 		t.Fatalf("%s, with the leader gossiping nothing behind: %+v", other.name, got)
 	}
 }
+
+// A member this node is about to add is announced as catching up before
+// the add, so that no member counts it online from the moment it sees
+// it in the configuration.
+func TestCatchingUpAnnouncedBeforeAdd(t *testing.T) {
+	c := newFakeCluster(t, "a", "b", "c")
+	a := c.node("a")
+	var mu sync.Mutex
+	var got [][]string
+	a.placer.WatchCatchingUp(time.Hour, func(names []string) {
+		mu.Lock()
+		got = append(got, names)
+		mu.Unlock()
+	})
+	done := a.placer.adding("c")
+	mu.Lock()
+	if len(got) != 1 || !slices.Equal(got[0], []string{"c"}) {
+		mu.Unlock()
+		t.Fatalf("announced %v before the add, want [[c]]", got)
+	}
+	mu.Unlock()
+	if cu := a.placer.CatchingUp(); !slices.Equal(cu, []string{"c"}) {
+		t.Fatalf("catching up during the add: %v", cu)
+	}
+	done()
+	if cu := a.placer.CatchingUp(); len(cu) != 0 {
+		t.Fatalf("catching up after an add of a member that leads no group here: %v", cu)
+	}
+}
