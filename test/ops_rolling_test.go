@@ -232,9 +232,10 @@ func TestRollingRestartNoLoss(t *testing.T) {
 	for _, nd := range nodes {
 		// As RabbitMQ's procedure: the queue has all its members again
 		// (a node that left is added back some time after it rejoins)
-		// and they have caught up, and no quorum queue depends on the
-		// node about to stop. Caught up is not visible in the API:
-		// a few seconds stand for it.
+		// and no quorum queue depends on the node about to stop. The
+		// health check counts a member that has not caught up with the
+		// leader's log (one just added back) as offline, so passing it
+		// is what says the members have caught up: nothing else waits.
 		settle := time.Now()
 		eventually(t, 90*time.Second, queue+" to have 3 members", func() bool {
 			var q struct {
@@ -243,12 +244,13 @@ func TestRollingRestartNoLoss(t *testing.T) {
 			code, err := nodes[(nd.i+1)%3].tryAPI("GET", "/api/queues/%2F/"+queue, nil, &q)
 			return err == nil && code == 200 && len(q.Members) == 3
 		})
-		time.Sleep(5 * time.Second)
-		t.Logf("before stopping %s: waited %v for the queue's members", nd.name, time.Since(settle).Round(time.Second))
+		members := time.Now()
 		eventually(t, 90*time.Second, nd.name+" not quorum critical", func() bool {
 			code, _ := nd.tryAPI("GET", "/api/health/checks/node-is-quorum-critical", nil, nil)
 			return code == 200
 		})
+		t.Logf("before stopping %s: waited %v for the queue's members, then %v for the check", nd.name,
+			members.Sub(settle).Round(time.Second), time.Since(members).Round(100*time.Millisecond))
 		r := restart{node: nd.name, wasLeader: nodes[(nd.i+1)%3].queueLeader(t, "%2F/"+queue) == nd.name, from: time.Now()}
 		if err := nd.p.Stop(); err != nil { // SIGTERM
 			t.Fatalf("stop %s: %v", nd.name, err)
