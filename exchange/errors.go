@@ -45,3 +45,11 @@ func KindOf(err error) Kind {
 	}
 	return KindInternal
 }
+
+// NotAppended reports whether err says that a message log never appended
+// the op (and never will): some error in its chain has a method
+// NotAppended() bool that returns true (cluster/quorum.NotAppendedError).
+func NotAppended(err error) bool {
+	var na interface{ NotAppended() bool }
+	return errors.As(err, &na) && na.NotAppended()
+}

@@ -1202,6 +1202,18 @@ type Confirmer interface {
 	Confirm(tag uint64, ok bool)
 }
 
+// NotAppendedConfirmer is a Confirmer that is told, instead of
+// Confirm(tag, false), when a publish failed only because the message log
+// of the one queue it reached never appended it (NotAppended: a quorum
+// queue's leader that was handing over or had lost its leadership): no
+// member holds the message, so it may be sent to the queue's next owner.
+// cluster/forward's Server is one: the node that forwarded the message
+// sends it on.
+type NotAppendedConfirmer interface {
+	Confirmer
+	NotAppended(tag uint64)
+}
+
 // PublishOpts are per-publish options.
 type PublishOpts struct {
 	// Confirmer, if set, is told the outcome of a publish that returned
@@ -1238,6 +1250,11 @@ type PublishResult struct {
 	Pending bool
 	// OK is false if a queue refused the message (x-overflow reject-publish).
 	OK bool
+	// NotAppended is true, with OK false and Pending false, when the
+	// one queue the message reached already answered that its log never
+	// appended it (see NotAppendedConfirmer): it may go to the queue's
+	// next owner.
+	NotAppended bool
 	// Solo is true if the message was marked reusable (Message.Reuse) and
 	// every queue it reached holds it in memory, counting its hold
 	// (reuse.go): the publisher may then Release it. Otherwise it must not.
@@ -1252,18 +1269,39 @@ type confirmWait struct {
 	left   atomic.Int32
 	failed atomic.Bool
 	proto  Protocol
+	// stores counts the queues that took the message to their log, and
+	// notAppended those whose log answered NotAppended: when they are the
+	// same one queue and nothing else failed, the publish was not stored
+	// anywhere and a NotAppendedConfirmer may send it on.
+	stores      atomic.Int32
+	notAppended atomic.Int32
 }
 
 func (w *confirmWait) done(err error) {
 	if err != nil {
-		w.failed.Store(true)
+		if NotAppended(err) {
+			w.notAppended.Add(1)
+		} else {
+			w.failed.Store(true)
+		}
 	}
 	if w.left.Add(-1) == 0 {
+		if w.resendable() {
+			if na, ok := w.c.(NotAppendedConfirmer); ok {
+				na.NotAppended(w.tag) // sent on: its confirm comes later
+				return
+			}
+		}
 		if w.v != nil {
 			w.v.observe(w.proto, LatPublishConfirm, nowNano()-w.start)
 		}
-		w.c.Confirm(w.tag, !w.failed.Load())
+		w.c.Confirm(w.tag, !w.failed.Load() && w.notAppended.Load() == 0)
 	}
+}
+
+// resendable: the one queue the publish reached never appended it.
+func (w *confirmWait) resendable() bool {
+	return !w.failed.Load() && w.notAppended.Load() == 1 && w.stores.Load() == 1
 }
 
 var encodePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
@@ -1400,10 +1438,12 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 		}
 		if wait != nil {
 			wait.left.Add(1)
+			wait.stores.Add(1)
 		}
 		accepted, stored, refused := q.enqueue(m, data, done, now, o.Batch)
 		if wait != nil && !stored {
 			wait.left.Add(-1)
+			wait.stores.Add(-1)
 		}
 		if accepted {
 			res.Routed++
@@ -1418,10 +1458,11 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 		if wait.left.Load() > 1 {
 			res.Pending = true
 			wait.done(nil) // drop this call's hold
-		} else if wait.failed.Load() {
+		} else if wait.failed.Load() || wait.notAppended.Load() > 0 {
 			// The store already answered, with an error: the outcome
 			// is final here and the Confirmer is not called.
 			res.OK = false
+			res.NotAppended = res.Routed == 1 && wait.resendable()
 		}
 	}
 	if m.prepaid > 0 {

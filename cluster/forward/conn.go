@@ -158,6 +158,8 @@ func (c *conn) confirmed(f *frame.Confirm) {
 	switch {
 	case f.OK:
 		fl.done(nil)
+	case f.Reason == frame.ReasonNotAppended:
+		fl.done(errors.Join(ErrNacked, ErrNotAppended))
 	case f.Reason != "":
 		fl.done(fmt.Errorf("%w: %s", ErrNacked, f.Reason))
 	default:

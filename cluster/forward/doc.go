@@ -38,7 +38,14 @@
 //     its owner refused connections (a leader whose process died) waits
 //     with those waiting for the queue's location and goes to the node
 //     the Locator names next, so a quorum queue's failover nacks only
-//     what was on the wire when the leader died;
+//     what was on the wire when the leader died. Likewise a publish the
+//     owner refuses with frame.ReasonNotAppended (ErrNotAppended: its
+//     quorum queue's log never appended it, as a leader handing over
+//     answers, so no member holds it) goes to the owner the Locator names
+//     next, for at most notAppendedWait (5 s) from its first refusal,
+//     then fails as refused: a leadership hand-over nacks nothing. The
+//     reason is an ordinary Confirm's, so a node of version 0.1.0 takes it
+//     as a refusal (a nack), as before;
 //     done(ErrHeader) for a header value the codec cannot carry. done
 //     runs on another goroutine, exactly once.
 //   - Flow control is credit. The Server grants each hop of a connection

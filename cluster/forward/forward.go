@@ -34,6 +34,12 @@ var (
 	// location, until the queue's owner can be reached or changes, for at
 	// most unsentWait from its first failure (remote.go).
 	ErrUnsent = errors.New("forward: owning node unreachable, message not sent")
+	// ErrNotAppended: the owning node refused the message because the
+	// queue's log never appended it (frame.ReasonNotAppended: its leader
+	// was handing over). It is joined with ErrNacked. A Remote sends such
+	// a publish to the queue's next owner (keepUnsent), for at most
+	// notAppendedWait from its first refusal.
+	ErrNotAppended = errors.New("forward: the owning node did not append the message (its leadership is changing)")
 	// ErrTooManyHops: the message was forwarded MaxHops times already
 	// (the nodes disagree for a moment about where its queue lives).
 	ErrTooManyHops = errors.New("forward: message forwarded too many times")

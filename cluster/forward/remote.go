@@ -94,6 +94,10 @@ const (
 	// it (cluster/groups, peerdown.go); a classic queue whose home is
 	// down is nacked after it.
 	unsentWait = 2 * time.Second
+	// notAppendedWait is how long a publish the owner refused as not
+	// appended (ErrNotAppended: a quorum leader handing over) is kept
+	// for the queue's next owner: a hand-over completes well within it.
+	notAppendedWait = 5 * time.Second
 )
 
 type settle struct {
@@ -170,7 +174,7 @@ func (r *remote) send(l *link, addr string, w pubReq) bool {
 	core, since := w.done, w.unsentSince
 	m := w.m
 	done := func(err error) {
-		if errors.Is(err, ErrUnsent) && r.keepUnsent(m, core, since, err) {
+		if (errors.Is(err, ErrUnsent) || errors.Is(err, ErrNotAppended)) && r.keepUnsent(m, core, since, err) {
 			return
 		}
 		core(err)
@@ -182,16 +186,22 @@ func (r *remote) send(l *link, addr string, w pubReq) bool {
 
 // keepUnsent takes back a publish that never left this node because its
 // owner could not be reached (a quorum queue's leader whose process
-// died, until its successor is located): it waits with the publishes
+// died, until its successor is located), or that its owner refused as
+// not appended (ErrNotAppended: a leader handing over, whose log never
+// appended it, so that no member holds it): it waits with the publishes
 // waiting for the queue's location, and goes to whichever node the
 // Locator names next (or, handed back, to this node's queue), instead of
 // being nacked. false (the caller fails it) once it has been kept for
-// unsentWait since it first failed, when too many wait, or when the
-// Remote is closed.
+// unsentWait (notAppendedWait for ErrNotAppended) since it first failed,
+// when too many wait, or when the Remote is closed.
 func (r *remote) keepUnsent(m *exchange.Message, done func(error), since time.Time, err error) bool {
+	keep := unsentWait
+	if errors.Is(err, ErrNotAppended) {
+		keep = notAppendedWait
+	}
 	if since.IsZero() {
 		since = time.Now()
-	} else if time.Since(since) > unsentWait {
+	} else if time.Since(since) > keep {
 		return false
 	}
 	r.mu.Lock()

@@ -318,6 +318,8 @@ func (c *sconn) publish(p *frame.Publish) {
 	switch {
 	case err != nil:
 		c.confirm(tag, false, err.Error())
+	case res.NotAppended:
+		c.NotAppended(tag)
 	case !res.Pending:
 		// A message routed nowhere (the queue is not here, yet or any
 		// more) is refused rather than confirmed.
@@ -328,6 +330,11 @@ func (c *sconn) publish(p *frame.Publish) {
 // Confirm implements exchange.Confirmer. It may run under core locks: it
 // only appends to the writer.
 func (c *sconn) Confirm(tag uint64, ok bool) { c.confirm(tag, ok, "") }
+
+// NotAppended implements exchange.NotAppendedConfirmer: the queue's log
+// never appended the publish (its leader is handing over), and the
+// client sends it to the queue's next owner.
+func (c *sconn) NotAppended(tag uint64) { c.confirm(tag, false, frame.ReasonNotAppended) }
 
 func (c *sconn) confirm(tag uint64, ok bool, reason string) {
 	c.owed[tag&3].Add(1)

@@ -289,6 +289,7 @@ func (h *Host) Start(name string, fsm raft.FSM, o Options) (*raft.Raft, error) {
 		trans.Close()
 		return nil, fmt.Errorf("groups: %s: %w", name, err)
 	}
+	trans.r.Store(r)
 	g := &group{r: r, trans: trans, timing: t}
 	h.groups[name], h.byRaft[r] = g, g
 	if t.Keepalives && t.leading() != t {
@@ -442,6 +443,27 @@ func (h *Host) Raft(name string) (*raft.Raft, bool) {
 		return nil, false
 	}
 	return g.r, true
+}
+
+// FollowerLag reports, for group name led here, how many entries the
+// log of its follower at addr lacked of those this member's log held
+// when it sent the follower's latest successfully answered AppendEntries
+// or heartbeat (raft answers every one with the follower's last log
+// index), and when that request was sent; ok is false if the group does
+// not run here or has no such answer from addr. hashicorp/raft keeps its
+// followers' match indexes to itself: this is what can be seen of them.
+// While a follower catches up through pipelined AppendEntries, whose
+// answers raft reads itself, the answers to its heartbeats (every 400 ms
+// with keepalives, else raft's heartbeat interval) keep this current.
+func (h *Host) FollowerLag(name string, addr raft.ServerAddress) (lag uint64, at time.Time, ok bool) {
+	h.mu.Lock()
+	g := h.groups[name]
+	h.mu.Unlock()
+	if g == nil {
+		return 0, time.Time{}, false
+	}
+	l, ok := g.trans.followerLog(addr)
+	return l.lag, l.at, ok
 }
 
 // Names lists the running groups, sorted.

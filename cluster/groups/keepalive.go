@@ -105,10 +105,14 @@ func (t *groupTransport) heartbeat(target raft.ServerAddress, args *raft.AppendE
 	}
 	ver, gen := b.ver, p.gen.Load()
 	t.mu.Unlock()
+	mine := t.lastIndex()
 	err := p.send(t.group, args, resp)
 	t.mu.Lock()
 	if b.ver == ver {
 		b.answered(err == nil, resp, now, gen)
+	}
+	if err == nil && resp.Success {
+		t.noteLogLocked(target, resp, mine, now)
 	}
 	t.mu.Unlock()
 	return err
@@ -144,7 +148,7 @@ func (t *groupTransport) keepalive(now time.Time) {
 			}
 			continue
 		}
-		ver, gen, sent := b.ver, b.peer.gen.Load(), now
+		ver, gen, sent, mine := b.ver, b.peer.gen.Load(), now, t.lastIndex()
 		seq, err := b.peer.post(t.group, &b.req, func(r hbResp) {
 			t.mu.Lock()
 			defer t.mu.Unlock()
@@ -154,6 +158,9 @@ func (t *groupTransport) keepalive(now time.Time) {
 			b.posted = time.Time{}
 			if b.ver == ver {
 				b.answered(r.seq != 0 && r.err == "", &r.resp, sent, gen)
+			}
+			if r.seq != 0 && r.err == "" && r.resp.Success {
+				t.noteLogLocked(target, &r.resp, mine, sent)
 			}
 		})
 		if err != nil {

@@ -3,6 +3,7 @@ package placement
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -79,6 +80,33 @@ type fakeGroups struct {
 	stores  map[string]*raft.InmemStore
 	stops   []string
 	drops   []string
+	// lags: FollowerLag's answers by group and address; a follower not
+	// in it is caught up, as of now.
+	lags map[string]fakeLag
+}
+
+type fakeLag struct {
+	lag uint64
+	at  time.Time
+}
+
+// FollowerLag implements FollowerLags.
+func (g *fakeGroups) FollowerLag(name string, addr raft.ServerAddress) (uint64, time.Time, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if l, ok := g.lags[name+" "+string(addr)]; ok {
+		return l.lag, l.at, true
+	}
+	return 0, time.Now(), true
+}
+
+func (g *fakeGroups) setLag(name, addr string, lag uint64, at time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.lags == nil {
+		g.lags = map[string]fakeLag{}
+	}
+	g.lags[name+" "+addr] = fakeLag{lag: lag, at: at}
 }
 
 func newFakeGroups(t *testing.T, net *fakeNet, node, addr string) *fakeGroups {
@@ -239,6 +267,17 @@ func (m *fakeMembers) set(name, raftAddr string, st discovery.Status) {
 	for _, fn := range fns {
 		fn(discovery.Event{Kind: kind, Member: mb})
 	}
+}
+
+// setMeta sets key of name's gossiped metadata.
+func (m *fakeMembers) setMeta(name, key, v string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mb := m.members[name]
+	meta := maps.Clone(mb.Meta)
+	meta[key] = v
+	mb.Meta = meta
+	m.members[name] = mb
 }
 
 func (m *fakeMembers) subscribe(fn func(discovery.Event)) {

@@ -27,6 +27,15 @@ type Groups interface {
 	CampaignWhenReady(name string, r *raft.Raft, servers []raft.Server, timeout time.Duration) error
 }
 
+// FollowerLags is implemented by a Groups that sees how far behind the
+// followers of a group led here are (*groups.Host): lag is how many
+// entries the follower at addr lacked of those the leader held when it
+// sent the request the follower last answered, at. ok is false when
+// nothing is known.
+type FollowerLags interface {
+	FollowerLag(name string, addr raft.ServerAddress) (lag uint64, at time.Time, ok bool)
+}
+
 // Queue is a durable queue as placement drives it (*exchange.Queue).
 type Queue interface {
 	ID() uint64

@@ -1,8 +1,11 @@
 package placement
 
 import (
+	"maps"
 	"slices"
 	"sort"
+	"strings"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -62,20 +65,189 @@ func (p *Placer) aliveSet() map[string]bool {
 	return alive
 }
 
-// QuorumCritical lists, sorted, the queues whose voters alive now, this
+// CatchingUpMetaKey is the key of a node's gossiped metadata that lists,
+// comma-separated, the members of the groups it leads that are alive but
+// have not caught up with its log (CatchingUp). Other nodes read it in
+// QuorumCritical; a node that does not gossip it (an older one) is taken
+// to lead no member that is catching up, as before.
+const CatchingUpMetaKey = "catching-up"
+
+const (
+	// catchUpSlack is how many entries a follower's log may lack of the
+	// leader's (as the follower's latest answer showed) and still count
+	// as caught up: what a pipeline has on the wire, not a backlog.
+	catchUpSlack = 256
+	// catchUpFresh is how recent that answer must be: a follower answers
+	// a heartbeat at least every 400 ms.
+	catchUpFresh = 3 * time.Second
+	// maxCatchingUpMeta bounds the gossiped list (memberlist's metadata
+	// is 512 bytes in all); names past it are left out.
+	maxCatchingUpMeta = 200
+)
+
+// catchingUp lists the voters of g, led here, other than this node,
+// that are alive and have not caught up with this node's log (as far as
+// lags tells), sorted; nil when this node does not lead g or lags is
+// nil.
+func (p *Placer) catchingUp(g groupHere, lags FollowerLags, alive map[string]bool, now time.Time) []string {
+	if lags == nil || g.r.State() != raft.Leader {
+		return nil
+	}
+	f := g.r.GetConfiguration()
+	if f.Error() != nil {
+		return nil
+	}
+	var out []string
+	for _, s := range f.Configuration().Servers {
+		id := string(s.ID)
+		if s.Suffrage != raft.Voter || id == p.c.Self || !alive[id] {
+			continue
+		}
+		lag, at, ok := lags.FollowerLag(g.qq.group, s.Address)
+		if !ok || now.Sub(at) > catchUpFresh || lag > catchUpSlack {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// CatchingUp lists, sorted, the nodes that are alive voters of a group
+// led here but have not caught up with its log: a member just added (or
+// back after a while away) that is still being sent the entries or the
+// snapshot it lacks. Until it has caught up it cannot stand in for
+// another member: a group of the leader and it has no working majority.
+func (p *Placer) CatchingUp() []string {
+	lags, _ := p.c.Groups.(FollowerLags)
+	if lags == nil {
+		return nil
+	}
+	alive, now := p.aliveSet(), time.Now()
+	set := map[string]bool{}
+	p.cuMu.Lock()
+	for id := range p.cuAdding {
+		set[id] = true
+	}
+	p.cuMu.Unlock()
+	for _, g := range p.groupsHere() {
+		for _, id := range p.catchingUp(g, lags, alive, now) {
+			set[id] = true
+		}
+	}
+	return sorted(slices.Collect(maps.Keys(set)))
+}
+
+// WatchCatchingUp calls changed with CatchingUp every time it differs
+// from the last value (first when it is not empty), looking every
+// every, until the Placer closes, and at once when this node is about to
+// add a member to a group it leads (adding): the node gossips it under
+// CatchingUpMetaKey. changed may wait (for the gossip's broadcast).
+func (p *Placer) WatchCatchingUp(every time.Duration, changed func(names []string)) {
+	p.cuMu.Lock()
+	p.cuChanged = changed
+	p.cuMu.Unlock()
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.done:
+				return
+			case <-t.C:
+			}
+			p.announceCatchingUp()
+		}
+	}()
+}
+
+// announceCatchingUp calls WatchCatchingUp's callback if CatchingUp
+// changed since it last did.
+func (p *Placer) announceCatchingUp() {
+	now := p.CatchingUp()
+	p.cuMu.Lock()
+	defer p.cuMu.Unlock()
+	if p.cuChanged != nil && !slices.Equal(now, p.cuLast) {
+		p.cuLast = now
+		p.cuChanged(now)
+	}
+}
+
+// adding marks id as catching up while this node adds it to a group it
+// leads, and announces it before the add: the other members must not
+// count it online from the moment they see it in the configuration until
+// this node has seen it caught up (catchingUp covers it once it is a
+// voter). The returned func ends the mark, once the add is done.
+func (p *Placer) adding(id string) (done func()) {
+	p.cuMu.Lock()
+	if p.cuAdding == nil {
+		p.cuAdding = map[string]int{}
+	}
+	p.cuAdding[id]++
+	p.cuMu.Unlock()
+	p.announceCatchingUp()
+	return func() {
+		p.cuMu.Lock()
+		if p.cuAdding[id]--; p.cuAdding[id] <= 0 {
+			delete(p.cuAdding, id)
+		}
+		p.cuMu.Unlock()
+	}
+}
+
+// EncodeCatchingUp is names as gossiped under CatchingUpMetaKey, at most
+// maxCatchingUpMeta bytes.
+func EncodeCatchingUp(names []string) string {
+	out := ""
+	for _, n := range names {
+		if len(out)+len(n)+1 > maxCatchingUpMeta {
+			break
+		}
+		if out != "" {
+			out += ","
+		}
+		out += n
+	}
+	return out
+}
+
+// catchingUpBy is what the alive nodes gossip under CatchingUpMetaKey, by
+// node.
+func (p *Placer) catchingUpBy() map[string][]string {
+	out := map[string][]string{}
+	for _, m := range p.c.Members() {
+		if v := m.Meta[CatchingUpMetaKey]; v != "" && m.Status == discovery.StatusAlive {
+			out[m.Name] = strings.Split(v, ",")
+		}
+	}
+	return out
+}
+
+// QuorumCritical lists, sorted, the queues whose voters online now, this
 // node included, are a bare majority or fewer, so that without this node
-// they have none.
+// they have none. A voter is online when its node is alive and, unless
+// it is this node, has caught up with the group's leader: a member still
+// being sent what it lacks cannot stand in for this one yet (without it
+// the group would wait for it). Where this node leads, that is seen from
+// the follower's answers (CatchingUp); where another node leads, from
+// what that leader gossips (CatchingUpMetaKey).
 func (p *Placer) QuorumCritical() []Critical {
 	alive := p.aliveSet()
+	lags, _ := p.c.Groups.(FollowerLags)
+	gossiped := p.catchingUpBy()
+	now := time.Now()
 	var out []Critical
 	for _, g := range p.groupsHere() {
 		voters := g.voters()
 		if !slices.Contains(voters, p.c.Self) {
 			continue
 		}
+		behind := p.catchingUp(g, lags, alive, now)
+		if _, leader := g.r.LeaderWithID(); leader != "" && string(leader) != p.c.Self {
+			behind = gossiped[string(leader)]
+		}
 		var online []string
 		for _, id := range voters {
-			if alive[id] {
+			if alive[id] && (id == p.c.Self || !slices.Contains(behind, id)) {
 				online = append(online, id)
 			}
 		}

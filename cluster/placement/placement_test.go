@@ -441,3 +441,99 @@ func TestRebalance(t *testing.T) {
 		}, "%s to lead %s", m.To, m.Name)
 	}
 }
+
+// A member that is alive but has not caught up with the leader's log (a
+// member just added back, being sent what it lacks) does not count as
+// online: the leader sees it from the follower's answers, the other
+// members from what the leader gossips (CatchingUpMetaKey).
+func TestQuorumCriticalCatchingUp(t *testing.T) {
+	c := newFakeCluster(t, "a", "b", "c")
+	c.declare(1, []string{"a", "b", "c"})
+	ld := c.leader(1)
+	var behind, other *tnode
+	for _, n := range c.all() {
+		switch {
+		case n == ld:
+		case behind == nil:
+			behind = n
+		default:
+			other = n
+		}
+	}
+	group := GroupName(1)
+	for _, n := range c.all() {
+		if got := n.placer.QuorumCritical(); len(got) != 0 {
+			t.Fatalf("%s: critical with every member caught up: %+v", n.name, got)
+		}
+	}
+	if got := ld.placer.CatchingUp(); len(got) != 0 {
+		t.Fatalf("catching up with every member caught up: %v", got)
+	}
+
+	// 13,000 entries behind.
+	ld.groups.setLag(group, behind.addr, 13000, time.Now())
+	got := ld.placer.QuorumCritical()
+	want := sorted([]string{ld.name, other.name})
+	if len(got) != 1 || got[0].Name != "q1" || !slices.Equal(got[0].Online, want) {
+		t.Fatalf("leader, with %s catching up: %+v, want q1 online %v", behind.name, got, want)
+	}
+	if got := ld.placer.CatchingUp(); !slices.Equal(got, []string{behind.name}) {
+		t.Fatalf("catching up: %v, want [%s]", got, behind.name)
+	}
+	if got := other.placer.QuorumCritical(); len(got) != 0 {
+		t.Fatalf("%s, before the leader gossiped: %+v", other.name, got)
+	}
+	c.members.setMeta(ld.name, CatchingUpMetaKey, EncodeCatchingUp(ld.placer.CatchingUp()))
+	got = other.placer.QuorumCritical()
+	if len(got) != 1 || !slices.Equal(got[0].Online, want) {
+		t.Fatalf("%s, with the leader gossiping %s catching up: %+v, want q1 online %v", other.name, behind.name, got, want)
+	}
+	// The lagging member itself may stop: the others are a majority.
+	if got := behind.placer.QuorumCritical(); len(got) != 0 {
+		t.Fatalf("%s (catching up itself): %+v", behind.name, got)
+	}
+
+	// An answer too old to tell is not caught up either.
+	ld.groups.setLag(group, behind.addr, 0, time.Now().Add(-time.Minute))
+	if got := ld.placer.QuorumCritical(); len(got) != 1 {
+		t.Fatalf("leader, with %s's last answer a minute old: %+v", behind.name, got)
+	}
+	// Caught up (within the slack of a pipeline).
+	ld.groups.setLag(group, behind.addr, 10, time.Now())
+	if got := ld.placer.QuorumCritical(); len(got) != 0 {
+		t.Fatalf("leader, with %s caught up: %+v", behind.name, got)
+	}
+	c.members.setMeta(ld.name, CatchingUpMetaKey, EncodeCatchingUp(ld.placer.CatchingUp()))
+	if got := other.placer.QuorumCritical(); len(got) != 0 {
+		t.Fatalf("%s, with the leader gossiping nothing behind: %+v", other.name, got)
+	}
+}
+
+// A member this node is about to add is announced as catching up before
+// the add, so that no member counts it online from the moment it sees
+// it in the configuration.
+func TestCatchingUpAnnouncedBeforeAdd(t *testing.T) {
+	c := newFakeCluster(t, "a", "b", "c")
+	a := c.node("a")
+	var mu sync.Mutex
+	var got [][]string
+	a.placer.WatchCatchingUp(time.Hour, func(names []string) {
+		mu.Lock()
+		got = append(got, names)
+		mu.Unlock()
+	})
+	done := a.placer.adding("c")
+	mu.Lock()
+	if len(got) != 1 || !slices.Equal(got[0], []string{"c"}) {
+		mu.Unlock()
+		t.Fatalf("announced %v before the add, want [[c]]", got)
+	}
+	mu.Unlock()
+	if cu := a.placer.CatchingUp(); !slices.Equal(cu, []string{"c"}) {
+		t.Fatalf("catching up during the add: %v", cu)
+	}
+	done()
+	if cu := a.placer.CatchingUp(); len(cu) != 0 {
+		t.Fatalf("catching up after an add of a member that leads no group here: %v", cu)
+	}
+}

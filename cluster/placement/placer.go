@@ -87,6 +87,13 @@ type Placer struct {
 	changed chan struct{}           // closed and replaced by Notify
 	done    chan struct{}           // closed by Close
 	closed  bool
+
+	// What WatchCatchingUp gossips (ops.go). cuMu is held while the
+	// callback runs, so that announcements go out in order.
+	cuMu      sync.Mutex
+	cuChanged func(names []string)
+	cuLast    []string
+	cuAdding  map[string]int // members this node is adding to its groups, with how many adds are under way
 }
 
 var _ exchange.Cluster = (*Placer)(nil)

@@ -103,7 +103,12 @@ func (qq *quorumQueue) reconcilePass(r *raft.Raft) bool {
 			ok = false
 			break
 		}
-		if err := r.AddVoter(raft.ServerID(cand), raft.ServerAddress(addr), 0, 10*time.Second).Error(); err != nil {
+		// Announced as catching up before the other members see it
+		// in the configuration (QuorumCritical).
+		added := p.adding(cand)
+		err = r.AddVoter(raft.ServerID(cand), raft.ServerAddress(addr), 0, 10*time.Second).Error()
+		added()
+		if err != nil {
 			log.Warn("quorum queue: add member", "queue", qq.q.Name(), "member", cand, "err", err)
 			ok = false
 			break

@@ -32,7 +32,11 @@ import (
 // A Log fails for good on its first error (raft.ErrNotLeader,
 // raft.ErrLeadershipLost, raft.ErrEnqueueTimeout, raft.ErrRaftShutdown,
 // ...): no batch is proposed after that, and every op queued later fails
-// with the same error. What the FSMs hold is then a prefix of the ops
+// with the same error. An op that was never appended to the Raft log (its
+// batch was not proposed, or Raft answered that it did not append it)
+// fails with a *NotAppendedError wrapping the error: no member will ever
+// apply it, so its publisher's message may go to the next leader
+// instead. Any other error is an unknown outcome. What the FSMs hold is then a prefix of the ops
 // queued (every op reported done(nil), perhaps some reported done(err),
 // plus ops of batches already in flight), and the node rebuilds the
 // queue from the FSM of whichever node leads next. A Log serves one
@@ -71,7 +75,10 @@ type batch struct {
 	dones []func(error)
 	fut   raft.ApplyFuture // nil if not proposed
 	err   error            // the outcome
-	slot  bool             // holds a token of Log.slots
+	// notAppended: err says the batch was never appended to the Raft
+	// log (NotAppendedError).
+	notAppended bool
+	slot        bool // holds a token of Log.slots
 	// lastAppend is the key of the batch's last append, if hasAppend.
 	lastAppend uint64
 	hasAppend  bool
@@ -154,7 +161,7 @@ func (l *Log) enqueue(o op, done func(error)) {
 	if l.closed {
 		l.mu.Unlock()
 		if done != nil {
-			go done(ErrClosed)
+			go done(&NotAppendedError{Err: ErrClosed})
 		}
 		return
 	}
@@ -291,11 +298,14 @@ func (l *Log) wait() {
 	for b := range l.inflight {
 		if b.fut != nil {
 			b.err = l.futureError(b.fut)
+			b.notAppended = notAppendedByRaft(b.err)
 			if b.err == nil {
 				if err, ok := b.fut.Response().(error); ok {
-					b.err = err
+					b.err = err // applied: its FSM's error
 				}
 			}
+		} else {
+			b.notAppended = true // never handed to Raft
 		}
 		if b.slot {
 			l.mu.Lock()
@@ -386,8 +396,12 @@ func (l *Log) deliver() {
 			if b.err == nil && b.hasAppend && l.opts.Applied != nil {
 				l.opts.Applied(b.lastAppend)
 			}
+			err := b.err
+			if err != nil && b.notAppended {
+				err = &NotAppendedError{Err: err}
+			}
 			for _, done := range b.dones {
-				done(b.err)
+				done(err)
 			}
 		}
 	}

@@ -41,6 +41,14 @@ type Confirm struct {
 	Reason string
 }
 
+// ReasonNotAppended is the Reason of a Confirm that refuses a publish the
+// queue's message log never appended (its leader was handing over, or had
+// lost its leadership): no member holds it, so the client may send it to
+// the queue's next owner. It is a Reason, not a new field or frame, so the
+// wire format is unchanged: a node of version 0.1.0 takes it as any other
+// refusal (its publisher is nacked, as before).
+const ReasonNotAppended = "not appended: the queue's leader is changing"
+
 // Credit grants N more publishes of hop Hop (server).
 type Credit struct {
 	Hop uint8

@@ -40,6 +40,13 @@ func (n *Node) startClusterQueues(f *clusterFrontEnd) {
 	f.queues = p
 	f.forget.Store(fg)
 	f.placer.Store(p) // membership events reach it from now on
+	// The members still catching up in groups led here, for the other
+	// nodes' node-is-quorum-critical check.
+	p.WatchCatchingUp(time.Second, func(names []string) {
+		if err := n.gossipMetaKey(f, placement.CatchingUpMetaKey, placement.EncodeCatchingUp(names)); err != nil {
+			n.log.Warn("cluster: could not gossip the members catching up", "err", err)
+		}
+	})
 	n.broker.SetCluster(p)
 	ln, err := m.Listener(fwdStream)
 	if err != nil {

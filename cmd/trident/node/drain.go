@@ -74,21 +74,34 @@ func (n *Node) gossipDrained(drained bool) {
 	if f == nil || f.m == nil {
 		return
 	}
+	v := ""
+	if drained {
+		v = "drained"
+	}
+	// SetMeta waits (at most a second) for the broadcast; it runs under
+	// the drainer's own lock (which orders a drain's and a revive's
+	// announcements) and the metadata's, and under no core lock.
+	if err := n.gossipMetaKey(f, maintenanceMetaKey, v); err != nil {
+		n.log.Warn("maintenance: could not gossip the state", "err", err)
+	}
+}
+
+// gossipMetaKey sets (or, with v empty, removes) key of this node's
+// gossiped metadata, keeping the rest: a read, change and write under
+// Node.metaMu, so that two keys set at once both stay.
+func (n *Node) gossipMetaKey(f *clusterFrontEnd, key, v string) error {
+	n.metaMu.Lock()
+	defer n.metaMu.Unlock()
 	m := maps.Clone(f.m.LocalMember().Meta)
 	if m == nil {
 		m = map[string]string{}
 	}
-	if drained {
-		m[maintenanceMetaKey] = "drained"
+	if v != "" {
+		m[key] = v
 	} else {
-		delete(m, maintenanceMetaKey)
+		delete(m, key)
 	}
-	// SetMeta waits (at most a second) for the broadcast; it runs under
-	// the drainer's own lock only, which orders a drain's and a revive's
-	// announcements, and under no core lock.
-	if err := f.m.SetMeta(m, time.Second); err != nil {
-		n.log.Warn("maintenance: could not gossip the state", "err", err)
-	}
+	return f.m.SetMeta(m, time.Second)
 }
 
 // leaders is drain.Leaders over the groups host, once clustering runs.

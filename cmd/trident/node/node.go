@@ -36,8 +36,11 @@ const storeDir = "badger"
 
 // Node is a running server. Its methods are safe for concurrent use.
 type Node struct {
-	cfg    conf.Config
-	log    *slog.Logger
+	cfg conf.Config
+	log *slog.Logger
+	// metaMu orders the changes of this node's gossiped metadata
+	// (gossipMetaKey).
+	metaMu sync.Mutex
 	store  *store.Badger
 	broker *exchange.Broker
 	users  *auth.Users
