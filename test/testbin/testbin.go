@@ -286,7 +286,7 @@ func (p *Proc) start(ctx context.Context) error {
 		p.mu.Unlock()
 		return errors.New("testbin: trident is already running")
 	}
-	cmd := exec.Command(p.Binary, p.args...)
+	cmd := exec.Command(p.Binary, disableArgs(p.Binary, p.args)...)
 	cmd.Stdout = p.output()
 	cmd.Stderr = p.output()
 	if err := cmd.Start(); err != nil {
@@ -478,4 +478,38 @@ func (p *Proc) report(op string, err error) {
 		p.tb.Helper()
 		p.tb.Fatalf("testbin: %s: %v", op, err)
 	}
+}
+
+// flagSets caches, per binary, the flags its -h lists.
+var flagSets sync.Map // binary path → map[string]bool
+
+// disableArgs drops from args the pairs `--flag ""` (a listener turned off)
+// whose flag bin does not define: a binary of an older release (the
+// rolling-upgrade test's v0.1.0) has no such listener to turn off, and
+// would refuse the unknown flag. Everything else is passed as it is.
+func disableArgs(bin string, args []string) []string {
+	known, ok := flagSets.Load(bin)
+	if !ok {
+		out, _ := exec.Command(bin, "-h").CombinedOutput()
+		set := map[string]bool{}
+		for _, f := range strings.Fields(string(out)) {
+			if strings.HasPrefix(f, "--") {
+				set[f] = true
+			}
+		}
+		known, _ = flagSets.LoadOrStore(bin, set)
+	}
+	set := known.(map[string]bool)
+	if len(set) == 0 { // -h printed no flags: leave args alone
+		return args
+	}
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		if strings.HasPrefix(args[i], "--") && !strings.Contains(args[i], "=") && i+1 < len(args) && args[i+1] == "" && !set[args[i]] {
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
 }
