@@ -129,25 +129,6 @@ func randomID(prefix string) string {
 	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// readTracker records the time of every successful read, for heart-beats.
-// The frame reader calls it only when what it has buffered holds no whole
-// frame: the deliveries the frames read so far made are flushed first
-// (their writers woken once), since the read may wait.
-type readTracker struct{ c *conn }
-
-func (r readTracker) Read(p []byte) (int, error) {
-	if r.c.batch.Active() {
-		r.c.batch.Flush()
-		r.c.batch.Tick()
-	}
-	n, err := r.c.t.Read(p)
-	if n > 0 {
-		r.c.lastRead.Store(time.Now().UnixNano())
-		r.c.recvOct.Add(uint64(n))
-	}
-	return n, err
-}
-
 // Abort closes the transport at once (frontend.Conn).
 func (c *conn) Abort() { c.t.Close() }
 
@@ -162,7 +143,9 @@ func (c *conn) Serve() {
 	})
 	// Until CONNECT succeeds the reader holds at most the pre-login
 	// bound; connect raises it (handle).
-	rd := frame.NewReader(readTracker{c}, c.s.preLim)
+	// The frame reader reads only when what it has buffered holds no whole
+	// frame, so the meter flushes the batch exactly before a read that may wait.
+	rd := frame.NewReader(frontend.ReadMeter{R: c.t, Batch: &c.batch, LastRead: &c.lastRead, Bytes: &c.recvOct}, c.s.preLim)
 	err := c.readLoop(rd)
 	hs.Stop()
 	c.cleanup()

@@ -110,23 +110,6 @@ func newConn(s *Server, nc net.Conn) *conn {
 // Abort closes the socket at once (frontend.Conn).
 func (c *conn) Abort() { c.nc.Close() }
 
-// countingReader counts what is read, for heartbeats and management, and
-// flushes the publisher's batch before a read that may wait.
-type countingReader struct{ c *conn }
-
-func (r countingReader) Read(p []byte) (int, error) {
-	if r.c.batch.Active() {
-		r.c.batch.Flush()
-		r.c.batch.Tick()
-	}
-	n, err := r.c.nc.Read(p)
-	if n > 0 {
-		r.c.lastRead.Store(time.Now().UnixNano())
-		r.c.recvOct.Add(uint64(n))
-	}
-	return n, err
-}
-
 // Serve runs the connection until it ends (frontend.Conn).
 func (c *conn) Serve() {
 	go c.writer()
@@ -136,7 +119,7 @@ func (c *conn) Serve() {
 			c.nc.Close()
 		}
 	})
-	err := c.readLoop(bufio.NewReaderSize(countingReader{c}, 64<<10))
+	err := c.readLoop(bufio.NewReaderSize(frontend.ReadMeter{R: c.nc, Batch: &c.batch, LastRead: &c.lastRead, Bytes: &c.recvOct}, 64<<10))
 	hs.Stop()
 	c.cleanup()
 	c.w.Stop()
