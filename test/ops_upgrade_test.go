@@ -26,6 +26,10 @@ import (
 // upgrades from.
 const previousRelease = "v0.1.0"
 
+// previousReleaseCommit is the commit previousRelease tags: a clone that
+// did not fetch tags still holds it in its history (a shallow one does not).
+const previousReleaseCommit = "9248e096b0eea32b289b96f8d7487814a5ab4c54"
+
 // buildRelease builds cmd/trident as of tag into a temporary directory: the
 // tag's tree (git archive) built with the shared module cache. A missing
 // tag fails the test: the upgrade cannot be tested without it.
@@ -35,15 +39,27 @@ func buildRelease(t *testing.T, tag string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rev := tag
 	if out, err := exec.Command("git", "-C", root, "rev-parse", "--verify", "--quiet", tag+"^{commit}").CombinedOutput(); err != nil {
-		t.Fatalf("the release tag %s is missing from the repository (git fetch --tags, or tag the release): %v %s", tag, err, out)
+		// Without the tag (a clone that fetched no tags), its commit.
+		if tag != previousRelease {
+			t.Fatalf("the release tag %s is missing from the repository: %v %s", tag, err, out)
+		}
+		if out, err := exec.Command("git", "-C", root, "rev-parse", "--verify", "--quiet", previousReleaseCommit+"^{commit}").CombinedOutput(); err != nil {
+			t.Fatalf("neither the release tag %s nor its commit %s is in the repository (a shallow clone? git fetch --tags --unshallow): %v %s",
+				tag, previousReleaseCommit, err, out)
+		}
+		t.Logf("no tag %s here: building its commit %s", tag, previousReleaseCommit)
+		rev = previousReleaseCommit
+	} else if got := strings.TrimSpace(string(out)); tag == previousRelease && got != previousReleaseCommit {
+		t.Fatalf("tag %s is %s, this test knows it as %s", tag, got, previousReleaseCommit)
 	}
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src")
 	if err := os.MkdirAll(src, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	archive := exec.Command("sh", "-c", "git -C \"$1\" archive \"$2\" | tar -x -C \"$3\"", "sh", root, tag, src)
+	archive := exec.Command("sh", "-c", "git -C \"$1\" archive \"$2\" | tar -x -C \"$3\"", "sh", root, rev, src)
 	if out, err := archive.CombinedOutput(); err != nil {
 		t.Fatalf("git archive %s: %v\n%s", tag, err, out)
 	}
