@@ -59,6 +59,20 @@ func (r *recorder) count(kind EventKind, name string, st Status) int {
 	return n
 }
 
+// wait reports whether an event of kind for name with status st arrives
+// within timeout. Events are delivered from a queue after the member's
+// status is recorded, so a status seen by Members may precede its event.
+func (r *recorder) wait(kind EventKind, name string, st Status, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for r.count(kind, name, st) == 0 {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}
+
 type testNode struct {
 	cfg Config
 	m   *Membership
@@ -164,7 +178,7 @@ func TestThreeNodes(t *testing.T) {
 		waitStatus(t, n.m, "node2", StatusDead, 10*time.Second)
 	}
 	t.Logf("node2 declared dead by both peers %v after its crash", time.Since(crashed).Round(time.Millisecond))
-	if n0.rec.count(EventLeave, "node2", StatusDead) == 0 {
+	if !n0.rec.wait(EventLeave, "node2", StatusDead, time.Second) {
 		t.Fatal("node0 got no leave event for node2")
 	}
 
@@ -286,7 +300,7 @@ func TestForgetWhenDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatus(t, n0.m, "node1", StatusLeft, 10*time.Second)
-	if n0.rec.count(EventLeave, "node1", StatusLeft) == 0 {
+	if !n0.rec.wait(EventLeave, "node1", StatusLeft, time.Second) {
 		t.Fatal("no leave event for the forgotten member")
 	}
 
