@@ -137,22 +137,53 @@ func (h *histogram) observe(ns int64) {
 		return
 	}
 	h.sumNs.Add(uint64(ns))
-	i := 0
+	// The native key, from the float's bits (as math.Frexp would give
+	// them, without its call): the value is frac·2^exp with frac in
+	// [0.5, 1), and k counts the quarter-powers of two below it.
+	bits := math.Float64bits(float64(ns) * 1e-9)
+	exp := int(bits>>52&0x7ff) - 1022
+	mant := bits & (1<<52 - 1)
+	k := 0
+	for k < 4 && nativeMant[k] < mant {
+		k++
+	}
+	key := (exp-1)*4 + k
+	key = min(max(key, nativeMinKey+1), nativeMaxKey)
+	h.native[key-nativeMinKey].Add(1)
+	// The classic bucket: from the first one the native bucket's lower
+	// bound may fall in (at most one classic bound lies inside a native
+	// bucket, so this loop runs at most once or twice).
+	i := int(classicFrom[key-nativeMinKey])
 	for i < len(classicNs) && ns > classicNs[i] {
 		i++
 	}
 	h.classic[i].Add(1)
-	frac, exp := math.Frexp(float64(ns) * 1e-9)
-	k := 0
-	for k < 4 && nativeFracs[k] < frac {
-		k++
-	}
-	// The value is in (2^(exp-1), 2^exp]: k counts the quarter-powers
-	// of two below it.
-	key := (exp-1)*4 + k
-	key = min(max(key, nativeMinKey+1), nativeMaxKey)
-	h.native[key-nativeMinKey].Add(1)
 }
+
+// nativeMant are nativeFracs doubled (into [1, 2)) as float64 mantissa
+// bits: frac > nativeFracs[k] exactly when a value's mantissa bits are
+// above nativeMant[k].
+var nativeMant = func() (m [4]uint64) {
+	for k, f := range nativeFracs {
+		m[k] = math.Float64bits(2*f) & (1<<52 - 1)
+	}
+	return m
+}()
+
+// classicFrom gives, for each native bucket, how many classic bounds lie
+// below its lower bound (less one nanosecond, for rounding): where the
+// search for a value's classic bucket starts.
+var classicFrom = func() (t [nNative]uint8) {
+	for i := range t {
+		lower := int64(math.Floor(math.Exp2(float64(i+nativeMinKey-1)/4)*1e9)) - 1
+		n := 0
+		for n < len(classicNs) && classicNs[n] < lower {
+			n++
+		}
+		t[i] = uint8(n)
+	}
+	return t
+}()
 
 // HistogramSnapshot is a histogram's counts at one moment.
 type HistogramSnapshot struct {

@@ -85,3 +85,44 @@ func BenchmarkHistogramObserveZero(b *testing.B) {
 		h.observe(0)
 	}
 }
+
+// TestHistogramMatchesReference checks observe's bucket arithmetic (float
+// bits and the classic start table) against the plain definition, over
+// values spread across every bucket and the bounds themselves.
+func TestHistogramMatchesReference(t *testing.T) {
+	ref := func(ns int64) (native, classic int) {
+		classic = 0
+		for classic < len(classicNs) && ns > classicNs[classic] {
+			classic++
+		}
+		frac, exp := math.Frexp(float64(ns) * 1e-9)
+		k := 0
+		for k < 4 && nativeFracs[k] < frac {
+			k++
+		}
+		key := min(max((exp-1)*4+k, nativeMinKey+1), nativeMaxKey)
+		return key - nativeMinKey, classic
+	}
+	vals := []int64{zeroNs + 1, 1 << 62}
+	for _, b := range classicNs {
+		vals = append(vals, b-1, b, b+1)
+	}
+	for i := 0; i < nNative; i++ {
+		b := int64(math.Exp2(float64(i+nativeMinKey)/4) * 1e9)
+		vals = append(vals, b-1, b, b+1)
+	}
+	for v := zeroNs + 1; v < 1<<50; v = v*1009/1000 + 1 {
+		vals = append(vals, v)
+	}
+	for _, ns := range vals {
+		if ns <= zeroNs {
+			continue
+		}
+		var h histogram
+		h.observe(ns)
+		wn, wc := ref(ns)
+		if h.native[wn].Load() != 1 || h.classic[wc].Load() != 1 {
+			t.Fatalf("%d ns: want native %d classic %d; got native %v classic %v", ns, wn, wc, h.native[wn].Load(), h.classic[wc].Load())
+		}
+	}
+}

@@ -304,7 +304,17 @@ func (q *Queue) Stats() (ready, unacked, consumers int) {
 	return q.ready.n, q.unacked.len(), len(q.consumers)
 }
 
-func nowNano() int64 { return time.Now().UnixNano() }
+// nowNano is the time in Unix nanoseconds, read from the monotonic clock
+// since the process started (one clock read, half of time.Now's two: it
+// is read per confirmed message). A step of the system clock while the
+// process runs is not seen; NTP's slewing is, as the monotonic clock is
+// slewed too.
+func nowNano() int64 { return clockBaseNano + int64(time.Since(clockBase)) }
+
+var (
+	clockBase     = time.Now()
+	clockBaseNano = clockBase.UnixNano()
+)
 
 // unlock carries out the effects of the commands applied under q.mu: the
 // store writes first, still under it (a queue's writes reach the store in

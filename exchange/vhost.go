@@ -1334,8 +1334,15 @@ func (v *VHost) Publish(m *Message, o PublishOpts) (PublishResult, error) {
 	}
 	res, err := v.publish(m, o, now, nil)
 	if o.Confirmer != nil && o.Protocol != ProtoOther && err == nil && !res.Pending {
-		// Confirmed at once (nothing to store): the front end sends it now.
-		v.observe(o.Protocol, LatPublishConfirm, nowNano()-now)
+		// Confirmed at once (nothing to store): the front end sends it
+		// now. A batch's publishes share one clock reading, so their
+		// latency is 0 (the zero bucket: under 7.6 µs) rather than a
+		// second clock read per message.
+		end := now
+		if o.Batch == nil {
+			end = nowNano()
+		}
+		v.observe(o.Protocol, LatPublishConfirm, end-now)
 	}
 	return res, err
 }

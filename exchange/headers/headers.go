@@ -133,25 +133,38 @@ func (e *Encoder) Time(t time.Time) {
 // Properties appends p: its strings, a flag and the table for Headers (if
 // not nil), DeliveryMode and Priority as bytes, a flag and the time for
 // Timestamp (if not zero).
+//
+// It is on every persistent message's path: the strings are appended to a
+// local slice (kept in registers) rather than through e.B.
 func (e *Encoder) Properties(p *Properties) {
-	e.Str(p.ContentType)
-	e.Str(p.ContentEncoding)
-	e.Bool(p.Headers != nil)
+	b := appendStr(e.B, p.ContentType)
+	b = appendStr(b, p.ContentEncoding)
 	if p.Headers != nil {
+		e.B = append(b, 1)
 		e.Table(p.Headers)
+		b = e.B
+	} else {
+		b = append(b, 0)
 	}
-	e.B = append(e.B, p.DeliveryMode, p.Priority)
-	e.Str(p.CorrelationID)
-	e.Str(p.ReplyTo)
-	e.Str(p.Expiration)
-	e.Str(p.MessageID)
-	e.Bool(!p.Timestamp.IsZero())
+	b = append(b, p.DeliveryMode, p.Priority)
+	b = appendStr(b, p.CorrelationID)
+	b = appendStr(b, p.ReplyTo)
+	b = appendStr(b, p.Expiration)
+	b = appendStr(b, p.MessageID)
 	if !p.Timestamp.IsZero() {
+		e.B = append(b, 1)
 		e.Time(p.Timestamp)
+		b = e.B
+	} else {
+		b = append(b, 0)
 	}
-	e.Str(p.Type)
-	e.Str(p.UserID)
-	e.Str(p.AppID)
+	b = appendStr(b, p.Type)
+	b = appendStr(b, p.UserID)
+	e.B = appendStr(b, p.AppID)
+}
+
+func appendStr(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
 // Table appends t: its count and its entries by ascending key.
