@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/cluster/drain"
 )
 
 // Maintenance mode (rabbitmq-upgrade drain / revive; issue 39): POST
@@ -18,7 +19,7 @@ import (
 
 // MaintenanceMetaKey is the gossiped metadata key a drained node sets
 // (any value): other nodes report it being_drained in /api/nodes.
-const MaintenanceMetaKey = "maintenance"
+const MaintenanceMetaKey = drain.MetaKey
 
 // Maintenance is the node's maintenance mode (cluster/drain.Drainer).
 type Maintenance interface {

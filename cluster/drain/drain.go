@@ -16,6 +16,11 @@ import (
 // CONNECTION_FORCED's text, STOMP's ERROR message), as RabbitMQ says it.
 const Reason = "Node was put into maintenance mode"
 
+// MetaKey is the gossiped metadata key a drained node sets (any value):
+// other nodes report it being drained and place no new replicated
+// queue's leader on it.
+const MetaKey = "maintenance"
+
 // Leaders is the node's Raft groups host (groups.Host).
 type Leaders interface {
 	// Names lists the running groups.

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/trident-broker/trident/cluster/discovery"
+	"github.com/trident-broker/trident/cluster/drain"
 	"github.com/trident-broker/trident/cluster/forward"
 	"github.com/trident-broker/trident/cluster/groups"
 	"github.com/trident-broker/trident/cluster/meta"
@@ -249,6 +250,16 @@ func (m *fakeMembers) Members() []discovery.Member {
 		return 0
 	})
 	return out
+}
+
+// drain marks name drained (maintenance mode) in its gossiped metadata.
+func (m *fakeMembers) drain(name string) {
+	m.mu.Lock()
+	mb := m.members[name]
+	mb.Meta = maps.Clone(mb.Meta)
+	mb.Meta[drain.MetaKey] = "drained"
+	m.members[name] = mb
+	m.mu.Unlock()
 }
 
 func (m *fakeMembers) set(name, raftAddr string, st discovery.Status) {

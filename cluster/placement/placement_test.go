@@ -43,6 +43,44 @@ func TestQuorumMembers(t *testing.T) {
 	}
 }
 
+// TestQuorumMembersAvoidDrained: a drained node (maintenance mode) is
+// neither a new queue's first member (its first leader) nor taken while
+// enough others are alive; a drained declaring node is still a member.
+func TestQuorumMembersAvoidDrained(t *testing.T) {
+	var ms fakeMembers
+	for _, n := range []string{"a", "b", "c", "d"} {
+		ms.set(n, "addr-"+n, discovery.StatusAlive)
+	}
+	ms.drain("d")
+	self := "c"
+	p := New(Config{Self: self, Addr: func() string { return "addr-" + self }, Members: ms.Members})
+	for _, tc := range []struct {
+		size int
+		want []string
+	}{
+		{3, []string{"c", "a", "b"}},
+		{4, []string{"c", "a", "b", "d"}},
+	} {
+		if got := p.QuorumMembers(tc.size); !slices.Equal(got, tc.want) {
+			t.Errorf("QuorumMembers(%d) with d drained = %v, want %v", tc.size, got, tc.want)
+		}
+	}
+	ms.drain("c")
+	for _, tc := range []struct {
+		size int
+		want []string
+	}{
+		{1, []string{"c"}},
+		{2, []string{"a", "c"}},
+		{3, []string{"a", "b", "c"}},
+		{4, []string{"a", "b", "c", "d"}},
+	} {
+		if got := p.QuorumMembers(tc.size); !slices.Equal(got, tc.want) {
+			t.Errorf("QuorumMembers(%d) with c (self) and d drained = %v, want %v", tc.size, got, tc.want)
+		}
+	}
+}
+
 func TestClassicQueueProxiesToHome(t *testing.T) {
 	c := newFakeCluster(t, "a", "b")
 	a := c.node("a")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/trident-broker/trident/cluster/discovery"
+	"github.com/trident-broker/trident/cluster/drain"
 	"github.com/trident-broker/trident/cluster/meta"
 	"github.com/trident-broker/trident/cluster/quorum"
 	"github.com/trident-broker/trident/exchange"
@@ -130,32 +131,58 @@ func (p *Placer) NodeName() string { return p.c.Self }
 // read).
 func (p *Placer) FeatureEnabled(name string) bool { return p.c.Flags == nil || p.c.Flags(name) }
 
-// alive lists the alive members with a Raft address, sorted.
-func (p *Placer) alive() []string {
-	var out []string
+// alive lists the alive members with a Raft address, sorted, and which
+// of them are drained (in maintenance mode).
+func (p *Placer) alive() (names []string, drained map[string]bool) {
 	for _, m := range p.c.Members() {
 		if m.Status == discovery.StatusAlive && m.Meta[meta.RaftMetaKey] != "" {
-			out = append(out, m.Name)
+			names = append(names, m.Name)
+			if m.Meta[drain.MetaKey] != "" {
+				if drained == nil {
+					drained = map[string]bool{}
+				}
+				drained[m.Name] = true
+			}
 		}
 	}
-	sort.Strings(out)
-	return out
+	sort.Strings(names)
+	return names, drained
 }
 
 // QuorumMembers implements exchange.Cluster: this node and the next
-// alive nodes in name order.
+// alive nodes in name order. Drained nodes (maintenance mode) come last,
+// as RabbitMQ places no new queue's leader on a node being drained: the
+// first member stands for election first (bootstrap), so a drained
+// declaring node is still a member but not the first, and a drained
+// other node is taken only when there are not enough others.
 func (p *Placer) QuorumMembers(size int) []string {
 	if size <= 0 {
 		size = DefaultSize
 	}
-	all := p.alive()
-	out := []string{p.c.Self}
+	all, drained := p.alive()
+	var ready, later []string
+	if drained[p.c.Self] {
+		later = append(later, p.c.Self)
+	} else {
+		ready = append(ready, p.c.Self)
+	}
 	start := sort.SearchStrings(all, p.c.Self)
-	for i := 0; i < len(all) && len(out) < size; i++ {
+	for i := 0; i < len(all); i++ {
 		n := all[(start+i)%len(all)]
-		if n != p.c.Self {
-			out = append(out, n)
+		switch {
+		case n == p.c.Self:
+		case drained[n]:
+			later = append(later, n)
+		default:
+			ready = append(ready, n)
 		}
+	}
+	out := append(ready, later...)
+	if len(out) > size {
+		out = out[:size]
+	}
+	if !slices.Contains(out, p.c.Self) { // the declaring node stays a member
+		out[len(out)-1] = p.c.Self
 	}
 	return out
 }

@@ -86,7 +86,10 @@ func (qq *quorumQueue) reconcilePass(r *raft.Raft) bool {
 		}
 	}
 	target := max(len(qq.q.Seed()), 1)
-	for _, cand := range p.alive() {
+	alive, drained := p.alive()
+	// Not drained first: a member added now may lead later.
+	slices.SortStableFunc(alive, func(a, b string) int { return cmpBool(drained[a], drained[b]) })
+	for _, cand := range alive {
 		if len(ids) >= target {
 			break
 		}
@@ -128,4 +131,15 @@ func (qq *quorumQueue) reconcilePass(r *raft.Raft) bool {
 // setMembers records the group's members in the queue's definition.
 func (qq *quorumQueue) setMembers(ids []string) error {
 	return qq.p.c.Topology.SetQueueMembers(qq.q.VHost(), qq.q.Name(), qq.q.ID(), sorted(ids))
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
