@@ -166,6 +166,18 @@ func TestDrainReviveCluster(t *testing.T) {
 	if c := <-confirms; !c.Ack {
 		t.Fatal("publish while a node is drained was nacked")
 	}
+	// A quorum queue declared through the drained node's API gets its
+	// first leader elsewhere (placement puts drained nodes last).
+	if code, body := leader.asUser(t, "guest", "guest", "PUT", "/api/queues/%2F/drain-new",
+		`{"durable":true,"arguments":{"x-queue-type":"quorum"}}`); code/100 != 2 {
+		t.Fatalf("declare drain-new through the drained node: %d %s", code, body)
+	}
+	eventually(t, 30*time.Second, "a leader for drain-new", func() bool {
+		return other.queueLeader(t, "%2F/drain-new") != ""
+	})
+	if l := other.queueLeader(t, "%2F/drain-new"); l == leader.name {
+		t.Fatalf("drain-new, declared while %s is drained, is led by it", l)
+	}
 
 	// Drained survives a restart, as RabbitMQ's maintenance state does:
 	// the node comes back with its HTTP API up and its AMQP listener
