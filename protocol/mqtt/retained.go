@@ -16,6 +16,7 @@ type retainedMsg struct {
 	QoS       byte                   `json:"q"`
 	Props     packets.Properties     `json:"props"`         // MQTT 5 message properties
 	ExpiresAt int64                  `json:"exp,omitempty"` // unix seconds, 0 never
+	StoredAt  int64                  `json:"ts,omitempty"`  // unix milliseconds, for management (admin.go)
 	User      []packets.UserProperty `json:"-"`
 }
 
@@ -225,7 +226,7 @@ func (r *retainedStore) put(st MetaStore, vh string, pk *packets.Packet) error {
 		r.end(key, vh, pk.TopicName, mark, err == nil, retainedRef{})
 		return err
 	}
-	msg := &retainedMsg{Topic: pk.TopicName, Payload: pk.Payload, QoS: pk.FixedHeader.Qos}
+	msg := &retainedMsg{Topic: pk.TopicName, Payload: pk.Payload, QoS: pk.FixedHeader.Qos, StoredAt: time.Now().UnixMilli()}
 	if pk.ProtocolVersion == 5 {
 		p := pk.Properties
 		msg.Props = packets.Properties{PayloadFormat: p.PayloadFormat, PayloadFormatFlag: p.PayloadFormatFlag,
