@@ -2,7 +2,6 @@ package mqtt
 
 import (
 	"container/heap"
-	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -293,14 +292,10 @@ func (s *Server) BrowseRetained(p RetainedPage) ([]RetainedInfo, int, error) {
 		if err != nil {
 			continue
 		}
-		var stamp struct {
-			StoredAt int64 `json:"ts"`
-		}
-		_ = json.Unmarshal(val, &stamp)
 		i := RetainedInfo{VHost: t.vh, Topic: t.topic, QoS: msg.QoS, Size: len(msg.Payload),
 			Preview: msg.Payload[:min(len(msg.Payload), max(p.Preview, 0))], ContentType: msg.Props.ContentType}
-		if stamp.StoredAt > 0 {
-			i.StoredAt = time.UnixMilli(stamp.StoredAt)
+		if msg.StoredAt > 0 {
+			i.StoredAt = time.UnixMilli(msg.StoredAt)
 		}
 		if msg.ExpiresAt > 0 {
 			i.ExpiresAt = time.Unix(msg.ExpiresAt, 0)

@@ -55,6 +55,7 @@ type retainedFields struct {
 	Payload   []byte `json:"p"`
 	QoS       byte   `json:"q"`
 	ExpiresAt int64  `json:"exp"`
+	StoredAt  int64  `json:"ts"`
 	Props     struct {
 		CorrelationData       []byte                 `json:"cd"`
 		User                  []packets.UserProperty `json:"user"`
@@ -73,7 +74,7 @@ func decodeRetained(val []byte) (*retainedMsg, error) {
 		return nil, err
 	}
 	p := &f.Props
-	return &retainedMsg{Topic: f.Topic, Payload: f.Payload, QoS: f.QoS, ExpiresAt: f.ExpiresAt,
+	return &retainedMsg{Topic: f.Topic, Payload: f.Payload, QoS: f.QoS, ExpiresAt: f.ExpiresAt, StoredAt: f.StoredAt,
 		Props: packets.Properties{CorrelationData: p.CorrelationData, User: p.User, ContentType: p.ContentType,
 			ResponseTopic: p.ResponseTopic, MessageExpiryInterval: p.MessageExpiryInterval,
 			PayloadFormat: p.PayloadFormat, PayloadFormatFlag: p.PayloadFormatFlag}}, nil
