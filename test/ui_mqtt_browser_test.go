@@ -138,7 +138,11 @@ func TestUIMQTTBrowser(t *testing.T) {
 
 	// Retained messages: browse by a filter, delete one.
 	do("retained", chromedp.Navigate(base+"/#/mqtt/retained"), chromedp.WaitVisible(chromedp.ID("mqtt-retained-topic")))
-	rows("#mqtt-retained-table", "all retained", func(r []string) bool { return len(r) == 3 })
+	all := rows("#mqtt-retained-table", "all retained", func(r []string) bool { return len(r) == 3 })
+	if r := find(all, "cfg/bin"); !strings.Contains(r, "base64") || !strings.Contains(r, "3q2+7w==") {
+		t.Errorf("cfg/bin's row %q, want its payload in base64", r)
+	}
+	shot(t, ctx, shots, "mqtt-4-retained-all")
 	do("filter devices/#", chromedp.SetValue(chromedp.ID("mqtt-retained-topic"), "devices/#"),
 		chromedp.Click(chromedp.ID("mqtt-retained-search")))
 	rt := rows("#mqtt-retained-table", "devices/#", func(r []string) bool {
@@ -147,7 +151,7 @@ func TestUIMQTTBrowser(t *testing.T) {
 	if r := find(rt, "devices/2/status"); !strings.Contains(r, "offline") || !strings.Contains(r, "7 B") {
 		t.Errorf("devices/2/status's row %q", r)
 	}
-	shot(t, ctx, shots, "mqtt-4-retained")
+	shot(t, ctx, shots, "mqtt-4-retained-filtered")
 	do("delete devices/2/status", chromedp.Click(chromedp.CSS(`#mqtt-retained-table button[data-clear="devices/2/status"]`)))
 	rows("#mqtt-retained-table", "after the delete", func(r []string) bool {
 		return len(r) == 1 && find(r, "devices/1/status") != ""

@@ -1611,7 +1611,7 @@
         { title: 'User', sort: 'user', render: (c) => c.user },
         { title: 'Protocol', sort: 'protocol_version', render: (c) => protocolView(c.protocol) },
         { title: 'Keep-alive', sort: 'keepalive', num: true, render: (c) => (c.keepalive ? duration(c.keepalive * 1000) : h('span', { class: 'muted' }, 'off')) },
-        { title: 'Session', render: (c) => [c.clean_session ? tag('clean', '', 'clean session / clean start') : tag('resumed', 'blue', 'clean session false'), ' ', mqttExpiry(c)] },
+        { title: 'Session', render: (c) => [c.clean_session ? tag('clean', '', 'clean session / clean start') : tag('persistent', 'blue', 'clean session false: the session outlives the connection'), ' ', mqttExpiry(c)] },
         { title: 'Peer', render: (c) => h('span', { class: 'mono' }, `${c.peer_host}:${c.peer_port}`) },
         { title: 'Subs', sort: 'subscriptions', num: true, render: (c) => num(c.subscriptions) },
         { title: 'Inflight', sort: 'inflight', num: true, render: (c) => num(c.inflight) },
@@ -1639,7 +1639,7 @@
       fill(box,
         panel('Client', { id: 'mqtt-client-details' }, kv([
           ['Client ID', h('span', { class: 'mono' }, c.client_id)], ['Virtual host', c.vhost], ['User', c.user],
-          ['Protocol', [protocolView(c.protocol), ' ', h('span', { class: 'muted small' }, `MQTT ${c.protocol_version}`)]],
+          ['Protocol', protocolView(c.protocol)],
           ['Keep-alive', c.keepalive ? duration(c.keepalive * 1000) : 'off'],
           ['Clean session / start', yes(c.clean_session)], ['Session expiry', mqttExpiry(c)],
           ['Peer', h('span', { class: 'mono' }, `${c.peer_host}:${c.peer_port}`)],
