@@ -256,7 +256,7 @@ func TestMQTTAPIRetained(t *testing.T) {
 	bin := string([]byte{0xff, 0xfe, 0x00, 0x01})
 	pub.publish(t, "r/2", 0, true, bin)
 	pub.publish(t, "r/deep/3", 1, true, strings.Repeat("é", 500)) // 1000 bytes
-	pub.publish(t, "other/4", 1, true, "o") // QoS 1: stored when publish returns
+	pub.publish(t, "other/4", 1, true, "o")                       // QoS 1: stored when publish returns
 	p5, _ := dial5(t, addr, mqttConnect5("rpub5", "alice", true, 0, 30))
 	p5.publish(t, &paho.Publish{Topic: "r5", QoS: 1, Retain: true, Payload: []byte("{}"),
 		Properties: &paho.PublishProperties{ContentType: "application/json", MessageExpiry: u32(3600)}})

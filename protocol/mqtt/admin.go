@@ -164,11 +164,18 @@ func (s *Server) DisconnectClient(vhost, clientID string) bool {
 }
 
 // DeleteSession ends the disconnected session of clientID in vhost as
-// its expiry would: its queue and its record go.
+// its expiry would: its queue and its record go. In a cluster, a session
+// that another node took meanwhile is not this node's to end.
 func (s *Server) DeleteSession(vhost, clientID string) error {
+	key := vhost + "\x00" + clientID
 	s.mu.Lock()
-	se := s.sessions[vhost+"\x00"+clientID]
-	if se == nil {
+	se := s.sessions[key]
+	s.mu.Unlock()
+	if se == nil || !s.stillHere(se) {
+		return ErrNoSession
+	}
+	s.mu.Lock()
+	if s.sessions[key] != se {
 		s.mu.Unlock()
 		return ErrNoSession
 	}
