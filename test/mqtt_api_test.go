@@ -395,3 +395,20 @@ func TestMQTTAPIRefusals(t *testing.T) {
 	api.expect(http.StatusNotFound, "DELETE", "/api/mqtt/clients/%2F/none", nil)
 	api.expect(http.StatusNotFound, "DELETE", "/api/mqtt/sessions/%2F/none", nil)
 }
+
+// TestMQTTAPIVersions: MQTT 3.1 and MQTT over WebSocket are named so.
+func TestMQTTAPIVersions(t *testing.T) {
+	b, base := mgmtBroker(t, func(c *conf.Config) {
+		c.MQTT.Listen, c.MQTT.WSListen = "127.0.0.1:0", "127.0.0.1:0"
+		anonMQTT(c)
+	})
+	api := apiClient{t: t, base: base, user: "guest", pass: "guest"}
+	dial3(t, "tcp://"+b.mqttAddr(), "v31", true, func(o *mqttOpts) { o.SetProtocolVersion(3) })
+	dial3(t, "ws://"+b.n.MQTTWSAddr().String()+"/ws", "ws311", true)
+	cs := mqttByID(api.list("/api/mqtt/clients"))
+	mqttWant(t, "v31", cs["v31"], "protocol_version", "3.1")
+	mqttWant(t, "v31", cs["v31"], "protocol", "MQTT 3.1")
+	mqttWant(t, "ws311", cs["ws311"], "protocol_version", "3.1.1")
+	mqttWant(t, "ws311", cs["ws311"], "protocol", "Web MQTT 3.1.1")
+	mqttWant(t, "ws311", cs["ws311"], "transport", "websocket")
+}
