@@ -110,6 +110,7 @@ func (s *Server) routes() {
 	s.clusterOpsRoutes(m)  // clusterops.go: node-is-quorum-critical, forget a node, rebalance
 	s.featureFlagRoutes(m) // featureflags.go
 	s.maintenanceRoutes(m) // maintenance.go: drain, revive
+	s.mqttRoutes(m, mg)    // mqtt.go: MQTT clients, sessions, retained messages
 	m("GET /api/aliveness-test/{vhost}", mg, s.aliveness)
 	// Other paths, /api/ ones included, go to the UI's handler at "/",
 	// which answers unknown /api/ paths with the API's JSON 404.

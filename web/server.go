@@ -80,6 +80,9 @@ type Options struct {
 	// Maintenance is the node's maintenance mode (maintenance.go); nil:
 	// none, being_drained is false and drain/revive answer 503.
 	Maintenance Maintenance
+	// MQTT is the MQTT front end's clients, sessions and retained
+	// messages (mqtt.go); nil: the /api/mqtt endpoints answer 404.
+	MQTT MQTT
 }
 
 // Server is the management API.
@@ -106,6 +109,7 @@ type Server struct {
 	clusterNameConf string           // clustername.go
 	clusterNames    ClusterNameStore // nil: not settable
 	featureFlags    FeatureFlags     // featureflags.go
+	mqtt            MQTT             // mqtt.go
 
 	maxDefsBody int64         // guard.go
 	imports     chan struct{} // one definitions import at a time (definitions.go)
@@ -139,6 +143,7 @@ func New(o Options) *Server {
 	}
 	s.clusterNameConf, s.clusterNames = o.ClusterName, o.ClusterNames
 	s.featureFlags = o.FeatureFlags
+	s.mqtt = o.MQTT
 	s.maxDefsBody = o.MaxDefinitionsBody
 	if s.maxDefsBody <= 0 {
 		s.maxDefsBody = DefaultMaxDefinitionsBody

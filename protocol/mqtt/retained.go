@@ -16,6 +16,7 @@ type retainedMsg struct {
 	QoS       byte                   `json:"q"`
 	Props     packets.Properties     `json:"props"`         // MQTT 5 message properties
 	ExpiresAt int64                  `json:"exp,omitempty"` // unix seconds, 0 never
+	StoredAt  int64                  `json:"ts,omitempty"`  // unix milliseconds, for management (admin.go)
 	User      []packets.UserProperty `json:"-"`
 }
 
@@ -54,6 +55,7 @@ type retainedFields struct {
 	Payload   []byte `json:"p"`
 	QoS       byte   `json:"q"`
 	ExpiresAt int64  `json:"exp"`
+	StoredAt  int64  `json:"ts"`
 	Props     struct {
 		CorrelationData       []byte                 `json:"cd"`
 		User                  []packets.UserProperty `json:"user"`
@@ -72,7 +74,7 @@ func decodeRetained(val []byte) (*retainedMsg, error) {
 		return nil, err
 	}
 	p := &f.Props
-	return &retainedMsg{Topic: f.Topic, Payload: f.Payload, QoS: f.QoS, ExpiresAt: f.ExpiresAt,
+	return &retainedMsg{Topic: f.Topic, Payload: f.Payload, QoS: f.QoS, ExpiresAt: f.ExpiresAt, StoredAt: f.StoredAt,
 		Props: packets.Properties{CorrelationData: p.CorrelationData, User: p.User, ContentType: p.ContentType,
 			ResponseTopic: p.ResponseTopic, MessageExpiryInterval: p.MessageExpiryInterval,
 			PayloadFormat: p.PayloadFormat, PayloadFormatFlag: p.PayloadFormatFlag}}, nil
@@ -225,7 +227,7 @@ func (r *retainedStore) put(st MetaStore, vh string, pk *packets.Packet) error {
 		r.end(key, vh, pk.TopicName, mark, err == nil, retainedRef{})
 		return err
 	}
-	msg := &retainedMsg{Topic: pk.TopicName, Payload: pk.Payload, QoS: pk.FixedHeader.Qos}
+	msg := &retainedMsg{Topic: pk.TopicName, Payload: pk.Payload, QoS: pk.FixedHeader.Qos, StoredAt: time.Now().UnixMilli()}
 	if pk.ProtocolVersion == 5 {
 		p := pk.Properties
 		msg.Props = packets.Properties{PayloadFormat: p.PayloadFormat, PayloadFormatFlag: p.PayloadFormatFlag,

@@ -69,6 +69,7 @@ type session struct {
 	saveMu sync.Mutex
 
 	expTimer  *time.Timer
+	expiresAt time.Time // when expTimer fires, for management (admin.go)
 	willTimer *time.Timer
 	ended     bool
 	// dropping, while an ended session's queue and record are being
@@ -242,6 +243,7 @@ func (s *Server) armExpiry(se *session) {
 		se.expTimer.Stop()
 	}
 	se.expTimer = time.AfterFunc(d, func() { s.expireSession(se) })
+	se.expiresAt = time.Now().Add(d)
 }
 
 // expireSession ends a session whose expiry interval has passed, unless

@@ -52,6 +52,7 @@ func (n *Node) startHTTP() error {
 		ClusterNames:  clusterNames{n},
 		FeatureFlags:  featureFlagsView{n},
 		Maintenance:   n.drainer,
+		MQTT:          mqttView{n},
 
 		MaxDefinitionsBody: int64(n.cfg.HTTP.MaxDefinitionsBody),
 	})

@@ -1572,6 +1572,196 @@
     return { el, refresh };
   }
 
+  // MQTT (issue 40) ---------------------------------------------------------
+  // The MQTT fleet from /api/mqtt (our extension): connected clients and
+  // one client's subscriptions, sessions with offline persistent ones,
+  // retained messages browsed by topic filter. Self-contained: the router
+  // calls mqttPage; nothing else here is used elsewhere.
+  const MQTT_NEVER = 0xFFFFFFFF;
+  function mqttTabs(active) {
+    const t = (id, label) => h('a', { href: `#/mqtt/${id}`, class: id === active ? 'active' : null, id: `mqtt-tab-${id}` }, label);
+    return h('div', { class: 'tabs' }, t('clients', 'Clients'), t('sessions', 'Sessions'), t('retained', 'Retained messages'));
+  }
+  function mqttPage(sub, vhost, clientID) {
+    if (sub === 'client' && vhost !== undefined && clientID) return mqttClientPage(vhost, clientID);
+    sub = { sessions: 'sessions', retained: 'retained' }[sub] || 'clients';
+    const v = { clients: mqttClientsView, sessions: mqttSessionsView, retained: mqttRetainedView }[sub]();
+    return { el: h('div', { id: 'mqtt-page' }, pageHead('MQTT', 'Clients, sessions and retained messages on this node'), mqttTabs(sub), v.el), refresh: v.refresh };
+  }
+  function mqttExpiry(s) {
+    if (s.session_expiry_never) return h('span', { title: 'session expiry interval' }, 'never');
+    if (!s.session_expiry_interval) return h('span', { class: 'muted', title: 'ends with the connection' }, 'at disconnect');
+    return h('span', { title: `${num(s.session_expiry_interval)} s` }, duration(s.session_expiry_interval * 1000));
+  }
+  const mqttClientHref = (c) => `#/mqtt/client/${enc(c.vhost)}/${enc(c.client_id)}`;
+  async function mqttDisconnect(btn, c, done) {
+    if (!confirm(`Disconnect MQTT client ${c.client_id}?`)) return;
+    await act(btn, async () => {
+      await api('DELETE', `/mqtt/clients/${enc(c.vhost)}/${enc(c.client_id)}`);
+      toast('ok', `Client ${c.client_id} disconnected`);
+      done();
+    });
+  }
+  function mqttClientsView() {
+    const list = pagedList({
+      key: 'mqtt-clients', id: 'mqtt-clients', title: 'Connected clients', noun: 'client', path: vhostPath('/mqtt/clients'),
+      columns: () => [
+        { title: 'Client ID', sort: 'name', cls: 'name', render: (c) => h('a', { href: mqttClientHref(c), title: c.name }, c.client_id) },
+        showVhostCol() && { title: 'Vhost', sort: 'vhost', render: (c) => c.vhost },
+        { title: 'User', sort: 'user', render: (c) => c.user },
+        { title: 'Protocol', sort: 'protocol_version', render: (c) => protocolView(c.protocol) },
+        { title: 'Keep-alive', sort: 'keepalive', num: true, render: (c) => (c.keepalive ? duration(c.keepalive * 1000) : h('span', { class: 'muted' }, 'off')) },
+        { title: 'Session', render: (c) => [c.clean_session ? tag('clean', '', 'clean session / clean start') : tag('persistent', 'blue', 'clean session false: the session outlives the connection'), ' ', mqttExpiry(c)] },
+        { title: 'Peer', render: (c) => h('span', { class: 'mono' }, `${c.peer_host}:${c.peer_port}`) },
+        { title: 'Subs', sort: 'subscriptions', num: true, render: (c) => num(c.subscriptions) },
+        { title: 'Inflight', sort: 'inflight', num: true, render: (c) => num(c.inflight) },
+        { title: 'Queued', sort: 'queued', num: true, render: (c) => num(c.queued) },
+        { title: 'In / out', render: (c) => h('span', { title: `${num(c.publish_in)} PUBLISH in, ${num(c.publish_out)} out` }, `${compact(c.publish_in)} / ${compact(c.publish_out)}`), num: true },
+        { title: 'Connected', sort: 'connected_at', render: (c) => h('span', { title: when(c.connected_at) }, ago(c.connected_at)) },
+        { title: '', cls: 'actions', render: (c) => h('button', { class: 'btn danger small', type: 'button', 'data-disconnect': c.client_id, onclick: (e) => mqttDisconnect(e.target, c, list.refresh) }, 'Disconnect') },
+      ],
+    });
+    return list;
+  }
+  function mqttClientPage(vhost, clientID) {
+    const box = h('div', null, h('div', { class: 'loading' }, 'Loading…'));
+    const base = `/mqtt/clients/${enc(vhost)}/${enc(clientID)}`;
+    let gone = false;
+    async function refresh() {
+      if (gone) return;
+      let c;
+      try { c = await api('GET', base); } catch (e) {
+        fill(box, e.status === 404 ? alertBox('info', `Client ${clientID} is not connected.`, ' ', h('a', { href: `#/mqtt/sessions` }, 'Sessions')) : errorBox('Could not load the client:', e));
+        return;
+      }
+      const subs = c.subscription_list || [];
+      const yes = (v) => (v ? 'yes' : 'no');
+      fill(box,
+        panel('Client', { id: 'mqtt-client-details' }, kv([
+          ['Client ID', h('span', { class: 'mono' }, c.client_id)], ['Virtual host', c.vhost], ['User', c.user],
+          ['Protocol', protocolView(c.protocol)],
+          ['Keep-alive', c.keepalive ? duration(c.keepalive * 1000) : 'off'],
+          ['Clean session / start', yes(c.clean_session)], ['Session expiry', mqttExpiry(c)],
+          ['Peer', h('span', { class: 'mono' }, `${c.peer_host}:${c.peer_port}`)],
+          ['Connected', h('span', { title: when(c.connected_at) }, `${when(c.connected_at)} (${ago(c.connected_at)})`)],
+          ['Connection', h('span', { class: 'mono small' }, c.name)],
+          ['Inflight', num(c.inflight)], ['Queued', num(c.queued)], ['Unacknowledged', num(c.unacked)],
+          ['PUBLISH in / out', `${num(c.publish_in)} / ${num(c.publish_out)}`],
+          ['Bytes in / out', `${bytes(c.recv_oct)} / ${bytes(c.send_oct)}`],
+          ['Queue', c.queue ? h('a', { href: `#/queues/${enc(c.vhost)}/${enc(c.queue)}` }, c.queue) : ''],
+        ])),
+        panel('Subscriptions', { id: 'mqtt-client-subs', count: h('span', { class: 'muted small' }, num(subs.length)), flush: true },
+          table([
+            { title: 'Topic filter', cls: 'name', render: (s) => h('span', { class: 'mono' }, s.topic_filter) },
+            { title: 'QoS', num: true, render: (s) => s.qos },
+            { title: 'Shared group', render: (s) => s.share_group || h('span', { class: 'muted' }, '—') },
+            { title: 'No local', render: (s) => yes(s.no_local) },
+            { title: 'Retain as published', render: (s) => yes(s.retain_as_published) },
+            { title: 'Retain handling', num: true, render: (s) => s.retain_handling },
+            { title: 'Subscription id', num: true, render: (s) => (s.subscription_identifier ? s.subscription_identifier : '') },
+          ], subs, 'No subscriptions', null, 'mqtt-subs-table')));
+    }
+    const disc = h('button', { class: 'btn danger', type: 'button', id: 'mqtt-disconnect', onclick: () => mqttDisconnect(disc, { vhost, client_id: clientID }, () => { gone = true; location.hash = '#/mqtt/clients'; }) }, 'Disconnect');
+    return {
+      el: h('div', null, pageHead(clientID, 'MQTT client', [h('a', { href: '#/mqtt/clients' }, 'MQTT'), ' › virtual host ', h('b', null, vhost)], [disc]), box),
+      refresh,
+    };
+  }
+  function mqttSessionsView() {
+    const list = pagedList({
+      key: 'mqtt-sessions', id: 'mqtt-sessions', title: 'Sessions', noun: 'session', path: vhostPath('/mqtt/sessions'),
+      columns: () => [
+        { title: 'Client ID', sort: 'name', cls: 'name', render: (s) => (s.connected ? h('a', { href: mqttClientHref(s) }, s.client_id) : s.client_id) },
+        showVhostCol() && { title: 'Vhost', sort: 'vhost', render: (s) => s.vhost },
+        { title: 'User', sort: 'user', render: (s) => s.user },
+        { title: 'State', sort: 'connected', render: (s) => (s.connected ? tag('connected', 'green') : tag('offline', 'amber')) },
+        { title: 'Expiry', sort: 'session_expiry_interval', render: (s) => mqttExpiry(s) },
+        { title: 'Expires', sort: 'expires_at', render: (s) => (s.expires_at ? h('span', { title: when(s.expires_at) }, 'in ' + duration(Math.max(0, s.expires_at - Date.now()))) : h('span', { class: 'muted' }, s.connected ? '—' : 'never')) },
+        { title: 'Subs', sort: 'subscriptions', num: true, render: (s) => num(s.subscriptions) },
+        { title: 'Queued', sort: 'queued', num: true, render: (s) => num(s.queued) },
+        { title: 'Unacked', sort: 'unacked', num: true, render: (s) => num(s.unacked) },
+        { title: '', cls: 'actions', render: (s) => (s.connected ? null : h('button', { class: 'btn danger small', type: 'button', 'data-delete-session': s.client_id, onclick: (e) => del(e.target, s) }, 'Delete')) },
+      ],
+    });
+    async function del(btn, s) {
+      if (!confirm(`Delete the session of ${s.client_id} and its ${s.queued} queued messages?`)) return;
+      await act(btn, async () => {
+        await api('DELETE', `/mqtt/sessions/${enc(s.vhost)}/${enc(s.client_id)}`);
+        toast('ok', `Session ${s.client_id} deleted`);
+        list.refresh();
+      });
+    }
+    return list;
+  }
+  function mqttRetainedView() {
+    const st = Object.assign({ topic: '#', page: 1, page_size: 50 }, prefs.lists['mqtt-retained'] || {});
+    const save = () => { prefs.lists['mqtt-retained'] = st; savePrefs(); };
+    const topic = h('input', { type: 'search', id: 'mqtt-retained-topic', value: st.topic, placeholder: 'Topic filter, e.g. devices/+/status or #', 'aria-label': 'Topic filter' });
+    const sizeSel = selectEl({ 'aria-label': 'Page size' }, [['20', '20'], ['50', '50'], ['100', '100'], ['500', '500']], String(st.page_size));
+    const countEl = h('span', { class: 'muted small', id: 'mqtt-retained-count' });
+    const errEl = h('div');
+    const body = h('div');
+    const pager = h('div', { class: 'pager' });
+    const form = h('form', { class: 'toolbar', onsubmit: (e) => { e.preventDefault(); st.topic = topic.value.trim() || '#'; st.page = 1; save(); refresh(); } },
+      topic, h('button', { class: 'btn secondary small', type: 'submit', id: 'mqtt-retained-search' }, 'Browse'), h('span', { class: 'grow' }),
+      h('label', { class: 'small muted' }, 'Page size ', sizeSel));
+    sizeSel.addEventListener('change', () => { st.page_size = +sizeSel.value; st.page = 1; save(); refresh(); });
+    async function del(btn, m) {
+      if (!confirm(`Clear the retained message of ${m.topic}?`)) return;
+      await act(btn, async () => {
+        await api('DELETE', `/mqtt/retained/${enc(m.vhost)}?topic=${enc(m.topic)}`);
+        toast('ok', `Retained message of ${m.topic} cleared`);
+        refresh();
+      });
+    }
+    function payloadView(m) {
+      const text = m.payload || '';
+      return h('span', { class: 'mono', title: m.payload_truncated ? `first bytes of ${num(m.payload_bytes)}` : null },
+        m.payload_encoding === 'base64' ? tag('base64', 'violet', 'not UTF-8: shown in base64') : null,
+        text.length > 120 ? text.slice(0, 120) + '…' : text, m.payload_truncated && text.length <= 120 ? '…' : null);
+    }
+    let seq = 0;
+    async function refresh() {
+      const my = ++seq;
+      const q = new URLSearchParams({ topic: st.topic, page: st.page, page_size: st.page_size });
+      if (prefs.vhost) q.set('vhost', prefs.vhost);
+      let res;
+      try {
+        res = await api('GET', '/mqtt/retained?' + q);
+        if (my !== seq) return;
+        fill(errEl);
+      } catch (e) {
+        if (my !== seq) return;
+        fill(errEl, h('div', { style: 'padding:0 16px' }, errorBox('Could not browse retained messages:', e)));
+        return;
+      }
+      if (res.page_count && st.page > res.page_count) { st.page = res.page_count; save(); refresh(); return; }
+      const items = res.items || [];
+      countEl.textContent = `${num(res.filtered_count)} matching`;
+      fill(body, table([
+        { title: 'Topic', cls: 'name', render: (m) => h('span', { class: 'mono', title: m.topic }, m.topic) },
+        showVhostCol() && { title: 'Vhost', render: (m) => m.vhost },
+        { title: 'QoS', num: true, render: (m) => m.qos },
+        { title: 'Size', num: true, render: (m) => bytes(m.payload_bytes) },
+        { title: 'Payload', cls: 'wrap', render: (m) => payloadView(m) },
+        { title: 'Content type', render: (m) => m.content_type || h('span', { class: 'muted' }, '—') },
+        { title: 'Stored', render: (m) => (m.stored_at ? h('span', { title: when(m.stored_at) }, ago(m.stored_at)) : h('span', { class: 'muted' }, '—')) },
+        { title: 'Expires', render: (m) => (m.expires_at ? h('span', { title: when(m.expires_at) }, 'in ' + duration(Math.max(0, m.expires_at - Date.now()))) : h('span', { class: 'muted' }, 'never')) },
+        { title: '', cls: 'actions', render: (m) => h('button', { class: 'btn danger small', type: 'button', 'data-clear': m.topic, onclick: (e) => del(e.target, m) }, 'Delete') },
+      ].filter(Boolean), items, `No retained message matches ${st.topic}`, null, 'mqtt-retained-table'));
+      const pages = res.page_count || 1;
+      const go = (p) => { st.page = p; save(); refresh(); };
+      fill(pager,
+        h('span', { class: 'grow' }, items.length ? `Showing ${num((st.page - 1) * st.page_size + 1)}–${num((st.page - 1) * st.page_size + items.length)} of ${num(res.filtered_count)}` : ''),
+        h('button', { class: 'btn secondary small', type: 'button', disabled: st.page <= 1, onclick: () => go(st.page - 1) }, '‹ Prev'),
+        h('span', null, `Page ${num(res.page || st.page)} of ${num(pages)}`),
+        h('button', { class: 'btn secondary small', type: 'button', disabled: st.page >= pages, onclick: () => go(st.page + 1) }, 'Next ›'));
+    }
+    const el = h('section', { class: 'panel', id: 'mqtt-retained' },
+      h('div', { class: 'panel-head' }, h('h2', null, 'Retained messages'), countEl), form, errEl, body, pager);
+    return { el, refresh };
+  }
+
   // Login -------------------------------------------------------------------
   function loginPage(message) {
     const user = h('input', { type: 'text', id: 'login-username', autocomplete: 'username', required: true, autofocus: true });
@@ -1702,6 +1892,7 @@
       case 'queues': return ['queues', b !== undefined && c !== undefined ? queuePage(b, parts.slice(2).join('/')) : queuesPage()];
       case 'admin': return ['admin', adminPage(b)];
       case 'nodes': return ['nodes', nodesPage()];
+      case 'mqtt': return ['mqtt', mqttPage(b, c, parts.slice(3).join('/'))]; // MQTT section
       default: return ['overview', overviewPage()];
     }
   }
@@ -1738,7 +1929,7 @@
     current = page;
     document.querySelectorAll('#nav a').forEach((a) => a.classList.toggle('active', a.dataset.nav === nav));
     fill($('#view'), page.el);
-    const title = { overview: 'Overview', connections: 'Connections', channels: 'Channels', exchanges: 'Exchanges', queues: 'Queues', admin: 'Admin', nodes: 'Nodes' }[nav];
+    const title = { overview: 'Overview', connections: 'Connections', channels: 'Channels', exchanges: 'Exchanges', queues: 'Queues', admin: 'Admin', nodes: 'Nodes', mqtt: 'MQTT' }[nav];
     document.title = `${title} · Trident`;
     if (nav === 'overview' && !lastOverview) tick(); else { page.refresh(); checkAlarms(); }
     window.scrollTo(0, 0);
