@@ -52,6 +52,7 @@ type StreamRemote interface {
 type upstream struct {
 	r      StreamRemote
 	name   string            // x-stream-consumer-name, passed upstream
+	sac    bool              // x-single-active-consumer, passed upstream
 	offset any               // the consumer's own x-stream-offset, nil none
 	since  time.Time         // when the consumer subscribed
 	pushed bool              // something was pushed: cur.next is where to go on
@@ -82,6 +83,9 @@ func (st *stream) startUpstream(cur *cursor, offset any) {
 	if cur.up.name != "" {
 		args["x-stream-consumer-name"] = cur.up.name
 		args[consumerEpochArg] = int64(cur.epoch)
+		if cur.up.sac {
+			args["x-single-active-consumer"] = true
+		}
 	}
 	cur.up.r.ConsumeWith(args, cur.c.prefetch,
 		func(m *Message, tag uint64, _ bool) { st.pushUpstream(cur, m, tag) },
