@@ -46,14 +46,17 @@ func (m *sacMember) got() []int64 {
 
 // spSACConsumer subscribes a member of group on name; its ConsumerUpdate
 // answer is what applications answer: after the group's stored offset
-// (read with query offset), from first if none.
-func spSACConsumer(t *testing.T, env *stream.Environment, name, group string, onMsg func(stream.ConsumerContext, int64)) (*sacMember, *stream.Consumer) {
+// (read with query offset), from first if none; or, fixed ≥ 0, that offset.
+func spSACConsumer(t *testing.T, env *stream.Environment, name, group string, fixed int64, onMsg func(stream.ConsumerContext, int64)) (*sacMember, *stream.Consumer) {
 	t.Helper()
 	m := &sacMember{}
 	update := func(_ string, active bool) stream.OffsetSpecification {
 		m.umu.Lock()
 		m.updates = append(m.updates, active)
 		m.umu.Unlock()
+		if fixed >= 0 {
+			return stream.OffsetSpecification{}.Offset(fixed)
+		}
 		if off, err := env.QueryOffset(group, name); err == nil {
 			return stream.OffsetSpecification{}.Offset(off + 1)
 		}
@@ -87,7 +90,8 @@ func offsetsFrom(from, to int64) []int64 {
 // first stores offset 59 and its connection closes; the second is told it
 // is active, answers with the stored offset + 1 and receives 60…99 — no
 // gap, and again only what the first had after its stored offset — and
-// then what is published next.
+// then what is published next. A third member starts where its own
+// answer says.
 func TestStreamSACProtocol(t *testing.T) {
 	_, addr := streamBroker(t)
 	env := streamEnv(t, addr, "guest", "guest")
@@ -98,7 +102,7 @@ func TestStreamSACProtocol(t *testing.T) {
 	spPublishConfirmed(t, env, name, 0, 100)
 
 	envA := streamEnv(t, addr, "guest", "guest")
-	a, _ := spSACConsumer(t, envA, name, "grp", func(ctx stream.ConsumerContext, off int64) {
+	a, _ := spSACConsumer(t, envA, name, "grp", -1, func(ctx stream.ConsumerContext, off int64) {
 		if off == 59 {
 			if err := ctx.Consumer.StoreCustomOffset(59); err != nil {
 				t.Errorf("store offset: %v", err)
@@ -106,7 +110,7 @@ func TestStreamSACProtocol(t *testing.T) {
 		}
 	})
 	envB := streamEnv(t, addr, "guest", "guest")
-	b, _ := spSACConsumer(t, envB, name, "grp", nil)
+	b, _ := spSACConsumer(t, envB, name, "grp", -1, nil)
 	a.wait(t, 100)
 	if got := a.got(); !slices.Equal(got, offsetsFrom(0, 100)) {
 		t.Fatalf("active member got offsets %v", got)
@@ -129,6 +133,18 @@ func TestStreamSACProtocol(t *testing.T) {
 	b.wait(t, 45)
 	if got := b.got(); !slices.Equal(got, offsetsFrom(60, 105)) {
 		t.Fatalf("second member got %v", got)
+	}
+
+	// A third member answers its activation with offset 30 (not the
+	// stored 59 + 1): it starts where its answer says. (Below the stored
+	// offset: the client drops what comes before the offset it answered,
+	// so only a lower one shows that the broker read the answer.)
+	envC := streamEnv(t, addr, "guest", "guest")
+	c, _ := spSACConsumer(t, envC, name, "grp", 30, nil)
+	_ = envB.Close()
+	c.wait(t, 75)
+	if got := c.got(); !slices.Equal(got, offsetsFrom(30, 105)) || c.told() != "[true]" {
+		t.Fatalf("third member got %v, updates %s", got, c.told())
 	}
 }
 
