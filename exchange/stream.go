@@ -293,7 +293,7 @@ func (st *stream) addConsumer(o ConsumeOpts) (*Consumer, error) {
 		return nil, err
 	}
 	var up *upstream
-	if st.readsRemotely() {
+	if st.readsRemotely() || st.groupElsewhere(o, group) {
 		if r := q.vh.b.cluster.StreamRemote(q); r != nil {
 			if _, asks := o.Sink.(ActivationSink); group != "" && (asks || name == "") {
 				r.Close()

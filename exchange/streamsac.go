@@ -192,6 +192,38 @@ func (c *Consumer) ActivationAnswered(offset any) {
 	}
 }
 
+// StreamHomer is a Cluster that names a clustered stream's home for its
+// single-active groups: the first of its members (in their recorded
+// order) that is alive, the member StreamRemote reads through.
+type StreamHomer interface {
+	StreamHome(q *Queue) string
+}
+
+// groupElsewhere reports whether a new member of group (an AMQP or STOMP
+// consumer: one whose sink is not an ActivationSink) of a clustered
+// stream joins it on the stream's home, another node, through an
+// upstream consumer (streamremote.go), so that one name has one group in
+// the cluster. A consumer that came from another node (with
+// consumerEpochArg) joins here.
+func (st *stream) groupElsewhere(o ConsumeOpts, group string) bool {
+	if group == "" || len(st.q.Members()) == 0 {
+		return false
+	}
+	if _, asks := o.Sink.(ActivationSink); asks {
+		return false
+	}
+	if _, fromPeer := o.Args[consumerEpochArg]; fromPeer {
+		return false
+	}
+	c := st.q.vh.b.cluster
+	h, ok := c.(StreamHomer)
+	if !ok {
+		return false
+	}
+	home := h.StreamHome(st.q)
+	return home != "" && home != c.NodeName()
+}
+
 // sacArgs reads a consumer's single-active group: ConsumeOpts.SingleActive
 // with GroupName (the stream protocol), or x-single-active-consumer true
 // with x-stream-consumer-name among its arguments (AMQP, STOMP).

@@ -294,3 +294,88 @@ func TestStreamSACSTOMP(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamSACCluster: in a 3-node cluster, two members of one group on
+// two different nodes (each a member of the stream, whichever is its
+// home): one group, so only the first receives; its connection is killed
+// and the other takes over after what the first acked.
+func TestStreamSACCluster(t *testing.T) {
+	nodes := startCluster(t, 3)
+	_, ch := dialNode(t, nodes[0])
+	if _, err := ch.QueueDeclare("csac", true, false, false, false, amqp.Table{"x-queue-type": "stream", "x-initial-cluster-size": int32(3)}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "a leader with 3 members", func() bool {
+		var q struct {
+			Leader  string   `json:"leader"`
+			Members []string `json:"members"`
+		}
+		code := nodes[0].api(t, "GET", "/api/queues/%2F/csac", nil, &q)
+		return code == 200 && q.Leader != "" && len(q.Members) == 3
+	})
+	streamPublish(t, ch, "", "csac", numbered("m", 0, 30), nil)
+	args := amqp.Table{"x-stream-offset": "first", "x-single-active-consumer": true, "x-stream-consumer-name": "grp"}
+
+	var raw net.Conn
+	connA, err := amqp.DialConfig(nodes[1].url(), amqp.Config{Dial: func(network, addr string) (net.Conn, error) {
+		c, err := net.Dial(network, addr)
+		raw = c
+		return c, err
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer connA.Close()
+	chA, err := connA.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chA.Qos(10, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	dA, err := chA.Consume("csac", "a", false, false, false, false, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv := func(ds <-chan amqp.Delivery, who string) amqp.Delivery {
+		select {
+		case d := <-ds:
+			return d
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: no delivery", who)
+		}
+		return amqp.Delivery{}
+	}
+	var dB <-chan amqp.Delivery
+	for i := 0; i < 30; i++ {
+		d := recv(dA, "member on "+nodes[1].name)
+		if string(d.Body) != "m"+strconv.Itoa(i) {
+			t.Fatalf("first member's delivery %d is %q", i, d.Body)
+		}
+		if i < 20 {
+			_ = d.Ack(false) // 29 comes only once 19's ack freed credit
+		}
+		if i == 0 {
+			// The second member subscribes once the first is active.
+			_, chB := dialNode(t, nodes[2])
+			if err := chB.Qos(10, 0, false); err != nil {
+				t.Fatal(err)
+			}
+			if dB, err = chB.Consume("csac", "b", false, false, false, false, args); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	select {
+	case d := <-dB:
+		t.Fatalf("waiting member on %s got %q", nodes[2].name, d.Body)
+	case <-time.After(time.Second):
+	}
+	_ = raw.Close() // killed
+	for i := 20; i < 30; i++ {
+		d := recv(dB, "member on "+nodes[2].name)
+		if string(d.Body) != "m"+strconv.Itoa(i) {
+			t.Fatalf("after takeover %q, want m%d", d.Body, i)
+		}
+	}
+}
