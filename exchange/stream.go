@@ -295,12 +295,8 @@ func (st *stream) addConsumer(o ConsumeOpts) (*Consumer, error) {
 	var up *upstream
 	if st.readsRemotely() || st.groupElsewhere(o, group) {
 		if r := q.vh.b.cluster.StreamRemote(q); r != nil {
-			if _, asks := o.Sink.(ActivationSink); group != "" && (asks || name == "") {
-				r.Close()
-				return nil, errorf(KindPreconditionFailed, "single active consumer on stream '%s' in vhost '%s' is not available on a node without a copy of it", q.name, q.vh.name)
-			}
-			// A single-active member joins its group on the member.
-			up = &upstream{r: r, name: name, sac: group != "", offset: o.Args["x-stream-offset"], since: time.Now(), tags: map[uint64]uint64{}}
+			up = &upstream{r: r, name: name, offset: o.Args["x-stream-offset"], since: time.Now(), tags: map[uint64]uint64{}}
+			up.joinUpstream(o, group)
 			name, group = "", "" // its offset and group are kept upstream
 		}
 	}

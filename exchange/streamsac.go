@@ -178,6 +178,9 @@ func (c *Consumer) ActivationAnswered(offset any) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for _, cur := range st.cursors {
+		if cur.c == c && cur.up != nil && cur.up.held {
+			st.answeredUpstreamLocked(cur, spec)
+		}
 		if cur.c != c || cur.grp == nil {
 			continue
 		}
@@ -199,17 +202,22 @@ type StreamHomer interface {
 	StreamHome(q *Queue) string
 }
 
-// groupElsewhere reports whether a new member of group (an AMQP or STOMP
-// consumer: one whose sink is not an ActivationSink) of a clustered
+// groupElsewhere reports whether a new member of group of a clustered
 // stream joins it on the stream's home, another node, through an
 // upstream consumer (streamremote.go), so that one name has one group in
 // the cluster. A consumer that came from another node (with
 // consumerEpochArg) joins here.
+//
+// An upstream member is active when its upstream consumer is: it is
+// pushed messages only then. So an ActivationSink member on another node
+// than the home is told it is active at the first push, which waits for
+// its answer; an answer with an offset beyond what was pushed drops what
+// comes before it, one before it cannot go back (the home starts an
+// activated member after the group's stored offset). A stream that is a
+// partition moves members' activity on the home, which an upstream member
+// does not hear of: its front end is not told of a step-down.
 func (st *stream) groupElsewhere(o ConsumeOpts, group string) bool {
 	if group == "" || len(st.q.Members()) == 0 {
-		return false
-	}
-	if _, asks := o.Sink.(ActivationSink); asks {
 		return false
 	}
 	if _, fromPeer := o.Args[consumerEpochArg]; fromPeer {
@@ -224,6 +232,51 @@ func (st *stream) groupElsewhere(o ConsumeOpts, group string) bool {
 	return home != "" && home != c.NodeName()
 }
 
+// sacGroupArg carries a stream-protocol member's group to its upstream
+// consumer on the stream's home (a member whose acks store no offset).
+const sacGroupArg = "x-stream-sac-group"
+
+// joinUpstream records in u that the consumer is a member of group.
+func (u *upstream) joinUpstream(o ConsumeOpts, group string) {
+	if group == "" {
+		return
+	}
+	u.sac = true
+	if u.name == "" {
+		u.group = group
+	}
+	_, u.ask = o.Sink.(ActivationSink)
+}
+
+// toldUpstreamLocked tells an upstream ActivationSink member it is
+// active at its first push, and holds the pushes until it answered.
+func (st *stream) toldUpstreamLocked(cur *cursor) {
+	u := cur.up
+	if !u.ask || u.told {
+		return
+	}
+	u.told, u.held = true, true
+	cur.c.sink.(ActivationSink).Activation(cur.c, true)
+}
+
+// answeredUpstreamLocked lets an upstream member's pushes out once it
+// answered; what was pushed before the offset it answered is dropped.
+func (st *stream) answeredUpstreamLocked(cur *cursor, spec *offsetSpec) {
+	u := cur.up
+	u.held = false
+	if spec != nil && spec.kind == offsetAt {
+		for len(u.pend) > 0 && u.pend[0].off < spec.n {
+			if tag, ok := u.tags[u.pend[0].off]; ok {
+				delete(u.tags, u.pend[0].off)
+				u.r.Ack(tag)
+			}
+			u.pend[0] = upMsg{}
+			u.pend = u.pend[1:]
+		}
+	}
+	st.deliverUpstreamLocked(cur)
+}
+
 // sacArgs reads a consumer's single-active group: ConsumeOpts.SingleActive
 // with GroupName (the stream protocol), or x-single-active-consumer true
 // with x-stream-consumer-name among its arguments (AMQP, STOMP).
@@ -234,6 +287,9 @@ func (st *stream) sacArgs(o ConsumeOpts, name string) (string, error) {
 			return "", errorf(KindPreconditionFailed, "single active consumer on queue '%s' in vhost '%s' needs a name of at most 255 bytes", q.name, q.vh.name)
 		}
 		return o.GroupName, nil
+	}
+	if g, ok := o.Args[sacGroupArg].(string); ok && g != "" && len(g) <= 255 {
+		return g, nil // a stream-protocol member on another node
 	}
 	v, ok := o.Args["x-single-active-consumer"]
 	if !ok {

@@ -15,6 +15,7 @@ import (
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 
 	"github.com/trident-broker/trident/conf"
+	"github.com/trident-broker/trident/test/testbin"
 )
 
 // Single active consumer on streams (RabbitMQ 3.11's semantics): members
@@ -377,5 +378,63 @@ func TestStreamSACCluster(t *testing.T) {
 		if string(d.Body) != "m"+strconv.Itoa(i) {
 			t.Fatalf("after takeover %q, want m%d", d.Body, i)
 		}
+	}
+}
+
+// TestStreamSACProtocolCluster: stream-protocol members of one group on
+// two different nodes of a 3-node cluster (each node advertises itself for
+// the stream, so each member's connection is to its own node): one group,
+// so only the first receives and is told it is active; it stores offset
+// 59 and its connection closes; the other is told it is active and
+// receives 60…99.
+func TestStreamSACProtocolCluster(t *testing.T) {
+	const n = 3
+	var addrs []*net.TCPAddr
+	for range n {
+		port, err := testbin.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
+	}
+	startClusterWith(t, n, func(i int) []string { return []string{"--stream-listen", addrs[i].String()} })
+	env0 := streamEnv(t, addrs[0], "guest", "guest")
+	const name = "sac-spc"
+	if err := env0.DeclareStream(name, &stream.StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	envA, envB := streamEnv(t, addrs[1], "guest", "guest"), streamEnv(t, addrs[2], "guest", "guest")
+	for _, env := range []*stream.Environment{envA, envB} {
+		eventually(t, 20*time.Second, "stream on every node", func() bool {
+			ok, err := env.StreamExists(name)
+			return err == nil && ok
+		})
+	}
+	spPublishConfirmed(t, env0, name, 0, 100)
+	a, _ := spSACConsumer(t, envA, name, "grp", -1, func(ctx stream.ConsumerContext, off int64) {
+		if off == 59 {
+			if err := ctx.Consumer.StoreCustomOffset(59); err != nil {
+				t.Errorf("store offset: %v", err)
+			}
+		}
+	})
+	a.wait(t, 1)
+	b, _ := spSACConsumer(t, envB, name, "grp", -1, nil)
+	a.wait(t, 100)
+	if got := a.got(); !slices.Equal(got, offsetsFrom(0, 100)) {
+		t.Fatalf("active member got offsets %v", got)
+	}
+	eventually(t, 20*time.Second, "offset 59 stored, seen from node 2", func() bool {
+		off, err := envB.QueryOffset("grp", name)
+		return err == nil && off == 59
+	})
+	time.Sleep(time.Second)
+	if n := len(b.got()); n != 0 || a.told() != "[true]" || b.told() != "[]" {
+		t.Fatalf("waiting member got %d messages; updates %s and %s", n, a.told(), b.told())
+	}
+	_ = envA.Close()
+	b.wait(t, 40)
+	if got := b.got(); !slices.Equal(got, offsetsFrom(60, 100)) || b.told() != "[true]" {
+		t.Fatalf("after takeover the second member got offsets %v (updates %s), want 60…99", got, b.told())
 	}
 }
