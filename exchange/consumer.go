@@ -130,6 +130,19 @@ type ConsumeOpts struct {
 	// Protocol is the consumer's, the label of its enqueue-to-deliver
 	// and deliver-to-ack latencies (latency.go).
 	Protocol Protocol
+	// SingleActive puts a stream's consumer into the single-active group
+	// GroupName of the stream (streamsac.go); the group's stored offset
+	// is the named offset GroupName, which this consumer's acks do not
+	// move (the stream protocol stores offsets itself). AMQP and STOMP
+	// consumers ask with the arguments x-single-active-consumer true and
+	// x-stream-consumer-name instead, and their acks store the offset.
+	SingleActive bool
+	GroupName    string
+	// PartitionIndex is the stream's index among its super stream's
+	// partitions (-1: not a partition; 0 behaves the same): the group's
+	// active member on it is member PartitionIndex mod n in subscription
+	// order.
+	PartitionIndex int
 }
 
 // Consumer is a subscription to a queue.

@@ -182,6 +182,9 @@ type ConsumerInfo struct {
 	Prefetch    int
 	// Active is false for a waiting single-active-consumer candidate.
 	Active bool
+	// SingleActive: a member of a stream's single-active group (the
+	// management API's activity_status single_active or waiting).
+	SingleActive bool
 }
 
 // Consumers lists the queue's consumers, highest priority first.

@@ -75,6 +75,8 @@ type stream struct {
 	durableC chan struct{}
 	stopC    chan struct{}
 	started  atomic.Bool
+	// groups are the single-active groups by name (streamsac.go).
+	groups map[string]*sacGroup
 }
 
 // namedOffset is a named consumer's stored offset and the epoch of the
@@ -132,6 +134,14 @@ type cursor struct {
 	// up, if not nil, is the consumer on a member of a clustered stream
 	// this node has no copy of (streamremote.go); no goroutine runs.
 	up *upstream
+	// A single-active member's group and state (streamsac.go), and its
+	// own x-stream-offset, where it starts if its group stored none.
+	grp  *sacGroup
+	sac  sacState
+	spec offsetSpec
+	// gen changes when the cursor is moved (activated, stepped down): a
+	// read made before is dropped.
+	gen uint64
 }
 
 func newStream(q *Queue, a streamArgs) *stream {
@@ -278,11 +288,16 @@ func (st *stream) addConsumer(o ConsumeOpts) (*Consumer, error) {
 		}
 		name = s
 	}
+	group, err := st.sacArgs(o, name)
+	if err != nil {
+		return nil, err
+	}
 	var up *upstream
-	if st.readsRemotely() {
+	if st.readsRemotely() || st.groupElsewhere(o, group) {
 		if r := q.vh.b.cluster.StreamRemote(q); r != nil {
 			up = &upstream{r: r, name: name, offset: o.Args["x-stream-offset"], since: time.Now(), tags: map[uint64]uint64{}}
-			name = "" // its offset is kept upstream
+			up.joinUpstream(o, group)
+			name, group = "", "" // its offset and group are kept upstream
 		}
 	}
 	start := st.resolve(spec)
@@ -320,8 +335,11 @@ func (st *stream) addConsumer(o ConsumeOpts) (*Consumer, error) {
 		st.cid = 1
 	}
 	c := &Consumer{q: q, tag: o.Tag, excl: o.Exclusive, priority: o.Priority, prefetch: o.Prefetch, sink: o.Sink}
-	cur := &cursor{id: st.cid, c: c, name: name, next: start, bufNext: start, acked: -1, epoch: epoch, wake: make(chan struct{}, 1), up: up}
+	cur := &cursor{id: st.cid, c: c, name: name, next: start, bufNext: start, acked: -1, epoch: epoch, wake: make(chan struct{}, 1), up: up, spec: spec}
 	st.cursors[cur.id] = cur
+	if group != "" {
+		st.joinGroupLocked(cur, group, o.PartitionIndex)
+	}
 	if up != nil {
 		cur.next = 0 // the upstream consumer says where it starts
 		st.startUpstream(cur, up.offset)
@@ -358,7 +376,7 @@ func (st *stream) resolve(s offsetSpec) uint64 {
 func (st *stream) run(cur *cursor) {
 	for {
 		st.mu.Lock()
-		for !cur.stop && (cur.c.blocked || cur.out >= cur.c.prefetch ||
+		for !cur.stop && (cur.c.blocked || cur.out >= cur.c.prefetch || !cur.live() ||
 			(len(cur.buf) == 0 && cur.bufNext >= st.log.durable.Load())) {
 			cur.waiting = true
 			st.nwait.Add(1)
@@ -373,10 +391,14 @@ func (st *stream) run(cur *cursor) {
 			return
 		}
 		if len(cur.buf) == 0 {
-			from := cur.bufNext
+			from, gen := cur.bufNext, cur.gen
 			st.mu.Unlock()
 			recs, next, err := st.log.read(from, readAheadMsgs, readAheadBytes)
 			st.mu.Lock()
+			if cur.gen != gen {
+				st.mu.Unlock() // moved meanwhile: read again from there
+				continue
+			}
 			if err != nil {
 				st.q.vh.b.log.Error("stream read failed", "queue", st.q.name, "offset", from, "err", err)
 			}
@@ -399,7 +421,7 @@ func (st *stream) run(cur *cursor) {
 // credit and its sink takes them.
 func (st *stream) deliverLocked(cur *cursor) {
 	q := st.q
-	for len(cur.buf) > 0 && cur.out < cur.c.prefetch && !cur.c.blocked && !cur.stop {
+	for len(cur.buf) > 0 && cur.out < cur.c.prefetch && !cur.c.blocked && !cur.stop && cur.live() {
 		r := cur.buf[0]
 		cur.buf[0] = streamRec{}
 		cur.buf = cur.buf[1:]
@@ -454,7 +476,7 @@ func (st *stream) settle(seqs []uint64, ack bool) {
 			st.q.counters.ack.Add(1)
 			st.q.vh.counters.ack.Add(1)
 		}
-		if off := int64(s & offsetMask); cur.name != "" && ack && off > cur.acked {
+		if off := int64(s & offsetMask); cur.name != "" && ack && off > cur.acked && st.mayStoreLocked(cur, off) {
 			// The consumer's own position: a consumer that went back
 			// (an explicit x-stream-offset) moves its name's offset back.
 			cur.acked = off
@@ -573,6 +595,7 @@ func (st *stream) removeConsumer(c *Consumer) {
 				cur.up.r.Close()
 			}
 			delete(st.cursors, id)
+			st.leaveGroupLocked(cur)
 			named = cur.name != "" || (cur.up != nil && st.dirty[cur.up.name])
 		}
 	}
@@ -614,6 +637,7 @@ func (st *stream) close(cancelSinks bool) int {
 		}
 		delete(st.cursors, id)
 	}
+	st.groups = nil
 	if st.flushT != nil {
 		st.flushT.Stop()
 	}
@@ -850,9 +874,11 @@ func (st *stream) consumers() []ConsumerInfo {
 	slices.Sort(ids)
 	out := make([]ConsumerInfo, 0, len(ids))
 	for _, id := range ids {
-		c := st.cursors[id].c
+		cur := st.cursors[id]
+		c := cur.c
 		out = append(out, ConsumerInfo{Tag: c.tag, AckRequired: true, Exclusive: c.excl,
-			Priority: c.priority, Prefetch: c.prefetch, Active: true})
+			Priority: c.priority, Prefetch: c.prefetch, Active: cur.live(),
+			SingleActive: cur.grp != nil || (cur.up != nil && cur.up.sac)})
 	}
 	return out
 }

@@ -52,11 +52,17 @@ type StreamRemote interface {
 type upstream struct {
 	r      StreamRemote
 	name   string            // x-stream-consumer-name, passed upstream
+	sac    bool              // x-single-active-consumer, passed upstream
 	offset any               // the consumer's own x-stream-offset, nil none
 	since  time.Time         // when the consumer subscribed
 	pushed bool              // something was pushed: cur.next is where to go on
 	tags   map[uint64]uint64 // offset → upstream tag, delivered and not settled
 	pend   []upMsg           // pushed, not yet delivered (the sink paused)
+	// A single-active member whose name is not its stored offset's (the
+	// stream protocol's): its group, passed upstream as sacGroupArg; ask:
+	// its sink is an ActivationSink, told on the first push (streamsac.go).
+	group           string
+	ask, told, held bool
 }
 
 type upMsg struct {
@@ -81,6 +87,12 @@ func (st *stream) startUpstream(cur *cursor, offset any) {
 	}
 	if cur.up.name != "" {
 		args["x-stream-consumer-name"] = cur.up.name
+		args[consumerEpochArg] = int64(cur.epoch)
+		if cur.up.sac {
+			args["x-single-active-consumer"] = true
+		}
+	} else if cur.up.group != "" {
+		args[sacGroupArg] = cur.up.group
 		args[consumerEpochArg] = int64(cur.epoch)
 	}
 	cur.up.r.ConsumeWith(args, cur.c.prefetch,
@@ -108,6 +120,7 @@ func (st *stream) pushUpstream(cur *cursor, m *Message, tag uint64) {
 	cur.next, cur.up.pushed = off+1, true
 	cur.up.tags[off] = tag
 	cur.up.pend = append(cur.up.pend, upMsg{m: m, off: off})
+	st.toldUpstreamLocked(cur)
 	st.deliverUpstreamLocked(cur)
 }
 
@@ -159,7 +172,7 @@ func fromEnd(off any) bool {
 // consumer still unacked here) and its sink takes them.
 func (st *stream) deliverUpstreamLocked(cur *cursor) {
 	u := cur.up
-	for len(u.pend) > 0 && cur.out < cur.c.prefetch && !cur.c.blocked && !cur.stop {
+	for len(u.pend) > 0 && cur.out < cur.c.prefetch && !cur.c.blocked && !cur.stop && !u.held {
 		p := u.pend[0]
 		u.pend[0] = upMsg{}
 		u.pend = u.pend[1:]

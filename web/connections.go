@@ -221,9 +221,13 @@ func consumersOf(q *exchange.Queue) []consumerJSON {
 		if c.Priority != 0 {
 			args["x-priority"] = c.Priority
 		}
+		// RabbitMQ's activity_status: up, or for a member of a
+		// single-active group single_active or waiting.
 		status := "up"
 		if !c.Active {
 			status = "waiting"
+		} else if c.SingleActive {
+			status = "single_active"
 		}
 		out = append(out, consumerJSON{ConsumerTag: c.Tag, Queue: map[string]any{"name": q.Name(), "vhost": q.VHost()},
 			ChannelDetails: map[string]any{}, AckRequired: c.AckRequired, Exclusive: c.Exclusive,

@@ -290,6 +290,18 @@ func (p *Placer) StreamRemote(q *exchange.Queue) exchange.StreamRemote {
 	return r
 }
 
+// StreamHome implements exchange.StreamHomer: the first of q's members
+// (in their recorded order) that is alive, where its single-active
+// groups live; "" if none is.
+func (p *Placer) StreamHome(q *exchange.Queue) string {
+	for _, m := range q.Members() {
+		if _, err := p.addrOf(m); err == nil {
+			return m
+		}
+	}
+	return ""
+}
+
 // WaitReady implements exchange.Cluster: it waits until a new quorum
 // queue's group has elected a leader.
 func (p *Placer) WaitReady(q *exchange.Queue) error { return p.waitReady(q.ID()) }

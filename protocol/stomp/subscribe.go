@@ -257,8 +257,9 @@ func (c *conn) subscribe(f *frame.Frame) error {
 
 // consumeArgs are the consumer arguments a SUBSCRIBE's headers carry, as
 // RabbitMQ's STOMP plugin reads them: x-stream-offset is first, last,
-// next, offset=<n> or timestamp=<unix seconds>, anything else next; and
-// x-stream-consumer-name (our extension: a named consumer's offset).
+// next, offset=<n> or timestamp=<unix seconds>, anything else next;
+// x-stream-consumer-name (our extension: a named consumer's offset) and
+// x-single-active-consumer.
 func consumeArgs(f *frame.Frame) exchange.Table {
 	var args exchange.Table
 	if v, ok := f.Get("x-stream-offset"); ok {
@@ -282,6 +283,15 @@ func consumeArgs(f *frame.Frame) exchange.Table {
 			args = exchange.Table{}
 		}
 		args["x-stream-consumer-name"] = v
+	}
+	// x-single-active-consumer: true with x-stream-consumer-name makes a
+	// stream subscription a member of that name's single-active group
+	// (our extension, as on AMQP; on a queue it is only a declare header).
+	if v, ok := f.Get("x-single-active-consumer"); ok && strings.TrimSpace(v) == "true" {
+		if args == nil {
+			args = exchange.Table{}
+		}
+		args["x-single-active-consumer"] = true
 	}
 	return args
 }

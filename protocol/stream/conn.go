@@ -227,6 +227,7 @@ func (c *conn) handle(f wire.Frame) error {
 	case wire.DeleteSuperStream:
 		c.respond(wire.KeyDeleteSuperStream, f.Corr, wire.StreamDoesNotExist)
 	case wire.ConsumerUpdateResponse:
+		c.consumerUpdateResponse(f)
 	case wire.Close:
 		c.respond(wire.KeyClose, f.Corr, wire.OK)
 		c.lg.clientClose = f.Reason

@@ -35,6 +35,12 @@ type subscription struct {
 	pending      []exchange.Delivery
 	pendingBytes int
 	gone         bool
+	// Single active consumer (consumerupdate.go): the subscribe answer
+	// was written; the ConsumerUpdate waiting for its answer (0 none).
+	answered  bool
+	askCorr   uint32
+	askActive bool
+	askT      *time.Timer
 }
 
 // maxPendingBytes pauses a subscription's consumer (besides its prefetch)
@@ -139,32 +145,27 @@ func (c *conn) subscribe(f wire.Subscribe) {
 		reply(code)
 		return
 	}
+	var sac bool
+	var name string
 	for _, p := range f.Props {
-		if p.Key == "single-active-consumer" && p.Value == "true" {
-			// Not yet: refused rather than every consumer made active.
-			reply(wire.PreconditionFailed)
-			return
+		switch p.Key {
+		case "single-active-consumer":
+			sac = p.Value == "true"
+		case "name":
+			name = p.Value
 		}
 	}
-	var spec any
-	switch f.OffsetType {
-	case wire.OffsetFirst:
-		spec = "first"
-	case wire.OffsetLast:
-		spec = "last"
-	case wire.OffsetNext:
-		spec = "next"
-	case wire.OffsetOffset:
-		spec = int64(min(f.Offset, math.MaxInt64))
-	case wire.OffsetTimestamp:
-		spec = time.UnixMilli(int64(f.Offset))
-	default:
+	spec, ok := offsetArg(f.OffsetType, f.Offset)
+	if !ok {
 		reply(wire.PreconditionFailed)
 		return
 	}
 	s := &subscription{c: c, id: f.ID, stream: f.Stream}
+	// A super stream's partition index is not known here yet (no super
+	// streams): every group behaves as one stream's.
 	cons, err := c.vh.Consume(f.Stream, exchange.ConsumeOpts{Tag: "stream.sub-" + strconv.Itoa(int(f.ID)),
-		Prefetch: c.s.cfg.Prefetch, Sink: s, Owner: c, Args: exchange.Table{"x-stream-offset": spec}})
+		Prefetch: c.s.cfg.Prefetch, Sink: s, Owner: c, Args: exchange.Table{"x-stream-offset": spec},
+		SingleActive: sac, GroupName: name, PartitionIndex: -1})
 	if err != nil {
 		reply(codeOf(err))
 		return
@@ -176,8 +177,30 @@ func (c *conn) subscribe(f wire.Subscribe) {
 	c.w.Buf = wire.AppendResponse(c.w.Buf, wire.KeySubscribe, f.Corr, wire.OK)
 	s.credit = int(f.Credit)
 	c.wsubs = append(c.wsubs, s)
+	s.answered = true
+	if s.askCorr != 0 {
+		c.w.Buf = wire.AppendConsumerUpdate(c.w.Buf, s.askCorr, s.id, s.askActive)
+	}
 	c.w.Signal()
 	c.w.Mu.Unlock()
+}
+
+// offsetArg turns a protocol offset specification into an
+// x-stream-offset value, ok false for an unknown type.
+func offsetArg(typ uint16, off uint64) (any, bool) {
+	switch typ {
+	case wire.OffsetFirst:
+		return "first", true
+	case wire.OffsetLast:
+		return "last", true
+	case wire.OffsetNext:
+		return "next", true
+	case wire.OffsetOffset:
+		return int64(min(off, math.MaxInt64)), true
+	case wire.OffsetTimestamp:
+		return time.UnixMilli(int64(off)), true
+	}
+	return nil, false
 }
 
 func (c *conn) unsubscribe(id uint8) wire.Code {
@@ -190,6 +213,9 @@ func (c *conn) unsubscribe(id uint8) wire.Code {
 	c.w.Mu.Lock()
 	s.gone = true
 	s.pending, s.pendingBytes = nil, 0
+	if s.askT != nil {
+		s.askT.Stop()
+	}
 	for i, ws := range c.wsubs {
 		if ws == s {
 			c.wsubs = append(c.wsubs[:i], c.wsubs[i+1:]...)

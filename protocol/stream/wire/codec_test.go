@@ -144,6 +144,7 @@ var serverGoldens = []struct {
 		[]StreamMetadata{{Stream: "a", Code: OK, Leader: 0}, {Stream: "b", Code: StreamDoesNotExist, Leader: 0xffff}}),
 		h("0000002f 800f 0001 0000000e 00000001 0000 0001 68 000015b0 00000002 0001 61 0001 0000 00000000 0001 62 0002 ffff 00000000")},
 	{"metadata update", AppendMetadataUpdate(nil, StreamNotAvailable, "s"), h("00000009 0010 0001 0006 0001 73")},
+	{"consumer update", AppendConsumerUpdate(nil, 9, 3, true), h("0000000a 001a 0001 00000009 03 01")},
 	{"command versions", AppendExchangeCommandVersionsResponse(nil, 15, OK, []CommandVersion{{8, 1, 1}}),
 		h("00000014 801b 0001 0000000f 0001 00000001 0008 0001 0001")},
 	{"stream stats", AppendStreamStatsResponse(nil, 16, OK, []Stat{{"k", -1}}),
