@@ -66,7 +66,7 @@
     let i = 0;
     v = Number(v);
     while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
-    return (i === 0 ? v : v.toFixed(v < 10 ? 1 : 0)) + ' ' + u[i];
+    return (i === 0 ? Math.round(v) : v.toFixed(v < 10 ? 1 : 0)) + ' ' + u[i];
   }
   function duration(ms) {
     if (ms == null) return '';
@@ -701,15 +701,15 @@
     const list = pagedList({
       key: 'connections', id: 'connections', title: 'Connections', noun: 'connection', path: () => (prefs.vhost ? `/vhosts/${enc(prefs.vhost)}/connections` : '/connections'),
       columns: () => [
-        { title: 'Name', sort: 'name', cls: 'name', render: (c) => h('span', { title: c.name }, c.name, c.client_properties && c.client_properties.connection_name ? h('div', { class: 'muted small' }, c.client_properties.connection_name) : null) },
+        { title: 'Name', sort: 'name', cls: 'name', render: (c) => h('span', { title: c.name }, h('a', { href: `#/connections/${enc(c.name)}` }, c.name), c.client_properties && c.client_properties.connection_name ? h('div', { class: 'muted small' }, c.client_properties.connection_name) : null) },
         { title: 'Protocol', sort: 'protocol', render: (c) => [protocolView(c.protocol), c.ssl ? tag('TLS', 'green') : null] },
         showVhostCol() && { title: 'Vhost', sort: 'vhost', render: (c) => c.vhost },
         { title: 'User', sort: 'user', render: (c) => c.user },
-        { title: 'Client', render: (c) => { const p = c.client_properties || {}; return [p.product, p.version].filter(Boolean).join(' ') || h('span', { class: 'muted' }, '—'); } },
+        { title: 'Client', cls: 'clip', render: (c) => clientLabel(c) },
         { title: 'State', sort: 'state', render: (c) => stateView(c.state) },
         { title: 'Channels', sort: 'channels', num: true, render: (c) => num(c.channels) },
-        { title: 'From client', sort: 'recv_oct_details.rate', num: true, render: (c) => (get(c, 'recv_oct_details.rate') != null ? bytes(get(c, 'recv_oct_details.rate')) + '/s' : '') },
-        { title: 'To client', sort: 'send_oct_details.rate', num: true, render: (c) => (get(c, 'send_oct_details.rate') != null ? bytes(get(c, 'send_oct_details.rate')) + '/s' : '') },
+        { title: 'From client', sort: 'recv_oct_details.rate', num: true, render: (c) => byteRate(get(c, 'recv_oct_details.rate')) },
+        { title: 'To client', sort: 'send_oct_details.rate', num: true, render: (c) => byteRate(get(c, 'send_oct_details.rate')) },
         { title: 'Connected', sort: 'connected_at', render: (c) => h('span', { title: when(c.connected_at) }, c.connected_at ? ago(c.connected_at) : '') },
         { title: '', cls: 'actions', render: (c) => h('button', { class: 'btn danger small', type: 'button', onclick: (e) => closeConn(e.target, c) }, 'Close') },
       ],
@@ -730,7 +730,7 @@
     const list = pagedList({
       key: 'channels', id: 'channels', title: 'Channels', noun: 'channel', path: () => (prefs.vhost ? `/vhosts/${enc(prefs.vhost)}/channels` : '/channels'),
       columns: () => [
-        { title: 'Channel', sort: 'name', cls: 'name', render: (c) => h('span', { title: c.name }, c.name) },
+        { title: 'Channel', sort: 'name', cls: 'name', render: (c) => h('span', { title: c.name }, get(c, 'connection_details.name') ? h('a', { href: `#/connections/${enc(c.connection_details.name)}` }, c.name) : c.name) },
         showVhostCol() && { title: 'Vhost', sort: 'vhost', render: (c) => c.vhost },
         { title: 'User', sort: 'user', render: (c) => c.user },
         { title: 'Mode', render: (c) => [c.confirm ? tag('C', 'blue', 'confirm mode') : null, c.transactional ? tag('T', 'amber', 'transactional') : null] },
@@ -951,6 +951,7 @@
     const streamPanel = panel('Stream', { id: 'queue-stream' }, streamBox);
     streamPanel.hidden = true;
     const browse = browsePanel(base);
+    const rateChart = rateChartPanel('queue-rate-chart', base, QUEUE_RATE_SERIES);
     const g = {
       ackmode: selectEl({ id: 'get-ackmode' }, [['ack_requeue_true', 'Nack, requeue'], ['reject_requeue_true', 'Reject, requeue'], ['ack_requeue_false', 'Ack, remove from queue'], ['reject_requeue_false', 'Reject, remove from queue']], 'ack_requeue_true'),
       encoding: selectEl({ id: 'get-encoding' }, [['auto', 'Auto string / base64'], ['base64', 'Base64']], 'auto'),
@@ -1017,7 +1018,7 @@
       pageHead(name, null, [h('a', { href: '#/queues' }, 'Queues'), ' › virtual host ', h('b', null, vhost)], [headTags,
         h('button', { class: 'btn secondary', type: 'button', id: 'queue-purge', onclick: (e) => purge(e.currentTarget) }, 'Purge'),
         h('button', { class: 'btn danger', type: 'button', id: 'queue-delete', onclick: (e) => del(e.currentTarget) }, 'Delete')]),
-      loadErr, h('div', { class: 'page-body', hidden: true }, stats,
+      loadErr, h('div', { class: 'page-body', hidden: true }, stats, rateChart.el,
       h('div', { class: 'grid two' },
         panel('Details', {}, details),
         panel('Bindings', { id: 'queue-bindings' }, bindings, h('div', { class: 'spacer' }), h('h3', { style: 'margin-top:12px' }, 'Add binding'),
@@ -1087,7 +1088,9 @@
         q.consumer_utilisation != null ? ['Consumer capacity', `${Math.round((q.consumer_capacity ?? q.consumer_utilisation) * 100)}%`] : null,
         q.memory != null ? ['Memory', bytes(q.memory)] : null,
         q.idle_since ? ['Idle since', when(q.idle_since)] : null,
+        ...headMessageFigures(q),
       ]));
+      rateChart.sample(q);
       fill(consumers, table([
         { title: 'Channel', render: (c) => get(c, 'channel_details.name') || '' },
         { title: 'Consumer tag', render: (c) => h('span', { class: 'mono' }, c.consumer_tag) },
@@ -1181,6 +1184,7 @@
     const incoming = h('div');
     const loadErr = h('div');
     const builtin = name === '' || name.startsWith('amq.');
+    const rateChart = rateChartPanel('exchange-rate-chart', base, EXCHANGE_RATE_SERIES);
     async function del(btn) {
       if (!confirm(`Delete exchange ${name}?`)) return;
       await act(btn, async () => { await api('DELETE', base); toast('ok', `Exchange ${name} deleted`); location.hash = '#/exchanges'; });
@@ -1188,7 +1192,7 @@
     const el = h('div', null,
       pageHead(exLabel(name), null, [h('a', { href: '#/exchanges' }, 'Exchanges'), ' › virtual host ', h('b', null, vhost)], [headTags,
         builtin ? null : h('button', { class: 'btn danger', type: 'button', id: 'exchange-delete', onclick: (e) => del(e.currentTarget) }, 'Delete')]),
-      loadErr, h('div', { class: 'page-body', hidden: true }, stats,
+      loadErr, h('div', { class: 'page-body', hidden: true }, stats, rateChart.el,
       h('div', { class: 'grid two' },
         panel('Details', {}, details),
         panel('Publish message', { id: 'exchange-publish' }, publishForm(vhost, name, null))),
@@ -1218,6 +1222,7 @@
         ['Virtual host', vhost], ['Type', x.type], ['Durable', x.durable ? 'yes' : 'no'], ['Auto delete', x.auto_delete ? 'yes' : 'no'],
         ['Internal', x.internal ? 'yes' : 'no'], ['Arguments', argsView(x.arguments)], ['Policy', x.policy || ''],
       ]));
+      rateChart.sample(x);
       if (name === '') {
         fill(outgoing, alertBox('info', 'The default exchange is implicitly bound to every queue, with a routing key equal to the queue name. It cannot be bound or unbound explicitly.'));
       } else {
@@ -1686,6 +1691,219 @@
     return true;
   }
 
+  // ------------------------------------------- operations pages (issue 40)
+  // The connection page, the queue's and exchange's rate charts, the
+  // shovels page and the policy forms. Self-contained: the pages above
+  // call into this section only where they show its pieces.
+
+  // A byte rate in decimal units, as RabbitMQ's UI: 133 B/s, 1.2 kB/s.
+  function byteRate(v) {
+    if (v == null || v === '' || isNaN(v)) return '';
+    v = Number(v);
+    const u = ['B/s', 'kB/s', 'MB/s', 'GB/s', 'TB/s'];
+    let i = 0;
+    while (Math.abs(v) >= 999.5 && i < u.length - 1) { v /= 1000; i++; }
+    if (i === 0) return Math.round(v) + ' ' + u[0];
+    return (Math.abs(v) < 9.95 ? v.toFixed(1) : String(Math.round(v))) + ' ' + u[i];
+  }
+  // A connection's client: product and version, the whole in the title.
+  function clientLabel(c) {
+    const p = c.client_properties || {};
+    const s = [p.product, p.version].filter(Boolean).join(' ');
+    if (!s) return h('span', { class: 'muted' }, '—');
+    return h('span', { title: [s, p.platform].filter(Boolean).join(' · ') }, s.replace(/^https?:\/\/(www\.)?github\.com\//, ''));
+  }
+
+  // Object rates sampled by the page ------------------------------------
+  // Each queue or exchange page records the rates it reads on every
+  // refresh, so that its chart covers the last CHART_SECONDS while the
+  // page (or an earlier visit to it) was open.
+  const CHART_SECONDS = 300;
+  const objHistory = new Map(); // API path → [{t, v}]
+  function recordRates(key, v) {
+    const now = Date.now();
+    let xs = objHistory.get(key);
+    if (!xs) {
+      xs = [];
+      objHistory.set(key, xs);
+      if (objHistory.size > 100) objHistory.delete(objHistory.keys().next().value);
+    }
+    if (xs.length && now - xs[xs.length - 1].t < 1000) xs.pop();
+    xs.push({ t: now, v });
+    while (xs.length && xs[0].t < now - CHART_SECONDS * 1000) xs.shift();
+    return xs;
+  }
+  // A small inline SVG line chart of rates over the last CHART_SECONDS.
+  function svgRateChart(id, series) {
+    const NS = 'http://www.w3.org/2000/svg';
+    const H = 170, pad = { l: 48, r: 12, t: 8, b: 20 };
+    let W = 600;
+    const s = (tagName, attrs, txt) => {
+      const e = document.createElementNS(NS, tagName);
+      for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+      if (txt != null) e.textContent = txt;
+      return e;
+    };
+    const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, class: 'rate-chart', role: 'img', 'aria-label': 'message rates' });
+    const legend = h('div', { class: 'legend' });
+    const el = h('div', { class: 'svg-chart', id }, svg, legend);
+    // The axis' top: four steps of 1, 2, 2.5 or 5 times a power of ten.
+    function niceTop(max) {
+      if (!(max > 0)) return 1;
+      const v = max / 4, p = Math.pow(10, Math.floor(Math.log10(v)));
+      for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return 4 * m * p;
+      return 40 * p;
+    }
+    let lastPoints = [];
+    function update(points) {
+      lastPoints = points;
+      W = Math.max(300, Math.round(el.clientWidth || W));
+      svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
+      svg.replaceChildren();
+      const now = Date.now(), t0 = now - CHART_SECONDS * 1000;
+      const pw = W - pad.l - pad.r, ph = H - pad.t - pad.b;
+      let max = 0;
+      for (const p of points) for (const se of series) max = Math.max(max, p.v[se.key] || 0);
+      const top = niceTop(max);
+      const x = (t) => pad.l + Math.max(0, (t - t0) / (now - t0)) * pw;
+      const y = (v) => pad.t + ph - (v / top) * ph;
+      for (let i = 0; i <= 4; i++) {
+        const v = (top / 4) * i, yy = y(v).toFixed(1);
+        svg.append(s('line', { x1: pad.l, x2: W - pad.r, y1: yy, y2: yy, class: 'grid' }),
+          s('text', { x: pad.l - 6, y: yy, 'text-anchor': 'end', 'dominant-baseline': 'middle', class: 'axis' }, compact(v) + '/s'));
+      }
+      for (let m = CHART_SECONDS / 60; m >= 0; m--) {
+        svg.append(s('text', { x: Math.min(x(now - m * 60000), W - pad.r - 10).toFixed(1), y: H - 4, 'text-anchor': 'middle', class: 'axis' }, m ? `-${m}m` : 'now'));
+      }
+      for (const se of series) {
+        const pts = points.map((p) => `${x(p.t).toFixed(1)},${y(p.v[se.key] || 0).toFixed(1)}`).join(' ');
+        if (points.length > 1) svg.append(s('polyline', { points: pts, fill: 'none', stroke: se.color, 'stroke-width': 2, 'stroke-linejoin': 'round', 'data-series': se.key }));
+        else if (points.length === 1) svg.append(s('circle', { cx: x(points[0].t), cy: y(points[0].v[se.key] || 0), r: 3, fill: se.color, 'data-series': se.key }));
+      }
+      if (points.length < 2) svg.append(s('text', { x: pad.l + pw / 2, y: pad.t + ph / 2, 'text-anchor': 'middle', class: 'axis' }, 'Collecting samples…'));
+      const last = points[points.length - 1];
+      fill(legend, series.map((se) => h('span', { class: 'item', 'data-series': se.key }, h('span', { class: 'sw', style: `background:${se.color}` }), se.label,
+        h('span', { class: 'v' }, last ? rate(last.v[se.key] || 0) : '—'))));
+    }
+    new ResizeObserver(() => { if (Math.abs((el.clientWidth || W) - W) > 4) update(lastPoints); }).observe(el);
+    return { el, update };
+  }
+  const QUEUE_RATE_SERIES = [
+    { key: 'publish', label: 'Publish', color: '#1f4fd1' },
+    { key: 'deliver_get', label: 'Deliver / get', color: '#1d8a4f' },
+    { key: 'ack', label: 'Ack', color: '#e0831f' },
+    { key: 'redeliver', label: 'Redeliver', color: '#c62f2f' },
+  ];
+  const EXCHANGE_RATE_SERIES = [
+    { key: 'publish_in', label: 'Publish in', color: '#1f4fd1' },
+    { key: 'publish_out', label: 'Publish out', color: '#1d8a4f' },
+  ];
+  // rateChartPanel: the chart of one object, fed by its API object.
+  function rateChartPanel(id, key, series) {
+    const chart = svgRateChart(id, series);
+    chart.update(objHistory.get(key) || []);
+    return {
+      el: panel('Message rates', { id: id + '-panel', right: h('span', { class: 'muted small' }, `last ${CHART_SECONDS / 60} minutes, sampled by this page`) }, chart.el),
+      sample(obj) {
+        const v = {};
+        for (const se of series) v[se.key] = rateOf(obj, se.key) || 0;
+        chart.update(recordRates(key, v));
+      },
+    };
+  }
+  // The head message's age and timestamp (queue page).
+  function headMessageFigures(q) {
+    const age = q.head_message_age_seconds, ts = q.head_message_timestamp;
+    return [
+      ['Head message age', age == null ? '' : h('span', { id: 'queue-head-age', title: `${age} s` }, age < 1 ? `${Math.round(age * 1000)} ms` : duration(age * 1000))],
+      ['Head message timestamp', ts == null ? '' : h('span', { id: 'queue-head-timestamp' }, when(ts * 1000))],
+    ];
+  }
+
+  // Connection page -------------------------------------------------------
+  function connectionPage(name) {
+    const base = `/connections/${enc(name)}`;
+    const stats = h('div', { class: 'stats', id: 'connection-stats' });
+    const details = h('div', { id: 'connection-details' });
+    const props = h('div', { id: 'connection-props' });
+    const chans = h('div', { id: 'connection-channels' });
+    const loadErr = h('div');
+    async function closeIt(btn) {
+      if (!confirm(`Close connection ${name}?`)) return;
+      await act(btn, async () => {
+        await api('DELETE', base, undefined, { 'X-Reason': 'Closed via management UI' });
+        toast('ok', 'Connection closed');
+        location.hash = '#/connections';
+      });
+    }
+    const body = h('div', { class: 'page-body', hidden: true }, stats,
+      h('div', { class: 'grid two' }, panel('Details', {}, details), panel('Client properties', { id: 'connection-client-properties' }, props)),
+      h('div', { class: 'spacer' }), h('div', { class: 'spacer' }), h('div', { class: 'spacer' }),
+      panel('Channels', { flush: true }, chans));
+    const el = h('div', null,
+      pageHead(name, null, [h('a', { href: '#/connections' }, 'Connections')],
+        [h('button', { class: 'btn danger', type: 'button', id: 'connection-close', onclick: (e) => closeIt(e.currentTarget) }, 'Close connection')]),
+      loadErr, body);
+    function propValue(v) {
+      if (v && typeof v === 'object' && !Array.isArray(v)) {
+        const ks = Object.keys(v);
+        if (ks.length && ks.every((k) => typeof v[k] === 'boolean')) return h('span', null, ks.sort().map((k) => tag(k, v[k] ? 'green' : '', v[k] ? 'supported' : 'not supported')));
+        return h('span', { class: 'mono' }, jsonText(v));
+      }
+      return h('span', { class: typeof v === 'string' ? null : 'mono' }, jsonText(v));
+    }
+    async function refresh() {
+      let c, cs;
+      try {
+        [c, cs] = await Promise.all([api('GET', base), api('GET', base + '/channels').catch(() => null)]);
+        fill(loadErr);
+      } catch (e) {
+        fill(loadErr, errorBox(e instanceof ApiError && e.status === 404 ? `Connection ${name} is closed or unknown:` : `Could not load connection ${name}:`, e));
+        body.hidden = true;
+        return;
+      }
+      body.hidden = false;
+      fill(stats,
+        stat('From client', byteRate(get(c, 'recv_oct_details.rate') ?? 0), { key: 'recv', accent: true }),
+        stat('To client', byteRate(get(c, 'send_oct_details.rate') ?? 0), { key: 'send', accent: true }),
+        stat('Channels', num(c.channels ?? 0), { key: 'channels' }),
+        stat('Publish', rate(rateOf(c, 'publish') ?? 0), { key: 'publish' }),
+        stat('Deliver', rate(rateOf(c, 'deliver') ?? 0), { key: 'deliver' }),
+        stat('Received', bytes(c.recv_oct ?? 0), { key: 'recv_oct' }),
+        stat('Sent', bytes(c.send_oct ?? 0), { key: 'send_oct' }));
+      const hp = (host, port) => (host ? `${String(host).includes(':') ? `[${host}]` : host}:${port}` : '');
+      fill(details, kv([
+        ['Protocol', protocolView(c.protocol)],
+        ['User', c.user],
+        ['Virtual host', c.vhost],
+        ['Client address', h('span', { class: 'mono' }, hp(c.peer_host, c.peer_port))],
+        ['Server address', h('span', { class: 'mono' }, hp(c.host, c.port))],
+        ['Node', c.node],
+        ['Connected', c.connected_at ? h('span', { title: when(c.connected_at) }, when(c.connected_at), h('span', { class: 'muted' }, ` (${ago(c.connected_at)})`)) : ''],
+        ['State', stateView(c.state)],
+        ['TLS', c.ssl ? tag('TLS', 'green') : 'no'],
+        ['Authentication', c.auth_mechanism],
+        ['Heartbeat', c.timeout ? `${num(c.timeout)} s` : 'off'],
+        c.frame_max ? ['Frame max', bytes(c.frame_max)] : null,
+      ]));
+      const cp = c.client_properties || {};
+      fill(props, isEmptyObj(cp) ? h('span', { class: 'muted' }, 'The client sent none') : kv(Object.keys(cp).sort().map((k) => [k, propValue(cp[k])])));
+      fill(chans, cs == null ? alertBox('error', 'Could not load the channels.') : table([
+        { title: 'Channel', cls: 'name', render: (x) => h('span', { title: x.name }, String(x.number)) },
+        { title: 'Mode', render: (x) => [x.confirm ? tag('C', 'blue', 'confirm mode') : null, x.transactional ? tag('T', 'amber', 'transactional') : null] },
+        { title: 'Prefetch', num: true, render: (x) => num(x.prefetch_count) },
+        { title: 'Consumers', num: true, render: (x) => num(x.consumer_count) },
+        { title: 'Unacked', num: true, render: (x) => num(x.messages_unacknowledged) },
+        { title: 'Unconfirmed', num: true, render: (x) => num(x.messages_unconfirmed) },
+        { title: 'Publish', num: true, render: (x) => rate(rateOf(x, 'publish')) },
+        { title: 'Confirm', num: true, render: (x) => rate(rateOf(x, 'confirm')) },
+        { title: 'Deliver / get', num: true, render: (x) => rate(rateOf(x, 'deliver_get')) },
+        { title: 'Ack', num: true, render: (x) => rate(rateOf(x, 'ack')) },
+      ], Array.isArray(cs) ? cs : cs.items || [], 'No channels', null, 'connection-channels-table'));
+    }
+    return { el, refresh };
+  }
+
   // ----------------------------------------------------------------- router
   let current = null;
   let timer = null;
@@ -1696,7 +1914,7 @@
     const [a, b, c] = parts;
     switch (a) {
       case '': case undefined: case 'overview': return ['overview', overviewPage()];
-      case 'connections': return ['connections', connectionsPage()];
+      case 'connections': return ['connections', b ? connectionPage(parts.slice(1).join('/')) : connectionsPage()];
       case 'channels': return ['channels', channelsPage()];
       case 'exchanges': return ['exchanges', b !== undefined && c !== undefined ? exchangePage(b, c) : exchangesPage()];
       case 'queues': return ['queues', b !== undefined && c !== undefined ? queuePage(b, parts.slice(2).join('/')) : queuesPage()];

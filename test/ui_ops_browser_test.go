@@ -1,0 +1,378 @@
+package test
+
+import (
+	"context"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// The operator's pages of the UI (issue 40): human numbers, a connections
+// table that fits 1400 px, the connection page, channel rates, the queue's
+// and exchange's rate charts and head-message figures, the policy and
+// shovel pages and the cluster banner, each driven in headless Chromium
+// against a broker with real AMQP traffic. Screenshots go to
+// $TRIDENT_SCREENSHOTS (default: a temporary directory, named in the log).
+
+// uiOps is one logged-in browser tab on a broker's UI.
+type uiOps struct {
+	t     *testing.T
+	ctx   context.Context
+	base  string
+	shots string
+}
+
+// openUIOps starts Chromium at width×height, logs in as guest and fails
+// the test on any uncaught JavaScript exception.
+func openUIOps(t *testing.T, base string, width, height int) *uiOps {
+	t.Helper()
+	browser := chromiumPath()
+	if browser == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("chromium not found (apt-get install -y chromium, or set CHROMIUM)")
+		}
+		t.Skip("chromium not found; apt-get install -y chromium, or set CHROMIUM")
+	}
+	shots := os.Getenv("TRIDENT_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshots in %s", shots)
+	u := &uiOps{t: t, ctx: newBrowser(t, browser, width, height), base: base, shots: shots}
+	var (
+		mu         sync.Mutex
+		exceptions []string
+	)
+	if err := chromedp.Listen(u.ctx, func(ev any) {
+		if ev, ok := ev.(*runtime.EventExceptionThrown); ok {
+			mu.Lock()
+			exceptions = append(exceptions, exceptionText(ev.ExceptionDetails))
+			mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range exceptions {
+			t.Errorf("uncaught JavaScript exception: %s", e)
+		}
+	})
+	u.do("log in", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.ID("login-username")),
+		chromedp.SendKeys(chromedp.ID("login-username"), "guest"),
+		chromedp.SendKeys(chromedp.ID("login-password"), "guest"),
+		chromedp.Click(chromedp.ID("login-submit")),
+		chromedp.WaitVisible(chromedp.CSS(`#node-info dd`)))
+	// Confirmation dialogs (close, delete) are answered yes.
+	u.eval(`window.confirm = () => true`)
+	return u
+}
+
+func (u *uiOps) do(step string, actions ...chromedp.Action[chromedp.Void]) {
+	u.t.Helper()
+	sctx, cancel := context.WithTimeout(u.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(sctx, actions...); err != nil {
+		msgs, _ := chromedp.Run(u.ctx, chromedp.Evaluate[[]string](
+			`[...document.querySelectorAll('#toasts .toast, .alert.error, #banner')].map(e => e.innerText.trim()).filter(Boolean)`))
+		shot(u.t, u.ctx, u.shots, "failed-"+strings.NewReplacer(" ", "-", "/", "-", "#", "").Replace(step))
+		u.t.Fatalf("%s: %v; the UI shows %q", step, err, msgs)
+	}
+}
+
+// open navigates to hash and waits for ready; window.confirm stays
+// answered (a hash change keeps the page).
+func (u *uiOps) open(hash, ready string) {
+	u.t.Helper()
+	u.do("open "+hash, chromedp.Navigate(u.base+"/"+hash), chromedp.WaitVisible(chromedp.CSS(ready)))
+	u.eval(`window.confirm = () => true`)
+}
+
+func (u *uiOps) eval(js string) {
+	u.t.Helper()
+	if _, err := chromedp.Run(u.ctx, chromedp.Evaluate[any](js)); err != nil {
+		u.t.Fatalf("evaluate %s: %v", js, err)
+	}
+}
+
+func (u *uiOps) text(sel string) string {
+	u.t.Helper()
+	sctx, cancel := context.WithTimeout(u.ctx, 20*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(sctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		u.t.Fatalf("text of %s: %v", sel, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+// texts returns the text of every element sel matches (none: empty).
+func (u *uiOps) texts(sel string) []string {
+	u.t.Helper()
+	out, err := chromedp.Run(u.ctx, chromedp.Evaluate[[]string](
+		`[...document.querySelectorAll(`+jsString(sel)+`)].map(e => e.innerText.trim())`))
+	if err != nil {
+		u.t.Fatalf("texts of %s: %v", sel, err)
+	}
+	return out
+}
+
+// until polls the JavaScript expression js until it is true, for up to
+// 30 s (the page refreshes every 5 s).
+func (u *uiOps) until(what, js string) {
+	u.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, err := chromedp.Run(u.ctx, chromedp.Evaluate[bool](js))
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			shot(u.t, u.ctx, u.shots, "failed-"+strings.ReplaceAll(what, " ", "-"))
+			u.t.Fatalf("%s: still not so after 30 s (%v)", what, err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+func (u *uiOps) shot(name string) { u.t.Helper(); shot(u.t, u.ctx, u.shots, name) }
+
+func jsString(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\n", `\n`).Replace(s) + "'"
+}
+
+// opsTraffic keeps one AMQP connection busy until the test ends:
+// confirmed publishes of 1 KiB to a fanout exchange bound to ops-flow
+// (consumed and acked) and ops-backlog (left to grow, with a timestamp
+// property), so that every rate the pages show moves.
+func opsTraffic(t *testing.T, url string) *amqp.Connection {
+	t.Helper()
+	props := amqp.NewConnectionProperties()
+	props.SetClientConnectionName("ops-ui-client")
+	conn, err := amqp.DialConfig(url, amqp.Config{Properties: props})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	pub, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.ExchangeDeclare("ops-x", "fanout", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"ops-flow", "ops-backlog"} {
+		if _, err := pub.QueueDeclare(q, true, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := pub.QueueBind(q, "", "ops-x", false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	confirms := pub.NotifyPublish(make(chan amqp.Confirmation, 1024))
+	if err := sub.Qos(50, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := sub.Consume("ops-flow", "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for d := range ds {
+			_ = d.Ack(false)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		body := make([]byte, 1024)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if err := pub.PublishWithContext(context.Background(), "ops-x", "", false, false, amqp.Publishing{
+				Body: body, Timestamp: time.Now()}); err != nil {
+				return
+			}
+			select {
+			case <-confirms:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		_ = conn.Close()
+		wg.Wait()
+	})
+	return conn
+}
+
+// A byte rate as the UI writes it: whole bytes, or one decimal below 10 of
+// a larger unit.
+var byteRateRE = regexp.MustCompile(`^(\d{1,3} B/s|\d\.\d (kB|MB|GB)/s|\d{2,3} (kB|MB|GB)/s)$`)
+
+// A message rate: 0/s, 0.4/s, 50/s, 1,234/s.
+var msgRateRE = regexp.MustCompile(`^(0|\d\.\d|[1-9]\d{0,2}(,\d{3})*)/s$`)
+
+// clickTrafficConn follows opsTraffic's connection's link.
+const clickTrafficConn = `[...document.querySelectorAll('#connections-table tbody tr')].find(r => r.innerText.includes('ops-ui-client')).querySelector('a').click()`
+
+// TestUIOpsConnections: at 1400 px the connections table fits its panel
+// and shows byte rates as people write them; its name links to the
+// connection's page, which shows the client's properties, its channels
+// with their rates, and closes it (the client sees 320 with the UI's
+// reason); the channels page fills its rate columns.
+func TestUIOpsConnections(t *testing.T) {
+	bk, base := mgmtBroker(t)
+	conn := opsTraffic(t, bk.URL)
+	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	// A second vhost (the list gets its vhost column) and a client with
+	// a long name and a long product string.
+	apiClient{t: t, base: base, user: "guest", pass: "guest"}.expect(201, "PUT", "/api/vhosts/ops-second-vhost", map[string]any{})
+	long := amqp.NewConnectionProperties()
+	long["product"] = "https://github.com/rabbitmq/amqp091-go AMQP 0.9.1 Client for the orders service"
+	long.SetClientConnectionName("orders-service-eu-west-1-replica-7-consumer-pool-connection-42")
+	other, err := amqp.DialConfig(bk.URL, amqp.Config{Properties: long})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close() })
+
+	u := openUIOps(t, base, 1400, 900)
+	u.open("#/connections", "#connections-table tbody td a")
+	u.until("the byte rates are non-zero", `[...document.querySelectorAll('#connections-table tbody td.num')].some(td => /[1-9]/.test(td.innerText) && /B\/s/.test(td.innerText))`)
+	fits, err := chromedp.Run(u.ctx, chromedp.Evaluate[[]int64](
+		`(() => { const t = document.getElementById('connections-table'), w = t.closest('.table-wrap'); return [t.scrollWidth, w.clientWidth, document.documentElement.scrollWidth, window.innerWidth]; })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fits[0] > fits[1] || fits[2] > fits[3] {
+		t.Errorf("at 1400 px the connections table is %d px wide in a %d px panel (page %d in %d)", fits[0], fits[1], fits[2], fits[3])
+	}
+	rates := u.texts(`#connections-table tbody td.num`)
+	var byteRates int
+	for _, r := range rates {
+		if strings.Contains(r, "B/s") {
+			byteRates++
+			if !byteRateRE.MatchString(r) {
+				t.Errorf("connections table shows the byte rate %q", r)
+			}
+		}
+	}
+	if byteRates != 4 {
+		t.Errorf("connections table has %d byte rates, want 4 (from and to each client): %q", byteRates, rates)
+	}
+	u.shot("ops-01-connections-1400")
+
+	// The connection's page.
+	u.eval(clickTrafficConn)
+	u.do("follow the connection link", chromedp.WaitVisible(chromedp.CSS(`#connection-stats [data-stat="recv"]`)))
+	if got := u.text(`#connection-client-properties`); !strings.Contains(got, "ops-ui-client") || !strings.Contains(got, "consumer_cancel_notify") {
+		t.Errorf("client properties shown as %q, want the connection_name and the capabilities", got)
+	}
+	for _, k := range []string{"recv", "send"} {
+		u.until("the connection's "+k+" rate", `/[1-9]/.test(document.querySelector('#connection-stats [data-stat="`+k+`"] .value').innerText)`)
+		if got := u.text(`#connection-stats [data-stat="` + k + `"] .value`); !byteRateRE.MatchString(got) {
+			t.Errorf("connection page %s rate %q", k, got)
+		}
+	}
+	if got := u.texts(`#connection-channels-table tbody tr`); len(got) != 2 {
+		t.Errorf("connection page lists %d channels, want 2: %q", len(got), got)
+	}
+	// Columns: channel, mode, prefetch, consumers, unacked, unconfirmed,
+	// publish, confirm, deliver/get, ack.
+	u.until("the channels' publish and deliver rates", `(() => { const rs = [...document.querySelectorAll('#connection-channels-table tbody tr')].map(r => [...r.cells].map(c => c.innerText.trim()));
+		return rs.some(r => /[1-9]/.test(r[6]) && /[1-9]/.test(r[7])) && rs.some(r => /[1-9]/.test(r[8]) && /[1-9]/.test(r[9])); })()`)
+	for _, row := range u.texts(`#connection-channels-table tbody tr`) {
+		for _, cell := range strings.Split(row, "\t")[6:] {
+			if !msgRateRE.MatchString(strings.TrimSpace(cell)) {
+				t.Errorf("channel rate %q in row %q", cell, row)
+			}
+		}
+	}
+	u.shot("ops-02-connection")
+
+	// The channels page fills its rate columns too.
+	u.open("#/channels", "#channels-table tbody td a")
+	u.until("the channels page's rates", `[...document.querySelectorAll('#channels-table tbody tr')].some(r => [...r.cells].some(c => /^[1-9][\d,.]*\/s$/.test(c.innerText.trim())))`)
+	u.shot("ops-03-channels")
+
+	// Close it from its page.
+	u.open("#/connections", "#connections-table tbody td a")
+	u.eval(clickTrafficConn)
+	u.do("open the connection again", chromedp.WaitVisible(chromedp.ID("connection-close")))
+	u.eval(`window.confirm = () => true`)
+	u.do("close it", chromedp.Click(chromedp.ID("connection-close")))
+	select {
+	case e := <-closed:
+		if e == nil || e.Code != amqp.ConnectionForced || !strings.Contains(e.Reason, "Closed via management UI") {
+			t.Errorf("the client saw %v, want 320 with the UI's reason", e)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the connection was not closed")
+	}
+	u.until("back on the connections list", `location.hash === '#/connections'`)
+}
+
+// TestUIOpsRateCharts: the queue and exchange pages chart the rates they
+// sample (an SVG line per series once two samples are in) and the queue
+// page shows the head message's age and timestamp.
+func TestUIOpsRateCharts(t *testing.T) {
+	bk, base := mgmtBroker(t)
+	opsTraffic(t, bk.URL)
+	u := openUIOps(t, base, 1400, 900)
+
+	u.open("#/queues/%2F/ops-flow", "#queue-rate-chart svg")
+	u.until("the queue chart's publish line", `(() => { const l = document.querySelector('#queue-rate-chart polyline[data-series="publish"]'); return !!l && l.getAttribute('points').split(' ').length >= 2; })()`)
+	for _, k := range []string{"publish", "deliver_get", "ack"} {
+		u.until("the queue chart's "+k+" legend", `/[1-9]/.test(document.querySelector('#queue-rate-chart .legend [data-series="`+k+`"] .v').innerText)`)
+		if got := u.text(`#queue-rate-chart .legend [data-series="` + k + `"] .v`); !msgRateRE.MatchString(got) {
+			t.Errorf("queue chart legend %s shows %q", k, got)
+		}
+	}
+	u.shot("ops-04-queue-chart")
+
+	u.open("#/queues/%2F/ops-backlog", "#queue-rate-chart svg")
+	u.until("the head message's age", `!!document.getElementById('queue-head-age')`)
+	age := u.text("#queue-head-age")
+	if !regexp.MustCompile(`^(\d+ ms|\d+s|\d+m \d+s)$`).MatchString(age) {
+		t.Errorf("head message age shown as %q", age)
+	}
+	ts := u.text("#queue-head-timestamp")
+	if !regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$`).MatchString(ts) {
+		t.Errorf("head message timestamp shown as %q", ts)
+	}
+	u.shot("ops-05-queue-backlog")
+
+	u.open("#/exchanges/%2F/ops-x", "#exchange-rate-chart svg")
+	u.until("the exchange chart's publish-in line", `(() => { const l = document.querySelector('#exchange-rate-chart polyline[data-series="publish_in"]'); return !!l && l.getAttribute('points').split(' ').length >= 2; })()`)
+	u.until("the exchange chart's rates", `/[1-9]/.test(document.querySelector('#exchange-rate-chart .legend [data-series="publish_out"] .v').innerText)`)
+	u.shot("ops-06-exchange-chart")
+}
