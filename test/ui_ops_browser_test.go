@@ -376,3 +376,46 @@ func TestUIOpsRateCharts(t *testing.T) {
 	u.until("the exchange chart's rates", `/[1-9]/.test(document.querySelector('#exchange-rate-chart .legend [data-series="publish_out"] .v').innerText)`)
 	u.shot("ops-06-exchange-chart")
 }
+
+// TestUIOpsShovels: the shovels page declares a shovel from its form,
+// lists it running with the messages it moved, restarts it (the count
+// starts again) and deletes it.
+func TestUIOpsShovels(t *testing.T) {
+	bk, base := mgmtBroker(t)
+	api := apiClient{t: t, base: base, user: "guest", pass: "guest"}
+	_, ch := channel(t, bk.URL)
+	for _, q := range []string{"ui-sh-src", "ui-sh-dst"} {
+		if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := openUIOps(t, base, 1400, 900)
+	u.open("#/shovels", "#shovels table")
+	u.do("add a shovel",
+		chromedp.Click(chromedp.CSS("#add-shovel summary")),
+		chromedp.WaitVisible(chromedp.ID("shovel-name")),
+		chromedp.SendKeys(chromedp.ID("shovel-name"), "ui-mover"),
+		chromedp.SendKeys(chromedp.ID("shovel-src-name"), "ui-sh-src"),
+		chromedp.SendKeys(chromedp.ID("shovel-dest-name"), "ui-sh-dst"),
+		chromedp.Click(chromedp.ID("shovel-submit")),
+		chromedp.WaitVisible(chromedp.CSS(`#shovels-table tr[data-shovel="ui-mover"]`)))
+	p := api.object("/api/parameters/shovel/%2F/ui-mover")
+	v, _ := p["value"].(map[string]any)
+	if v["src-queue"] != "ui-sh-src" || v["dest-queue"] != "ui-sh-dst" || v["src-uri"] != "amqp://" || v["ack-mode"] != "on-confirm" {
+		t.Fatalf("the form declared %v", p)
+	}
+	publishBodies(t, ch, "ui-sh-src", 0, 30)
+	waitUntil(t, "the shovel moved 30", func() bool { return queueCount(t, bk.URL, "ui-sh-dst") == 30 })
+	row := `#shovels-table tr[data-shovel="ui-mover"]`
+	u.until("running with 30 moved", `(() => { const r = document.querySelector('`+row+`'); return !!r && r.querySelector('.shovel-state').innerText.startsWith('running') && r.querySelector('.shovel-moved').innerText === '30'; })()`)
+	u.shot("ops-07-shovels")
+
+	u.do("restart", chromedp.Click(chromedp.CSS(row+` [data-restart]`)))
+	u.until("restarted: the count starts again", `(() => { const r = document.querySelector('`+row+`'); return !!r && r.querySelector('.shovel-moved').innerText === '0'; })()`)
+	publishBodies(t, ch, "ui-sh-src", 30, 35)
+	waitUntil(t, "it moves after the restart", func() bool { return queueCount(t, bk.URL, "ui-sh-dst") == 35 })
+
+	u.do("delete", chromedp.Click(chromedp.CSS(row+` [data-delete]`)))
+	u.until("the row gone", `!document.querySelector('`+row+`')`)
+	api.expect(404, "GET", "/api/parameters/shovel/%2F/ui-mover", nil)
+}

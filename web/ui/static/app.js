@@ -1904,6 +1904,93 @@
     return { el, refresh };
   }
 
+  // Shovels page ---------------------------------------------------------
+  // Dynamic shovels: their state (GET /api/shovels), a form that declares
+  // one (PUT /api/parameters/shovel/{vhost}/{name}), restart (RabbitMQ's
+  // DELETE /api/shovels/vhost/{vhost}/{name}/restart) and delete.
+  function shovelsPage() {
+    const box = h('div');
+    const endFields = (end) => ({
+      uri: h('input', { type: 'text', id: `shovel-${end}-uri`, value: 'amqp://', autocomplete: 'off' }),
+      kind: selectEl({ id: `shovel-${end}-kind` }, [['queue', 'Queue'], ['exchange', 'Exchange']], 'queue'),
+      name: h('input', { type: 'text', id: `shovel-${end}-name`, autocomplete: 'off', placeholder: end === 'src' ? 'queue or exchange' : 'empty: the message\'s own routing' }),
+      key: h('input', { type: 'text', id: `shovel-${end}-key`, autocomplete: 'off', placeholder: 'routing key (exchange)' }),
+    });
+    const f = {
+      vhost: vhostSelect({ id: 'shovel-vhost' }),
+      name: h('input', { type: 'text', id: 'shovel-name', autocomplete: 'off' }),
+      src: endFields('src'), dest: endFields('dest'),
+      ack: selectEl({ id: 'shovel-ack-mode' }, [['on-confirm', 'On confirm'], ['on-publish', 'On publish'], ['no-ack', 'No ack']], 'on-confirm'),
+      after: selectEl({ id: 'shovel-delete-after' }, [['never', 'Never'], ['queue-length', 'After the messages queued now']], 'never'),
+    };
+    const endRow = (e) => h('div', { class: 'row' }, e.kind, e.name, e.key);
+    const form = h('form', { class: 'form', id: 'shovel-form', onsubmit: (e) => { e.preventDefault(); submit(e.submitter); } },
+      h('label', null, 'Virtual host'), f.vhost,
+      h('label', { for: 'shovel-name' }, 'Name'), f.name,
+      h('label', { for: 'shovel-src-uri' }, 'Source URI'), h('div', null, f.src.uri, h('div', { class: 'hint' }, 'amqp:// is this broker (in the shovel\'s virtual host); amqp://user:password@host:5672/vhost another one. Several URIs: separate them with spaces.')),
+      h('label', null, 'Source'), endRow(f.src),
+      h('label', { for: 'shovel-dest-uri' }, 'Destination URI'), f.dest.uri,
+      h('label', null, 'Destination'), endRow(f.dest),
+      h('label', null, 'Acknowledgement'), f.ack,
+      h('label', null, 'Delete'), f.after,
+      h('div', { class: 'form-actions' }, h('button', { class: 'btn', type: 'submit', id: 'shovel-submit' }, 'Add shovel')));
+    function endValue(prefix, e, value) {
+      const uris = e.uri.value.trim().split(/\s+/).filter(Boolean);
+      value[prefix + '-uri'] = uris.length === 1 ? uris[0] : uris;
+      if (e.kind.value === 'queue') value[prefix + '-queue'] = e.name.value.trim();
+      else {
+        value[prefix + '-exchange'] = e.name.value.trim();
+        if (e.key.value) value[prefix + '-exchange-key'] = e.key.value;
+      }
+    }
+    async function submit(btn) {
+      await act(btn, async () => {
+        const name = f.name.value.trim();
+        if (!name) throw new Error('The shovel needs a name');
+        const value = { 'ack-mode': f.ack.value };
+        endValue('src', f.src, value);
+        endValue('dest', f.dest, value);
+        if (f.after.value !== 'never') value['src-delete-after'] = f.after.value;
+        await api('PUT', `/parameters/shovel/${enc(f.vhost.value)}/${enc(name)}`, { value });
+        toast('ok', `Shovel ${name} added`);
+        f.name.value = '';
+        refresh();
+      });
+    }
+    const endView = (uri, q, x, key) => h('div', null,
+      q ? [tag('queue'), ' ', h('b', null, q)] : x != null ? [tag('exchange', 'violet'), ' ', h('b', null, exLabel(x)), key ? h('span', { class: 'muted' }, ` → ${key}`) : null] : null,
+      h('div', { class: 'muted small mono', title: uri }, uri));
+    async function refresh() {
+      try {
+        const ss = await api('GET', prefs.vhost ? `/shovels/${enc(prefs.vhost)}` : '/shovels');
+        fill(box, table([
+          { title: 'Name', cls: 'name', render: (s) => h('b', null, s.name) },
+          showVhostCol() && { title: 'Virtual host', render: (s) => s.vhost },
+          { title: 'State', render: (s) => h('span', { class: 'shovel-state' }, stateView(s.state), s.reason ? h('div', { class: 'muted small wrap', title: s.reason }, s.reason) : null) },
+          { title: 'Source', render: (s) => endView(s.src_uri, s.src_queue, s.src_exchange, s.src_exchange_key) },
+          { title: 'Destination', render: (s) => endView(s.dest_uri, s.dest_queue, s.dest_exchange, s.dest_exchange_key) },
+          { title: 'Moved', num: true, render: (s) => h('span', { class: 'shovel-moved' }, num(s.messages_transferred ?? 0)) },
+          { title: 'Since', render: (s) => (s.timestamp ? h('span', { title: s.timestamp + ' UTC' }, ago(s.timestamp.replace(' ', 'T') + 'Z')) : '') },
+          isCluster() && { title: 'Node', render: (s) => nodeChip(s.node) },
+          { title: '', cls: 'actions', render: (s) => h('span', { class: 'row' },
+            h('button', { class: 'btn secondary small', type: 'button', 'data-restart': s.name, onclick: (e) => restart(e.currentTarget, s) }, 'Restart'), ' ',
+            h('button', { class: 'btn danger small', type: 'button', 'data-delete': s.name, onclick: (e) => del(e.currentTarget, s) }, 'Delete')) },
+        ].filter(Boolean), ss || [], 'No shovels', (s) => ({ 'data-shovel': s.name }), 'shovels-table'));
+      } catch (e) {
+        fill(box, h('div', { style: 'padding:0 16px' }, errorBox('Could not load shovels:', e)));
+      }
+    }
+    async function restart(btn, s) {
+      await act(btn, async () => { await api('DELETE', `/shovels/vhost/${enc(s.vhost)}/${enc(s.name)}/restart`); toast('ok', `Shovel ${s.name} restarted`); refresh(); });
+    }
+    async function del(btn, s) {
+      if (!confirm(`Delete shovel ${s.name}?`)) return;
+      await act(btn, async () => { await api('DELETE', `/parameters/shovel/${enc(s.vhost)}/${enc(s.name)}`); toast('ok', `Shovel ${s.name} deleted`); refresh(); });
+    }
+    return { el: h('div', null, pageHead('Shovels', 'Move messages from a queue or exchange to another, here or on another broker'),
+      panel('Shovels', { flush: true, id: 'shovels' }, box), collapsible('Add a shovel', 'add-shovel', false, form)), refresh };
+  }
+
   // ----------------------------------------------------------------- router
   let current = null;
   let timer = null;
@@ -1920,6 +2007,7 @@
       case 'queues': return ['queues', b !== undefined && c !== undefined ? queuePage(b, parts.slice(2).join('/')) : queuesPage()];
       case 'admin': return ['admin', adminPage(b)];
       case 'nodes': return ['nodes', nodesPage()];
+      case 'shovels': return ['shovels', shovelsPage()];
       default: return ['overview', overviewPage()];
     }
   }
@@ -1956,7 +2044,7 @@
     current = page;
     document.querySelectorAll('#nav a').forEach((a) => a.classList.toggle('active', a.dataset.nav === nav));
     fill($('#view'), page.el);
-    const title = { overview: 'Overview', connections: 'Connections', channels: 'Channels', exchanges: 'Exchanges', queues: 'Queues', admin: 'Admin', nodes: 'Nodes' }[nav];
+    const title = { overview: 'Overview', connections: 'Connections', channels: 'Channels', exchanges: 'Exchanges', queues: 'Queues', admin: 'Admin', nodes: 'Nodes', shovels: 'Shovels' }[nav];
     document.title = `${title} · Trident`;
     if (nav === 'overview' && !lastOverview) tick(); else { page.refresh(); checkAlarms(); }
     window.scrollTo(0, 0);
