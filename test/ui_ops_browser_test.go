@@ -419,3 +419,26 @@ func TestUIOpsShovels(t *testing.T) {
 	u.until("the row gone", `!document.querySelector('`+row+`')`)
 	api.expect(404, "GET", "/api/parameters/shovel/%2F/ui-mover", nil)
 }
+
+// TestUIOpsNodeDownBanner: when a member of the cluster is down, every
+// page says so in the banner (with the node's name), and a raised
+// resource alarm is shown beside it.
+func TestUIOpsNodeDownBanner(t *testing.T) {
+	nodes := startCluster(t, 3)
+	u := openUIOps(t, "http://"+nodes[0].web, 1400, 900)
+	u.open("#/queues", "#queues-table")
+	if hidden, err := chromedp.Run(u.ctx, chromedp.Evaluate[bool](`document.getElementById('alarms').hidden`)); err != nil || !hidden {
+		t.Fatalf("banner shown with every node up (%v)", err)
+	}
+	victim := nodes[2]
+	if err := victim.p.Kill(); err != nil {
+		t.Fatalf("kill %s: %v", victim.name, err)
+	}
+	u.until("the node-down banner", `(() => { const b = document.getElementById('alarms'); return !b.hidden && b.innerText.includes('down') && b.innerText.includes(`+jsString(victim.name)+`); })()`)
+	u.shot("ops-08-node-down-banner")
+	u.open("#/shovels", "#shovels table")
+	u.until("the banner on another page", `!document.getElementById('alarms').hidden && !!document.getElementById('nodes-down')`)
+	if got := u.text("#nodes-down"); !strings.Contains(got, victim.name) || strings.Contains(got, nodes[1].name) {
+		t.Errorf("banner says %q, want %s (and not %s)", got, victim.name, nodes[1].name)
+	}
+}

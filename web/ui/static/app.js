@@ -1991,6 +1991,13 @@
       panel('Shovels', { flush: true, id: 'shovels' }, box), collapsible('Add a shovel', 'add-shovel', false, form)), refresh };
   }
 
+  // Cluster banner: members /api/nodes lists as not running.
+  function nodesDown(nodes) { return (nodes || []).filter((n) => n.running === false).map((n) => n.name); }
+  function nodesDownBanner(down) {
+    return h('div', { id: 'nodes-down' }, h('span', { class: 'down' }, `${down.length === 1 ? 'A cluster node is' : `${down.length} cluster nodes are`} down: `),
+      down.join(', '), '. ', h('a', { href: '#/nodes', style: 'color:#fff;text-decoration:underline' }, 'Nodes'));
+  }
+
   // ----------------------------------------------------------------- router
   let current = null;
   let timer = null;
@@ -2022,8 +2029,9 @@
       if (n.disk_free_alarm) raised.push(`disk alarm on ${n.name}`);
     }
     const box = $('#alarms');
-    if (!raised.length) { box.hidden = true; return; }
-    box.textContent = `Resource alarm: ${raised.join(', ')} — publishers are blocked until it clears.`;
+    const down = nodesDown(nodes);
+    if (!raised.length && !down.length) { box.hidden = true; return; }
+    fill(box, raised.length ? h('div', null, `Resource alarm: ${raised.join(', ')} — publishers are blocked until it clears.`) : null, down.length ? nodesDownBanner(down) : null);
     box.hidden = false;
   }
 
