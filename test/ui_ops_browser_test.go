@@ -442,3 +442,56 @@ func TestUIOpsNodeDownBanner(t *testing.T) {
 		t.Errorf("banner says %q, want %s (and not %s)", got, victim.name, nodes[1].name)
 	}
 }
+
+// TestUIOpsPolicyForm: Admin › Policies adds a policy from its form (it
+// takes effect on a queue declared over AMQP), edits it and deletes it.
+func TestUIOpsPolicyForm(t *testing.T) {
+	bk, base := mgmtBroker(t)
+	api := apiClient{t: t, base: base, user: "guest", pass: "guest"}
+	_, ch := channel(t, bk.URL)
+	if _, err := ch.QueueDeclare("ui-pol.q", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	u := openUIOps(t, base, 1400, 900)
+	u.open("#/admin/policies", "#policies table")
+	u.do("add a policy",
+		chromedp.Click(chromedp.CSS("#add-policy summary")),
+		chromedp.WaitVisible(chromedp.ID("policy-name")),
+		chromedp.SendKeys(chromedp.ID("policy-name"), "ui-limit"),
+		chromedp.SendKeys(chromedp.ID("policy-pattern"), `^ui-pol\.`),
+		chromedp.SetValue(chromedp.ID("policy-apply-to"), "queues"),
+		chromedp.SendKeys(chromedp.ID("policy-definition"), "max-length = 5\noverflow = reject-publish"),
+		chromedp.Click(chromedp.ID("policy-submit")),
+		chromedp.WaitVisible(chromedp.CSS(`#policies-table tr[data-policy="ui-limit"]`)))
+	p := api.object("/api/policies/%2F/ui-limit")
+	def, _ := p["definition"].(map[string]any)
+	if p["pattern"] != `^ui-pol\.` || p["apply-to"] != "queues" || num(def["max-length"]) != 5 || def["overflow"] != "reject-publish" {
+		t.Fatalf("the form set %v", p)
+	}
+	waitUntil(t, "the policy on the queue", func() bool { return api.object("/api/queues/%2F/ui-pol.q")["policy"] == "ui-limit" })
+	publishBodies(t, ch, "ui-pol.q", 0, 5)
+	if n := queueCount(t, bk.URL, "ui-pol.q"); n != 5 {
+		t.Fatalf("queue holds %d, want 5", n)
+	}
+	u.shot("ops-09-policies")
+
+	// Edit: the form loads the policy; a new max-length replaces it.
+	u.do("edit", chromedp.Click(chromedp.CSS(`#policies-table tr[data-policy="ui-limit"] [data-edit]`)),
+		chromedp.WaitVisible(chromedp.ID("policy-definition")))
+	loaded, err := chromedp.Run(u.ctx, chromedp.Evaluate[[]string](`['policy-name','policy-pattern','policy-apply-to','policy-definition'].map(id => document.getElementById(id).value)`))
+	if err != nil || len(loaded) != 4 || loaded[0] != "ui-limit" || loaded[1] != `^ui-pol\.` || loaded[2] != "queues" || !strings.Contains(loaded[3], "max-length = 5") {
+		t.Fatalf("edit loaded %q (%v)", loaded, err)
+	}
+	u.eval(`document.getElementById('policy-definition').value = 'max-length = 3'`)
+	u.do("save the edit", chromedp.Click(chromedp.ID("policy-submit")), chromedp.WaitVisible(chromedp.CSS("#toasts .toast")))
+	waitUntil(t, "max-length 3", func() bool {
+		def, _ := api.object("/api/policies/%2F/ui-limit")["definition"].(map[string]any)
+		return num(def["max-length"]) == 3 && def["overflow"] == nil
+	})
+
+	// The list re-renders after a save: click the button it shows now.
+	time.Sleep(500 * time.Millisecond)
+	u.eval(`document.querySelector('#policies-table tr[data-policy="ui-limit"] [data-delete]').click()`)
+	u.until("the row gone", `!document.querySelector('#policies-table tr[data-policy="ui-limit"]')`)
+	api.expect(404, "GET", "/api/policies/%2F/ui-limit", nil)
+}

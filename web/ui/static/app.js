@@ -1347,8 +1347,9 @@
           { title: 'Apply to', render: (p) => p['apply-to'] },
           { title: 'Definition', render: (p) => argsView(p.definition) },
           { title: 'Priority', num: true, render: (p) => String(p.priority) },
-          { title: '', cls: 'actions', render: (p) => h('button', { class: 'btn danger small', type: 'button', onclick: (e) => delPolicy(e.target, p) }, 'Delete') },
-        ], ps || [], 'No policies'));
+          { title: '', cls: 'actions', render: (p) => h('span', { class: 'row' }, h('button', { class: 'btn secondary small', type: 'button', 'data-edit': p.name, onclick: () => form.edit(p) }, 'Edit'), ' ',
+            h('button', { class: 'btn danger small', type: 'button', 'data-delete': p.name, onclick: (e) => delPolicy(e.target, p) }, 'Delete')) },
+        ], ps || [], 'No policies', (p) => ({ 'data-policy': p.name }), 'policies-table'));
       } catch (e) {
         fill(box, h('div', { style: 'padding:0 16px' }, errorBox('Could not load policies:', e)));
       }
@@ -1357,7 +1358,8 @@
       if (!confirm(`Delete policy ${p.name}?`)) return;
       await act(btn, async () => { await api('DELETE', `/policies/${enc(p.vhost)}/${enc(p.name)}`); toast('ok', `Policy ${p.name} deleted`); refresh(); });
     }
-    return { el: h('div', null, panel('Policies', { flush: true, id: 'policies' }, box)), refresh };
+    const form = policyForm('policy', '/policies', () => refresh());
+    return { el: h('div', null, panel('Policies', { flush: true, id: 'policies' }, box), form.el), refresh };
   }
   function permissionsView() {
     const box = h('div');
@@ -1996,6 +1998,52 @@
   function nodesDownBanner(down) {
     return h('div', { id: 'nodes-down' }, h('span', { class: 'down' }, `${down.length === 1 ? 'A cluster node is' : `${down.length} cluster nodes are`} down: `),
       down.join(', '), '. ', h('a', { href: '#/nodes', style: 'color:#fff;text-decoration:underline' }, 'Nodes'));
+  }
+
+  // Policy form (Admin › Policies) ---------------------------------------
+  // Adds or replaces a policy with PUT {path}/{vhost}/{name}; edit(p)
+  // loads an existing one into it. The definition is key = value lines.
+  function policyForm(prefix, path, onSaved) {
+    const f = {
+      vhost: vhostSelect({ id: `${prefix}-vhost` }),
+      name: h('input', { type: 'text', id: `${prefix}-name`, autocomplete: 'off' }),
+      pattern: h('input', { type: 'text', id: `${prefix}-pattern`, autocomplete: 'off', placeholder: '^orders\\.' }),
+      applyTo: selectEl({ id: `${prefix}-apply-to` }, [['all', 'Exchanges and queues'], ['queues', 'Queues'], ['exchanges', 'Exchanges']], 'all'),
+      priority: h('input', { type: 'number', id: `${prefix}-priority`, value: '0', style: 'width:90px' }),
+      def: h('textarea', { id: `${prefix}-definition`, class: 'def', rows: 4, placeholder: 'max-length = 10000\noverflow = reject-publish' }),
+    };
+    const hint = (k, v) => h('a', { href: '#', onclick: (e) => { e.preventDefault(); f.def.value += (f.def.value && !f.def.value.endsWith('\n') ? '\n' : '') + `${k} = ${v}`; f.def.focus(); } }, k);
+    const el = collapsible('Add / update a policy', `add-${prefix}`, false, h('form', { class: 'form', id: `${prefix}-form`, onsubmit: (e) => { e.preventDefault(); submit(e.submitter); } },
+      h('label', null, 'Virtual host'), f.vhost,
+      h('label', { for: `${prefix}-name` }, 'Name'), f.name,
+      h('label', { for: `${prefix}-pattern` }, 'Pattern'), h('div', null, f.pattern, h('div', { class: 'hint' }, 'A regular expression matched against queue and exchange names.')),
+      h('label', null, 'Apply to'), f.applyTo,
+      h('label', null, 'Priority'), f.priority,
+      h('label', { for: `${prefix}-definition` }, 'Definition'), h('div', null, f.def, h('div', { class: 'hint' }, 'One key = value per line. Add: ',
+        [['max-length', 10000], ['max-length-bytes', 1000000000], ['message-ttl', 60000], ['expires', 1800000], ['overflow', 'reject-publish'],
+          ['dead-letter-exchange', 'dlx'], ['delivery-limit', 20], ['alternate-exchange', 'ae']].map(([k, v]) => hint(k, v)))),
+      h('div', { class: 'form-actions' }, h('button', { class: 'btn', type: 'submit', id: `${prefix}-submit` }, 'Save policy'))));
+    async function submit(btn) {
+      await act(btn, async () => {
+        const name = f.name.value.trim();
+        if (!name) throw new Error('The policy needs a name');
+        const definition = parseKV(f.def.value);
+        if (isEmptyObj(definition)) throw new Error('The definition is empty');
+        await api('PUT', `${path}/${enc(f.vhost.value)}/${enc(name)}`, { pattern: f.pattern.value, 'apply-to': f.applyTo.value, priority: +f.priority.value || 0, definition });
+        toast('ok', `Policy ${name} saved`);
+        onSaved();
+      });
+    }
+    return {
+      el,
+      edit(p) {
+        f.vhost.value = p.vhost; f.name.value = p.name; f.pattern.value = p.pattern;
+        f.applyTo.value = p['apply-to'] || 'all'; f.priority.value = String(p.priority || 0);
+        f.def.value = Object.entries(p.definition || {}).map(([k, v]) => `${k} = ${jsonText(v)}`).join('\n');
+        el.open = true;
+        el.scrollIntoView({ block: 'start' });
+      },
+    };
   }
 
   // ----------------------------------------------------------------- router
