@@ -475,7 +475,10 @@ func TestUIOpsPolicyForm(t *testing.T) {
 	}
 	u.shot("ops-09-policies")
 
-	// Edit: the form loads the policy; a new max-length replaces it.
+	// Edit, on a fresh page: the form loads the policy; a new max-length
+	// replaces it.
+	u.open("#/queues", "#queues-table")
+	u.open("#/admin/policies", `#policies-table tr[data-policy="ui-limit"]`)
 	u.do("edit", chromedp.Click(chromedp.CSS(`#policies-table tr[data-policy="ui-limit"] [data-edit]`)),
 		chromedp.WaitVisible(chromedp.ID("policy-definition")))
 	loaded, err := chromedp.Run(u.ctx, chromedp.Evaluate[[]string](`['policy-name','policy-pattern','policy-apply-to','policy-definition'].map(id => document.getElementById(id).value)`))
