@@ -111,6 +111,8 @@ func (s *Server) routes() {
 	s.featureFlagRoutes(m) // featureflags.go
 	s.maintenanceRoutes(m) // maintenance.go: drain, revive
 	m("GET /api/aliveness-test/{vhost}", mg, s.aliveness)
+	m("GET /api/latency", mg, s.listLatencies)          // latency_api.go (Trident)
+	m("GET /api/latency/{vhost}", mg, s.vhostLatencies) // latency_api.go (Trident)
 	// Other paths, /api/ ones included, go to the UI's handler at "/",
 	// which answers unknown /api/ paths with the API's JSON 404.
 }
