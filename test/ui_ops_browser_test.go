@@ -357,6 +357,20 @@ func TestUIOpsRateCharts(t *testing.T) {
 			t.Errorf("queue chart legend %s shows %q", k, got)
 		}
 	}
+	// The vhost's latency figures, since start and recent.
+	for _, m := range []string{"publish_to_confirm", "enqueue_to_deliver", "deliver_to_ack"} {
+		row := `#vhost-latency-table tr[data-metric="` + m + `"][data-protocol="amqp091"]`
+		u.until("the "+m+" latency row with a recent p99", `(() => { const r = document.querySelector('`+row+`'); return !!r && /\d (ms|s)$/.test(r.cells[6].innerText.trim()); })()`)
+		cells := strings.Split(u.text(row), "\t")
+		if len(cells) != 7 || !regexp.MustCompile(`^[1-9][\d,]*$`).MatchString(strings.TrimSpace(cells[2])) {
+			t.Fatalf("%s latency row %q", m, cells)
+		}
+		for _, c := range cells[3:] {
+			if !regexp.MustCompile(`^\d+(\.\d+)? (ms|s)$`).MatchString(strings.TrimSpace(c)) {
+				t.Errorf("%s latency figure %q in %q", m, c, cells)
+			}
+		}
+	}
 	u.shot("ops-04-queue-chart")
 
 	u.open("#/queues/%2F/ops-backlog", "#queue-rate-chart svg")

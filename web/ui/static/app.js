@@ -952,6 +952,7 @@
     streamPanel.hidden = true;
     const browse = browsePanel(base);
     const rateChart = rateChartPanel('queue-rate-chart', base, QUEUE_RATE_SERIES);
+    const latency = vhostLatencyPanel(vhost);
     const g = {
       ackmode: selectEl({ id: 'get-ackmode' }, [['ack_requeue_true', 'Nack, requeue'], ['reject_requeue_true', 'Reject, requeue'], ['ack_requeue_false', 'Ack, remove from queue'], ['reject_requeue_false', 'Reject, remove from queue']], 'ack_requeue_true'),
       encoding: selectEl({ id: 'get-encoding' }, [['auto', 'Auto string / base64'], ['base64', 'Base64']], 'auto'),
@@ -1027,6 +1028,7 @@
             toast('ok', 'Binding added'); refresh();
           }, 'queue'))),
       h('div', { class: 'spacer' }), h('div', { class: 'spacer' }), h('div', { class: 'spacer' }),
+      latency.el,
       panel('Consumers', { flush: true, id: 'queue-consumers' }, consumers),
       h('div', { class: 'grid two' },
         panel('Get messages', { id: 'queue-get' }, getForm),
@@ -1091,6 +1093,7 @@
         ...headMessageFigures(q),
       ]));
       rateChart.sample(q);
+      latency.refresh();
       fill(consumers, table([
         { title: 'Channel', render: (c) => get(c, 'channel_details.name') || '' },
         { title: 'Consumer tag', render: (c) => h('span', { class: 'mono' }, c.consumer_tag) },
@@ -1820,6 +1823,68 @@
       ['Head message age', age == null ? '' : h('span', { id: 'queue-head-age', title: `${age} s` }, age < 1 ? `${Math.round(age * 1000)} ms` : duration(age * 1000))],
       ['Head message timestamp', ts == null ? '' : h('span', { id: 'queue-head-timestamp' }, when(ts * 1000))],
     ];
+  }
+
+  // Latency of a vhost (GET /api/latency/{vhost}, a Trident extension):
+  // since the node started, and over the window this page has sampled
+  // (the difference of two readings of the cumulative buckets).
+  function seconds(v) {
+    if (v == null || isNaN(v)) return '';
+    if (v < 0.001) return (v * 1000).toFixed(2) + ' ms';
+    if (v < 0.01) return (v * 1000).toFixed(1) + ' ms';
+    if (v < 1) return Math.round(v * 1000) + ' ms';
+    return v.toFixed(2) + ' s';
+  }
+  function bucketQuantile(q, buckets, count) {
+    if (!count || !buckets.length) return null;
+    const rank = q * count;
+    let prev = 0;
+    for (let i = 0; i < buckets.length; i++) {
+      if (buckets[i].count >= rank) {
+        const lower = i ? buckets[i - 1].le : 0, inb = buckets[i].count - prev;
+        return inb ? lower + (buckets[i].le - lower) * (rank - prev) / inb : buckets[i].le;
+      }
+      prev = buckets[i].count;
+    }
+    return buckets[buckets.length - 1].le;
+  }
+  const LATENCY_LABELS = { publish_to_confirm: 'Publish → confirm', enqueue_to_deliver: 'Enqueue → deliver', deliver_to_ack: 'Deliver → ack' };
+  const latencyHistory = new Map(); // vhost/protocol/metric → [{t, count, buckets}]
+  function vhostLatencyPanel(vhost) {
+    const box = h('div', { id: 'vhost-latency' });
+    async function refresh() {
+      let ls;
+      try { ls = await api('GET', `/latency/${enc(vhost)}`); } catch (e) { fill(box, h('span', { class: 'muted' }, 'Not available: ' + errText(e))); return; }
+      const now = Date.now();
+      const rows = (ls || []).map((l) => {
+        const key = `${l.vhost}\u0000${l.protocol}\u0000${l.metric}`;
+        let hist = latencyHistory.get(key);
+        if (!hist) { hist = []; latencyHistory.set(key, hist); }
+        hist.push({ t: now, count: l.count, buckets: l.buckets || [] });
+        while (hist.length > 1 && hist[0].t < now - CHART_SECONDS * 1000) hist.shift();
+        const old = hist[0];
+        let recent = null;
+        if (old.t < now && l.count > old.count) {
+          const diff = (l.buckets || []).map((b, i) => ({ le: b.le, count: b.count - ((old.buckets[i] || {}).count || 0) }));
+          recent = { n: l.count - old.count, p99: bucketQuantile(0.99, diff, l.count - old.count), secs: (now - old.t) / 1000 };
+        }
+        return Object.assign({}, l, { recent });
+      });
+      rows.sort((a, b) => Object.keys(LATENCY_LABELS).indexOf(a.metric) - Object.keys(LATENCY_LABELS).indexOf(b.metric) || a.protocol.localeCompare(b.protocol));
+      fill(box, table([
+        { title: 'Latency', render: (l) => LATENCY_LABELS[l.metric] || l.metric },
+        { title: 'Protocol', render: (l) => protocolView(l.protocol.replace(/^amqp091$/, 'AMQP 0-9-1').replace(/^mqtt$/, 'MQTT').replace(/^stomp$/, 'STOMP')) },
+        { title: 'Count', num: true, render: (l) => num(l.count) },
+        { title: 'Mean', num: true, render: (l) => seconds(l.mean_seconds) },
+        { title: 'p50', num: true, render: (l) => seconds(l.p50_seconds) },
+        { title: 'p99', num: true, cls: 'num lat-p99', render: (l) => seconds(l.p99_seconds) },
+        { title: 'Recent p99', num: true, render: (l) => (l.recent ? h('span', { title: `${num(l.recent.n)} observations in the last ${Math.round(l.recent.secs)} s` }, seconds(l.recent.p99)) : h('span', { class: 'muted' }, '—')) },
+      ], rows, 'Nothing measured in this virtual host yet', (l) => ({ 'data-metric': l.metric, 'data-protocol': l.protocol }), 'vhost-latency-table'));
+    }
+    return {
+      el: panel(`Latency in virtual host ${vhost}`, { flush: true, id: 'queue-latency', right: h('span', { class: 'muted small' }, 'since the node started; recent: sampled by this page') }, box),
+      refresh,
+    };
   }
 
   // Connection page -------------------------------------------------------
