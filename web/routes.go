@@ -97,7 +97,7 @@ func (s *Server) routes() {
 	m("GET /api/policies/{vhost}/{name}", pol, s.getPolicy)
 	m("PUT /api/policies/{vhost}/{name}", pol, s.putPolicy)
 	m("DELETE /api/policies/{vhost}/{name}", pol, s.deletePolicy)
-	m("GET /api/operator-policies", mg, emptyList)
+	s.operatorPolicyRoutes(m, pol)
 	s.shovelRoutes(m, pol, mg) // shovels.go
 	m("GET /api/global-parameters", mg, s.listGlobalParameters)
 
