@@ -511,4 +511,34 @@ func TestUIOpsPolicyForm(t *testing.T) {
 	u.eval(`document.querySelector('#policies-table tr[data-policy="ui-limit"] [data-delete]').click()`)
 	u.until("the row gone", `!document.querySelector('#policies-table tr[data-policy="ui-limit"]')`)
 	api.expect(404, "GET", "/api/policies/%2F/ui-limit", nil)
+
+	// Operator policies: a key that is no limit is refused with the
+	// server's reason; a limit is set and shows on the queue's page.
+	u.open("#/admin/operator-policies", "#operator-policies table")
+	u.do("a refused operator policy",
+		chromedp.Click(chromedp.CSS("#add-operator-policy summary")),
+		chromedp.WaitVisible(chromedp.ID("operator-policy-name")),
+		chromedp.SendKeys(chromedp.ID("operator-policy-name"), "ui-cap"),
+		chromedp.SendKeys(chromedp.ID("operator-policy-pattern"), `^ui-pol\.`),
+		chromedp.SendKeys(chromedp.ID("operator-policy-definition"), "dead-letter-exchange = dlx"),
+		chromedp.Click(chromedp.ID("operator-policy-submit")),
+		chromedp.WaitVisible(chromedp.CSS("#toasts .toast.error")))
+	if got := u.text("#toasts .toast.error"); !strings.Contains(got, "not allowed in an operator policy") {
+		t.Errorf("refusal shown as %q", got)
+	}
+	u.eval(`document.getElementById('operator-policy-definition').value = 'max-length = 2'`)
+	u.do("an operator policy", chromedp.Click(chromedp.ID("operator-policy-submit")),
+		chromedp.WaitVisible(chromedp.CSS(`#operator-policies-table tr[data-policy="ui-cap"]`)))
+	op := api.object("/api/operator-policies/%2F/ui-cap")
+	if d, _ := op["definition"].(map[string]any); num(d["max-length"]) != 2 || op["apply-to"] != "queues" {
+		t.Fatalf("the form set the operator policy %v", op)
+	}
+	u.shot("ops-10-operator-policies")
+	u.open("#/queues/%2F/ui-pol.q", "#queue-operator-policy")
+	if got := u.text("#queue-operator-policy"); got != "ui-cap" {
+		t.Errorf("queue page shows operator policy %q", got)
+	}
+	if n := queueCount(t, bk.URL, "ui-pol.q"); n != 2 {
+		t.Errorf("queue holds %d under the operator policy's max-length 2", n)
+	}
 }

@@ -1087,6 +1087,7 @@
         ['Exclusive', q.exclusive ? 'yes' : 'no'],
         ['Arguments', argsView(q.arguments)],
         ['Policy', q.policy || ''],
+        q.operator_policy ? ['Operator policy', h('span', { id: 'queue-operator-policy' }, q.operator_policy)] : null,
         q.consumer_utilisation != null ? ['Consumer capacity', `${Math.round((q.consumer_capacity ?? q.consumer_utilisation) * 100)}%`] : null,
         q.memory != null ? ['Memory', bytes(q.memory)] : null,
         q.idle_since ? ['Idle since', when(q.idle_since)] : null,
@@ -1239,11 +1240,11 @@
   // Admin ------------------------------------------------------------------
   function adminTabs(active) {
     const t = (id, label) => h('a', { href: `#/admin/${id}`, class: id === active ? 'active' : null, id: `tab-${id}` }, label);
-    return h('div', { class: 'tabs' }, t('users', 'Users'), t('vhosts', 'Virtual hosts'), t('permissions', 'Permissions'), t('policies', 'Policies'), t('definitions', 'Definitions'));
+    return h('div', { class: 'tabs' }, t('users', 'Users'), t('vhosts', 'Virtual hosts'), t('permissions', 'Permissions'), t('policies', 'Policies'), t('operator-policies', 'Operator policies'), t('definitions', 'Definitions'));
   }
   function adminPage(sub) {
     sub = sub || 'users';
-    const body = { users: usersView, vhosts: vhostsView, permissions: permissionsView, policies: policiesView, definitions: definitionsView }[sub] || usersView;
+    const body = { users: usersView, vhosts: vhostsView, permissions: permissionsView, policies: policiesView, 'operator-policies': operatorPoliciesView, definitions: definitionsView }[sub] || usersView;
     const v = body();
     return { el: h('div', null, pageHead('Admin'), adminTabs(sub), v.el), refresh: v.refresh };
   }
@@ -2065,28 +2066,59 @@
       down.join(', '), '. ', h('a', { href: '#/nodes', style: 'color:#fff;text-decoration:underline' }, 'Nodes'));
   }
 
+  // Operator policies (Admin › Operator policies) -----------------------
+  function operatorPoliciesView() {
+    const box = h('div');
+    const form = policyForm('operator-policy', '/operator-policies', () => refresh(), true);
+    async function refresh() {
+      try {
+        const ps = await api('GET', '/operator-policies');
+        fill(box, table([
+          { title: 'Virtual host', render: (p) => p.vhost },
+          { title: 'Name', cls: 'name', render: (p) => h('b', null, p.name) },
+          { title: 'Pattern', render: (p) => h('span', { class: 'mono' }, p.pattern) },
+          { title: 'Apply to', render: (p) => p['apply-to'] },
+          { title: 'Definition', render: (p) => argsView(p.definition) },
+          { title: 'Priority', num: true, render: (p) => String(p.priority) },
+          { title: '', cls: 'actions', render: (p) => h('span', { class: 'row' }, h('button', { class: 'btn secondary small', type: 'button', 'data-edit': p.name, onclick: () => form.edit(p) }, 'Edit'), ' ',
+            h('button', { class: 'btn danger small', type: 'button', 'data-delete': p.name, onclick: (e) => del(e.target, p) }, 'Delete')) },
+        ], ps || [], 'No operator policies', (p) => ({ 'data-policy': p.name }), 'operator-policies-table'));
+      } catch (e) {
+        fill(box, h('div', { style: 'padding:0 16px' }, errorBox('Could not load operator policies:', e)));
+      }
+    }
+    async function del(btn, p) {
+      if (!confirm(`Delete operator policy ${p.name}?`)) return;
+      await act(btn, async () => { await api('DELETE', `/operator-policies/${enc(p.vhost)}/${enc(p.name)}`); toast('ok', `Operator policy ${p.name} deleted`); refresh(); });
+    }
+    return { el: h('div', null, panel('Operator policies', { flush: true, id: 'operator-policies', right: h('span', { class: 'muted small' }, 'caps on queues that applications and their policies cannot lift') }, box), form.el), refresh };
+  }
+
   // Policy form (Admin › Policies) ---------------------------------------
   // Adds or replaces a policy with PUT {path}/{vhost}/{name}; edit(p)
   // loads an existing one into it. The definition is key = value lines.
-  function policyForm(prefix, path, onSaved) {
+  function policyForm(prefix, path, onSaved, operator) {
     const f = {
       vhost: vhostSelect({ id: `${prefix}-vhost` }),
       name: h('input', { type: 'text', id: `${prefix}-name`, autocomplete: 'off' }),
       pattern: h('input', { type: 'text', id: `${prefix}-pattern`, autocomplete: 'off', placeholder: '^orders\\.' }),
-      applyTo: selectEl({ id: `${prefix}-apply-to` }, [['all', 'Exchanges and queues'], ['queues', 'Queues'], ['exchanges', 'Exchanges']], 'all'),
+      applyTo: selectEl({ id: `${prefix}-apply-to` }, operator ? [['queues', 'Queues']] : [['all', 'Exchanges and queues'], ['queues', 'Queues'], ['exchanges', 'Exchanges']], operator ? 'queues' : 'all'),
       priority: h('input', { type: 'number', id: `${prefix}-priority`, value: '0', style: 'width:90px' }),
       def: h('textarea', { id: `${prefix}-definition`, class: 'def', rows: 4, placeholder: 'max-length = 10000\noverflow = reject-publish' }),
     };
     const hint = (k, v) => h('a', { href: '#', onclick: (e) => { e.preventDefault(); f.def.value += (f.def.value && !f.def.value.endsWith('\n') ? '\n' : '') + `${k} = ${v}`; f.def.focus(); } }, k);
-    const el = collapsible('Add / update a policy', `add-${prefix}`, false, h('form', { class: 'form', id: `${prefix}-form`, onsubmit: (e) => { e.preventDefault(); submit(e.submitter); } },
+    const hints = operator
+      ? [['max-length', 100000], ['max-length-bytes', 1000000000], ['message-ttl', 86400000], ['expires', 86400000], ['delivery-limit', 20]]
+      : [['max-length', 10000], ['max-length-bytes', 1000000000], ['message-ttl', 60000], ['expires', 1800000], ['overflow', 'reject-publish'],
+        ['dead-letter-exchange', 'dlx'], ['delivery-limit', 20], ['alternate-exchange', 'ae']];
+    const el = collapsible(operator ? 'Add / update an operator policy' : 'Add / update a policy', `add-${prefix}`, false, h('form', { class: 'form', id: `${prefix}-form`, onsubmit: (e) => { e.preventDefault(); submit(e.submitter); } },
       h('label', null, 'Virtual host'), f.vhost,
       h('label', { for: `${prefix}-name` }, 'Name'), f.name,
       h('label', { for: `${prefix}-pattern` }, 'Pattern'), h('div', null, f.pattern, h('div', { class: 'hint' }, 'A regular expression matched against queue and exchange names.')),
       h('label', null, 'Apply to'), f.applyTo,
       h('label', null, 'Priority'), f.priority,
-      h('label', { for: `${prefix}-definition` }, 'Definition'), h('div', null, f.def, h('div', { class: 'hint' }, 'One key = value per line. Add: ',
-        [['max-length', 10000], ['max-length-bytes', 1000000000], ['message-ttl', 60000], ['expires', 1800000], ['overflow', 'reject-publish'],
-          ['dead-letter-exchange', 'dlx'], ['delivery-limit', 20], ['alternate-exchange', 'ae']].map(([k, v]) => hint(k, v)))),
+      h('label', { for: `${prefix}-definition` }, 'Definition'), h('div', null, f.def, h('div', { class: 'hint' }, operator ? 'Limits only; a queue gets the lower of its own value and this one. Add: ' : 'One key = value per line. Add: ',
+        hints.map(([k, v]) => hint(k, v)))),
       h('div', { class: 'form-actions' }, h('button', { class: 'btn', type: 'submit', id: `${prefix}-submit` }, 'Save policy'))));
     async function submit(btn) {
       await act(btn, async () => {
