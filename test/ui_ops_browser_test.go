@@ -146,6 +146,23 @@ func (u *uiOps) until(what, js string) {
 	}
 }
 
+// fits fails the test unless the table sel is no wider than its panel
+// and the page no wider than the window, and the top bar is one line.
+func (u *uiOps) fits(sel string) {
+	u.t.Helper()
+	got, err := chromedp.Run(u.ctx, chromedp.Evaluate[[]int64](
+		`(() => { const t = document.querySelector(`+jsString(sel)+`), w = t.closest('.table-wrap'); return [t.scrollWidth, w.clientWidth, document.documentElement.scrollWidth, window.innerWidth, document.getElementById('topbar').offsetHeight]; })()`))
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	if got[0] > got[1] || got[2] > got[3] {
+		u.t.Errorf("at %d px %s is %d px wide in a %d px panel (page %d px)", got[3], sel, got[0], got[1], got[2])
+	}
+	if got[4] > 60 {
+		u.t.Errorf("the top bar is %d px high: its items wrap", got[4])
+	}
+}
+
 func (u *uiOps) shot(name string) { u.t.Helper(); shot(u.t, u.ctx, u.shots, name) }
 
 func jsString(s string) string {
@@ -268,14 +285,7 @@ func TestUIOpsConnections(t *testing.T) {
 	u := openUIOps(t, base, 1400, 900)
 	u.open("#/connections", "#connections-table tbody td a")
 	u.until("the byte rates are non-zero", `[...document.querySelectorAll('#connections-table tbody td.num')].some(td => /[1-9]/.test(td.innerText) && /B\/s/.test(td.innerText))`)
-	fits, err := chromedp.Run(u.ctx, chromedp.Evaluate[[]int64](
-		`(() => { const t = document.getElementById('connections-table'), w = t.closest('.table-wrap'); return [t.scrollWidth, w.clientWidth, document.documentElement.scrollWidth, window.innerWidth]; })()`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fits[0] > fits[1] || fits[2] > fits[3] {
-		t.Errorf("at 1400 px the connections table is %d px wide in a %d px panel (page %d in %d)", fits[0], fits[1], fits[2], fits[3])
-	}
+	u.fits("#connections-table")
 	rates := u.texts(`#connections-table tbody td.num`)
 	var byteRates int
 	for _, r := range rates {
@@ -322,6 +332,7 @@ func TestUIOpsConnections(t *testing.T) {
 	// The channels page fills its rate columns too.
 	u.open("#/channels", "#channels-table tbody td a")
 	u.until("the channels page's rates", `[...document.querySelectorAll('#channels-table tbody tr')].some(r => [...r.cells].some(c => /^[1-9][\d,.]*\/s$/.test(c.innerText.trim())))`)
+	u.fits("#channels-table")
 	u.shot("ops-03-channels")
 
 	// Close it from its page.

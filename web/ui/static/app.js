@@ -730,7 +730,7 @@
     const list = pagedList({
       key: 'channels', id: 'channels', title: 'Channels', noun: 'channel', path: () => (prefs.vhost ? `/vhosts/${enc(prefs.vhost)}/channels` : '/channels'),
       columns: () => [
-        { title: 'Channel', sort: 'name', cls: 'name', render: (c) => h('span', { title: c.name }, get(c, 'connection_details.name') ? h('a', { href: `#/connections/${enc(c.connection_details.name)}` }, c.name) : c.name) },
+        { title: 'Channel', sort: 'name', cls: 'name', render: (c) => channelLabel(c) },
         showVhostCol() && { title: 'Vhost', sort: 'vhost', render: (c) => c.vhost },
         { title: 'User', sort: 'user', render: (c) => c.user },
         { title: 'Mode', render: (c) => [c.confirm ? tag('C', 'blue', 'confirm mode') : null, c.transactional ? tag('T', 'amber', 'transactional') : null] },
@@ -1718,6 +1718,15 @@
     const s = [p.product, p.version].filter(Boolean).join(' ');
     if (!s) return h('span', { class: 'muted' }, '—');
     return h('span', { title: [s, p.platform].filter(Boolean).join(' · ') }, s.replace(/^https?:\/\/(www\.)?github\.com\//, ''));
+  }
+
+  // A channel's name, "<connection> (<n>)", linked to its connection's
+  // page; a long connection name is cut, never the channel's number.
+  function channelLabel(c) {
+    const conn = get(c, 'connection_details.name');
+    if (!conn || !c.name.startsWith(conn)) return h('span', { title: c.name }, c.name);
+    return h('a', { href: `#/connections/${enc(conn)}`, title: c.name, class: 'chan-label' },
+      h('span', { class: 'chan-conn' }, conn), h('span', null, c.name.slice(conn.length)));
   }
 
   // Object rates sampled by the page ------------------------------------
