@@ -273,7 +273,7 @@ func (v *VHost) stopRetries() {
 
 // deleteVHostRecords deletes the records of what vhost name held.
 func (b *Broker) deleteVHostRecords(name string) error {
-	for _, p := range []string{"exchange/", "queue/", "binding/", "policy/"} {
+	for _, p := range []string{"exchange/", "queue/", "binding/", "policy/", opPolicyPrefix} {
 		if err := b.store.DeleteMetaPrefix(p + name + "\x00"); err != nil {
 			return err
 		}
@@ -317,6 +317,17 @@ func (b *Broker) recover() error {
 		if v, name, ok := b.splitVHostKey(key, "policy/"); ok {
 			if err := v.applyPolicy(name, val); err != nil {
 				b.log.Warn("invalid policy record skipped", "vhost", v.name, "policy", name, "err", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = b.store.LoadMeta(opPolicyPrefix, func(key string, val []byte) error {
+		if v, name, ok := b.splitVHostKey(key, opPolicyPrefix); ok {
+			if err := v.applyOperatorPolicy(name, val); err != nil {
+				b.log.Warn("invalid operator policy record skipped", "vhost", v.name, "policy", name, "err", err)
 			}
 		}
 		return nil

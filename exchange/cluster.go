@@ -413,7 +413,7 @@ func (b *Broker) ForgetNode(node string) int {
 // non-durable or exclusive object lives on the node that declared it, its
 // "node", and the others route to it; those records are dropped when that
 // node restarts or dies, see SetCluster and ForgetNode).
-var replicatedPrefixes = []string{"vhost/", "exchange/", "queue/", "binding/", "texchange/", "tqueue/", "tbinding/", "policy/", "streamoff/"}
+var replicatedPrefixes = []string{"vhost/", "exchange/", "queue/", "binding/", "texchange/", "tqueue/", "tbinding/", "policy/", opPolicyPrefix, "streamoff/"}
 
 // Owners for exclusive queues in a cluster: remoteOwner owns the exclusive
 // queues of other nodes (no connection of this node matches it); anyOwner
@@ -546,6 +546,12 @@ func (b *Broker) applyOp(op MetaOp) error {
 	if isPolicyKey(op.Key) {
 		if v, name, ok := b.splitVHostKey(op.Key, "policy/"); ok {
 			return v.applyPolicy(name, op.Val)
+		}
+		return nil
+	}
+	if strings.HasPrefix(op.Key, opPolicyPrefix) {
+		if v, name, ok := b.splitVHostKey(op.Key, opPolicyPrefix); ok {
+			return v.applyOperatorPolicy(name, op.Val)
 		}
 		return nil
 	}

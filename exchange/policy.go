@@ -241,7 +241,7 @@ func (q *Queue) setPolicyLocked(p *Policy) {
 	if q.st != nil {
 		return // a stream takes no classic policy keys (expires, TTL, limits...)
 	}
-	a := p.withPolicy(q.xa, q.args)
+	a := q.opPol.withOperatorLimits(p.withPolicy(q.xa, q.args))
 	now := nowNano()
 	old := q.cmdSetArgs(a, now) // a deleted queue's state is empty
 	q.syncSchedLocked()
@@ -272,11 +272,12 @@ func (q *Queue) setPolicyLocked(p *Policy) {
 // initPolicyLocked gives a queue entering v.queues its policy. v.mu is
 // held (for writing) and q is new.
 func (v *VHost) initPolicyLocked(q *Queue) {
-	p := v.matchLocked(false, q.name)
-	if p == nil && q.pol == nil {
+	p, op := v.matchLocked(false, q.name), v.matchOperatorLocked(q.name)
+	if p == nil && q.pol == nil && op == nil && q.opPol == nil {
 		return
 	}
 	q.mu.Lock()
+	q.opPol = op
 	q.setPolicyLocked(p)
 	q.flush()
 	q.mu.Unlock() // a new queue has nothing to dead-letter (it routes under v.mu)
@@ -326,13 +327,14 @@ func (v *VHost) reapplyQueues() {
 			v.mu.RUnlock()
 			continue
 		}
-		p := v.matchLocked(false, q.name)
+		p, op := v.matchLocked(false, q.name), v.matchOperatorLocked(q.name)
 		q.mu.Lock()
-		if p == q.pol {
+		if p == q.pol && op == q.opPol {
 			q.mu.Unlock()
 			v.mu.RUnlock()
 			continue
 		}
+		q.opPol = op
 		q.setPolicyLocked(p)
 		v.mu.RUnlock()
 		q.unlock() // dead-letters, which routes under v.mu

@@ -201,6 +201,8 @@ type Queue struct {
 	queueState
 
 	pol *Policy // the policy in effect (mu)
+	// opPol is the operator policy in effect (mu; operator_policy.go).
+	opPol *Policy
 	// batch is the Batch of the publish enqueuing right now (mu): set
 	// only inside enqueue, for the deliveries it makes (see Batch).
 	batch *Batch

@@ -45,6 +45,8 @@ type VHost struct {
 	pending  map[string]*Queue
 	pendingX map[string]*Exchange // the same for exchanges
 	policies map[string]*Policy   // policy.go
+	// opPolicies are the operator policies (operator_policy.go).
+	opPolicies map[string]*Policy
 
 	// anyExpiring is set once any message with a per-message expiration
 	// was published, so that queues without x-message-ttl check expiry.
@@ -63,7 +65,7 @@ type VHost struct {
 
 func newVHost(b *Broker, name string) *VHost {
 	v := &VHost{b: b, name: name, exchanges: map[string]*Exchange{}, queues: map[string]*Queue{}, replyTo: map[string]*Queue{},
-		policies: map[string]*Policy{}}
+		policies: map[string]*Policy{}, opPolicies: map[string]*Policy{}}
 	for _, p := range predeclared {
 		x := &Exchange{vh: v, name: p.name, kind: p.kind, durable: true, router: newRouter(p.kind)}
 		v.exchanges[p.name] = x

@@ -319,6 +319,39 @@ func (m *Manager) Delete(vhost, name string) (bool, error) {
 	return true, m.st.DeleteMeta(k)
 }
 
+// ErrNotHere is returned by Restart for a shovel that runs on another node
+// of the cluster: that node's API restarts it.
+var ErrNotHere = errors.New("shovel: runs on another node")
+
+// Restart stops a shovel that runs here and starts it again from its
+// definition (new connections; what it held unacked is redelivered at
+// the source), as RabbitMQ's restart does; false if there is none.
+func (m *Manager) Restart(vhost, name string) (bool, error) {
+	k := recordKey(vhost, name)
+	m.mu.Lock()
+	sd := m.defs[k]
+	if sd == nil || m.closed {
+		m.mu.Unlock()
+		return false, nil
+	}
+	w := sd.w
+	if w == nil {
+		m.mu.Unlock()
+		return true, ErrNotHere
+	}
+	sd.w = nil
+	m.mu.Unlock()
+	w.cancel()
+	<-w.done
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// Deleted, replaced or moved meanwhile: the new state stands.
+	if cur := m.defs[k]; cur == sd && sd.w == nil && !m.closed && m.ownsLocked(k) {
+		m.startLocked(sd)
+	}
+	return true, nil
+}
+
 // ApplyMeta takes the shovel records committed by the cluster (every
 // node's, this one's included) and starts, replaces or stops shovels to
 // match. It runs on the metadata group's apply goroutine: it never waits

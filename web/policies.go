@@ -10,7 +10,7 @@ import (
 	"github.com/trident-broker/trident/exchange"
 )
 
-// Policies, in RabbitMQ's shapes (operator policies are not supported):
+// Policies, in RabbitMQ's shapes (operator policies: below):
 //
 //	GET    /api/policies                   every policy of the vhosts u uses
 //	GET    /api/policies/{vhost}           a vhost's
@@ -161,4 +161,130 @@ func policyFromBody(m map[string]any) (exchange.Policy, error) {
 		return p, fmt.Errorf("priority %v is not an integer", pr)
 	}
 	return p, nil
+}
+
+// Operator policies, in RabbitMQ's shapes (the records as policies'),
+// with the same rights (policymaker or administrator, and access to the
+// vhost); see exchange/operator_policy.go for what they do:
+//
+//	GET    /api/operator-policies                   every operator policy of the vhosts u uses
+//	GET    /api/operator-policies/{vhost}           a vhost's
+//	GET    /api/operator-policies/{vhost}/{name}    one (404 if none)
+//	PUT    /api/operator-policies/{vhost}/{name}    201, 204 if it existed; 400 for a key
+//	                                                an operator policy may not set
+//	DELETE /api/operator-policies/{vhost}/{name}    204, 404 if none
+func (s *Server) operatorPolicyRoutes(m func(string, access, handler), pol access) {
+	m("GET /api/operator-policies", pol, s.listOperatorPolicies)
+	m("GET /api/operator-policies/{vhost}", pol, s.listVHostOperatorPolicies)
+	m("GET /api/operator-policies/{vhost}/{name}", pol, s.getOperatorPolicy)
+	m("PUT /api/operator-policies/{vhost}/{name}", pol, s.putOperatorPolicy)
+	m("DELETE /api/operator-policies/{vhost}/{name}", pol, s.deleteOperatorPolicy)
+}
+
+func operatorPoliciesJSON(v *exchange.VHost) []policyJSON {
+	out := []policyJSON{}
+	for _, p := range v.OperatorPolicies() {
+		out = append(out, policyJSONOf(p))
+	}
+	return out
+}
+
+func (s *Server) listOperatorPolicies(w http.ResponseWriter, _ *http.Request, u *auth.User) {
+	out := []policyJSON{}
+	for _, n := range s.core.VHosts() {
+		if !s.usesVHost(u, n) {
+			continue
+		}
+		if v, ok := s.core.VHost(n); ok {
+			out = append(out, operatorPoliciesJSON(v)...)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) listVHostOperatorPolicies(w http.ResponseWriter, r *http.Request, u *auth.User) {
+	v, ok := s.writeVHost(w, r, u)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, operatorPoliciesJSON(v))
+}
+
+func (s *Server) getOperatorPolicy(w http.ResponseWriter, r *http.Request, u *auth.User) {
+	v, ok := s.writeVHost(w, r, u)
+	if !ok {
+		return
+	}
+	p, ok := v.OperatorPolicy(pathValue(r, "name"))
+	if !ok {
+		notFound(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, policyJSONOf(p))
+}
+
+func (s *Server) putOperatorPolicy(w http.ResponseWriter, r *http.Request, u *auth.User) {
+	v, body, ok := s.vhostBody(w, r, u)
+	if !ok {
+		return
+	}
+	p, err := policyFromBody(body)
+	if err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	p.Name = pathValue(r, "name")
+	created, err := v.SetOperatorPolicy(p)
+	if err != nil {
+		policyError(w, err)
+		return
+	}
+	putStatus(w, !created)
+}
+
+func (s *Server) deleteOperatorPolicy(w http.ResponseWriter, r *http.Request, u *auth.User) {
+	v, ok := s.writeVHost(w, r, u)
+	if !ok {
+		return
+	}
+	if err := v.DeleteOperatorPolicy(pathValue(r, "name")); err != nil {
+		coreError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// withOperatorPolicy is a queue's effective policy definition (def, from
+// its policy) with its operator policy's limits (op): the lower value of
+// a key both set, op's value for a key only op sets.
+func withOperatorPolicy(def, op map[string]any) map[string]any {
+	out := make(map[string]any, len(def)+len(op))
+	for k, v := range def {
+		out[k] = v
+	}
+	for k, v := range op {
+		cur, set := out[k]
+		if !set {
+			out[k] = v
+			continue
+		}
+		a, okA := asFloat(cur)
+		b, okB := asFloat(v)
+		if okA && okB && b < a {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func asFloat(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case float64:
+		return n, true
+	}
+	return 0, false
 }

@@ -80,6 +80,9 @@ func (s *Server) queueJSON(q *exchange.Queue) queueJSON {
 	if name, def := q.Policy(); name != "" {
 		j.Policy, j.EffectivePolicyDefinition = &name, def
 	}
+	if name, def := q.OperatorPolicy(); name != "" {
+		j.OperatorPolicy, j.EffectivePolicyDefinition = &name, withOperatorPolicy(j.EffectivePolicyDefinition, def)
+	}
 	j.HeadMessageTimestamp, j.HeadMessageAgeSeconds = headJSON(st, time.Now())
 	if q.Quorum() {
 		j.Type = "quorum"

@@ -97,7 +97,7 @@ func (s *Server) routes() {
 	m("GET /api/policies/{vhost}/{name}", pol, s.getPolicy)
 	m("PUT /api/policies/{vhost}/{name}", pol, s.putPolicy)
 	m("DELETE /api/policies/{vhost}/{name}", pol, s.deletePolicy)
-	m("GET /api/operator-policies", mg, emptyList)
+	s.operatorPolicyRoutes(m, pol)
 	s.shovelRoutes(m, pol, mg) // shovels.go
 	m("GET /api/global-parameters", mg, s.listGlobalParameters)
 
@@ -112,6 +112,8 @@ func (s *Server) routes() {
 	s.maintenanceRoutes(m) // maintenance.go: drain, revive
 	s.mqttRoutes(m, mg)    // mqtt.go: MQTT clients, sessions, retained messages
 	m("GET /api/aliveness-test/{vhost}", mg, s.aliveness)
+	m("GET /api/latency", mg, s.listLatencies)          // latency_api.go (Trident)
+	m("GET /api/latency/{vhost}", mg, s.vhostLatencies) // latency_api.go (Trident)
 	// Other paths, /api/ ones included, go to the UI's handler at "/",
 	// which answers unknown /api/ paths with the API's JSON 404.
 }

@@ -18,9 +18,12 @@ import (
 //	DELETE /api/parameters/shovel/{vhost}/{name}    204, 404 if none
 //	GET    /api/shovels[/{vhost}]                   each shovel's state (starting, running,
 //	                                                terminated with its reason)
+//	DELETE /api/shovels/vhost/{vhost}/{name}/restart  stops the shovel and starts it again:
+//	                                                204, 404 if none, 400 if it runs on
+//	                                                another node (that node's API restarts it)
 //
-// Parameters need the policymaker or administrator tag (and access to the
-// vhost); the shovels' states need the monitoring tag or vhost access.
+// Parameters and restarts need the policymaker or administrator tag (and
+// access to the vhost); the shovels' states need the monitoring tag or vhost access.
 // Neither shows the URIs' passwords (shovel.Redacted); the definitions
 // export (administrators only) keeps them, so that it can be imported.
 
@@ -31,6 +34,7 @@ type Shovels interface {
 	Params(vhost string) []shovel.Param
 	Param(vhost, name string) (shovel.Param, bool)
 	Statuses(vhost string) []shovel.Status
+	Restart(vhost, name string) (bool, error)
 }
 
 func (s *Server) shovelRoutes(m func(string, access, handler), pol, mg access) {
@@ -42,6 +46,30 @@ func (s *Server) shovelRoutes(m func(string, access, handler), pol, mg access) {
 	m("DELETE /api/parameters/shovel/{vhost}/{name}", pol, s.deleteParam)
 	m("GET /api/shovels", mg, s.listShovels(false))
 	m("GET /api/shovels/{vhost}", mg, s.listShovels(true))
+	m("DELETE /api/shovels/vhost/{vhost}/{name}/restart", pol, s.restartShovel)
+}
+
+func (s *Server) restartShovel(w http.ResponseWriter, r *http.Request, u *auth.User) {
+	v, ok := s.writeVHost(w, r, u)
+	if !ok {
+		return
+	}
+	if s.shovels == nil {
+		notFound(w)
+		return
+	}
+	found, err := s.shovels.Restart(v.Name(), pathValue(r, "name"))
+	switch {
+	case errors.Is(err, shovel.ErrNotHere):
+		badRequest(w, "the shovel runs on another node of the cluster; restart it through that node's API")
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, "internal_error", err.Error())
+	case !found:
+		notFound(w)
+	default:
+		s.log.Info("shovel restarted via the API", "vhost", v.Name(), "shovel", pathValue(r, "name"), "by", u.Name())
+		w.WriteHeader(http.StatusNoContent)
+	}
 }
 
 func (s *Server) listParams(byVHost bool) handler {

@@ -66,7 +66,7 @@
     let i = 0;
     v = Number(v);
     while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
-    return (i === 0 ? v : v.toFixed(v < 10 ? 1 : 0)) + ' ' + u[i];
+    return (i === 0 ? Math.round(v) : v.toFixed(v < 10 ? 1 : 0)) + ' ' + u[i];
   }
   function duration(ms) {
     if (ms == null) return '';
@@ -701,15 +701,15 @@
     const list = pagedList({
       key: 'connections', id: 'connections', title: 'Connections', noun: 'connection', path: () => (prefs.vhost ? `/vhosts/${enc(prefs.vhost)}/connections` : '/connections'),
       columns: () => [
-        { title: 'Name', sort: 'name', cls: 'name', render: (c) => h('span', { title: c.name }, c.name, c.client_properties && c.client_properties.connection_name ? h('div', { class: 'muted small' }, c.client_properties.connection_name) : null) },
+        { title: 'Name', sort: 'name', cls: 'name', render: (c) => h('span', { title: c.name }, h('a', { href: `#/connections/${enc(c.name)}` }, c.name), c.client_properties && c.client_properties.connection_name ? h('div', { class: 'muted small' }, c.client_properties.connection_name) : null) },
         { title: 'Protocol', sort: 'protocol', render: (c) => [protocolView(c.protocol), c.ssl ? tag('TLS', 'green') : null] },
         showVhostCol() && { title: 'Vhost', sort: 'vhost', render: (c) => c.vhost },
         { title: 'User', sort: 'user', render: (c) => c.user },
-        { title: 'Client', render: (c) => { const p = c.client_properties || {}; return [p.product, p.version].filter(Boolean).join(' ') || h('span', { class: 'muted' }, '—'); } },
+        { title: 'Client', cls: 'clip', render: (c) => clientLabel(c) },
         { title: 'State', sort: 'state', render: (c) => stateView(c.state) },
         { title: 'Channels', sort: 'channels', num: true, render: (c) => num(c.channels) },
-        { title: 'From client', sort: 'recv_oct_details.rate', num: true, render: (c) => (get(c, 'recv_oct_details.rate') != null ? bytes(get(c, 'recv_oct_details.rate')) + '/s' : '') },
-        { title: 'To client', sort: 'send_oct_details.rate', num: true, render: (c) => (get(c, 'send_oct_details.rate') != null ? bytes(get(c, 'send_oct_details.rate')) + '/s' : '') },
+        { title: 'From client', sort: 'recv_oct_details.rate', num: true, render: (c) => byteRate(get(c, 'recv_oct_details.rate')) },
+        { title: 'To client', sort: 'send_oct_details.rate', num: true, render: (c) => byteRate(get(c, 'send_oct_details.rate')) },
         { title: 'Connected', sort: 'connected_at', render: (c) => h('span', { title: when(c.connected_at) }, c.connected_at ? ago(c.connected_at) : '') },
         { title: '', cls: 'actions', render: (c) => h('button', { class: 'btn danger small', type: 'button', onclick: (e) => closeConn(e.target, c) }, 'Close') },
       ],
@@ -730,7 +730,7 @@
     const list = pagedList({
       key: 'channels', id: 'channels', title: 'Channels', noun: 'channel', path: () => (prefs.vhost ? `/vhosts/${enc(prefs.vhost)}/channels` : '/channels'),
       columns: () => [
-        { title: 'Channel', sort: 'name', cls: 'name', render: (c) => h('span', { title: c.name }, c.name) },
+        { title: 'Channel', sort: 'name', cls: 'name', render: (c) => channelLabel(c) },
         showVhostCol() && { title: 'Vhost', sort: 'vhost', render: (c) => c.vhost },
         { title: 'User', sort: 'user', render: (c) => c.user },
         { title: 'Mode', render: (c) => [c.confirm ? tag('C', 'blue', 'confirm mode') : null, c.transactional ? tag('T', 'amber', 'transactional') : null] },
@@ -951,6 +951,8 @@
     const streamPanel = panel('Stream', { id: 'queue-stream' }, streamBox);
     streamPanel.hidden = true;
     const browse = browsePanel(base);
+    const rateChart = rateChartPanel('queue-rate-chart', base, QUEUE_RATE_SERIES);
+    const latency = vhostLatencyPanel(vhost);
     const g = {
       ackmode: selectEl({ id: 'get-ackmode' }, [['ack_requeue_true', 'Nack, requeue'], ['reject_requeue_true', 'Reject, requeue'], ['ack_requeue_false', 'Ack, remove from queue'], ['reject_requeue_false', 'Reject, remove from queue']], 'ack_requeue_true'),
       encoding: selectEl({ id: 'get-encoding' }, [['auto', 'Auto string / base64'], ['base64', 'Base64']], 'auto'),
@@ -1017,7 +1019,7 @@
       pageHead(name, null, [h('a', { href: '#/queues' }, 'Queues'), ' › virtual host ', h('b', null, vhost)], [headTags,
         h('button', { class: 'btn secondary', type: 'button', id: 'queue-purge', onclick: (e) => purge(e.currentTarget) }, 'Purge'),
         h('button', { class: 'btn danger', type: 'button', id: 'queue-delete', onclick: (e) => del(e.currentTarget) }, 'Delete')]),
-      loadErr, h('div', { class: 'page-body', hidden: true }, stats,
+      loadErr, h('div', { class: 'page-body', hidden: true }, stats, rateChart.el,
       h('div', { class: 'grid two' },
         panel('Details', {}, details),
         panel('Bindings', { id: 'queue-bindings' }, bindings, h('div', { class: 'spacer' }), h('h3', { style: 'margin-top:12px' }, 'Add binding'),
@@ -1026,6 +1028,7 @@
             toast('ok', 'Binding added'); refresh();
           }, 'queue'))),
       h('div', { class: 'spacer' }), h('div', { class: 'spacer' }), h('div', { class: 'spacer' }),
+      latency.el,
       panel('Consumers', { flush: true, id: 'queue-consumers' }, consumers),
       h('div', { class: 'grid two' },
         panel('Get messages', { id: 'queue-get' }, getForm),
@@ -1084,10 +1087,14 @@
         ['Exclusive', q.exclusive ? 'yes' : 'no'],
         ['Arguments', argsView(q.arguments)],
         ['Policy', q.policy || ''],
+        q.operator_policy ? ['Operator policy', h('span', { id: 'queue-operator-policy' }, q.operator_policy)] : null,
         q.consumer_utilisation != null ? ['Consumer capacity', `${Math.round((q.consumer_capacity ?? q.consumer_utilisation) * 100)}%`] : null,
         q.memory != null ? ['Memory', bytes(q.memory)] : null,
         q.idle_since ? ['Idle since', when(q.idle_since)] : null,
+        ...headMessageFigures(q),
       ]));
+      rateChart.sample(q);
+      latency.refresh();
       fill(consumers, table([
         { title: 'Channel', render: (c) => get(c, 'channel_details.name') || '' },
         { title: 'Consumer tag', render: (c) => h('span', { class: 'mono' }, c.consumer_tag) },
@@ -1181,6 +1188,7 @@
     const incoming = h('div');
     const loadErr = h('div');
     const builtin = name === '' || name.startsWith('amq.');
+    const rateChart = rateChartPanel('exchange-rate-chart', base, EXCHANGE_RATE_SERIES);
     async function del(btn) {
       if (!confirm(`Delete exchange ${name}?`)) return;
       await act(btn, async () => { await api('DELETE', base); toast('ok', `Exchange ${name} deleted`); location.hash = '#/exchanges'; });
@@ -1188,7 +1196,7 @@
     const el = h('div', null,
       pageHead(exLabel(name), null, [h('a', { href: '#/exchanges' }, 'Exchanges'), ' › virtual host ', h('b', null, vhost)], [headTags,
         builtin ? null : h('button', { class: 'btn danger', type: 'button', id: 'exchange-delete', onclick: (e) => del(e.currentTarget) }, 'Delete')]),
-      loadErr, h('div', { class: 'page-body', hidden: true }, stats,
+      loadErr, h('div', { class: 'page-body', hidden: true }, stats, rateChart.el,
       h('div', { class: 'grid two' },
         panel('Details', {}, details),
         panel('Publish message', { id: 'exchange-publish' }, publishForm(vhost, name, null))),
@@ -1218,6 +1226,7 @@
         ['Virtual host', vhost], ['Type', x.type], ['Durable', x.durable ? 'yes' : 'no'], ['Auto delete', x.auto_delete ? 'yes' : 'no'],
         ['Internal', x.internal ? 'yes' : 'no'], ['Arguments', argsView(x.arguments)], ['Policy', x.policy || ''],
       ]));
+      rateChart.sample(x);
       if (name === '') {
         fill(outgoing, alertBox('info', 'The default exchange is implicitly bound to every queue, with a routing key equal to the queue name. It cannot be bound or unbound explicitly.'));
       } else {
@@ -1231,11 +1240,11 @@
   // Admin ------------------------------------------------------------------
   function adminTabs(active) {
     const t = (id, label) => h('a', { href: `#/admin/${id}`, class: id === active ? 'active' : null, id: `tab-${id}` }, label);
-    return h('div', { class: 'tabs' }, t('users', 'Users'), t('vhosts', 'Virtual hosts'), t('permissions', 'Permissions'), t('policies', 'Policies'), t('definitions', 'Definitions'));
+    return h('div', { class: 'tabs' }, t('users', 'Users'), t('vhosts', 'Virtual hosts'), t('permissions', 'Permissions'), t('policies', 'Policies'), t('operator-policies', 'Operator policies'), t('definitions', 'Definitions'));
   }
   function adminPage(sub) {
     sub = sub || 'users';
-    const body = { users: usersView, vhosts: vhostsView, permissions: permissionsView, policies: policiesView, definitions: definitionsView }[sub] || usersView;
+    const body = { users: usersView, vhosts: vhostsView, permissions: permissionsView, policies: policiesView, 'operator-policies': operatorPoliciesView, definitions: definitionsView }[sub] || usersView;
     const v = body();
     return { el: h('div', null, pageHead('Admin'), adminTabs(sub), v.el), refresh: v.refresh };
   }
@@ -1342,8 +1351,9 @@
           { title: 'Apply to', render: (p) => p['apply-to'] },
           { title: 'Definition', render: (p) => argsView(p.definition) },
           { title: 'Priority', num: true, render: (p) => String(p.priority) },
-          { title: '', cls: 'actions', render: (p) => h('button', { class: 'btn danger small', type: 'button', onclick: (e) => delPolicy(e.target, p) }, 'Delete') },
-        ], ps || [], 'No policies'));
+          { title: '', cls: 'actions', render: (p) => h('span', { class: 'row' }, h('button', { class: 'btn secondary small', type: 'button', 'data-edit': p.name, onclick: () => form.edit(p) }, 'Edit'), ' ',
+            h('button', { class: 'btn danger small', type: 'button', 'data-delete': p.name, onclick: (e) => delPolicy(e.target, p) }, 'Delete')) },
+        ], ps || [], 'No policies', (p) => ({ 'data-policy': p.name }), 'policies-table'));
       } catch (e) {
         fill(box, h('div', { style: 'padding:0 16px' }, errorBox('Could not load policies:', e)));
       }
@@ -1352,7 +1362,8 @@
       if (!confirm(`Delete policy ${p.name}?`)) return;
       await act(btn, async () => { await api('DELETE', `/policies/${enc(p.vhost)}/${enc(p.name)}`); toast('ok', `Policy ${p.name} deleted`); refresh(); });
     }
-    return { el: h('div', null, panel('Policies', { flush: true, id: 'policies' }, box)), refresh };
+    const form = policyForm('policy', '/policies', () => refresh());
+    return { el: h('div', null, panel('Policies', { flush: true, id: 'policies' }, box), form.el), refresh };
   }
   function permissionsView() {
     const box = h('div');
@@ -1876,6 +1887,461 @@
     return true;
   }
 
+  // ------------------------------------------- operations pages (issue 40)
+  // The connection page, the queue's and exchange's rate charts, the
+  // shovels page and the policy forms. Self-contained: the pages above
+  // call into this section only where they show its pieces.
+
+  // A byte rate in decimal units, as RabbitMQ's UI: 133 B/s, 1.2 kB/s.
+  function byteRate(v) {
+    if (v == null || v === '' || isNaN(v)) return '';
+    v = Number(v);
+    const u = ['B/s', 'kB/s', 'MB/s', 'GB/s', 'TB/s'];
+    let i = 0;
+    while (Math.abs(v) >= 999.5 && i < u.length - 1) { v /= 1000; i++; }
+    if (i === 0) return Math.round(v) + ' ' + u[0];
+    return (Math.abs(v) < 9.95 ? v.toFixed(1) : String(Math.round(v))) + ' ' + u[i];
+  }
+  // A connection's client: product and version, the whole in the title.
+  function clientLabel(c) {
+    const p = c.client_properties || {};
+    const s = [p.product, p.version].filter(Boolean).join(' ');
+    if (!s) return h('span', { class: 'muted' }, '—');
+    return h('span', { title: [s, p.platform].filter(Boolean).join(' · ') }, s.replace(/^https?:\/\/(www\.)?github\.com\//, ''));
+  }
+
+  // A channel's name, "<connection> (<n>)", linked to its connection's
+  // page; a long connection name is cut, never the channel's number.
+  function channelLabel(c) {
+    const conn = get(c, 'connection_details.name');
+    if (!conn || !c.name.startsWith(conn)) return h('span', { title: c.name }, c.name);
+    return h('a', { href: `#/connections/${enc(conn)}`, title: c.name, class: 'chan-label' },
+      h('span', { class: 'chan-conn' }, conn), h('span', null, c.name.slice(conn.length)));
+  }
+
+  // Object rates sampled by the page ------------------------------------
+  // Each queue or exchange page records the rates it reads on every
+  // refresh, so that its chart covers the last CHART_SECONDS while the
+  // page (or an earlier visit to it) was open.
+  const CHART_SECONDS = 300;
+  const objHistory = new Map(); // API path → [{t, v}]
+  function recordRates(key, v) {
+    const now = Date.now();
+    let xs = objHistory.get(key);
+    if (!xs) {
+      xs = [];
+      objHistory.set(key, xs);
+      if (objHistory.size > 100) objHistory.delete(objHistory.keys().next().value);
+    }
+    if (xs.length && now - xs[xs.length - 1].t < 1000) xs.pop();
+    xs.push({ t: now, v });
+    while (xs.length && xs[0].t < now - CHART_SECONDS * 1000) xs.shift();
+    return xs;
+  }
+  // A small inline SVG line chart of rates over the last CHART_SECONDS.
+  function svgRateChart(id, series) {
+    const NS = 'http://www.w3.org/2000/svg';
+    const H = 170, pad = { l: 48, r: 12, t: 8, b: 20 };
+    let W = 600;
+    const s = (tagName, attrs, txt) => {
+      const e = document.createElementNS(NS, tagName);
+      for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+      if (txt != null) e.textContent = txt;
+      return e;
+    };
+    const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, class: 'rate-chart', role: 'img', 'aria-label': 'message rates' });
+    const legend = h('div', { class: 'legend' });
+    const el = h('div', { class: 'svg-chart', id }, svg, legend);
+    // The axis' top: four steps of 1, 2, 2.5 or 5 times a power of ten.
+    function niceTop(max) {
+      if (!(max > 0)) return 1;
+      const v = max / 4, p = Math.pow(10, Math.floor(Math.log10(v)));
+      for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return 4 * m * p;
+      return 40 * p;
+    }
+    let lastPoints = [];
+    function update(points) {
+      lastPoints = points;
+      W = Math.max(300, Math.round(el.clientWidth || W));
+      svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
+      svg.replaceChildren();
+      const now = Date.now(), t0 = now - CHART_SECONDS * 1000;
+      const pw = W - pad.l - pad.r, ph = H - pad.t - pad.b;
+      let max = 0;
+      for (const p of points) for (const se of series) max = Math.max(max, p.v[se.key] || 0);
+      const top = niceTop(max);
+      const x = (t) => pad.l + Math.max(0, (t - t0) / (now - t0)) * pw;
+      const y = (v) => pad.t + ph - (v / top) * ph;
+      for (let i = 0; i <= 4; i++) {
+        const v = (top / 4) * i, yy = y(v).toFixed(1);
+        svg.append(s('line', { x1: pad.l, x2: W - pad.r, y1: yy, y2: yy, class: 'grid' }),
+          s('text', { x: pad.l - 6, y: yy, 'text-anchor': 'end', 'dominant-baseline': 'middle', class: 'axis' }, compact(v) + '/s'));
+      }
+      for (let m = CHART_SECONDS / 60; m >= 0; m--) {
+        svg.append(s('text', { x: Math.min(x(now - m * 60000), W - pad.r - 10).toFixed(1), y: H - 4, 'text-anchor': 'middle', class: 'axis' }, m ? `-${m}m` : 'now'));
+      }
+      for (const se of series) {
+        const pts = points.map((p) => `${x(p.t).toFixed(1)},${y(p.v[se.key] || 0).toFixed(1)}`).join(' ');
+        if (points.length > 1) svg.append(s('polyline', { points: pts, fill: 'none', stroke: se.color, 'stroke-width': 2, 'stroke-linejoin': 'round', 'data-series': se.key }));
+        else if (points.length === 1) svg.append(s('circle', { cx: x(points[0].t), cy: y(points[0].v[se.key] || 0), r: 3, fill: se.color, 'data-series': se.key }));
+      }
+      if (points.length < 2) svg.append(s('text', { x: pad.l + pw / 2, y: pad.t + ph / 2, 'text-anchor': 'middle', class: 'axis' }, 'Collecting samples…'));
+      const last = points[points.length - 1];
+      fill(legend, series.map((se) => h('span', { class: 'item', 'data-series': se.key }, h('span', { class: 'sw', style: `background:${se.color}` }), se.label,
+        h('span', { class: 'v' }, last ? rate(last.v[se.key] || 0) : '—'))));
+    }
+    new ResizeObserver(() => { if (Math.abs((el.clientWidth || W) - W) > 4) update(lastPoints); }).observe(el);
+    return { el, update };
+  }
+  const QUEUE_RATE_SERIES = [
+    { key: 'publish', label: 'Publish', color: '#1f4fd1' },
+    { key: 'deliver_get', label: 'Deliver / get', color: '#1d8a4f' },
+    { key: 'ack', label: 'Ack', color: '#e0831f' },
+    { key: 'redeliver', label: 'Redeliver', color: '#c62f2f' },
+  ];
+  const EXCHANGE_RATE_SERIES = [
+    { key: 'publish_in', label: 'Publish in', color: '#1f4fd1' },
+    { key: 'publish_out', label: 'Publish out', color: '#1d8a4f' },
+  ];
+  // rateChartPanel: the chart of one object, fed by its API object.
+  function rateChartPanel(id, key, series) {
+    const chart = svgRateChart(id, series);
+    chart.update(objHistory.get(key) || []);
+    return {
+      el: panel('Message rates', { id: id + '-panel', right: h('span', { class: 'muted small' }, `last ${CHART_SECONDS / 60} minutes, sampled by this page`) }, chart.el),
+      sample(obj) {
+        const v = {};
+        for (const se of series) v[se.key] = rateOf(obj, se.key) || 0;
+        chart.update(recordRates(key, v));
+      },
+    };
+  }
+  // The head message's age and timestamp (queue page).
+  function headMessageFigures(q) {
+    const age = q.head_message_age_seconds, ts = q.head_message_timestamp;
+    return [
+      ['Head message age', age == null ? '' : h('span', { id: 'queue-head-age', title: `${age} s` }, age < 1 ? `${Math.round(age * 1000)} ms` : duration(age * 1000))],
+      ['Head message timestamp', ts == null ? '' : h('span', { id: 'queue-head-timestamp' }, when(ts * 1000))],
+    ];
+  }
+
+  // Latency of a vhost (GET /api/latency/{vhost}, a Trident extension):
+  // since the node started, and over the window this page has sampled
+  // (the difference of two readings of the cumulative buckets).
+  function seconds(v) {
+    if (v == null || isNaN(v)) return '';
+    if (v < 0.001) return (v * 1000).toFixed(2) + ' ms';
+    if (v < 0.01) return (v * 1000).toFixed(1) + ' ms';
+    if (v < 1) return Math.round(v * 1000) + ' ms';
+    return v.toFixed(2) + ' s';
+  }
+  function bucketQuantile(q, buckets, count) {
+    if (!count || !buckets.length) return null;
+    const rank = q * count;
+    let prev = 0;
+    for (let i = 0; i < buckets.length; i++) {
+      if (buckets[i].count >= rank) {
+        const lower = i ? buckets[i - 1].le : 0, inb = buckets[i].count - prev;
+        return inb ? lower + (buckets[i].le - lower) * (rank - prev) / inb : buckets[i].le;
+      }
+      prev = buckets[i].count;
+    }
+    return buckets[buckets.length - 1].le;
+  }
+  const LATENCY_LABELS = { publish_to_confirm: 'Publish → confirm', enqueue_to_deliver: 'Enqueue → deliver', deliver_to_ack: 'Deliver → ack' };
+  const latencyHistory = new Map(); // vhost/protocol/metric → [{t, count, buckets}]
+  function vhostLatencyPanel(vhost) {
+    const box = h('div', { id: 'vhost-latency' });
+    async function refresh() {
+      let ls;
+      try { ls = await api('GET', `/latency/${enc(vhost)}`); } catch (e) { fill(box, h('span', { class: 'muted' }, 'Not available: ' + errText(e))); return; }
+      const now = Date.now();
+      const rows = (ls || []).map((l) => {
+        const key = `${l.vhost}\u0000${l.protocol}\u0000${l.metric}`;
+        let hist = latencyHistory.get(key);
+        if (!hist) { hist = []; latencyHistory.set(key, hist); }
+        hist.push({ t: now, count: l.count, buckets: l.buckets || [] });
+        while (hist.length > 1 && hist[0].t < now - CHART_SECONDS * 1000) hist.shift();
+        const old = hist[0];
+        let recent = null;
+        if (old.t < now && l.count > old.count) {
+          const diff = (l.buckets || []).map((b, i) => ({ le: b.le, count: b.count - ((old.buckets[i] || {}).count || 0) }));
+          recent = { n: l.count - old.count, p99: bucketQuantile(0.99, diff, l.count - old.count), secs: (now - old.t) / 1000 };
+        }
+        return Object.assign({}, l, { recent });
+      });
+      rows.sort((a, b) => Object.keys(LATENCY_LABELS).indexOf(a.metric) - Object.keys(LATENCY_LABELS).indexOf(b.metric) || a.protocol.localeCompare(b.protocol));
+      fill(box, table([
+        { title: 'Latency', render: (l) => LATENCY_LABELS[l.metric] || l.metric },
+        { title: 'Protocol', render: (l) => protocolView(l.protocol.replace(/^amqp091$/, 'AMQP 0-9-1').replace(/^mqtt$/, 'MQTT').replace(/^stomp$/, 'STOMP')) },
+        { title: 'Count', num: true, render: (l) => num(l.count) },
+        { title: 'Mean', num: true, render: (l) => seconds(l.mean_seconds) },
+        { title: 'p50', num: true, render: (l) => seconds(l.p50_seconds) },
+        { title: 'p99', num: true, cls: 'num lat-p99', render: (l) => seconds(l.p99_seconds) },
+        { title: 'Recent p99', num: true, render: (l) => (l.recent ? h('span', { title: `${num(l.recent.n)} observations in the last ${Math.round(l.recent.secs)} s` }, seconds(l.recent.p99)) : h('span', { class: 'muted' }, '—')) },
+      ], rows, 'Nothing measured in this virtual host yet', (l) => ({ 'data-metric': l.metric, 'data-protocol': l.protocol }), 'vhost-latency-table'));
+    }
+    return {
+      el: panel(`Latency in virtual host ${vhost}`, { flush: true, id: 'queue-latency', right: h('span', { class: 'muted small' }, 'since the node started; recent: sampled by this page') }, box),
+      refresh,
+    };
+  }
+
+  // Connection page -------------------------------------------------------
+  function connectionPage(name) {
+    const base = `/connections/${enc(name)}`;
+    const stats = h('div', { class: 'stats', id: 'connection-stats' });
+    const details = h('div', { id: 'connection-details' });
+    const props = h('div', { id: 'connection-props' });
+    const chans = h('div', { id: 'connection-channels' });
+    const loadErr = h('div');
+    async function closeIt(btn) {
+      if (!confirm(`Close connection ${name}?`)) return;
+      await act(btn, async () => {
+        await api('DELETE', base, undefined, { 'X-Reason': 'Closed via management UI' });
+        toast('ok', 'Connection closed');
+        location.hash = '#/connections';
+      });
+    }
+    const body = h('div', { class: 'page-body', hidden: true }, stats,
+      h('div', { class: 'grid two' }, panel('Details', {}, details), panel('Client properties', { id: 'connection-client-properties' }, props)),
+      h('div', { class: 'spacer' }), h('div', { class: 'spacer' }), h('div', { class: 'spacer' }),
+      panel('Channels', { flush: true }, chans));
+    const el = h('div', null,
+      pageHead(name, null, [h('a', { href: '#/connections' }, 'Connections')],
+        [h('button', { class: 'btn danger', type: 'button', id: 'connection-close', onclick: (e) => closeIt(e.currentTarget) }, 'Close connection')]),
+      loadErr, body);
+    function propValue(v) {
+      if (v && typeof v === 'object' && !Array.isArray(v)) {
+        const ks = Object.keys(v);
+        if (ks.length && ks.every((k) => typeof v[k] === 'boolean')) return h('span', null, ks.sort().map((k) => tag(k, v[k] ? 'green' : '', v[k] ? 'supported' : 'not supported')));
+        return h('span', { class: 'mono' }, jsonText(v));
+      }
+      return h('span', { class: typeof v === 'string' ? null : 'mono' }, jsonText(v));
+    }
+    async function refresh() {
+      let c, cs;
+      try {
+        [c, cs] = await Promise.all([api('GET', base), api('GET', base + '/channels').catch(() => null)]);
+        fill(loadErr);
+      } catch (e) {
+        fill(loadErr, errorBox(e instanceof ApiError && e.status === 404 ? `Connection ${name} is closed or unknown:` : `Could not load connection ${name}:`, e));
+        body.hidden = true;
+        return;
+      }
+      body.hidden = false;
+      fill(stats,
+        stat('From client', byteRate(get(c, 'recv_oct_details.rate') ?? 0), { key: 'recv', accent: true }),
+        stat('To client', byteRate(get(c, 'send_oct_details.rate') ?? 0), { key: 'send', accent: true }),
+        stat('Channels', num(c.channels ?? 0), { key: 'channels' }),
+        stat('Publish', rate(rateOf(c, 'publish') ?? 0), { key: 'publish' }),
+        stat('Deliver', rate(rateOf(c, 'deliver') ?? 0), { key: 'deliver' }),
+        stat('Received', bytes(c.recv_oct ?? 0), { key: 'recv_oct' }),
+        stat('Sent', bytes(c.send_oct ?? 0), { key: 'send_oct' }));
+      const hp = (host, port) => (host ? `${String(host).includes(':') ? `[${host}]` : host}:${port}` : '');
+      fill(details, kv([
+        ['Protocol', protocolView(c.protocol)],
+        ['User', c.user],
+        ['Virtual host', c.vhost],
+        ['Client address', h('span', { class: 'mono' }, hp(c.peer_host, c.peer_port))],
+        ['Server address', h('span', { class: 'mono' }, hp(c.host, c.port))],
+        ['Node', c.node],
+        ['Connected', c.connected_at ? h('span', { title: when(c.connected_at) }, when(c.connected_at), h('span', { class: 'muted' }, ` (${ago(c.connected_at)})`)) : ''],
+        ['State', stateView(c.state)],
+        ['TLS', c.ssl ? tag('TLS', 'green') : 'no'],
+        ['Authentication', c.auth_mechanism],
+        ['Heartbeat', c.timeout ? `${num(c.timeout)} s` : 'off'],
+        c.frame_max ? ['Frame max', bytes(c.frame_max)] : null,
+      ]));
+      const cp = c.client_properties || {};
+      fill(props, isEmptyObj(cp) ? h('span', { class: 'muted' }, 'The client sent none') : kv(Object.keys(cp).sort().map((k) => [k, propValue(cp[k])])));
+      fill(chans, cs == null ? alertBox('error', 'Could not load the channels.') : table([
+        { title: 'Channel', cls: 'name', render: (x) => h('span', { title: x.name }, String(x.number)) },
+        { title: 'Mode', render: (x) => [x.confirm ? tag('C', 'blue', 'confirm mode') : null, x.transactional ? tag('T', 'amber', 'transactional') : null] },
+        { title: 'Prefetch', num: true, render: (x) => num(x.prefetch_count) },
+        { title: 'Consumers', num: true, render: (x) => num(x.consumer_count) },
+        { title: 'Unacked', num: true, render: (x) => num(x.messages_unacknowledged) },
+        { title: 'Unconfirmed', num: true, render: (x) => num(x.messages_unconfirmed) },
+        { title: 'Publish', num: true, render: (x) => rate(rateOf(x, 'publish')) },
+        { title: 'Confirm', num: true, render: (x) => rate(rateOf(x, 'confirm')) },
+        { title: 'Deliver / get', num: true, render: (x) => rate(rateOf(x, 'deliver_get')) },
+        { title: 'Ack', num: true, render: (x) => rate(rateOf(x, 'ack')) },
+      ], Array.isArray(cs) ? cs : cs.items || [], 'No channels', null, 'connection-channels-table'));
+    }
+    return { el, refresh };
+  }
+
+  // Shovels page ---------------------------------------------------------
+  // Dynamic shovels: their state (GET /api/shovels), a form that declares
+  // one (PUT /api/parameters/shovel/{vhost}/{name}), restart (RabbitMQ's
+  // DELETE /api/shovels/vhost/{vhost}/{name}/restart) and delete.
+  function shovelsPage() {
+    const box = h('div');
+    const endFields = (end) => ({
+      uri: h('input', { type: 'text', id: `shovel-${end}-uri`, value: 'amqp://', autocomplete: 'off' }),
+      kind: selectEl({ id: `shovel-${end}-kind` }, [['queue', 'Queue'], ['exchange', 'Exchange']], 'queue'),
+      name: h('input', { type: 'text', id: `shovel-${end}-name`, autocomplete: 'off', placeholder: end === 'src' ? 'queue or exchange' : 'empty: the message\'s own routing' }),
+      key: h('input', { type: 'text', id: `shovel-${end}-key`, autocomplete: 'off', placeholder: 'routing key (exchange)' }),
+    });
+    const f = {
+      vhost: vhostSelect({ id: 'shovel-vhost' }),
+      name: h('input', { type: 'text', id: 'shovel-name', autocomplete: 'off' }),
+      src: endFields('src'), dest: endFields('dest'),
+      ack: selectEl({ id: 'shovel-ack-mode' }, [['on-confirm', 'On confirm'], ['on-publish', 'On publish'], ['no-ack', 'No ack']], 'on-confirm'),
+      after: selectEl({ id: 'shovel-delete-after' }, [['never', 'Never'], ['queue-length', 'After the messages queued now']], 'never'),
+    };
+    const endRow = (e) => h('div', { class: 'row' }, e.kind, e.name, e.key);
+    const form = h('form', { class: 'form', id: 'shovel-form', onsubmit: (e) => { e.preventDefault(); submit(e.submitter); } },
+      h('label', null, 'Virtual host'), f.vhost,
+      h('label', { for: 'shovel-name' }, 'Name'), f.name,
+      h('label', { for: 'shovel-src-uri' }, 'Source URI'), h('div', null, f.src.uri, h('div', { class: 'hint' }, 'amqp:// is this broker (in the shovel\'s virtual host); amqp://user:password@host:5672/vhost another one. Several URIs: separate them with spaces.')),
+      h('label', null, 'Source'), endRow(f.src),
+      h('label', { for: 'shovel-dest-uri' }, 'Destination URI'), f.dest.uri,
+      h('label', null, 'Destination'), endRow(f.dest),
+      h('label', null, 'Acknowledgement'), f.ack,
+      h('label', null, 'Delete'), f.after,
+      h('div', { class: 'form-actions' }, h('button', { class: 'btn', type: 'submit', id: 'shovel-submit' }, 'Add shovel')));
+    function endValue(prefix, e, value) {
+      const uris = e.uri.value.trim().split(/\s+/).filter(Boolean);
+      value[prefix + '-uri'] = uris.length === 1 ? uris[0] : uris;
+      if (e.kind.value === 'queue') value[prefix + '-queue'] = e.name.value.trim();
+      else {
+        value[prefix + '-exchange'] = e.name.value.trim();
+        if (e.key.value) value[prefix + '-exchange-key'] = e.key.value;
+      }
+    }
+    async function submit(btn) {
+      await act(btn, async () => {
+        const name = f.name.value.trim();
+        if (!name) throw new Error('The shovel needs a name');
+        const value = { 'ack-mode': f.ack.value };
+        endValue('src', f.src, value);
+        endValue('dest', f.dest, value);
+        if (f.after.value !== 'never') value['src-delete-after'] = f.after.value;
+        await api('PUT', `/parameters/shovel/${enc(f.vhost.value)}/${enc(name)}`, { value });
+        toast('ok', `Shovel ${name} added`);
+        f.name.value = '';
+        refresh();
+      });
+    }
+    const endView = (uri, q, x, key) => h('div', null,
+      q ? [tag('queue'), ' ', h('b', null, q)] : x != null ? [tag('exchange', 'violet'), ' ', h('b', null, exLabel(x)), key ? h('span', { class: 'muted' }, ` → ${key}`) : null] : null,
+      h('div', { class: 'muted small mono', title: uri }, uri));
+    async function refresh() {
+      try {
+        const ss = await api('GET', prefs.vhost ? `/shovels/${enc(prefs.vhost)}` : '/shovels');
+        fill(box, table([
+          { title: 'Name', cls: 'name', render: (s) => h('b', null, s.name) },
+          showVhostCol() && { title: 'Virtual host', render: (s) => s.vhost },
+          { title: 'State', render: (s) => h('span', { class: 'shovel-state' }, stateView(s.state), s.reason ? h('div', { class: 'muted small wrap', title: s.reason }, s.reason) : null) },
+          { title: 'Source', render: (s) => endView(s.src_uri, s.src_queue, s.src_exchange, s.src_exchange_key) },
+          { title: 'Destination', render: (s) => endView(s.dest_uri, s.dest_queue, s.dest_exchange, s.dest_exchange_key) },
+          { title: 'Moved', num: true, render: (s) => h('span', { class: 'shovel-moved' }, num(s.messages_transferred ?? 0)) },
+          { title: 'Since', render: (s) => (s.timestamp ? h('span', { title: s.timestamp + ' UTC' }, ago(s.timestamp.replace(' ', 'T') + 'Z')) : '') },
+          isCluster() && { title: 'Node', render: (s) => nodeChip(s.node) },
+          { title: '', cls: 'actions', render: (s) => h('span', { class: 'row' },
+            h('button', { class: 'btn secondary small', type: 'button', 'data-restart': s.name, onclick: (e) => restart(e.currentTarget, s) }, 'Restart'), ' ',
+            h('button', { class: 'btn danger small', type: 'button', 'data-delete': s.name, onclick: (e) => del(e.currentTarget, s) }, 'Delete')) },
+        ].filter(Boolean), ss || [], 'No shovels', (s) => ({ 'data-shovel': s.name }), 'shovels-table'));
+      } catch (e) {
+        fill(box, h('div', { style: 'padding:0 16px' }, errorBox('Could not load shovels:', e)));
+      }
+    }
+    async function restart(btn, s) {
+      await act(btn, async () => { await api('DELETE', `/shovels/vhost/${enc(s.vhost)}/${enc(s.name)}/restart`); toast('ok', `Shovel ${s.name} restarted`); refresh(); });
+    }
+    async function del(btn, s) {
+      if (!confirm(`Delete shovel ${s.name}?`)) return;
+      await act(btn, async () => { await api('DELETE', `/parameters/shovel/${enc(s.vhost)}/${enc(s.name)}`); toast('ok', `Shovel ${s.name} deleted`); refresh(); });
+    }
+    return { el: h('div', null, pageHead('Shovels', 'Move messages from a queue or exchange to another, here or on another broker'),
+      panel('Shovels', { flush: true, id: 'shovels' }, box), collapsible('Add a shovel', 'add-shovel', false, form)), refresh };
+  }
+
+  // Cluster banner: members /api/nodes lists as not running.
+  function nodesDown(nodes) { return (nodes || []).filter((n) => n.running === false).map((n) => n.name); }
+  function nodesDownBanner(down) {
+    return h('div', { id: 'nodes-down' }, h('span', { class: 'down' }, `${down.length === 1 ? 'A cluster node is' : `${down.length} cluster nodes are`} down: `),
+      down.join(', '), '. ', h('a', { href: '#/nodes', style: 'color:#fff;text-decoration:underline' }, 'Nodes'));
+  }
+
+  // Operator policies (Admin › Operator policies) -----------------------
+  function operatorPoliciesView() {
+    const box = h('div');
+    const form = policyForm('operator-policy', '/operator-policies', () => refresh(), true);
+    async function refresh() {
+      try {
+        const ps = await api('GET', '/operator-policies');
+        fill(box, table([
+          { title: 'Virtual host', render: (p) => p.vhost },
+          { title: 'Name', cls: 'name', render: (p) => h('b', null, p.name) },
+          { title: 'Pattern', render: (p) => h('span', { class: 'mono' }, p.pattern) },
+          { title: 'Apply to', render: (p) => p['apply-to'] },
+          { title: 'Definition', render: (p) => argsView(p.definition) },
+          { title: 'Priority', num: true, render: (p) => String(p.priority) },
+          { title: '', cls: 'actions', render: (p) => h('span', { class: 'row' }, h('button', { class: 'btn secondary small', type: 'button', 'data-edit': p.name, onclick: () => form.edit(p) }, 'Edit'), ' ',
+            h('button', { class: 'btn danger small', type: 'button', 'data-delete': p.name, onclick: (e) => del(e.target, p) }, 'Delete')) },
+        ], ps || [], 'No operator policies', (p) => ({ 'data-policy': p.name }), 'operator-policies-table'));
+      } catch (e) {
+        fill(box, h('div', { style: 'padding:0 16px' }, errorBox('Could not load operator policies:', e)));
+      }
+    }
+    async function del(btn, p) {
+      if (!confirm(`Delete operator policy ${p.name}?`)) return;
+      await act(btn, async () => { await api('DELETE', `/operator-policies/${enc(p.vhost)}/${enc(p.name)}`); toast('ok', `Operator policy ${p.name} deleted`); refresh(); });
+    }
+    return { el: h('div', null, panel('Operator policies', { flush: true, id: 'operator-policies', right: h('span', { class: 'muted small' }, 'caps on queues that applications and their policies cannot lift') }, box), form.el), refresh };
+  }
+
+  // Policy form (Admin › Policies) ---------------------------------------
+  // Adds or replaces a policy with PUT {path}/{vhost}/{name}; edit(p)
+  // loads an existing one into it. The definition is key = value lines.
+  function policyForm(prefix, path, onSaved, operator) {
+    const f = {
+      vhost: vhostSelect({ id: `${prefix}-vhost` }),
+      name: h('input', { type: 'text', id: `${prefix}-name`, autocomplete: 'off' }),
+      pattern: h('input', { type: 'text', id: `${prefix}-pattern`, autocomplete: 'off', placeholder: '^orders\\.' }),
+      applyTo: selectEl({ id: `${prefix}-apply-to` }, operator ? [['queues', 'Queues']] : [['all', 'Exchanges and queues'], ['queues', 'Queues'], ['exchanges', 'Exchanges']], operator ? 'queues' : 'all'),
+      priority: h('input', { type: 'number', id: `${prefix}-priority`, value: '0', style: 'width:90px' }),
+      def: h('textarea', { id: `${prefix}-definition`, class: 'def', rows: 4, placeholder: 'max-length = 10000\noverflow = reject-publish' }),
+    };
+    const hint = (k, v) => h('a', { href: '#', onclick: (e) => { e.preventDefault(); f.def.value += (f.def.value && !f.def.value.endsWith('\n') ? '\n' : '') + `${k} = ${v}`; f.def.focus(); } }, k);
+    const hints = operator
+      ? [['max-length', 100000], ['max-length-bytes', 1000000000], ['message-ttl', 86400000], ['expires', 86400000], ['delivery-limit', 20]]
+      : [['max-length', 10000], ['max-length-bytes', 1000000000], ['message-ttl', 60000], ['expires', 1800000], ['overflow', 'reject-publish'],
+        ['dead-letter-exchange', 'dlx'], ['delivery-limit', 20], ['alternate-exchange', 'ae']];
+    const el = collapsible(operator ? 'Add / update an operator policy' : 'Add / update a policy', `add-${prefix}`, false, h('form', { class: 'form', id: `${prefix}-form`, onsubmit: (e) => { e.preventDefault(); submit(e.submitter); } },
+      h('label', null, 'Virtual host'), f.vhost,
+      h('label', { for: `${prefix}-name` }, 'Name'), f.name,
+      h('label', { for: `${prefix}-pattern` }, 'Pattern'), h('div', null, f.pattern, h('div', { class: 'hint' }, 'A regular expression matched against queue and exchange names.')),
+      h('label', null, 'Apply to'), f.applyTo,
+      h('label', null, 'Priority'), f.priority,
+      h('label', { for: `${prefix}-definition` }, 'Definition'), h('div', null, f.def, h('div', { class: 'hint' }, operator ? 'Limits only; a queue gets the lower of its own value and this one. Add: ' : 'One key = value per line. Add: ',
+        hints.map(([k, v]) => hint(k, v)))),
+      h('div', { class: 'form-actions' }, h('button', { class: 'btn', type: 'submit', id: `${prefix}-submit` }, 'Save policy'))));
+    async function submit(btn) {
+      await act(btn, async () => {
+        const name = f.name.value.trim();
+        if (!name) throw new Error('The policy needs a name');
+        const definition = parseKV(f.def.value);
+        if (isEmptyObj(definition)) throw new Error('The definition is empty');
+        await api('PUT', `${path}/${enc(f.vhost.value)}/${enc(name)}`, { pattern: f.pattern.value, 'apply-to': f.applyTo.value, priority: +f.priority.value || 0, definition });
+        toast('ok', `Policy ${name} saved`);
+        onSaved();
+      });
+    }
+    return {
+      el,
+      edit(p) {
+        f.vhost.value = p.vhost; f.name.value = p.name; f.pattern.value = p.pattern;
+        f.applyTo.value = p['apply-to'] || 'all'; f.priority.value = String(p.priority || 0);
+        f.def.value = Object.entries(p.definition || {}).map(([k, v]) => `${k} = ${jsonText(v)}`).join('\n');
+        el.open = true;
+        el.scrollIntoView({ block: 'start' });
+      },
+    };
+  }
+
   // ----------------------------------------------------------------- router
   let current = null;
   let timer = null;
@@ -1886,13 +2352,14 @@
     const [a, b, c] = parts;
     switch (a) {
       case '': case undefined: case 'overview': return ['overview', overviewPage()];
-      case 'connections': return ['connections', connectionsPage()];
+      case 'connections': return ['connections', b ? connectionPage(parts.slice(1).join('/')) : connectionsPage()];
       case 'channels': return ['channels', channelsPage()];
       case 'exchanges': return ['exchanges', b !== undefined && c !== undefined ? exchangePage(b, c) : exchangesPage()];
       case 'queues': return ['queues', b !== undefined && c !== undefined ? queuePage(b, parts.slice(2).join('/')) : queuesPage()];
       case 'admin': return ['admin', adminPage(b)];
       case 'nodes': return ['nodes', nodesPage()];
       case 'mqtt': return ['mqtt', mqttPage(b, c, parts.slice(3).join('/'))]; // MQTT section
+      case 'shovels': return ['shovels', shovelsPage()];
       default: return ['overview', overviewPage()];
     }
   }
@@ -1907,8 +2374,9 @@
       if (n.disk_free_alarm) raised.push(`disk alarm on ${n.name}`);
     }
     const box = $('#alarms');
-    if (!raised.length) { box.hidden = true; return; }
-    box.textContent = `Resource alarm: ${raised.join(', ')} — publishers are blocked until it clears.`;
+    const down = nodesDown(nodes);
+    if (!raised.length && !down.length) { box.hidden = true; return; }
+    fill(box, raised.length ? h('div', null, `Resource alarm: ${raised.join(', ')} — publishers are blocked until it clears.`) : null, down.length ? nodesDownBanner(down) : null);
     box.hidden = false;
   }
 
@@ -1929,7 +2397,7 @@
     current = page;
     document.querySelectorAll('#nav a').forEach((a) => a.classList.toggle('active', a.dataset.nav === nav));
     fill($('#view'), page.el);
-    const title = { overview: 'Overview', connections: 'Connections', channels: 'Channels', exchanges: 'Exchanges', queues: 'Queues', admin: 'Admin', nodes: 'Nodes', mqtt: 'MQTT' }[nav];
+    const title = { overview: 'Overview', connections: 'Connections', channels: 'Channels', exchanges: 'Exchanges', queues: 'Queues', admin: 'Admin', nodes: 'Nodes', mqtt: 'MQTT', shovels: 'Shovels' }[nav];
     document.title = `${title} · Trident`;
     if (nav === 'overview' && !lastOverview) tick(); else { page.refresh(); checkAlarms(); }
     window.scrollTo(0, 0);
