@@ -189,8 +189,21 @@ func (st *stream) enqueue(m *Message, data []byte, done func(error), now int64) 
 		data = encodeMessage(m, now, nil)
 	}
 	st.log.mu.Lock()
+	if w := m.writer; w != nil && st.log.duplicateLocked(w) {
+		// A named producer's resend (streamdedup.go): not appended,
+		// confirmed once its first copy is surely durable.
+		if done != nil {
+			st.log.afterTailLocked(done)
+		}
+		st.log.mu.Unlock()
+		st.log.fireWaiters(nil)
+		return true, done != nil, false
+	}
 	segs := len(st.log.segs)
 	_, err := st.log.appendLocked(data, now, st.a.segBytes, done)
+	if err == nil {
+		st.log.noteWriterLocked(m.writer)
+	}
 	rolled := len(st.log.segs) != segs
 	st.log.mu.Unlock()
 	if err != nil {
@@ -625,6 +638,7 @@ func (st *stream) close(cancelSinks bool) int {
 		st.followStop = nil
 	}
 	st.mu.Unlock()
+	st.log.fireWaiters(errStreamClosed)
 	n, _, _, _, _ := st.log.stats()
 	return int(n)
 }

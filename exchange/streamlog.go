@@ -76,6 +76,14 @@ type streamLog struct {
 	// onDurable is called (from the store's notifier goroutine) after the
 	// durable watermark moved.
 	onDurable func()
+
+	// writers: the named producers' publishing ids (streamdedup.go),
+	// under mu. waiters: duplicates' confirms waiting for the durable
+	// watermark, under wmu (taken after mu, or alone).
+	writers  writerTable
+	wmu      sync.Mutex
+	waiters  []durableWaiter
+	nwaiters atomic.Int32
 }
 
 func segKey(prefix string, first uint64) string { return fmt.Sprintf("%s%020d", prefix, first) }
@@ -159,6 +167,7 @@ func (l *streamLog) appendLocked(data []byte, ts int64, segBytes int64, done fun
 				l.onDurable()
 			}
 		}
+		l.fireWaiters(err)
 		if done != nil {
 			done(err)
 		}

@@ -191,8 +191,7 @@ func (c *conn) handle(f wire.Frame) error {
 	case wire.DeletePublisher:
 		c.respond(wire.KeyDeletePublisher, f.Corr, c.deletePublisher(f.ID))
 	case wire.QueryPublisherSequence:
-		code := c.streamCode(f.Stream, false)
-		c.write(func(b []byte) []byte { return wire.AppendQueryPublisherSequenceResponse(b, f.Corr, code, 0) })
+		c.queryPublisherSequence(f)
 	case wire.Subscribe:
 		c.subscribe(f)
 	case wire.Unsubscribe:

@@ -1,0 +1,231 @@
+package exchange
+
+import (
+	"errors"
+
+	"github.com/trident-broker/trident/exchange/headers"
+)
+
+// errStreamClosed fails a duplicate's confirm still waiting when its
+// stream closes.
+var errStreamClosed = errors.New("exchange: stream closed")
+
+// Deduplication of a stream's named producers (RabbitMQ's stream
+// protocol: a publisher declared with a reference). Each message of such
+// a producer carries the reference and its publishing id in its record
+// (record version 2, codec.go), written in the same store write as the
+// message itself: the log is the only place the sequences live. A
+// stream keeps, per reference, the highest publishing id appended
+// (writerTable); a message whose id is not above it is not appended again
+// but confirmed once everything appended before it is durable, so that a
+// client that resends from its buffer after a reconnect stores nothing
+// twice and gets every confirm it waits for.
+//
+// The table is built from the log itself, lazily (the first named
+// publish or QueryPublisherSequence after a start reads the log's records
+// once; a stream no named producer ever used costs nothing), and kept up
+// to date by every append after that. So after kill -9 it is exactly
+// what the store holds, and in a cluster a new leader builds it from its
+// own store (what the group committed), never from a side table written
+// separately. A follower answers QueryPublisherSequence from its store
+// (what it has applied, which may lag the leader's by a moment: the
+// client then resends a few more, which the leader drops). A leader that
+// loses the lead forgets its table (it may hold appends the group never
+// committed) and builds it again from its store when it needs it.
+//
+// What the table does not survive: a producer whose every message went
+// with retention (x-max-age, x-max-length-bytes) is unknown after the
+// next start (RabbitMQ's osiris copies its writers into a snapshot at
+// the head of each segment; this log has no such record yet).
+
+// streamWriter is a named producer's publishing id on a message.
+type streamWriter struct {
+	ref string
+	seq uint64
+}
+
+// SetStreamWriter marks m as publishing id seq of the stream producer
+// named ref (RabbitMQ's stream protocol, a publisher with a reference): a
+// stream that already appended an id of ref as high or higher does not
+// append it again (it confirms it). Other queues ignore it. An empty ref
+// clears it.
+func (m *Message) SetStreamWriter(ref string, seq uint64) {
+	if ref == "" {
+		m.writer = nil
+		return
+	}
+	m.writer = &streamWriter{ref: ref, seq: seq}
+}
+
+// decodeWriter reads the producer a stream record carries, ok false for
+// a record without one (version 1).
+func decodeWriter(data []byte) (ref string, seq uint64, ok bool) {
+	if len(data) == 0 || data[0] != 2 {
+		return "", 0, false
+	}
+	d := headers.Decoder{B: data[1:], Format: headers.Stored}
+	ref = string(d.Raw(d.Uvarint()))
+	seq = d.Uvarint()
+	if d.Err != nil {
+		return "", 0, false
+	}
+	return ref, seq, true
+}
+
+// writerTable is a stream log's named producers (guarded by streamLog.mu).
+// It reflects the log below next; live, it is also updated by every
+// append (on the log's owner: standalone, or the leader).
+type writerTable struct {
+	seqs map[string]uint64
+	next uint64
+	live bool
+}
+
+// scanWritersLocked brings the table up to limit by reading the records
+// in [w.next, limit) from the store (l.mu held: appends wait, which
+// happens once after a start or a change of leader).
+func (l *streamLog) scanWritersLocked(limit uint64) error {
+	w := &l.writers
+	if w.seqs == nil {
+		w.seqs = map[string]uint64{}
+	}
+	if len(l.segs) > 0 && w.next < l.segs[0].first {
+		w.next = l.segs[0].first
+	}
+	for _, s := range l.segs {
+		if s.next <= w.next || w.next >= limit {
+			continue
+		}
+		from := max(w.next, s.first)
+		end := min(s.next, limit)
+		err := l.st.ReadMessages(s.id, from, func(seq uint64, data []byte) bool {
+			if seq >= end {
+				return false
+			}
+			if ref, id, ok := decodeWriter(data); ok && id > w.seqs[ref] {
+				w.seqs[ref] = id
+			}
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		w.next = max(w.next, end)
+	}
+	w.next = max(w.next, limit)
+	return nil
+}
+
+// ownWritersLocked makes the table live on the log's owner: every record
+// below l.next read, every later append noted (l.mu held). Appends made
+// while it was not live carry no producer (a named one makes it live
+// first), so records not yet in the store below l.next lose nothing.
+func (l *streamLog) ownWritersLocked() error {
+	if l.writers.live {
+		return nil
+	}
+	if err := l.scanWritersLocked(l.next); err != nil {
+		return err
+	}
+	l.writers.live = true
+	return nil
+}
+
+// duplicateLocked reports whether w's id was appended already (l.mu held,
+// on the log's owner). An error (the store could not be read) is not a
+// duplicate: the message is appended (at least once rather than lost).
+func (l *streamLog) duplicateLocked(w *streamWriter) bool {
+	if err := l.ownWritersLocked(); err != nil {
+		return false
+	}
+	seq, ok := l.writers.seqs[w.ref]
+	return ok && w.seq <= seq
+}
+
+// noteWriterLocked records an append of w's id (l.mu held).
+func (l *streamLog) noteWriterLocked(w *streamWriter) {
+	if !l.writers.live {
+		return
+	}
+	if w != nil && w.seq > l.writers.seqs[w.ref] {
+		l.writers.seqs[w.ref] = w.seq
+	}
+	l.writers.next = l.next
+}
+
+// forgetWritersLocked drops the table (l.mu held): a leader that stops
+// leading may hold appends the group never committed.
+func (l *streamLog) forgetWritersLocked() { l.writers = writerTable{} }
+
+// writerSeq returns ref's highest publishing id in the log, 0 if none:
+// the live table on the owner, what the node's store holds elsewhere.
+func (l *streamLog) writerSeq(ref string) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var err error
+	if l.repl && l.ml == nil {
+		err = l.scanWritersLocked(l.durable.Load()) // a follower
+	} else {
+		err = l.ownWritersLocked()
+	}
+	if err != nil {
+		return 0, err
+	}
+	return l.writers.seqs[ref], nil
+}
+
+// StreamPublisherSequence returns the highest publishing id of the stream
+// producer named ref that stream q holds (RabbitMQ's
+// QueryPublisherSequence), 0 if none.
+func (q *Queue) StreamPublisherSequence(ref string) (uint64, error) {
+	if q.st == nil {
+		return 0, errorf(KindPreconditionFailed, "queue '%s' in vhost '%s' is not a stream", q.name, q.vh.name)
+	}
+	return q.st.log.writerSeq(ref)
+}
+
+// --- confirming a duplicate ---
+
+// durableWaiter is a duplicate's confirm, called once every offset below
+// off is durable.
+type durableWaiter struct {
+	off  uint64
+	done func(error)
+}
+
+// afterTailLocked calls done once everything appended so far is durable
+// (l.mu held): a duplicate's first copy may still be on its way to the
+// disk or the group's majority. The caller runs fireWaiters after it
+// unlocks.
+func (l *streamLog) afterTailLocked(done func(error)) {
+	l.wmu.Lock()
+	l.waiters = append(l.waiters, durableWaiter{off: l.next, done: done})
+	l.nwaiters.Store(int32(len(l.waiters)))
+	l.wmu.Unlock()
+}
+
+// fireWaiters calls the waiters whose offsets are durable, or all of them
+// with err.
+func (l *streamLog) fireWaiters(err error) {
+	if l.nwaiters.Load() == 0 {
+		return
+	}
+	durable := l.durable.Load()
+	l.wmu.Lock()
+	var ready []durableWaiter
+	kept := l.waiters[:0]
+	for _, w := range l.waiters {
+		if err != nil || w.off <= durable {
+			ready = append(ready, w)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(l.waiters[len(kept):])
+	l.waiters = kept
+	l.nwaiters.Store(int32(len(kept)))
+	l.wmu.Unlock()
+	for _, w := range ready {
+		w.done(err)
+	}
+}
