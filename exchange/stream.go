@@ -183,7 +183,10 @@ func (st *stream) enqueue(m *Message, data []byte, done func(error), now int64) 
 		return false, false, false
 	}
 	if st.log.following() {
-		return st.forward(m, done)
+		return st.forward(forwardable(m), done)
+	}
+	if takeForwardedWriter(m) {
+		data = nil // encoded again, with its producer in the record
 	}
 	if data == nil {
 		data = encodeMessage(m, now, nil)

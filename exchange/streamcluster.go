@@ -225,6 +225,7 @@ func (q *Queue) streamLead(ml MessageLog) {
 	var failed []HeldPublish
 	now := nowNano()
 	for _, h := range handBack(old, st.enqueueLater) {
+		takeForwardedWriter(h.Msg)
 		if w := h.Msg.writer; w != nil && st.log.duplicateLocked(w) {
 			st.log.afterTailLocked(h.Done) // a named producer's resend
 			continue

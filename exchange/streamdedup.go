@@ -229,3 +229,82 @@ func (l *streamLog) fireWaiters(err error) {
 		w.done(err)
 	}
 }
+
+// --- across nodes ---
+
+// writerHeader carries a named producer's reference and publishing id on
+// a publish a follower forwards to the stream's leader (the inter-node
+// codec has no field for it): a table {"ref": string, "seq": int64 (the
+// id's bits)}. The leader takes it off a forwarded message (Hops > 0)
+// only; a follower takes it off a message of its own clients before it
+// forwards one, so no client can name another's producer through it.
+const writerHeader = "x-trident-stream-writer"
+
+// forwardable returns m as it goes to the leader: with its producer in
+// writerHeader, or without a writerHeader a client set. m itself is not
+// changed (other queues may hold it).
+func forwardable(m *Message) *Message {
+	_, forged := m.Props.Headers[writerHeader]
+	if m.writer == nil && (!forged || m.Hops > 0) {
+		return m
+	}
+	c := &Message{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Props: m.Props, Body: m.Body, Hops: m.Hops,
+		ts: m.ts, expiresAt: m.expiresAt, writer: m.writer}
+	h := make(Table, len(m.Props.Headers)+1)
+	for k, v := range m.Props.Headers {
+		if k != writerHeader {
+			h[k] = v
+		}
+	}
+	if w := m.writer; w != nil {
+		h[writerHeader] = Table{"ref": w.ref, "seq": int64(w.seq)}
+	}
+	if len(h) == 0 {
+		h = nil
+	}
+	c.Props.Headers = h
+	return c
+}
+
+// takeForwardedWriter moves writerHeader of a forwarded message (Hops >
+// 0) into m.writer, or drops it from a copy forwardable made that came
+// back to this node (a proxy's held publishes, handed back when this node
+// took the lead: m.writer is set), and reports whether it changed m (the
+// caller encodes it again). Such a message is this node's own copy,
+// published to this stream alone. A client's own header on a message
+// published here stays as the client sent it, meaning nothing.
+func takeForwardedWriter(m *Message) bool {
+	if len(m.Props.Headers) == 0 {
+		return false
+	}
+	v, ok := m.Props.Headers[writerHeader]
+	if !ok || (m.Hops == 0 && m.writer == nil) {
+		return false
+	}
+	h := make(Table, len(m.Props.Headers))
+	for k, x := range m.Props.Headers {
+		if k != writerHeader {
+			h[k] = x
+		}
+	}
+	if len(h) == 0 {
+		h = nil
+	}
+	m.Props.Headers = h
+	if m.writer != nil {
+		return true
+	}
+	var t map[string]any
+	switch x := v.(type) {
+	case headers.Table: // as the inter-node codec decodes it
+		t = x
+	case map[string]any:
+		t = x
+	}
+	ref, _ := t["ref"].(string)
+	seq, ok := t["seq"].(int64)
+	if ref != "" && ok {
+		m.writer = &streamWriter{ref: ref, seq: uint64(seq)}
+	}
+	return true
+}

@@ -314,3 +314,79 @@ func TestStreamProtocolDedupResend(t *testing.T) {
 		t.Fatalf("sequence of another producer: %d, %v", seq, err)
 	}
 }
+
+// TestStreamProtocolDedupCluster: in a 3-node cluster a named producer
+// publishes through a follower (its publishes forwarded to the leader),
+// resends through the other follower, and after the leader's kill -9
+// resends through a survivor: the new leader knows the producer's last
+// id from its own copy of the log, and the stream holds each message
+// once.
+func TestStreamProtocolDedupCluster(t *testing.T) {
+	const n = 3
+	var addrs []*net.TCPAddr
+	for range n {
+		port, err := testbin.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
+	}
+	nodes := startClusterWith(t, n, func(i int) []string { return []string{"--stream-listen", addrs[i].String()} })
+	const name, ref = "sp-dedup-cl", "cl-producer"
+	env0 := streamEnv(t, addrs[0], "guest", "guest")
+	if err := env0.DeclareStream(name, &stream.StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	leader := leaderOf(t, nodes, name, 30*time.Second)
+	var followers []int
+	for i := range nodes {
+		if i != leader {
+			followers = append(followers, i)
+		}
+	}
+	envF := streamEnv(t, addrs[followers[0]], "guest", "guest")
+	d := newDedupProducer(t, envF, name, ref)
+	var stop atomic.Bool
+	d.send(1, 3000, &stop)
+	d.waitConfirmed(t, 1, 3000)
+	_ = d.p.Close()
+
+	// A resend through the other follower, half of it stored already.
+	envG := streamEnv(t, addrs[followers[1]], "guest", "guest")
+	d = newDedupProducer(t, envG, name, ref)
+	d.send(2001, 4000, &stop)
+	d.waitConfirmed(t, 2001, 4000)
+	_ = d.p.Close()
+	eventually(t, 20*time.Second, "the follower's sequence", func() bool {
+		seq, err := envG.QuerySequence(ref, name)
+		return err == nil && seq == 4000
+	})
+
+	// The leader dies; a survivor resends 3001..5000.
+	if err := nodes[leader].p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	var alive []*cnode
+	for _, nd := range nodes {
+		if nd.i != leader {
+			alive = append(alive, nd)
+		}
+	}
+	newLeader := alive[leaderOf(t, alive, name, 60*time.Second)].i
+	envN := streamEnv(t, addrs[newLeader], "guest", "guest")
+	eventually(t, 30*time.Second, "the new leader's sequence", func() bool {
+		seq, err := envN.QuerySequence(ref, name)
+		return err == nil && seq == 4000
+	})
+	survivor := followers[0]
+	if survivor == newLeader {
+		survivor = followers[1]
+	}
+	envS := streamEnv(t, addrs[survivor], "guest", "guest")
+	d = newDedupProducer(t, envS, name, ref)
+	d.send(3001, 5000, &stop)
+	d.waitConfirmed(t, 3001, 5000)
+	_ = d.p.Close()
+	dedupCheckLog(t, envS, name, 5000)
+	t.Logf("leader %s killed, %s leads now; 5000 messages once each", nodes[leader].name, nodes[newLeader].name)
+}
