@@ -27,11 +27,13 @@ func corrupt(d *headers.Decoder) error {
 func encodeMessage(m *Message, enqueuedAt int64, buf []byte) []byte {
 	e := headers.Encoder{B: buf, Format: headers.Stored}
 	if w := m.writer; w != nil {
-		// Version 2: a stream record with its producer's name and
-		// publishing id (streamdedup.go), then version 1's fields.
+		// Version 2: a stream record with its producer's name,
+		// publishing id and filter value (streamdedup.go), then version
+		// 1's fields.
 		e.B = append(e.B, 2)
 		e.Str(w.ref)
 		e.Uvarint(w.seq)
+		e.Str(w.filter)
 	} else {
 		e.B = append(e.B, 1) // version
 	}
@@ -51,6 +53,7 @@ func decodeMessage(data []byte) (m *Message, enqueuedAt int64, err error) {
 	case 2: // a stream record's producer, not the message's (decodeWriter)
 		d.Raw(d.Uvarint())
 		d.Uvarint()
+		d.Raw(d.Uvarint())
 	default:
 		return nil, 0, errCorrupt
 	}

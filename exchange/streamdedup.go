@@ -38,11 +38,17 @@ var errStreamClosed = errors.New("exchange: stream closed")
 // next start (RabbitMQ's osiris copies its writers into a snapshot at
 // the head of each segment; this log has no such record yet).
 
-// streamWriter is a named producer's publishing id on a message.
+// streamWriter is what a stream protocol publish carries besides the
+// message: its named producer's reference and publishing id (ref "" for
+// an unnamed one) and its filter value (publish version 2, "" none).
 type streamWriter struct {
-	ref string
-	seq uint64
+	ref    string
+	seq    uint64
+	filter string
 }
+
+// named reports whether w is a named producer's (deduplicated).
+func (w *streamWriter) named() bool { return w != nil && w.ref != "" }
 
 // SetStreamWriter marks m as publishing id seq of the stream producer
 // named ref (RabbitMQ's stream protocol, a publisher with a reference): a
@@ -50,26 +56,54 @@ type streamWriter struct {
 // append it again (it confirms it). Other queues ignore it. An empty ref
 // clears it.
 func (m *Message) SetStreamWriter(ref string, seq uint64) {
-	if ref == "" {
+	m.setStream(ref, seq, m.StreamFilter())
+}
+
+// SetStreamFilter sets m's filter value (RabbitMQ 3.13's stream
+// filtering: publish version 2), kept in its stream record; "" clears it.
+func (m *Message) SetStreamFilter(v string) {
+	var ref string
+	var seq uint64
+	if m.writer != nil {
+		ref, seq = m.writer.ref, m.writer.seq
+	}
+	m.setStream(ref, seq, v)
+}
+
+// StreamFilter returns m's filter value, "" if none.
+func (m *Message) StreamFilter() string {
+	if m.writer == nil {
+		return ""
+	}
+	return m.writer.filter
+}
+
+func (m *Message) setStream(ref string, seq uint64, filter string) {
+	if ref == "" && filter == "" {
 		m.writer = nil
 		return
 	}
-	m.writer = &streamWriter{ref: ref, seq: seq}
+	if ref == "" {
+		seq = 0
+	}
+	m.writer = &streamWriter{ref: ref, seq: seq, filter: filter}
 }
 
-// decodeWriter reads the producer a stream record carries, ok false for
-// a record without one (version 1).
-func decodeWriter(data []byte) (ref string, seq uint64, ok bool) {
+// decodeWriter reads what a stream record carries besides the message
+// (version 2), ok false for a record without it (version 1) or one that
+// does not decode.
+func decodeWriter(data []byte) (w streamWriter, ok bool) {
 	if len(data) == 0 || data[0] != 2 {
-		return "", 0, false
+		return w, false
 	}
 	d := headers.Decoder{B: data[1:], Format: headers.Stored}
-	ref = string(d.Raw(d.Uvarint()))
-	seq = d.Uvarint()
+	w.ref = string(d.Raw(d.Uvarint()))
+	w.seq = d.Uvarint()
+	w.filter = string(d.Raw(d.Uvarint()))
 	if d.Err != nil {
-		return "", 0, false
+		return streamWriter{}, false
 	}
-	return ref, seq, true
+	return w, true
 }
 
 // writerTable is a stream log's named producers (guarded by streamLog.mu).
@@ -102,8 +136,8 @@ func (l *streamLog) scanWritersLocked(limit uint64) error {
 			if seq >= end {
 				return false
 			}
-			if ref, id, ok := decodeWriter(data); ok && id > w.seqs[ref] {
-				w.seqs[ref] = id
+			if dw, ok := decodeWriter(data); ok && dw.ref != "" && dw.seq > w.seqs[dw.ref] {
+				w.seqs[dw.ref] = dw.seq
 			}
 			return true
 		})
@@ -135,6 +169,9 @@ func (l *streamLog) ownWritersLocked() error {
 // on the log's owner). An error (the store could not be read) is not a
 // duplicate: the message is appended (at least once rather than lost).
 func (l *streamLog) duplicateLocked(w *streamWriter) bool {
+	if !w.named() {
+		return false
+	}
 	if err := l.ownWritersLocked(); err != nil {
 		return false
 	}
@@ -147,7 +184,7 @@ func (l *streamLog) noteWriterLocked(w *streamWriter) {
 	if !l.writers.live {
 		return
 	}
-	if w != nil && w.seq > l.writers.seqs[w.ref] {
+	if w.named() && w.seq > l.writers.seqs[w.ref] {
 		l.writers.seqs[w.ref] = w.seq
 	}
 	l.writers.next = l.next
@@ -232,10 +269,10 @@ func (l *streamLog) fireWaiters(err error) {
 
 // --- across nodes ---
 
-// writerHeader carries a named producer's reference and publishing id on
-// a publish a follower forwards to the stream's leader (the inter-node
-// codec has no field for it): a table {"ref": string, "seq": int64 (the
-// id's bits)}. The leader takes it off a forwarded message (Hops > 0)
+// writerHeader carries a named producer's reference and publishing id
+// (and the filter value) on a publish a follower forwards to the stream's
+// leader (the inter-node codec has no field for them): a table {"ref":
+// string, "seq": int64 (the id's bits), "filter": string}. The leader takes it off a forwarded message (Hops > 0)
 // only; a follower takes it off a message of its own clients before it
 // forwards one, so no client can name another's producer through it.
 const writerHeader = "x-trident-stream-writer"
@@ -257,7 +294,7 @@ func forwardable(m *Message) *Message {
 		}
 	}
 	if w := m.writer; w != nil {
-		h[writerHeader] = Table{"ref": w.ref, "seq": int64(w.seq)}
+		h[writerHeader] = Table{"ref": w.ref, "seq": int64(w.seq), "filter": w.filter}
 	}
 	if len(h) == 0 {
 		h = nil
@@ -302,9 +339,8 @@ func takeForwardedWriter(m *Message) bool {
 		t = x
 	}
 	ref, _ := t["ref"].(string)
-	seq, ok := t["seq"].(int64)
-	if ref != "" && ok {
-		m.writer = &streamWriter{ref: ref, seq: uint64(seq)}
-	}
+	seq, _ := t["seq"].(int64)
+	filter, _ := t["filter"].(string)
+	m.setStream(ref, uint64(seq), filter)
 	return true
 }

@@ -11,18 +11,23 @@ import (
 func TestStreamWriterRecord(t *testing.T) {
 	m := &Message{RoutingKey: "s", Body: []byte("hello"), Props: Properties{Headers: Table{"a": "b"}}}
 	m.SetStreamWriter("producer-1", 42)
+	m.SetStreamFilter("eu")
 	data := encodeMessage(m, 7, nil)
-	ref, seq, ok := decodeWriter(data)
-	if !ok || ref != "producer-1" || seq != 42 {
-		t.Fatalf("decodeWriter: %q %d %v", ref, seq, ok)
+	w, ok := decodeWriter(data)
+	if !ok || w != (streamWriter{ref: "producer-1", seq: 42, filter: "eu"}) {
+		t.Fatalf("decodeWriter: %+v %v", w, ok)
 	}
 	got, ts, err := decodeMessage(data)
 	if err != nil || ts != 7 || string(got.Body) != "hello" || got.Props.Headers["a"] != "b" || got.writer != nil {
 		t.Fatalf("decodeMessage: %+v %d %v", got, ts, err)
 	}
 	m.SetStreamWriter("", 0)
-	if _, _, ok := decodeWriter(encodeMessage(m, 7, nil)); ok {
-		t.Fatal("a message without a producer decodes one")
+	if w, ok := decodeWriter(encodeMessage(m, 7, nil)); !ok || w != (streamWriter{filter: "eu"}) || m.writer.named() {
+		t.Fatalf("a filter value alone: %+v %v", w, ok)
+	}
+	m.SetStreamFilter("")
+	if _, ok := decodeWriter(encodeMessage(m, 7, nil)); ok || m.writer != nil {
+		t.Fatal("a message without a producer or filter decodes one")
 	}
 }
 

@@ -96,6 +96,9 @@ func (c *conn) publish(f wire.Publish) error {
 		if p.reference != "" {
 			m.SetStreamWriter(p.reference, pm.ID) // deduplicated by the stream
 		}
+		if pm.Filter != "" {
+			m.SetStreamFilter(pm.Filter) // publish version 2
+		}
 		c.pmu.Lock()
 		c.nextTag++
 		tag := c.nextTag
