@@ -191,6 +191,9 @@ func (st *stream) enqueue(m *Message, data []byte, done func(error), now int64) 
 	if data == nil {
 		data = encodeMessage(m, now, nil)
 	}
+	if m.writer.named() {
+		st.log.preloadWriters() // once after a start, with no lock held
+	}
 	st.log.mu.Lock()
 	if w := m.writer; w != nil && st.log.duplicateLocked(w) {
 		// A named producer's resend (streamdedup.go): not appended,

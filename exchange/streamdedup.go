@@ -23,8 +23,9 @@ var errStreamClosed = errors.New("exchange: stream closed")
 //
 // The table is built from the log itself, lazily (the first named
 // publish or QueryPublisherSequence after a start reads the log's records
-// once; a stream no named producer ever used costs nothing), and kept up
-// to date by every append after that. So after kill -9 it is exactly
+// once, the bulk of them with no lock held, preloadWriters; a stream no
+// named producer ever used costs nothing), and kept up to date by every
+// append after that. So after kill -9 it is exactly
 // what the store holds, and in a cluster a new leader builds it from its
 // own store (what the group committed), never from a side table written
 // separately. A follower answers QueryPublisherSequence from its store
@@ -108,16 +109,47 @@ func decodeWriter(data []byte) (w streamWriter, ok bool) {
 
 // writerTable is a stream log's named producers (guarded by streamLog.mu).
 // It reflects the log below next; live, it is also updated by every
-// append (on the log's owner: standalone, or the leader).
+// append (on the log's owner: standalone, or the leader). gen counts the
+// times it was forgotten (a scan made outside the lock is merged only
+// into the table it started from).
 type writerTable struct {
 	seqs map[string]uint64
 	next uint64
 	live bool
+	gen  uint64
+}
+
+// preloadSlack is how many records a scan may leave for the part made
+// under the log's lock.
+const preloadSlack = 4096
+
+// scanWriters reads the producers of the records in [from, limit) of
+// segs into seqs, from the store, with no lock held.
+func (l *streamLog) scanWriters(segs []segment, from, limit uint64, seqs map[string]uint64) error {
+	for _, s := range segs {
+		if s.next <= from || s.first >= limit {
+			continue
+		}
+		end := min(s.next, limit)
+		err := l.st.ReadMessages(s.id, max(from, s.first), func(seq uint64, data []byte) bool {
+			if seq >= end {
+				return false
+			}
+			if dw, ok := decodeWriter(data); ok && dw.ref != "" && dw.seq > seqs[dw.ref] {
+				seqs[dw.ref] = dw.seq
+			}
+			return true
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // scanWritersLocked brings the table up to limit by reading the records
-// in [w.next, limit) from the store (l.mu held: appends wait, which
-// happens once after a start or a change of leader).
+// in [w.next, limit) from the store (l.mu held: appends wait, so
+// preloadWriters reads the bulk first).
 func (l *streamLog) scanWritersLocked(limit uint64) error {
 	w := &l.writers
 	if w.seqs == nil {
@@ -126,28 +158,65 @@ func (l *streamLog) scanWritersLocked(limit uint64) error {
 	if len(l.segs) > 0 && w.next < l.segs[0].first {
 		w.next = l.segs[0].first
 	}
-	for _, s := range l.segs {
-		if s.next <= w.next || w.next >= limit {
-			continue
-		}
-		from := max(w.next, s.first)
-		end := min(s.next, limit)
-		err := l.st.ReadMessages(s.id, from, func(seq uint64, data []byte) bool {
-			if seq >= end {
-				return false
-			}
-			if dw, ok := decodeWriter(data); ok && dw.ref != "" && dw.seq > w.seqs[dw.ref] {
-				w.seqs[dw.ref] = dw.seq
-			}
-			return true
-		})
-		if err != nil {
-			return err
-		}
-		w.next = max(w.next, end)
+	if w.next >= limit {
+		return nil
 	}
-	w.next = max(w.next, limit)
+	segs := make([]segment, 0, len(l.segs))
+	for _, s := range l.segs {
+		segs = append(segs, *s)
+	}
+	if err := l.scanWriters(segs, w.next, limit, w.seqs); err != nil {
+		return err
+	}
+	w.next = limit
 	return nil
+}
+
+// preloadWriters reads the bulk of the log's producers into the table
+// without holding l.mu (publishers and readers of the stream go on
+// meanwhile), up to the durable watermark: what is left for the locked
+// part (ownWritersLocked, writerSeq) is at most about preloadSlack
+// records. A no-op once the table is live.
+func (l *streamLog) preloadWriters() {
+	if l.writersLive.Load() {
+		return
+	}
+	l.loadMu.Lock()
+	defer l.loadMu.Unlock()
+	for range 16 {
+		l.mu.Lock()
+		w := &l.writers
+		if len(l.segs) > 0 && w.next < l.segs[0].first {
+			w.next = l.segs[0].first
+		}
+		from, limit, gen := w.next, l.durable.Load(), w.gen
+		if w.live || limit <= from+preloadSlack {
+			l.mu.Unlock()
+			return
+		}
+		var segs []segment
+		for _, s := range l.segs {
+			if s.next > from && s.first < limit {
+				segs = append(segs, *s)
+			}
+		}
+		l.mu.Unlock()
+		seqs := map[string]uint64{}
+		if err := l.scanWriters(segs, from, limit, seqs); err != nil {
+			return // the locked part tries again
+		}
+		l.mu.Lock()
+		if w.gen == gen && !w.live && w.next == from {
+			if w.seqs == nil {
+				w.seqs = map[string]uint64{}
+			}
+			for ref, seq := range seqs {
+				w.seqs[ref] = max(w.seqs[ref], seq)
+			}
+			w.next = limit
+		}
+		l.mu.Unlock()
+	}
 }
 
 // ownWritersLocked makes the table live on the log's owner: every record
@@ -162,6 +231,7 @@ func (l *streamLog) ownWritersLocked() error {
 		return err
 	}
 	l.writers.live = true
+	l.writersLive.Store(true)
 	return nil
 }
 
@@ -192,11 +262,15 @@ func (l *streamLog) noteWriterLocked(w *streamWriter) {
 
 // forgetWritersLocked drops the table (l.mu held): a leader that stops
 // leading may hold appends the group never committed.
-func (l *streamLog) forgetWritersLocked() { l.writers = writerTable{} }
+func (l *streamLog) forgetWritersLocked() {
+	l.writers = writerTable{gen: l.writers.gen + 1}
+	l.writersLive.Store(false)
+}
 
 // writerSeq returns ref's highest publishing id in the log, 0 if none:
 // the live table on the owner, what the node's store holds elsewhere.
 func (l *streamLog) writerSeq(ref string) (uint64, error) {
+	l.preloadWriters()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var err error

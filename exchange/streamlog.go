@@ -80,10 +80,12 @@ type streamLog struct {
 	// writers: the named producers' publishing ids (streamdedup.go),
 	// under mu. waiters: duplicates' confirms waiting for the durable
 	// watermark, under wmu (taken after mu, or alone).
-	writers  writerTable
-	wmu      sync.Mutex
-	waiters  []durableWaiter
-	nwaiters atomic.Int32
+	writers     writerTable
+	writersLive atomic.Bool // writers.live, read without mu
+	loadMu      sync.Mutex  // one preloadWriters at a time
+	wmu         sync.Mutex
+	waiters     []durableWaiter
+	nwaiters    atomic.Int32
 }
 
 func segKey(prefix string, first uint64) string { return fmt.Sprintf("%s%020d", prefix, first) }
