@@ -135,8 +135,8 @@ func (l *streamLog) scanWriters(segs []segment, from, limit uint64, seqs map[str
 			if seq >= end {
 				return false
 			}
-			if dw, ok := decodeWriter(data); ok && dw.ref != "" && dw.seq > seqs[dw.ref] {
-				seqs[dw.ref] = dw.seq
+			if dw, ok := decodeWriter(data); ok && dw.ref != "" {
+				noteSeq(seqs, dw.ref, dw.seq)
 			}
 			return true
 		})
@@ -211,7 +211,7 @@ func (l *streamLog) preloadWriters() {
 				w.seqs = map[string]uint64{}
 			}
 			for ref, seq := range seqs {
-				w.seqs[ref] = max(w.seqs[ref], seq)
+				noteSeq(w.seqs, ref, seq)
 			}
 			w.next = limit
 		}
@@ -254,10 +254,18 @@ func (l *streamLog) noteWriterLocked(w *streamWriter) {
 	if !l.writers.live {
 		return
 	}
-	if w.named() && w.seq > l.writers.seqs[w.ref] {
-		l.writers.seqs[w.ref] = w.seq
+	if w.named() {
+		noteSeq(l.writers.seqs, w.ref, w.seq)
 	}
 	l.writers.next = l.next
+}
+
+// noteSeq raises ref's id in seqs to seq; a first id is kept whatever it
+// is (0 included: a second 0 is then a duplicate, as in RabbitMQ).
+func noteSeq(seqs map[string]uint64, ref string, seq uint64) {
+	if cur, ok := seqs[ref]; !ok || seq > cur {
+		seqs[ref] = seq
+	}
 }
 
 // forgetWritersLocked drops the table (l.mu held): a leader that stops

@@ -258,10 +258,11 @@ func TestPublishDedup(t *testing.T) {
 		stored int64 // messages in the stream after it
 		seq    uint64
 	}{
-		{[]uint64{1, 2, 3}, 3, 3},
-		{[]uint64{2, 3, 4}, 4, 4},    // a resend overlapping what is stored
-		{[]uint64{4, 4, 1}, 4, 4},    // all duplicates
-		{[]uint64{10, 7, 11}, 6, 11}, // a gap is fine; 7 is below 10
+		{[]uint64{0, 0}, 1, 0}, // id 0 is an id: stored once
+		{[]uint64{1, 2, 3}, 4, 3},
+		{[]uint64{2, 3, 4}, 5, 4},    // a resend overlapping what is stored
+		{[]uint64{4, 4, 1}, 5, 4},    // all duplicates
+		{[]uint64{10, 7, 11}, 7, 11}, // a gap is fine; 7 is below 10
 	} {
 		c.publish(1, 1, "", step.ids...)
 		got := c.confirms(1, len(step.ids))
@@ -278,8 +279,8 @@ func TestPublishDedup(t *testing.T) {
 	// Version 2 (a filter value) is deduplicated alike.
 	c.publish(1, 2, "eu", 11, 12)
 	c.confirms(1, 2)
-	if n := s.messages(t, "s"); n != 7 {
-		t.Fatalf("after a version 2 publish: %d messages, want 7", n)
+	if n := s.messages(t, "s"); n != 8 {
+		t.Fatalf("after a version 2 publish: %d messages, want 8", n)
 	}
 	// Another reference has its own sequence; no reference, none at all.
 	if _, code := c.call(wire.KeyDeclarePublisher, uint8(2), str("q"), str("s")); code != wire.OK {
@@ -292,8 +293,8 @@ func TestPublishDedup(t *testing.T) {
 	c.confirms(2, 2)
 	c.publish(3, 1, "", 1, 1)
 	c.confirms(3, 2)
-	if n := s.messages(t, "s"); n != 11 {
-		t.Fatalf("two more of q and two unnamed: %d messages, want 11", n)
+	if n := s.messages(t, "s"); n != 12 {
+		t.Fatalf("two more of q and two unnamed: %d messages, want 12", n)
 	}
 	if seq, _ := c.sequence("q", "s"); seq != 2 {
 		t.Fatalf("q's sequence %d", seq)
