@@ -6,6 +6,12 @@ import (
 	"github.com/trident-broker/trident/exchange/headers"
 )
 
+// ErrNoStreamCopy: QueryPublisherSequence on a node that holds no copy of
+// a clustered stream (not one of its members). It has nothing to read the
+// answer from, and a wrong one (0) would make a client number new
+// messages as duplicates, which the leader would drop.
+var ErrNoStreamCopy = errors.New("exchange: this node holds no copy of the stream")
+
 // errStreamClosed fails a duplicate's confirm still waiting when its
 // stream closes.
 var errStreamClosed = errors.New("exchange: stream closed")
@@ -295,10 +301,16 @@ func (l *streamLog) writerSeq(ref string) (uint64, error) {
 
 // StreamPublisherSequence returns the highest publishing id of the stream
 // producer named ref that stream q holds (RabbitMQ's
-// QueryPublisherSequence), 0 if none.
+// QueryPublisherSequence), 0 if none. On a member of a clustered stream
+// that does not lead it, what its copy holds (which lags the leader's by
+// the time its group takes to apply a commit here); on a node without a
+// copy, ErrNoStreamCopy.
 func (q *Queue) StreamPublisherSequence(ref string) (uint64, error) {
 	if q.st == nil {
 		return 0, errorf(KindPreconditionFailed, "queue '%s' in vhost '%s' is not a stream", q.name, q.vh.name)
+	}
+	if q.st.readsRemotely() {
+		return 0, ErrNoStreamCopy
 	}
 	return q.st.log.writerSeq(ref)
 }

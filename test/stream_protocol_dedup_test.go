@@ -3,12 +3,14 @@ package test
 import (
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
 	amqp10 "github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/message"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
@@ -361,6 +363,36 @@ func TestStreamProtocolDedupCluster(t *testing.T) {
 		seq, err := envG.QuerySequence(ref, name)
 		return err == nil && seq == 4000
 	})
+
+	// A stream of 2 members (declared over AMQP: the client cannot set
+	// its size): the third node has no copy to read a sequence from and
+	// says so rather than answer 0.
+	const small = "sp-dedup-2"
+	_, ch := dialNode(t, nodes[0])
+	if _, err := ch.QueueDeclare(small, true, false, false, false, amqp.Table{"x-queue-type": "stream", "x-initial-cluster-size": int32(2)}); err != nil {
+		t.Fatal(err)
+	}
+	var members []string
+	eventually(t, 20*time.Second, "a leader with 2 members", func() bool {
+		var q struct {
+			Leader  string   `json:"leader"`
+			Members []string `json:"members"`
+		}
+		code := nodes[0].api(t, "GET", "/api/queues/%2F/"+small, nil, &q)
+		members = q.Members
+		return code == 200 && q.Leader != "" && len(q.Members) == 2
+	})
+	for _, nd := range nodes {
+		env := streamEnv(t, addrs[nd.i], "guest", "guest")
+		eventually(t, 20*time.Second, "the 2-member stream on "+nd.name, func() bool {
+			ok, err := env.StreamExists(small)
+			return err == nil && ok
+		})
+		seq, err := env.QuerySequence(ref, small)
+		if member := slices.Contains(members, nd.name); member != (err == nil) || seq != 0 {
+			t.Fatalf("sequence through %s (member %v): %d, %v", nd.name, member, seq, err)
+		}
+	}
 
 	// The leader dies; a survivor resends 3001..5000.
 	if err := nodes[leader].p.Kill(); err != nil {

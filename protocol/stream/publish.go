@@ -235,6 +235,13 @@ func (c *conn) queryPublisherSequence(f wire.QueryPublisherSequence) {
 		return
 	}
 	seq, err := q.StreamPublisherSequence(f.Reference)
+	if errors.Is(err, exchange.ErrNoStreamCopy) {
+		// Better a refused named producer than one that numbers new
+		// messages as duplicates: the client can reach a member.
+		c.log.Info("publisher sequence asked of a node without a copy of the stream", append(c.who(), "stream", f.Stream)...)
+		reply(wire.StreamNotAvailable, 0)
+		return
+	}
 	if err != nil {
 		c.log.Warn("publisher sequence not read", append(c.who(), "stream", f.Stream, "err", err)...)
 		reply(wire.InternalError, 0)
