@@ -20,7 +20,12 @@
 // start or on a new leader (exchange/streamdedup.go), so a client that
 // reconnects, asks QueryPublisherSequence and resends from its buffer
 // stores nothing twice, after a killed connection, kill -9 or a leader
-// change alike. Over AMQP nothing is deduplicated (as in RabbitMQ).
+// change alike (a new leader reads its store after the group's barrier,
+// so it holds every committed message). In a cluster a member that does
+// not lead answers QueryPublisherSequence from its own copy, which lags
+// the leader by the time a commit takes to be applied there; a node with
+// no copy of the stream answers stream not available. Over AMQP nothing
+// is deduplicated (as in RabbitMQ).
 //
 // Filtering (RabbitMQ 3.13): Publish version 2 is announced in
 // ExchangeCommandVersions, which is what clients enable filtering by;
