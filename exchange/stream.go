@@ -206,7 +206,7 @@ func (st *stream) enqueue(m *Message, data []byte, done func(error), now int64) 
 		return true, done != nil, false
 	}
 	segs := len(st.log.segs)
-	_, err := st.log.appendLocked(data, now, st.a.segBytes, done)
+	_, err := st.log.appendLocked(data, now, st.a.segBytes, m.writer, done)
 	if err == nil {
 		st.log.noteWriterLocked(m.writer)
 	}

@@ -230,7 +230,7 @@ func (q *Queue) streamLead(ml MessageLog) {
 			st.log.afterTailLocked(h.Done) // a named producer's resend
 			continue
 		}
-		if _, err := st.log.appendLocked(encodeMessage(h.Msg, now, nil), now, st.a.segBytes, h.Done); err != nil {
+		if _, err := st.log.appendLocked(encodeMessage(h.Msg, now, nil), now, st.a.segBytes, h.Msg.writer, h.Done); err != nil {
 			failed = append(failed, h)
 			continue
 		}

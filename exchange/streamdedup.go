@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"errors"
+	"maps"
 
 	"github.com/trident-broker/trident/exchange/headers"
 )
@@ -40,10 +41,14 @@ var errStreamClosed = errors.New("exchange: stream closed")
 // loses the lead forgets its table (it may hold appends the group never
 // committed) and builds it again from its store when it needs it.
 //
-// What the table does not survive: a producer whose every message went
-// with retention (x-max-age, x-max-length-bytes) is unknown after the
-// next start (RabbitMQ's osiris copies its writers into a snapshot at
-// the head of each segment; this log has no such record yet).
+// A standalone stream's segment record carries a snapshot of the
+// producers (as RabbitMQ's osiris writes one at the head of each
+// segment): the durable table at the roll and the offset it is complete
+// below. A start takes the last one and reads only the records after it,
+// and a producer whose messages all went with retention is still known.
+// A clustered stream's segments have no records: its new leader reads
+// its retained log (what the table does not survive there: a producer
+// whose messages all went with retention).
 
 // streamWriter is what a stream protocol publish carries besides the
 // message: its named producer's reference and publishing id (ref "" for
@@ -238,6 +243,14 @@ func (l *streamLog) ownWritersLocked() error {
 	}
 	l.writers.live = true
 	l.writersLive.Store(true)
+	if !l.repl {
+		// Every named record below l.next is durable (none was
+		// appended while the table was not live): the durable table
+		// starts as this one.
+		l.dmu.Lock()
+		l.dseqs = maps.Clone(l.writers.seqs)
+		l.dmu.Unlock()
+	}
 	return nil
 }
 
@@ -437,4 +450,91 @@ func takeForwardedWriter(m *Message) bool {
 	filter, _ := t["filter"].(string)
 	m.setStream(ref, uint64(seq), filter)
 	return true
+}
+
+// --- snapshots in segment records (standalone streams) ---
+
+// writerSnapshot is the producers' ids of every record below next.
+type writerSnapshot struct {
+	seqs map[string]uint64
+	next uint64
+}
+
+// durableWriter returns w if its append is to be noted in the durable
+// table (a standalone stream's named producer, table live), else nil
+// (l.mu held).
+func (l *streamLog) durableWriter(w *streamWriter) *streamWriter {
+	if l.repl || !l.writers.live || !w.named() {
+		return nil
+	}
+	return w
+}
+
+// noteDurable records a named append that is durable, from its store
+// callback, before the durable watermark moves past it.
+func (l *streamLog) noteDurable(w *streamWriter) {
+	l.dmu.Lock()
+	if l.dseqs == nil {
+		l.dseqs = map[string]uint64{}
+	}
+	noteSeq(l.dseqs, w.ref, w.seq)
+	l.dmu.Unlock()
+}
+
+// snapshotLocked is the snapshot a new segment record carries (l.mu
+// held): with the table live, the durable table and the watermark read
+// before it (every record below the watermark noted its producer before
+// moving it; a record above it in the copy is durable too); otherwise
+// the last one, carried on (the records after it are read at the next
+// start, as now). nil for a clustered stream.
+func (l *streamLog) snapshotLocked() *writerSnapshot {
+	if l.repl {
+		return nil
+	}
+	if !l.writers.live {
+		return l.snap
+	}
+	next := l.durable.Load()
+	l.dmu.Lock()
+	seqs := maps.Clone(l.dseqs)
+	l.dmu.Unlock()
+	if seqs == nil {
+		seqs = map[string]uint64{}
+	}
+	l.snap = &writerSnapshot{seqs: seqs, next: next}
+	return l.snap
+}
+
+// encodeSegmentWriters is a segment record with the producers' snapshot
+// (fields "writers" and "wnext", which a build without them ignores).
+func encodeSegmentWriters(id, first uint64, snap *writerSnapshot) []byte {
+	if snap == nil {
+		return encodeSegment(id, first)
+	}
+	ws := make(Table, len(snap.seqs))
+	for ref, seq := range snap.seqs {
+		ws[ref] = seq
+	}
+	return encodeRecord(Table{"v": uint64(1), "id": id, "first": first, "writers": ws, "wnext": snap.next})
+}
+
+// decodeSegmentWriters reads a segment record's snapshot, ok false if it
+// has none.
+func decodeSegmentWriters(b []byte) (*writerSnapshot, bool) {
+	r, err := decodeRecord(b)
+	if err != nil {
+		return nil, false
+	}
+	ws, okW := r["writers"].(Table)
+	next, okN := r["wnext"].(uint64)
+	if !okW || !okN {
+		return nil, false
+	}
+	snap := &writerSnapshot{seqs: make(map[string]uint64, len(ws)), next: next}
+	for ref, v := range ws {
+		if seq, ok := v.(uint64); ok {
+			snap.seqs[ref] = seq
+		}
+	}
+	return snap, true
 }

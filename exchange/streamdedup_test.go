@@ -116,7 +116,7 @@ func dedupPublish(t *testing.T, l *streamLog, ref string, seq uint64, done func(
 		l.fireWaiters(nil)
 		return false
 	}
-	if _, err := l.appendLocked(encodeMessage(m, 1, nil), 1, 1<<30, done); err != nil {
+	if _, err := l.appendLocked(encodeMessage(m, 1, nil), 1, 1<<30, m.writer, done); err != nil {
 		t.Fatal(err)
 	}
 	l.noteWriterLocked(m.writer)
@@ -176,5 +176,69 @@ func TestStreamDedupConfirmsAfterFirstCopy(t *testing.T) {
 	g.release(nil)
 	if seq, err := l.writerSeq("p"); err != nil || seq != 2 {
 		t.Fatalf("sequence: %d %v", seq, err)
+	}
+}
+
+// A standalone stream's segment records carry the producers: after a
+// restart a producer is known though retention removed every message of
+// it, and the start reads only the records after the last snapshot.
+func TestStreamDedupSnapshotSurvivesRetention(t *testing.T) {
+	st := newFakeStore()
+	b := newTestBroker(t, st)
+	v := mustVHost(t, b, "/")
+	q := newStreamQ(t, v, "s", Table{"x-stream-max-segment-size-bytes": int64(500)})
+	named := func(v *VHost, id uint64) PublishResult {
+		m := &Message{RoutingKey: "s", Body: []byte("named")}
+		m.SetStreamWriter("p", id)
+		res, err := v.Publish(m, PublishOpts{Queue: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	for i := uint64(1); i <= 50; i++ {
+		named(v, i)
+	}
+	named(v, 20) // a duplicate
+	// A snapshot holds what was durable at its roll: the rolls of the
+	// next segments come after these are.
+	waitFor(t, "durable", func() bool { return q.st.log.durable.Load() == 50 })
+	for i := 0; i < 50; i++ {
+		publish(t, v, "", "s", "unnamed")
+	}
+	waitFor(t, "durable", func() bool { return q.st.log.durable.Load() == 100 })
+
+	b2 := newTestBroker(t, st)
+	v2 := mustVHost(t, b2, "/")
+	q2, err := v2.Queue("s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2 := q2.st.log
+	if l2.snap == nil || l2.snap.next < 50 || l2.snap.seqs["p"] != 50 {
+		t.Fatalf("the last segment record's snapshot: %+v", l2.snap)
+	}
+	gone := l2.retain(200, 0)
+	if err := l2.dropSegments(gone); err != nil {
+		t.Fatal(err)
+	}
+	if first, _ := l2.bounds(); first <= 50 {
+		t.Fatalf("retention kept offset %d", first)
+	}
+
+	b3 := newTestBroker(t, st)
+	q3, err := mustVHost(t, b3, "/").Queue("s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq, err := q3.StreamPublisherSequence("p"); err != nil || seq != 50 {
+		t.Fatalf("after retention and a restart: %d, %v", seq, err)
+	}
+	v3 := mustVHost(t, b3, "/")
+	named(v3, 50)
+	named(v3, 51)
+	waitFor(t, "durable", func() bool { return q3.st.log.durable.Load() == 101 })
+	if seq, _ := q3.StreamPublisherSequence("p"); seq != 51 {
+		t.Fatalf("sequence %d, want 51", seq)
 	}
 }

@@ -41,9 +41,11 @@
 // log has no chunks at rest, one store record per message, and chunks
 // are cut per subscription at delivery, so a skip here would be a
 // per-message check of the stored filter value at delivery; until then
-// a filtering consumer receives, and its client drops, the rest), and a
-// bound on the deduplication table's rebuild (it reads the retained log
-// once after a start or a change of leader; a producer whose messages
-// all went with retention is forgotten then, where RabbitMQ's osiris
-// keeps a snapshot of the producers at the head of each segment).
+// a filtering consumer receives, and its client drops, the rest), and,
+// for a clustered stream, a bound on the deduplication table's rebuild:
+// a standalone stream's segment records carry a snapshot of its
+// producers (as osiris's segments do), so a start reads only the records
+// after the last one, but a clustered stream's segments have no records,
+// so its new leader reads its whole retained log once, and forgets a
+// producer whose messages all went with retention.
 package stream
