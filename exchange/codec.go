@@ -26,7 +26,17 @@ func corrupt(d *headers.Decoder) error {
 // encodeMessage encodes m (with its enqueue time, for TTL) for the store.
 func encodeMessage(m *Message, enqueuedAt int64, buf []byte) []byte {
 	e := headers.Encoder{B: buf, Format: headers.Stored}
-	e.B = append(e.B, 1) // version
+	if w := m.writer; w != nil {
+		// Version 2: a stream record with its producer's name,
+		// publishing id and filter value (streamdedup.go), then version
+		// 1's fields.
+		e.B = append(e.B, 2)
+		e.Str(w.ref)
+		e.Uvarint(w.seq)
+		e.Str(w.filter)
+	} else {
+		e.B = append(e.B, 1) // version
+	}
 	e.Str(m.Exchange)
 	e.Str(m.RoutingKey)
 	e.Varint(enqueuedAt)
@@ -38,7 +48,13 @@ func encodeMessage(m *Message, enqueuedAt int64, buf []byte) []byte {
 
 func decodeMessage(data []byte) (m *Message, enqueuedAt int64, err error) {
 	d := headers.Decoder{B: data, Format: headers.Stored}
-	if d.Byte() != 1 {
+	switch d.Byte() {
+	case 1:
+	case 2: // a stream record's producer, not the message's (decodeWriter)
+		d.Raw(d.Uvarint())
+		d.Uvarint()
+		d.Raw(d.Uvarint())
+	default:
 		return nil, 0, errCorrupt
 	}
 	m = &Message{}

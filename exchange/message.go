@@ -65,6 +65,10 @@ type Message struct {
 	holds   atomic.Int32
 	held    uint8
 	prepaid uint8
+
+	// writer is the named stream producer and publishing id the message
+	// carries (SetStreamWriter, streamdedup.go), nil for every other.
+	writer *streamWriter
 }
 
 // ExpiresAt is when the message's own expiration (Props.Expiration, set

@@ -92,4 +92,5 @@ func (m *Message) clear() {
 	}
 	m.rec = nil
 	m.held, m.prepaid = 0, 0
+	m.writer = nil
 }

@@ -193,14 +193,33 @@ func (st *stream) enqueue(m *Message, data []byte, done func(error), now int64) 
 		return false, false, false
 	}
 	if st.log.following() {
-		return st.forward(m, done)
+		return st.forward(forwardable(m), done)
+	}
+	if takeForwardedWriter(m) {
+		data = nil // encoded again, with its producer in the record
 	}
 	if data == nil {
 		data = encodeMessage(m, now, nil)
 	}
+	if m.writer.named() {
+		st.log.preloadWriters() // once after a start, with no lock held
+	}
 	st.log.mu.Lock()
+	if w := m.writer; w != nil && st.log.duplicateLocked(w) {
+		// A named producer's resend (streamdedup.go): not appended,
+		// confirmed once its first copy is surely durable.
+		if done != nil {
+			st.log.afterTailLocked(done)
+		}
+		st.log.mu.Unlock()
+		st.log.fireWaiters(nil)
+		return true, done != nil, false
+	}
 	segs := len(st.log.segs)
-	_, err := st.log.appendLocked(data, now, st.a.segBytes, done)
+	_, err := st.log.appendLocked(data, now, st.a.segBytes, m.writer, done)
+	if err == nil {
+		st.log.noteWriterLocked(m.writer)
+	}
 	rolled := len(st.log.segs) != segs
 	st.log.mu.Unlock()
 	if err != nil {
@@ -649,6 +668,7 @@ func (st *stream) close(cancelSinks bool) int {
 		st.followStop = nil
 	}
 	st.mu.Unlock()
+	st.log.fireWaiters(errStreamClosed)
 	n, _, _, _, _ := st.log.stats()
 	return int(n)
 }

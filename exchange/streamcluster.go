@@ -225,11 +225,19 @@ func (q *Queue) streamLead(ml MessageLog) {
 	var failed []HeldPublish
 	now := nowNano()
 	for _, h := range handBack(old, st.enqueueLater) {
-		if _, err := st.log.appendLocked(encodeMessage(h.Msg, now, nil), now, st.a.segBytes, h.Done); err != nil {
-			failed = append(failed, h)
+		takeForwardedWriter(h.Msg)
+		if w := h.Msg.writer; w != nil && st.log.duplicateLocked(w) {
+			st.log.afterTailLocked(h.Done) // a named producer's resend
+			continue
 		}
+		if _, err := st.log.appendLocked(encodeMessage(h.Msg, now, nil), now, st.a.segBytes, h.Msg.writer, h.Done); err != nil {
+			failed = append(failed, h)
+			continue
+		}
+		st.log.noteWriterLocked(h.Msg.writer)
 	}
 	st.log.mu.Unlock()
+	st.log.fireWaiters(nil)
 	q.mu.Unlock()
 	for _, h := range failed {
 		go h.Done(errNotLeader)
@@ -259,7 +267,9 @@ func (st *stream) streamFollow() {
 	st.log.enterReplicated(st.q.id, 0)
 	st.log.mu.Lock()
 	st.log.ml = nil
+	st.log.forgetWritersLocked() // it may hold appends the group never committed
 	st.log.mu.Unlock()
+	st.log.fireWaiters(errNotLeader)
 	st.mu.Lock()
 	if st.followStop == nil && !st.closed.Load() {
 		stop := make(chan struct{})

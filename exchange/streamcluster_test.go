@@ -85,7 +85,7 @@ func appendN(t *testing.T, l *streamLog, n int, ts int64, segBytes int64) {
 		data := encodeMessage(&Message{RoutingKey: "s", Body: make([]byte, 40)}, ts, nil)
 		wg.Add(1)
 		l.mu.Lock()
-		_, err := l.appendLocked(data, ts, segBytes, func(error) { wg.Done() })
+		_, err := l.appendLocked(data, ts, segBytes, nil, func(error) { wg.Done() })
 		l.mu.Unlock()
 		if err != nil {
 			t.Fatal(err)
@@ -199,7 +199,7 @@ func TestStreamClusterRetainDurableOnly(t *testing.T) {
 	for i := 0; i < 30; i++ {
 		data := encodeMessage(&Message{RoutingKey: "s", Body: make([]byte, 40)}, ts, nil)
 		leader.mu.Lock()
-		if _, err := leader.appendLocked(data, ts, segBytes, nil); err != nil {
+		if _, err := leader.appendLocked(data, ts, segBytes, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		leader.mu.Unlock()

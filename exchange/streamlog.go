@@ -3,6 +3,7 @@ package exchange
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -76,6 +77,22 @@ type streamLog struct {
 	// onDurable is called (from the store's notifier goroutine) after the
 	// durable watermark moved.
 	onDurable func()
+
+	// writers: the named producers' publishing ids (streamdedup.go),
+	// under mu. waiters: duplicates' confirms waiting for the durable
+	// watermark, under wmu (taken after mu, or alone).
+	writers     writerTable
+	writersLive atomic.Bool // writers.live, read without mu
+	loadMu      sync.Mutex  // one preloadWriters at a time
+	wmu         sync.Mutex
+	waiters     []durableWaiter
+	nwaiters    atomic.Int32
+	// A standalone stream's producers as durable (dseqs, under dmu, kept
+	// once writers is live) and the snapshot its last segment record
+	// holds (snap, under mu): see snapshotLocked.
+	dmu   sync.Mutex
+	dseqs map[string]uint64
+	snap  *writerSnapshot
 }
 
 func segKey(prefix string, first uint64) string { return fmt.Sprintf("%s%020d", prefix, first) }
@@ -110,10 +127,11 @@ func decodeSegment(b []byte) (id, first uint64, err error) {
 	return id, first, nil
 }
 
-// appendLocked appends data (an encoded message, enqueued at ts) and
-// calls done once it is durable. It rolls to a new segment first when the
-// current one holds segBytes or more. Called with l.mu held.
-func (l *streamLog) appendLocked(data []byte, ts int64, segBytes int64, done func(error)) (uint64, error) {
+// appendLocked appends data (an encoded message, enqueued at ts, of
+// named producer w or nil) and calls done once it is durable. It rolls to
+// a new segment first when the current one holds segBytes or more. Called
+// with l.mu held.
+func (l *streamLog) appendLocked(data []byte, ts int64, segBytes int64, w *streamWriter, done func(error)) (uint64, error) {
 	cur := l.current()
 	if l.repl {
 		if l.ml == nil || cur == nil {
@@ -144,8 +162,12 @@ func (l *streamLog) appendLocked(data []byte, ts int64, segBytes int64, done fun
 	if l.repl {
 		app = l.ml
 	}
+	dw := l.durableWriter(w)
 	app.AppendMessage(cur.id, off, data, func(err error) {
 		if err == nil {
+			if dw != nil {
+				l.noteDurable(dw) // before the watermark passes it (snapshotLocked)
+			}
 			// The store calls back in issue order (the group commit's
 			// notifier): off+1 is a watermark. Raised monotonically, so
 			// that a store whose callbacks race cannot lower it.
@@ -159,6 +181,7 @@ func (l *streamLog) appendLocked(data []byte, ts int64, segBytes int64, done fun
 				l.onDurable()
 			}
 		}
+		l.fireWaiters(err)
 		if done != nil {
 			done(err)
 		}
@@ -176,7 +199,7 @@ func (l *streamLog) current() *segment {
 // rollLocked starts a new segment at l.next, its record durable first.
 func (l *streamLog) rollLocked() (*segment, error) {
 	s := &segment{id: l.newID(), first: l.next, next: l.next}
-	rec := encodeSegment(s.id, s.first)
+	rec := encodeSegmentWriters(s.id, s.first, l.snapshotLocked())
 	if err := l.st.PutMeta(segKey(l.prefix, s.first), rec); err != nil {
 		return nil, fmt.Errorf("stream segment: %w", err)
 	}
@@ -511,6 +534,9 @@ func (l *streamLog) recover() (maxID uint64, err error) {
 		}
 		l.segs = append(l.segs, &segment{id: id, first: first, next: first})
 		maxID = max(maxID, id)
+		if snap, ok := decodeSegmentWriters(val); ok {
+			l.snap = snap // the last segment's is the newest
+		}
 		return nil
 	})
 	if err != nil {
@@ -542,5 +568,9 @@ func (l *streamLog) recover() (maxID uint64, err error) {
 		l.next = max(l.next, s.next)
 	}
 	l.durable.Store(l.next)
+	if l.snap != nil {
+		l.writers.seqs = maps.Clone(l.snap.seqs)
+		l.writers.next = l.snap.next
+	}
 	return maxID, nil
 }

@@ -191,8 +191,7 @@ func (c *conn) handle(f wire.Frame) error {
 	case wire.DeletePublisher:
 		c.respond(wire.KeyDeletePublisher, f.Corr, c.deletePublisher(f.ID))
 	case wire.QueryPublisherSequence:
-		code := c.streamCode(f.Stream, false)
-		c.write(func(b []byte) []byte { return wire.AppendQueryPublisherSequenceResponse(b, f.Corr, code, 0) })
+		c.queryPublisherSequence(f)
 	case wire.Subscribe:
 		c.subscribe(f)
 	case wire.Unsubscribe:
@@ -243,7 +242,8 @@ func (c *conn) handle(f wire.Frame) error {
 }
 
 // commandVersions answers ExchangeCommandVersions: every command at
-// version 1 (publish 1: no filter values; deliver 1).
+// version 1 but publish, 1 to 2 (version 2 gives each message a filter
+// value, RabbitMQ 3.13's filtering; clients enable it by this answer).
 var commandVersions = func() []wire.CommandVersion {
 	var out []wire.CommandVersion
 	for _, k := range []uint16{wire.KeyDeclarePublisher, wire.KeyPublish, wire.KeyQueryPublisherSequence,
@@ -252,7 +252,11 @@ var commandVersions = func() []wire.CommandVersion {
 		wire.KeySaslHandshake, wire.KeySaslAuthenticate, wire.KeyTune, wire.KeyOpen, wire.KeyClose,
 		wire.KeyHeartbeat, wire.KeyExchangeCommandVersions, wire.KeyStreamStats,
 		wire.KeyPublishConfirm, wire.KeyPublishError, wire.KeyDeliver, wire.KeyMetadataUpdate} {
-		out = append(out, wire.CommandVersion{Key: k, Min: 1, Max: 1})
+		v := wire.CommandVersion{Key: k, Min: 1, Max: 1}
+		if k == wire.KeyPublish {
+			v.Max = 2
+		}
+		out = append(out, v)
 	}
 	return out
 }()

@@ -14,6 +14,13 @@ import (
 // PublishOpts.Queue, past every exchange. Each message is confirmed once
 // the core has it on disk (on a majority for a replicated stream), or
 // refused with a PublishError carrying the protocol's code.
+//
+// A publisher declared with a reference is a named producer: its
+// messages carry the reference and their publishing ids into the stream
+// (Message.SetStreamWriter), which appends an id only if it is above the
+// highest it holds of that reference and confirms the others without
+// appending them (exchange/streamdedup.go). QueryPublisherSequence
+// answers that highest id.
 
 type publisher struct {
 	id        uint8
@@ -85,6 +92,12 @@ func (c *conn) publish(f wire.Publish) error {
 		if err != nil {
 			c.publishErrors(p.id, []wire.PublishingError{{ID: pm.ID, Code: wire.PreconditionFailed}})
 			continue
+		}
+		if p.reference != "" {
+			m.SetStreamWriter(p.reference, pm.ID) // deduplicated by the stream
+		}
+		if pm.Filter != "" {
+			m.SetStreamFilter(pm.Filter) // publish version 2
 		}
 		c.pmu.Lock()
 		c.nextTag++
@@ -199,4 +212,40 @@ func codeOf(err error) wire.Code {
 		return wire.AccessRefused
 	}
 	return wire.InternalError
+}
+
+// queryPublisherSequence answers the highest publishing id the stream
+// holds of a named producer, 0 if none (as RabbitMQ, also for an empty
+// reference).
+func (c *conn) queryPublisherSequence(f wire.QueryPublisherSequence) {
+	reply := func(code wire.Code, seq uint64) {
+		c.write(func(b []byte) []byte { return wire.AppendQueryPublisherSequenceResponse(b, f.Corr, code, seq) })
+	}
+	if code := c.streamCode(f.Stream, false); code != wire.OK {
+		reply(code, 0)
+		return
+	}
+	q, err := c.vh.Queue(f.Stream, c)
+	if err != nil {
+		reply(wire.StreamDoesNotExist, 0)
+		return
+	}
+	if f.Reference == "" {
+		reply(wire.OK, 0)
+		return
+	}
+	seq, err := q.StreamPublisherSequence(f.Reference)
+	if errors.Is(err, exchange.ErrNoStreamCopy) {
+		// Better a refused named producer than one that numbers new
+		// messages as duplicates: the client can reach a member.
+		c.log.Info("publisher sequence asked of a node without a copy of the stream", append(c.who(), "stream", f.Stream)...)
+		reply(wire.StreamNotAvailable, 0)
+		return
+	}
+	if err != nil {
+		c.log.Warn("publisher sequence not read", append(c.who(), "stream", f.Stream, "err", err)...)
+		reply(wire.InternalError, 0)
+		return
+	}
+	reply(wire.OK, seq)
 }

@@ -45,6 +45,8 @@ var goldens = []struct {
 		Publish{Version: 1, ID: 7, Messages: []PublishedMessage{{ID: 1, Data: []byte("a")}, {ID: 2, Data: []byte{}}}}},
 	{"publish v2", h("0002 0002 07 00000001 0000000000000009 0002 6575 00000001 62"),
 		Publish{Version: 2, ID: 7, Messages: []PublishedMessage{{ID: 9, Filter: "eu", Data: []byte("b")}}}},
+	{"publish v2 null filter", h("0002 0002 07 00000001 000000000000000a ffff 00000001 63"),
+		Publish{Version: 2, ID: 7, Messages: []PublishedMessage{{ID: 10, Data: []byte("c")}}}},
 	{"query publisher sequence", h("0005 0001 00000007 0001 70 0001 73"),
 		QueryPublisherSequence{Corr: 7, Reference: "p", Stream: "s"}},
 	{"delete publisher", h("0006 0001 00000008 07"), DeletePublisher{Corr: 8, ID: 7}},
