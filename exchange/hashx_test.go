@@ -401,7 +401,9 @@ type gatedCluster struct {
 	on bool
 }
 
-func (c *gatedCluster) FeatureEnabled(name string) bool { return c.on && name == hashExchangesFlag }
+func (c *gatedCluster) FeatureEnabled(name string) bool {
+	return c.on && (name == hashExchangesFlag || name == streamWritersFlag)
+}
 
 // In a cluster, the hash types are unknown until their feature flag is
 // enabled (a node of an older release could not rebuild such an exchange).

@@ -312,6 +312,23 @@ func (l *streamLog) writerSeq(ref string) (uint64, error) {
 	return l.writers.seqs[ref], nil
 }
 
+// streamWritersFlag is the cluster feature flag of stream records with
+// a named producer or a filter value (cluster/featureflags.StreamWriters).
+const streamWritersFlag = "stream_writers"
+
+// ErrStreamWritersDisabled is StreamPublisherSequence's answer while the
+// cluster has not enabled the stream_writers feature flag: a node of an
+// older release could not read a named producer's records.
+var ErrStreamWritersDisabled = errorf(KindPreconditionFailed, "stream deduplication needs the feature flag %s enabled (every node of the cluster upgraded)", streamWritersFlag)
+
+// StreamWritersEnabled reports whether messages may carry a stream
+// producer or filter value (SetStreamWriter, SetStreamFilter): always on
+// a node alone, in a cluster once stream_writers is enabled.
+func (v *VHost) StreamWritersEnabled() bool {
+	g, ok := v.b.cluster.(featureGate)
+	return !ok || g.FeatureEnabled(streamWritersFlag)
+}
+
 // StreamPublisherSequence returns the highest publishing id of the stream
 // producer named ref that stream q holds (RabbitMQ's
 // QueryPublisherSequence), 0 if none. On a member of a clustered stream
@@ -321,6 +338,9 @@ func (l *streamLog) writerSeq(ref string) (uint64, error) {
 func (q *Queue) StreamPublisherSequence(ref string) (uint64, error) {
 	if q.st == nil {
 		return 0, errorf(KindPreconditionFailed, "queue '%s' in vhost '%s' is not a stream", q.name, q.vh.name)
+	}
+	if !q.vh.StreamWritersEnabled() {
+		return 0, ErrStreamWritersDisabled
 	}
 	if q.st.readsRemotely() {
 		return 0, ErrNoStreamCopy

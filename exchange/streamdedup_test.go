@@ -242,3 +242,33 @@ func TestStreamDedupSnapshotSurvivesRetention(t *testing.T) {
 		t.Fatalf("sequence %d, want 51", seq)
 	}
 }
+
+// In a cluster, a stream answers no publisher sequence (and the front end
+// sets no producer) until stream_writers is enabled: a node of an older
+// release could not read the records.
+func TestStreamWritersFeatureFlag(t *testing.T) {
+	v, _ := newTestVHost(t)
+	declareQ(t, v, "s", QueueOpts{Durable: true, Args: Table{"x-queue-type": "stream"}})
+	q, err := v.Queue("s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !v.StreamWritersEnabled() {
+		t.Fatal("a node alone: stream writers disabled")
+	}
+	if _, err := q.StreamPublisherSequence("p"); err != nil {
+		t.Fatalf("a node alone: %v", err)
+	}
+	c := &gatedCluster{fakeCluster: fakeCluster{name: "a"}}
+	v.b.SetCluster(c)
+	if v.StreamWritersEnabled() {
+		t.Fatal("a cluster without the flag: stream writers enabled")
+	}
+	if _, err := q.StreamPublisherSequence("p"); !errors.Is(err, ErrStreamWritersDisabled) {
+		t.Fatalf("a cluster without the flag: %v, want ErrStreamWritersDisabled", err)
+	}
+	c.on = true
+	if !v.StreamWritersEnabled() {
+		t.Fatal("the flag enabled: stream writers disabled")
+	}
+}

@@ -50,6 +50,13 @@ const (
 	// (it would refuse to start with it in its store), so none is
 	// declared in a cluster until every member has them.
 	HashExchanges = "hash_exchanges"
+	// StreamWriters: stream records of version 2 (a named producer's
+	// reference and publishing id, a filter value) and the header that
+	// carries them from a follower to the leader. A node of v0.1.0 skips
+	// such a record as corrupt, and would store the header where
+	// consumers see it, so no named producer publishes to a stream of a
+	// cluster until every member reads them.
+	StreamWriters = "stream_writers"
 )
 
 // Errors.
@@ -84,6 +91,8 @@ var registry = []Flag{
 	{Name: ShovelOwnerMixed, Desc: "Shovels are spread over the nodes by a mixed rendezvous score (v0.1.0's skewed one node's share up to twice another's); every node must compute the same owner",
 		Stability: Stable, Release: "0.2.0"},
 	{Name: HashExchanges, Desc: "The x-consistent-hash and x-modulus-hash exchange types (records of exchanges a node of an older release cannot rebuild)",
+		Stability: Stable, Release: "0.2.0"},
+	{Name: StreamWriters, Desc: "Stream deduplication and filter values: stream records of version 2 with a named producer's publishing id (records a node of an older release cannot read)",
 		Stability: Stable, Release: "0.2.0"},
 }
 

@@ -35,6 +35,10 @@ func (c *conn) declarePublisher(f wire.DeclarePublisher) wire.Code {
 	if len(f.Reference) > 255 {
 		return wire.PreconditionFailed
 	}
+	if f.Reference != "" && !c.vh.StreamWritersEnabled() {
+		c.log.Warn("named producer refused: "+exchange.ErrStreamWritersDisabled.Error(), append(c.who(), "stream", f.Stream)...)
+		return wire.PreconditionFailed
+	}
 	if code := c.streamCode(f.Stream, false); code != wire.OK {
 		return code
 	}
@@ -87,6 +91,7 @@ func (c *conn) publish(f wire.Publish) error {
 	if err := c.admitPublish(); err != nil {
 		return err
 	}
+	writers := c.vh.StreamWritersEnabled() // else filter values are dropped: the client post-filters
 	for _, pm := range f.Messages {
 		m, err := toCore(pm.Data, p.stream)
 		if err != nil {
@@ -96,7 +101,7 @@ func (c *conn) publish(f wire.Publish) error {
 		if p.reference != "" {
 			m.SetStreamWriter(p.reference, pm.ID) // deduplicated by the stream
 		}
-		if pm.Filter != "" {
+		if pm.Filter != "" && writers {
 			m.SetStreamFilter(pm.Filter) // publish version 2
 		}
 		c.pmu.Lock()
@@ -235,6 +240,11 @@ func (c *conn) queryPublisherSequence(f wire.QueryPublisherSequence) {
 		return
 	}
 	seq, err := q.StreamPublisherSequence(f.Reference)
+	if errors.Is(err, exchange.ErrStreamWritersDisabled) {
+		c.log.Warn("publisher sequence refused: "+err.Error(), append(c.who(), "stream", f.Stream)...)
+		reply(wire.PreconditionFailed, 0)
+		return
+	}
 	if errors.Is(err, exchange.ErrNoStreamCopy) {
 		// Better a refused named producer than one that numbers new
 		// messages as duplicates: the client can reach a member.
