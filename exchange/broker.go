@@ -31,6 +31,9 @@ type Broker struct {
 
 	cluster Cluster // nil when standalone
 
+	// onApply, if set (tests), sees every command VHost.Apply applies.
+	onApply func(TopologyCommand)
+
 	// events is the event bus; eventVHost the vhost EventExchange is
 	// predeclared in (events.go). Set before recovery.
 	events     *event.Bus
