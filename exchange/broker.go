@@ -31,6 +31,8 @@ type Broker struct {
 
 	cluster Cluster // nil when standalone
 
+	// proposer replicates topology commands in a cluster (topocluster.go).
+	proposer atomic.Pointer[proposerBox]
 	// onApply, if set (tests), sees every command VHost.Apply applies.
 	onApply func(TopologyCommand)
 

@@ -82,6 +82,15 @@ type TopologyCommand struct {
 	ToQueue    bool
 	Key        string
 
+	// Decided by the node that proposes the command in a cluster, so that
+	// every node builds the same object: a new queue's id (a delayed
+	// exchange's store id; the queue a delete means), the home node of a
+	// classic queue or a transient exchange, a quorum queue's or stream's
+	// members.
+	ID      uint64
+	Node    string
+	Members []string
+
 	// Owner is the declaring connection (exclusive queues belong to it):
 	// meaningful on the node that issues the command only, never encoded.
 	Owner any
@@ -104,7 +113,7 @@ var ErrBadTopology = errors.New("exchange: bad topology command")
 // The field names of the encoding (a Stored table; a field at its zero
 // value is left out).
 var topoFields = []string{"vhost", "actor", "name", "type", "durable", "auto_delete", "internal", "exclusive",
-	"args", "if_unused", "if_empty", "source", "to_queue", "key"}
+	"args", "if_unused", "if_empty", "source", "to_queue", "key", "id", "node", "members"}
 
 // EncodeTopology encodes c:
 //
@@ -137,6 +146,13 @@ func EncodeTopology(c TopologyCommand) []byte {
 	str("source", c.Source)
 	flag("to_queue", c.ToQueue)
 	str("key", c.Key)
+	if c.ID != 0 {
+		t["id"] = c.ID
+	}
+	str("node", c.Node)
+	if len(c.Members) > 0 {
+		t["members"] = stringsToAny(c.Members)
+	}
 	return append([]byte{topologyVersion, byte(c.Op)}, encodeRecord(t)...)
 }
 
@@ -200,6 +216,19 @@ func DecodeTopology(b []byte) (TopologyCommand, error) {
 	str("source", &c.Source)
 	flag("to_queue", &c.ToQueue)
 	str("key", &c.Key)
+	if v, ok := t["id"]; ok {
+		if c.ID, ok = v.(uint64); !ok {
+			bad = append(bad, "id")
+		}
+	}
+	str("node", &c.Node)
+	if v, ok := t["members"]; ok {
+		as, isList := v.([]any)
+		c.Members = anyToStrings(v)
+		if !isList || len(c.Members) != len(as) {
+			bad = append(bad, "members")
+		}
+	}
 	if len(bad) > 0 {
 		return c, fmt.Errorf("%w: fields %v of the wrong type", ErrBadTopology, bad)
 	}
@@ -227,6 +256,12 @@ func (v *VHost) Apply(c TopologyCommand) (Result, error) {
 	c.VHost = v.name
 	if f := v.b.onApply; f != nil {
 		f(c)
+	}
+	if p, on := v.commandsOn(); on {
+		switch c.Op {
+		case TopoDeleteExchange, TopoDeleteQueue, TopoBind, TopoUnbind:
+			return v.proposeChange(p, c)
+		}
 	}
 	switch c.Op {
 	case TopoDeclareExchange:

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +27,8 @@ func goldenTopology() map[string]TopologyCommand {
 			Exclusive: true, AutoDelete: true, Args: Table{"x-queue-type": "quorum", "x-max-length": int64(10),
 				"x-dead-letter-exchange": "dlx"}},
 		"delete-queue": {Op: TopoDeleteQueue, VHost: "/", Name: "q1", IfUnused: true, IfEmpty: true},
+		"declare-quorum-queue": {Op: TopoDeclareQueue, VHost: "/", Actor: "dave", Name: "qq", Durable: true,
+			Args: Table{"x-queue-type": "quorum"}, ID: 1<<61 | 12345, Node: "n1", Members: []string{"n1", "n2", "n3"}},
 		"bind-queue": {Op: TopoBind, VHost: "/", Actor: "carol", Name: "q1", ToQueue: true, Source: "amq.topic",
 			Key: "a.*.b", Args: Table{"x-match": "any"}},
 		"unbind-exchange": {Op: TopoUnbind, VHost: "v", Actor: "carol", Name: "dst", Source: "src", Key: "k"},
@@ -213,3 +216,138 @@ func (namedAuthorizer) CheckConfigure(vhost, kind, name string) error { return n
 func (namedAuthorizer) CheckWrite(vhost, kind, name string) error     { return nil }
 func (namedAuthorizer) CheckRead(vhost, kind, name string) error      { return nil }
 func (a namedAuthorizer) Name() string                                { return a.name }
+
+// sharedLog as a TopologyProposer: with commands set, the brokers of
+// twoNodes propose their topology changes as commands, which the log
+// applies on every node in one order (ApplyCommitted), writing the
+// records each returns to that node's store, as the metadata group's FSM
+// does.
+func (l *sharedLog) TopologyCommands() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.commands
+}
+
+func (l *sharedLog) ProposeTopology(c TopologyCommand) error {
+	l.mu.Lock()
+	f := l.before
+	if c.Op == TopoDeclareQueue || c.Op == TopoDeclareExchange {
+		l.before = nil
+	} else {
+		f = nil
+	}
+	l.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fail != nil {
+		return l.fail
+	}
+	l.proposed = append(l.proposed, c)
+	for i, b := range l.nodes {
+		ops, err := b.ApplyCommitted(c)
+		if err != nil {
+			return err
+		}
+		for _, op := range ops {
+			if op.Val == nil {
+				_ = l.stores[i].DeleteMeta(op.Key)
+			} else {
+				_ = l.stores[i].PutMeta(op.Key, op.Val)
+			}
+		}
+	}
+	return nil
+}
+
+// withCommands runs test with the two nodes of twoNodes proposing
+// topology commands (a cluster with topology_commands enabled).
+func withCommands(t *testing.T, test func(*testing.T)) {
+	twoNodesCommands = true
+	defer func() { twoNodesCommands = false }()
+	test(t)
+}
+
+// The concurrent-declare guarantees hold as well when the cluster runs
+// topology commands: the same tests, through the command path.
+func TestConcurrentDeclareFirstWinsCommands(t *testing.T) {
+	withCommands(t, TestConcurrentDeclareFirstWins)
+}
+
+func TestConcurrentExchangeDeclareFirstWinsCommands(t *testing.T) {
+	withCommands(t, TestConcurrentExchangeDeclareFirstWins)
+}
+
+func TestClusteredBindProposesFirstCommands(t *testing.T) {
+	withCommands(t, TestClusteredBindProposesFirst)
+}
+
+func TestClusteredQueueDeleteProposesFirstCommands(t *testing.T) {
+	withCommands(t, TestClusteredQueueDeleteProposesFirst)
+}
+
+func TestClusteredExchangeDeleteAndUnbindProposeFirstCommands(t *testing.T) {
+	withCommands(t, TestClusteredExchangeDeleteAndUnbindProposeFirst)
+}
+
+// TestCommandsReplaceRecordWrites: with commands on, a declaration, a
+// bind, an unbind and the deletes reach the log as commands carrying the
+// acting user, not as record writes through the store, and every node
+// holds the same topology and the same records after them.
+func TestCommandsReplaceRecordWrites(t *testing.T) {
+	twoNodesCommands = true
+	l, va, vb := twoNodes(t)
+	twoNodesCommands = false
+	a := namedAuthorizer{name: "alice"}
+	do := func(c Command) {
+		t.Helper()
+		if _, err := va.Do(a, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	do(ExchangeDeclare{Name: "x", Type: KindDirect, Opts: ExchangeOpts{Durable: true}})
+	do(QueueDeclare{Name: "q", Opts: QueueOpts{Durable: true}})
+	do(QueueBind{Queue: "q", Exchange: "x", Key: "k"})
+	do(QueueBind{Queue: "q", Exchange: "x", Key: "k2"})
+	do(QueueUnbind{Queue: "q", Exchange: "x", Key: "k2"})
+	if got, want := topology(vb.b), topology(va.b); !slices.Equal(got, want) {
+		t.Fatalf("b's topology %v, a's %v", got, want)
+	}
+	for _, p := range []string{"exchange/", "queue/", "binding/"} {
+		ka, kb := l.stores[0].metaKeys(p), l.stores[1].metaKeys(p)
+		slices.Sort(ka)
+		slices.Sort(kb)
+		if len(ka) == 0 || !slices.Equal(ka, kb) {
+			t.Fatalf("%s records: a %q, b %q", p, ka, kb)
+		}
+	}
+	do(QueueDelete{Name: "q"})
+	do(ExchangeDelete{Name: "x"})
+	if got := topology(vb.b); !slices.Equal(got, topology(va.b)) || slices.ContainsFunc(got, func(s string) bool {
+		return strings.Contains(s, " x ") || strings.HasSuffix(s, " q")
+	}) {
+		t.Fatalf("after the deletes: b %v, a %v", got, topology(va.b))
+	}
+	for i, st := range l.stores {
+		if ks := st.metaKeys("queue/"); len(ks) != 0 {
+			t.Fatalf("node %d keeps queue records %q", i, ks)
+		}
+		if ks := st.metaKeys("binding/"); len(ks) != 0 {
+			t.Fatalf("node %d keeps binding records %q", i, ks)
+		}
+	}
+	ops := []TopoOp{TopoDeclareExchange, TopoDeclareQueue, TopoBind, TopoBind, TopoUnbind, TopoDeleteQueue, TopoDeleteExchange}
+	if len(l.proposed) != len(ops) {
+		t.Fatalf("proposed %d commands, want %d: %+v", len(l.proposed), len(ops), l.proposed)
+	}
+	for i, c := range l.proposed {
+		if c.Op != ops[i] || c.Actor != "alice" || c.VHost != "/" {
+			t.Fatalf("command %d: %v by %q in %q, want %v by alice", i, c.Op, c.Actor, c.VHost, ops[i])
+		}
+	}
+	if c := l.proposed[5]; c.ID == 0 {
+		t.Fatal("a queue delete names no queue id")
+	}
+}

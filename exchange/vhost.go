@@ -27,6 +27,9 @@ type VHost struct {
 	// read under mu) never wait for an fsync.
 	metaMu  sync.Mutex
 	metaOps []metaOp // store writes collected under mu
+	// metaActor is the user the topology change in progress acts for
+	// (under metaMu): the declarations it proposes carry it.
+	metaActor string
 	// description and tags are management metadata (under mu).
 	description string
 	tags        []string
@@ -116,6 +119,7 @@ func (v *VHost) unlockTopology() error {
 	v.metaOps = nil
 	v.mu.Unlock()
 	defer v.metaMu.Unlock()
+	defer func() { v.metaActor = "" }()
 	if err := v.writeMetaBatch(ops); err != errNoBatch {
 		if err != nil {
 			return errorf(KindInternal, "store: %v", err)
@@ -125,7 +129,17 @@ func (v *VHost) unlockTopology() error {
 	var first error
 	for _, op := range ops {
 		var err error
-		if op.create != nil || op.createX != nil {
+		if p, on := v.commandsOn(); on && (op.create != nil || op.createX != nil) {
+			// The cluster runs commands: the declaration is proposed, and
+			// its apply here installs the pending object if it won
+			// (ApplyCommitted); settling drops it otherwise.
+			err = v.propose(p, v.createCommand(op, v.metaActor))
+			if op.create != nil {
+				v.settlePending(op.create, false)
+			} else {
+				v.settlePendingExchange(op.createX, false)
+			}
+		} else if op.create != nil || op.createX != nil {
 			var created bool
 			created, err = v.b.store.(MetaCreator).CreateMeta(op.key, op.val)
 			if op.create != nil {
@@ -213,6 +227,7 @@ func (v *VHost) applyDeclareExchange(c TopologyCommand) error {
 		var pending *Exchange
 		err := v.inTopology(func() error {
 			var err error
+			v.metaActor = c.Actor
 			pending, err = v.declareExchangeLocked(name, kind, o)
 			return err
 		})
@@ -548,6 +563,7 @@ func (v *VHost) applyDeclareQueue(c TopologyCommand) (QueueInfo, error) {
 	for attempt := 0; ; attempt++ {
 		err = v.inTopology(func() error {
 			var err error
+			v.metaActor = c.Actor
 			info, err = v.declareQueueLocked(name, o)
 			return err
 		})
@@ -683,15 +699,12 @@ func (v *VHost) DeclareQueueBound(name string, o QueueOpts, binds []Binding) (Qu
 		if err != nil {
 			return info, err
 		}
-		err = v.inTopology(func() error {
-			for _, b := range binds {
-				if err := v.bindLocked(info.Name, true, b.Exchange, b.Key, b.Args, o.Owner); err != nil {
-					return err
-				}
+		for _, b := range binds {
+			if err := v.bind(info.Name, true, b.Exchange, b.Key, b.Args, o.Owner); err != nil {
+				return info, err
 			}
-			return nil
-		})
-		return info, err
+		}
+		return info, nil
 	}
 	var info QueueInfo
 	err := v.inTopology(func() error {
@@ -1124,16 +1137,8 @@ func (v *VHost) bindLocked(dst string, toQueue bool, src, key string, args Table
 	if sx.findBinding(q, dx, key, args) != nil {
 		return nil
 	}
-	if err := validateHashBinding(sx.kind, sx.args, key); err != nil {
+	if err := validateBinding(sx, key, args); err != nil {
 		return err
-	}
-	if sx.kind == KindHeaders {
-		if xm, ok := args["x-match"]; ok {
-			s, _ := xm.(string)
-			if s != "all" && s != "any" && s != "all-with-x" && s != "any-with-x" {
-				return errorf(KindPreconditionFailed, "Invalid x-match field value %v; expected all, any, all-with-x, or any-with-x", xm)
-			}
-		}
 	}
 	b := &binding{src: sx, q: q, x: dx, key: key, args: args}
 	k := v.recordKeyOf(b)
@@ -1147,6 +1152,23 @@ func (v *VHost) bindLocked(dst string, toQueue bool, src, key string, args Table
 		return nil
 	}
 	v.addBindingLocked(b)
+	return nil
+}
+
+// validateBinding checks a new binding's key and arguments against its
+// source's type.
+func validateBinding(sx *Exchange, key string, args Table) error {
+	if err := validateHashBinding(sx.kind, sx.args, key); err != nil {
+		return err
+	}
+	if sx.kind == KindHeaders {
+		if xm, ok := args["x-match"]; ok {
+			s, _ := xm.(string)
+			if s != "all" && s != "any" && s != "all-with-x" && s != "any-with-x" {
+				return errorf(KindPreconditionFailed, "Invalid x-match field value %v; expected all, any, all-with-x, or any-with-x", xm)
+			}
+		}
+	}
 	return nil
 }
 

@@ -50,6 +50,13 @@ const (
 	// (it would refuse to start with it in its store), so none is
 	// declared in a cluster until every member has them.
 	HashExchanges = "hash_exchanges"
+	// TopologyCommands: topology changes (declare and delete exchanges
+	// and queues, bind, unbind) replicated as typed commands
+	// (cluster/meta: KindTopology, exchange.TopologyCommand) that every
+	// member applies, rather than as the records they write. A node of an
+	// older release cannot read them; until the flag is enabled the
+	// records path is used.
+	TopologyCommands = "topology_commands"
 )
 
 // Errors.
@@ -84,6 +91,8 @@ var registry = []Flag{
 	{Name: ShovelOwnerMixed, Desc: "Shovels are spread over the nodes by a mixed rendezvous score (v0.1.0's skewed one node's share up to twice another's); every node must compute the same owner",
 		Stability: Stable, Release: "0.2.0"},
 	{Name: HashExchanges, Desc: "The x-consistent-hash and x-modulus-hash exchange types (records of exchanges a node of an older release cannot rebuild)",
+		Stability: Stable, Release: "0.2.0"},
+	{Name: TopologyCommands, Desc: "Topology changes (exchanges, queues, bindings) replicated as typed commands that every member applies, rather than as the records they write",
 		Stability: Stable, Release: "0.2.0"},
 }
 

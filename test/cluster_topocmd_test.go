@@ -1,0 +1,129 @@
+package test
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// TestClusterTopologyCommands (issue 43): a new cluster enables
+// topology_commands, and from then on topology changes travel as typed
+// commands that every node applies. An exchange, a queue and a binding
+// declared on one node route a message published on another; a delete
+// made on a third is seen everywhere; and in each of 10 rounds the three
+// nodes declare one queue name at once with different arguments: every
+// declaration is either the winner's declare-ok or PRECONDITION_FAILED,
+// and every node ends with the same queue.
+func TestClusterTopologyCommands(t *testing.T) {
+	nodes := startCluster(t, 3)
+	for _, nd := range nodes {
+		eventually(t, 60*time.Second, "topology_commands enabled on "+nd.name, func() bool {
+			f, err := flagOn(nd, "topology_commands")
+			return err == nil && f.State == "enabled"
+		})
+	}
+	_, ch0 := dialNode(t, nodes[0])
+	if err := ch0.ExchangeDeclare("tc-x", "direct", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch0.QueueDeclare("tc-q", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch0.QueueBind("tc-q", "k", "tc-x", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, ch2 := dialNode(t, nodes[2])
+	if err := ch2.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	// The declarations are applied on every node when they return.
+	dc, err := ch2.PublishWithDeferredConfirm("tc-x", "k", true, false, amqp.Publishing{DeliveryMode: amqp.Persistent, Body: []byte("m")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := dc.WaitContext(t.Context()); !ok || err != nil {
+		t.Fatalf("publish through node 2: ack %v, %v", ok, err)
+	}
+	conn1, _ := dialNode(t, nodes[1])
+	passive := func(conn *amqp.Connection, q string) (amqp.Queue, error) {
+		ch, err := conn.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ch.Close()
+		return ch.QueueDeclarePassive(q, true, false, false, false, nil)
+	}
+	eventually(t, 20*time.Second, "the message in tc-q, seen from node 1", func() bool {
+		q, err := passive(conn1, "tc-q")
+		return err == nil && q.Messages == 1
+	})
+	_, ch1 := dialNode(t, nodes[1])
+	if _, err := ch1.QueueDelete("tc-q", false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	conn0, _ := dialNode(t, nodes[0])
+	if _, err := passive(conn0, "tc-q"); err == nil {
+		t.Fatal("tc-q still on node 0 after its delete on node 1 returned")
+	}
+
+	chans := make([]*amqp.Channel, len(nodes))
+	conns := make([]*amqp.Connection, len(nodes))
+	for i, nd := range nodes {
+		conns[i], chans[i] = dialNode(t, nd)
+	}
+	for r := 0; r < 10; r++ {
+		name := fmt.Sprintf("tc-race-%d", r)
+		errs := make([]error, len(nodes))
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range nodes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, errs[i] = chans[i].QueueDeclare(name, true, false, false, false, amqp.Table{"x-max-length": int32(100 + i)})
+			}()
+		}
+		close(start)
+		wg.Wait()
+		won := 0
+		for i, err := range errs {
+			var ae *amqp.Error
+			switch {
+			case err == nil:
+				won++
+			case errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed:
+				// A channel closed by the refusal: open another.
+				ch, cerr := conns[i].Channel()
+				if cerr != nil {
+					t.Fatal(cerr)
+				}
+				chans[i] = ch
+			default:
+				t.Fatalf("round %d: declare on node %d: %v", r, i, err)
+			}
+		}
+		if won != 1 {
+			t.Fatalf("round %d: %d declarations succeeded, want exactly the winner's (%v)", r, won, errs)
+		}
+		var first any
+		for i, nd := range nodes {
+			var q struct {
+				Arguments map[string]any `json:"arguments"`
+			}
+			eventually(t, 20*time.Second, name+" on "+nd.name, func() bool {
+				return nd.api(t, "GET", "/api/queues/%2F/"+name, nil, &q) == 200
+			})
+			if i == 0 {
+				first = q.Arguments
+			} else if !reflect.DeepEqual(first, any(q.Arguments)) {
+				t.Fatalf("round %d: node %s holds %s with %v, node 0 with %v", r, nd.name, name, q.Arguments, first)
+			}
+		}
+	}
+}
