@@ -104,8 +104,9 @@ type QueuePurge struct {
 // Result answers a command: the declared queue for QueueDeclare, the
 // number of messages removed for QueueDelete and QueuePurge.
 type Result struct {
-	Queue QueueInfo
-	Count int
+	Queue   QueueInfo
+	Count   int
+	Created bool // a policy.set command: the policy is new
 }
 
 // Authorize is the one permission check of a topology command: nil if a

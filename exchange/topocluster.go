@@ -156,6 +156,18 @@ func (v *VHost) checkChangeLocked(c *TopologyCommand, res *Result) (bool, error)
 			return false, err
 		}
 		return sx.findBinding(q, dx, c.Key, c.Args) != nil, nil
+	case TopoSetPolicy:
+		if _, err := compilePolicy(v.name, c.policy()); err != nil {
+			return false, err
+		}
+		_, existed := v.policies[c.Name]
+		res.Created = !existed
+		return true, nil
+	case TopoDeletePolicy:
+		if _, ok := v.policies[c.Name]; !ok {
+			return false, errorf(KindNotFound, "no policy '%s' in vhost '%s'", c.Name, v.name)
+		}
+		return true, nil
 	}
 	return false, errorf(KindInternal, "topology command %v is not proposed this way", c.Op)
 }
@@ -186,13 +198,16 @@ func (b *Broker) ApplyCommitted(c TopologyCommand) ([]MetaOp, error) {
 		return nil, nil // the vhost is gone, and what it held with it
 	}
 	v.mu.Lock()
-	gone, err := v.applyCommittedLocked(c)
+	gone, reapply, err := v.applyCommittedLocked(c)
 	ops := make([]MetaOp, 0, len(v.metaOps))
 	for _, op := range v.metaOps {
 		ops = append(ops, MetaOp{Key: op.key, Val: op.val})
 	}
 	v.metaOps = nil
 	v.mu.Unlock()
+	if reapply {
+		v.reapplyQueues()
+	}
 	if gone != nil {
 		gone.markDeleted()
 		if derr := b.dropQueue(gone); derr != nil {
@@ -203,12 +218,33 @@ func (b *Broker) ApplyCommitted(c TopologyCommand) ([]MetaOp, error) {
 }
 
 // applyCommittedLocked is ApplyCommitted under v.mu; gone is a deleted
-// queue whose messages are to be dropped once v.mu is released.
-func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, err error) {
+// queue whose messages are to be dropped once v.mu is released, reapply
+// that the policies changed and the queues take them again then.
+func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, reapply bool, err error) {
 	switch c.Op {
+	case TopoSetPolicy:
+		np, err := compilePolicy(v.name, c.policy())
+		if err != nil {
+			return nil, false, err
+		}
+		if cur := v.policies[c.Name]; cur != nil && cur.same(np) {
+			return nil, false, nil
+		}
+		v.policies[np.Name] = np
+		v.reapplyExchangesLocked()
+		v.putMetaLocked(v.key("policy", np.Name), encodeRecord(np.record()))
+		return nil, true, nil
+	case TopoDeletePolicy:
+		if _, ok := v.policies[c.Name]; !ok {
+			return nil, false, nil
+		}
+		delete(v.policies, c.Name)
+		v.reapplyExchangesLocked()
+		v.deleteMetaLocked(v.key("policy", c.Name))
+		return nil, true, nil
 	case TopoDeclareExchange:
 		if v.exchanges[c.Name] != nil || c.Name == "" {
-			return nil, nil
+			return nil, false, nil
 		}
 		r := Table{"type": c.Type, "durable": c.Durable, "auto_delete": c.AutoDelete, "internal": c.Internal, "args": c.Args}
 		if c.Node != "" {
@@ -219,7 +255,7 @@ func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, err error)
 		}
 		x, err := exchangeFromRecord(v, c.Name, r)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if p := v.pendingX[c.Name]; p != nil && bytes.Equal(encodeRecord(p.record()), encodeRecord(x.record())) {
 			x = p // this node's own declaration
@@ -231,7 +267,7 @@ func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, err error)
 		}
 	case TopoDeclareQueue:
 		if v.queues[c.Name] != nil {
-			return nil, nil
+			return nil, false, nil
 		}
 		r := Table{"id": c.ID, "durable": c.Durable, "auto_delete": c.AutoDelete, "args": c.Args}
 		if c.Exclusive {
@@ -245,7 +281,7 @@ func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, err error)
 		}
 		q, err := queueFromRecord(v, c.Name, r)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if p := v.pending[c.Name]; p != nil && p.id == q.id {
 			q = p // this node's own declaration: its owner, its group
@@ -258,13 +294,13 @@ func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, err error)
 	case TopoDeleteExchange:
 		x := v.exchanges[c.Name]
 		if x == nil || c.Name == "" || strings.HasPrefix(c.Name, "amq.") || (c.IfUnused && len(x.bindings) > 0) {
-			return nil, nil
+			return nil, false, nil
 		}
-		return nil, v.deleteExchangeLocked(x)
+		return nil, false, v.deleteExchangeLocked(x)
 	case TopoDeleteQueue:
 		q := v.queues[c.Name]
 		if q == nil || (c.ID != 0 && q.id != c.ID) {
-			return nil, nil
+			return nil, false, nil
 		}
 		v.removeQueueLocked(q)
 		for len(q.bindings) > 0 {
@@ -273,11 +309,11 @@ func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, err error)
 		if k := v.queueKey(q); k != "" {
 			v.deleteMetaLocked(k)
 		}
-		return q, nil
+		return q, false, nil
 	case TopoBind:
 		sx, q, dx, err := v.lookupBind(c.Name, c.ToQueue, c.Source, anyOwner)
 		if err != nil || sx.findBinding(q, dx, c.Key, c.Args) != nil || validateBinding(sx, c.Key, c.Args) != nil {
-			return nil, nil // gone since, or there already
+			return nil, false, nil // gone since, or there already
 		}
 		bd := &binding{src: sx, q: q, x: dx, key: c.Key, args: c.Args}
 		v.addBindingLocked(bd)
@@ -287,13 +323,13 @@ func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, err error)
 	case TopoUnbind:
 		sx, q, dx, err := v.lookupBind(c.Name, c.ToQueue, c.Source, anyOwner)
 		if err != nil {
-			return nil, nil
+			return nil, false, nil
 		}
 		if bd := sx.findBinding(q, dx, c.Key, c.Args); bd != nil {
 			v.removeBindingLocked(bd, true)
 		}
 	default:
-		return nil, errorf(KindInternal, "unknown topology command %v", c.Op)
+		return nil, false, errorf(KindInternal, "unknown topology command %v", c.Op)
 	}
-	return nil, nil
+	return nil, false, nil
 }

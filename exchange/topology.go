@@ -34,6 +34,8 @@ const (
 	TopoDeleteQueue     TopoOp = 4
 	TopoBind            TopoOp = 5
 	TopoUnbind          TopoOp = 6
+	TopoSetPolicy       TopoOp = 7
+	TopoDeletePolicy    TopoOp = 8
 )
 
 var topoOpNames = map[TopoOp]string{
@@ -43,6 +45,8 @@ var topoOpNames = map[TopoOp]string{
 	TopoDeleteQueue:     "queue.delete",
 	TopoBind:            "bind",
 	TopoUnbind:          "unbind",
+	TopoSetPolicy:       "policy.set",
+	TopoDeletePolicy:    "policy.delete",
 }
 
 func (o TopoOp) String() string {
@@ -61,6 +65,8 @@ func (o TopoOp) String() string {
 //	queue.delete      Name, IfUnused, IfEmpty
 //	bind, unbind      Source (an exchange), Name (the destination: a
 //	                  queue if ToQueue, else an exchange), Key, Args
+//	policy.set        Name, Pattern, ApplyTo, Priority, Definition
+//	policy.delete     Name
 //
 // Actor is the user the command acts for ("" for the broker itself); it
 // is recorded, not checked: the check is Authorize's, before Apply.
@@ -81,6 +87,10 @@ type TopologyCommand struct {
 	Source     string
 	ToQueue    bool
 	Key        string
+	Pattern    string
+	ApplyTo    string
+	Priority   int64
+	Definition Table
 
 	// Decided by the node that proposes the command in a cluster, so that
 	// every node builds the same object: a new queue's id (a delayed
@@ -113,7 +123,8 @@ var ErrBadTopology = errors.New("exchange: bad topology command")
 // The field names of the encoding (a Stored table; a field at its zero
 // value is left out).
 var topoFields = []string{"vhost", "actor", "name", "type", "durable", "auto_delete", "internal", "exclusive",
-	"args", "if_unused", "if_empty", "source", "to_queue", "key", "id", "node", "members"}
+	"args", "if_unused", "if_empty", "source", "to_queue", "key", "id", "node", "members",
+	"pattern", "apply_to", "priority", "definition"}
 
 // EncodeTopology encodes c:
 //
@@ -152,6 +163,14 @@ func EncodeTopology(c TopologyCommand) []byte {
 	str("node", c.Node)
 	if len(c.Members) > 0 {
 		t["members"] = stringsToAny(c.Members)
+	}
+	str("pattern", c.Pattern)
+	str("apply_to", c.ApplyTo)
+	if c.Priority != 0 {
+		t["priority"] = c.Priority
+	}
+	if c.Definition != nil {
+		t["definition"] = c.Definition
 	}
 	return append([]byte{topologyVersion, byte(c.Op)}, encodeRecord(t)...)
 }
@@ -229,6 +248,18 @@ func DecodeTopology(b []byte) (TopologyCommand, error) {
 			bad = append(bad, "members")
 		}
 	}
+	str("pattern", &c.Pattern)
+	str("apply_to", &c.ApplyTo)
+	if v, ok := t["priority"]; ok {
+		if c.Priority, ok = v.(int64); !ok {
+			bad = append(bad, "priority")
+		}
+	}
+	if v, ok := t["definition"]; ok {
+		if c.Definition, ok = asTable(v); !ok {
+			bad = append(bad, "definition")
+		}
+	}
 	if len(bad) > 0 {
 		return c, fmt.Errorf("%w: fields %v of the wrong type", ErrBadTopology, bad)
 	}
@@ -259,7 +290,7 @@ func (v *VHost) Apply(c TopologyCommand) (Result, error) {
 	}
 	if p, on := v.commandsOn(); on {
 		switch c.Op {
-		case TopoDeleteExchange, TopoDeleteQueue, TopoBind, TopoUnbind:
+		case TopoDeleteExchange, TopoDeleteQueue, TopoBind, TopoUnbind, TopoSetPolicy, TopoDeletePolicy:
 			return v.proposeChange(p, c)
 		}
 	}
@@ -282,8 +313,19 @@ func (v *VHost) Apply(c TopologyCommand) (Result, error) {
 		return Result{}, v.inTopology(func() error {
 			return v.unbindLocked(c.Name, c.ToQueue, c.Source, c.Key, c.Args, c.Owner)
 		})
+	case TopoSetPolicy:
+		created, err := v.applySetPolicy(c)
+		return Result{Created: created}, err
+	case TopoDeletePolicy:
+		return Result{}, v.applyDeletePolicy(c)
 	}
 	return Result{}, errorf(KindInternal, "unknown topology command %v", c.Op)
+}
+
+// policy is c's policy.
+func (c TopologyCommand) policy() Policy {
+	return Policy{VHost: c.VHost, Name: c.Name, Pattern: c.Pattern, ApplyTo: c.ApplyTo, Priority: int(c.Priority),
+		Definition: c.Definition}
 }
 
 // exchangeOpts are c's exchange options.

@@ -32,6 +32,9 @@ func goldenTopology() map[string]TopologyCommand {
 		"bind-queue": {Op: TopoBind, VHost: "/", Actor: "carol", Name: "q1", ToQueue: true, Source: "amq.topic",
 			Key: "a.*.b", Args: Table{"x-match": "any"}},
 		"unbind-exchange": {Op: TopoUnbind, VHost: "v", Actor: "carol", Name: "dst", Source: "src", Key: "k"},
+		"set-policy": {Op: TopoSetPolicy, VHost: "/", Actor: "admin", Name: "ttl", Pattern: "^q\\.", ApplyTo: ApplyToQueues,
+			Priority: 5, Definition: Table{"message-ttl": int64(1000)}},
+		"delete-policy": {Op: TopoDeletePolicy, VHost: "/", Actor: "admin", Name: "ttl"},
 	}
 }
 
@@ -349,5 +352,58 @@ func TestCommandsReplaceRecordWrites(t *testing.T) {
 	}
 	if c := l.proposed[5]; c.ID == 0 {
 		t.Fatal("a queue delete names no queue id")
+	}
+}
+
+// TestPoliciesAsCommands: with commands on, a policy set or deleted on
+// one node is a command applied on every node: both hold it (and its
+// record), both queues take it; an invalid one is refused on the node
+// where it is set, and nothing is proposed.
+func TestPoliciesAsCommands(t *testing.T) {
+	twoNodesCommands = true
+	l, va, vb := twoNodes(t)
+	twoNodesCommands = false
+	declareQ(t, va, "q.1", QueueOpts{Durable: true})
+	n := len(l.proposed)
+	if _, err := va.SetPolicy(Policy{Name: "bad", Pattern: "(", ApplyTo: ApplyToQueues}); err == nil {
+		t.Fatal("an invalid pattern was accepted")
+	}
+	created, err := va.SetPolicy(Policy{Name: "ttl", Pattern: "^q\\.", ApplyTo: ApplyToQueues, Priority: 1,
+		Definition: Table{"max-length": int64(3)}})
+	if err != nil || !created {
+		t.Fatalf("set: created %v, %v", created, err)
+	}
+	if got := l.proposed[n:]; len(got) != 1 || got[0].Op != TopoSetPolicy || got[0].Name != "ttl" {
+		t.Fatalf("proposed %+v, want the one policy.set", got)
+	}
+	for i, v := range []*VHost{va, vb} {
+		q, err := v.Queue("q.1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name, _ := q.Policy(); name != "ttl" {
+			t.Fatalf("node %d: queue's policy %q", i, name)
+		}
+		if ks := l.stores[i].metaKeys("policy/"); len(ks) != 1 {
+			t.Fatalf("node %d: policy records %q", i, ks)
+		}
+	}
+	if created, err := vb.SetPolicy(Policy{Name: "ttl", Pattern: "^q\\.", ApplyTo: ApplyToQueues, Priority: 2,
+		Definition: Table{"max-length": int64(4)}}); err != nil || created {
+		t.Fatalf("update from b: created %v, %v", created, err)
+	}
+	if err := vb.DeletePolicy("ttl"); err != nil {
+		t.Fatal(err)
+	}
+	if err := va.DeletePolicy("ttl"); KindOf(err) != KindNotFound {
+		t.Fatalf("delete of a deleted policy: %v", err)
+	}
+	for i, v := range []*VHost{va, vb} {
+		if ps := v.Policies(); len(ps) != 0 {
+			t.Fatalf("node %d keeps policies %+v", i, ps)
+		}
+		if ks := l.stores[i].metaKeys("policy/"); len(ks) != 0 {
+			t.Fatalf("node %d keeps policy records %q", i, ks)
+		}
 	}
 }
