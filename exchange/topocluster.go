@@ -3,6 +3,8 @@ package exchange
 import (
 	"bytes"
 	"strings"
+
+	"github.com/trident-broker/trident/exchange/event"
 )
 
 // Topology commands in a cluster.
@@ -42,11 +44,13 @@ func (b *Broker) SetTopologyProposer(p TopologyProposer) {
 
 // commandsOn reports whether topology changes are proposed as commands,
 // and through what.
-func (v *VHost) commandsOn() (TopologyProposer, bool) {
-	if v.b.cluster == nil {
+func (v *VHost) commandsOn() (TopologyProposer, bool) { return v.b.commandsOn() }
+
+func (b *Broker) commandsOn() (TopologyProposer, bool) {
+	if b.cluster == nil {
 		return nil, false
 	}
-	box := v.b.proposer.Load()
+	box := b.proposer.Load()
 	if box == nil || box.p == nil || !box.p.TopologyCommands() {
 		return nil, false
 	}
@@ -193,6 +197,9 @@ func (v *VHost) checkChangeLocked(c *TopologyCommand, res *Result) (bool, error)
 // It takes no metaMu: a proposer waits for its command under metaMu.
 // Applying a command twice (a replay after a crash) changes nothing more.
 func (b *Broker) ApplyCommitted(c TopologyCommand) ([]MetaOp, error) {
+	if c.Op.vhostOp() {
+		return b.applyCommittedVHost(c), nil
+	}
 	v, ok := b.VHost(c.VHost)
 	if !ok {
 		return nil, nil // the vhost is gone, and what it held with it
@@ -332,4 +339,95 @@ func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, reapply bo
 		return nil, false, errorf(KindInternal, "unknown topology command %v", c.Op)
 	}
 	return nil, false, nil
+}
+
+// applyVHostCommand applies a command on a vhost itself: proposed in a
+// cluster that runs commands, else as standalone.
+func (b *Broker) applyVHostCommand(c TopologyCommand) error {
+	if p, on := b.commandsOn(); on {
+		return b.proposeVHost(p, c)
+	}
+	switch c.Op {
+	case TopoDeclareVHost:
+		return b.applyEnsureVHost(c.VHost)
+	case TopoSetVHostMeta:
+		return b.applySetVHostMetadata(c.VHost, c.Description, c.Tags)
+	case TopoDeleteVHost:
+		return b.applyDeleteVHost(c.VHost)
+	}
+	return errorf(KindInternal, "unknown topology command %v", c.Op)
+}
+
+// proposeVHost checks a vhost command against this node's vhosts, then
+// proposes it: the vhost changes when the command is applied
+// (applyCommittedVHost), here as on every node.
+func (b *Broker) proposeVHost(p TopologyProposer, c TopologyCommand) error {
+	_, exists := b.VHost(c.VHost)
+	switch {
+	case c.Op == TopoDeclareVHost && exists:
+		return nil
+	case c.Op == TopoDeclareVHost:
+		if err := checkName("vhost", c.VHost); err != nil {
+			return err
+		}
+	case !exists:
+		return errorf(KindNotFound, "no vhost '%s'", c.VHost)
+	}
+	if err := p.ProposeTopology(c); err != nil {
+		return errorf(KindInternal, "cluster: %v", err)
+	}
+	if c.Op == TopoDeclareVHost && b.events.On() {
+		b.events.Emit(event.VHostCreated, event.Prop{Key: "name", Value: c.VHost})
+	}
+	return nil
+}
+
+// vhostRecord is a vhost's record: its metadata.
+func vhostRecord(description string, tags []string) []byte {
+	if description == "" && tags == nil {
+		return encodeRecord(Table{})
+	}
+	return encodeRecord(Table{"description": description, "tags": stringsToAny(tags)})
+}
+
+// applyCommittedVHost is ApplyCommitted of a command on a vhost itself:
+// a declaration creates the vhost if it does not exist; a delete removes
+// it with everything in it, and the records of all of it.
+func (b *Broker) applyCommittedVHost(c TopologyCommand) []MetaOp {
+	name := c.VHost
+	switch c.Op {
+	case TopoDeclareVHost:
+		b.mu.Lock()
+		_, ok := b.vhosts[name]
+		if !ok {
+			v := newVHost(b, name)
+			v.description, v.tags = c.Description, c.Tags
+			b.vhosts[name] = v
+		}
+		b.mu.Unlock()
+		if ok {
+			return nil
+		}
+		return []MetaOp{{Key: "vhost/" + name, Val: vhostRecord(c.Description, c.Tags)}}
+	case TopoSetVHostMeta:
+		v, ok := b.VHost(name)
+		if !ok {
+			return nil
+		}
+		v.mu.Lock()
+		v.description, v.tags = c.Description, append([]string(nil), c.Tags...)
+		v.mu.Unlock()
+		return []MetaOp{{Key: "vhost/" + name, Val: encodeRecord(Table{"description": c.Description, "tags": stringsToAny(c.Tags)})}}
+	case TopoDeleteVHost:
+		if _, ok := b.VHost(name); !ok {
+			return nil
+		}
+		_ = b.applyVHost(name, nil) // a delete cannot fail
+		ops := []MetaOp{{Key: "vhost/" + name}}
+		for _, p := range []string{"exchange/", "queue/", "binding/", "policy/"} {
+			ops = append(ops, MetaOp{Key: p + name + "\x00", Prefix: true})
+		}
+		return ops
+	}
+	return nil
 }

@@ -36,6 +36,9 @@ const (
 	TopoUnbind          TopoOp = 6
 	TopoSetPolicy       TopoOp = 7
 	TopoDeletePolicy    TopoOp = 8
+	TopoDeclareVHost    TopoOp = 9
+	TopoSetVHostMeta    TopoOp = 10
+	TopoDeleteVHost     TopoOp = 11
 )
 
 var topoOpNames = map[TopoOp]string{
@@ -47,6 +50,14 @@ var topoOpNames = map[TopoOp]string{
 	TopoUnbind:          "unbind",
 	TopoSetPolicy:       "policy.set",
 	TopoDeletePolicy:    "policy.delete",
+	TopoDeclareVHost:    "vhost.declare",
+	TopoSetVHostMeta:    "vhost.set-metadata",
+	TopoDeleteVHost:     "vhost.delete",
+}
+
+// vhostOp reports whether o changes a vhost itself (VHost names it).
+func (o TopoOp) vhostOp() bool {
+	return o == TopoDeclareVHost || o == TopoSetVHostMeta || o == TopoDeleteVHost
 }
 
 func (o TopoOp) String() string {
@@ -67,6 +78,9 @@ func (o TopoOp) String() string {
 //	                  queue if ToQueue, else an exchange), Key, Args
 //	policy.set        Name, Pattern, ApplyTo, Priority, Definition
 //	policy.delete     Name
+//	vhost.declare     VHost (the vhost itself: created if it does not exist)
+//	vhost.set-metadata VHost, Description, Tags
+//	vhost.delete      VHost, with everything in it
 //
 // Actor is the user the command acts for ("" for the broker itself); it
 // is recorded, not checked: the check is Authorize's, before Apply.
@@ -91,6 +105,9 @@ type TopologyCommand struct {
 	ApplyTo    string
 	Priority   int64
 	Definition Table
+	// Description and Tags are a vhost's management metadata.
+	Description string
+	Tags        []string
 
 	// Decided by the node that proposes the command in a cluster, so that
 	// every node builds the same object: a new queue's id (a delayed
@@ -124,7 +141,7 @@ var ErrBadTopology = errors.New("exchange: bad topology command")
 // value is left out).
 var topoFields = []string{"vhost", "actor", "name", "type", "durable", "auto_delete", "internal", "exclusive",
 	"args", "if_unused", "if_empty", "source", "to_queue", "key", "id", "node", "members",
-	"pattern", "apply_to", "priority", "definition"}
+	"pattern", "apply_to", "priority", "definition", "description", "tags"}
 
 // EncodeTopology encodes c:
 //
@@ -171,6 +188,10 @@ func EncodeTopology(c TopologyCommand) []byte {
 	}
 	if c.Definition != nil {
 		t["definition"] = c.Definition
+	}
+	str("description", c.Description)
+	if c.Tags != nil {
+		t["tags"] = stringsToAny(c.Tags)
 	}
 	return append([]byte{topologyVersion, byte(c.Op)}, encodeRecord(t)...)
 }
@@ -260,6 +281,17 @@ func DecodeTopology(b []byte) (TopologyCommand, error) {
 			bad = append(bad, "definition")
 		}
 	}
+	str("description", &c.Description)
+	if v, ok := t["tags"]; ok {
+		as, isList := v.([]any)
+		c.Tags = anyToStrings(v)
+		if c.Tags == nil {
+			c.Tags = []string{}
+		}
+		if !isList || len(c.Tags) != len(as) {
+			bad = append(bad, "tags")
+		}
+	}
 	if len(bad) > 0 {
 		return c, fmt.Errorf("%w: fields %v of the wrong type", ErrBadTopology, bad)
 	}
@@ -268,6 +300,12 @@ func DecodeTopology(b []byte) (TopologyCommand, error) {
 
 // Apply applies c to the broker's vhost c.VHost: see VHost.Apply.
 func (b *Broker) Apply(c TopologyCommand) (Result, error) {
+	if c.Op.vhostOp() {
+		if f := b.onApply; f != nil {
+			f(c)
+		}
+		return Result{}, b.applyVHostCommand(c)
+	}
 	v, ok := b.VHost(c.VHost)
 	if !ok {
 		return Result{}, errorf(KindNotFound, "no vhost '%s'", c.VHost)

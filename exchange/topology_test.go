@@ -35,6 +35,10 @@ func goldenTopology() map[string]TopologyCommand {
 		"set-policy": {Op: TopoSetPolicy, VHost: "/", Actor: "admin", Name: "ttl", Pattern: "^q\\.", ApplyTo: ApplyToQueues,
 			Priority: 5, Definition: Table{"message-ttl": int64(1000)}},
 		"delete-policy": {Op: TopoDeletePolicy, VHost: "/", Actor: "admin", Name: "ttl"},
+		"declare-vhost": {Op: TopoDeclareVHost, VHost: "prod", Actor: "admin"},
+		"set-vhost-metadata": {Op: TopoSetVHostMeta, VHost: "prod", Actor: "admin", Description: "production",
+			Tags: []string{"eu", "critical"}},
+		"delete-vhost": {Op: TopoDeleteVHost, VHost: "prod", Actor: "admin"},
 	}
 }
 
@@ -255,7 +259,9 @@ func (l *sharedLog) ProposeTopology(c TopologyCommand) error {
 			return err
 		}
 		for _, op := range ops {
-			if op.Val == nil {
+			if op.Prefix {
+				_ = l.stores[i].DeleteMetaPrefix(op.Key)
+			} else if op.Val == nil {
 				_ = l.stores[i].DeleteMeta(op.Key)
 			} else {
 				_ = l.stores[i].PutMeta(op.Key, op.Val)
@@ -295,6 +301,10 @@ func TestClusteredExchangeDeleteAndUnbindProposeFirstCommands(t *testing.T) {
 	withCommands(t, TestClusteredExchangeDeleteAndUnbindProposeFirst)
 }
 
+func TestClusteredVHostDeleteProposesFirstCommands(t *testing.T) {
+	withCommands(t, TestClusteredVHostDeleteProposesFirst)
+}
+
 // TestCommandsReplaceRecordWrites: with commands on, a declaration, a
 // bind, an unbind and the deletes reach the log as commands carrying the
 // acting user, not as record writes through the store, and every node
@@ -303,6 +313,7 @@ func TestCommandsReplaceRecordWrites(t *testing.T) {
 	twoNodesCommands = true
 	l, va, vb := twoNodes(t)
 	twoNodesCommands = false
+	n := len(l.proposed) // the vhost "/" twoNodes declared
 	a := namedAuthorizer{name: "alice"}
 	do := func(c Command) {
 		t.Helper()
@@ -342,15 +353,16 @@ func TestCommandsReplaceRecordWrites(t *testing.T) {
 		}
 	}
 	ops := []TopoOp{TopoDeclareExchange, TopoDeclareQueue, TopoBind, TopoBind, TopoUnbind, TopoDeleteQueue, TopoDeleteExchange}
-	if len(l.proposed) != len(ops) {
-		t.Fatalf("proposed %d commands, want %d: %+v", len(l.proposed), len(ops), l.proposed)
+	proposed := l.proposed[n:]
+	if len(proposed) != len(ops) {
+		t.Fatalf("proposed %d commands, want %d: %+v", len(proposed), len(ops), proposed)
 	}
-	for i, c := range l.proposed {
+	for i, c := range proposed {
 		if c.Op != ops[i] || c.Actor != "alice" || c.VHost != "/" {
 			t.Fatalf("command %d: %v by %q in %q, want %v by alice", i, c.Op, c.Actor, c.VHost, ops[i])
 		}
 	}
-	if c := l.proposed[5]; c.ID == 0 {
+	if c := proposed[5]; c.ID == 0 {
 		t.Fatal("a queue delete names no queue id")
 	}
 }
@@ -404,6 +416,66 @@ func TestPoliciesAsCommands(t *testing.T) {
 		}
 		if ks := l.stores[i].metaKeys("policy/"); len(ks) != 0 {
 			t.Fatalf("node %d keeps policy records %q", i, ks)
+		}
+	}
+}
+
+// TestVHostsAsCommands: with commands on, a vhost declared, described and
+// deleted on one node is so on every node, records included, and each
+// change is one proposed command.
+func TestVHostsAsCommands(t *testing.T) {
+	twoNodesCommands = true
+	l, _, _ := twoNodes(t)
+	twoNodesCommands = false
+	a, b := l.nodes[0], l.nodes[1]
+	n := len(l.proposed)
+	if err := a.EnsureVHost("v3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.EnsureVHost("v3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetVHostMetadata("v3", "third", []string{"t1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetVHostMetadata("nope", "", nil); KindOf(err) != KindNotFound {
+		t.Fatalf("metadata of a missing vhost: %v", err)
+	}
+	ops := []TopoOp{}
+	for _, c := range l.proposed[n:] {
+		ops = append(ops, c.Op)
+	}
+	if !slices.Equal(ops, []TopoOp{TopoDeclareVHost, TopoSetVHostMeta}) {
+		t.Fatalf("proposed %v, want one declare and one set-metadata", ops)
+	}
+	for i, br := range l.nodes {
+		v, ok := br.VHost("v3")
+		if !ok {
+			t.Fatalf("node %d: no vhost v3", i)
+		}
+		if d, tags := v.Metadata(); d != "third" || !slices.Equal(tags, []string{"t1"}) {
+			t.Fatalf("node %d: metadata %q %q", i, d, tags)
+		}
+		if r, err := l.stores[i].metaRecord("vhost/v3"); err != nil || r["description"] != "third" {
+			t.Fatalf("node %d: record %v %v", i, r, err)
+		}
+	}
+	v3 := mustVHost(t, a, "v3")
+	declareQ(t, v3, "q", QueueOpts{Durable: true})
+	if err := b.DeleteVHost("v3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DeleteVHost("v3"); KindOf(err) != KindNotFound {
+		t.Fatalf("delete of a deleted vhost: %v", err)
+	}
+	for i, br := range l.nodes {
+		if _, ok := br.VHost("v3"); ok {
+			t.Fatalf("node %d keeps vhost v3", i)
+		}
+		for _, k := range l.stores[i].metaKeys("") {
+			if strings.Contains(k, "v3") {
+				t.Fatalf("node %d keeps record %q", i, k)
+			}
 		}
 	}
 }

@@ -71,6 +71,35 @@ func TestClusterTopologyCommands(t *testing.T) {
 		t.Fatal("tc-q still on node 0 after its delete on node 1 returned")
 	}
 
+	// A vhost, its metadata and a policy in it, each made on another
+	// node; the vhost's delete removes it everywhere.
+	if code := nodes[1].api(t, "PUT", "/api/vhosts/tc-v", map[string]any{"description": "tc"}, nil); code/100 != 2 {
+		t.Fatalf("PUT vhost on node 1: %d", code)
+	}
+	if code := nodes[2].api(t, "PUT", "/api/policies/tc-v/cap", map[string]any{"pattern": "^cap", "apply-to": "queues",
+		"definition": map[string]any{"max-length": 1}}, nil); code/100 != 2 {
+		t.Fatalf("PUT policy on node 2: %d", code)
+	}
+	for _, nd := range nodes {
+		var vh struct {
+			Description string `json:"description"`
+		}
+		eventually(t, 20*time.Second, "vhost tc-v and its policy on "+nd.name, func() bool {
+			c1, err1 := nd.tryAPI("GET", "/api/vhosts/tc-v", nil, &vh)
+			c2, err2 := nd.tryAPI("GET", "/api/policies/tc-v/cap", nil, nil)
+			return err1 == nil && c1 == 200 && vh.Description == "tc" && err2 == nil && c2 == 200
+		})
+	}
+	if code := nodes[0].api(t, "DELETE", "/api/vhosts/tc-v", nil, nil); code/100 != 2 {
+		t.Fatalf("DELETE vhost on node 0: %d", code)
+	}
+	for _, nd := range nodes {
+		eventually(t, 20*time.Second, "vhost tc-v gone from "+nd.name, func() bool {
+			code, _ := nd.tryAPI("GET", "/api/vhosts/tc-v", nil, nil)
+			return code == 404
+		})
+	}
+
 	chans := make([]*amqp.Channel, len(nodes))
 	conns := make([]*amqp.Connection, len(nodes))
 	for i, nd := range nodes {

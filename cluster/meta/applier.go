@@ -52,8 +52,12 @@ func (a *StoreApplier) ApplyTopology(c exchange.TopologyCommand) error {
 	if len(ops) == 0 {
 		return err
 	}
+	prefix := false
+	for _, op := range ops {
+		prefix = prefix || op.Prefix
+	}
 	var werr error
-	if bs, ok := a.Local.(exchange.MetaBatcher); ok {
+	if bs, ok := a.Local.(exchange.MetaBatcher); ok && !prefix {
 		keys := make([]string, len(ops))
 		vals := make([][]byte, len(ops))
 		for i, op := range ops {
@@ -62,7 +66,9 @@ func (a *StoreApplier) ApplyTopology(c exchange.TopologyCommand) error {
 		werr = bs.WriteMetaBatch(keys, vals)
 	} else {
 		for _, op := range ops {
-			if op.Val == nil {
+			if op.Prefix {
+				werr = a.Local.DeleteMetaPrefix(op.Key)
+			} else if op.Val == nil {
 				werr = a.Local.DeleteMeta(op.Key)
 			} else {
 				werr = a.Local.PutMeta(op.Key, op.Val)
