@@ -156,3 +156,121 @@ func TestClusterTopologyCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterTopologyCommandsLeaderKill: with topology_commands on, two
+// clients on the two followers declare durable queues while the
+// metadata group's leader is killed (kill -9). Every declaration that was
+// answered declare-ok is a queue on both surviving nodes, and once a new
+// leader is elected declarations are applied again on every survivor.
+func TestClusterTopologyCommandsLeaderKill(t *testing.T) {
+	nodes := startCluster(t, 3)
+	for _, nd := range nodes {
+		eventually(t, 60*time.Second, "topology_commands enabled on "+nd.name, func() bool {
+			f, err := flagOn(nd, "topology_commands")
+			return err == nil && f.State == "enabled"
+		})
+	}
+	var leader *cnode
+	eventually(t, 30*time.Second, "a metadata leader", func() bool {
+		name := metaLeaderName(nodes[0])
+		for _, nd := range nodes {
+			if nd.name == name {
+				leader = nd
+			}
+		}
+		return leader != nil
+	})
+	var survivors []*cnode
+	for _, nd := range nodes {
+		if nd != leader {
+			survivors = append(survivors, nd)
+		}
+	}
+	const perClient = 30
+	var mu sync.Mutex
+	var ok []string
+	var wg sync.WaitGroup
+	started := make(chan struct{}, len(survivors))
+	for ci, nd := range survivors {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var conn *amqp.Connection
+			var ch *amqp.Channel
+			for i := 0; i < perClient; i++ {
+				if i == 5 {
+					started <- struct{}{}
+				}
+				if ch == nil || ch.IsClosed() {
+					if conn != nil {
+						conn.Close()
+					}
+					var err error
+					if conn, err = amqp.Dial(nd.url()); err != nil {
+						time.Sleep(100 * time.Millisecond)
+						continue
+					}
+					if ch, err = conn.Channel(); err != nil {
+						continue
+					}
+				}
+				name := fmt.Sprintf("lk-%d-%d", ci, i)
+				if _, err := ch.QueueDeclare(name, true, false, false, false, nil); err == nil {
+					mu.Lock()
+					ok = append(ok, name)
+					mu.Unlock()
+				}
+			}
+			if conn != nil {
+				conn.Close()
+			}
+		}()
+	}
+	for range survivors {
+		<-started
+	}
+	leader.p.Kill()
+	wg.Wait()
+	if len(ok) == 0 {
+		t.Fatal("no declaration succeeded")
+	}
+	for _, nd := range survivors {
+		conn, _ := dialNode(t, nd)
+		for _, name := range ok {
+			eventually(t, 30*time.Second, name+" on "+nd.name, func() bool {
+				ch, err := conn.Channel()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ch.Close()
+				_, err = ch.QueueDeclarePassive(name, true, false, false, false, nil)
+				return err == nil
+			})
+		}
+	}
+	// A new leader: declarations are applied again on both survivors.
+	eventually(t, 60*time.Second, "a declaration after the kill", func() bool {
+		conn, err := amqp.Dial(survivors[0].url())
+		if err != nil {
+			return false
+		}
+		defer conn.Close()
+		ch, err := conn.Channel()
+		if err != nil {
+			return false
+		}
+		_, err = ch.QueueDeclare("lk-after", true, false, false, false, nil)
+		return err == nil
+	})
+	conn1, _ := dialNode(t, survivors[1])
+	eventually(t, 30*time.Second, "lk-after on "+survivors[1].name, func() bool {
+		ch, err := conn1.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ch.Close()
+		_, err = ch.QueueDeclarePassive("lk-after", true, false, false, false, nil)
+		return err == nil
+	})
+	t.Logf("%d of %d declarations answered declare-ok across the kill", len(ok), 2*perClient)
+}
