@@ -198,6 +198,12 @@ type options struct {
 	streamAnchor     int           // messages for the RabbitMQ anchor in it
 	streamRaw        bool          // --stream-raw: with the raw clients
 	streamNoReads    bool          // --stream-no-reads: fill and replay only
+
+	streamProto        int     // --stream-protocol N: the stream-protocol benchmark instead (streamproto.go)
+	streamProtoClients string  // which clients: go, raw
+	streamProtoSockBuf int     // the clients' socket buffers
+	streamProtoWindow  int     // unconfirmed messages per publisher
+	pids               pidList // --pid name=PID: a --target's broker process
 }
 
 type stringList []string
@@ -207,7 +213,7 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 func main() {
 	startPprof()
-	var o options
+	o := options{pids: pidList{}}
 	fs := flag.NewFlagSet("tridentbench", flag.ExitOnError)
 	fs.Var(&o.targets, "target", "broker to bench, `name=url` (repeatable; default: build and start a Trident)")
 	fs.DurationVar(&o.params.Duration, "duration", 10*time.Second, "measured time per scenario, target and round")
@@ -246,6 +252,11 @@ func main() {
 	fs.IntVar(&o.streamAnchor, "stream-anchor", 1_000_000, "at most this many messages for the RabbitMQ anchor in the stream benchmark")
 	fs.BoolVar(&o.streamNoReads, "stream-no-reads", false, "leave out the stream benchmark's reads from first (x1, x10): fill and replay of a large stream")
 	fs.BoolVar(&o.streamRaw, "stream-raw", false, "run the stream benchmark with the raw AMQP clients (rawstream.go) instead of amqp091-go")
+	fs.IntVar(&o.streamProto, "stream-protocol", 0, "run the stream-protocol benchmark with `N` messages per phase instead of the scenarios: targets "+streamProtoScheme+"://user:pass@host:port/vhost (see streamproto.go)")
+	fs.StringVar(&o.streamProtoClients, "stream-protocol-clients", "go,raw", "the stream-protocol benchmark's clients: go (rabbitmq-stream-go-client), raw (streamproto_raw.go)")
+	fs.IntVar(&o.streamProtoSockBuf, "stream-protocol-sockbuf", 1<<20, "the stream-protocol clients' socket read and write buffers in `bytes` (0: the client's default)")
+	fs.IntVar(&o.streamProtoWindow, "stream-protocol-window", 10_000, "the stream-protocol benchmark's unconfirmed messages per publisher")
+	fs.Var(o.pids, "pid", "the broker process of a --target, `name=PID`, for its CPU and memory (default: whoever listens on the URL's port)")
 	nullAddr := fs.String("null-amqp", "", "serve a null AMQP relay (no broker: the generator's and machine's ceiling, see nullamqp.go) on `host:port` and do nothing else")
 	_ = fs.Parse(os.Args[1:])
 	if *nullAddr != "" {
@@ -275,7 +286,9 @@ func main() {
 			o.params.MsgSize = 1024
 		}
 	}
-	if o.stream > 0 {
+	if o.streamProto > 0 {
+		err = runStreamProtoBench(ctx, &o)
+	} else if o.stream > 0 {
 		err = runStreamBench(ctx, &o)
 	} else if o.shovel > 0 {
 		err = runShovel(ctx, &o)

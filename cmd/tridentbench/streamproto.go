@@ -1,0 +1,513 @@
+package main
+
+// The stream-protocol benchmark (--stream-protocol N, issue 41): RabbitMQ's
+// binary stream protocol (port 5552; the RabbitMQ anchor's on 5553), with
+// the real rabbitmq-stream-go-client and with the raw client of
+// streamproto_raw.go, Trident and the anchor in the same run.
+//
+// Targets are rabbitmq-stream://user:pass@host:port/vhost URLs (--target
+// name=URL); without one, tridentbench builds and starts a Trident with its
+// stream listener on a free loopback port; --anchors adds the RabbitMQ
+// anchor (rabbitmq-stream://guest:guest@127.0.0.1:5553/). Every target gets
+// the same phases, each on a fresh stream:
+//
+//	go publish 16 B    one producer (Send, the client's own batching) with
+//	go publish 1 KiB   confirms, at most --stream-protocol-window unconfirmed:
+//	                   N messages, msgs/s from the first send to the last
+//	                   confirm, confirm latency p50/p99 (send to confirm)
+//	go consume x1      one consumer from first reads the N 16 B messages
+//	go consume x10     ten consumers, each on its own connection, each read
+//	                   all N: msgs/s each (the slowest and fastest) and total
+//	raw publish 16 B   pre-encoded publish frames of rawSPBatch messages,
+//	                   pipelined within the window, confirms counted
+//	raw consume x1     a reader that counts each chunk's records from its
+//	raw consume x10    header without decoding the messages
+//
+// The client's socket buffers are --stream-protocol-sockbuf (1 MiB, as the
+// issue measures RabbitMQ: with the client's default of 8 KiB both brokers
+// collapse on loopback; compare only at the same setting); the raw client
+// sets the same on its sockets. Every phase checks its counts: each
+// message confirmed exactly once and none refused, each consumer saw
+// offsets 0 … N-1 in order, once each; any difference fails the run.
+// Broker figures: CPU over the phase per message (user+system of the
+// broker process), peak RSS (VmRSS sampled every 100 ms during the phase)
+// and VmHWM at the end. The broker's process is the self-started Trident,
+// the anchor's beam.smp, --pid name=PID, or whoever listens on the URL's
+// port (found through /proc/net/tcp).
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	amqp10 "github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
+
+	"github.com/trident-broker/trident/test/testbin"
+)
+
+// streamProtoScheme is the target URL scheme of the stream protocol.
+const streamProtoScheme = "rabbitmq-stream"
+
+// rabbitStreamAnchorURL is the anchor RabbitMQ's stream listener.
+const rabbitStreamAnchorURL = "rabbitmq-stream://guest:guest@127.0.0.1:5553/"
+
+// pidList collects --pid name=PID.
+type pidList map[string]int
+
+func (l pidList) String() string { return "" }
+
+func (l pidList) Set(v string) error {
+	name, p, ok := strings.Cut(v, "=")
+	pid, err := strconv.Atoi(p)
+	if !ok || name == "" || err != nil || pid <= 0 {
+		return errors.New("want name=PID")
+	}
+	l[name] = pid
+	return nil
+}
+
+// spPhase is one phase's figures.
+type spPhase struct {
+	Target     string  `json:"target"`
+	Phase      string  `json:"phase"`
+	Messages   int     `json:"messages"`
+	Rate       float64 `json:"msgs_per_sec"`
+	EachMin    float64 `json:"each_min_per_sec,omitempty"` // per consumer, with several
+	EachMax    float64 `json:"each_max_per_sec,omitempty"`
+	P50us      float64 `json:"confirm_p50_us,omitempty"`
+	P99us      float64 `json:"confirm_p99_us,omitempty"`
+	BrokerNs   float64 `json:"broker_cpu_ns_per_msg,omitempty"`
+	BrokerCPU  float64 `json:"broker_cores,omitempty"`
+	ClientCPU  float64 `json:"client_cores,omitempty"`
+	PeakRSS    int64   `json:"broker_peak_rss_bytes,omitempty"`
+	ConfirmFrm uint64  `json:"confirm_frames,omitempty"` // raw publish: confirm frames received
+}
+
+// spTarget is a broker for the stream-protocol benchmark.
+type spTarget struct {
+	name, url string
+	pid       func() int
+}
+
+func runStreamProtoBench(ctx context.Context, o *options) error {
+	n := o.streamProto
+	clients := map[string]bool{}
+	for _, c := range strings.Split(o.streamProtoClients, ",") {
+		switch c = strings.TrimSpace(c); c {
+		case "go", "raw":
+			clients[c] = true
+		default:
+			return fmt.Errorf("--stream-protocol-clients: %q is neither go nor raw", c)
+		}
+	}
+	var targets []spTarget
+	var hwms []func() (string, int64)
+	for _, t := range o.targets {
+		u, ok := t.URLs[streamProtoScheme]
+		if !ok {
+			continue
+		}
+		pid := o.pids[t.Name]
+		if pid == 0 {
+			pid = brokerPid(u)
+		}
+		targets = append(targets, spTarget{name: t.Name, url: u, pid: func() int { return pid }})
+	}
+	if len(o.targets) == 0 {
+		done, err := buildTrident(ctx, o)
+		if err != nil {
+			return err
+		}
+		defer done()
+		port, err := testbin.FreePort()
+		if err != nil {
+			return err
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		o.tridentArgs = append(o.tridentArgs, "--stream-listen", addr)
+		proc, err := launchTrident(ctx, o)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := proc.Stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "tridentbench: %v\n", err)
+			}
+			proc.Cleanup()
+		}()
+		targets = append(targets, spTarget{name: "trident", url: "rabbitmq-stream://guest:guest@" + addr + "/", pid: proc.Pid})
+	} else if len(targets) == 0 && !o.anchors {
+		return errors.New("no target has a " + streamProtoScheme + ":// URL")
+	}
+	if o.anchors && !o.targets.has(baselineName) {
+		if err := runAnchors(ctx); err != nil {
+			return err
+		}
+		targets = append(targets, spTarget{name: baselineName, url: rabbitStreamAnchorURL, pid: rabbitPid})
+	}
+
+	var phases []spPhase
+	for _, t := range targets {
+		fmt.Fprintf(os.Stderr, "tridentbench: %s at %s (broker pid %d)\n", t.name, t.url, t.pid())
+		var add []spPhase
+		var err error
+		if clients["go"] {
+			add, err = spGoTarget(ctx, o, t, n)
+			phases = append(phases, add...)
+			if err != nil {
+				return fmt.Errorf("%s: %w", t.name, err)
+			}
+		}
+		if clients["raw"] {
+			add, err = spRawTarget(ctx, o, t, n)
+			phases = append(phases, add...)
+			if err != nil {
+				return fmt.Errorf("%s: %w", t.name, err)
+			}
+		}
+		name, pid := t.name, t.pid
+		hwms = append(hwms, func() (string, int64) { return name, hwm(pid()) })
+	}
+	hw := map[string]int64{}
+	for _, f := range hwms {
+		name, v := f()
+		hw[name] = v
+	}
+	if o.jsonOut {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"host": hostInfo(), "messages": n, "sockbuf": o.streamProtoSockBuf,
+			"window": o.streamProtoWindow, "phases": phases, "broker_vmhwm_bytes": hw})
+	}
+	writeStreamProto(os.Stdout, o, phases, hw)
+	return nil
+}
+
+func writeStreamProto(w io.Writer, o *options, phases []spPhase, hw map[string]int64) {
+	fmt.Fprintf(w, "stream protocol, N=%d, socket buffers %s, confirm window %d, on %d CPUs\n",
+		o.streamProto, mib(int64(o.streamProtoSockBuf)), o.streamProtoWindow, hostInfo()["cpus"])
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "target\tphase\tmsgs/s\teach min–max\tconfirm p50 µs\tp99 µs\tbroker ns/msg\tbroker cores\tbroker peak RSS\t")
+	for _, p := range phases {
+		each, p50, p99 := "", "", ""
+		if p.EachMax > 0 {
+			each = human(p.EachMin) + "–" + human(p.EachMax)
+		}
+		if p.P50us > 0 {
+			p50, p99 = fmt.Sprintf("%.0f", p.P50us), fmt.Sprintf("%.0f", p.P99us)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.2f\t%s\t\n", p.Target, p.Phase, human(p.Rate), each, p50, p99,
+			p.BrokerNs, p.BrokerCPU, mib(p.PeakRSS))
+	}
+	_ = tw.Flush()
+	for name, v := range hw {
+		fmt.Fprintf(w, "%s: broker VmHWM %s at the end\n", name, mib(v))
+	}
+}
+
+// spURL is a stream target's parts.
+type spURL struct {
+	host        string
+	port        int
+	user, pass  string
+	vhost, addr string
+}
+
+func parseSPURL(raw string) (spURL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return spURL{}, err
+	}
+	if u.Scheme != streamProtoScheme {
+		return spURL{}, fmt.Errorf("%s: not a %s:// URL", raw, streamProtoScheme)
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		port = 5552
+	}
+	s := spURL{host: u.Hostname(), port: port, user: "guest", pass: "guest", vhost: "/"}
+	if u.User != nil {
+		s.user = u.User.Username()
+		s.pass, _ = u.User.Password()
+	}
+	if v := strings.TrimPrefix(u.Path, "/"); v != "" {
+		s.vhost = v
+	}
+	s.addr = fmt.Sprintf("%s:%d", s.host, s.port)
+	return s, nil
+}
+
+// spEnv opens an environment on u with the benchmark's socket buffers,
+// each producer and consumer on its own connection.
+func spEnv(o *options, u spURL) (*stream.Environment, error) {
+	opts := stream.NewEnvironmentOptions().SetHost(u.host).SetPort(u.port).SetUser(u.user).SetPassword(u.pass).
+		SetVHost(u.vhost).SetMaxProducersPerClient(1).SetMaxConsumersPerClient(1).SetRPCTimeout(30 * time.Second)
+	if o.streamProtoSockBuf > 0 {
+		opts = opts.SetReadBuffer(o.streamProtoSockBuf).SetWriteBuffer(o.streamProtoSockBuf)
+	}
+	return stream.NewEnvironment(opts)
+}
+
+// spMeter is a phase's broker CPU and RSS.
+type spMeter struct {
+	cpu *cpuMeter
+	rss *rssSampler
+	n   int
+}
+
+func startSPMeter(pid func() int) *spMeter {
+	return &spMeter{cpu: startCPU(pid()), rss: startRSS(pid)}
+}
+
+// stop fills p's broker figures for consumed messages at p.Rate.
+func (m *spMeter) stop(p *spPhase) {
+	m.cpu.stop()
+	p.PeakRSS = m.rss.stop()
+	p.BrokerCPU, p.ClientCPU = m.cpu.broker, m.cpu.client
+	if p.Rate > 0 && m.cpu.brokerOK {
+		p.BrokerNs = m.cpu.broker * 1e9 / p.Rate
+	}
+}
+
+func spGoTarget(ctx context.Context, o *options, t spTarget, n int) ([]spPhase, error) {
+	u, err := parseSPURL(t.url)
+	if err != nil {
+		return nil, err
+	}
+	env, err := spEnv(o, u)
+	if err != nil {
+		return nil, err
+	}
+	defer env.Close()
+	var out []spPhase
+	var small string
+	for _, size := range []int{16, 1024} {
+		name := "tridentbench-sp-" + randomSuffix()
+		if err := env.DeclareStream(name, &stream.StreamOptions{}); err != nil {
+			return out, fmt.Errorf("declare %s: %w", name, err)
+		}
+		if size == 16 {
+			small = name
+		} else {
+			defer env.DeleteStream(name)
+		}
+		phase := fmt.Sprintf("go publish %s", sizeName(size))
+		fmt.Fprintf(os.Stderr, "%s: %s ... ", t.name, phase)
+		m := startSPMeter(t.pid)
+		p, err := spGoPublish(ctx, o, env, name, n, size)
+		p.Target, p.Phase = t.name, phase
+		m.stop(&p)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "error")
+			return out, err
+		}
+		fmt.Fprintf(os.Stderr, "%s/s, confirm p50 %.0f µs p99 %.0f µs\n", human(p.Rate), p.P50us, p.P99us)
+		out = append(out, p)
+	}
+	defer env.DeleteStream(small)
+	for _, k := range []int{1, 10} {
+		phase := fmt.Sprintf("go consume x%d", k)
+		fmt.Fprintf(os.Stderr, "%s: %s ... ", t.name, phase)
+		m := startSPMeter(t.pid)
+		p, err := spReadAll(ctx, k, n, func(ctx context.Context, n int) (float64, error) {
+			return spGoConsume(ctx, o, u, small, n)
+		})
+		p.Target, p.Phase = t.name, phase
+		m.stop(&p)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "error")
+			return out, err
+		}
+		fmt.Fprintf(os.Stderr, "%s/s\n", human(p.Rate))
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func sizeName(size int) string {
+	if size%1024 == 0 {
+		return fmt.Sprintf("%d KiB", size/1024)
+	}
+	return fmt.Sprintf("%d B", size)
+}
+
+// spGoPublish publishes n messages of size bytes (the first 8 the
+// message's index) with the client's Send, at most the window
+// unconfirmed, and waits for every confirm.
+func spGoPublish(ctx context.Context, o *options, env *stream.Environment, name string, n, size int) (spPhase, error) {
+	p := spPhase{Messages: n}
+	prod, err := env.NewProducer(name, stream.NewProducerOptions())
+	if err != nil {
+		return p, err
+	}
+	defer prod.Close()
+	window := max(o.streamProtoWindow, 1)
+	credit := make(chan struct{}, window)
+	for range window {
+		credit <- struct{}{}
+	}
+	sentAt := make([]int64, n)
+	seen := make([]bool, n)
+	lat := make([]int64, 0, n) // send to confirm, ns
+	confirms := prod.NotifyPublishConfirmation()
+	done := make(chan error, 1)
+	var last atomic.Int64
+	go func() {
+		got := 0
+		for got < n {
+			batch, ok := <-confirms
+			if !ok {
+				done <- fmt.Errorf("confirmations ended after %d of %d", got, n)
+				return
+			}
+			now := time.Now()
+			for _, st := range batch {
+				if !st.IsConfirmed() {
+					done <- fmt.Errorf("message refused: %v (code %d)", st.GetError(), st.GetErrorCode())
+					return
+				}
+				data := st.GetMessage().GetData()
+				if len(data) == 0 || len(data[0]) < 8 {
+					done <- errors.New("confirmed message without its body")
+					return
+				}
+				i := binary.BigEndian.Uint64(data[0])
+				if i >= uint64(n) || seen[i] {
+					done <- fmt.Errorf("message %d confirmed twice or unknown", i)
+					return
+				}
+				seen[i] = true
+				lat = append(lat, now.UnixNano()-sentAt[i])
+				got++
+				credit <- struct{}{}
+			}
+			last.Store(now.UnixNano())
+		}
+		done <- nil
+	}()
+	start := time.Now()
+	for i := range n {
+		select {
+		case <-credit:
+		case err := <-done:
+			if err == nil {
+				err = errors.New("confirms ended early")
+			}
+			return p, err
+		case <-ctx.Done():
+			return p, ctx.Err()
+		}
+		body := make([]byte, max(size, 8))
+		binary.BigEndian.PutUint64(body, uint64(i))
+		sentAt[i] = time.Now().UnixNano()
+		if err := prod.Send(amqp10.NewMessage(body)); err != nil {
+			return p, err
+		}
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			return p, err
+		}
+	case <-ctx.Done():
+		return p, ctx.Err()
+	case <-time.After(5 * time.Minute):
+		return p, errors.New("confirms stalled")
+	}
+	p.Rate = float64(n) / time.Duration(last.Load()-start.UnixNano()).Seconds()
+	p.P50us, p.P99us = quantilesUs(lat)
+	return p, nil
+}
+
+// quantilesUs are the median and 99th percentile of ns in µs (sorted in place).
+func quantilesUs(ns []int64) (p50, p99 float64) {
+	if len(ns) == 0 {
+		return 0, 0
+	}
+	slices.Sort(ns)
+	return float64(ns[len(ns)/2]) / 1e3, float64(ns[min(len(ns)*99/100, len(ns)-1)]) / 1e3
+}
+
+// spReadAll runs k readers, each reading all n messages; the phase's
+// rate is k·n over the time until the last finished.
+func spReadAll(ctx context.Context, k, n int, read func(ctx context.Context, n int) (float64, error)) (spPhase, error) {
+	p := spPhase{Messages: k * n}
+	rates := make([]float64, k)
+	errs := make([]error, k)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range k {
+		wg.Go(func() { rates[i], errs[i] = read(ctx, n) })
+	}
+	wg.Wait()
+	p.Rate = float64(k*n) / time.Since(start).Seconds()
+	if err := errors.Join(errs...); err != nil {
+		return p, err
+	}
+	if k > 1 {
+		p.EachMin, p.EachMax = rates[0], rates[0]
+		for _, r := range rates {
+			p.EachMin, p.EachMax = min(p.EachMin, r), max(p.EachMax, r)
+		}
+	}
+	return p, nil
+}
+
+// spGoConsume reads name from first on its own environment until n
+// messages came, checking that their offsets are 0 … n-1 in order.
+func spGoConsume(ctx context.Context, o *options, u spURL, name string, n int) (float64, error) {
+	env, err := spEnv(o, u)
+	if err != nil {
+		return 0, err
+	}
+	defer env.Close()
+	var got atomic.Int64 // the handler runs on one goroutine; others read it
+	var bad atomic.Value
+	done := make(chan struct{})
+	handler := func(c stream.ConsumerContext, _ *amqp10.Message) {
+		g := got.Load()
+		if off := c.Consumer.GetOffset(); off != g {
+			bad.CompareAndSwap(nil, fmt.Errorf("offset %d where %d was due", off, g))
+		}
+		if got.Add(1) == int64(n) {
+			close(done)
+		}
+	}
+	start := time.Now()
+	cons, err := env.NewConsumer(name, handler, stream.NewConsumerOptions().
+		SetOffset(stream.OffsetSpecification{}.First()).SetConsumerName(""))
+	if err != nil {
+		return 0, err
+	}
+	defer cons.Close()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(5 * time.Minute):
+		return 0, fmt.Errorf("consumer stalled after %d of %d", got.Load(), n)
+	}
+	rate := float64(n) / time.Since(start).Seconds()
+	if e, _ := bad.Load().(error); e != nil {
+		return rate, e
+	}
+	// Nothing after the n-th: a duplicate would come as offset n or more.
+	time.Sleep(200 * time.Millisecond)
+	if g := got.Load(); g != int64(n) {
+		return rate, fmt.Errorf("%d messages consumed, %d published", g, n)
+	}
+	return rate, nil
+}
