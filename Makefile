@@ -14,6 +14,7 @@
 #   make bench-backlog BACKLOG=N  a queue with N messages: memory, restart, drain, disk
 #   make bench-many-queues QUEUES=Q EACH=M  Q durable queues with M messages: restart, memory
 #   make bench-many-quorum QQ=N  N quorum queues on 3 local nodes: declare, idle CPU, failover
+#   make bench-stream-protocol SP=N  RabbitMQ's stream protocol, Trident vs RabbitMQ: publish, consume
 
 GO       ?= go
 BIN      := bin
@@ -32,6 +33,8 @@ BACKLOG ?= 1000000
 QUEUES ?= 100000
 QQ ?= 1000
 EACH ?= 100
+# Messages per phase for `make bench-stream-protocol`.
+SP ?= 1000000
 
 # The version `trident --version` prints, the start-up log shows and
 # /api/overview reports as product_version: `git describe` of the tree
@@ -44,7 +47,7 @@ LDFLAGS := -X $(VERSION_PKG).release=$(VERSION) -X $(VERSION_PKG).commit=$(COMMI
 # The container image `make image` builds: IMAGE:VERSION and IMAGE:latest.
 IMAGE ?= trident
 
-.PHONY: all build build-static image run test docs-check vet race suites fuzz fuzz-ci bench bench-quorum bench-backlog bench-many-queues bench-many-quorum lint clean
+.PHONY: all build build-static image run test docs-check vet race suites fuzz fuzz-ci bench bench-quorum bench-backlog bench-many-queues bench-many-quorum bench-stream-protocol lint clean
 
 all: build
 
@@ -132,6 +135,13 @@ bench-many-queues:
 # per node, failover after a SIGKILL of the busiest leader (manyquorum.go).
 bench-many-quorum:
 	$(GO) run ./cmd/tridentbench --many-quorum $(QQ) $(BENCHFLAGS)
+
+# The stream protocol (port 5552) with rabbitmq-stream-go-client and a raw
+# client, a self-started Trident and the RabbitMQ anchor (5553) in the same
+# run: publish with confirms 16 B and 1 KiB, consume from first x1 and x10,
+# broker CPU per message and RSS (streamproto.go).
+bench-stream-protocol:
+	$(GO) run ./cmd/tridentbench --stream-protocol $(SP) --anchors $(BENCHFLAGS)
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l reports:"; echo "$$out"; exit 1; fi

@@ -45,6 +45,10 @@
 // rawstomp.go) scenarios use the same driver (rawstats.go) and report the
 // same figures.
 //
+// --stream-protocol N runs instead the benchmark of RabbitMQ's stream
+// protocol (streamproto.go) against rabbitmq-stream://user:pass@host:port/vhost
+// targets, with rabbitmq-stream-go-client and a raw client.
+//
 // The RabbitMQ anchor is a single node, so its quorum queues have one member:
 // Raft with no replication, fsynced before confirms; the single-node Trident's
 // likewise live in its local store. --cluster3 adds the target trident-3node,
