@@ -203,6 +203,7 @@ func (c *conn) writeLoop() {
 		switch {
 		case err != nil:
 			c.nc.Close()
+			c.wakeReader()
 			stop = true
 		case closeAfter:
 			// The last packet (a refusing CONNACK, a DISCONNECT) is
@@ -212,6 +213,7 @@ func (c *conn) writeLoop() {
 			// that has gone: a session takeover must not wait for it);
 			// lingerClose drains after it.
 			_ = c.nc.SetReadDeadline(time.Now())
+			c.wakeReader()
 			go lingerClose(c.nc, c.readDone)
 			stop = true
 		}
