@@ -59,6 +59,7 @@ func (c *conn) park() bool {
 	if c.pollID == 0 {
 		c.pollID = p.add(c)
 	}
+	c.dropIdleOutput()
 	if c.keepalive > 0 {
 		d := c.keepalive * 3 / 2
 		c.kaDue.Store(time.Now().Add(d).UnixNano())

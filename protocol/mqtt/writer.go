@@ -225,9 +225,34 @@ func (c *conn) writeLoop() {
 	c.writing = false
 	// Both lists keep their capacity for the next writer, as a writer
 	// that waited kept them: a consumer that streams fills them again.
+	// After a burst they are given back (an idle connection's are given
+	// back when it parks, dropIdleOutput).
 	c.spare = batch[:0]
+	if cap(batch) > maxKeptItems {
+		c.spare = nil
+	}
+	if len(c.out) == 0 && cap(c.out) > maxKeptItems {
+		c.out = nil
+	}
 	if c.wstopped {
 		close(c.wdone)
+	}
+	c.outMu.Unlock()
+}
+
+// maxKeptItems bounds the outbound lists a writer keeps after a burst.
+const maxKeptItems = 256
+
+// dropIdleOutput gives back what the writer keeps between rounds (lists,
+// encoding scratch, settle runs) while none runs: the connection is idle
+// (park.go), and the next writer grows them again.
+func (c *conn) dropIdleOutput() {
+	c.outMu.Lock()
+	if !c.writing && len(c.out) == 0 {
+		c.out, c.spare = nil, nil
+		c.w.scratch = bytes.Buffer{}
+		c.w.settled = nil
+		c.w.hdr = nil
 	}
 	c.outMu.Unlock()
 }
