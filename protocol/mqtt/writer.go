@@ -234,6 +234,11 @@ func (c *conn) writeLoop() {
 	if len(c.out) == 0 && cap(c.out) > maxKeptItems {
 		c.out = nil
 	}
+	if c.parked.Load() {
+		// The reader is idle too: the connection is, but for what the
+		// core sends it, and keeps nothing for the next writer.
+		c.dropIdleOutputLocked()
+	}
 	if c.wstopped {
 		close(c.wdone)
 	}
@@ -241,20 +246,29 @@ func (c *conn) writeLoop() {
 }
 
 // maxKeptItems bounds the outbound lists a writer keeps after a burst.
-const maxKeptItems = 256
+const maxKeptItems = 64
 
 // dropIdleOutput gives back what the writer keeps between rounds (lists,
 // encoding scratch, settle runs) while none runs: the connection is idle
 // (park.go), and the next writer grows them again.
 func (c *conn) dropIdleOutput() {
 	c.outMu.Lock()
-	if !c.writing && len(c.out) == 0 {
-		c.out, c.spare = nil, nil
-		c.w.scratch = bytes.Buffer{}
-		c.w.settled = nil
-		c.w.hdr = nil
+	if !c.writing {
+		c.dropIdleOutputLocked()
 	}
 	c.outMu.Unlock()
+}
+
+// dropIdleOutputLocked is dropIdleOutput under outMu, with no writer
+// running or by the one returning.
+func (c *conn) dropIdleOutputLocked() {
+	if len(c.out) == 0 {
+		c.out = nil
+	}
+	c.spare = nil
+	c.w.scratch = bytes.Buffer{}
+	c.w.settled = nil
+	c.w.hdr = nil
 }
 
 // packetWriter encodes outbound items for one connection.
