@@ -147,7 +147,14 @@ func (c *conn) Serve() {
 
 // ServeAsync runs the connection until it ends or waits for input in
 // the event loop (frontend.AsyncConn; park.go).
+// TLS and WebSocket connections, which the poller cannot read, are
+// served as Serve does, their reader goroutine kept.
 func (c *conn) ServeAsync(ended func()) {
+	if c.br.rc == nil {
+		c.Serve()
+		ended()
+		return
+	}
 	c.ended = ended
 	if err := c.readConnect(); err != nil {
 		c.finish(err)
@@ -206,7 +213,7 @@ func (c *conn) packetLoop(async bool) (err error, parked bool) {
 				_ = c.nc.SetReadDeadline(time.Now().Add(c.keepalive * 3 / 2))
 			}
 		}
-		if empty && async && !c.noPark.Load() {
+		if empty && async && c.br.rc != nil && !c.noPark.Load() {
 			wouldBlock, err := c.br.tryFill()
 			if err != nil {
 				return c.readFailed(err), false
