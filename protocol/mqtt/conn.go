@@ -173,6 +173,7 @@ func (c *conn) end(err error) {
 	c.logEnd(err) // connlog.go
 	c.s.noteClosed(c)
 	c.cleanup()
+	c.s.giveBack.noteEnded()
 }
 
 // readLoop is the reader goroutine's loop. An idle connection spends its

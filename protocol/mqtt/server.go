@@ -132,6 +132,7 @@ var ErrServerClosed = errors.New("mqtt: server closed")
 
 // Server accepts MQTT connections over TCP and WebSocket.
 type Server struct {
+	giveBack giveBackState // giveback.go
 	pollOnce sync.Once
 	poll     *poller // the event loop of idle connections (park.go), nil if none
 
