@@ -210,6 +210,25 @@ type MQTT struct {
 	// [MQTT-3.2.2-21]; a shorter one is kept. MQTT 3.1.1 clients keep
 	// their own. 0: never sent.
 	ServerKeepAlive time.Duration `yaml:"server_keep_alive"`
+	// MinKeepAlive, when set, is the shortest keep-alive a client may use
+	// (whole seconds up to 65535; at most server_keep_alive when both are
+	// set), so that a dead device is noticed within 1.5 times it: an MQTT
+	// 5 client asking for none or a shorter one gets it in CONNACK
+	// (Server Keep Alive) and is held to it; an MQTT 3.1.1 client, which
+	// cannot be told, is refused (CONNACK return code 3, server
+	// unavailable). 0: no minimum.
+	MinKeepAlive time.Duration `yaml:"min_keep_alive"`
+	// MaxInflight bounds the QoS 1 and 2 messages sent to one client and
+	// not yet acknowledged, and the inbound ones a client may have
+	// unacknowledged (the Receive Maximum in an MQTT 5 CONNACK; more get
+	// DISCONNECT 0x93). An MQTT 5 client's own Receive Maximum, when
+	// smaller, is honoured. 1 to 65535; 0: the default, 1024.
+	MaxInflight int `yaml:"max_inflight"`
+	// MaxPacketSize bounds any packet once a client is connected (the
+	// Maximum Packet Size in an MQTT 5 CONNACK; a larger packet gets
+	// DISCONNECT 0x95, or the connection closed for 3.1.1). 0: the
+	// default, 16 MiB.
+	MaxPacketSize int `yaml:"max_packet_size"`
 	// DenySubscribe lists MQTT topic filters (with + and #) that no
 	// client may subscribe to, whoever it logs in as (the anonymous user
 	// too): a SUBSCRIBE whose filter lies within one of them is refused

@@ -120,6 +120,17 @@ func (c *Config) Validate() error {
 	if c.MQTT.SysInterval < 0 {
 		bad("mqtt.sys_interval", "%s must not be negative (0 disables $SYS)", c.MQTT.SysInterval)
 	}
+	if k := c.MQTT.MinKeepAlive; k < 0 || k > 65535*time.Second || k%time.Second != 0 {
+		bad("mqtt.min_keep_alive", "%s is not a whole number of seconds up to 65535s", k)
+	} else if m := c.MQTT.ServerKeepAlive; k > 0 && m > 0 && k > m {
+		bad("mqtt.min_keep_alive", "%s is above mqtt.server_keep_alive (%s)", k, m)
+	}
+	if n := c.MQTT.MaxInflight; n < 0 || n > 65535 {
+		bad("mqtt.max_inflight", "%d is not in [1, 65535] (0: the default, 1024)", n)
+	}
+	if n := c.MQTT.MaxPacketSize; n != 0 && (n < 64 || n > 268435455) {
+		bad("mqtt.max_packet_size", "%d is not in [64, 268435455] (0: the default, 16 MiB)", n)
+	}
 	if c.MQTT.MaxQueuedQoS0 < 0 {
 		bad("mqtt.max_queued_qos0", "%d must not be negative", c.MQTT.MaxQueuedQoS0)
 	}

@@ -330,7 +330,13 @@ func scenarioNames() string {
 
 func selectScenarios(only string) ([]Scenario, error) {
 	if only == "" {
-		return scenarios, nil
+		var all []Scenario
+		for _, s := range scenarios {
+			if h, ok := s.(interface{ Hidden() bool }); !ok || !h.Hidden() {
+				all = append(all, s)
+			}
+		}
+		return all, nil
 	}
 	var out []Scenario
 	for _, name := range strings.Split(only, ",") {

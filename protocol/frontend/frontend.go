@@ -27,6 +27,14 @@ type Conn interface {
 	Abort()
 }
 
+// An AsyncConn is a Conn whose ServeAsync may return while the connection
+// is still open (an idle connection then holds no goroutine: it waits for
+// input in an event loop of its own); it calls ended, once, when the
+// connection has ended. Start uses ServeAsync rather than Serve.
+type AsyncConn interface {
+	ServeAsync(ended func())
+}
+
 // Set is a front end's listeners and open connections. The zero value is
 // not usable: use NewSet.
 type Set[C Conn] struct {
@@ -96,15 +104,22 @@ func (s *Set[C]) Start(c C, done chan struct{}) bool {
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		c.Serve()
+	ended := func() {
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
 		if done != nil {
 			close(done)
 		}
+		s.wg.Done()
+	}
+	if ac, ok := any(c).(AsyncConn); ok {
+		go ac.ServeAsync(ended)
+		return true
+	}
+	go func() {
+		c.Serve()
+		ended()
 	}()
 	return true
 }

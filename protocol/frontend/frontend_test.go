@@ -216,3 +216,52 @@ func TestServeBacksOffTemporaryErrors(t *testing.T) {
 		t.Fatalf("Serve = %v", err)
 	}
 }
+
+// asyncConn returns from ServeAsync at once and ends when its transport
+// closes, on another goroutine (as a connection waiting in an event loop).
+type asyncConn struct{ nc net.Conn }
+
+func (c *asyncConn) Serve() { panic("Start must use ServeAsync") }
+
+func (c *asyncConn) Abort() { c.nc.Close() }
+
+func (c *asyncConn) ServeAsync(ended func()) {
+	go func() {
+		_, _ = c.nc.Read(make([]byte, 1))
+		ended()
+	}()
+}
+
+// TestAsyncConnStaysUntilEnded: an AsyncConn is served by ServeAsync and
+// is part of the set after ServeAsync returned, until it calls ended;
+// Shutdown waits for that.
+func TestAsyncConnStaysUntilEnded(t *testing.T) {
+	s := NewSet[*asyncConn](errTestClosed)
+	a, b := net.Pipe()
+	defer b.Close()
+	c := &asyncConn{nc: a}
+	done := make(chan struct{})
+	if !s.Start(c, done) {
+		t.Fatal("Start refused")
+	}
+	time.Sleep(50 * time.Millisecond)
+	if got := s.Snapshot(); len(got) != 1 || got[0] != c {
+		t.Fatalf("Snapshot = %v, want the connection that is still open", got)
+	}
+	select {
+	case <-done:
+		t.Fatal("done before the connection ended")
+	default:
+	}
+	if err := s.Shutdown(context.Background(), func(c *asyncConn) { c.nc.Close() }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	default:
+		t.Fatal("Shutdown returned before the connection ended")
+	}
+	if got := s.Snapshot(); len(got) != 0 {
+		t.Fatalf("Snapshot after the end = %v", got)
+	}
+}

@@ -92,6 +92,17 @@ type conn struct {
 	acks    []pendingAck
 	ackBase uint64
 
+	// The event loop (park.go): parked while the reader goroutine is
+	// gone and the descriptor waits in the server's poller; noPark once
+	// the connection is being closed (the reader then waits in the
+	// runtime, as a reader always did, to see the close).
+	parked  atomic.Bool
+	noPark  atomic.Bool
+	pollID  uint64 // the poller's id of the connection, 0 until it first parks (reader)
+	ended   func() // frontend.AsyncConn's, nil under Serve
+	kaTimer *time.Timer
+	kaDue   atomic.Int64 // when the keep-alive of a parked connection runs out, Unix nanoseconds
+
 	recvPublish, sentPublish atomic.Uint64
 	recvBytes, sentBytes     atomic.Uint64
 
@@ -124,11 +135,32 @@ func newConn(s *Server, nc net.Conn, transport string) *conn {
 }
 
 // Abort closes the transport at once (frontend.Conn).
-func (c *conn) Abort() { c.nc.Close() }
+func (c *conn) Abort() {
+	c.nc.Close()
+	c.wakeReader()
+}
 
 // Serve runs the connection until it ends (frontend.Conn).
 func (c *conn) Serve() {
 	c.end(c.readLoop())
+}
+
+// ServeAsync runs the connection until it ends or waits for input in
+// the event loop (frontend.AsyncConn; park.go).
+// TLS and WebSocket connections, which the poller cannot read, are
+// served as Serve does, their reader goroutine kept.
+func (c *conn) ServeAsync(ended func()) {
+	if c.br.rc == nil {
+		c.Serve()
+		ended()
+		return
+	}
+	c.ended = ended
+	if err := c.readConnect(); err != nil {
+		c.finish(err)
+		return
+	}
+	c.readOn(false)
 }
 
 // end runs once the reader has stopped with err. It is not part of Serve
@@ -141,6 +173,7 @@ func (c *conn) end(err error) {
 	c.logEnd(err) // connlog.go
 	c.s.noteClosed(c)
 	c.cleanup()
+	c.s.giveBack.noteEnded()
 }
 
 // readLoop is the reader goroutine's loop. An idle connection spends its
@@ -158,6 +191,14 @@ func (c *conn) readLoop() error {
 	if err := offStack(c.readConnect); err != nil {
 		return err
 	}
+	err, _ := c.packetLoop(false)
+	return err
+}
+
+// packetLoop reads and handles packets until the connection ends (its
+// error, nil after a DISCONNECT) or, if async, until it parks in the
+// event loop (parked true; park.go).
+func (c *conn) packetLoop(async bool) (err error, parked bool) {
 	sinceArm := 0
 	for {
 		// Keep-alive is rearmed when the reader is about to wait for the
@@ -173,22 +214,31 @@ func (c *conn) readLoop() error {
 				_ = c.nc.SetReadDeadline(time.Now().Add(c.keepalive * 3 / 2))
 			}
 		}
-		if empty {
+		if empty && async && c.br.rc != nil && !c.noPark.Load() {
+			wouldBlock, err := c.br.tryFill()
+			if err != nil {
+				return c.readFailed(err), false
+			}
+			if wouldBlock && c.park() {
+				return nil, true
+			}
+		}
+		if c.br.Buffered() == 0 {
 			if err := c.br.Wait(); err != nil {
-				return c.readFailed(err)
+				return c.readFailed(err), false
 			}
 		}
 		var err error
-		if typ := c.br.Next() >> 4; typ == packets.Subscribe || typ == packets.Unsubscribe {
+		if typ := c.br.Next() >> 4; !async && (typ == packets.Subscribe || typ == packets.Unsubscribe) {
 			err = offStack(c.readPacket)
 		} else {
 			err = c.readPacket()
 		}
 		if err != nil {
 			if errors.Is(err, errClientDisconnect) {
-				return nil
+				return nil, false
 			}
-			return err
+			return err, false
 		}
 	}
 }
@@ -332,6 +382,7 @@ func (c *conn) serverDisconnect(code byte) {
 	}
 	c.setCloseCode(code)
 	close(c.abort)
+	c.wakeReader()
 	_ = c.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	if c.connected.Load() && c.version == 5 {
 		c.sendPacket(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Disconnect},

@@ -43,6 +43,17 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		serverKeepAlive = k
 		c.keepalive = time.Duration(k) * time.Second
 	}
+	// The minimum is a floor (mqtt.min_keep_alive): an MQTT 5 client
+	// asking for none or a shorter one is told to use it; an MQTT 3.1.1
+	// client, which cannot be told, is refused (server unavailable).
+	if k := c.s.cfg.MinKeepAlive; k > 0 && (pk.Connect.Keepalive == 0 || pk.Connect.Keepalive < k) {
+		if v != 5 {
+			c.refuse(codeServerUnavailable)
+			return errKeepAliveTooShort
+		}
+		serverKeepAlive = k
+		c.keepalive = time.Duration(k) * time.Second
+	}
 	if v == 5 {
 		c.maxOut = pk.Properties.MaximumPacketSize
 		c.aliasMax = pk.Properties.TopicAliasMaximum

@@ -58,9 +58,13 @@
 // keeps subscriptions, inflight messages and retained messages in its own
 // topic index and storage, a second routing system beside the core.
 //
-// Per connection there is one reader goroutine, and a writer goroutine
-// while there is output: an idle connection (the common case for devices)
-// keeps only the reader, parked with a small stack and no read buffer
+// Per connection there is a reader goroutine while there is input, and a
+// writer goroutine while there is output: an idle plain TCP connection
+// (the common case for devices) keeps neither, nor a read buffer or
+// outbound lists; its descriptor waits in the server's epoll loop, which
+// starts a reader when input, a hang-up or the keep-alive's end comes
+// (park.go, poller_linux.go). TLS and WebSocket connections keep their
+// reader goroutine, parked with a small stack and no read buffer
 // (readbuf.go). Core deliveries (Sink.Deliver, called under the queue's
 // lock) and confirms only append to the connection's outbound list and
 // start a writer if none runs; the writer encodes them into a pooled

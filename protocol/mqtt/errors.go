@@ -32,6 +32,10 @@ const (
 	codeAdministrativeAction  byte = 0x98
 )
 
+// errKeepAliveTooShort refuses an MQTT 3.1.1 CONNECT whose keep-alive is
+// below Config.MinKeepAlive.
+var errKeepAliveTooShort = errors.New("mqtt: keep-alive shorter than the server's minimum")
+
 // v3 CONNACK return codes.
 const (
 	v3Accepted           byte = 0

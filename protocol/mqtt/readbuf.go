@@ -31,8 +31,10 @@ type connReader struct {
 	err  error           // a read error to return once buf[r:w] is read
 
 	rawFn func(fd uintptr) bool // rawRead, made once
+	tryFn func(fd uintptr) bool // tryRead, made once
 	n     int                   // rawRead's result
 	rerr  error
+	empty bool // tryRead found the socket empty
 }
 
 func newConnReader(nc net.Conn) *connReader {
@@ -41,6 +43,7 @@ func newConnReader(nc net.Conn) *connReader {
 		if rc, err := tc.SyscallConn(); err == nil {
 			r.rc = rc
 			r.rawFn = r.rawRead
+			r.tryFn = r.tryRead
 		}
 	}
 	return r
@@ -127,6 +130,38 @@ func (r *connReader) fill() error {
 	}
 	r.w = r.n
 	return nil
+}
+
+// tryFill is fill without the wait, for a plain TCP connection (rc not
+// nil): wouldBlock when the socket is empty (no buffer is then held).
+func (r *connReader) tryFill() (wouldBlock bool, err error) {
+	r.r, r.w = 0, 0
+	if err := r.err; err != nil {
+		r.err = nil
+		return false, err
+	}
+	r.empty = false
+	if err := r.rc.Read(r.tryFn); err != nil {
+		return false, err
+	}
+	switch {
+	case r.empty:
+		return true, nil
+	case r.rerr != nil:
+		return false, r.readError()
+	case r.n == 0:
+		return false, io.EOF
+	}
+	r.w = r.n
+	return false, nil
+}
+
+// tryRead is rawRead that never has the runtime wait.
+func (r *connReader) tryRead(fd uintptr) bool {
+	if !r.rawRead(fd) {
+		r.empty = true
+	}
+	return true
 }
 
 // readError is rawRead's error as net.Conn's Read would return it. It is

@@ -58,6 +58,11 @@ type Config struct {
 	// clients (seconds): one asking for none or longer gets it in CONNACK
 	// and is held to it [MQTT-3.2.2-21].
 	ServerKeepAlive uint16
+	// MinKeepAlive, when non-zero, is the shortest keep-alive (seconds):
+	// an MQTT 5 client asking for none or shorter gets it in CONNACK
+	// (Server Keep Alive) and is held to it; an MQTT 3.1.1 one is refused
+	// (return code 3, server unavailable).
+	MinKeepAlive uint16
 	// DenySubscribe are topic filters no client may subscribe within
 	// (wire.Within), whatever its permissions.
 	DenySubscribe []string
@@ -127,6 +132,10 @@ var ErrServerClosed = errors.New("mqtt: server closed")
 
 // Server accepts MQTT connections over TCP and WebSocket.
 type Server struct {
+	giveBack giveBackState // giveback.go
+	pollOnce sync.Once
+	poll     *poller // the event loop of idle connections (park.go), nil if none
+
 	cfg   Config
 	b     *exchange.Broker
 	users *auth.Users
@@ -200,6 +209,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	s.stopSys()
 	err := s.conns.Shutdown(ctx, func(c *conn) { c.serverDisconnect(codeServerShuttingDown) })
+	s.pollOnce.Do(func() {}) // none starts any more
+	if s.poll != nil {
+		s.poll.close()
+	}
 	for _, se := range sessions {
 		se.stopTimers()
 	}
@@ -256,4 +269,19 @@ func (s *Server) CloseConnection(name, _ string) bool {
 
 func (s *Server) connName(nc net.Conn) string {
 	return nc.RemoteAddr().String() + " -> " + nc.LocalAddr().String() + " #" + strconv.FormatUint(s.seq.Add(1), 10)
+}
+
+// poller is the server's event loop, started by the first connection
+// that parks; nil where there is none (not Linux, or it failed to start:
+// connections then keep their reader goroutines).
+func (s *Server) poller() *poller {
+	s.pollOnce.Do(func() {
+		p, err := newPoller()
+		if err != nil {
+			s.log.Warn("mqtt: no event loop; every connection keeps a goroutine", "err", err)
+			return
+		}
+		s.poll = p
+	})
+	return s.poll
 }

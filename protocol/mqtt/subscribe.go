@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/mochi-mqtt/server/v2/packets"
 
@@ -51,7 +52,9 @@ func (c *conn) handleSubscribe(pk *packets.Packet) error {
 			codes[i] = c.subFailure(codeQuotaExceeded)
 			continue
 		}
-		sub := &subscription{Filter: filter, Share: group, QoS: f.Qos, NoLocal: f.NoLocal, RAP: f.RetainAsPublished,
+		// The filter and group are cloned: substrings of the packet, they
+		// would keep its whole buffer for the subscription's life.
+		sub := &subscription{Filter: strings.Clone(filter), Share: strings.Clone(group), QoS: f.Qos, NoLocal: f.NoLocal, RAP: f.RetainAsPublished,
 			Handling: f.RetainHandling, ID: f.Identifier}
 		if c.version != 5 {
 			sub.NoLocal, sub.RAP, sub.Handling, sub.ID = false, false, 0, 0

@@ -203,6 +203,7 @@ func (c *conn) writeLoop() {
 		switch {
 		case err != nil:
 			c.nc.Close()
+			c.wakeReader()
 			stop = true
 		case closeAfter:
 			// The last packet (a refusing CONNACK, a DISCONNECT) is
@@ -212,6 +213,7 @@ func (c *conn) writeLoop() {
 			// that has gone: a session takeover must not wait for it);
 			// lingerClose drains after it.
 			_ = c.nc.SetReadDeadline(time.Now())
+			c.wakeReader()
 			go lingerClose(c.nc, c.readDone)
 			stop = true
 		}
@@ -223,11 +225,50 @@ func (c *conn) writeLoop() {
 	c.writing = false
 	// Both lists keep their capacity for the next writer, as a writer
 	// that waited kept them: a consumer that streams fills them again.
+	// After a burst they are given back (an idle connection's are given
+	// back when it parks, dropIdleOutput).
 	c.spare = batch[:0]
+	if cap(batch) > maxKeptItems {
+		c.spare = nil
+	}
+	if len(c.out) == 0 && cap(c.out) > maxKeptItems {
+		c.out = nil
+	}
+	if c.parked.Load() {
+		// The reader is idle too: the connection is, but for what the
+		// core sends it, and keeps nothing for the next writer.
+		c.dropIdleOutputLocked()
+	}
 	if c.wstopped {
 		close(c.wdone)
 	}
 	c.outMu.Unlock()
+}
+
+// maxKeptItems bounds the outbound lists a writer keeps after a burst.
+const maxKeptItems = 64
+
+// dropIdleOutput gives back what the writer keeps between rounds (lists,
+// encoding scratch, settle runs) while none runs: the connection is idle
+// (park.go), and the next writer grows them again.
+func (c *conn) dropIdleOutput() {
+	c.outMu.Lock()
+	if !c.writing {
+		c.dropIdleOutputLocked()
+	}
+	c.outMu.Unlock()
+}
+
+// dropIdleOutputLocked is dropIdleOutput under outMu, with no writer
+// running or by the one returning.
+func (c *conn) dropIdleOutputLocked() {
+	if len(c.out) == 0 {
+		c.out = nil
+	}
+	c.spare = nil
+	c.w.scratch = bytes.Buffer{}
+	c.w.settled = nil
+	c.w.hdr = nil
 }
 
 // packetWriter encodes outbound items for one connection.

@@ -1,0 +1,48 @@
+package mqtt
+
+import (
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+)
+
+// Memory given back after a fleet leaves. When thousands of connections
+// end at once (devices moving to another node, a network cut), what they
+// held is garbage that no collection frees while the broker stays idle:
+// the runtime collects when allocation reaches the heap goal, and an idle
+// broker allocates next to nothing, so its resident memory stays at the
+// peak (measured: 446 MB with 18,000 devices gone, 78 MB 30 s after a
+// collection). So once giveBackAfter connections have ended, a collection
+// that returns free memory to the system runs giveBackDelay later (once
+// for a wave of disconnections, however large).
+const (
+	giveBackAfter = 1000
+	giveBackDelay = 5 * time.Second
+)
+
+// giveBack is the collection; tests replace it.
+var giveBack = debug.FreeOSMemory
+
+// giveBackState counts ended connections towards the next collection.
+type giveBackState struct {
+	ended atomic.Int64
+	armed atomic.Bool
+	delay time.Duration // 0: giveBackDelay
+}
+
+// noteEnded counts a connection that ended and arms the collection when
+// enough have.
+func (g *giveBackState) noteEnded() {
+	if g.ended.Add(1) < giveBackAfter || !g.armed.CompareAndSwap(false, true) {
+		return
+	}
+	d := g.delay
+	if d == 0 {
+		d = giveBackDelay
+	}
+	time.AfterFunc(d, func() {
+		g.ended.Store(0)
+		giveBack()
+		g.armed.Store(false)
+	})
+}

@@ -1,0 +1,106 @@
+package mqtt
+
+import (
+	"os"
+	"time"
+)
+
+// An idle connection holds no goroutine. On a plain TCP connection
+// (frontend.AsyncConn), once CONNECT is handled, the reader reads what
+// the socket has without waiting (connReader.tryFill); when it finds the
+// socket empty it registers the descriptor with the server's poller and
+// its goroutine returns (park). Input, a hang-up, the keep-alive running
+// out or a close from the server side (wakeReader) starts a new goroutine
+// that reads on (readOn). A packet that arrives in pieces is still waited
+// for in the runtime, as is everything on TLS and WebSocket connections,
+// which keep their reader goroutine.
+//
+// Who reads: exactly one goroutine at a time. The parker publishes its
+// writes to the connection by setting parked; whoever clears it (the
+// poller's event, the keep-alive timer, wakeReader) is the next reader.
+
+// readOn reads on after a wake; timedOut: the keep-alive ran out.
+func (c *conn) readOn(timedOut bool) {
+	if timedOut {
+		c.finish(c.readFailed(os.ErrDeadlineExceeded))
+		return
+	}
+	err, parked := c.packetLoop(true)
+	if !parked {
+		c.finish(err)
+	}
+}
+
+// finish ends the connection once its reader has stopped.
+func (c *conn) finish(err error) {
+	c.end(err)
+	if c.pollID != 0 {
+		c.s.poller().forget(c.pollID)
+	}
+	if c.kaTimer != nil {
+		c.kaTimer.Stop()
+	}
+	if c.ended != nil {
+		c.ended()
+	}
+}
+
+// park hands the connection to the event loop; false if it cannot (no
+// event loop, or the connection is closing), and the reader goes on
+// waiting in the runtime.
+func (c *conn) park() bool {
+	if c.br.rc == nil || !c.connected.Load() {
+		return false
+	}
+	p := c.s.poller()
+	if p == nil {
+		return false
+	}
+	if c.pollID == 0 {
+		c.pollID = p.add(c)
+	}
+	c.dropIdleOutput()
+	if c.keepalive > 0 {
+		d := c.keepalive * 3 / 2
+		c.kaDue.Store(time.Now().Add(d).UnixNano())
+		if c.kaTimer == nil {
+			c.kaTimer = time.AfterFunc(d, c.keepAliveRanOut)
+		} else {
+			c.kaTimer.Reset(d)
+		}
+	}
+	c.parked.Store(true)
+	// wakeReader sets noPark before it looks at parked: either it sees
+	// parked and takes the connection, or this sees noPark.
+	if c.noPark.Load() && c.parked.CompareAndSwap(true, false) {
+		return false
+	}
+	if err := p.arm(c); err != nil && c.parked.CompareAndSwap(true, false) {
+		return false // closed meanwhile: the reader sees it
+	}
+	return true
+}
+
+// wake starts a reader for a parked connection.
+func (c *conn) wake() {
+	if c.parked.CompareAndSwap(true, false) {
+		go c.readOn(false)
+	}
+}
+
+// wakeReader makes the reader see that the connection is closing: a
+// parked one is woken, and none parks again.
+func (c *conn) wakeReader() {
+	c.noPark.Store(true)
+	c.wake()
+}
+
+// keepAliveRanOut runs when a parked connection's keep-alive timer fires.
+func (c *conn) keepAliveRanOut() {
+	if time.Now().UnixNano() < c.kaDue.Load() {
+		return // rearmed meanwhile
+	}
+	if c.parked.CompareAndSwap(true, false) {
+		c.readOn(true)
+	}
+}
