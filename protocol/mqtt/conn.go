@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -200,6 +201,10 @@ func (c *conn) readLoop() error {
 // event loop (parked true; park.go).
 func (c *conn) packetLoop(async bool) (err error, parked bool) {
 	sinceArm := 0
+	// idle: the socket stayed empty for parkAfter, or the connection was
+	// just woken from the event loop (it parks again at once if the wake
+	// brought nothing to read).
+	idle := async
 	for {
 		// Keep-alive is rearmed when the reader is about to wait for the
 		// socket, and every 64 packets of a stream that keeps the buffer
@@ -219,10 +224,36 @@ func (c *conn) packetLoop(async bool) (err error, parked bool) {
 			if err != nil {
 				return c.readFailed(err), false
 			}
-			if wouldBlock && c.park() {
+			if wouldBlock && idle && c.park() {
 				return nil, true
 			}
+			if wouldBlock && !idle {
+				// Recently busy: wait in the runtime, at most parkAfter
+				// (parking and waking for every packet of a busy
+				// connection would cost an epoll_ctl, a goroutine and its
+				// output buffers each time).
+				var kaDl time.Time
+				now := time.Now()
+				if c.keepalive > 0 {
+					kaDl = now.Add(c.keepalive * 3 / 2)
+				}
+				dl := now.Add(parkAfter)
+				if !kaDl.IsZero() && kaDl.Before(dl) {
+					dl = kaDl
+				}
+				_ = c.nc.SetReadDeadline(dl)
+				if err := c.br.Wait(); err != nil {
+					if !errors.Is(err, os.ErrDeadlineExceeded) || (!kaDl.IsZero() && !time.Now().Before(kaDl)) {
+						return c.readFailed(err), false
+					}
+					_ = c.nc.SetReadDeadline(kaDl) // none without a keep-alive
+					idle = true                    // quiet for parkAfter: park
+					continue
+				}
+				_ = c.nc.SetReadDeadline(kaDl) // the rest of a packet waits for the keep-alive alone
+			}
 		}
+		idle = false
 		if c.br.Buffered() == 0 {
 			if err := c.br.Wait(); err != nil {
 				return c.readFailed(err), false

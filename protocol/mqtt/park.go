@@ -19,6 +19,10 @@ import (
 // writes to the connection by setting parked; whoever clears it (the
 // poller's event, the keep-alive timer, wakeReader) is the next reader.
 
+// parkAfter is how long a connection's socket stays empty before it
+// parks: a busy connection keeps its reader goroutine.
+const parkAfter = 2 * time.Second
+
 // readOn reads on after a wake; timedOut: the keep-alive ran out.
 func (c *conn) readOn(timedOut bool) {
 	if timedOut {
