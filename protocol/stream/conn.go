@@ -51,11 +51,11 @@ type conn struct {
 	subs  map[uint8]*subscription
 	batch exchange.Batch
 	rbuf  []byte
+	tags  []uint64 // a Publish frame's tags (publish)
 
-	// Publishes waiting for the store (Confirm), by tag.
+	// Publishes waiting for the store (Confirm), by tag (pendingRing).
 	pmu     sync.Mutex
-	pending map[uint64]pendingPublish
-	nextTag uint64
+	pending pendingRing
 
 	// Output. Guarded by w.Mu besides the buffer: the subscriptions'
 	// deliveries waiting for credit (wsubs), confirms and errors by
@@ -82,11 +82,6 @@ type conn struct {
 	lg logState
 }
 
-type pendingPublish struct {
-	pub uint8
-	id  uint64
-}
-
 type ackRef struct {
 	q   *exchange.Queue
 	seq uint64
@@ -94,7 +89,7 @@ type ackRef struct {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc, id: s.seq.Add(1), pubs: map[uint8]*publisher{}, subs: map[uint8]*subscription{},
-		pending: map[uint64]pendingPublish{}, confirms: map[uint8][]uint64{}, perrs: map[uint8][]wire.PublishingError{},
+		confirms: map[uint8][]uint64{}, perrs: map[uint8][]wire.PublishingError{},
 		wdone: make(chan struct{}), done: make(chan struct{}), stop: make(chan struct{}), connectedAt: time.Now()}
 	c.name = fmt.Sprintf("%s -> %s", nc.RemoteAddr(), nc.LocalAddr())
 	c.log = s.log.With("conn", c.name)

@@ -92,9 +92,21 @@ func (c *conn) publish(f wire.Publish) error {
 		return err
 	}
 	writers := c.vh.StreamWritersEnabled() // else filter values are dropped: the client post-filters
+	// One lock for the frame's tags rather than one per message: a
+	// client's frame is its batch (100 to 256 messages, or more).
+	tags := c.tags[:0]
+	c.pmu.Lock()
 	for _, pm := range f.Messages {
+		tags = append(tags, c.pending.add(p.id, pm.ID))
+	}
+	c.pmu.Unlock()
+	c.tags = tags[:0]
+	var refused []uint64 // tags answered here, not by the core
+	for i, pm := range f.Messages {
+		tag := tags[i]
 		m, err := toCore(pm.Data, p.stream)
 		if err != nil {
+			refused = append(refused, tag)
 			c.publishErrors(p.id, []wire.PublishingError{{ID: pm.ID, Code: wire.PreconditionFailed}})
 			continue
 		}
@@ -104,19 +116,12 @@ func (c *conn) publish(f wire.Publish) error {
 		if pm.Filter != "" && writers {
 			m.SetStreamFilter(pm.Filter) // publish version 2
 		}
-		c.pmu.Lock()
-		c.nextTag++
-		tag := c.nextTag
-		c.pending[tag] = pendingPublish{pub: p.id, id: pm.ID}
-		c.pmu.Unlock()
 		res, err := c.vh.Publish(m, exchange.PublishOpts{Queue: p.stream, Confirmer: c, Tag: tag, Batch: &c.batch})
 		if res.Pending && err == nil {
 			c.published.Add(1)
 			continue
 		}
-		c.pmu.Lock()
-		delete(c.pending, tag)
-		c.pmu.Unlock()
+		refused = append(refused, tag)
 		switch {
 		case err != nil:
 			c.publishErrors(p.id, []wire.PublishingError{{ID: pm.ID, Code: codeOf(err)}})
@@ -132,6 +137,13 @@ func (c *conn) publish(f wire.Publish) error {
 			c.w.Mu.Unlock()
 		}
 	}
+	if len(refused) > 0 {
+		c.pmu.Lock()
+		for _, tag := range refused {
+			c.pending.take(tag)
+		}
+		c.pmu.Unlock()
+	}
 	return nil
 }
 
@@ -139,8 +151,7 @@ func (c *conn) publish(f wire.Publish) error {
 // from another goroutine.
 func (c *conn) Confirm(tag uint64, ok bool) {
 	c.pmu.Lock()
-	pp, found := c.pending[tag]
-	delete(c.pending, tag)
+	pp, found := c.pending.take(tag)
 	c.pmu.Unlock()
 	if !found {
 		return
