@@ -1,6 +1,7 @@
 package web
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"runtime"
@@ -105,5 +106,118 @@ func BenchmarkRatesTick(b *testing.B) {
 	}
 }
 
-// ratesClose reports whether got is within 20% of want.
-func ratesClose(got, want float64) bool { return math.Abs(got-want) <= 0.2*want }
+
+// TestRatesIdleConnectionsNoAllocation: a tick over idle connections
+// allocates a small constant, whatever their number (the sampler's state
+// is kept between ticks and read through CounterSource).
+func TestRatesIdleConnectionsNoAllocation(t *testing.T) {
+	allocs := func(n int, chans bool) float64 {
+		s := newBenchServer(t, 0)
+		s.conns = fakeCounters{newFakeConns(n, chans)}
+		s.rates = newRates(time.Hour)
+		s.rates.sample(s)
+		s.rates.sample(s)
+		return testing.AllocsPerRun(20, func() { s.rates.sample(s) })
+	}
+	for _, chans := range []bool{false, true} {
+		small, large := allocs(10, chans), allocs(5000, chans)
+		if large != small || large > 10 {
+			t.Errorf("channels %v: allocations per tick %v with 10 idle connections, %v with 5000", chans, small, large)
+		}
+	}
+}
+
+// TestRatesConnectionChannelRates: a connection (and channel) whose
+// counters grow by a known amount between two ticks shows that amount over
+// the ticks' interval as its rate in /api/connections and /api/channels,
+// then 0 when idle; a closed connection's state is dropped.
+func TestRatesConnectionChannelRates(t *testing.T) {
+	s := newBenchServer(t, 0)
+	f := newFakeConns(3, true)
+	s.conns = fakeCounters{f}
+	s.rates = newRates(time.Hour)
+	s.rates.sample(s)
+	time.Sleep(200 * time.Millisecond)
+	f.ctr[1] = [4]uint64{5000, 7000, 100, 40} // recv, send, published, delivered
+	s.rates.sample(s)
+	rt := s.rates
+	dt := float64(rt.at[rt.gen]-rt.at[rt.gen-1]) / 1000
+	if dt < 0.15 {
+		t.Fatalf("ticks %vs apart", dt)
+	}
+	type det struct {
+		Rate float64 `json:"rate"`
+	}
+	type ms struct {
+		Publish        uint64 `json:"publish"`
+		PublishDetails det    `json:"publish_details"`
+		DeliverDetails det    `json:"deliver_details"`
+		ConfirmDetails det    `json:"confirm_details"`
+	}
+	type conn struct {
+		Name           string `json:"name"`
+		RecvOctDetails det    `json:"recv_oct_details"`
+		SendOctDetails det    `json:"send_oct_details"`
+		MessageStats   *ms    `json:"message_stats"`
+	}
+	read := func() (map[string]conn, map[string]conn) {
+		var cs, chs []conn
+		decodeJSON(t, serve(t, s, "/api/connections").Body.Bytes(), &cs)
+		decodeJSON(t, serve(t, s, "/api/channels").Body.Bytes(), &chs)
+		mc, mch := map[string]conn{}, map[string]conn{}
+		for _, c := range cs {
+			mc[c.Name] = c
+		}
+		for _, c := range chs {
+			mch[c.Name] = c
+		}
+		if len(mc) != len(f.names) || len(mch) != len(f.names) {
+			t.Fatalf("%d connections, %d channels listed", len(mc), len(mch))
+		}
+		return mc, mch
+	}
+	near := func(what string, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > 1e-6*math.Max(1, want) {
+			t.Errorf("%s: rate %v, want %v", what, got, want)
+		}
+	}
+	cs, chs := read()
+	busy, idle := f.names[1], f.names[0]
+	c := cs[busy]
+	near("recv_oct", c.RecvOctDetails.Rate, 5000/dt)
+	near("send_oct", c.SendOctDetails.Rate, 7000/dt)
+	if c.MessageStats == nil {
+		t.Fatalf("no message_stats: %+v", c)
+	}
+	near("publish", c.MessageStats.PublishDetails.Rate, 100/dt)
+	near("deliver", c.MessageStats.DeliverDetails.Rate, 40/dt)
+	ch := chs[busy+" (1)"]
+	near("channel publish", ch.MessageStats.PublishDetails.Rate, 100/dt)
+	near("channel deliver", ch.MessageStats.DeliverDetails.Rate, 40/dt)
+	near("channel confirm", ch.MessageStats.ConfirmDetails.Rate, 100/dt)
+	near("idle connection", cs[idle].RecvOctDetails.Rate, 0)
+	near("idle channel", chs[idle+" (1)"].MessageStats.PublishDetails.Rate, 0)
+
+	s.rates.sample(s) // no change since: rates fall to 0
+	cs, chs = read()
+	near("recv_oct idle", cs[busy].RecvOctDetails.Rate, 0)
+	near("publish idle", cs[busy].MessageStats.PublishDetails.Rate, 0)
+	near("channel publish idle", chs[busy+" (1)"].MessageStats.PublishDetails.Rate, 0)
+	if cs[busy].MessageStats.Publish != 100 {
+		t.Errorf("publish counter %d", cs[busy].MessageStats.Publish)
+	}
+
+	f.names, f.ctr = f.names[:2], f.ctr[:2] // the third closes
+	s.rates.sample(s)
+	if len(rt.conns.m) != 2 || len(rt.chans.m) != 2 {
+		t.Errorf("after a close: %d connections, %d channels sampled", len(rt.conns.m), len(rt.chans.m))
+	}
+}
+
+func decodeJSON(t *testing.T, b []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%v: %.300s", err, b)
+	}
+}
