@@ -106,7 +106,6 @@ func BenchmarkRatesTick(b *testing.B) {
 	}
 }
 
-
 // TestRatesIdleConnectionsNoAllocation: a tick over idle connections
 // allocates a small constant, whatever their number (the sampler's state
 // is kept between ticks and read through CounterSource).
