@@ -141,8 +141,21 @@ func (t *table[K, R]) get(k K) (pair[R], bool) {
 // tick keeps of each kind of object (a sample without the fields the kind
 // has not).
 type queueReading struct {
-	s              exchange.MsgStats
-	ready, unacked int64
+	// The counters a queue's message_stats shows (messageStats).
+	publish, deliver, deliverNoAck, get, getNoAck, getEmpty, ack, redeliver, dropBehind uint64
+	ready, unacked                                                                      int64
+}
+
+func newQueueReading(m exchange.MsgStats, st exchange.QueueStatus) queueReading {
+	return queueReading{publish: m.Publish, deliver: m.Deliver, deliverNoAck: m.DeliverNoAck, get: m.Get,
+		getNoAck: m.GetNoAck, getEmpty: m.GetEmpty, ack: m.Ack, redeliver: m.Redeliver, dropBehind: m.DropBehind,
+		ready: int64(st.Ready), unacked: int64(st.Unacked)}
+}
+
+func (r queueReading) sample() sample {
+	return sample{s: exchange.MsgStats{Publish: r.publish, Deliver: r.deliver, DeliverNoAck: r.deliverNoAck, Get: r.get,
+		GetNoAck: r.getNoAck, GetEmpty: r.getEmpty, Ack: r.ack, Redeliver: r.redeliver, DropBehind: r.dropBehind},
+		ready: r.ready, unacked: r.unacked}
 }
 
 type exchangeReading struct {
@@ -176,11 +189,6 @@ type rates struct {
 	exchanges table[*exchange.Exchange, exchangeReading]
 	conns     table[string, connReading]
 	chans     table[chanKey, chanReading]
-
-	// Buffers reused from tick to tick; only sample (one at a time) uses
-	// them.
-	qbuf []qReading
-	xbuf []xReading
 }
 
 func newRates(interval time.Duration) *rates {
@@ -189,22 +197,19 @@ func newRates(interval time.Duration) *rates {
 		conns: newTable[string, connReading](), chans: newTable[chanKey, chanReading]()}
 }
 
-type qReading struct {
-	q *exchange.Queue
-	r queueReading
-}
-
-type xReading struct {
-	x *exchange.Exchange
-	r exchangeReading
-}
-
 // sample reads every counter of the core and the connections and pushes
-// one reading per object. The core and the front ends are read without
-// holding rt.mu; objects gone are dropped.
+// one reading per object; objects gone are dropped. The core and the
+// front ends are read object by object, rt.mu held only to store each
+// reading: the sampler keeps no copy of the object lists, and API readers
+// wait for one object at most.
 func (rt *rates) sample(s *Server) {
 	now := time.Now().UnixMilli()
-	qs, xs := rt.qbuf[:0], rt.xbuf[:0]
+	rt.mu.Lock()
+	rt.gen++
+	gen := rt.gen
+	rt.at[gen] = now
+	rt.mu.Unlock()
+
 	vs := map[string]sample{}
 	var global sample
 	global.t = now
@@ -216,13 +221,18 @@ func (rt *rates) sample(s *Server) {
 		vsm := sample{t: now, s: v.MsgStats()}
 		for _, q := range v.Queues() {
 			st := q.Status()
-			qs = append(qs, qReading{q, queueReading{s: q.MsgStats(), ready: int64(st.Ready), unacked: int64(st.Unacked)}})
+			r := newQueueReading(q.MsgStats(), st)
+			rt.mu.Lock()
+			rt.queues.push(q, r, gen)
+			rt.mu.Unlock()
 			vsm.ready += int64(st.Ready)
 			vsm.unacked += int64(st.Unacked)
 		}
 		for _, x := range v.Exchanges() {
 			ms := x.MsgStats()
-			xs = append(xs, xReading{x, exchangeReading{publishIn: ms.PublishIn, publishOut: ms.PublishOut}})
+			rt.mu.Lock()
+			rt.exchanges.push(x, exchangeReading{publishIn: ms.PublishIn, publishOut: ms.PublishOut}, gen)
+			rt.mu.Unlock()
 		}
 		vs[vn] = vsm
 		addStats(&global.s, vsm.s)
@@ -231,9 +241,6 @@ func (rt *rates) sample(s *Server) {
 	}
 
 	rt.mu.Lock()
-	rt.gen++
-	gen := rt.gen
-	rt.at[gen] = now
 	rt.global.push(global)
 	if len(rt.vhosts) != len(vs) {
 		for n := range rt.vhosts {
@@ -250,21 +257,10 @@ func (rt *rates) sample(s *Server) {
 		}
 		r.push(sm)
 	}
-	for i := range qs {
-		rt.queues.push(qs[i].q, qs[i].r, gen)
-		qs[i] = qReading{} // the buffer keeps no queue alive
-	}
 	rt.queues.sweep(gen)
-	for i := range xs {
-		rt.exchanges.push(xs[i].x, xs[i].r, gen)
-		xs[i] = xReading{}
-	}
 	rt.exchanges.sweep(gen)
-	rt.qbuf, rt.xbuf = qs[:0], xs[:0]
 	rt.mu.Unlock()
 
-	// Connections: the front ends are read one connection at a time,
-	// with rt.mu held only to store its reading.
 	if s.conns != nil {
 		eachCounters(s.conns, func(c *ConnCounters) {
 			rt.mu.Lock()
@@ -307,8 +303,7 @@ func (rt *rates) queue(q *exchange.Queue) window {
 	if !ok {
 		return window{}
 	}
-	f := func(r queueReading) sample { return sample{s: r.s, ready: r.ready, unacked: r.unacked} }
-	return rt.window(p.seen, f(p.a), f(p.b), p.n)
+	return rt.window(p.seen, p.a.sample(), p.b.sample(), p.n)
 }
 
 func (rt *rates) exchange(x *exchange.Exchange) window {

@@ -65,6 +65,14 @@ func (f fakeCounters) EachCounters(fn func(c *ConnCounters)) {
 	}
 }
 
+// newRatesServer is newBenchServer with connections conns.
+func newRatesServer(tb testing.TB, queues int, conns Connections) *Server {
+	s := newBenchServer(tb, queues)
+	s2 := New(Options{Users: s.users, Core: s.core, Conns: conns, StatsInterval: time.Hour})
+	tb.Cleanup(s2.Close)
+	return s2
+}
+
 // BenchmarkRatesTick is one stats tick over 18,000 idle connections,
 // with as many queues (an MQTT fleet of subscribed devices) or none:
 // allocs/op and B/op per tick, and live-B/conn, the heap the sampler
@@ -78,19 +86,18 @@ func BenchmarkRatesTick(b *testing.B) {
 		counters bool
 	}{{"queues-list", n, false}, {"queues-counters", n, true}, {"noqueues-list", 0, false}, {"noqueues-counters", 0, true}} {
 		b.Run(c.name, func(b *testing.B) {
-			s := newBenchServer(b, c.queues)
 			f := newFakeConns(n, false)
 			var conns Connections = f
 			if c.counters {
 				conns = fakeCounters{f}
 			}
-			s.rates = newRates(time.Hour)
+			s := newRatesServer(b, c.queues, conns)
 			var m0, m1 runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&m0)
-			s.conns = conns
+			rt := newRates(time.Hour) // the server's own sampler sleeps
 			for range 10 {
-				s.rates.sample(s)
+				rt.sample(s)
 			}
 			runtime.GC()
 			runtime.ReadMemStats(&m1)
@@ -98,7 +105,7 @@ func BenchmarkRatesTick(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				s.rates.sample(s)
+				rt.sample(s)
 			}
 			b.ReportMetric(live, "live-B/conn")
 			runtime.KeepAlive(f)
@@ -111,10 +118,7 @@ func BenchmarkRatesTick(b *testing.B) {
 // is kept between ticks and read through CounterSource).
 func TestRatesIdleConnectionsNoAllocation(t *testing.T) {
 	allocs := func(n int, chans bool) float64 {
-		s := newBenchServer(t, 0)
-		s.conns = fakeCounters{newFakeConns(n, chans)}
-		s.rates = newRates(time.Hour)
-		s.rates.sample(s)
+		s := newRatesServer(t, 0, fakeCounters{newFakeConns(n, chans)})
 		s.rates.sample(s)
 		return testing.AllocsPerRun(20, func() { s.rates.sample(s) })
 	}
@@ -131,11 +135,8 @@ func TestRatesIdleConnectionsNoAllocation(t *testing.T) {
 // the ticks' interval as its rate in /api/connections and /api/channels,
 // then 0 when idle; a closed connection's state is dropped.
 func TestRatesConnectionChannelRates(t *testing.T) {
-	s := newBenchServer(t, 0)
 	f := newFakeConns(3, true)
-	s.conns = fakeCounters{f}
-	s.rates = newRates(time.Hour)
-	s.rates.sample(s)
+	s := newRatesServer(t, 0, fakeCounters{f}) // its first tick
 	time.Sleep(200 * time.Millisecond)
 	f.ctr[1] = [4]uint64{5000, 7000, 100, 40} // recv, send, published, delivered
 	s.rates.sample(s)
