@@ -8,6 +8,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/trident-broker/trident/exchange"
 )
 
 // fakeConns is a front end with n connections, idle unless bumped. Its
@@ -219,5 +221,65 @@ func decodeJSON(t *testing.T, b []byte, v any) {
 	t.Helper()
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatalf("%v: %.300s", err, b)
+	}
+}
+
+// TestRatesQueueExchange: a queue's and the default exchange's rates and
+// lengths over a known interval, from the readings the sampler keeps of
+// them (publish, get, get_no_ack, deliver_get, messages_ready).
+func TestRatesQueueExchange(t *testing.T) {
+	s := newBenchServer(t, 1) // queue-000000, sampled once
+	v, _ := s.core.VHost("/")
+	time.Sleep(200 * time.Millisecond)
+	for range 30 {
+		if _, err := v.Publish(&exchange.Message{RoutingKey: "queue-000000", Body: []byte("m")}, exchange.PublishOpts{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, err := v.Queue("queue-000000", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if _, ok := q.Get(true); !ok {
+			t.Fatal("get")
+		}
+	}
+	s.rates.sample(s)
+	rt := s.rates
+	dt := float64(rt.at[rt.gen]-rt.at[rt.gen-1]) / 1000
+	type det struct {
+		Rate float64 `json:"rate"`
+	}
+	var qj struct {
+		MessagesReadyDetails det `json:"messages_ready_details"`
+		MessageStats         struct {
+			PublishDetails    det `json:"publish_details"`
+			GetNoAckDetails   det `json:"get_no_ack_details"`
+			DeliverGetDetails det `json:"deliver_get_details"`
+			GetDetails        det `json:"get_details"`
+		} `json:"message_stats"`
+	}
+	decodeJSON(t, serve(t, s, "/api/queues/%2F/queue-000000").Body.Bytes(), &qj)
+	var xj struct {
+		MessageStats struct {
+			PublishInDetails det `json:"publish_in_details"`
+		} `json:"message_stats"`
+	}
+	decodeJSON(t, serve(t, s, "/api/exchanges/%2F/amq.default").Body.Bytes(), &xj)
+	for _, c := range []struct {
+		what      string
+		got, want float64
+	}{
+		{"publish", qj.MessageStats.PublishDetails.Rate, 30 / dt},
+		{"get_no_ack", qj.MessageStats.GetNoAckDetails.Rate, 10 / dt},
+		{"deliver_get", qj.MessageStats.DeliverGetDetails.Rate, 10 / dt},
+		{"get", qj.MessageStats.GetDetails.Rate, 0},
+		{"messages_ready", qj.MessagesReadyDetails.Rate, 20 / dt},
+		{"exchange publish_in", xj.MessageStats.PublishInDetails.Rate, 30 / dt},
+	} {
+		if math.Abs(c.got-c.want) > 1e-6*math.Max(1, c.want) {
+			t.Errorf("%s: rate %v, want %v", c.what, c.got, c.want)
+		}
 	}
 }
