@@ -10,11 +10,12 @@ import (
 )
 
 // Message rates: a sampler reads the core's counters (atomics, see
-// exchange.MsgStats) every interval and keeps a ring of samples per object.
-// A rate is the change between the two newest samples over their time
-// apart: a sliding window one interval wide. The node-wide and per-vhost
-// rings keep historyLen samples for the charts (?msg_rates_age=,
-// ?lengths_age=).
+// exchange.MsgStats) and the connections' (CounterSource) every interval.
+// A rate is the change between the two newest readings over their time
+// apart: a sliding window one interval wide. Queues, exchanges,
+// connections and channels keep only those two readings (pair, table);
+// the node-wide and per-vhost rings keep historyLen samples for the
+// charts (?msg_rates_age=, ?lengths_age=).
 
 const historyLen = 121 // 10 minutes at the default 5 s
 
