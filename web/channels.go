@@ -73,7 +73,7 @@ func (s *Server) channelsOf(cs []ConnectionInfo) []channelJSON {
 				MessagesUncommitted: ci.UncommittedMessages, AcksUncommitted: ci.UncommittedAcks,
 				Confirm: ci.Confirm, Transactional: ci.Transactional}
 			if detailed {
-				j.MessageStats = channelStats(ci, s.rates.channel(j.Name))
+				j.MessageStats = channelStats(ci, s.rates.channel(c.Name, ci.Number))
 			}
 			out = append(out, j)
 		}

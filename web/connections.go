@@ -59,6 +59,38 @@ type Connections interface {
 	CloseConnection(name, reason string) bool
 }
 
+// ConnCounters is what the rate sampler reads of a connection every
+// stats interval: its counters, and its channels where the protocol has
+// them.
+type ConnCounters struct {
+	Name                                   string
+	RecvOct, SendOct, Published, Delivered uint64
+	ChannelList                            []ChannelInfo
+}
+
+// CounterSource may be implemented by a Connections to give the rate
+// sampler each connection's counters without building its ConnectionInfo
+// (client properties, addresses): the sampler reads every connection
+// every stats interval, and this way an idle one costs it no allocation.
+type CounterSource interface {
+	// EachCounters calls fn for each open connection; fn must not keep
+	// c beyond the call.
+	EachCounters(fn func(c *ConnCounters))
+}
+
+// eachCounters calls fn for each of cs's connections, through
+// CounterSource where cs has it.
+func eachCounters(cs Connections, fn func(c *ConnCounters)) {
+	if src, ok := cs.(CounterSource); ok {
+		src.EachCounters(fn)
+		return
+	}
+	for _, ci := range cs.ListConnections() {
+		fn(&ConnCounters{Name: ci.Name, RecvOct: ci.RecvOct, SendOct: ci.SendOct, Published: ci.Published,
+			Delivered: ci.Delivered, ChannelList: ci.ChannelList})
+	}
+}
+
 type connectionJSON struct {
 	Name             string         `json:"name"`
 	Node             string         `json:"node"`

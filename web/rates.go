@@ -10,11 +10,12 @@ import (
 )
 
 // Message rates: a sampler reads the core's counters (atomics, see
-// exchange.MsgStats) every interval and keeps a ring of samples per object.
-// A rate is the change between the two newest samples over their time
-// apart: a sliding window one interval wide. The node-wide and per-vhost
-// rings keep historyLen samples for the charts (?msg_rates_age=,
-// ?lengths_age=).
+// exchange.MsgStats) and the connections' (CounterSource) every interval.
+// A rate is the change between the two newest readings over their time
+// apart: a sliding window one interval wide. Queues, exchanges,
+// connections and channels keep only those two readings (pair, table);
+// the node-wide and per-vhost rings keep historyLen samples for the
+// charts (?msg_rates_age=, ?lengths_age=).
 
 const historyLen = 121 // 10 minutes at the default 5 s
 
@@ -86,41 +87,130 @@ func (w window) rate(get func(*sample) float64) float64 {
 	return (get(&w.a) - get(&w.b)) / (float64(w.a.t-w.b.t) / 1000)
 }
 
+// The per-object state of queues, exchanges, connections and channels is
+// only the last two readings, in a map kept from tick to tick: a tick
+// overwrites each object's older reading in place, so an idle object costs
+// a fixed number of bytes and no allocation per tick. An object not seen
+// in a tick (deleted, closed) is dropped at the end of it.
+
+// pair is an object's two newest readings; n counts them up to 2. A
+// reading carries no time: every tick pushes every object it sees and
+// drops the others, so a is of tick seen and b of tick seen-1 (rates.at).
+type pair[R any] struct {
+	a, b R // a newer
+	n    uint8
+	seen uint8 // the generation of a's tick
+}
+
+// table is the readings of one kind of object.
+type table[K comparable, R any] struct {
+	m      map[K]pair[R]
+	pushed int // objects pushed in the current tick
+}
+
+func newTable[K comparable, R any]() table[K, R] { return table[K, R]{m: map[K]pair[R]{}} }
+
+func (t *table[K, R]) push(k K, r R, gen uint8) {
+	p := t.m[k]
+	p.b, p.a, p.seen = p.a, r, gen
+	if p.n < 2 {
+		p.n++
+	}
+	t.m[k] = p
+	t.pushed++
+}
+
+// sweep drops the objects not pushed in the tick of generation gen; a
+// tick where nothing went away costs no scan.
+func (t *table[K, R]) sweep(gen uint8) {
+	if len(t.m) > t.pushed {
+		for k, p := range t.m {
+			if p.seen != gen {
+				delete(t.m, k)
+			}
+		}
+	}
+	t.pushed = 0
+}
+
+func (t *table[K, R]) get(k K) (pair[R], bool) {
+	p, ok := t.m[k]
+	return p, ok
+}
+
+// queueReading, exchangeReading, connReading and chanReading are what a
+// tick keeps of each kind of object (a sample without the fields the kind
+// has not).
+type queueReading struct {
+	// The counters a queue's message_stats shows (messageStats).
+	publish, deliver, deliverNoAck, get, getNoAck, getEmpty, ack, redeliver, dropBehind uint64
+	ready, unacked                                                                      int64
+}
+
+func newQueueReading(m exchange.MsgStats, st exchange.QueueStatus) queueReading {
+	return queueReading{publish: m.Publish, deliver: m.Deliver, deliverNoAck: m.DeliverNoAck, get: m.Get,
+		getNoAck: m.GetNoAck, getEmpty: m.GetEmpty, ack: m.Ack, redeliver: m.Redeliver, dropBehind: m.DropBehind,
+		ready: int64(st.Ready), unacked: int64(st.Unacked)}
+}
+
+func (r queueReading) sample() sample {
+	return sample{s: exchange.MsgStats{Publish: r.publish, Deliver: r.deliver, DeliverNoAck: r.deliverNoAck, Get: r.get,
+		GetNoAck: r.getNoAck, GetEmpty: r.getEmpty, Ack: r.ack, Redeliver: r.redeliver, DropBehind: r.dropBehind},
+		ready: r.ready, unacked: r.unacked}
+}
+
+type exchangeReading struct {
+	publishIn, publishOut uint64
+}
+
+type connReading struct {
+	recv, send, publish, deliv uint64
+}
+
+type chanReading struct {
+	s       exchange.MsgStats
+	confirm uint64
+}
+
+// chanKey names a channel without building RabbitMQ's name for it.
+type chanKey struct {
+	conn string
+	n    int
+}
+
 type rates struct {
 	interval time.Duration
 
 	mu        sync.Mutex
+	gen       uint8
+	at        [256]int64 // unix milliseconds of the ticks, by generation
 	global    *ring
 	vhosts    map[string]*ring
-	queues    map[*exchange.Queue]*ring
-	exchanges map[*exchange.Exchange]*ring
-	conns     map[string]*ring
-	chans     map[string]*ring // by channel name, "<connection> (<n>)"
+	queues    table[*exchange.Queue, queueReading]
+	exchanges table[*exchange.Exchange, exchangeReading]
+	conns     table[string, connReading]
+	chans     table[chanKey, chanReading]
 }
 
 func newRates(interval time.Duration) *rates {
 	return &rates{interval: interval, global: newRing(historyLen), vhosts: map[string]*ring{},
-		queues: map[*exchange.Queue]*ring{}, exchanges: map[*exchange.Exchange]*ring{}, conns: map[string]*ring{},
-		chans: map[string]*ring{}}
+		queues: newTable[*exchange.Queue, queueReading](), exchanges: newTable[*exchange.Exchange, exchangeReading](),
+		conns: newTable[string, connReading](), chans: newTable[chanKey, chanReading]()}
 }
 
-type qReading struct {
-	q *exchange.Queue
-	s sample
-}
-
-type xReading struct {
-	x *exchange.Exchange
-	s sample
-}
-
-// sample reads every counter of the core and pushes one sample per object.
-// The core is read without holding rt.mu; rings of objects gone are
-// dropped.
+// sample reads every counter of the core and the connections and pushes
+// one reading per object; objects gone are dropped. The core and the
+// front ends are read object by object, rt.mu held only to store each
+// reading: the sampler keeps no copy of the object lists, and API readers
+// wait for one object at most.
 func (rt *rates) sample(s *Server) {
 	now := time.Now().UnixMilli()
-	var qs []qReading
-	var xs []xReading
+	rt.mu.Lock()
+	rt.gen++
+	gen := rt.gen
+	rt.at[gen] = now
+	rt.mu.Unlock()
+
 	vs := map[string]sample{}
 	var global sample
 	global.t = now
@@ -132,79 +222,63 @@ func (rt *rates) sample(s *Server) {
 		vsm := sample{t: now, s: v.MsgStats()}
 		for _, q := range v.Queues() {
 			st := q.Status()
-			qs = append(qs, qReading{q, sample{t: now, s: q.MsgStats(), ready: int64(st.Ready), unacked: int64(st.Unacked)}})
+			r := newQueueReading(q.MsgStats(), st)
+			rt.mu.Lock()
+			rt.queues.push(q, r, gen)
+			rt.mu.Unlock()
 			vsm.ready += int64(st.Ready)
 			vsm.unacked += int64(st.Unacked)
 		}
 		for _, x := range v.Exchanges() {
-			xs = append(xs, xReading{x, sample{t: now, s: x.MsgStats()}})
+			ms := x.MsgStats()
+			rt.mu.Lock()
+			rt.exchanges.push(x, exchangeReading{publishIn: ms.PublishIn, publishOut: ms.PublishOut}, gen)
+			rt.mu.Unlock()
 		}
 		vs[vn] = vsm
 		addStats(&global.s, vsm.s)
 		global.ready += vsm.ready
 		global.unacked += vsm.unacked
 	}
-	var cs []ConnectionInfo
-	if s.conns != nil {
-		cs = s.conns.ListConnections()
-	}
 
 	rt.mu.Lock()
-	defer rt.mu.Unlock()
 	rt.global.push(global)
-	nv := make(map[string]*ring, len(vs))
+	if len(rt.vhosts) != len(vs) {
+		for n := range rt.vhosts {
+			if _, ok := vs[n]; !ok {
+				delete(rt.vhosts, n)
+			}
+		}
+	}
 	for n, sm := range vs {
 		r := rt.vhosts[n]
 		if r == nil {
 			r = newRing(historyLen)
+			rt.vhosts[n] = r
 		}
 		r.push(sm)
-		nv[n] = r
 	}
-	rt.vhosts = nv
-	nq := make(map[*exchange.Queue]*ring, len(qs))
-	for _, e := range qs {
-		r := rt.queues[e.q]
-		if r == nil {
-			r = newRing(2)
-		}
-		r.push(e.s)
-		nq[e.q] = r
-	}
-	rt.queues = nq
-	nx := make(map[*exchange.Exchange]*ring, len(xs))
-	for _, e := range xs {
-		r := rt.exchanges[e.x]
-		if r == nil {
-			r = newRing(2)
-		}
-		r.push(e.s)
-		nx[e.x] = r
-	}
-	rt.exchanges = nx
-	nc := make(map[string]*ring, len(cs))
-	nch := make(map[string]*ring, len(rt.chans))
-	for _, c := range cs {
-		r := rt.conns[c.Name]
-		if r == nil {
-			r = newRing(2)
-		}
-		r.push(sample{t: now, recv: c.RecvOct, send: c.SendOct,
-			s: exchange.MsgStats{Publish: c.Published, Deliver: c.Delivered}})
-		nc[c.Name] = r
-		for _, ci := range c.ChannelList {
-			name := channelName(c.Name, ci.Number)
-			r := rt.chans[name]
-			if r == nil {
-				r = newRing(2)
+	rt.queues.sweep(gen)
+	rt.exchanges.sweep(gen)
+	rt.mu.Unlock()
+
+	if s.conns != nil {
+		eachCounters(s.conns, func(c *ConnCounters) {
+			rt.mu.Lock()
+			rt.conns.push(c.Name, connReading{recv: c.RecvOct, send: c.SendOct,
+				publish: c.Published, deliv: c.Delivered}, gen)
+			for i := range c.ChannelList {
+				ci := &c.ChannelList[i]
+				st, confirmed := chanMsgStats(*ci)
+				rt.chans.push(chanKey{c.Name, ci.Number}, chanReading{s: st, confirm: confirmed}, gen)
 			}
-			st, confirmed := chanMsgStats(ci)
-			r.push(sample{t: now, s: st, confirm: confirmed})
-			nch[name] = r
-		}
+			rt.mu.Unlock()
+		})
 	}
-	rt.conns = nc
-	rt.chans = nch
+	rt.mu.Lock()
+	rt.conns.sweep(gen)
+	rt.chans.sweep(gen)
+	rt.mu.Unlock()
 }
 
 func addStats(dst *exchange.MsgStats, s exchange.MsgStats) {
@@ -225,14 +299,34 @@ func addStats(dst *exchange.MsgStats, s exchange.MsgStats) {
 
 func (rt *rates) queue(q *exchange.Queue) window {
 	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.queues[q].window(0)
+	p, ok := rt.queues.get(q)
+	rt.mu.Unlock()
+	if !ok {
+		return window{}
+	}
+	return rt.window(p.seen, p.a.sample(), p.b.sample(), p.n)
 }
 
 func (rt *rates) exchange(x *exchange.Exchange) window {
 	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.exchanges[x].window(0)
+	p, ok := rt.exchanges.get(x)
+	rt.mu.Unlock()
+	if !ok {
+		return window{}
+	}
+	f := func(r exchangeReading) sample {
+		return sample{s: exchange.MsgStats{PublishIn: r.publishIn, PublishOut: r.publishOut}}
+	}
+	return rt.window(p.seen, f(p.a), f(p.b), p.n)
+}
+
+// window is an object's rate window from its pair's readings a and b
+// (converted to samples), timed by the tick they were read in.
+func (rt *rates) window(seen uint8, a, b sample, n uint8) window {
+	rt.mu.Lock()
+	a.t, b.t = rt.at[seen], rt.at[seen-1]
+	rt.mu.Unlock()
+	return window{a: a, b: b, ok: n == 2}
 }
 
 func (rt *rates) vhost(name string, age time.Duration) window {
@@ -249,14 +343,27 @@ func (rt *rates) node(age time.Duration) window {
 
 func (rt *rates) conn(name string) window {
 	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.conns[name].window(0)
+	p, ok := rt.conns.get(name)
+	rt.mu.Unlock()
+	if !ok {
+		return window{}
+	}
+	f := func(r connReading) sample {
+		return sample{recv: r.recv, send: r.send, s: exchange.MsgStats{Publish: r.publish, Deliver: r.deliv}}
+	}
+	return rt.window(p.seen, f(p.a), f(p.b), p.n)
 }
 
-func (rt *rates) channel(name string) window {
+// channel is channel n of connection conn.
+func (rt *rates) channel(conn string, n int) window {
 	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.chans[name].window(0)
+	p, ok := rt.chans.get(chanKey{conn, n})
+	rt.mu.Unlock()
+	if !ok {
+		return window{}
+	}
+	f := func(r chanReading) sample { return sample{s: r.s, confirm: r.confirm} }
+	return rt.window(p.seen, f(p.a), f(p.b), p.n)
 }
 
 // historyAge reads ?msg_rates_age= or ?lengths_age= (seconds).
