@@ -220,14 +220,15 @@ func (c *conn) packetLoop(async bool) (err error, parked bool) {
 			}
 		}
 		if empty && async && c.br.rc != nil && !c.noPark.Load() {
-			wouldBlock, err := c.br.tryFill()
-			if err != nil {
-				return c.readFailed(err), false
-			}
-			if wouldBlock && idle && c.park() {
-				return nil, true
-			}
-			if wouldBlock && !idle {
+			if idle {
+				wouldBlock, err := c.br.tryFill()
+				if err != nil {
+					return c.readFailed(err), false
+				}
+				if wouldBlock && c.park() {
+					return nil, true
+				}
+			} else {
 				// Recently busy: wait in the runtime, at most parkAfter
 				// (parking and waking for every packet of a busy
 				// connection would cost an epoll_ctl, a goroutine and its

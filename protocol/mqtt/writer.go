@@ -227,11 +227,15 @@ func (c *conn) writeLoop() {
 	// that waited kept them: a consumer that streams fills them again.
 	// After a burst they are given back (an idle connection's are given
 	// back when it parks, dropIdleOutput).
+	// A list past maxKeptItems is kept while rounds still fill a quarter
+	// of it (a consumer that streams), and given back once they do not
+	// (the burst is over).
 	c.spare = batch[:0]
-	if cap(batch) > maxKeptItems {
+	shrink := len(batch)*4 < cap(batch)
+	if cap(batch) > maxKeptItems && shrink {
 		c.spare = nil
 	}
-	if len(c.out) == 0 && cap(c.out) > maxKeptItems {
+	if len(c.out) == 0 && cap(c.out) > maxKeptItems && shrink {
 		c.out = nil
 	}
 	if c.parked.Load() {
