@@ -121,26 +121,11 @@ func (v *VHost) DeleteOperatorPolicy(name string) error {
 }
 
 // OperatorPolicies returns the vhost's operator policies, sorted by name.
-func (v *VHost) OperatorPolicies() []Policy {
-	v.mu.RLock()
-	out := make([]Policy, 0, len(v.opPolicies))
-	for _, p := range v.opPolicies {
-		out = append(out, p.public())
-	}
-	v.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
+func (v *VHost) OperatorPolicies() []Policy { return v.listPolicies(true) }
 
 // OperatorPolicy returns the named operator policy.
 func (v *VHost) OperatorPolicy(name string) (Policy, bool) {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	p, ok := v.opPolicies[name]
-	if !ok {
-		return Policy{}, false
-	}
-	return p.public(), true
+	return v.lookupPolicy(true, name)
 }
 
 // applyOperatorPolicy brings memory in line with a committed operator

@@ -387,10 +387,26 @@ func (v *VHost) DeletePolicy(name string) error {
 }
 
 // Policies returns the vhost's policies, sorted by name.
-func (v *VHost) Policies() []Policy {
+func (v *VHost) Policies() []Policy { return v.listPolicies(false) }
+
+// Policy returns the named policy.
+func (v *VHost) Policy(name string) (Policy, bool) { return v.lookupPolicy(false, name) }
+
+// policyMap is the vhost's policies, or its operator policies (v.mu held).
+func (v *VHost) policyMap(operator bool) map[string]*Policy {
+	if operator {
+		return v.opPolicies
+	}
+	return v.policies
+}
+
+// listPolicies returns the vhost's policies or operator policies, sorted
+// by name.
+func (v *VHost) listPolicies(operator bool) []Policy {
 	v.mu.RLock()
-	out := make([]Policy, 0, len(v.policies))
-	for _, p := range v.policies {
+	ps := v.policyMap(operator)
+	out := make([]Policy, 0, len(ps))
+	for _, p := range ps {
 		out = append(out, p.public())
 	}
 	v.mu.RUnlock()
@@ -398,11 +414,11 @@ func (v *VHost) Policies() []Policy {
 	return out
 }
 
-// Policy returns the named policy.
-func (v *VHost) Policy(name string) (Policy, bool) {
+// lookupPolicy returns the policy or operator policy name.
+func (v *VHost) lookupPolicy(operator bool, name string) (Policy, bool) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	p, ok := v.policies[name]
+	p, ok := v.policyMap(operator)[name]
 	if !ok {
 		return Policy{}, false
 	}

@@ -36,77 +36,109 @@ func policyJSONOf(p exchange.Policy) policyJSON {
 		Definition: nonNil(p.Definition), Priority: p.Priority}
 }
 
-func policiesJSON(v *exchange.VHost) []policyJSON {
+// policyKind is one kind of policy's operations on a vhost: its policies
+// or its operator policies, which the API serves alike.
+type policyKind struct {
+	list func(*exchange.VHost) []exchange.Policy
+	get  func(*exchange.VHost, string) (exchange.Policy, bool)
+	set  func(*exchange.VHost, exchange.Policy) (bool, error)
+	del  func(*exchange.VHost, string) error
+}
+
+var (
+	policies         = policyKind{(*exchange.VHost).Policies, (*exchange.VHost).Policy, (*exchange.VHost).SetPolicy, (*exchange.VHost).DeletePolicy}
+	operatorPolicies = policyKind{(*exchange.VHost).OperatorPolicies, (*exchange.VHost).OperatorPolicy, (*exchange.VHost).SetOperatorPolicy, (*exchange.VHost).DeleteOperatorPolicy}
+)
+
+// policyRoutes registers the five endpoints of a kind under base
+// (/api/policies, /api/operator-policies).
+func (s *Server) policyRoutes(m func(string, access, handler), pol access, base string, k policyKind) {
+	m("GET "+base, pol, s.listPolicies(k))
+	m("GET "+base+"/{vhost}", pol, s.listVHostPolicies(k))
+	m("GET "+base+"/{vhost}/{name}", pol, s.getPolicy(k))
+	m("PUT "+base+"/{vhost}/{name}", pol, s.putPolicy(k))
+	m("DELETE "+base+"/{vhost}/{name}", pol, s.deletePolicy(k))
+}
+
+func policiesJSON(v *exchange.VHost, k policyKind) []policyJSON {
 	out := []policyJSON{}
-	for _, p := range v.Policies() {
+	for _, p := range k.list(v) {
 		out = append(out, policyJSONOf(p))
 	}
 	return out
 }
 
-func (s *Server) listPolicies(w http.ResponseWriter, _ *http.Request, u *auth.User) {
-	out := []policyJSON{}
-	for _, n := range s.core.VHosts() {
-		if !s.usesVHost(u, n) {
-			continue
+func (s *Server) listPolicies(k policyKind) handler {
+	return func(w http.ResponseWriter, _ *http.Request, u *auth.User) {
+		out := []policyJSON{}
+		for _, n := range s.core.VHosts() {
+			if !s.usesVHost(u, n) {
+				continue
+			}
+			if v, ok := s.core.VHost(n); ok {
+				out = append(out, policiesJSON(v, k)...)
+			}
 		}
-		if v, ok := s.core.VHost(n); ok {
-			out = append(out, policiesJSON(v)...)
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+func (s *Server) listVHostPolicies(k policyKind) handler {
+	return func(w http.ResponseWriter, r *http.Request, u *auth.User) {
+		if v, ok := s.writeVHost(w, r, u); ok {
+			writeJSON(w, http.StatusOK, policiesJSON(v, k))
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) listVHostPolicies(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	v, ok := s.writeVHost(w, r, u)
-	if !ok {
-		return
+func (s *Server) getPolicy(k policyKind) handler {
+	return func(w http.ResponseWriter, r *http.Request, u *auth.User) {
+		v, ok := s.writeVHost(w, r, u)
+		if !ok {
+			return
+		}
+		p, ok := k.get(v, pathValue(r, "name"))
+		if !ok {
+			notFound(w)
+			return
+		}
+		writeJSON(w, http.StatusOK, policyJSONOf(p))
 	}
-	writeJSON(w, http.StatusOK, policiesJSON(v))
 }
 
-func (s *Server) getPolicy(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	v, ok := s.writeVHost(w, r, u)
-	if !ok {
-		return
+func (s *Server) putPolicy(k policyKind) handler {
+	return func(w http.ResponseWriter, r *http.Request, u *auth.User) {
+		v, body, ok := s.vhostBody(w, r, u)
+		if !ok {
+			return
+		}
+		p, err := policyFromBody(body)
+		if err != nil {
+			badRequest(w, err.Error())
+			return
+		}
+		p.Name = pathValue(r, "name")
+		created, err := k.set(v, p)
+		if err != nil {
+			policyError(w, err)
+			return
+		}
+		putStatus(w, !created)
 	}
-	p, ok := v.Policy(pathValue(r, "name"))
-	if !ok {
-		notFound(w)
-		return
-	}
-	writeJSON(w, http.StatusOK, policyJSONOf(p))
 }
 
-func (s *Server) putPolicy(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	v, body, ok := s.vhostBody(w, r, u)
-	if !ok {
-		return
+func (s *Server) deletePolicy(k policyKind) handler {
+	return func(w http.ResponseWriter, r *http.Request, u *auth.User) {
+		v, ok := s.writeVHost(w, r, u)
+		if !ok {
+			return
+		}
+		if err := k.del(v, pathValue(r, "name")); err != nil {
+			coreError(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
 	}
-	p, err := policyFromBody(body)
-	if err != nil {
-		badRequest(w, err.Error())
-		return
-	}
-	p.Name = pathValue(r, "name")
-	created, err := v.SetPolicy(p)
-	if err != nil {
-		policyError(w, err)
-		return
-	}
-	putStatus(w, !created)
-}
-
-func (s *Server) deletePolicy(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	v, ok := s.writeVHost(w, r, u)
-	if !ok {
-		return
-	}
-	if err := v.DeletePolicy(pathValue(r, "name")); err != nil {
-		coreError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
 }
 
 // policyError answers a refused policy as RabbitMQ does: 400 with
@@ -173,86 +205,6 @@ func policyFromBody(m map[string]any) (exchange.Policy, error) {
 //	PUT    /api/operator-policies/{vhost}/{name}    201, 204 if it existed; 400 for a key
 //	                                                an operator policy may not set
 //	DELETE /api/operator-policies/{vhost}/{name}    204, 404 if none
-func (s *Server) operatorPolicyRoutes(m func(string, access, handler), pol access) {
-	m("GET /api/operator-policies", pol, s.listOperatorPolicies)
-	m("GET /api/operator-policies/{vhost}", pol, s.listVHostOperatorPolicies)
-	m("GET /api/operator-policies/{vhost}/{name}", pol, s.getOperatorPolicy)
-	m("PUT /api/operator-policies/{vhost}/{name}", pol, s.putOperatorPolicy)
-	m("DELETE /api/operator-policies/{vhost}/{name}", pol, s.deleteOperatorPolicy)
-}
-
-func operatorPoliciesJSON(v *exchange.VHost) []policyJSON {
-	out := []policyJSON{}
-	for _, p := range v.OperatorPolicies() {
-		out = append(out, policyJSONOf(p))
-	}
-	return out
-}
-
-func (s *Server) listOperatorPolicies(w http.ResponseWriter, _ *http.Request, u *auth.User) {
-	out := []policyJSON{}
-	for _, n := range s.core.VHosts() {
-		if !s.usesVHost(u, n) {
-			continue
-		}
-		if v, ok := s.core.VHost(n); ok {
-			out = append(out, operatorPoliciesJSON(v)...)
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func (s *Server) listVHostOperatorPolicies(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	v, ok := s.writeVHost(w, r, u)
-	if !ok {
-		return
-	}
-	writeJSON(w, http.StatusOK, operatorPoliciesJSON(v))
-}
-
-func (s *Server) getOperatorPolicy(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	v, ok := s.writeVHost(w, r, u)
-	if !ok {
-		return
-	}
-	p, ok := v.OperatorPolicy(pathValue(r, "name"))
-	if !ok {
-		notFound(w)
-		return
-	}
-	writeJSON(w, http.StatusOK, policyJSONOf(p))
-}
-
-func (s *Server) putOperatorPolicy(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	v, body, ok := s.vhostBody(w, r, u)
-	if !ok {
-		return
-	}
-	p, err := policyFromBody(body)
-	if err != nil {
-		badRequest(w, err.Error())
-		return
-	}
-	p.Name = pathValue(r, "name")
-	created, err := v.SetOperatorPolicy(p)
-	if err != nil {
-		policyError(w, err)
-		return
-	}
-	putStatus(w, !created)
-}
-
-func (s *Server) deleteOperatorPolicy(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	v, ok := s.writeVHost(w, r, u)
-	if !ok {
-		return
-	}
-	if err := v.DeleteOperatorPolicy(pathValue(r, "name")); err != nil {
-		coreError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
 
 // withOperatorPolicy is a queue's effective policy definition (def, from
 // its policy) with its operator policy's limits (op): the lower value of

@@ -92,12 +92,8 @@ func (s *Server) routes() {
 	m("GET /api/topic-permissions/{vhost}/{user}", adm, s.getTopicPermission)
 	m("PUT /api/topic-permissions/{vhost}/{user}", adm, s.putTopicPermission)
 	m("DELETE /api/topic-permissions/{vhost}/{user}", adm, s.deleteTopicPermission)
-	m("GET /api/policies", pol, s.listPolicies)
-	m("GET /api/policies/{vhost}", pol, s.listVHostPolicies)
-	m("GET /api/policies/{vhost}/{name}", pol, s.getPolicy)
-	m("PUT /api/policies/{vhost}/{name}", pol, s.putPolicy)
-	m("DELETE /api/policies/{vhost}/{name}", pol, s.deletePolicy)
-	s.operatorPolicyRoutes(m, pol)
+	s.policyRoutes(m, pol, "/api/policies", policies)
+	s.policyRoutes(m, pol, "/api/operator-policies", operatorPolicies)
 	s.shovelRoutes(m, pol, mg) // shovels.go
 	m("GET /api/global-parameters", mg, s.listGlobalParameters)
 
