@@ -121,7 +121,16 @@ func TestSecurityF5SessionOwner(t *testing.T) {
 	// u1's, neither queued nor live.
 	_ = u1.Disconnect(&paho.Disconnect{})
 	send("u1/c", "queued-2")
-	u2, present, err := dial3Present(t, addr, "u2", "dev-1")
+	// u1 is away once the broker has read its DISCONNECT (asynchronously:
+	// until then u1's session still has its owner connected).
+	var u2 *client3
+	var present bool
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		u2, present, err = dial3Present(t, addr, "u2", "dev-1")
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatalf("u2 with the client id of u1's session, u1 away: %v", err)
 	}
