@@ -114,10 +114,6 @@ func (s *Server) routes() {
 	// which answers unknown /api/ paths with the API's JSON 404.
 }
 
-func emptyList(w http.ResponseWriter, _ *http.Request, _ *auth.User) {
-	writeJSON(w, http.StatusOK, []any{})
-}
-
 func (s *Server) usersWithoutPermissions(w http.ResponseWriter, _ *http.Request, _ *auth.User) {
 	has := map[string]bool{}
 	for _, p := range s.users.ListPermissions() {
