@@ -52,7 +52,26 @@ func startClusterWith(t *testing.T, n int, perNode func(i int) []string, extra .
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startClusterBin(t, bin, n, perNode, extra...)
+	nodes := startClusterBin(t, bin, n, perNode, extra...)
+	// A new cluster enables its release's stable feature flags once it
+	// has bootstrapped (cluster/meta enableOnBootstrap), a moment after
+	// every node is up; until then what they gate is refused (a named
+	// stream producer: precondition failed). Tests start from there.
+	for _, nd := range nodes {
+		eventually(t, 30*time.Second, nd.name+"'s stable feature flags enabled", func() bool {
+			var fs []featureFlag
+			if code, err := nd.tryAPI("GET", "/api/feature-flags", nil, &fs); err != nil || code != 200 {
+				return false
+			}
+			for _, f := range fs {
+				if f.Stability == "stable" && f.State != "enabled" {
+					return false
+				}
+			}
+			return len(fs) > 0
+		})
+	}
+	return nodes
 }
 
 // startClusterBin is startClusterWith running the executable bin (a
