@@ -30,8 +30,12 @@ type rollingPublisher struct {
 	mu        sync.Mutex
 	acks      []time.Time // when each confirm (ack) arrived, in order
 	confirmed map[int]bool
-	nacks     []time.Time // when each nack arrived
-	sessions  []string    // the node of each connection, in order
+	// confirmedAt and via are when each id was confirmed and through
+	// which node, to place a loss in the restarts.
+	confirmedAt map[int]time.Time
+	via         map[int]string
+	nacks       []time.Time // when each nack arrived
+	sessions    []string    // the node of each connection, in order
 
 	stop chan struct{}
 	done chan struct{}
@@ -42,6 +46,7 @@ const rollingWindow = 64
 
 func startRollingPublisher(nodes []*cnode, queue string, first int) *rollingPublisher {
 	p := &rollingPublisher{nodes: nodes, queue: queue, confirmed: map[int]bool{},
+		confirmedAt: map[int]time.Time{}, via: map[int]string{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go p.run(first)
 	return p
@@ -74,14 +79,14 @@ func (p *rollingPublisher) run(node int) {
 		p.mu.Lock()
 		p.sessions = append(p.sessions, nd.name)
 		p.mu.Unlock()
-		pending, next = p.session(conn, pending, next)
+		pending, next = p.session(conn, nd.name, pending, next)
 		conn.Close()
 	}
 }
 
 // session publishes on conn until it fails or the publisher stops; it
 // returns the ids to publish again and the next new id.
-func (p *rollingPublisher) session(conn *amqp.Connection, pending []int, next int) ([]int, int) {
+func (p *rollingPublisher) session(conn *amqp.Connection, node string, pending []int, next int) ([]int, int) {
 	outstanding := map[uint64]int{}
 	lost := func() []int {
 		out := append([]int(nil), pending...)
@@ -111,6 +116,7 @@ func (p *rollingPublisher) session(conn *amqp.Connection, pending []int, next in
 		defer p.mu.Unlock()
 		if c.Ack {
 			p.confirmed[id] = true
+			p.confirmedAt[id], p.via[id] = time.Now(), node
 			p.acks = append(p.acks, time.Now())
 		} else {
 			p.nacks = append(p.nacks, time.Now())
@@ -330,7 +336,36 @@ func TestRollingRestartNoLoss(t *testing.T) {
 			seen[id] = true
 			_ = m.Ack(false)
 		case <-deadline:
-			t.Fatalf("%d of %d confirmed messages are not in the queue", missing(), len(want))
+			t.Errorf("%d of %d confirmed messages are not in the queue", missing(), len(want))
+			p := pub
+			var ids []int
+			for id := range want {
+				if !seen[id] {
+					ids = append(ids, id)
+				}
+			}
+			sort.Ints(ids)
+			p.mu.Lock()
+			for i := 0; i < len(ids); {
+				j := i
+				for j+1 < len(ids) && ids[j+1] == ids[j]+1 {
+					j++
+				}
+				t.Logf("missing ids %d..%d: confirmed %s .. %s through %s .. %s", ids[i], ids[j],
+					p.confirmedAt[ids[i]].Format("15:04:05.000"), p.confirmedAt[ids[j]].Format("15:04:05.000"), p.via[ids[i]], p.via[ids[j]])
+				i = j + 1
+			}
+			p.mu.Unlock()
+			for _, r := range restarts {
+				t.Logf("%s stopped %s, up %s", r.node, r.from.Format("15:04:05.000"), r.upAt.Format("15:04:05.000"))
+			}
+			for _, nd := range nodes {
+				var q map[string]any
+				_, _ = nd.tryAPI("GET", "/api/queues/%2F/"+queue, nil, &q)
+				t.Logf("%s's view of %s: messages %v ready %v unacked %v leader %v members %v", nd.name, queue,
+					q["messages"], q["messages_ready"], q["messages_unacknowledged"], q["leader"], q["members"])
+			}
+			t.FailNow()
 		}
 	}
 }
