@@ -369,3 +369,30 @@ func TestStreamClusterFollowerRebuildRace(t *testing.T) {
 	l.followStore(9, false) // the next tick
 	checkFollower(t, l, fs, 0, 100, m)
 }
+
+// TestStreamClusterFollowerSnapshotInstall: a snapshot installed on a
+// follower (quorum.FSM.Restore) drops the key range and puts the
+// leader's messages back, from the leader's first offset (below the
+// follower's end) to past it; the follower's ticks, and a rebuild of its
+// index (a role switch) while the range is empty, may come at any point.
+func TestStreamClusterFollowerSnapshotInstall(t *testing.T) {
+	ts := time.Now().UnixNano()
+	m := msgSize(ts)
+	for _, rebuild := range []bool{false, true} {
+		st := newFakeStore()
+		putRange(st, 0, 60, ts)
+		l := followerLog(st)
+		_ = st.DropMessages(9) // Restore: the range dropped
+		l.followStore(9, true)
+		l.followStore(9, false)
+		if rebuild {
+			l.enterReplicated(9, 0) // of the empty range
+		}
+		putRange(st, 30, 120, ts) // the snapshot's messages
+		l.followStore(9, false)
+		putRange(st, 120, 150, ts) // the entries after it
+		l.followStore(9, true)
+		l.followStore(9, false)
+		checkFollower(t, l, st, 30, 150, m)
+	}
+}
