@@ -356,7 +356,7 @@ func (r *retention) settled(what string, last int64) uint64 {
 			}
 			v, ok := viewStream(nd, "cr")
 			views = append(views, v)
-			if !ok || v.Last != last || v.First != first || v.Messages != last-int64(first)+1 || v.Bytes > retMaxBytes+r.rec {
+			if !ok || v.Last != last || v.First != first || v.Messages != last-int64(first)+1 || v.Bytes <= 0 || v.Bytes > retMaxBytes+r.rec {
 				return false
 			}
 		}
