@@ -65,6 +65,8 @@
 // Streams (stream.go, streamlog.go, streamcluster.go) keep their state in a
 // *stream behind the Queue handle and take no Queue.mu on their paths but
 // the cluster switch (BecomeLocal/BecomeProxy): stream.mu → streamLog.mu;
+// streamLog.fmu (a clustered stream's index rebuilt from the store, or a
+// follower's refreshed) → streamLog.mu, fmu never taken under either;
 // a stream's Sink calls run with stream.mu held; the store's callbacks
 // never take stream.mu (a wake loop does). A confirmed message of a stream
 // is durable in its log (or committed by a majority, clustered) and

@@ -131,29 +131,106 @@ func (l *streamLog) retainReplicated(id uint64, maxBytes, cutoff int64) error {
 	return nil
 }
 
-// followFirst moves a follower's first offset up to its store's first key
-// (the leader's retention deleted the messages before it).
-func (l *streamLog) followFirst(id uint64) {
-	var first uint64
-	found := false
-	_ = l.st.MessageKeys(id, 0, func(seq uint64, _ int64) bool {
-		first, found = seq, true
-		return false
-	})
-	if !found {
-		return
-	}
+// followStore brings a follower's index (its one segment) up to what its
+// store holds of key range id: with head, its first offset up to the
+// store's first key (the leader's retention deleted what was before it),
+// then the keys past the index's end (what the group committed since).
+// It reports whether the index grew. It scans from the index's own end,
+// not from the readers' watermark, and under fmu, so that whatever the
+// store did between two calls (appends, and range deletes past the
+// index's end while a restarted member catches up in one burst) the
+// index counts each key of the store once and nothing it lacks.
+func (l *streamLog) followStore(id uint64, head bool) bool {
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.segs) != 1 || first <= l.segs[0].first {
-		return
+	if !l.repl || l.ml != nil || len(l.segs) != 1 {
+		l.mu.Unlock()
+		return false // leading (or not a clustered stream's log)
 	}
 	g := l.segs[0]
-	avg := g.bytes / max(g.count, 1)
-	g.first = first
-	g.count = int64(g.next - g.first)
-	g.bytes = g.count * avg
-	l.cache.drop(first)
+	s := *g // only followStore and enterReplicated (under fmu) change it
+	l.mu.Unlock()
+
+	headMoved := false
+	if head {
+		var first uint64
+		found := false
+		_ = l.st.MessageKeys(id, 0, func(seq uint64, _ int64) bool {
+			first, found = seq, true
+			return false
+		})
+		if found && first > s.first {
+			headMoved = true
+			if first >= s.next {
+				// Everything the index held is gone, and the store
+				// goes on past its end: the tail below counts it.
+				s = segment{id: s.id, first: first, next: first}
+			} else {
+				// Offsets are dense but for gaps a crash left: at
+				// most next-first remain, of the average size.
+				avg := s.bytes / max(s.count, 1)
+				s.count = min(s.count, int64(s.next-first))
+				s.bytes = s.count * avg
+				s.first = first
+				s.firstTs = 0
+				if r, ok := l.readOne(s, first); ok {
+					_, s.firstTs, _ = decodeMessage(r.data)
+				}
+			}
+		}
+	}
+	// The tail: from the index's end, or, when the index holds nothing,
+	// everything the store holds.
+	from := s.next
+	if s.count == 0 {
+		from = 0
+	}
+	var n, bytes int64
+	next, firstKey := from, uint64(0)
+	_ = l.st.MessageKeys(id, from, func(seq uint64, size int64) bool {
+		if n == 0 {
+			firstKey = seq
+		}
+		n++
+		bytes += size
+		next = seq + 1
+		return true
+	})
+	if n > 0 {
+		if s.count == 0 {
+			s.first = firstKey
+			if r, ok := l.readOne(segment{id: id, first: firstKey, next: firstKey + 1}, firstKey); ok {
+				_, s.firstTs, _ = decodeMessage(r.data)
+			}
+		}
+		s.count += n
+		s.bytes += bytes
+		s.next = next
+		if r, ok := l.readOne(segment{id: id, first: next - 1, next: next}, next-1); ok {
+			_, ts, _ := decodeMessage(r.data)
+			s.lastTs = max(s.lastTs, ts)
+		}
+	}
+	if !headMoved && n == 0 {
+		return false
+	}
+	l.mu.Lock()
+	if !l.repl || l.ml != nil || len(l.segs) != 1 || l.segs[0] != g {
+		l.mu.Unlock()
+		return false // became the leader meanwhile: its index is its own
+	}
+	*g = s
+	l.next = max(l.next, s.next)
+	l.mu.Unlock()
+	if headMoved {
+		l.cache.drop(s.first)
+	}
+	if n == 0 {
+		return false
+	}
+	l.raise(s.next)
+	return true
 }
 
 // Replicated reports whether q's messages are kept by a Raft group: a
@@ -167,6 +244,10 @@ func (q *Queue) Replicated() bool {
 // one segment if segBytes is 0 (a follower), else cut into segments of
 // at most segBytes each, greedily from the first key (the leader).
 func (l *streamLog) enterReplicated(id uint64, segBytes int64) {
+	// Under fmu: a follower's refresh that read the store after this scan
+	// must not have its result replaced by this older one.
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
 	var segs []*segment
 	var cur *segment
 	_ = l.st.MessageKeys(id, 0, func(seq uint64, size int64) bool {
@@ -300,41 +381,11 @@ func (st *stream) follow(stop chan struct{}) {
 			return
 		case <-t.C:
 		}
-		if tick%50 == 0 {
-			l.followFirst(st.q.id)
+		// The head (retention's range deletes) once a second: finding
+		// the first key may step over many deleted ones.
+		if l.followStore(st.q.id, tick%50 == 0) {
+			st.onDurable()
 		}
-		from := l.durable.Load()
-		var n, bytes int64
-		next := from
-		_ = l.st.MessageKeys(st.q.id, from, func(seq uint64, size int64) bool {
-			n++
-			bytes += size
-			next = seq + 1
-			return true
-		})
-		if next == from {
-			continue
-		}
-		var lastTs int64
-		if r, ok := l.readOne(segment{id: st.q.id, first: next - 1, next: next}, next-1); ok {
-			_, lastTs, _ = decodeMessage(r.data)
-		}
-		l.mu.Lock()
-		if len(l.segs) == 1 {
-			s := l.segs[0]
-			if s.count == 0 {
-				s.first = from
-				s.firstTs = lastTs
-			}
-			s.count += n
-			s.bytes += bytes
-			s.next = max(s.next, next)
-			s.lastTs = max(s.lastTs, lastTs)
-		}
-		l.next = max(l.next, next)
-		l.mu.Unlock()
-		l.raise(next)
-		st.onDurable()
 	}
 }
 

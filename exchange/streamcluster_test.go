@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -144,7 +145,7 @@ func TestStreamClusterRetainByRange(t *testing.T) {
 	if first, next := leader.bounds(); first != 80 || next != 100 {
 		t.Fatalf("leader bounds %d..%d", first, next)
 	}
-	follower.followFirst(9)
+	follower.followStore(9, true)
 	if first, _ := follower.bounds(); first != 80 {
 		t.Fatalf("follower's first offset %d, want the leader's boundary 80", first)
 	}
@@ -231,5 +232,167 @@ func TestStreamClusterRetainWithoutRanges(t *testing.T) {
 		if first, n := firstKey(st, 9); first != 30 || n != 20 {
 			t.Fatalf("member %d's store starts at %d with %d messages", i, first, n)
 		}
+	}
+}
+
+// followerLog is a clustered stream's follower over its own store st,
+// its index built from what st holds (a member starting).
+func followerLog(st Store) *streamLog {
+	l := &streamLog{st: st, newID: func() uint64 { panic("a clustered stream has no segment ids") }, prefix: "streamseg/t\x00s\x00"}
+	l.enterReplicated(9, 0)
+	return l
+}
+
+// putRange puts messages [from, to) of key range 9 at ts into st, as a
+// member's FSM applies committed appends.
+func putRange(st *fakeStore, from, to uint64, ts int64) {
+	data := encodeMessage(&Message{RoutingKey: "s", Body: make([]byte, 40)}, ts, nil)
+	for off := from; off < to; off++ {
+		st.PutMessage(9, off, data, nil)
+	}
+}
+
+// checkFollower fails unless l's view is the messages [first, next) of
+// size m each, as its store holds them.
+func checkFollower(t *testing.T, l *streamLog, st *fakeStore, first, next uint64, m int64) {
+	t.Helper()
+	if f, n := firstKey(st, 9); f != first || n != int(next-first) {
+		t.Fatalf("the store holds %d messages from %d, want [%d, %d)", n, f, first, next)
+	}
+	msgs, bytes, segs, _, _ := l.stats()
+	lo, hi := l.bounds()
+	last, ok := l.lastOffset()
+	if msgs != int64(next-first) || bytes != msgs*m || segs != 1 || lo != first || hi != next || !ok || last != next-1 {
+		t.Fatalf("follower's view: %d messages, %d bytes, %d segments, bounds %d..%d, last %d (%v); its store holds [%d, %d) of %d bytes each",
+			msgs, bytes, segs, lo, hi, last, ok, first, next, m)
+	}
+	recs, nx, err := l.read(0, 1000, 1<<30)
+	if err != nil || len(recs) != int(next-first) || recs[0].off != first || nx != next {
+		t.Fatalf("read from 0: %d records, next %d, %v", len(recs), nx, err)
+	}
+}
+
+// TestStreamClusterFollowerCatchUpPastRetention: a member restarted after
+// a kill builds its index from what its store held then, and catches up
+// in one burst: the appends it missed and the leader's range deletes,
+// some of them past the index's end. Whether the follower's tick that
+// looks at the head comes before or after one that only reads the tail,
+// its index ends as its store: never a negative count, never a missing
+// last offset (TestStreamClusterRetention saw -83 messages, no last).
+func TestStreamClusterFollowerCatchUpPastRetention(t *testing.T) {
+	ts := time.Now().UnixNano()
+	m := msgSize(ts)
+	for _, order := range []struct {
+		name  string
+		ticks []bool // head or not, one tick each, after the burst
+	}{
+		{"head first", []bool{true, false}},
+		{"tail first", []bool{false, true}},
+		{"head alone", []bool{true}},
+	} {
+		t.Run(order.name, func(t *testing.T) {
+			st := newFakeStore()
+			putRange(st, 0, 60, ts) // what the store held at the kill
+			l := followerLog(st)
+			checkFollower(t, l, st, 0, 60, m)
+
+			// The catch-up: appends up to 200, and retention up to 171.
+			putRange(st, 60, 200, ts)
+			st.DeleteMessages(9, 0, 171)
+			for _, head := range order.ticks {
+				l.followStore(9, head)
+			}
+			if len(order.ticks) == 1 {
+				l.followStore(9, false) // and the next tick
+			}
+			checkFollower(t, l, st, 171, 200, m)
+
+			// Another pass removes all the index holds while more come.
+			putRange(st, 200, 260, ts)
+			st.DeleteMessages(9, 171, 230)
+			for _, head := range order.ticks {
+				l.followStore(9, head)
+			}
+			if len(order.ticks) == 1 {
+				l.followStore(9, false)
+			}
+			checkFollower(t, l, st, 230, 260, m)
+		})
+	}
+}
+
+// keysHook is a store that runs a function once, after the first
+// MessageKeys scan that follows arm.
+type keysHook struct {
+	*fakeStore
+	after atomic.Pointer[func()]
+}
+
+func (s *keysHook) MessageKeys(qid, from uint64, fn func(seq uint64, size int64) bool) error {
+	err := s.fakeStore.MessageKeys(qid, from, fn)
+	if h := s.after.Swap(nil); h != nil {
+		(*h)()
+	}
+	return err
+}
+
+// TestStreamClusterFollowerRebuildRace: a follower's index rebuilt from
+// its store (BecomeProxy again) while its refresh tick runs: the tick
+// reads the store after the rebuild's scan, and the rebuild's older view
+// must not end up as the index (the store's later keys lost to it).
+func TestStreamClusterFollowerRebuildRace(t *testing.T) {
+	ts := time.Now().UnixNano()
+	m := msgSize(ts)
+	fs := newFakeStore()
+	st := &keysHook{fakeStore: fs}
+	putRange(fs, 0, 30, ts)
+	l := followerLog(st)
+	putRange(fs, 30, 60, ts)
+
+	done := make(chan struct{})
+	hook := func() {
+		// After the rebuild's scan (it saw [0, 60)): more is applied,
+		// and the tick runs; it may have to wait for the rebuild.
+		putRange(fs, 60, 100, ts)
+		go func() {
+			defer close(done)
+			l.followStore(9, false)
+		}()
+		select {
+		case <-done:
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	st.after.Store(&hook)
+	l.enterReplicated(9, 0)
+	<-done
+	l.followStore(9, false) // the next tick
+	checkFollower(t, l, fs, 0, 100, m)
+}
+
+// TestStreamClusterFollowerSnapshotInstall: a snapshot installed on a
+// follower (quorum.FSM.Restore) drops the key range and puts the
+// leader's messages back, from the leader's first offset (below the
+// follower's end) to past it; the follower's ticks, and a rebuild of its
+// index (a role switch) while the range is empty, may come at any point.
+func TestStreamClusterFollowerSnapshotInstall(t *testing.T) {
+	ts := time.Now().UnixNano()
+	m := msgSize(ts)
+	for _, rebuild := range []bool{false, true} {
+		st := newFakeStore()
+		putRange(st, 0, 60, ts)
+		l := followerLog(st)
+		_ = st.DropMessages(9) // Restore: the range dropped
+		l.followStore(9, true)
+		l.followStore(9, false)
+		if rebuild {
+			l.enterReplicated(9, 0) // of the empty range
+		}
+		putRange(st, 30, 120, ts) // the snapshot's messages
+		l.followStore(9, false)
+		putRange(st, 120, 150, ts) // the entries after it
+		l.followStore(9, true)
+		l.followStore(9, false)
+		checkFollower(t, l, st, 30, 150, m)
 	}
 }

@@ -74,6 +74,11 @@ type streamLog struct {
 	// leader, nil elsewhere.
 	repl bool
 	ml   MessageLog
+	// fmu serialises the rebuilds of a clustered stream's index from the
+	// store (enterReplicated) with a follower's refreshes (followStore),
+	// so that neither installs what it read over what the other read
+	// later. Taken before mu, never while holding it.
+	fmu sync.Mutex
 	// onDurable is called (from the store's notifier goroutine) after the
 	// durable watermark moved.
 	onDurable func()

@@ -342,7 +342,11 @@ func (r *retention) settled(what string, last int64) uint64 {
 		}
 		var ok bool
 		lv, ok = viewStream(r.nodes[li], "cr")
-		if !ok || lv.Last != last || lv.First == 0 || lv.Bytes > retMaxBytes {
+		// Segments: a node named leader whose index is one segment has
+		// not taken up the lead yet, or just lost it (a leader that
+		// stepped down on a loaded machine, named still by a follower
+		// that has not heard of it): wait for the one that leads.
+		if !ok || lv.Last != last || lv.First == 0 || lv.Bytes > retMaxBytes || lv.Segments < 2 {
 			return false
 		}
 		first = lv.First
@@ -352,7 +356,7 @@ func (r *retention) settled(what string, last int64) uint64 {
 			}
 			v, ok := viewStream(nd, "cr")
 			views = append(views, v)
-			if !ok || v.Last != last || v.First != first || v.Messages != last-int64(first)+1 || v.Bytes > retMaxBytes+r.rec {
+			if !ok || v.Last != last || v.First != first || v.Messages != last-int64(first)+1 || v.Bytes <= 0 || v.Bytes > retMaxBytes+r.rec {
 				return false
 			}
 		}
