@@ -2,8 +2,10 @@ package test
 
 import (
 	"context"
+	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,6 +41,31 @@ type rollingPublisher struct {
 
 	stop chan struct{}
 	done chan struct{}
+}
+
+// leaseLost returns the first line of a node's log saying that a Raft
+// leader stepped down for want of a majority's answers within its lease
+// (a stalled process or machine), or "".
+func leaseLost(nodes []*cnode) string {
+	for _, nd := range nodes {
+		b, err := os.ReadFile(nd.p.LogPath)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "failed to contact quorum of nodes, stepping down") {
+				return nd.name + ": " + line
+			}
+		}
+	}
+	return ""
+}
+
+// restart is one node's stop and start in a rolling restart.
+type restart struct {
+	node       string
+	wasLeader  bool
+	from, upAt time.Time
 }
 
 // rollingWindow bounds the publishes awaiting a confirm.
@@ -229,11 +256,6 @@ func TestRollingRestartNoLoss(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "the first confirms", func() bool { return count() >= 200 })
 
-	type restart struct {
-		node       string
-		wasLeader  bool
-		from, upAt time.Time
-	}
 	var restarts []restart
 	for _, nd := range nodes {
 		// As RabbitMQ's procedure: the queue has all its members again
@@ -295,35 +317,50 @@ func TestRollingRestartNoLoss(t *testing.T) {
 	// never appended (raft.ErrLeadershipTransferInProgress, then
 	// ErrNotLeader) go to the new leader (cluster/quorum.NotAppendedError,
 	// cluster/forward keepUnsent) instead of being nacked.
+	// Unless the machine stalled: a leader that hears from no majority
+	// for its lease (900 ms) steps down, and what it had appended but not
+	// committed has an unknown outcome, which must be nacked. The logs
+	// say when that happened; only then are nacks let through (said so),
+	// and the loss check below holds either way.
 	if nacks > 0 {
-		t.Errorf("%d of %d publishes nacked during the rolling restart, want none", nacks, confirmed)
+		if why := leaseLost(nodes); why != "" {
+			t.Logf("%d of %d publishes nacked: a Raft leader lost its lease, not a hand-over (%s)", nacks, confirmed, why)
+		} else {
+			t.Errorf("%d of %d publishes nacked during the rolling restart, want none", nacks, confirmed)
+		}
 	}
 
 	// Every confirmed message is in the queue (a republished one may be
 	// there twice).
-	_, cch := dialNode(t, nodes[1])
-	if err := cch.Qos(1000, 0, false); err != nil {
+	pub.mu.Lock()
+	want := len(pub.confirmed)
+	pub.mu.Unlock()
+	pub.checkAllInQueue(t, nodes, queue, restarts, want)
+}
+
+// checkAllInQueue consumes queue through nodes[1] until every id
+// confirmed to the publisher has come (each counted once; duplicates of
+// a republish are acked and ignored), or fails naming what did not come:
+// the ids' ranges, when and through which node they were confirmed, and
+// every node's view of the queue.
+func (p *rollingPublisher) checkAllInQueue(t *testing.T, nodes []*cnode, queue string, restarts []restart, want int) {
+	t.Helper()
+	_, ch := dialNode(t, nodes[1])
+	if err := ch.Qos(1000, 0, false); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := cch.Consume(queue, "", false, false, false, false, nil)
+	msgs, err := ch.Consume(queue, "", false, false, false, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.mu.Lock()
+	confirmed := p.confirmed
+	p.mu.Unlock()
 	seen := map[int]bool{}
-	pub.mu.Lock()
-	want := pub.confirmed
-	pub.mu.Unlock()
-	missing := func() int {
-		n := 0
-		for id := range want {
-			if !seen[id] {
-				n++
-			}
-		}
-		return n
-	}
+	missing, received := want, 0
+	var lastAt time.Time
 	deadline := time.After(120 * time.Second)
-	for missing() > 0 {
+	for missing > 0 {
 		select {
 		case m, ok := <-msgs:
 			if !ok {
@@ -333,13 +370,17 @@ func TestRollingRestartNoLoss(t *testing.T) {
 			if err != nil {
 				t.Fatalf("unexpected body %q", m.Body)
 			}
+			if confirmed[id] && !seen[id] {
+				missing--
+			}
 			seen[id] = true
+			received, lastAt = received+1, time.Now()
 			_ = m.Ack(false)
 		case <-deadline:
-			t.Errorf("%d of %d confirmed messages are not in the queue", missing(), len(want))
-			p := pub
+			t.Errorf("%d of %d confirmed messages are not in the queue (%d deliveries, the last at %s)",
+				missing, want, received, lastAt.Format("15:04:05.000"))
 			var ids []int
-			for id := range want {
+			for id := range confirmed {
 				if !seen[id] {
 					ids = append(ids, id)
 				}
