@@ -1,0 +1,389 @@
+package test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	amqp10 "github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/message"
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
+	"github.com/spaolacci/murmur3"
+
+	"github.com/trident-broker/trident/conf"
+)
+
+// Super streams (RabbitMQ 3.11's partitioned streams) with
+// rabbitmq-stream-go-client v1.8.3: created over the stream protocol
+// (CreateSuperStream, which the client sends because the broker announces
+// 3.13), published by its super stream producer, read by its super stream
+// consumer, and consumed by a single-active group whose members share the
+// partitions.
+
+// ssKey is the routing key a test message carries.
+func ssKey(m message.StreamMessage) string {
+	return m.GetApplicationProperties()["key"].(string)
+}
+
+// ssPartitionOf is the partition the client's hash strategy picks for
+// key among n: murmur3 (seed 104729, RabbitMQ's clients') modulo n, an
+// index into the Partitions answer — computed here independently.
+func ssPartitionOf(name, key string, n int) string {
+	h := murmur3.New32WithSeed(104729) // Sum32WithSeed trips -race's checkptr
+	_, _ = h.Write([]byte(key))
+	return fmt.Sprintf("%s-%d", name, h.Sum32()%uint32(n))
+}
+
+// ssPublish sends n messages with keys k-from … through p and waits for
+// every confirm.
+func ssPublish(t *testing.T, p *stream.SuperStreamProducer, from, n int) {
+	t.Helper()
+	confirms := p.NotifyPublishConfirmation(n)
+	for i := from; i < from+n; i++ {
+		m := amqp10.NewMessage([]byte("m-" + strconv.Itoa(i)))
+		m.ApplicationProperties = map[string]any{"key": "k-" + strconv.Itoa(i)}
+		if err := p.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := 0
+	deadline := time.After(60 * time.Second)
+	for got < n {
+		select {
+		case c := <-confirms:
+			for _, s := range c.ConfirmationStatus {
+				if !s.IsConfirmed() {
+					t.Fatalf("message on %s not confirmed", c.Partition)
+				}
+				got++
+			}
+		case <-deadline:
+			t.Fatalf("%d of %d confirmed", got, n)
+		}
+	}
+}
+
+// ssRead collects what a super stream consumer receives, by partition.
+type ssRead struct {
+	mu   sync.Mutex
+	keys map[string][]string // partition → keys in order
+	offs map[string][]int64
+}
+
+func (r *ssRead) handler(ctx stream.ConsumerContext, m *amqp10.Message) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.keys == nil {
+		r.keys, r.offs = map[string][]string{}, map[string][]int64{}
+	}
+	p := ctx.Consumer.GetStreamName()
+	r.keys[p] = append(r.keys[p], m.ApplicationProperties["key"].(string))
+	r.offs[p] = append(r.offs[p], ctx.Consumer.GetOffset())
+}
+
+func (r *ssRead) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, ks := range r.keys {
+		n += len(ks)
+	}
+	return n
+}
+
+func (r *ssRead) partitions() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ps []string
+	for p := range r.keys {
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	return ps
+}
+
+func ssWaitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestStreamSuperStreamProduceConsume: the client declares a super stream
+// of 3 partitions; Partitions lists them in order; its hash producer
+// publishes 300 keyed messages, each stored on the partition murmur3
+// gives its key; its super stream consumer reads all 300; Route answers
+// the partition bound with a key, which a key-routing producer and an
+// AMQP publish to the super stream's exchange reach; DeleteSuperStream
+// removes the exchange and partitions.
+func TestStreamSuperStreamProduceConsume(t *testing.T) {
+	b, addr := streamBroker(t)
+	env := streamEnv(t, addr, "guest", "guest")
+	const name, n = "orders", 300
+	if err := env.DeclareSuperStream(name, stream.NewPartitionsOptions(3)); err != nil {
+		t.Fatalf("DeclareSuperStream: %v", err)
+	}
+	parts, err := env.QueryPartitions(name)
+	if want := []string{"orders-0", "orders-1", "orders-2"}; err != nil || !slices.Equal(parts, want) {
+		t.Fatalf("partitions %v %v, want %v", parts, err, want)
+	}
+	// Again: stream already exists, which the client's environment takes
+	// as success (as with RabbitMQ); nothing changes.
+	if err := env.DeclareSuperStream(name, stream.NewPartitionsOptions(2)); err != nil {
+		t.Fatalf("declared twice: %v", err)
+	}
+	if again, _ := env.QueryPartitions(name); !slices.Equal(again, parts) {
+		t.Fatalf("a second declaration changed the partitions to %v", again)
+	}
+	if _, err := env.QueryPartitions("no-such"); !errors.Is(err, stream.StreamDoesNotExist) {
+		t.Fatalf("partitions of an unknown super stream: %v", err)
+	}
+
+	p, err := env.NewSuperStreamProducer(name, stream.NewSuperStreamProducerOptions(stream.NewHashRoutingStrategy(ssKey)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ssPublish(t, p, 0, n)
+	_ = p.Close()
+
+	read := &ssRead{}
+	c, err := env.NewSuperStreamConsumer(name, read.handler, stream.NewSuperStreamConsumerOptions().
+		SetOffset(stream.OffsetSpecification{}.First()).SetConsumerName("reader"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ssWaitFor(t, "all messages read", func() bool { return read.count() >= n })
+	_ = c.Close()
+	read.mu.Lock()
+	per := map[string]int{}
+	for part, keys := range read.keys {
+		for _, k := range keys {
+			if want := ssPartitionOf(name, k, 3); part != want {
+				t.Errorf("key %s on %s, murmur3 says %s", k, part, want)
+			}
+		}
+		per[part] = len(keys)
+	}
+	read.mu.Unlock()
+	if read.count() != n || len(per) != 3 {
+		t.Fatalf("read %d messages over %v", read.count(), per)
+	}
+
+	// Key routing: Route answers the partition bound with the key.
+	if r, err := env.QueryRoute(name, "2"); err != nil || !slices.Equal(r, []string{"orders-2"}) {
+		t.Fatalf("route 2: %v %v", r, err)
+	}
+	if r, err := env.QueryRoute(name, "nine"); err != nil || len(r) != 0 {
+		t.Fatalf("route of an unbound key: %v %v", r, err)
+	}
+	kp, err := env.NewSuperStreamProducer(name, stream.NewSuperStreamProducerOptions(
+		stream.NewKeyRoutingStrategy(func(message.StreamMessage) string { return "1" })))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ssPublish(t, kp, n, 1)
+	_ = kp.Close()
+	st, err := env.StreamStats("orders-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last, _ := st.CommittedChunkId(); last != int64(per["orders-1"]) {
+		t.Fatalf("orders-1 last offset %d after the key-routed message, want %d", last, per["orders-1"])
+	}
+
+	// AMQP: a publish to the super stream's exchange with key 0 lands on orders-0.
+	_, ch := channel(t, b.URL)
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 1))
+	if err := ch.Publish(name, "0", true, false, amqp.Publishing{Body: []byte("amqp"), Headers: amqp.Table{"key": "amqp"}}); err != nil {
+		t.Fatal(err)
+	}
+	if c := <-confirms; !c.Ack {
+		t.Fatal("AMQP publish nacked")
+	}
+	got := spConsume(t, env, "orders-0", stream.OffsetSpecification{}.Offset(int64(per["orders-0"])))
+	got.wait(t, 1)
+	got.mu.Lock()
+	if body := string(got.msgs[0].GetData()); body != "amqp" {
+		t.Errorf("orders-0 at offset %d holds %q", per["orders-0"], body)
+	}
+	got.mu.Unlock()
+
+	if err := env.DeleteSuperStream(name); err != nil {
+		t.Fatalf("DeleteSuperStream: %v", err)
+	}
+	for _, s := range parts {
+		if ok, _ := env.StreamExists(s); ok {
+			t.Fatalf("%s left after delete", s)
+		}
+	}
+	if _, err := env.QueryPartitions(name); !errors.Is(err, stream.StreamDoesNotExist) {
+		t.Fatalf("partitions after delete: %v", err)
+	}
+	if err := env.DeleteSuperStream(name); !errors.Is(err, stream.StreamDoesNotExist) {
+		t.Fatalf("second delete: %v", err)
+	}
+}
+
+// TestStreamSuperStreamSAC: three super stream consumers of group "app"
+// with single active consumer get one partition each (RabbitMQ spreads a
+// super stream's partitions over the group); the one on orders-… goes
+// after storing an offset, another member takes its partition and
+// continues right after the stored offset.
+func TestStreamSuperStreamSAC(t *testing.T) {
+	_, addr := streamBroker(t)
+	env := streamEnv(t, addr, "guest", "guest")
+	const name = "sac-ss"
+	if err := env.DeclareSuperStream(name, stream.NewPartitionsOptions(3)); err != nil {
+		t.Fatal(err)
+	}
+	p, err := env.NewSuperStreamProducer(name, stream.NewSuperStreamProducerOptions(stream.NewHashRoutingStrategy(ssKey)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ssPublish(t, p, 0, 90)
+
+	type member struct {
+		env  *stream.Environment
+		read *ssRead
+	}
+	var ms [3]member
+	for i := range ms {
+		menv := streamEnv(t, addr, "guest", "guest")
+		read := &ssRead{}
+		update := func(partition string, active bool) stream.OffsetSpecification {
+			if off, err := menv.QueryOffset("app", partition); err == nil {
+				return stream.OffsetSpecification{}.Offset(off + 1)
+			}
+			return stream.OffsetSpecification{}.First()
+		}
+		_, err := menv.NewSuperStreamConsumer(name, read.handler, stream.NewSuperStreamConsumerOptions().
+			SetConsumerName("app").SetManualCommit().SetOffset(stream.OffsetSpecification{}.First()).
+			SetSingleActiveConsumer(stream.NewSingleActiveConsumer(update)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms[i] = member{menv, read}
+		// Let each member's activations settle before the next joins.
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Publish after the group is complete: what each member reads from
+	// now on is what its active partition receives.
+	for i := range ms {
+		ms[i].read.mu.Lock()
+		ms[i].read.keys, ms[i].read.offs = nil, nil
+		ms[i].read.mu.Unlock()
+	}
+	before := map[string]int64{}
+	for i := range 3 {
+		s := fmt.Sprintf("%s-%d", name, i)
+		st, err := env.StreamStats(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[s], _ = st.CommittedChunkId()
+	}
+	ssPublish(t, p, 90, 90)
+	ssWaitFor(t, "the new messages read", func() bool {
+		return ms[0].read.count()+ms[1].read.count()+ms[2].read.count() >= 90
+	})
+	time.Sleep(300 * time.Millisecond)
+	owner := map[string]int{}
+	for i, m := range ms {
+		ps := m.read.partitions()
+		if len(ps) != 1 {
+			t.Fatalf("member %d read from %v, want one partition each", i, ps)
+		}
+		if prev, dup := owner[ps[0]]; dup {
+			t.Fatalf("members %d and %d both read %s", prev, i, ps[0])
+		}
+		owner[ps[0]] = i
+	}
+
+	// The member on partition 1 stores an offset and goes.
+	gone := fmt.Sprintf("%s-1", name)
+	leaver := owner[gone]
+	stored := before[gone] + 5
+	if err := env.StoreOffset("app", gone, stored); err != nil {
+		t.Fatal(err)
+	}
+	ssWaitFor(t, "offset stored", func() bool { off, err := env.QueryOffset("app", gone); return err == nil && off == stored })
+	_ = ms[leaver].env.Close()
+	var heir int = -1
+	ssWaitFor(t, gone+" taken over", func() bool {
+		for i, m := range ms {
+			if i == leaver {
+				continue
+			}
+			m.read.mu.Lock()
+			offs := m.read.offs[gone]
+			m.read.mu.Unlock()
+			if len(offs) > 0 {
+				heir = i
+				return true
+			}
+		}
+		return false
+	})
+	ms[heir].read.mu.Lock()
+	first := ms[heir].read.offs[gone][0]
+	ms[heir].read.mu.Unlock()
+	if first != stored+1 {
+		t.Fatalf("member %d took %s over from offset %d, want %d (after the stored offset)", heir, gone, first, stored+1)
+	}
+}
+
+// TestStreamSuperStreamPermissions: a user without configure on the
+// exchange, or on the partitions, is refused the create and nothing is
+// declared; without configure the delete is refused too.
+func TestStreamSuperStreamPermissions(t *testing.T) {
+	b, addr := streamBroker(t, func(*conf.Config) {})
+	us := b.n.Users()
+	for _, u := range []struct{ name, conf string }{
+		{"ss-none", "^$"},
+		{"ss-xonly", "^perm$"}, // the exchange but not its partitions
+	} {
+		if err := us.PutUser(u.name, "pw", nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := us.SetPermissions(u.name, "/", u.conf, ".*", ".*"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin := streamEnv(t, addr, "guest", "guest")
+	for _, user := range []string{"ss-none", "ss-xonly"} {
+		env := streamEnv(t, addr, user, "pw")
+		if err := env.DeclareSuperStream("perm", stream.NewPartitionsOptions(2)); !errors.Is(err, stream.CodeAccessRefused) {
+			t.Fatalf("%s: create: %v, want access refused", user, err)
+		}
+		if _, err := admin.QueryPartitions("perm"); !errors.Is(err, stream.StreamDoesNotExist) {
+			t.Fatalf("%s: a refused create declared the exchange: %v", user, err)
+		}
+		for _, s := range []string{"perm-0", "perm-1"} {
+			if ok, _ := admin.StreamExists(s); ok {
+				t.Fatalf("%s: a refused create declared %s", user, s)
+			}
+		}
+	}
+	if err := admin.DeclareSuperStream("perm", stream.NewPartitionsOptions(2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := streamEnv(t, addr, "ss-xonly", "pw").DeleteSuperStream("perm"); !errors.Is(err, stream.CodeAccessRefused) {
+		t.Fatalf("delete without configure on the partitions: %v", err)
+	}
+	if ps, err := admin.QueryPartitions("perm"); err != nil || len(ps) != 2 {
+		t.Fatalf("a refused delete changed the super stream: %v %v", ps, err)
+	}
+}
