@@ -3,8 +3,13 @@ package test
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -385,5 +390,104 @@ func TestStreamSuperStreamPermissions(t *testing.T) {
 	}
 	if ps, err := admin.QueryPartitions("perm"); err != nil || len(ps) != 2 {
 		t.Fatalf("a refused delete changed the super stream: %v %v", ps, err)
+	}
+}
+
+// TestStreamSuperStreamHTTPAndCLI: a super stream declared over the HTTP
+// API by hand (the exchange with x-super-stream, the streams, the
+// bindings with x-stream-partition-order, as RabbitMQ users do) is one
+// for the stream protocol's Partitions and Route; tridentctl declares
+// one with --partitions or --routing-keys and deletes it, through the
+// API; a user without configure is refused and nothing is declared.
+func TestStreamSuperStreamHTTPAndCLI(t *testing.T) {
+	b, base := mgmtBroker(t, func(c *conf.Config) { c.Stream.Listen = "127.0.0.1:0" })
+	addr := b.n.StreamAddr().(*net.TCPAddr)
+	env := streamEnv(t, addr, "guest", "guest")
+	api := apiClient{t: t, base: base, user: "guest", pass: "guest"}
+
+	api.expect(http.StatusCreated, "PUT", "/api/exchanges/%2F/hand", map[string]any{"type": "direct", "durable": true,
+		"arguments": map[string]any{"x-super-stream": true}})
+	for i, p := range []string{"hand-b", "hand-a"} {
+		api.expect(http.StatusCreated, "PUT", "/api/queues/%2F/"+p, map[string]any{"durable": true,
+			"arguments": map[string]any{"x-queue-type": "stream"}})
+		api.expect(http.StatusCreated, "POST", "/api/bindings/%2F/e/hand/q/"+p, map[string]any{"routing_key": p[5:],
+			"arguments": map[string]any{"x-stream-partition-order": i}})
+	}
+	if ps, err := env.QueryPartitions("hand"); err != nil || !slices.Equal(ps, []string{"hand-b", "hand-a"}) {
+		t.Fatalf("partitions of the API-declared super stream: %v %v", ps, err)
+	}
+	if r, err := env.QueryRoute("hand", "a"); err != nil || !slices.Equal(r, []string{"hand-a"}) {
+		t.Fatalf("route a: %v %v", r, err)
+	}
+
+	bin := tridentctl(t)
+	run := func(want int, user string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "TRIDENT_URL="+base, "TRIDENT_USER="+user, "TRIDENT_PASSWORD=pw")
+		if user == "guest" {
+			cmd.Env = append(cmd.Env, "TRIDENT_PASSWORD=guest")
+		}
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != want {
+			t.Fatalf("tridentctl %v as %s: exit %d, want %d\n%s", args, user, code, want, out)
+		}
+		return string(out)
+	}
+	run(0, "guest", "declare", "super-stream", "cli", "--partitions", "3")
+	if ps, err := env.QueryPartitions("cli"); err != nil || !slices.Equal(ps, []string{"cli-0", "cli-1", "cli-2"}) {
+		t.Fatalf("partitions of the CLI's super stream: %v %v", ps, err)
+	}
+	if r, err := env.QueryRoute("cli", "1"); err != nil || !slices.Equal(r, []string{"cli-1"}) {
+		t.Fatalf("route 1: %v %v", r, err)
+	}
+	run(0, "guest", "declare", "super-stream", "keyed", "--routing-keys", "eu,us")
+	if r, err := env.QueryRoute("keyed", "us"); err != nil || !slices.Equal(r, []string{"keyed-us"}) {
+		t.Fatalf("route us: %v %v", r, err)
+	}
+	if out := run(1, "guest", "declare", "super-stream", "cli", "--partitions", "2"); !strings.Contains(out, "already exists") {
+		t.Fatalf("second declaration: %s", out)
+	}
+	run(2, "guest", "declare", "super-stream", "both", "--partitions", "2", "--routing-keys", "a")
+
+	// Without configure on the exchange: refused, nothing declared.
+	us := b.n.Users()
+	if err := us.PutUser("ss-mgmt", "pw", []string{"management"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := us.SetPermissions("ss-mgmt", "/", "^$", ".*", ".*"); err != nil {
+		t.Fatal(err)
+	}
+	if out := run(1, "ss-mgmt", "declare", "super-stream", "denied", "--partitions", "2"); !strings.Contains(out, "Access refused") {
+		t.Fatalf("declare without configure: %s", out)
+	}
+	if _, err := env.QueryPartitions("denied"); !errors.Is(err, stream.StreamDoesNotExist) {
+		t.Fatalf("a refused declaration left a super stream: %v", err)
+	}
+	if ok, _ := env.StreamExists("denied-0"); ok {
+		t.Fatal("a refused declaration left a partition")
+	}
+	if out := run(1, "ss-mgmt", "delete", "super-stream", "cli"); !strings.Contains(out, "Access refused") {
+		t.Fatalf("delete without configure: %s", out)
+	}
+
+	run(0, "guest", "delete", "super-stream", "cli")
+	for _, s := range []string{"cli-0", "cli-1", "cli-2"} {
+		if ok, _ := env.StreamExists(s); ok {
+			t.Fatalf("%s left after tridentctl delete super-stream", s)
+		}
+	}
+	if _, err := env.QueryPartitions("cli"); !errors.Is(err, stream.StreamDoesNotExist) {
+		t.Fatalf("partitions after delete: %v", err)
+	}
+	api.expect(http.StatusCreated, "PUT", "/api/exchanges/%2F/plain", map[string]any{"type": "direct"})
+	if out := run(1, "guest", "delete", "super-stream", "plain"); !strings.Contains(out, "not a super stream") {
+		t.Fatalf("delete of a plain exchange: %s", out)
 	}
 }
