@@ -36,12 +36,12 @@ func SuperStreamPartitions(name string, n int, keys []string) (streams, bindingK
 func superStreamCommands(name string, streams, keys []string, streamArgs Table) []Command {
 	cmds := []Command{ExchangeDeclare{Name: name, Type: KindDirect,
 		Opts: ExchangeOpts{Durable: true, Args: Table{ArgSuperStream: true}}}}
-	for _, s := range streams {
+	for i, s := range streams {
 		args := Table{"x-queue-type": "stream"}
 		for k, v := range streamArgs {
 			args[k] = v
 		}
-		cmds = append(cmds, QueueDeclare{Name: s, Opts: QueueOpts{Durable: true, Args: args}})
+		cmds = append(cmds, QueueDeclare{Name: s, Opts: QueueOpts{Durable: true, Args: args, turn: i}})
 	}
 	for i, s := range streams {
 		cmds = append(cmds, QueueBind{Queue: s, Exchange: name, Key: keys[i],
@@ -130,4 +130,19 @@ func (v *VHost) DeleteSuperStream(a Authorizer, name string) (partitions []strin
 		}
 	}
 	return partitions, nil
+}
+
+// turnMembers places partition i's first member (the one that stands for
+// election first, so its leader while all are up) i places further along
+// the members the placement chose: a super stream declared on one node
+// has its partitions led by different nodes, as RabbitMQ places them.
+// The members are the same set; a drained node the placement put last
+// may come first for some partition (it then hands over as for any
+// stream on a drained node).
+func turnMembers(ms []string, i int) []string {
+	if i <= 0 || len(ms) < 2 {
+		return ms
+	}
+	k := i % len(ms)
+	return append(append([]string(nil), ms[k:]...), ms[:k]...)
 }

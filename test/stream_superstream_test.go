@@ -21,6 +21,7 @@ import (
 	"github.com/spaolacci/murmur3"
 
 	"github.com/trident-broker/trident/conf"
+	"github.com/trident-broker/trident/test/testbin"
 )
 
 // Super streams (RabbitMQ 3.11's partitioned streams) with
@@ -489,5 +490,68 @@ func TestStreamSuperStreamHTTPAndCLI(t *testing.T) {
 	api.expect(http.StatusCreated, "PUT", "/api/exchanges/%2F/plain", map[string]any{"type": "direct"})
 	if out := run(1, "guest", "delete", "super-stream", "plain"); !strings.Contains(out, "not a super stream") {
 		t.Fatalf("delete of a plain exchange: %s", out)
+	}
+}
+
+// TestStreamSuperStreamCluster: on 3 nodes, a super stream of 3
+// partitions declared through node 0 has its partitions led by three
+// different nodes (each partition's first member, the one that stands
+// for election first, is turned by its index); a super stream producer
+// on node 1 and a super stream consumer on node 2 move every message.
+func TestStreamSuperStreamCluster(t *testing.T) {
+	const n = 3
+	var addrs []*net.TCPAddr
+	for range n {
+		port, err := testbin.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
+	}
+	nodes := startClusterWith(t, n, func(i int) []string { return []string{"--stream-listen", addrs[i].String()} })
+	envs := make([]*stream.Environment, n)
+	for i := range envs {
+		envs[i] = streamEnv(t, addrs[i], "guest", "guest")
+	}
+	const name = "cl-ss"
+	if err := envs[0].DeclareSuperStream(name, stream.NewPartitionsOptions(3)); err != nil {
+		t.Fatal(err)
+	}
+	leaders := make([]int, 3)
+	for p := range 3 {
+		s := fmt.Sprintf("%s-%d", name, p)
+		eventually(t, 60*time.Second, "a leader of "+s, func() bool { leaders[p] = leaderIndex(nodes, s); return leaders[p] >= 0 })
+	}
+	if leaders[0] == leaders[1] || leaders[1] == leaders[2] || leaders[0] == leaders[2] {
+		t.Fatalf("partition leaders on nodes %v, want three different nodes", leaders)
+	}
+	for i, env := range envs {
+		eventually(t, 30*time.Second, "partitions on node "+strconv.Itoa(i), func() bool {
+			ps, err := env.QueryPartitions(name)
+			return err == nil && len(ps) == 3
+		})
+	}
+	p, err := envs[1].NewSuperStreamProducer(name, stream.NewSuperStreamProducerOptions(stream.NewHashRoutingStrategy(ssKey)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ssPublish(t, p, 0, 300)
+	_ = p.Close()
+	read := &ssRead{}
+	c, err := envs[2].NewSuperStreamConsumer(name, read.handler, stream.NewSuperStreamConsumerOptions().
+		SetOffset(stream.OffsetSpecification{}.First()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ssWaitFor(t, "300 messages through node 2", func() bool { return read.count() >= 300 })
+	read.mu.Lock()
+	defer read.mu.Unlock()
+	for part, keys := range read.keys {
+		for _, k := range keys {
+			if want := ssPartitionOf(name, k, 3); part != want {
+				t.Fatalf("key %s on %s, murmur3 says %s", k, part, want)
+			}
+		}
 	}
 }
