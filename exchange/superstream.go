@@ -192,3 +192,13 @@ func (v *VHost) PartitionOf(stream string) (super string, index int, ok bool) {
 	}
 	return super, index, ok
 }
+
+// SuperStreamPartitions lists the partitions of x, a super stream's
+// exchange, in order (nil for any other exchange).
+func (x *Exchange) SuperStreamPartitions() []string {
+	if !x.IsSuperStream() {
+		return nil
+	}
+	ps, _ := x.vh.Partitions(x.name)
+	return ps
+}

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -420,6 +421,15 @@ func TestStreamSuperStreamHTTPAndCLI(t *testing.T) {
 	if r, err := env.QueryRoute("hand", "a"); err != nil || !slices.Equal(r, []string{"hand-a"}) {
 		t.Fatalf("route a: %v %v", r, err)
 	}
+	// The API's exchange object says it is a super stream, with its partitions.
+	var x struct {
+		SuperStream bool     `json:"super_stream"`
+		Partitions  []string `json:"partitions"`
+	}
+	if err := json.Unmarshal(api.expect(http.StatusOK, "GET", "/api/exchanges/%2F/hand", nil), &x); err != nil ||
+		!x.SuperStream || !slices.Equal(x.Partitions, []string{"hand-b", "hand-a"}) {
+		t.Fatalf("exchange object: %+v %v", x, err)
+	}
 
 	bin := tridentctl(t)
 	run := func(want int, user string, args ...string) string {
@@ -488,6 +498,9 @@ func TestStreamSuperStreamHTTPAndCLI(t *testing.T) {
 		t.Fatalf("partitions after delete: %v", err)
 	}
 	api.expect(http.StatusCreated, "PUT", "/api/exchanges/%2F/plain", map[string]any{"type": "direct"})
+	if body := string(api.expect(http.StatusOK, "GET", "/api/exchanges/%2F/plain", nil)); strings.Contains(body, "super_stream") {
+		t.Fatalf("a plain exchange's object: %s", body)
+	}
 	if out := run(1, "guest", "delete", "super-stream", "plain"); !strings.Contains(out, "not a super stream") {
 		t.Fatalf("delete of a plain exchange: %s", out)
 	}
