@@ -86,24 +86,29 @@ func (v *VHost) DeclareSuperStream(a Authorizer, name string, streams, keys []st
 			return ErrSuperStreamExists
 		}
 	}
-	for i, c := range cmds {
-		if _, err := v.Do(a, c); err != nil {
-			v.undoSuperStream(a, cmds[:i])
+	var created []Command // what to delete if a later command fails
+	for _, c := range cmds {
+		r, err := v.Do(a, c)
+		if err != nil {
+			v.undoSuperStream(a, created)
 			return err
+		}
+		switch c := c.(type) {
+		case ExchangeDeclare:
+			created = append(created, ExchangeDelete{Name: c.Name})
+		case QueueDeclare:
+			if r.Queue.Created { // not one another client declared meanwhile
+				created = append(created, QueueDelete{Name: c.Name})
+			}
 		}
 	}
 	return nil
 }
 
-// undoSuperStream deletes the exchange and streams that done declared.
-func (v *VHost) undoSuperStream(a Authorizer, done []Command) {
-	for _, c := range done {
-		switch c := c.(type) {
-		case ExchangeDeclare:
-			_, _ = v.Do(a, ExchangeDelete{Name: c.Name})
-		case QueueDeclare:
-			_, _ = v.Do(a, QueueDelete{Name: c.Name})
-		}
+// undoSuperStream runs the deletes of what a failed declaration created.
+func (v *VHost) undoSuperStream(a Authorizer, deletes []Command) {
+	for _, c := range deletes {
+		_, _ = v.Do(a, c)
 	}
 }
 

@@ -67,3 +67,39 @@ func TestSuperStreamLookups(t *testing.T) {
 		t.Fatalf("delete of a plain exchange: %v", err)
 	}
 }
+
+// flakyAuthz allows everything but the second write check on one name:
+// DeclareSuperStream's first pass passes, the bind's own check fails.
+type flakyAuthz struct {
+	namedAuthorizer
+	name string
+	n    int
+}
+
+func (f *flakyAuthz) CheckWrite(vhost, kind, name string) error {
+	if name == f.name {
+		if f.n++; f.n == 2 {
+			return errorf(KindAccessRefused, "no")
+		}
+	}
+	return nil
+}
+
+// TestSuperStreamUndo: a declaration that fails part way deletes the
+// exchange and the streams it created, and only those.
+func TestSuperStreamUndo(t *testing.T) {
+	v, _ := newTestVHost(t)
+	a := &flakyAuthz{namedAuthorizer: namedAuthorizer{name: "alice"}, name: "u-1"}
+	streams, keys := SuperStreamPartitions("u", 2, nil)
+	if err := v.DeclareSuperStream(a, "u", streams, keys, nil); KindOf(err) != KindAccessRefused {
+		t.Fatalf("declare: %v", err)
+	}
+	if _, ok := v.Exchange("u"); ok {
+		t.Fatal("exchange left after a failed declaration")
+	}
+	for _, s := range streams {
+		if _, err := v.Queue(s, nil); err == nil {
+			t.Fatalf("%s left after a failed declaration", s)
+		}
+	}
+}
