@@ -283,46 +283,81 @@ func TestStreamSuperStreamSAC(t *testing.T) {
 			t.Fatal(err)
 		}
 		ms[i] = member{menv, read}
-		// Let each member's activations settle before the next joins.
-		time.Sleep(200 * time.Millisecond)
 	}
-	// Publish after the group is complete: what each member reads from
-	// now on is what its active partition receives.
+	// The group settles with one partition per member: publish rounds
+	// until one round's messages went, per partition, to one member, a
+	// different one for each partition (a round published while the
+	// group still rebalances may reach a member that is stepping down).
+	last := func() map[string]int64 {
+		out := map[string]int64{}
+		for i := range 3 {
+			s := fmt.Sprintf("%s-%d", name, i)
+			st, err := env.StreamStats(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[s], _ = st.CommittedChunkId()
+		}
+		return out
+	}
+	// got: which members received offsets in (from, to] of each partition,
+	// and how many such deliveries there were.
+	got := func(from, to map[string]int64) (map[int][]string, int) {
+		by, n := map[int][]string{}, 0
+		for i, m := range ms {
+			m.read.mu.Lock()
+			for part, offs := range m.read.offs {
+				hit := false
+				for _, o := range offs {
+					if o > from[part] && o <= to[part] {
+						hit, n = true, n+1
+					}
+				}
+				if hit {
+					by[i] = append(by[i], part)
+				}
+			}
+			m.read.mu.Unlock()
+		}
+		return by, n
+	}
+	owner := map[string]int{}
+	var by map[int][]string
+	sent := 90
+	for deadline := time.Now().Add(60 * time.Second); len(owner) < 3; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no round with one partition per member; the last: %v", by)
+		}
+		from := last()
+		ssPublish(t, p, sent, 30)
+		sent += 30
+		to := last()
+		want := int((to[name+"-0"] - from[name+"-0"]) + (to[name+"-1"] - from[name+"-1"]) + (to[name+"-2"] - from[name+"-2"]))
+		for wait := time.Now().Add(10 * time.Second); time.Now().Before(wait); time.Sleep(20 * time.Millisecond) {
+			if _, n := got(from, to); n >= want {
+				break
+			}
+		}
+		by, _ = got(from, to)
+		clear(owner)
+		for i := range ms {
+			if len(by[i]) == 1 {
+				owner[by[i][0]] = i
+			}
+		}
+	}
+
+	// From here on, what each member reads shows where it started.
+	before := last()
 	for i := range ms {
 		ms[i].read.mu.Lock()
 		ms[i].read.keys, ms[i].read.offs = nil, nil
 		ms[i].read.mu.Unlock()
 	}
-	before := map[string]int64{}
-	for i := range 3 {
-		s := fmt.Sprintf("%s-%d", name, i)
-		st, err := env.StreamStats(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		before[s], _ = st.CommittedChunkId()
-	}
-	ssPublish(t, p, 90, 90)
-	ssWaitFor(t, "the new messages read", func() bool {
-		return ms[0].read.count()+ms[1].read.count()+ms[2].read.count() >= 90
-	})
-	time.Sleep(300 * time.Millisecond)
-	owner := map[string]int{}
-	for i, m := range ms {
-		ps := m.read.partitions()
-		if len(ps) != 1 {
-			t.Fatalf("member %d read from %v, want one partition each", i, ps)
-		}
-		if prev, dup := owner[ps[0]]; dup {
-			t.Fatalf("members %d and %d both read %s", prev, i, ps[0])
-		}
-		owner[ps[0]] = i
-	}
-
 	// The member on partition 1 stores an offset and goes.
 	gone := fmt.Sprintf("%s-1", name)
 	leaver := owner[gone]
-	stored := before[gone] + 5
+	stored := before[gone] - 5 // neither the start nor where the leaver was
 	if err := env.StoreOffset("app", gone, stored); err != nil {
 		t.Fatal(err)
 	}
