@@ -221,7 +221,7 @@ func (v *VHost) do(c Command, actor string) (Result, error) {
 		}
 		o := c.Opts
 		return v.Apply(TopologyCommand{Op: TopoDeclareQueue, Actor: actor, Name: c.Name, Durable: o.Durable,
-			Exclusive: o.Exclusive, AutoDelete: o.AutoDelete, Args: o.Args, Owner: o.Owner, generated: o.generated})
+			Exclusive: o.Exclusive, AutoDelete: o.AutoDelete, Args: o.Args, Owner: o.Owner, generated: o.generated, turn: o.turn})
 	case ExchangeDeclare:
 		if c.Opts.Passive {
 			return Result{}, v.DeclareExchange(c.Name, c.Type, c.Opts)

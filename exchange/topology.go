@@ -123,6 +123,8 @@ type TopologyCommand struct {
 	Owner any
 	// generated: Name is a server-chosen "amq.gen-…" (not encoded either).
 	generated bool
+	// turn: a super stream partition's index (QueueOpts.turn), not encoded.
+	turn int
 }
 
 // topologyVersion is the first byte of an encoded TopologyCommand.
@@ -374,7 +376,7 @@ func (c TopologyCommand) exchangeOpts() ExchangeOpts {
 // queueOpts are c's queue options.
 func (c TopologyCommand) queueOpts() QueueOpts {
 	return QueueOpts{Durable: c.Durable, Exclusive: c.Exclusive, AutoDelete: c.AutoDelete, Args: c.Args,
-		Owner: c.Owner, generated: c.generated}
+		Owner: c.Owner, generated: c.generated, turn: c.turn}
 }
 
 // MetaBatcher is implemented by a Store that writes several metadata

@@ -530,6 +530,7 @@ type QueueOpts struct {
 	Owner      any // the declaring connection (comparable: a pointer); exclusive queues are indexed by it
 
 	generated bool // the name is a server-chosen "amq.gen-…" (Do chose it to check its permission)
+	turn      int  // a clustered stream's members turned by this many (superstream_declare.go)
 }
 
 // QueueInfo answers a declaration.
@@ -789,7 +790,7 @@ func (v *VHost) declareQueueLocked(name string, o QueueOpts) (QueueInfo, error) 
 	q := newQueue(v, name, v.b.nextQueueID(), o.Durable, o.Exclusive, o.AutoDelete, owner, o.Args, a)
 	if c := v.b.cluster; c != nil {
 		if a.quorum || a.stream {
-			q.setMembers(c.QuorumMembers(max(a.groupSize, a.streamA.clusterSize)))
+			q.setMembers(turnMembers(c.QuorumMembers(max(a.groupSize, a.streamA.clusterSize)), o.turn))
 			q.seed = q.Members()
 		} else {
 			q.home = c.NodeName()
