@@ -31,6 +31,11 @@ type Broker struct {
 
 	cluster Cluster // nil when standalone
 
+	// proposer replicates topology commands in a cluster (topocluster.go).
+	proposer atomic.Pointer[proposerBox]
+	// onApply, if set (tests), sees every command VHost.Apply applies.
+	onApply func(TopologyCommand)
+
 	// events is the event bus; eventVHost the vhost EventExchange is
 	// predeclared in (events.go). Set before recovery.
 	events     *event.Bus
@@ -157,6 +162,13 @@ func (b *Broker) nextQueueID() uint64 {
 // The store write happens outside b.mu: in a cluster it is a Raft round
 // trip whose application on this node takes b.mu.
 func (b *Broker) EnsureVHost(name string) error {
+	_, err := b.Apply(TopologyCommand{Op: TopoDeclareVHost, VHost: name})
+	return err
+}
+
+// applyEnsureVHost applies a vhost.declare command standalone (or on the
+// records path of a cluster).
+func (b *Broker) applyEnsureVHost(name string) error {
 	if _, ok := b.VHost(name); ok {
 		return nil
 	}
@@ -181,6 +193,12 @@ func (b *Broker) EnsureVHost(name string) error {
 // SetVHostMetadata stores a vhost's description and tags (management
 // metadata; routing does not use them).
 func (b *Broker) SetVHostMetadata(name, description string, tags []string) error {
+	_, err := b.Apply(TopologyCommand{Op: TopoSetVHostMeta, VHost: name, Description: description, Tags: tags})
+	return err
+}
+
+// applySetVHostMetadata applies a vhost.set-metadata command standalone.
+func (b *Broker) applySetVHostMetadata(name, description string, tags []string) error {
 	v, ok := b.VHost(name)
 	if !ok {
 		return errorf(KindNotFound, "no vhost '%s'", name)
@@ -226,6 +244,13 @@ func (b *Broker) VHosts() []string {
 // it held are deleted after (what a failure there leaves names a vhost
 // that is gone, and recovery skips it).
 func (b *Broker) DeleteVHost(name string) error {
+	_, err := b.Apply(TopologyCommand{Op: TopoDeleteVHost, VHost: name})
+	return err
+}
+
+// applyDeleteVHost applies a vhost.delete command standalone (or on the
+// records path of a cluster).
+func (b *Broker) applyDeleteVHost(name string) error {
 	if v, ok := b.VHost(name); ok && v.sharedMeta() {
 		if err := b.store.DeleteMeta("vhost/" + name); err != nil {
 			return errorf(KindInternal, "store: %v", err)

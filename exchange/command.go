@@ -104,8 +104,9 @@ type QueuePurge struct {
 // Result answers a command: the declared queue for QueueDeclare, the
 // number of messages removed for QueueDelete and QueuePurge.
 type Result struct {
-	Queue QueueInfo
-	Count int
+	Queue   QueueInfo
+	Count   int
+	Created bool // a policy.set command: the policy is new
 }
 
 // Authorize is the one permission check of a topology command: nil if a
@@ -197,38 +198,54 @@ func (v *VHost) Do(a Authorizer, c Command) (Result, error) {
 	if err := Authorize(a, v.name, c); err != nil {
 		return Result{}, err
 	}
+	actor := actorName(a)
 	if !v.b.events.On() {
-		return v.do(c)
+		return v.do(c, actor)
 	}
 	existed := v.commandExisted(c)
-	r, err := v.do(c)
+	r, err := v.do(c, actor)
 	if err == nil {
 		v.reportCommand(a, c, r, existed)
 	}
 	return r, err
 }
 
-// do runs an authorized command.
-func (v *VHost) do(c Command) (Result, error) {
+// do runs an authorized command: a change of topology as a
+// TopologyCommand carrying the acting user, through Apply.
+func (v *VHost) do(c Command, actor string) (Result, error) {
 	switch c := c.(type) {
 	case QueueDeclare:
-		info, err := v.DeclareQueue(c.Name, c.Opts)
-		return Result{Queue: info}, err
+		if c.Opts.Passive {
+			info, err := v.DeclareQueue(c.Name, c.Opts)
+			return Result{Queue: info}, err
+		}
+		o := c.Opts
+		return v.Apply(TopologyCommand{Op: TopoDeclareQueue, Actor: actor, Name: c.Name, Durable: o.Durable,
+			Exclusive: o.Exclusive, AutoDelete: o.AutoDelete, Args: o.Args, Owner: o.Owner, generated: o.generated, turn: o.turn})
 	case ExchangeDeclare:
-		return Result{}, v.DeclareExchange(c.Name, c.Type, c.Opts)
+		if c.Opts.Passive {
+			return Result{}, v.DeclareExchange(c.Name, c.Type, c.Opts)
+		}
+		o := c.Opts
+		return v.Apply(TopologyCommand{Op: TopoDeclareExchange, Actor: actor, Name: c.Name, Type: c.Type,
+			Durable: o.Durable, AutoDelete: o.AutoDelete, Internal: o.Internal, Args: o.Args})
 	case QueueBind:
-		return Result{}, v.BindQueue(c.Queue, c.Exchange, c.Key, c.Args, c.Owner)
+		return v.Apply(TopologyCommand{Op: TopoBind, Actor: actor, Name: c.Queue, ToQueue: true, Source: c.Exchange,
+			Key: c.Key, Args: c.Args, Owner: c.Owner})
 	case QueueUnbind:
-		return Result{}, v.UnbindQueue(c.Queue, c.Exchange, c.Key, c.Args, c.Owner)
+		return v.Apply(TopologyCommand{Op: TopoUnbind, Actor: actor, Name: c.Queue, ToQueue: true, Source: c.Exchange,
+			Key: c.Key, Args: c.Args, Owner: c.Owner})
 	case ExchangeBind:
-		return Result{}, v.BindExchange(c.Destination, c.Source, c.Key, c.Args)
+		return v.Apply(TopologyCommand{Op: TopoBind, Actor: actor, Name: c.Destination, Source: c.Source,
+			Key: c.Key, Args: c.Args})
 	case ExchangeUnbind:
-		return Result{}, v.UnbindExchange(c.Destination, c.Source, c.Key, c.Args)
+		return v.Apply(TopologyCommand{Op: TopoUnbind, Actor: actor, Name: c.Destination, Source: c.Source,
+			Key: c.Key, Args: c.Args})
 	case QueueDelete:
-		n, err := v.DeleteQueue(c.Name, c.IfUnused, c.IfEmpty, c.Owner)
-		return Result{Count: n}, err
+		return v.Apply(TopologyCommand{Op: TopoDeleteQueue, Actor: actor, Name: c.Name, IfUnused: c.IfUnused,
+			IfEmpty: c.IfEmpty, Owner: c.Owner})
 	case ExchangeDelete:
-		return Result{}, v.DeleteExchange(c.Name, c.IfUnused)
+		return v.Apply(TopologyCommand{Op: TopoDeleteExchange, Actor: actor, Name: c.Name, IfUnused: c.IfUnused})
 	case QueuePurge:
 		n, err := v.PurgeQueue(c.Name, c.Owner)
 		return Result{Count: n}, err

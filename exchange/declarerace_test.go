@@ -20,7 +20,13 @@ type sharedLog struct {
 	before func()
 	// fail, if set, fails every replicated write: no quorum.
 	fail error
+	// commands: the nodes propose topology commands (topology_test.go).
+	commands bool
+	proposed []TopologyCommand
 }
+
+// twoNodesCommands makes twoNodes' brokers propose topology commands.
+var twoNodesCommands bool
 
 type sharedStore struct {
 	*fakeStore
@@ -126,6 +132,10 @@ func twoNodes(t *testing.T) (*sharedLog, *VHost, *VHost) {
 		l.nodes = append(l.nodes, nil)
 		b := newTestBroker(t, &sharedStore{fakeStore: fs, log: l})
 		b.SetCluster(&fakeCluster{name: name})
+		if twoNodesCommands {
+			l.commands = true
+			b.SetTopologyProposer(l)
+		}
 		l.nodes[i] = b
 	}
 	for _, b := range l.nodes {

@@ -349,6 +349,22 @@ func (v *VHost) SetPolicy(p Policy) (created bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	r, err := v.Apply(TopologyCommand{Op: TopoSetPolicy, Name: np.Name, Pattern: np.Pattern, ApplyTo: np.ApplyTo,
+		Priority: int64(np.Priority), Definition: np.Definition})
+	if err == nil && v.b.events.On() {
+		v.b.events.Emit(event.PolicySet, event.Prop{Key: "name", Value: np.Name}, event.Prop{Key: "vhost", Value: v.name},
+			event.Prop{Key: "pattern", Value: np.Pattern}, event.Prop{Key: "apply-to", Value: np.ApplyTo},
+			event.Prop{Key: "priority", Value: int64(np.Priority)}, event.Prop{Key: "definition", Value: tableOrEmpty(np.Definition)})
+	}
+	return r.Created, err
+}
+
+// applySetPolicy applies a policy.set command standalone.
+func (v *VHost) applySetPolicy(c TopologyCommand) (created bool, err error) {
+	np, err := compilePolicy(v.name, c.policy())
+	if err != nil {
+		return false, err
+	}
 	err = v.inTopology(func() error {
 		_, existed := v.policies[np.Name]
 		created = !existed
@@ -358,16 +374,21 @@ func (v *VHost) SetPolicy(p Policy) (created bool, err error) {
 		return nil
 	})
 	v.reapplyQueues()
-	if err == nil && v.b.events.On() {
-		v.b.events.Emit(event.PolicySet, event.Prop{Key: "name", Value: np.Name}, event.Prop{Key: "vhost", Value: v.name},
-			event.Prop{Key: "pattern", Value: np.Pattern}, event.Prop{Key: "apply-to", Value: np.ApplyTo},
-			event.Prop{Key: "priority", Value: int64(np.Priority)}, event.Prop{Key: "definition", Value: tableOrEmpty(np.Definition)})
-	}
 	return created, err
 }
 
 // DeletePolicy deletes a policy; KindNotFound if there is none.
 func (v *VHost) DeletePolicy(name string) error {
+	_, err := v.Apply(TopologyCommand{Op: TopoDeletePolicy, Name: name})
+	if err == nil && v.b.events.On() {
+		v.b.events.Emit(event.PolicyCleared, event.Prop{Key: "name", Value: name}, event.Prop{Key: "vhost", Value: v.name})
+	}
+	return err
+}
+
+// applyDeletePolicy applies a policy.delete command standalone.
+func (v *VHost) applyDeletePolicy(c TopologyCommand) error {
+	name := c.Name
 	err := v.inTopology(func() error {
 		if _, ok := v.policies[name]; !ok {
 			return errorf(KindNotFound, "no policy '%s' in vhost '%s'", name, v.name)
@@ -379,9 +400,6 @@ func (v *VHost) DeletePolicy(name string) error {
 	})
 	if err == nil {
 		v.reapplyQueues()
-		if v.b.events.On() {
-			v.b.events.Emit(event.PolicyCleared, event.Prop{Key: "name", Value: name}, event.Prop{Key: "vhost", Value: v.name})
-		}
 	}
 	return err
 }

@@ -3,6 +3,7 @@ package exchange
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -26,6 +27,9 @@ type VHost struct {
 	// read under mu) never wait for an fsync.
 	metaMu  sync.Mutex
 	metaOps []metaOp // store writes collected under mu
+	// metaActor is the user the topology change in progress acts for
+	// (under metaMu): the declarations it proposes carry it.
+	metaActor string
 	// description and tags are management metadata (under mu).
 	description string
 	tags        []string
@@ -117,10 +121,27 @@ func (v *VHost) unlockTopology() error {
 	v.metaOps = nil
 	v.mu.Unlock()
 	defer v.metaMu.Unlock()
+	defer func() { v.metaActor = "" }()
+	if err := v.writeMetaBatch(ops); err != errNoBatch {
+		if err != nil {
+			return errorf(KindInternal, "store: %v", err)
+		}
+		return nil
+	}
 	var first error
 	for _, op := range ops {
 		var err error
-		if op.create != nil || op.createX != nil {
+		if p, on := v.commandsOn(); on && (op.create != nil || op.createX != nil) {
+			// The cluster runs commands: the declaration is proposed, and
+			// its apply here installs the pending object if it won
+			// (ApplyCommitted); settling drops it otherwise.
+			err = v.propose(p, v.createCommand(op, v.metaActor))
+			if op.create != nil {
+				v.settlePending(op.create, false)
+			} else {
+				v.settlePendingExchange(op.createX, false)
+			}
+		} else if op.create != nil || op.createX != nil {
 			var created bool
 			created, err = v.b.store.(MetaCreator).CreateMeta(op.key, op.val)
 			if op.create != nil {
@@ -141,6 +162,28 @@ func (v *VHost) unlockTopology() error {
 		return errorf(KindInternal, "store: %v", first)
 	}
 	return nil
+}
+
+// errNoBatch: the records cannot go in one batch (writeMetaBatch).
+var errNoBatch = errors.New("exchange: no batch")
+
+// writeMetaBatch writes ops in one store batch (MetaBatcher), or returns
+// errNoBatch when it cannot: a store without batches, or a create among
+// them (a cluster's, decided by the metadata log).
+func (v *VHost) writeMetaBatch(ops []metaOp) error {
+	bs, ok := v.b.store.(MetaBatcher)
+	if !ok || len(ops) < 2 {
+		return errNoBatch
+	}
+	keys := make([]string, len(ops))
+	vals := make([][]byte, len(ops))
+	for i, op := range ops {
+		if op.create != nil || op.createX != nil {
+			return errNoBatch
+		}
+		keys[i], vals[i] = op.key, op.val
+	}
+	return bs.WriteMetaBatch(keys, vals)
 }
 
 func (v *VHost) putMetaLocked(key string, val []byte) {
@@ -171,6 +214,14 @@ func (v *VHost) DeclareExchange(name, kind string, o ExchangeOpts) error {
 		}
 		return nil
 	}
+	_, err := v.Apply(TopologyCommand{Op: TopoDeclareExchange, Name: name, Type: kind, Durable: o.Durable,
+		AutoDelete: o.AutoDelete, Internal: o.Internal, Args: o.Args})
+	return err
+}
+
+// applyDeclareExchange applies an exchange.declare command.
+func (v *VHost) applyDeclareExchange(c TopologyCommand) error {
+	name, kind, o := c.Name, c.Type, c.exchangeOpts()
 	if err := checkName("exchange", name); err != nil {
 		return err
 	}
@@ -178,6 +229,7 @@ func (v *VHost) DeclareExchange(name, kind string, o ExchangeOpts) error {
 		var pending *Exchange
 		err := v.inTopology(func() error {
 			var err error
+			v.metaActor = c.Actor
 			pending, err = v.declareExchangeLocked(name, kind, o)
 			return err
 		})
@@ -349,6 +401,13 @@ func (v *VHost) Exchanges() []*Exchange {
 // DeleteExchange deletes an exchange and its bindings. Deleting one that
 // does not exist succeeds, as in RabbitMQ.
 func (v *VHost) DeleteExchange(name string, ifUnused bool) error {
+	_, err := v.Apply(TopologyCommand{Op: TopoDeleteExchange, Name: name, IfUnused: ifUnused})
+	return err
+}
+
+// applyDeleteExchange applies an exchange.delete command.
+func (v *VHost) applyDeleteExchange(c TopologyCommand) error {
+	name, ifUnused := c.Name, c.IfUnused
 	v.lockTopology()
 	keys, err := v.deleteExchangeChecked(name, ifUnused)
 	if keys == nil {
@@ -471,6 +530,7 @@ type QueueOpts struct {
 	Owner      any // the declaring connection (comparable: a pointer); exclusive queues are indexed by it
 
 	generated bool // the name is a server-chosen "amq.gen-…" (Do chose it to check its permission)
+	turn      int  // a clustered stream's members turned by this many (superstream_declare.go)
 }
 
 // QueueInfo answers a declaration.
@@ -489,6 +549,14 @@ func (v *VHost) DeclareQueue(name string, o QueueOpts) (QueueInfo, error) {
 	if o.Passive {
 		return v.declarePassive(name, o.Owner)
 	}
+	r, err := v.Apply(TopologyCommand{Op: TopoDeclareQueue, Name: name, Durable: o.Durable, Exclusive: o.Exclusive,
+		AutoDelete: o.AutoDelete, Args: o.Args, Owner: o.Owner, generated: o.generated})
+	return r.Queue, err
+}
+
+// applyDeclareQueue applies a queue.declare command.
+func (v *VHost) applyDeclareQueue(c TopologyCommand) (QueueInfo, error) {
+	name, o := c.Name, c.queueOpts()
 	v.b.churn.qDeclared.Add(1)
 	if err := checkName("queue", name); err != nil {
 		return QueueInfo{}, err
@@ -498,6 +566,7 @@ func (v *VHost) DeclareQueue(name string, o QueueOpts) (QueueInfo, error) {
 	for attempt := 0; ; attempt++ {
 		err = v.inTopology(func() error {
 			var err error
+			v.metaActor = c.Actor
 			info, err = v.declareQueueLocked(name, o)
 			return err
 		})
@@ -633,15 +702,12 @@ func (v *VHost) DeclareQueueBound(name string, o QueueOpts, binds []Binding) (Qu
 		if err != nil {
 			return info, err
 		}
-		err = v.inTopology(func() error {
-			for _, b := range binds {
-				if err := v.bindLocked(info.Name, true, b.Exchange, b.Key, b.Args, o.Owner); err != nil {
-					return err
-				}
+		for _, b := range binds {
+			if err := v.bind(info.Name, true, b.Exchange, b.Key, b.Args, o.Owner); err != nil {
+				return info, err
 			}
-			return nil
-		})
-		return info, err
+		}
+		return info, nil
 	}
 	var info QueueInfo
 	err := v.inTopology(func() error {
@@ -724,7 +790,7 @@ func (v *VHost) declareQueueLocked(name string, o QueueOpts) (QueueInfo, error) 
 	q := newQueue(v, name, v.b.nextQueueID(), o.Durable, o.Exclusive, o.AutoDelete, owner, o.Args, a)
 	if c := v.b.cluster; c != nil {
 		if a.quorum || a.stream {
-			q.setMembers(c.QuorumMembers(max(a.groupSize, a.streamA.clusterSize)))
+			q.setMembers(turnMembers(c.QuorumMembers(max(a.groupSize, a.streamA.clusterSize)), o.turn))
 			q.seed = q.Members()
 		} else {
 			q.home = c.NodeName()
@@ -839,6 +905,13 @@ func (v *VHost) Queues() []*Queue {
 // DeleteQueue deletes a queue and returns how many messages it held.
 // Deleting a queue that does not exist succeeds with 0, as in RabbitMQ.
 func (v *VHost) DeleteQueue(name string, ifUnused, ifEmpty bool, owner any) (int, error) {
+	r, err := v.Apply(TopologyCommand{Op: TopoDeleteQueue, Name: name, IfUnused: ifUnused, IfEmpty: ifEmpty, Owner: owner})
+	return r.Count, err
+}
+
+// applyDeleteQueue applies a queue.delete command.
+func (v *VHost) applyDeleteQueue(c TopologyCommand) (int, error) {
+	name, ifUnused, ifEmpty, owner := c.Name, c.IfUnused, c.IfEmpty, c.Owner
 	v.mu.RLock()
 	q := v.queues[name]
 	v.mu.RUnlock()
@@ -848,8 +921,8 @@ func (v *VHost) DeleteQueue(name string, ifUnused, ifEmpty bool, owner any) (int
 	if q.exclusive && q.owner != owner {
 		return 0, errLocked(q)
 	}
-	r, _, c := q.Stats()
-	if ifUnused && c > 0 {
+	r, _, nc := q.Stats()
+	if ifUnused && nc > 0 {
 		return 0, errorf(KindPreconditionFailed, "queue '%s' in vhost '%s' in use", name, v.name)
 	}
 	if ifEmpty && r > 0 {
@@ -1055,7 +1128,8 @@ func (v *VHost) lookupBind(dst string, toQueue bool, src string, owner any) (*Ex
 }
 
 func (v *VHost) bind(dst string, toQueue bool, src, key string, args Table, owner any) error {
-	return v.inTopology(func() error { return v.bindLocked(dst, toQueue, src, key, args, owner) })
+	_, err := v.Apply(TopologyCommand{Op: TopoBind, Name: dst, ToQueue: toQueue, Source: src, Key: key, Args: args, Owner: owner})
+	return err
 }
 
 func (v *VHost) bindLocked(dst string, toQueue bool, src, key string, args Table, owner any) error {
@@ -1066,16 +1140,8 @@ func (v *VHost) bindLocked(dst string, toQueue bool, src, key string, args Table
 	if sx.findBinding(q, dx, key, args) != nil {
 		return nil
 	}
-	if err := validateHashBinding(sx.kind, sx.args, key); err != nil {
+	if err := validateBinding(sx, key, args); err != nil {
 		return err
-	}
-	if sx.kind == KindHeaders {
-		if xm, ok := args["x-match"]; ok {
-			s, _ := xm.(string)
-			if s != "all" && s != "any" && s != "all-with-x" && s != "any-with-x" {
-				return errorf(KindPreconditionFailed, "Invalid x-match field value %v; expected all, any, all-with-x, or any-with-x", xm)
-			}
-		}
 	}
 	b := &binding{src: sx, q: q, x: dx, key: key, args: args}
 	k := v.recordKeyOf(b)
@@ -1089,6 +1155,23 @@ func (v *VHost) bindLocked(dst string, toQueue bool, src, key string, args Table
 		return nil
 	}
 	v.addBindingLocked(b)
+	return nil
+}
+
+// validateBinding checks a new binding's key and arguments against its
+// source's type.
+func validateBinding(sx *Exchange, key string, args Table) error {
+	if err := validateHashBinding(sx.kind, sx.args, key); err != nil {
+		return err
+	}
+	if sx.kind == KindHeaders {
+		if xm, ok := args["x-match"]; ok {
+			s, _ := xm.(string)
+			if s != "all" && s != "any" && s != "all-with-x" && s != "any-with-x" {
+				return errorf(KindPreconditionFailed, "Invalid x-match field value %v; expected all, any, all-with-x, or any-with-x", xm)
+			}
+		}
+	}
 	return nil
 }
 
@@ -1107,7 +1190,8 @@ func (v *VHost) addBindingLocked(b *binding) {
 }
 
 func (v *VHost) unbind(dst string, toQueue bool, src, key string, args Table, owner any) error {
-	return v.inTopology(func() error { return v.unbindLocked(dst, toQueue, src, key, args, owner) })
+	_, err := v.Apply(TopologyCommand{Op: TopoUnbind, Name: dst, ToQueue: toQueue, Source: src, Key: key, Args: args, Owner: owner})
+	return err
 }
 
 func (v *VHost) unbindLocked(dst string, toQueue bool, src, key string, args Table, owner any) error {

@@ -280,6 +280,44 @@ func (b *Badger) PutMeta(key string, val []byte) error {
 	return nil
 }
 
+// WriteMetaBatch writes several metadata records in one transaction,
+// synced before it returns: keys[i] gets vals[i], or is deleted when
+// vals[i] is nil. A crash leaves all of them or none (the core's
+// exchange.MetaBatcher: one topology command's records).
+func (b *Badger) WriteMetaBatch(keys []string, vals [][]byte) error {
+	if len(keys) != len(vals) {
+		return fmt.Errorf("store: meta batch of %d keys and %d values", len(keys), len(vals))
+	}
+	if err := b.begin(); err != nil {
+		return err
+	}
+	defer b.end()
+	b.writes.RLock()
+	err := b.db.Update(func(txn *badger.Txn) error {
+		for i, key := range keys {
+			k := []byte(metaPrefix + key)
+			var err error
+			if vals[i] == nil {
+				err = txn.Delete(k)
+			} else {
+				err = txn.Set(k, bytes.Clone(vals[i]))
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	b.writes.RUnlock()
+	if err == nil {
+		err = b.db.Sync()
+	}
+	if err != nil {
+		return fmt.Errorf("store: meta batch of %d records: %w", len(keys), err)
+	}
+	return nil
+}
+
 // DeleteMeta implements Store: the delete is synced before it returns.
 func (b *Badger) DeleteMeta(key string) error {
 	if err := b.begin(); err != nil {

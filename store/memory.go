@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -36,6 +37,27 @@ func (m *Memory) PutMeta(key string, val []byte) error {
 		return ErrClosed
 	}
 	m.meta[key] = clone(val)
+	return nil
+}
+
+// WriteMetaBatch writes several metadata records at once: keys[i] gets
+// vals[i], or is deleted when vals[i] is nil.
+func (m *Memory) WriteMetaBatch(keys []string, vals [][]byte) error {
+	if len(keys) != len(vals) {
+		return fmt.Errorf("store: meta batch of %d keys and %d values", len(keys), len(vals))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	for i, k := range keys {
+		if vals[i] == nil {
+			delete(m.meta, k)
+		} else {
+			m.meta[k] = clone(vals[i])
+		}
+	}
 	return nil
 }
 

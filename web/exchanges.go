@@ -20,8 +20,12 @@ type exchangeJSON struct {
 	MessageStats     msgStatsJSON   `json:"message_stats"`
 	// How many messages a delayed exchange holds back (x-delayed-message
 	// only), as the delayed message plugin reports it.
-	MessagesDelayed *int64  `json:"messages_delayed,omitempty"`
-	Policy          *string `json:"policy,omitempty"`
+	MessagesDelayed *int64 `json:"messages_delayed,omitempty"`
+	// A super stream's exchange (argument x-super-stream): true, with its
+	// partitions in order.
+	SuperStream bool     `json:"super_stream,omitempty"`
+	Partitions  []string `json:"partitions,omitempty"`
+	Policy      *string  `json:"policy,omitempty"`
 	// The applied policy's definition, when a policy applies.
 	EffectivePolicyDefinition map[string]any `json:"effective_policy_definition,omitempty"`
 	// Only on GET of one exchange.
@@ -48,6 +52,9 @@ func (s *Server) exchangeJSON(r xref) exchangeJSON {
 	if r.x.Kind() == exchange.KindDelayed {
 		n := r.x.MessagesDelayed()
 		j.MessagesDelayed = &n
+	}
+	if r.x.IsSuperStream() {
+		j.SuperStream, j.Partitions = true, r.x.SuperStreamPartitions()
 	}
 	return j
 }

@@ -57,6 +57,13 @@ const (
 	// consumers see it, so no named producer publishes to a stream of a
 	// cluster until every member reads them.
 	StreamWriters = "stream_writers"
+	// TopologyCommands: topology changes (declare and delete exchanges
+	// and queues, bind, unbind) replicated as typed commands
+	// (cluster/meta: KindTopology, exchange.TopologyCommand) that every
+	// member applies, rather than as the records they write. A node of an
+	// older release cannot read them; until the flag is enabled the
+	// records path is used.
+	TopologyCommands = "topology_commands"
 )
 
 // Errors.
@@ -93,6 +100,8 @@ var registry = []Flag{
 	{Name: HashExchanges, Desc: "The x-consistent-hash and x-modulus-hash exchange types (records of exchanges a node of an older release cannot rebuild)",
 		Stability: Stable, Release: "0.2.0"},
 	{Name: StreamWriters, Desc: "Stream deduplication and filter values: stream records of version 2 with a named producer's publishing id (records a node of an older release cannot read)",
+		Stability: Stable, Release: "0.2.0"},
+	{Name: TopologyCommands, Desc: "Topology changes (exchanges, queues, bindings) replicated as typed commands that every member applies, rather than as the records they write",
 		Stability: Stable, Release: "0.2.0"},
 }
 

@@ -29,9 +29,60 @@ type StoreApplier struct {
 	// a create is, so that of two writers' records the later one is kept
 	// whatever the commit order (exchange.MetaStamp: stream offsets).
 	Stamp func(key string, val []byte) (epoch, seq uint64, ok bool)
+	// Topology applies a committed topology command to memory and returns
+	// the records it makes or removes (exchange.Broker.ApplyCommitted),
+	// which the applier writes to Local. nil: the node applies none.
+	Topology func(c exchange.TopologyCommand) ([]exchange.MetaOp, error)
 }
 
-var _ Applier = (*StoreApplier)(nil)
+var (
+	_ Applier         = (*StoreApplier)(nil)
+	_ TopologyApplier = (*StoreApplier)(nil)
+)
+
+// ApplyTopology implements TopologyApplier: the command changes memory,
+// then its records are written to the local store, in one batch where the
+// store has them. They are not passed to the hooks: the core, whose
+// records they are, has applied them already.
+func (a *StoreApplier) ApplyTopology(c exchange.TopologyCommand) error {
+	if a.Topology == nil {
+		return fmt.Errorf("%w: this node applies no topology commands", ErrUnreadable)
+	}
+	ops, err := a.Topology(c)
+	if len(ops) == 0 {
+		return err
+	}
+	prefix := false
+	for _, op := range ops {
+		prefix = prefix || op.Prefix
+	}
+	var werr error
+	if bs, ok := a.Local.(exchange.MetaBatcher); ok && !prefix {
+		keys := make([]string, len(ops))
+		vals := make([][]byte, len(ops))
+		for i, op := range ops {
+			keys[i], vals[i] = op.Key, op.Val
+		}
+		werr = bs.WriteMetaBatch(keys, vals)
+	} else {
+		for _, op := range ops {
+			if op.Prefix {
+				werr = a.Local.DeleteMetaPrefix(op.Key)
+			} else if op.Val == nil {
+				werr = a.Local.DeleteMeta(op.Key)
+			} else {
+				werr = a.Local.PutMeta(op.Key, op.Val)
+			}
+			if werr != nil {
+				break
+			}
+		}
+	}
+	if werr != nil {
+		werr = fmt.Errorf("meta: write the records of %v: %w", c.Op, werr)
+	}
+	return errors.Join(err, werr)
+}
 
 // ApplyMeta implements Applier. A create (MetaOp.Create) whose key holds
 // another record already is left out: neither written nor passed to the

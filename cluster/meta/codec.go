@@ -222,6 +222,10 @@ type Kind uint64
 const (
 	// KindEnableFlag enables a feature flag; payload: uvarint len | name.
 	KindEnableFlag Kind = 1
+	// KindTopology is a topology change; payload: an encoded
+	// exchange.TopologyCommand (exchange.EncodeTopology, itself
+	// versioned).
+	KindTopology Kind = 2
 )
 
 // commandFlag is the feature flag each kind needs enabled before a writer
@@ -229,6 +233,7 @@ const (
 // member supports feature_flags: Group.EnableFeatureFlag.)
 var commandFlag = map[Kind]string{
 	KindEnableFlag: featureflags.FeatureFlags,
+	KindTopology:   featureflags.TopologyCommands,
 }
 
 // ErrUnreadable is an entry of a version or kind this node does not know:
@@ -237,8 +242,9 @@ var ErrUnreadable = errors.New("meta: entry of a newer format")
 
 // Command is a decoded typed command entry.
 type Command struct {
-	Kind Kind
-	Flag string // KindEnableFlag: the flag's name
+	Kind     Kind
+	Flag     string                   // KindEnableFlag: the flag's name
+	Topology exchange.TopologyCommand // KindTopology
 }
 
 // EncodeCommand encodes c as a version 2 entry.
@@ -248,6 +254,8 @@ func EncodeCommand(c Command) []byte {
 	switch c.Kind {
 	case KindEnableFlag:
 		b = appendBytes(b, []byte(c.Flag))
+	case KindTopology:
+		b = append(b, exchange.EncodeTopology(c.Topology)...)
 	}
 	return b
 }
@@ -281,6 +289,15 @@ func decodeCommand(b []byte) (*Command, error) {
 			return nil, fmt.Errorf("%w: flag name", ErrBadEntry)
 		}
 		c.Flag, b = string(name), rest
+	case KindTopology:
+		t, err := exchange.DecodeTopology(b)
+		switch {
+		case errors.Is(err, exchange.ErrTopologyUnreadable):
+			return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
+		case err != nil:
+			return nil, fmt.Errorf("%w: %v", ErrBadEntry, err)
+		}
+		c.Topology, b = t, nil
 	default:
 		return nil, fmt.Errorf("%w: command kind %d", ErrUnreadable, k)
 	}

@@ -15,7 +15,11 @@
 //     the mux stream "meta-rpc" (rpc.go), retrying across leader changes
 //     until its context ends.
 //   - The FSM (fsm.go) decodes an entry (codec.go: version 1, a batch of
-//     exchange.MetaOp; version 2, a typed Command) and hands the ops to
+//     exchange.MetaOp; version 2, a typed Command: a feature flag's
+//     enabling, or a topology change, KindTopology, carrying an
+//     exchange.TopologyCommand that StoreApplier.ApplyTopology hands to
+//     the core, exchange.Broker.ApplyCommitted, writing the records it
+//     returns to the local store) and hands the ops to
 //     an Applier; StoreApplier
 //     (applier.go) is the node's: it writes the ops into the local store
 //     and calls hooks (Broker.ApplyMeta, Users.ApplyMeta) so memory

@@ -8,6 +8,7 @@ import (
 
 	"github.com/trident-broker/trident/cluster/discovery"
 	"github.com/trident-broker/trident/cluster/featureflags"
+	"github.com/trident-broker/trident/exchange"
 )
 
 // Feature flags in the metadata group. A flag is enabled by a typed
@@ -144,4 +145,24 @@ func (g *Group) enableOnBootstrap() {
 			}
 		}
 	}
+}
+
+// TopologyCommands implements exchange.TopologyProposer: whether the
+// cluster has enabled topology commands (featureflags.TopologyCommands).
+func (g *Group) TopologyCommands() bool {
+	return g.c.Flags.Enabled(featureflags.TopologyCommands)
+}
+
+// ProposeTopology implements exchange.TopologyProposer: c is written as a
+// KindTopology entry, once its flag is enabled (gate), and ProposeTopology
+// returns when it is committed and applied on this node, at most
+// ProposeTimeout later.
+func (g *Group) ProposeTopology(c exchange.TopologyCommand) error {
+	cmd := Command{Kind: KindTopology, Topology: c}
+	if err := g.gate(cmd); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ProposeTimeout)
+	defer cancel()
+	return g.propose(ctx, EncodeCommand(cmd))
 }

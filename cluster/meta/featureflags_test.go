@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -132,6 +133,14 @@ func TestFeatureFlagEnable(t *testing.T) {
 	if err := f.g.gate(Command{Kind: KindEnableFlag, Flag: "other"}); err != nil {
 		t.Fatal(err)
 	}
+	// topology_commands is not enabled: no topology command is written,
+	// and the core keeps the records path.
+	if f.g.TopologyCommands() {
+		t.Fatal("topology commands on before their flag is enabled")
+	}
+	if err := f.g.ProposeTopology(exchange.TopologyCommand{Op: exchange.TopoDeclareQueue, VHost: "/", Name: "q"}); !errors.Is(err, featureflags.ErrDisabled) {
+		t.Fatalf("a topology command before topology_commands is enabled: %v, want ErrDisabled", err)
+	}
 	f.stop(t)
 	f.start(t)
 	if !f.g.Flags().Enabled(featureflags.FeatureFlags) {
@@ -182,6 +191,7 @@ func TestFSMHaltsOnNewerFormat(t *testing.T) {
 		{"version 3", []byte{3, 0}},
 		{"unknown kind", EncodeCommand(Command{Kind: 99})},
 		{"unknown flag", EncodeCommand(Command{Kind: KindEnableFlag, Flag: "from_the_future"})},
+		{"topology command of a newer version", []byte{commandVersion, byte(KindTopology), 9, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			local := store.NewMemory()
@@ -252,7 +262,7 @@ func get(local *store.Memory, key string) (string, bool) {
 func TestCommandCodec(t *testing.T) {
 	c := Command{Kind: KindEnableFlag, Flag: featureflags.FeatureFlags}
 	ops, got, err := DecodeEntry(EncodeCommand(c))
-	if err != nil || ops != nil || got == nil || *got != c {
+	if err != nil || ops != nil || got == nil || !reflect.DeepEqual(*got, c) {
 		t.Fatalf("round trip: %v %v %v", ops, got, err)
 	}
 	ops, got, err = DecodeEntry(put2("vhost/x"))

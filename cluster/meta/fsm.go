@@ -175,8 +175,22 @@ func (f *fsm) applyCommand(c *Command) error {
 			f.log.Info("meta: feature flag enabled", "flag", c.Flag)
 		}
 		return err
+	case KindTopology:
+		ta, ok := f.a.(TopologyApplier)
+		if !ok {
+			return fmt.Errorf("%w: this node applies no topology commands", ErrUnreadable)
+		}
+		return ta.ApplyTopology(c.Topology)
 	}
 	return fmt.Errorf("%w: command kind %d", ErrUnreadable, c.Kind)
+}
+
+// TopologyApplier is an Applier that applies topology commands
+// (KindTopology): the node's, over its core.
+type TopologyApplier interface {
+	// ApplyTopology applies a committed command: memory and the node's
+	// local store. It must be idempotent, as ApplyMeta.
+	ApplyTopology(c exchange.TopologyCommand) error
 }
 
 // Snapshot exports every replicated record now, on the FSM goroutine, so

@@ -487,6 +487,7 @@ func declareForms() []form {
 				return c.done(err, "permissions of user '"+*u+"' in vhost '"+c.vhost()+"' declared")
 			}
 		}},
+		superStreamDeclareForm(),
 	}
 }
 
@@ -587,6 +588,7 @@ func deleteForms() []form {
 				return c.done(err, "permissions of user '"+*u+"' in vhost '"+c.vhost()+"' deleted")
 			}
 		}},
+		superStreamDeleteForm(),
 	}
 }
 

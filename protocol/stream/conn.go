@@ -208,18 +208,13 @@ func (c *conn) handle(f wire.Frame) error {
 			return wire.AppendExchangeCommandVersionsResponse(b, f.Corr, wire.OK, commandVersions)
 		})
 	case wire.Route:
-		// No super streams yet: no partition answers.
-		c.write(func(b []byte) []byte {
-			return wire.AppendStreamsResponse(b, wire.KeyRoute, f.Corr, wire.StreamDoesNotExist, nil)
-		})
+		c.route(f)
 	case wire.Partitions:
-		c.write(func(b []byte) []byte {
-			return wire.AppendStreamsResponse(b, wire.KeyPartitions, f.Corr, wire.StreamDoesNotExist, nil)
-		})
+		c.partitions(f)
 	case wire.CreateSuperStream:
-		c.respond(wire.KeyCreateSuperStream, f.Corr, wire.PreconditionFailed)
+		c.respond(wire.KeyCreateSuperStream, f.Corr, c.createSuperStream(f))
 	case wire.DeleteSuperStream:
-		c.respond(wire.KeyDeleteSuperStream, f.Corr, wire.StreamDoesNotExist)
+		c.respond(wire.KeyDeleteSuperStream, f.Corr, c.deleteSuperStream(f))
 	case wire.ConsumerUpdateResponse:
 		c.consumerUpdateResponse(f)
 	case wire.Close:
@@ -246,7 +241,8 @@ var commandVersions = func() []wire.CommandVersion {
 		wire.KeyUnsubscribe, wire.KeyCreate, wire.KeyDelete, wire.KeyMetadata, wire.KeyPeerProperties,
 		wire.KeySaslHandshake, wire.KeySaslAuthenticate, wire.KeyTune, wire.KeyOpen, wire.KeyClose,
 		wire.KeyHeartbeat, wire.KeyExchangeCommandVersions, wire.KeyStreamStats,
-		wire.KeyPublishConfirm, wire.KeyPublishError, wire.KeyDeliver, wire.KeyMetadataUpdate} {
+		wire.KeyPublishConfirm, wire.KeyPublishError, wire.KeyDeliver, wire.KeyMetadataUpdate,
+		wire.KeyRoute, wire.KeyPartitions, wire.KeyCreateSuperStream, wire.KeyDeleteSuperStream} {
 		v := wire.CommandVersion{Key: k, Min: 1, Max: 1}
 		if k == wire.KeyPublish {
 			v.Max = 2

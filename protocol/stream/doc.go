@@ -34,10 +34,19 @@
 // sent and the client's post-filter (which RabbitMQ's clients require
 // whenever they filter) selects the messages.
 //
-// What is not here yet (issue 41): super streams (route and partitions
-// answer stream does not exist), single active consumer (refused with
-// precondition failed), the broker-side half of filtering (RabbitMQ's
-// per-chunk Bloom filter lets it skip chunks without a wanted value: this
+// Super streams (exchange/superstream.go): Route and Partitions answer
+// from the core's lookups (with the response bit, as 3.11+); Create- and
+// DeleteSuperStream (RabbitMQ 3.13, which is why Config.Version is
+// 3.13.0: the only thing 3.13 unlocks in rabbitmq-stream-go-client
+// v1.8.3) declare and delete the exchange, partitions and bindings
+// through the core's one check. A subscription with the property
+// super-stream=<name> on one of that super stream's partitions passes
+// its index to the core, so a single-active group spreads the
+// partitions over its members.
+//
+// What is not here yet (issue 41): the broker-side half of filtering
+// (RabbitMQ's per-chunk Bloom filter lets it skip chunks without a
+// wanted value: this
 // log has no chunks at rest, one store record per message, and chunks
 // are cut per subscription at delivery, so a skip here would be a
 // per-message check of the stored filter value at delivery; until then

@@ -43,7 +43,9 @@ type Config struct {
 	// chunks are written.
 	Prefetch int
 	// Version is the RabbitMQ version announced in peer properties
-	// (clients unlock features by it): 3.11.0.
+	// (clients unlock features by it): 3.13.0. rabbitmq-stream-go-client
+	// v1.8.3 unlocks single active consumer from 3.11 and the super
+	// stream create and delete commands from 3.13, nothing else.
 	Version string
 	// Product names the server in peer properties ("Trident").
 	Product string
@@ -63,7 +65,7 @@ func (c *Config) defaults() {
 		c.Prefetch = 2048
 	}
 	if c.Version == "" {
-		c.Version = "3.11.0"
+		c.Version = "3.13.0"
 	}
 	if c.Product == "" {
 		c.Product = "Trident"

@@ -146,13 +146,15 @@ func (c *conn) subscribe(f wire.Subscribe) {
 		return
 	}
 	var sac bool
-	var name string
+	var name, super string
 	for _, p := range f.Props {
 		switch p.Key {
 		case "single-active-consumer":
 			sac = p.Value == "true"
 		case "name":
 			name = p.Value
+		case "super-stream":
+			super = p.Value
 		}
 	}
 	spec, ok := offsetArg(f.OffsetType, f.Offset)
@@ -161,11 +163,11 @@ func (c *conn) subscribe(f wire.Subscribe) {
 		return
 	}
 	s := &subscription{c: c, id: f.ID, stream: f.Stream}
-	// A super stream's partition index is not known here yet (no super
-	// streams): every group behaves as one stream's.
+	// A partition of the super stream the subscription names has its
+	// index: a single-active group spreads the partitions (streamsac.go).
 	cons, err := c.vh.Consume(f.Stream, exchange.ConsumeOpts{Tag: "stream.sub-" + strconv.Itoa(int(f.ID)),
 		Prefetch: c.s.cfg.Prefetch, Sink: s, Owner: c, Args: exchange.Table{"x-stream-offset": spec},
-		SingleActive: sac, GroupName: name, PartitionIndex: -1})
+		SingleActive: sac, GroupName: name, PartitionIndex: c.partitionIndex(f.Stream, super)})
 	if err != nil {
 		reply(codeOf(err))
 		return

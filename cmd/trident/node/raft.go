@@ -117,7 +117,7 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 	rs.host = groups.New(groups.Config{DB: rs.db, Mux: rs.mux, Dir: raftSnapshotDir(n.cfg.DataDir),
 		NodeID: n.nodeName(), Log: log.With("component", "raft")})
 	applier := &meta.StoreApplier{Local: n.store, Replicated: replicatedKey, Rank: metaRank,
-		Stamp: exchange.MetaStamp,
+		Stamp: exchange.MetaStamp, Topology: n.broker.ApplyCommitted,
 		Hooks: []func([]exchange.MetaOp) error{
 			n.broker.ApplyMeta,
 			func(ops []exchange.MetaOp) error {
@@ -160,6 +160,7 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 		log.Info("metadata group waits to be added by the cluster's leader")
 	}
 	n.metaStore.Attach(rs.meta)
+	n.broker.SetTopologyProposer(rs.meta)
 	log.Info("raft started", "raft_listen", rs.mux.BoundAddr().String(), "raft_advertise", rs.mux.Addr())
 	return rs, nil
 }

@@ -1,0 +1,481 @@
+package exchange
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var updateTopology = flag.Bool("update-topology", false, "rewrite testdata/topology from EncodeTopology")
+
+// goldenTopology are the commands whose version 1 encodings are in
+// testdata/topology: they are written into the metadata log of a cluster,
+// so a later release must read them as they are.
+func goldenTopology() map[string]TopologyCommand {
+	return map[string]TopologyCommand{
+		"declare-exchange": {Op: TopoDeclareExchange, VHost: "/", Actor: "alice", Name: "orders", Type: KindTopic,
+			Durable: true, AutoDelete: true, Internal: true, Args: Table{"alternate-exchange": "ae"}},
+		"delete-exchange": {Op: TopoDeleteExchange, VHost: "prod", Actor: "bob", Name: "orders", IfUnused: true},
+		"declare-queue": {Op: TopoDeclareQueue, VHost: "/", Actor: "alice", Name: "q1", Durable: true,
+			Exclusive: true, AutoDelete: true, Args: Table{"x-queue-type": "quorum", "x-max-length": int64(10),
+				"x-dead-letter-exchange": "dlx"}},
+		"delete-queue": {Op: TopoDeleteQueue, VHost: "/", Name: "q1", IfUnused: true, IfEmpty: true},
+		"declare-quorum-queue": {Op: TopoDeclareQueue, VHost: "/", Actor: "dave", Name: "qq", Durable: true,
+			Args: Table{"x-queue-type": "quorum"}, ID: 1<<61 | 12345, Node: "n1", Members: []string{"n1", "n2", "n3"}},
+		"bind-queue": {Op: TopoBind, VHost: "/", Actor: "carol", Name: "q1", ToQueue: true, Source: "amq.topic",
+			Key: "a.*.b", Args: Table{"x-match": "any"}},
+		"unbind-exchange": {Op: TopoUnbind, VHost: "v", Actor: "carol", Name: "dst", Source: "src", Key: "k"},
+		"set-policy": {Op: TopoSetPolicy, VHost: "/", Actor: "admin", Name: "ttl", Pattern: "^q\\.", ApplyTo: ApplyToQueues,
+			Priority: 5, Definition: Table{"message-ttl": int64(1000)}},
+		"delete-policy": {Op: TopoDeletePolicy, VHost: "/", Actor: "admin", Name: "ttl"},
+		"declare-vhost": {Op: TopoDeclareVHost, VHost: "prod", Actor: "admin"},
+		"set-vhost-metadata": {Op: TopoSetVHostMeta, VHost: "prod", Actor: "admin", Description: "production",
+			Tags: []string{"eu", "critical"}},
+		"delete-vhost": {Op: TopoDeleteVHost, VHost: "prod", Actor: "admin"},
+	}
+}
+
+func TestTopologyGolden(t *testing.T) {
+	for name, c := range goldenTopology() {
+		path := filepath.Join("testdata", "topology", "v1-"+name+".bin")
+		enc := EncodeTopology(c)
+		if *updateTopology {
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, enc, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		old, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(enc, old) {
+			t.Errorf("%s: encoding differs from the golden one\n got % x\nwant % x", name, enc, old)
+		}
+		got, err := DecodeTopology(old)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !reflect.DeepEqual(got, c) {
+			t.Errorf("%s: decoded %+v\nwant %+v", name, got, c)
+		}
+	}
+}
+
+func TestTopologyDecodeRefuses(t *testing.T) {
+	good := EncodeTopology(TopologyCommand{Op: TopoDeclareQueue, VHost: "/", Name: "q"})
+	withField := func(k string, v any) []byte {
+		t := Table{"vhost": "/", k: v}
+		return append([]byte{topologyVersion, byte(TopoDeclareQueue)}, encodeRecord(t)...)
+	}
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want error
+	}{
+		{"newer version", append([]byte{topologyVersion + 1}, good[1:]...), ErrTopologyUnreadable},
+		{"unknown op", append([]byte{topologyVersion, 200}, good[2:]...), ErrTopologyUnreadable},
+		{"unknown field", withField("partition", "p1"), ErrTopologyUnreadable},
+		{"wrong type", withField("durable", "yes"), ErrBadTopology},
+		{"args not a table", withField("args", "x"), ErrBadTopology},
+		{"empty", nil, ErrBadTopology},
+		{"version 0", append([]byte{0}, good[1:]...), ErrBadTopology},
+		{"truncated", good[:len(good)-1], ErrBadTopology},
+	} {
+		if _, err := DecodeTopology(tc.b); !errors.Is(err, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+// batchStore is a fakeStore with MetaBatcher, counting how records reach it.
+type batchStore struct {
+	*fakeStore
+	mu      sync.Mutex
+	batches [][]string
+	fail    error
+}
+
+func (s *batchStore) WriteMetaBatch(keys []string, vals [][]byte) error {
+	s.mu.Lock()
+	fail := s.fail
+	if fail == nil {
+		s.batches = append(s.batches, append([]string(nil), keys...))
+	}
+	s.mu.Unlock()
+	if fail != nil {
+		return fail
+	}
+	for i, k := range keys {
+		if vals[i] == nil {
+			_ = s.fakeStore.DeleteMeta(k)
+		} else {
+			_ = s.fakeStore.PutMeta(k, vals[i])
+		}
+	}
+	return nil
+}
+
+func (s *batchStore) keysWith(prefix string) []string {
+	s.fakeStore.mu.Lock()
+	defer s.fakeStore.mu.Unlock()
+	var out []string
+	for k := range s.fakeStore.meta {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// A command's records reach the store in one batch: deleting an exchange
+// deletes its record and its bindings' together, so a crash cannot leave
+// bindings naming an exchange that is gone, or the other way round.
+func TestApplyWritesOneBatch(t *testing.T) {
+	st := &batchStore{fakeStore: newFakeStore()}
+	b := newTestBroker(t, st)
+	v := mustVHost(t, b, "/")
+	must := func(_ Result, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(v.Apply(TopologyCommand{Op: TopoDeclareExchange, Name: "x", Type: KindDirect, Durable: true}))
+	for _, q := range []string{"q1", "q2"} {
+		must(v.Apply(TopologyCommand{Op: TopoDeclareQueue, Name: q, Durable: true}))
+		must(v.Apply(TopologyCommand{Op: TopoBind, Name: q, ToQueue: true, Source: "x", Key: "k"}))
+	}
+	if n := len(st.keysWith("binding/")); n != 2 {
+		t.Fatalf("%d binding records, want 2", n)
+	}
+	st.mu.Lock()
+	st.batches = nil
+	st.fail = errors.New("disk full")
+	st.mu.Unlock()
+	if _, err := v.Apply(TopologyCommand{Op: TopoDeleteExchange, Name: "x"}); err == nil {
+		t.Fatal("delete with a failing store: no error")
+	}
+	if n, xs := len(st.keysWith("binding/")), st.keysWith("exchange/"); n != 2 || len(xs) != 1 {
+		t.Fatalf("a failed batch left %d binding records and exchange records %q: want all of them", n, xs)
+	}
+	st.mu.Lock()
+	st.fail = nil
+	st.mu.Unlock()
+	// The failed delete changed memory (standalone: memory first); the
+	// records are removed by deleting again what remains: the queues.
+	must(v.Apply(TopologyCommand{Op: TopoDeclareExchange, Name: "y", Type: KindDirect, Durable: true}))
+	for _, q := range []string{"q1", "q2"} {
+		must(v.Apply(TopologyCommand{Op: TopoBind, Name: q, ToQueue: true, Source: "y", Key: "k"}))
+	}
+	st.mu.Lock()
+	st.batches = nil
+	st.mu.Unlock()
+	must(v.Apply(TopologyCommand{Op: TopoDeleteExchange, Name: "y"}))
+	st.mu.Lock()
+	batches := st.batches
+	st.mu.Unlock()
+	if len(batches) != 1 || len(batches[0]) != 3 {
+		t.Fatalf("delete of an exchange with 2 bindings wrote batches %q, want one of 3 records", batches)
+	}
+	for _, k := range st.keysWith("binding/") {
+		if strings.Contains(k, "\x00y\x00") {
+			t.Fatalf("binding record %q left", k)
+		}
+	}
+}
+
+// VHost.Do applies the command for the user it authorized, and the
+// command carries that user.
+func TestDoAppliesCommandWithActor(t *testing.T) {
+	v, _ := newTestVHost(t)
+	var seen []TopologyCommand
+	v.b.onApply = func(c TopologyCommand) { seen = append(seen, c) }
+	a := namedAuthorizer{name: "alice"}
+	if _, err := v.Do(a, QueueDeclare{Name: "q", Opts: QueueOpts{Durable: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Do(a, QueueBind{Queue: "q", Exchange: "amq.direct", Key: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 2 || seen[0].Op != TopoDeclareQueue || seen[1].Op != TopoBind {
+		t.Fatalf("applied %+v", seen)
+	}
+	for _, c := range seen {
+		if c.Actor != "alice" || c.VHost != "/" {
+			t.Fatalf("command %v: actor %q vhost %q", c.Op, c.Actor, c.VHost)
+		}
+	}
+}
+
+type namedAuthorizer struct{ name string }
+
+func (namedAuthorizer) CheckConfigure(vhost, kind, name string) error { return nil }
+func (namedAuthorizer) CheckWrite(vhost, kind, name string) error     { return nil }
+func (namedAuthorizer) CheckRead(vhost, kind, name string) error      { return nil }
+func (a namedAuthorizer) Name() string                                { return a.name }
+
+// sharedLog as a TopologyProposer: with commands set, the brokers of
+// twoNodes propose their topology changes as commands, which the log
+// applies on every node in one order (ApplyCommitted), writing the
+// records each returns to that node's store, as the metadata group's FSM
+// does.
+func (l *sharedLog) TopologyCommands() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.commands
+}
+
+func (l *sharedLog) ProposeTopology(c TopologyCommand) error {
+	l.mu.Lock()
+	f := l.before
+	if c.Op == TopoDeclareQueue || c.Op == TopoDeclareExchange {
+		l.before = nil
+	} else {
+		f = nil
+	}
+	l.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fail != nil {
+		return l.fail
+	}
+	l.proposed = append(l.proposed, c)
+	for i, b := range l.nodes {
+		ops, err := b.ApplyCommitted(c)
+		if err != nil {
+			return err
+		}
+		for _, op := range ops {
+			if op.Prefix {
+				_ = l.stores[i].DeleteMetaPrefix(op.Key)
+			} else if op.Val == nil {
+				_ = l.stores[i].DeleteMeta(op.Key)
+			} else {
+				_ = l.stores[i].PutMeta(op.Key, op.Val)
+			}
+		}
+	}
+	return nil
+}
+
+// withCommands runs test with the two nodes of twoNodes proposing
+// topology commands (a cluster with topology_commands enabled).
+func withCommands(t *testing.T, test func(*testing.T)) {
+	twoNodesCommands = true
+	defer func() { twoNodesCommands = false }()
+	test(t)
+}
+
+// The concurrent-declare guarantees hold as well when the cluster runs
+// topology commands: the same tests, through the command path.
+func TestConcurrentDeclareFirstWinsCommands(t *testing.T) {
+	withCommands(t, TestConcurrentDeclareFirstWins)
+}
+
+func TestConcurrentExchangeDeclareFirstWinsCommands(t *testing.T) {
+	withCommands(t, TestConcurrentExchangeDeclareFirstWins)
+}
+
+func TestClusteredBindProposesFirstCommands(t *testing.T) {
+	withCommands(t, TestClusteredBindProposesFirst)
+}
+
+func TestClusteredQueueDeleteProposesFirstCommands(t *testing.T) {
+	withCommands(t, TestClusteredQueueDeleteProposesFirst)
+}
+
+func TestClusteredExchangeDeleteAndUnbindProposeFirstCommands(t *testing.T) {
+	withCommands(t, TestClusteredExchangeDeleteAndUnbindProposeFirst)
+}
+
+func TestClusteredVHostDeleteProposesFirstCommands(t *testing.T) {
+	withCommands(t, TestClusteredVHostDeleteProposesFirst)
+}
+
+// TestCommandsReplaceRecordWrites: with commands on, a declaration, a
+// bind, an unbind and the deletes reach the log as commands carrying the
+// acting user, not as record writes through the store, and every node
+// holds the same topology and the same records after them.
+func TestCommandsReplaceRecordWrites(t *testing.T) {
+	twoNodesCommands = true
+	l, va, vb := twoNodes(t)
+	twoNodesCommands = false
+	n := len(l.proposed) // the vhost "/" twoNodes declared
+	a := namedAuthorizer{name: "alice"}
+	do := func(c Command) {
+		t.Helper()
+		if _, err := va.Do(a, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	do(ExchangeDeclare{Name: "x", Type: KindDirect, Opts: ExchangeOpts{Durable: true}})
+	do(QueueDeclare{Name: "q", Opts: QueueOpts{Durable: true}})
+	do(QueueBind{Queue: "q", Exchange: "x", Key: "k"})
+	do(QueueBind{Queue: "q", Exchange: "x", Key: "k2"})
+	do(QueueUnbind{Queue: "q", Exchange: "x", Key: "k2"})
+	if got, want := topology(vb.b), topology(va.b); !slices.Equal(got, want) {
+		t.Fatalf("b's topology %v, a's %v", got, want)
+	}
+	for _, p := range []string{"exchange/", "queue/", "binding/"} {
+		ka, kb := l.stores[0].metaKeys(p), l.stores[1].metaKeys(p)
+		slices.Sort(ka)
+		slices.Sort(kb)
+		if len(ka) == 0 || !slices.Equal(ka, kb) {
+			t.Fatalf("%s records: a %q, b %q", p, ka, kb)
+		}
+	}
+	do(QueueDelete{Name: "q"})
+	do(ExchangeDelete{Name: "x"})
+	if got := topology(vb.b); !slices.Equal(got, topology(va.b)) || slices.ContainsFunc(got, func(s string) bool {
+		return strings.Contains(s, " x ") || strings.HasSuffix(s, " q")
+	}) {
+		t.Fatalf("after the deletes: b %v, a %v", got, topology(va.b))
+	}
+	for i, st := range l.stores {
+		if ks := st.metaKeys("queue/"); len(ks) != 0 {
+			t.Fatalf("node %d keeps queue records %q", i, ks)
+		}
+		if ks := st.metaKeys("binding/"); len(ks) != 0 {
+			t.Fatalf("node %d keeps binding records %q", i, ks)
+		}
+	}
+	ops := []TopoOp{TopoDeclareExchange, TopoDeclareQueue, TopoBind, TopoBind, TopoUnbind, TopoDeleteQueue, TopoDeleteExchange}
+	proposed := l.proposed[n:]
+	if len(proposed) != len(ops) {
+		t.Fatalf("proposed %d commands, want %d: %+v", len(proposed), len(ops), proposed)
+	}
+	for i, c := range proposed {
+		if c.Op != ops[i] || c.Actor != "alice" || c.VHost != "/" {
+			t.Fatalf("command %d: %v by %q in %q, want %v by alice", i, c.Op, c.Actor, c.VHost, ops[i])
+		}
+	}
+	if c := proposed[5]; c.ID == 0 {
+		t.Fatal("a queue delete names no queue id")
+	}
+}
+
+// TestPoliciesAsCommands: with commands on, a policy set or deleted on
+// one node is a command applied on every node: both hold it (and its
+// record), both queues take it; an invalid one is refused on the node
+// where it is set, and nothing is proposed.
+func TestPoliciesAsCommands(t *testing.T) {
+	twoNodesCommands = true
+	l, va, vb := twoNodes(t)
+	twoNodesCommands = false
+	declareQ(t, va, "q.1", QueueOpts{Durable: true})
+	n := len(l.proposed)
+	if _, err := va.SetPolicy(Policy{Name: "bad", Pattern: "(", ApplyTo: ApplyToQueues}); err == nil {
+		t.Fatal("an invalid pattern was accepted")
+	}
+	created, err := va.SetPolicy(Policy{Name: "ttl", Pattern: "^q\\.", ApplyTo: ApplyToQueues, Priority: 1,
+		Definition: Table{"max-length": int64(3)}})
+	if err != nil || !created {
+		t.Fatalf("set: created %v, %v", created, err)
+	}
+	if got := l.proposed[n:]; len(got) != 1 || got[0].Op != TopoSetPolicy || got[0].Name != "ttl" {
+		t.Fatalf("proposed %+v, want the one policy.set", got)
+	}
+	for i, v := range []*VHost{va, vb} {
+		q, err := v.Queue("q.1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name, _ := q.Policy(); name != "ttl" {
+			t.Fatalf("node %d: queue's policy %q", i, name)
+		}
+		if ks := l.stores[i].metaKeys("policy/"); len(ks) != 1 {
+			t.Fatalf("node %d: policy records %q", i, ks)
+		}
+	}
+	if created, err := vb.SetPolicy(Policy{Name: "ttl", Pattern: "^q\\.", ApplyTo: ApplyToQueues, Priority: 2,
+		Definition: Table{"max-length": int64(4)}}); err != nil || created {
+		t.Fatalf("update from b: created %v, %v", created, err)
+	}
+	if err := vb.DeletePolicy("ttl"); err != nil {
+		t.Fatal(err)
+	}
+	if err := va.DeletePolicy("ttl"); KindOf(err) != KindNotFound {
+		t.Fatalf("delete of a deleted policy: %v", err)
+	}
+	for i, v := range []*VHost{va, vb} {
+		if ps := v.Policies(); len(ps) != 0 {
+			t.Fatalf("node %d keeps policies %+v", i, ps)
+		}
+		if ks := l.stores[i].metaKeys("policy/"); len(ks) != 0 {
+			t.Fatalf("node %d keeps policy records %q", i, ks)
+		}
+	}
+}
+
+// TestVHostsAsCommands: with commands on, a vhost declared, described and
+// deleted on one node is so on every node, records included, and each
+// change is one proposed command.
+func TestVHostsAsCommands(t *testing.T) {
+	twoNodesCommands = true
+	l, _, _ := twoNodes(t)
+	twoNodesCommands = false
+	a, b := l.nodes[0], l.nodes[1]
+	n := len(l.proposed)
+	if err := a.EnsureVHost("v3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.EnsureVHost("v3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetVHostMetadata("v3", "third", []string{"t1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetVHostMetadata("nope", "", nil); KindOf(err) != KindNotFound {
+		t.Fatalf("metadata of a missing vhost: %v", err)
+	}
+	ops := []TopoOp{}
+	for _, c := range l.proposed[n:] {
+		ops = append(ops, c.Op)
+	}
+	if !slices.Equal(ops, []TopoOp{TopoDeclareVHost, TopoSetVHostMeta}) {
+		t.Fatalf("proposed %v, want one declare and one set-metadata", ops)
+	}
+	for i, br := range l.nodes {
+		v, ok := br.VHost("v3")
+		if !ok {
+			t.Fatalf("node %d: no vhost v3", i)
+		}
+		if d, tags := v.Metadata(); d != "third" || !slices.Equal(tags, []string{"t1"}) {
+			t.Fatalf("node %d: metadata %q %q", i, d, tags)
+		}
+		if r, err := l.stores[i].metaRecord("vhost/v3"); err != nil || r["description"] != "third" {
+			t.Fatalf("node %d: record %v %v", i, r, err)
+		}
+	}
+	v3 := mustVHost(t, a, "v3")
+	declareQ(t, v3, "q", QueueOpts{Durable: true})
+	if err := b.DeleteVHost("v3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DeleteVHost("v3"); KindOf(err) != KindNotFound {
+		t.Fatalf("delete of a deleted vhost: %v", err)
+	}
+	for i, br := range l.nodes {
+		if _, ok := br.VHost("v3"); ok {
+			t.Fatalf("node %d keeps vhost v3", i)
+		}
+		for _, k := range l.stores[i].metaKeys("") {
+			if strings.Contains(k, "v3") {
+				t.Fatalf("node %d keeps record %q", i, k)
+			}
+		}
+	}
+}
