@@ -21,11 +21,10 @@ var createArgs = map[string]struct {
 	"queue-leader-locator":          {"x-queue-leader-locator", false},
 }
 
-// create declares a durable stream, through the one permission check
-// (configure on the stream's name), as queue.declare would.
-func (c *conn) create(f wire.Create) wire.Code {
-	args := exchange.Table{"x-queue-type": "stream"}
-	for _, kv := range f.Args {
+// streamArgs puts the core's arguments for kvs (createArgs) into args;
+// false if a numeric one does not parse.
+func streamArgs(kvs []wire.KV, args exchange.Table) bool {
+	for _, kv := range kvs {
 		m, ok := createArgs[kv.Key]
 		if !ok {
 			continue
@@ -36,9 +35,19 @@ func (c *conn) create(f wire.Create) wire.Code {
 		}
 		n, err := strconv.ParseInt(kv.Value, 10, 64)
 		if err != nil {
-			return wire.PreconditionFailed
+			return false
 		}
 		args[m.arg] = n
+	}
+	return true
+}
+
+// create declares a durable stream, through the one permission check
+// (configure on the stream's name), as queue.declare would.
+func (c *conn) create(f wire.Create) wire.Code {
+	args := exchange.Table{"x-queue-type": "stream"}
+	if !streamArgs(f.Args, args) {
+		return wire.PreconditionFailed
 	}
 	cmd := exchange.QueueDeclare{Name: f.Stream, Opts: exchange.QueueOpts{Durable: true, Args: args}}
 	if err := exchange.Authorize(c.actor, c.vh.Name(), cmd); err != nil {

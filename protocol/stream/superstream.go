@@ -2,7 +2,6 @@ package stream
 
 import (
 	"errors"
-	"strconv"
 
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/stream/wire"
@@ -40,20 +39,8 @@ func (c *conn) partitions(f wire.Partitions) {
 // arguments apply to every partition as Create's do.
 func (c *conn) createSuperStream(f wire.CreateSuperStream) wire.Code {
 	args := exchange.Table{}
-	for _, kv := range f.Args {
-		m, ok := createArgs[kv.Key]
-		if !ok {
-			continue
-		}
-		if !m.num {
-			args[m.arg] = kv.Value
-			continue
-		}
-		n, err := strconv.ParseInt(kv.Value, 10, 64)
-		if err != nil {
-			return wire.PreconditionFailed
-		}
-		args[m.arg] = n
+	if !streamArgs(f.Args, args) {
+		return wire.PreconditionFailed
 	}
 	if f.Name == "" || len(f.Name) > 255 {
 		return wire.PreconditionFailed
