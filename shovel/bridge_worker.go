@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/url"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -155,6 +157,10 @@ func (w *worker) bridgeLoop(ctx context.Context, l *bridgeLocal, r remote, in <-
 	results := make(chan outResult, d.Prefetch+1)
 	var acks []func() // remote acknowledgements waiting for local confirms, in order
 	ds := l.ds
+	// Over MQTT 3.1.1 a remote broker sends the bridge back what it
+	// published on a topic it also subscribes to (a "both" rule; MQTT 5
+	// has no-local): each such publish expects its echo, which is dropped.
+	echoes := newEchoes(d.ProtocolVersion != BridgeMQTT50)
 	for {
 		select {
 		case <-ctx.Done():
@@ -184,6 +190,9 @@ func (w *worker) bridgeLoop(ctx context.Context, l *bridgeLocal, r remote, in <-
 				qos = 0 // published at QoS 0: forwarded at QoS 0, as Mosquitto
 			}
 			retain, _ := m.Headers[hdrMQTTRetain].(bool)
+			if _, back := d.toLocal(rt); back {
+				echoes.expect(rt, m.Body)
+			}
 			go func(tag uint64, body []byte) {
 				results <- outResult{tag: tag, err: r.publish(ctx, rt, qos, retain, body)}
 			}(m.DeliveryTag, m.Body)
@@ -199,7 +208,7 @@ func (w *worker) bridgeLoop(ctx context.Context, l *bridgeLocal, r remote, in <-
 			w.out.Add(1)
 		case m := <-in:
 			lt, ok := d.toLocal(m.topic)
-			if !ok {
+			if !ok || echoes.echo(m.topic, m.payload) {
 				m.ack()
 				continue
 			}
@@ -230,4 +239,74 @@ func (w *worker) bridgeLoop(ctx context.Context, l *bridgeLocal, r remote, in <-
 			}
 		}
 	}
+}
+
+// echoTTL bounds how long a publish waits for its echo.
+const echoTTL = time.Minute
+
+// echoes are the echoes a 3.1.1 bridge expects: by topic and payload.
+type echoes struct {
+	on bool
+	m  map[echoKey]*echoEntry
+}
+
+type echoKey struct {
+	topic string
+	sum   uint64
+}
+
+type echoEntry struct {
+	n  int
+	at time.Time
+}
+
+func newEchoes(on bool) *echoes { return &echoes{on: on, m: map[echoKey]*echoEntry{}} }
+
+func payloadSum(b []byte) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write(b)
+	return h.Sum64()
+}
+
+func (e *echoes) expect(topic string, payload []byte) {
+	if !e.on {
+		return
+	}
+	now := time.Now()
+	if len(e.m) >= 4096 {
+		for k, x := range e.m {
+			if now.Sub(x.at) > echoTTL {
+				delete(e.m, k)
+			}
+		}
+	}
+	k := echoKey{topic, payloadSum(payload)}
+	x := e.m[k]
+	if x == nil {
+		x = &echoEntry{}
+		e.m[k] = x
+	}
+	x.n++
+	x.at = now
+}
+
+// echo reports whether a message from the remote is an expected echo,
+// and counts it.
+func (e *echoes) echo(topic string, payload []byte) bool {
+	if !e.on || len(e.m) == 0 {
+		return false
+	}
+	k := echoKey{topic, payloadSum(payload)}
+	x := e.m[k]
+	if x == nil {
+		return false
+	}
+	if time.Since(x.at) > echoTTL {
+		delete(e.m, k)
+		return false
+	}
+	if x.n--; x.n <= 0 {
+		delete(e.m, k)
+	}
+	return true
 }
