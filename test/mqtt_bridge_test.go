@@ -221,6 +221,30 @@ func (c *collector) missing(prefix string, n int) []string {
 	return out
 }
 
+// waitAll waits up to a minute for out's payloads op0..op(no-1) and in's
+// ip0..ip(ni-1), and names what is missing if they do not all come.
+func waitAll(t *testing.T, what string, out *collector, op string, no int, in *collector, ip string, ni int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		mo, mi := out.missing(op, no), in.missing(ip, ni)
+		if len(mo) == 0 && len(mi) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: lost out %d %v, lost in %d %v", what, len(mo), head(mo), len(mi), head(mi))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func head(l []string) []string {
+	if len(l) > 10 {
+		return l[:10]
+	}
+	return l
+}
+
 // publishRange publishes payloads prefix<from>..prefix<to-1> at QoS 1 to
 // topic/<i> on addr, each acknowledged, over one connection.
 func publishRange(t *testing.T, addr, id, topic, prefix string, from, to int) {
@@ -268,14 +292,19 @@ func TestMQTTBridgeQoS1NothingLost(t *testing.T) {
 	}
 	wg.Wait()
 	publishRange(t, cloud.mqtt, "cloud-pub-2", "down", "i", 100, 200)
-	eventually(t, 60*time.Second, "every message across the cloud's kill", func() bool {
-		return len(sink.missing("o", 300)) == 0 && len(down.missing("i", 200)) == 0
-	})
+	waitAll(t, "every message across the cloud's kill", sink, "o", 300, down, "i", 200)
 
-	// The edge is killed with messages in its bridge queue, and while the
-	// cloud has messages for the bridge.
+	// The edge is killed with messages in its bridge queue (the cloud is
+	// down meanwhile, so none has left), and while the cloud holds
+	// messages for the bridge's session.
+	if err := cloud.p.Kill(); err != nil {
+		t.Fatal(err)
+	}
 	publishRange(t, edge.mqtt, "edge-pub-2", "data", "o", 300, 600)
 	if err := edge.p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cloud.p.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	publishRange(t, cloud.mqtt, "cloud-pub-3", "down", "i", 200, 300)
@@ -284,12 +313,7 @@ func TestMQTTBridgeQoS1NothingLost(t *testing.T) {
 	}
 	publishRange(t, edge.mqtt, "edge-pub-3", "data", "o", 600, 650)
 	publishRange(t, cloud.mqtt, "cloud-pub-4", "down", "i", 300, 350)
-	eventually(t, 60*time.Second, "every message across the edge's kill", func() bool {
-		return len(sink.missing("o", 650)) == 0 && len(down.missing("i", 350)) == 0
-	})
-	if m := sink.missing("o", 650); len(m) > 0 {
-		t.Fatalf("lost out: %v", m)
-	}
+	waitAll(t, "every message across the edge's kill", sink, "o", 650, down, "i", 350)
 }
 
 // mosquittoBin finds mosquitto, installing Debian's package with the
@@ -396,6 +420,31 @@ func TestMQTTBridgePermissions(t *testing.T) {
 	api.expect(204, "PUT", "/api/permissions/%2F/bridger", map[string]any{"configure": ".*", "write": ".*", "read": ".*"})
 	waitBridge(t, api, "nosy", "running", 20*time.Second)
 
+	// In: a user who may not write amq.topic. The message the remote
+	// sent is not acknowledged to it while the local publish is refused:
+	// the remote session keeps it, and it arrives once the user may.
+	api.expect(201, "PUT", "/api/users/inbound", map[string]any{"password": "pw", "tags": "policymaker"})
+	api.expect(201, "PUT", "/api/permissions/%2F/inbound", map[string]any{"configure": ".*", "write": "^mqtt-bridge\\.", "read": ".*"})
+	api.expect(201, "PUT", "/api/users/far", map[string]any{"password": "farpw", "tags": ""})
+	api.expect(201, "PUT", "/api/permissions/%2F/far", map[string]any{"configure": ".*", "write": ".*", "read": ".*"})
+	api.as("inbound", "pw").expect(201, "PUT", "/api/parameters/mqtt-bridge/%2F/inbound", map[string]any{"value": map[string]any{
+		"address": b.mqttAddr(), "remote_username": "far", "remote_password": "farpw", "remote_clientid": "inbound-bridge",
+		"cleansession": false, "restart_timeout": 1, "topic": "feed/# in 1 local/ \"\""}})
+	waitBridge(t, api, "inbound", "running", 20*time.Second)
+	local := dial3(t, "tcp://"+b.mqttAddr(), "local-feed", true, func(o *mqtt3.ClientOptions) { o.SetUsername("guest").SetPassword("guest") })
+	local.subscribe(t, "local/feed/#", 1)
+	dial3(t, "tcp://"+b.mqttAddr(), "far-pub", true, func(o *mqtt3.ClientOptions) { o.SetUsername("far").SetPassword("farpw") }).
+		publish(t, "feed/1", 1, false, "first")
+	st = waitBridge(t, api, "inbound", "terminated", 20*time.Second)
+	if r, _ := st["reason"].(string); !strings.Contains(r, "ACCESS_REFUSED") || !strings.Contains(r, "write") {
+		t.Fatalf("reason %q: want the refusal to write amq.topic", r)
+	}
+	local.none(t, 200*time.Millisecond)
+	api.expect(204, "PUT", "/api/permissions/%2F/inbound", map[string]any{"configure": ".*", "write": ".*", "read": ".*"})
+	if m := recv3(t, local, 20*time.Second); m.topic != "local/feed/1" || m.payload != "first" {
+		t.Fatalf("after the grant the edge got %+v, want local/feed/1 \"first\"", m)
+	}
+
 	for _, tags := range []string{"management", "monitoring"} {
 		user := "br-" + tags
 		api.expect(201, "PUT", "/api/users/"+user, map[string]any{"password": "pw", "tags": tags})
@@ -416,8 +465,8 @@ func TestMQTTBridgePermissions(t *testing.T) {
 			}
 		}
 	}
-	if p := api.list("/api/parameters/mqtt-bridge"); len(p) != 1 {
-		t.Fatalf("definitions %v, want nosy alone", p)
+	if p := api.list("/api/parameters/mqtt-bridge"); len(p) != 2 {
+		t.Fatalf("definitions %v, want inbound and nosy alone", p)
 	}
 	// A monitoring user sees the state.
 	if st := bridgeState(api.as("br-monitoring", "pw"), "/", "nosy"); st == nil {
