@@ -1,9 +1,12 @@
 package conf
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Bridge is an MQTT bridge of the configuration file (mqtt.bridges[i]):
@@ -124,4 +127,19 @@ func (c *Config) validateBridges(bad func(key, format string, args ...any)) {
 			bad(key("restart_timeout"), "%s must not be negative", b.RestartTimeout)
 		}
 	}
+}
+
+// parseBridges reads mqtt.bridges from a flag or the environment: a YAML
+// list (JSON is YAML too), its keys checked as the file's are.
+func parseBridges(p *[]Bridge, s string) error {
+	var list []Bridge
+	if strings.TrimSpace(s) != "" {
+		dec := yaml.NewDecoder(bytes.NewReader([]byte(s)))
+		dec.KnownFields(true)
+		if err := dec.Decode(&list); err != nil {
+			return fmt.Errorf("not a list of bridges: %v", err)
+		}
+	}
+	*p = list
+	return nil
 }
