@@ -188,10 +188,10 @@ type collector struct {
 func newCollector(t *testing.T, addr, id, filter string) *collector {
 	t.Helper()
 	col := &collector{got: map[string]int{}, name: id}
-	o := mqtt3.NewClientOptions().AddBroker("tcp://"+addr).SetClientID(id).SetCleanSession(false).
+	o := mqtt3.NewClientOptions().AddBroker("tcp://" + addr).SetClientID(id).SetCleanSession(false).
 		SetUsername("guest").SetPassword("guest").SetProtocolVersion(4).
-		SetAutoReconnect(true).SetMaxReconnectInterval(300*time.Millisecond).SetConnectRetry(true).
-		SetConnectRetryInterval(300*time.Millisecond).SetConnectTimeout(3*time.Second).SetOrderMatters(true).
+		SetAutoReconnect(true).SetMaxReconnectInterval(300 * time.Millisecond).SetConnectRetry(true).
+		SetConnectRetryInterval(300 * time.Millisecond).SetConnectTimeout(3 * time.Second).SetOrderMatters(true).
 		SetDefaultPublishHandler(func(_ mqtt3.Client, m mqtt3.Message) {
 			col.mu.Lock()
 			col.got[string(m.Payload())]++
