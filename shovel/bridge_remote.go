@@ -147,7 +147,6 @@ func (w *worker) connectRemote(ctx context.Context, in chan<- remoteMsg, stop <-
 	if cid == "" {
 		cid = w.m.node + "." + w.name
 	}
-	var last error
 	for _, addr := range d.Addresses {
 		var conn net.Conn
 		dial := w.remoteDialer(addr)
@@ -169,10 +168,11 @@ func (w *worker) connectRemote(ctx context.Context, in chan<- remoteMsg, stop <-
 			}
 			return r, addr, nil
 		}
-		last = err
 		w.m.log.Debug("bridge connection failed", "vhost", w.vhost, "bridge", w.name, "address", addr, "err", err)
 	}
-	return nil, "", fmt.Errorf("remote: connection failed: %v", last)
+	// As a shovel's: the API says no more (a bridge is no port scanner);
+	// the log has each address's error at debug level.
+	return nil, "", connectError{end: "remote"}
 }
 
 // client311 is an MQTT 3.1/3.1.1 connection (paho.mqtt.golang).

@@ -554,3 +554,38 @@ func canDial(addr string) bool {
 	c.Close()
 	return true
 }
+
+// TestMQTTBridgeTLS: a bridge to a TLS listener verifies the remote's
+// certificate against bridge_cafile and forwards over it; without that CA
+// (the system's roots) the connection fails and the bridge says so
+// without the details (a bridge is no port scanner).
+func TestMQTTBridgeTLS(t *testing.T) {
+	p := newPKI(t)
+	cloud := tlsBroker(t, p)
+	_, port, _ := net.SplitHostPort(cloud.n.MQTTTLSAddr().String())
+	edge, base := mgmtBroker(t, func(c *conf.Config) { c.MQTT.Listen = "127.0.0.1:0" })
+	api := apiClient{t: t, base: base, user: "guest", pass: "guest"}
+	api.expect(201, "PUT", "/api/parameters/mqtt-bridge/%2F/tls", map[string]any{"value": map[string]any{
+		"address": "localhost:" + port, "bridge_cafile": p.caFile, "remote_username": "guest", "remote_password": "guest",
+		"restart_timeout": 1, "topic": "secure/# out 1"}})
+	api.expect(201, "PUT", "/api/parameters/mqtt-bridge/%2F/untrusted", map[string]any{"value": map[string]any{
+		"address": "localhost:" + port, "bridge_tls": true, "remote_username": "guest", "remote_password": "guest",
+		"restart_timeout": 1, "topic": "other/# out 1"}})
+	st := waitBridge(t, api, "tls", "running", 20*time.Second)
+	if st["tls"] != true {
+		t.Fatalf("status %v", st)
+	}
+	sub := dial3(t, "ssl://"+cloud.n.MQTTTLSAddr().String(), "tls-sub", true, func(o *mqtt3.ClientOptions) {
+		o.SetTLSConfig(p.client()).SetUsername("guest").SetPassword("guest")
+	})
+	sub.subscribe(t, "secure/#", 1)
+	dial3(t, "tcp://"+edge.mqttAddr(), "tls-pub", true, func(o *mqtt3.ClientOptions) { o.SetUsername("guest").SetPassword("guest") }).
+		publish(t, "secure/door", 1, false, "locked")
+	if m := recv3(t, sub, 10*time.Second); m.topic != "secure/door" || m.payload != "locked" {
+		t.Fatalf("got %+v", m)
+	}
+	st = waitBridge(t, api, "untrusted", "terminated", 20*time.Second)
+	if st["reason"] != "remote: connection failed" {
+		t.Fatalf("untrusted remote: reason %v", st["reason"])
+	}
+}
