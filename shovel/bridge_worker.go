@@ -70,10 +70,12 @@ func (w *worker) openLocal(c *amqp.Connection) (*bridgeLocal, error) {
 		return nil, err
 	}
 	ex := w.m.mqttExchange
-	var keys []string
-	for _, t := range d.Topics {
-		if t.out() {
-			keys = append(keys, wire.FilterToKey(t.LocalFilter()))
+	keys := d.outKeys()
+	if len(keys) == 0 && len(w.unbind) > 0 {
+		// Its out rules all gone: so is its queue.
+		if ch, err := c.Channel(); err == nil {
+			_, _ = ch.QueueDelete(BridgeQueue(w.name), false, false, false)
+			_ = ch.Close()
 		}
 	}
 	if len(keys) > 0 {
@@ -84,6 +86,14 @@ func (w *worker) openLocal(c *amqp.Connection) (*bridgeLocal, error) {
 		for _, k := range keys {
 			if err := l.cch.QueueBind(q, k, ex, false, nil); err != nil {
 				return nil, fmt.Errorf("subscribing to '%s' (binding key '%s' of exchange '%s'): %w", wire.KeyToTopic(k), k, ex, err)
+			}
+		}
+		for _, k := range w.unbind {
+			// A rule of the definition this one replaced (an error closes
+			// only this channel).
+			if ch, err := c.Channel(); err == nil {
+				_ = ch.QueueUnbind(q, k, ex, nil)
+				_ = ch.Close()
 			}
 		}
 		if err := l.cch.Qos(d.Prefetch, 0, false); err != nil {
@@ -309,4 +319,33 @@ func (e *echoes) echo(topic string, payload []byte) bool {
 		delete(e.m, k)
 	}
 	return true
+}
+
+// outKeys are the binding keys of d's out rules.
+func (d *BridgeDefinition) outKeys() []string {
+	var keys []string
+	for _, t := range d.Topics {
+		if t.out() {
+			keys = append(keys, wire.FilterToKey(t.LocalFilter()))
+		}
+	}
+	return keys
+}
+
+// staleKeys are the out binding keys of old (and those old had still to
+// remove) that d does not have.
+func staleKeys(old, d *BridgeDefinition, pending []string) []string {
+	keep := map[string]bool{}
+	for _, k := range d.outKeys() {
+		keep[k] = true
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, k := range append(old.outKeys(), pending...) {
+		if !keep[k] && !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
 }

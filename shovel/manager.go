@@ -72,7 +72,10 @@ type shovelDef struct {
 	def    Definition
 	bridge *BridgeDefinition // an MQTT bridge's (def unused); nil for a shovel
 	static bool              // from the configuration file: not stored, runs on this node
-	w      *worker           // nil unless running here
+	// unbind: the binding keys of the out rules of the bridge this one
+	// replaced that it does not have (its worker removes them).
+	unbind []string
+	w      *worker // nil unless running here
 }
 
 // ErrClosed is returned by Put after Close.
@@ -276,6 +279,9 @@ func (m *Manager) upsertLocked(data []byte) (old *worker, ok bool) {
 		if cur.w != nil {
 			return cur.w, false // the caller stops it first (replace)
 		}
+		if cur.bridge != nil && sd.bridge != nil {
+			sd.unbind = staleKeys(cur.bridge, sd.bridge, cur.unbind)
+		}
 	}
 	m.defs[k] = sd
 	if !m.closed && m.ownsLocked(k) {
@@ -303,7 +309,7 @@ func (sd *shovelDef) parse() error {
 func (m *Manager) startLocked(sd *shovelDef) {
 	r := sd.rec
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &worker{m: m, vhost: r.VHost, name: r.Name, user: r.User, def: sd.def, bridge: sd.bridge, value: r.Value,
+	w := &worker{m: m, vhost: r.VHost, name: r.Name, user: r.User, def: sd.def, bridge: sd.bridge, unbind: sd.unbind, value: r.Value,
 		cancel: cancel, done: make(chan struct{}), state: StateStarting, since: time.Now()}
 	sd.w = w
 	go w.run(ctx)

@@ -29,6 +29,7 @@ type worker struct {
 	user        string
 	def         Definition
 	bridge      *BridgeDefinition // an MQTT bridge (bridge_worker.go); nil for a shovel
+	unbind      []string          // a bridge's stale binding keys (shovelDef.unbind)
 	value       map[string]any
 
 	cancel context.CancelFunc

@@ -589,3 +589,46 @@ func TestMQTTBridgeTLS(t *testing.T) {
 		t.Fatalf("untrusted remote: reason %v", st["reason"])
 	}
 }
+
+// TestMQTTBridgeReplaced: a bridge replaced through the API runs the new
+// definition: its out queue keeps the new rules' bindings only, and a
+// bridge left without out rules loses its queue.
+func TestMQTTBridgeReplaced(t *testing.T) {
+	b, base := mgmtBroker(t, func(c *conf.Config) { c.MQTT.Listen = "127.0.0.1:0" })
+	api := apiClient{t: t, base: base, user: "guest", pass: "guest"}
+	put := func(code int, topics ...any) {
+		api.expect(code, "PUT", "/api/parameters/mqtt-bridge/%2F/swap", map[string]any{"value": map[string]any{
+			"address": b.mqttAddr(), "remote_username": "guest", "remote_password": "guest", "restart_timeout": 1, "topic": topics}})
+	}
+	keys := func() []string {
+		var out []string
+		for _, bd := range api.list("/api/queues/%2F/mqtt-bridge.swap/bindings") {
+			if bd["source"] == "amq.topic" {
+				out = append(out, bd["routing_key"].(string))
+			}
+		}
+		return out
+	}
+	put(201, "a/# out 1 \"\" copy/", "keep/+ out 0 \"\" copy/")
+	waitBridge(t, api, "swap", "running", 20*time.Second)
+	if k := strings.Join(keys(), " "); k != "a.# keep.*" && k != "keep.* a.#" {
+		t.Fatalf("bindings %q", k)
+	}
+	put(204, "b/# out 1 \"\" copy/", "keep/+ out 0 \"\" copy/")
+	eventually(t, 20*time.Second, "the replaced rule's binding gone", func() bool {
+		k := strings.Join(keys(), " ")
+		return k == "b.# keep.*" || k == "keep.* b.#"
+	})
+	sub := dial3(t, "tcp://"+b.mqttAddr(), "swap-sub", true, func(o *mqtt3.ClientOptions) { o.SetUsername("guest").SetPassword("guest") })
+	sub.subscribe(t, "copy/#", 1)
+	pub := dial3(t, "tcp://"+b.mqttAddr(), "swap-pub", true, func(o *mqtt3.ClientOptions) { o.SetUsername("guest").SetPassword("guest") })
+	pub.publish(t, "b/1", 1, false, "new rule")
+	if m := recv3(t, sub, 10*time.Second); m.topic != "copy/b/1" {
+		t.Fatalf("got %+v", m)
+	}
+	put(204, "c/# in 1 local/ \"\"")
+	eventually(t, 20*time.Second, "the out queue deleted", func() bool {
+		code, _ := api.do("GET", "/api/queues/%2F/mqtt-bridge.swap", nil)
+		return code == 404
+	})
+}
