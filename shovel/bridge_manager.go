@@ -60,6 +60,16 @@ func (m *Manager) dropBridgeQueue(vhost, name, user string) {
 	}
 }
 
+// defaultClientID is a bridge's client id on the remote broker when its
+// definition has none: as Mosquitto's "<hostname>.<connection name>",
+// with this node's name (and the vhost, unless "/").
+func defaultClientID(node, vhost, name string) string {
+	if vhost != "/" {
+		return node + "." + vhost + "." + name
+	}
+	return node + "." + name
+}
+
 // BridgeStatus is an MQTT bridge's state as /api/mqtt/bridges shows it.
 type BridgeStatus struct {
 	Node      string `json:"node"`
@@ -99,7 +109,7 @@ func (m *Manager) BridgeStatuses(vhost string) []BridgeStatus {
 			s.Type = "static"
 		}
 		if s.ClientID == "" {
-			s.ClientID = m.node + "." + sd.rec.Name
+			s.ClientID = defaultClientID(m.node, sd.rec.VHost, sd.rec.Name)
 		}
 		for _, t := range d.Topics {
 			if t.out() {

@@ -145,7 +145,7 @@ func (w *worker) connectRemote(ctx context.Context, in chan<- remoteMsg, stop <-
 	d := w.bridge
 	cid := d.ClientID
 	if cid == "" {
-		cid = w.m.node + "." + w.name
+		cid = defaultClientID(w.m.node, w.vhost, w.name)
 	}
 	for _, addr := range d.Addresses {
 		var conn net.Conn

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 
 	mqtt3 "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/trident-broker/trident/cmd/trident/node"
 	"github.com/trident-broker/trident/conf"
 	"github.com/trident-broker/trident/test/testbin"
 )
@@ -631,4 +633,32 @@ func TestMQTTBridgeReplaced(t *testing.T) {
 		code, _ := api.do("GET", "/api/queues/%2F/mqtt-bridge.swap", nil)
 		return code == 404
 	})
+}
+
+// TestMQTTBridgeConfigErrors: a bridge of the configuration file that does
+// not validate stops the start, named by its key path.
+func TestMQTTBridgeConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		b    conf.Bridge
+		want string
+	}{
+		{conf.Bridge{Name: "x", Address: "h:1883", Topics: []string{"ok/# out", "a/# sideways 1"}}, "conf: mqtt.bridges[0].topics[1]: direction 'sideways'"},
+		{conf.Bridge{Name: "x", Address: "h:1883", Topics: []string{"a"}, BridgeProtocolVersion: "v7"}, "conf: mqtt.bridges[0].bridge_protocol_version"},
+		{conf.Bridge{Name: "x", Address: "h:notaport", Topics: []string{"a"}}, "conf: mqtt.bridges[0].address"},
+	} {
+		cfg := conf.Default()
+		cfg.DataDir = t.TempDir()
+		cfg.AMQP.Listen = "127.0.0.1:0"
+		cfg.MQTT.Listen, cfg.MQTT.WSListen, cfg.STOMP.Listen, cfg.STOMP.WSListen = "", "", "", ""
+		cfg.Stream.Listen, cfg.Stream.TLSListen, cfg.HTTP.Listen, cfg.Prometheus.Listen = "", "", "", ""
+		cfg.MQTT.Bridges = []conf.Bridge{tc.b}
+		n, err := node.Start(cfg, nil)
+		if err == nil {
+			_ = n.Close(context.Background())
+			t.Fatalf("%+v: started", tc.b)
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.b, err, tc.want)
+		}
+	}
 }
