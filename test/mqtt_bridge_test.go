@@ -158,9 +158,12 @@ func TestMQTTBridgeTridentToTrident(t *testing.T) {
 		cloudSub.none(t, 1500*time.Millisecond) // no echo, no loop
 		edgeSub.none(t, 100*time.Millisecond)
 
-		st := bridgeState(edge.api, "/", name)
-		if st["state"] != "running" || num(st["messages_out"]) < 2 || num(st["messages_in"]) < 2 || st["address"] != cloud.mqtt ||
-			st["bridge_protocol_version"] != ver {
+		var st map[string]any
+		eventually(t, 10*time.Second, ver+": the counts", func() bool {
+			st = bridgeState(edge.api, "/", name)
+			return num(st["messages_out"]) >= 2 && num(st["messages_in"]) >= 2
+		})
+		if st["state"] != "running" || st["address"] != cloud.mqtt || st["bridge_protocol_version"] != ver {
 			t.Fatalf("%s: bridge status %v", ver, st)
 		}
 		// The password is not shown back.
@@ -391,10 +394,11 @@ func TestMQTTBridgeMosquitto(t *testing.T) {
 		if got := recv3(t, e, 10*time.Second); got.topic != "edge/ctl/stop" || got.payload != "halt" || got.qos != 1 {
 			t.Fatalf("%s in: edge got %+v", ver, got)
 		}
-		st := bridgeState(edge.api, "/", name)
-		if num(st["messages_in"]) != 1 || num(st["messages_out"]) != 1 {
-			t.Fatalf("%s: status %v", ver, st)
-		}
+		var st map[string]any
+		eventually(t, 10*time.Second, ver+": one in, one out counted", func() bool {
+			st = bridgeState(edge.api, "/", name)
+			return num(st["messages_in"]) == 1 && num(st["messages_out"]) == 1
+		})
 	}
 }
 
