@@ -39,6 +39,13 @@ func (m *Manager) DeclareStatic(vhost, name, user string, value map[string]any) 
 	return nil
 }
 
+// clustered reports whether the manager runs in a cluster (SetOwner).
+func (m *Manager) clustered() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.owner != nil
+}
+
 // dropBridgeQueue deletes a deleted bridge's out queue, as the user who
 // declared it; a failure is logged (the queue is an ordinary one an
 // operator may delete).

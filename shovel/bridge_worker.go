@@ -80,7 +80,12 @@ func (w *worker) openLocal(c *amqp.Connection) (*bridgeLocal, error) {
 	}
 	if len(keys) > 0 {
 		q := BridgeQueue(w.name)
-		if _, err := l.cch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+		var args amqp.Table
+		if w.m.clustered() {
+			// Any node may run the bridge next: its queue outlives a node.
+			args = amqp.Table{"x-queue-type": "quorum"}
+		}
+		if _, err := l.cch.QueueDeclare(q, true, false, false, false, args); err != nil {
 			return nil, fmt.Errorf("queue '%s': %w", q, err)
 		}
 		for _, k := range keys {
