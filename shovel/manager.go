@@ -578,6 +578,9 @@ type Param struct {
 	VHost     string         `json:"vhost"`
 	Name      string         `json:"name"`
 	Value     map[string]any `json:"value"`
+	// Static: a bridge of the configuration file (not exported with the
+	// definitions).
+	Static bool `json:"-"`
 }
 
 // Status is a shovel's state as /api/shovels shows it.
@@ -641,7 +644,7 @@ func (m *Manager) Params(vhost string) []Param { return m.ParamsComponent(Compon
 func (m *Manager) ParamsComponent(component, vhost string) []Param {
 	out := []Param{}
 	for _, sd := range m.sorted(component, vhost) {
-		out = append(out, Param{Component: component, VHost: sd.rec.VHost, Name: sd.rec.Name, Value: sd.rec.Value})
+		out = append(out, Param{Component: component, VHost: sd.rec.VHost, Name: sd.rec.Name, Value: sd.rec.Value, Static: sd.static})
 	}
 	return out
 }
@@ -662,7 +665,7 @@ func (m *Manager) ParamComponent(component, vhost, name string) (Param, bool) {
 	if sd == nil {
 		return Param{}, false
 	}
-	return Param{Component: component, VHost: sd.rec.VHost, Name: sd.rec.Name, Value: sd.rec.Value}, true
+	return Param{Component: component, VHost: sd.rec.VHost, Name: sd.rec.Name, Value: sd.rec.Value, Static: sd.static}, true
 }
 
 // StateRemote is the state this node reports of a shovel that runs on

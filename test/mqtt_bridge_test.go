@@ -666,3 +666,38 @@ func TestMQTTBridgeConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestMQTTBridgeDefinitions: the definitions export (administrators only)
+// carries the API's bridges with their password, as it does shovels, and
+// an import declares them on another broker.
+func TestMQTTBridgeDefinitions(t *testing.T) {
+	_, base := mgmtBroker(t, func(c *conf.Config) { c.MQTT.Listen = "127.0.0.1:0" })
+	api := apiClient{t: t, base: base, user: "guest", pass: "guest"}
+	api.expect(201, "PUT", "/api/parameters/mqtt-bridge/%2F/exported", map[string]any{"value": map[string]any{
+		"address": "127.0.0.1:1", "remote_username": "u", "remote_password": "secret", "topic": "x/# both 1"}})
+	data := api.expect(200, "GET", "/api/definitions", nil)
+	var d struct{ Parameters []map[string]any }
+	if err := jsonUnmarshal(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range d.Parameters {
+		if p["component"] == "mqtt-bridge" && p["name"] == "exported" {
+			found = p["value"].(map[string]any)["remote_password"] == "secret"
+		}
+	}
+	if !found {
+		t.Fatalf("export lacks the bridge with its password: %s", data)
+	}
+	_, base2 := mgmtBroker(t, func(c *conf.Config) { c.MQTT.Listen = "127.0.0.1:0" })
+	api2 := apiClient{t: t, base: base2, user: "guest", pass: "guest"}
+	api2.expect(204, "POST", "/api/definitions", string(data))
+	var p map[string]any
+	api2.getJSON("/api/parameters/mqtt-bridge/%2F/exported", &p)
+	if v, _ := p["value"].(map[string]any); v["address"] != "127.0.0.1:1" || v["topic"] != "x/# both 1" {
+		t.Fatalf("imported %v", p)
+	}
+	if bridgeState(api2, "/", "exported") == nil {
+		t.Fatal("the imported bridge has no state")
+	}
+}
