@@ -133,12 +133,15 @@ func (w *worker) bridgeOnce(ctx context.Context) error {
 	}
 	in := make(chan remoteMsg, d.Prefetch)
 	stop := make(chan struct{})
-	defer close(stop)
 	r, addr, err := w.connectRemote(ctx, in, stop)
 	if err != nil {
+		close(stop)
 		return err
 	}
+	// First the handlers give up (stop), then the client closes: a handler
+	// waiting on in would hold up its Disconnect.
 	defer r.close()
+	defer close(stop)
 	w.mu.Lock()
 	w.src, w.dst = "local", addr
 	w.mu.Unlock()

@@ -701,3 +701,20 @@ func TestMQTTBridgeDefinitions(t *testing.T) {
 		t.Fatal("the imported bridge has no state")
 	}
 }
+
+// TestMQTTBridgeVHostDeleted: a vhost's bridges go with it, as its shovels.
+func TestMQTTBridgeVHostDeleted(t *testing.T) {
+	_, base := mgmtBroker(t, func(c *conf.Config) { c.MQTT.Listen = "127.0.0.1:0" })
+	api := apiClient{t: t, base: base, user: "guest", pass: "guest"}
+	api.expect(201, "PUT", "/api/vhosts/site", map[string]any{})
+	api.do("PUT", "/api/permissions/site/guest", map[string]any{"configure": ".*", "write": ".*", "read": ".*"})
+	api.expect(201, "PUT", "/api/parameters/mqtt-bridge/site/b", map[string]any{"value": map[string]any{
+		"address": "127.0.0.1:1", "topic": "x/# out 1"}})
+	if st := bridgeState(api, "site", "b"); st == nil || st["remote_clientid"] == "" {
+		t.Fatalf("state %v", st)
+	}
+	api.expect(204, "DELETE", "/api/vhosts/site", nil)
+	if p := api.list("/api/parameters/mqtt-bridge"); len(p) != 0 {
+		t.Fatalf("left behind: %v", p)
+	}
+}
