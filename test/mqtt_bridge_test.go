@@ -675,6 +675,10 @@ func TestMQTTBridgeDefinitions(t *testing.T) {
 	api := apiClient{t: t, base: base, user: "guest", pass: "guest"}
 	api.expect(201, "PUT", "/api/parameters/mqtt-bridge/%2F/exported", map[string]any{"value": map[string]any{
 		"address": "127.0.0.1:1", "remote_username": "u", "remote_password": "secret", "topic": "x/# both 1"}})
+	all := api.list("/api/parameters")
+	if len(all) != 1 || all[0]["component"] != "mqtt-bridge" || all[0]["value"].(map[string]any)["remote_password"] != "***" {
+		t.Fatalf("/api/parameters: %v", all)
+	}
 	data := api.expect(200, "GET", "/api/definitions", nil)
 	var d struct{ Parameters []map[string]any }
 	if err := jsonUnmarshal(data, &d); err != nil {
