@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -349,32 +351,70 @@ func mosquittoBin(t *testing.T) string {
 	return ""
 }
 
-// startMosquitto runs mosquitto on a free loopback port with a config of
-// its own in a temporary directory.
-func startMosquitto(t *testing.T) string {
+// mosquitto is a mosquitto process on a free loopback port with a config
+// of its own in a temporary directory.
+type mosquitto struct {
+	t    *testing.T
+	bin  string
+	cfg  string
+	addr string
+	cmd  *exec.Cmd
+}
+
+// startMosquitto starts mosquitto; persist keeps its sessions and queued
+// messages in its directory across a (graceful) restart.
+func startMosquitto(t *testing.T, persist bool) *mosquitto {
 	t.Helper()
-	bin := mosquittoBin(t)
-	addr := freeAddr(t)
-	_, port, _ := strings.Cut(addr, ":")
+	m := &mosquitto{t: t, bin: mosquittoBin(t), addr: freeAddr(t)}
+	_, port, _ := strings.Cut(m.addr, ":")
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "mosquitto.conf")
-	if err := os.WriteFile(cfg, []byte("listener "+port+" 127.0.0.1\nallow_anonymous true\npersistence false\n"+
-		"log_dest file "+filepath.Join(dir, "mosquitto.log")+"\n"), 0o644); err != nil {
+	m.cfg = filepath.Join(dir, "mosquitto.conf")
+	conf := "listener " + port + " 127.0.0.1\nallow_anonymous true\nlog_dest file " + filepath.Join(dir, "mosquitto.log") + "\n"
+	if u, err := user.Current(); err == nil {
+		// Started as root, mosquitto runs as user "mosquitto", who cannot
+		// write in this directory: it keeps the test's user.
+		conf += "user " + u.Username + "\n"
+	}
+	if persist {
+		conf += "persistence true\npersistence_location " + dir + "/\n"
+	} else {
+		conf += "persistence false\n"
+	}
+	if err := os.WriteFile(m.cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stop, err := startProcess(bin, "-c", cfg)
-	if err != nil {
-		t.Fatalf("start mosquitto: %v", err)
+	m.start()
+	t.Cleanup(func() {
+		if m.cmd != nil {
+			_ = m.cmd.Process.Kill()
+			_ = m.cmd.Wait()
+		}
+	})
+	return m
+}
+
+func (m *mosquitto) start() {
+	m.t.Helper()
+	m.cmd = exec.Command(m.bin, "-c", m.cfg)
+	if err := m.cmd.Start(); err != nil {
+		m.t.Fatalf("start mosquitto: %v", err)
 	}
-	t.Cleanup(stop)
-	eventually(t, 10*time.Second, "mosquitto to listen", func() bool { return canDial(addr) })
-	return addr
+	eventually(m.t, 10*time.Second, "mosquitto to listen", func() bool { return canDial(m.addr) })
+}
+
+// restart stops mosquitto (SIGTERM: it saves its sessions) and starts it
+// again on the same port.
+func (m *mosquitto) restart() {
+	m.t.Helper()
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	_ = m.cmd.Wait()
+	m.start()
 }
 
 // TestMQTTBridgeMosquitto: a Trident edge bridges to Mosquitto (from
 // Debian's package) both ways, over MQTT 3.1.1 and 5.
 func TestMQTTBridgeMosquitto(t *testing.T) {
-	mosq := startMosquitto(t)
+	mosq := startMosquitto(t, false).addr
 	edge := startBridgeNode(t)
 	for _, ver := range []string{"mqttv311", "mqttv50"} {
 		name := "mosq-" + ver
@@ -537,19 +577,6 @@ func TestMQTTBridgeFromConfigFile(t *testing.T) {
 func runCmd(name string, args ...string) (string, error) {
 	out, err := exec.Command(name, args...).CombinedOutput()
 	return string(out), err
-}
-
-// startProcess starts a program and returns what stops it (SIGKILL, then
-// wait: the test owns it by its pid).
-func startProcess(name string, args ...string) (func(), error) {
-	cmd := exec.Command(name, args...)
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	return func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}, nil
 }
 
 func canDial(addr string) bool {
@@ -721,4 +748,42 @@ func TestMQTTBridgeVHostDeleted(t *testing.T) {
 	if p := api.list("/api/parameters/mqtt-bridge"); len(p) != 0 {
 		t.Fatalf("left behind: %v", p)
 	}
+}
+
+// TestMQTTBridgeMosquittoRestarts: QoS 1 through a bridge to Mosquitto
+// loses nothing while Mosquitto restarts (its persistence keeps the
+// bridge's session and the subscriber's) and while the edge is killed
+// (-9) with messages queued for it on Mosquitto.
+func TestMQTTBridgeMosquittoRestarts(t *testing.T) {
+	mosq := startMosquitto(t, true)
+	edge := startBridgeNode(t)
+	sink := newCollector(t, mosq.addr, "mosq-sink", "up/#")
+	down := newCollector(t, edge.mqtt, "edge-sink", "local/down/#")
+	edge.api.expect(201, "PUT", "/api/parameters/mqtt-bridge/%2F/mosq", map[string]any{"value": map[string]any{
+		"address": mosq.addr, "remote_clientid": "edge-mosq", "cleansession": false, "restart_timeout": 1,
+		"topic": []any{"data/# out 1 \"\" up/", "down/# in 1 local/ \"\""}}})
+	waitBridge(t, edge.api, "mosq", "running", 30*time.Second)
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		publishRange(t, edge.mqtt, "edge-pub-1", "data", "o", 0, 300)
+	}()
+	publishRange(t, mosq.addr, "mosq-pub-1", "down", "i", 0, 100)
+	eventually(t, 30*time.Second, "mosquitto to receive some", func() bool { return len(sink.missing("o", 300)) < 280 })
+	mosq.restart()
+	wg.Wait()
+	publishRange(t, mosq.addr, "mosq-pub-2", "down", "i", 100, 200)
+	waitAll(t, "across mosquitto's restart", sink, "o", 300, down, "i", 200)
+
+	if err := edge.p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	publishRange(t, mosq.addr, "mosq-pub-3", "down", "i", 200, 300)
+	if err := edge.p.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	publishRange(t, edge.mqtt, "edge-pub-2", "data", "o", 300, 350)
+	waitAll(t, "across the edge's kill", sink, "o", 350, down, "i", 300)
 }
