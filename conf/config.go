@@ -259,6 +259,9 @@ type MQTT struct {
 	// closed). RabbitMQ's mqtt.max_packet_size_unauthenticated is 64 KiB;
 	// 16 KiB still holds a JWT password and a will. 0: 16 KiB.
 	MaxPacketSizeUnauthenticated int `yaml:"max_packet_size_unauthenticated"`
+	// Bridges are MQTT bridges to other brokers, as Mosquitto's
+	// connection blocks (bridge.go).
+	Bridges []Bridge `yaml:"bridges"`
 }
 
 // STOMP configures the STOMP listeners.

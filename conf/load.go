@@ -28,7 +28,7 @@ type field struct {
 	env   string
 	flag  string
 	usage string
-	ptr   func(*Config) any // *string, *int, *time.Duration, *[]string, *map[string]string or *bool
+	ptr   func(*Config) any // *string, *int, *time.Duration, *[]string, *map[string]string, *bool or *[]Bridge
 }
 
 // fields lists every leaf of Config, the sections' tables in one place
@@ -64,6 +64,7 @@ var coreFields = []field{
 	f("mqtt.max_queued_qos0", "QoS 0 messages a clean MQTT session queues for a slow subscriber before dropping new ones (0: no limit)", func(c *Config) any { return &c.MQTT.MaxQueuedQoS0 }),
 	f("mqtt.max_subscriptions_per_client", "topic filters one MQTT session may hold; more get SUBACK 0x97 / 0x80 (0: no limit)", func(c *Config) any { return &c.MQTT.MaxSubscriptionsPerClient }),
 	f("mqtt.max_packet_size_unauthenticated", "largest MQTT CONNECT packet in bytes, read before authentication", func(c *Config) any { return &c.MQTT.MaxPacketSizeUnauthenticated }),
+	f("mqtt.bridges", "MQTT bridges to other brokers: a YAML or JSON list of Mosquitto-style connections (bridge.go)", func(c *Config) any { return &c.MQTT.Bridges }),
 	f("mqtt.deny_subscribe", "MQTT topic filters no client may subscribe to (comma-separated)", func(c *Config) any { return &c.MQTT.DenySubscribe }),
 	f("mqtt.sys_interval", "how often the $SYS/broker/... topics are published to MQTT subscribers (0 disables)", func(c *Config) any { return &c.MQTT.SysInterval }),
 	f("event_exchange.vhost", "vhost of the amq.rabbitmq.event exchange (\"none\": no event exchange)", func(c *Config) any { return &c.EventExchange.VHost }),
@@ -148,6 +149,8 @@ func (fd field) set(c *Config, s string) error {
 			return fmt.Errorf("%q is not a boolean (true or false)", s)
 		}
 		*p = b
+	case *[]Bridge:
+		return parseBridges(p, s)
 	default:
 		panic("conf: unsupported field type for " + fd.key)
 	}
@@ -305,6 +308,8 @@ func formatValue(p any) string {
 		return strconv.FormatFloat(*p, 'g', -1, 64)
 	case *bool:
 		return strconv.FormatBool(*p)
+	case *[]Bridge:
+		return fmt.Sprintf("(%d)", len(*p))
 	}
 	return ""
 }

@@ -161,6 +161,7 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	c.validateBridges(bad)
 	c.validateSecurity(bad)
 	c.validateOAuth2(bad)
 	c.validateTracing(bad)

@@ -21,6 +21,23 @@
 //
 // A URI without a host ("amqp://", "amqp:///vhost") is this node, reached
 // over an in-process connection as the user who declared the shovel.
-// Shovels run on the node whose API declared them; in a cluster the
-// definitions are not replicated.
+//
+// MQTT bridges (bridge_*.go) are the manager's second component
+// ("mqtt-bridge"): Mosquitto's connection blocks (ParseBridge), a
+// connection from this node to a remote MQTT broker (3.1, 3.1.1 or 5,
+// with TLS) with topic rules in, out or both, each with a QoS and local
+// and remote prefixes. They share the shovels' storage (records
+// "mqtt-bridge/<vhost>\x00<name>", cluster-wide), placement, workers,
+// restart and state reporting; the configuration file's (DeclareStatic)
+// run on their node and are not stored. A bridge's local end is an
+// in-process connection as the user who declared it, so every subscribe
+// and publish passes the core's permission check for that user.
+// Guarantees, for QoS 1 rules:
+//   - out: a message waits in the bridge's durable queue
+//     ("mqtt-bridge.<name>") until the remote broker acknowledged it
+//     (PUBACK); a failure of either side, or of this node, loses nothing.
+//   - in: a message is acknowledged to the remote broker only once the
+//     local publish is confirmed; with cleansession false (the default)
+//     the remote broker keeps what arrives while the bridge is away.
+//   - Messages may arrive twice across such a failure (QoS 1).
 package shovel

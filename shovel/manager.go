@@ -34,7 +34,10 @@ type Config struct {
 	Sockets *Sockets
 	// Node is this node's name, reported in the shovels' status.
 	Node string
-	Log  *slog.Logger
+	// MQTTExchange is the topic exchange the MQTT front end publishes to
+	// and binds from: the local end of MQTT bridges ("" amq.topic).
+	MQTTExchange string
+	Log          *slog.Logger
 }
 
 // Manager keeps the dynamic shovels' definitions and runs those this node
@@ -52,6 +55,8 @@ type Manager struct {
 	node    string
 	log     *slog.Logger
 
+	mqttExchange string
+
 	mu     sync.Mutex
 	defs   map[string]*shovelDef // by key
 	owner  func(key string) (self bool, node string)
@@ -62,29 +67,79 @@ type Manager struct {
 
 // shovelDef is one definition and, if it runs here, its worker.
 type shovelDef struct {
-	rec  record
-	data []byte // rec as stored
-	def  Definition
-	w    *worker // nil unless running here
+	rec    record
+	data   []byte // rec as stored
+	def    Definition
+	bridge *BridgeDefinition // an MQTT bridge's (def unused); nil for a shovel
+	static bool              // from the configuration file: not stored, runs on this node
+	// unbind: the binding keys of the out rules of the bridge this one
+	// replaced that it does not have (its worker removes them).
+	unbind []string
+	w      *worker // nil unless running here
 }
 
 // ErrClosed is returned by Put after Close.
 var ErrClosed = errors.New("shovel: manager closed")
 
-const recordPrefix = "shovel/"
+// The record prefixes of the components the manager runs: shovels, and
+// MQTT bridges (which share the shovels' storage, placement, workers and
+// state reporting; bridge*.go).
+const (
+	recordPrefix       = "shovel/"
+	bridgeRecordPrefix = "mqtt-bridge/"
+)
 
-// ReplicatedKey reports whether a metadata record is a shovel definition:
-// cluster-wide.
-func ReplicatedKey(key string) bool { return strings.HasPrefix(key, recordPrefix) }
+var recordPrefixes = [...]string{recordPrefix, bridgeRecordPrefix}
+
+// ReplicatedKey reports whether a metadata record is a shovel or bridge
+// definition: cluster-wide.
+func ReplicatedKey(key string) bool {
+	return strings.HasPrefix(key, recordPrefix) || strings.HasPrefix(key, bridgeRecordPrefix)
+}
 
 func recordKey(vhost, name string) string { return recordPrefix + vhost + "\x00" + name }
 
-type record struct {
-	VHost string         `json:"vhost"`
-	Name  string         `json:"name"`
-	User  string         `json:"user"`
-	Value map[string]any `json:"value"`
+// componentKey is the record key of a definition of component.
+func componentKey(component, vhost, name string) string {
+	if component == ComponentMQTTBridge {
+		return bridgeRecordPrefix + vhost + "\x00" + name
+	}
+	return recordKey(vhost, name)
 }
+
+// ErrUnknownComponent is returned for a parameter component the manager
+// does not run.
+var ErrUnknownComponent = errors.New("shovel: unknown parameter component")
+
+func checkComponent(component string) error {
+	if component != ComponentShovel && component != ComponentMQTTBridge {
+		return ErrUnknownComponent
+	}
+	return nil
+}
+
+// ErrStatic is returned when the API changes a bridge that the
+// configuration file declares.
+var ErrStatic = errors.New("shovel: declared in the configuration file")
+
+type record struct {
+	// Component is ComponentMQTTBridge for a bridge; "" (a record written
+	// before bridges existed) or ComponentShovel for a shovel.
+	Component string         `json:"component,omitempty"`
+	VHost     string         `json:"vhost"`
+	Name      string         `json:"name"`
+	User      string         `json:"user"`
+	Value     map[string]any `json:"value"`
+}
+
+func (r *record) component() string {
+	if r.Component == "" {
+		return ComponentShovel
+	}
+	return r.Component
+}
+
+func (r *record) key() string { return componentKey(r.component(), r.VHost, r.Name) }
 
 // reconcileEvery is how often a manager with an owner function looks
 // again at which shovels it should run (membership changes).
@@ -96,8 +151,12 @@ func New(cfg Config) *Manager {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	ex := cfg.MQTTExchange
+	if ex == "" {
+		ex = "amq.topic"
+	}
 	return &Manager{st: cfg.Store, local: cfg.Local, sockets: cfg.Sockets, node: cfg.Node, log: log, defs: map[string]*shovelDef{},
-		kick: make(chan struct{}, 1), done: make(chan struct{})}
+		mqttExchange: ex, kick: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // SetOwner makes the manager run only the shovels owner says are this
@@ -140,6 +199,9 @@ func (m *Manager) ownsLocked(key string) bool {
 	if m.owner == nil {
 		return true
 	}
+	if sd := m.defs[key]; sd != nil && sd.static {
+		return true
+	}
 	self, _ := m.owner(key)
 	return self
 }
@@ -174,12 +236,14 @@ func (m *Manager) reconcile() {
 // no longer validates is logged and skipped.
 func (m *Manager) Start() error {
 	var recs [][]byte
-	err := m.st.LoadMeta(recordPrefix, func(key string, val []byte) error {
-		recs = append(recs, append([]byte(nil), val...))
-		return nil
-	})
-	if err != nil {
-		return err
+	for _, prefix := range recordPrefixes {
+		err := m.st.LoadMeta(prefix, func(key string, val []byte) error {
+			recs = append(recs, append([]byte(nil), val...))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -199,21 +263,26 @@ func (m *Manager) upsertLocked(data []byte) (old *worker, ok bool) {
 		m.log.Error("shovel definition unreadable, skipped", "err", err)
 		return nil, false
 	}
-	d, err := Parse(r.Value)
-	if err != nil {
-		m.log.Error("shovel definition invalid, skipped", "vhost", r.VHost, "shovel", r.Name, "err", err)
+	sd := &shovelDef{rec: r, data: data}
+	if err := sd.parse(); err != nil {
+		m.log.Error("shovel definition invalid, skipped", "component", r.component(), "vhost", r.VHost, "shovel", r.Name, "err", err)
 		return nil, false
 	}
-	k := recordKey(r.VHost, r.Name)
+	k := r.key()
 	if cur := m.defs[k]; cur != nil {
+		if cur.static {
+			return nil, true // the configuration file's stands
+		}
 		if string(cur.data) == string(data) {
 			return nil, true // the same (this node's own write, applied)
 		}
 		if cur.w != nil {
 			return cur.w, false // the caller stops it first (replace)
 		}
+		if cur.bridge != nil && sd.bridge != nil {
+			sd.unbind = staleKeys(cur.bridge, sd.bridge, cur.unbind)
+		}
 	}
-	sd := &shovelDef{rec: r, data: data, def: d}
 	m.defs[k] = sd
 	if !m.closed && m.ownsLocked(k) {
 		m.startLocked(sd)
@@ -221,10 +290,26 @@ func (m *Manager) upsertLocked(data []byte) (old *worker, ok bool) {
 	return nil, true
 }
 
+// parse validates sd's value by its component.
+func (sd *shovelDef) parse() error {
+	r := &sd.rec
+	if err := checkComponent(r.component()); err != nil {
+		return err
+	}
+	if r.component() == ComponentMQTTBridge {
+		b, err := ParseBridge(r.Value)
+		sd.bridge = &b
+		return err
+	}
+	d, err := Parse(r.Value)
+	sd.def = d
+	return err
+}
+
 func (m *Manager) startLocked(sd *shovelDef) {
 	r := sd.rec
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &worker{m: m, vhost: r.VHost, name: r.Name, user: r.User, def: sd.def, value: r.Value,
+	w := &worker{m: m, vhost: r.VHost, name: r.Name, user: r.User, def: sd.def, bridge: sd.bridge, unbind: sd.unbind, value: r.Value,
 		cancel: cancel, done: make(chan struct{}), state: StateStarting, since: time.Now()}
 	sd.w = w
 	go w.run(ctx)
@@ -235,21 +320,35 @@ func (m *Manager) startLocked(sd *shovelDef) {
 // before the shovel starts. A value that does not validate is a
 // *FieldError.
 func (m *Manager) Put(vhost, name, user string, value map[string]any) (created bool, err error) {
-	if _, err := Parse(value); err != nil {
+	return m.PutComponent(ComponentShovel, vhost, name, user, value)
+}
+
+// PutComponent declares (or replaces) a definition of component (a
+// shovel or an MQTT bridge), as Put. A bridge the configuration file
+// declares cannot be replaced (ErrStatic).
+func (m *Manager) PutComponent(component, vhost, name, user string, value map[string]any) (created bool, err error) {
+	r := record{VHost: vhost, Name: name, User: user, Value: value}
+	if component != ComponentShovel {
+		r.Component = component
+	}
+	if err := (&shovelDef{rec: r}).parse(); err != nil {
 		return false, err
 	}
-	r := record{VHost: vhost, Name: name, User: user, Value: value}
 	data, err := json.Marshal(r)
 	if err != nil {
 		return false, &FieldError{Field: "value", Msg: err.Error()}
 	}
-	k := recordKey(vhost, name)
+	k := r.key()
 	m.mu.Lock()
 	closed := m.closed
-	_, existed := m.defs[k]
+	cur, existed := m.defs[k]
+	static := existed && cur.static
 	m.mu.Unlock()
 	if closed {
 		return false, ErrClosed
+	}
+	if static {
+		return false, ErrStatic
 	}
 	// In a cluster PutMeta returns once the record is committed and
 	// applied here (ApplyMeta may have installed it already).
@@ -268,7 +367,7 @@ func (m *Manager) replace(data []byte) {
 		m.log.Error("shovel definition unreadable, skipped", "err", err)
 		return
 	}
-	k := recordKey(r.VHost, r.Name)
+	k := r.key()
 	for {
 		m.mu.Lock()
 		if m.closed {
@@ -276,7 +375,7 @@ func (m *Manager) replace(data []byte) {
 			return
 		}
 		cur := m.defs[k]
-		if cur != nil && string(cur.data) == string(data) {
+		if cur != nil && (cur.static || string(cur.data) == string(data)) {
 			m.mu.Unlock()
 			return
 		}
@@ -294,10 +393,15 @@ func (m *Manager) replace(data []byte) {
 	}
 }
 
-// remove forgets key's definition and stops its shovel.
+// remove forgets key's definition and stops its shovel (not one of the
+// configuration file's).
 func (m *Manager) remove(key string) bool {
 	m.mu.Lock()
 	sd := m.defs[key]
+	if sd != nil && sd.static {
+		m.mu.Unlock()
+		return false
+	}
 	delete(m.defs, key)
 	m.mu.Unlock()
 	if sd == nil {
@@ -312,11 +416,37 @@ func (m *Manager) remove(key string) bool {
 
 // Delete stops and forgets a shovel; false if there was none.
 func (m *Manager) Delete(vhost, name string) (bool, error) {
-	k := recordKey(vhost, name)
+	return m.DeleteComponent(ComponentShovel, vhost, name)
+}
+
+// DeleteComponent stops and forgets a definition of component; false if
+// there was none. One the configuration file declares is ErrStatic.
+func (m *Manager) DeleteComponent(component, vhost, name string) (bool, error) {
+	if err := checkComponent(component); err != nil {
+		return false, err
+	}
+	k := componentKey(component, vhost, name)
+	m.mu.Lock()
+	sd := m.defs[k]
+	m.mu.Unlock()
+	if sd != nil && sd.static {
+		return true, ErrStatic
+	}
 	if !m.remove(k) {
 		return false, nil
 	}
-	return true, m.st.DeleteMeta(k)
+	if err := m.st.DeleteMeta(k); err != nil {
+		return true, err
+	}
+	if component == ComponentMQTTBridge && sd != nil && sd.bridge != nil {
+		for _, t := range sd.bridge.Topics {
+			if t.out() {
+				m.dropBridgeQueue(vhost, name, sd.rec.User)
+				break
+			}
+		}
+	}
+	return true, nil
 }
 
 // ErrNotHere is returned by Restart for a shovel that runs on another node
@@ -327,7 +457,15 @@ var ErrNotHere = errors.New("shovel: runs on another node")
 // definition (new connections; what it held unacked is redelivered at
 // the source), as RabbitMQ's restart does; false if there is none.
 func (m *Manager) Restart(vhost, name string) (bool, error) {
-	k := recordKey(vhost, name)
+	return m.RestartComponent(ComponentShovel, vhost, name)
+}
+
+// RestartComponent restarts a definition of component, as Restart.
+func (m *Manager) RestartComponent(component, vhost, name string) (bool, error) {
+	if err := checkComponent(component); err != nil {
+		return false, err
+	}
+	k := componentKey(component, vhost, name)
 	m.mu.Lock()
 	sd := m.defs[k]
 	if sd == nil || m.closed {
@@ -358,15 +496,15 @@ func (m *Manager) Restart(vhost, name string) (bool, error) {
 // for a shovel to stop (that happens on a goroutine of its own).
 func (m *Manager) ApplyMeta(ops []MetaOp) error {
 	for _, op := range ops {
-		if !strings.HasPrefix(op.Key, recordPrefix) && !(op.Prefix && strings.HasPrefix(recordPrefix, op.Key)) {
+		if !ReplicatedKey(op.Key) && !(op.Prefix && (strings.HasPrefix(recordPrefix, op.Key) || strings.HasPrefix(bridgeRecordPrefix, op.Key))) {
 			continue
 		}
 		switch {
 		case op.Prefix:
 			m.mu.Lock()
 			var keys []string
-			for k := range m.defs {
-				if strings.HasPrefix(k, op.Key) {
+			for k, sd := range m.defs {
+				if strings.HasPrefix(k, op.Key) && !sd.static {
 					keys = append(keys, k)
 				}
 			}
@@ -395,7 +533,7 @@ type MetaOp struct {
 // completed forgets a shovel whose src-delete-after was reached, as
 // RabbitMQ deletes such a dynamic shovel.
 func (m *Manager) completed(w *worker) {
-	k := recordKey(w.vhost, w.name)
+	k := recordKey(w.vhost, w.name) // bridges never complete
 	m.mu.Lock()
 	sd := m.defs[k]
 	if sd == nil || sd.w != w {
@@ -440,6 +578,9 @@ type Param struct {
 	VHost     string         `json:"vhost"`
 	Name      string         `json:"name"`
 	Value     map[string]any `json:"value"`
+	// Static: a bridge of the configuration file (not exported with the
+	// definitions).
+	Static bool `json:"-"`
 }
 
 // Status is a shovel's state as /api/shovels shows it.
@@ -467,11 +608,11 @@ type Status struct {
 	Transferred int64 `json:"messages_transferred"`
 }
 
-func (m *Manager) sorted(vhost string) []*shovelDef {
+func (m *Manager) sorted(component, vhost string) []*shovelDef {
 	m.mu.Lock()
 	out := make([]*shovelDef, 0, len(m.defs))
 	for _, sd := range m.defs {
-		if vhost == "" || sd.rec.VHost == vhost {
+		if (vhost == "" || sd.rec.VHost == vhost) && sd.rec.component() == component {
 			c := *sd
 			out = append(out, &c)
 		}
@@ -496,23 +637,35 @@ func redactAll(uris []string) string {
 
 // Params lists the definitions of vhost ("" for all), as stored: with the
 // URIs' passwords (Redacted hides them).
-func (m *Manager) Params(vhost string) []Param {
+func (m *Manager) Params(vhost string) []Param { return m.ParamsComponent(ComponentShovel, vhost) }
+
+// ParamsComponent lists the definitions of component in vhost ("" for
+// all), as Params. A bridge of the configuration file is listed too.
+func (m *Manager) ParamsComponent(component, vhost string) []Param {
 	out := []Param{}
-	for _, sd := range m.sorted(vhost) {
-		out = append(out, Param{Component: "shovel", VHost: sd.rec.VHost, Name: sd.rec.Name, Value: sd.rec.Value})
+	for _, sd := range m.sorted(component, vhost) {
+		out = append(out, Param{Component: component, VHost: sd.rec.VHost, Name: sd.rec.Name, Value: sd.rec.Value, Static: sd.static})
 	}
 	return out
 }
 
 // Param returns one definition.
 func (m *Manager) Param(vhost, name string) (Param, bool) {
+	return m.ParamComponent(ComponentShovel, vhost, name)
+}
+
+// ParamComponent returns one definition of component.
+func (m *Manager) ParamComponent(component, vhost, name string) (Param, bool) {
+	if checkComponent(component) != nil {
+		return Param{}, false
+	}
 	m.mu.Lock()
-	sd := m.defs[recordKey(vhost, name)]
+	sd := m.defs[componentKey(component, vhost, name)]
 	m.mu.Unlock()
 	if sd == nil {
 		return Param{}, false
 	}
-	return Param{Component: "shovel", VHost: sd.rec.VHost, Name: sd.rec.Name, Value: sd.rec.Value}, true
+	return Param{Component: component, VHost: sd.rec.VHost, Name: sd.rec.Name, Value: sd.rec.Value, Static: sd.static}, true
 }
 
 // StateRemote is the state this node reports of a shovel that runs on
@@ -523,7 +676,7 @@ const StateRemote = "remote"
 // Statuses lists the shovels of vhost ("" for all) with their state.
 func (m *Manager) Statuses(vhost string) []Status {
 	out := []Status{}
-	for _, sd := range m.sorted(vhost) {
+	for _, sd := range m.sorted(ComponentShovel, vhost) {
 		d := sd.def
 		s := Status{Node: m.node, Name: sd.rec.Name, VHost: sd.rec.VHost, Type: "dynamic",
 			SrcProtocol: "amqp091", DestProtocol: "amqp091",

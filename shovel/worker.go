@@ -28,6 +28,8 @@ type worker struct {
 	vhost, name string
 	user        string
 	def         Definition
+	bridge      *BridgeDefinition // an MQTT bridge (bridge_worker.go); nil for a shovel
+	unbind      []string          // a bridge's stale binding keys (shovelDef.unbind)
 	value       map[string]any
 
 	cancel context.CancelFunc
@@ -41,6 +43,17 @@ type worker struct {
 	dst    string
 
 	moved atomic.Int64 // messages settled at the source since the start
+	// A bridge's messages forwarded to the remote (out) and from it (in)
+	// since the start.
+	out, in atomic.Int64
+}
+
+// delay is how long a stopped worker waits before it starts again.
+func (w *worker) delay() time.Duration {
+	if w.bridge != nil {
+		return w.bridge.RestartTimeout
+	}
+	return w.def.ReconnectDelay
 }
 
 func (w *worker) set(state, reason string) {
@@ -53,7 +66,13 @@ func (w *worker) run(ctx context.Context) {
 	defer close(w.done)
 	for {
 		w.set(StateStarting, "")
-		finished, err := w.once(ctx)
+		var finished bool
+		var err error
+		if w.bridge != nil {
+			err = w.bridgeOnce(ctx)
+		} else {
+			finished, err = w.once(ctx)
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -63,16 +82,16 @@ func (w *worker) run(ctx context.Context) {
 			return
 		}
 		w.set(StateTerminated, err.Error())
-		if w.def.ReconnectDelay == 0 {
+		if w.delay() == 0 {
 			// As RabbitMQ: a reconnect-delay of 0 does not reconnect.
 			w.m.log.Warn("shovel stopped", "vhost", w.vhost, "shovel", w.name, "err", err)
 			return
 		}
-		w.m.log.Warn("shovel stopped; retrying", "vhost", w.vhost, "shovel", w.name, "err", err, "in", w.def.ReconnectDelay)
+		w.m.log.Warn("shovel stopped; retrying", "vhost", w.vhost, "shovel", w.name, "err", err, "in", w.delay())
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(w.def.ReconnectDelay):
+		case <-time.After(w.delay()):
 		}
 	}
 }

@@ -141,7 +141,14 @@ func (s *Server) ExportDefinitions(vhost string) Definitions {
 			vn = "" // per-vhost exports omit the vhost field
 		}
 		if s.shovels != nil {
-			for _, p := range s.shovels.Params(n) {
+			params := s.shovels.Params(n)
+			if s.bridges != nil {
+				params = append(params, s.bridges.ParamsComponent(bridgeComponent, n)...)
+			}
+			for _, p := range params {
+				if p.Static {
+					continue // the configuration file's
+				}
 				e := map[string]any{"component": p.Component, "vhost": vn, "name": p.Name, "value": p.Value}
 				if vn == "" {
 					delete(e, "vhost")
@@ -448,18 +455,21 @@ func (s *Server) importShovels(data []byte, vhost string, u *auth.User) error {
 	return ImportShovels(s.shovels, s.core, data, vhost, u.Name())
 }
 
-// ImportShovels declares the shovels among the parameters of definitions
-// (data), run as user on "amqp://" URIs; a parameter without a vhost goes
-// to vhost ("" for "/"). The node calls it for the definitions file it
-// reads at boot, once its shovel manager runs.
+// ImportShovels declares the shovels (and the MQTT bridges, when sh runs
+// them too: Bridges) among the parameters of definitions (data), run as
+// user on "amqp://" URIs; a parameter without a vhost goes to vhost (""
+// for "/"). The node calls it for the definitions file it reads at boot,
+// once its shovel manager runs.
 func ImportShovels(sh Shovels, core Core, data []byte, vhost, user string) error {
 	d, err := parseDefinitions(data)
 	if err != nil {
 		return err
 	}
 	var errs []error
+	bridges, _ := sh.(Bridges)
 	for _, p := range d.Parameters {
-		if p["component"] != "shovel" {
+		component, _ := p["component"].(string)
+		if component != "shovel" && (component != bridgeComponent || bridges == nil) {
 			continue
 		}
 		name, _ := p["name"].(string)
@@ -473,6 +483,12 @@ func ImportShovels(sh Shovels, core Core, data []byte, vhost, user string) error
 		value, _ := p["value"].(map[string]any)
 		if _, ok := core.VHost(vn); !ok {
 			errs = append(errs, fmt.Errorf("shovel %s: no vhost %q", name, vn))
+			continue
+		}
+		if component == bridgeComponent {
+			if _, err := bridges.PutComponent(component, vn, name, user, value); err != nil {
+				errs = append(errs, fmt.Errorf("mqtt bridge %s in %s: %v", name, vn, err))
+			}
 			continue
 		}
 		if _, err := sh.Put(vn, name, user, value); err != nil {

@@ -95,6 +95,7 @@ func (s *Server) routes() {
 	s.policyRoutes(m, pol, "/api/policies", policies)
 	s.policyRoutes(m, pol, "/api/operator-policies", operatorPolicies)
 	s.shovelRoutes(m, pol, mg) // shovels.go
+	s.bridgeRoutes(m, pol, mg) // bridges.go
 	m("GET /api/global-parameters", mg, s.listGlobalParameters)
 
 	m("GET /api/definitions", adm, s.getDefinitions)

@@ -62,6 +62,8 @@ type Options struct {
 	OAuth OAuthUI
 	// Shovels runs the dynamic shovels (shovels.go); nil: none.
 	Shovels Shovels
+	// Bridges runs the MQTT bridges (bridges.go); nil: none.
+	Bridges Bridges
 	// Version is the build's version, as trident --version prints it
 	// (/api/overview's product_version, the definitions export, the build
 	// info metric); "devel" when empty.
@@ -103,6 +105,7 @@ type Server struct {
 	cluster   Cluster
 	oauth     OAuthUI
 	shovels   Shovels
+	bridges   Bridges
 	// maintenance is Options.Maintenance (maintenance.go).
 	maintenance Maintenance
 
@@ -136,6 +139,7 @@ func New(o Options) *Server {
 	s.cluster = o.Cluster
 	s.oauth = o.OAuth
 	s.shovels = o.Shovels
+	s.bridges = o.Bridges
 	s.maintenance = o.Maintenance
 	s.version = o.Version
 	if s.version == "" {

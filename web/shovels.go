@@ -93,6 +93,9 @@ func (s *Server) listParams(byVHost bool) handler {
 				out = append(out, p)
 			}
 		}
+		if !byVHost && r.URL.Path == "/api/parameters" {
+			out = append(out, s.bridgeParams(u, "")...) // bridges.go
+		}
 		writeJSON(w, http.StatusOK, out)
 	}
 }

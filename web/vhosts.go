@@ -144,6 +144,13 @@ func (s *Server) deleteVHost(w http.ResponseWriter, r *http.Request, u *auth.Use
 			}
 		}
 	}
+	if s.bridges != nil {
+		for _, p := range s.bridges.ParamsComponent(bridgeComponent, name) { // and its bridges
+			if _, err := s.bridges.DeleteComponent(bridgeComponent, name, p.Name); err != nil {
+				s.log.Warn("deleting a bridge of a deleted vhost", "vhost", name, "bridge", p.Name, "err", err)
+			}
+		}
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 

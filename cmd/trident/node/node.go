@@ -172,9 +172,12 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 		shovelStore = n.metaStore // cluster-wide definitions (shovels.go)
 	}
 	n.shovels = shovel.New(shovel.Config{Store: shovelStore, Local: n.dialLocal, Sockets: n.shovelSockets, Node: n.nodeName(),
-		Log: n.log.With("component", "shovel")})
+		MQTTExchange: cfg.MQTT.Exchange, Log: n.log.With("component", "shovel")})
 	if cfg.Cluster.Enabled() {
 		n.shovels.SetOwner(n.shovelOwner)
+	}
+	if err := n.declareBridges(); err != nil {
+		return nil, err
 	}
 	if err := n.shovels.Start(); err != nil {
 		return nil, fmt.Errorf("node: shovels: %w", err)

@@ -1,10 +1,13 @@
 package node
 
 import (
+	"errors"
+	"fmt"
 	"net"
 
 	"github.com/trident-broker/trident/cluster/featureflags"
 	"github.com/trident-broker/trident/cluster/placement"
+	"github.com/trident-broker/trident/conf"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/shovel"
 )
@@ -45,4 +48,27 @@ func (n *Node) shovelsApplyMeta(ops []exchange.MetaOp) error {
 // own connections are never "from loopback" (shovel.Sockets).
 func (n *Node) serveAMQP(ln net.Listener) error {
 	return n.amqp.Serve(n.shovelSockets.Listener(ln))
+}
+
+// declareBridges runs the configuration file's MQTT bridges (on this
+// node, as their user, default_user unless set).
+func (n *Node) declareBridges() error {
+	for i, b := range n.cfg.MQTT.Bridges {
+		vh, user := b.VHost, b.User
+		if vh == "" {
+			vh = n.cfg.DefaultVHost
+		}
+		if user == "" {
+			user = n.cfg.DefaultUser
+		}
+		err := n.shovels.DeclareStatic(vh, b.Name, user, b.Value())
+		var fe *shovel.FieldError
+		if errors.As(err, &fe) {
+			return fmt.Errorf("conf: %s: %s", conf.BridgeKey(i, fe.Field), fe.Msg)
+		}
+		if err != nil {
+			return fmt.Errorf("node: mqtt.bridges[%d]: %w", i, err)
+		}
+	}
+	return nil
 }

@@ -48,6 +48,7 @@ func (n *Node) startHTTP() error {
 		Cluster:       n.webCluster(),
 		OAuth:         n.oauthUI(),
 		Shovels:       n.shovels,
+		Bridges:       n.shovels,
 		ClusterName:   n.cfg.Cluster.Name,
 		ClusterNames:  clusterNames{n},
 		FeatureFlags:  featureFlagsView{n},

@@ -2227,7 +2227,37 @@
     const endView = (uri, q, x, key) => h('div', null,
       q ? [tag('queue'), ' ', h('b', null, q)] : x != null ? [tag('exchange', 'violet'), ' ', h('b', null, exLabel(x)), key ? h('span', { class: 'muted' }, ` → ${key}`) : null] : null,
       h('div', { class: 'muted small mono', title: uri }, uri));
+    // MQTT bridges (GET /api/mqtt/bridges): declared through
+    // /api/parameters/mqtt-bridge or the config file's mqtt.bridges.
+    const bridgeBox = h('div');
+    const topicsView = (ts) => h('div', null, (ts || []).map((t) => h('div', { class: 'small mono' },
+      tag(t.direction), ` ${t.local_prefix || ''}${t.pattern} ⇄ ${t.remote_prefix || ''}${t.pattern} q${t.qos}`)));
+    async function refreshBridges() {
+      try {
+        const bs = await api('GET', prefs.vhost ? `/mqtt/bridges/${enc(prefs.vhost)}` : '/mqtt/bridges');
+        fill(bridgeBox, table([
+          { title: 'Name', cls: 'name', render: (b) => h('span', null, h('b', null, b.name), b.type === 'static' ? h('div', { class: 'muted small' }, 'config file') : null) },
+          showVhostCol() && { title: 'Virtual host', render: (b) => b.vhost },
+          { title: 'State', render: (b) => h('span', { class: 'bridge-state' }, stateView(b.state), b.reason ? h('div', { class: 'muted small wrap', title: b.reason }, b.reason) : null) },
+          { title: 'Remote', render: (b) => h('div', null, h('span', { class: 'mono' }, b.address), h('div', { class: 'muted small' }, `${b.bridge_protocol_version}${b.tls ? ', TLS' : ''}, ${b.remote_clientid}`)) },
+          { title: 'Topics', render: (b) => topicsView(b.topics) },
+          { title: 'In', num: true, render: (b) => h('span', { class: 'bridge-in' }, num(b.messages_in ?? 0)) },
+          { title: 'Out', num: true, render: (b) => h('span', { class: 'bridge-out' }, num(b.messages_out ?? 0)) },
+          isCluster() && { title: 'Node', render: (b) => nodeChip(b.node) },
+          { title: '', cls: 'actions', render: (b) => h('span', { class: 'row' },
+            h('button', { class: 'btn secondary small', type: 'button', 'data-restart': b.name, onclick: (e) => act(e.currentTarget, async () => {
+              await api('DELETE', `/mqtt/bridges/${enc(b.vhost)}/${enc(b.name)}/restart`); toast('ok', `Bridge ${b.name} restarted`); refreshBridges(); }) }, 'Restart'), ' ',
+            b.type === 'static' ? null : h('button', { class: 'btn danger small', type: 'button', 'data-delete': b.name, onclick: (e) => {
+              if (!confirm(`Delete bridge ${b.name}?`)) return;
+              act(e.currentTarget, async () => { await api('DELETE', `/parameters/mqtt-bridge/${enc(b.vhost)}/${enc(b.name)}`); toast('ok', `Bridge ${b.name} deleted`); refreshBridges(); });
+            } }, 'Delete')) },
+        ].filter(Boolean), bs || [], 'No MQTT bridges', (b) => ({ 'data-bridge': b.name }), 'bridges-table'));
+      } catch (e) {
+        fill(bridgeBox, h('div', { style: 'padding:0 16px' }, errorBox('Could not load MQTT bridges:', e)));
+      }
+    }
     async function refresh() {
+      refreshBridges();
       try {
         const ss = await api('GET', prefs.vhost ? `/shovels/${enc(prefs.vhost)}` : '/shovels');
         fill(box, table([
@@ -2255,7 +2285,8 @@
       await act(btn, async () => { await api('DELETE', `/parameters/shovel/${enc(s.vhost)}/${enc(s.name)}`); toast('ok', `Shovel ${s.name} deleted`); refresh(); });
     }
     return { el: h('div', null, pageHead('Shovels', 'Move messages from a queue or exchange to another, here or on another broker'),
-      panel('Shovels', { flush: true, id: 'shovels' }, box), collapsible('Add a shovel', 'add-shovel', false, form)), refresh };
+      panel('Shovels', { flush: true, id: 'shovels' }, box), collapsible('Add a shovel', 'add-shovel', false, form),
+      panel('MQTT bridges', { flush: true, id: 'mqtt-bridges' }, bridgeBox)), refresh };
   }
 
   // Cluster banner: members /api/nodes lists as not running.
