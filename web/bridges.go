@@ -1,12 +1,6 @@
 package web
 
-import (
-	"errors"
-	"net/http"
-
-	"github.com/trident-broker/trident/auth"
-	"github.com/trident-broker/trident/shovel"
-)
+import "github.com/trident-broker/trident/shovel"
 
 // MQTT bridges (shovel.BridgeDefinition: Mosquitto's connection blocks),
 // kept and run by the shovel manager, as parameters of component
@@ -40,162 +34,34 @@ type Bridges interface {
 const bridgeComponent = shovel.ComponentMQTTBridge
 
 func (s *Server) bridgeRoutes(m func(string, access, handler), pol, mg access) {
-	m("GET /api/parameters/mqtt-bridge", pol, s.listBridgeParams(false))
-	m("GET /api/parameters/mqtt-bridge/{vhost}", pol, s.listBridgeParams(true))
-	m("GET /api/parameters/mqtt-bridge/{vhost}/{name}", pol, s.getBridgeParam)
-	m("PUT /api/parameters/mqtt-bridge/{vhost}/{name}", pol, s.putBridgeParam)
-	m("DELETE /api/parameters/mqtt-bridge/{vhost}/{name}", pol, s.deleteBridgeParam)
-	m("GET /api/mqtt/bridges", mg, s.listBridges(false))
-	m("GET /api/mqtt/bridges/{vhost}", mg, s.listBridges(true))
-	m("DELETE /api/mqtt/bridges/{vhost}/{name}/restart", pol, s.restartBridge)
+	c := s.bridgeParams()
+	m("GET /api/parameters/mqtt-bridge", pol, c.list(false))
+	m("GET /api/parameters/mqtt-bridge/{vhost}", pol, c.list(true))
+	m("GET /api/parameters/mqtt-bridge/{vhost}/{name}", pol, c.get)
+	m("PUT /api/parameters/mqtt-bridge/{vhost}/{name}", pol, c.put)
+	m("DELETE /api/parameters/mqtt-bridge/{vhost}/{name}", pol, c.delete)
+	var statuses func(string) []shovel.BridgeStatus
+	if s.bridges != nil {
+		statuses = s.bridges.BridgeStatuses
+	}
+	vhostOf := func(st shovel.BridgeStatus) string { return st.VHost }
+	m("GET /api/mqtt/bridges", mg, listStatuses(s, statuses, vhostOf, false))
+	m("GET /api/mqtt/bridges/{vhost}", mg, listStatuses(s, statuses, vhostOf, true))
+	m("DELETE /api/mqtt/bridges/{vhost}/{name}/restart", pol, c.restart)
 }
 
-// bridgeParams lists the definitions of vhost ("" all) u may use.
-func (s *Server) bridgeParams(u *auth.User, vhost string) []shovel.Param {
-	out := []shovel.Param{}
-	if s.bridges == nil {
-		return out
-	}
-	for _, p := range s.bridges.ParamsComponent(bridgeComponent, vhost) {
-		if s.usesVHost(u, p.VHost) {
-			p.Value = shovel.RedactedBridge(p.Value)
-			out = append(out, p)
+// bridgeParams is the MQTT bridges' component of the parameters API
+// (shovels.go).
+func (s *Server) bridgeParams() paramAPI {
+	c := paramAPI{s: s, what: "bridge", static: "mqtt.bridges", redact: shovel.RedactedBridge}
+	if b := s.bridges; b != nil {
+		c.putFn = func(vhost, name, user string, value map[string]any) (bool, error) {
+			return b.PutComponent(bridgeComponent, vhost, name, user, value)
 		}
+		c.delFn = func(vhost, name string) (bool, error) { return b.DeleteComponent(bridgeComponent, vhost, name) }
+		c.paramsFn = func(vhost string) []shovel.Param { return b.ParamsComponent(bridgeComponent, vhost) }
+		c.paramFn = func(vhost, name string) (shovel.Param, bool) { return b.ParamComponent(bridgeComponent, vhost, name) }
+		c.restartFn = func(vhost, name string) (bool, error) { return b.RestartComponent(bridgeComponent, vhost, name) }
 	}
-	return out
-}
-
-func (s *Server) listBridgeParams(byVHost bool) handler {
-	return func(w http.ResponseWriter, r *http.Request, u *auth.User) {
-		vhost := ""
-		if byVHost {
-			v, ok := s.writeVHost(w, r, u)
-			if !ok {
-				return
-			}
-			vhost = v.Name()
-		}
-		writeJSON(w, http.StatusOK, s.bridgeParams(u, vhost))
-	}
-}
-
-func (s *Server) getBridgeParam(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	v, ok := s.writeVHost(w, r, u)
-	if !ok {
-		return
-	}
-	if s.bridges == nil {
-		notFound(w)
-		return
-	}
-	p, ok := s.bridges.ParamComponent(bridgeComponent, v.Name(), pathValue(r, "name"))
-	if !ok {
-		notFound(w)
-		return
-	}
-	p.Value = shovel.RedactedBridge(p.Value)
-	writeJSON(w, http.StatusOK, p)
-}
-
-func (s *Server) putBridgeParam(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	v, ok := s.writeVHost(w, r, u)
-	if !ok {
-		return
-	}
-	if s.bridges == nil {
-		notFound(w)
-		return
-	}
-	body, ok := readBody(w, r)
-	if !ok {
-		return
-	}
-	value, ok := body["value"].(map[string]any)
-	if !ok {
-		badRequest(w, "Validation failed\n\nvalue: a bridge definition object is required\n")
-		return
-	}
-	created, err := s.bridges.PutComponent(bridgeComponent, v.Name(), pathValue(r, "name"), u.Name(), value)
-	var fe *shovel.FieldError
-	switch {
-	case errors.As(err, &fe):
-		badRequest(w, "Validation failed\n\n"+fe.Error()+"\n")
-		return
-	case errors.Is(err, shovel.ErrStatic):
-		badRequest(w, "the bridge is declared in the configuration file (mqtt.bridges); change it there")
-		return
-	case err != nil:
-		writeError(w, http.StatusInternalServerError, "internal_error", err.Error())
-		return
-	}
-	putStatus(w, !created)
-}
-
-func (s *Server) deleteBridgeParam(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	v, ok := s.writeVHost(w, r, u)
-	if !ok {
-		return
-	}
-	if s.bridges == nil {
-		notFound(w)
-		return
-	}
-	found, err := s.bridges.DeleteComponent(bridgeComponent, v.Name(), pathValue(r, "name"))
-	switch {
-	case errors.Is(err, shovel.ErrStatic):
-		badRequest(w, "the bridge is declared in the configuration file (mqtt.bridges); remove it there")
-	case err != nil:
-		writeError(w, http.StatusInternalServerError, "internal_error", err.Error())
-	case !found:
-		notFound(w)
-	default:
-		w.WriteHeader(http.StatusNoContent)
-	}
-}
-
-func (s *Server) listBridges(byVHost bool) handler {
-	return func(w http.ResponseWriter, r *http.Request, u *auth.User) {
-		out := []shovel.BridgeStatus{}
-		if s.bridges == nil {
-			writeJSON(w, http.StatusOK, out)
-			return
-		}
-		vhost := ""
-		if byVHost {
-			v, ok := s.readVHost(w, r, u)
-			if !ok {
-				return
-			}
-			vhost = v.Name()
-		}
-		for _, st := range s.bridges.BridgeStatuses(vhost) {
-			if s.seesVHost(u, st.VHost) {
-				out = append(out, st)
-			}
-		}
-		writeJSON(w, http.StatusOK, out)
-	}
-}
-
-func (s *Server) restartBridge(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	v, ok := s.writeVHost(w, r, u)
-	if !ok {
-		return
-	}
-	if s.bridges == nil {
-		notFound(w)
-		return
-	}
-	found, err := s.bridges.RestartComponent(bridgeComponent, v.Name(), pathValue(r, "name"))
-	switch {
-	case errors.Is(err, shovel.ErrNotHere):
-		badRequest(w, "the bridge runs on another node of the cluster; restart it through that node's API")
-	case err != nil:
-		writeError(w, http.StatusInternalServerError, "internal_error", err.Error())
-	case !found:
-		notFound(w)
-	default:
-		s.log.Info("bridge restarted via the API", "vhost", v.Name(), "bridge", pathValue(r, "name"), "by", u.Name())
-		w.WriteHeader(http.StatusNoContent)
-	}
+	return c
 }

@@ -38,92 +38,105 @@ type Shovels interface {
 }
 
 func (s *Server) shovelRoutes(m func(string, access, handler), pol, mg access) {
-	m("GET /api/parameters", pol, s.listParams(false))
-	m("GET /api/parameters/shovel", pol, s.listParams(false))
-	m("GET /api/parameters/shovel/{vhost}", pol, s.listParams(true))
-	m("GET /api/parameters/shovel/{vhost}/{name}", pol, s.getParam)
-	m("PUT /api/parameters/shovel/{vhost}/{name}", pol, s.putParam)
-	m("DELETE /api/parameters/shovel/{vhost}/{name}", pol, s.deleteParam)
-	m("GET /api/shovels", mg, s.listShovels(false))
-	m("GET /api/shovels/{vhost}", mg, s.listShovels(true))
-	m("DELETE /api/shovels/vhost/{vhost}/{name}/restart", pol, s.restartShovel)
+	c := s.shovelParams()
+	m("GET /api/parameters", pol, c.list(false))
+	m("GET /api/parameters/shovel", pol, c.list(false))
+	m("GET /api/parameters/shovel/{vhost}", pol, c.list(true))
+	m("GET /api/parameters/shovel/{vhost}/{name}", pol, c.get)
+	m("PUT /api/parameters/shovel/{vhost}/{name}", pol, c.put)
+	m("DELETE /api/parameters/shovel/{vhost}/{name}", pol, c.delete)
+	var statuses func(string) []shovel.Status
+	if s.shovels != nil {
+		statuses = s.shovels.Statuses
+	}
+	vhostOf := func(st shovel.Status) string { return st.VHost }
+	m("GET /api/shovels", mg, listStatuses(s, statuses, vhostOf, false))
+	m("GET /api/shovels/{vhost}", mg, listStatuses(s, statuses, vhostOf, true))
+	m("DELETE /api/shovels/vhost/{vhost}/{name}/restart", pol, c.restart)
 }
 
-func (s *Server) restartShovel(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	v, ok := s.writeVHost(w, r, u)
-	if !ok {
-		return
+// shovelParams is the shovels' component of the parameters API.
+func (s *Server) shovelParams() paramAPI {
+	c := paramAPI{s: s, what: "shovel", redact: shovel.Redacted}
+	if sh := s.shovels; sh != nil {
+		c.putFn, c.delFn, c.paramsFn, c.paramFn, c.restartFn = sh.Put, sh.Delete, sh.Params, sh.Param, sh.Restart
 	}
-	if s.shovels == nil {
-		notFound(w)
-		return
-	}
-	found, err := s.shovels.Restart(v.Name(), pathValue(r, "name"))
-	switch {
-	case errors.Is(err, shovel.ErrNotHere):
-		badRequest(w, "the shovel runs on another node of the cluster; restart it through that node's API")
-	case err != nil:
-		writeError(w, http.StatusInternalServerError, "internal_error", err.Error())
-	case !found:
-		notFound(w)
-	default:
-		s.log.Info("shovel restarted via the API", "vhost", v.Name(), "shovel", pathValue(r, "name"), "by", u.Name())
-		w.WriteHeader(http.StatusNoContent)
-	}
+	return c
 }
 
-func (s *Server) listParams(byVHost bool) handler {
-	return func(w http.ResponseWriter, r *http.Request, u *auth.User) {
-		out := []shovel.Param{}
-		if s.shovels == nil {
-			writeJSON(w, http.StatusOK, out)
-			return
+// paramAPI is one component of the shovel manager's runtime parameters
+// (shovels, MQTT bridges) in the API: its definitions and restarts, one
+// set of handlers for every component. Nil functions: the component is
+// not run here (404, or an empty list).
+type paramAPI struct {
+	s         *Server
+	what      string // "shovel", "bridge": in messages
+	static    string // where a definition of the configuration file is changed
+	redact    func(map[string]any) map[string]any
+	putFn     func(vhost, name, user string, value map[string]any) (bool, error)
+	delFn     func(vhost, name string) (bool, error)
+	paramsFn  func(vhost string) []shovel.Param
+	paramFn   func(vhost, name string) (shovel.Param, bool)
+	restartFn func(vhost, name string) (bool, error)
+}
+
+// visible lists the definitions of vhost ("" all) u may use, redacted.
+func (c paramAPI) visible(u *auth.User, vhost string) []shovel.Param {
+	out := []shovel.Param{}
+	if c.paramsFn == nil {
+		return out
+	}
+	for _, p := range c.paramsFn(vhost) {
+		if c.s.usesVHost(u, p.VHost) {
+			p.Value = c.redact(p.Value)
+			out = append(out, p)
 		}
+	}
+	return out
+}
+
+func (c paramAPI) list(byVHost bool) handler {
+	return func(w http.ResponseWriter, r *http.Request, u *auth.User) {
 		vhost := ""
 		if byVHost {
-			v, ok := s.writeVHost(w, r, u)
+			v, ok := c.s.writeVHost(w, r, u)
 			if !ok {
 				return
 			}
 			vhost = v.Name()
 		}
-		for _, p := range s.shovels.Params(vhost) {
-			if s.usesVHost(u, p.VHost) {
-				p.Value = shovel.Redacted(p.Value)
-				out = append(out, p)
-			}
-		}
+		out := c.visible(u, vhost)
 		if !byVHost && r.URL.Path == "/api/parameters" {
-			out = append(out, s.bridgeParams(u, "")...) // bridges.go
+			out = append(out, c.s.bridgeParams().visible(u, "")...) // every component
 		}
 		writeJSON(w, http.StatusOK, out)
 	}
 }
 
-func (s *Server) getParam(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	v, ok := s.writeVHost(w, r, u)
+func (c paramAPI) get(w http.ResponseWriter, r *http.Request, u *auth.User) {
+	v, ok := c.s.writeVHost(w, r, u)
 	if !ok {
 		return
 	}
-	if s.shovels == nil {
+	if c.paramFn == nil {
 		notFound(w)
 		return
 	}
-	p, ok := s.shovels.Param(v.Name(), pathValue(r, "name"))
+	p, ok := c.paramFn(v.Name(), pathValue(r, "name"))
 	if !ok {
 		notFound(w)
 		return
 	}
-	p.Value = shovel.Redacted(p.Value)
+	p.Value = c.redact(p.Value)
 	writeJSON(w, http.StatusOK, p)
 }
 
-func (s *Server) putParam(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	v, ok := s.writeVHost(w, r, u)
+func (c paramAPI) put(w http.ResponseWriter, r *http.Request, u *auth.User) {
+	v, ok := c.s.writeVHost(w, r, u)
 	if !ok {
 		return
 	}
-	if s.shovels == nil {
+	if c.putFn == nil {
 		notFound(w)
 		return
 	}
@@ -133,14 +146,17 @@ func (s *Server) putParam(w http.ResponseWriter, r *http.Request, u *auth.User) 
 	}
 	value, ok := body["value"].(map[string]any)
 	if !ok {
-		badRequest(w, "Validation failed\n\nvalue: a shovel definition object is required\n")
+		badRequest(w, "Validation failed\n\nvalue: a "+c.what+" definition object is required\n")
 		return
 	}
-	created, err := s.shovels.Put(v.Name(), pathValue(r, "name"), u.Name(), value)
+	created, err := c.putFn(v.Name(), pathValue(r, "name"), u.Name(), value)
 	var fe *shovel.FieldError
 	switch {
 	case errors.As(err, &fe):
 		badRequest(w, "Validation failed\n\n"+fe.Error()+"\n")
+		return
+	case errors.Is(err, shovel.ErrStatic):
+		badRequest(w, "the "+c.what+" is declared in the configuration file ("+c.static+"); change it there")
 		return
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, "internal_error", err.Error())
@@ -149,17 +165,19 @@ func (s *Server) putParam(w http.ResponseWriter, r *http.Request, u *auth.User) 
 	putStatus(w, !created)
 }
 
-func (s *Server) deleteParam(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	v, ok := s.writeVHost(w, r, u)
+func (c paramAPI) delete(w http.ResponseWriter, r *http.Request, u *auth.User) {
+	v, ok := c.s.writeVHost(w, r, u)
 	if !ok {
 		return
 	}
-	if s.shovels == nil {
+	if c.delFn == nil {
 		notFound(w)
 		return
 	}
-	found, err := s.shovels.Delete(v.Name(), pathValue(r, "name"))
+	found, err := c.delFn(v.Name(), pathValue(r, "name"))
 	switch {
+	case errors.Is(err, shovel.ErrStatic):
+		badRequest(w, "the "+c.what+" is declared in the configuration file ("+c.static+"); remove it there")
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, "internal_error", err.Error())
 	case !found:
@@ -169,13 +187,35 @@ func (s *Server) deleteParam(w http.ResponseWriter, r *http.Request, u *auth.Use
 	}
 }
 
-func (s *Server) listShovels(byVHost bool) handler {
+// restart stops the definition's worker and starts it again.
+func (c paramAPI) restart(w http.ResponseWriter, r *http.Request, u *auth.User) {
+	v, ok := c.s.writeVHost(w, r, u)
+	if !ok {
+		return
+	}
+	if c.restartFn == nil {
+		notFound(w)
+		return
+	}
+	found, err := c.restartFn(v.Name(), pathValue(r, "name"))
+	switch {
+	case errors.Is(err, shovel.ErrNotHere):
+		badRequest(w, "the "+c.what+" runs on another node of the cluster; restart it through that node's API")
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, "internal_error", err.Error())
+	case !found:
+		notFound(w)
+	default:
+		c.s.log.Info(c.what+" restarted via the API", "vhost", v.Name(), c.what, pathValue(r, "name"), "by", u.Name())
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// listStatuses lists the states (of shovels, of bridges) of the vhost in
+// the path, or of every vhost u sees; statuses nil: none run here.
+func listStatuses[S any](s *Server, statuses func(vhost string) []S, vhostOf func(S) string, byVHost bool) handler {
 	return func(w http.ResponseWriter, r *http.Request, u *auth.User) {
-		out := []shovel.Status{}
-		if s.shovels == nil {
-			writeJSON(w, http.StatusOK, out)
-			return
-		}
+		out := []S{}
 		vhost := ""
 		if byVHost {
 			v, ok := s.readVHost(w, r, u)
@@ -184,9 +224,11 @@ func (s *Server) listShovels(byVHost bool) handler {
 			}
 			vhost = v.Name()
 		}
-		for _, st := range s.shovels.Statuses(vhost) {
-			if s.seesVHost(u, st.VHost) {
-				out = append(out, st)
+		if statuses != nil {
+			for _, st := range statuses(vhost) {
+				if s.seesVHost(u, vhostOf(st)) {
+					out = append(out, st)
+				}
 			}
 		}
 		writeJSON(w, http.StatusOK, out)
