@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 )
@@ -138,6 +139,12 @@ func parseStreamDuration(s string) (time.Duration, bool) {
 		unit = time.Second
 	default:
 		return 0, false
+	}
+	if n > uint64(math.MaxInt64/unit) {
+		// Past what a Duration holds (about 292 years): as long as
+		// one can be, so "70000Y" still reaches the beginning (RabbitMQ's
+		// arithmetic has no bound) and does not wrap into the future.
+		return time.Duration(math.MaxInt64), true
 	}
 	return time.Duration(n) * unit, true
 }
