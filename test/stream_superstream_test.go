@@ -103,28 +103,6 @@ func (r *ssRead) count() int {
 	return n
 }
 
-func (r *ssRead) partitions() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var ps []string
-	for p := range r.keys {
-		ps = append(ps, p)
-	}
-	slices.Sort(ps)
-	return ps
-}
-
-func ssWaitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestStreamSuperStreamProduceConsume: the client declares a super stream
 // of 3 partitions; Partitions lists them in order; its hash producer
 // publishes 300 keyed messages, each stored on the partition murmur3
@@ -168,7 +146,7 @@ func TestStreamSuperStreamProduceConsume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ssWaitFor(t, "all messages read", func() bool { return read.count() >= n })
+	eventually(t, 60*time.Second, "all messages read", func() bool { return read.count() >= n })
 	_ = c.Close()
 	read.mu.Lock()
 	per := map[string]int{}
@@ -361,10 +339,10 @@ func TestStreamSuperStreamSAC(t *testing.T) {
 	if err := env.StoreOffset("app", gone, stored); err != nil {
 		t.Fatal(err)
 	}
-	ssWaitFor(t, "offset stored", func() bool { off, err := env.QueryOffset("app", gone); return err == nil && off == stored })
+	eventually(t, 60*time.Second, "offset stored", func() bool { off, err := env.QueryOffset("app", gone); return err == nil && off == stored })
 	_ = ms[leaver].env.Close()
 	var heir int = -1
-	ssWaitFor(t, gone+" taken over", func() bool {
+	eventually(t, 60*time.Second, gone+" taken over", func() bool {
 		for i, m := range ms {
 			if i == leaver {
 				continue
@@ -592,7 +570,7 @@ func TestStreamSuperStreamCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ssWaitFor(t, "300 messages through node 2", func() bool { return read.count() >= 300 })
+	eventually(t, 60*time.Second, "300 messages through node 2", func() bool { return read.count() >= 300 })
 	read.mu.Lock()
 	defer read.mu.Unlock()
 	for part, keys := range read.keys {
