@@ -325,15 +325,7 @@ func TestStreamProtocolDedupResend(t *testing.T) {
 // once.
 func TestStreamProtocolDedupCluster(t *testing.T) {
 	const n = 3
-	var addrs []*net.TCPAddr
-	for range n {
-		port, err := testbin.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs = append(addrs, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
-	}
-	nodes := startClusterWith(t, n, func(i int) []string { return []string{"--stream-listen", addrs[i].String()} })
+	nodes, addrs := startStreamCluster(t, n)
 	const name, ref = "sp-dedup-cl", "cl-producer"
 	env0 := streamEnv(t, addrs[0], "guest", "guest")
 	if err := env0.DeclareStream(name, &stream.StreamOptions{}); err != nil {

@@ -709,13 +709,10 @@ func TestStreamProtocolShutdownClose(t *testing.T) {
 	}
 }
 
-// TestStreamProtocolCluster: in a 3-node cluster every node answers for
-// every stream (metadata names the node the client reached): a stream
-// created through one node, published to through another and read through
-// the third has every confirmed message, and an offset stored through one
-// node is read through another.
-func TestStreamProtocolCluster(t *testing.T) {
-	const n = 3
+// startStreamCluster starts an n-node cluster whose nodes each serve the
+// stream protocol on a port of their own (addrs[i] is node i's).
+func startStreamCluster(t *testing.T, n int) ([]*cnode, []*net.TCPAddr) {
+	t.Helper()
 	var addrs []*net.TCPAddr
 	for range n {
 		port, err := testbin.FreePort()
@@ -724,7 +721,18 @@ func TestStreamProtocolCluster(t *testing.T) {
 		}
 		addrs = append(addrs, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
 	}
-	startClusterWith(t, n, func(i int) []string { return []string{"--stream-listen", addrs[i].String()} })
+	nodes := startClusterWith(t, n, func(i int) []string { return []string{"--stream-listen", addrs[i].String()} })
+	return nodes, addrs
+}
+
+// TestStreamProtocolCluster: in a 3-node cluster every node answers for
+// every stream (metadata names the node the client reached): a stream
+// created through one node, published to through another and read through
+// the third has every confirmed message, and an offset stored through one
+// node is read through another.
+func TestStreamProtocolCluster(t *testing.T) {
+	const n = 3
+	_, addrs := startStreamCluster(t, n)
 	envs := make([]*stream.Environment, n)
 	for i := range envs {
 		envs[i] = streamEnv(t, addrs[i], "guest", "guest")

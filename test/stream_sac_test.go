@@ -15,7 +15,6 @@ import (
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 
 	"github.com/trident-broker/trident/conf"
-	"github.com/trident-broker/trident/test/testbin"
 )
 
 // Single active consumer on streams (RabbitMQ 3.11's semantics): members
@@ -389,15 +388,7 @@ func TestStreamSACCluster(t *testing.T) {
 // receives 60…99.
 func TestStreamSACProtocolCluster(t *testing.T) {
 	const n = 3
-	var addrs []*net.TCPAddr
-	for range n {
-		port, err := testbin.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs = append(addrs, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
-	}
-	startClusterWith(t, n, func(i int) []string { return []string{"--stream-listen", addrs[i].String()} })
+	_, addrs := startStreamCluster(t, n)
 	env0 := streamEnv(t, addrs[0], "guest", "guest")
 	const name = "sac-spc"
 	if err := env0.DeclareStream(name, &stream.StreamOptions{}); err != nil {

@@ -22,7 +22,6 @@ import (
 	"github.com/spaolacci/murmur3"
 
 	"github.com/trident-broker/trident/conf"
-	"github.com/trident-broker/trident/test/testbin"
 )
 
 // Super streams (RabbitMQ 3.11's partitioned streams) with
@@ -526,15 +525,7 @@ func TestStreamSuperStreamHTTPAndCLI(t *testing.T) {
 // on node 1 and a super stream consumer on node 2 move every message.
 func TestStreamSuperStreamCluster(t *testing.T) {
 	const n = 3
-	var addrs []*net.TCPAddr
-	for range n {
-		port, err := testbin.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs = append(addrs, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
-	}
-	nodes := startClusterWith(t, n, func(i int) []string { return []string{"--stream-listen", addrs[i].String()} })
+	nodes, addrs := startStreamCluster(t, n)
 	envs := make([]*stream.Environment, n)
 	for i := range envs {
 		envs[i] = streamEnv(t, addrs[i], "guest", "guest")
