@@ -23,6 +23,8 @@ type Broker struct {
 	log   *slog.Logger
 	churn Churn // churn.go
 
+	roundNow atomic.Int64 // StoreRound: the running store round's start, or 0
+
 	mu     sync.RWMutex
 	vhosts map[string]*VHost
 	qid    atomic.Uint64

@@ -94,22 +94,33 @@ var classicNs = func() []int64 {
 var nativeFracs = [4]float64{0.5, math.Exp2(-0.75), math.Exp2(-0.5), math.Exp2(-0.25)}
 
 // histogram is a latency histogram that observes without a lock and
-// without allocating: one to three atomic adds per observation.
+// without allocating: one atomic add for a message delivered as it arrives
+// (the zero bucket), two for any other duration (its slot and the sum).
+//
+// The slots are the native buckets cut where a classic bound falls inside
+// one, so that one slot belongs to exactly one native and one classic
+// bucket: snapshot adds them up both ways.
 type histogram struct {
-	// No count: it is the sum of the classic buckets (one atomic add
-	// less per observation).
-	sumNs   atomic.Uint64
-	zero    atomic.Uint64
-	native  [nNative]atomic.Uint64
-	classic [nClassic]atomic.Uint64 // non-cumulative; the last is +Inf
+	// No count: it is the sum of the slots and the zero bucket.
+	sumNs atomic.Uint64
+	zero  atomic.Uint64
+	slots [nSlots]atomic.Uint64
 }
 
-// nClassic is len(ClassicBounds)+1 (checked in init).
+// nClassic is len(ClassicBounds)+1, the classic buckets with +Inf
+// (checked in init).
 const nClassic = 19
+
+// nSlots is the number of slots: each native bucket has one, plus one
+// more for each classic bound inside it (checked in init).
+const nSlots = nNative + nClassic - 1
 
 func init() {
 	if nClassic != len(ClassicBounds)+1 {
 		panic("exchange: classic buckets miscounted")
+	}
+	if slotBase[nNative] != nSlots {
+		panic("exchange: histogram slots miscounted")
 	}
 }
 
@@ -126,8 +137,6 @@ func init() {
 }
 
 // observe records a duration in nanoseconds (negative ones count as 0).
-// A message delivered as it arrives (the hot path: its wait is 0 by the
-// publish's batch clock) costs one atomic add; any other duration three.
 func (h *histogram) observe(ns int64) {
 	if ns <= zeroNs {
 		if ns > 0 {
@@ -137,6 +146,11 @@ func (h *histogram) observe(ns int64) {
 		return
 	}
 	h.sumNs.Add(uint64(ns))
+	h.slots[slotOf(ns)].Add(1)
+}
+
+// slotOf is the slot of a duration above zeroNs.
+func slotOf(ns int64) int {
 	// The native key, from the float's bits (as math.Frexp would give
 	// them, without its call): the value is frac·2^exp with frac in
 	// [0.5, 1), and k counts the quarter-powers of two below it.
@@ -149,15 +163,15 @@ func (h *histogram) observe(ns int64) {
 	}
 	key := (exp-1)*4 + k
 	key = min(max(key, nativeMinKey+1), nativeMaxKey)
-	h.native[key-nativeMinKey].Add(1)
+	n := key - nativeMinKey
 	// The classic bucket: from the first one the native bucket's lower
 	// bound may fall in (at most one classic bound lies inside a native
 	// bucket, so this loop runs at most once or twice).
-	i := int(classicFrom[key-nativeMinKey])
+	i := int(classicFrom[n])
 	for i < len(classicNs) && ns > classicNs[i] {
 		i++
 	}
-	h.classic[i].Add(1)
+	return int(slotBase[n]) + min(i-int(classicFrom[n]), int(slotBase[n+1]-slotBase[n])-1)
 }
 
 // nativeMant are nativeFracs doubled (into [1, 2)) as float64 mantissa
@@ -173,7 +187,7 @@ var nativeMant = func() (m [4]uint64) {
 // classicFrom gives, for each native bucket, how many classic bounds lie
 // below its lower bound (less one nanosecond, for rounding): where the
 // search for a value's classic bucket starts.
-var classicFrom = func() (t [nNative]uint8) {
+var classicFrom = func() (t [nNative + 1]uint8) {
 	for i := range t {
 		lower := int64(math.Floor(math.Exp2(float64(i+nativeMinKey-1)/4)*1e9)) - 1
 		n := 0
@@ -181,6 +195,18 @@ var classicFrom = func() (t [nNative]uint8) {
 			n++
 		}
 		t[i] = uint8(n)
+	}
+	t[nNative] = uint8(len(classicNs))
+	return t
+}()
+
+// slotBase is each native bucket's first slot: a native bucket has one
+// slot per classic bucket its values may fall in (classicFrom of it up to
+// that of the next bucket); slotBase[nNative] is the number of slots.
+var slotBase = func() (t [nNative + 1]uint16) {
+	for n := 0; n < nNative; n++ {
+		span := int(classicFrom[n+1]) - int(classicFrom[n]) + 1
+		t[n+1] = t[n] + uint16(span)
 	}
 	return t
 }()
@@ -202,31 +228,39 @@ type HistogramSnapshot struct {
 func (h *histogram) snapshot() HistogramSnapshot {
 	var s HistogramSnapshot
 	s.Sum = float64(h.sumNs.Load()) * 1e-9
-	s.Classic = make([]uint64, len(ClassicBounds))
 	s.ZeroCount = h.zero.Load()
-	cum := s.ZeroCount // in the first classic bucket (zeroNs)
-	for i := range ClassicBounds {
-		cum += h.classic[i].Load()
-		s.Classic[i] = cum
-	}
-	cum += h.classic[len(ClassicBounds)].Load()
+	var classic [nClassic]uint64 // non-cumulative
+	classic[0] = s.ZeroCount     // the zero bucket is in the first (zeroNs)
 	first, last := -1, -1
 	counts := make([]uint64, nNative)
-	for i := range counts {
-		if counts[i] = h.native[i].Load(); counts[i] != 0 {
-			if first < 0 {
-				first = i
-			}
-			last = i
+	var total uint64
+	for n := range counts {
+		for j := slotBase[n]; j < slotBase[n+1]; j++ {
+			c := h.slots[j].Load()
+			counts[n] += c
+			classic[int(classicFrom[n])+int(j-slotBase[n])] += c
 		}
+		if counts[n] != 0 {
+			if first < 0 {
+				first = n
+			}
+			last = n
+			total += counts[n]
+		}
+	}
+	s.Classic = make([]uint64, len(ClassicBounds))
+	cum := uint64(0)
+	for i := range ClassicBounds {
+		cum += classic[i]
+		s.Classic[i] = cum
 	}
 	if first >= 0 {
 		s.NativeOffset = int32(first + nativeMinKey)
 		s.Native = counts[first : last+1]
 	}
-	// Count is the classic total, so that it is consistent with the
-	// buckets read just before (observations go on meanwhile).
-	s.Count = cum
+	// Count is the total of what was read, so that it is consistent with
+	// the buckets (observations go on meanwhile).
+	s.Count = s.ZeroCount + total
 	return s
 }
 
@@ -259,6 +293,30 @@ func (v *VHost) Latencies(fn func(p Protocol, k Latency, h HistogramSnapshot)) {
 			fn(Protocol(p), Latency(k), s[k].snapshot())
 		}
 	}
+}
+
+// StoreRound is the store's notifier telling the broker that a round of
+// done callbacks begins (true) or ended (false) (store.Badger.OnRounds,
+// wired by the node): the confirms of one round take its start as their
+// end time, one clock reading per round instead of one per confirm. A
+// confirm that completes elsewhere (a remote or a quorum queue's) while a
+// round runs takes it too: it is off by at most the round's length, a few
+// hundred microseconds for thousands of confirms.
+func (b *Broker) StoreRound(begin bool) {
+	if begin {
+		b.roundNow.Store(nowNano())
+	} else {
+		b.roundNow.Store(0)
+	}
+}
+
+// confirmClock is now for a confirm's latency: the running store round's
+// start, or the clock.
+func (b *Broker) confirmClock() int64 {
+	if t := b.roundNow.Load(); t != 0 {
+		return t
+	}
+	return nowNano()
 }
 
 // observeWait records, for a message's first delivery, how long it

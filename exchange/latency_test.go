@@ -121,8 +121,34 @@ func TestHistogramMatchesReference(t *testing.T) {
 		var h histogram
 		h.observe(ns)
 		wn, wc := ref(ns)
-		if h.native[wn].Load() != 1 || h.classic[wc].Load() != 1 {
-			t.Fatalf("%d ns: want native %d classic %d; got native %v classic %v", ns, wn, wc, h.native[wn].Load(), h.classic[wc].Load())
+		s := h.snapshot()
+		gn := int(s.NativeOffset) - nativeMinKey
+		gc := 0 // the classic bucket: the first whose cumulative count is 1
+		for gc < len(s.Classic) && s.Classic[gc] == 0 {
+			gc++
 		}
+		if s.Count != 1 || len(s.Native) != 1 || s.Native[0] != 1 || gn != wn || gc != wc {
+			t.Fatalf("%d ns: want native %d classic %d; got native %d %v classic %d %v count %d", ns, wn, wc, gn, s.Native, gc, s.Classic, s.Count)
+		}
+	}
+}
+
+// A confirm completed during a store round takes the round's start as its
+// end; outside a round it reads the clock.
+func TestConfirmClockRounds(t *testing.T) {
+	var b Broker
+	before := nowNano()
+	b.StoreRound(true)
+	start := b.confirmClock()
+	if start < before {
+		t.Fatalf("round start %d before %d", start, before)
+	}
+	time.Sleep(2 * time.Millisecond)
+	if got := b.confirmClock(); got != start {
+		t.Fatalf("inside the round the clock moved: %d, want %d", got, start)
+	}
+	b.StoreRound(false)
+	if got := b.confirmClock(); got-start < int64(2*time.Millisecond) {
+		t.Fatalf("after the round the clock is %d ns past its start, want ≥ 2 ms", got-start)
 	}
 }

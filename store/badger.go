@@ -128,10 +128,11 @@ func (o BadgerOptions) withDefaults() BadgerOptions {
 // Lock order: life before mu. life guards the DB against Close for the
 // synchronous methods; mu guards the pending batch.
 type Badger struct {
-	eng  *Engine // the Badger instance's lifecycle: open, GC, close
-	db   *badger.DB
-	log  *slog.Logger
-	opts BadgerOptions
+	eng    *Engine                          // the Badger instance's lifecycle: open, GC, close
+	rounds atomic.Pointer[func(begin bool)] // OnRounds
+	db     *badger.DB
+	log    *slog.Logger
+	opts   BadgerOptions
 
 	life   sync.RWMutex
 	closed bool // under life

@@ -524,13 +524,27 @@ func (b *Badger) runNotifier() {
 		}
 		q, b.notifyQ = b.notifyQ, q[:0]
 		b.notifyMu.Unlock()
+		hook := b.rounds.Load()
+		if hook != nil {
+			(*hook)(true)
+		}
 		for _, c := range q {
 			b.callbacks(c)
 			b.recycle(c)
 		}
+		if hook != nil {
+			(*hook)(false)
+		}
 		clear(q)
 	}
 }
+
+// OnRounds sets a hook told (true) before and (false) after each round of
+// done callbacks the notifier runs: one or more commits' callbacks back to
+// back on one goroutine. The core reads its clock once per round rather
+// than once per confirm (exchange.Broker.StoreRound). Set it once, before
+// or while the store runs.
+func (b *Badger) OnRounds(hook func(begin bool)) { b.rounds.Store(&hook) }
 
 func (b *Badger) callbacks(c *batch) {
 	var appends uint64

@@ -164,6 +164,9 @@ func (e *Encoder) Properties(p *Properties) {
 }
 
 func appendStr(b []byte, s string) []byte {
+	if len(s) < 0x80 { // one byte of length: most properties are short or empty
+		return append(append(b, byte(len(s))), s...)
+	}
 	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 

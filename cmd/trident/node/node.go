@@ -139,6 +139,7 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	n.store.OnRounds(n.broker.StoreRound)
 	n.broker.Limiter().Set(exchange.Limits(cfg.Limits))
 	n.broker.SetQueueWindow(cfg.Queues.WindowMessages, int64(cfg.Queues.WindowBytes))
 	n.broker.SetQueueMemoryBudget(int64(cfg.Queues.MemoryBudget))
