@@ -207,6 +207,7 @@ type options struct {
 	streamProtoClients string  // which clients: go, raw
 	streamProtoSockBuf int     // the clients' socket buffers
 	streamProtoWindow  int     // unconfirmed messages per publisher
+	streamProtoSuper   int     // partitions of the super stream phase (0: none)
 	pids               pidList // --pid name=PID: a --target's broker process
 }
 
@@ -260,6 +261,7 @@ func main() {
 	fs.StringVar(&o.streamProtoClients, "stream-protocol-clients", "go,raw", "the stream-protocol benchmark's clients: go (rabbitmq-stream-go-client), raw (streamproto_raw.go)")
 	fs.IntVar(&o.streamProtoSockBuf, "stream-protocol-sockbuf", 1<<20, "the stream-protocol clients' socket read and write buffers in `bytes` (0: the client's default)")
 	fs.IntVar(&o.streamProtoWindow, "stream-protocol-window", 10_000, "the stream-protocol benchmark's unconfirmed messages per publisher")
+	fs.IntVar(&o.streamProtoSuper, "stream-protocol-super", 3, "the stream-protocol benchmark's super stream phase: `N` partitions, the go client's super stream producer (0: no such phase)")
 	fs.Var(o.pids, "pid", "the broker process of a --target, `name=PID`, for its CPU and memory (default: whoever listens on the URL's port)")
 	nullAddr := fs.String("null-amqp", "", "serve a null AMQP relay (no broker: the generator's and machine's ceiling, see nullamqp.go) on `host:port` and do nothing else")
 	_ = fs.Parse(os.Args[1:])

@@ -15,6 +15,11 @@ package main
 //	go publish 1 KiB   confirms, at most --stream-protocol-window unconfirmed:
 //	                   N messages, msgs/s from the first send to the last
 //	                   confirm, confirm latency p50/p99 (send to confirm)
+//	go super x3        the N 16 B messages to a super stream of
+//	publish 16 B       --stream-protocol-super partitions (declared over the
+//	                   protocol) through the client's super stream producer,
+//	                   routed by the hash of each message's index; a target
+//	                   that cannot declare one (RabbitMQ before 3.13) skips it
 //	go consume x1      one consumer from first reads the N 16 B messages
 //	go consume x10     ten consumers, each on its own connection, each read
 //	                   all N: msgs/s each (the slowest and fastest) and total
@@ -53,6 +58,7 @@ import (
 	"time"
 
 	amqp10 "github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/message"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 
 	"github.com/trident-broker/trident/test/testbin"
@@ -317,6 +323,15 @@ func spGoTarget(ctx context.Context, o *options, t spTarget, n int) ([]spPhase, 
 		fmt.Fprintf(os.Stderr, "%s/s, confirm p50 %.0f µs p99 %.0f µs\n", human(p.Rate), p.P50us, p.P99us)
 		out = append(out, p)
 	}
+	if o.streamProtoSuper > 0 {
+		sp, err := spGoSuperPhase(ctx, o, env, t, n)
+		if err != nil {
+			return out, err
+		}
+		if sp.Rate > 0 {
+			out = append(out, sp)
+		}
+	}
 	defer env.DeleteStream(small)
 	for _, k := range []int{1, 10} {
 		phase := fmt.Sprintf("go consume x%d", k)
@@ -337,6 +352,33 @@ func spGoTarget(ctx context.Context, o *options, t spTarget, n int) ([]spPhase, 
 	return out, nil
 }
 
+// spGoSuperPhase publishes n 16-byte messages to a super stream of
+// --stream-protocol-super partitions (issue 41: against "go publish 16 B",
+// one stream, in the same run). RabbitMQ before 3.13 cannot declare a
+// super stream over the protocol: a target that refuses is reported and
+// skipped.
+func spGoSuperPhase(ctx context.Context, o *options, env *stream.Environment, t spTarget, n int) (spPhase, error) {
+	name := "tridentbench-ss-" + randomSuffix()
+	phase := fmt.Sprintf("go super x%d publish 16 B", o.streamProtoSuper)
+	p := spPhase{Target: t.name, Phase: phase}
+	if err := env.DeclareSuperStream(name, stream.NewPartitionsOptions(o.streamProtoSuper)); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %s: declare refused (%v), skipped\n", t.name, phase, err)
+		return p, nil
+	}
+	defer env.DeleteSuperStream(name)
+	fmt.Fprintf(os.Stderr, "%s: %s ... ", t.name, phase)
+	m := startSPMeter(t.pid)
+	p, err := spGoSuperPublish(ctx, o, env, name, n, 16)
+	p.Target, p.Phase = t.name, phase
+	m.stop(&p)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error")
+		return p, err
+	}
+	fmt.Fprintf(os.Stderr, "%s/s, confirm p50 %.0f µs p99 %.0f µs\n", human(p.Rate), p.P50us, p.P99us)
+	return p, nil
+}
+
 func sizeName(size int) string {
 	if size%1024 == 0 {
 		return fmt.Sprintf("%d KiB", size/1024)
@@ -348,12 +390,44 @@ func sizeName(size int) string {
 // message's index) with the client's Send, at most the window
 // unconfirmed, and waits for every confirm.
 func spGoPublish(ctx context.Context, o *options, env *stream.Environment, name string, n, size int) (spPhase, error) {
-	p := spPhase{Messages: n}
 	prod, err := env.NewProducer(name, stream.NewProducerOptions())
 	if err != nil {
-		return p, err
+		return spPhase{Messages: n}, err
 	}
 	defer prod.Close()
+	return spPublishConfirmed(ctx, o, n, size, prod.Send, prod.NotifyPublishConfirmation())
+}
+
+// spGoSuperPublish is spGoPublish to a super stream: the client's super
+// stream producer (one producer per partition, each on its own
+// connection) routes each message by the murmur3 hash of a key, as
+// RabbitMQ's clients do: here the message's index in decimal, taken from
+// its body, so that the messages are the single stream phase's.
+func spGoSuperPublish(ctx context.Context, o *options, env *stream.Environment, name string, n, size int) (spPhase, error) {
+	key := func(m message.StreamMessage) string {
+		return strconv.FormatUint(binary.BigEndian.Uint64(m.GetData()[0]), 10)
+	}
+	prod, err := env.NewSuperStreamProducer(name, stream.NewSuperStreamProducerOptions(stream.NewHashRoutingStrategy(key)))
+	if err != nil {
+		return spPhase{Messages: n}, err
+	}
+	defer prod.Close()
+	confirms := make(chan []*stream.ConfirmationStatus, 64)
+	pc := prod.NotifyPublishConfirmation(64)
+	go func() {
+		for c := range pc {
+			confirms <- c.ConfirmationStatus
+		}
+		close(confirms)
+	}()
+	return spPublishConfirmed(ctx, o, n, size, prod.Send, confirms)
+}
+
+// spPublishConfirmed sends n messages of size bytes (the first 8 the
+// message's index) through send, at most the window unconfirmed, and
+// checks that each is confirmed exactly once on confirms.
+func spPublishConfirmed(ctx context.Context, o *options, n, size int, send func(message.StreamMessage) error, confirms <-chan []*stream.ConfirmationStatus) (spPhase, error) {
+	p := spPhase{Messages: n}
 	window := max(o.streamProtoWindow, 1)
 	credit := make(chan struct{}, window)
 	for range window {
@@ -362,7 +436,6 @@ func spGoPublish(ctx context.Context, o *options, env *stream.Environment, name 
 	sentAt := make([]int64, n)
 	seen := make([]bool, n)
 	lat := make([]int64, 0, n) // send to confirm, ns
-	confirms := prod.NotifyPublishConfirmation()
 	done := make(chan error, 1)
 	var last atomic.Int64
 	go func() {
@@ -413,7 +486,7 @@ func spGoPublish(ctx context.Context, o *options, env *stream.Environment, name 
 		body := make([]byte, max(size, 8))
 		binary.BigEndian.PutUint64(body, uint64(i))
 		sentAt[i] = time.Now().UnixNano()
-		if err := prod.Send(amqp10.NewMessage(body)); err != nil {
+		if err := send(amqp10.NewMessage(body)); err != nil {
 			return p, err
 		}
 	}
