@@ -196,6 +196,7 @@ type options struct {
 	delayedSpan      time.Duration // due times spread over this
 	delayedLead      time.Duration // the first due this long after publishing starts
 	shovel           int           // --shovel N: the shovel benchmark instead
+	bridge           int           // --bridge N: the MQTT bridge benchmark instead
 	shovelRabbitMgmt string        // a RabbitMQ management API with rabbitmq_shovel, for the comparison
 	shovelRabbitAMQP string        // its AMQP URL
 	stream           int           // --stream N: the stream benchmark instead (stream.go)
@@ -251,6 +252,7 @@ func main() {
 	fs.DurationVar(&o.delayedSpan, "delayed-span", 60*time.Second, "due times of the delayed-message benchmark spread over this")
 	fs.DurationVar(&o.delayedLead, "delayed-lead", 30*time.Second, "the first message of the delayed-message benchmark is due this long after publishing starts")
 	fs.IntVar(&o.shovel, "shovel", 0, "run the shovel benchmark with `N` messages instead of the scenarios (see shovel.go)")
+	fs.IntVar(&o.bridge, "bridge", 0, "run the MQTT bridge benchmark with `N` messages per phase instead of the scenarios: rate, and loss across a kill of the edge, Trident and Mosquitto (see bridge.go)")
 	fs.StringVar(&o.shovelRabbitMgmt, "shovel-rabbit-mgmt", "", "management API `URL` of a RabbitMQ with rabbitmq_shovel enabled, to compare its shovel")
 	fs.StringVar(&o.shovelRabbitAMQP, "shovel-rabbit-amqp", rabbitAnchorURL, "AMQP URL of that RabbitMQ")
 	fs.IntVar(&o.stream, "stream", 0, "run the stream benchmark with `N` messages instead of the scenarios (see stream.go)")
@@ -298,6 +300,8 @@ func main() {
 		err = runStreamBench(ctx, &o)
 	} else if o.shovel > 0 {
 		err = runShovel(ctx, &o)
+	} else if o.bridge > 0 {
+		err = runBridge(ctx, &o)
 	} else if o.delayed > 0 {
 		err = runDelayed(ctx, &o)
 	} else if o.backlog > 0 {
