@@ -38,24 +38,30 @@ func tridentctl(t *testing.T) string {
 	return ctlPath
 }
 
+// runCtl runs tridentctl against the API at base as user and checks its
+// exit status; it returns the combined output.
+func runCtl(t *testing.T, base, user, pass string, want int, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(tridentctl(t), args...)
+	cmd.Env = append(os.Environ(), "TRIDENT_URL="+base, "TRIDENT_USER="+user, "TRIDENT_PASSWORD="+pass)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if code != want {
+		t.Fatalf("tridentctl %v as %s: exit %d, want %d\n%s", args, user, code, want, out)
+	}
+	return string(out)
+}
+
 func TestMgmtCLI(t *testing.T) {
 	_, base := mgmtBroker(t)
-	bin := tridentctl(t)
 	run := func(want int, args ...string) string {
 		t.Helper()
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), "TRIDENT_URL="+base, "TRIDENT_USER=guest", "TRIDENT_PASSWORD=guest")
-		out, err := cmd.CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if code != want {
-			t.Fatalf("tridentctl %v: exit %d, want %d\n%s", args, code, want, out)
-		}
-		return string(out)
+		return runCtl(t, base, "guest", "guest", want, args...)
 	}
 	run(0, "declare", "vhost", "cv")
 	run(0, "--vhost", "cv", "declare", "queue", "orders", "--arg", "x-max-length=5")
@@ -87,7 +93,7 @@ func TestMgmtCLI(t *testing.T) {
 		t.Errorf("users: %s", out)
 	}
 	// A monitoring user cannot delete.
-	cmd := exec.Command(bin, "--url", base, "--user", "ann", "--password", "pw", "--vhost", "/", "delete", "vhost", "cv")
+	cmd := exec.Command(tridentctl(t), "--url", base, "--user", "ann", "--password", "pw", "--vhost", "/", "delete", "vhost", "cv")
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "401") {
 		t.Errorf("monitoring delete vhost: %v %s", err, out)
 	}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -443,25 +441,13 @@ func TestStreamSuperStreamHTTPAndCLI(t *testing.T) {
 		t.Fatalf("exchange object: %+v %v", x, err)
 	}
 
-	bin := tridentctl(t)
 	run := func(want int, user string, args ...string) string {
 		t.Helper()
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), "TRIDENT_URL="+base, "TRIDENT_USER="+user, "TRIDENT_PASSWORD=pw")
+		pass := "pw"
 		if user == "guest" {
-			cmd.Env = append(cmd.Env, "TRIDENT_PASSWORD=guest")
+			pass = "guest"
 		}
-		out, err := cmd.CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if code != want {
-			t.Fatalf("tridentctl %v as %s: exit %d, want %d\n%s", args, user, code, want, out)
-		}
-		return string(out)
+		return runCtl(t, base, user, pass, want, args...)
 	}
 	run(0, "guest", "declare", "super-stream", "cli", "--partitions", "3")
 	if ps, err := env.QueryPartitions("cli"); err != nil || !slices.Equal(ps, []string{"cli-0", "cli-1", "cli-2"}) {

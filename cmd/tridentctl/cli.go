@@ -146,16 +146,18 @@ var kinds = map[string]struct {
 	perVH   bool
 	columns []string
 }{
-	"queues":      {"/api/queues", true, []string{"vhost", "name", "type", "durable", "auto_delete", "messages_ready", "messages_unacknowledged", "consumers"}},
-	"exchanges":   {"/api/exchanges", true, []string{"vhost", "name", "type", "durable", "auto_delete", "internal"}},
-	"bindings":    {"/api/bindings", true, []string{"vhost", "source", "destination", "destination_type", "routing_key", "properties_key"}},
-	"connections": {"/api/connections", false, []string{"name", "user", "vhost", "protocol", "channels", "peer_host", "peer_port"}},
-	"channels":    {"/api/channels", false, []string{"name", "user", "vhost", "number", "message_stats.publish_details.rate", "message_stats.deliver_get_details.rate", "message_stats.ack_details.rate"}},
-	"consumers":   {"/api/consumers", true, []string{"queue.vhost", "queue.name", "consumer_tag", "ack_required", "prefetch_count"}},
-	"users":       {"/api/users", false, []string{"name", "tags"}},
-	"vhosts":      {"/api/vhosts", false, []string{"name", "messages", "messages_ready", "messages_unacknowledged"}},
-	"permissions": {"/api/permissions", false, []string{"user", "vhost", "configure", "write", "read"}},
-	"policies":    {"/api/policies", true, []string{"vhost", "name", "pattern", "apply-to", "priority", "definition"}},
+	"queues":       {"/api/queues", true, []string{"vhost", "name", "type", "durable", "auto_delete", "messages_ready", "messages_unacknowledged", "consumers"}},
+	"exchanges":    {"/api/exchanges", true, []string{"vhost", "name", "type", "durable", "auto_delete", "internal"}},
+	"bindings":     {"/api/bindings", true, []string{"vhost", "source", "destination", "destination_type", "routing_key", "properties_key"}},
+	"connections":  {"/api/connections", false, []string{"name", "user", "vhost", "protocol", "channels", "peer_host", "peer_port"}},
+	"channels":     {"/api/channels", false, []string{"name", "user", "vhost", "number", "message_stats.publish_details.rate", "message_stats.deliver_get_details.rate", "message_stats.ack_details.rate"}},
+	"consumers":    {"/api/consumers", true, []string{"queue.vhost", "queue.name", "consumer_tag", "ack_required", "prefetch_count"}},
+	"users":        {"/api/users", false, []string{"name", "tags"}},
+	"vhosts":       {"/api/vhosts", false, []string{"name", "messages", "messages_ready", "messages_unacknowledged"}},
+	"permissions":  {"/api/permissions", false, []string{"user", "vhost", "configure", "write", "read"}},
+	"policies":     {"/api/policies", true, []string{"vhost", "name", "pattern", "apply-to", "priority", "definition"}},
+	"shovels":      {"/api/shovels", true, []string{"vhost", "name", "type", "state", "reason", "node"}},
+	"mqtt-bridges": {"/api/mqtt/bridges", true, []string{"vhost", "name", "type", "state", "reason", "address", "messages_in", "messages_out", "node"}},
 }
 
 func kindNames() []string {
@@ -263,10 +265,12 @@ func commandTable() []cmdDef {
 			forms: []form{{usage: "list KIND [--all-vhosts]",
 				about: "KIND is one of " + strings.Join(kindNames(), ", ") + ".\nObjects of a vhost are listed for --vhost, or for every vhost with --all-vhosts.",
 				setup: func(c *command, o *opts) func() error { return func() error { return c.list(o) } }}}},
-		{name: "declare", args: "KIND NAME", summary: "declare a queue, exchange, binding, user, vhost or permission",
+		{name: "declare", args: "KIND NAME", summary: "declare a queue, exchange, binding, user, vhost, permission, super stream, shovel or MQTT bridge",
 			forms: declareForms()},
-		{name: "delete", args: "KIND NAME", summary: "delete a queue, exchange, binding, user, vhost or permission",
+		{name: "delete", args: "KIND NAME", summary: "delete a queue, exchange, binding, user, vhost, permission, super stream, shovel or MQTT bridge",
 			forms: deleteForms()},
+		{name: "restart", args: "shovel|mqtt-bridge NAME", summary: "restart a shovel or an MQTT bridge (as rabbitmqctl restart_shovel)",
+			forms: []form{shovelKind.restartForm(), bridgeKind.restartForm()}},
 		{name: "purge", args: "queue NAME", summary: "remove every ready message of a queue",
 			forms: []form{{kind: "queue", usage: "purge queue NAME", setup: func(c *command, o *opts) func() error {
 				return func() error {
@@ -488,6 +492,7 @@ func declareForms() []form {
 			}
 		}},
 		superStreamDeclareForm(),
+		shovelKind.declareForm(), bridgeKind.declareForm(),
 	}
 }
 
@@ -589,6 +594,7 @@ func deleteForms() []form {
 			}
 		}},
 		superStreamDeleteForm(),
+		shovelKind.deleteForm(), bridgeKind.deleteForm(),
 	}
 }
 
