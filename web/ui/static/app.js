@@ -1193,10 +1193,13 @@
       if (!confirm(`Delete exchange ${name}?`)) return;
       await act(btn, async () => { await api('DELETE', base); toast('ok', `Exchange ${name} deleted`); location.hash = '#/exchanges'; });
     }
+    const superBox = h('div');
+    const superPanel = panel('Super stream partitions', { id: 'super-stream' }, superBox);
+    superPanel.hidden = true;
     const el = h('div', null,
       pageHead(exLabel(name), null, [h('a', { href: '#/exchanges' }, 'Exchanges'), ' › virtual host ', h('b', null, vhost)], [headTags,
         builtin ? null : h('button', { class: 'btn danger', type: 'button', id: 'exchange-delete', onclick: (e) => del(e.currentTarget) }, 'Delete')]),
-      loadErr, h('div', { class: 'page-body', hidden: true }, stats, rateChart.el,
+      loadErr, h('div', { class: 'page-body', hidden: true }, stats, rateChart.el, superPanel,
       h('div', { class: 'grid two' },
         panel('Details', {}, details),
         panel('Publish message', { id: 'exchange-publish' }, publishForm(vhost, name, null))),
@@ -1227,6 +1230,8 @@
         ['Internal', x.internal ? 'yes' : 'no'], ['Arguments', argsView(x.arguments)], ['Policy', x.policy || ''],
       ]));
       rateChart.sample(x);
+      superPanel.hidden = !x.super_stream;
+      if (x.super_stream) await superStreamView(superBox, vhost, x.partitions || []);
       if (name === '') {
         fill(outgoing, alertBox('info', 'The default exchange is implicitly bound to every queue, with a routing key equal to the queue name. It cannot be bound or unbound explicitly.'));
       } else {
@@ -1235,6 +1240,47 @@
       fill(incoming, inc && inc.length ? panel('Bindings to this exchange', {}, bindingsTable(inc, vhost, 'destination', refresh)) : null);
     }
     return { el, refresh };
+  }
+
+  // superStreamView fills box with a super stream's partitions (in their
+  // order: leader, members, messages, last offset, the active consumer of
+  // each single-active group) and its consumer groups' positions: each
+  // named consumer's stored offset and lag on every partition.
+  async function superStreamView(box, vhost, partitions) {
+    const [qs, cs] = await Promise.all([
+      Promise.all(partitions.map((p) => api('GET', `/queues/${enc(vhost)}/${enc(p)}`).catch(() => null))),
+      api('GET', `/consumers/${enc(vhost)}`).catch(() => []),
+    ]);
+    const active = {};
+    for (const c of cs || []) {
+      if (c.activity_status === 'single_active' && c.queue) active[c.queue.name] = c.consumer_tag;
+    }
+    const rows = partitions.map((p, i) => ({ p, i, q: qs[i] }));
+    const groups = [];
+    for (const r of rows) {
+      for (const c of (r.q && r.q.stream && r.q.stream.consumer_offsets) || []) if (!groups.includes(c.name)) groups.push(c.name);
+    }
+    groups.sort();
+    const offsetOf = (r, g) => ((r.q && r.q.stream && r.q.stream.consumer_offsets) || []).find((c) => c.name === g);
+    fill(box, table([
+      { title: '#', num: true, render: (r) => num(r.i) },
+      { title: 'Partition', cls: 'name', render: (r) => h('a', { href: `#/queues/${enc(vhost)}/${enc(r.p)}` }, r.p) },
+      { title: 'Leader', render: (r) => (r.q ? (r.q.leader || r.q.node || '') : tag('missing', 'red')) },
+      { title: 'Members', render: (r) => (r.q && r.q.members ? r.q.members.join(', ') : '') },
+      { title: 'Messages', num: true, render: (r) => (r.q && r.q.stream ? num(r.q.stream.messages) : '') },
+      { title: 'Last offset', num: true, render: (r) => (r.q && r.q.stream && r.q.stream.last_offset >= 0 ? num(r.q.stream.last_offset) : '—') },
+      { title: 'Active consumer', render: (r) => (active[r.p] ? h('span', { class: 'mono' }, active[r.p]) : h('span', { class: 'muted' }, '—')) },
+    ], rows, 'No partitions', (r) => ({ 'data-partition': r.p }), 'super-partitions'),
+    h('h3', { style: 'margin-top:12px' }, 'Consumer groups'),
+    table([
+      { title: 'Group', render: (g) => h('span', { class: 'mono' }, g) },
+      ...rows.map((r) => ({ title: r.p, num: true, render: (g) => {
+        const c = offsetOf(r, g);
+        if (!c) return h('span', { class: 'muted' }, '—');
+        return h('span', { title: c.active ? 'a consumer of this group is attached' : 'no consumer attached' },
+          num(c.offset), h('span', { class: 'muted small' }, ` lag ${num(c.lag)}`), c.active ? [' ', tag('attached', 'green')] : null);
+      } })),
+    ], groups, 'No consumer group has stored an offset yet', (g) => ({ 'data-group': g }), 'super-groups'));
   }
 
   // Admin ------------------------------------------------------------------
