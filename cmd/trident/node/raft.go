@@ -16,6 +16,7 @@ import (
 	"github.com/trident-broker/trident/cluster/groups"
 	"github.com/trident-broker/trident/cluster/meta"
 	"github.com/trident-broker/trident/cluster/mux"
+	"github.com/trident-broker/trident/cluster/placement"
 	"github.com/trident-broker/trident/cluster/raftstore"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/mqtt"
@@ -37,10 +38,10 @@ const discoveryRaftKey = meta.RaftMetaKey
 // core's topology (exchange.ReplicatedKey), auth's users, permissions
 // and topic permissions, MQTT's retained messages and sessions, the
 // shovels' definitions, and the cluster operations' records
-// (cluster_ops.go).
+// (cluster/placement's records).
 func replicatedKey(key string) bool {
 	return exchange.ReplicatedKey(key) || auth.ReplicatedKey(key) ||
-		mqtt.ReplicatedKey(key) || shovel.ReplicatedKey(key) || clusterOpsKey(key) ||
+		mqtt.ReplicatedKey(key) || shovel.ReplicatedKey(key) || placement.OpsKey(key) ||
 		featureflags.ReplicatedKey(key)
 }
 
@@ -130,7 +131,7 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 			},
 			n.mqttApplyMeta,
 			n.shovelsApplyMeta,
-			n.clusterOpsApplyMeta,
+			f.opsApplier().ApplyMeta,
 		}}
 	if rs.meta, err = meta.Start(meta.Config{Host: rs.host, Mux: rs.mux, Applier: applier, Index: n.store,
 		Log: log.With("group", meta.Name), Members: f.m.Members, EnableFlagsOnBootstrap: true}); err != nil {
