@@ -54,10 +54,12 @@ func (n *Node) startHTTP() error {
 		FeatureFlags:  featureFlagsView{n},
 		Maintenance:   n.drainer,
 		MQTT:          mqttView{n},
+		// cluster.fault_injection: /api/cluster/partition (partition.go)
+		FaultInjection: n.faultInjector(),
 
 		MaxDefinitionsBody: int64(n.cfg.HTTP.MaxDefinitionsBody),
 	})
-	n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: n.cfg.AMQP.HandshakeTimeout}
+	n.http = &http.Server{Handler: n.api.Handler(), ReadHeaderTimeout: n.cfg.AMQP.HandshakeTimeout}
 	if ln == nil {
 		return nil
 	}
