@@ -104,26 +104,14 @@ type histogram struct {
 	classic [nClassic]atomic.Uint64 // non-cumulative; the last is +Inf
 }
 
-// nClassic is len(ClassicBounds)+1 (checked in init).
+// nClassic is len(ClassicBounds)+1 (TestHistogramLayout).
 const nClassic = 19
-
-func init() {
-	if nClassic != len(ClassicBounds)+1 {
-		panic("exchange: classic buckets miscounted")
-	}
-}
 
 // zeroNs is the native zero bucket's bound in nanoseconds: the largest
 // duration whose seconds are at most NativeZeroThreshold. It is below the
 // first classic bound, so the zero bucket's count belongs to the first
-// classic bucket too (snapshot adds it there).
+// classic bucket too (snapshot adds it there; TestHistogramLayout).
 var zeroNs = int64(math.Floor(NativeZeroThreshold * 1e9))
-
-func init() {
-	if zeroNs >= classicNs[0] {
-		panic("exchange: the native zero bucket passes the first classic bucket")
-	}
-}
 
 // observe records a duration in nanoseconds (negative ones count as 0).
 // A message delivered as it arrives (the hot path: its wait is 0 by the

@@ -6,6 +6,18 @@ import (
 	"time"
 )
 
+// TestHistogramLayout checks what the histogram's layout relies on: one
+// classic counter per bound plus +Inf, and a native zero bucket below the
+// first classic bound.
+func TestHistogramLayout(t *testing.T) {
+	if nClassic != len(ClassicBounds)+1 {
+		t.Errorf("nClassic %d for %d classic bounds", nClassic, len(ClassicBounds))
+	}
+	if zeroNs >= classicNs[0] {
+		t.Errorf("the native zero bucket (%d ns) passes the first classic bucket (%d ns)", zeroNs, classicNs[0])
+	}
+}
+
 func TestHistogramBuckets(t *testing.T) {
 	for _, tc := range []struct {
 		d       time.Duration
