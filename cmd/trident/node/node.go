@@ -122,7 +122,9 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	alarm.TrimStore(&sopts, n.memoryLimit())
+	if above, every, ok := alarm.StoreTrim(n.memoryLimit(), store.DefaultBadgerOptions().TrimAbove); ok {
+		sopts.TrimAbove, sopts.TrimInterval = above, every
+	}
 	n.storeKey = sopts.EncryptionKey
 	opened := time.Now()
 	n.store, err = store.OpenBadger(dir, sopts, log.With("component", "store"))
