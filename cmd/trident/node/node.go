@@ -335,13 +335,7 @@ func (n *Node) startAMQP() error {
 		n.amqpServed <- nil
 		return nil
 	}
-	go func() {
-		err := n.serveAMQP(ln)
-		if err != nil && !errors.Is(err, amqp.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
-			n.log.Error("amqp listener stopped", "err", err)
-		}
-		n.amqpServed <- err
-	}()
+	n.serveIn("amqp", ln, n.serveAMQP, func(err error) { n.amqpServed <- err })
 	n.serve("amqp", ln.Addr())
 	return nil
 }

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 
@@ -40,13 +39,7 @@ func (n *Node) startStream() error {
 			return fmt.Errorf("node: stream.listen: %w", err)
 		}
 		f.ln = ln
-		go func() {
-			err := f.srv.Serve(ln)
-			if err != nil && !errors.Is(err, stream.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
-				n.log.Error("stream listener stopped", "err", err)
-			}
-			f.served <- err
-		}()
+		n.serveIn("stream", ln, f.srv.Serve, func(err error) { f.served <- err })
 		n.serve("stream", ln.Addr())
 		n.log.Info("listening", "protocol", "stream", "addr", ln.Addr().String())
 	} else {

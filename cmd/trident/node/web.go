@@ -1,7 +1,6 @@
 package node
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -63,11 +62,7 @@ func (n *Node) startHTTP() error {
 	if ln == nil {
 		return nil
 	}
-	go func() {
-		if err := n.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
-			n.log.Error("http listener stopped", "err", err)
-		}
-	}()
+	n.serveIn("http", ln, n.http.Serve, nil)
 	n.serve("http", ln.Addr())
 	n.log.Info("listening", "protocol", "http", "addr", ln.Addr().String())
 	return nil
@@ -96,11 +91,7 @@ func (n *Node) startMetrics() error {
 	if ln == nil {
 		return nil
 	}
-	go func() {
-		if err := n.metrics.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
-			n.log.Error("prometheus listener stopped", "err", err)
-		}
-	}()
+	n.serveIn("prometheus", ln, n.metrics.Serve, nil)
 	n.serve("http/prometheus", ln.Addr())
 	n.log.Info("listening", "protocol", "prometheus", "addr", ln.Addr().String())
 	return nil
