@@ -176,7 +176,7 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	n.shovels = shovel.New(shovel.Config{Store: shovelStore, Local: n.dialLocal, Sockets: n.shovelSockets, Node: n.nodeName(),
 		MQTTExchange: cfg.MQTT.Exchange, Log: n.log.With("component", "shovel")})
 	if cfg.Cluster.Enabled() {
-		n.shovels.SetOwner(n.shovelOwner)
+		n.shovels.SetOwner(n.shovelOwner())
 	}
 	if err := n.declareBridges(); err != nil {
 		return nil, err
