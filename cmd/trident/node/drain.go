@@ -15,7 +15,7 @@ import (
 )
 
 // Maintenance mode (cluster/drain): the client listeners (AMQP, MQTT,
-// STOMP, their TLS and WebSocket variants) are opened through n.gate so
+// STOMP, stream, their TLS and WebSocket variants) are opened through n.gate so
 // that a drain suspends them; the HTTP API, Prometheus and the cluster
 // ports are not. The drained state is the file maintenanceFile in the
 // data directory, and is gossiped under maintenanceMetaKey so that every

@@ -34,7 +34,7 @@ func (n *Node) startStream() error {
 		CertLogin:         n.amqpCertLogin(), // EXTERNAL whenever TLS is on, as AMQP
 	}, n.broker, n.users, n.log.With("component", "stream"))
 	if c.Listen != "" {
-		ln, err := net.Listen("tcp", c.Listen)
+		ln, err := n.clientListen(c.Listen) // a drain suspends it, as every client listener
 		if err != nil {
 			return fmt.Errorf("node: stream.listen: %w", err)
 		}
