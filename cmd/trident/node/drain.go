@@ -11,7 +11,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/trident-broker/trident/cluster/drain"
-	"github.com/trident-broker/trident/web"
 )
 
 // Maintenance mode (cluster/drain): the client listeners (AMQP, MQTT,
@@ -23,7 +22,7 @@ import (
 
 const (
 	maintenanceFile    = "maintenance"
-	maintenanceMetaKey = web.MaintenanceMetaKey
+	maintenanceMetaKey = drain.MetaKey
 )
 
 // shutdownHandOver bounds the leadership hand-over on Close.
