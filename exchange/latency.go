@@ -108,33 +108,18 @@ type histogram struct {
 }
 
 // nClassic is len(ClassicBounds)+1, the classic buckets with +Inf
-// (checked in init).
+// (TestHistogramLayout).
 const nClassic = 19
 
 // nSlots is the number of slots: each native bucket has one, plus one
-// more for each classic bound inside it (checked in init).
+// more for each classic bound inside it (TestHistogramLayout).
 const nSlots = nNative + nClassic - 1
-
-func init() {
-	if nClassic != len(ClassicBounds)+1 {
-		panic("exchange: classic buckets miscounted")
-	}
-	if slotBase[nNative] != nSlots {
-		panic("exchange: histogram slots miscounted")
-	}
-}
 
 // zeroNs is the native zero bucket's bound in nanoseconds: the largest
 // duration whose seconds are at most NativeZeroThreshold. It is below the
 // first classic bound, so the zero bucket's count belongs to the first
-// classic bucket too (snapshot adds it there).
+// classic bucket too (snapshot adds it there; TestHistogramLayout).
 var zeroNs = int64(math.Floor(NativeZeroThreshold * 1e9))
-
-func init() {
-	if zeroNs >= classicNs[0] {
-		panic("exchange: the native zero bucket passes the first classic bucket")
-	}
-}
 
 // observe records a duration in nanoseconds (negative ones count as 0).
 func (h *histogram) observe(ns int64) {

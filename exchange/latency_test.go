@@ -6,6 +6,22 @@ import (
 	"time"
 )
 
+// TestHistogramLayout checks what the histogram's layout relies on: one
+// classic counter per bound plus +Inf, a native zero bucket below the
+// first classic bound, and as many slots as the native buckets cut at the
+// classic bounds need.
+func TestHistogramLayout(t *testing.T) {
+	if nClassic != len(ClassicBounds)+1 {
+		t.Errorf("nClassic %d for %d classic bounds", nClassic, len(ClassicBounds))
+	}
+	if zeroNs >= classicNs[0] {
+		t.Errorf("the native zero bucket (%d ns) passes the first classic bucket (%d ns)", zeroNs, classicNs[0])
+	}
+	if slotBase[nNative] != nSlots {
+		t.Errorf("the slots' layout uses %d slots, nSlots is %d", slotBase[nNative], nSlots)
+	}
+}
+
 func TestHistogramBuckets(t *testing.T) {
 	for _, tc := range []struct {
 		d       time.Duration

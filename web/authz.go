@@ -43,23 +43,19 @@ func (s *Server) visibleVHosts(u *auth.User) []*exchange.VHost {
 // readVHost resolves {vhost} for reading, answering the request itself
 // (401 or 404) when it cannot.
 func (s *Server) readVHost(w http.ResponseWriter, r *http.Request, u *auth.User) (*exchange.VHost, bool) {
-	name := pathValue(r, "vhost")
-	if !s.seesVHost(u, name) {
-		noVHostAccess(w)
-		return nil, false
-	}
-	v, ok := s.core.VHost(name)
-	if !ok {
-		notFound(w)
-		return nil, false
-	}
-	return v, true
+	return s.pathVHost(w, r, u, s.seesVHost)
 }
 
 // writeVHost resolves {vhost} for a change.
 func (s *Server) writeVHost(w http.ResponseWriter, r *http.Request, u *auth.User) (*exchange.VHost, bool) {
+	return s.pathVHost(w, r, u, s.usesVHost)
+}
+
+// pathVHost resolves {vhost}: 401 unless allowed says u may, 404 unless
+// it exists.
+func (s *Server) pathVHost(w http.ResponseWriter, r *http.Request, u *auth.User, allowed func(*auth.User, string) bool) (*exchange.VHost, bool) {
 	name := pathValue(r, "vhost")
-	if !s.usesVHost(u, name) {
+	if !allowed(u, name) {
 		noVHostAccess(w)
 		return nil, false
 	}

@@ -41,9 +41,13 @@ type ClusterMember struct {
 	Status string
 	// GossipAddr is the node's gossip host:port.
 	GossipAddr string
-	// Meta is what the node gossips about itself, e.g. "amqp" and "http"
-	// listener addresses.
+	// Meta is what the node gossips about itself: its listeners'
+	// addresses under "amqp", "http" and "raft" are shown (as amqp_addr,
+	// http_addr, raft_addr); other keys are not.
 	Meta map[string]string
+	// Drained is set when the node gossips that it is drained
+	// (maintenance mode): its being_drained.
+	Drained bool
 }
 
 // nodesJSON is /api/nodes: the local node with its statistics, and every
@@ -89,24 +93,28 @@ func (s *Server) localMemberJSON(m ClusterMember) map[string]any {
 	j := s.nodeJSON()
 	j["cluster_status"] = m.Status
 	j["gossip_addr"] = m.GossipAddr
-	for k, v := range m.Meta {
-		if k != MaintenanceMetaKey {
+	addAddrs(j, m)
+	return j
+}
+
+// memberAddrKeys are the gossiped metadata keys of a member's listener
+// addresses that /api/nodes shows, each as key+"_addr".
+var memberAddrKeys = []string{"amqp", "http", "raft"}
+
+func addAddrs(j map[string]any, m ClusterMember) {
+	for _, k := range memberAddrKeys {
+		if v, ok := m.Meta[k]; ok {
 			j[k+"_addr"] = v
 		}
 	}
-	return j
 }
 
 func remoteMemberJSON(m ClusterMember) map[string]any {
 	j := map[string]any{
 		"name": m.Name, "type": "disc", "running": m.Running, "cluster_status": m.Status,
-		"gossip_addr": m.GossipAddr, "partitions": []any{}, "being_drained": m.Meta[MaintenanceMetaKey] != "",
+		"gossip_addr": m.GossipAddr, "partitions": []any{}, "being_drained": m.Drained,
 	}
-	for k, v := range m.Meta {
-		if k != MaintenanceMetaKey {
-			j[k+"_addr"] = v
-		}
-	}
+	addAddrs(j, m)
 	j["listeners"] = []listenerJSON{}
 	if m.Running {
 		j["listeners"] = remoteListeners(m) // health_listeners.go

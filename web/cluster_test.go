@@ -183,3 +183,37 @@ func TestOverviewClusterName(t *testing.T) {
 		})
 	}
 }
+
+// TestNodesMemberMeta: /api/nodes shows a member's listener addresses
+// (amqp_addr, http_addr, raft_addr) and being_drained from Drained; the
+// other keys a node gossips (feature flags, members catching up, the
+// maintenance key) are not shown as addresses.
+func TestNodesMemberMeta(t *testing.T) {
+	meta := map[string]string{"amqp": "127.0.0.1:5672", "http": "127.0.0.1:15672", "raft": "127.0.0.1:25672",
+		"ff": "topology_commands", "catching-up": "trident@c", "maintenance": "drained"}
+	s := newNodesServer(t, fakeCluster{
+		{Name: "trident@a", Running: true, Status: "alive", Meta: meta},
+		{Name: "trident@b", Running: true, Status: "alive", Meta: meta, Drained: true},
+		{Name: "trident@c", Running: true, Status: "alive", Meta: map[string]string{"amqp": "127.0.0.1:5673"}},
+	})
+	var nodes []map[string]any
+	getJSON(t, s, "/api/nodes", &nodes)
+	if len(nodes) != 3 {
+		t.Fatalf("nodes: %v", nodes)
+	}
+	for _, n := range nodes[:2] {
+		for k, want := range map[string]string{"amqp_addr": "127.0.0.1:5672", "http_addr": "127.0.0.1:15672", "raft_addr": "127.0.0.1:25672"} {
+			if n[k] != want {
+				t.Errorf("%s: %s %v, want %s", n["name"], k, n[k], want)
+			}
+		}
+		for _, k := range []string{"ff_addr", "catching-up_addr", "maintenance_addr"} {
+			if v, ok := n[k]; ok {
+				t.Errorf("%s: %s %v shown", n["name"], k, v)
+			}
+		}
+	}
+	if b, c := nodes[1], nodes[2]; b["being_drained"] != true || c["being_drained"] != false {
+		t.Errorf("being_drained: b %v, c %v", b["being_drained"], c["being_drained"])
+	}
+}

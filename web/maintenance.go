@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/trident-broker/trident/auth"
-	"github.com/trident-broker/trident/cluster/drain"
 )
 
 // Maintenance mode (rabbitmq-upgrade drain / revive; issue 39): POST
@@ -16,10 +15,6 @@ import (
 // answer 400 naming the node to call (a drain closes that node's client
 // connections and listeners, which an operator should see happen on the
 // node they address, as rabbitmq-upgrade -n does).
-
-// MaintenanceMetaKey is the gossiped metadata key a drained node sets
-// (any value): other nodes report it being_drained in /api/nodes.
-const MaintenanceMetaKey = drain.MetaKey
 
 // Maintenance is the node's maintenance mode (cluster/drain.Drainer).
 type Maintenance interface {

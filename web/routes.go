@@ -103,11 +103,12 @@ func (s *Server) routes() {
 	m("GET /api/definitions/{vhost}", adm, s.getVHostDefinitions)
 	m("POST /api/definitions/{vhost}", adm, s.postDefinitions(true))
 
-	s.healthRoutes(m, mon) // health.go
-	s.clusterOpsRoutes(m)  // clusterops.go: node-is-quorum-critical, forget a node, rebalance
-	s.featureFlagRoutes(m) // featureflags.go
-	s.maintenanceRoutes(m) // maintenance.go: drain, revive
-	s.mqttRoutes(m, mg)    // mqtt.go: MQTT clients, sessions, retained messages
+	s.healthRoutes(m, mon)    // health.go
+	s.clusterOpsRoutes(m)     // clusterops.go: node-is-quorum-critical, forget a node, rebalance
+	s.featureFlagRoutes(m)    // featureflags.go
+	s.maintenanceRoutes(m)    // maintenance.go: drain, revive
+	s.mqttRoutes(m, mg)       // mqtt.go: MQTT clients, sessions, retained messages
+	s.faultInjectionRoutes(m) // faultinjection.go: partition tests (cluster.fault_injection)
 	m("GET /api/aliveness-test/{vhost}", mg, s.aliveness)
 	m("GET /api/latency", mg, s.listLatencies)          // latency_api.go (Trident)
 	m("GET /api/latency/{vhost}", mg, s.vhostLatencies) // latency_api.go (Trident)

@@ -85,6 +85,9 @@ type Options struct {
 	// MQTT is the MQTT front end's clients, sessions and retained
 	// messages (mqtt.go); nil: the /api/mqtt endpoints answer 404.
 	MQTT MQTT
+	// FaultInjection, if set, serves /api/cluster/partition
+	// (faultinjection.go; cluster.fault_injection, never in production).
+	FaultInjection FaultInjector
 }
 
 // Server is the management API.
@@ -113,6 +116,7 @@ type Server struct {
 	clusterNames    ClusterNameStore // nil: not settable
 	featureFlags    FeatureFlags     // featureflags.go
 	mqtt            MQTT             // mqtt.go
+	faults          FaultInjector    // faultinjection.go; nil: not served
 
 	maxDefsBody int64         // guard.go
 	imports     chan struct{} // one definitions import at a time (definitions.go)
@@ -148,6 +152,7 @@ func New(o Options) *Server {
 	s.clusterNameConf, s.clusterNames = o.ClusterName, o.ClusterNames
 	s.featureFlags = o.FeatureFlags
 	s.mqtt = o.MQTT
+	s.faults = o.FaultInjection
 	s.maxDefsBody = o.MaxDefinitionsBody
 	if s.maxDefsBody <= 0 {
 		s.maxDefsBody = DefaultMaxDefinitionsBody

@@ -17,6 +17,12 @@
 //     new member starts its side of the group.
 //   - Forgetter, on the node that leads the metadata group, removes the
 //     transient queues and exchanges of nodes that are gone.
+//   - The cluster operations are records of the metadata group
+//     (records.go): ForgetRecord and RebalanceRecord decide what the node
+//     an operator asked writes, OpsApplier what every node does once the
+//     record is committed (forget the member, hand over leaderships).
+//   - Owner (owner.go) chooses the one node that runs a cluster-wide
+//     singleton (a shovel or bridge).
 //
 // # Events, not polling
 //

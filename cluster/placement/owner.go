@@ -50,3 +50,22 @@ func mix64(x uint64) uint64 {
 	x ^= x >> 31
 	return x
 }
+
+// OwnerFunc is the shovel manager's owner function (shovel.Manager.
+// SetOwner) for node self: the owner of key is Owner's choice among
+// members(), scored mixed when mixed() (the feature flag
+// shovel_owner_mixed). While members is nil, or returns none (the cluster
+// is not up yet), no node is named and self runs nothing.
+func OwnerFunc(self string, members func() []discovery.Member, mixed func() bool) func(key string) (self bool, node string) {
+	return func(key string) (bool, string) {
+		if members == nil {
+			return false, ""
+		}
+		ms := members()
+		if ms == nil {
+			return false, ""
+		}
+		best := Owner(ms, key, mixed != nil && mixed())
+		return best != "" && best == self, best
+	}
+}

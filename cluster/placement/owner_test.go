@@ -78,3 +78,54 @@ func TestOwnerUnmixed(t *testing.T) {
 		t.Fatalf("unmixed owners %v, v0.1.0 gave %v", owned, want)
 	}
 }
+
+// TestOwnerFunc: a node runs a key when it is Owner's choice, scored as
+// the feature flag says; nobody runs anything before the members are known.
+func TestOwnerFunc(t *testing.T) {
+	ms := []discovery.Member{
+		member("a", discovery.StatusAlive, true),
+		member("b", discovery.StatusAlive, true),
+		member("c", discovery.StatusAlive, true),
+	}
+	var members []discovery.Member // nil until the cluster is up
+	mixed := false
+	fn := func(self string) func(string) (bool, string) {
+		return OwnerFunc(self, func() []discovery.Member { return members }, func() bool { return mixed })
+	}
+	if self, node := fn("a")("k"); self || node != "" {
+		t.Fatalf("before the members are known: %v %q", self, node)
+	}
+	if self, node := OwnerFunc("a", nil, nil)("k"); self || node != "" {
+		t.Fatalf("without members: %v %q", self, node)
+	}
+	members = ms
+	for _, m := range []bool{false, true} {
+		mixed = m
+		for i := range 50 {
+			key := fmt.Sprintf("/shovel/s%d", i)
+			want := Owner(ms, key, m)
+			runs := 0
+			for _, self := range []string{"a", "b", "c"} {
+				isSelf, node := fn(self)(key)
+				if node != want {
+					t.Fatalf("mixed %v, %s on %s: owner %q, want %q", m, key, self, node, want)
+				}
+				if isSelf {
+					runs++
+				}
+			}
+			if runs != 1 {
+				t.Fatalf("mixed %v, %s runs on %d nodes", m, key, runs)
+			}
+		}
+	}
+	// The flag decides the score: some key moves between the two.
+	moved := false
+	for i := range 50 {
+		key := fmt.Sprintf("/shovel/s%d", i)
+		moved = moved || Owner(ms, key, false) != Owner(ms, key, true)
+	}
+	if !moved {
+		t.Fatal("the mixed score chose as FNV-1a alone for every key")
+	}
+}

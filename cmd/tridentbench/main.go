@@ -84,8 +84,13 @@ import (
 	"github.com/trident-broker/trident/test/testbin"
 )
 
-// scenarios is every scenario, in run order.
-var scenarios = []Scenario{
+// scenarios is every scenario, in run order: an explicit list of each
+// protocol's (no init() registration).
+var scenarios = slices.Concat(amqpScenarios, mqttScenarios, mqttManyScenarios, rawMQTTScenarios,
+	rawSTOMPScenarios, stompScenarios)
+
+// amqpScenarios are the AMQP ones (amqp.go, rawamqp.go).
+var amqpScenarios = []Scenario{
 	amqpScenario{name: "amqp-transient-autoack"},
 	amqpScenario{name: "amqp-persistent-confirm", confirms: true},
 	amqpScenario{name: "amqp-quorum-1-1", confirms: true, quorum: true},
@@ -102,17 +107,17 @@ var scenarios = []Scenario{
 const rabbitAnchorURL = "amqp://guest:guest@127.0.0.1:5673/"
 
 // anchorURLs are the anchor RabbitMQ's URLs for the protocols other than
-// AMQP, by scheme; each protocol's scenario file registers its own.
-var anchorURLs = map[string]string{}
+// AMQP, by scheme (each defined in its protocol's scenario file).
+var anchorURLs = map[string]string{"mqtt": mqttAnchorURL, "stomp": stompAnchorURL}
 
 // listener is a protocol listener the self-started trident opens on a free
 // loopback port: the flag that sets its address and the target URL, with %s
-// for host:port. Each protocol's scenario file registers its own.
+// for host:port. Each protocol's scenario file defines its own.
 type listener struct {
 	scheme, flag, urlFormat string
 }
 
-var listeners []listener
+var listeners = append(slices.Clone(mqttListeners), stompListener)
 
 // baselineName is the target the ratio column compares with, when present.
 const baselineName = "rabbitmq"

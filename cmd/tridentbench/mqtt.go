@@ -34,19 +34,22 @@ import (
 //
 // Mosquitto from ../shared/anchors is a target with
 // --target mosquitto=mqtt://127.0.0.1:1885.
-func init() {
-	scenarios = append(scenarios,
-		mqttScenario{name: "mqtt-qos0-1to1", qos: 0, subscribers: 1},
-		mqttScenario{name: "mqtt-qos1-1to1", qos: 1, subscribers: 1},
-		mqttScenario{name: "mqtt-qos0-fanout100", qos: 0, subscribers: 100},
-		mqttScenario{name: "mqtt-qos1-fanout100", qos: 1, subscribers: 100},
-		mqttIdleScenario{name: "mqtt-idle-10k", conns: 10000},
-	)
-	listeners = append(listeners,
-		listener{scheme: "mqtt", flag: "--mqtt-listen", urlFormat: "mqtt://guest:guest@%s"},
-		listener{scheme: "mqtt-ws", flag: "--mqtt-ws-listen", urlFormat: "ws://%s/ws"})
-	anchorURLs["mqtt"] = "mqtt://guest:guest@127.0.0.1:1884"
+var mqttScenarios = []Scenario{
+	mqttScenario{name: "mqtt-qos0-1to1", qos: 0, subscribers: 1},
+	mqttScenario{name: "mqtt-qos1-1to1", qos: 1, subscribers: 1},
+	mqttScenario{name: "mqtt-qos0-fanout100", qos: 0, subscribers: 100},
+	mqttScenario{name: "mqtt-qos1-fanout100", qos: 1, subscribers: 100},
+	mqttIdleScenario{name: "mqtt-idle-10k", conns: 10000},
 }
+
+// mqttListeners are the MQTT listeners of a self-started trident.
+var mqttListeners = []listener{
+	{scheme: "mqtt", flag: "--mqtt-listen", urlFormat: "mqtt://guest:guest@%s"},
+	{scheme: "mqtt-ws", flag: "--mqtt-ws-listen", urlFormat: "ws://%s/ws"},
+}
+
+// mqttAnchorURL is the anchor RabbitMQ's MQTT listener.
+const mqttAnchorURL = "mqtt://guest:guest@127.0.0.1:1884"
 
 type mqttScenario struct {
 	name        string

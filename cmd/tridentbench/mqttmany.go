@@ -45,11 +45,10 @@ import (
 	"time"
 )
 
-func init() {
-	scenarios = append(scenarios,
-		mqttManyScenario{name: "mqtt-subscribed-10k", conns: 10000, broadcasts: 5},
-		mqttManyScenario{name: "mqtt-subscribed-1k", conns: 1000, broadcasts: 5, hidden: true},
-		mqttManyScenario{name: "mqtt-subscribed-18k", conns: 18000, broadcasts: 5, hidden: true})
+var mqttManyScenarios = []Scenario{
+	mqttManyScenario{name: "mqtt-subscribed-10k", conns: 10000, broadcasts: 5},
+	mqttManyScenario{name: "mqtt-subscribed-1k", conns: 1000, broadcasts: 5, hidden: true},
+	mqttManyScenario{name: "mqtt-subscribed-18k", conns: 18000, broadcasts: 5, hidden: true},
 }
 
 type mqttManyScenario struct {

@@ -30,13 +30,11 @@ import (
 // to have received all that was sent: the counts are verified. Latency at
 // --latency-rates is measured as in the raw AMQP scenarios (the publisher
 // stamps each payload just before the write of its batch).
-func init() {
-	scenarios = append(scenarios,
-		rawMQTTScenario{name: "raw-mqtt-qos0-1to1", qos: 0, subscribers: 1},
-		rawMQTTScenario{name: "raw-mqtt-qos1-1to1", qos: 1, subscribers: 1},
-		rawMQTTScenario{name: "raw-mqtt-qos0-fanout100", qos: 0, subscribers: 100},
-		rawMQTTScenario{name: "raw-mqtt-qos1-fanout100", qos: 1, subscribers: 100},
-	)
+var rawMQTTScenarios = []Scenario{
+	rawMQTTScenario{name: "raw-mqtt-qos0-1to1", qos: 0, subscribers: 1},
+	rawMQTTScenario{name: "raw-mqtt-qos1-1to1", qos: 1, subscribers: 1},
+	rawMQTTScenario{name: "raw-mqtt-qos0-fanout100", qos: 0, subscribers: 100},
+	rawMQTTScenario{name: "raw-mqtt-qos1-fanout100", qos: 1, subscribers: 100},
 }
 
 type rawMQTTScenario struct {

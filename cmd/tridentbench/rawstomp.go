@@ -39,12 +39,10 @@ import (
 // consumer with a receipt; any difference fails the phase. Latency at
 // --latency-rates is measured as in the other raw scenarios (each body
 // stamped just before the write of its batch).
-func init() {
-	scenarios = append(scenarios,
-		rawSTOMPScenario{name: "raw-stomp-1to1"},
-		rawSTOMPScenario{name: "raw-stomp-1to1-ack", ack: true},
-		rawSTOMPScenario{name: "raw-stomp-persistent-receipt", ack: true, receipts: true},
-	)
+var rawSTOMPScenarios = []Scenario{
+	rawSTOMPScenario{name: "raw-stomp-1to1"},
+	rawSTOMPScenario{name: "raw-stomp-1to1-ack", ack: true},
+	rawSTOMPScenario{name: "raw-stomp-persistent-receipt", ack: true, receipts: true},
 }
 
 // stompReceiptEvery is how often the receipt scenario asks for a RECEIPT

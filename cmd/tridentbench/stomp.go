@@ -20,14 +20,16 @@ import (
 //	stomp-queue-1to1     1 publisher → 1 subscriber through /queue/NAME
 //	stomp-topic-fanout   1 publisher → 10 subscribers of /topic/KEY; consumed/s
 //	                     counts every subscriber's deliveries
-func init() {
-	scenarios = append(scenarios,
-		stompScenario{name: "stomp-queue-1to1", subscribers: 1},
-		stompScenario{name: "stomp-topic-fanout", subscribers: 10, topic: true},
-	)
-	listeners = append(listeners, listener{scheme: "stomp", flag: "--stomp-listen", urlFormat: "stomp://guest:guest@%s/"})
-	anchorURLs["stomp"] = "stomp://guest:guest@127.0.0.1:61614/"
+var stompScenarios = []Scenario{
+	stompScenario{name: "stomp-queue-1to1", subscribers: 1},
+	stompScenario{name: "stomp-topic-fanout", subscribers: 10, topic: true},
 }
+
+// stompListener is the STOMP listener of a self-started trident.
+var stompListener = listener{scheme: "stomp", flag: "--stomp-listen", urlFormat: "stomp://guest:guest@%s/"}
+
+// stompAnchorURL is the anchor RabbitMQ's STOMP listener.
+const stompAnchorURL = "stomp://guest:guest@127.0.0.1:61614/"
 
 type stompScenario struct {
 	name        string

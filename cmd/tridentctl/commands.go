@@ -55,11 +55,9 @@ func (d *cmdDef) form(kind string) *form {
 	return nil
 }
 
-// commands is filled in commandTable (cli.go and cluster.go hold the
-// implementations).
-var commands []cmdDef
-
-func init() { commands = commandTable() }
+// commands is the table of commandTable (cli.go and cluster.go hold the
+// implementations), a plain initialised variable: no init().
+var commands = commandTable()
 
 func findCommand(name string) *cmdDef {
 	for i := range commands {

@@ -50,3 +50,23 @@ func TestWatchDisk(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreTrim: the store pages its value log out past an eighth of the
+// memory limit, within [32 MiB, the store's default], ten times a second;
+// without a limit the store's defaults stand.
+func TestStoreTrim(t *testing.T) {
+	const dflt = 256 << 20
+	if _, _, ok := StoreTrim(0, dflt); ok {
+		t.Fatal("a trim without a memory limit")
+	}
+	for limit, want := range map[int64]int64{
+		400 << 20: 50 << 20,  // an eighth
+		64 << 20:  32 << 20,  // at least 32 MiB
+		8 << 30:   256 << 20, // at most the default
+	} {
+		above, every, ok := StoreTrim(limit, dflt)
+		if !ok || above != want || every != 100*time.Millisecond {
+			t.Errorf("limit %d: above %d every %v (%v), want %d every 100ms", limit, above, every, ok, want)
+		}
+	}
+}

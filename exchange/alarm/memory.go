@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/trident-broker/trident/exchange"
-	"github.com/trident-broker/trident/store"
 )
 
 // MemoryLimit is the byte limit of the memory alarm: bytes if set (RabbitMQ's
@@ -65,7 +64,7 @@ func totalMemory() int64 {
 //     as needed to keep the heap with its garbage under it (the alarm
 //     blocks publishers before what is live reaches it);
 //   - the store pages its mapped value-log files out past a share of the
-//     watermark (TrimStore);
+//     watermark (StoreTrim);
 //   - while the alarm is raised the watcher collects and returns free memory
 //     to the OS (debug.FreeOSMemory) every freeEvery, so that the measure
 //     follows what is really live and the alarm clears within seconds of the
@@ -82,19 +81,21 @@ const (
 	minSoftLimit = 64 << 20
 )
 
-// TrimStore makes the store page its value log's mapped files out of the
-// process once they hold more than an eighth of the memory limit (at least
-// 32 MiB, at most the store's default 256 MiB), looked at ten times a
-// second (a flood of persistent messages maps ~100 MB/s of value log; at
-// 64 MiB and four times a second a 400 MB watermark's resident peak was
-// 486–508 MB, measured): a backlog paged to the store then does not stay resident as
-// file-backed pages, which the process's resident size counts.
-func TrimStore(o *store.BadgerOptions, limit int64) {
+// StoreTrim is how the store pages its value log's mapped files out of
+// the process under a memory limit: once they hold more than an eighth of
+// limit (at least 32 MiB, at most maxAbove, the store's default), looked
+// at ten times a second (a flood of persistent messages maps ~100 MB/s of
+// value log; at 64 MiB and four times a second a 400 MB watermark's
+// resident peak was 486–508 MB, measured): a backlog paged to the store
+// then does not stay resident as file-backed pages, which the process's
+// resident size counts. ok is false without a limit (the store's defaults
+// stand). The node sets the store's options from it
+// (store.BadgerOptions.TrimAbove, TrimInterval).
+func StoreTrim(limit, maxAbove int64) (above int64, every time.Duration, ok bool) {
 	if limit <= 0 {
-		return
+		return 0, 0, false
 	}
-	o.TrimAbove = min(max(limit/8, 32<<20), store.DefaultBadgerOptions().TrimAbove)
-	o.TrimInterval = 100 * time.Millisecond
+	return min(max(limit/8, 32<<20), maxAbove), 100 * time.Millisecond, true
 }
 
 // memSamples are the runtime metrics memoryInUse reads, in this order.

@@ -265,7 +265,7 @@ func (v clusterView) ClusterMembers() []web.ClusterMember {
 	out := make([]web.ClusterMember, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, web.ClusterMember{Name: m.Name, Running: m.Status == discovery.StatusAlive,
-			Status: m.Status.String(), GossipAddr: m.Addr, Meta: m.Meta})
+			Status: m.Status.String(), GossipAddr: m.Addr, Meta: m.Meta, Drained: m.Meta[maintenanceMetaKey] != ""})
 	}
 	return out
 }

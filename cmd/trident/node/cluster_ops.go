@@ -1,44 +1,19 @@
 package node
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/trident-broker/trident/cluster/discovery"
 	"github.com/trident-broker/trident/cluster/placement"
-	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/web"
 )
 
 // Cluster operations for the management API (issue 16): the
-// node-is-quorum-critical check from the quorum groups' Raft
-// configurations and membership; forgetting a node that is gone; spreading
-// quorum queue leaders over the nodes. Forget and rebalance are records
-// of the metadata group, so that every node acts on them in the same
-// order whichever node the operator asked:
-//
-//   - cluster/forget/<node>: every node records the member as having left
-//     (discovery.Membership.Forget); the reconcilers that already follow
-//     membership then take it out (the metadata leader removes it from
-//     the group, each quorum queue's leader from its group, and grows the
-//     group back with another alive node; its transient queues go).
-//   - cluster/rebalance: a plan of leader moves made by the node asked; a
-//     node leading a queue of the plan hands its leadership to the target.
-
-const (
-	forgetPrefix = "cluster/forget/"
-	rebalanceKey = "cluster/rebalance"
-	// rebalanceFresh bounds how old a plan may be when applied: a plan
-	// replayed from the log or a snapshot long after is ignored.
-	rebalanceFresh = time.Minute
-)
-
-// clusterOpsKey reports whether key is one of these records (replicated).
-func clusterOpsKey(key string) bool {
-	return strings.HasPrefix(key, forgetPrefix) || key == rebalanceKey || key == clusterNameKey
-}
+// node-is-quorum-critical check, forgetting a node that is gone and
+// spreading quorum queue leaders over the nodes. What to write and what
+// every node does with the records once committed is cluster/placement's
+// (records.go); this file adapts it to web's interfaces.
 
 var (
 	_ web.QuorumCritic     = clusterView{}
@@ -68,30 +43,18 @@ func (v clusterView) ForgetClusterNode(node string) error {
 	if f == nil || n.metaStore == nil {
 		return web.ErrNodeUnknown
 	}
-	if node == n.nodeName() {
+	key, val, err := placement.ForgetRecord(n.nodeName(), f.m.Members(), node, time.Now())
+	switch {
+	case errors.Is(err, placement.ErrForgetSelf):
 		return web.ErrNodeIsSelf
-	}
-	known := false
-	for _, m := range f.m.Members() {
-		if m.Name != node {
-			continue
-		}
-		known = true
-		if m.Status == discovery.StatusAlive {
-			return fmt.Errorf("%w: %s", web.ErrNodeRunning, node)
-		}
-	}
-	if !known {
+	case errors.Is(err, placement.ErrForgetRunning):
+		return fmt.Errorf("%w: %s", web.ErrNodeRunning, node)
+	case errors.Is(err, placement.ErrForgetUnknown):
 		return fmt.Errorf("%w: %s", web.ErrNodeUnknown, node)
+	case err != nil:
+		return err
 	}
-	at, _ := time.Now().UTC().MarshalText()
-	return n.metaStore.PutMeta(forgetPrefix+node, at)
-}
-
-// rebalancePlan is the record of a rebalance.
-type rebalancePlan struct {
-	At    time.Time        `json:"at"`
-	Moves []placement.Move `json:"moves"`
+	return n.metaStore.PutMeta(key, val)
 }
 
 // RebalanceQuorum implements web.QuorumRebalancer: it plans from what
@@ -111,46 +74,24 @@ func (v clusterView) RebalanceQuorum() ([]web.LeaderMove, error) {
 	if len(moves) == 0 {
 		return out, nil
 	}
-	b, err := json.Marshal(rebalancePlan{At: time.Now().UTC(), Moves: moves})
+	key, val, err := placement.RebalanceRecord(moves, time.Now())
 	if err != nil {
 		return nil, err
 	}
-	return out, n.metaStore.PutMeta(rebalanceKey, b)
+	return out, n.metaStore.PutMeta(key, val)
 }
 
-// clusterOpsApplyMeta is the metadata hook of these records: it runs on
-// the FSM goroutine of every node, so it only starts work.
-func (n *Node) clusterOpsApplyMeta(ops []exchange.MetaOp) error {
-	f := n.clusterFront()
-	if f == nil {
-		return nil
-	}
-	for _, op := range ops {
-		switch {
-		case op.Val == nil || op.Prefix:
-		case strings.HasPrefix(op.Key, forgetPrefix):
-			node := strings.TrimPrefix(op.Key, forgetPrefix)
-			if err := f.m.Forget(node); err != nil {
-				// The node that took the request saw it down; this
-				// one's failure detector is behind. Its leave, when
-				// it comes, counts as on purpose.
-				f.m.ForgetWhenDown(node)
-				f.log.Info("forget_cluster_node: the node still looks alive here; forgotten once it is down", "node", node)
-				continue
-			}
+// opsApplier is the metadata hook of the cluster operations' records.
+func (f *clusterFrontEnd) opsApplier() *placement.OpsApplier {
+	return &placement.OpsApplier{Members: f.m, Log: f.log,
+		Kick: func() {
 			if g := f.metaGroup.Load(); g != nil {
 				g.Kick()
 			}
-		case op.Key == rebalanceKey:
-			var p rebalancePlan
-			if err := json.Unmarshal(op.Val, &p); err != nil {
-				return fmt.Errorf("node: rebalance record: %w", err)
+		},
+		Rebalance: func(moves []placement.Move) {
+			if p := f.placer.Load(); p != nil {
+				p.ApplyRebalance(moves)
 			}
-			if time.Since(p.At) > rebalanceFresh || f.queues == nil {
-				continue
-			}
-			go f.queues.ApplyRebalance(p.Moves)
-		}
-	}
-	return nil
+		}}
 }

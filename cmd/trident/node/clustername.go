@@ -1,15 +1,15 @@
 package node
 
 import (
+	"github.com/trident-broker/trident/cluster/placement"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/web"
 )
 
 // clusterNameKey is the record of the cluster name set through PUT
-// /api/cluster-name (RabbitMQ's cluster_name runtime parameter). In a
-// cluster it is replicated (clusterOpsKey), so every node reads the same
-// name from its local store.
-const clusterNameKey = "cluster/name"
+// /api/cluster-name. In a cluster it is replicated (placement.OpsKey), so
+// every node reads the same name from its local store.
+const clusterNameKey = placement.ClusterNameKey
 
 // clusterNames implements web.ClusterNameStore over the node's store.
 type clusterNames struct{ n *Node }

@@ -11,11 +11,10 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/trident-broker/trident/cluster/drain"
-	"github.com/trident-broker/trident/web"
 )
 
 // Maintenance mode (cluster/drain): the client listeners (AMQP, MQTT,
-// STOMP, their TLS and WebSocket variants) are opened through n.gate so
+// STOMP, stream, their TLS and WebSocket variants) are opened through n.gate so
 // that a drain suspends them; the HTTP API, Prometheus and the cluster
 // ports are not. The drained state is the file maintenanceFile in the
 // data directory, and is gossiped under maintenanceMetaKey so that every
@@ -23,7 +22,7 @@ import (
 
 const (
 	maintenanceFile    = "maintenance"
-	maintenanceMetaKey = web.MaintenanceMetaKey
+	maintenanceMetaKey = drain.MetaKey
 )
 
 // shutdownHandOver bounds the leadership hand-over on Close.

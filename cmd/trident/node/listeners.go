@@ -37,6 +37,19 @@ func (s *servedListeners) clear() {
 	s.all = nil
 }
 
+// serveIn runs serve(ln) in a goroutine of its own, logs an end that is
+// not a close (logServeErr) under name, then calls after, if not nil, with
+// serve's result. Every listener of the node is served through it.
+func (n *Node) serveIn(name string, ln net.Listener, serve func(net.Listener) error, after func(error)) {
+	go func() {
+		err := serve(ln)
+		logServeErr(n.log, name, err)
+		if after != nil {
+			after(err)
+		}
+	}()
+}
+
 // serve records a plain listener.
 func (n *Node) serve(protocol string, addr net.Addr) {
 	n.served.add(web.Listener{Protocol: protocol, Addr: addr})

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -109,22 +108,12 @@ func (n *Node) startMQTT() error {
 		mux := http.NewServeMux()
 		mux.Handle("/ws", srv.WebSocketHandler())
 		f.ws = &http.Server{Handler: mux, ReadHeaderTimeout: n.cfg.AMQP.HandshakeTimeout}
-		go func() {
-			if err := f.ws.Serve(f.wsLn); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
-				n.log.Error("mqtt websocket listener stopped", "err", err)
-			}
-		}()
+		n.serveIn("mqtt-ws", f.wsLn, f.ws.Serve, nil)
 		n.serve("http/web-mqtt", f.wsLn.Addr())
 		n.log.Info("listening", "protocol", "mqtt-ws", "addr", f.wsLn.Addr().String())
 	}
 	if f.ln != nil {
-		go func() {
-			defer close(f.served)
-			err := srv.Serve(f.ln)
-			if err != nil && !errors.Is(err, mqtt.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
-				n.log.Error("mqtt listener stopped", "err", err)
-			}
-		}()
+		n.serveIn("mqtt", f.ln, srv.Serve, func(error) { close(f.served) })
 		n.serve("mqtt", f.ln.Addr())
 		n.log.Info("listening", "protocol", "mqtt", "addr", f.ln.Addr().String())
 	} else {

@@ -122,7 +122,9 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	alarm.TrimStore(&sopts, n.memoryLimit())
+	if above, every, ok := alarm.StoreTrim(n.memoryLimit(), store.DefaultBadgerOptions().TrimAbove); ok {
+		sopts.TrimAbove, sopts.TrimInterval = above, every
+	}
 	n.storeKey = sopts.EncryptionKey
 	opened := time.Now()
 	n.store, err = store.OpenBadger(dir, sopts, log.With("component", "store"))
@@ -175,7 +177,7 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	n.shovels = shovel.New(shovel.Config{Store: shovelStore, Local: n.dialLocal, Sockets: n.shovelSockets, Node: n.nodeName(),
 		MQTTExchange: cfg.MQTT.Exchange, Log: n.log.With("component", "shovel")})
 	if cfg.Cluster.Enabled() {
-		n.shovels.SetOwner(n.shovelOwner)
+		n.shovels.SetOwner(n.shovelOwner())
 	}
 	if err := n.declareBridges(); err != nil {
 		return nil, err
@@ -334,13 +336,7 @@ func (n *Node) startAMQP() error {
 		n.amqpServed <- nil
 		return nil
 	}
-	go func() {
-		err := n.serveAMQP(ln)
-		if err != nil && !errors.Is(err, amqp.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
-			n.log.Error("amqp listener stopped", "err", err)
-		}
-		n.amqpServed <- err
-	}()
+	n.serveIn("amqp", ln, n.serveAMQP, func(err error) { n.amqpServed <- err })
 	n.serve("amqp", ln.Addr())
 	return nil
 }

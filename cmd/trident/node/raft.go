@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
-	"strings"
 
 	"github.com/hashicorp/raft"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/trident-broker/trident/cluster/groups"
 	"github.com/trident-broker/trident/cluster/meta"
 	"github.com/trident-broker/trident/cluster/mux"
+	"github.com/trident-broker/trident/cluster/placement"
 	"github.com/trident-broker/trident/cluster/raftstore"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/mqtt"
@@ -37,22 +37,11 @@ const discoveryRaftKey = meta.RaftMetaKey
 // core's topology (exchange.ReplicatedKey), auth's users, permissions
 // and topic permissions, MQTT's retained messages and sessions, the
 // shovels' definitions, and the cluster operations' records
-// (cluster_ops.go).
+// (cluster/placement's records).
 func replicatedKey(key string) bool {
 	return exchange.ReplicatedKey(key) || auth.ReplicatedKey(key) ||
-		mqtt.ReplicatedKey(key) || shovel.ReplicatedKey(key) || clusterOpsKey(key) ||
+		mqtt.ReplicatedKey(key) || shovel.ReplicatedKey(key) || placement.OpsKey(key) ||
 		featureflags.ReplicatedKey(key)
-}
-
-// metaRank orders a snapshot restore's records: a vhost before the users'
-// permissions in it and before its exchanges, queues and bindings.
-func metaRank(key string) int {
-	for i, p := range []string{"vhost/", "user/", "perm/", "tperm/", "exchange/", "queue/", "binding/"} {
-		if strings.HasPrefix(key, p) {
-			return i
-		}
-	}
-	return 7
 }
 
 // raftDir and raftSnapshotDir are the Raft DB's directory and its
@@ -116,7 +105,7 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 	}
 	rs.host = groups.New(groups.Config{DB: rs.db, Mux: rs.mux, Dir: raftSnapshotDir(n.cfg.DataDir),
 		NodeID: n.nodeName(), Log: log.With("component", "raft")})
-	applier := &meta.StoreApplier{Local: n.store, Replicated: replicatedKey, Rank: metaRank,
+	applier := &meta.StoreApplier{Local: n.store, Replicated: replicatedKey, Rank: meta.RestoreRank,
 		Stamp: exchange.MetaStamp, Topology: n.broker.ApplyCommitted,
 		Hooks: []func([]exchange.MetaOp) error{
 			n.broker.ApplyMeta,
@@ -130,18 +119,18 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 			},
 			n.mqttApplyMeta,
 			n.shovelsApplyMeta,
-			n.clusterOpsApplyMeta,
+			f.opsApplier().ApplyMeta,
 		}}
 	if rs.meta, err = meta.Start(meta.Config{Host: rs.host, Mux: rs.mux, Applier: applier, Index: n.store,
 		Log: log.With("group", meta.Name), Members: f.m.Members, EnableFlagsOnBootstrap: true}); err != nil {
 		return nil, fmt.Errorf("node: metadata group: %w", err)
 	}
 	f.metaGroup.Store(rs.meta)
-	hasState := rs.meta.Raft().LastIndex() > 0
-	switch {
-	case hasState:
+	mode := meta.ChooseStart(rs.meta.Raft().LastIndex() > 0, c.BootstrapExpect, len(c.Join) > 0, c.Discovery.Enabled())
+	switch mode {
+	case meta.StartRestart:
 		log.Info("metadata group restarted from its state")
-	case c.BootstrapExpect > 0:
+	case meta.StartExpect:
 		var ctx context.Context
 		ctx, rs.cancel = context.WithCancel(context.Background())
 		log.Info("metadata group waits for the expected members", "bootstrap_expect", c.BootstrapExpect)
@@ -151,12 +140,12 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 				log.Error("metadata group bootstrap", "err", err)
 			}
 		}()
-	case len(c.Join) == 0 && !c.Discovery.Enabled():
+	case meta.StartAlone:
 		log.Info("metadata group bootstrapped alone (no cluster.join, no bootstrap_expect)")
 		if err := rs.meta.Bootstrap([]raft.Server{rs.host.Self()}); err != nil {
 			return nil, fmt.Errorf("node: metadata group bootstrap: %w", err)
 		}
-	default:
+	case meta.StartWaitAdded:
 		log.Info("metadata group waits to be added by the cluster's leader")
 	}
 	n.metaStore.Attach(rs.meta)

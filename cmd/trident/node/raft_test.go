@@ -130,10 +130,14 @@ func TestClusterMeta(t *testing.T) {
 	waitUntil(t, "v2 on the healed node", func() bool { return hasVHost(nodes[2], "v2") })
 }
 
+// partitionPath is the fault injection endpoint (web/faultinjection.go).
+const partitionPath = "/api/cluster/partition"
+
 func partition(t *testing.T, n *Node, blocked []string) {
 	t.Helper()
 	body, _ := json.Marshal(map[string][]string{"blocked": blocked})
 	req, _ := http.NewRequest(http.MethodPut, "http://"+n.HTTPAddr().String()+partitionPath, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json") // the API takes JSON only
 	req.SetBasicAuth("guest", "guest")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -145,6 +149,7 @@ func partition(t *testing.T, n *Node, blocked []string) {
 	}
 	// Not an administrator: refused.
 	req, _ = http.NewRequest(http.MethodPut, "http://"+n.HTTPAddr().String()+partitionPath, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	req.SetBasicAuth("guest", "wrong")
 	if resp, err = http.DefaultClient.Do(req); err != nil {
 		t.Fatal(err)
@@ -164,7 +169,9 @@ func getPartition(t *testing.T, n *Node) []string {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var b partitionBody
+	var b struct {
+		Blocked []string `json:"blocked"`
+	}
 	if err := json.NewDecoder(resp.Body).Decode(&b); err != nil {
 		t.Fatal(err)
 	}

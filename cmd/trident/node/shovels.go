@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/trident-broker/trident/cluster/discovery"
 	"github.com/trident-broker/trident/cluster/featureflags"
 	"github.com/trident-broker/trident/cluster/placement"
 	"github.com/trident-broker/trident/conf"
@@ -16,18 +17,18 @@ import (
 // shovel runs on one node, placement.Owner's choice. Until this node knows
 // the members it runs none.
 
-// shovelOwner is the shovel manager's owner function.
-func (n *Node) shovelOwner(key string) (self bool, node string) {
-	members := n.clusterMembers.Load()
-	if members == nil {
-		return false, ""
-	}
-	mixed := false
-	if g := n.MetaGroup(); g != nil {
-		mixed = g.Flags().Enabled(featureflags.ShovelOwnerMixed)
-	}
-	best := placement.Owner((*members)(), key, mixed)
-	return best != "" && best == n.nodeName(), best
+// shovelOwner is the shovel manager's owner function (placement.OwnerFunc
+// over the cluster's members once it runs).
+func (n *Node) shovelOwner() func(key string) (bool, string) {
+	return placement.OwnerFunc(n.nodeName(), func() []discovery.Member {
+		if members := n.clusterMembers.Load(); members != nil {
+			return (*members)()
+		}
+		return nil
+	}, func() bool {
+		g := n.MetaGroup()
+		return g != nil && g.Flags().Enabled(featureflags.ShovelOwnerMixed)
+	})
 }
 
 // shovelsApplyMeta hands the committed shovel records to the manager.

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -51,13 +50,7 @@ func (n *Node) startSTOMP() error {
 			return fmt.Errorf("node: stomp.listen: %w", err)
 		}
 		f.ln = ln
-		go func() {
-			err := f.srv.Serve(ln)
-			if err != nil && !errors.Is(err, stomp.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
-				n.log.Error("stomp listener stopped", "err", err)
-			}
-			f.served <- err
-		}()
+		n.serveIn("stomp", ln, f.srv.Serve, func(err error) { f.served <- err })
 		n.serve("stomp", ln.Addr())
 		n.log.Info("listening", "protocol", "stomp", "addr", ln.Addr().String())
 	} else {
@@ -75,11 +68,7 @@ func (n *Node) startSTOMP() error {
 		mux := http.NewServeMux()
 		mux.Handle("/ws", f.srv)
 		f.http = &http.Server{Handler: mux, ReadHeaderTimeout: n.cfg.AMQP.HandshakeTimeout}
-		go func() {
-			if err := f.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
-				n.log.Error("web-stomp listener stopped", "err", err)
-			}
-		}()
+		n.serveIn("web-stomp", ln, f.http.Serve, nil)
 		n.serve("http/web-stomp", ln.Addr())
 		n.log.Info("listening", "protocol", "web-stomp", "addr", ln.Addr().String())
 	}

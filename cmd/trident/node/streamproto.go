@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 
@@ -35,18 +34,12 @@ func (n *Node) startStream() error {
 		CertLogin:         n.amqpCertLogin(), // EXTERNAL whenever TLS is on, as AMQP
 	}, n.broker, n.users, n.log.With("component", "stream"))
 	if c.Listen != "" {
-		ln, err := net.Listen("tcp", c.Listen)
+		ln, err := n.clientListen(c.Listen) // a drain suspends it, as every client listener
 		if err != nil {
 			return fmt.Errorf("node: stream.listen: %w", err)
 		}
 		f.ln = ln
-		go func() {
-			err := f.srv.Serve(ln)
-			if err != nil && !errors.Is(err, stream.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
-				n.log.Error("stream listener stopped", "err", err)
-			}
-			f.served <- err
-		}()
+		n.serveIn("stream", ln, f.srv.Serve, func(err error) { f.served <- err })
 		n.serve("stream", ln.Addr())
 		n.log.Info("listening", "protocol", "stream", "addr", ln.Addr().String())
 	} else {

@@ -123,13 +123,13 @@ func (n *Node) startTLS() error {
 			srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 				ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)} // handshake failures
 			t.lns[len(t.lns)-1].http = srv
-			go func() { logServeErr(n.log, "wss", srv.Serve(ln)) }()
+			n.serveIn("wss", ln, srv.Serve, nil)
 		}
 	}
 	// serveQuiet runs a protocol server's Serve, logging unexpected ends.
 	serveQuiet := func(name string, serve func(net.Listener) error) func(net.Listener) {
 		return func(ln net.Listener) {
-			go func() { logServeErr(n.log, name, serve(ln)) }()
+			n.serveIn(name, ln, serve, nil)
 		}
 	}
 

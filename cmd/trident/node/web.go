@@ -1,7 +1,6 @@
 package node
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -54,18 +53,16 @@ func (n *Node) startHTTP() error {
 		FeatureFlags:  featureFlagsView{n},
 		Maintenance:   n.drainer,
 		MQTT:          mqttView{n},
+		// cluster.fault_injection: /api/cluster/partition (partition.go)
+		FaultInjection: n.faultInjector(),
 
 		MaxDefinitionsBody: int64(n.cfg.HTTP.MaxDefinitionsBody),
 	})
-	n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: n.cfg.AMQP.HandshakeTimeout}
+	n.http = &http.Server{Handler: n.api.Handler(), ReadHeaderTimeout: n.cfg.AMQP.HandshakeTimeout}
 	if ln == nil {
 		return nil
 	}
-	go func() {
-		if err := n.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
-			n.log.Error("http listener stopped", "err", err)
-		}
-	}()
+	n.serveIn("http", ln, n.http.Serve, nil)
 	n.serve("http", ln.Addr())
 	n.log.Info("listening", "protocol", "http", "addr", ln.Addr().String())
 	return nil
@@ -94,11 +91,7 @@ func (n *Node) startMetrics() error {
 	if ln == nil {
 		return nil
 	}
-	go func() {
-		if err := n.metrics.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
-			n.log.Error("prometheus listener stopped", "err", err)
-		}
-	}()
+	n.serveIn("prometheus", ln, n.metrics.Serve, nil)
 	n.serve("http/prometheus", ln.Addr())
 	n.log.Info("listening", "protocol", "prometheus", "addr", ln.Addr().String())
 	return nil
