@@ -92,6 +92,16 @@ type Config struct {
 	SysInterval time.Duration
 	// Version is the broker's version, in $SYS/broker/version.
 	Version string
+	// DurableQueueType is the type of a persistent session's queue when
+	// the session creates it: "quorum" declares a quorum queue
+	// (x-queue-type), anything else a classic one (RabbitMQ's
+	// mqtt.durable_queue_type). An existing queue keeps its type.
+	DurableQueueType string
+	// LiveNodes, in a cluster, lists the nodes this node sees alive
+	// (itself included): a session whose node is not among them expires
+	// on the first live node in name order (orphan.go). nil: every node
+	// is taken to be alive and sessions expire only on their own node.
+	LiveNodes func() []string
 }
 
 func (c *Config) defaults() {
