@@ -96,3 +96,186 @@ func TestClusterMQTTQuorumSession(t *testing.T) {
 		}
 	})
 }
+
+// mqttSessionsOn lists node nd's /api/mqtt/sessions by client id (nil if
+// the API did not answer).
+func mqttSessionsOn(nd *cnode) map[string]map[string]any {
+	var l []map[string]any
+	if code, err := nd.tryAPI("GET", "/api/mqtt/sessions", nil, &l); err != nil || code != 200 {
+		return nil
+	}
+	out := map[string]map[string]any{}
+	for _, se := range l {
+		if id, ok := se["client_id"].(string); ok {
+			out[id] = se
+		}
+	}
+	return out
+}
+
+// queueOn reports whether node nd lists queue name (ok false: the API
+// did not answer).
+func queueOn(nd *cnode, name string) (found, ok bool) {
+	var qs []struct {
+		Name string `json:"name"`
+	}
+	if code, err := nd.tryAPI("GET", "/api/queues/%2F", nil, &qs); err != nil || code != 200 {
+		return false, false
+	}
+	for _, q := range qs {
+		if q.Name == name {
+			return true, true
+		}
+	}
+	return false, true
+}
+
+// TestClusterMQTTExpiryOwnerDown: two MQTT 5 sessions (expiry 10 s) held
+// on node 0, one disconnected a moment before node 0 is killed (SIGKILL),
+// one still connected then. The other nodes list both (with when they
+// expire) until their time, then one of them expires them: gone from
+// /api/mqtt/sessions and their queues from /api/queues on both
+// survivors, neither before its expiry nor long after it.
+func TestClusterMQTTExpiryOwnerDown(t *testing.T) {
+	pc := startProtoCluster(t)
+	const expiry = 10
+	off, on := "cl-exp-off", "cl-exp-on"
+	for _, id := range []string{off, on} {
+		c, _ := dial5(t, pc.mqtt[0], guest5(id, true, expiry))
+		c.subscribe(t, paho.SubscribeOptions{Topic: "cl/exp/" + id, QoS: 1})
+		waitTopicBinding(t, pc.nodes[1], "cl.exp."+id, "mqtt-subscription-"+id)
+		waitTopicBinding(t, pc.nodes[2], "cl.exp."+id, "mqtt-subscription-"+id)
+		if id == off {
+			if err := c.Disconnect(&paho.Disconnect{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The disconnect is recorded (Off) on the other nodes a moment after.
+	time.Sleep(time.Second)
+	offAt := time.Now()
+	if err := pc.nodes[0].p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killedAt := time.Now()
+	survivors := pc.nodes[1:]
+	// Until their expiry the survivors list both sessions of node 0.
+	eventually(t, 20*time.Second, "both sessions of node 0 listed by the survivors", func() bool {
+		for _, nd := range survivors {
+			ses := mqttSessionsOn(nd)
+			if ses[off] == nil || ses[on] == nil {
+				return false
+			}
+		}
+		return true
+	})
+	if time.Since(offAt) > (expiry-2)*time.Second {
+		t.Fatalf("listed only %s after the disconnect: too late to check they outlive their expiry", time.Since(offAt))
+	}
+	// Nothing expires early: both still there shortly before off's time.
+	time.Sleep(time.Until(offAt.Add((expiry - 2) * time.Second)))
+	for _, nd := range survivors {
+		ses := mqttSessionsOn(nd)
+		if ses[off] == nil || ses[on] == nil {
+			t.Fatalf("%s: a session of node 0 gone %s after the disconnect, before its expiry (%d s): %v",
+				nd.name, time.Since(offAt), expiry, ses)
+		}
+		for _, id := range []string{off, on} {
+			if found, _ := queueOn(nd, "mqtt-subscription-"+id+"qos1"); !found {
+				t.Fatalf("%s: queue of %s gone before its expiry", nd.name, id)
+			}
+		}
+	}
+	// Then both go, the one that was connected counted from the moment
+	// its node was seen down. The bound leaves room for the survivors to
+	// see node 0 down and a loaded machine.
+	const bound = 30 * time.Second
+	for _, id := range []string{off, on} {
+		for _, nd := range survivors {
+			eventually(t, time.Until(killedAt.Add(expiry*time.Second+bound)), id+" expired on "+nd.name, func() bool {
+				ses := mqttSessionsOn(nd)
+				found, ok := queueOn(nd, "mqtt-subscription-"+id+"qos1")
+				return ses != nil && ses[id] == nil && ok && !found
+			})
+		}
+	}
+	t.Logf("expired %s after the kill (expiry %d s)", time.Since(killedAt), expiry)
+	// A new connection with the client id finds no session.
+	c, ack := redial5(t, pc.mqtt[2], func() *paho.Connect { return guest5(off, false, expiry) }, 30*time.Second)
+	if ack.SessionPresent {
+		t.Fatal("session present after it expired")
+	}
+	_ = c
+}
+
+// TestClusterMQTTSessionOwner: a session belongs to its user on every
+// node (docs/security.md F5). u1's session connected on node 0: u2 with
+// its client id on node 1 is refused (0x87) and u1 stays connected and
+// subscribed; once u1 is gone, u2 on node 2 gets a fresh session
+// (session present 0) and none of u1's queued messages.
+func TestClusterMQTTSessionOwner(t *testing.T) {
+	pc := startProtoCluster(t)
+	for _, u := range []string{"u1", "u2"} {
+		pc.nodes[0].api(t, "PUT", "/api/users/"+u, map[string]any{"password": "pw", "tags": ""}, nil)
+		pc.nodes[0].api(t, "PUT", "/api/permissions/%2F/"+u, map[string]any{"configure": ".*", "write": ".*", "read": ".*"}, nil)
+	}
+	cp := func(user string) *paho.Connect {
+		return &paho.Connect{ClientID: "cl-own", CleanStart: false, Username: user, UsernameFlag: true,
+			Password: []byte("pw"), PasswordFlag: true,
+			Properties: &paho.ConnectProperties{SessionExpiryInterval: u32(3600)}}
+	}
+	var u1 *client5
+	eventually(t, 20*time.Second, "u1 connected to node 0", func() bool {
+		c, _, err := tryDial5(pc.mqtt[0], cp("u1"))
+		u1 = c
+		return err == nil
+	})
+	t.Cleanup(func() { _ = u1.Disconnect(&paho.Disconnect{}) })
+	u1.subscribe(t, paho.SubscribeOptions{Topic: "own/#", QoS: 1})
+	waitTopicBinding(t, pc.nodes[1], "own.#", "mqtt-subscription-cl-own")
+
+	// u2 exists on node 1 once the user is replicated.
+	var ack *paho.Connack
+	var err error
+	eventually(t, 20*time.Second, "u2's CONNECT on node 1 answered", func() bool {
+		var c *client5
+		c, ack, err = tryDial5(pc.mqtt[1], cp("u2"))
+		if err == nil {
+			_ = c.Disconnect(&paho.Disconnect{})
+			t.Fatalf("u2 took u1's connected session on node 1 (session present %v)", ack.SessionPresent)
+		}
+		return ack != nil && ack.ReasonCode != 0x86 // not yet a known user
+	})
+	if ack.ReasonCode != 0x87 {
+		t.Fatalf("u2 on node 1 with u1's client id: %v, CONNACK %#x, want 0x87 Not authorized", err, ack.ReasonCode)
+	}
+	select {
+	case d := <-u1.disc:
+		t.Fatalf("u1 on node 0 was disconnected (reason %#x) by u2's CONNECT on node 1", d.ReasonCode)
+	case <-time.After(time.Second):
+	}
+	pub, _ := dial5(t, pc.mqtt[2], guest5("cl-own-pub", true, 0))
+	pub.publish(t, &paho.Publish{Topic: "own/a", QoS: 1, Payload: []byte("live")})
+	if m := u1.receive(t); string(m.Payload) != "live" {
+		t.Fatalf("u1 got %q, want live", m.Payload)
+	}
+	waitSessionSettled(t, pc.nodes[0], "mqtt-subscription-cl-own")
+
+	// u1 away with a message queued: u2 on node 2 starts afresh.
+	if err := u1.Disconnect(&paho.Disconnect{}); err != nil {
+		t.Fatal(err)
+	}
+	pub.publish(t, &paho.Publish{Topic: "own/b", QoS: 1, Payload: []byte("queued")})
+	var u2 *client5
+	eventually(t, 20*time.Second, "u2 connected to node 2", func() bool {
+		var c *client5
+		c, ack, err = tryDial5(pc.mqtt[2], cp("u2"))
+		u2 = c
+		return err == nil
+	})
+	t.Cleanup(func() { _ = u2.Disconnect(&paho.Disconnect{}) })
+	if ack.SessionPresent {
+		t.Fatal("u2 resumed u1's session on node 2")
+	}
+	u2.none(t, time.Second)
+}

@@ -87,7 +87,12 @@ func (s *Server) ApplyMeta(ops []exchange.MetaOp) error {
 // it once ApplyMeta reaches the server, for the records committed since
 // NewServer loaded them. Sessions need no resync: a connection reads its
 // session's record, and an expiry checks it, before either acts.
-func (s *Server) Resync() error { return s.retained.reload(s.st) }
+func (s *Server) Resync() error {
+	if err := s.reindex(); err != nil {
+		return err
+	}
+	return s.retained.reload(s.st)
+}
 
 func (s *Server) clustered() bool { return s.cfg.NodeName != "" }
 
@@ -111,9 +116,15 @@ func (s *Server) applySession(key string, val []byte) {
 	}
 	var rec sessionRecord
 	if val != nil {
-		if json.Unmarshal(val, &rec) != nil || s.ownRecord(&rec) {
+		if json.Unmarshal(val, &rec) != nil {
+			return
+		}
+		s.indexRecord(key, &rec)
+		if s.ownRecord(&rec) {
 			return // this node's own write
 		}
+	} else {
+		s.indexRecord(key, nil)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -158,6 +169,7 @@ func (s *Server) applySessionPrefix(prefix string) {
 	if !s.clustered() {
 		return
 	}
+	s.forgetPrefix(prefix)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for key, se := range s.sessions {

@@ -161,6 +161,7 @@ type Server struct {
 
 	retained *retainedStore
 	sys      *sysState // $SYS topics (sys.go)
+	orphans  *orphans  // sessions of other nodes (orphan.go)
 }
 
 // NewServer creates an MQTT server over the core, the user database and
@@ -176,7 +177,7 @@ func NewServer(cfg Config, b *exchange.Broker, users *auth.Users, st MetaStore, 
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, b: b, users: users, st: st, log: log.With("proto", "mqtt"),
-		conns: frontend.NewSet[*conn](ErrServerClosed), sessions: map[string]*session{}}
+		conns: frontend.NewSet[*conn](ErrServerClosed), sessions: map[string]*session{}, orphans: newOrphans()}
 	var err error
 	if s.retained, err = loadRetained(st); err != nil {
 		return nil, err
@@ -185,6 +186,7 @@ func NewServer(cfg Config, b *exchange.Broker, users *auth.Users, st MetaStore, 
 		return nil, err
 	}
 	s.startSys()
+	s.startOrphans()
 	return s, nil
 }
 
@@ -218,6 +220,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	s.stopSys()
+	s.stopOrphans()
 	err := s.conns.Shutdown(ctx, func(c *conn) { c.serverDisconnect(codeServerShuttingDown) })
 	s.pollOnce.Do(func() {}) // none starts any more
 	if s.poll != nil {
