@@ -13,7 +13,8 @@ import (
 // down (not among Config.LiveNodes), the session still expires: every
 // node indexes the records of the sessions last held elsewhere (from
 // ApplyMeta), notes when it first saw each of their nodes down, and the
-// first live node in name order expires those whose time has come.
+// first live node in name order that runs MQTT expires those whose time
+// has come.
 //
 //   - When: the record's Off (when its last connection ended, written at
 //     every disconnect in a cluster) plus the expiry interval; a record
@@ -127,12 +128,18 @@ func (s *Server) stopOrphans() {
 // sweepOrphans updates when nodes were first seen down and returns the
 // sessions this node is to expire now (marked running).
 func (s *Server) sweepOrphans(now time.Time) []string {
-	live := s.cfg.LiveNodes()
+	var live []string
+	first := ""
+	for _, n := range s.cfg.LiveNodes() {
+		live = append(live, n.Name)
+		if n.MQTT && (first == "" || n.Name < first) {
+			first = n.Name
+		}
+	}
 	if !slices.Contains(live, s.cfg.NodeName) {
 		return nil // this node's own view is not to be trusted
 	}
-	slices.Sort(live)
-	first := live[0] == s.cfg.NodeName
+	expirer := first == s.cfg.NodeName
 	o := s.orphans
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -151,7 +158,7 @@ func (s *Server) sweepOrphans(now time.Time) []string {
 			down = now
 			o.downSince[rec.Node] = now
 		}
-		if first && !o.running[key] && !now.Before(orphanDue(rec, down)) {
+		if expirer && !o.running[key] && !now.Before(orphanDue(rec, down)) {
 			o.running[key] = true
 			due = append(due, key)
 		}
@@ -161,7 +168,15 @@ func (s *Server) sweepOrphans(now time.Time) []string {
 
 // nodeDown reports whether node is not among the live nodes.
 func (s *Server) nodeDown(node string) bool {
-	return s.cfg.LiveNodes != nil && !slices.Contains(s.cfg.LiveNodes(), node)
+	if s.cfg.LiveNodes == nil {
+		return false
+	}
+	for _, n := range s.cfg.LiveNodes() {
+		if n.Name == node {
+			return false
+		}
+	}
+	return true
 }
 
 // expireOrphan claims and ends the session key of a node that is down,

@@ -99,9 +99,17 @@ type Config struct {
 	DurableQueueType string
 	// LiveNodes, in a cluster, lists the nodes this node sees alive
 	// (itself included): a session whose node is not among them expires
-	// on the first live node in name order (orphan.go). nil: every node
-	// is taken to be alive and sessions expire only on their own node.
-	LiveNodes func() []string
+	// on the first live node in name order that runs MQTT (orphan.go).
+	// nil: every node is taken to be alive and sessions expire only on
+	// their own node.
+	LiveNodes func() []LiveNode
+}
+
+// LiveNode is a node of the cluster seen alive, and whether it runs the
+// MQTT front end.
+type LiveNode struct {
+	Name string
+	MQTT bool
 }
 
 func (c *Config) defaults() {

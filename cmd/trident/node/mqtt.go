@@ -65,7 +65,7 @@ func (n *Node) startMQTT() error {
 	// server names this node in its session records.
 	var st mqtt.MetaStore = n.store
 	nodeName := ""
-	var liveNodes func() []string
+	var liveNodes func() []mqtt.LiveNode
 	if n.metaStore != nil {
 		st, nodeName, liveNodes = n.metaStore, n.nodeName(), n.liveNodes
 	}
@@ -147,13 +147,14 @@ func (n *Node) startMQTT() error {
 }
 
 // liveNodes lists the gossip ring's members this node sees alive, itself
-// included: an MQTT session whose node is not among them expires on a
-// live one (protocol/mqtt/orphan.go).
-func (n *Node) liveNodes() []string {
-	var out []string
+// included, and whether each runs the MQTT front end (gossiped): an MQTT
+// session whose node is not among them expires on a live one that does
+// (protocol/mqtt/orphan.go).
+func (n *Node) liveNodes() []mqtt.LiveNode {
+	var out []mqtt.LiveNode
 	for _, m := range n.Members() {
 		if m.Status == discovery.StatusAlive {
-			out = append(out, m.Name)
+			out = append(out, mqtt.LiveNode{Name: m.Name, MQTT: m.Meta["mqtt"] != ""})
 		}
 	}
 	return out
