@@ -108,9 +108,7 @@ func (s *Server) startOrphans() {
 		for {
 			select {
 			case <-t.C:
-				for _, key := range s.sweepOrphans(time.Now()) {
-					s.expireOrphan(key)
-				}
+				s.expireOrphans(s.sweepOrphans(time.Now()))
 			case <-o.stop:
 				return
 			}
@@ -166,6 +164,31 @@ func (s *Server) sweepOrphans(now time.Time) []string {
 	return due
 }
 
+// expireOrphans expires the sessions keys after one barrier (every
+// record committed before it applied here), until Shutdown.
+func (s *Server) expireOrphans(keys []string) {
+	if len(keys) == 0 {
+		return
+	}
+	err := s.barrier()
+	if err != nil {
+		s.log.Warn("expire sessions of a node that is down", "sessions", len(keys), "err", err)
+	}
+	for _, key := range keys {
+		select {
+		case <-s.orphans.stop:
+			err = ErrServerClosed
+		default:
+		}
+		if err == nil {
+			s.expireOrphan(key)
+		}
+		s.orphans.mu.Lock()
+		delete(s.orphans.running, key)
+		s.orphans.mu.Unlock()
+	}
+}
+
 // nodeDown reports whether node is not among the live nodes.
 func (s *Server) nodeDown(node string) bool {
 	if s.cfg.LiveNodes == nil {
@@ -180,22 +203,13 @@ func (s *Server) nodeDown(node string) bool {
 }
 
 // expireOrphan claims and ends the session key of a node that is down,
-// if its record is still the one indexed.
+// if its record (read after a barrier) is still the one indexed.
 func (s *Server) expireOrphan(key string) {
 	o := s.orphans
 	o.mu.Lock()
 	want := o.recs[key]
 	o.mu.Unlock()
-	defer func() {
-		o.mu.Lock()
-		delete(o.running, key)
-		o.mu.Unlock()
-	}()
 	if want == nil {
-		return
-	}
-	if err := s.barrier(); err != nil {
-		s.log.Warn("expire session of a node that is down", "session", key, "err", err)
 		return
 	}
 	rec, err := s.loadRecord(key)
