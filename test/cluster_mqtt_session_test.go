@@ -2,6 +2,7 @@ package test
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -210,9 +211,10 @@ func TestClusterMQTTExpiryOwnerDown(t *testing.T) {
 
 // TestClusterMQTTSessionOwner: a session belongs to its user on every
 // node (docs/security.md F5). u1's session connected on node 0: u2 with
-// its client id on node 1 is refused (0x87) and u1 stays connected and
-// subscribed; once u1 is gone, u2 on node 2 gets a fresh session
-// (session present 0) and none of u1's queued messages.
+// its client id on node 1 is refused (0x87; 3.1.1 on node 2: return code
+// 5) and u1 stays connected and subscribed; once u1 is gone, u2 on node 2
+// gets a fresh session (session present 0) and none of u1's queued
+// messages.
 func TestClusterMQTTSessionOwner(t *testing.T) {
 	pc := startProtoCluster(t)
 	for _, u := range []string{"u1", "u2"} {
@@ -249,9 +251,12 @@ func TestClusterMQTTSessionOwner(t *testing.T) {
 	if ack.ReasonCode != 0x87 {
 		t.Fatalf("u2 on node 1 with u1's client id: %v, CONNACK %#x, want 0x87 Not authorized", err, ack.ReasonCode)
 	}
+	if _, _, err := dial3Present(t, pc.mqtt[2], "u2", "cl-own"); err == nil || !strings.Contains(strings.ToLower(err.Error()), "not authorized") {
+		t.Fatalf("u2 (3.1.1) on node 2 with u1's client id: %v, want not authorized", err)
+	}
 	select {
 	case d := <-u1.disc:
-		t.Fatalf("u1 on node 0 was disconnected (reason %#x) by u2's CONNECT on node 1", d.ReasonCode)
+		t.Fatalf("u1 on node 0 was disconnected (reason %#x) by u2's CONNECTs on nodes 1 and 2", d.ReasonCode)
 	case <-time.After(time.Second):
 	}
 	pub, _ := dial5(t, pc.mqtt[2], guest5("cl-own-pub", true, 0))
