@@ -262,6 +262,14 @@ type MQTT struct {
 	// Bridges are MQTT bridges to other brokers, as Mosquitto's
 	// connection blocks (bridge.go).
 	Bridges []Bridge `yaml:"bridges"`
+	// DurableQueueType is the type of the queue a persistent session
+	// (clean session 0, or a session expiry interval above 0) gets when
+	// it is created: "classic" (the default, as RabbitMQ's) or "quorum",
+	// a replicated queue whose QoS 1 messages survive the loss of the
+	// node the client was on (RabbitMQ's mqtt.durable_queue_type). Clean
+	// sessions keep classic queues; a session's existing queue keeps its
+	// type. "" is classic.
+	DurableQueueType string `yaml:"durable_queue_type"`
 }
 
 // STOMP configures the STOMP listeners.
@@ -359,7 +367,7 @@ func Default() Config {
 			Product:          "Trident",
 		},
 		MQTT: MQTT{Listen: ":1883", WSListen: ":15675", TLSListen: ":8883", WSSListen: ":15676", Exchange: "amq.topic", MaxQueuedQoS0: 2048, SysInterval: 10 * time.Second,
-			MaxSubscriptionsPerClient: 1000, MaxPacketSizeUnauthenticated: 16 << 10},
+			MaxSubscriptionsPerClient: 1000, MaxPacketSizeUnauthenticated: 16 << 10, DurableQueueType: "classic"},
 		STOMP: STOMP{Listen: ":61613", WSListen: ":15674", TLSListen: ":61614", WSSListen: ":15673",
 			MaxHeaders: 1000, MaxHeaderLength: 64 << 10, MaxFrameSizeUnauthenticated: 8 << 10},
 		Stream:          DefaultStream(),

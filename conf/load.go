@@ -66,6 +66,7 @@ var coreFields = []field{
 	f("mqtt.max_packet_size_unauthenticated", "largest MQTT CONNECT packet in bytes, read before authentication", func(c *Config) any { return &c.MQTT.MaxPacketSizeUnauthenticated }),
 	f("mqtt.bridges", "MQTT bridges to other brokers: a YAML or JSON list of Mosquitto-style connections (bridge.go)", func(c *Config) any { return &c.MQTT.Bridges }),
 	f("mqtt.deny_subscribe", "MQTT topic filters no client may subscribe to (comma-separated)", func(c *Config) any { return &c.MQTT.DenySubscribe }),
+	f("mqtt.durable_queue_type", "queue type of new persistent MQTT sessions: classic or quorum (replicated)", func(c *Config) any { return &c.MQTT.DurableQueueType }),
 	f("mqtt.sys_interval", "how often the $SYS/broker/... topics are published to MQTT subscribers (0 disables)", func(c *Config) any { return &c.MQTT.SysInterval }),
 	f("event_exchange.vhost", "vhost of the amq.rabbitmq.event exchange (\"none\": no event exchange)", func(c *Config) any { return &c.EventExchange.VHost }),
 	f("stomp.listen", "STOMP listen address (empty disables)", func(c *Config) any { return &c.STOMP.Listen }),

@@ -117,6 +117,11 @@ func (c *Config) Validate() error {
 			bad(l.key, "%d must not be negative (0 means no limit)", l.v)
 		}
 	}
+	switch c.MQTT.DurableQueueType {
+	case "", "classic", "quorum": // "": classic
+	default:
+		bad("mqtt.durable_queue_type", "%q is neither classic nor quorum", c.MQTT.DurableQueueType)
+	}
 	if c.MQTT.SysInterval < 0 {
 		bad("mqtt.sys_interval", "%s must not be negative (0 disables $SYS)", c.MQTT.SysInterval)
 	}

@@ -27,7 +27,7 @@ type protoCluster struct {
 	stomp []string
 }
 
-func startProtoCluster(t *testing.T) *protoCluster {
+func startProtoCluster(t *testing.T, extra ...string) *protoCluster {
 	t.Helper()
 	const n = 3
 	pc := &protoCluster{}
@@ -45,7 +45,7 @@ func startProtoCluster(t *testing.T) *protoCluster {
 	}
 	pc.nodes = startClusterWith(t, n, func(i int) []string {
 		return []string{"--mqtt-listen", pc.mqtt[i], "--stomp-listen", pc.stomp[i]}
-	})
+	}, extra...)
 	return pc
 }
 

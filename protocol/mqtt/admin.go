@@ -84,7 +84,8 @@ func (s *Server) Clients() []ClientInfo {
 }
 
 // Sessions lists the sessions this node holds, connected ones and
-// disconnected persistent ones, sorted by vhost and client id.
+// disconnected persistent ones, and in a cluster those of nodes that are
+// down (orphan.go), sorted by vhost and client id.
 func (s *Server) Sessions() []SessionInfo {
 	s.mu.Lock()
 	ses := make([]*session, 0, len(s.sessions))
@@ -92,7 +93,8 @@ func (s *Server) Sessions() []SessionInfo {
 		ses = append(ses, se)
 	}
 	s.mu.Unlock()
-	out := make([]SessionInfo, 0, len(ses))
+	out := s.orphanInfos() // sessions of nodes that are down, none of them here
+	out = slices.Grow(out, len(ses))
 	for _, se := range ses {
 		i := s.sessionInfo(se)
 		if i.Connected || i.Persistent {

@@ -36,9 +36,12 @@ import (
 //     is accepted without waiting for the old one to close, so both may
 //     receive from the queue for a moment; what the old one had not
 //     acknowledged goes back to the queue and is delivered again.
-//   - Expiry: only the node that last held a session runs its expiry
-//     timer, and it checks the stored record before deleting anything;
-//     while that node is down the session does not expire.
+//   - Expiry: the node that last held a session runs its expiry timer,
+//     and it checks the stored record before deleting anything; while
+//     that node is down a live node expires the session (orphan.go).
+//   - Owner: the record names the session's user and whether a connection
+//     holds it (Off), so another user is refused on any node while the
+//     owner is connected (owner.go).
 //
 // Non-durable queues are cluster-wide in the core (they live on the node
 // that declared them and are routed to from every node), so clean-session
@@ -85,9 +88,16 @@ func (s *Server) ApplyMeta(ops []exchange.MetaOp) error {
 
 // Resync reads the retained messages from the store again. A node calls
 // it once ApplyMeta reaches the server, for the records committed since
-// NewServer loaded them. Sessions need no resync: a connection reads its
-// session's record, and an expiry checks it, before either acts.
-func (s *Server) Resync() error { return s.retained.reload(s.st) }
+// NewServer loaded them, and indexes the session records of other nodes
+// again (orphan.go). Sessions themselves need no resync: a connection
+// reads its session's record, and an expiry checks it, before either
+// acts.
+func (s *Server) Resync() error {
+	if err := s.reindex(); err != nil {
+		return err
+	}
+	return s.retained.reload(s.st)
+}
 
 func (s *Server) clustered() bool { return s.cfg.NodeName != "" }
 
@@ -111,9 +121,15 @@ func (s *Server) applySession(key string, val []byte) {
 	}
 	var rec sessionRecord
 	if val != nil {
-		if json.Unmarshal(val, &rec) != nil || s.ownRecord(&rec) {
+		if json.Unmarshal(val, &rec) != nil {
+			return
+		}
+		s.indexRecord(key, &rec)
+		if s.ownRecord(&rec) {
 			return // this node's own write
 		}
+	} else {
+		s.indexRecord(key, nil)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -158,6 +174,7 @@ func (s *Server) applySessionPrefix(prefix string) {
 	if !s.clustered() {
 		return
 	}
+	s.forgetPrefix(prefix)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for key, se := range s.sessions {

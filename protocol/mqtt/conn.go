@@ -500,6 +500,7 @@ func (c *conn) cleanup() {
 		return
 	}
 	se.owner = nil
+	se.offAt = time.Now()
 	se.relOut = released
 	end := !se.persistent
 	var dropped chan struct{}
@@ -526,9 +527,10 @@ func (c *conn) cleanup() {
 			close(dropped)
 		}
 	} else {
-		if c.expirySet {
+		if c.expirySet || s.clustered() {
 			// The record carries the new interval, for a node that
-			// resumes the session or for a restart.
+			// resumes the session or for a restart; in a cluster, that
+			// no connection holds it and since when (orphan.go).
 			if err := s.saveSession(se); err != nil {
 				s.log.Error("store session", "client_id", c.clientID, "err", err)
 			}

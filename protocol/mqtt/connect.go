@@ -289,6 +289,7 @@ func (c *conn) takeSession(vhost, id, user string, latest bool) (_ *session, pre
 			se = s.sessionFromRecord(vhost, id, rec)
 			s.sessions[key] = se
 			claim = !s.ownRecord(rec)
+			se.elsewhere = claim && rec.Off == 0 && !s.nodeDown(rec.Node)
 		}
 		if se != nil {
 			// s.mu is released when foreign says so.
@@ -326,6 +327,7 @@ func (c *conn) takeSession(vhost, id, user string, latest bool) (_ *session, pre
 			continue
 		}
 		se.owner = c
+		se.elsewhere = false
 		se.ownerGone = make(chan struct{})
 		se.gen++
 		if se.expTimer != nil {

@@ -24,9 +24,12 @@ import (
 //     to resume it adopts it, and its subscriptions are checked against
 //     that user's permissions like any resumed session's (recheckSubs).
 //
-// In a cluster only this node's connections count as "connected": a
-// newcomer of another user on another node discards the session, and its
-// claim (a newer record) disconnects the owner there.
+// In a cluster the same holds across nodes: the session's record says
+// whether a connection holds it (Off 0, written by every connect and
+// disconnect) and on which node; while that node is alive (Config.LiveNodes)
+// and the record says connected, another user is refused on any node. A
+// session of a node that is down counts as not connected: the newcomer
+// discards it.
 //
 // On every resume the stored subscriptions are checked again against the
 // user's current permissions (recheckSubs); those no longer allowed are
@@ -52,6 +55,17 @@ func (s *Server) foreignLocked(se *session, user string) (discarded bool, gen ui
 		return false, 0, nil
 	}
 	if se.owner != nil {
+		se.mu.Unlock()
+		s.mu.Unlock()
+		return false, 0, errSessionOwned
+	}
+	if se.elsewhere {
+		// Its record says a connection on another node that is alive
+		// holds it: refused as if it were here, and forgotten here.
+		se.moved, se.ended = true, true
+		if s.sessions[se.key] == se {
+			delete(s.sessions, se.key)
+		}
 		se.mu.Unlock()
 		s.mu.Unlock()
 		return false, 0, errSessionOwned

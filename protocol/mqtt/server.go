@@ -92,6 +92,24 @@ type Config struct {
 	SysInterval time.Duration
 	// Version is the broker's version, in $SYS/broker/version.
 	Version string
+	// DurableQueueType is the type of a persistent session's queue when
+	// the session creates it: "quorum" declares a quorum queue
+	// (x-queue-type), anything else a classic one (RabbitMQ's
+	// mqtt.durable_queue_type). An existing queue keeps its type.
+	DurableQueueType string
+	// LiveNodes, in a cluster, lists the nodes this node sees alive
+	// (itself included): a session whose node is not among them expires
+	// on the first live node in name order that runs MQTT (orphan.go).
+	// nil: every node is taken to be alive and sessions expire only on
+	// their own node.
+	LiveNodes func() []LiveNode
+}
+
+// LiveNode is a node of the cluster seen alive, and whether it runs the
+// MQTT front end.
+type LiveNode struct {
+	Name string
+	MQTT bool
 }
 
 func (c *Config) defaults() {
@@ -151,6 +169,7 @@ type Server struct {
 
 	retained *retainedStore
 	sys      *sysState // $SYS topics (sys.go)
+	orphans  *orphans  // sessions of other nodes (orphan.go)
 }
 
 // NewServer creates an MQTT server over the core, the user database and
@@ -166,7 +185,7 @@ func NewServer(cfg Config, b *exchange.Broker, users *auth.Users, st MetaStore, 
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, b: b, users: users, st: st, log: log.With("proto", "mqtt"),
-		conns: frontend.NewSet[*conn](ErrServerClosed), sessions: map[string]*session{}}
+		conns: frontend.NewSet[*conn](ErrServerClosed), sessions: map[string]*session{}, orphans: newOrphans()}
 	var err error
 	if s.retained, err = loadRetained(st); err != nil {
 		return nil, err
@@ -175,6 +194,7 @@ func NewServer(cfg Config, b *exchange.Broker, users *auth.Users, st MetaStore, 
 		return nil, err
 	}
 	s.startSys()
+	s.startOrphans()
 	return s, nil
 }
 
@@ -208,6 +228,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	s.stopSys()
+	s.stopOrphans()
 	err := s.conns.Shutdown(ctx, func(c *conn) { c.serverDisconnect(codeServerShuttingDown) })
 	s.pollOnce.Do(func() {}) // none starts any more
 	if s.poll != nil {

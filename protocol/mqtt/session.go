@@ -83,6 +83,12 @@ type session struct {
 	// so this node neither writes nor ends it any more.
 	gen   uint64
 	moved bool
+	// offAt is when the last connection ended (zero while connected, or
+	// never); elsewhere, in a cluster, that the record says the session's
+	// connection on another node is open and that node alive: another
+	// user is refused as if the owner were connected here (owner.go).
+	offAt     time.Time
+	elsewhere bool
 }
 
 func newSession(vhost, clientID string) *session {
@@ -137,6 +143,9 @@ type sessionRecord struct {
 	// User is the session's owner (owner.go); absent in records stored
 	// before sessions had owners.
 	User string `json:"user,omitempty"`
+	// Off is when the session's last connection ended (Unix ms), 0 while
+	// one is open (cluster.go, orphan.go).
+	Off int64 `json:"off,omitempty"`
 }
 
 func (s *Server) sessionKey(se *session) string { return sessionPrefix + se.key }
@@ -155,6 +164,9 @@ func (s *Server) saveSession(se *session) error {
 	}
 	rec := sessionRecord{Expiry: se.expiry, Subs: se.subList(), RelOut: slices.Clone(se.relOut),
 		Node: s.cfg.NodeName, Gen: se.gen, User: se.user}
+	if se.owner == nil && !se.offAt.IsZero() {
+		rec.Off = se.offAt.UnixMilli()
+	}
 	for pid := range se.qos2In {
 		rec.QoS2In = append(rec.QoS2In, pid)
 	}
@@ -188,6 +200,7 @@ func (s *Server) loadSessions() error {
 			return nil
 		}
 		if !s.ownRecord(&rec) {
+			s.indexRecord(strings.TrimPrefix(key, sessionPrefix), &rec)
 			return nil
 		}
 		se := s.sessionFromRecord(vh, id, &rec)
@@ -213,6 +226,9 @@ func (s *Server) sessionFromRecord(vh, id string, rec *sessionRecord) *session {
 		se.addQoS2In(pid, nil)
 	}
 	se.relOut = rec.RelOut
+	if rec.Off > 0 {
+		se.offAt = time.UnixMilli(rec.Off)
+	}
 	for _, sub := range rec.Subs {
 		s.prepareSub(se, sub)
 	}

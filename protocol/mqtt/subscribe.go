@@ -203,6 +203,13 @@ func (c *conn) bindAndConsume(sub *subscription) error {
 	durable := se.persistent
 	se.mu.Unlock()
 	opts := exchange.QueueOpts{Durable: durable}
+	if durable && c.s.cfg.DurableQueueType == "quorum" {
+		// A new persistent session's queue replicated, so that its QoS 1
+		// messages outlive the node. No type is asked for otherwise, so
+		// that an existing queue of either type is taken as it is
+		// (exchange: an absent x-queue-type matches any).
+		opts.Args = exchange.Table{"x-queue-type": "quorum"}
+	}
 	if sub.Share != "" {
 		opts = exchange.QueueOpts{AutoDelete: true}
 	}

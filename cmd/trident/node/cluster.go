@@ -156,6 +156,9 @@ func (n *Node) clusterMeta(host, raftAddr string) map[string]string {
 			meta["http"] = a
 		}
 	}
+	if c := n.cfg.MQTT; c.Listen != "" || c.WSListen != "" || tlsWanted(n.cfg, c.TLSListen) || tlsWanted(n.cfg, c.WSSListen) {
+		meta["mqtt"] = "1" // runs the MQTT front end (liveNodes)
+	}
 	return meta
 }
 

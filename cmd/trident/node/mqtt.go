@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/trident-broker/trident/cluster/discovery"
 	"github.com/trident-broker/trident/cmd/internal/version"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/mqtt"
@@ -63,8 +64,9 @@ func (n *Node) startMQTT() error {
 	// server names this node in its session records.
 	var st mqtt.MetaStore = n.store
 	nodeName := ""
+	var liveNodes func() []mqtt.LiveNode
 	if n.metaStore != nil {
-		st, nodeName = n.metaStore, n.nodeName()
+		st, nodeName, liveNodes = n.metaStore, n.nodeName(), n.liveNodes
 	}
 	srv, err := mqtt.NewServer(mqtt.Config{
 		NodeName:         nodeName,
@@ -88,6 +90,8 @@ func (n *Node) startMQTT() error {
 		Tracer:           n.tracer,
 		SysInterval:      c.SysInterval,
 		Version:          version.Version(),
+		DurableQueueType: c.DurableQueueType,
+		LiveNodes:        liveNodes,
 	}, n.broker, n.users, st, n.log.With("component", "mqtt"))
 	if err != nil {
 		return fmt.Errorf("node: mqtt: %w", err)
@@ -129,6 +133,20 @@ func (n *Node) startMQTT() error {
 	}
 	n.frontEnds = append(n.frontEnds, f)
 	return nil
+}
+
+// liveNodes lists the gossip ring's members this node sees alive, itself
+// included, and whether each runs the MQTT front end (gossiped): an MQTT
+// session whose node is not among them expires on a live one that does
+// (protocol/mqtt/orphan.go).
+func (n *Node) liveNodes() []mqtt.LiveNode {
+	var out []mqtt.LiveNode
+	for _, m := range n.Members() {
+		if m.Status == discovery.StatusAlive {
+			out = append(out, mqtt.LiveNode{Name: m.Name, MQTT: m.Meta["mqtt"] != ""})
+		}
+	}
+	return out
 }
 
 func (f *mqttFrontEnd) Name() string { return "mqtt" }
