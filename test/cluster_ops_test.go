@@ -2,8 +2,6 @@ package test
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"slices"
 	"testing"
 	"time"
@@ -21,22 +19,9 @@ import (
 // itself or an unknown one cannot be forgotten.
 func TestClusterOps(t *testing.T) {
 	nodes := startCluster(t, 3, "--cluster-failure-detection", "fast")
-	ctl := tridentctl(t)
 	run := func(nd *cnode, want int, args ...string) string {
 		t.Helper()
-		cmd := exec.Command(ctl, args...)
-		cmd.Env = append(os.Environ(), "TRIDENT_URL=http://"+nd.web, "TRIDENT_USER=guest", "TRIDENT_PASSWORD=guest")
-		out, err := cmd.CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if code != want {
-			t.Fatalf("tridentctl %v on %s: exit %d, want %d\n%s", args, nd.name, code, want, out)
-		}
-		return string(out)
+		return runCtl(t, "http://"+nd.web, "guest", "guest", want, args...)
 	}
 	const n = 6
 	_, ch := dialNode(t, nodes[0])

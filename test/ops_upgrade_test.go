@@ -410,22 +410,9 @@ func TestOpsFeatureFlagsAPI(t *testing.T) {
 	w.expect(401, "GET", "/api/feature-flags", nil)
 	w.expect(401, "PUT", "/api/feature-flags/feature_flags/enable", map[string]any{})
 
-	bin := tridentctl(t)
 	ctl := func(user, pass string, want int, args ...string) string {
 		t.Helper()
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), "TRIDENT_URL="+base, "TRIDENT_USER="+user, "TRIDENT_PASSWORD="+pass)
-		out, err := cmd.CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if code != want {
-			t.Fatalf("tridentctl %v as %s: exit %d, want %d\n%s", args, user, code, want, out)
-		}
-		return string(out)
+		return runCtl(t, base, user, pass, want, args...)
 	}
 	if out := ctl("guest", "guest", 0, "feature-flags", "list"); !strings.Contains(out, "feature_flags") || !strings.Contains(out, "enabled") {
 		t.Errorf("feature-flags list:\n%s", out)

@@ -310,17 +310,12 @@ func spGoTarget(ctx context.Context, o *options, t spTarget, n int) ([]spPhase, 
 		} else {
 			defer env.DeleteStream(name)
 		}
-		phase := fmt.Sprintf("go publish %s", sizeName(size))
-		fmt.Fprintf(os.Stderr, "%s: %s ... ", t.name, phase)
-		m := startSPMeter(t.pid)
-		p, err := spGoPublish(ctx, o, env, name, n, size)
-		p.Target, p.Phase = t.name, phase
-		m.stop(&p)
+		p, err := spRunPhase(t, fmt.Sprintf("go publish %s", sizeName(size)), func() (spPhase, error) {
+			return spGoPublish(ctx, o, env, name, n, size)
+		})
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "error")
 			return out, err
 		}
-		fmt.Fprintf(os.Stderr, "%s/s, confirm p50 %.0f µs p99 %.0f µs\n", human(p.Rate), p.P50us, p.P99us)
 		out = append(out, p)
 	}
 	if o.streamProtoSuper > 0 {
@@ -334,19 +329,14 @@ func spGoTarget(ctx context.Context, o *options, t spTarget, n int) ([]spPhase, 
 	}
 	defer env.DeleteStream(small)
 	for _, k := range []int{1, 10} {
-		phase := fmt.Sprintf("go consume x%d", k)
-		fmt.Fprintf(os.Stderr, "%s: %s ... ", t.name, phase)
-		m := startSPMeter(t.pid)
-		p, err := spReadAll(ctx, k, n, func(ctx context.Context, n int) (float64, error) {
-			return spGoConsume(ctx, o, u, small, n)
+		p, err := spRunPhase(t, fmt.Sprintf("go consume x%d", k), func() (spPhase, error) {
+			return spReadAll(ctx, k, n, func(ctx context.Context, n int) (float64, error) {
+				return spGoConsume(ctx, o, u, small, n)
+			})
 		})
-		p.Target, p.Phase = t.name, phase
-		m.stop(&p)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "error")
 			return out, err
 		}
-		fmt.Fprintf(os.Stderr, "%s/s\n", human(p.Rate))
 		out = append(out, p)
 	}
 	return out, nil
@@ -366,17 +356,26 @@ func spGoSuperPhase(ctx context.Context, o *options, env *stream.Environment, t 
 		return p, nil
 	}
 	defer env.DeleteSuperStream(name)
+	return spRunPhase(t, phase, func() (spPhase, error) { return spGoSuperPublish(ctx, o, env, name, n, 16) })
+}
+
+// spRunPhase runs one phase against t with the broker's CPU and RSS
+// measured around it, and says how it went on standard error.
+func spRunPhase(t spTarget, phase string, run func() (spPhase, error)) (spPhase, error) {
 	fmt.Fprintf(os.Stderr, "%s: %s ... ", t.name, phase)
 	m := startSPMeter(t.pid)
-	p, err := spGoSuperPublish(ctx, o, env, name, n, 16)
+	p, err := run()
 	p.Target, p.Phase = t.name, phase
 	m.stop(&p)
-	if err != nil {
+	switch {
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "error")
-		return p, err
+	case p.P50us > 0:
+		fmt.Fprintf(os.Stderr, "%s/s, confirm p50 %.0f µs p99 %.0f µs\n", human(p.Rate), p.P50us, p.P99us)
+	default:
+		fmt.Fprintf(os.Stderr, "%s/s\n", human(p.Rate))
 	}
-	fmt.Fprintf(os.Stderr, "%s/s, confirm p50 %.0f µs p99 %.0f µs\n", human(p.Rate), p.P50us, p.P99us)
-	return p, nil
+	return p, err
 }
 
 func sizeName(size int) string {

@@ -25,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -351,32 +350,20 @@ func spRawTarget(ctx context.Context, o *options, t spTarget, n int) ([]spPhase,
 	defer ctl.call(spDelete(nil, ctl.next(), name))
 
 	var out []spPhase
-	phase := "raw publish 16 B"
-	fmt.Fprintf(os.Stderr, "%s: %s ... ", t.name, phase)
-	m := startSPMeter(t.pid)
-	p, err := spRawPublish(ctx, o, u, name, n, 16)
-	p.Target, p.Phase = t.name, phase
-	m.stop(&p)
+	p, err := spRunPhase(t, "raw publish 16 B", func() (spPhase, error) { return spRawPublish(ctx, o, u, name, n, 16) })
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "error")
 		return out, err
 	}
-	fmt.Fprintf(os.Stderr, "%s/s, confirm p50 %.0f µs p99 %.0f µs\n", human(p.Rate), p.P50us, p.P99us)
 	out = append(out, p)
 	for _, k := range []int{1, 10} {
-		phase := fmt.Sprintf("raw consume x%d", k)
-		fmt.Fprintf(os.Stderr, "%s: %s ... ", t.name, phase)
-		m := startSPMeter(t.pid)
-		p, err := spReadAll(ctx, k, n, func(ctx context.Context, n int) (float64, error) {
-			return spRawConsume(ctx, o, u, name, n)
+		p, err := spRunPhase(t, fmt.Sprintf("raw consume x%d", k), func() (spPhase, error) {
+			return spReadAll(ctx, k, n, func(ctx context.Context, n int) (float64, error) {
+				return spRawConsume(ctx, o, u, name, n)
+			})
 		})
-		p.Target, p.Phase = t.name, phase
-		m.stop(&p)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "error")
 			return out, err
 		}
-		fmt.Fprintf(os.Stderr, "%s/s\n", human(p.Rate))
 		out = append(out, p)
 	}
 	return out, nil
