@@ -63,6 +63,12 @@ type localCluster struct {
 // TRIDENT_PPROF; node i gets port+i. On error the nodes started are
 // stopped.
 func startCluster(ctx context.Context, bin, placement, pprof string) (c *localCluster, err error) {
+	return startClusterWith(ctx, bin, placement, pprof, nil)
+}
+
+// startClusterWith is startCluster with extra(i)'s arguments for node i
+// (nil: none).
+func startClusterWith(ctx context.Context, bin, placement, pprof string, extra func(i int) []string) (c *localCluster, err error) {
 	var pprofHost string
 	var pprofPort int
 	if pprof != "" {
@@ -128,6 +134,9 @@ func startCluster(ctx context.Context, bin, placement, pprof string) (c *localCl
 			"--cluster-gossip-listen", nd.gossip, "--cluster-raft-listen", nd.raft,
 			"--cluster-bootstrap-expect", strconv.Itoa(clusterSize), "--cluster-cookie", cookie,
 			"--join", strings.Join(seeds, ",")}
+		if extra != nil {
+			args = append(args, extra(i)...)
+		}
 		nd.p, err = testbin.Launch(ctx, testbin.Options{Binary: bin, ExtraArgs: args})
 		if err != nil {
 			return c, fmt.Errorf("start cluster node %s: %w", nd.name, err)

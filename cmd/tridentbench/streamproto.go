@@ -102,10 +102,13 @@ type spPhase struct {
 	ConfirmFrm uint64  `json:"confirm_frames,omitempty"` // raw publish: confirm frames received
 }
 
-// spTarget is a broker for the stream-protocol benchmark.
+// spTarget is a broker for the stream-protocol benchmark: its clients
+// connect to url; its CPU is that of pid's process and those of others
+// (the other nodes of a cluster target).
 type spTarget struct {
 	name, url string
 	pid       func() int
+	others    []func() int
 }
 
 func runStreamProtoBench(ctx context.Context, o *options) error {
@@ -132,19 +135,23 @@ func runStreamProtoBench(ctx context.Context, o *options) error {
 		}
 		targets = append(targets, spTarget{name: t.Name, url: u, pid: func() int { return pid }})
 	}
-	if len(o.targets) == 0 {
+	if len(o.targets) == 0 || o.streamProtoCluster {
 		done, err := buildTrident(ctx, o)
 		if err != nil {
 			return err
 		}
 		defer done()
+	}
+	if len(o.targets) == 0 {
 		port, err := testbin.FreePort()
 		if err != nil {
 			return err
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		o.tridentArgs = append(o.tridentArgs, "--stream-listen", addr)
+		args := o.tridentArgs
+		o.tridentArgs = append(slices.Clip(args), "--stream-listen", addr)
 		proc, err := launchTrident(ctx, o)
+		o.tridentArgs = args
 		if err != nil {
 			return err
 		}
@@ -155,8 +162,16 @@ func runStreamProtoBench(ctx context.Context, o *options) error {
 			proc.Cleanup()
 		}()
 		targets = append(targets, spTarget{name: "trident", url: "rabbitmq-stream://guest:guest@" + addr + "/", pid: proc.Pid})
-	} else if len(targets) == 0 && !o.anchors {
+	} else if len(targets) == 0 && !o.anchors && !o.streamProtoCluster {
 		return errors.New("no target has a " + streamProtoScheme + ":// URL")
+	}
+	if o.streamProtoCluster {
+		ct, stop, err := spClusterTarget(ctx, o)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		targets = append(targets, ct)
 	}
 	if o.anchors && !o.targets.has(baselineName) {
 		if err := runAnchors(ctx); err != nil {
@@ -200,6 +215,32 @@ func runStreamProtoBench(ctx context.Context, o *options) error {
 	}
 	writeStreamProto(os.Stdout, o, phases, hw)
 	return nil
+}
+
+// spClusterTarget starts three local Trident nodes, each with a stream
+// listener, as the target trident-3node: the clients reach node 0, which
+// answers metadata for every stream (and forwards to a stream's leader on
+// another node); the broker figures are the three processes' sums.
+func spClusterTarget(ctx context.Context, o *options) (spTarget, func(), error) {
+	var ports []int
+	for range clusterSize {
+		p, err := testbin.FreePort()
+		if err != nil {
+			return spTarget{}, nil, err
+		}
+		ports = append(ports, p)
+	}
+	c, err := startClusterWith(ctx, o.tridentBin, "spread", o.clusterProf, func(i int) []string {
+		return append([]string{"--stream-listen", fmt.Sprintf("127.0.0.1:%d", ports[i])}, o.tridentArgs...)
+	})
+	if err != nil {
+		return spTarget{}, nil, err
+	}
+	t := spTarget{name: clusterTargetName, url: fmt.Sprintf("rabbitmq-stream://guest:guest@127.0.0.1:%d/", ports[0]), pid: c.nodes[0].p.Pid}
+	for _, nd := range c.nodes[1:] {
+		t.others = append(t.others, nd.p.Pid)
+	}
+	return t, c.stop, nil
 }
 
 func writeStreamProto(w io.Writer, o *options, phases []spPhase, hw map[string]int64) {
@@ -267,24 +308,34 @@ func spEnv(o *options, u spURL) (*stream.Environment, error) {
 	return stream.NewEnvironment(opts)
 }
 
-// spMeter is a phase's broker CPU and RSS.
+// spMeter is a phase's broker CPU and RSS: of every process of the
+// target, summed (the sum of each process's peak RSS for a cluster).
 type spMeter struct {
-	cpu *cpuMeter
-	rss *rssSampler
-	n   int
+	cpu []*cpuMeter
+	rss []*rssSampler
 }
 
-func startSPMeter(pid func() int) *spMeter {
-	return &spMeter{cpu: startCPU(pid()), rss: startRSS(pid)}
+func startSPMeter(t spTarget) *spMeter {
+	m := &spMeter{}
+	for _, pid := range append([]func() int{t.pid}, t.others...) {
+		m.cpu = append(m.cpu, startCPU(pid()))
+		m.rss = append(m.rss, startRSS(pid))
+	}
+	return m
 }
 
 // stop fills p's broker figures for consumed messages at p.Rate.
 func (m *spMeter) stop(p *spPhase) {
-	m.cpu.stop()
-	p.PeakRSS = m.rss.stop()
-	p.BrokerCPU, p.ClientCPU = m.cpu.broker, m.cpu.client
-	if p.Rate > 0 && m.cpu.brokerOK {
-		p.BrokerNs = m.cpu.broker * 1e9 / p.Rate
+	ok := true
+	for i, c := range m.cpu {
+		c.stop()
+		p.PeakRSS += m.rss[i].stop()
+		p.BrokerCPU += c.broker
+		ok = ok && c.brokerOK
+	}
+	p.ClientCPU = m.cpu[0].client
+	if p.Rate > 0 && ok {
+		p.BrokerNs = p.BrokerCPU * 1e9 / p.Rate
 	}
 }
 
@@ -363,7 +414,7 @@ func spGoSuperPhase(ctx context.Context, o *options, env *stream.Environment, t 
 // measured around it, and says how it went on standard error.
 func spRunPhase(t spTarget, phase string, run func() (spPhase, error)) (spPhase, error) {
 	fmt.Fprintf(os.Stderr, "%s: %s ... ", t.name, phase)
-	m := startSPMeter(t.pid)
+	m := startSPMeter(t)
 	p, err := run()
 	p.Target, p.Phase = t.name, phase
 	m.stop(&p)
