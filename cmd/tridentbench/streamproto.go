@@ -100,6 +100,7 @@ type spPhase struct {
 	ClientCPU  float64 `json:"client_cores,omitempty"`
 	PeakRSS    int64   `json:"broker_peak_rss_bytes,omitempty"`
 	ConfirmFrm uint64  `json:"confirm_frames,omitempty"` // raw publish: confirm frames received
+	Duplicates int     `json:"duplicates,omitempty"`     // super stream consume: messages read twice
 }
 
 // spTarget is a broker for the stream-protocol benchmark: its clients
@@ -260,6 +261,11 @@ func writeStreamProto(w io.Writer, o *options, phases []spPhase, hw map[string]i
 			p.BrokerNs, p.BrokerCPU, mib(p.PeakRSS))
 	}
 	_ = tw.Flush()
+	for _, p := range phases {
+		if p.Duplicates > 0 {
+			fmt.Fprintf(w, "%s %s: %d messages read twice (a partition taken over while the group settled)\n", p.Target, p.Phase, p.Duplicates)
+		}
+	}
 	for name, v := range hw {
 		fmt.Fprintf(w, "%s: broker VmHWM %s at the end\n", name, mib(v))
 	}
@@ -370,12 +376,10 @@ func spGoTarget(ctx context.Context, o *options, t spTarget, n int) ([]spPhase, 
 		out = append(out, p)
 	}
 	if o.streamProtoSuper > 0 {
-		sp, err := spGoSuperPhase(ctx, o, env, t, n)
+		sp, err := spGoSuperPhase(ctx, o, env, u, t, n)
+		out = append(out, sp...)
 		if err != nil {
 			return out, err
-		}
-		if sp.Rate > 0 {
-			out = append(out, sp)
 		}
 	}
 	defer env.DeleteStream(small)
@@ -395,19 +399,105 @@ func spGoTarget(ctx context.Context, o *options, t spTarget, n int) ([]spPhase, 
 
 // spGoSuperPhase publishes n 16-byte messages to a super stream of
 // --stream-protocol-super partitions (issue 41: against "go publish 16 B",
-// one stream, in the same run). RabbitMQ before 3.13 cannot declare a
-// super stream over the protocol: a target that refuses is reported and
-// skipped.
-func spGoSuperPhase(ctx context.Context, o *options, env *stream.Environment, t spTarget, n int) (spPhase, error) {
+// one stream, in the same run), then reads them with as many members of
+// one single-active consumer group, each its own connection. RabbitMQ
+// before 3.13 cannot declare a super stream over the protocol (nor 3.10
+// run SAC on streams): a target that refuses is reported and skipped.
+func spGoSuperPhase(ctx context.Context, o *options, env *stream.Environment, u spURL, t spTarget, n int) ([]spPhase, error) {
 	name := "tridentbench-ss-" + randomSuffix()
-	phase := fmt.Sprintf("go super x%d publish 16 B", o.streamProtoSuper)
-	p := spPhase{Target: t.name, Phase: phase}
-	if err := env.DeclareSuperStream(name, stream.NewPartitionsOptions(o.streamProtoSuper)); err != nil {
+	k := o.streamProtoSuper
+	phase := fmt.Sprintf("go super x%d publish 16 B", k)
+	if err := env.DeclareSuperStream(name, stream.NewPartitionsOptions(k)); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %s: declare refused (%v), skipped\n", t.name, phase, err)
-		return p, nil
+		return nil, nil
 	}
 	defer env.DeleteSuperStream(name)
-	return spRunPhase(t, phase, func() (spPhase, error) { return spGoSuperPublish(ctx, o, env, name, n, 16) })
+	p, err := spRunPhase(t, phase, func() (spPhase, error) { return spGoSuperPublish(ctx, o, env, name, n, 16) })
+	if err != nil {
+		return nil, err
+	}
+	c, err := spRunPhase(t, fmt.Sprintf("go super x%d consume, %d SAC", k, k), func() (spPhase, error) {
+		return spGoSuperConsume(ctx, o, env, u, name, k, n)
+	})
+	return []spPhase{p, c}, err
+}
+
+// spGoSuperConsume reads the n messages of super stream name's k
+// partitions with k members of the single-active group "tridentbench",
+// each from the first offset: the rate until every message arrived once
+// (a member that takes a partition over while the group settles reads it
+// again from the first offset: those are counted as duplicates).
+func spGoSuperConsume(ctx context.Context, o *options, env *stream.Environment, u spURL, name string, k, n int) (spPhase, error) {
+	p := spPhase{Messages: n}
+	size := map[string]int64{}
+	for i := range k {
+		part := fmt.Sprintf("%s-%d", name, i)
+		st, err := env.StreamStats(part)
+		if err != nil {
+			return p, err
+		}
+		lo, err := st.LastOffset()
+		if err != nil {
+			lo = -1 // empty
+		}
+		size[part] = lo + 1
+	}
+	var (
+		mu       sync.Mutex
+		seen     = map[string][]bool{}
+		distinct int
+		dups     int
+		done     = make(chan struct{})
+	)
+	for part, sz := range size {
+		seen[part] = make([]bool, sz)
+	}
+	handler := func(c stream.ConsumerContext, _ *amqp10.Message) {
+		part, off := c.Consumer.GetStreamName(), c.Consumer.GetOffset()
+		mu.Lock()
+		defer mu.Unlock()
+		s := seen[part]
+		if off < 0 || off >= int64(len(s)) {
+			return
+		}
+		if s[off] {
+			dups++
+			return
+		}
+		s[off] = true
+		if distinct++; distinct == n {
+			close(done)
+		}
+	}
+	first := func(string, bool) stream.OffsetSpecification { return stream.OffsetSpecification{}.First() }
+	start := time.Now()
+	for range k {
+		menv, err := spEnv(o, u)
+		if err != nil {
+			return p, err
+		}
+		defer menv.Close()
+		_, err = menv.NewSuperStreamConsumer(name, handler, stream.NewSuperStreamConsumerOptions().
+			SetConsumerName("tridentbench").SetManualCommit().SetOffset(stream.OffsetSpecification{}.First()).
+			SetSingleActiveConsumer(stream.NewSingleActiveConsumer(first)))
+		if err != nil {
+			return p, err
+		}
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return p, ctx.Err()
+	case <-time.After(5 * time.Minute):
+		mu.Lock()
+		defer mu.Unlock()
+		return p, fmt.Errorf("super stream consumers stalled after %d of %d", distinct, n)
+	}
+	p.Rate = float64(n) / time.Since(start).Seconds()
+	mu.Lock()
+	p.Duplicates = dups
+	mu.Unlock()
+	return p, nil
 }
 
 // spRunPhase runs one phase against t with the broker's CPU and RSS
