@@ -256,15 +256,29 @@ func (us *Users) Apply(c Command) error {
 // since it was proposed changes nothing. Applying a command twice (a
 // replay after a crash) changes nothing more.
 func (us *Users) ApplyCommitted(c Command) ([]Record, error) {
-	us.mu.Lock()
-	defer us.mu.Unlock()
-	s := us.snap.Load().clone()
-	recs, err := applyTo(s, c, true)
-	if err != nil {
-		return nil, err
+	// A writer of the records path (the flag was enabled while it
+	// proposed its record) may hold mu waiting for its entry, which
+	// comes after this one: never wait for mu. Without it, the new
+	// snapshot is swapped in alone, and a reload once the writer is done
+	// makes sure its swap did not hide this change (reloadLater).
+	locked := us.mu.TryLock()
+	if locked {
+		defer us.mu.Unlock()
 	}
-	us.snap.Store(s)
-	return recs, nil
+	for {
+		cur := us.snap.Load()
+		s := cur.clone()
+		recs, err := applyTo(s, c, true)
+		if err != nil {
+			return nil, err
+		}
+		if us.snap.CompareAndSwap(cur, s) {
+			if !locked {
+				us.reloadLater()
+			}
+			return recs, nil
+		}
+	}
 }
 
 // ApplyCommittedEntry is ApplyCommitted of an encoded command.

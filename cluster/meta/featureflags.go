@@ -166,3 +166,23 @@ func (g *Group) ProposeTopology(c exchange.TopologyCommand) error {
 	defer cancel()
 	return g.propose(ctx, EncodeCommand(cmd))
 }
+
+// UserCommands implements auth.Proposer: whether the cluster has enabled
+// typed commands (featureflags.TopologyCommands), users commands included.
+func (g *Group) UserCommands() bool {
+	return g.c.Flags.Enabled(featureflags.TopologyCommands)
+}
+
+// ProposeUsers implements auth.Proposer: cmd (an encoded auth.Command) is
+// written as a KindUsers entry, once its flag is enabled (gate), and
+// ProposeUsers returns when it is committed and applied on this node, at
+// most ProposeTimeout later.
+func (g *Group) ProposeUsers(cmd []byte) error {
+	c := Command{Kind: KindUsers, Users: cmd}
+	if err := g.gate(c); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ProposeTimeout)
+	defer cancel()
+	return g.propose(ctx, EncodeCommand(c))
+}

@@ -181,6 +181,17 @@ func (f *fsm) applyCommand(c *Command) error {
 			return fmt.Errorf("%w: this node applies no topology commands", ErrUnreadable)
 		}
 		return ta.ApplyTopology(c.Topology)
+	case KindUsers:
+		ua, ok := f.a.(UsersApplier)
+		if !ok {
+			return fmt.Errorf("%w: this node applies no users commands", ErrUnreadable)
+		}
+		err := ua.ApplyUsers(c.Users)
+		var u interface{ Unreadable() bool }
+		if errors.As(err, &u) && u.Unreadable() {
+			return fmt.Errorf("%w: %v", ErrUnreadable, err)
+		}
+		return err
 	}
 	return fmt.Errorf("%w: command kind %d", ErrUnreadable, c.Kind)
 }
@@ -191,6 +202,16 @@ type TopologyApplier interface {
 	// ApplyTopology applies a committed command: memory and the node's
 	// local store. It must be idempotent, as ApplyMeta.
 	ApplyTopology(c exchange.TopologyCommand) error
+}
+
+// UsersApplier is an Applier that applies users commands (KindUsers):
+// the node's, over its user database.
+type UsersApplier interface {
+	// ApplyUsers applies a committed encoded command: memory and the
+	// node's local store. It must be idempotent, as ApplyMeta. An error
+	// with an Unreadable() method returning true is a command of a newer
+	// format: the FSM halts.
+	ApplyUsers(cmd []byte) error
 }
 
 // Snapshot exports every replicated record now, on the FSM goroutine, so
