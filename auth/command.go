@@ -2,6 +2,7 @@ package auth
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -478,4 +479,16 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// PutUserCommand is the command that creates or replaces user name with a
+// new sha256-salted hash of password ("" for no password) and tags: the
+// hash is made here, once, so that every node of a cluster stores the
+// same one.
+func PutUserCommand(name, password string, tags []string) Command {
+	c := Command{Op: OpPutUser, User: name, Tags: tags}
+	if password != "" {
+		c.PasswordHash = base64.StdEncoding.EncodeToString(hashPassword(password))
+	}
+	return c
 }

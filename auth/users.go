@@ -527,30 +527,14 @@ func normalizeTags(tags []string) []string {
 // password and the given tags; its permissions are kept. An empty password
 // makes a user that cannot authenticate by password.
 func (us *Users) PutUser(name, password string, tags []string) error {
-	var h []byte
-	if password != "" {
-		h = hashPassword(password)
-	}
-	return us.putUser(name, h, tags)
+	return us.Apply(PutUserCommand(name, password, tags))
 }
 
 // PutUserHash is PutUser with a password hash as RabbitMQ exports it
 // (base64 of a 4-byte salt and a SHA-256 or SHA-512 digest, the algorithm
 // told by the length), for importing definitions. "" means no password.
 func (us *Users) PutUserHash(name, hash string, tags []string) error {
-	h, _, err := decodeHash(hash)
-	if err != nil {
-		return err
-	}
-	return us.putUser(name, h, tags)
-}
-
-func (us *Users) putUser(name string, h []byte, tags []string) error {
-	c := Command{Op: OpPutUser, User: name, Tags: tags}
-	if h != nil {
-		c.PasswordHash = base64.StdEncoding.EncodeToString(h)
-	}
-	return us.Apply(c)
+	return us.Apply(Command{Op: OpPutUser, User: name, PasswordHash: hash, Tags: tags})
 }
 
 // DeleteUser deletes user name and all its permissions. Permissions are
