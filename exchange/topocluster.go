@@ -431,3 +431,41 @@ func (b *Broker) applyCommittedVHost(c TopologyCommand) []MetaOp {
 	}
 	return nil
 }
+
+// proposeSelfDelete proposes the delete of q, which the broker deletes by
+// itself (deleteQueueBySelf), as a command naming q's id, when the
+// cluster runs commands and q's record is replicated: every node, this
+// one included, removes it when the command is applied
+// (ApplyCommitted). It reports whether q is gone here; false leaves the
+// delete to the caller (no commands, a queue of this node alone, or a
+// proposal that failed). It takes metaMu, as Apply's proposals do; the
+// caller holds no lock.
+func (v *VHost) proposeSelfDelete(q *Queue) bool {
+	p, on := v.commandsOn()
+	if !on {
+		return false
+	}
+	v.metaMu.Lock()
+	defer v.metaMu.Unlock()
+	v.mu.RLock()
+	key := ""
+	if v.queues[q.name] == q {
+		key = v.queueKey(q)
+	}
+	v.mu.RUnlock()
+	if key == "" {
+		return false
+	}
+	c := TopologyCommand{Op: TopoDeleteQueue, VHost: v.name, Name: q.name, ID: q.id}
+	if f := v.b.onApply; f != nil {
+		f(c)
+	}
+	if err := v.propose(p, c); err != nil {
+		v.b.log.Warn("proposing the delete of a queue the broker deletes failed: deleting it here", "vhost", v.name,
+			"queue", q.name, "err", err)
+		return false
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.queues[q.name] != q
+}

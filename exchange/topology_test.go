@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 var updateTopology = flag.Bool("update-topology", false, "rewrite testdata/topology from EncodeTopology")
@@ -477,5 +478,85 @@ func TestVHostsAsCommands(t *testing.T) {
 				t.Fatalf("node %d keeps record %q", i, k)
 			}
 		}
+	}
+}
+
+// TestSelfDeletesAsCommands (issue 43): with commands on, the deletes
+// the broker makes by itself — an exclusive queue whose connection
+// closes, an auto-delete queue whose last consumer goes, a queue past
+// its x-expires — are commands naming the queue's id, by no user, that
+// every node applies: the queue, its bindings and the auto-delete
+// exchange they leave empty are gone on both nodes, records included.
+func TestSelfDeletesAsCommands(t *testing.T) {
+	twoNodesCommands = true
+	l, va, vb := twoNodes(t)
+	twoNodesCommands = false
+	owner := new(int)
+	ex := declareQ(t, va, "ex", QueueOpts{Exclusive: true, Owner: owner})
+	ad := declareQ(t, va, "ad", QueueOpts{Durable: true, AutoDelete: true})
+	exp := declareQ(t, va, "exp", QueueOpts{Durable: true, Args: Table{"x-expires": int32(50)}})
+	if err := va.DeclareExchange("adx", KindDirect, ExchangeOpts{Durable: true, AutoDelete: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := va.BindQueue("ad", "adx", "k", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	has := func(v *VHost, name string) bool {
+		v.mu.RLock()
+		defer v.mu.RUnlock()
+		return v.queues[name] != nil
+	}
+	for _, name := range []string{"ex", "ad", "exp"} {
+		if !has(vb, name) {
+			t.Fatalf("b lacks %s", name)
+		}
+	}
+	n := len(l.proposed)
+	c, err := va.Consume("ad", ConsumeOpts{Sink: &sink{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Cancel()
+	va.CloseOwner(owner)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if !has(va, "exp") && !has(vb, "exp") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("exp did not expire on both nodes")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, v := range []*VHost{va, vb} {
+		for _, name := range []string{"ex", "ad", "exp"} {
+			if has(v, name) {
+				t.Fatalf("%s still on a node", name)
+			}
+		}
+		if _, ok := v.Exchange("adx"); ok {
+			t.Fatal("the auto-delete exchange outlived its last binding")
+		}
+	}
+	for i, st := range l.stores {
+		for _, p := range []string{"queue/", "tqueue/", "binding/", "exchange/\x2f\x00adx"} {
+			for _, k := range st.metaKeys(p) {
+				if strings.Contains(k, "ad") || strings.Contains(k, "ex") {
+					t.Fatalf("node %d keeps record %q", i, k)
+				}
+			}
+		}
+	}
+	ids := map[uint64]string{ex.ID(): "ex", ad.ID(): "ad", exp.ID(): "exp"}
+	l.mu.Lock()
+	proposed := append([]TopologyCommand(nil), l.proposed[n:]...)
+	l.mu.Unlock()
+	for _, c := range proposed {
+		if c.Op == TopoDeleteQueue && ids[c.ID] == c.Name && c.Actor == "" {
+			delete(ids, c.ID)
+		}
+	}
+	if len(ids) != 0 {
+		t.Fatalf("no delete command for %v; proposed %+v", ids, proposed)
 	}
 }
