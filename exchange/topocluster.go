@@ -172,6 +172,18 @@ func (v *VHost) checkChangeLocked(c *TopologyCommand, res *Result) (bool, error)
 			return false, errorf(KindNotFound, "no policy '%s' in vhost '%s'", c.Name, v.name)
 		}
 		return true, nil
+	case TopoSetOperatorPolicy:
+		if _, err := compileOperatorPolicy(v.name, c.policy()); err != nil {
+			return false, err
+		}
+		_, existed := v.opPolicies[c.Name]
+		res.Created = !existed
+		return true, nil
+	case TopoDeleteOperatorPolicy:
+		if _, ok := v.opPolicies[c.Name]; !ok {
+			return false, errorf(KindNotFound, "no operator policy '%s' in vhost '%s'", c.Name, v.name)
+		}
+		return true, nil
 	}
 	return false, errorf(KindInternal, "topology command %v is not proposed this way", c.Op)
 }
@@ -248,6 +260,24 @@ func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, reapply bo
 		delete(v.policies, c.Name)
 		v.reapplyExchangesLocked()
 		v.deleteMetaLocked(v.key("policy", c.Name))
+		return nil, true, nil
+	case TopoSetOperatorPolicy:
+		np, err := compileOperatorPolicy(v.name, c.policy())
+		if err != nil {
+			return nil, false, err
+		}
+		if cur := v.opPolicies[c.Name]; cur != nil && cur.same(np) {
+			return nil, false, nil
+		}
+		v.opPolicies[np.Name] = np
+		v.putMetaLocked(v.opPolicyKey(np.Name), encodeRecord(np.record()))
+		return nil, true, nil
+	case TopoDeleteOperatorPolicy:
+		if _, ok := v.opPolicies[c.Name]; !ok {
+			return nil, false, nil
+		}
+		delete(v.opPolicies, c.Name)
+		v.deleteMetaLocked(v.opPolicyKey(c.Name))
 		return nil, true, nil
 	case TopoDeclareExchange:
 		if v.exchanges[c.Name] != nil || c.Name == "" {

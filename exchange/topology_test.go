@@ -40,6 +40,9 @@ func goldenTopology() map[string]TopologyCommand {
 		"set-vhost-metadata": {Op: TopoSetVHostMeta, VHost: "prod", Actor: "admin", Description: "production",
 			Tags: []string{"eu", "critical"}},
 		"delete-vhost": {Op: TopoDeleteVHost, VHost: "prod", Actor: "admin"},
+		"set-operator-policy": {Op: TopoSetOperatorPolicy, VHost: "/", Actor: "admin", Name: "cap", Pattern: ".*",
+			ApplyTo: ApplyToQueues, Priority: 1, Definition: Table{"max-length": int64(1000)}},
+		"delete-operator-policy": {Op: TopoDeleteOperatorPolicy, VHost: "/", Actor: "admin", Name: "cap"},
 	}
 }
 
@@ -558,5 +561,62 @@ func TestSelfDeletesAsCommands(t *testing.T) {
 	}
 	if len(ids) != 0 {
 		t.Fatalf("no delete command for %v; proposed %+v", ids, proposed)
+	}
+}
+
+// TestOperatorPoliciesAsCommands: with commands on, an operator policy
+// set on one node and deleted on the other is one command each, applied
+// on every node: both queues take its limit and lose it, both stores hold
+// its record and lose it; an invalid one is refused where it is set, and
+// nothing is proposed.
+func TestOperatorPoliciesAsCommands(t *testing.T) {
+	twoNodesCommands = true
+	l, va, vb := twoNodes(t)
+	twoNodesCommands = false
+	declareQ(t, va, "q.1", QueueOpts{Durable: true})
+	n := len(l.proposed)
+	if _, err := va.SetOperatorPolicy(Policy{Name: "bad", Pattern: "(", ApplyTo: ApplyToQueues}); err == nil {
+		t.Fatal("an invalid pattern was accepted")
+	}
+	created, err := va.SetOperatorPolicy(Policy{Name: "cap", Pattern: "^q\\.", ApplyTo: ApplyToQueues, Priority: 1,
+		Definition: Table{"max-length": int64(3)}})
+	if err != nil || !created {
+		t.Fatalf("set: created %v, %v", created, err)
+	}
+	if got := l.proposed[n:]; len(got) != 1 || got[0].Op != TopoSetOperatorPolicy || got[0].Name != "cap" {
+		t.Fatalf("proposed %+v, want the one operator-policy.set", got)
+	}
+	for i, v := range []*VHost{va, vb} {
+		q, err := v.Queue("q.1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name, _ := q.OperatorPolicy(); name != "cap" {
+			t.Fatalf("node %d: queue's operator policy %q", i, name)
+		}
+		if ks := l.stores[i].metaKeys(opPolicyPrefix); len(ks) != 1 {
+			t.Fatalf("node %d: operator policy records %q", i, ks)
+		}
+	}
+	if err := vb.DeleteOperatorPolicy("cap"); err != nil {
+		t.Fatal(err)
+	}
+	if err := va.DeleteOperatorPolicy("cap"); KindOf(err) != KindNotFound {
+		t.Fatalf("delete of a deleted operator policy: %v", err)
+	}
+	if got := l.proposed[n:]; len(got) != 2 || got[1].Op != TopoDeleteOperatorPolicy {
+		t.Fatalf("proposed %+v, want operator-policy.set and .delete", got)
+	}
+	for i, v := range []*VHost{va, vb} {
+		if ps := v.OperatorPolicies(); len(ps) != 0 {
+			t.Fatalf("node %d keeps operator policies %+v", i, ps)
+		}
+		q, _ := v.Queue("q.1", nil)
+		if name, _ := q.OperatorPolicy(); name != "" {
+			t.Fatalf("node %d: the queue keeps operator policy %q", i, name)
+		}
+		if ks := l.stores[i].metaKeys(opPolicyPrefix); len(ks) != 0 {
+			t.Fatalf("node %d keeps operator policy records %q", i, ks)
+		}
 	}
 }
