@@ -38,27 +38,40 @@ type StoreApplier struct {
 	// (auth.Users.ApplyCommittedEntry, its records as MetaOps), which the
 	// applier writes to Local. nil: the node applies none.
 	Users func(cmd []byte) ([]exchange.MetaOp, error)
+	// Parameters applies a committed parameter command (encoded
+	// shovel.Command) as Users does (shovel.Manager.ApplyCommittedEntry).
+	Parameters func(cmd []byte) ([]exchange.MetaOp, error)
 }
 
 var (
-	_ Applier         = (*StoreApplier)(nil)
-	_ TopologyApplier = (*StoreApplier)(nil)
-	_ UsersApplier    = (*StoreApplier)(nil)
+	_ Applier           = (*StoreApplier)(nil)
+	_ TopologyApplier   = (*StoreApplier)(nil)
+	_ UsersApplier      = (*StoreApplier)(nil)
+	_ ParametersApplier = (*StoreApplier)(nil)
 )
 
 // ApplyUsers implements UsersApplier: the command changes memory, then
 // its records are written to the local store, in one batch where the
 // store has them (not passed to the hooks: the users applied them).
 func (a *StoreApplier) ApplyUsers(cmd []byte) error {
-	if a.Users == nil {
-		return fmt.Errorf("%w: this node applies no users commands", ErrUnreadable)
+	return a.applyOpaque("users", a.Users, cmd)
+}
+
+// ApplyParameters implements ParametersApplier, as ApplyUsers.
+func (a *StoreApplier) ApplyParameters(cmd []byte) error {
+	return a.applyOpaque("parameter", a.Parameters, cmd)
+}
+
+func (a *StoreApplier) applyOpaque(kind string, apply func([]byte) ([]exchange.MetaOp, error), cmd []byte) error {
+	if apply == nil {
+		return fmt.Errorf("%w: this node applies no %s commands", ErrUnreadable, kind)
 	}
-	ops, err := a.Users(cmd)
+	ops, err := apply(cmd)
 	if len(ops) == 0 {
 		return err
 	}
 	if werr := a.writeLocal(ops); werr != nil {
-		return errors.Join(err, fmt.Errorf("meta: write the records of a users command: %w", werr))
+		return errors.Join(err, fmt.Errorf("meta: write the records of a %s command: %w", kind, werr))
 	}
 	return err
 }

@@ -232,6 +232,10 @@ const (
 	// versioned), opaque here: the group's TopologyApplier decodes it
 	// (UsersApplier).
 	KindUsers Kind = 3
+	// KindParameters is a change of a parameter (a shovel's or an MQTT
+	// bridge's definition); payload: an encoded shovel.Command (itself
+	// versioned), opaque here (ParametersApplier decodes it).
+	KindParameters Kind = 4
 )
 
 // commandFlag is the feature flag each kind needs enabled before a writer
@@ -241,6 +245,7 @@ var commandFlag = map[Kind]string{
 	KindEnableFlag: featureflags.FeatureFlags,
 	KindTopology:   featureflags.TopologyCommands,
 	KindUsers:      featureflags.TopologyCommands,
+	KindParameters: featureflags.TopologyCommands,
 }
 
 // ErrUnreadable is an entry of a version or kind this node does not know:
@@ -253,6 +258,7 @@ type Command struct {
 	Flag     string                   // KindEnableFlag: the flag's name
 	Topology exchange.TopologyCommand // KindTopology
 	Users    []byte                   // KindUsers: the encoded command
+	Params   []byte                   // KindParameters: the encoded command
 }
 
 // EncodeCommand encodes c as a version 2 entry.
@@ -266,6 +272,8 @@ func EncodeCommand(c Command) []byte {
 		b = append(b, exchange.EncodeTopology(c.Topology)...)
 	case KindUsers:
 		b = append(b, c.Users...)
+	case KindParameters:
+		b = append(b, c.Params...)
 	}
 	return b
 }
@@ -313,6 +321,11 @@ func decodeCommand(b []byte) (*Command, error) {
 			return nil, fmt.Errorf("%w: empty users command", ErrBadEntry)
 		}
 		c.Users, b = bytes.Clone(b), nil
+	case KindParameters:
+		if len(b) == 0 {
+			return nil, fmt.Errorf("%w: empty parameter command", ErrBadEntry)
+		}
+		c.Params, b = bytes.Clone(b), nil
 	default:
 		return nil, fmt.Errorf("%w: command kind %d", ErrUnreadable, k)
 	}

@@ -178,7 +178,23 @@ func (g *Group) UserCommands() bool {
 // ProposeUsers returns when it is committed and applied on this node, at
 // most ProposeTimeout later.
 func (g *Group) ProposeUsers(cmd []byte) error {
-	c := Command{Kind: KindUsers, Users: cmd}
+	return g.proposeOpaque(Command{Kind: KindUsers, Users: cmd})
+}
+
+// ParameterCommands implements shovel.Proposer: whether the cluster has
+// enabled typed commands (featureflags.TopologyCommands), parameter
+// commands included.
+func (g *Group) ParameterCommands() bool {
+	return g.c.Flags.Enabled(featureflags.TopologyCommands)
+}
+
+// ProposeParameters implements shovel.Proposer: cmd (an encoded
+// shovel.Command) is written as a KindParameters entry, as ProposeUsers.
+func (g *Group) ProposeParameters(cmd []byte) error {
+	return g.proposeOpaque(Command{Kind: KindParameters, Params: cmd})
+}
+
+func (g *Group) proposeOpaque(c Command) error {
 	if err := g.gate(c); err != nil {
 		return err
 	}

@@ -129,6 +129,7 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 		NodeID: n.nodeName(), Log: log.With("component", "raft")})
 	applier := &meta.StoreApplier{Local: n.store, Replicated: replicatedKey, Rank: metaRank,
 		Stamp: exchange.MetaStamp, Topology: n.broker.ApplyCommitted, Users: n.usersApplyCommitted,
+		Parameters: n.shovelsApplyCommitted,
 		Hooks: []func([]exchange.MetaOp) error{
 			n.broker.ApplyMeta,
 			func(ops []exchange.MetaOp) error {
@@ -173,6 +174,9 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 	n.metaStore.Attach(rs.meta)
 	n.broker.SetTopologyProposer(rs.meta)
 	n.users.SetProposer(rs.meta)
+	if n.shovels != nil {
+		n.shovels.SetProposer(rs.meta)
+	}
 	log.Info("raft started", "raft_listen", rs.mux.BoundAddr().String(), "raft_advertise", rs.mux.Addr())
 	return rs, nil
 }
