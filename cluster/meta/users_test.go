@@ -186,3 +186,48 @@ func TestFSMHaltsOnNewerUsersCommand(t *testing.T) {
 		t.Fatalf("round trip: %+v %v", c, err)
 	}
 }
+
+type newerErr struct{}
+
+func (newerErr) Error() string    { return "newer" }
+func (newerErr) Unreadable() bool { return true }
+
+// TestFSMAppliesParameters: a parameter command reaches the node's
+// parameters (StoreApplier.Parameters) and its records are written; one
+// the parameters call newer halts the FSM; a node without a parameters
+// applier halts rather than skip it.
+func TestFSMAppliesParameters(t *testing.T) {
+	local := store.NewMemory()
+	var seen []string
+	a := &StoreApplier{Local: local, Replicated: usersReplicated, Parameters: func(cmd []byte) ([]exchange.MetaOp, error) {
+		if string(cmd) == "newer" {
+			return nil, newerErr{}
+		}
+		seen = append(seen, string(cmd))
+		return []exchange.MetaOp{{Key: "shovel/\x00" + string(cmd), Val: []byte("def")}}, nil
+	}}
+	f, err := newFSM(a, local, featureflags.NewSet(), discardLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := f.Apply(&raft.Log{Index: 1, Data: EncodeCommand(Command{Kind: KindParameters, Params: []byte("s1")})}); r != nil {
+		t.Fatalf("apply: %v", r)
+	}
+	if len(seen) != 1 || !hasPrefix(local, "shovel/\x00s1") {
+		t.Fatalf("applied %q; record written %v", seen, hasPrefix(local, "shovel/\x00s1"))
+	}
+	if err, _ := f.Apply(&raft.Log{Index: 2, Data: EncodeCommand(Command{Kind: KindParameters, Params: []byte("newer")})}).(error); !errors.Is(err, ErrUnreadable) {
+		t.Fatalf("a newer parameter command: %v, want ErrUnreadable", err)
+	}
+	if f.Applied() != 1 {
+		t.Fatalf("applied %d", f.Applied())
+	}
+	f2, err := newTestFSM(t, store.NewMemory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f2.log = discardLog()
+	if err, _ := f2.Apply(&raft.Log{Index: 1, Data: EncodeCommand(Command{Kind: KindParameters, Params: []byte("s1")})}).(error); !errors.Is(err, ErrUnreadable) {
+		t.Fatalf("a node without a parameters applier: %v, want ErrUnreadable", err)
+	}
+}
