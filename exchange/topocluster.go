@@ -316,6 +316,9 @@ func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, reapply bo
 		if len(c.Members) > 0 {
 			r["members"] = stringsToAny(c.Members)
 		}
+		if len(c.seed) > 0 {
+			r["seed"] = stringsToAny(c.seed)
+		}
 		q, err := queueFromRecord(v, c.Name, r)
 		if err != nil {
 			return nil, false, err

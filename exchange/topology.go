@@ -132,6 +132,9 @@ type TopologyCommand struct {
 	generated bool
 	// turn: a super stream partition's index (QueueOpts.turn), not encoded.
 	turn int
+	// seed: a quorum queue's first members, as its record keeps them
+	// (recovery's replay only, not encoded).
+	seed []string
 }
 
 // topologyVersion is the first byte of an encoded TopologyCommand.
