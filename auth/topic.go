@@ -135,11 +135,10 @@ func loadTopicPerms(st Store, s *snapshot) (orphans []string, err error) {
 			orphans = append(orphans, key)
 			return nil
 		}
-		tp, err := compileTopicPermission(p)
-		if err != nil {
+		c := Command{Op: OpSetTopicPermissions, User: p.User, VHost: p.VHost, Exchange: p.Exchange, Write: p.Write, Read: p.Read}
+		if _, err := applyTo(s, c, true); err != nil {
 			return fmt.Errorf("auth: load %s: %w", key, err)
 		}
-		s.withTopicPerm(p.User, p.VHost, p.Exchange, tp)
 		return nil
 	})
 	return orphans, err

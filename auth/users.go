@@ -249,8 +249,9 @@ func New(st Store, opts Options) (*Users, error) {
 }
 
 // loadSnapshot reads every user, permission and topic permission record
-// from st; permission records of users that do not exist are returned as
-// orphans.
+// from st, each replayed as the command that made it (applyTo, the code
+// every change takes); permission records of users that do not exist
+// are returned as orphans.
 func loadSnapshot(st Store) (_ *snapshot, orphans []string, err error) {
 	s := &snapshot{users: map[string]*User{}, perms: map[string]map[string]*permission{},
 		tperms: map[string]map[string]map[string]*topicPermission{}}
@@ -259,11 +260,12 @@ func loadSnapshot(st Store) (_ *snapshot, orphans []string, err error) {
 		if err := json.Unmarshal(val, &r); err != nil {
 			return fmt.Errorf("auth: load %s: %w", key, err)
 		}
-		h, alg, err := decodeHash(r.PasswordHash)
-		if err != nil || r.Name == "" {
+		if r.Name == "" {
 			return fmt.Errorf("auth: load %s: bad record", key)
 		}
-		s.users[r.Name] = &User{name: r.Name, tags: r.Tags, hash: h, alg: alg}
+		if _, err := applyTo(s, Command{Op: OpPutUser, User: r.Name, PasswordHash: r.PasswordHash, Tags: r.Tags}, true); err != nil {
+			return fmt.Errorf("auth: load %s: bad record: %w", key, err)
+		}
 		return nil
 	})
 	if err != nil {
@@ -278,14 +280,10 @@ func loadSnapshot(st Store) (_ *snapshot, orphans []string, err error) {
 			orphans = append(orphans, key)
 			return nil
 		}
-		cp, err := compilePermission(p)
-		if err != nil {
+		c := Command{Op: OpSetPermissions, User: p.User, VHost: p.VHost, Configure: p.Configure, Write: p.Write, Read: p.Read}
+		if _, err := applyTo(s, c, true); err != nil {
 			return fmt.Errorf("auth: load %s: %w", key, err)
 		}
-		if s.perms[p.User] == nil {
-			s.perms[p.User] = map[string]*permission{}
-		}
-		s.perms[p.User][p.VHost] = cp
 		return nil
 	})
 	if err != nil {
