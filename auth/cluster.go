@@ -55,6 +55,12 @@ func (us *Users) ApplyMeta(keys []string) {
 		return
 	}
 	us.reload()
+	us.reloadLater()
+}
+
+// reloadLater reloads once the writer holding mu is done (once, however
+// many ask meanwhile).
+func (us *Users) reloadLater() {
 	if us.reloadPending.CompareAndSwap(false, true) {
 		go func() {
 			us.mu.Lock()

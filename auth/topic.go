@@ -135,11 +135,10 @@ func loadTopicPerms(st Store, s *snapshot) (orphans []string, err error) {
 			orphans = append(orphans, key)
 			return nil
 		}
-		tp, err := compileTopicPermission(p)
-		if err != nil {
+		c := Command{Op: OpSetTopicPermissions, User: p.User, VHost: p.VHost, Exchange: p.Exchange, Write: p.Write, Read: p.Read}
+		if _, err := applyTo(s, c, true); err != nil {
 			return fmt.Errorf("auth: load %s: %w", key, err)
 		}
-		s.withTopicPerm(p.User, p.VHost, p.Exchange, tp)
 		return nil
 	})
 	return orphans, err
@@ -149,71 +148,14 @@ func loadTopicPerms(st Store, s *snapshot) (orphans []string, err error) {
 // (RE2 syntax, unanchored; "" matches only the empty routing key). The user
 // must exist.
 func (us *Users) SetTopicPermissions(user, vhost, exchange, write, read string) error {
-	if !validName(vhost) || !validName(exchange) {
-		return ErrBadName
-	}
-	p, err := compileTopicPermission(TopicPermission{User: user, VHost: vhost, Exchange: exchange, Write: write, Read: read})
-	if err != nil {
-		return err
-	}
-	val, err := json.Marshal(p.TopicPermission)
-	if err != nil {
-		return fmt.Errorf("auth: %w", err)
-	}
-	us.mu.Lock()
-	defer us.mu.Unlock()
-	if us.snap.Load().users[user] == nil {
-		return fmt.Errorf("%w: %q", ErrNoSuchUser, user)
-	}
-	if err := us.st.PutMeta(topicPermKey(vhost, user, exchange), val); err != nil {
-		return fmt.Errorf("auth: store topic permission of %q in %q: %w", user, vhost, err)
-	}
-	s := us.snap.Load().clone()
-	s.withTopicPerm(user, vhost, exchange, p)
-	us.snap.Store(s)
-	return nil
+	return us.Apply(Command{Op: OpSetTopicPermissions, User: user, VHost: vhost, Exchange: exchange, Write: write, Read: read})
 }
 
 // ClearTopicPermissions removes user's topic permission for exchange in
 // vhost, or all of user's topic permissions in vhost when exchange is "".
 // It is a no-op if there are none.
 func (us *Users) ClearTopicPermissions(user, vhost, exchange string) error {
-	us.mu.Lock()
-	defer us.mu.Unlock()
-	s := us.snap.Load().clone()
-	defer func() { us.snap.Store(s) }() // publish what was deleted, even on error
-	for ex := range us.snap.Load().tperms[user][vhost] {
-		if exchange != "" && ex != exchange {
-			continue
-		}
-		if err := us.st.DeleteMeta(topicPermKey(vhost, user, ex)); err != nil {
-			return fmt.Errorf("auth: delete topic permission of %q in %q: %w", user, vhost, err)
-		}
-		s.withTopicPerm(user, vhost, ex, nil)
-	}
-	return nil
-}
-
-// deleteTopicPerms deletes every topic permission of user (vhost "") or of
-// every user in vhost (user "") on s; the caller holds us.mu.
-func (us *Users) deleteTopicPerms(s *snapshot, user, vhost string) error {
-	for u, vm := range s.tperms {
-		if user != "" && u != user {
-			continue
-		}
-		for vh, em := range vm {
-			if vhost != "" && vh != vhost {
-				continue
-			}
-			for ex := range em {
-				if err := us.st.DeleteMeta(topicPermKey(vh, u, ex)); err != nil {
-					return fmt.Errorf("auth: delete topic permission of %q in %q: %w", u, vh, err)
-				}
-				s.withTopicPerm(u, vh, ex, nil)
-			}
-		}
-	}
-	return nil
+	return us.Apply(Command{Op: OpClearTopicPermissions, User: user, VHost: vhost, Exchange: exchange})
 }
 
 // TopicPermissions returns user's topic permission records in vhost (all

@@ -187,8 +187,13 @@ type Users struct {
 	oauth2   *OAuth2      // nil: no token logins
 	backends []string
 
-	mu   sync.Mutex // serialises writers: store write, then snapshot swap
-	snap atomic.Pointer[snapshot]
+	// wmu serialises Apply's writers (held across a cluster proposal);
+	// mu serialises snapshot swaps (store write, then swap; the cluster's
+	// ApplyCommitted and ApplyMeta). Lock order: wmu, then mu.
+	wmu      sync.Mutex
+	mu       sync.Mutex
+	snap     atomic.Pointer[snapshot]
+	proposer atomic.Pointer[proposerBox] // command.go; nil: standalone
 
 	reloadPending atomic.Bool // ApplyMeta's deferred reload is queued (cluster.go)
 
@@ -244,8 +249,9 @@ func New(st Store, opts Options) (*Users, error) {
 }
 
 // loadSnapshot reads every user, permission and topic permission record
-// from st; permission records of users that do not exist are returned as
-// orphans.
+// from st, each replayed as the command that made it (applyTo, the code
+// every change takes); permission records of users that do not exist
+// are returned as orphans.
 func loadSnapshot(st Store) (_ *snapshot, orphans []string, err error) {
 	s := &snapshot{users: map[string]*User{}, perms: map[string]map[string]*permission{},
 		tperms: map[string]map[string]map[string]*topicPermission{}}
@@ -254,11 +260,12 @@ func loadSnapshot(st Store) (_ *snapshot, orphans []string, err error) {
 		if err := json.Unmarshal(val, &r); err != nil {
 			return fmt.Errorf("auth: load %s: %w", key, err)
 		}
-		h, alg, err := decodeHash(r.PasswordHash)
-		if err != nil || r.Name == "" {
+		if r.Name == "" {
 			return fmt.Errorf("auth: load %s: bad record", key)
 		}
-		s.users[r.Name] = &User{name: r.Name, tags: r.Tags, hash: h, alg: alg}
+		if _, err := applyTo(s, Command{Op: OpPutUser, User: r.Name, PasswordHash: r.PasswordHash, Tags: r.Tags}, true); err != nil {
+			return fmt.Errorf("auth: load %s: bad record: %w", key, err)
+		}
 		return nil
 	})
 	if err != nil {
@@ -273,14 +280,10 @@ func loadSnapshot(st Store) (_ *snapshot, orphans []string, err error) {
 			orphans = append(orphans, key)
 			return nil
 		}
-		cp, err := compilePermission(p)
-		if err != nil {
+		c := Command{Op: OpSetPermissions, User: p.User, VHost: p.VHost, Configure: p.Configure, Write: p.Write, Read: p.Read}
+		if _, err := applyTo(s, c, true); err != nil {
 			return fmt.Errorf("auth: load %s: %w", key, err)
 		}
-		if s.perms[p.User] == nil {
-			s.perms[p.User] = map[string]*permission{}
-		}
-		s.perms[p.User][p.VHost] = cp
 		return nil
 	})
 	if err != nil {
@@ -522,155 +525,38 @@ func normalizeTags(tags []string) []string {
 // password and the given tags; its permissions are kept. An empty password
 // makes a user that cannot authenticate by password.
 func (us *Users) PutUser(name, password string, tags []string) error {
-	var h []byte
-	if password != "" {
-		h = hashPassword(password)
-	}
-	return us.putUser(name, h, HashSHA256, tags)
+	return us.Apply(PutUserCommand(name, password, tags))
 }
 
 // PutUserHash is PutUser with a password hash as RabbitMQ exports it
 // (base64 of a 4-byte salt and a SHA-256 or SHA-512 digest, the algorithm
 // told by the length), for importing definitions. "" means no password.
 func (us *Users) PutUserHash(name, hash string, tags []string) error {
-	h, alg, err := decodeHash(hash)
-	if err != nil {
-		return err
-	}
-	return us.putUser(name, h, alg, tags)
-}
-
-func (us *Users) putUser(name string, h []byte, alg string, tags []string) error {
-	if !validName(name) {
-		return ErrBadName
-	}
-	if h == nil {
-		alg = HashSHA256
-	}
-	u := &User{name: name, tags: normalizeTags(tags), hash: h, alg: alg}
-	val, err := json.Marshal(userRecord{Name: name, PasswordHash: u.PasswordHash(), HashingAlgorithm: alg, Tags: u.tags})
-	if err != nil {
-		return fmt.Errorf("auth: %w", err)
-	}
-	us.mu.Lock()
-	defer us.mu.Unlock()
-	if err := us.st.PutMeta(userKey(name), val); err != nil {
-		return fmt.Errorf("auth: store user %q: %w", name, err)
-	}
-	s := us.snap.Load().clone()
-	existed := s.users[name] != nil
-	s.users[name] = u
-	us.snap.Store(s)
-	if ev := us.eventsOn(); ev != nil && !existed {
-		ev.EmitKV("user.created", "name", name, "tags", strings.Join(u.tags, ","))
-	}
-	return nil
+	return us.Apply(Command{Op: OpPutUser, User: name, PasswordHash: hash, Tags: tags})
 }
 
 // DeleteUser deletes user name and all its permissions. Permissions are
 // deleted first, so an interruption never leaves permissions that a later
 // user of the same name would inherit.
 func (us *Users) DeleteUser(name string) error {
-	us.mu.Lock()
-	defer us.mu.Unlock()
-	cur := us.snap.Load()
-	if cur.users[name] == nil {
-		return fmt.Errorf("%w: %q", ErrNoSuchUser, name)
-	}
-	s := cur.clone()
-	if err := us.deleteTopicPerms(s, name, ""); err != nil {
-		us.snap.Store(s)
-		return err
-	}
-	for vhost := range cur.perms[name] {
-		if err := us.st.DeleteMeta(permKey(vhost, name)); err != nil {
-			us.snap.Store(s) // publish what was already deleted
-			return fmt.Errorf("auth: delete permission of %q in %q: %w", name, vhost, err)
-		}
-		s.withPerm(name, vhost, nil)
-	}
-	if err := us.st.DeleteMeta(userKey(name)); err != nil {
-		us.snap.Store(s)
-		return fmt.Errorf("auth: delete user %q: %w", name, err)
-	}
-	delete(s.users, name)
-	us.snap.Store(s)
-	if ev := us.eventsOn(); ev != nil {
-		ev.EmitKV("user.deleted", "name", name)
-	}
-	return nil
+	return us.Apply(Command{Op: OpDeleteUser, User: name})
 }
 
 // SetPermissions sets user's configure, write and read expressions in
 // vhost (RE2 syntax, unanchored; "" matches nothing, ".*" everything). The
 // user must exist; the vhost's existence is the caller's to check.
 func (us *Users) SetPermissions(user, vhost, configure, write, read string) error {
-	if !validName(vhost) {
-		return ErrBadName
-	}
-	p, err := compilePermission(Permission{User: user, VHost: vhost, Configure: configure, Write: write, Read: read})
-	if err != nil {
-		return err
-	}
-	val, err := json.Marshal(p.Permission)
-	if err != nil {
-		return fmt.Errorf("auth: %w", err)
-	}
-	us.mu.Lock()
-	defer us.mu.Unlock()
-	if us.snap.Load().users[user] == nil {
-		return fmt.Errorf("%w: %q", ErrNoSuchUser, user)
-	}
-	if err := us.st.PutMeta(permKey(vhost, user), val); err != nil {
-		return fmt.Errorf("auth: store permission of %q in %q: %w", user, vhost, err)
-	}
-	s := us.snap.Load().clone()
-	s.withPerm(user, vhost, p)
-	us.snap.Store(s)
-	if ev := us.eventsOn(); ev != nil {
-		ev.EmitKV("permission.created", "user", user, "vhost", vhost, "configure", configure, "write", write, "read", read)
-	}
-	return nil
+	return us.Apply(Command{Op: OpSetPermissions, User: user, VHost: vhost, Configure: configure, Write: write, Read: read})
 }
 
 // ClearPermissions removes user's permissions in vhost; it is a no-op if
 // there are none.
 func (us *Users) ClearPermissions(user, vhost string) error {
-	us.mu.Lock()
-	defer us.mu.Unlock()
-	if us.snap.Load().perm(user, vhost) == nil {
-		return nil
-	}
-	if err := us.st.DeleteMeta(permKey(vhost, user)); err != nil {
-		return fmt.Errorf("auth: delete permission of %q in %q: %w", user, vhost, err)
-	}
-	s := us.snap.Load().clone()
-	s.withPerm(user, vhost, nil)
-	us.snap.Store(s)
-	if ev := us.eventsOn(); ev != nil {
-		ev.EmitKV("permission.deleted", "user", user, "vhost", vhost)
-	}
-	return nil
+	return us.Apply(Command{Op: OpClearPermissions, User: user, VHost: vhost})
 }
 
 // ClearVHost removes every user's permissions in vhost (call it when the
 // vhost is deleted).
 func (us *Users) ClearVHost(vhost string) error {
-	us.mu.Lock()
-	defer us.mu.Unlock()
-	s := us.snap.Load().clone()
-	defer func() { us.snap.Store(s) }() // publish what was deleted, even on error
-	if err := us.deleteTopicPerms(s, "", vhost); err != nil {
-		return err
-	}
-	for user, m := range s.perms {
-		if m[vhost] == nil {
-			continue
-		}
-		if err := us.st.DeleteMeta(permKey(vhost, user)); err != nil {
-			return fmt.Errorf("auth: delete permission of %q in %q: %w", user, vhost, err)
-		}
-		s.withPerm(user, vhost, nil)
-	}
-	return nil
+	return us.Apply(Command{Op: OpClearVHost, VHost: vhost})
 }

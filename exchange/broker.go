@@ -329,8 +329,10 @@ func splitKey(key, prefix string) (vhost, rest string, ok bool) {
 }
 
 func (b *Broker) recover() error {
+	// Every topology record is replayed as the command that made it,
+	// through the apply committed commands take (toporecover.go).
 	err := b.store.LoadMeta("vhost/", func(key string, val []byte) error {
-		if err := b.applyVHost(strings.TrimPrefix(key, "vhost/"), val); err != nil {
+		if _, err := b.replayRecord(recVHost, "vhost/", key, val); err != nil {
 			return &RecordError{Key: key, Err: err}
 		}
 		return nil
@@ -340,27 +342,19 @@ func (b *Broker) recover() error {
 	}
 	// Policies before what they apply to; one this version refuses is
 	// skipped with a warning (its record stays).
-	err = b.store.LoadMeta("policy/", func(key string, val []byte) error {
-		if v, name, ok := b.splitVHostKey(key, "policy/"); ok {
-			if err := v.applyPolicy(name, val); err != nil {
-				b.log.Warn("invalid policy record skipped", "vhost", v.name, "policy", name, "err", err)
+	for _, k := range []struct{ kind, prefix, what string }{
+		{recPolicy, "policy/", "invalid policy record skipped"},
+		{recOpPolicy, opPolicyPrefix, "invalid operator policy record skipped"},
+	} {
+		err = b.store.LoadMeta(k.prefix, func(key string, val []byte) error {
+			if c, err := b.replayRecord(k.kind, k.prefix, key, val); err != nil {
+				b.log.Warn(k.what, "vhost", c.VHost, "policy", c.Name, "err", err)
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	err = b.store.LoadMeta(opPolicyPrefix, func(key string, val []byte) error {
-		if v, name, ok := b.splitVHostKey(key, opPolicyPrefix); ok {
-			if err := v.applyOperatorPolicy(name, val); err != nil {
-				b.log.Warn("invalid operator policy record skipped", "vhost", v.name, "policy", name, "err", err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return err
 	}
 	// A queue deleted while its messages were being dropped (a crash
 	// then) left them behind: its id is not numbered again.
@@ -375,19 +369,13 @@ func (b *Broker) recover() error {
 			b.qid.Store(id)
 		}
 	}
-	// The topology's records go through the apply path a committed
-	// record takes (cluster.go), in dependency order: exchanges, queues,
-	// then the bindings between them. A record that does not decode, or an
-	// exchange of a type this node lacks, stops the start with an error
-	// naming it; a queue whose arguments this version refuses is skipped
-	// with a warning (its record stays, for a version that takes it).
+	// Then exchanges, queues, and the bindings between them. A record
+	// that does not decode, or an exchange of a type this node lacks,
+	// stops the start with an error naming it; a queue whose arguments
+	// this version refuses is skipped with a warning (its record stays,
+	// for a version that takes it).
 	err = b.store.LoadMeta("exchange/", func(key string, val []byte) error {
-		vn, name, ok := splitKey(key, "exchange/")
-		v := b.vhosts[vn]
-		if !ok || v == nil {
-			return nil
-		}
-		if err := v.applyExchange(name, val, false); err != nil {
+		if _, err := b.replayRecord(recExchange, "exchange/", key, val); err != nil {
 			return &RecordError{Key: key, Err: err}
 		}
 		return nil
@@ -397,20 +385,20 @@ func (b *Broker) recover() error {
 	}
 	var queues []*Queue
 	err = b.store.LoadMeta("queue/", func(key string, val []byte) error {
-		vn, name, ok := splitKey(key, "queue/")
-		v := b.vhosts[vn]
-		if !ok || v == nil {
-			return nil
-		}
 		if _, err := decodeRecord(val); err != nil {
 			return &RecordError{Key: key, Err: err}
 		}
-		if err := v.applyQueue(name, val, false); err != nil {
-			b.log.Warn("queue with bad arguments skipped", "vhost", vn, "queue", name, "err", err)
+		c, err := b.replayRecord(recQueue, "queue/", key, val)
+		if err != nil {
+			b.log.Warn("queue with bad arguments skipped", "vhost", c.VHost, "queue", c.Name, "err", err)
+			return nil
+		}
+		v, ok := b.VHost(c.VHost)
+		if !ok {
 			return nil
 		}
 		v.mu.RLock()
-		q := v.queues[name]
+		q := v.queues[c.Name]
 		v.mu.RUnlock()
 		if q == nil {
 			return nil
@@ -425,12 +413,7 @@ func (b *Broker) recover() error {
 		return err
 	}
 	err = b.store.LoadMeta("binding/", func(key string, val []byte) error {
-		vn, _, ok := splitKey(key, "binding/")
-		v := b.vhosts[vn]
-		if !ok || v == nil {
-			return nil
-		}
-		if err := v.applyBinding(key, val); err != nil {
+		if _, err := b.replayRecord(recBinding, "binding/", key, val); err != nil {
 			return &RecordError{Key: key, Err: err}
 		}
 		return nil

@@ -190,17 +190,18 @@ func (q *Queue) reportConsumer(name string, c *Consumer) {
 // deleteQueueBySelf deletes a queue the broker deletes by itself:
 // exclusive (its connection closed), auto-delete (its last consumer went)
 // or expired (x-expires), and reports it as RabbitMQ does, performed by
-// "rmq-internal".
+// "rmq-internal". In a cluster that runs topology commands the delete of
+// a replicated queue is a command, applied on every node after commit
+// (proposeSelfDelete); without one, or if it does not commit, the queue
+// goes from memory first (deleteQueue): it must go whatever the cluster.
 func (v *VHost) deleteQueueBySelf(q *Queue) {
-	if !v.b.events.On() {
-		v.deleteQueue(q)
-		return
-	}
 	v.mu.RLock()
 	present := v.queues[q.name] == q
 	v.mu.RUnlock()
-	v.deleteQueue(q)
-	if present {
+	if !v.proposeSelfDelete(q) {
+		v.deleteQueue(q)
+	}
+	if present && v.b.events.On() {
 		v.b.events.Emit(event.QueueDeleted, event.Prop{Key: "name", Value: q.name}, event.Prop{Key: "vhost", Value: v.name},
 			event.Prop{Key: "user_who_performed_action", Value: "rmq-internal"})
 	}

@@ -92,11 +92,23 @@ func (v *VHost) SetOperatorPolicy(p Policy) (created bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	r, err := v.Apply(TopologyCommand{Op: TopoSetOperatorPolicy, Name: np.Name, Pattern: np.Pattern, ApplyTo: np.ApplyTo,
+		Priority: int64(np.Priority), Definition: np.Definition})
+	return r.Created, err
+}
+
+// applySetOperatorPolicy applies an operator-policy.set command
+// standalone.
+func (v *VHost) applySetOperatorPolicy(c TopologyCommand) (created bool, err error) {
+	np, err := compileOperatorPolicy(v.name, c.policy())
+	if err != nil {
+		return false, err
+	}
 	err = v.inTopology(func() error {
 		_, existed := v.opPolicies[np.Name]
 		created = !existed
 		v.opPolicies[np.Name] = np
-		v.putMetaLocked(v.key(strings.TrimSuffix(opPolicyPrefix, "/"), np.Name), encodeRecord(np.record()))
+		v.putMetaLocked(v.opPolicyKey(np.Name), encodeRecord(np.record()))
 		return nil
 	})
 	v.reapplyQueues()
@@ -106,18 +118,30 @@ func (v *VHost) SetOperatorPolicy(p Policy) (created bool, err error) {
 // DeleteOperatorPolicy deletes an operator policy; KindNotFound if there
 // is none.
 func (v *VHost) DeleteOperatorPolicy(name string) error {
+	_, err := v.Apply(TopologyCommand{Op: TopoDeleteOperatorPolicy, Name: name})
+	return err
+}
+
+// applyDeleteOperatorPolicy applies an operator-policy.delete command
+// standalone.
+func (v *VHost) applyDeleteOperatorPolicy(c TopologyCommand) error {
 	err := v.inTopology(func() error {
-		if _, ok := v.opPolicies[name]; !ok {
-			return errorf(KindNotFound, "no operator policy '%s' in vhost '%s'", name, v.name)
+		if _, ok := v.opPolicies[c.Name]; !ok {
+			return errorf(KindNotFound, "no operator policy '%s' in vhost '%s'", c.Name, v.name)
 		}
-		delete(v.opPolicies, name)
-		v.deleteMetaLocked(v.key(strings.TrimSuffix(opPolicyPrefix, "/"), name))
+		delete(v.opPolicies, c.Name)
+		v.deleteMetaLocked(v.opPolicyKey(c.Name))
 		return nil
 	})
 	if err == nil {
 		v.reapplyQueues()
 	}
 	return err
+}
+
+// opPolicyKey is the record key of the vhost's operator policy name.
+func (v *VHost) opPolicyKey(name string) string {
+	return v.key(strings.TrimSuffix(opPolicyPrefix, "/"), name)
 }
 
 // OperatorPolicies returns the vhost's operator policies, sorted by name.

@@ -172,6 +172,18 @@ func (v *VHost) checkChangeLocked(c *TopologyCommand, res *Result) (bool, error)
 			return false, errorf(KindNotFound, "no policy '%s' in vhost '%s'", c.Name, v.name)
 		}
 		return true, nil
+	case TopoSetOperatorPolicy:
+		if _, err := compileOperatorPolicy(v.name, c.policy()); err != nil {
+			return false, err
+		}
+		_, existed := v.opPolicies[c.Name]
+		res.Created = !existed
+		return true, nil
+	case TopoDeleteOperatorPolicy:
+		if _, ok := v.opPolicies[c.Name]; !ok {
+			return false, errorf(KindNotFound, "no operator policy '%s' in vhost '%s'", c.Name, v.name)
+		}
+		return true, nil
 	}
 	return false, errorf(KindInternal, "topology command %v is not proposed this way", c.Op)
 }
@@ -249,6 +261,24 @@ func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, reapply bo
 		v.reapplyExchangesLocked()
 		v.deleteMetaLocked(v.key("policy", c.Name))
 		return nil, true, nil
+	case TopoSetOperatorPolicy:
+		np, err := compileOperatorPolicy(v.name, c.policy())
+		if err != nil {
+			return nil, false, err
+		}
+		if cur := v.opPolicies[c.Name]; cur != nil && cur.same(np) {
+			return nil, false, nil
+		}
+		v.opPolicies[np.Name] = np
+		v.putMetaLocked(v.opPolicyKey(np.Name), encodeRecord(np.record()))
+		return nil, true, nil
+	case TopoDeleteOperatorPolicy:
+		if _, ok := v.opPolicies[c.Name]; !ok {
+			return nil, false, nil
+		}
+		delete(v.opPolicies, c.Name)
+		v.deleteMetaLocked(v.opPolicyKey(c.Name))
+		return nil, true, nil
 	case TopoDeclareExchange:
 		if v.exchanges[c.Name] != nil || c.Name == "" {
 			return nil, false, nil
@@ -285,6 +315,9 @@ func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, reapply bo
 		}
 		if len(c.Members) > 0 {
 			r["members"] = stringsToAny(c.Members)
+		}
+		if len(c.seed) > 0 {
+			r["seed"] = stringsToAny(c.seed)
 		}
 		q, err := queueFromRecord(v, c.Name, r)
 		if err != nil {
@@ -430,4 +463,42 @@ func (b *Broker) applyCommittedVHost(c TopologyCommand) []MetaOp {
 		return ops
 	}
 	return nil
+}
+
+// proposeSelfDelete proposes the delete of q, which the broker deletes by
+// itself (deleteQueueBySelf), as a command naming q's id, when the
+// cluster runs commands and q's record is replicated: every node, this
+// one included, removes it when the command is applied
+// (ApplyCommitted). It reports whether q is gone here; false leaves the
+// delete to the caller (no commands, a queue of this node alone, or a
+// proposal that failed). It takes metaMu, as Apply's proposals do; the
+// caller holds no lock.
+func (v *VHost) proposeSelfDelete(q *Queue) bool {
+	p, on := v.commandsOn()
+	if !on {
+		return false
+	}
+	v.metaMu.Lock()
+	defer v.metaMu.Unlock()
+	v.mu.RLock()
+	key := ""
+	if v.queues[q.name] == q {
+		key = v.queueKey(q)
+	}
+	v.mu.RUnlock()
+	if key == "" {
+		return false
+	}
+	c := TopologyCommand{Op: TopoDeleteQueue, VHost: v.name, Name: q.name, ID: q.id}
+	if f := v.b.onApply; f != nil {
+		f(c)
+	}
+	if err := v.propose(p, c); err != nil {
+		v.b.log.Warn("proposing the delete of a queue the broker deletes failed: deleting it here", "vhost", v.name,
+			"queue", q.name, "err", err)
+		return false
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.queues[q.name] != q
 }

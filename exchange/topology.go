@@ -39,6 +39,9 @@ const (
 	TopoDeclareVHost    TopoOp = 9
 	TopoSetVHostMeta    TopoOp = 10
 	TopoDeleteVHost     TopoOp = 11
+	// Operator policies (a policy's fields; Definition holds the limits).
+	TopoSetOperatorPolicy    TopoOp = 12
+	TopoDeleteOperatorPolicy TopoOp = 13
 )
 
 var topoOpNames = map[TopoOp]string{
@@ -53,6 +56,9 @@ var topoOpNames = map[TopoOp]string{
 	TopoDeclareVHost:    "vhost.declare",
 	TopoSetVHostMeta:    "vhost.set-metadata",
 	TopoDeleteVHost:     "vhost.delete",
+
+	TopoSetOperatorPolicy:    "operator-policy.set",
+	TopoDeleteOperatorPolicy: "operator-policy.delete",
 }
 
 // vhostOp reports whether o changes a vhost itself (VHost names it).
@@ -78,6 +84,7 @@ func (o TopoOp) String() string {
 //	                  queue if ToQueue, else an exchange), Key, Args
 //	policy.set        Name, Pattern, ApplyTo, Priority, Definition
 //	policy.delete     Name
+//	operator-policy.set, operator-policy.delete: as policy.set, policy.delete
 //	vhost.declare     VHost (the vhost itself: created if it does not exist)
 //	vhost.set-metadata VHost, Description, Tags
 //	vhost.delete      VHost, with everything in it
@@ -125,6 +132,9 @@ type TopologyCommand struct {
 	generated bool
 	// turn: a super stream partition's index (QueueOpts.turn), not encoded.
 	turn int
+	// seed: a quorum queue's first members, as its record keeps them
+	// (recovery's replay only, not encoded).
+	seed []string
 }
 
 // topologyVersion is the first byte of an encoded TopologyCommand.
@@ -330,7 +340,8 @@ func (v *VHost) Apply(c TopologyCommand) (Result, error) {
 	}
 	if p, on := v.commandsOn(); on {
 		switch c.Op {
-		case TopoDeleteExchange, TopoDeleteQueue, TopoBind, TopoUnbind, TopoSetPolicy, TopoDeletePolicy:
+		case TopoDeleteExchange, TopoDeleteQueue, TopoBind, TopoUnbind, TopoSetPolicy, TopoDeletePolicy,
+			TopoSetOperatorPolicy, TopoDeleteOperatorPolicy:
 			return v.proposeChange(p, c)
 		}
 	}
@@ -358,6 +369,11 @@ func (v *VHost) Apply(c TopologyCommand) (Result, error) {
 		return Result{Created: created}, err
 	case TopoDeletePolicy:
 		return Result{}, v.applyDeletePolicy(c)
+	case TopoSetOperatorPolicy:
+		created, err := v.applySetOperatorPolicy(c)
+		return Result{Created: created}, err
+	case TopoDeleteOperatorPolicy:
+		return Result{}, v.applyDeleteOperatorPolicy(c)
 	}
 	return Result{}, errorf(KindInternal, "unknown topology command %v", c.Op)
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 var updateTopology = flag.Bool("update-topology", false, "rewrite testdata/topology from EncodeTopology")
@@ -39,6 +40,9 @@ func goldenTopology() map[string]TopologyCommand {
 		"set-vhost-metadata": {Op: TopoSetVHostMeta, VHost: "prod", Actor: "admin", Description: "production",
 			Tags: []string{"eu", "critical"}},
 		"delete-vhost": {Op: TopoDeleteVHost, VHost: "prod", Actor: "admin"},
+		"set-operator-policy": {Op: TopoSetOperatorPolicy, VHost: "/", Actor: "admin", Name: "cap", Pattern: ".*",
+			ApplyTo: ApplyToQueues, Priority: 1, Definition: Table{"max-length": int64(1000)}},
+		"delete-operator-policy": {Op: TopoDeleteOperatorPolicy, VHost: "/", Actor: "admin", Name: "cap"},
 	}
 }
 
@@ -476,6 +480,143 @@ func TestVHostsAsCommands(t *testing.T) {
 			if strings.Contains(k, "v3") {
 				t.Fatalf("node %d keeps record %q", i, k)
 			}
+		}
+	}
+}
+
+// TestSelfDeletesAsCommands (issue 43): with commands on, the deletes
+// the broker makes by itself — an exclusive queue whose connection
+// closes, an auto-delete queue whose last consumer goes, a queue past
+// its x-expires — are commands naming the queue's id, by no user, that
+// every node applies: the queue, its bindings and the auto-delete
+// exchange they leave empty are gone on both nodes, records included.
+func TestSelfDeletesAsCommands(t *testing.T) {
+	twoNodesCommands = true
+	l, va, vb := twoNodes(t)
+	twoNodesCommands = false
+	owner := new(int)
+	ex := declareQ(t, va, "ex", QueueOpts{Exclusive: true, Owner: owner})
+	ad := declareQ(t, va, "ad", QueueOpts{Durable: true, AutoDelete: true})
+	exp := declareQ(t, va, "exp", QueueOpts{Durable: true, Args: Table{"x-expires": int32(50)}})
+	if err := va.DeclareExchange("adx", KindDirect, ExchangeOpts{Durable: true, AutoDelete: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := va.BindQueue("ad", "adx", "k", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	has := func(v *VHost, name string) bool {
+		v.mu.RLock()
+		defer v.mu.RUnlock()
+		return v.queues[name] != nil
+	}
+	for _, name := range []string{"ex", "ad", "exp"} {
+		if !has(vb, name) {
+			t.Fatalf("b lacks %s", name)
+		}
+	}
+	n := len(l.proposed)
+	c, err := va.Consume("ad", ConsumeOpts{Sink: &sink{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Cancel()
+	va.CloseOwner(owner)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if !has(va, "exp") && !has(vb, "exp") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("exp did not expire on both nodes")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, v := range []*VHost{va, vb} {
+		for _, name := range []string{"ex", "ad", "exp"} {
+			if has(v, name) {
+				t.Fatalf("%s still on a node", name)
+			}
+		}
+		if _, ok := v.Exchange("adx"); ok {
+			t.Fatal("the auto-delete exchange outlived its last binding")
+		}
+	}
+	for i, st := range l.stores {
+		for _, p := range []string{"queue/", "tqueue/", "binding/", "exchange/\x2f\x00adx"} {
+			for _, k := range st.metaKeys(p) {
+				if strings.Contains(k, "ad") || strings.Contains(k, "ex") {
+					t.Fatalf("node %d keeps record %q", i, k)
+				}
+			}
+		}
+	}
+	ids := map[uint64]string{ex.ID(): "ex", ad.ID(): "ad", exp.ID(): "exp"}
+	l.mu.Lock()
+	proposed := append([]TopologyCommand(nil), l.proposed[n:]...)
+	l.mu.Unlock()
+	for _, c := range proposed {
+		if c.Op == TopoDeleteQueue && ids[c.ID] == c.Name && c.Actor == "" {
+			delete(ids, c.ID)
+		}
+	}
+	if len(ids) != 0 {
+		t.Fatalf("no delete command for %v; proposed %+v", ids, proposed)
+	}
+}
+
+// TestOperatorPoliciesAsCommands: with commands on, an operator policy
+// set on one node and deleted on the other is one command each, applied
+// on every node: both queues take its limit and lose it, both stores hold
+// its record and lose it; an invalid one is refused where it is set, and
+// nothing is proposed.
+func TestOperatorPoliciesAsCommands(t *testing.T) {
+	twoNodesCommands = true
+	l, va, vb := twoNodes(t)
+	twoNodesCommands = false
+	declareQ(t, va, "q.1", QueueOpts{Durable: true})
+	n := len(l.proposed)
+	if _, err := va.SetOperatorPolicy(Policy{Name: "bad", Pattern: "(", ApplyTo: ApplyToQueues}); err == nil {
+		t.Fatal("an invalid pattern was accepted")
+	}
+	created, err := va.SetOperatorPolicy(Policy{Name: "cap", Pattern: "^q\\.", ApplyTo: ApplyToQueues, Priority: 1,
+		Definition: Table{"max-length": int64(3)}})
+	if err != nil || !created {
+		t.Fatalf("set: created %v, %v", created, err)
+	}
+	if got := l.proposed[n:]; len(got) != 1 || got[0].Op != TopoSetOperatorPolicy || got[0].Name != "cap" {
+		t.Fatalf("proposed %+v, want the one operator-policy.set", got)
+	}
+	for i, v := range []*VHost{va, vb} {
+		q, err := v.Queue("q.1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name, _ := q.OperatorPolicy(); name != "cap" {
+			t.Fatalf("node %d: queue's operator policy %q", i, name)
+		}
+		if ks := l.stores[i].metaKeys(opPolicyPrefix); len(ks) != 1 {
+			t.Fatalf("node %d: operator policy records %q", i, ks)
+		}
+	}
+	if err := vb.DeleteOperatorPolicy("cap"); err != nil {
+		t.Fatal(err)
+	}
+	if err := va.DeleteOperatorPolicy("cap"); KindOf(err) != KindNotFound {
+		t.Fatalf("delete of a deleted operator policy: %v", err)
+	}
+	if got := l.proposed[n:]; len(got) != 2 || got[1].Op != TopoDeleteOperatorPolicy {
+		t.Fatalf("proposed %+v, want operator-policy.set and .delete", got)
+	}
+	for i, v := range []*VHost{va, vb} {
+		if ps := v.OperatorPolicies(); len(ps) != 0 {
+			t.Fatalf("node %d keeps operator policies %+v", i, ps)
+		}
+		q, _ := v.Queue("q.1", nil)
+		if name, _ := q.OperatorPolicy(); name != "" {
+			t.Fatalf("node %d: the queue keeps operator policy %q", i, name)
+		}
+		if ks := l.stores[i].metaKeys(opPolicyPrefix); len(ks) != 0 {
+			t.Fatalf("node %d keeps operator policy records %q", i, ks)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -63,6 +64,8 @@ type Manager struct {
 	closed bool
 	kick   chan struct{}
 	done   chan struct{}
+
+	proposer atomic.Pointer[proposerBox] // command.go; nil: standalone
 }
 
 // shovelDef is one definition and, if it runs here, its worker.
@@ -350,9 +353,17 @@ func (m *Manager) PutComponent(component, vhost, name, user string, value map[st
 	if static {
 		return false, ErrStatic
 	}
-	// In a cluster PutMeta returns once the record is committed and
-	// applied here (ApplyMeta may have installed it already).
-	if err := m.st.PutMeta(k, data); err != nil {
+	if p := m.commandsOn(); p != nil {
+		// Committed and applied on every node (ApplyCommitted), this one
+		// included, when it returns.
+		c := Command{Op: OpPut, Component: r.Component, VHost: vhost, Name: name, User: user, Value: value}
+		if err := p.ProposeParameters(EncodeCommand(c)); err != nil {
+			return false, err
+		}
+	} else if err := m.st.PutMeta(k, data); err != nil {
+		// In a cluster without commands PutMeta returns once the record
+		// is committed and applied here (ApplyMeta may have installed it
+		// already).
 		return false, err
 	}
 	m.replace(data)
@@ -432,12 +443,26 @@ func (m *Manager) DeleteComponent(component, vhost, name string) (bool, error) {
 	if sd != nil && sd.static {
 		return true, ErrStatic
 	}
-	if !m.remove(k) {
+	if sd == nil {
 		return false, nil
 	}
-	if err := m.st.DeleteMeta(k); err != nil {
+	// The record goes first (a proposal that fails leaves the shovel as
+	// it was), then the shovel here (ApplyCommitted or ApplyMeta may have
+	// removed it already).
+	var err error
+	if p := m.commandsOn(); p != nil {
+		c := Command{Op: OpDelete, VHost: vhost, Name: name}
+		if component != ComponentShovel {
+			c.Component = component
+		}
+		err = p.ProposeParameters(EncodeCommand(c))
+	} else {
+		err = m.st.DeleteMeta(k)
+	}
+	if err != nil {
 		return true, err
 	}
+	m.remove(k)
 	if component == ComponentMQTTBridge && sd != nil && sd.bridge != nil {
 		for _, t := range sd.bridge.Topics {
 			if t.out() {
@@ -542,7 +567,13 @@ func (m *Manager) completed(w *worker) {
 	}
 	delete(m.defs, k)
 	m.mu.Unlock()
-	if err := m.st.DeleteMeta(k); err != nil {
+	var err error
+	if p := m.commandsOn(); p != nil {
+		err = p.ProposeParameters(EncodeCommand(Command{Op: OpDelete, VHost: w.vhost, Name: w.name}))
+	} else {
+		err = m.st.DeleteMeta(k)
+	}
+	if err != nil {
 		m.log.Error("completed shovel's definition not removed", "vhost", w.vhost, "shovel", w.name, "err", err)
 	}
 	m.log.Info("shovel completed and deleted", "vhost", w.vhost, "shovel", w.name, "moved", w.moved.Load())

@@ -64,7 +64,7 @@ func (s *Server) getTopicPermission(w http.ResponseWriter, r *http.Request, _ *a
 
 // putTopicPermission sets {exchange, write, read}: 201 created, 204
 // updated, 400 vhost_or_user_not_found or a bad expression.
-func (s *Server) putTopicPermission(w http.ResponseWriter, r *http.Request, _ *auth.User) {
+func (s *Server) putTopicPermission(w http.ResponseWriter, r *http.Request, u *auth.User) {
 	user, vhost, body, ok := s.grantBody(w, r, "exchange", "write", "read")
 	if !ok {
 		return
@@ -74,22 +74,23 @@ func (s *Server) putTopicPermission(w http.ResponseWriter, r *http.Request, _ *a
 	for _, p := range s.users.TopicPermissions(user, vhost) {
 		existed = existed || p.Exchange == ex
 	}
-	if err := s.users.SetTopicPermissions(user, vhost, ex, strField(body, "write"), strField(body, "read")); err != nil {
-		badRequest(w, err.Error())
+	c := auth.Command{Op: auth.OpSetTopicPermissions, User: user, VHost: vhost, Exchange: ex,
+		Write: strField(body, "write"), Read: strField(body, "read")}
+	if !s.doUsers(w, u, c, badRequest) {
 		return
 	}
 	putStatus(w, existed)
 }
 
-func (s *Server) deleteTopicPermission(w http.ResponseWriter, r *http.Request, _ *auth.User) {
+func (s *Server) deleteTopicPermission(w http.ResponseWriter, r *http.Request, u *auth.User) {
 	user, vhost := pathValue(r, "user"), pathValue(r, "vhost")
 	if len(s.users.TopicPermissions(user, vhost)) == 0 {
 		notFound(w)
 		return
 	}
 	// RabbitMQ accepts an "exchange" query parameter to delete one record.
-	if err := s.users.ClearTopicPermissions(user, vhost, r.URL.Query().Get("exchange")); err != nil {
-		writeError(w, http.StatusInternalServerError, "internal_server_error", err.Error())
+	c := auth.Command{Op: auth.OpClearTopicPermissions, User: user, VHost: vhost, Exchange: r.URL.Query().Get("exchange")}
+	if !s.doUsers(w, u, c, internalError) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -41,7 +41,7 @@ func (s *Server) getUser(w http.ResponseWriter, r *http.Request, _ *auth.User) {
 
 // putUser creates or updates a user from {password | password_hash, tags}:
 // 201 created, 204 updated. tags is required, as in RabbitMQ.
-func (s *Server) putUser(w http.ResponseWriter, r *http.Request, _ *auth.User) {
+func (s *Server) putUser(w http.ResponseWriter, r *http.Request, u *auth.User) {
 	name := pathValue(r, "user")
 	body, ok := readBody(w, r)
 	if !ok {
@@ -53,39 +53,59 @@ func (s *Server) putUser(w http.ResponseWriter, r *http.Request, _ *auth.User) {
 	}
 	tags := tagList(body["tags"])
 	_, existed := s.users.Lookup(name)
-	var err error
+	c := auth.PutUserCommand(name, "", tags)
 	if pw, ok := body["password"].(string); ok {
-		err = s.users.PutUser(name, pw, tags)
+		c = auth.PutUserCommand(name, pw, tags)
 	} else if h, ok := body["password_hash"].(string); ok {
-		err = s.users.PutUserHash(name, h, tags)
+		c.PasswordHash = h
 	} else if existed {
 		// Changing only the tags keeps the password.
 		cur, _ := s.users.Lookup(name)
-		err = s.users.PutUserHash(name, cur.PasswordHash(), tags)
-	} else {
-		err = s.users.PutUser(name, "", tags)
+		c.PasswordHash = cur.PasswordHash()
 	}
-	if err != nil {
-		badRequest(w, err.Error())
+	if !s.doUsers(w, u, c, badRequest) {
 		return
 	}
 	putStatus(w, existed)
 }
 
-func (s *Server) deleteUser(w http.ResponseWriter, r *http.Request, _ *auth.User) {
-	if err := s.users.DeleteUser(pathValue(r, "user")); err != nil {
-		if errors.Is(err, auth.ErrNoSuchUser) {
-			notFound(w)
-			return
-		}
+func (s *Server) deleteUser(w http.ResponseWriter, r *http.Request, u *auth.User) {
+	err := s.users.Do(s.actor(u), auth.Command{Op: auth.OpDeleteUser, User: pathValue(r, "user")})
+	switch {
+	case errors.Is(err, auth.ErrNoSuchUser):
+		notFound(w)
+	case errors.Is(err, auth.ErrAccessRefused):
+		accessRefused(w)
+	case err != nil:
 		writeError(w, http.StatusInternalServerError, "internal_server_error", err.Error())
-		return
+	default:
+		w.WriteHeader(http.StatusNoContent)
 	}
-	w.WriteHeader(http.StatusNoContent)
+}
+
+// doUsers applies a users command for u through the user database's one
+// check (auth.Users.Do) and answers a refusal (403) or another error
+// (with fail) itself; false means the answer is written.
+func (s *Server) doUsers(w http.ResponseWriter, u *auth.User, c auth.Command, fail func(http.ResponseWriter, any)) bool {
+	err := s.users.Do(s.actor(u), c)
+	switch {
+	case errors.Is(err, auth.ErrAccessRefused):
+		accessRefused(w)
+	case err != nil:
+		fail(w, err.Error())
+	default:
+		return true
+	}
+	return false
+}
+
+func internalError(w http.ResponseWriter, msg any) {
+	text, _ := msg.(string)
+	writeError(w, http.StatusInternalServerError, "internal_server_error", text)
 }
 
 // bulkDeleteUsers is POST /api/users/bulk-delete {"users": [...]}.
-func (s *Server) bulkDeleteUsers(w http.ResponseWriter, r *http.Request, _ *auth.User) {
+func (s *Server) bulkDeleteUsers(w http.ResponseWriter, r *http.Request, u *auth.User) {
 	body, ok := readBody(w, r)
 	if !ok {
 		return
@@ -93,7 +113,7 @@ func (s *Server) bulkDeleteUsers(w http.ResponseWriter, r *http.Request, _ *auth
 	names, _ := body["users"].([]any)
 	for _, n := range names {
 		if name, ok := n.(string); ok {
-			_ = s.users.DeleteUser(name)
+			_ = s.users.Do(s.actor(u), auth.Command{Op: auth.OpDeleteUser, User: name})
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -135,27 +155,27 @@ func (s *Server) getPermission(w http.ResponseWriter, r *http.Request, _ *auth.U
 
 // putPermission sets {configure, write, read}: 201 created, 204 updated,
 // 400 vhost_or_user_not_found.
-func (s *Server) putPermission(w http.ResponseWriter, r *http.Request, _ *auth.User) {
+func (s *Server) putPermission(w http.ResponseWriter, r *http.Request, u *auth.User) {
 	user, vhost, body, ok := s.grantBody(w, r, "configure", "write", "read")
 	if !ok {
 		return
 	}
 	_, existed := s.users.Permissions(user, vhost)
-	if err := s.users.SetPermissions(user, vhost, strField(body, "configure"), strField(body, "write"), strField(body, "read")); err != nil {
-		badRequest(w, err.Error())
+	c := auth.Command{Op: auth.OpSetPermissions, User: user, VHost: vhost,
+		Configure: strField(body, "configure"), Write: strField(body, "write"), Read: strField(body, "read")}
+	if !s.doUsers(w, u, c, badRequest) {
 		return
 	}
 	putStatus(w, existed)
 }
 
-func (s *Server) deletePermission(w http.ResponseWriter, r *http.Request, _ *auth.User) {
+func (s *Server) deletePermission(w http.ResponseWriter, r *http.Request, u *auth.User) {
 	user, vhost := pathValue(r, "user"), pathValue(r, "vhost")
 	if _, ok := s.users.Permissions(user, vhost); !ok {
 		notFound(w)
 		return
 	}
-	if err := s.users.ClearPermissions(user, vhost); err != nil {
-		writeError(w, http.StatusInternalServerError, "internal_server_error", err.Error())
+	if !s.doUsers(w, u, auth.Command{Op: auth.OpClearPermissions, User: user, VHost: vhost}, internalError) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -58,8 +58,10 @@ const (
 	// cluster until every member reads them.
 	StreamWriters = "stream_writers"
 	// TopologyCommands: topology changes (declare and delete exchanges
-	// and queues, bind, unbind) replicated as typed commands
-	// (cluster/meta: KindTopology, exchange.TopologyCommand) that every
+	// and queues, bind, unbind, policies, vhosts; users and permissions;
+	// shovels and MQTT bridges) replicated as typed commands
+	// (cluster/meta: KindTopology, exchange.TopologyCommand; KindUsers,
+	// auth.Command; KindParameters, shovel.Command) that every
 	// member applies, rather than as the records they write. A node of an
 	// older release cannot read them; until the flag is enabled the
 	// records path is used.
@@ -101,7 +103,7 @@ var registry = []Flag{
 		Stability: Stable, Release: "0.2.0"},
 	{Name: StreamWriters, Desc: "Stream deduplication and filter values: stream records of version 2 with a named producer's publishing id (records a node of an older release cannot read)",
 		Stability: Stable, Release: "0.2.0"},
-	{Name: TopologyCommands, Desc: "Topology changes (exchanges, queues, bindings) replicated as typed commands that every member applies, rather than as the records they write",
+	{Name: TopologyCommands, Desc: "Topology changes (vhosts, exchanges, queues, bindings, policies, operator policies, users and permissions, shovels and MQTT bridges) replicated as typed commands that every member applies, rather than as the records they write",
 		Stability: Stable, Release: "0.2.0"},
 }
 

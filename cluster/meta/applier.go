@@ -33,12 +33,48 @@ type StoreApplier struct {
 	// the records it makes or removes (exchange.Broker.ApplyCommitted),
 	// which the applier writes to Local. nil: the node applies none.
 	Topology func(c exchange.TopologyCommand) ([]exchange.MetaOp, error)
+	// Users applies a committed users command (encoded auth.Command) to
+	// memory and returns the records it makes or removes
+	// (auth.Users.ApplyCommittedEntry, its records as MetaOps), which the
+	// applier writes to Local. nil: the node applies none.
+	Users func(cmd []byte) ([]exchange.MetaOp, error)
+	// Parameters applies a committed parameter command (encoded
+	// shovel.Command) as Users does (shovel.Manager.ApplyCommittedEntry).
+	Parameters func(cmd []byte) ([]exchange.MetaOp, error)
 }
 
 var (
-	_ Applier         = (*StoreApplier)(nil)
-	_ TopologyApplier = (*StoreApplier)(nil)
+	_ Applier           = (*StoreApplier)(nil)
+	_ TopologyApplier   = (*StoreApplier)(nil)
+	_ UsersApplier      = (*StoreApplier)(nil)
+	_ ParametersApplier = (*StoreApplier)(nil)
 )
+
+// ApplyUsers implements UsersApplier: the command changes memory, then
+// its records are written to the local store, in one batch where the
+// store has them (not passed to the hooks: the users applied them).
+func (a *StoreApplier) ApplyUsers(cmd []byte) error {
+	return a.applyOpaque("users", a.Users, cmd)
+}
+
+// ApplyParameters implements ParametersApplier, as ApplyUsers.
+func (a *StoreApplier) ApplyParameters(cmd []byte) error {
+	return a.applyOpaque("parameter", a.Parameters, cmd)
+}
+
+func (a *StoreApplier) applyOpaque(kind string, apply func([]byte) ([]exchange.MetaOp, error), cmd []byte) error {
+	if apply == nil {
+		return fmt.Errorf("%w: this node applies no %s commands", ErrUnreadable, kind)
+	}
+	ops, err := apply(cmd)
+	if len(ops) == 0 {
+		return err
+	}
+	if werr := a.writeLocal(ops); werr != nil {
+		return errors.Join(err, fmt.Errorf("meta: write the records of a %s command: %w", kind, werr))
+	}
+	return err
+}
 
 // ApplyTopology implements TopologyApplier: the command changes memory,
 // then its records are written to the local store, in one batch where the
@@ -52,6 +88,16 @@ func (a *StoreApplier) ApplyTopology(c exchange.TopologyCommand) error {
 	if len(ops) == 0 {
 		return err
 	}
+	werr := a.writeLocal(ops)
+	if werr != nil {
+		werr = fmt.Errorf("meta: write the records of %v: %w", c.Op, werr)
+	}
+	return errors.Join(err, werr)
+}
+
+// writeLocal writes ops to the local store, in one batch where it has
+// them and no op is a prefix delete.
+func (a *StoreApplier) writeLocal(ops []exchange.MetaOp) error {
 	prefix := false
 	for _, op := range ops {
 		prefix = prefix || op.Prefix
@@ -78,10 +124,7 @@ func (a *StoreApplier) ApplyTopology(c exchange.TopologyCommand) error {
 			}
 		}
 	}
-	if werr != nil {
-		werr = fmt.Errorf("meta: write the records of %v: %w", c.Op, werr)
-	}
-	return errors.Join(err, werr)
+	return werr
 }
 
 // ApplyMeta implements Applier. A create (MetaOp.Create) whose key holds

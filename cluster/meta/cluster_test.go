@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/cluster/discovery"
 	"github.com/trident-broker/trident/cluster/groups"
 	"github.com/trident-broker/trident/cluster/mux"
@@ -32,10 +33,13 @@ type testNode struct {
 	members func() []discovery.Member
 	// enableFlags is Config.EnableFlagsOnBootstrap.
 	enableFlags bool
-	mux         *mux.Mux
-	db          *raftstore.DB
-	host        *groups.Host
-	g           *Group
+	// users, if set, is the node's user database over local: it applies
+	// the group's users commands (StoreApplier.Users; users_test.go).
+	users *auth.Users
+	mux   *mux.Mux
+	db    *raftstore.DB
+	host  *groups.Host
+	g     *Group
 
 	mu      sync.Mutex
 	applied []string // keys the hook saw, in order
@@ -63,6 +67,17 @@ func (n *testNode) start(t *testing.T) {
 	}
 	n.host = groups.New(groups.Config{DB: n.db, Mux: n.mux, Dir: filepath.Join(n.dir, "snapshots"), NodeID: n.id})
 	a := &StoreApplier{Local: n.local, Replicated: replicated, Hooks: []func([]exchange.MetaOp) error{n.hook}}
+	if n.users != nil {
+		a.Users = usersApply(n.users)
+		a.Hooks = append(a.Hooks, func(ops []exchange.MetaOp) error {
+			keys := make([]string, len(ops))
+			for i, op := range ops {
+				keys[i] = op.Key
+			}
+			n.users.ApplyMeta(keys)
+			return nil
+		})
+	}
 	if n.g, err = Start(Config{Host: n.host, Mux: n.mux, Applier: a, Index: n.local, Options: testOptions, Members: n.members,
 		EnableFlagsOnBootstrap: n.enableFlags}); err != nil {
 		t.Fatal(err)

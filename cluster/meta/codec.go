@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -226,6 +227,15 @@ const (
 	// exchange.TopologyCommand (exchange.EncodeTopology, itself
 	// versioned).
 	KindTopology Kind = 2
+	// KindUsers is a change of the user database (users, permissions,
+	// topic permissions); payload: an encoded auth.Command (itself
+	// versioned), opaque here: the group's TopologyApplier decodes it
+	// (UsersApplier).
+	KindUsers Kind = 3
+	// KindParameters is a change of a parameter (a shovel's or an MQTT
+	// bridge's definition); payload: an encoded shovel.Command (itself
+	// versioned), opaque here (ParametersApplier decodes it).
+	KindParameters Kind = 4
 )
 
 // commandFlag is the feature flag each kind needs enabled before a writer
@@ -234,6 +244,8 @@ const (
 var commandFlag = map[Kind]string{
 	KindEnableFlag: featureflags.FeatureFlags,
 	KindTopology:   featureflags.TopologyCommands,
+	KindUsers:      featureflags.TopologyCommands,
+	KindParameters: featureflags.TopologyCommands,
 }
 
 // ErrUnreadable is an entry of a version or kind this node does not know:
@@ -245,6 +257,8 @@ type Command struct {
 	Kind     Kind
 	Flag     string                   // KindEnableFlag: the flag's name
 	Topology exchange.TopologyCommand // KindTopology
+	Users    []byte                   // KindUsers: the encoded command
+	Params   []byte                   // KindParameters: the encoded command
 }
 
 // EncodeCommand encodes c as a version 2 entry.
@@ -256,6 +270,10 @@ func EncodeCommand(c Command) []byte {
 		b = appendBytes(b, []byte(c.Flag))
 	case KindTopology:
 		b = append(b, exchange.EncodeTopology(c.Topology)...)
+	case KindUsers:
+		b = append(b, c.Users...)
+	case KindParameters:
+		b = append(b, c.Params...)
 	}
 	return b
 }
@@ -298,6 +316,16 @@ func decodeCommand(b []byte) (*Command, error) {
 			return nil, fmt.Errorf("%w: %v", ErrBadEntry, err)
 		}
 		c.Topology, b = t, nil
+	case KindUsers:
+		if len(b) == 0 {
+			return nil, fmt.Errorf("%w: empty users command", ErrBadEntry)
+		}
+		c.Users, b = bytes.Clone(b), nil
+	case KindParameters:
+		if len(b) == 0 {
+			return nil, fmt.Errorf("%w: empty parameter command", ErrBadEntry)
+		}
+		c.Params, b = bytes.Clone(b), nil
 	default:
 		return nil, fmt.Errorf("%w: command kind %d", ErrUnreadable, k)
 	}

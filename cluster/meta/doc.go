@@ -19,8 +19,14 @@
 //     enabling, or a topology change, KindTopology, carrying an
 //     exchange.TopologyCommand that StoreApplier.ApplyTopology hands to
 //     the core, exchange.Broker.ApplyCommitted, writing the records it
-//     returns to the local store) and hands the ops to
-//     an Applier; StoreApplier
+//     returns to the local store; a change of the user database,
+//     KindUsers, an encoded auth.Command that StoreApplier.ApplyUsers
+//     hands to auth.Users.ApplyCommittedEntry; a parameter's change,
+//     KindParameters, an encoded shovel.Command for
+//     shovel.Manager.ApplyCommittedEntry — those two are opaque here,
+//     their packages decode them and report a newer format with an
+//     Unreadable() method, on which the FSM halts) and hands the ops of a
+//     version 1 entry to an Applier; StoreApplier
 //     (applier.go) is the node's: it writes the ops into the local store
 //     and calls hooks (Broker.ApplyMeta, Users.ApplyMeta) so memory
 //     follows.

@@ -166,3 +166,39 @@ func (g *Group) ProposeTopology(c exchange.TopologyCommand) error {
 	defer cancel()
 	return g.propose(ctx, EncodeCommand(cmd))
 }
+
+// UserCommands implements auth.Proposer: whether the cluster has enabled
+// typed commands (featureflags.TopologyCommands), users commands included.
+func (g *Group) UserCommands() bool {
+	return g.c.Flags.Enabled(featureflags.TopologyCommands)
+}
+
+// ProposeUsers implements auth.Proposer: cmd (an encoded auth.Command) is
+// written as a KindUsers entry, once its flag is enabled (gate), and
+// ProposeUsers returns when it is committed and applied on this node, at
+// most ProposeTimeout later.
+func (g *Group) ProposeUsers(cmd []byte) error {
+	return g.proposeOpaque(Command{Kind: KindUsers, Users: cmd})
+}
+
+// ParameterCommands implements shovel.Proposer: whether the cluster has
+// enabled typed commands (featureflags.TopologyCommands), parameter
+// commands included.
+func (g *Group) ParameterCommands() bool {
+	return g.c.Flags.Enabled(featureflags.TopologyCommands)
+}
+
+// ProposeParameters implements shovel.Proposer: cmd (an encoded
+// shovel.Command) is written as a KindParameters entry, as ProposeUsers.
+func (g *Group) ProposeParameters(cmd []byte) error {
+	return g.proposeOpaque(Command{Kind: KindParameters, Params: cmd})
+}
+
+func (g *Group) proposeOpaque(c Command) error {
+	if err := g.gate(c); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ProposeTimeout)
+	defer cancel()
+	return g.propose(ctx, EncodeCommand(c))
+}

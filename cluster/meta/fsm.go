@@ -181,6 +181,18 @@ func (f *fsm) applyCommand(c *Command) error {
 			return fmt.Errorf("%w: this node applies no topology commands", ErrUnreadable)
 		}
 		return ta.ApplyTopology(c.Topology)
+	case KindUsers:
+		ua, ok := f.a.(UsersApplier)
+		if !ok {
+			return fmt.Errorf("%w: this node applies no users commands", ErrUnreadable)
+		}
+		return unreadable(ua.ApplyUsers(c.Users))
+	case KindParameters:
+		pa, ok := f.a.(ParametersApplier)
+		if !ok {
+			return fmt.Errorf("%w: this node applies no parameter commands", ErrUnreadable)
+		}
+		return unreadable(pa.ApplyParameters(c.Params))
 	}
 	return fmt.Errorf("%w: command kind %d", ErrUnreadable, c.Kind)
 }
@@ -191,6 +203,34 @@ type TopologyApplier interface {
 	// ApplyTopology applies a committed command: memory and the node's
 	// local store. It must be idempotent, as ApplyMeta.
 	ApplyTopology(c exchange.TopologyCommand) error
+}
+
+// UsersApplier is an Applier that applies users commands (KindUsers):
+// the node's, over its user database.
+type UsersApplier interface {
+	// ApplyUsers applies a committed encoded command: memory and the
+	// node's local store. It must be idempotent, as ApplyMeta. An error
+	// with an Unreadable() method returning true is a command of a newer
+	// format: the FSM halts.
+	ApplyUsers(cmd []byte) error
+}
+
+// ParametersApplier is an Applier that applies parameter commands
+// (KindParameters): the node's, over its shovels and MQTT bridges.
+type ParametersApplier interface {
+	// ApplyParameters applies a committed encoded command, as ApplyUsers.
+	ApplyParameters(cmd []byte) error
+}
+
+// unreadable wraps err with ErrUnreadable when it says it is a command of
+// a newer format (an Unreadable() method returning true), as the
+// packages whose commands ride opaque (auth, shovel) report it.
+func unreadable(err error) error {
+	var u interface{ Unreadable() bool }
+	if errors.As(err, &u) && u.Unreadable() {
+		return fmt.Errorf("%w: %v", ErrUnreadable, err)
+	}
+	return err
 }
 
 // Snapshot exports every replicated record now, on the FSM goroutine, so

@@ -44,6 +44,17 @@ func replicatedKey(key string) bool {
 		featureflags.ReplicatedKey(key)
 }
 
+// usersApplyCommitted applies a committed users command to the user
+// database and returns its records for the metadata group's applier.
+func (n *Node) usersApplyCommitted(cmd []byte) ([]exchange.MetaOp, error) {
+	recs, err := n.users.ApplyCommittedEntry(cmd)
+	ops := make([]exchange.MetaOp, len(recs))
+	for i, r := range recs {
+		ops[i] = exchange.MetaOp{Key: r.Key, Val: r.Val}
+	}
+	return ops, err
+}
+
 // raftDir and raftSnapshotDir are the Raft DB's directory and its
 // groups' snapshots' under data_dir.
 func raftDir(dataDir string) string         { return filepath.Join(dataDir, "raft", "badger") }
@@ -106,7 +117,8 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 	rs.host = groups.New(groups.Config{DB: rs.db, Mux: rs.mux, Dir: raftSnapshotDir(n.cfg.DataDir),
 		NodeID: n.nodeName(), Log: log.With("component", "raft")})
 	applier := &meta.StoreApplier{Local: n.store, Replicated: replicatedKey, Rank: meta.RestoreRank,
-		Stamp: exchange.MetaStamp, Topology: n.broker.ApplyCommitted,
+		Stamp: exchange.MetaStamp, Topology: n.broker.ApplyCommitted, Users: n.usersApplyCommitted,
+		Parameters: n.shovelsApplyCommitted,
 		Hooks: []func([]exchange.MetaOp) error{
 			n.broker.ApplyMeta,
 			func(ops []exchange.MetaOp) error {
@@ -150,6 +162,10 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 	}
 	n.metaStore.Attach(rs.meta)
 	n.broker.SetTopologyProposer(rs.meta)
+	n.users.SetProposer(rs.meta)
+	if n.shovels != nil {
+		n.shovels.SetProposer(rs.meta)
+	}
 	log.Info("raft started", "raft_listen", rs.mux.BoundAddr().String(), "raft_advertise", rs.mux.Addr())
 	return rs, nil
 }

@@ -45,6 +45,20 @@ func (n *Node) shovelsApplyMeta(ops []exchange.MetaOp) error {
 	return n.shovels.ApplyMeta(sops)
 }
 
+// shovelsApplyCommitted applies a committed parameter command to the
+// shovels and returns its record for the metadata group's applier.
+func (n *Node) shovelsApplyCommitted(cmd []byte) ([]exchange.MetaOp, error) {
+	if n.shovels == nil {
+		return nil, nil
+	}
+	recs, err := n.shovels.ApplyCommittedEntry(cmd)
+	ops := make([]exchange.MetaOp, len(recs))
+	for i, r := range recs {
+		ops[i] = exchange.MetaOp{Key: r.Key, Val: r.Val}
+	}
+	return ops, err
+}
+
 // serveAMQP serves an AMQP listener (plain or TLS) on which the shovels'
 // own connections are never "from loopback" (shovel.Sockets).
 func (n *Node) serveAMQP(ln net.Listener) error {
