@@ -429,3 +429,141 @@ func TestStreamSACProtocolCluster(t *testing.T) {
 		t.Fatalf("after takeover the second member got offsets %v (updates %s), want 60…99", got, b.told())
 	}
 }
+
+// TestStreamSACHomeFailover: a clustered stream's single-active groups
+// live on its home (its first member alive); members on other nodes join
+// them through upstream consumers. Two members of one group on the two
+// nodes that are not the home; the active one acks the first 20 of 30
+// messages; the home is killed (SIGKILL). The group forms again on the
+// next member: exactly one consumer is active, it gets what was not acked
+// (20…29, redelivered) and then the messages published after the kill,
+// and the other gets nothing.
+func TestStreamSACHomeFailover(t *testing.T) {
+	nodes := startCluster(t, 3)
+	_, ch := dialNode(t, nodes[0])
+	if _, err := ch.QueueDeclare("hsac", true, false, false, false, amqp.Table{"x-queue-type": "stream", "x-initial-cluster-size": int32(3)}); err != nil {
+		t.Fatal(err)
+	}
+	var members []string
+	eventually(t, 15*time.Second, "a leader with 3 members", func() bool {
+		var q struct {
+			Leader  string   `json:"leader"`
+			Members []string `json:"members"`
+		}
+		code := nodes[0].api(t, "GET", "/api/queues/%2F/hsac", nil, &q)
+		members = q.Members
+		return code == 200 && q.Leader != "" && len(q.Members) == 3
+	})
+	var home *cnode
+	var others []*cnode
+	for _, nd := range nodes {
+		if nd.name == members[0] {
+			home = nd
+		} else {
+			others = append(others, nd)
+		}
+	}
+	if home == nil {
+		t.Fatalf("members %v name no node", members)
+	}
+	t.Logf("members %v: home %s", members, home.name)
+	_, pch := dialNode(t, others[0])
+	streamPublish(t, pch, "", "hsac", numbered("m", 0, 30), nil)
+	args := amqp.Table{"x-stream-offset": "first", "x-single-active-consumer": true, "x-stream-consumer-name": "grp"}
+
+	type member struct {
+		name string
+		ds   <-chan amqp.Delivery
+	}
+	var ms []member
+	for i, nd := range others {
+		_, c := dialNode(t, nd)
+		if err := c.Qos(10, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := c.Consume("hsac", "c"+strconv.Itoa(i), false, false, false, false, args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, member{nd.name, ds})
+		if i == 0 {
+			// The first is active: it receives 0…9 and acks 0…19 as they come.
+			for j := 0; j < 20; j++ {
+				select {
+				case d := <-ds:
+					if string(d.Body) != "m"+strconv.Itoa(j) {
+						t.Fatalf("active member's delivery %d is %q", j, d.Body)
+					}
+					_ = d.Ack(false)
+				case <-time.After(30 * time.Second):
+					t.Fatalf("active member: no delivery %d", j)
+				}
+			}
+		}
+	}
+	// 20…29 reach the active member unacked; the other waits.
+	for j := 20; j < 30; j++ {
+		select {
+		case d := <-ms[0].ds:
+			if string(d.Body) != "m"+strconv.Itoa(j) {
+				t.Fatalf("active member's delivery %d is %q", j, d.Body)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("active member: no delivery %d", j)
+		}
+	}
+	select {
+	case d := <-ms[1].ds:
+		t.Fatalf("waiting member got %q before the failover", d.Body)
+	case <-time.After(time.Second):
+	}
+
+	if err := home.p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	// Published after the kill, through a survivor (retried while the
+	// stream elects a leader if the home led it).
+	for j := 30; j < 40; j++ {
+		streamPublishRetry(t, others, "hsac", "m"+strconv.Itoa(j))
+	}
+	got := map[string][]string{}
+	seen := map[string]bool{}
+	deadline := time.After(60 * time.Second)
+	for !seen["m39"] || len(seen) < 20 {
+		select {
+		case d := <-ms[0].ds:
+			got[ms[0].name] = append(got[ms[0].name], string(d.Body))
+			seen[string(d.Body)] = true
+			_ = d.Ack(false)
+		case d := <-ms[1].ds:
+			got[ms[1].name] = append(got[ms[1].name], string(d.Body))
+			seen[string(d.Body)] = true
+			_ = d.Ack(false)
+		case <-deadline:
+			t.Fatalf("after the home's kill, 60 s: got %v", got)
+		}
+	}
+	// Anything late to the other member would break the single-active rule.
+	quiet := time.After(2 * time.Second)
+	for done := false; !done; {
+		select {
+		case d := <-ms[0].ds:
+			got[ms[0].name] = append(got[ms[0].name], string(d.Body))
+		case d := <-ms[1].ds:
+			got[ms[1].name] = append(got[ms[1].name], string(d.Body))
+		case <-quiet:
+			done = true
+		}
+	}
+	t.Logf("after the home's kill: %v", got)
+	if len(got) != 1 {
+		t.Fatalf("both members received after the failover (one group, one active): %v", got)
+	}
+	for _, bodies := range got {
+		for _, b := range bodies {
+			if n, _ := strconv.Atoi(b[1:]); n < 20 {
+				t.Fatalf("%s came again after it was acked: %v", b, got)
+			}
+		}
+	}
+}
