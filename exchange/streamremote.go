@@ -15,7 +15,9 @@ import (
 // the local consumer in offset order, and an ack (or reject) here gives
 // the credit back upstream (acks it there: a named consumer's offset is
 // kept by the member, and being a metadata record it is the cluster's,
-// see settleUpstreamLocked for the acks no member sees). When the
+// see settleUpstreamLocked for the acks no member sees, and
+// keepAckedLocked for those of a member that died before it wrote
+// them). When the
 // upstream consumer is lost (the
 // member went down, another member is picked) it starts again at the
 // offset after the last one delivered here (what was pushed and not yet
@@ -134,6 +136,7 @@ func (st *stream) resetUpstream(cur *cursor) {
 	if cur.stop {
 		return
 	}
+	st.keepAckedLocked(cur)
 	clear(cur.up.tags)
 	if len(cur.up.pend) > 0 {
 		cur.next = cur.up.pend[0].off
@@ -154,6 +157,30 @@ func (st *stream) resetUpstream(cur *cursor) {
 		return
 	}
 	st.startUpstream(cur, int64(cur.next))
+}
+
+// keepAckedLocked makes this node keep a named consumer's offset when
+// its upstream consumer is lost: the member that delivered what it acked
+// kept the name's offset, but a member that died (SIGKILL) may not have
+// written it (it writes every offsetFlushEvery, then the metadata group
+// commits it), and the next consumer of the name, or the single-active
+// group formed again on another member, would start behind it. This node
+// saw the acks; it stores the highest one, unless it holds as much or a
+// later consumer's offset already (namedOffset.before).
+func (st *stream) keepAckedLocked(cur *cursor) {
+	u := cur.up
+	if u.name == "" || cur.acked < 0 {
+		return
+	}
+	no := namedOffset{off: uint64(cur.acked), epoch: cur.epoch}
+	if have, ok := st.offsets[u.name]; ok && !have.before(no) {
+		return
+	}
+	st.offsets[u.name] = no
+	st.dirty[u.name] = true
+	if st.flushT == nil {
+		st.flushT = time.AfterFunc(offsetFlushEvery, st.flushOffsets)
+	}
 }
 
 // fromEnd reports whether an x-stream-offset starts at the end of the

@@ -253,6 +253,51 @@ func TestStreamRemoteNamedOffsetOfLostDeliveries(t *testing.T) {
 	}
 }
 
+// TestStreamRemoteNamedOffsetKeptOnLoss: a named consumer's acks that
+// reach the member are the member's to store; when its upstream consumer
+// is lost (the member died, perhaps before it wrote them) this node
+// stores the highest one itself, unless it holds a later consumer's
+// offset of the name already.
+func TestStreamRemoteNamedOffsetKeptOnLoss(t *testing.T) {
+	fs := newFakeStore()
+	v, q, r := outsiderStreamOn(t, mustVHost(t, newTestBroker(t, fs), "/"))
+	s := &sink{}
+	if _, err := v.Consume("s", ConsumeOpts{Tag: "c", Prefetch: 5, Sink: s, Args: Table{"x-stream-offset": "first", "x-stream-consumer-name": "n"}}); err != nil {
+		t.Fatal(err)
+	}
+	push, reset := r.cb()
+	for off := int64(0); off < 5; off++ {
+		push(offMsg(off), uint64(100+off), false)
+	}
+	ds := s.deliveries()
+	q.AckMany([]uint64{ds[0].Seq, ds[1].Seq, ds[2].Seq}) // live: the member's
+	time.Sleep(2 * offsetFlushEvery)
+	if got := storedOffset(fs, "n"); got != -1 {
+		t.Fatalf("stored offset %d while the member has it, want none", got)
+	}
+	reset()
+	eventually(t, 5*time.Second, "offset 2 stored on the loss", func() bool { return storedOffset(fs, "n") == 2 })
+
+	// A later consumer of the name stored its offset meanwhile: a loss of
+	// this one leaves it.
+	q.Ack(ds[3].Seq) // a dead tag: stored here, 3
+	eventually(t, 5*time.Second, "offset 3 stored", func() bool { return storedOffset(fs, "n") == 3 })
+	q.st.mu.Lock()
+	later := namedOffset{off: 1, epoch: q.st.epochLocked()}
+	q.st.offsets["n"] = later
+	q.st.mu.Unlock()
+	push, reset = r.cb()
+	push(offMsg(5), 205, false)
+	q.Ack(s.deliveries()[5].Seq) // live again: the member's
+	reset()
+	q.st.mu.Lock()
+	got, dirty := q.st.offsets["n"], q.st.dirty["n"]
+	q.st.mu.Unlock()
+	if got != later || dirty {
+		t.Fatalf("after a loss the name's offset is %+v (dirty %v), want the later consumer's %+v", got, dirty, later)
+	}
+}
+
 // flakyMetaStore fails the first fails puts of named stream offsets.
 type flakyMetaStore struct {
 	*fakeStore

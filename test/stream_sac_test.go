@@ -438,7 +438,18 @@ func TestStreamSACProtocolCluster(t *testing.T) {
 // next member: exactly one consumer is active, it gets what was not acked
 // (20…29, redelivered) and then the messages published after the kill,
 // and the other gets nothing.
-func TestStreamSACHomeFailover(t *testing.T) {
+func TestStreamSACHomeFailover(t *testing.T) { sacHomeFailover(t, false) }
+
+// TestStreamSACHomeKilledAtOnce: as TestStreamSACHomeFailover, but the
+// home is killed as soon as the active member has 20…29 (its acks of
+// 0…19 reached the home a moment before, and the home had no time to
+// write the group's offset): the member's node, which saw the acks, keeps
+// the group's offset, and the takeover starts after 19 all the same.
+func TestStreamSACHomeKilledAtOnce(t *testing.T) { sacHomeFailover(t, true) }
+
+// sacHomeFailover: atOnce, the home is killed as soon as the active
+// member has its messages.
+func sacHomeFailover(t *testing.T, atOnce bool) {
 	nodes := startCluster(t, 3)
 	_, ch := dialNode(t, nodes[0])
 	if _, err := ch.QueueDeclare("hsac", true, false, false, false, amqp.Table{"x-queue-type": "stream", "x-initial-cluster-size": int32(3)}); err != nil {
@@ -512,10 +523,12 @@ func TestStreamSACHomeFailover(t *testing.T) {
 			t.Fatalf("active member: no delivery %d", j)
 		}
 	}
-	select {
-	case d := <-ms[1].ds:
-		t.Fatalf("waiting member got %q before the failover", d.Body)
-	case <-time.After(time.Second):
+	if !atOnce {
+		select {
+		case d := <-ms[1].ds:
+			t.Fatalf("waiting member got %q before the failover", d.Body)
+		case <-time.After(time.Second):
+		}
 	}
 
 	if err := home.p.Kill(); err != nil {
@@ -565,5 +578,78 @@ func TestStreamSACHomeFailover(t *testing.T) {
 				t.Fatalf("%s came again after it was acked: %v", b, got)
 			}
 		}
+	}
+}
+
+// TestStreamSACHomeStoresOffset: a single-active member on a member of a
+// clustered stream that is not its home joins the group on the home
+// through an upstream consumer; its acks store the group's offset (the
+// named offset of the group's name), which every node holds (what a
+// takeover after the home's death starts after). The member acks 0…19 of
+// 30 and stays subscribed; every node shows "grp" at 19.
+func TestStreamSACHomeStoresOffset(t *testing.T) {
+	nodes := startCluster(t, 3)
+	_, ch := dialNode(t, nodes[0])
+	if _, err := ch.QueueDeclare("hsoff", true, false, false, false, amqp.Table{"x-queue-type": "stream", "x-initial-cluster-size": int32(3)}); err != nil {
+		t.Fatal(err)
+	}
+	var members []string
+	eventually(t, 15*time.Second, "a leader with 3 members", func() bool {
+		var q struct {
+			Leader  string   `json:"leader"`
+			Members []string `json:"members"`
+		}
+		code := nodes[0].api(t, "GET", "/api/queues/%2F/hsoff", nil, &q)
+		members = q.Members
+		return code == 200 && q.Leader != "" && len(q.Members) == 3
+	})
+	var other *cnode
+	for _, nd := range nodes {
+		if nd.name != members[0] {
+			other = nd
+			break
+		}
+	}
+	streamPublish(t, ch, "", "hsoff", numbered("m", 0, 30), nil)
+	_, c := dialNode(t, other)
+	if err := c.Qos(10, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := c.Consume("hsoff", "c", false, false, false, false,
+		amqp.Table{"x-stream-offset": "first", "x-single-active-consumer": true, "x-stream-consumer-name": "grp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := 0; j < 30; j++ {
+		select {
+		case d := <-ds:
+			if string(d.Body) != "m"+strconv.Itoa(j) {
+				t.Fatalf("delivery %d is %q", j, d.Body)
+			}
+			if j < 20 {
+				_ = d.Ack(false)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no delivery %d", j)
+		}
+	}
+	for _, nd := range nodes {
+		eventually(t, 20*time.Second, "grp's offset 19 on "+nd.name, func() bool {
+			var q struct {
+				Stream struct {
+					Consumers []struct {
+						Name   string `json:"name"`
+						Offset int    `json:"offset"`
+					} `json:"consumer_offsets"`
+				} `json:"stream"`
+			}
+			nd.api(t, "GET", "/api/queues/%2F/hsoff", nil, &q)
+			for _, co := range q.Stream.Consumers {
+				if co.Name == "grp" && co.Offset == 19 {
+					return true
+				}
+			}
+			return false
+		})
 	}
 }
