@@ -15,6 +15,7 @@ import (
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 
 	"github.com/trident-broker/trident/conf"
+	"github.com/trident-broker/trident/test/testbin"
 )
 
 // Single active consumer on streams (RabbitMQ 3.11's semantics): members
@@ -671,6 +672,103 @@ func TestStreamSACHomeStoresOffset(t *testing.T) {
 				} `json:"stream"`
 			}
 			nd.api(t, "GET", "/api/queues/%2F/hsoff", nil, &q)
+			for _, co := range q.Stream.Consumers {
+				if co.Name == "grp" && co.Offset == 19 {
+					return true
+				}
+			}
+			return false
+		})
+	}
+}
+
+// TestStreamSACHomeKilledSTOMP: a STOMP single-active member on a member
+// of a clustered stream that is not its home acks 0…19 of 30 (client
+// acks); the home is killed (SIGKILL) as soon as the member has the 30:
+// both survivors hold the group's offset 19, although the home may have
+// died before it wrote it (the member's node, which saw the acks, keeps
+// it).
+func TestStreamSACHomeKilledSTOMP(t *testing.T) {
+	stomps := make([]string, 3)
+	for i := range stomps {
+		port, err := testbin.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stomps[i] = "127.0.0.1:" + strconv.Itoa(port)
+	}
+	nodes := startClusterWith(t, 3, func(i int) []string { return []string{"--stomp-listen", stomps[i]} })
+	_, ch := dialNode(t, nodes[0])
+	if _, err := ch.QueueDeclare("hstomp", true, false, false, false, amqp.Table{"x-queue-type": "stream", "x-initial-cluster-size": int32(3)}); err != nil {
+		t.Fatal(err)
+	}
+	var members []string
+	eventually(t, 15*time.Second, "a leader with 3 members", func() bool {
+		var q struct {
+			Leader  string   `json:"leader"`
+			Members []string `json:"members"`
+		}
+		code := nodes[0].api(t, "GET", "/api/queues/%2F/hstomp", nil, &q)
+		members = q.Members
+		return code == 200 && q.Leader != "" && len(q.Members) == 3
+	})
+	var home *cnode
+	var others []*cnode
+	for _, nd := range nodes {
+		if nd.name == members[0] {
+			home = nd
+		} else {
+			others = append(others, nd)
+		}
+	}
+	if home == nil {
+		t.Fatalf("members %v name no node", members)
+	}
+	streamPublish(t, ch, "", "hstomp", numbered("m", 0, 30), nil)
+	sc, err := stomp.Dial("tcp", stomps[others[0].i], stomp.ConnOpt.Login("guest", "guest"), stomp.ConnOpt.Host("/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sc.Disconnect() })
+	sub, err := sc.Subscribe("/amq/queue/hstomp", stomp.AckClientIndividual,
+		stomp.SubscribeOpt.Header("prefetch-count", "10"), stomp.SubscribeOpt.Header("x-stream-offset", "first"),
+		stomp.SubscribeOpt.Header("x-single-active-consumer", "true"), stomp.SubscribeOpt.Header("x-stream-consumer-name", "grp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := 0; j < 30; j++ {
+		var m *stomp.Message
+		select {
+		case m = <-sub.C:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no message %d", j)
+		}
+		if m == nil || m.Err != nil {
+			t.Fatalf("message %d: %v", j, m)
+		}
+		if string(m.Body) != "m"+strconv.Itoa(j) {
+			t.Fatalf("message %d is %q", j, m.Body)
+		}
+		if j < 20 {
+			if err := sc.Ack(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := home.p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range others {
+		eventually(t, 30*time.Second, "grp's offset 19 on "+nd.name, func() bool {
+			var q struct {
+				Stream struct {
+					Consumers []struct {
+						Name   string `json:"name"`
+						Offset int    `json:"offset"`
+					} `json:"consumer_offsets"`
+				} `json:"stream"`
+			}
+			nd.api(t, "GET", "/api/queues/%2F/hstomp", nil, &q)
 			for _, co := range q.Stream.Consumers {
 				if co.Name == "grp" && co.Offset == 19 {
 					return true
