@@ -313,7 +313,7 @@ func (st *stream) addConsumer(o ConsumeOpts) (*Consumer, error) {
 	}
 	var up *upstream
 	if st.readsRemotely() || st.groupElsewhere(o, group) {
-		if r := q.vh.b.cluster.StreamRemote(q); r != nil {
+		if r := st.upstreamRemote(group); r != nil {
 			up = &upstream{r: r, name: name, offset: o.Args["x-stream-offset"], since: time.Now(), tags: map[uint64]uint64{}}
 			up.joinUpstream(o, group)
 			name, group = "", "" // its offset and group are kept upstream
@@ -489,6 +489,9 @@ func (st *stream) settle(seqs []uint64, ack bool) {
 				// Local credit freed: an ack of a delivery made before a
 				// reset has no upstream tag but lets a waiting one out.
 				st.deliverUpstreamLocked(cur)
+			}
+			if cur.up.rejoin && cur.out == 0 {
+				st.restartUpstreamLocked(cur)
 			}
 		}
 		if ack {

@@ -15,8 +15,9 @@ import (
 // the local consumer in offset order, and an ack (or reject) here gives
 // the credit back upstream (acks it there: a named consumer's offset is
 // kept by the member, and being a metadata record it is the cluster's,
-// see settleUpstreamLocked for the acks no member sees). When the
-// upstream consumer is lost (the
+// see settleUpstreamLocked for the acks no member sees, and
+// keepAckedLocked for those of a member that died before it wrote
+// them). When the upstream consumer is lost (the
 // member went down, another member is picked) it starts again at the
 // offset after the last one delivered here (what was pushed and not yet
 // delivered is dropped and read again), and what arrives twice is
@@ -25,6 +26,15 @@ import (
 // with the consumer's own x-stream-offset (from next or last: from the
 // second the consumer subscribed in, so that what was published while the
 // member was lost is not skipped).
+//
+// A single-active member on any node but its stream's home is such a
+// consumer too (streamsac.go), on the home: its StreamRemote goes where
+// the home is at each connection, this node included, so that after the
+// home's death the members on every node join one group again, on the
+// next home. One that held deliveries when its upstream consumer was lost
+// joins again only once it settled them (its acks store the group's
+// offset here meanwhile): while its credit is taken it would, active,
+// hold the whole group.
 //
 // The consumer's prefetch bounds its unacked deliveries here, not only
 // upstream: after a loss the new upstream consumer has a fresh prefetch
@@ -63,6 +73,9 @@ type upstream struct {
 	// its sink is an ActivationSink, told on the first push (streamsac.go).
 	group           string
 	ask, told, held bool
+	// rejoin: a single-active member lost its upstream consumer while it
+	// held deliveries; the next one starts once they are settled.
+	rejoin bool
 }
 
 type upMsg struct {
@@ -134,12 +147,27 @@ func (st *stream) resetUpstream(cur *cursor) {
 	if cur.stop {
 		return
 	}
+	st.keepAckedLocked(cur)
 	clear(cur.up.tags)
 	if len(cur.up.pend) > 0 {
 		cur.next = cur.up.pend[0].off
 		clear(cur.up.pend)
 		cur.up.pend = nil
 	}
+	if cur.up.sac && cur.out > 0 {
+		// A single-active member holding deliveries of its group's lost
+		// home joins the group again once it settled them (settle):
+		// until then the StreamRemote starts no new upstream consumer.
+		cur.up.rejoin = true
+		cur.up.r.StopConsuming()
+		return
+	}
+	st.restartUpstreamLocked(cur)
+}
+
+// restartUpstreamLocked starts cur's next upstream consumer after a loss.
+func (st *stream) restartUpstreamLocked(cur *cursor) {
+	cur.up.rejoin = false
 	if !cur.up.pushed {
 		// Nothing pushed yet: the consumer's own start, but for one
 		// from the end of the stream: the new member's end is later
@@ -154,6 +182,30 @@ func (st *stream) resetUpstream(cur *cursor) {
 		return
 	}
 	st.startUpstream(cur, int64(cur.next))
+}
+
+// keepAckedLocked makes this node keep a named consumer's offset when
+// its upstream consumer is lost: the member that delivered what it acked
+// kept the name's offset, but a member that died (SIGKILL) may not have
+// written it (it writes every offsetFlushEvery, then the metadata group
+// commits it), and the next consumer of the name, or the single-active
+// group formed again on another member, would start behind it. This node
+// saw the acks; it stores the highest one, unless it holds as much or a
+// later consumer's offset already (namedOffset.before).
+func (st *stream) keepAckedLocked(cur *cursor) {
+	u := cur.up
+	if u.name == "" || cur.acked < 0 {
+		return
+	}
+	no := namedOffset{off: uint64(cur.acked), epoch: cur.epoch}
+	if have, ok := st.offsets[u.name]; ok && !have.before(no) {
+		return
+	}
+	st.offsets[u.name] = no
+	st.dirty[u.name] = true
+	if st.flushT == nil {
+		st.flushT = time.AfterFunc(offsetFlushEvery, st.flushOffsets)
+	}
 }
 
 // fromEnd reports whether an x-stream-offset starts at the end of the

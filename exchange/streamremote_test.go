@@ -253,6 +253,51 @@ func TestStreamRemoteNamedOffsetOfLostDeliveries(t *testing.T) {
 	}
 }
 
+// TestStreamRemoteNamedOffsetKeptOnLoss: a named consumer's acks that
+// reach the member are the member's to store; when its upstream consumer
+// is lost (the member died, perhaps before it wrote them) this node
+// stores the highest one itself, unless it holds a later consumer's
+// offset of the name already.
+func TestStreamRemoteNamedOffsetKeptOnLoss(t *testing.T) {
+	fs := newFakeStore()
+	v, q, r := outsiderStreamOn(t, mustVHost(t, newTestBroker(t, fs), "/"))
+	s := &sink{}
+	if _, err := v.Consume("s", ConsumeOpts{Tag: "c", Prefetch: 5, Sink: s, Args: Table{"x-stream-offset": "first", "x-stream-consumer-name": "n"}}); err != nil {
+		t.Fatal(err)
+	}
+	push, reset := r.cb()
+	for off := int64(0); off < 5; off++ {
+		push(offMsg(off), uint64(100+off), false)
+	}
+	ds := s.deliveries()
+	q.AckMany([]uint64{ds[0].Seq, ds[1].Seq, ds[2].Seq}) // live: the member's
+	time.Sleep(2 * offsetFlushEvery)
+	if got := storedOffset(fs, "n"); got != -1 {
+		t.Fatalf("stored offset %d while the member has it, want none", got)
+	}
+	reset()
+	eventually(t, 5*time.Second, "offset 2 stored on the loss", func() bool { return storedOffset(fs, "n") == 2 })
+
+	// A later consumer of the name stored its offset meanwhile: a loss of
+	// this one leaves it.
+	q.Ack(ds[3].Seq) // a dead tag: stored here, 3
+	eventually(t, 5*time.Second, "offset 3 stored", func() bool { return storedOffset(fs, "n") == 3 })
+	q.st.mu.Lock()
+	later := namedOffset{off: 1, epoch: q.st.epochLocked()}
+	q.st.offsets["n"] = later
+	q.st.mu.Unlock()
+	push, reset = r.cb()
+	push(offMsg(5), 205, false)
+	q.Ack(s.deliveries()[5].Seq) // live again: the member's
+	reset()
+	q.st.mu.Lock()
+	got, dirty := q.st.offsets["n"], q.st.dirty["n"]
+	q.st.mu.Unlock()
+	if got != later || dirty {
+		t.Fatalf("after a loss the name's offset is %+v (dirty %v), want the later consumer's %+v", got, dirty, later)
+	}
+}
+
 // flakyMetaStore fails the first fails puts of named stream offsets.
 type flakyMetaStore struct {
 	*fakeStore
@@ -494,5 +539,84 @@ func TestStreamRemotePassesEpoch(t *testing.T) {
 	e1, _ := sessions[1][consumerEpochArg].(int64)
 	if e0 <= 0 || e1 != e0 {
 		t.Fatalf("upstream epochs %v, %v: want one, non-zero", sessions[0][consumerEpochArg], sessions[1][consumerEpochArg])
+	}
+}
+
+// TestStreamRemoteSACRejoinsOnceSettled: a single-active member whose
+// upstream consumer is lost while it holds deliveries starts no new one
+// (its StreamRemote stops consuming) until it settled them: the group
+// forms again on the next home without it meanwhile, so that a member
+// whose credit is taken cannot hold the group.
+func TestStreamRemoteSACRejoinsOnceSettled(t *testing.T) {
+	v, q, r := newOutsiderStream(t)
+	s := &sink{}
+	if _, err := v.Consume("s", ConsumeOpts{Tag: "c", Prefetch: 3, Sink: s,
+		Args: Table{"x-stream-offset": "first", "x-stream-consumer-name": "g", "x-single-active-consumer": true}}); err != nil {
+		t.Fatal(err)
+	}
+	push, reset := r.cb()
+	for off := int64(0); off < 3; off++ {
+		push(offMsg(off), uint64(100+off), false)
+	}
+	ds := s.deliveries()
+	reset()
+	r.fakeRemote.mu.Lock()
+	stopped := r.fakeRemote.stopped
+	r.fakeRemote.mu.Unlock()
+	if _, _, n := r.last(); n != 1 || stopped != 1 {
+		t.Fatalf("lost holding 3: %d upstream consumers started, stopped %d times; want 1 and 1", n, stopped)
+	}
+	q.Ack(ds[0].Seq)
+	q.Reject([]uint64{ds[2].Seq}, false)
+	if _, _, n := r.last(); n != 1 {
+		t.Fatalf("%d upstream consumers started while one delivery is held, want 1", n)
+	}
+	q.Ack(ds[1].Seq)
+	args, _, n := r.last()
+	if n != 2 || args["x-stream-offset"] != int64(3) || args["x-single-active-consumer"] != true || args["x-stream-consumer-name"] != "g" {
+		t.Fatalf("after the last settle: upstream consumer %v (%d started), want a member from 3", args, n)
+	}
+
+	// Lost again holding nothing: it starts again at once.
+	_, reset = r.cb()
+	reset()
+	if _, _, n := r.last(); n != 3 {
+		t.Fatalf("lost holding nothing: %d upstream consumers started, want 3", n)
+	}
+}
+
+// homerCluster is a member "b" of stream "s" whose home is "a": its
+// single-active consumers go to the home (home), the others to the first
+// other member alive (r).
+type homerCluster struct {
+	outsiderCluster
+	home *fakeStreamRemote
+}
+
+func (c *homerCluster) StreamHome(*Queue) string             { return "a" }
+func (c *homerCluster) StreamHomeRemote(*Queue) StreamRemote { return c.home }
+
+// TestStreamRemoteSACGoesHome: a single-active member on a member that is
+// not the stream's home reads through the StreamRemote to the home (which
+// follows the home when it moves, this node included), not through the
+// one to the first other member.
+func TestStreamRemoteSACGoesHome(t *testing.T) {
+	v, _ := newTestVHost(t)
+	q := declareQ(t, v, "s", QueueOpts{Durable: true, Args: Table{"x-queue-type": "stream"}})
+	c := &homerCluster{outsiderCluster: outsiderCluster{fakeCluster: fakeCluster{name: "b"}, r: &fakeStreamRemote{}}, home: &fakeStreamRemote{}}
+	v.b.SetCluster(c)
+	q.setMembers([]string{"a", "b", "c"})
+	if _, err := v.Consume("s", ConsumeOpts{Tag: "m", Prefetch: 3, Sink: &sink{},
+		Args: Table{"x-stream-consumer-name": "g", "x-single-active-consumer": true}}); err != nil {
+		t.Fatal(err)
+	}
+	c.home.mu2.Lock()
+	home := len(c.home.sessions)
+	c.home.mu2.Unlock()
+	c.r.mu2.Lock()
+	other := len(c.r.sessions)
+	c.r.mu2.Unlock()
+	if home != 1 || other != 0 {
+		t.Fatalf("a member's upstream consumers: %d to the home, %d to the first other member; want 1 and 0", home, other)
 	}
 }

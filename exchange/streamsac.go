@@ -197,9 +197,27 @@ func (c *Consumer) ActivationAnswered(offset any) {
 
 // StreamHomer is a Cluster that names a clustered stream's home for its
 // single-active groups: the first of its members (in their recorded
-// order) that is alive, the member StreamRemote reads through.
+// order) that is alive, where its single-active members' upstream
+// consumers go (StreamHomeRemote).
 type StreamHomer interface {
 	StreamHome(q *Queue) string
+	// StreamHomeRemote is a consumer's way to q's home: the node
+	// StreamHome names when it connects, this node included.
+	StreamHomeRemote(q *Queue) StreamRemote
+}
+
+// upstreamRemote is a new upstream consumer's way to the stream: a
+// single-active member's (group) goes to the stream's home, whichever
+// member that is when it connects, this node included, so that after the
+// home's death the members on every node join the group on the next home
+// (a member on that node through itself) and the group forms once; any
+// other consumer's goes to the first other member alive.
+func (st *stream) upstreamRemote(group string) StreamRemote {
+	c := st.q.vh.b.cluster
+	if h, ok := c.(StreamHomer); ok && group != "" {
+		return h.StreamHomeRemote(st.q)
+	}
+	return c.StreamRemote(st.q)
 }
 
 // groupElsewhere reports whether a new member of group of a clustered

@@ -15,6 +15,7 @@ import (
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 
 	"github.com/trident-broker/trident/conf"
+	"github.com/trident-broker/trident/test/testbin"
 )
 
 // Single active consumer on streams (RabbitMQ 3.11's semantics): members
@@ -427,5 +428,353 @@ func TestStreamSACProtocolCluster(t *testing.T) {
 	b.wait(t, 40)
 	if got := b.got(); !slices.Equal(got, offsetsFrom(60, 100)) || b.told() != "[true]" {
 		t.Fatalf("after takeover the second member got offsets %v (updates %s), want 60…99", got, b.told())
+	}
+}
+
+// TestStreamSACHomeFailover: a clustered stream's single-active groups
+// live on its home (its first member alive); members on other nodes join
+// them through upstream consumers. Two members of one group on the two
+// nodes that are not the home; the active one acks the first 20 of 30
+// messages; the home is killed (SIGKILL). The group forms again on the
+// next member: exactly one consumer is active, it gets what was not acked
+// (20…29, redelivered) and then the messages published after the kill,
+// and the other gets nothing.
+func TestStreamSACHomeFailover(t *testing.T) { sacHomeFailover(t, false, false) }
+
+// TestStreamSACHomeKilledAtOnce: as TestStreamSACHomeFailover, but the
+// home is killed as soon as the active member has 20…29 (its acks of
+// 0…19 reached the home a moment before, and the home had no time to
+// write the group's offset): the member's node, which saw the acks, keeps
+// the group's offset, and the takeover starts after 19 all the same.
+func TestStreamSACHomeKilledAtOnce(t *testing.T) { sacHomeFailover(t, false, true) }
+
+// TestStreamSACHomeFailoverAcked: as TestStreamSACHomeFailover, but the
+// member that was active acks what it holds (20…29) once the home is
+// killed, as an application whose connection lives on does. Its credit
+// free, it would receive again if the group formed twice (on each
+// survivor, each member active in its own); it must not: one group, one
+// active member, from after the group's stored offset.
+func TestStreamSACHomeFailoverAcked(t *testing.T) { sacHomeFailover(t, true, false) }
+
+// sacHomeFailover: ackHeld, the member that was active acks what it holds
+// after the kill; atOnce, the home is killed as soon as that member has
+// its messages.
+func sacHomeFailover(t *testing.T, ackHeld, atOnce bool) {
+	nodes := startCluster(t, 3)
+	_, ch := dialNode(t, nodes[0])
+	if _, err := ch.QueueDeclare("hsac", true, false, false, false, amqp.Table{"x-queue-type": "stream", "x-initial-cluster-size": int32(3)}); err != nil {
+		t.Fatal(err)
+	}
+	var members []string
+	eventually(t, 15*time.Second, "a leader with 3 members", func() bool {
+		var q struct {
+			Leader  string   `json:"leader"`
+			Members []string `json:"members"`
+		}
+		code := nodes[0].api(t, "GET", "/api/queues/%2F/hsac", nil, &q)
+		members = q.Members
+		return code == 200 && q.Leader != "" && len(q.Members) == 3
+	})
+	var home *cnode
+	var others []*cnode
+	for _, nd := range nodes {
+		if nd.name == members[0] {
+			home = nd
+		} else {
+			others = append(others, nd)
+		}
+	}
+	if home == nil {
+		t.Fatalf("members %v name no node", members)
+	}
+	t.Logf("members %v: home %s", members, home.name)
+	_, pch := dialNode(t, others[0])
+	streamPublish(t, pch, "", "hsac", numbered("m", 0, 30), nil)
+	args := amqp.Table{"x-stream-offset": "first", "x-single-active-consumer": true, "x-stream-consumer-name": "grp"}
+
+	type member struct {
+		name string
+		ds   <-chan amqp.Delivery
+	}
+	var ms []member
+	for i, nd := range others {
+		_, c := dialNode(t, nd)
+		if err := c.Qos(10, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := c.Consume("hsac", "c"+strconv.Itoa(i), false, false, false, false, args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, member{nd.name, ds})
+		if i == 0 {
+			// The first is active: it receives 0…9 and acks 0…19 as they come.
+			for j := 0; j < 20; j++ {
+				select {
+				case d := <-ds:
+					if string(d.Body) != "m"+strconv.Itoa(j) {
+						t.Fatalf("active member's delivery %d is %q", j, d.Body)
+					}
+					_ = d.Ack(false)
+				case <-time.After(30 * time.Second):
+					t.Fatalf("active member: no delivery %d", j)
+				}
+			}
+		}
+	}
+	// 20…29 reach the active member unacked; the other waits.
+	var held []amqp.Delivery
+	for j := 20; j < 30; j++ {
+		select {
+		case d := <-ms[0].ds:
+			if string(d.Body) != "m"+strconv.Itoa(j) {
+				t.Fatalf("active member's delivery %d is %q", j, d.Body)
+			}
+			held = append(held, d)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("active member: no delivery %d", j)
+		}
+	}
+	if !atOnce {
+		select {
+		case d := <-ms[1].ds:
+			t.Fatalf("waiting member got %q before the failover", d.Body)
+		case <-time.After(time.Second):
+		}
+	}
+
+	if err := home.p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if ackHeld {
+		for _, d := range held {
+			_ = d.Ack(false)
+		}
+	}
+	// Published after the kill, through a survivor (retried while the
+	// stream elects a leader if the home led it).
+	for j := 30; j < 40; j++ {
+		streamPublishRetry(t, others, "hsac", "m"+strconv.Itoa(j))
+	}
+	got := map[string][]string{}
+	seen := map[string]bool{}
+	deadline := time.After(60 * time.Second)
+	// What was not acked comes again (20…29; in ackHeld, unless the acks
+	// were stored before the group formed again), and what was published
+	// after the kill.
+	done := func() bool {
+		for j := 30; j < 40; j++ {
+			if !seen["m"+strconv.Itoa(j)] {
+				return false
+			}
+		}
+		return ackHeld || len(seen) >= 20
+	}
+	for !done() {
+		select {
+		case d := <-ms[0].ds:
+			got[ms[0].name] = append(got[ms[0].name], string(d.Body))
+			seen[string(d.Body)] = true
+			_ = d.Ack(false)
+		case d := <-ms[1].ds:
+			got[ms[1].name] = append(got[ms[1].name], string(d.Body))
+			seen[string(d.Body)] = true
+			_ = d.Ack(false)
+		case <-deadline:
+			t.Fatalf("after the home's kill, 60 s: got %v", got)
+		}
+	}
+	// Anything late to the other member would break the single-active rule.
+	quiet := time.After(2 * time.Second)
+	for done := false; !done; {
+		select {
+		case d := <-ms[0].ds:
+			got[ms[0].name] = append(got[ms[0].name], string(d.Body))
+		case d := <-ms[1].ds:
+			got[ms[1].name] = append(got[ms[1].name], string(d.Body))
+		case <-quiet:
+			done = true
+		}
+	}
+	t.Logf("after the home's kill: %v", got)
+	if len(got) != 1 {
+		t.Fatalf("both members received after the failover (one group, one active): %v", got)
+	}
+	for _, bodies := range got {
+		for _, b := range bodies {
+			if n, _ := strconv.Atoi(b[1:]); n < 20 {
+				t.Fatalf("%s came again after it was acked: %v", b, got)
+			}
+		}
+	}
+}
+
+// TestStreamSACHomeStoresOffset: a single-active member on a member of a
+// clustered stream that is not its home joins the group on the home
+// through an upstream consumer; its acks store the group's offset (the
+// named offset of the group's name), which every node holds (what a
+// takeover after the home's death starts after). The member acks 0…19 of
+// 30 and stays subscribed; every node shows "grp" at 19.
+func TestStreamSACHomeStoresOffset(t *testing.T) {
+	nodes := startCluster(t, 3)
+	_, ch := dialNode(t, nodes[0])
+	if _, err := ch.QueueDeclare("hsoff", true, false, false, false, amqp.Table{"x-queue-type": "stream", "x-initial-cluster-size": int32(3)}); err != nil {
+		t.Fatal(err)
+	}
+	var members []string
+	eventually(t, 15*time.Second, "a leader with 3 members", func() bool {
+		var q struct {
+			Leader  string   `json:"leader"`
+			Members []string `json:"members"`
+		}
+		code := nodes[0].api(t, "GET", "/api/queues/%2F/hsoff", nil, &q)
+		members = q.Members
+		return code == 200 && q.Leader != "" && len(q.Members) == 3
+	})
+	var other *cnode
+	for _, nd := range nodes {
+		if nd.name != members[0] {
+			other = nd
+			break
+		}
+	}
+	streamPublish(t, ch, "", "hsoff", numbered("m", 0, 30), nil)
+	_, c := dialNode(t, other)
+	if err := c.Qos(10, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := c.Consume("hsoff", "c", false, false, false, false,
+		amqp.Table{"x-stream-offset": "first", "x-single-active-consumer": true, "x-stream-consumer-name": "grp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := 0; j < 30; j++ {
+		select {
+		case d := <-ds:
+			if string(d.Body) != "m"+strconv.Itoa(j) {
+				t.Fatalf("delivery %d is %q", j, d.Body)
+			}
+			if j < 20 {
+				_ = d.Ack(false)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no delivery %d", j)
+		}
+	}
+	for _, nd := range nodes {
+		eventually(t, 20*time.Second, "grp's offset 19 on "+nd.name, func() bool {
+			var q struct {
+				Stream struct {
+					Consumers []struct {
+						Name   string `json:"name"`
+						Offset int    `json:"offset"`
+					} `json:"consumer_offsets"`
+				} `json:"stream"`
+			}
+			nd.api(t, "GET", "/api/queues/%2F/hsoff", nil, &q)
+			for _, co := range q.Stream.Consumers {
+				if co.Name == "grp" && co.Offset == 19 {
+					return true
+				}
+			}
+			return false
+		})
+	}
+}
+
+// TestStreamSACHomeKilledSTOMP: a STOMP single-active member on a member
+// of a clustered stream that is not its home acks 0…19 of 30 (client
+// acks); the home is killed (SIGKILL) as soon as the member has the 30:
+// both survivors hold the group's offset 19, although the home may have
+// died before it wrote it (the member's node, which saw the acks, keeps
+// it).
+func TestStreamSACHomeKilledSTOMP(t *testing.T) {
+	stomps := make([]string, 3)
+	for i := range stomps {
+		port, err := testbin.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stomps[i] = "127.0.0.1:" + strconv.Itoa(port)
+	}
+	nodes := startClusterWith(t, 3, func(i int) []string { return []string{"--stomp-listen", stomps[i]} })
+	_, ch := dialNode(t, nodes[0])
+	if _, err := ch.QueueDeclare("hstomp", true, false, false, false, amqp.Table{"x-queue-type": "stream", "x-initial-cluster-size": int32(3)}); err != nil {
+		t.Fatal(err)
+	}
+	var members []string
+	eventually(t, 15*time.Second, "a leader with 3 members", func() bool {
+		var q struct {
+			Leader  string   `json:"leader"`
+			Members []string `json:"members"`
+		}
+		code := nodes[0].api(t, "GET", "/api/queues/%2F/hstomp", nil, &q)
+		members = q.Members
+		return code == 200 && q.Leader != "" && len(q.Members) == 3
+	})
+	var home *cnode
+	var others []*cnode
+	for _, nd := range nodes {
+		if nd.name == members[0] {
+			home = nd
+		} else {
+			others = append(others, nd)
+		}
+	}
+	if home == nil {
+		t.Fatalf("members %v name no node", members)
+	}
+	streamPublish(t, ch, "", "hstomp", numbered("m", 0, 30), nil)
+	sc, err := stomp.Dial("tcp", stomps[others[0].i], stomp.ConnOpt.Login("guest", "guest"), stomp.ConnOpt.Host("/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sc.Disconnect() })
+	sub, err := sc.Subscribe("/amq/queue/hstomp", stomp.AckClientIndividual,
+		stomp.SubscribeOpt.Header("prefetch-count", "10"), stomp.SubscribeOpt.Header("x-stream-offset", "first"),
+		stomp.SubscribeOpt.Header("x-single-active-consumer", "true"), stomp.SubscribeOpt.Header("x-stream-consumer-name", "grp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := 0; j < 30; j++ {
+		var m *stomp.Message
+		select {
+		case m = <-sub.C:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no message %d", j)
+		}
+		if m == nil || m.Err != nil {
+			t.Fatalf("message %d: %v", j, m)
+		}
+		if string(m.Body) != "m"+strconv.Itoa(j) {
+			t.Fatalf("message %d is %q", j, m.Body)
+		}
+		if j < 20 {
+			if err := sc.Ack(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := home.p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range others {
+		eventually(t, 30*time.Second, "grp's offset 19 on "+nd.name, func() bool {
+			var q struct {
+				Stream struct {
+					Consumers []struct {
+						Name   string `json:"name"`
+						Offset int    `json:"offset"`
+					} `json:"consumer_offsets"`
+				} `json:"stream"`
+			}
+			nd.api(t, "GET", "/api/queues/%2F/hstomp", nil, &q)
+			for _, co := range q.Stream.Consumers {
+				if co.Name == "grp" && co.Offset == 19 {
+					return true
+				}
+			}
+			return false
+		})
 	}
 }

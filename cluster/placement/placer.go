@@ -290,6 +290,22 @@ func (p *Placer) StreamRemote(q *exchange.Queue) exchange.StreamRemote {
 	return r
 }
 
+// StreamHomeRemote implements exchange.StreamHomer: a single-active
+// consumer's way to q's home (StreamHome), looked up at each connection,
+// this node included: after the home's death, a member on the next home
+// joins its group there through its own node.
+func (p *Placer) StreamHomeRemote(q *exchange.Queue) exchange.StreamRemote {
+	locate := func() (string, error) {
+		h := p.StreamHome(q)
+		if h == "" {
+			return "", errors.New("stream has no member alive")
+		}
+		return p.addrOf(h)
+	}
+	r, _ := p.c.Remotes.Remote(q.VHost(), q.Name(), locate).(exchange.StreamRemote)
+	return r
+}
+
 // StreamHome implements exchange.StreamHomer: the first of q's members
 // (in their recorded order) that is alive, where its single-active
 // groups live; "" if none is.
