@@ -429,42 +429,28 @@ func spGoSuperPhase(ctx context.Context, o *options, env *stream.Environment, u 
 // again from the first offset: those are counted as duplicates).
 func spGoSuperConsume(ctx context.Context, o *options, env *stream.Environment, u spURL, name string, k, n int) (spPhase, error) {
 	p := spPhase{Messages: n}
-	size := map[string]int64{}
-	for i := range k {
-		part := fmt.Sprintf("%s-%d", name, i)
-		st, err := env.StreamStats(part)
-		if err != nil {
-			return p, err
-		}
-		lo, err := st.LastOffset()
-		if err != nil {
-			lo = -1 // empty
-		}
-		size[part] = lo + 1
-	}
 	var (
 		mu       sync.Mutex
-		seen     = map[string][]bool{}
+		seen     = make([]bool, n) // by the message's index, its body's first 8 bytes
 		distinct int
 		dups     int
 		done     = make(chan struct{})
 	)
-	for part, sz := range size {
-		seen[part] = make([]bool, sz)
-	}
-	handler := func(c stream.ConsumerContext, _ *amqp10.Message) {
-		part, off := c.Consumer.GetStreamName(), c.Consumer.GetOffset()
-		mu.Lock()
-		defer mu.Unlock()
-		s := seen[part]
-		if off < 0 || off >= int64(len(s)) {
+	handler := func(_ stream.ConsumerContext, m *amqp10.Message) {
+		if len(m.Data) == 0 || len(m.Data[0]) < 8 {
 			return
 		}
-		if s[off] {
+		i := binary.BigEndian.Uint64(m.Data[0])
+		mu.Lock()
+		defer mu.Unlock()
+		if i >= uint64(n) {
+			return
+		}
+		if seen[i] {
 			dups++
 			return
 		}
-		s[off] = true
+		seen[i] = true
 		if distinct++; distinct == n {
 			close(done)
 		}
