@@ -515,15 +515,13 @@ func TestStreamClusterRetentionLeaderKill(t *testing.T) {
 	t.Logf("records of %d bytes, %d a segment; first offsets seen %v; final first %d", r.rec, r.per, offs, after)
 }
 
-// TestStreamClusterNonMember: in a 4-node cluster a stream of 3 members
-// leaves one node without a copy. A consumer there reads the stream
-// through a member (from first, from a numeric offset, by name), with
-// x-stream-offset on every delivery and acks as credit; publishes there
-// reach the stream, confirmed once the group committed them.
-func TestStreamClusterNonMember(t *testing.T) {
-	nodes := startCluster(t, 4)
+// declareClusterStream declares the durable stream name of 3 members
+// through nodes[0] and waits until it has a leader; it returns its
+// members, the first of them the stream's home.
+func declareClusterStream(t *testing.T, nodes []*cnode, name string) []string {
+	t.Helper()
 	_, ch := dialNode(t, nodes[0])
-	if _, err := ch.QueueDeclare("cn", true, false, false, false, amqp.Table{"x-queue-type": "stream", "x-initial-cluster-size": int32(3)}); err != nil {
+	if _, err := ch.QueueDeclare(name, true, false, false, false, amqp.Table{"x-queue-type": "stream", "x-initial-cluster-size": int32(3)}); err != nil {
 		t.Fatal(err)
 	}
 	var members []string
@@ -532,10 +530,21 @@ func TestStreamClusterNonMember(t *testing.T) {
 			Leader  string   `json:"leader"`
 			Members []string `json:"members"`
 		}
-		code := nodes[0].api(t, "GET", "/api/queues/%2F/cn", nil, &q)
+		code := nodes[0].api(t, "GET", "/api/queues/%2F/"+name, nil, &q)
 		members = q.Members
 		return code == 200 && q.Leader != "" && len(q.Members) == 3
 	})
+	return members
+}
+
+// TestStreamClusterNonMember: in a 4-node cluster a stream of 3 members
+// leaves one node without a copy. A consumer there reads the stream
+// through a member (from first, from a numeric offset, by name), with
+// x-stream-offset on every delivery and acks as credit; publishes there
+// reach the stream, confirmed once the group committed them.
+func TestStreamClusterNonMember(t *testing.T) {
+	nodes := startCluster(t, 4)
+	members := declareClusterStream(t, nodes, "cn")
 	var outsider, member *cnode
 	for _, nd := range nodes {
 		if !slices.Contains(members, nd.name) {

@@ -461,20 +461,7 @@ func TestStreamSACHomeFailoverAcked(t *testing.T) { sacHomeFailover(t, true, fal
 // its messages.
 func sacHomeFailover(t *testing.T, ackHeld, atOnce bool) {
 	nodes := startCluster(t, 3)
-	_, ch := dialNode(t, nodes[0])
-	if _, err := ch.QueueDeclare("hsac", true, false, false, false, amqp.Table{"x-queue-type": "stream", "x-initial-cluster-size": int32(3)}); err != nil {
-		t.Fatal(err)
-	}
-	var members []string
-	eventually(t, 15*time.Second, "a leader with 3 members", func() bool {
-		var q struct {
-			Leader  string   `json:"leader"`
-			Members []string `json:"members"`
-		}
-		code := nodes[0].api(t, "GET", "/api/queues/%2F/hsac", nil, &q)
-		members = q.Members
-		return code == 200 && q.Leader != "" && len(q.Members) == 3
-	})
+	members := declareClusterStream(t, nodes, "hsac")
 	var home *cnode
 	var others []*cnode
 	for _, nd := range nodes {
@@ -617,20 +604,8 @@ func sacHomeFailover(t *testing.T, ackHeld, atOnce bool) {
 // 30 and stays subscribed; every node shows "grp" at 19.
 func TestStreamSACHomeStoresOffset(t *testing.T) {
 	nodes := startCluster(t, 3)
+	members := declareClusterStream(t, nodes, "hsoff")
 	_, ch := dialNode(t, nodes[0])
-	if _, err := ch.QueueDeclare("hsoff", true, false, false, false, amqp.Table{"x-queue-type": "stream", "x-initial-cluster-size": int32(3)}); err != nil {
-		t.Fatal(err)
-	}
-	var members []string
-	eventually(t, 15*time.Second, "a leader with 3 members", func() bool {
-		var q struct {
-			Leader  string   `json:"leader"`
-			Members []string `json:"members"`
-		}
-		code := nodes[0].api(t, "GET", "/api/queues/%2F/hsoff", nil, &q)
-		members = q.Members
-		return code == 200 && q.Leader != "" && len(q.Members) == 3
-	})
 	var other *cnode
 	for _, nd := range nodes {
 		if nd.name != members[0] {
@@ -698,20 +673,8 @@ func TestStreamSACHomeKilledSTOMP(t *testing.T) {
 		stomps[i] = "127.0.0.1:" + strconv.Itoa(port)
 	}
 	nodes := startClusterWith(t, 3, func(i int) []string { return []string{"--stomp-listen", stomps[i]} })
+	members := declareClusterStream(t, nodes, "hstomp")
 	_, ch := dialNode(t, nodes[0])
-	if _, err := ch.QueueDeclare("hstomp", true, false, false, false, amqp.Table{"x-queue-type": "stream", "x-initial-cluster-size": int32(3)}); err != nil {
-		t.Fatal(err)
-	}
-	var members []string
-	eventually(t, 15*time.Second, "a leader with 3 members", func() bool {
-		var q struct {
-			Leader  string   `json:"leader"`
-			Members []string `json:"members"`
-		}
-		code := nodes[0].api(t, "GET", "/api/queues/%2F/hstomp", nil, &q)
-		members = q.Members
-		return code == 200 && q.Leader != "" && len(q.Members) == 3
-	})
 	var home *cnode
 	var others []*cnode
 	for _, nd := range nodes {
