@@ -1,13 +1,16 @@
 package main
 
 // The MQTT bridge benchmark (--bridge N, issue 42): an edge broker bridges
-// the topic bench/# out at QoS 1 to a cloud broker, as Mosquitto's
-// `connection` blocks do. Three pairs, in the same run:
+// the topic bench/# at QoS 1 with a cloud broker, as Mosquitto's
+// `connection` blocks do: out (the edge forwards what is published to it)
+// or in (the edge takes what is published to the cloud). Five pairs, named
+// by the way the messages go, in the same run:
 //
-//	trident → trident      the edge's bridge from its configuration
-//	trident → mosquitto    (--mqtt-bridges), a persistent remote session
-//	mosquitto → mosquitto  the anchor: a Mosquitto edge with the same
-//	                       bridge (cleansession false, persistence on)
+//	trident → trident            out: the edge's bridge from its
+//	trident → mosquitto          configuration (--mqtt-bridges), a
+//	mosquitto → trident (in)     persistent remote session
+//	mosquitto → mosquitto        the anchor: a Mosquitto edge with the same
+//	mosquitto → mosquitto (in)   bridge (cleansession false, persistence on)
 //
 // Mosquitto is the Debian package's binary (test/testdata/install-mosquitto.sh
 // installs it); both Mosquittos run with max_queued_messages 0 (no limit),
@@ -16,20 +19,23 @@ package main
 // the pairs that need it are skipped.
 //
 // Each pair has two phases, each with N messages of --size bytes (the first
-// 8 the message's index), published at QoS 1 to the edge by one client with
-// at most 1,000 unacknowledged, received at QoS 1 by one subscriber on the
-// cloud:
+// 8 the message's index), published at QoS 1 by one client with at most
+// 1,000 unacknowledged, to the edge (out) or the cloud (in), received at
+// QoS 1 by one subscriber on the other (in: with a persistent session, to
+// which it reconnects after the edge's restart):
 //
 //	rate   messages per second from the first publish to the last distinct
-//	       arrival on the cloud
-//	kill   every message is published and acknowledged by the edge, the
-//	       edge is killed (SIGKILL) at once and restarted on the same data;
-//	       then the cloud's subscriber gets what arrives until it has all N
-//	       or nothing came for 20 s: lost = N - distinct, duplicates counted
+//	       arrival
+//	kill   every message is published and acknowledged (by the edge, out;
+//	       by the cloud, in), the edge is killed (SIGKILL) at once and
+//	       restarted on the same data; then the subscriber gets what
+//	       arrives until it has all N or nothing came for 20 s:
+//	       lost = N - distinct, duplicates counted
 //
-// A message the edge acknowledged is one it has taken responsibility for:
-// Trident stores it before the PUBACK; Mosquitto keeps it in memory and
-// writes its persistence file on autosave or shutdown.
+// A message a broker acknowledged is one it has taken responsibility for:
+// Trident stores it before the PUBACK (and a bridge acknowledges a message
+// it takes in only once stored); Mosquitto keeps it in memory and writes
+// its persistence file on autosave or shutdown.
 
 import (
 	"context"
@@ -83,17 +89,18 @@ func runBridge(ctx context.Context, o *options) error {
 	mosq := findMosquitto()
 	type pair struct {
 		name        string
-		edge, cloud func(cloudAddr string) (*bridgeBroker, error)
+		edge, cloud bridgeStart
+		in          bool
 		needsMosq   bool
 	}
-	trident := func(o *options) func(string) (*bridgeBroker, error) {
-		return func(cloud string) (*bridgeBroker, error) { return bridgeTrident(ctx, o, cloud) }
-	}
-	mosquitto := func(cloud string) (*bridgeBroker, error) { return startBridgeMosquitto(mosq, cloud) }
+	trident := func(cloud, rule string) (*bridgeBroker, error) { return bridgeTrident(ctx, o, cloud, rule) }
+	mosquitto := func(cloud, rule string) (*bridgeBroker, error) { return startBridgeMosquitto(mosq, cloud, rule) }
 	pairs := []pair{
-		{name: "trident → trident", edge: trident(o), cloud: trident(o)},
-		{name: "trident → mosquitto", edge: trident(o), cloud: mosquitto, needsMosq: true},
+		{name: "trident → trident", edge: trident, cloud: trident},
+		{name: "trident → mosquitto", edge: trident, cloud: mosquitto, needsMosq: true},
+		{name: "mosquitto → trident (in)", edge: trident, cloud: mosquitto, in: true, needsMosq: true},
 		{name: "mosquitto → mosquitto", edge: mosquitto, cloud: mosquitto, needsMosq: true},
+		{name: "mosquitto → mosquitto (in)", edge: mosquitto, cloud: mosquitto, in: true, needsMosq: true},
 	}
 	var out []bridgePhase
 	for _, p := range pairs {
@@ -101,7 +108,7 @@ func runBridge(ctx context.Context, o *options) error {
 			fmt.Fprintf(os.Stderr, "tridentbench: %s skipped: no mosquitto binary (test/testdata/install-mosquitto.sh installs it)\n", p.name)
 			continue
 		}
-		phases, err := bridgePair(ctx, o, p.name, n, p.edge, p.cloud)
+		phases, err := bridgePair(ctx, o, p.name, n, p.edge, p.cloud, p.in)
 		out = append(out, phases...)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p.name, err)
@@ -112,7 +119,7 @@ func runBridge(ctx context.Context, o *options) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(map[string]any{"host": hostInfo(), "messages": n, "size": o.params.MsgSize, "phases": out})
 	}
-	fmt.Printf("MQTT bridge, bench/# out at QoS 1, %d messages of %d B per phase, on %d CPUs\n", n, max(o.params.MsgSize, 8), hostInfo()["cpus"])
+	fmt.Printf("MQTT bridge, bench/# at QoS 1, %d messages of %d B per phase, on %d CPUs\n", n, max(o.params.MsgSize, 8), hostInfo()["cpus"])
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "pair\tphase\tmsgs/s\treceived\tlost\tduplicates\tseconds\t")
 	for _, p := range out {
@@ -125,14 +132,22 @@ func runBridge(ctx context.Context, o *options) error {
 	return tw.Flush()
 }
 
+// bridgeStart starts a broker; with a cloud address, bridging to it by the
+// Mosquitto topic rule.
+type bridgeStart func(cloud, rule string) (*bridgeBroker, error)
+
 // bridgePair runs both phases on a fresh cloud and edge.
-func bridgePair(ctx context.Context, o *options, name string, n int, edgeOf, cloudOf func(string) (*bridgeBroker, error)) ([]bridgePhase, error) {
-	cloud, err := cloudOf("")
+func bridgePair(ctx context.Context, o *options, name string, n int, edgeOf, cloudOf bridgeStart, in bool) ([]bridgePhase, error) {
+	cloud, err := cloudOf("", "")
 	if err != nil {
 		return nil, fmt.Errorf("cloud: %w", err)
 	}
 	defer cloud.stop()
-	edge, err := edgeOf(cloud.addr)
+	rule := "bench/# out 1"
+	if in {
+		rule = "bench/# in 1"
+	}
+	edge, err := edgeOf(cloud.addr, rule)
 	if err != nil {
 		return nil, fmt.Errorf("edge: %w", err)
 	}
@@ -140,7 +155,7 @@ func bridgePair(ctx context.Context, o *options, name string, n int, edgeOf, clo
 	var out []bridgePhase
 	for _, phase := range []string{"rate", "kill"} {
 		fmt.Fprintf(os.Stderr, "%s: %s ... ", name, phase)
-		p, err := bridgeRun(ctx, o, edge, cloud, n, phase == "kill")
+		p, err := bridgeRun(ctx, o, edge, cloud, n, in, phase == "kill")
 		p.Pair, p.Phase = name, phase
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "error")
@@ -152,9 +167,13 @@ func bridgePair(ctx context.Context, o *options, name string, n int, edgeOf, clo
 	return out, nil
 }
 
-// bridgeRun publishes n messages to the edge under a topic of its own and
-// counts what the cloud's subscriber receives.
-func bridgeRun(ctx context.Context, o *options, edge, cloud *bridgeBroker, n int, kill bool) (bridgePhase, error) {
+// bridgeRun publishes n messages under a topic of its own to the edge (to
+// the cloud, in) and counts what the subscriber on the other receives.
+func bridgeRun(ctx context.Context, o *options, edge, cloud *bridgeBroker, n int, in, kill bool) (bridgePhase, error) {
+	from, to := edge, cloud
+	if in {
+		from, to = cloud, edge
+	}
 	p := bridgePhase{Messages: n}
 	topic := "bench/" + randomSuffix()
 	var (
@@ -188,21 +207,32 @@ func bridgeRun(ctx context.Context, o *options, edge, cloud *bridgeBroker, n int
 			closeOnce.Do(func() { close(allIn) })
 		}
 	}
-	sub, err := mqttDial("mqtt://guest:guest@"+cloud.addr, "tb-bridge-sub-"+randomSuffix(), nil)
+	// In, the subscriber is on the edge, which the kill phase restarts: a
+	// persistent session it reconnects to.
+	subID := "tb-bridge-sub-" + randomSuffix()
+	subscribe := func() (mqtt.Client, error) {
+		sub, err := mqttDialSession("mqtt://guest:guest@"+to.addr, subID, !in, nil)
+		if err != nil {
+			return nil, err
+		}
+		if tok := sub.Subscribe(topic+"/#", 1, handler); !tok.WaitTimeout(15*time.Second) || tok.Error() != nil {
+			sub.Disconnect(0)
+			return nil, fmt.Errorf("subscribe: %v", tok.Error())
+		}
+		return sub, nil
+	}
+	sub, err := subscribe()
 	if err != nil {
 		return p, err
 	}
-	defer sub.Disconnect(100)
-	if tok := sub.Subscribe(topic+"/#", 1, handler); !tok.WaitTimeout(15*time.Second) || tok.Error() != nil {
-		return p, fmt.Errorf("subscribe on the cloud: %v", tok.Error())
-	}
-	pub, err := mqttDial("mqtt://guest:guest@"+edge.addr, "tb-bridge-pub-"+randomSuffix(), nil)
+	defer func() { sub.Disconnect(100) }()
+	pub, err := mqttDial("mqtt://guest:guest@"+from.addr, "tb-bridge-pub-"+randomSuffix(), nil)
 	if err != nil {
 		return p, err
 	}
-	// The bridge subscribes on the edge when it connects: wait until a
-	// probe crosses before timing.
-	if err := bridgeProbe(ctx, pub, cloud, topic); err != nil {
+	// The bridge subscribes when it connects: wait until a probe crosses
+	// before timing.
+	if err := bridgeProbe(ctx, pub, to, topic); err != nil {
 		pub.Disconnect(0)
 		return p, err
 	}
@@ -247,6 +277,12 @@ func bridgeRun(ctx context.Context, o *options, edge, cloud *bridgeBroker, n int
 		if err := edge.restart(); err != nil {
 			return p, err
 		}
+		if in {
+			sub.Disconnect(0)
+			if sub, err = subscribe(); err != nil {
+				return p, fmt.Errorf("the subscriber back on the restarted edge: %w", err)
+			}
+		}
 	}
 	// Until all arrived, or nothing new for 20 s.
 	for {
@@ -282,11 +318,11 @@ func bridgeRun(ctx context.Context, o *options, edge, cloud *bridgeBroker, n int
 	return p, nil
 }
 
-// bridgeProbe publishes probes to topic/probe on the edge until one
-// reaches the cloud (the bridge is connected and subscribed).
-func bridgeProbe(ctx context.Context, pub mqtt.Client, cloud *bridgeBroker, topic string) error {
+// bridgeProbe publishes probes to topic/probe through pub until one
+// reaches the broker to (the bridge is connected and subscribed).
+func bridgeProbe(ctx context.Context, pub mqtt.Client, to *bridgeBroker, topic string) error {
 	got := make(chan struct{}, 1)
-	probe, err := mqttDial("mqtt://guest:guest@"+cloud.addr, "tb-bridge-probe-"+randomSuffix(), nil)
+	probe, err := mqttDial("mqtt://guest:guest@"+to.addr, "tb-bridge-probe-"+randomSuffix(), nil)
 	if err != nil {
 		return err
 	}
@@ -315,8 +351,8 @@ func bridgeProbe(ctx context.Context, pub mqtt.Client, cloud *bridgeBroker, topi
 }
 
 // bridgeTrident starts a Trident with an MQTT listener; with a cloud
-// address, it bridges bench/# out at QoS 1 to it.
-func bridgeTrident(ctx context.Context, o *options, cloud string) (*bridgeBroker, error) {
+// address, it bridges to it by rule.
+func bridgeTrident(ctx context.Context, o *options, cloud, rule string) (*bridgeBroker, error) {
 	port, err := testbin.FreePort()
 	if err != nil {
 		return nil, err
@@ -325,7 +361,7 @@ func bridgeTrident(ctx context.Context, o *options, cloud string) (*bridgeBroker
 	args := append([]string{"--mqtt-listen", addr}, o.tridentArgs...)
 	if cloud != "" {
 		b, _ := json.Marshal([]map[string]any{{
-			"name": "bench", "address": cloud, "topics": []string{"bench/# out 1"},
+			"name": "bench", "address": cloud, "topics": []string{rule},
 			"cleansession": false, "remote_clientid": "tb-bridge-" + randomSuffix(),
 			"remote_username": "guest", "remote_password": "guest",
 		}})
@@ -355,9 +391,9 @@ func findMosquitto() string {
 }
 
 // startBridgeMosquitto starts a Mosquitto on a free loopback port with
-// persistence on; with a cloud address, it bridges bench/# out at QoS 1 to
-// it with a persistent remote session.
-func startBridgeMosquitto(bin, cloud string) (*bridgeBroker, error) {
+// persistence on; with a cloud address, it bridges to it by rule with a
+// persistent remote session.
+func startBridgeMosquitto(bin, cloud, rule string) (*bridgeBroker, error) {
 	dir, err := os.MkdirTemp("", "tridentbench-mosquitto-")
 	if err != nil {
 		return nil, err
@@ -373,7 +409,7 @@ func startBridgeMosquitto(bin, cloud string) (*bridgeBroker, error) {
 	conf := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\nmax_queued_messages 0\npersistence true\npersistence_location %s/\nlog_dest file %s\n",
 		port, dir, filepath.Join(dir, "mosquitto.log"))
 	if cloud != "" {
-		conf += fmt.Sprintf("connection bench\naddress %s\ntopic bench/# out 1\ncleansession false\nremote_clientid tb-bridge-%s\nremote_username guest\nremote_password guest\n", cloud, randomSuffix())
+		conf += fmt.Sprintf("connection bench\naddress %s\ntopic %s\ncleansession false\nremote_clientid tb-bridge-%s\nremote_username guest\nremote_password guest\n", cloud, rule, randomSuffix())
 	}
 	cfg := filepath.Join(dir, "mosquitto.conf")
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {

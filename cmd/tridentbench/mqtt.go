@@ -62,11 +62,16 @@ func (s mqttScenario) Scheme() string { return "mqtt" }
 
 // mqttDial connects a clean-session client to mqtt://[user:pass@]host:port.
 func mqttDial(raw, id string, handler mqtt.MessageHandler) (mqtt.Client, error) {
+	return mqttDialSession(raw, id, true, handler)
+}
+
+// mqttDialSession is mqttDial with a clean or a persistent session.
+func mqttDialSession(raw, id string, clean bool, handler mqtt.MessageHandler) (mqtt.Client, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, err
 	}
-	o := mqtt.NewClientOptions().AddBroker("tcp://" + u.Host).SetClientID(id).SetCleanSession(true).
+	o := mqtt.NewClientOptions().AddBroker("tcp://" + u.Host).SetClientID(id).SetCleanSession(clean).
 		SetAutoReconnect(false).SetConnectTimeout(10 * time.Second).SetOrderMatters(false).
 		SetMaxResumePubInFlight(0).SetWriteTimeout(0).SetKeepAlive(60 * time.Second)
 	if u.User != nil {
