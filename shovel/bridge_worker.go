@@ -151,12 +151,22 @@ func (w *worker) bridgeOnce(ctx context.Context) error {
 			subs = append(subs, remoteSub{filter: t.RemoteFilter(), qos: t.QoS})
 		}
 	}
-	if err := r.subscribe(ctx, subs); err != nil {
-		return fmt.Errorf("remote: %v", err)
-	}
-	w.set(StateRunning, "")
-	return w.bridgeLoop(ctx, l, r, in)
+	// A persistent remote session sends what it queued for the bridge
+	// right after CONNACK, before the SUBACK: the loop takes it in while
+	// the subscription is on its way (the client's router delivers in
+	// order, so waiting for the SUBACK with a full hand-off would never
+	// see it). The bridge is running once the remote has answered.
+	subscribed := make(chan error, 1)
+	go func() {
+		sctx, cancel := context.WithTimeout(ctx, subscribeTimeout)
+		defer cancel()
+		subscribed <- r.subscribe(sctx, subs)
+	}()
+	return w.bridgeLoop(ctx, l, r, in, subscribed)
 }
+
+// subscribeTimeout bounds the wait for the remote's SUBACK.
+const subscribeTimeout = 30 * time.Second
 
 // outResult is the end of one publish to the remote.
 type outResult struct {
@@ -169,7 +179,7 @@ type outResult struct {
 // (at most Prefetch: the local queue's window), each waiting for its
 // PUBACK; local publishes are confirmed in order, and each confirm
 // releases the oldest remote acknowledgement.
-func (w *worker) bridgeLoop(ctx context.Context, l *bridgeLocal, r remote, in <-chan remoteMsg) error {
+func (w *worker) bridgeLoop(ctx context.Context, l *bridgeLocal, r remote, in <-chan remoteMsg, subscribed <-chan error) error {
 	d := w.bridge
 	mark := w.vhost + "/" + w.name
 	results := make(chan outResult, d.Prefetch+1)
@@ -191,6 +201,12 @@ func (w *worker) bridgeLoop(ctx context.Context, l *bridgeLocal, r remote, in <-
 			return fmt.Errorf("local: publishing: %v", e)
 		case err := <-r.lost():
 			return fmt.Errorf("remote connection lost: %v", err)
+		case err := <-subscribed:
+			if err != nil {
+				return fmt.Errorf("remote: %v", err)
+			}
+			subscribed = nil
+			w.set(StateRunning, "")
 		case m, ok := <-ds:
 			if !ok {
 				return errors.New("local: the bridge's queue consumer was cancelled")

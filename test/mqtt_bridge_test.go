@@ -362,8 +362,9 @@ type mosquitto struct {
 }
 
 // startMosquitto starts mosquitto; persist keeps its sessions and queued
-// messages in its directory across a (graceful) restart.
-func startMosquitto(t *testing.T, persist bool) *mosquitto {
+// messages in its directory across a (graceful) restart; extra are more
+// lines of its configuration.
+func startMosquitto(t *testing.T, persist bool, extra ...string) *mosquitto {
 	t.Helper()
 	m := &mosquitto{t: t, bin: mosquittoBin(t), addr: freeAddr(t)}
 	_, port, _ := strings.Cut(m.addr, ":")
@@ -379,6 +380,9 @@ func startMosquitto(t *testing.T, persist bool) *mosquitto {
 		conf += "persistence true\npersistence_location " + dir + "/\n"
 	} else {
 		conf += "persistence false\n"
+	}
+	for _, l := range extra {
+		conf += l + "\n"
 	}
 	if err := os.WriteFile(m.cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
@@ -786,4 +790,49 @@ func TestMQTTBridgeMosquittoRestarts(t *testing.T) {
 	}
 	publishRange(t, edge.mqtt, "edge-pub-2", "data", "o", 300, 350)
 	waitAll(t, "across the edge's kill", sink, "o", 350, down, "i", 300)
+}
+
+// TestMQTTBridgeBacklogOnReconnect: a bridge coming back to a persistent
+// remote session that holds more messages than its window (bridge
+// inflight, 256) gets them all. Mosquitto, with no bound on what it
+// queues (max_queued_messages 0), sends a returning session its backlog
+// right after CONNACK, ahead of the SUBACK of the bridge's subscription:
+// a bridge that waited for that SUBACK before taking messages in never
+// saw it (its client's router, which delivers in order, blocked on the
+// full hand-off) and stayed "starting" with the backlog on the remote.
+func TestMQTTBridgeBacklogOnReconnect(t *testing.T) {
+	mosq := startMosquitto(t, true, "max_queued_messages 0")
+	edge := startBridgeNode(t)
+	down := newCollector(t, edge.mqtt, "edge-backlog-sink", "local/down/#")
+	edge.api.expect(201, "PUT", "/api/parameters/mqtt-bridge/%2F/backlog", map[string]any{"value": map[string]any{
+		"address": mosq.addr, "remote_clientid": "edge-backlog", "cleansession": false, "restart_timeout": 1,
+		"topic": []any{"down/# in 1 local/ \"\""}}})
+	waitBridge(t, edge.api, "backlog", "running", 30*time.Second)
+	publishRange(t, mosq.addr, "mosq-backlog-1", "down", "i", 0, 10)
+	waitAll(t, "before the edge's kill", down, "i", 10, down, "i", 10)
+
+	// The edge is killed while the messages flow: some in flight to it,
+	// most queued on Mosquitto for its session.
+	// Published pipelined (the whole range in flight at once), so that
+	// Mosquitto holds most of it for the bridge's session at the kill.
+	pub := mqttIn(t, mosq.addr, "mosq-backlog-2", true)
+	var toks []mqtt3.Token
+	for i := 10; i < 20000; i++ {
+		toks = append(toks, pub.Publish("down/"+strconv.Itoa(i), 1, false, "i"+strconv.Itoa(i)))
+	}
+	eventually(t, 30*time.Second, "the edge to receive some", func() bool { return len(down.missing("i", 20000)) < 19000 })
+	if err := edge.p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range toks {
+		if !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
+			t.Fatalf("publish to Mosquitto: %v", tok.Error())
+		}
+	}
+	pub.Disconnect(50)
+	if err := edge.p.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitAll(t, "the backlog after the edge's restart", down, "i", 20000, down, "i", 20000)
+	waitBridge(t, edge.api, "backlog", "running", 30*time.Second)
 }
