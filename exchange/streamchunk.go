@@ -210,6 +210,13 @@ func (l *streamLog) discardPendLocked() []func(error) {
 	return out
 }
 
+// recordReader is a Store that reads large records without reading
+// values ahead (store.Badger): a reader of chunk records usually wants
+// one or two of them.
+type recordReader interface {
+	ReadRecords(qid, from uint64, fn func(seq uint64, data []byte) bool) error
+}
+
 // scanSeg calls fn with each message of segment s from offset from on
 // (below s.next), in offset order, until fn returns false: message
 // records as they are, chunk records message by message. A chunk record
@@ -220,7 +227,11 @@ func (l *streamLog) scanSeg(s segment, from uint64, fn func(off uint64, data []b
 	if s.chunked {
 		start = max(s.first, from&^(chunkAlign-1))
 	}
-	return l.st.ReadMessages(s.id, start, func(key uint64, data []byte) bool {
+	read := l.st.ReadMessages
+	if rr, ok := l.st.(recordReader); ok && s.chunked {
+		read = rr.ReadRecords
+	}
+	return read(s.id, start, func(key uint64, data []byte) bool {
 		if key >= s.next {
 			return false
 		}
