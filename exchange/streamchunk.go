@@ -84,13 +84,18 @@ func eachInChunk(rec []byte, fn func(i int, data []byte) bool) error {
 	return nil
 }
 
+// chunkHead is the room a pending chunk leaves for its record's head.
+const chunkHead = 1 + binary.MaxVarintLen64
+
 // chunkRecord is the chunk record of n message records, body holding
-// each preceded by its length (uvarint).
+// each preceded by its length (uvarint) after chunkHead bytes of room,
+// where it puts the head: the record is the end of body.
 func chunkRecord(n int, body []byte) []byte {
-	rec := make([]byte, 0, 1+binary.MaxVarintLen64+len(body))
-	rec = append(rec, chunkVersion)
-	rec = binary.AppendUvarint(rec, uint64(n))
-	return append(rec, body...)
+	var head [chunkHead]byte
+	h := binary.AppendUvarint(append(head[:0], chunkVersion), uint64(n))
+	start := chunkHead - len(h)
+	copy(body[start:], h)
+	return body[start:]
 }
 
 // chunkCount returns how many messages a record holds: 1 for a message
@@ -128,7 +133,8 @@ func (l *streamLog) appendChunkLocked(cur *segment, off uint64, data []byte, dw 
 		p = nil
 	}
 	if p == nil {
-		p = &pendChunk{seg: cur, first: off}
+		// Room for the record's head before the body (chunkRecord).
+		p = &pendChunk{seg: cur, first: off, body: make([]byte, chunkHead, chunkHead+min(64*(len(data)+2), chunkMaxBytes))}
 		l.pend = p
 	}
 	p.body = binary.AppendUvarint(p.body, uint64(len(data)))
@@ -137,7 +143,7 @@ func (l *streamLog) appendChunkLocked(cur *segment, off uint64, data []byte, dw 
 	if dw != nil || done != nil {
 		p.dones = append(p.dones, pendDone{w: dw, done: done})
 	}
-	if batch == nil || (off+1)%chunkAlign == 0 || len(p.body) >= chunkMaxBytes {
+	if batch == nil || (off+1)%chunkAlign == 0 || len(p.body) >= chunkHead+chunkMaxBytes {
 		l.flushLocked()
 		return
 	}

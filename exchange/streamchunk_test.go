@@ -306,14 +306,20 @@ var chunkCases = []struct {
 	rec  []byte
 	want []string // the message records, nil: does not decode
 }{
-	{chunkRecord(1, []byte{1, 'a'}), []string{"a"}},
-	{chunkRecord(3, []byte{1, 'a', 0, 2, 'b', 'c'}), []string{"a", "", "bc"}},
-	{chunkRecord(2, []byte{1, 'a'}), nil}, // a message missing
-	{chunkRecord(1, []byte{5, 'a'}), nil}, // a length past the end
-	{[]byte{chunkVersion}, nil},           // no count
-	{[]byte{1, 2, 3}, nil},                // a message record
-	{[]byte{}, nil},                       // nothing
+	{testChunk(1, 1, 'a'), []string{"a"}},
+	{testChunk(3, 1, 'a', 0, 2, 'b', 'c'), []string{"a", "", "bc"}},
+	{testChunk(300, 1, 'a'), nil}, // messages missing
+	{testChunk(1, 5, 'a'), nil},   // a length past the end
+	{[]byte{chunkVersion}, nil},   // no count
+	{[]byte{1, 2, 3}, nil},        // a message record
+	{[]byte{}, nil},               // nothing
 	{append([]byte{chunkVersion}, binary.AppendUvarint(nil, 1<<62)...), nil},
+}
+
+// testChunk is a chunk record of n message records, body as in a
+// pending chunk.
+func testChunk(n int, body ...byte) []byte {
+	return chunkRecord(n, append(make([]byte, chunkHead), body...))
 }
 
 func TestChunkRecordCodec(t *testing.T) {
