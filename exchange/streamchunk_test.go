@@ -368,3 +368,37 @@ func FuzzChunkRecord(f *testing.F) {
 		}
 	})
 }
+
+// A stream that closes (the broker stops) writes its pending chunk: its
+// publishes are confirmed, not left waiting for a batch that may never
+// flush.
+func TestStreamChunkWrittenAtClose(t *testing.T) {
+	v, st := newTestVHost(t)
+	declareQ(t, v, "s", QueueOpts{Durable: true, Args: Table{"x-queue-type": "stream"}})
+	q, err := v.Queue("s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b Batch
+	var ok atomic.Int32
+	for range 3 {
+		m := &Message{RoutingKey: "s", Body: []byte("x")}
+		q.st.enqueue(m, nil, func(err error) {
+			if err == nil {
+				ok.Add(1)
+			}
+		}, nowNano(), &b)
+	}
+	st.wg.Wait()
+	if ok.Load() != 0 || !b.Active() {
+		t.Fatal("the chunk did not wait for the batch")
+	}
+	q.st.close(false)
+	st.wg.Wait()
+	if ok.Load() != 3 {
+		t.Fatalf("%d confirmed at close, want 3", ok.Load())
+	}
+	if keys := storeKeys(st, q.st.log.segs[0].id); len(keys) != 1 {
+		t.Fatalf("store keys %v, want one chunk", keys)
+	}
+}
