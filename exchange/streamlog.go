@@ -18,17 +18,22 @@ import (
 // bound memory (an iterator with a small prefetch), and crash recovery
 // (Badger's own WAL: after kill -9 every record whose done callback ran is
 // there, in order). A segment is one key range of the store: it has its
-// own store id, its messages are keyed by their offset under it, so
-// retention deletes a whole segment with one DropMessages and never touches
-// a single message key. Disk, memory and the fsync budget are shared with
-// the queues of the node rather than competing with them.
+// own store id, its records are keyed by offset under it (a segment of
+// version 2 holds chunk records, each the messages of one publish run
+// keyed by the first one's offset: streamchunk.go; one of version 1 a
+// record per message), so retention deletes a whole segment with one
+// DropMessages and never touches a single record. Disk, memory and the
+// fsync budget are shared with the queues of the node rather than
+// competing with them.
 //
 // Segment records ("streamseg/<vhost>\x00<queue>\x00<first offset, 20
 // digits>") name each segment's store id and first offset; one is written
 // (durably, PutMeta) before the first message of its segment is appended,
 // so every confirmed message is in a segment the next start finds. A start
 // scans the keys of each segment (not the values) for its count, bytes and
-// last offset, and reads its first and last message for their timestamps.
+// last offset (in a segment of chunks, a record counts the offsets up to
+// the next key, the last one what it holds), and reads its first and last
+// message for their timestamps.
 //
 // Offsets are dense from 0 (RabbitMQ's too), except that a crash may leave
 // a gap where appends that were never confirmed were lost: a reader skips
