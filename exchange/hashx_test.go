@@ -402,7 +402,7 @@ type gatedCluster struct {
 }
 
 func (c *gatedCluster) FeatureEnabled(name string) bool {
-	return c.on && (name == hashExchangesFlag || name == streamWritersFlag)
+	return c.on && (name == hashExchangesFlag || name == streamWritersFlag || name == streamChunksFlag)
 }
 
 // In a cluster, the hash types are unknown until their feature flag is

@@ -581,7 +581,7 @@ func (q *Queue) messageLog() MessageLog { return q.role.log(q) }
 // queue refused the message.
 func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64, batch *Batch) (accepted, stored, refused bool) {
 	if q.st != nil {
-		return q.st.enqueue(m, data, done, now)
+		return q.st.enqueue(m, data, done, now, batch)
 	}
 	q.mu.Lock()
 	if q.deleted {

@@ -150,6 +150,7 @@ func newStream(q *Queue, a streamArgs) *stream {
 	st.log = &streamLog{st: b.store, newID: b.nextQueueID,
 		prefix: "streamseg/" + q.vh.name + "\x00" + q.name + "\x00"}
 	st.log.onDurable = st.onDurable
+	st.log.chunks = q.vh.StreamChunksEnabled
 	st.durableC, st.stopC = make(chan struct{}, 1), make(chan struct{})
 	// wakeLoop and the retention timer start with the first consumer or
 	// append (started): a Queue built from a record and dropped at once
@@ -187,7 +188,7 @@ func (st *stream) recover() (uint64, error) {
 }
 
 // enqueue appends a routed message (data is its encoded record).
-func (st *stream) enqueue(m *Message, data []byte, done func(error), now int64) (accepted, stored, refused bool) {
+func (st *stream) enqueue(m *Message, data []byte, done func(error), now int64, batch *Batch) (accepted, stored, refused bool) {
 	q := st.q
 	if st.closed.Load() {
 		return false, false, false
@@ -209,6 +210,7 @@ func (st *stream) enqueue(m *Message, data []byte, done func(error), now int64) 
 		// A named producer's resend (streamdedup.go): not appended,
 		// confirmed once its first copy is surely durable.
 		if done != nil {
+			st.log.flushLocked() // the tail it waits for is written
 			st.log.afterTailLocked(done)
 		}
 		st.log.mu.Unlock()
@@ -216,7 +218,7 @@ func (st *stream) enqueue(m *Message, data []byte, done func(error), now int64) 
 		return true, done != nil, false
 	}
 	segs := len(st.log.segs)
-	_, err := st.log.appendLocked(data, now, st.a.segBytes, m.writer, done)
+	_, err := st.log.appendBatchLocked(data, now, st.a.segBytes, m.writer, done, batch)
 	if err == nil {
 		st.log.noteWriterLocked(m.writer)
 	}
@@ -642,6 +644,7 @@ func (st *stream) stats() (msgs, unacked, consumers int) {
 // close stops the stream (deleted, or the broker stops): consumers are
 // cancelled (cancelSinks) and named offsets flushed.
 func (st *stream) close(cancelSinks bool) int {
+	st.log.Flush() // the pending chunk (streamchunk.go)
 	st.flushOffsets()
 	st.mu.Lock()
 	if !st.closed.Swap(true) {

@@ -335,7 +335,7 @@ func (q *Queue) streamLead(ml MessageLog) {
 // ones back.
 func (st *stream) enqueueLater(m *Message, done func(error)) {
 	go func() {
-		if accepted, _, _ := st.enqueue(m, nil, done, nowNano()); !accepted {
+		if accepted, _, _ := st.enqueue(m, nil, done, nowNano(), nil); !accepted {
 			done(errNotLeader)
 		}
 	}()
@@ -399,7 +399,7 @@ func (st *stream) forward(m *Message, done func(error)) (accepted, stored, refus
 	if r == nil {
 		q.mu.Unlock()
 		if !st.log.following() {
-			return st.enqueue(m, nil, done, nowNano()) // this node leads now
+			return st.enqueue(m, nil, done, nowNano(), nil) // this node leads now
 		}
 		if done != nil {
 			return false, false, true // no leader known: a nack

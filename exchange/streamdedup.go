@@ -142,7 +142,7 @@ func (l *streamLog) scanWriters(segs []segment, from, limit uint64, seqs map[str
 			continue
 		}
 		end := min(s.next, limit)
-		err := l.st.ReadMessages(s.id, max(from, s.first), func(seq uint64, data []byte) bool {
+		err := l.scanSeg(s, max(from, s.first), func(seq uint64, data []byte) bool {
 			if seq >= end {
 				return false
 			}
@@ -527,15 +527,15 @@ func (l *streamLog) snapshotLocked() *writerSnapshot {
 
 // encodeSegmentWriters is a segment record with the producers' snapshot
 // (fields "writers" and "wnext", which a build without them ignores).
-func encodeSegmentWriters(id, first uint64, snap *writerSnapshot) []byte {
+func encodeSegmentWriters(id, first uint64, snap *writerSnapshot, chunked bool) []byte {
 	if snap == nil {
-		return encodeSegment(id, first)
+		return encodeRecord(Table{"v": segmentVersion(chunked), "id": id, "first": first})
 	}
 	ws := make(Table, len(snap.seqs))
 	for ref, seq := range snap.seqs {
 		ws[ref] = seq
 	}
-	return encodeRecord(Table{"v": uint64(1), "id": id, "first": first, "writers": ws, "wnext": snap.next})
+	return encodeRecord(Table{"v": segmentVersion(chunked), "id": id, "first": first, "writers": ws, "wnext": snap.next})
 }
 
 // decodeSegmentWriters reads a segment record's snapshot, ok false if it

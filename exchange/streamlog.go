@@ -18,17 +18,22 @@ import (
 // bound memory (an iterator with a small prefetch), and crash recovery
 // (Badger's own WAL: after kill -9 every record whose done callback ran is
 // there, in order). A segment is one key range of the store: it has its
-// own store id, its messages are keyed by their offset under it, so
-// retention deletes a whole segment with one DropMessages and never touches
-// a single message key. Disk, memory and the fsync budget are shared with
-// the queues of the node rather than competing with them.
+// own store id, its records are keyed by offset under it (a segment of
+// version 2 holds chunk records, each the messages of one publish run
+// keyed by the first one's offset: streamchunk.go; one of version 1 a
+// record per message), so retention deletes a whole segment with one
+// DropMessages and never touches a single record. Disk, memory and the
+// fsync budget are shared with the queues of the node rather than
+// competing with them.
 //
 // Segment records ("streamseg/<vhost>\x00<queue>\x00<first offset, 20
 // digits>") name each segment's store id and first offset; one is written
 // (durably, PutMeta) before the first message of its segment is appended,
 // so every confirmed message is in a segment the next start finds. A start
 // scans the keys of each segment (not the values) for its count, bytes and
-// last offset, and reads its first and last message for their timestamps.
+// last offset (in a segment of chunks, a record counts the offsets up to
+// the next key, the last one what it holds), and reads its first and last
+// message for their timestamps.
 //
 // Offsets are dense from 0 (RabbitMQ's too), except that a crash may leave
 // a gap where appends that were never confirmed were lost: a reader skips
@@ -45,6 +50,9 @@ type segment struct {
 	bytes   int64
 	firstTs int64 // unix ns of its first message, 0 while empty
 	lastTs  int64
+	// chunked: its record is of version 2, its messages are in chunk
+	// records (streamchunk.go).
+	chunked bool
 }
 
 // streamRec is one message read from the log.
@@ -67,6 +75,12 @@ type streamLog struct {
 
 	durable atomic.Uint64 // every offset below it that exists is durable
 	cache   chunkCache
+
+	// chunks reports whether new segments hold chunk records (the
+	// stream_chunks flag; nil: never); pend is the chunk being collected
+	// (streamchunk.go), under mu.
+	chunks func() bool
+	pend   *pendChunk
 
 	// A clustered stream (streamcluster.go): one key range (the stream's
 	// id; the leader cuts it into segments that share that id, with no
@@ -111,11 +125,31 @@ var errNotLeader = errors.New("exchange: this node does not lead the stream")
 var errBadSegment = errors.New("exchange: bad stream segment record")
 
 // encodeSegment and decodeSegment are a segment record: a versioned
-// table {"v": 1, "id": store id, "first": first offset}. A record of
-// another version, or without its fields, stops the start (errBadSegment)
-// rather than losing the segment.
+// table {"v": 1, "id": store id, "first": first offset}; version 2 is a
+// segment of chunk records (streamchunk.go), which an older build refuses
+// rather than misreading. A record of another version, or without its
+// fields, stops the start (errBadSegment) rather than losing the segment.
 func encodeSegment(id, first uint64) []byte {
 	return encodeRecord(Table{"v": uint64(1), "id": id, "first": first})
+}
+
+// segmentVersion is the version a segment record is written with.
+func segmentVersion(chunked bool) uint64 {
+	if chunked {
+		return 2
+	}
+	return 1
+}
+
+// segmentChunked reports whether a segment record (that decodes) is of
+// version 2.
+func segmentChunked(b []byte) bool {
+	r, err := decodeRecord(b)
+	if err != nil {
+		return false
+	}
+	v, _ := r["v"].(uint64)
+	return v == 2
 }
 
 func decodeSegment(b []byte) (id, first uint64, err error) {
@@ -126,7 +160,7 @@ func decodeSegment(b []byte) (id, first uint64, err error) {
 	v, okV := r["v"].(uint64)
 	id, okID := r["id"].(uint64)
 	first, okF := r["first"].(uint64)
-	if !okV || v != 1 || !okID || !okF {
+	if !okV || (v != 1 && v != 2) || !okID || !okF {
 		return 0, 0, errBadSegment
 	}
 	return id, first, nil
@@ -134,9 +168,18 @@ func decodeSegment(b []byte) (id, first uint64, err error) {
 
 // appendLocked appends data (an encoded message, enqueued at ts, of
 // named producer w or nil) and calls done once it is durable. It rolls to
-// a new segment first when the current one holds segBytes or more. Called
-// with l.mu held.
+// a new segment first when the current one holds segBytes or more, or
+// when chunk records are enabled and the current segment holds message
+// records. A standalone stream's append into a segment of chunks waits
+// in the pending chunk for batch's flush (streamchunk.go); batch nil: it
+// is written at once. Called with l.mu held.
 func (l *streamLog) appendLocked(data []byte, ts int64, segBytes int64, w *streamWriter, done func(error)) (uint64, error) {
+	return l.appendBatchLocked(data, ts, segBytes, w, done, nil)
+}
+
+// appendBatchLocked is appendLocked within a run of publishes that batch
+// flushes (nil: none).
+func (l *streamLog) appendBatchLocked(data []byte, ts int64, segBytes int64, w *streamWriter, done func(error), batch *Batch) (uint64, error) {
 	cur := l.current()
 	if l.repl {
 		if l.ml == nil || cur == nil {
@@ -148,9 +191,16 @@ func (l *streamLog) appendLocked(data []byte, ts int64, segBytes int64, w *strea
 			cur = &segment{id: cur.id, first: l.next, next: l.next}
 			l.segs = append(l.segs, cur)
 		}
-	} else if cur == nil || (cur.count > 0 && cur.bytes+int64(len(data)) > segBytes) {
+	} else if chunks := l.chunks != nil && l.chunks(); cur == nil || (cur.count > 0 && cur.bytes+int64(len(data)) > segBytes) ||
+		(chunks && !cur.chunked) {
+		l.flushLocked()
 		var err error
-		if cur, err = l.rollLocked(); err != nil {
+		if cur != nil && cur.count == 0 && chunks {
+			err = l.rewriteChunkedLocked(cur)
+		} else {
+			cur, err = l.rollLocked(chunks)
+		}
+		if err != nil {
 			return 0, err
 		}
 	}
@@ -163,11 +213,15 @@ func (l *streamLog) appendLocked(data []byte, ts int64, segBytes int64, w *strea
 		cur.firstTs = ts
 	}
 	cur.lastTs = max(cur.lastTs, ts)
+	dw := l.durableWriter(w)
+	if cur.chunked && !l.repl {
+		l.appendChunkLocked(cur, off, data, dw, done, batch)
+		return off, nil
+	}
 	var app MessageLog = l.st
 	if l.repl {
 		app = l.ml
 	}
-	dw := l.durableWriter(w)
 	app.AppendMessage(cur.id, off, data, func(err error) {
 		if err == nil {
 			if dw != nil {
@@ -201,15 +255,27 @@ func (l *streamLog) current() *segment {
 	return l.segs[len(l.segs)-1]
 }
 
-// rollLocked starts a new segment at l.next, its record durable first.
-func (l *streamLog) rollLocked() (*segment, error) {
-	s := &segment{id: l.newID(), first: l.next, next: l.next}
-	rec := encodeSegmentWriters(s.id, s.first, l.snapshotLocked())
+// rollLocked starts a new segment at l.next (of chunk records if
+// chunked), its record durable first.
+func (l *streamLog) rollLocked(chunked bool) (*segment, error) {
+	s := &segment{id: l.newID(), first: l.next, next: l.next, chunked: chunked}
+	rec := encodeSegmentWriters(s.id, s.first, l.snapshotLocked(), chunked)
 	if err := l.st.PutMeta(segKey(l.prefix, s.first), rec); err != nil {
 		return nil, fmt.Errorf("stream segment: %w", err)
 	}
 	l.segs = append(l.segs, s)
 	return s, nil
+}
+
+// rewriteChunkedLocked makes the empty segment s one of chunk records,
+// its record durable first.
+func (l *streamLog) rewriteChunkedLocked(s *segment) error {
+	rec := encodeSegmentWriters(s.id, s.first, l.snapshotLocked(), true)
+	if err := l.st.PutMeta(segKey(l.prefix, s.first), rec); err != nil {
+		return fmt.Errorf("stream segment: %w", err)
+	}
+	s.chunked = true
+	return nil
 }
 
 // bounds returns the first retained offset and the next offset.
@@ -380,7 +446,7 @@ func (l *streamLog) readRange(from uint64, n int, maxBytes int) ([]streamRec, ui
 		if next < s.first {
 			next = s.first
 		}
-		err := l.st.ReadMessages(s.id, next, func(seq uint64, data []byte) bool {
+		err := l.scanSeg(s, next, func(seq uint64, data []byte) bool {
 			if seq >= limit || seq >= s.next {
 				return false
 			}
@@ -404,10 +470,8 @@ func (l *streamLog) readRange(from uint64, n int, maxBytes int) ([]streamRec, ui
 func (l *streamLog) readOne(s segment, off uint64) (streamRec, bool) {
 	var r streamRec
 	ok := false
-	_ = l.st.ReadMessages(s.id, off, func(seq uint64, data []byte) bool {
-		if seq < s.next {
-			r, ok = streamRec{off: seq, data: data}, true
-		}
+	_ = l.scanSeg(s, off, func(seq uint64, data []byte) bool {
+		r, ok = streamRec{off: seq, data: data}, true
 		return false
 	})
 	return r, ok
@@ -521,11 +585,51 @@ func (l *streamLog) dropAll() error {
 		segs[i] = *s
 	}
 	l.segs = nil
+	dones := l.discardPendLocked()
 	l.mu.Unlock()
+	for _, done := range dones {
+		done(errStreamClosed)
+	}
 	if err := l.dropSegments(segs); err != nil {
 		return err
 	}
 	return l.st.DeleteMetaPrefix(l.prefix)
+}
+
+// countSegment sets s's count, bytes and next from its keys: a message
+// record counts one; in a segment of chunks, a record counts the offsets
+// up to the next record's key, and the last one what its record holds.
+func (l *streamLog) countSegment(s *segment) error {
+	var last uint64
+	any := false
+	if err := l.st.MessageKeys(s.id, 0, func(seq uint64, size int64) bool {
+		if s.chunked && any {
+			s.count += int64(seq - last)
+		} else if !s.chunked {
+			s.count++
+		}
+		any, last = true, seq
+		s.bytes += size
+		s.next = seq + 1
+		return true
+	}); err != nil {
+		return err
+	}
+	if !s.chunked || !any {
+		return nil
+	}
+	n := uint64(1)
+	if err := l.st.ReadMessages(s.id, last, func(seq uint64, data []byte) bool {
+		if seq == last {
+			n = chunkCount(data)
+		}
+		return false
+	}); err != nil {
+		return err
+	}
+	s.count += int64(n)
+	s.next = last + n
+	return nil
 }
 
 // recover loads the segments from the store: records, then each
@@ -537,7 +641,7 @@ func (l *streamLog) recover() (maxID uint64, err error) {
 		if err != nil {
 			return fmt.Errorf("stream segment %q: %w", key, err)
 		}
-		l.segs = append(l.segs, &segment{id: id, first: first, next: first})
+		l.segs = append(l.segs, &segment{id: id, first: first, next: first, chunked: segmentChunked(val)})
 		maxID = max(maxID, id)
 		if snap, ok := decodeSegmentWriters(val); ok {
 			l.snap = snap // the last segment's is the newest
@@ -548,12 +652,7 @@ func (l *streamLog) recover() (maxID uint64, err error) {
 		return 0, err
 	}
 	for _, s := range l.segs {
-		if err := l.st.MessageKeys(s.id, 0, func(seq uint64, size int64) bool {
-			s.count++
-			s.bytes += size
-			s.next = seq + 1
-			return true
-		}); err != nil {
+		if err := l.countSegment(s); err != nil {
 			return 0, err
 		}
 		if s.count == 0 {

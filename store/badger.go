@@ -428,20 +428,28 @@ func (b *Badger) LoadMessages(qid uint64, fn func(seq uint64, data []byte) error
 // prefetched in small batches, that also sees the appends and deletes
 // still queued for the writer. fn gets a copy of data it may keep.
 func (b *Badger) ReadMessages(qid, from uint64, fn func(seq uint64, data []byte) bool) error {
-	return b.read(qid, from, true, func(seq uint64, data []byte, _ int64) bool { return fn(seq, data) })
+	return b.read(qid, from, true, 64, func(seq uint64, data []byte, _ int64) bool { return fn(seq, data) })
+}
+
+// ReadRecords is ReadMessages for large records read a few at a time (a
+// stream's chunk records): no value is read ahead of the one fn gets, so
+// a reader that stops after one record reads one.
+func (b *Badger) ReadRecords(qid, from uint64, fn func(seq uint64, data []byte) bool) error {
+	return b.read(qid, from, true, 0, func(seq uint64, data []byte, _ int64) bool { return fn(seq, data) })
 }
 
 // MessageKeys implements Store: keys only, so that a value in the value
 // log is never read; size is Badger's estimate of the value's size. It
 // sees what is queued for the writer too.
 func (b *Badger) MessageKeys(qid, from uint64, fn func(seq uint64, size int64) bool) error {
-	return b.read(qid, from, false, func(seq uint64, _ []byte, size int64) bool { return fn(seq, size) })
+	return b.read(qid, from, false, 64, func(seq uint64, _ []byte, size int64) bool { return fn(seq, size) })
 }
 
 // read merges what Badger holds of qid from seq from on with what is queued
 // for the writer. The queued state is taken first: a batch written while
-// Badger is read is then seen twice, and the queued copy wins.
-func (b *Badger) read(qid, from uint64, values bool, fn func(seq uint64, data []byte, size int64) bool) error {
+// Badger is read is then seen twice, and the queued copy wins. With
+// values, prefetch values are read ahead (0: each when fn gets it).
+func (b *Badger) read(qid, from uint64, values bool, prefetch int, fn func(seq uint64, data []byte, size int64) bool) error {
 	if err := b.begin(); err != nil {
 		return err
 	}
@@ -462,7 +470,7 @@ func (b *Badger) read(qid, from uint64, values bool, fn func(seq uint64, data []
 		prefix := msgQueuePrefix(qid)
 		start := appendMsgKey(nil, qid, from)
 		err := b.db.View(func(txn *badger.Txn) error {
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: values, PrefetchSize: 64})
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: values && prefetch > 0, PrefetchSize: max(prefetch, 1)})
 			defer it.Close()
 			for it.Seek(start); it.Valid() && !stopped; it.Next() {
 				item := it.Item()

@@ -29,7 +29,7 @@ func TestRegistryNamesUnique(t *testing.T) {
 
 func TestSupportGossip(t *testing.T) {
 	v := EncodeSupport(Supported())
-	if v != FeatureFlags+","+ShovelOwnerMixed+","+HashExchanges+","+StreamWriters+","+TopologyCommands {
+	if v != FeatureFlags+","+ShovelOwnerMixed+","+HashExchanges+","+StreamWriters+","+TopologyCommands+","+StreamChunks {
 		t.Fatalf("gossiped support = %q, want only the non-required flags", v)
 	}
 	got := DecodeSupport(map[string]string{GossipKey: v})
@@ -83,6 +83,7 @@ func TestSetAndReport(t *testing.T) {
 	s.Enable(HashExchanges)
 	s.Enable(StreamWriters)
 	s.Enable(TopologyCommands)
+	s.Enable(StreamChunks)
 	st = Report(s, nil)
 	for _, x := range st {
 		if x.State != StateEnabled {

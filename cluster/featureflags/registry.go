@@ -66,6 +66,11 @@ const (
 	// older release cannot read them; until the flag is enabled the
 	// records path is used.
 	TopologyCommands = "topology_commands"
+	// StreamChunks: stream segments of chunk records (segment records of
+	// version 2, whose messages are stored many to a record). A node of
+	// an older release refuses to start with such a segment, so none is
+	// written in a cluster until every member reads them.
+	StreamChunks = "stream_chunks"
 )
 
 // Errors.
@@ -104,6 +109,8 @@ var registry = []Flag{
 	{Name: StreamWriters, Desc: "Stream deduplication and filter values: stream records of version 2 with a named producer's publishing id (records a node of an older release cannot read)",
 		Stability: Stable, Release: "0.2.0"},
 	{Name: TopologyCommands, Desc: "Topology changes (vhosts, exchanges, queues, bindings, policies, operator policies, users and permissions, shovels and MQTT bridges) replicated as typed commands that every member applies, rather than as the records they write",
+		Stability: Stable, Release: "0.2.0"},
+	{Name: StreamChunks, Desc: "Stream segments of chunk records: the messages of one publish batch stored as one record (records a node of an older release cannot read)",
 		Stability: Stable, Release: "0.2.0"},
 }
 
