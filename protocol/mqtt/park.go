@@ -64,6 +64,7 @@ func (c *conn) park() bool {
 		c.pollID = p.add(c)
 	}
 	c.dropIdleOutput()
+	c.dropIdleState()
 	if c.keepalive > 0 {
 		d := c.keepalive * 3 / 2
 		c.kaDue.Store(time.Now().Add(d).UnixNano())

@@ -273,6 +273,7 @@ func (c *conn) dropIdleOutputLocked() {
 	c.w.scratch = bytes.Buffer{}
 	c.w.settled = nil
 	c.w.hdr = nil
+	c.w.lastKey, c.w.lastTopic = "", ""
 }
 
 // packetWriter encodes outbound items for one connection.
