@@ -69,7 +69,7 @@ type conn struct {
 	outMu     sync.Mutex
 	out       []outItem
 	spare     []outItem // the writer's second list, kept between writers
-	wdone     chan struct{}
+	wdone     signal
 	runWriter func()       // c.writeLoop, made once: go c.runWriter() allocates nothing
 	w         packetWriter // the writer's state, handed from writer to writer under outMu
 	closing   atomic.Bool
@@ -80,7 +80,7 @@ type conn struct {
 	lingering atomic.Bool
 	writing   bool // under outMu, with wstopped
 	wstopped  bool
-	readDone  chan struct{} // closed when the reader has stopped
+	readDone  signal // fired when the reader has stopped
 
 	infMu    sync.Mutex
 	inflight pidTable
@@ -107,9 +107,9 @@ type conn struct {
 	recvPublish, sentPublish atomic.Uint64
 	recvBytes, sentBytes     atomic.Uint64
 
-	// abort is closed by serverDisconnect, to wake a reader that waits
+	// abort is fired by serverDisconnect, to wake a reader that waits
 	// for a resource alarm or a rate limit (see limits.go).
-	abort       chan struct{}
+	abort       signal
 	releaseConn func() // the connection limits' slot, set by CONNECT
 
 	// For the log (connlog.go): the reason code the broker disconnected
@@ -126,9 +126,6 @@ func newConn(s *Server, nc net.Conn, transport string) *conn {
 	c := &conn{
 		s: s, nc: nc, br: newConnReader(nc), transport: transport,
 		name: s.connName(nc), connectedAt: time.Now().UnixNano(),
-		wdone:    make(chan struct{}),
-		abort:    make(chan struct{}),
-		readDone: make(chan struct{}),
 	}
 	c.w.c = c
 	c.runWriter = c.writeLoop
@@ -169,7 +166,7 @@ func (c *conn) ServeAsync(ended func()) {
 // stays small (see readLoop).
 func (c *conn) end(err error) {
 	c.br.release()
-	close(c.readDone)
+	c.readDone.fire()
 	c.flushSettles()
 	c.logEnd(err) // connlog.go
 	c.s.noteClosed(c)
@@ -413,7 +410,7 @@ func (c *conn) serverDisconnect(code byte) {
 		return
 	}
 	c.setCloseCode(code)
-	close(c.abort)
+	c.abort.fire()
 	c.wakeReader()
 	_ = c.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	if c.connected.Load() && c.version == 5 {
@@ -433,7 +430,7 @@ func (c *conn) cleanup() {
 		// Let the writer send the last packet (CONNACK refusal,
 		// DISCONNECT); it closes the connection after it.
 		select {
-		case <-c.wdone:
+		case <-c.wdone.C():
 		case <-time.After(5 * time.Second):
 		}
 	}

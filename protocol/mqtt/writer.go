@@ -70,11 +70,11 @@ func (c *conn) stopWriter() {
 	if !c.wstopped {
 		c.wstopped = true
 		if !c.writing {
-			close(c.wdone)
+			c.wdone.fire()
 		}
 	}
 	c.outMu.Unlock()
-	<-c.wdone
+	<-c.wdone.C()
 }
 
 // sendPacket queues a control packet; closeAfter closes the connection
@@ -214,7 +214,7 @@ func (c *conn) writeLoop() {
 			// lingerClose drains after it.
 			_ = c.nc.SetReadDeadline(time.Now())
 			c.wakeReader()
-			go lingerClose(c.nc, c.readDone)
+			go lingerClose(c.nc, c.readDone.C())
 			stop = true
 		}
 		c.outMu.Lock()
@@ -244,7 +244,7 @@ func (c *conn) writeLoop() {
 		c.dropIdleOutputLocked()
 	}
 	if c.wstopped {
-		close(c.wdone)
+		c.wdone.fire()
 	}
 	c.outMu.Unlock()
 }
