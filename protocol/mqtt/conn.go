@@ -70,9 +70,13 @@ type conn struct {
 	out       []outItem
 	spare     []outItem // the writer's second list, kept between writers
 	wdone     signal
-	runWriter func()       // c.writeLoop, made once: go c.runWriter() allocates nothing
-	w         packetWriter // the writer's state, handed from writer to writer under outMu
-	closing   atomic.Bool
+	runWriter func() // c.writeLoop, made once: go c.runWriter() allocates nothing
+	// w is the writer's state, handed from writer to writer under outMu;
+	// nil while the connection is idle (dropIdleOutput puts it back in
+	// writerStates).
+	w          *packetWriter
+	outAliases map[string]uint16 // outbound topic aliases (MQTT 5); the writer's
+	closing    atomic.Bool
 	// finalQueued: a packet after which the writer closes is queued.
 	finalQueued atomic.Bool
 	// lingering: the writer sent that packet and lingerClose owns the
@@ -127,7 +131,6 @@ func newConn(s *Server, nc net.Conn, transport string) *conn {
 		s: s, nc: nc, br: newConnReader(nc), transport: transport,
 		name: s.connName(nc), connectedAt: time.Now().UnixNano(),
 	}
-	c.w.c = c
 	c.runWriter = c.writeLoop
 	return c
 }

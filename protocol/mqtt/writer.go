@@ -152,8 +152,13 @@ func (c *conn) Cancelled(k *exchange.Consumer) {
 // under outMu, so their writes do not interleave and c.w passes from one
 // to the next.
 func (c *conn) writeLoop() {
-	w := &c.w
 	c.outMu.Lock()
+	w := c.w
+	if w == nil {
+		w = writerStates.Get().(*packetWriter)
+		w.c = c
+		c.w = w
+	}
 	batch := c.spare
 	c.spare = nil
 	stop, yielded := false, false
@@ -270,10 +275,38 @@ func (c *conn) dropIdleOutputLocked() {
 		c.out = nil
 	}
 	c.spare = nil
-	c.w.scratch = bytes.Buffer{}
-	c.w.settled = nil
-	c.w.hdr = nil
-	c.w.lastKey, c.w.lastTopic = "", ""
+	if w := c.w; w != nil {
+		c.w = nil
+		w.reset()
+		writerStates.Put(w)
+	}
+}
+
+// writerStates holds the writer state of idle connections' writers, so
+// that an idle connection keeps none and a busy one reuses another's
+// buffers.
+var writerStates = sync.Pool{New: func() any { return new(packetWriter) }}
+
+// maxKeptScratch bounds the encoding buffers a pooled writer state keeps.
+const maxKeptScratch = 4 << 10
+
+// reset makes w ready for writerStates: it forgets its connection and
+// caches, and buffers a burst grew.
+func (w *packetWriter) reset() {
+	scratch, hdr, settled := w.scratch, w.hdr, w.settled
+	if scratch.Cap() > maxKeptScratch {
+		scratch = bytes.Buffer{}
+	}
+	scratch.Reset()
+	if cap(hdr) > maxKeptScratch {
+		hdr = nil
+	}
+	for i := range settled {
+		if cap(settled[i].seqs) > maxKeptSeqs/16 {
+			settled[i].seqs = nil
+		}
+	}
+	*w = packetWriter{scratch: scratch, hdr: hdr[:0], settled: settled[:0]}
 }
 
 // packetWriter encodes outbound items for one connection.
@@ -283,9 +316,8 @@ type packetWriter struct {
 	scratch bytes.Buffer
 	small   [8]byte
 	err     error
-	settled []settleRun       // deliveries to ack after the flush
-	aliases map[string]uint16 // outbound topic aliases (MQTT 5)
-	hdr     []byte            // an MQTT 3 PUBLISH header (deliver.go)
+	settled []settleRun // deliveries to ack after the flush
+	hdr     []byte      // an MQTT 3 PUBLISH header (deliver.go)
 
 	lastKey, lastTopic string // topicOf's cache
 }
