@@ -28,3 +28,24 @@ func (s *unackedSet) trim() {
 		s.base = s.hi
 	}
 }
+
+// noArgs is the parsed arguments of a queue declared without any, which
+// every such queue shares (a fleet's MQTT session queues): a Queue keeps
+// its declared arguments beside the ones in effect, and the copy was a
+// sixth of its size.
+var noArgs = func() *queueArgs {
+	a, err := parseQueueArgs(nil)
+	if err != nil {
+		panic(err)
+	}
+	return &a
+}()
+
+// sharedArgs is a, shared with other queues when it is noArgs; xa is
+// read-only.
+func sharedArgs(a queueArgs) *queueArgs {
+	if a == *noArgs {
+		return noArgs
+	}
+	return &a
+}

@@ -67,3 +67,19 @@ func TestQueueTrimThenDeliver(t *testing.T) {
 		q.Trim()
 	}
 }
+
+// TestQueuesShareNoArgs: queues declared without arguments share their
+// parsed declared arguments; one declared with some has its own, and a
+// policy still applies over either.
+func TestQueuesShareNoArgs(t *testing.T) {
+	v, _ := newTestVHost(t)
+	a := declareQ(t, v, "a", QueueOpts{})
+	b := declareQ(t, v, "b", QueueOpts{AutoDelete: true})
+	c := declareQ(t, v, "c", QueueOpts{Args: Table{"x-max-length": int64(5)}})
+	if a.xa != noArgs || b.xa != noArgs {
+		t.Fatal("queues without arguments do not share them")
+	}
+	if c.xa == noArgs || c.xa.maxLen != 5 || noArgs.maxLen != -1 {
+		t.Fatalf("declared arguments: %+v, shared %+v", *c.xa, *noArgs)
+	}
+}
