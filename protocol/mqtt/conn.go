@@ -101,12 +101,14 @@ type conn struct {
 	// gone and the descriptor waits in the server's poller; noPark once
 	// the connection is being closed (the reader then waits in the
 	// runtime, as a reader always did, to see the close).
-	parked  atomic.Bool
-	noPark  atomic.Bool
-	pollID  uint64 // the poller's id of the connection, 0 until it first parks (reader)
-	ended   func() // frontend.AsyncConn's, nil under Serve
-	kaTimer *time.Timer
-	kaDue   atomic.Int64 // when the keep-alive of a parked connection runs out, Unix nanoseconds
+	parked atomic.Bool
+	noPark atomic.Bool
+	pollID uint64 // the poller's id of the connection, 0 until it first parks (reader)
+	// parkedAt is when the reader last parked, Unix nanoseconds (reader).
+	parkedAt int64
+	ended    func() // frontend.AsyncConn's, nil under Serve
+	kaTimer  *time.Timer
+	kaDue    atomic.Int64 // when the keep-alive of a parked connection runs out, Unix nanoseconds
 
 	recvPublish, sentPublish atomic.Uint64
 	recvBytes, sentBytes     atomic.Uint64
@@ -205,6 +207,19 @@ func (c *conn) packetLoop(async bool) (err error, parked bool) {
 	// just woken from the event loop (it parks again at once if the wake
 	// brought nothing to read).
 	idle := async
+	// eager: the connection parks again as soon as its socket is empty
+	// after a publish or an acknowledgement, rather than waiting
+	// parkAfter for more: it was parked for parkedLong or longer (a
+	// device that sends now and then, or answers one burst), so its
+	// reader would mostly wait for nothing. A connection woken sooner
+	// (a stream) waits. After the other packets (SUBSCRIBE, PINGREQ, ...)
+	// every connection parks at once. Without this, a fleet answering a
+	// burst, or connecting and subscribing, held a reader goroutine per
+	// device for parkAfter, their stacks (grown deep in SUBSCRIBE) a
+	// transient peak of ~10 KB per device that stayed in the process's
+	// resident memory (idle heap the runtime gives back only after
+	// its next collection, which an idle broker does not run for minutes).
+	eager := async && (c.parkedAt == 0 || time.Now().UnixNano()-c.parkedAt >= int64(c.s.parkedLong))
 	for {
 		// Keep-alive is rearmed when the reader is about to wait for the
 		// socket, and every 64 packets of a stream that keeps the buffer
@@ -238,7 +253,7 @@ func (c *conn) packetLoop(async bool) (err error, parked bool) {
 				if c.keepalive > 0 {
 					kaDl = now.Add(c.keepalive * 3 / 2)
 				}
-				dl := now.Add(parkAfter)
+				dl := now.Add(c.s.parkAfter)
 				if !kaDl.IsZero() && kaDl.Before(dl) {
 					dl = kaDl
 				}
@@ -261,10 +276,17 @@ func (c *conn) packetLoop(async bool) (err error, parked bool) {
 			}
 		}
 		var err error
-		if typ := c.br.Next() >> 4; !async && (typ == packets.Subscribe || typ == packets.Unsubscribe) {
+		typ := c.br.Next() >> 4
+		if !async && (typ == packets.Subscribe || typ == packets.Unsubscribe) {
 			err = offStack(c.readPacket)
 		} else {
 			err = c.readPacket()
+		}
+		switch typ {
+		case packets.Publish, packets.Puback, packets.Pubrec, packets.Pubrel, packets.Pubcomp:
+			idle = eager
+		default:
+			idle = async
 		}
 		if err != nil {
 			if errors.Is(err, errClientDisconnect) {
