@@ -104,11 +104,14 @@ type conn struct {
 	parked atomic.Bool
 	noPark atomic.Bool
 	pollID uint64 // the poller's id of the connection, 0 until it first parks (reader)
-	// parkedAt is when the reader last parked, Unix nanoseconds (reader).
-	parkedAt int64
-	ended    func() // frontend.AsyncConn's, nil under Serve
-	kaTimer  *time.Timer
-	kaDue    atomic.Int64 // when the keep-alive of a parked connection runs out, Unix nanoseconds
+	// wakes counts the reader's wakes from the event loop since
+	// wakeWindow (Unix nanoseconds), to tell a stream from a device that
+	// sends now and then (packetLoop's eager; reader).
+	wakeWindow int64
+	wakes      uint8
+	ended      func() // frontend.AsyncConn's, nil under Serve
+	kaTimer    *time.Timer
+	kaDue      atomic.Int64 // when the keep-alive of a parked connection runs out, Unix nanoseconds
 
 	recvPublish, sentPublish atomic.Uint64
 	recvBytes, sentBytes     atomic.Uint64
@@ -209,17 +212,28 @@ func (c *conn) packetLoop(async bool) (err error, parked bool) {
 	idle := async
 	// eager: the connection parks again as soon as its socket is empty
 	// after a publish or an acknowledgement, rather than waiting
-	// parkAfter for more: it was parked for parkedLong or longer (a
-	// device that sends now and then, or answers one burst), so its
-	// reader would mostly wait for nothing. A connection woken sooner
-	// (a stream) waits. After the other packets (SUBSCRIBE, PINGREQ, ...)
+	// parkAfter for more: it was woken from the event loop at most
+	// streamWakes times within streamWindow (a device that sends now and
+	// then, or answers a few bursts). A connection woken more often (a
+	// stream) waits. After the other packets (SUBSCRIBE, PINGREQ, ...)
 	// every connection parks at once. Without this, a fleet answering a
 	// burst, or connecting and subscribing, held a reader goroutine per
-	// device for parkAfter, their stacks (grown deep in SUBSCRIBE) a
-	// transient peak of ~10 KB per device that stayed in the process's
-	// resident memory (idle heap the runtime gives back only after
-	// its next collection, which an idle broker does not run for minutes).
-	eager := async && (c.parkedAt == 0 || time.Now().UnixNano()-c.parkedAt >= int64(c.s.parkedLong))
+	// device for parkAfter, their stacks (grown deep in SUBSCRIBE and
+	// PUBLISH) a transient peak of ~10 KB per device that stayed in the
+	// process's resident memory (idle heap, which the runtime gives back
+	// only after its next collection, and an idle broker runs one every
+	// two minutes).
+	eager := false
+	if async {
+		now := time.Now().UnixNano()
+		if now-c.wakeWindow >= int64(c.s.streamWindow) {
+			c.wakeWindow, c.wakes = now, 0
+		}
+		if c.wakes < 255 {
+			c.wakes++
+		}
+		eager = c.wakes <= streamWakes
+	}
 	for {
 		// Keep-alive is rearmed when the reader is about to wait for the
 		// socket, and every 64 packets of a stream that keeps the buffer

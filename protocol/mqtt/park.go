@@ -23,10 +23,14 @@ import (
 // parks: a busy connection keeps its reader goroutine.
 const parkAfter = 2 * time.Second
 
-// parkedLong is how long a connection must have been parked for its
-// reader to park again as soon as the socket is empty after a publish or
-// an acknowledgement (packetLoop's eager): it is not streaming.
-const parkedLong = parkAfter
+// A connection woken from the event loop more than streamWakes times
+// within streamWindow is a stream: after a publish or an acknowledgement
+// its reader waits parkAfter for more before it parks; any other parks as
+// soon as its socket is empty (packetLoop's eager).
+const (
+	streamWakes  = 4
+	streamWindow = parkAfter
+)
 
 // readOn reads on after a wake; timedOut: the keep-alive ran out.
 func (c *conn) readOn(timedOut bool) {
@@ -79,7 +83,6 @@ func (c *conn) park() bool {
 			c.kaTimer.Reset(d)
 		}
 	}
-	c.parkedAt = time.Now().UnixNano()
 	c.parked.Store(true)
 	// wakeReader sets noPark before it looks at parked: either it sees
 	// parked and takes the connection, or this sees noPark.

@@ -18,22 +18,23 @@ func waitParked(c *conn, d time.Duration) bool {
 }
 
 // TestParkEagerly: a reader parks as soon as its socket is empty after a
-// SUBSCRIBE or a PINGREQ, and after a PUBLISH from a connection that was
-// parked long (a device that sends now and then); one woken again soon
-// after it parked (a stream) waits parkAfter in the runtime as before.
-// parkAfter is raised far above the waits here, so that a reader that
-// waited it out would fail them.
+// SUBSCRIBE or a PINGREQ, and after a PUBLISH from a connection woken
+// only a few times lately (a device that sends now and then); one woken
+// more often (a stream) waits parkAfter in the runtime as before, until
+// its wakes fall back below the count. parkAfter is raised far above the
+// waits here, so that a reader that waited it out would fail them.
 func TestParkEagerly(t *testing.T) {
+	const window = 3 * time.Second
 	s, addr := testServerSet(t, &memStore{m: map[string][]byte{}}, func(s *Server) {
 		s.parkAfter = time.Minute
-		s.parkedLong = 300 * time.Millisecond
+		s.streamWindow = window
 	})
 	dev := benchMQTTDial(t, addr, "eager-dev", 4, "eager/cmd")
 	c := serverConn(t, s, "eager-dev")
 	if !waitParked(c, 10*time.Second) {
 		t.Fatal("not parked after SUBSCRIBE")
 	}
-	_ = dev.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_ = dev.SetReadDeadline(time.Now().Add(30 * time.Second))
 	if _, err := dev.Write([]byte{packets.Pingreq << 4, 0}); err != nil {
 		t.Fatal(err)
 	}
@@ -43,27 +44,42 @@ func TestParkEagerly(t *testing.T) {
 	if !waitParked(c, 10*time.Second) {
 		t.Fatal("not parked after PINGREQ")
 	}
-	publish := func(body string) {
+	sent := uint64(0)
+	// publish sends a PUBLISH, waits for the reader to have handled it
+	// and reports whether it then parked within a second.
+	publish := func() bool {
 		t.Helper()
-		if _, err := dev.Write(benchPacket(nil, 0x30, append(benchString(nil, "eager/tm"), body...))); err != nil {
+		time.Sleep(window + 100*time.Millisecond) // a new window
+		if _, err := dev.Write(benchPacket(nil, 0x30, append(benchString(nil, "eager/tm"), 'x'))); err != nil {
 			t.Fatal(err)
 		}
+		sent++
+		for deadline := time.Now().Add(10 * time.Second); c.recvPublish.Load() < sent && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		return waitParked(c, time.Second)
 	}
-	// Parked long: a PUBLISH wakes it, and it parks again at once.
-	time.Sleep(2 * s.parkedLong)
-	publish("t1")
-	for deadline := time.Now().Add(10 * time.Second); c.recvPublish.Load() < 1 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
+	// A device: woken once in a window, it parks again at once.
+	if !publish() {
+		t.Fatal("a device that publishes now and then did not park again after its PUBLISH")
 	}
-	if !waitParked(c, 10*time.Second) {
-		t.Fatal("a device parked long did not park again after its PUBLISH")
+	// A stream: woken again and again within the window, it stops
+	// parking at once.
+	streaming := false
+	for range streamWakes + 2 {
+		if _, err := dev.Write(benchPacket(nil, 0x30, append(benchString(nil, "eager/tm"), 'y'))); err != nil {
+			t.Fatal(err)
+		}
+		sent++
+		for deadline := time.Now().Add(10 * time.Second); c.recvPublish.Load() < sent && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		if !waitParked(c, time.Second) {
+			streaming = true
+			break
+		}
 	}
-	// Woken right after parking: a stream, which waits in the runtime.
-	publish("t2")
-	for deadline := time.Now().Add(10 * time.Second); c.recvPublish.Load() < 2 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
-	if waitParked(c, time.Second) {
-		t.Fatal("a connection woken right after parking parked again at once")
+	if !streaming {
+		t.Fatalf("a connection woken %d times in a row kept parking at once", streamWakes+2)
 	}
 }

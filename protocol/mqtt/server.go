@@ -153,9 +153,9 @@ type Server struct {
 	giveBack giveBackState // giveback.go
 	pollOnce sync.Once
 	poll     *poller // the event loop of idle connections (park.go), nil if none
-	// parkAfter and parkedLong are park.go's constants, which tests
+	// parkAfter and streamWindow are park.go's constants, which tests
 	// change before the server serves.
-	parkAfter, parkedLong time.Duration
+	parkAfter, streamWindow time.Duration
 
 	cfg   Config
 	b     *exchange.Broker
@@ -189,7 +189,7 @@ func NewServer(cfg Config, b *exchange.Broker, users *auth.Users, st MetaStore, 
 	}
 	s := &Server{cfg: cfg, b: b, users: users, st: st, log: log.With("proto", "mqtt"),
 		conns: frontend.NewSet[*conn](ErrServerClosed), sessions: map[string]*session{}, orphans: newOrphans(),
-		parkAfter: parkAfter, parkedLong: parkedLong}
+		parkAfter: parkAfter, streamWindow: streamWindow}
 	var err error
 	if s.retained, err = loadRetained(st); err != nil {
 		return nil, err
