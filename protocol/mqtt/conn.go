@@ -84,7 +84,13 @@ type conn struct {
 	lingering atomic.Bool
 	writing   bool // under outMu, with wstopped
 	wstopped  bool
-	readDone  signal // fired when the reader has stopped
+	// The writer rounds of a parked connection since wWindow (Unix
+	// nanoseconds; writerStreamingLocked, under outMu).
+	wRounds uint8
+	// wakes is packetLoop's (reader), here where it takes no room.
+	wakes    uint8
+	wWindow  int64
+	readDone signal // fired when the reader has stopped
 
 	infMu    sync.Mutex
 	inflight pidTable
@@ -104,11 +110,10 @@ type conn struct {
 	parked atomic.Bool
 	noPark atomic.Bool
 	pollID uint64 // the poller's id of the connection, 0 until it first parks (reader)
-	// wakes counts the reader's wakes from the event loop since
+	// wakes (above) counts the reader's wakes from the event loop since
 	// wakeWindow (Unix nanoseconds), to tell a stream from a device that
 	// sends now and then (packetLoop's eager; reader).
 	wakeWindow int64
-	wakes      uint8
 	ended      func() // frontend.AsyncConn's, nil under Serve
 	kaTimer    *time.Timer
 	kaDue      atomic.Int64 // when the keep-alive of a parked connection runs out, Unix nanoseconds

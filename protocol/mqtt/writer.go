@@ -243,9 +243,13 @@ func (c *conn) writeLoop() {
 	if len(c.out) == 0 && cap(c.out) > maxKeptItems && shrink {
 		c.out = nil
 	}
-	if c.parked.Load() {
+	if c.parked.Load() && !c.writerStreamingLocked() {
 		// The reader is idle too: the connection is, but for what the
-		// core sends it, and keeps nothing for the next writer.
+		// core sends it, and keeps nothing for the next writer. A
+		// subscriber that only receives stays parked, so while the core
+		// streams to it (more than streamRounds rounds within
+		// streamWindow) it keeps them, as a busy connection does, rather
+		// than growing them again every round.
 		c.dropIdleOutputLocked()
 	}
 	if c.wstopped {
@@ -253,6 +257,30 @@ func (c *conn) writeLoop() {
 	}
 	c.outMu.Unlock()
 }
+
+// writerStreamingLocked counts a writer round of a parked connection and
+// reports whether the rounds come as a stream (under outMu).
+func (c *conn) writerStreamingLocked() bool {
+	now := time.Now().UnixNano()
+	if now-c.wWindow >= int64(c.s.streamWindow) {
+		// A stream in the last window is one still at the first round
+		// of this one.
+		if c.wRounds > streamRounds {
+			c.wRounds = streamRounds
+		} else {
+			c.wRounds = 0
+		}
+		c.wWindow = now
+	}
+	if c.wRounds < 255 {
+		c.wRounds++
+	}
+	return c.wRounds > streamRounds
+}
+
+// streamRounds is the number of writer rounds within streamWindow past
+// which a parked connection's writer keeps its lists and state.
+const streamRounds = 16
 
 // maxKeptItems bounds the outbound lists a writer keeps after a burst.
 const maxKeptItems = 64
