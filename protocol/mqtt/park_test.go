@@ -83,3 +83,44 @@ func TestParkEagerly(t *testing.T) {
 		t.Fatalf("a connection woken %d times in a row kept parking at once", streamWakes+2)
 	}
 }
+
+// TestParkedWriterState: a parked subscriber's writer gives back its state
+// and lists after a round, and keeps them once the core streams to it
+// (more than streamRounds rounds within streamWindow), so that a stream
+// does not grow them again every round.
+func TestParkedWriterState(t *testing.T) {
+	s, addr := testServerSet(t, &memStore{m: map[string][]byte{}}, func(s *Server) {
+		s.parkAfter = time.Minute
+		s.streamWindow = time.Minute
+	})
+	sub := benchMQTTDial(t, addr, "stream-sub", 4, "stream/t")
+	pub := benchMQTTDial(t, addr, "stream-pub", 4, "")
+	c := serverConn(t, s, "stream-sub")
+	if !waitParked(c, 10*time.Second) {
+		t.Fatal("the subscriber did not park")
+	}
+	_ = sub.SetReadDeadline(time.Now().Add(30 * time.Second))
+	kept := func() bool {
+		waitWriterGone(t, c)
+		c.outMu.Lock()
+		defer c.outMu.Unlock()
+		return c.w != nil
+	}
+	for round := range streamRounds + 4 {
+		if _, err := pub.Write(benchPacket(nil, 0x30, append(benchString(nil, "stream/t"), 'm'))); err != nil {
+			t.Fatal(err)
+		}
+		if first, _ := benchReadPacket(t, sub); first>>4 != packets.Publish {
+			t.Fatalf("round %d: packet %x", round, first)
+		}
+		if !c.parked.Load() {
+			t.Fatalf("round %d: the subscriber is not parked: the test measures nothing", round)
+		}
+		switch k := kept(); {
+		case round == 0 && k:
+			t.Fatal("the writer state was kept after one round")
+		case round == streamRounds+3 && !k:
+			t.Fatalf("the writer state was given back after %d rounds in a row", round+1)
+		}
+	}
+}
