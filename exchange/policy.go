@@ -241,7 +241,7 @@ func (q *Queue) setPolicyLocked(p *Policy) {
 	if q.st != nil {
 		return // a stream takes no classic policy keys (expires, TTL, limits...)
 	}
-	a := q.opPol.withOperatorLimits(p.withPolicy(q.xa, q.args))
+	a := q.opPol.withOperatorLimits(p.withPolicy(*q.xa, q.args))
 	now := nowNano()
 	old := q.cmdSetArgs(a, now) // a deleted queue's state is empty
 	q.syncSchedLocked()

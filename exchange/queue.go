@@ -194,7 +194,7 @@ type Queue struct {
 	autoDelete bool
 	owner      any
 	args       Table
-	xa         queueArgs // parsed from args
+	xa         *queueArgs // parsed from args (shared by queues declared without any: sharedArgs)
 
 	// The state (qstate.go), under mu: q.a (xa with the policy), the
 	// ready list, the unacked deliveries, the next seq.
@@ -262,7 +262,7 @@ type deadLetter struct {
 func newQueue(vh *VHost, name string, id uint64, durable, exclusive, autoDelete bool, owner any, args Table, a queueArgs) *Queue {
 	q := &Queue{
 		vh: vh, name: name, id: id, durable: durable, exclusive: exclusive,
-		autoDelete: autoDelete, owner: owner, args: args, xa: a,
+		autoDelete: autoDelete, owner: owner, args: args, xa: sharedArgs(a),
 	}
 	q.queueState = queueState{env: q, a: a, nextSeq: 1}
 	q.role = localRole{}

@@ -22,8 +22,14 @@ type unackedSlot struct {
 	ok bool
 }
 
-// minUnackedRing is the ring's smallest size once it is used.
+// minUnackedRing is the slack the ring may span beyond four times its
+// live entries before it evicts to the map instead of growing.
 const minUnackedRing = 64
+
+// firstUnackedRing is the ring's size when it is first used: small, for
+// the many queues that have a message or two unacked at a time (an MQTT
+// session's); a busy queue grows it by doubling, once.
+const firstUnackedRing = 4
 
 func (s *unackedSet) len() int { return s.n + len(s.other) }
 
@@ -32,7 +38,7 @@ func (s *unackedSet) put(seq uint64, u unackedEntry) {
 	switch {
 	case s.n == 0:
 		if s.ring == nil {
-			s.ring = make([]unackedSlot, minUnackedRing)
+			s.ring = make([]unackedSlot, firstUnackedRing)
 		}
 		s.base, s.hi = seq, seq+1
 	case seq < s.base:

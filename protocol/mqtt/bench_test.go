@@ -29,6 +29,13 @@ func testServer(b testing.TB) (*Server, string) {
 // testServerWith is testServer over the MetaStore meta.
 func testServerWith(b testing.TB, meta MetaStore) (*Server, string) {
 	b.Helper()
+	return testServerSet(b, meta, nil)
+}
+
+// testServerSet is testServerWith with set, if not nil, run on the
+// server before it serves.
+func testServerSet(b testing.TB, meta MetaStore, set func(*Server)) (*Server, string) {
+	b.Helper()
 	st := store.NewMemory()
 	br, err := exchange.New(st, nil)
 	if err != nil {
@@ -48,6 +55,9 @@ func testServerWith(b testing.TB, meta MetaStore) (*Server, string) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
+	}
+	if set != nil {
+		set(s)
 	}
 	go func() { _ = s.Serve(ln) }()
 	b.Cleanup(func() {

@@ -69,10 +69,14 @@ type conn struct {
 	outMu     sync.Mutex
 	out       []outItem
 	spare     []outItem // the writer's second list, kept between writers
-	wdone     chan struct{}
-	runWriter func()       // c.writeLoop, made once: go c.runWriter() allocates nothing
-	w         packetWriter // the writer's state, handed from writer to writer under outMu
-	closing   atomic.Bool
+	wdone     signal
+	runWriter func() // c.writeLoop, made once: go c.runWriter() allocates nothing
+	// w is the writer's state, handed from writer to writer under outMu;
+	// nil while the connection is idle (dropIdleOutput puts it back in
+	// writerStates).
+	w          *packetWriter
+	outAliases map[string]uint16 // outbound topic aliases (MQTT 5); the writer's
+	closing    atomic.Bool
 	// finalQueued: a packet after which the writer closes is queued.
 	finalQueued atomic.Bool
 	// lingering: the writer sent that packet and lingerClose owns the
@@ -80,7 +84,13 @@ type conn struct {
 	lingering atomic.Bool
 	writing   bool // under outMu, with wstopped
 	wstopped  bool
-	readDone  chan struct{} // closed when the reader has stopped
+	// The writer rounds of a parked connection since wWindow (Unix
+	// nanoseconds; writerStreamingLocked, under outMu).
+	wRounds uint8
+	// wakes is packetLoop's (reader), here where it takes no room.
+	wakes    uint8
+	wWindow  int64
+	readDone signal // fired when the reader has stopped
 
 	infMu    sync.Mutex
 	inflight pidTable
@@ -97,19 +107,23 @@ type conn struct {
 	// gone and the descriptor waits in the server's poller; noPark once
 	// the connection is being closed (the reader then waits in the
 	// runtime, as a reader always did, to see the close).
-	parked  atomic.Bool
-	noPark  atomic.Bool
-	pollID  uint64 // the poller's id of the connection, 0 until it first parks (reader)
-	ended   func() // frontend.AsyncConn's, nil under Serve
-	kaTimer *time.Timer
-	kaDue   atomic.Int64 // when the keep-alive of a parked connection runs out, Unix nanoseconds
+	parked atomic.Bool
+	noPark atomic.Bool
+	pollID uint64 // the poller's id of the connection, 0 until it first parks (reader)
+	// wakes (above) counts the reader's wakes from the event loop since
+	// wakeWindow (Unix nanoseconds), to tell a stream from a device that
+	// sends now and then (packetLoop's eager; reader).
+	wakeWindow int64
+	ended      func() // frontend.AsyncConn's, nil under Serve
+	kaTimer    *time.Timer
+	kaDue      atomic.Int64 // when the keep-alive of a parked connection runs out, Unix nanoseconds
 
 	recvPublish, sentPublish atomic.Uint64
 	recvBytes, sentBytes     atomic.Uint64
 
-	// abort is closed by serverDisconnect, to wake a reader that waits
+	// abort is fired by serverDisconnect, to wake a reader that waits
 	// for a resource alarm or a rate limit (see limits.go).
-	abort       chan struct{}
+	abort       signal
 	releaseConn func() // the connection limits' slot, set by CONNECT
 
 	// For the log (connlog.go): the reason code the broker disconnected
@@ -126,11 +140,7 @@ func newConn(s *Server, nc net.Conn, transport string) *conn {
 	c := &conn{
 		s: s, nc: nc, br: newConnReader(nc), transport: transport,
 		name: s.connName(nc), connectedAt: time.Now().UnixNano(),
-		wdone:    make(chan struct{}),
-		abort:    make(chan struct{}),
-		readDone: make(chan struct{}),
 	}
-	c.w.c = c
 	c.runWriter = c.writeLoop
 	return c
 }
@@ -169,7 +179,7 @@ func (c *conn) ServeAsync(ended func()) {
 // stays small (see readLoop).
 func (c *conn) end(err error) {
 	c.br.release()
-	close(c.readDone)
+	c.readDone.fire()
 	c.flushSettles()
 	c.logEnd(err) // connlog.go
 	c.s.noteClosed(c)
@@ -205,6 +215,30 @@ func (c *conn) packetLoop(async bool) (err error, parked bool) {
 	// just woken from the event loop (it parks again at once if the wake
 	// brought nothing to read).
 	idle := async
+	// eager: the connection parks again as soon as its socket is empty
+	// after a publish or an acknowledgement, rather than waiting
+	// parkAfter for more: it was woken from the event loop at most
+	// streamWakes times within streamWindow (a device that sends now and
+	// then, or answers a few bursts). A connection woken more often (a
+	// stream) waits. After the other packets (SUBSCRIBE, PINGREQ, ...)
+	// every connection parks at once. Without this, a fleet answering a
+	// burst, or connecting and subscribing, held a reader goroutine per
+	// device for parkAfter, their stacks (grown deep in SUBSCRIBE and
+	// PUBLISH) a transient peak of ~10 KB per device that stayed in the
+	// process's resident memory (idle heap, which the runtime gives back
+	// only after its next collection, and an idle broker runs one every
+	// two minutes).
+	eager := false
+	if async {
+		now := time.Now().UnixNano()
+		if now-c.wakeWindow >= int64(c.s.streamWindow) {
+			c.wakeWindow, c.wakes = now, 0
+		}
+		if c.wakes < 255 {
+			c.wakes++
+		}
+		eager = c.wakes <= streamWakes
+	}
 	for {
 		// Keep-alive is rearmed when the reader is about to wait for the
 		// socket, and every 64 packets of a stream that keeps the buffer
@@ -238,7 +272,7 @@ func (c *conn) packetLoop(async bool) (err error, parked bool) {
 				if c.keepalive > 0 {
 					kaDl = now.Add(c.keepalive * 3 / 2)
 				}
-				dl := now.Add(parkAfter)
+				dl := now.Add(c.s.parkAfter)
 				if !kaDl.IsZero() && kaDl.Before(dl) {
 					dl = kaDl
 				}
@@ -261,10 +295,17 @@ func (c *conn) packetLoop(async bool) (err error, parked bool) {
 			}
 		}
 		var err error
-		if typ := c.br.Next() >> 4; !async && (typ == packets.Subscribe || typ == packets.Unsubscribe) {
+		typ := c.br.Next() >> 4
+		if !async && (typ == packets.Subscribe || typ == packets.Unsubscribe) {
 			err = offStack(c.readPacket)
 		} else {
 			err = c.readPacket()
+		}
+		switch typ {
+		case packets.Publish, packets.Puback, packets.Pubrec, packets.Pubrel, packets.Pubcomp:
+			idle = eager
+		default:
+			idle = async
 		}
 		if err != nil {
 			if errors.Is(err, errClientDisconnect) {
@@ -413,7 +454,7 @@ func (c *conn) serverDisconnect(code byte) {
 		return
 	}
 	c.setCloseCode(code)
-	close(c.abort)
+	c.abort.fire()
 	c.wakeReader()
 	_ = c.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	if c.connected.Load() && c.version == 5 {
@@ -433,7 +474,7 @@ func (c *conn) cleanup() {
 		// Let the writer send the last packet (CONNACK refusal,
 		// DISCONNECT); it closes the connection after it.
 		select {
-		case <-c.wdone:
+		case <-c.wdone.C():
 		case <-time.After(5 * time.Second):
 		}
 	}

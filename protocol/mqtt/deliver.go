@@ -275,11 +275,11 @@ func (w *packetWriter) topicOf(key string) string {
 func (w *packetWriter) encodePublish(pk *packets.Packet) bool {
 	var newAlias uint16
 	if w.c.aliasMax > 0 {
-		if a, ok := w.aliases[pk.TopicName]; ok {
+		if a, ok := w.c.outAliases[pk.TopicName]; ok {
 			pk.Properties.TopicAlias, pk.Properties.TopicAliasFlag = a, true
 			pk.TopicName = ""
-		} else if len(w.aliases) < int(w.c.aliasMax) {
-			newAlias = uint16(len(w.aliases) + 1)
+		} else if len(w.c.outAliases) < int(w.c.aliasMax) {
+			newAlias = uint16(len(w.c.outAliases) + 1)
 			pk.Properties.TopicAlias, pk.Properties.TopicAliasFlag = newAlias, true
 		}
 	}
@@ -291,10 +291,10 @@ func (w *packetWriter) encodePublish(pk *packets.Packet) bool {
 		return false
 	}
 	if newAlias != 0 {
-		if w.aliases == nil {
-			w.aliases = map[string]uint16{}
+		if w.c.outAliases == nil {
+			w.c.outAliases = map[string]uint16{}
 		}
-		w.aliases[pk.TopicName] = newAlias
+		w.c.outAliases[pk.TopicName] = newAlias
 	}
 	w.out(w.scratch.Bytes())
 	w.c.sentPublish.Add(1)

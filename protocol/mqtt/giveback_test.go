@@ -1,9 +1,13 @@
 package mqtt
 
 import (
+	"encoding/binary"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 // TestGiveBackAfterManyEnded: a wave of ended connections runs one
@@ -43,5 +47,84 @@ func TestGiveBackAfterManyEnded(t *testing.T) {
 	}
 	if n := calls.Load(); n != 2 {
 		t.Fatalf("%d collections after two waves, want 2", n)
+	}
+}
+
+// TestParkGivesBackBurstState: a subscriber that took a burst of QoS 1
+// messages keeps nothing of it once it parks: no packet-id table, no
+// settled-acknowledgement batch, no publish topic cache, no encoding
+// cache, no writer state; and it receives and acknowledges QoS 1 messages as before.
+func TestParkGivesBackBurstState(t *testing.T) {
+	s, addr := testServer(t)
+	sub := benchMQTTDial(t, addr, "burst-sub", 4, "")
+	// SUBSCRIBE burst/t at QoS 1.
+	body := benchString(binary.BigEndian.AppendUint16(nil, 1), "burst/t")
+	if _, err := sub.Write(benchPacket(nil, 0x82, append(body, 1))); err != nil {
+		t.Fatal(err)
+	}
+	if first, ack := benchReadPacket(t, sub); first>>4 != packets.Suback || ack[2] != 1 {
+		t.Fatalf("SUBACK: %x %x", first, ack)
+	}
+	pub := benchMQTTDial(t, addr, "burst-pub", 4, "")
+	c := serverConn(t, s, "burst-sub")
+	for round := range 2 {
+		var pkts []byte
+		for i := range 50 {
+			vh := binary.BigEndian.AppendUint16(benchString(nil, "burst/t"), uint16(i+1))
+			pkts = benchPacket(pkts, 0x32, append(vh, fmt.Sprintf("m%d", i)...))
+		}
+		if _, err := pub.Write(pkts); err != nil {
+			t.Fatal(err)
+		}
+		_ = sub.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var acks []byte
+		for i := range 50 {
+			first, b := benchReadPacket(t, sub)
+			if first>>4 != packets.Publish || (first>>1)&3 != 1 {
+				t.Fatalf("round %d message %d: packet %x", round, i, first)
+			}
+			pid := b[2+len("burst/t") : 4+len("burst/t")]
+			acks = append(acks, packets.Puback<<4, 2, pid[0], pid[1])
+		}
+		c.infMu.Lock()
+		held := len(c.inflight.slots)
+		c.infMu.Unlock()
+		if held == 0 {
+			t.Fatalf("round %d: no packet-id table while 50 are in flight: the test measures nothing", round)
+		}
+		if _, err := sub.Write(acks); err != nil {
+			t.Fatal(err)
+		}
+		// The subscriber reads its PUBACKs (it may have been parked
+		// meanwhile), then parks parkAfter later.
+		deadline := time.Now().Add(parkAfter + 10*time.Second)
+		for time.Now().Before(deadline) {
+			c.infMu.Lock()
+			n := c.inflight.len()
+			c.infMu.Unlock()
+			if n == 0 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		for !c.parked.Load() && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if !c.parked.Load() {
+			t.Fatalf("round %d: the subscriber did not park", round)
+		}
+		c.infMu.Lock()
+		slots, n := c.inflight.slots, c.inflight.len()
+		c.infMu.Unlock()
+		if slots != nil || n != 0 {
+			t.Fatalf("round %d: parked with a packet-id table of %d slots, %d in flight", round, len(slots), n)
+		}
+		waitWriterGone(t, c)
+		c.outMu.Lock()
+		kept := c.w != nil || c.out != nil || c.spare != nil
+		c.outMu.Unlock()
+		if kept {
+			t.Fatalf("round %d: parked with the writer's state or lists", round)
+		}
 	}
 }

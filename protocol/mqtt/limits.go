@@ -42,12 +42,13 @@ func (c *conn) admitPublish(pk *packets.Packet) error {
 			c.s.log.Info("publishing blocked by a resource alarm", "client_id", c.clientID, "reason", reason)
 			select {
 			case <-cleared:
-			case <-c.abort:
+			case <-c.abort.C():
 				return errAborted
 			}
 		}
 	}
-	if !c.s.b.Limiter().WaitPublish(c.user.Name(), c.vh.Name(), c.abort) {
+	// Its channel is made only where a rate limit may make it wait.
+	if lim := c.s.b.Limiter(); lim.RateLimited() && !lim.WaitPublish(c.user.Name(), c.vh.Name(), c.abort.C()) {
 		return errAborted
 	}
 	return nil

@@ -23,6 +23,15 @@ import (
 // parks: a busy connection keeps its reader goroutine.
 const parkAfter = 2 * time.Second
 
+// A connection woken from the event loop more than streamWakes times
+// within streamWindow is a stream: after a publish or an acknowledgement
+// its reader waits parkAfter for more before it parks; any other parks as
+// soon as its socket is empty (packetLoop's eager).
+const (
+	streamWakes  = 4
+	streamWindow = parkAfter
+)
+
 // readOn reads on after a wake; timedOut: the keep-alive ran out.
 func (c *conn) readOn(timedOut bool) {
 	if timedOut {
@@ -64,6 +73,7 @@ func (c *conn) park() bool {
 		c.pollID = p.add(c)
 	}
 	c.dropIdleOutput()
+	c.dropIdleState()
 	if c.keepalive > 0 {
 		d := c.keepalive * 3 / 2
 		c.kaDue.Store(time.Now().Add(d).UnixNano())

@@ -153,6 +153,9 @@ type Server struct {
 	giveBack giveBackState // giveback.go
 	pollOnce sync.Once
 	poll     *poller // the event loop of idle connections (park.go), nil if none
+	// parkAfter and streamWindow are park.go's constants, which tests
+	// change before the server serves.
+	parkAfter, streamWindow time.Duration
 
 	cfg   Config
 	b     *exchange.Broker
@@ -185,7 +188,8 @@ func NewServer(cfg Config, b *exchange.Broker, users *auth.Users, st MetaStore, 
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, b: b, users: users, st: st, log: log.With("proto", "mqtt"),
-		conns: frontend.NewSet[*conn](ErrServerClosed), sessions: map[string]*session{}, orphans: newOrphans()}
+		conns: frontend.NewSet[*conn](ErrServerClosed), sessions: map[string]*session{}, orphans: newOrphans(),
+		parkAfter: parkAfter, streamWindow: streamWindow}
 	var err error
 	if s.retained, err = loadRetained(st); err != nil {
 		return nil, err

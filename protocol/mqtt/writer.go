@@ -70,11 +70,11 @@ func (c *conn) stopWriter() {
 	if !c.wstopped {
 		c.wstopped = true
 		if !c.writing {
-			close(c.wdone)
+			c.wdone.fire()
 		}
 	}
 	c.outMu.Unlock()
-	<-c.wdone
+	<-c.wdone.C()
 }
 
 // sendPacket queues a control packet; closeAfter closes the connection
@@ -152,8 +152,13 @@ func (c *conn) Cancelled(k *exchange.Consumer) {
 // under outMu, so their writes do not interleave and c.w passes from one
 // to the next.
 func (c *conn) writeLoop() {
-	w := &c.w
 	c.outMu.Lock()
+	w := c.w
+	if w == nil {
+		w = writerStates.Get().(*packetWriter)
+		w.c = c
+		c.w = w
+	}
 	batch := c.spare
 	c.spare = nil
 	stop, yielded := false, false
@@ -214,7 +219,7 @@ func (c *conn) writeLoop() {
 			// lingerClose drains after it.
 			_ = c.nc.SetReadDeadline(time.Now())
 			c.wakeReader()
-			go lingerClose(c.nc, c.readDone)
+			go lingerClose(c.nc, c.readDone.C())
 			stop = true
 		}
 		c.outMu.Lock()
@@ -238,16 +243,44 @@ func (c *conn) writeLoop() {
 	if len(c.out) == 0 && cap(c.out) > maxKeptItems && shrink {
 		c.out = nil
 	}
-	if c.parked.Load() {
+	if c.parked.Load() && !c.writerStreamingLocked() {
 		// The reader is idle too: the connection is, but for what the
-		// core sends it, and keeps nothing for the next writer.
+		// core sends it, and keeps nothing for the next writer. A
+		// subscriber that only receives stays parked, so while the core
+		// streams to it (more than streamRounds rounds within
+		// streamWindow) it keeps them, as a busy connection does, rather
+		// than growing them again every round.
 		c.dropIdleOutputLocked()
 	}
 	if c.wstopped {
-		close(c.wdone)
+		c.wdone.fire()
 	}
 	c.outMu.Unlock()
 }
+
+// writerStreamingLocked counts a writer round of a parked connection and
+// reports whether the rounds come as a stream (under outMu).
+func (c *conn) writerStreamingLocked() bool {
+	now := time.Now().UnixNano()
+	if now-c.wWindow >= int64(c.s.streamWindow) {
+		// A stream in the last window is one still at the first round
+		// of this one.
+		if c.wRounds > streamRounds {
+			c.wRounds = streamRounds
+		} else {
+			c.wRounds = 0
+		}
+		c.wWindow = now
+	}
+	if c.wRounds < 255 {
+		c.wRounds++
+	}
+	return c.wRounds > streamRounds
+}
+
+// streamRounds is the number of writer rounds within streamWindow past
+// which a parked connection's writer keeps its lists and state.
+const streamRounds = 16
 
 // maxKeptItems bounds the outbound lists a writer keeps after a burst.
 const maxKeptItems = 64
@@ -270,9 +303,38 @@ func (c *conn) dropIdleOutputLocked() {
 		c.out = nil
 	}
 	c.spare = nil
-	c.w.scratch = bytes.Buffer{}
-	c.w.settled = nil
-	c.w.hdr = nil
+	if w := c.w; w != nil {
+		c.w = nil
+		w.reset()
+		writerStates.Put(w)
+	}
+}
+
+// writerStates holds the writer state of idle connections' writers, so
+// that an idle connection keeps none and a busy one reuses another's
+// buffers.
+var writerStates = sync.Pool{New: func() any { return new(packetWriter) }}
+
+// maxKeptScratch bounds the encoding buffers a pooled writer state keeps.
+const maxKeptScratch = 4 << 10
+
+// reset makes w ready for writerStates: it forgets its connection and
+// caches, and buffers a burst grew.
+func (w *packetWriter) reset() {
+	scratch, hdr, settled := w.scratch, w.hdr, w.settled
+	if scratch.Cap() > maxKeptScratch {
+		scratch = bytes.Buffer{}
+	}
+	scratch.Reset()
+	if cap(hdr) > maxKeptScratch {
+		hdr = nil
+	}
+	for i := range settled {
+		if cap(settled[i].seqs) > maxKeptSeqs/16 {
+			settled[i].seqs = nil
+		}
+	}
+	*w = packetWriter{scratch: scratch, hdr: hdr[:0], settled: settled[:0]}
 }
 
 // packetWriter encodes outbound items for one connection.
@@ -282,9 +344,8 @@ type packetWriter struct {
 	scratch bytes.Buffer
 	small   [8]byte
 	err     error
-	settled []settleRun       // deliveries to ack after the flush
-	aliases map[string]uint16 // outbound topic aliases (MQTT 5)
-	hdr     []byte            // an MQTT 3 PUBLISH header (deliver.go)
+	settled []settleRun // deliveries to ack after the flush
+	hdr     []byte      // an MQTT 3 PUBLISH header (deliver.go)
 
 	lastKey, lastTopic string // topicOf's cache
 }

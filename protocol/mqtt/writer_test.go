@@ -131,7 +131,7 @@ func TestWriterStopsOnError(t *testing.T) {
 	c.version = 4
 	c.sendPacket(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pingresp}}, false)
 	select {
-	case <-c.wdone:
+	case <-c.wdone.C():
 	case <-time.After(5 * time.Second):
 		t.Fatal("the writer did not stop after a write error")
 	}
