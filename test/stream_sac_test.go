@@ -638,21 +638,8 @@ func TestStreamSACHomeStoresOffset(t *testing.T) {
 	}
 	for _, nd := range nodes {
 		eventually(t, 20*time.Second, "grp's offset 19 on "+nd.name, func() bool {
-			var q struct {
-				Stream struct {
-					Consumers []struct {
-						Name   string `json:"name"`
-						Offset int    `json:"offset"`
-					} `json:"consumer_offsets"`
-				} `json:"stream"`
-			}
-			nd.api(t, "GET", "/api/queues/%2F/hsoff", nil, &q)
-			for _, co := range q.Stream.Consumers {
-				if co.Name == "grp" && co.Offset == 19 {
-					return true
-				}
-			}
-			return false
+			off, _ := nd.namedOffset("hsoff", "grp")
+			return off == 19
 		})
 	}
 }
@@ -723,21 +710,8 @@ func TestStreamSACHomeKilledSTOMP(t *testing.T) {
 	}
 	for _, nd := range others {
 		eventually(t, 30*time.Second, "grp's offset 19 on "+nd.name, func() bool {
-			var q struct {
-				Stream struct {
-					Consumers []struct {
-						Name   string `json:"name"`
-						Offset int    `json:"offset"`
-					} `json:"consumer_offsets"`
-				} `json:"stream"`
-			}
-			nd.api(t, "GET", "/api/queues/%2F/hstomp", nil, &q)
-			for _, co := range q.Stream.Consumers {
-				if co.Name == "grp" && co.Offset == 19 {
-					return true
-				}
-			}
-			return false
+			off, _ := nd.namedOffset("hstomp", "grp")
+			return off == 19
 		})
 	}
 }
