@@ -97,7 +97,7 @@ vet:
 SUITES := ./test/amqp091suite ./test/pahofvt
 
 race:
-	$(GO) test -race -timeout 20m $$($(GO) list ./... | grep -v -e /test/amqp091suite -e /test/pahofvt)
+	$(GO) test -race -timeout 30m $$($(GO) list ./... | grep -v -e /test/amqp091suite -e /test/pahofvt)
 
 suites:
 	$(GO) test -count=1 -p 1 -timeout 20m $(SUITES)
