@@ -70,3 +70,42 @@ func TestStoreTrim(t *testing.T) {
 		}
 	}
 }
+
+// A heap that stopped growing has its garbage given back once it has been
+// quiet for idleQuiet, when the garbage is worth it, and not again within
+// idleEvery; while it grows, never.
+func TestIdleGiveBack(t *testing.T) {
+	const mib = 1 << 20
+	var g idleGiveBack
+	t0 := time.Unix(1000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	// A burst: the heap grows every tick.
+	for i := range 20 {
+		if g.due(at(time.Duration(i)*100*time.Millisecond), int64(100+10*i)*mib, 50*mib) {
+			t.Fatalf("given back at tick %d while the heap grows", i)
+		}
+	}
+	grown := at(1900 * time.Millisecond)
+	// Quiet, with 240 MiB of garbage over 50 live, less than idleQuiet.
+	if g.due(grown.Add(idleQuiet-100*time.Millisecond), 290*mib, 50*mib) {
+		t.Fatal("given back before the heap was quiet for idleQuiet")
+	}
+	// A small allocation (under idleSlack) does not count as growth.
+	if !g.due(grown.Add(idleQuiet), 290*mib+idleSlack/2, 50*mib) {
+		t.Fatal("not given back after idleQuiet with 240 MiB of garbage")
+	}
+	// Not again within idleEvery, even with garbage.
+	if g.due(grown.Add(idleQuiet+time.Second), 290*mib, 50*mib) {
+		t.Fatal("given back twice within idleEvery")
+	}
+	// Collected: the heap is its live part; later little garbage: nothing.
+	if g.due(grown.Add(idleEvery+idleQuiet+time.Second), 52*mib, 50*mib) {
+		t.Fatal("given back 2 MiB of garbage")
+	}
+	// Garbage under half the live heap: nothing.
+	var h idleGiveBack
+	h.due(t0, 900*mib, 800*mib)
+	if h.due(t0.Add(time.Minute), 900*mib, 800*mib) {
+		t.Fatal("given back 100 MiB of garbage over an 800 MiB live heap")
+	}
+}

@@ -68,7 +68,13 @@ func totalMemory() int64 {
 //   - while the alarm is raised the watcher collects and returns free memory
 //     to the OS (debug.FreeOSMemory) every freeEvery, so that the measure
 //     follows what is really live and the alarm clears within seconds of the
-//     load going away.
+//     load going away;
+//   - after a burst, once the heap has stopped growing, the watcher
+//     collects the burst's garbage and returns it (idleGiveBack): a process
+//     that no longer allocates starts no collection of its own (the
+//     runtime's forced one comes every two minutes), so the resident size
+//     would stay at the burst's peak while, say, 18,000 idle devices stay
+//     connected.
 
 const (
 	// memCheckEvery is how often the watcher reads the runtime's metrics
@@ -79,7 +85,41 @@ const (
 	// minSoftLimit: below this watermark (a test's way to raise the alarm
 	// at once) the runtime's soft limit is left alone.
 	minSoftLimit = 64 << 20
+	// idleQuiet is how long the heap must not have grown (by more than
+	// idleSlack) before its garbage is given back; idleGarbage the least
+	// garbage worth it (and at least half the live heap); idleEvery the
+	// least time between two give-backs.
+	idleQuiet   = 2 * time.Second
+	idleSlack   = 1 << 20
+	idleGarbage = 16 << 20
+	idleEvery   = 10 * time.Second
 )
+
+// idleGiveBack decides when a heap that stopped growing has its garbage
+// collected and returned to the OS.
+type idleGiveBack struct {
+	base  int64     // the heap's objects when it last grew (or shrank: a collection)
+	since time.Time // when it last grew
+	freed time.Time // the last give-back
+}
+
+// due reports, for the heap's allocated objects and the live heap of the
+// last collection read at now, whether to give the garbage back now.
+func (g *idleGiveBack) due(now time.Time, objects, live int64) bool {
+	switch {
+	case objects > g.base+idleSlack || g.since.IsZero():
+		g.base, g.since = objects, now
+		return false
+	case objects < g.base:
+		g.base = objects // collected since
+	}
+	garbage := objects - live
+	if now.Sub(g.since) < idleQuiet || now.Sub(g.freed) < idleEvery || garbage < idleGarbage || garbage < live/2 {
+		return false
+	}
+	g.freed = now
+	return true
+}
 
 // StoreTrim is how the store pages its value log's mapped files out of
 // the process under a memory limit: once they hold more than an eighth of
@@ -108,13 +148,15 @@ var memSamples = []string{
 }
 
 // memoryInUse is the live memory of the process as the alarm measures it:
-// everything the runtime holds from the OS but free heap and garbage.
-func memoryInUse(s []metrics.Sample) int64 {
+// everything the runtime holds from the OS but free heap and garbage; and
+// the heap's allocated objects and the live heap of the last collection.
+func memoryInUse(s []metrics.Sample) (used, objects, live int64) {
 	metrics.Read(s)
 	v := func(i int) int64 { return int64(s[i].Value.Uint64()) }
-	total, released, free, objects, live := v(0), v(1), v(2), v(3), v(4)
+	total, released, free := v(0), v(1), v(2)
+	objects, live = v(3), v(4)
 	garbage := max(objects-live, 0)
-	return total - released - free - garbage
+	return total - released - free - garbage, objects, live
 }
 
 // softLimits are the soft memory limits the nodes of this process asked
@@ -177,8 +219,12 @@ func WatchMemory(b *exchange.Broker, limit, paging int64, stop <-chan struct{}, 
 	defer t.Stop()
 	raised, pressed := false, false
 	var freed time.Time
+	var idle idleGiveBack
 	for {
-		used := memoryInUse(s)
+		used, objects, live := memoryInUse(s)
+		if !raised && idle.due(time.Now(), objects, live) {
+			debug.FreeOSMemory()
+		}
 		switch {
 		case paging > 0 && !pressed && used > paging:
 			pressed = true
