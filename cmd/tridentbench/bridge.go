@@ -176,37 +176,8 @@ func bridgeRun(ctx context.Context, o *options, edge, cloud *bridgeBroker, n int
 	}
 	p := bridgePhase{Messages: n}
 	topic := "bench/" + randomSuffix()
-	var (
-		mu        sync.Mutex
-		seen      = make([]bool, n)
-		distinct  int
-		dups      int
-		lastAt    time.Time
-		allIn     = make(chan struct{})
-		closeOnce sync.Once
-	)
-	handler := func(_ mqtt.Client, m mqtt.Message) {
-		body := m.Payload()
-		if len(body) < 8 {
-			return
-		}
-		i := binary.BigEndian.Uint64(body)
-		mu.Lock()
-		defer mu.Unlock()
-		if i >= uint64(n) {
-			return
-		}
-		if seen[i] {
-			dups++
-			return
-		}
-		seen[i] = true
-		distinct++
-		lastAt = time.Now()
-		if distinct == n {
-			closeOnce.Do(func() { close(allIn) })
-		}
-	}
+	tally := newIndexTally(n)
+	handler := func(_ mqtt.Client, m mqtt.Message) { tally.add(m.Payload()) }
 	// In, the subscriber is on the edge, which the kill phase restarts: a
 	// persistent session it reconnects to.
 	subID := "tb-bridge-sub-" + randomSuffix()
@@ -286,9 +257,7 @@ func bridgeRun(ctx context.Context, o *options, edge, cloud *bridgeBroker, n int
 	}
 	// Until all arrived, or nothing new for 20 s.
 	for {
-		mu.Lock()
-		got, last := distinct, lastAt
-		mu.Unlock()
+		got, _, last := tally.counts()
 		if got == n {
 			break
 		}
@@ -300,14 +269,13 @@ func bridgeRun(ctx context.Context, o *options, edge, cloud *bridgeBroker, n int
 			break
 		}
 		select {
-		case <-allIn:
+		case <-tally.all:
 		case <-time.After(min(wait, time.Second)):
 		case <-ctx.Done():
 			return p, ctx.Err()
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	distinct, dups, lastAt := tally.counts()
 	p.Received, p.Duplicates, p.Lost = distinct+dups, dups, n-distinct
 	if distinct > 0 {
 		p.Seconds = lastAt.Sub(start).Seconds()

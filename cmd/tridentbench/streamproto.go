@@ -429,30 +429,10 @@ func spGoSuperPhase(ctx context.Context, o *options, env *stream.Environment, u 
 // again from the first offset: those are counted as duplicates).
 func spGoSuperConsume(ctx context.Context, o *options, env *stream.Environment, u spURL, name string, k, n int) (spPhase, error) {
 	p := spPhase{Messages: n}
-	var (
-		mu       sync.Mutex
-		seen     = make([]bool, n) // by the message's index, its body's first 8 bytes
-		distinct int
-		dups     int
-		done     = make(chan struct{})
-	)
+	tally := newIndexTally(n)
 	handler := func(_ stream.ConsumerContext, m *amqp10.Message) {
-		if len(m.Data) == 0 || len(m.Data[0]) < 8 {
-			return
-		}
-		i := binary.BigEndian.Uint64(m.Data[0])
-		mu.Lock()
-		defer mu.Unlock()
-		if i >= uint64(n) {
-			return
-		}
-		if seen[i] {
-			dups++
-			return
-		}
-		seen[i] = true
-		if distinct++; distinct == n {
-			close(done)
+		if len(m.Data) > 0 {
+			tally.add(m.Data[0])
 		}
 	}
 	first := func(string, bool) stream.OffsetSpecification { return stream.OffsetSpecification{}.First() }
@@ -471,18 +451,15 @@ func spGoSuperConsume(ctx context.Context, o *options, env *stream.Environment, 
 		}
 	}
 	select {
-	case <-done:
+	case <-tally.all:
 	case <-ctx.Done():
 		return p, ctx.Err()
 	case <-time.After(5 * time.Minute):
-		mu.Lock()
-		defer mu.Unlock()
+		distinct, _, _ := tally.counts()
 		return p, fmt.Errorf("super stream consumers stalled after %d of %d", distinct, n)
 	}
 	p.Rate = float64(n) / time.Since(start).Seconds()
-	mu.Lock()
-	p.Duplicates = dups
-	mu.Unlock()
+	_, p.Duplicates, _ = tally.counts()
 	return p, nil
 }
 
