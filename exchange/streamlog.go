@@ -177,6 +177,16 @@ func (l *streamLog) appendLocked(data []byte, ts int64, segBytes int64, w *strea
 	return l.appendBatchLocked(data, ts, segBytes, w, done, nil)
 }
 
+// chunksOn reports whether appends go into chunk records: once the current
+// segment holds chunks, without asking the feature flag again (a flag is
+// never disabled; asking takes the flags' lock, per append).
+func (l *streamLog) chunksOn(cur *segment) bool {
+	if cur != nil && cur.chunked {
+		return true
+	}
+	return l.chunks != nil && l.chunks()
+}
+
 // appendBatchLocked is appendLocked within a run of publishes that batch
 // flushes (nil: none).
 func (l *streamLog) appendBatchLocked(data []byte, ts int64, segBytes int64, w *streamWriter, done func(error), batch *Batch) (uint64, error) {
@@ -191,7 +201,7 @@ func (l *streamLog) appendBatchLocked(data []byte, ts int64, segBytes int64, w *
 			cur = &segment{id: cur.id, first: l.next, next: l.next}
 			l.segs = append(l.segs, cur)
 		}
-	} else if chunks := l.chunks != nil && l.chunks(); cur == nil || (cur.count > 0 && cur.bytes+int64(len(data)) > segBytes) ||
+	} else if chunks := l.chunksOn(cur); cur == nil || (cur.count > 0 && cur.bytes+int64(len(data)) > segBytes) ||
 		(chunks && !cur.chunked) {
 		l.flushLocked()
 		var err error
