@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -379,7 +380,7 @@ func applyTo(s *snapshot, c Command, committed bool) ([]Record, error) {
 			return noUser()
 		}
 		recs := dropTopicPerms(s, c.User, "", "")
-		for _, vhost := range sortedKeys(s.perms[c.User]) {
+		for _, vhost := range slices.Sorted(maps.Keys(s.perms[c.User])) {
 			recs = append(recs, Record{Key: permKey(vhost, c.User)})
 			s.withPerm(c.User, vhost, nil)
 		}
@@ -435,7 +436,7 @@ func applyTo(s *snapshot, c Command, committed bool) ([]Record, error) {
 			return nil, nil
 		}
 		recs := dropTopicPerms(s, "", c.VHost, "")
-		for _, user := range sortedKeys(s.perms) {
+		for _, user := range slices.Sorted(maps.Keys(s.perms)) {
 			if s.perms[user][c.VHost] != nil {
 				recs = append(recs, Record{Key: permKey(c.VHost, user)})
 				s.withPerm(user, c.VHost, nil)
@@ -451,16 +452,16 @@ func applyTo(s *snapshot, c Command, committed bool) ([]Record, error) {
 // exchange when ""), and returns their deletes.
 func dropTopicPerms(s *snapshot, user, vhost, exchange string) []Record {
 	var recs []Record
-	for _, u := range sortedKeys(s.tperms) {
+	for _, u := range slices.Sorted(maps.Keys(s.tperms)) {
 		if user != "" && u != user {
 			continue
 		}
 		vm := s.tperms[u]
-		for _, vh := range sortedKeys(vm) {
+		for _, vh := range slices.Sorted(maps.Keys(vm)) {
 			if vhost != "" && vh != vhost {
 				continue
 			}
-			for _, ex := range sortedKeys(vm[vh]) {
+			for _, ex := range slices.Sorted(maps.Keys(vm[vh])) {
 				if exchange != "" && ex != exchange {
 					continue
 				}
@@ -470,15 +471,6 @@ func dropTopicPerms(s *snapshot, user, vhost, exchange string) []Record {
 		}
 	}
 	return recs
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
 
 // PutUserCommand is the command that creates or replaces user name with a
