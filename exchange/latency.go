@@ -285,8 +285,9 @@ func (v *VHost) Latencies(fn func(p Protocol, k Latency, h HistogramSnapshot)) {
 // wired by the node): the confirms of one round take its start as their
 // end time, one clock reading per round instead of one per confirm. A
 // confirm that completes elsewhere (a remote or a quorum queue's) while a
-// round runs takes it too: it is off by at most the round's length, a few
-// hundred microseconds for thousands of confirms.
+// round runs takes it too when its publish began before the round: it is
+// off by at most the round's length, a few hundred microseconds for
+// thousands of confirms; one whose publish began later reads the clock.
 func (b *Broker) StoreRound(begin bool) {
 	if begin {
 		b.roundNow.Store(nowNano())
@@ -295,10 +296,11 @@ func (b *Broker) StoreRound(begin bool) {
 	}
 }
 
-// confirmClock is now for a confirm's latency: the running store round's
-// start, or the clock.
-func (b *Broker) confirmClock() int64 {
-	if t := b.roundNow.Load(); t != 0 {
+// confirmClock is now for the latency of a confirm whose publish began at
+// start: the running store round's start, or the clock (no round, or one
+// that began before the publish).
+func (b *Broker) confirmClock(start int64) int64 {
+	if t := b.roundNow.Load(); t != 0 && t >= start {
 		return t
 	}
 	return nowNano()

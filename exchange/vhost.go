@@ -1379,7 +1379,7 @@ func (w *confirmWait) done(err error) {
 			}
 		}
 		if w.v != nil {
-			w.v.observe(w.proto, LatPublishConfirm, w.v.b.confirmClock()-w.start)
+			w.v.observe(w.proto, LatPublishConfirm, w.v.b.confirmClock(w.start)-w.start)
 		}
 		w.c.Confirm(w.tag, !w.failed.Load() && w.notAppended.Load() == 0)
 	}
