@@ -1361,6 +1361,31 @@ type confirmWait struct {
 	// anywhere and a NotAppendedConfirmer may send it on.
 	stores      atomic.Int32
 	notAppended atomic.Int32
+	fn          func(error) // w.done, bound once: waits are pooled
+}
+
+// waitPool recycles confirm waits: a confirmed publish would otherwise
+// allocate the wait and the method value its queues call back.
+var waitPool sync.Pool
+
+func newConfirmWait(c Confirmer, tag uint64, proto Protocol) *confirmWait {
+	w, _ := waitPool.Get().(*confirmWait)
+	if w == nil {
+		w = new(confirmWait)
+		w.fn = w.done
+	}
+	w.c, w.tag, w.proto = c, tag, proto
+	return w
+}
+
+// release returns w to the pool; its holder is the last: every queue
+// that took its callback has called it.
+func (w *confirmWait) release() {
+	w.c, w.v, w.start = nil, nil, 0
+	w.failed.Store(false)
+	w.stores.Store(0)
+	w.notAppended.Store(0)
+	waitPool.Put(w)
 }
 
 func (w *confirmWait) done(err error) {
@@ -1375,6 +1400,7 @@ func (w *confirmWait) done(err error) {
 		if w.resendable() {
 			if na, ok := w.c.(NotAppendedConfirmer); ok {
 				na.NotAppended(w.tag) // sent on: its confirm comes later
+				w.release()
 				return
 			}
 		}
@@ -1382,6 +1408,7 @@ func (w *confirmWait) done(err error) {
 			w.v.observe(w.proto, LatPublishConfirm, w.v.b.confirmClock(w.start)-w.start)
 		}
 		w.c.Confirm(w.tag, !w.failed.Load() && w.notAppended.Load() == 0)
+		w.release()
 	}
 }
 
@@ -1506,7 +1533,7 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 		}()
 	}
 	if needWait && o.Confirmer != nil {
-		wait = &confirmWait{c: o.Confirmer, tag: o.Tag, proto: o.Protocol}
+		wait = newConfirmWait(o.Confirmer, o.Tag, o.Protocol)
 		if o.Protocol != ProtoOther { // a client's confirm, not the broker's own wait
 			wait.v, wait.start = v, now
 		}
@@ -1514,7 +1541,7 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 	}
 	var done func(error)
 	if wait != nil {
-		done = wait.done
+		done = wait.fn
 	}
 	if m.rec != nil && len(*qs) > 1 {
 		// The queues' holds on a reusable message in one atomic add,
@@ -1550,12 +1577,15 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 		}
 		if wait.left.Load() > 1 {
 			res.Pending = true
-			wait.done(nil) // drop this call's hold
-		} else if wait.failed.Load() || wait.notAppended.Load() > 0 {
-			// The store already answered, with an error: the outcome
-			// is final here and the Confirmer is not called.
-			res.OK = false
-			res.NotAppended = res.Routed == 1 && wait.resendable()
+			wait.done(nil) // drop this call's hold; wait is not touched after
+		} else {
+			if wait.failed.Load() || wait.notAppended.Load() > 0 {
+				// The store already answered, with an error: the
+				// outcome is final here and the Confirmer is not called.
+				res.OK = false
+				res.NotAppended = res.Routed == 1 && wait.resendable()
+			}
+			wait.release() // every queue has called back: this call holds the last
 		}
 	}
 	if m.prepaid > 0 {
