@@ -52,7 +52,17 @@ func checkReuseBody(topic, body string) (string, string) {
 // clean sessions and the AMQP queue get every message exactly once, the
 // coming-and-going session none twice and none altered (what was written
 // to it and not read when it went is lost: QoS 0).
+//
+// Then the same with the MQTT publishers at QoS 1 and the MQTT 3.1.1
+// subscriber at QoS 1: a QoS 1 PUBLISH is shared and reused too, and goes
+// back to its pool when the subscribers' PUBACKs settle it.
 func TestMQTTReusedMessagesIntact(t *testing.T) {
+	for _, qos := range []byte{0, 1} {
+		t.Run(fmt.Sprintf("qos%d", qos), func(t *testing.T) { testMQTTReuse(t, qos) })
+	}
+}
+
+func testMQTTReuse(t *testing.T, pubQoS byte) {
 	b := startMQTTBroker(t, func(c *conf.Config) { c.MQTT.MaxQueuedQoS0 = 1 << 20 })
 	url := "tcp://" + b.mqttAddr()
 	const each = 1500
@@ -82,7 +92,7 @@ func TestMQTTReusedMessagesIntact(t *testing.T) {
 
 	s3, s5, sq, sp := newSeen(), newSeen(), newSeen(), newSeen()
 	sub3 := dial3(t, url, "reuse-s3", true)
-	sub3.subscribe(t, "reuse/#", 0)
+	sub3.subscribe(t, "reuse/#", pubQoS)
 	go func() {
 		for m := range sub3.msgs {
 			record(s3, m.topic, []byte(m.payload))
@@ -159,7 +169,7 @@ func TestMQTTReusedMessagesIntact(t *testing.T) {
 			case "a", "b":
 				c := dial3(t, url, "reuse-pub-"+p, true)
 				for i := range each {
-					tok := c.Publish("reuse/"+p, 0, false, reuseBody(p, i))
+					tok := c.Publish("reuse/"+p, pubQoS, false, reuseBody(p, i))
 					if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 						t.Errorf("publish %s %d: %v", p, i, tok.Error())
 						return
@@ -173,7 +183,7 @@ func TestMQTTReusedMessagesIntact(t *testing.T) {
 				c, _ := dial5(t, b.mqttAddr(), &paho.Connect{ClientID: "reuse-pub-c", CleanStart: true})
 				defer c.Disconnect(&paho.Disconnect{})
 				for i := range each {
-					if _, err := c.Publish(context.Background(), &paho.Publish{Topic: "reuse/c", Payload: []byte(reuseBody(p, i))}); err != nil {
+					if _, err := c.Publish(context.Background(), &paho.Publish{Topic: "reuse/c", QoS: pubQoS, Payload: []byte(reuseBody(p, i))}); err != nil {
 						t.Errorf("publish c %d: %v", i, err)
 						return
 					}

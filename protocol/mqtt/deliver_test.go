@@ -102,15 +102,16 @@ func TestSharedPublishConcurrent(t *testing.T) {
 	}
 }
 
-// TestToMessageShared: a QoS 0 PUBLISH as it came, retain flag and an
-// over-long remaining length included, becomes the message's encoding
-// for subscribers of its protocol version: for MQTT 3 what
-// AppendPublishHeader gives for a delivery, for MQTT 5 (no properties)
-// what the writer's own encoding gives; the body aliases it. QoS 1 and
-// MQTT 5 publishes with properties get none. Each case is read both ways
-// readPacket reads: into a buffer of its own (wire.ReadRaw) and into a
-// pooled message's (pooledPublish: an unretained QoS 0 PUBLISH), which
-// becomes the message only if the packet is its encoding.
+// TestToMessageShared: a QoS 0 or 1 PUBLISH as it came, DUP and retain
+// flags and an over-long remaining length included, becomes the message's
+// encoding for subscribers of its protocol version and QoS: for MQTT 3
+// what AppendPublishHeader gives for a delivery (at QoS 1 with the
+// publisher's packet id, which each delivery patches), for MQTT 5 (no
+// properties) what the writer's own encoding gives; the body aliases it.
+// QoS 2 and MQTT 5 publishes with properties get none. Each case is read
+// both ways readPacket reads: into a buffer of its own (wire.ReadRaw) and
+// into a pooled message's (pooledPublish: an unretained QoS 0 or 1
+// PUBLISH), which becomes the message only if the packet is its encoding.
 func TestToMessageShared(t *testing.T) {
 	payload := []byte("0123456789")
 	want := append(wire.AppendPublishHeader(nil, "a/b", 0, false, false, 0, len(payload)), payload...)
@@ -121,20 +122,32 @@ func TestToMessageShared(t *testing.T) {
 	v5props := append([]byte{0x30, byte(len(want) + 3)}, want[2:7]...)
 	v5props = append(append(v5props, 4, 3, 0, 1, 'a'), payload...)
 	long := append([]byte{0x31, 0x80 | byte(len(want)-2), 0x00}, want[2:]...) // retain, length in two bytes
+	q1 := append(wire.AppendPublishHeader(nil, "a/b", 1, false, false, 7, len(payload)), payload...)
+	q1dupRetain := append([]byte{q1[0] | 0x09}, q1[1:]...)
+	// MQTT 5 at QoS 1: topic, packet id 7, an empty property list.
+	v5q1 := append([]byte{0x32, byte(len(v5) - 2 + 2)}, v5[2:7]...)
+	v5q1 = append(append(v5q1, 0, 7), v5[7:]...)
+	v5q1props := append([]byte{0x32, byte(len(v5props) - 2 + 2)}, v5props[2:7]...)
+	v5q1props = append(append(v5q1props, 0, 7), v5props[7:]...)
 	cases := []struct {
 		name    string
 		version byte
+		qos     byte
 		in      []byte
 		shared  []byte
 		pooled  bool
 	}{
-		{"v4 qos0 retain", 4, append([]byte{0x31}, want[1:]...), want, false},
-		{"v3 qos0", 3, want, want, true},
-		{"v4 qos0 long length", 4, long, want, false},
-		{"v4 qos0 long length no retain", 4, append([]byte{0x30}, long[1:]...), want, true},
-		{"v4 qos1", 4, append(wire.AppendPublishHeader(nil, "a/b", 1, false, false, 7, len(payload)), payload...), nil, false},
-		{"v5 qos0", 5, v5, v5, true},
-		{"v5 qos0 properties", 5, v5props, nil, true},
+		{"v4 qos0 retain", 4, 0, append([]byte{0x31}, want[1:]...), want, false},
+		{"v3 qos0", 3, 0, want, want, true},
+		{"v4 qos0 long length", 4, 0, long, want, false},
+		{"v4 qos0 long length no retain", 4, 0, append([]byte{0x30}, long[1:]...), want, true},
+		{"v4 qos1", 4, 1, q1, q1, true},
+		{"v4 qos1 dup retain", 4, 1, q1dupRetain, q1, false},
+		{"v4 qos2", 4, 2, append(wire.AppendPublishHeader(nil, "a/b", 2, false, false, 7, len(payload)), payload...), nil, false},
+		{"v5 qos0", 5, 0, v5, v5, true},
+		{"v5 qos0 properties", 5, 0, v5props, nil, true},
+		{"v5 qos1", 5, 1, v5q1, v5q1, true},
+		{"v5 qos1 properties", 5, 1, v5q1props, nil, true},
 	}
 	for _, tc := range cases {
 		for _, pool := range []bool{false, true} {
@@ -173,7 +186,7 @@ func TestToMessageShared(t *testing.T) {
 				if reused := sm != nil && m == &sm.m; reused != (tc.pooled && pool && tc.shared != nil) {
 					t.Fatalf("message reused %v", reused)
 				}
-				got := m.Encoding(encKey(tc.version == 5, 0, false))
+				got := m.Encoding(encKey(tc.version == 5, tc.qos, false))
 				if tc.shared == nil {
 					if got != nil {
 						t.Fatalf("encoding %x cached", got)
@@ -185,7 +198,7 @@ func TestToMessageShared(t *testing.T) {
 				}
 				if tc.version == 5 {
 					w := &packetWriter{c: c}
-					if enc := w.encodeShared5(m, "a/b", 0, false, 0); !bytes.Equal(enc, got) {
+					if enc := w.encodeShared5(m, "a/b", tc.qos, false, uint16(tc.qos)*7); !bytes.Equal(enc, got) {
 						t.Fatalf("the writer encodes %x, the packet was %x", enc, got)
 					}
 				}

@@ -74,8 +74,9 @@
 // (exchange.Message.AddEncoding), so that a fan-out to many sessions, whose
 // queues all deliver the same *Message, writes the same bytes: as they are
 // at QoS 0, with each delivery's packet id and DUP flag patched into a copy
-// of the head at QoS 1 and 2. A QoS 0 PUBLISH from an MQTT 3 client is that
-// encoding as it came (wire.ReadRaw), its payload the message's body. An
+// of the head at QoS 1 and 2. A QoS 0 or 1 PUBLISH from an MQTT 3 client
+// (or an MQTT 5 one without properties) is that encoding as it came
+// (wire.ReadRaw), its payload the message's body, in a pooled buffer. An
 // MQTT 5 delivery with something of its own (subscription identifiers, a
 // connection with topic aliases, a remaining message expiry) is encoded
 // alone. An encoding built at delivery costs its bytes for as long as the

@@ -121,10 +121,10 @@ func (c *conn) handlePublish(pk *packets.Packet, raw []byte, sm *sharedMsg) erro
 	sp := c.s.cfg.Tracer.Publish(m, tracing.MQTT(c.version))
 	res, err := c.vh.Publish(m, opts)
 	sp.End(res.Routed, err)
+	if res.Solo {
+		m.Release() // not touched after this
+	}
 	if qos == 0 {
-		if res.Solo {
-			m.Release() // not touched after this
-		}
 		return nil
 	}
 	switch {
@@ -166,7 +166,7 @@ func (c *conn) routingKey(topic string) string {
 	return c.pubKey
 }
 
-// sharedMsg is a message published at QoS 0 and the packet it came in
+// sharedMsg is a message published at QoS 0 or 1 and the packet it came in
 // (its body aliases it) as the encoding every subscriber of the same
 // protocol version gets, in one allocation. Unless it was retained or is
 // over 1 KiB it is reused: it comes from sharedPools with its buffer and
@@ -194,11 +194,11 @@ var sharedSizes = [...]int{64, 96, 128, 192, 256, 384, 512, 768, 1024}
 var sharedPools [len(sharedSizes)]sync.Pool
 
 // pooledPublish returns a pooled message with a buffer for the PUBLISH
-// whose fixed header is h, if it can become one: QoS 0, no retain flag,
+// whose fixed header is h, if it can become one: QoS 0 or 1, no retain flag,
 // at most 1 KiB. Else nil, and the packet is read into a buffer of its
 // own.
 func pooledPublish(h wire.Header) *sharedMsg {
-	if h.First>>4 != packets.Publish || h.First&0x07 != 0 { // QoS 0, not retained
+	if h.First>>4 != packets.Publish || (h.First&0x07 != 0 && h.First&0x07 != 0x02) { // QoS 0 or 1, not retained
 		return nil
 	}
 	n := h.Remaining + 5
@@ -215,10 +215,12 @@ func pooledPublish(h wire.Header) *sharedMsg {
 }
 
 // toMessage maps a PUBLISH onto a core message with routing key key.
-// raw, if not nil, is the packet as it came (wire.ReadRaw): at QoS 0, from
-// an MQTT 3 client or an MQTT 5 one that sent no properties, it is, once
-// its retain flag is cleared, the PUBLISH every subscriber of the same
-// version gets (the topic goes back and forth between topic and key
+// raw, if not nil, is the packet as it came (wire.ReadRaw): at QoS 0 or 1,
+// from an MQTT 3 client or an MQTT 5 one that sent no properties, it is,
+// once its DUP and retain flags are cleared, the PUBLISH every subscriber
+// of the same version and QoS gets (at QoS 1 with the publisher's packet
+// id, which each delivery patches: writeShared), so a QoS 1 publish costs
+// no encoding at delivery either (the topic goes back and forth between topic and key
 // unchanged, and ReadRaw writes the remaining length in its shortest
 // form), and it is cached on the message as that (deliver.go), with the
 // payload aliasing it. sm, if not nil, is the pooled message whose buffer
@@ -226,7 +228,7 @@ func pooledPublish(h wire.Header) *sharedMsg {
 func (c *conn) toMessage(pk *packets.Packet, raw []byte, sm *sharedMsg, ex, key string) *exchange.Message {
 	qos := pk.FixedHeader.Qos
 	var m *exchange.Message
-	if raw == nil || qos != 0 || (c.version == 5 && !noProps(raw)) {
+	if raw == nil || qos > 1 || (c.version == 5 && !noProps(raw, qos)) {
 		// (An MQTT 5 packet with properties is not reused either: they
 		// would alias its buffer.)
 		m = &exchange.Message{}
@@ -238,8 +240,8 @@ func (c *conn) toMessage(pk *packets.Packet, raw []byte, sm *sharedMsg, ex, key 
 		if sm.pool != nil {
 			m.Reuse(sm)
 		}
-		raw[0] = packets.Publish << 4
-		sm.enc = exchange.Encoding{Key: encKey(c.version == 5, 0, false), Bytes: raw}
+		raw[0] = packets.Publish<<4 | qos<<1 // DUP and retain cleared
+		sm.enc = exchange.Encoding{Key: encKey(c.version == 5, qos, false), Bytes: raw}
 		m.AddEncoding(&sm.enc)
 	}
 	m.Exchange, m.RoutingKey, m.Body = ex, key, pk.Payload
@@ -293,11 +295,15 @@ func (c *conn) toMessage(pk *packets.Packet, raw []byte, sm *sharedMsg, ex, key 
 	return m
 }
 
-// noProps reports whether raw, a QoS 0 MQTT 5 PUBLISH, has an empty
-// property list (its length, right after the topic, is 0).
-func noProps(raw []byte) bool {
+// noProps reports whether raw, an MQTT 5 PUBLISH at QoS 0 or 1, has an
+// empty property list (its length, right after the topic and the packet
+// id if any, is 0).
+func noProps(raw []byte, qos byte) bool {
 	off, ok := wire.PublishIDOffset(raw) // where a packet id would be
-	return ok && raw[off] == 0
+	if qos > 0 {
+		off += 2
+	}
+	return ok && off < len(raw) && raw[off] == 0
 }
 
 // pushAck reserves the next place in the acknowledgement order.
