@@ -619,9 +619,11 @@ func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64, ba
 		return false, false, true
 	}
 	q.counters.publish.Add(1)
-	if m.rec != nil && !e.stored && !q.gated && m.held < maxHeld {
-		// Held in memory only: this queue's hold on a reusable message
-		// (one Publish paid for already, if it reaches several queues).
+	if m.rec != nil && !q.gated && m.held < maxHeld {
+		// This queue's hold on a reusable message (one Publish paid for
+		// already, if it reaches several queues). A stored one too: the
+		// store took a copy (data), and paging it out drops the entry
+		// with its hold, leaving the message to the GC.
 		if m.prepaid > 0 {
 			m.prepaid--
 		} else {
@@ -667,7 +669,7 @@ func (q *Queue) dispatchLocked(now int64) {
 			more = c.sink.Deliver(d)
 		}
 		// A sink that keeps the message pins it: the hold stays.
-		e.own = e.own && (done || c.settler) && !e.stored
+		e.own = e.own && (done || c.settler)
 		if !c.noAck {
 			q.cmdDeliveredAt(e, c, now)
 		} else if e.own {

@@ -5,10 +5,10 @@ package exchange
 // refers to it any more, so that a message costs no heap allocation in
 // the steady state. The core counts the message's holders only where it
 // can know all of them: a message the front end marked reusable (Reuse)
-// that local classic queues keep in memory only (not stored, not paged
-// out) and that CopyingSinks consume, with auto-ack or with a plain ack,
-// or SettlingSinks with a plain ack.
-// Every other path (a store, a proxy, a stream, a delayed exchange,
+// that local classic queues hold in memory (stored or not: the store
+// keeps a copy, but not paged out) and that CopyingSinks consume, with
+// auto-ack or with a plain ack, or SettlingSinks with a plain ack.
+// Every other path (paging out, a proxy, a stream, a delayed exchange,
 // dead-lettering, retries, basic.get, browsing, a sink that keeps the
 // message) leaves the hold it took in place, and the message is left to
 // the garbage collector as any other. So a missed release costs an

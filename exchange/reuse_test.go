@@ -132,18 +132,24 @@ func TestReuseAutoAck(t *testing.T) {
 // dead-lettered by a reject never (its dead letter shares the body, which
 // arrives intact).
 func TestReuseAck(t *testing.T) {
+	for _, durable := range []bool{false, true} {
+		t.Run(fmt.Sprintf("durable=%v", durable), func(t *testing.T) { testReuseAck(t, durable) })
+	}
+}
+
+func testReuseAck(t *testing.T, durable bool) {
 	v, _ := newTestVHost(t)
 	declareX(t, v, "dlx", "fanout", ExchangeOpts{})
-	q := declareQ(t, v, "q", QueueOpts{Args: Table{"x-dead-letter-exchange": "dlx"}})
+	q := declareQ(t, v, "q", QueueOpts{Durable: durable, Args: Table{"x-dead-letter-exchange": "dlx"}})
 	declareQ(t, v, "dead", QueueOpts{})
 	bindQ(t, v, "dead", "dlx", "", nil)
 	s := &copySink{}
 	if _, err := v.Consume("q", ConsumeOpts{Sink: s}); err != nil {
 		t.Fatal(err)
 	}
-	a, _ := publishPooled(t, v, "", "q", "acked", false)
-	b, _ := publishPooled(t, v, "", "q", "requeued", false)
-	c, _ := publishPooled(t, v, "", "q", "rejected", false)
+	a, _ := publishPooled(t, v, "", "q", "acked", durable)
+	b, _ := publishPooled(t, v, "", "q", "requeued", durable)
+	c, _ := publishPooled(t, v, "", "q", "rejected", durable)
 	_, seqs := s.got()
 	if len(seqs) != 3 || recycledAll([]*pooled{a, b, c}) != 0 {
 		t.Fatalf("%d delivered, %d recycled before any ack", len(seqs), recycledAll([]*pooled{a, b, c}))
@@ -180,9 +186,9 @@ func TestReuseAck(t *testing.T) {
 
 // TestReuseKeptWhenShared: every path that may keep the message beyond
 // the queues' own use leaves it to the garbage collector: a sink that is
-// not a CopyingSink, a CopyingSink that keeps the delivery, a fan-out that
-// reaches a queue storing it, a stored message, basic.get, a browse. A
-// fan-out to in-memory queues goes back once both queues delivered it.
+// not a CopyingSink, a CopyingSink that keeps the delivery, basic.get, a
+// browse. A fan-out goes back once both queues let go of it, also when
+// one of them stores it (the store keeps a copy).
 func TestReuseKeptWhenShared(t *testing.T) {
 	v, _ := newTestVHost(t)
 	check := func(name string, ps []*pooled) {
@@ -228,27 +234,30 @@ func TestReuseKeptWhenShared(t *testing.T) {
 
 	declareX(t, v, "mixed", "fanout", ExchangeOpts{})
 	declareQ(t, v, "m1", QueueOpts{})
-	declareQ(t, v, "m2", QueueOpts{Durable: true})
+	m2 := declareQ(t, v, "m2", QueueOpts{Durable: true})
 	bindQ(t, v, "m1", "mixed", "", nil)
 	bindQ(t, v, "m2", "mixed", "", nil)
 	p, res = publishPooled(t, v, "mixed", "", "x", true)
-	if res.Solo || res.Routed != 2 {
+	if !res.Solo || res.Routed != 2 {
 		t.Fatalf("fan-out to a storing queue: result %+v", res)
 	}
 	if _, err := v.Consume("m1", ConsumeOpts{NoAck: true, Sink: &copySink{}}); err != nil {
 		t.Fatal(err)
 	}
-	check("fan-out to a queue that stores it", []*pooled{p})
-
-	declareQ(t, v, "durable", QueueOpts{Durable: true})
-	p, res = publishPooled(t, v, "", "durable", "x", true)
-	if res.Solo {
-		t.Fatal("a stored message is Solo")
-	}
-	if _, err := v.Consume("durable", ConsumeOpts{NoAck: true, Sink: &copySink{}}); err != nil {
+	check("fan-out, the queue that stores it not consumed yet", []*pooled{p})
+	ms := &copySink{}
+	if _, err := v.Consume("m2", ConsumeOpts{Sink: ms}); err != nil {
 		t.Fatal(err)
 	}
-	check("stored", []*pooled{p})
+	check("fan-out, delivered by the storing queue, not acked", []*pooled{p})
+	if _, seqs := ms.got(); len(seqs) != 1 {
+		t.Fatalf("m2 delivered %d", len(seqs))
+	} else {
+		m2.Ack(seqs[0])
+	}
+	if p.times() != 1 {
+		t.Fatalf("fan-out to a storing queue: recycled %d times once both let go", p.times())
+	}
 
 	g := declareQ(t, v, "get", QueueOpts{})
 	p, _ = publishPooled(t, v, "", "get", "x", false)

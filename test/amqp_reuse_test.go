@@ -17,12 +17,24 @@ import (
 // acks (every fifth one nacked and requeued once), a fan-out to two queues,
 // a queue read by a STOMP subscriber and a queue that is read with
 // basic.get; every consumer must get exactly the bodies and routing keys
-// sent to it, none overwritten by a later message.
+// sent to it, none overwritten by a later message. Then the same with
+// durable queues and persistent messages: a stored message is reused too
+// (the store keeps a copy of its own).
 func TestReusedMessagesIntact(t *testing.T) {
+	for _, persistent := range []bool{false, true} {
+		t.Run(fmt.Sprintf("persistent=%v", persistent), func(t *testing.T) { testReusedMessages(t, persistent) })
+	}
+}
+
+func testReusedMessages(t *testing.T, persistent bool) {
 	b := stBroker(t)
 	_, setup := channel(t, b.URL)
+	mode := amqp.Transient
+	if persistent {
+		mode = amqp.Persistent
+	}
 	for _, q := range []string{"auto", "manual", "fan1", "fan2", "got", "stomp"} {
-		if _, err := setup.QueueDeclare(q, false, false, false, false, nil); err != nil {
+		if _, err := setup.QueueDeclare(q, persistent, false, false, false, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -100,7 +112,7 @@ func TestReusedMessagesIntact(t *testing.T) {
 			for i := range each {
 				bd := []byte(body(p, i))
 				for _, dst := range [][2]string{{"", "auto"}, {"", "manual"}, {"fan", "k"}, {"", "got"}, {"", "stomp"}} {
-					if err := ch.PublishWithContext(context.Background(), dst[0], dst[1], false, false, amqp.Publishing{Body: bd}); err != nil {
+					if err := ch.PublishWithContext(context.Background(), dst[0], dst[1], false, false, amqp.Publishing{Body: bd, DeliveryMode: mode}); err != nil {
 						t.Error(err)
 						return
 					}
