@@ -86,9 +86,61 @@ func (r *fanoutRouter) route(_ string, _ Table, out []*binding) []*binding {
 }
 
 // topic: a trie of dot-separated words; '*' matches one word, '#' zero or more.
+// The wildcards' children are fields of their own, not map entries: a
+// routing walk asks for them at every level it reaches.
 type topicNode struct {
-	children map[string]*topicNode
+	children map[string]*topicNode // literal words
+	star     *topicNode            // "*"
+	hash     *topicNode            // "#"
 	bindings []*binding
+}
+
+// child is n's child for word w (a literal, "*" or "#"), nil if none.
+func (n *topicNode) child(w string) *topicNode {
+	switch w {
+	case "*":
+		return n.star
+	case "#":
+		return n.hash
+	}
+	return n.children[w]
+}
+
+// addChild returns n's child for w, made if there is none.
+func (n *topicNode) addChild(w string) *topicNode {
+	if c := n.child(w); c != nil {
+		return c
+	}
+	c := &topicNode{}
+	switch w {
+	case "*":
+		n.star = c
+	case "#":
+		n.hash = c
+	default:
+		if n.children == nil {
+			n.children = map[string]*topicNode{}
+		}
+		n.children[w] = c
+	}
+	return c
+}
+
+// dropChild removes n's child for w.
+func (n *topicNode) dropChild(w string) {
+	switch w {
+	case "*":
+		n.star = nil
+	case "#":
+		n.hash = nil
+	default:
+		delete(n.children, w)
+	}
+}
+
+// empty: no bindings and no children.
+func (n *topicNode) empty() bool {
+	return len(n.bindings) == 0 && len(n.children) == 0 && n.star == nil && n.hash == nil
 }
 
 type topicRouter struct{ root *topicNode }
@@ -98,15 +150,7 @@ func newTopicRouter() *topicRouter { return &topicRouter{root: &topicNode{}} }
 func (r *topicRouter) add(b *binding) {
 	n := r.root
 	for _, w := range splitWords(b.key) {
-		if n.children == nil {
-			n.children = map[string]*topicNode{}
-		}
-		c := n.children[w]
-		if c == nil {
-			c = &topicNode{}
-			n.children[w] = c
-		}
-		n = c
+		n = n.addChild(w)
 	}
 	if b.id == 0 {
 		b.id = bindingIDs.Add(1)
@@ -123,7 +167,7 @@ func (r *topicRouter) remove(b *binding) {
 	n := r.root
 	path = append(path, n)
 	for _, w := range words {
-		n = n.children[w]
+		n = n.child(w)
 		if n == nil {
 			return
 		}
@@ -132,11 +176,10 @@ func (r *topicRouter) remove(b *binding) {
 	listRemove(&n.bindings, b, rPos)
 	// Prune empty nodes bottom-up.
 	for i := len(words) - 1; i >= 0; i-- {
-		c := path[i+1]
-		if len(c.bindings) > 0 || len(c.children) > 0 {
+		if !path[i+1].empty() {
 			break
 		}
-		delete(path[i].children, words[i])
+		path[i].dropChild(words[i])
 	}
 }
 
@@ -161,22 +204,21 @@ func topicMatch(n *topicNode, rest string, done bool, out []*binding) []*binding
 	if done {
 		out = append(out, n.bindings...)
 		// A trailing '#' matches zero words.
-		if h := n.children["#"]; h != nil {
+		if h := n.hash; h != nil {
 			out = topicMatch(h, "", true, out)
 		}
 		return out
 	}
 	word, tail, more := strings.Cut(rest, ".")
-	if n.children == nil {
-		return out
+	if n.children != nil {
+		if c := n.children[word]; c != nil {
+			out = topicMatch(c, tail, !more, out)
+		}
 	}
-	if c := n.children[word]; c != nil {
+	if c := n.star; c != nil {
 		out = topicMatch(c, tail, !more, out)
 	}
-	if c := n.children["*"]; c != nil {
-		out = topicMatch(c, tail, !more, out)
-	}
-	if c := n.children["#"]; c != nil {
+	if c := n.hash; c != nil {
 		// '#' swallows zero words: try c against this word onwards...
 		out = topicMatch(c, rest, false, out)
 		// ...or one or more words.

@@ -2,6 +2,8 @@ package exchange
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -124,8 +126,8 @@ func TestTopicUnbindPrunes(t *testing.T) {
 		t.Fatalf("unbind of a missing binding: %v", err)
 	}
 	tr := v.exchanges["t"].router.(*topicRouter)
-	if len(tr.root.children) != 0 {
-		t.Fatalf("trie not pruned: %v", tr.root.children)
+	if !tr.root.empty() {
+		t.Fatalf("trie not pruned: %+v", tr.root)
 	}
 }
 
@@ -435,5 +437,73 @@ func TestAutoDeleteExchange(t *testing.T) {
 	}
 	if _, ok := v.Exchange("ad"); ok {
 		t.Fatal("auto-delete exchange survived its last binding")
+	}
+}
+
+// topicRef is AMQP's topic match by definition: '*' is one word, '#' zero
+// or more; the empty key is zero words.
+func topicRef(pattern, key []string) bool {
+	if len(pattern) == 0 {
+		return len(key) == 0
+	}
+	switch pattern[0] {
+	case "#":
+		for i := 0; i <= len(key); i++ {
+			if topicRef(pattern[1:], key[i:]) {
+				return true
+			}
+		}
+		return false
+	case "*":
+		return len(key) > 0 && topicRef(pattern[1:], key[1:])
+	}
+	return len(key) > 0 && key[0] == pattern[0] && topicRef(pattern[1:], key[1:])
+}
+
+// TestTopicTrieMatchesDefinition: the trie (wildcards as fields of their
+// own) routes every key as the definition says, for random patterns over
+// a small alphabet that includes "*" and "#" as words of a routing key,
+// while bindings come and go, and prunes to nothing when all are gone.
+func TestTopicTrieMatchesDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	words := []string{"a", "b", "*", "#"}
+	randKey := func() string {
+		n := rng.IntN(5)
+		ws := make([]string, n)
+		for i := range ws {
+			ws[i] = words[rng.IntN(len(words))]
+		}
+		return strings.Join(ws, ".")
+	}
+	r := newTopicRouter()
+	var bound []*binding
+	for round := range 400 {
+		if len(bound) > 0 && rng.IntN(3) == 0 {
+			i := rng.IntN(len(bound))
+			r.remove(bound[i])
+			bound = append(bound[:i], bound[i+1:]...)
+		} else {
+			bound = append(bound, &binding{key: randKey()})
+			r.add(bound[len(bound)-1])
+		}
+		for range 20 {
+			key := randKey()
+			got := map[*binding]int{}
+			for _, b := range r.route(key, nil, nil) {
+				got[b]++
+			}
+			for _, b := range bound {
+				want := topicRef(splitWords(b.key), splitWords(key))
+				if n := got[b]; (n == 1) != want || n > 1 {
+					t.Fatalf("round %d: pattern %q key %q: routed %d times, want match=%v", round, b.key, key, n, want)
+				}
+			}
+		}
+	}
+	for _, b := range bound {
+		r.remove(b)
+	}
+	if !r.root.empty() {
+		t.Fatalf("trie not pruned: %+v", r.root)
 	}
 }

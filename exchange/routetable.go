@@ -179,6 +179,12 @@ func (r *topicRouter) clone() router { return &topicRouter{root: r.root.clone()}
 
 func (n *topicNode) clone() *topicNode {
 	c := &topicNode{bindings: append([]*binding(nil), n.bindings...)}
+	if n.star != nil {
+		c.star = n.star.clone()
+	}
+	if n.hash != nil {
+		c.hash = n.hash.clone()
+	}
 	if n.children != nil {
 		c.children = make(map[string]*topicNode, len(n.children))
 		for w, ch := range n.children {
