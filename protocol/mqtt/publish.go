@@ -62,7 +62,9 @@ func (c *conn) handlePublish(pk *packets.Packet, raw []byte, sm *sharedMsg) erro
 	} else if qos > 0 && pk.PacketID == 0 {
 		return errProto(codeProtocolError, "PUBLISH without packet id")
 	}
-	if !wire.ValidTopic(pk.TopicName) {
+	// The topic of the connection's last publish was valid (routingKey
+	// keeps only such): a run of publishes to one topic checks it once.
+	if (pk.TopicName != c.pubTopic || c.pubKey == "") && !wire.ValidTopic(pk.TopicName) {
 		return errProto(codeTopicNameInvalid, "invalid topic name")
 	}
 	key := c.routingKey(pk.TopicName)
