@@ -433,15 +433,18 @@ func TestOutputBatch(t *testing.T) {
 	// One record through the writer, then wait until it is back in
 	// Wait: it clears writing under Mu and keeps Mu until it waits, so
 	// it sees no later append unless it is woken.
+	idle := func() {
+		o.Mu.Lock()
+		for o.writing {
+			o.Mu.Unlock()
+			time.Sleep(time.Millisecond)
+			o.Mu.Lock()
+		}
+		o.Mu.Unlock()
+	}
 	deliver(nil, 1)
 	expect(1)
-	o.Mu.Lock()
-	for o.writing {
-		o.Mu.Unlock()
-		time.Sleep(time.Millisecond)
-		o.Mu.Lock()
-	}
-	o.Mu.Unlock()
+	idle()
 
 	deliver(&b, 3)
 	_ = client.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
@@ -465,7 +468,11 @@ func TestOutputBatch(t *testing.T) {
 	}
 
 	// At DeferMax the writer is woken without waiting for the batch;
-	// what comes after waits for the Flush again.
+	// what comes after waits for the Flush again. (The writer that wrote
+	// the two records must be back in Wait first: one still writing
+	// would take what is appended meanwhile when it is done, and the
+	// rest would stay under DeferMax until the Flush.)
+	idle()
 	deliver(&b, DeferMax/64+1)
 	expect(DeferMax / 64)
 	b.Flush()
