@@ -80,3 +80,25 @@ func (v *VHost) deadLetter(q *Queue, d deadLetter) {
 	}
 	_, _ = v.publish(nm, PublishOpts{}, nowNs, skip)
 }
+
+// deadLetter is a message to dead-letter once q.mu is released, with the
+// queue's dead-letter settings at the time.
+type deadLetter struct {
+	msg     *Message
+	reason  string
+	dlx     string
+	dlrk    string
+	hasDLRK bool
+}
+
+// deadLetter drops e, dead-lettering it if the queue has a DLX.
+func (s *queueState) deadLetter(e entry, reason string) {
+	s.dropStored(&e)
+	if s.a.hasDLX {
+		s.fx.dl = append(s.fx.dl, deadLetter{msg: e.msg, reason: reason,
+			dlx: s.a.dlx, dlrk: s.a.dlrk, hasDLRK: s.a.hasDLRK})
+	}
+}
+
+// deadLetterLocked is the state's deadLetter, for Queue's callers.
+func (q *Queue) deadLetterLocked(e entry, reason string) { q.deadLetter(e, reason) }

@@ -3,7 +3,7 @@
 //
 // Guarantees:
 //   - A queue's state changes only by applying a command to its queueState
-//     (qstate.go, queue.go): enqueue, deliver, settle, requeue, expire,
+//     (qstate.go, qcommands.go): enqueue, deliver, settle, requeue, expire,
 //     trim, purge, and the commands by which the world outside sets it:
 //     restore (recovery, a log becoming local), forget (a switch of role),
 //     gate and release (a log's commits), set args (a policy), buffer (a
