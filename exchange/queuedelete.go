@@ -122,3 +122,28 @@ func (v *VHost) deleteQueue(q *Queue) (int, error) {
 	}
 	return n, err
 }
+
+// dropQueue releases a deleted durable queue's messages: the stored ones
+// of a classic queue living here, the Raft group of a quorum queue.
+func (b *Broker) dropQueue(q *Queue) error {
+	if q.st != nil {
+		err := q.st.drop()
+		if b.cluster != nil {
+			b.cluster.Detach(q)
+		}
+		return err
+	}
+	if !q.persisted() {
+		return nil
+	}
+	var err error
+	if !q.xa.quorum && (b.cluster == nil || q.home == "" || q.home == b.cluster.NodeName()) {
+		// The queue's id is never reused, so its messages can go after
+		// the topology lock.
+		err = b.store.DropMessages(q.id)
+	}
+	if b.cluster != nil {
+		b.cluster.Detach(q)
+	}
+	return err
+}
