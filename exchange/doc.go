@@ -45,7 +45,7 @@
 //     takes no core lock and may be called under any (its own mutex is a
 //     leaf); it publishes from its own goroutine.
 //
-// Lock order: VHost.metaMu → VHost.mu → Queue.mu → Limit (atomics only).
+// Lock order: VHost.metaMu → VHost.mu → Queue.mu → Limit.mu (a leaf).
 // Policy re-evaluation holds VHost.mu (shared) and Queue.mu together and
 // dead-letters after releasing both.
 // Store writes for topology changes happen under metaMu only, never under
