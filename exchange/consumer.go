@@ -1,6 +1,10 @@
 package exchange
 
 import (
+	"sort"
+)
+
+import (
 	"sync"
 	"sync/atomic"
 
@@ -210,4 +214,92 @@ func (c *Consumer) canTake() bool {
 		return false
 	}
 	return true
+}
+
+func (q *Queue) addConsumer(o ConsumeOpts) (*Consumer, error) {
+	if q.st != nil {
+		return q.st.addConsumer(o)
+	}
+	q.mu.Lock()
+	if q.deleted {
+		q.mu.Unlock()
+		return nil, errorf(KindNotFound, "no queue '%s' in vhost '%s'", q.name, q.vh.name)
+	}
+	for _, c := range q.consumers {
+		if c.excl {
+			q.mu.Unlock()
+			return nil, errorf(KindAccessRefused, "queue '%s' in vhost '%s' in exclusive use", q.name, q.vh.name)
+		}
+	}
+	if o.Exclusive && len(q.consumers) > 0 {
+		q.mu.Unlock()
+		return nil, errorf(KindAccessRefused, "queue '%s' in vhost '%s' in exclusive use", q.name, q.vh.name)
+	}
+	c := &Consumer{q: q, tag: o.Tag, noAck: o.NoAck, excl: o.Exclusive, priority: o.Priority,
+		prefetch: o.Prefetch, limit: o.Limit, sink: o.Sink, dropAbove: o.DropTransientAbove, proto: o.Protocol}
+	c.copier, _ = o.Sink.(CopyingSink)
+	_, c.settler = o.Sink.(SettlingSink)
+	c.settler = c.settler && !c.noAck
+	// Keep consumers sorted by priority, highest first, stable.
+	i := sort.Search(len(q.consumers), func(i int) bool { return q.consumers[i].priority < c.priority })
+	q.consumers = append(q.consumers, nil)
+	copy(q.consumers[i+1:], q.consumers[i:])
+	q.consumers[i] = c
+	q.syncDropLocked()
+	q.hadCons = true
+	q.lastUsed = nowNano()
+	if c.limit != nil {
+		c.limit.attach(c)
+	}
+	q.consumeRemoteLocked()
+	q.dispatchLocked(nowNano())
+	q.unlock()
+	return c, nil
+}
+
+func (q *Queue) removeConsumer(c *Consumer) {
+	if q.st != nil {
+		q.st.removeConsumer(c)
+		return
+	}
+	q.mu.Lock()
+	if c.cancelled {
+		q.mu.Unlock()
+		return
+	}
+	c.cancelled = true
+	for i, e := range q.consumers {
+		if e == c {
+			q.consumers = append(q.consumers[:i], q.consumers[i+1:]...)
+			break
+		}
+	}
+	q.syncDropLocked()
+	if c.limit != nil {
+		c.limit.detach(c)
+	}
+	q.consumeRemoteLocked()
+	q.lastUsed = nowNano()
+	if len(q.consumers) == 0 && q.autoDelete && q.hadCons && !q.deleted {
+		q.autoDeleted = true
+	} else if q.a.sac {
+		// A new single active consumer takes over.
+		q.dispatchLocked(nowNano())
+	}
+	q.unlock()
+}
+
+// syncDropLocked sets dropAbove from the consumers: the largest limit
+// asked for, and none unless every consumer asked for one (a queue
+// without consumers keeps what it gets).
+func (q *Queue) syncDropLocked() {
+	n := 0
+	for _, c := range q.consumers {
+		if c.dropAbove <= 0 {
+			n = 0
+			break
+		}
+		n = max(n, c.dropAbove)
+	}
+	q.dropAbove = n
 }

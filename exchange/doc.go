@@ -3,7 +3,7 @@
 //
 // Guarantees:
 //   - A queue's state changes only by applying a command to its queueState
-//     (qstate.go, queue.go): enqueue, deliver, settle, requeue, expire,
+//     (qstate.go, qcommands.go): enqueue, deliver, settle, requeue, expire,
 //     trim, purge, and the commands by which the world outside sets it:
 //     restore (recovery, a log becoming local), forget (a switch of role),
 //     gate and release (a log's commits), set args (a policy), buffer (a
@@ -45,7 +45,7 @@
 //     takes no core lock and may be called under any (its own mutex is a
 //     leaf); it publishes from its own goroutine.
 //
-// Lock order: VHost.metaMu → VHost.mu → Queue.mu → Limit (atomics only).
+// Lock order: VHost.metaMu → VHost.mu → Queue.mu → Limit.mu (a leaf).
 // Policy re-evaluation holds VHost.mu (shared) and Queue.mu together and
 // dead-letters after releasing both.
 // Store writes for topology changes happen under metaMu only, never under

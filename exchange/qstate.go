@@ -3,7 +3,7 @@ package exchange
 // queueState is what a classic queue (or a quorum queue led here) knows
 // of its messages: its arguments in effect, the ready list with its
 // paging, the unacked deliveries and the next seq. Its commands (the cmd*
-// methods, queue.go) change it and nothing else: what they do outside it
+// methods, qcommands.go) change it and nothing else: what they do outside it
 // is recorded as effects (fx) that Queue carries out — store writes, in
 // the order they were issued, before any read of the store and before
 // q.mu is released (flush), then dead letters and waking other queues

@@ -47,7 +47,7 @@
 //     from the replicated records at the entry's index, so alike on every
 //     node: of two nodes declaring one queue or exchange at once, the
 //     first committed wins everywhere and the other's write changes
-//     nothing (the core then adopts the winner, exchange/vhost.go).
+//     nothing (the core then adopts the winner, exchange/queuedecl.go).
 //   - A put of an ordered key (StoreApplier.Stamp: a stream's named
 //     offsets, exchange.MetaStamp) that orders before the stored record
 //     is left out on every member alike: several nodes write such a key,

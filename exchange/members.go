@@ -1,0 +1,61 @@
+package exchange
+
+// QueueHome is a classic queue's home node ("" when standalone).
+func (q *Queue) Home() string { return q.home }
+
+// Members are a quorum queue's Raft group members.
+// It takes no lock: a proxy's Locator asks for them under q.mu.
+func (q *Queue) Members() []string {
+	if p := q.members.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (q *Queue) setMembers(ms []string) {
+	ms = append([]string(nil), ms...)
+	q.members.Store(&ms)
+}
+
+// Seed are the members a quorum queue was declared with: they bootstrap
+// its group; members added later join the running group.
+func (q *Queue) Seed() []string { return q.seed }
+
+// SetQueueMembers records a quorum queue's new group members (after its
+// leader grew or shrank the group) cluster-wide.
+func (v *VHost) SetQueueMembers(name string, id uint64, members []string) error {
+	return v.inTopology(func() error {
+		q := v.queues[name]
+		if q == nil || q.id != id {
+			return v.errNoQueue(name)
+		}
+		q.setMembers(members)
+		v.putMetaLocked(v.key("queue", name), encodeRecord(q.record()))
+		return nil
+	})
+}
+
+func stringsToAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+func anyToStrings(v any) []string {
+	as, _ := v.([]any)
+	var out []string
+	for _, a := range as {
+		if s, ok := a.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Quorum reports whether q is a quorum queue.
+func (q *Queue) Quorum() bool { return q.xa.quorum }
+
+// ID is the queue's id, unique in the cluster while it exists.
+func (q *Queue) ID() uint64 { return q.id }

@@ -1,0 +1,251 @@
+package exchange
+
+import (
+	"bytes"
+	"strings"
+)
+
+// ApplyCommitted applies a command the cluster's metadata group committed:
+// every node calls it for every such command, in log order, the proposer
+// included. Memory changes here; the records the change makes or removes
+// are returned, for the caller (the group's FSM) to write to this node's
+// own store. It decides from the replicated topology only, which every
+// node holds alike at the command's index, never from what is this
+// node's alone (consumers, message counts: the proposer checked those),
+// so every node ends with the same topology:
+//
+//   - a declaration creates the object only if the name is free (of two
+//     nodes declaring one name at once, the first committed wins
+//     everywhere, and the other's proposer adopts it); on the proposer it
+//     installs the object the declaration made (its pending queue, with
+//     its connection as owner);
+//   - a queue delete deletes the queue of the command's id only;
+//   - a bind or unbind whose source or destination is gone changes
+//     nothing.
+//
+// It takes no metaMu: a proposer waits for its command under metaMu.
+// Applying a command twice (a replay after a crash) changes nothing more.
+func (b *Broker) ApplyCommitted(c TopologyCommand) ([]MetaOp, error) {
+	if c.Op.vhostOp() {
+		return b.applyCommittedVHost(c), nil
+	}
+	v, ok := b.VHost(c.VHost)
+	if !ok {
+		return nil, nil // the vhost is gone, and what it held with it
+	}
+	v.mu.Lock()
+	gone, reapply, err := v.applyCommittedLocked(c)
+	ops := make([]MetaOp, 0, len(v.metaOps))
+	for _, op := range v.metaOps {
+		ops = append(ops, MetaOp{Key: op.key, Val: op.val})
+	}
+	v.metaOps = nil
+	v.mu.Unlock()
+	if reapply {
+		v.reapplyQueues()
+	}
+	if gone != nil {
+		gone.markDeleted()
+		if derr := b.dropQueue(gone); derr != nil {
+			b.log.Warn("dropping a deleted queue's messages failed", "vhost", v.name, "queue", gone.name, "err", derr)
+		}
+	}
+	return ops, err
+}
+
+// applyCommittedLocked is ApplyCommitted under v.mu; gone is a deleted
+// queue whose messages are to be dropped once v.mu is released, reapply
+// that the policies changed and the queues take them again then.
+func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, reapply bool, err error) {
+	switch c.Op {
+	case TopoSetPolicy:
+		np, err := compilePolicy(v.name, c.policy())
+		if err != nil {
+			return nil, false, err
+		}
+		if cur := v.policies[c.Name]; cur != nil && cur.same(np) {
+			return nil, false, nil
+		}
+		v.policies[np.Name] = np
+		v.reapplyExchangesLocked()
+		v.putMetaLocked(v.key("policy", np.Name), encodeRecord(np.record()))
+		return nil, true, nil
+	case TopoDeletePolicy:
+		if _, ok := v.policies[c.Name]; !ok {
+			return nil, false, nil
+		}
+		delete(v.policies, c.Name)
+		v.reapplyExchangesLocked()
+		v.deleteMetaLocked(v.key("policy", c.Name))
+		return nil, true, nil
+	case TopoSetOperatorPolicy:
+		np, err := compileOperatorPolicy(v.name, c.policy())
+		if err != nil {
+			return nil, false, err
+		}
+		if cur := v.opPolicies[c.Name]; cur != nil && cur.same(np) {
+			return nil, false, nil
+		}
+		v.opPolicies[np.Name] = np
+		v.putMetaLocked(v.opPolicyKey(np.Name), encodeRecord(np.record()))
+		return nil, true, nil
+	case TopoDeleteOperatorPolicy:
+		if _, ok := v.opPolicies[c.Name]; !ok {
+			return nil, false, nil
+		}
+		delete(v.opPolicies, c.Name)
+		v.deleteMetaLocked(v.opPolicyKey(c.Name))
+		return nil, true, nil
+	case TopoDeclareExchange:
+		if v.exchanges[c.Name] != nil || c.Name == "" {
+			return nil, false, nil
+		}
+		r := Table{"type": c.Type, "durable": c.Durable, "auto_delete": c.AutoDelete, "internal": c.Internal, "args": c.Args}
+		if c.Node != "" {
+			r["node"] = c.Node
+		}
+		if c.Type == KindDelayed {
+			r["delay_id"] = c.ID
+		}
+		x, err := exchangeFromRecord(v, c.Name, r)
+		if err != nil {
+			return nil, false, err
+		}
+		if p := v.pendingX[c.Name]; p != nil && bytes.Equal(encodeRecord(p.record()), encodeRecord(x.record())) {
+			x = p // this node's own declaration
+			delete(v.pendingX, c.Name)
+		}
+		v.installExchangeLocked(x)
+		if k := v.exchangeKey(x); k != "" {
+			v.putMetaLocked(k, encodeRecord(x.record()))
+		}
+	case TopoDeclareQueue:
+		if v.queues[c.Name] != nil {
+			return nil, false, nil
+		}
+		r := Table{"id": c.ID, "durable": c.Durable, "auto_delete": c.AutoDelete, "args": c.Args}
+		if c.Exclusive {
+			r["exclusive"] = true
+		}
+		if c.Node != "" {
+			r["node"] = c.Node
+		}
+		if len(c.Members) > 0 {
+			r["members"] = stringsToAny(c.Members)
+		}
+		if len(c.seed) > 0 {
+			r["seed"] = stringsToAny(c.seed)
+		}
+		q, err := queueFromRecord(v, c.Name, r)
+		if err != nil {
+			return nil, false, err
+		}
+		if p := v.pending[c.Name]; p != nil && p.id == q.id {
+			q = p // this node's own declaration: its owner, its group
+			delete(v.pending, c.Name)
+		}
+		v.installQueueLocked(q)
+		if k := v.queueKey(q); k != "" {
+			v.putMetaLocked(k, encodeRecord(q.record()))
+		}
+	case TopoDeleteExchange:
+		x := v.exchanges[c.Name]
+		if x == nil || c.Name == "" || strings.HasPrefix(c.Name, "amq.") || (c.IfUnused && len(x.bindings) > 0) {
+			return nil, false, nil
+		}
+		return nil, false, v.deleteExchangeLocked(x)
+	case TopoDeleteQueue:
+		q := v.queues[c.Name]
+		if q == nil || (c.ID != 0 && q.id != c.ID) {
+			return nil, false, nil
+		}
+		v.removeQueueLocked(q)
+		for len(q.bindings) > 0 {
+			v.removeBindingLocked(q.bindings[len(q.bindings)-1], true)
+		}
+		if k := v.queueKey(q); k != "" {
+			v.deleteMetaLocked(k)
+		}
+		return q, false, nil
+	case TopoBind:
+		sx, q, dx, err := v.lookupBind(c.Name, c.ToQueue, c.Source, anyOwner)
+		if err != nil || sx.findBinding(q, dx, c.Key, c.Args) != nil || validateBinding(sx, c.Key, c.Args) != nil {
+			return nil, false, nil // gone since, or there already
+		}
+		bd := &binding{src: sx, q: q, x: dx, key: c.Key, args: c.Args}
+		v.addBindingLocked(bd)
+		if k := v.recordKeyOf(bd); k != "" {
+			v.putMetaLocked(k, encodeRecord(bd.record()))
+		}
+	case TopoUnbind:
+		sx, q, dx, err := v.lookupBind(c.Name, c.ToQueue, c.Source, anyOwner)
+		if err != nil {
+			return nil, false, nil
+		}
+		if bd := sx.findBinding(q, dx, c.Key, c.Args); bd != nil {
+			v.removeBindingLocked(bd, true)
+		}
+	default:
+		return nil, false, errorf(KindInternal, "unknown topology command %v", c.Op)
+	}
+	return nil, false, nil
+}
+
+// applyVHostCommand applies a command on a vhost itself: proposed in a
+// cluster that runs commands, else as standalone.
+func (b *Broker) applyVHostCommand(c TopologyCommand) error {
+	if p, on := b.commandsOn(); on {
+		return b.proposeVHost(p, c)
+	}
+	switch c.Op {
+	case TopoDeclareVHost:
+		return b.applyEnsureVHost(c.VHost)
+	case TopoSetVHostMeta:
+		return b.applySetVHostMetadata(c.VHost, c.Description, c.Tags)
+	case TopoDeleteVHost:
+		return b.applyDeleteVHost(c.VHost)
+	}
+	return errorf(KindInternal, "unknown topology command %v", c.Op)
+}
+
+// applyCommittedVHost is ApplyCommitted of a command on a vhost itself:
+// a declaration creates the vhost if it does not exist; a delete removes
+// it with everything in it, and the records of all of it.
+func (b *Broker) applyCommittedVHost(c TopologyCommand) []MetaOp {
+	name := c.VHost
+	switch c.Op {
+	case TopoDeclareVHost:
+		b.mu.Lock()
+		_, ok := b.vhosts[name]
+		if !ok {
+			v := newVHost(b, name)
+			v.description, v.tags = c.Description, c.Tags
+			b.vhosts[name] = v
+		}
+		b.mu.Unlock()
+		if ok {
+			return nil
+		}
+		return []MetaOp{{Key: "vhost/" + name, Val: vhostRecord(c.Description, c.Tags)}}
+	case TopoSetVHostMeta:
+		v, ok := b.VHost(name)
+		if !ok {
+			return nil
+		}
+		v.mu.Lock()
+		v.description, v.tags = c.Description, append([]string(nil), c.Tags...)
+		v.mu.Unlock()
+		return []MetaOp{{Key: "vhost/" + name, Val: encodeRecord(Table{"description": c.Description, "tags": stringsToAny(c.Tags)})}}
+	case TopoDeleteVHost:
+		if _, ok := b.VHost(name); !ok {
+			return nil
+		}
+		_ = b.applyVHost(name, nil) // a delete cannot fail
+		ops := []MetaOp{{Key: "vhost/" + name}}
+		for _, p := range []string{"exchange/", "queue/", "binding/", "policy/"} {
+			ops = append(ops, MetaOp{Key: p + name + "\x00", Prefix: true})
+		}
+		return ops
+	}
+	return nil
+}
