@@ -62,10 +62,10 @@
 // no lock of its own. It holds messages in the store, keyed by due time,
 // with a bounded window in memory; a held persistent message of a durable
 // delayed exchange survives a crash and is routed at least once.
-// Streams (stream.go, streamlog.go, streamcluster.go) keep their state in a
+// Streams (stream.go, streamcluster.go, the log in streamlog) keep their state in a
 // *stream behind the Queue handle and take no Queue.mu on their paths but
-// the cluster switch (BecomeLocal/BecomeProxy): stream.mu → streamLog.mu;
-// streamLog.fmu (a clustered stream's index rebuilt from the store, or a
+// the cluster switch (BecomeLocal/BecomeProxy): stream.mu → streamlog.Log.mu;
+// streamlog.Log.fmu (a clustered stream's index rebuilt from the store, or a
 // follower's refreshed) → streamLog.mu, fmu never taken under either;
 // a stream's Sink calls run with stream.mu held; the store's callbacks
 // never take stream.mu (a wake loop does). A confirmed message of a stream

@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"fmt"
+	"github.com/trident-broker/trident/exchange/streamlog"
 	"slices"
 	"strings"
 	"sync"
@@ -55,7 +56,7 @@ const (
 type stream struct {
 	q   *Queue
 	a   streamArgs
-	log *streamLog
+	log *streamlog.Log
 
 	flushMu sync.Mutex // serializes flushOffsets
 	mu      sync.Mutex
@@ -126,7 +127,7 @@ type cursor struct {
 	out     int    // delivered, not yet acked
 	acked   int64  // the highest offset it acked, -1 none
 	epoch   uint64 // a named one's (namedOffset)
-	buf     []streamRec
+	buf     []streamlog.Rec
 	bufNext uint64 // where reading goes on after buf
 	waiting bool
 	stop    bool
@@ -147,10 +148,9 @@ type cursor struct {
 func newStream(q *Queue, a streamArgs) *stream {
 	b := q.vh.b
 	st := &stream{q: q, a: a, cursors: map[uint32]*cursor{}, offsets: map[string]namedOffset{}, dirty: map[string]bool{}}
-	st.log = &streamLog{st: b.store, newID: b.nextQueueID,
-		prefix: "streamseg/" + q.vh.name + "\x00" + q.name + "\x00"}
-	st.log.onDurable = st.onDurable
-	st.log.chunks = q.vh.StreamChunksEnabled
+	st.log = streamlog.New(streamlog.Config{Store: b.store, NewID: b.nextQueueID,
+		Prefix: "streamseg/" + q.vh.name + "\x00" + q.name + "\x00",
+		Chunks: q.vh.StreamChunksEnabled, OnDurable: st.onDurable, TimeOf: recordTime})
 	st.durableC, st.stopC = make(chan struct{}, 1), make(chan struct{})
 	// wakeLoop and the retention timer start with the first consumer or
 	// append (started): a Queue built from a record and dropped at once
@@ -164,11 +164,11 @@ func (st *stream) offsetPrefix() string {
 
 // recover loads the log and the named offsets.
 func (st *stream) recover() (uint64, error) {
-	maxID, err := st.log.recover()
+	maxID, err := st.log.Recover()
 	if err != nil {
 		return 0, err
 	}
-	if len(st.log.segs) > 0 {
+	if st.log.Segments() > 0 {
 		st.start()
 	}
 	pfx := st.offsetPrefix()
@@ -193,7 +193,7 @@ func (st *stream) enqueue(m *Message, data []byte, done func(error), now int64, 
 	if st.closed.Load() {
 		return false, false, false
 	}
-	if st.log.following() {
+	if st.log.Following() {
 		return st.forward(forwardable(m), done)
 	}
 	if takeForwardedWriter(m) {
@@ -202,28 +202,28 @@ func (st *stream) enqueue(m *Message, data []byte, done func(error), now int64, 
 	if data == nil {
 		data = encodeMessage(m, now, nil)
 	}
-	if m.writer.named() {
-		st.log.preloadWriters() // once after a start, with no lock held
+	if m.writer.Named() {
+		st.log.PreloadWriters() // once after a start, with no lock held
 	}
-	st.log.mu.Lock()
-	if w := m.writer; w != nil && st.log.duplicateLocked(w) {
-		// A named producer's resend (streamdedup.go): not appended,
+	st.log.Lock()
+	if w := m.writer; w != nil && st.log.DuplicateLocked(w) {
+		// A named producer's resend (streamlog/writers.go): not appended,
 		// confirmed once its first copy is surely durable.
 		if done != nil {
-			st.log.flushLocked() // the tail it waits for is written
-			st.log.afterTailLocked(done)
+			st.log.FlushLocked() // the tail it waits for is written
+			st.log.AfterTailLocked(done)
 		}
-		st.log.mu.Unlock()
-		st.log.fireWaiters(nil)
+		st.log.Unlock()
+		st.log.FireWaiters(nil)
 		return true, done != nil, false
 	}
-	segs := len(st.log.segs)
-	_, err := st.log.appendBatchLocked(data, now, st.a.segBytes, m.writer, done, batch)
+	segs := st.log.SegmentsLocked()
+	_, err := st.log.AppendBatchLocked(data, now, st.a.segBytes, m.writer, done, logBatchOf(batch))
 	if err == nil {
-		st.log.noteWriterLocked(m.writer)
+		st.log.NoteWriterLocked(m.writer)
 	}
-	rolled := len(st.log.segs) != segs
-	st.log.mu.Unlock()
+	rolled := st.log.SegmentsLocked() != segs
+	st.log.Unlock()
 	if err != nil {
 		q.vh.b.log.Error("stream append failed", "queue", q.name, "err", err)
 		return false, false, true
@@ -234,6 +234,13 @@ func (st *stream) enqueue(m *Message, data []byte, done func(error), now int64, 
 		go st.applyRetention()
 	}
 	return true, true, false
+}
+
+// recordTime is the enqueue time a stream's message record holds (the
+// log's TimeOf).
+func recordTime(data []byte) (int64, bool) {
+	_, ts, err := decodeMessage(data)
+	return ts, err == nil
 }
 
 // start runs the stream's wake loop and retention timer, once.
@@ -375,19 +382,19 @@ func (st *stream) addConsumer(o ConsumeOpts) (*Consumer, error) {
 
 // resolve turns an offset spec into the first offset to deliver.
 func (st *stream) resolve(s offsetSpec) uint64 {
-	first, next := st.log.bounds()
+	first, next := st.log.Bounds()
 	switch s.kind {
 	case offsetFirst:
 		return first
 	case offsetLast:
-		if off, ok := st.log.lastOffset(); ok {
+		if off, ok := st.log.LastOffset(); ok {
 			return off
 		}
 		return next
 	case offsetAt:
 		return min(max(s.n, first), next)
 	case offsetTime:
-		return st.log.seekTime(s.t)
+		return st.log.SeekTime(s.t)
 	}
 	return next
 }
@@ -398,7 +405,7 @@ func (st *stream) run(cur *cursor) {
 	for {
 		st.mu.Lock()
 		for !cur.stop && (cur.c.blocked || cur.out >= cur.c.prefetch || !cur.live() ||
-			(len(cur.buf) == 0 && cur.bufNext >= st.log.durable.Load())) {
+			(len(cur.buf) == 0 && cur.bufNext >= st.log.Durable())) {
 			cur.waiting = true
 			st.nwait.Add(1)
 			st.mu.Unlock()
@@ -414,7 +421,7 @@ func (st *stream) run(cur *cursor) {
 		if len(cur.buf) == 0 {
 			from, gen := cur.bufNext, cur.gen
 			st.mu.Unlock()
-			recs, next, err := st.log.read(from, readAheadMsgs, readAheadBytes)
+			recs, next, err := st.log.Read(from, readAheadMsgs, readAheadBytes)
 			st.mu.Lock()
 			if cur.gen != gen {
 				st.mu.Unlock() // moved meanwhile: read again from there
@@ -444,12 +451,12 @@ func (st *stream) deliverLocked(cur *cursor) {
 	q := st.q
 	for len(cur.buf) > 0 && cur.out < cur.c.prefetch && !cur.c.blocked && !cur.stop && cur.live() {
 		r := cur.buf[0]
-		cur.buf[0] = streamRec{}
+		cur.buf[0] = streamlog.Rec{}
 		cur.buf = cur.buf[1:]
-		cur.next = r.off + 1
-		m, _, err := decodeMessage(r.data)
+		cur.next = r.Off + 1
+		m, _, err := decodeMessage(r.Data)
 		if err != nil {
-			q.vh.b.log.Error("corrupt stream message skipped", "queue", q.name, "offset", r.off, "err", err)
+			q.vh.b.log.Error("corrupt stream message skipped", "queue", q.name, "offset", r.Off, "err", err)
 			q.vh.b.noteUnreadable(q, 1)
 			continue
 		}
@@ -457,11 +464,11 @@ func (st *stream) deliverLocked(cur *cursor) {
 		for k, v := range m.Props.Headers {
 			h[k] = v
 		}
-		h["x-stream-offset"] = int64(r.off)
+		h["x-stream-offset"] = int64(r.Off)
 		m.Props.Headers = h
 		cur.out++
 		q.countDeliver(false, false, 1)
-		if !cur.c.sink.Deliver(Delivery{Queue: q, Consumer: cur.c, Msg: m, Seq: uint64(cur.id)<<cursorShift | r.off}) {
+		if !cur.c.sink.Deliver(Delivery{Queue: q, Consumer: cur.c, Msg: m, Seq: uint64(cur.id)<<cursorShift | r.Off}) {
 			cur.c.blocked = true
 		}
 	}
@@ -632,7 +639,7 @@ func (st *stream) removeConsumer(c *Consumer) {
 // stats are the counts a Queue's Stats reports: retained messages,
 // deliveries not yet acked, consumers.
 func (st *stream) stats() (msgs, unacked, consumers int) {
-	n, _, _, _, _ := st.log.stats()
+	n, _, _, _, _ := st.log.Stats()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for _, c := range st.cursors {
@@ -644,7 +651,7 @@ func (st *stream) stats() (msgs, unacked, consumers int) {
 // close stops the stream (deleted, or the broker stops): consumers are
 // cancelled (cancelSinks) and named offsets flushed.
 func (st *stream) close(cancelSinks bool) int {
-	st.log.Flush() // the pending chunk (streamchunk.go)
+	st.log.Flush() // the pending chunk (streamlog/chunk.go)
 	st.flushOffsets()
 	st.mu.Lock()
 	if !st.closed.Swap(true) {
@@ -674,14 +681,14 @@ func (st *stream) close(cancelSinks bool) int {
 		st.followStop = nil
 	}
 	st.mu.Unlock()
-	st.log.fireWaiters(errStreamClosed)
-	n, _, _, _, _ := st.log.stats()
+	st.log.FireWaiters(streamlog.ErrClosed)
+	n, _, _, _, _ := st.log.Stats()
 	return int(n)
 }
 
 // drop deletes the log and the named offsets (the stream was deleted).
 func (st *stream) drop() error {
-	if err := st.log.dropAll(); err != nil {
+	if err := st.log.DropAll(); err != nil {
 		return err
 	}
 	return st.q.vh.b.store.DeleteMetaPrefix(st.offsetPrefix())
@@ -719,17 +726,17 @@ func (st *stream) applyRetention() {
 	if st.a.maxAge > 0 {
 		cutoff = nowNano() - int64(st.a.maxAge)
 	}
-	if st.log.leads() {
-		if err := st.log.retainReplicated(st.q.id, st.a.maxBytes, cutoff); err != nil {
+	if st.log.Leads() {
+		if err := st.log.RetainReplicated(st.q.id, st.a.maxBytes, cutoff); err != nil {
 			st.q.vh.b.log.Warn("stream retention not applied", "queue", st.q.name, "err", err)
 		}
 		return
 	}
-	gone := st.log.retain(st.a.maxBytes, cutoff)
+	gone := st.log.Retain(st.a.maxBytes, cutoff)
 	if len(gone) == 0 {
 		return
 	}
-	if err := st.log.dropSegments(gone); err != nil {
+	if err := st.log.DropSegments(gone); err != nil {
 		st.q.vh.b.log.Warn("stream segments not removed", "queue", st.q.name, "err", err)
 	}
 }
@@ -767,14 +774,14 @@ func (q *Queue) StreamInfo() (StreamInfo, bool) {
 	}
 	var si StreamInfo
 	var fts, lts int64
-	si.Messages, si.Bytes, si.Segments, fts, lts = st.log.stats()
+	si.Messages, si.Bytes, si.Segments, fts, lts = st.log.Stats()
 	if fts != 0 {
 		si.FirstTimestamp = time.Unix(0, fts)
 		si.LastTimestamp = time.Unix(0, lts)
 	}
-	si.FirstOffset, _ = st.log.bounds()
+	si.FirstOffset, _ = st.log.Bounds()
 	si.LastOffset = -1
-	if off, ok := st.log.lastOffset(); ok {
+	if off, ok := st.log.LastOffset(); ok {
 		si.LastOffset = int64(off)
 	}
 	si.MaxAge, _ = q.args["x-max-age"].(string)
@@ -874,7 +881,7 @@ func (b *Broker) closeStreams() {
 // status is a stream's QueueStatus: its retained messages count as ready
 // (as RabbitMQ counts them), none of them in memory.
 func (st *stream) status() QueueStatus {
-	n, bytes, _, _, _ := st.log.stats()
+	n, bytes, _, _, _ := st.log.Stats()
 	s := QueueStatus{Ready: int(n), ReadyBytes: bytes, LastUsed: nowNano()}
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -882,7 +889,7 @@ func (st *stream) status() QueueStatus {
 		s.Unacked += c.out
 		s.Consumers++
 		for _, r := range c.buf {
-			s.Memory += int64(len(r.data))
+			s.Memory += int64(len(r.Data))
 		}
 	}
 	s.Deleted = st.closed.Load()
@@ -972,4 +979,18 @@ func MetaStamp(key string, val []byte) (epoch, seq uint64, ok bool) {
 	epoch, _ = r["epoch"].(uint64)
 	seq, _ = r["offset"].(uint64)
 	return epoch, seq, true
+}
+
+// logBatch is a *Batch as the log's streamlog.Batch: the log registers
+// with it once per pending chunk, not per message.
+type logBatch Batch
+
+func (b *logBatch) Defer(f streamlog.Flusher) bool { return (*Batch)(b).Defer(f) }
+
+// logBatchOf is b for the log, nil for none.
+func logBatchOf(b *Batch) streamlog.Batch {
+	if b == nil {
+		return nil
+	}
+	return (*logBatch)(b)
 }
