@@ -22,7 +22,7 @@ import (
 // offset o has its key in [o &^ (chunkAlign-1), o]: a reader that starts
 // inside a chunk starts its range read there and skips what comes before
 // o. Offsets stay dense and per message: everything above the store
-// (cursors, named offsets, dedup, filters, retention by Segment) sees
+// (cursors, named offsets, dedup, filters, retention by segment) sees
 // messages as before.
 //
 // A chunk is written once, whole: its messages are confirmed together

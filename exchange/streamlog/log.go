@@ -70,9 +70,10 @@ func New(c Config) *Log {
 	return &Log{st: c.Store, newID: c.NewID, prefix: c.Prefix, chunks: c.Chunks, onDurable: c.OnDurable, timeOf: c.TimeOf}
 }
 
-// Lock and Unlock take and release the log's lock, for the calls named
-// ...Locked.
-func (l *Log) Lock()   { l.mu.Lock() }
+// Lock takes the log's lock, for the calls named ...Locked.
+func (l *Log) Lock() { l.mu.Lock() }
+
+// Unlock releases the log's lock.
 func (l *Log) Unlock() { l.mu.Unlock() }
 
 // SegmentsLocked is how many segments the log has (l.mu held).

@@ -105,7 +105,7 @@ func (l *Log) Read(from uint64, n int, maxBytes int) ([]Rec, uint64, error) {
 			}
 		}
 		if ch.end <= next {
-			// Nothing there (a removed Segment): go on where the log does.
+			// Nothing there (a removed segment): go on where the log does.
 			recs, nx, err := l.readRange(next, n-len(out), maxBytes-size)
 			return append(out, recs...), nx, err
 		}
@@ -167,7 +167,7 @@ func (l *Log) readRange(from uint64, n int, maxBytes int) ([]Rec, uint64, error)
 }
 
 // readOne returns the message at offset off (or the next one that exists
-// in its Segment).
+// in its segment).
 func (l *Log) readOne(s Segment, off uint64) (Rec, bool) {
 	var r Rec
 	ok := false

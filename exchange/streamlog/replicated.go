@@ -89,7 +89,7 @@ func (l *Log) RetainReplicated(id uint64, maxBytes, cutoff int64) error {
 	return nil
 }
 
-// FollowStore brings a follower's index (its one Segment) up to what its
+// FollowStore brings a follower's index (its one segment) up to what its
 // store holds of key range id: with head, its first offset up to the
 // store's first key (the leader's retention deleted what was before it),
 // then the keys past the index's end (what the group committed since).
@@ -191,7 +191,8 @@ func (l *Log) FollowStore(id uint64, head bool) bool {
 	return true
 }
 
-// Replicated reports whether q's messages are kept by a Raft group: a
+// EnterReplicated makes the log the key range id as the store holds it
+// now (keys only are read, and each segment's first and last message):
 // one segment if segBytes is 0 (a follower), else cut into segments of
 // at most segBytes each, greedily from the first key (the leader).
 func (l *Log) EnterReplicated(id uint64, segBytes int64) {
