@@ -38,7 +38,7 @@ import (
 // order (namedOffset).
 //
 // Lock order: Queue.mu is not used by a stream. stream.flushMu →
-// stream.mu → streamLog.mu.
+// stream.mu → streamlog.Log.mu (its own order: exchange/streamlog/doc.go).
 // A cursor's Sink is called with stream.mu held.
 
 const (

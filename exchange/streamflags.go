@@ -6,7 +6,7 @@ import (
 
 // The feature flags of the stream log's record formats, and the named
 // producers' sequence as the front ends ask it (the table itself is the
-// log's: exchange/stream, writers.go).
+// log's: exchange/streamlog, writers.go).
 
 // streamChunksFlag is the cluster feature flag of chunk records
 // (cluster/featureflags.StreamChunks).
@@ -25,6 +25,7 @@ func (v *VHost) StreamChunksEnabled() bool {
 // messages as duplicates, which the leader would drop.
 var ErrNoStreamCopy = errors.New("exchange: this node holds no copy of the stream")
 
+// streamWritersFlag is the cluster feature flag of stream records with
 // a named producer or a filter value (cluster/featureflags.StreamWriters).
 const streamWritersFlag = "stream_writers"
 

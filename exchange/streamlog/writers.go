@@ -270,8 +270,6 @@ func (l *Log) WriterSeq(ref string) (uint64, error) {
 	return l.writers.seqs[ref], nil
 }
 
-// streamWritersFlag is the cluster feature flag of stream records with
-// a named producer or a filter value (cluster/featureflags.StreamWriters).
 // --- confirming a duplicate ---
 
 // durableWaiter is a duplicate's confirm, called once every offset below
