@@ -29,5 +29,6 @@
 // calls nothing of the owner's and never waits for the store. Route, Decode,
 // Keep, Dropped and the store's reads run with no lock of the Delayer's
 // held: Route may publish, taking the owner's locks. Schedule appends to
-// the store (queued, never waited for) before it takes mu.
+// the store (queued; it may wait for the store's back-pressure, so a
+// caller holding its own lock waits with it) before it takes mu.
 package sched

@@ -70,14 +70,15 @@
 //
 // Under Log.mu the log calls only: the store's PutMeta (a segment
 // record, at a roll: durable, so a roll waits for the disk) and
-// AppendMessage (queued, never waited for); a clustered leader's
-// MessageLog.AppendMessage; Config.Chunks (the feature flag, until the
-// segment appended to holds chunks); a Batch's Defer (once per pending
-// chunk and batch). It never calls OnDurable, a done callback or a
-// duplicate's confirm with any of its locks held, and reads the store
-// (Read's misses, SeekTime, the producers' scan ahead of a named publish)
-// with none held where it can: a scan that must be exact (the part of
-// the producers' table PreloadWriters left) holds Log.mu. A caller must
-// not call into the log from a done callback or OnDurable while holding
-// a lock the log's owner takes before Log.mu.
+// AppendMessage (queued; it may wait for the store's back-pressure); a
+// clustered leader's MessageLog.AppendMessage; Config.Chunks (the feature
+// flag, until the segment appended to holds chunks); a Batch's Defer
+// (once per pending chunk and batch). It calls OnDurable, done callbacks
+// and duplicates' confirms holding none of its locks, except where a
+// store calls done within AppendMessage (store.Memory always,
+// store.Badger once closed): then Log.mu is held, so none of them may call
+// the log's Lock or a method that takes it. It reads the store with no
+// lock held where it can (Read's misses, SeekTime, the producers' scan
+// ahead of a named publish); a scan that must be exact (what
+// PreloadWriters left of the producers' table) holds Log.mu.
 package streamlog
