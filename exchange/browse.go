@@ -85,20 +85,20 @@ func (q *Queue) Browse(o BrowseOpts) (BrowsePage, error) {
 func (st *stream) browse(o BrowseOpts) (BrowsePage, error) {
 	from := o.From
 	if !o.FromTime.IsZero() {
-		from = st.log.seekTime(o.FromTime.UnixNano())
-	} else if first, _ := st.log.bounds(); from < first {
+		from = st.log.SeekTime(o.FromTime.UnixNano())
+	} else if first, _ := st.log.Bounds(); from < first {
 		from = first
 	}
 	var p BrowsePage
 	p.Next = from
 	for p.Scanned < o.Scan && len(p.Messages) < o.Count {
-		recs, next, err := st.log.read(p.Next, min(o.Scan-p.Scanned, readAheadMsgs), readAheadBytes)
+		recs, next, err := st.log.Read(p.Next, min(o.Scan-p.Scanned, readAheadMsgs), readAheadBytes)
 		if err != nil {
 			return p, err
 		}
 		if len(recs) == 0 {
 			p.Next = next
-			p.End = next >= st.log.durable.Load()
+			p.End = next >= st.log.Durable()
 			if p.End {
 				break
 			}
@@ -106,20 +106,20 @@ func (st *stream) browse(o BrowseOpts) (BrowsePage, error) {
 		}
 		for _, r := range recs {
 			p.Scanned++
-			p.Next = r.off + 1
-			m, ts, err := decodeMessage(r.data)
+			p.Next = r.Off + 1
+			m, ts, err := decodeMessage(r.Data)
 			if err != nil {
 				continue
 			}
 			if o.Filter.match(m) {
-				p.Messages = append(p.Messages, BrowsedMessage{Position: r.off, Enqueued: time.Unix(0, ts), Msg: m})
+				p.Messages = append(p.Messages, BrowsedMessage{Position: r.Off, Enqueued: time.Unix(0, ts), Msg: m})
 				if len(p.Messages) == o.Count {
 					break
 				}
 			}
 		}
 	}
-	if p.Next >= st.log.durable.Load() {
+	if p.Next >= st.log.Durable() {
 		p.End = true
 	}
 	return p, nil

@@ -28,12 +28,12 @@ func encodeMessage(m *Message, enqueuedAt int64, buf []byte) []byte {
 	e := headers.Encoder{B: buf, Format: headers.Stored}
 	if w := m.writer; w != nil {
 		// Version 2: a stream record with its producer's name,
-		// publishing id and filter value (streamdedup.go), then version
+		// publishing id and filter value (streamlog/writers.go), then version
 		// 1's fields.
 		e.B = append(e.B, 2)
-		e.Str(w.ref)
-		e.Uvarint(w.seq)
-		e.Str(w.filter)
+		e.Str(w.Ref)
+		e.Uvarint(w.Seq)
+		e.Str(w.Filter)
 	} else {
 		e.B = append(e.B, 1) // version
 	}

@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"fmt"
+	"github.com/trident-broker/trident/exchange/sched"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -22,8 +23,8 @@ func TestMessageDelay(t *testing.T) {
 		{"uint8", Table{"x-delay": uint8(9)}, 9, true, false},
 		{"zero", Table{"x-delay": int32(0)}, 0, false, false},
 		{"negative routes at once", Table{"x-delay": int32(-5000)}, -5000, false, false},
-		{"past the plugin's bound routes at once", Table{"x-delay": int64(maxDelay + 1)}, maxDelay + 1, false, false},
-		{"at the bound", Table{"x-delay": int64(maxDelay)}, maxDelay, true, false},
+		{"past the plugin's bound routes at once", Table{"x-delay": int64(sched.MaxDelay + 1)}, sched.MaxDelay + 1, false, false},
+		{"at the bound", Table{"x-delay": int64(sched.MaxDelay)}, sched.MaxDelay, true, false},
 		{"string", Table{"x-delay": "1500"}, 1500, true, false},
 		{"bytes", Table{"x-delay": []byte("20")}, 20, true, false},
 		{"negative string", Table{"x-delay": "-3"}, -3, false, false},
@@ -153,7 +154,7 @@ func TestDelayedNonNumericRefused(t *testing.T) {
 	wantText(t, err, "x-delay")
 }
 
-// The window holds at most delayWindowMsgs; the rest is read ahead from
+// The window holds at most sched.WindowMsgs; the rest is read ahead from
 // the store, and every message is routed once, in due order.
 func TestDelayedWindowBoundedAndOrdered(t *testing.T) {
 	v, st := newTestVHost(t)
@@ -162,7 +163,7 @@ func TestDelayedWindowBoundedAndOrdered(t *testing.T) {
 	bindQ(t, v, "q", "d", "k", nil)
 	_, s := consume(t, v, "q", ConsumeOpts{NoAck: true})
 	x, _ := v.Exchange("d")
-	const n = 3*delayWindowMsgs + 77
+	const n = 3*sched.WindowMsgs + 77
 	rng := rand.New(rand.NewPCG(1, 2))
 	his := make([]int64, n) // latest due time of each message
 	for i := range n {
@@ -173,11 +174,9 @@ func TestDelayedWindowBoundedAndOrdered(t *testing.T) {
 		publishM(t, v, m, PublishOpts{})
 		his[i] = time.Now().UnixMilli() + int64(d) + 1
 	}
-	x.delay.mu.Lock()
-	w := len(x.delay.win)
-	x.delay.mu.Unlock()
-	if w > delayWindowMsgs {
-		t.Fatalf("window holds %d messages, bound %d", w, delayWindowMsgs)
+	w := x.delay.s.Window()
+	if w > sched.WindowMsgs {
+		t.Fatalf("window holds %d messages, bound %d", w, sched.WindowMsgs)
 	}
 	// Every message not routed yet is in the store (a routed one leaves
 	// the store after it reached the queue, so this order of looking
@@ -228,7 +227,7 @@ func TestDelayedRecovery(t *testing.T) {
 	x, _ := v.Exchange("d")
 	id := x.delay.id
 	x.delay.stop(false) // the old broker's clock stops, as in a crash
-	<-x.delay.done
+	<-x.delay.s.Done()
 
 	b2 := newTestBroker(t, st)
 	v2, _ := b2.VHost("/")

@@ -1,7 +1,6 @@
 package exchange
 
 import (
-	"math"
 	"strconv"
 	"strings"
 )
@@ -12,35 +11,7 @@ import (
 // recoverStored reads a delayer's stored messages at start: it
 // counts them, drops the transient ones (a restart loses them, as a
 // queue's), and fills the window with the earliest.
-func (d *delayer) recoverStored() error {
-	st := d.v.b.store
-	var maxCtr uint64
-	d.horizon = math.MaxUint64
-	err := st.ReadMessages(d.id, 0, func(seq uint64, data []byte) bool {
-		e, err := d.decode(seq, data)
-		if err != nil {
-			d.v.b.log.Error("corrupt delayed message dropped", "exchange", d.xname, "seq", seq, "err", err)
-			st.DeleteMessage(d.id, seq)
-			return true
-		}
-		if !e.m.Props.Persistent() {
-			st.DeleteMessage(d.id, seq)
-			return true
-		}
-		maxCtr = max(maxCtr, seq&delaySeqMask)
-		d.held.Add(1)
-		if d.horizon == math.MaxUint64 {
-			d.win = append(d.win, e)
-			d.winBytes += e.size
-			if len(d.win) >= delayWindowMsgs || d.winBytes >= delayWindowBytes {
-				d.horizon = seq
-			}
-		}
-		return true
-	})
-	d.ctr.Store(maxCtr)
-	return err
-}
+func (d *delayer) recoverStored() error { return d.s.Recover() }
 
 // recoverDelayed starts the delayers of the recovered delayed exchanges and
 // drops the stored messages of delayed exchanges that are gone (deleted
@@ -66,7 +37,7 @@ func (b *Broker) recoverDelayed() error {
 		if err := d.recoverStored(); err != nil {
 			return err
 		}
-		if d.held.Load() > 0 {
+		if d.s.Held() > 0 {
 			d.start()
 			v.retryD.Store(d)
 		}
@@ -124,6 +95,6 @@ func (b *Broker) stopDelayers() {
 		d.stop(false)
 	}
 	for _, d := range ds {
-		<-d.done
+		<-d.s.Done()
 	}
 }

@@ -56,17 +56,17 @@
 // only committed messages are delivered, got, browsed, expired or dropped.
 // A Sink is called with Queue.mu held and must not block or call back into
 // the core synchronously.
-// Delayed exchanges and retries (delayed.go, retry.go): a delayer's mu
+// Delayed exchanges and retries (delayed.go, retry.go; the delay queue in sched): a sched.Delayer's mu
 // comes after Queue.mu (a retry is scheduled under the queue's lock) and
 // after VHost.mu (start and stop); a delayer routes due messages holding
 // no lock of its own. It holds messages in the store, keyed by due time,
 // with a bounded window in memory; a held persistent message of a durable
 // delayed exchange survives a crash and is routed at least once.
-// Streams (stream.go, streamlog.go, streamcluster.go) keep their state in a
+// Streams (stream.go, streamcluster.go, the log in streamlog) keep their state in a
 // *stream behind the Queue handle and take no Queue.mu on their paths but
-// the cluster switch (BecomeLocal/BecomeProxy): stream.mu → streamLog.mu;
-// streamLog.fmu (a clustered stream's index rebuilt from the store, or a
-// follower's refreshed) → streamLog.mu, fmu never taken under either;
+// the cluster switch (BecomeLocal/BecomeProxy): stream.mu → streamlog.Log.mu;
+// streamlog.Log.fmu (a clustered stream's index rebuilt from the store, or a
+// follower's refreshed) → streamlog.Log.mu, fmu never taken under either;
 // a stream's Sink calls run with stream.mu held; the store's callbacks
 // never take stream.mu (a wake loop does). A confirmed message of a stream
 // is durable in its log (or committed by a majority, clustered) and

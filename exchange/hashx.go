@@ -1,12 +1,9 @@
 package exchange
 
 import (
-	"cmp"
 	"fmt"
-	"math/bits"
+	"github.com/trident-broker/trident/exchange/hashring"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -50,12 +47,6 @@ const (
 	KindConsistentHash = "x-consistent-hash"
 	KindModulusHash    = "x-modulus-hash"
 )
-
-// maxHashWeight bounds a binding's effective weight, so that weights
-// summed over a destination's bindings cannot overflow; a larger weight
-// is accepted (as the plugin accepts any positive integer) and counts as
-// this one.
-const maxHashWeight = 1 << 40
 
 // What a consistent-hash exchange hashes.
 const (
@@ -130,46 +121,21 @@ func validateHashBinding(kind string, args Table, key string) error {
 	return nil
 }
 
-// parseHashWeight parses a consistent-hash binding key as Erlang's
-// list_to_integer does (an optional sign, then decimal digits only).
+// parseHashWeight parses a consistent-hash binding key (hashring.ParseWeight),
+// its refusal a PRECONDITION_FAILED.
 func parseHashWeight(key string) (uint64, error) {
-	digits, neg := key, false
-	if digits != "" && (digits[0] == '+' || digits[0] == '-') {
-		digits, neg = digits[1:], digits[0] == '-'
-	}
-	valid := digits != ""
-	for i := 0; i < len(digits) && valid; i++ {
-		valid = digits[i] >= '0' && digits[i] <= '9'
-	}
-	if !valid {
-		return 0, errorf(KindPreconditionFailed, "The binding key must be an integer: <<%s>>", strconv.Quote(key))
-	}
-	if neg || strings.Trim(digits, "0") == "" {
-		return 0, errorf(KindPreconditionFailed, "The binding key must be greater than 0")
-	}
-	n, err := strconv.ParseUint(digits, 10, 64)
-	if err != nil || n > maxHashWeight {
-		n = maxHashWeight // out of range: a very large positive weight
-	}
-	return n, nil
-}
-
-// hashWeight is a binding's weight in its router; 0 (never chosen) for a
-// key that validateHashBinding refuses, which only a record written by
-// something else could hold.
-func hashWeight(key string) uint64 {
-	w, err := parseHashWeight(key)
+	w, err := hashring.ParseWeight(key)
 	if err != nil {
-		return 0
+		return 0, errorf(KindPreconditionFailed, "%s", err.Error())
 	}
-	return w
+	return w, nil
 }
 
 // newHashRouter is the router of a hash exchange; nil for another kind.
 func newHashRouter(kind string, args Table) router {
 	switch kind {
 	case KindConsistentHash:
-		r := &chashRouter{hashRing: hashRing{idx: map[bindKey]int{}}}
+		r := &chashRouter{hashRing: hashring.New[bindKey, *binding]()}
 		if h, ok := hashArgString(args["hash-header"]); ok {
 			r.on, r.field = hashOnHeader, h
 		} else if p, ok := hashArgString(args["hash-property"]); ok {
@@ -177,117 +143,65 @@ func newHashRouter(kind string, args Table) router {
 		}
 		return r
 	case KindModulusHash:
-		return &modRouter{hashRing: hashRing{idx: map[bindKey]int{}}}
+		return &modRouter{hashRing: hashring.New[bindKey, *binding]()}
 	}
 	return nil
 }
 
-// hashDest is one destination of a hash exchange.
-type hashDest struct {
-	b      *binding // one of its bindings: what route returns
-	seed   uint64
-	weight uint64 // sum of its bindings' weights (consistent hash)
-	n      int    // how many bindings it has
-	isQ    bool
-	name   string
-}
-
-// hashRing is a hash exchange's destinations; idx (by destination, the
-// key field empty) is nil in a routing table's copy, which only routes.
-type hashRing struct {
-	dests []hashDest
-	idx   map[bindKey]int
-}
+// hashRing is a hash exchange's destinations, each a queue or an
+// exchange (its bindings' bindKey with the key field empty) standing for
+// one of its bindings.
+type hashRing = hashring.Ring[bindKey, *binding]
 
 func destOf(b *binding) bindKey { return bindKey{q: b.q, x: b.x} }
 
-func newHashDest(b *binding) hashDest {
-	kind := "e"
-	if b.q != nil {
-		kind = "q"
-	}
-	name := b.destName()
-	return hashDest{b: b, isQ: b.q != nil, name: name, seed: fmix64(fnvString(fnvString(fnvOffset, kind), name))}
+// takeDest returns b's destination in r, creating it if new.
+func takeDest(r *hashRing, b *binding) (*hashring.Dest[bindKey, *binding], bool) {
+	return r.Take(destOf(b), func() hashring.Dest[bindKey, *binding] {
+		return hashring.NewDest(destOf(b), b, b.q != nil, b.destName())
+	})
 }
 
-// take returns b's destination, creating it (at the end) if new.
-func (r *hashRing) take(b *binding) (*hashDest, bool) {
-	if i, ok := r.idx[destOf(b)]; ok {
-		return &r.dests[i], false
-	}
-	r.idx[destOf(b)] = len(r.dests)
-	r.dests = append(r.dests, newHashDest(b))
-	return &r.dests[len(r.dests)-1], true
-}
-
-// release drops b from its destination: it returns the destination, or
-// nil if that went with b (the last one is swapped into its place); false
-// if b's destination is not there.
-func (r *hashRing) release(b *binding) (*hashDest, bool) {
-	i, ok := r.idx[destOf(b)]
-	if !ok {
-		return nil, false
-	}
-	d := &r.dests[i]
-	d.n--
-	if d.n > 0 {
-		if d.b == b {
-			// Another binding of the same destination stands for it:
-			// any one will do, route only reads the destination.
-			for _, o := range b.src.bindings {
-				if o != b && destOf(o) == destOf(b) {
-					d.b = o
-					break
-				}
+// releaseDest drops b from its destination in r (hashRing.Release); a
+// destination that stays and was standing for b stands for another of
+// its bindings: any one will do, route only reads the destination.
+func releaseDest(r *hashRing, b *binding) (*hashring.Dest[bindKey, *binding], bool) {
+	d, ok := r.Release(destOf(b))
+	if ok && d != nil && d.Val == b {
+		for _, o := range b.src.bindings {
+			if o != b && destOf(o) == destOf(b) {
+				d.Val = o
+				break
 			}
 		}
-		return d, true
 	}
-	delete(r.idx, destOf(b))
-	last := len(r.dests) - 1
-	if i != last {
-		r.dests[i] = r.dests[last]
-		r.idx[destOf(r.dests[i].b)] = i
-	}
-	r.dests[last] = hashDest{}
-	r.dests = r.dests[:last]
-	return nil, true
+	return d, ok
 }
 
 // --- x-consistent-hash ---
 
 type chashRouter struct {
 	hashRing
-	on      int
-	field   string // the header or property hashed
-	uniform bool   // every destination has the same weight
+	on    int
+	field string // the header or property hashed
 }
 
 func (r *chashRouter) add(b *binding) {
-	d, _ := r.take(b)
-	d.n++
-	d.weight += hashWeight(b.key)
-	r.reweigh()
+	d, _ := takeDest(&r.hashRing, b)
+	d.N++
+	d.Weight += hashring.Weight(b.key)
+	r.Reweigh()
 }
 
 func (r *chashRouter) remove(b *binding) {
-	if d, ok := r.release(b); ok && d != nil {
-		d.weight -= hashWeight(b.key)
+	if d, ok := releaseDest(&r.hashRing, b); ok && d != nil {
+		d.Weight -= hashring.Weight(b.key)
 	}
-	r.reweigh()
-}
-
-func (r *chashRouter) reweigh() {
-	r.uniform = true
-	for i := range r.dests {
-		if r.dests[i].weight != r.dests[0].weight {
-			r.uniform = false
-		}
-	}
+	r.Reweigh()
 }
 
 func (r *chashRouter) clone() router {
-	return &chashRouter{hashRing: hashRing{dests: slices.Clone(r.dests)}, on: r.on, field: r.field, uniform: r.uniform}
+	return &chashRouter{hashRing: r.Clone(), on: r.on, field: r.field}
 }
 
 // route is the router interface's (without the message's properties);
@@ -301,8 +215,8 @@ func (r *chashRouter) routeMessage(m *Message, out []*binding) []*binding {
 }
 
 func (r *chashRouter) routeHash(kh uint64, out []*binding) []*binding {
-	if d := r.pick(kh); d != nil {
-		out = append(out, d.b)
+	if d := r.Pick(kh); d != nil {
+		out = append(out, d.Val)
 	}
 	return out
 }
@@ -313,12 +227,12 @@ func (r *chashRouter) keyHash(key string, h Table, p *Properties) uint64 {
 	case hashOnHeader:
 		v, ok := h[r.field]
 		if !ok {
-			return hashAbsent
+			return hashring.Absent
 		}
 		return hashValue(v)
 	case hashOnProperty:
 		if p == nil {
-			return hashAbsent
+			return hashring.Absent
 		}
 		switch r.field {
 		case "message_id":
@@ -327,70 +241,13 @@ func (r *chashRouter) keyHash(key string, h Table, p *Properties) uint64 {
 			return hashOptString(p.CorrelationID)
 		case "timestamp":
 			if p.Timestamp.IsZero() {
-				return hashAbsent
+				return hashring.Absent
 			}
-			var buf [24]byte
-			return fmix64(fnvBytes(fnvOffset, strconv.AppendInt(buf[:0], p.Timestamp.Unix(), 10)))
+			return hashring.Int(p.Timestamp.Unix())
 		}
-		return hashAbsent
+		return hashring.Absent
 	}
-	return fmix64(fnvString(fnvOffset, key))
-}
-
-// pick is the weighted rendezvous choice for a key's hash kh: the least
-// -log2(u)/w, ties to the larger draw, then to the smaller seed, then to
-// the smaller name (so the order of r.dests never matters).
-func (r *chashRouter) pick(kh uint64) *hashDest {
-	var best *hashDest
-	var bh, ba uint64
-	for i := range r.dests {
-		d := &r.dests[i]
-		if d.weight == 0 {
-			continue
-		}
-		h := fmix64(kh ^ d.seed)
-		if best == nil {
-			best, bh = d, h
-			if !r.uniform {
-				ba = negLog2(h)
-			}
-			continue
-		}
-		var better bool
-		if r.uniform {
-			better = h > bh || (h == bh && destLess(d, best))
-		} else {
-			a := negLog2(h)
-			// a/d.weight < ba/best.weight, in 128 bits.
-			lh, ll := bits.Mul64(a, best.weight)
-			rh, rl := bits.Mul64(ba, d.weight)
-			switch {
-			case lh != rh:
-				better = lh < rh
-			case ll != rl:
-				better = ll < rl
-			default:
-				better = h > bh || (h == bh && destLess(d, best))
-			}
-			if better {
-				ba = a
-			}
-		}
-		if better {
-			best, bh = d, h
-		}
-	}
-	return best
-}
-
-func destLess(a, b *hashDest) bool {
-	if a.seed != b.seed {
-		return a.seed < b.seed
-	}
-	if a.isQ != b.isQ {
-		return !a.isQ
-	}
-	return a.name < b.name
+	return hashring.Key(key)
 }
 
 // --- x-modulus-hash ---
@@ -400,86 +257,37 @@ func destLess(a, b *hashDest) bool {
 type modRouter struct{ hashRing }
 
 func (r *modRouter) add(b *binding) {
-	d, created := r.take(b)
-	d.n++
+	d, created := takeDest(&r.hashRing, b)
+	d.N++
 	if created {
-		r.sort()
+		r.SortByName()
 	}
 }
 
 func (r *modRouter) remove(b *binding) {
-	if d, ok := r.release(b); ok && d == nil {
-		r.sort()
-	}
-}
-
-func (r *modRouter) sort() {
-	slices.SortFunc(r.dests, func(a, b hashDest) int {
-		if a.isQ != b.isQ {
-			if a.isQ {
-				return 1
-			}
-			return -1
-		}
-		return cmp.Compare(a.name, b.name)
-	})
-	for i := range r.dests {
-		r.idx[destOf(r.dests[i].b)] = i
+	if d, ok := releaseDest(&r.hashRing, b); ok && d == nil {
+		r.SortByName()
 	}
 }
 
 func (r *modRouter) clone() router {
-	return &modRouter{hashRing{dests: slices.Clone(r.dests)}}
+	return &modRouter{r.Clone()}
 }
 
 func (r *modRouter) route(key string, _ Table, out []*binding) []*binding {
-	if n := uint64(len(r.dests)); n > 0 {
-		out = append(out, r.dests[fmix64(fnvString(fnvOffset, key))%n].b)
+	if d := r.Modulus(hashring.Key(key)); d != nil {
+		out = append(out, d.Val)
 	}
 	return out
 }
 
 // --- hashing ---
 
-const (
-	fnvOffset = 14695981039346656037
-	fnvPrime  = 1099511628211
-)
-
-// hashAbsent is the hash of a header or property a message lacks.
-var hashAbsent = fmix64(fnvString(fnvOffset, "\x00absent"))
-
-func fnvString(h uint64, s string) uint64 {
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= fnvPrime
-	}
-	return h
-}
-
-func fnvBytes(h uint64, s []byte) uint64 {
-	for _, c := range s {
-		h ^= uint64(c)
-		h *= fnvPrime
-	}
-	return h
-}
-
-// fmix64 is murmur3's 64-bit finalizer: a bijection with full avalanche.
-func fmix64(h uint64) uint64 {
-	h ^= h >> 33
-	h *= 0xff51afd7ed558ccd
-	h ^= h >> 33
-	h *= 0xc4ceb9fe1a85ec53
-	h ^= h >> 33
-	return h
-}
-
 func hashOptString(s string) uint64 {
 	if s == "" {
-		return hashAbsent
+		return hashring.Absent
 	}
-	return fmix64(fnvString(fnvOffset, s))
+	return hashring.Key(s)
 }
 
 // hashValue hashes a header's value: text by its bytes, an integer by its
@@ -488,70 +296,18 @@ func hashOptString(s string) uint64 {
 func hashValue(v any) uint64 {
 	switch s := v.(type) {
 	case string:
-		return fmix64(fnvString(fnvOffset, s))
+		return hashring.Key(s)
 	case []byte:
-		return fmix64(fnvBytes(fnvOffset, s))
+		return hashring.KeyBytes(s)
 	case nil:
-		return hashAbsent
+		return hashring.Absent
 	case time.Time:
-		var buf [24]byte
-		return fmix64(fnvBytes(fnvOffset, strconv.AppendInt(buf[:0], s.Unix(), 10)))
+		return hashring.Int(s.Unix())
 	}
 	if n, ok := asInt64(v); ok {
-		var buf [24]byte
-		return fmix64(fnvBytes(fnvOffset, strconv.AppendInt(buf[:0], n, 10)))
+		return hashring.Int(n)
 	}
-	return fmix64(fnvString(fnvOffset, fmt.Sprint(v)))
-}
-
-// negLog2 is -log2(u) for u = (h|1)/2^64 in (0,1), in fixed point with 32
-// fractional bits (at most 64<<32): an exponential variable, up to scale.
-func negLog2(h uint64) uint64 {
-	return 64<<32 - log2Fixed(h|1)
-}
-
-// log2Fixed is log2(x) for x ≥ 1 with 32 fractional bits: the exponent,
-// plus log2 of the mantissa from log2Table, interpolated linearly
-// (error below 2e-7). Monotone in x.
-func log2Fixed(x uint64) uint64 {
-	e := uint64(63 - bits.LeadingZeros64(x))
-	f := x << (64 - e) // the mantissa's fraction bits (the leading 1 dropped; 0 for x = 1)
-	i := f >> (64 - log2TableBits)
-	rem := (f >> (64 - log2TableBits - 32)) & (1<<32 - 1)
-	lo, hi := log2Table[i], log2Table[i+1]
-	return e<<32 + lo + ((hi-lo)*rem)>>32
-}
-
-const log2TableBits = 10
-
-// log2Table[i] is log2(1 + i/1024) with 32 fractional bits, computed by
-// integer arithmetic alone (log2Frac) so that it is the same on every CPU.
-var log2Table = func() (t [1<<log2TableBits + 1]uint64) {
-	for i := range t {
-		t[i] = log2Frac(uint64(1<<log2TableBits + i))
-	}
-	return t
-}()
-
-// log2Frac returns log2(m/1024) for m in [1024, 2048], 32 fractional bits,
-// rounded: by repeated squaring in fixed point with 62 fractional bits.
-func log2Frac(m uint64) uint64 {
-	if m == 2<<log2TableBits {
-		return 1 << 32
-	}
-	const one = uint64(1) << 62
-	y := m << (62 - log2TableBits) // in [1, 2)
-	var r uint64
-	for k := 0; k < 34; k++ {
-		hi, lo := bits.Mul64(y, y)
-		y = hi<<2 | lo>>62 // y² with 62 fractional bits, in [1, 4)
-		r <<= 1
-		if y >= 2*one {
-			r |= 1
-			y >>= 1
-		}
-	}
-	return (r + 2) >> 2 // 34 bits to 32, rounded
+	return hashring.Key(fmt.Sprint(v))
 }
 
 // messageRouter is a router that reads more of a message than its routing

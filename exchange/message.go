@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"github.com/trident-broker/trident/exchange/streamlog"
 	"sync/atomic"
 	"time"
 )
@@ -67,8 +68,8 @@ type Message struct {
 	prepaid uint8
 
 	// writer is the named stream producer and publishing id the message
-	// carries (SetStreamWriter, streamdedup.go), nil for every other.
-	writer *streamWriter
+	// carries (SetStreamWriter, streamwriter.go), nil for every other.
+	writer *streamlog.Writer
 }
 
 // ExpiresAt is when the message's own expiration (Props.Expiration, set

@@ -55,15 +55,13 @@ func (v *VHost) retrier() *delayer {
 }
 
 func newRetryDelayer(v *VHost) *delayer {
-	d := newDelayer(v, "", retryStoreID(v.name), true)
-	d.retry = true
-	return d
+	return newDelayerOf(v, "", retryStoreID(v.name), true, true)
 }
 
 // MessagesRetrying is how many messages of the vhost wait for a retry.
 func (v *VHost) MessagesRetrying() int64 {
 	if d := v.retryD.Load(); d != nil {
-		return d.held.Load()
+		return d.s.Held()
 	}
 	return 0
 }

@@ -179,7 +179,7 @@ func TestRetryRecovery(t *testing.T) {
 	}
 	rd := v.retryD.Load()
 	rd.stop(false)
-	<-rd.done
+	<-rd.s.Done()
 
 	b2 := newTestBroker(t, st)
 	v2, _ := b2.VHost("/")

@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"github.com/trident-broker/trident/exchange/sched"
 	"time"
 )
 
@@ -23,10 +24,6 @@ type HoldLog interface {
 	ReleaseMessage(qid, key uint64)
 }
 
-// holdCtrBits are the low bits of a hold key: a counter under the due time
-// in milliseconds.
-const holdCtrBits = 22
-
 // holdRetryLocked holds the retry nm of e for delay in l's log. q.mu is
 // held.
 func (q *Queue) holdRetryLocked(l *leaderRole, hl HoldLog, e *entry, nm *Message, delay time.Duration) {
@@ -34,7 +31,7 @@ func (q *Queue) holdRetryLocked(l *leaderRole, hl HoldLog, e *entry, nm *Message
 	now := nowNano()
 	due := uint64(now/int64(time.Millisecond) + delay.Milliseconds())
 	h.ctr++
-	key := due<<holdCtrBits | h.ctr&(1<<holdCtrBits-1)
+	key := sched.Key(due, h.ctr) // as a delayer's: due ms, a counter below
 	hl.HoldMessage(q.id, key, encodeMessage(nm, now, nil), nil)
 	q.dropStored(e)
 	i := len(h.keys)
@@ -58,7 +55,7 @@ func (q *Queue) loadHoldsLocked(l *leaderRole, heldQID uint64) {
 	}
 	_ = q.vh.b.store.MessageKeys(heldQID, 0, func(k uint64, _ int64) bool {
 		h.keys = append(h.keys, k)
-		h.ctr = max(h.ctr, k&(1<<holdCtrBits-1))
+		h.ctr = max(h.ctr, k&sched.SeqMask)
 		return true
 	})
 	q.armHoldsLocked(h)
@@ -68,7 +65,7 @@ func (q *Queue) armHoldsLocked(h *heldRetries) {
 	if len(h.keys) == 0 {
 		return
 	}
-	d := time.Until(time.UnixMilli(int64(h.keys[0] >> holdCtrBits)))
+	d := time.Until(time.UnixMilli(sched.Due(h.keys[0])))
 	if h.timer == nil {
 		h.timer = time.AfterFunc(d, q.fireHolds)
 	} else {
@@ -96,7 +93,7 @@ func (q *Queue) fireHolds() {
 	h := &l.held
 	nowMs := uint64(time.Now().UnixMilli())
 	var due []uint64
-	for len(h.keys) > 0 && h.keys[0]>>holdCtrBits <= nowMs {
+	for len(h.keys) > 0 && h.keys[0]>>sched.SeqBits <= nowMs {
 		due = append(due, h.keys[0])
 		h.keys = h.keys[1:]
 	}

@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"fmt"
+	"github.com/trident-broker/trident/exchange/sched"
 	"strconv"
 	"strings"
 	"time"
@@ -99,8 +100,8 @@ func parseRetryDelays(v any) ([]time.Duration, error) {
 			}
 			d = time.Duration(n) * time.Millisecond
 		}
-		if d < time.Millisecond || d > maxDelay*time.Millisecond {
-			return nil, fmt.Errorf("delay %v is not between 1ms and %v", d, maxDelay*time.Millisecond)
+		if d < time.Millisecond || d > sched.MaxDelay*time.Millisecond {
+			return nil, fmt.Errorf("delay %v is not between 1ms and %v", d, sched.MaxDelay*time.Millisecond)
 		}
 		out = append(out, d)
 	}

@@ -118,29 +118,6 @@ func FuzzParseOffsetSpec(f *testing.F) {
 	})
 }
 
-// FuzzSegmentRecord: a segment record round-trips; any bytes decode to a
-// segment or errBadSegment, never a panic.
-func FuzzSegmentRecord(f *testing.F) {
-	f.Add(encodeSegment(1, 0))
-	f.Add(encodeSegment(1<<61|5, 1<<40))
-	f.Add(encodeRecord(Table{"v": uint64(2), "id": uint64(1), "first": uint64(0)}))
-	f.Add(encodeRecord(Table{"id": uint64(1)}))
-	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		id, first, err := decodeSegment(b)
-		if err != nil {
-			if !errors.Is(err, errBadSegment) {
-				t.Fatalf("error %v is not errBadSegment", err)
-			}
-			return
-		}
-		id2, first2, err := decodeSegment(encodeSegment(id, first))
-		if err != nil || id2 != id || first2 != first {
-			t.Fatalf("round trip of %d/%d: %d/%d %v", id, first, id2, first2, err)
-		}
-	})
-}
-
 // streamSink records deliveries of a stream consumer.
 func newStreamQ(t *testing.T, v *VHost, name string, args Table) *Queue {
 	t.Helper()
@@ -179,22 +156,22 @@ func TestStreamLogSegmentsAndRecovery(t *testing.T) {
 		publish(t, v, "", "s", fmt.Sprintf("m%02d", i))
 	}
 	l := q.st.log
-	waitFor(t, "durable", func() bool { return l.durable.Load() == 100 })
-	msgs, _, segs, fts, lts := l.stats()
+	waitFor(t, "durable", func() bool { return l.Durable() == 100 })
+	msgs, _, segs, fts, lts := l.Stats()
 	if msgs != 100 || segs < 5 || fts == 0 || lts < fts {
 		t.Fatalf("stats: %d messages, %d segments, ts %d..%d", msgs, segs, fts, lts)
 	}
 	if got := len(st.metaKeys("streamseg/")); got != segs {
 		t.Fatalf("%d segment records for %d segments", got, segs)
 	}
-	recs, next, err := l.read(3, 1000, 1<<20)
-	if err != nil || len(recs) != 97 || next != 100 || recs[0].off != 3 || recs[96].off != 99 {
+	recs, next, err := l.Read(3, 1000, 1<<20)
+	if err != nil || len(recs) != 97 || next != 100 || recs[0].Off != 3 || recs[96].Off != 99 {
 		t.Fatalf("read from 3: %d records, next %d, %v", len(recs), next, err)
 	}
 	for i, r := range recs {
-		m, _, err := decodeMessage(r.data)
+		m, _, err := decodeMessage(r.Data)
 		if err != nil || string(m.Body) != fmt.Sprintf("m%02d", i+3) {
-			t.Fatalf("record %d: %v %v", r.off, m, err)
+			t.Fatalf("record %d: %v %v", r.Off, m, err)
 		}
 	}
 	// Recovery over the same store.
@@ -205,33 +182,33 @@ func TestStreamLogSegmentsAndRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	l2 := q2.st.log
-	if first, next := l2.bounds(); first != 0 || next != 100 || l2.durable.Load() != 100 {
-		t.Fatalf("recovered bounds %d..%d durable %d", first, next, l2.durable.Load())
+	if first, next := l2.Bounds(); first != 0 || next != 100 || l2.Durable() != 100 {
+		t.Fatalf("recovered bounds %d..%d durable %d", first, next, l2.Durable())
 	}
-	if m2, _, s2, f2, t2 := l2.stats(); m2 != 100 || s2 != segs || f2 != fts || t2 != lts {
+	if m2, _, s2, f2, t2 := l2.Stats(); m2 != 100 || s2 != segs || f2 != fts || t2 != lts {
 		t.Fatalf("recovered stats %d %d %d %d", m2, s2, f2, t2)
 	}
-	if off := l2.seekTime(lts + 1); off != 100 {
+	if off := l2.SeekTime(lts + 1); off != 100 {
 		t.Fatalf("seek past the end: %d", off)
 	}
-	if off := l2.seekTime(0); off != 0 {
+	if off := l2.SeekTime(0); off != 0 {
 		t.Fatalf("seek before the start: %d", off)
 	}
 	// Retention by bytes drops whole segments; a reader before them goes
 	// on at the new first offset.
-	gone := l2.retain(200, 0)
+	gone := l2.Retain(200, 0)
 	if len(gone) == 0 {
 		t.Fatal("nothing removed")
 	}
-	if err := l2.dropSegments(gone); err != nil {
+	if err := l2.DropSegments(gone); err != nil {
 		t.Fatal(err)
 	}
-	first, _ := l2.bounds()
-	if first != gone[len(gone)-1].next || first == 0 {
-		t.Fatalf("first offset %d after removing up to %d", first, gone[len(gone)-1].next)
+	first, _ := l2.Bounds()
+	if first != gone[len(gone)-1].Next() || first == 0 {
+		t.Fatalf("first offset %d after removing up to %d", first, gone[len(gone)-1].Next())
 	}
-	recs, _, err = l2.read(0, 1, 1<<20)
-	if err != nil || len(recs) != 1 || recs[0].off != first {
+	recs, _, err = l2.Read(0, 1, 1<<20)
+	if err != nil || len(recs) != 1 || recs[0].Off != first {
 		t.Fatalf("read from 0 after retention: %v %v", recs, err)
 	}
 	if got := st.totalMessages(); got != int(100-first) {
@@ -254,7 +231,7 @@ func TestStreamConsumerCredit(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		publish(t, v, "", "s", fmt.Sprint(i))
 	}
-	waitFor(t, "durable", func() bool { return q.st.log.durable.Load() == 10 })
+	waitFor(t, "durable", func() bool { return q.st.log.Durable() == 10 })
 	_, s1 := consume(t, v, "s", ConsumeOpts{Prefetch: 3, Args: Table{"x-stream-offset": "first"}})
 	_, s2 := consume(t, v, "s", ConsumeOpts{Prefetch: 3, Args: Table{"x-stream-offset": int64(5)}})
 	waitFor(t, "prefetch", func() bool { return s1.len() == 3 && s2.len() == 3 })

@@ -2,7 +2,7 @@ package exchange
 
 import (
 	"errors"
-	"sync"
+	"github.com/trident-broker/trident/exchange/streamlog"
 	"testing"
 
 	"github.com/trident-broker/trident/exchange/headers"
@@ -15,8 +15,8 @@ func TestStreamWriterRecord(t *testing.T) {
 	m.SetStreamWriter("producer-1", 42)
 	m.SetStreamFilter("eu")
 	data := encodeMessage(m, 7, nil)
-	w, ok := decodeWriter(data)
-	if !ok || w != (streamWriter{ref: "producer-1", seq: 42, filter: "eu"}) {
+	w, ok := streamlog.DecodeWriter(data)
+	if !ok || w != (streamlog.Writer{Ref: "producer-1", Seq: 42, Filter: "eu"}) {
 		t.Fatalf("decodeWriter: %+v %v", w, ok)
 	}
 	got, ts, err := decodeMessage(data)
@@ -24,11 +24,11 @@ func TestStreamWriterRecord(t *testing.T) {
 		t.Fatalf("decodeMessage: %+v %d %v", got, ts, err)
 	}
 	m.SetStreamWriter("", 0)
-	if w, ok := decodeWriter(encodeMessage(m, 7, nil)); !ok || w != (streamWriter{filter: "eu"}) || m.writer.named() {
+	if w, ok := streamlog.DecodeWriter(encodeMessage(m, 7, nil)); !ok || w != (streamlog.Writer{Filter: "eu"}) || m.writer.Named() {
 		t.Fatalf("a filter value alone: %+v %v", w, ok)
 	}
 	m.SetStreamFilter("")
-	if _, ok := decodeWriter(encodeMessage(m, 7, nil)); ok || m.writer != nil {
+	if _, ok := streamlog.DecodeWriter(encodeMessage(m, 7, nil)); ok || m.writer != nil {
 		t.Fatal("a message without a producer or filter decodes one")
 	}
 }
@@ -54,7 +54,7 @@ func TestStreamWriterForwarding(t *testing.T) {
 	out = forwardable(m)
 	// As the inter-node codec brings it to the leader.
 	in := &Message{Hops: 1, Props: Properties{Headers: Table{"k": "v", writerHeader: headers.Table(out.Props.Headers[writerHeader].(Table))}}}
-	if !takeForwardedWriter(in) || in.writer == nil || in.writer.ref != "p" || in.writer.seq != 9 {
+	if !takeForwardedWriter(in) || in.writer == nil || in.writer.Ref != "p" || in.writer.Seq != 9 {
 		t.Fatalf("forwarded producer: %+v", in.writer)
 	}
 	if _, ok := in.Props.Headers[writerHeader]; ok || in.Props.Headers["k"] != "v" {
@@ -63,119 +63,6 @@ func TestStreamWriterForwarding(t *testing.T) {
 	// A held copy handed back to this node keeps its producer, not the header.
 	if !takeForwardedWriter(out) || out.writer == nil || len(out.Props.Headers) != 1 {
 		t.Fatalf("handed back: %+v %v", out.writer, out.Props.Headers)
-	}
-}
-
-// gateLog is a clustered stream's group that commits only when told: an
-// append reaches the leader's store and its done callback at release.
-type gateLog struct {
-	st *fakeStore
-	mu sync.Mutex
-	q  []gated
-}
-
-type gated struct {
-	seq  uint64
-	data []byte
-	done func(error)
-}
-
-func (g *gateLog) AppendMessage(qid, seq uint64, data []byte, done func(error)) {
-	g.mu.Lock()
-	g.q = append(g.q, gated{seq, append([]byte(nil), data...), done})
-	g.mu.Unlock()
-}
-
-func (g *gateLog) DeleteMessage(qid, seq uint64) {}
-
-// release commits the queued appends (err nil) or fails them.
-func (g *gateLog) release(err error) {
-	g.mu.Lock()
-	q := g.q
-	g.q = nil
-	g.mu.Unlock()
-	for _, a := range q {
-		if err == nil {
-			g.st.AppendMessage(9, a.seq, a.data, nil)
-		}
-		a.done(err)
-	}
-}
-
-// publish is what stream.enqueue does with a named producer's message on
-// the log's owner: it reports whether the message was appended; done is
-// its confirm.
-func dedupPublish(t *testing.T, l *streamLog, ref string, seq uint64, done func(error)) bool {
-	t.Helper()
-	m := &Message{RoutingKey: "s", Body: []byte("x")}
-	m.SetStreamWriter(ref, seq)
-	l.mu.Lock()
-	if l.duplicateLocked(m.writer) {
-		l.afterTailLocked(done)
-		l.mu.Unlock()
-		l.fireWaiters(nil)
-		return false
-	}
-	if _, err := l.appendLocked(encodeMessage(m, 1, nil), 1, 1<<30, m.writer, done); err != nil {
-		t.Fatal(err)
-	}
-	l.noteWriterLocked(m.writer)
-	l.mu.Unlock()
-	return true
-}
-
-// A duplicate is confirmed only once its first copy is durable (and
-// fails with it); a leader that stops leading forgets what its group did
-// not commit and rebuilds from its store.
-func TestStreamDedupConfirmsAfterFirstCopy(t *testing.T) {
-	st := newFakeStore()
-	g := &gateLog{st: st}
-	l := &streamLog{st: st, newID: func() uint64 { panic("no segment ids") }, prefix: "streamseg/t\x00s\x00"}
-	l.enterReplicated(9, 1<<30)
-	l.ml = g
-
-	var first, dup error = errors.New("not called"), errors.New("not called")
-	if !dedupPublish(t, l, "p", 1, func(err error) { first = err }) {
-		t.Fatal("first copy not appended")
-	}
-	if dedupPublish(t, l, "p", 1, func(err error) { dup = err }) {
-		t.Fatal("a resend appended again")
-	}
-	if dup == nil {
-		t.Fatal("the duplicate was confirmed before its first copy was durable")
-	}
-	g.release(nil)
-	if first != nil || dup != nil {
-		t.Fatalf("after the commit: first %v, duplicate %v", first, dup)
-	}
-
-	// A resend of an id whose first copy fails fails with it.
-	dedupPublish(t, l, "p", 2, func(error) {})
-	dup = errors.New("not called")
-	dedupPublish(t, l, "p", 2, func(err error) { dup = err })
-	g.release(errLost)
-	if !errors.Is(dup, errLost) {
-		t.Fatalf("duplicate of a failed append: %v", dup)
-	}
-
-	// The node stops leading: id 2 never reached its store, id 1 did.
-	l.mu.Lock()
-	l.ml = nil
-	l.forgetWritersLocked()
-	l.mu.Unlock()
-	if seq, err := l.writerSeq("p"); err != nil || seq != 1 {
-		t.Fatalf("a follower's sequence: %d %v", seq, err)
-	}
-	// It leads again: 2 is not a duplicate, 1 is.
-	l.mu.Lock()
-	l.ml = g
-	l.mu.Unlock()
-	if !dedupPublish(t, l, "p", 2, func(error) {}) || dedupPublish(t, l, "p", 1, func(error) {}) {
-		t.Fatal("after a change of leader the table is not the store's")
-	}
-	g.release(nil)
-	if seq, err := l.writerSeq("p"); err != nil || seq != 2 {
-		t.Fatalf("sequence: %d %v", seq, err)
 	}
 }
 
@@ -202,11 +89,11 @@ func TestStreamDedupSnapshotSurvivesRetention(t *testing.T) {
 	named(v, 20) // a duplicate
 	// A snapshot holds what was durable at its roll: the rolls of the
 	// next segments come after these are.
-	waitFor(t, "durable", func() bool { return q.st.log.durable.Load() == 50 })
+	waitFor(t, "durable", func() bool { return q.st.log.Durable() == 50 })
 	for i := 0; i < 50; i++ {
 		publish(t, v, "", "s", "unnamed")
 	}
-	waitFor(t, "durable", func() bool { return q.st.log.durable.Load() == 100 })
+	waitFor(t, "durable", func() bool { return q.st.log.Durable() == 100 })
 
 	b2 := newTestBroker(t, st)
 	v2 := mustVHost(t, b2, "/")
@@ -215,14 +102,18 @@ func TestStreamDedupSnapshotSurvivesRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	l2 := q2.st.log
-	if l2.snap == nil || l2.snap.next < 50 || l2.snap.seqs["p"] != 50 {
-		t.Fatalf("the last segment record's snapshot: %+v", l2.snap)
+	// The snapshot the start took: the last segment record's.
+	segKeys := st.metaKeys("streamseg/")
+	snap, err := st.metaRecord(segKeys[len(segKeys)-1])
+	ws, _ := snap["writers"].(Table)
+	if wnext, _ := snap["wnext"].(uint64); err != nil || ws == nil || wnext < 50 || ws["p"] != uint64(50) {
+		t.Fatalf("the last segment record's snapshot: %+v %v", snap, err)
 	}
-	gone := l2.retain(200, 0)
-	if err := l2.dropSegments(gone); err != nil {
+	gone := l2.Retain(200, 0)
+	if err := l2.DropSegments(gone); err != nil {
 		t.Fatal(err)
 	}
-	if first, _ := l2.bounds(); first <= 50 {
+	if first, _ := l2.Bounds(); first <= 50 {
 		t.Fatalf("retention kept offset %d", first)
 	}
 
@@ -237,7 +128,7 @@ func TestStreamDedupSnapshotSurvivesRetention(t *testing.T) {
 	v3 := mustVHost(t, b3, "/")
 	named(v3, 50)
 	named(v3, 51)
-	waitFor(t, "durable", func() bool { return q3.st.log.durable.Load() == 101 })
+	waitFor(t, "durable", func() bool { return q3.st.log.Durable() == 101 })
 	if seq, _ := q3.StreamPublisherSequence("p"); seq != 51 {
 		t.Fatalf("sequence %d, want 51", seq)
 	}

@@ -148,7 +148,7 @@ func (st *stream) positionLocked(cur *cursor, spec *offsetSpec) {
 	if spec != nil {
 		start = st.resolve(*spec)
 	} else if no, ok := st.offsets[cur.grp.name]; ok {
-		first, _ := st.log.bounds()
+		first, _ := st.log.Bounds()
 		start = max(no.off+1, first)
 	} else {
 		start = st.resolve(cur.spec)

@@ -96,7 +96,7 @@ func TestSACTakeover(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		publish(t, v, "", "s", fmt.Sprint(i))
 	}
-	waitFor(t, "durable", func() bool { return q.st.log.durable.Load() == 10 })
+	waitFor(t, "durable", func() bool { return q.st.log.Durable() == 10 })
 	args := Table{"x-stream-offset": "first", "x-single-active-consumer": true, "x-stream-consumer-name": "g"}
 	c1, s1 := consume(t, v, "s", ConsumeOpts{Prefetch: 4, Args: args})
 	_, s2 := consume(t, v, "s", ConsumeOpts{Prefetch: 4, Args: args})
@@ -152,7 +152,7 @@ func TestSACAsk(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		publish(t, v, "", "s", fmt.Sprint(i))
 	}
-	waitFor(t, "durable", func() bool { return q.st.log.durable.Load() == 10 })
+	waitFor(t, "durable", func() bool { return q.st.log.Durable() == 10 })
 	a1, a2 := &askSink{}, &askSink{}
 	c1, err := v.Consume("s", ConsumeOpts{Prefetch: 3, Sink: a1, SingleActive: true, GroupName: "g", PartitionIndex: 1})
 	if err != nil {

@@ -17,7 +17,7 @@
 // the others without storing them (once their first copy is durable).
 // The reference and id are written with the message, in its stream
 // record, and the stream rebuilds its table from its own log after a
-// start or on a new leader (exchange/streamdedup.go), so a client that
+// start or on a new leader (exchange/streamlog/writers.go), so a client that
 // reconnects, asks QueryPublisherSequence and resends from its buffer
 // stores nothing twice, after a killed connection, kill -9 or a leader
 // change alike (a new leader reads its store after the group's barrier,

@@ -19,7 +19,7 @@ import (
 // messages carry the reference and their publishing ids into the stream
 // (Message.SetStreamWriter), which appends an id only if it is above the
 // highest it holds of that reference and confirms the others without
-// appending them (exchange/streamdedup.go). QueryPublisherSequence
+// appending them (exchange/streamlog/writers.go). QueryPublisherSequence
 // answers that highest id.
 
 type publisher struct {

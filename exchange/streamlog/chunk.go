@@ -1,4 +1,4 @@
-package exchange
+package streamlog
 
 import (
 	"encoding/binary"
@@ -28,7 +28,7 @@ import (
 // A chunk is written once, whole: its messages are confirmed together
 // when it is durable (a crash loses a chunk that was not, whole, and none
 // of its messages was confirmed). Appends collect in the log's pending
-// chunk (under streamLog.mu) until the run's Batch flushes (the front end
+// chunk (under Log.mu) until the run's Batch flushes (the front end
 // is about to wait for input), the chunk is full, or the append came with
 // no Batch (written at once, a chunk of one).
 //
@@ -44,36 +44,25 @@ const (
 	chunkMaxBytes = 1 << 20 // a chunk is written when it holds this much
 )
 
-// streamChunksFlag is the cluster feature flag of chunk records
-// (cluster/featureflags.StreamChunks).
-const streamChunksFlag = "stream_chunks"
-
-// StreamChunksEnabled reports whether streams may write chunk records:
-// always on a node alone, in a cluster once stream_chunks is enabled.
-func (v *VHost) StreamChunksEnabled() bool {
-	g, ok := v.b.cluster.(featureGate)
-	return !ok || g.FeatureEnabled(streamChunksFlag)
-}
-
-// errBadChunk is a chunk record that does not decode.
-var errBadChunk = errors.New("exchange: bad stream chunk record")
+// ErrBadChunk is a chunk record that does not decode.
+var ErrBadChunk = errors.New("exchange: bad stream chunk record")
 
 // eachInChunk calls fn with each message record of a chunk record (i from
 // 0) until fn returns false.
 func eachInChunk(rec []byte, fn func(i int, data []byte) bool) error {
 	if len(rec) == 0 || rec[0] != chunkVersion {
-		return errBadChunk
+		return ErrBadChunk
 	}
 	b := rec[1:]
 	n, k := binary.Uvarint(b)
 	if k <= 0 {
-		return errBadChunk
+		return ErrBadChunk
 	}
 	b = b[k:]
 	for i := 0; uint64(i) < n; i++ {
 		ln, k := binary.Uvarint(b)
 		if k <= 0 || ln > uint64(len(b)-k) {
-			return errBadChunk
+			return ErrBadChunk
 		}
 		data := b[k : k+int(ln) : k+int(ln)]
 		b = b[k+int(ln):]
@@ -107,29 +96,29 @@ func chunkCount(rec []byte) uint64 {
 	return max(n, 1)
 }
 
-// pendChunk is the chunk being collected (streamLog.pend).
+// pendChunk is the chunk being collected (Log.pend).
 type pendChunk struct {
-	seg   *segment
+	seg   *Segment
 	first uint64
 	n     int
 	body  []byte // the message records, each preceded by its length
 	dones []pendDone
 	// batches that will flush the log (Flush) when their run ends.
-	batches []*Batch
+	batches []Batch
 }
 
 type pendDone struct {
-	w    *streamWriter // a named producer's, to note when durable
+	w    *Writer // a named producer's, to note when durable
 	done func(error)
 }
 
 // appendChunkLocked adds a message at offset off of segment cur to the
 // pending chunk, and writes the chunk when it is full, or at once when
 // batch is nil; else batch flushes it (l.mu held).
-func (l *streamLog) appendChunkLocked(cur *segment, off uint64, data []byte, dw *streamWriter, done func(error), batch *Batch) {
+func (l *Log) appendChunkLocked(cur *Segment, off uint64, data []byte, dw *Writer, done func(error), batch Batch) {
 	p := l.pend
 	if p != nil && (p.seg != cur || p.first+uint64(p.n) != off) {
-		l.flushLocked()
+		l.FlushLocked()
 		p = nil
 	}
 	if p == nil {
@@ -144,7 +133,7 @@ func (l *streamLog) appendChunkLocked(cur *segment, off uint64, data []byte, dw 
 		p.dones = append(p.dones, pendDone{w: dw, done: done})
 	}
 	if batch == nil || (off+1)%chunkAlign == 0 || len(p.body) >= chunkHead+chunkMaxBytes {
-		l.flushLocked()
+		l.FlushLocked()
 		return
 	}
 	for _, b := range p.batches {
@@ -153,7 +142,7 @@ func (l *streamLog) appendChunkLocked(cur *segment, off uint64, data []byte, dw 
 		}
 	}
 	if !batch.Defer(l) {
-		l.flushLocked()
+		l.FlushLocked()
 		return
 	}
 	p.batches = append(p.batches, batch)
@@ -161,15 +150,15 @@ func (l *streamLog) appendChunkLocked(cur *segment, off uint64, data []byte, dw 
 
 // Flush writes the pending chunk (a Batch's run ended). It implements
 // Flusher.
-func (l *streamLog) Flush() {
+func (l *Log) Flush() {
 	l.mu.Lock()
-	l.flushLocked()
+	l.FlushLocked()
 	l.mu.Unlock()
 }
 
-// flushLocked writes the pending chunk, if any, and calls its messages'
+// FlushLocked writes the pending chunk, if any, and calls its messages'
 // done callbacks once it is durable (l.mu held).
-func (l *streamLog) flushLocked() {
+func (l *Log) FlushLocked() {
 	p := l.pend
 	if p == nil {
 		return
@@ -190,7 +179,7 @@ func (l *streamLog) flushLocked() {
 				l.onDurable()
 			}
 		}
-		l.fireWaiters(err)
+		l.FireWaiters(err)
 		for _, d := range dones {
 			if d.done != nil {
 				d.done(err)
@@ -201,7 +190,7 @@ func (l *streamLog) flushLocked() {
 
 // discardPendLocked fails the pending chunk's messages without writing
 // it (the stream was deleted).
-func (l *streamLog) discardPendLocked() []func(error) {
+func (l *Log) discardPendLocked() []func(error) {
 	p := l.pend
 	if p == nil {
 		return nil
@@ -228,7 +217,7 @@ type recordReader interface {
 // records as they are, chunk records message by message. A chunk record
 // that does not decode is handed to fn whole, at its key (its reader
 // finds it corrupt).
-func (l *streamLog) scanSeg(s segment, from uint64, fn func(off uint64, data []byte) bool) error {
+func (l *Log) scanSeg(s Segment, from uint64, fn func(off uint64, data []byte) bool) error {
 	start := from
 	if s.chunked {
 		start = max(s.first, from&^(chunkAlign-1))

@@ -1,4 +1,4 @@
-package exchange
+package streamlog
 
 import (
 	"sync"
@@ -61,32 +61,32 @@ var _ RangeLog = rangedGroupLog{}
 
 // replicatedLogs returns a leader's log and a follower's over their own
 // stores, both in the key range qid, the leader appending through ml.
-func replicatedLogs(t *testing.T, ranges bool, segBytes int64) (leader, follower *streamLog, g *groupLog) {
+func replicatedLogs(t *testing.T, ranges bool, segBytes int64) (leader, follower *Log, g *groupLog) {
 	t.Helper()
 	g = &groupLog{stores: []*fakeStore{newFakeStore(), newFakeStore()}}
 	var ml MessageLog = g
 	if ranges {
 		ml = rangedGroupLog{g}
 	}
-	mk := func(st *fakeStore) *streamLog {
-		return &streamLog{st: st, newID: func() uint64 { panic("a clustered stream has no segment ids") }, prefix: "streamseg/t\x00s\x00"}
+	mk := func(st *fakeStore) *Log {
+		return New(Config{Store: st, NewID: func() uint64 { panic("a clustered stream has no segment ids") }, Prefix: "streamseg/t\x00s\x00", TimeOf: testTime})
 	}
 	leader, follower = mk(g.stores[0]), mk(g.stores[1])
-	leader.enterReplicated(9, segBytes)
+	leader.EnterReplicated(9, segBytes)
 	leader.ml = ml
-	follower.enterReplicated(9, 0)
+	follower.EnterReplicated(9, 0)
 	return leader, follower, g
 }
 
 // appendN appends n messages at ts and waits until they are durable.
-func appendN(t *testing.T, l *streamLog, n int, ts int64, segBytes int64) {
+func appendN(t *testing.T, l *Log, n int, ts int64, segBytes int64) {
 	t.Helper()
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
-		data := encodeMessage(&Message{RoutingKey: "s", Body: make([]byte, 40)}, ts, nil)
+		data := testRecord(nil, ts, make([]byte, 40))
 		wg.Add(1)
 		l.mu.Lock()
-		_, err := l.appendLocked(data, ts, segBytes, nil, func(error) { wg.Done() })
+		_, err := l.AppendLocked(data, ts, segBytes, nil, func(error) { wg.Done() })
 		l.mu.Unlock()
 		if err != nil {
 			t.Fatal(err)
@@ -96,7 +96,7 @@ func appendN(t *testing.T, l *streamLog, n int, ts int64, segBytes int64) {
 }
 
 func msgSize(ts int64) int64 {
-	return int64(len(encodeMessage(&Message{RoutingKey: "s", Body: make([]byte, 40)}, ts, nil)))
+	return int64(len(testRecord(nil, ts, make([]byte, 40))))
 }
 
 func firstKey(st *fakeStore, qid uint64) (uint64, int) {
@@ -123,10 +123,10 @@ func TestStreamClusterRetainByRange(t *testing.T) {
 	segBytes := 10 * m // 10 messages a segment
 	leader, follower, g := replicatedLogs(t, true, segBytes)
 	appendN(t, leader, 100, ts, segBytes)
-	if _, _, segs, _, _ := leader.stats(); segs != 10 {
+	if _, _, segs, _, _ := leader.Stats(); segs != 10 {
 		t.Fatalf("leader has %d segments, want 10", segs)
 	}
-	if err := leader.retainReplicated(9, 25*m, 0); err != nil {
+	if err := leader.RetainReplicated(9, 25*m, 0); err != nil {
 		t.Fatal(err)
 	}
 	// 100 messages, 25 allowed: whole segments go until 20 stay, in one op.
@@ -142,20 +142,20 @@ func TestStreamClusterRetainByRange(t *testing.T) {
 			t.Fatalf("member %d's store starts at %d with %d messages, want 80 and 20", i, first, n)
 		}
 	}
-	if first, next := leader.bounds(); first != 80 || next != 100 {
+	if first, next := leader.Bounds(); first != 80 || next != 100 {
 		t.Fatalf("leader bounds %d..%d", first, next)
 	}
-	follower.followStore(9, true)
-	if first, _ := follower.bounds(); first != 80 {
+	follower.FollowStore(9, true)
+	if first, _ := follower.Bounds(); first != 80 {
 		t.Fatalf("follower's first offset %d, want the leader's boundary 80", first)
 	}
-	recs, _, err := leader.read(0, 1, 1<<20)
-	if err != nil || len(recs) != 1 || recs[0].off != 80 {
+	recs, _, err := leader.Read(0, 1, 1<<20)
+	if err != nil || len(recs) != 1 || recs[0].Off != 80 {
 		t.Fatalf("read from 0 after retention: %v %v", recs, err)
 	}
 
 	// Under the limit: nothing more, no op.
-	if err := leader.retainReplicated(9, 25*m, 0); err != nil {
+	if err := leader.RetainReplicated(9, 25*m, 0); err != nil {
 		t.Fatal(err)
 	}
 	if ops, _ := g.ops(); len(ops) != 1 {
@@ -166,7 +166,7 @@ func TestStreamClusterRetainByRange(t *testing.T) {
 	// cutoff.
 	later := ts + int64(time.Hour)
 	appendN(t, leader, 5, later, segBytes) // into a new segment at 100
-	if err := leader.retainReplicated(9, 0, later); err != nil {
+	if err := leader.RetainReplicated(9, 0, later); err != nil {
 		t.Fatal(err)
 	}
 	ops, _ = g.ops()
@@ -176,11 +176,11 @@ func TestStreamClusterRetainByRange(t *testing.T) {
 
 	// A new leader (the follower) cuts the range it finds from the old
 	// leader's last boundary on, into the same segments.
-	follower.enterReplicated(9, segBytes)
-	if first, next := follower.bounds(); first != 100 || next != 105 {
+	follower.EnterReplicated(9, segBytes)
+	if first, next := follower.Bounds(); first != 100 || next != 105 {
 		t.Fatalf("new leader's bounds %d..%d, want 100..105", first, next)
 	}
-	if msgs, bytes, segs, fts, lts := follower.stats(); msgs != 5 || bytes != 5*m || segs != 1 || fts != later || lts != later {
+	if msgs, bytes, segs, fts, lts := follower.Stats(); msgs != 5 || bytes != 5*m || segs != 1 || fts != later || lts != later {
 		t.Fatalf("new leader's stats %d %d %d %d %d", msgs, bytes, segs, fts, lts)
 	}
 }
@@ -198,14 +198,14 @@ func TestStreamClusterRetainDurableOnly(t *testing.T) {
 	g.stores[0].hold = true // appends from now on are not yet committed
 	g.stores[0].mu.Unlock()
 	for i := 0; i < 30; i++ {
-		data := encodeMessage(&Message{RoutingKey: "s", Body: make([]byte, 40)}, ts, nil)
+		data := testRecord(nil, ts, make([]byte, 40))
 		leader.mu.Lock()
-		if _, err := leader.appendLocked(data, ts, segBytes, nil, nil); err != nil {
+		if _, err := leader.AppendLocked(data, ts, segBytes, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		leader.mu.Unlock()
 	}
-	if err := leader.retainReplicated(9, 5*m, 0); err != nil {
+	if err := leader.RetainReplicated(9, 5*m, 0); err != nil {
 		t.Fatal(err)
 	}
 	ops, _ := g.ops()
@@ -222,7 +222,7 @@ func TestStreamClusterRetainWithoutRanges(t *testing.T) {
 	segBytes := 10 * m
 	leader, _, g := replicatedLogs(t, false, segBytes)
 	appendN(t, leader, 50, ts, segBytes)
-	if err := leader.retainReplicated(9, 20*m, 0); err != nil {
+	if err := leader.RetainReplicated(9, 20*m, 0); err != nil {
 		t.Fatal(err)
 	}
 	if ops, deletes := g.ops(); len(ops) != 0 || deletes != 30 {
@@ -237,16 +237,16 @@ func TestStreamClusterRetainWithoutRanges(t *testing.T) {
 
 // followerLog is a clustered stream's follower over its own store st,
 // its index built from what st holds (a member starting).
-func followerLog(st Store) *streamLog {
-	l := &streamLog{st: st, newID: func() uint64 { panic("a clustered stream has no segment ids") }, prefix: "streamseg/t\x00s\x00"}
-	l.enterReplicated(9, 0)
+func followerLog(st Store) *Log {
+	l := New(Config{Store: st, NewID: func() uint64 { panic("a clustered stream has no segment ids") }, Prefix: "streamseg/t\x00s\x00", TimeOf: testTime})
+	l.EnterReplicated(9, 0)
 	return l
 }
 
 // putRange puts messages [from, to) of key range 9 at ts into st, as a
 // member's FSM applies committed appends.
 func putRange(st *fakeStore, from, to uint64, ts int64) {
-	data := encodeMessage(&Message{RoutingKey: "s", Body: make([]byte, 40)}, ts, nil)
+	data := testRecord(nil, ts, make([]byte, 40))
 	for off := from; off < to; off++ {
 		st.PutMessage(9, off, data, nil)
 	}
@@ -254,20 +254,20 @@ func putRange(st *fakeStore, from, to uint64, ts int64) {
 
 // checkFollower fails unless l's view is the messages [first, next) of
 // size m each, as its store holds them.
-func checkFollower(t *testing.T, l *streamLog, st *fakeStore, first, next uint64, m int64) {
+func checkFollower(t *testing.T, l *Log, st *fakeStore, first, next uint64, m int64) {
 	t.Helper()
 	if f, n := firstKey(st, 9); f != first || n != int(next-first) {
 		t.Fatalf("the store holds %d messages from %d, want [%d, %d)", n, f, first, next)
 	}
-	msgs, bytes, segs, _, _ := l.stats()
-	lo, hi := l.bounds()
-	last, ok := l.lastOffset()
+	msgs, bytes, segs, _, _ := l.Stats()
+	lo, hi := l.Bounds()
+	last, ok := l.LastOffset()
 	if msgs != int64(next-first) || bytes != msgs*m || segs != 1 || lo != first || hi != next || !ok || last != next-1 {
 		t.Fatalf("follower's view: %d messages, %d bytes, %d segments, bounds %d..%d, last %d (%v); its store holds [%d, %d) of %d bytes each",
 			msgs, bytes, segs, lo, hi, last, ok, first, next, m)
 	}
-	recs, nx, err := l.read(0, 1000, 1<<30)
-	if err != nil || len(recs) != int(next-first) || recs[0].off != first || nx != next {
+	recs, nx, err := l.Read(0, 1000, 1<<30)
+	if err != nil || len(recs) != int(next-first) || recs[0].Off != first || nx != next {
 		t.Fatalf("read from 0: %d records, next %d, %v", len(recs), nx, err)
 	}
 }
@@ -300,10 +300,10 @@ func TestStreamClusterFollowerCatchUpPastRetention(t *testing.T) {
 			putRange(st, 60, 200, ts)
 			st.DeleteMessages(9, 0, 171)
 			for _, head := range order.ticks {
-				l.followStore(9, head)
+				l.FollowStore(9, head)
 			}
 			if len(order.ticks) == 1 {
-				l.followStore(9, false) // and the next tick
+				l.FollowStore(9, false) // and the next tick
 			}
 			checkFollower(t, l, st, 171, 200, m)
 
@@ -311,10 +311,10 @@ func TestStreamClusterFollowerCatchUpPastRetention(t *testing.T) {
 			putRange(st, 200, 260, ts)
 			st.DeleteMessages(9, 171, 230)
 			for _, head := range order.ticks {
-				l.followStore(9, head)
+				l.FollowStore(9, head)
 			}
 			if len(order.ticks) == 1 {
-				l.followStore(9, false)
+				l.FollowStore(9, false)
 			}
 			checkFollower(t, l, st, 230, 260, m)
 		})
@@ -356,7 +356,7 @@ func TestStreamClusterFollowerRebuildRace(t *testing.T) {
 		putRange(fs, 60, 100, ts)
 		go func() {
 			defer close(done)
-			l.followStore(9, false)
+			l.FollowStore(9, false)
 		}()
 		select {
 		case <-done:
@@ -364,9 +364,9 @@ func TestStreamClusterFollowerRebuildRace(t *testing.T) {
 		}
 	}
 	st.after.Store(&hook)
-	l.enterReplicated(9, 0)
+	l.EnterReplicated(9, 0)
 	<-done
-	l.followStore(9, false) // the next tick
+	l.FollowStore(9, false) // the next tick
 	checkFollower(t, l, fs, 0, 100, m)
 }
 
@@ -383,16 +383,16 @@ func TestStreamClusterFollowerSnapshotInstall(t *testing.T) {
 		putRange(st, 0, 60, ts)
 		l := followerLog(st)
 		_ = st.DropMessages(9) // Restore: the range dropped
-		l.followStore(9, true)
-		l.followStore(9, false)
+		l.FollowStore(9, true)
+		l.FollowStore(9, false)
 		if rebuild {
-			l.enterReplicated(9, 0) // of the empty range
+			l.EnterReplicated(9, 0) // of the empty range
 		}
 		putRange(st, 30, 120, ts) // the snapshot's messages
-		l.followStore(9, false)
+		l.FollowStore(9, false)
 		putRange(st, 120, 150, ts) // the entries after it
-		l.followStore(9, true)
-		l.followStore(9, false)
+		l.FollowStore(9, true)
+		l.FollowStore(9, false)
 		checkFollower(t, l, st, 30, 150, m)
 	}
 }
