@@ -223,7 +223,7 @@ func Launch(ctx context.Context, opts Options) (*Proc, error) {
 	}
 	if opts.Log == nil {
 		p.LogPath = filepath.Join(filepath.Dir(p.DataDir), "trident.log")
-		f, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		f, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644) // read by waitStarted
 		if err != nil {
 			return nil, err
 		}
@@ -286,6 +286,12 @@ func (p *Proc) start(ctx context.Context) error {
 		p.mu.Unlock()
 		return errors.New("testbin: trident is already running")
 	}
+	var logFrom int64 // where this run's log starts
+	if p.opts.Log == nil && p.logFile != nil {
+		if fi, err := p.logFile.Stat(); err == nil {
+			logFrom = fi.Size()
+		}
+	}
 	cmd := exec.Command(p.Binary, disableArgs(p.Binary, p.args)...)
 	cmd.Stdout = p.output()
 	cmd.Stderr = p.output()
@@ -306,6 +312,7 @@ func (p *Proc) start(ctx context.Context) error {
 		c, err := net.DialTimeout("tcp", p.AMQPAddr, 200*time.Millisecond)
 		if err == nil {
 			c.Close()
+			p.waitStarted(r, logFrom, deadline)
 			return nil
 		}
 		select {
@@ -320,6 +327,33 @@ func (p *Proc) start(ctx context.Context) error {
 		if time.Now().After(deadline) {
 			p.kill(r)
 			return fmt.Errorf("testbin: trident did not listen on %s within %v%s", p.AMQPAddr, p.opts.StartTimeout, p.logTail())
+		}
+	}
+}
+
+// waitStarted waits (until deadline) for the run's "trident started" log
+// line, written once node.Start has opened every listener: the AMQP
+// port accepts before the others (HTTP, MQTT …) are open, so a test that
+// went on when it accepted could find the management API not listening
+// yet. Without a log file of its own (Options.Log) it does not wait.
+func (p *Proc) waitStarted(r *run, from int64, deadline time.Time) {
+	if p.opts.Log != nil || p.logFile == nil {
+		return
+	}
+	buf := make([]byte, 64<<10)
+	for time.Now().Before(deadline) {
+		n, _ := p.logFile.ReadAt(buf, from)
+		if bytes.Contains(buf[:n], []byte("trident started")) {
+			return
+		}
+		if n == len(buf) {
+			from += int64(n) - 64 // a long log: read on, keeping a line's overlap
+			continue
+		}
+		select {
+		case <-r.done:
+			return
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }
