@@ -6,8 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,32 +82,6 @@ type shovelDef struct {
 // ErrClosed is returned by Put after Close.
 var ErrClosed = errors.New("shovel: manager closed")
 
-// The record prefixes of the components the manager runs: shovels, and
-// MQTT bridges (which share the shovels' storage, placement, workers and
-// state reporting; bridge*.go).
-const (
-	recordPrefix       = "shovel/"
-	bridgeRecordPrefix = "mqtt-bridge/"
-)
-
-var recordPrefixes = [...]string{recordPrefix, bridgeRecordPrefix}
-
-// ReplicatedKey reports whether a metadata record is a shovel or bridge
-// definition: cluster-wide.
-func ReplicatedKey(key string) bool {
-	return strings.HasPrefix(key, recordPrefix) || strings.HasPrefix(key, bridgeRecordPrefix)
-}
-
-func recordKey(vhost, name string) string { return recordPrefix + vhost + "\x00" + name }
-
-// componentKey is the record key of a definition of component.
-func componentKey(component, vhost, name string) string {
-	if component == ComponentMQTTBridge {
-		return bridgeRecordPrefix + vhost + "\x00" + name
-	}
-	return recordKey(vhost, name)
-}
-
 // ErrUnknownComponent is returned for a parameter component the manager
 // does not run.
 var ErrUnknownComponent = errors.New("shovel: unknown parameter component")
@@ -125,29 +97,6 @@ func checkComponent(component string) error {
 // configuration file declares.
 var ErrStatic = errors.New("shovel: declared in the configuration file")
 
-type record struct {
-	// Component is ComponentMQTTBridge for a bridge; "" (a record written
-	// before bridges existed) or ComponentShovel for a shovel.
-	Component string         `json:"component,omitempty"`
-	VHost     string         `json:"vhost"`
-	Name      string         `json:"name"`
-	User      string         `json:"user"`
-	Value     map[string]any `json:"value"`
-}
-
-func (r *record) component() string {
-	if r.Component == "" {
-		return ComponentShovel
-	}
-	return r.Component
-}
-
-func (r *record) key() string { return componentKey(r.component(), r.VHost, r.Name) }
-
-// reconcileEvery is how often a manager with an owner function looks
-// again at which shovels it should run (membership changes).
-const reconcileEvery = 2 * time.Second
-
 // New creates a manager; Start runs the stored shovels.
 func New(cfg Config) *Manager {
 	log := cfg.Log
@@ -160,79 +109,6 @@ func New(cfg Config) *Manager {
 	}
 	return &Manager{st: cfg.Store, local: cfg.Local, sockets: cfg.Sockets, node: cfg.Node, log: log, defs: map[string]*shovelDef{},
 		mqttExchange: ex, kick: make(chan struct{}, 1), done: make(chan struct{})}
-}
-
-// SetOwner makes the manager run only the shovels owner says are this
-// node's (self), and look again every reconcileEvery. owner must not
-// block; node names the owner, for the status of shovels running there.
-func (m *Manager) SetOwner(owner func(key string) (self bool, node string)) {
-	m.mu.Lock()
-	first := m.owner == nil
-	m.owner = owner
-	m.mu.Unlock()
-	if first {
-		go m.reconcileLoop()
-	}
-	m.nudge()
-}
-
-func (m *Manager) nudge() {
-	select {
-	case m.kick <- struct{}{}:
-	default:
-	}
-}
-
-func (m *Manager) reconcileLoop() {
-	t := time.NewTicker(reconcileEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-m.done:
-			return
-		case <-t.C:
-		case <-m.kick:
-		}
-		m.reconcile()
-	}
-}
-
-// ownsLocked reports whether this node runs key.
-func (m *Manager) ownsLocked(key string) bool {
-	if m.owner == nil {
-		return true
-	}
-	if sd := m.defs[key]; sd != nil && sd.static {
-		return true
-	}
-	self, _ := m.owner(key)
-	return self
-}
-
-// reconcile starts the shovels this node owns and stops the others.
-func (m *Manager) reconcile() {
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return
-	}
-	var stop []*worker
-	for k, sd := range m.defs {
-		own := m.ownsLocked(k)
-		switch {
-		case own && sd.w == nil:
-			m.startLocked(sd)
-		case !own && sd.w != nil:
-			m.log.Info("shovel moves to another node", "vhost", sd.rec.VHost, "shovel", sd.rec.Name)
-			stop = append(stop, sd.w)
-			sd.w = nil
-		}
-	}
-	m.mu.Unlock()
-	for _, w := range stop {
-		w.cancel()
-		<-w.done
-	}
 }
 
 // Start runs every stored shovel this node owns. A stored definition that
@@ -515,46 +391,6 @@ func (m *Manager) RestartComponent(component, vhost, name string) (bool, error) 
 	return true, nil
 }
 
-// ApplyMeta takes the shovel records committed by the cluster (every
-// node's, this one's included) and starts, replaces or stops shovels to
-// match. It runs on the metadata group's apply goroutine: it never waits
-// for a shovel to stop (that happens on a goroutine of its own).
-func (m *Manager) ApplyMeta(ops []MetaOp) error {
-	for _, op := range ops {
-		if !ReplicatedKey(op.Key) && !(op.Prefix && (strings.HasPrefix(recordPrefix, op.Key) || strings.HasPrefix(bridgeRecordPrefix, op.Key))) {
-			continue
-		}
-		switch {
-		case op.Prefix:
-			m.mu.Lock()
-			var keys []string
-			for k, sd := range m.defs {
-				if strings.HasPrefix(k, op.Key) && !sd.static {
-					keys = append(keys, k)
-				}
-			}
-			m.mu.Unlock()
-			for _, k := range keys {
-				go m.remove(k)
-			}
-		case op.Val == nil:
-			go m.remove(op.Key)
-		default:
-			data := append([]byte(nil), op.Val...)
-			go m.replace(data)
-		}
-	}
-	return nil
-}
-
-// MetaOp is a committed metadata record as the cluster applies it
-// (exchange.MetaOp's fields: a put, a delete, or a prefix delete).
-type MetaOp struct {
-	Key    string
-	Val    []byte
-	Prefix bool
-}
-
 // completed forgets a shovel whose src-delete-after was reached, as
 // RabbitMQ deletes such a dynamic shovel.
 func (m *Manager) completed(w *worker) {
@@ -601,139 +437,4 @@ func (m *Manager) Close() {
 	for _, w := range ws {
 		<-w.done
 	}
-}
-
-// Param is a shovel definition as /api/parameters shows it.
-type Param struct {
-	Component string         `json:"component"`
-	VHost     string         `json:"vhost"`
-	Name      string         `json:"name"`
-	Value     map[string]any `json:"value"`
-	// Static: a bridge of the configuration file (not exported with the
-	// definitions).
-	Static bool `json:"-"`
-}
-
-// Status is a shovel's state as /api/shovels shows it.
-type Status struct {
-	Node      string `json:"node"`
-	Timestamp string `json:"timestamp"`
-	Name      string `json:"name"`
-	VHost     string `json:"vhost"`
-	Type      string `json:"type"`
-	State     string `json:"state"`
-	Reason    string `json:"reason,omitempty"`
-
-	SrcURI       string `json:"src_uri,omitempty"`
-	SrcProtocol  string `json:"src_protocol"`
-	SrcQueue     string `json:"src_queue,omitempty"`
-	SrcExchange  string `json:"src_exchange,omitempty"`
-	SrcXKey      string `json:"src_exchange_key,omitempty"`
-	DestURI      string `json:"dest_uri,omitempty"`
-	DestProtocol string `json:"dest_protocol"`
-	DestQueue    string `json:"dest_queue,omitempty"`
-	DestExchange string `json:"dest_exchange,omitempty"`
-	DestXKey     string `json:"dest_exchange_key,omitempty"`
-	// Transferred counts the messages settled at the source since this
-	// node started the shovel.
-	Transferred int64 `json:"messages_transferred"`
-}
-
-func (m *Manager) sorted(component, vhost string) []*shovelDef {
-	m.mu.Lock()
-	out := make([]*shovelDef, 0, len(m.defs))
-	for _, sd := range m.defs {
-		if (vhost == "" || sd.rec.VHost == vhost) && sd.rec.component() == component {
-			c := *sd
-			out = append(out, &c)
-		}
-	}
-	m.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].rec.VHost != out[j].rec.VHost {
-			return out[i].rec.VHost < out[j].rec.VHost
-		}
-		return out[i].rec.Name < out[j].rec.Name
-	})
-	return out
-}
-
-func redactAll(uris []string) string {
-	out := make([]string, len(uris))
-	for i, u := range uris {
-		out[i] = redact(u)
-	}
-	return strings.Join(out, ",")
-}
-
-// Params lists the definitions of vhost ("" for all), as stored: with the
-// URIs' passwords (Redacted hides them).
-func (m *Manager) Params(vhost string) []Param { return m.ParamsComponent(ComponentShovel, vhost) }
-
-// ParamsComponent lists the definitions of component in vhost ("" for
-// all), as Params. A bridge of the configuration file is listed too.
-func (m *Manager) ParamsComponent(component, vhost string) []Param {
-	out := []Param{}
-	for _, sd := range m.sorted(component, vhost) {
-		out = append(out, Param{Component: component, VHost: sd.rec.VHost, Name: sd.rec.Name, Value: sd.rec.Value, Static: sd.static})
-	}
-	return out
-}
-
-// Param returns one definition.
-func (m *Manager) Param(vhost, name string) (Param, bool) {
-	return m.ParamComponent(ComponentShovel, vhost, name)
-}
-
-// ParamComponent returns one definition of component.
-func (m *Manager) ParamComponent(component, vhost, name string) (Param, bool) {
-	if checkComponent(component) != nil {
-		return Param{}, false
-	}
-	m.mu.Lock()
-	sd := m.defs[componentKey(component, vhost, name)]
-	m.mu.Unlock()
-	if sd == nil {
-		return Param{}, false
-	}
-	return Param{Component: component, VHost: sd.rec.VHost, Name: sd.rec.Name, Value: sd.rec.Value, Static: sd.static}, true
-}
-
-// StateRemote is the state this node reports of a shovel that runs on
-// another node of the cluster (Status.Node names it); that node's API
-// has its running state.
-const StateRemote = "remote"
-
-// Statuses lists the shovels of vhost ("" for all) with their state.
-func (m *Manager) Statuses(vhost string) []Status {
-	out := []Status{}
-	for _, sd := range m.sorted(ComponentShovel, vhost) {
-		d := sd.def
-		s := Status{Node: m.node, Name: sd.rec.Name, VHost: sd.rec.VHost, Type: "dynamic",
-			SrcProtocol: "amqp091", DestProtocol: "amqp091",
-			SrcQueue: d.SrcQueue, SrcExchange: d.SrcExchange, SrcXKey: d.SrcExchangeKey,
-			DestQueue: d.DestQueue, DestExchange: d.DestExchange, DestXKey: d.DestExchangeKey}
-		if w := sd.w; w != nil {
-			w.mu.Lock()
-			s.Timestamp, s.State, s.Reason, s.SrcURI, s.DestURI = w.since.UTC().Format("2006-01-02 15:04:05"), w.state, w.reason, w.src, w.dst
-			s.Transferred = w.moved.Load()
-			w.mu.Unlock()
-		} else {
-			s.State = StateRemote
-			m.mu.Lock()
-			if m.owner != nil {
-				_, s.Node = m.owner(recordKey(sd.rec.VHost, sd.rec.Name))
-			}
-			m.mu.Unlock()
-			s.Reason = "runs on node " + s.Node
-		}
-		if s.SrcURI == "" {
-			s.SrcURI = redactAll(d.SrcURIs)
-		}
-		if s.DestURI == "" {
-			s.DestURI = redactAll(d.DestURIs)
-		}
-		out = append(out, s)
-	}
-	return out
 }

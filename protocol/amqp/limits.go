@@ -49,3 +49,43 @@ func (c *conn) growReader() {
 	}
 	c.r = bufio.NewReaderSize(src, readBufSize)
 }
+
+// waitUnblocked is called by the reader before a publish: while a resource
+// alarm is raised it tells the client (connection.blocked, if it has the
+// capability) and stops reading until the alarm clears, as RabbitMQ does.
+// Consumers on the connection keep receiving meanwhile.
+func (c *conn) waitUnblocked() {
+	if c.s.b.Limiter().RateLimited() {
+		c.batch.Flush() // deliveries already made go out while this waits
+		c.waitRate()
+	}
+	c.waitAlarm()
+}
+
+// waitAlarm blocks the reader while a resource alarm is raised (see
+// waitUnblocked); it costs one atomic load when none is.
+func (c *conn) waitAlarm() {
+	alarms := c.s.b.Alarms()
+	if !alarms.Raised() {
+		return
+	}
+	blocked, cleared, reason := alarms.Blocked()
+	if !blocked {
+		return
+	}
+	c.batch.Flush()
+	c.log.Info("publishing blocked by a resource alarm", "reason", reason)
+	c.blocked.Store(true)
+	if c.capBlocked {
+		c.send(0, &wire.ConnectionBlocked{Reason: reason})
+	}
+	select {
+	case <-cleared:
+	case <-c.abort:
+	}
+	c.lastRead.Store(time.Now().UnixNano())
+	c.blocked.Store(false)
+	if c.capBlocked {
+		c.send(0, &wire.ConnectionUnblocked{})
+	}
+}

@@ -224,3 +224,10 @@ func badExpiration(s string) string {
 	}
 	return ""
 }
+
+func (ch *channel) sendReturn(msg *exchange.Message) {
+	ch.c.w.Mu.Lock()
+	r := wire.BasicReturn{ReplyCode: wire.NoRoute, ReplyText: "NO_ROUTE", Exchange: msg.Exchange, RoutingKey: msg.RoutingKey}
+	ch.c.appendContentLocked(ch.id, &r, msg, nil)
+	ch.c.w.Mu.Unlock()
+}
