@@ -76,6 +76,13 @@ func (q *Queue) Reject(seqs []uint64, requeue bool) {
 		// Requeue in reverse so that inserts near the head stay cheap.
 		sort.Slice(seqs, func(i, j int) bool { return seqs[i] > seqs[j] })
 	}
+	q.returnDeliveries(seqs, requeue)
+}
+
+// returnDeliveries puts the deliveries seqs (those of the current epoch)
+// back (requeue) or drops them (cmdReturn), dispatches and releases q.mu:
+// the settle Reject and Abandon share. Called holding q.mu.
+func (q *Queue) returnDeliveries(seqs []uint64, requeue bool) {
 	for _, s := range seqs {
 		if s, ok := q.fromDelivery(s); ok {
 			q.cmdReturn(s, requeue)

@@ -158,12 +158,12 @@ func TestQuorumDeclareRules(t *testing.T) {
 	declareQ(t, v, "qq", QueueOpts{Durable: true, Args: q})
 	// A quorum queue keeps transient messages too, and the confirm waits.
 	cf := newConfirms()
-	st.hold = true
+	st.Hold = true
 	res, err := v.Publish(&Message{RoutingKey: "qq", Body: []byte("t")}, PublishOpts{Confirmer: cf, Tag: 1})
 	if err != nil || !res.Pending {
 		t.Fatalf("publish: %+v %v, want pending", res, err)
 	}
-	st.release()
+	st.Release()
 	<-cf.ch
 	if got := cf.get(1); len(got) != 1 || !got[0] {
 		t.Fatalf("confirm %v", got)

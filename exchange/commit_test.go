@@ -338,7 +338,7 @@ func TestQuorumLeaderDropHeadCountsCommitted(t *testing.T) {
 // delivers at publish, before its store reports the write durable.
 func TestClassicQueueUngated(t *testing.T) {
 	v, st := newTestVHost(t)
-	st.hold = true
+	st.Hold = true
 	declareQ(t, v, "cq", QueueOpts{Durable: true})
 	_, s := consume(t, v, "cq", ConsumeOpts{Tag: "c", NoAck: true})
 	cf := newConfirms()
@@ -346,7 +346,7 @@ func TestClassicQueueUngated(t *testing.T) {
 	if got := s.bodies(); !reflect.DeepEqual(got, []string{"m"}) {
 		t.Fatalf("deliveries %v", got)
 	}
-	st.release()
+	st.Release()
 	waitConfirm(t, cf, 1)
 }
 
@@ -404,7 +404,7 @@ func TestQuorumLeaderPagesCommitted(t *testing.T) {
 		t.Fatalf("%d of %d ready in memory after the commit", st.ReadyRAM, st.Ready)
 	}
 	getCounting(t, q, 0, n)
-	if st.reads == 0 {
+	if st.Reads == 0 {
 		t.Fatal("nothing was read back from the store")
 	}
 }
@@ -484,7 +484,7 @@ func TestQuorumLeaderPagesStoredOnly(t *testing.T) {
 		t.Fatalf("%d of %d ready in memory after the next batch", s.ReadyRAM, s.Ready)
 	}
 	getCounting(t, q, 1, n+2*tailMsgs)
-	if st.reads == 0 {
+	if st.Reads == 0 {
 		t.Fatal("nothing was read back from the store")
 	}
 }

@@ -114,9 +114,9 @@ func (s *sharedStore) CreateMeta(key string, val []byte) (bool, error) {
 }
 
 func (s *fakeStore) record(key string) ([]byte, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := s.meta[key]
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	v, ok := s.Meta[key]
 	return v, ok
 }
 
@@ -181,7 +181,7 @@ func TestConcurrentDeclareFirstWins(t *testing.T) {
 	if s.cancels() != 0 {
 		t.Fatal("b's consumer was cancelled")
 	}
-	if n := len(l.stores[0].metaKeys("queue/")); n != 1 {
+	if n := len(l.stores[0].MetaKeys("queue/")); n != 1 {
 		t.Fatalf("%d queue records", n)
 	}
 
@@ -350,13 +350,13 @@ func TestClusteredQueueDeleteProposesFirst(t *testing.T) {
 		}
 	}
 	for i, st := range l.stores {
-		st.mu.Lock()
-		for k := range st.meta {
+		st.Mu.Lock()
+		for k := range st.Meta {
 			if strings.Contains(k, "binding/") || strings.Contains(k, "queue/") || strings.Contains(k, "\x00ax") {
 				t.Errorf("node %d: record %q left", i, k)
 			}
 		}
-		st.mu.Unlock()
+		st.Mu.Unlock()
 	}
 }
 
@@ -410,13 +410,13 @@ func TestClusteredExchangeDeleteAndUnbindProposeFirst(t *testing.T) {
 		}
 	}
 	for i, st := range l.stores {
-		st.mu.Lock()
-		for k := range st.meta {
+		st.Mu.Lock()
+		for k := range st.Meta {
 			if strings.Contains(k, "binding/") || strings.HasSuffix(k, "\x00x") || strings.HasSuffix(k, "\x00src") || strings.HasSuffix(k, "\x00ax") {
 				t.Errorf("node %d: record %q left", i, k)
 			}
 		}
-		st.mu.Unlock()
+		st.Mu.Unlock()
 	}
 }
 
@@ -468,12 +468,12 @@ func TestClusteredVHostDeleteProposesFirst(t *testing.T) {
 		}
 	}
 	for i, st := range l.stores {
-		st.mu.Lock()
-		for k := range st.meta {
+		st.Mu.Lock()
+		for k := range st.Meta {
 			if strings.Contains(k, "v2") {
 				t.Errorf("node %d: record %q left", i, k)
 			}
 		}
-		st.mu.Unlock()
+		st.Mu.Unlock()
 	}
 }

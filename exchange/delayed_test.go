@@ -181,7 +181,7 @@ func TestDelayedWindowBoundedAndOrdered(t *testing.T) {
 	// Every message not routed yet is in the store (a routed one leaves
 	// the store after it reached the queue, so this order of looking
 	// misses none).
-	stored := len(st.storedSeqs(x.delay.id))
+	stored := len(st.StoredSeqs(x.delay.id))
 	if routed := s.len(); stored+routed < n {
 		t.Fatalf("%d stored and %d routed of %d", stored, routed, n)
 	}
@@ -208,7 +208,7 @@ func TestDelayedWindowBoundedAndOrdered(t *testing.T) {
 	if x.MessagesDelayed() != 0 {
 		t.Fatalf("MessagesDelayed = %d after all routed", x.MessagesDelayed())
 	}
-	eventually(t, time.Second, "the store emptied", func() bool { return len(st.storedSeqs(x.delay.id)) == 0 })
+	eventually(t, time.Second, "the store emptied", func() bool { return len(st.StoredSeqs(x.delay.id)) == 0 })
 }
 
 // A restart without a clean stop (the store as a crash left it) routes the
@@ -258,23 +258,23 @@ func TestDelayedExchangeDeleteDropsMessages(t *testing.T) {
 	for range 10 {
 		publishM(t, v, delayedMsg("d", "k", "x", int32(60000), true), PublishOpts{})
 	}
-	if len(st.storedSeqs(x.delay.id)) != 10 {
+	if len(st.StoredSeqs(x.delay.id)) != 10 {
 		t.Fatal("not stored")
 	}
 	if err := v.DeleteExchange("d", false); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, time.Second, "stored delayed messages dropped", func() bool {
-		return len(st.storedSeqs(x.delay.id)) == 0 && len(st.metaKeys(delayRegistryPrefix)) == 0
+		return len(st.StoredSeqs(x.delay.id)) == 0 && len(st.MetaKeys(delayRegistryPrefix)) == 0
 	})
 }
 
 func TestDelayedConfirmWaitsForStore(t *testing.T) {
 	v, st := newTestVHost(t)
 	declareX(t, v, "d", KindDelayed, ExchangeOpts{Durable: true, Args: Table{"x-delayed-type": "direct"}})
-	st.mu.Lock()
-	st.hold = true
-	st.mu.Unlock()
+	st.Mu.Lock()
+	st.Hold = true
+	st.Mu.Unlock()
 	c := newConfirms()
 	r := publishM(t, v, delayedMsg("d", "k", "x", int32(60000), true), PublishOpts{Confirmer: c, Tag: 1})
 	if !r.Pending {
@@ -283,6 +283,6 @@ func TestDelayedConfirmWaitsForStore(t *testing.T) {
 	if len(c.get(1)) != 0 {
 		t.Fatal("confirmed before the store wrote it")
 	}
-	st.release()
+	st.Release()
 	eventually(t, time.Second, "the confirm", func() bool { return len(c.get(1)) == 1 && c.get(1)[0] })
 }

@@ -24,10 +24,10 @@ func TestPersistentStoredAndAcked(t *testing.T) {
 	publishM(t, v, persistent("amq.fanout", "", "p1"), PublishOpts{})
 	publishM(t, v, &Message{Exchange: "amq.fanout", Body: []byte("t1")}, PublishOpts{})
 	publishM(t, v, persistent("amq.fanout", "", "p2"), PublishOpts{})
-	if got := st.storedSeqs(dq.id); len(got) != 2 {
+	if got := st.StoredSeqs(dq.id); len(got) != 2 {
 		t.Fatalf("durable queue stored %v, want 2 persistent messages", got)
 	}
-	if got := st.storedSeqs(tq.id); len(got) != 0 {
+	if got := st.StoredSeqs(tq.id); len(got) != 0 {
 		t.Fatalf("transient queue stored %v", got)
 	}
 	ms, err := st.storedMessages(dq.id)
@@ -39,18 +39,18 @@ func TestPersistentStoredAndAcked(t *testing.T) {
 	dq.Ack(d1.Seq)
 	d2, _ := dq.Get(false) // t1
 	dq.Ack(d2.Seq)
-	if got := st.storedSeqs(dq.id); len(got) != 1 {
+	if got := st.StoredSeqs(dq.id); len(got) != 1 {
 		t.Fatalf("after acks stored %v", got)
 	}
 	// reject without requeue deletes too; requeue keeps.
 	d3, _ := dq.Get(false)
 	dq.Reject([]uint64{d3.Seq}, true)
-	if len(st.storedSeqs(dq.id)) != 1 {
+	if len(st.StoredSeqs(dq.id)) != 1 {
 		t.Fatal("requeue deleted the stored message")
 	}
 	d3, _ = dq.Get(false)
 	dq.Reject([]uint64{d3.Seq}, false)
-	if len(st.storedSeqs(dq.id)) != 0 {
+	if len(st.StoredSeqs(dq.id)) != 0 {
 		t.Fatal("reject did not delete the stored message")
 	}
 	// no-ack delivery and purge delete.
@@ -63,7 +63,7 @@ func TestPersistentStoredAndAcked(t *testing.T) {
 	if err := st.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if n := st.totalMessages(); n != 0 {
+	if n := st.TotalMessages(); n != 0 {
 		t.Fatalf("%d messages left in the store", n)
 	}
 }
@@ -78,9 +78,9 @@ func TestConfirms(t *testing.T) {
 	bindQ(t, v, "t", "amq.fanout", "", nil)
 	cf := newConfirms()
 
-	st.mu.Lock()
-	st.hold = true
-	st.mu.Unlock()
+	st.Mu.Lock()
+	st.Hold = true
+	st.Mu.Unlock()
 	r := publishM(t, v, persistent("amq.fanout", "", "m"), PublishOpts{Confirmer: cf, Tag: 1})
 	if !r.Pending || r.Routed != 3 || !r.OK {
 		t.Fatalf("persistent to durable queues: %+v, want pending", r)
@@ -88,7 +88,7 @@ func TestConfirms(t *testing.T) {
 	if got := cf.get(1); len(got) != 0 {
 		t.Fatalf("confirmed before the store was done: %v", got)
 	}
-	st.release()
+	st.Release()
 	<-cf.ch
 	st.Sync()
 	if got := cf.get(1); len(got) != 1 || !got[0] {
@@ -131,14 +131,14 @@ func TestConfirmStoreFailure(t *testing.T) {
 	v, st := newTestVHost(t)
 	declareQ(t, v, "d", QueueOpts{Durable: true})
 	cf := newConfirms()
-	st.mu.Lock()
-	st.hold, st.failErr = true, errors.New("disk on fire")
-	st.mu.Unlock()
+	st.Mu.Lock()
+	st.Hold, st.FailErr = true, errors.New("disk on fire")
+	st.Mu.Unlock()
 	r := publishM(t, v, persistent("", "d", "m"), PublishOpts{Confirmer: cf, Tag: 1})
 	if !r.Pending {
 		t.Fatalf("%+v", r)
 	}
-	st.release()
+	st.Release()
 	<-cf.ch
 	if got := cf.get(1); len(got) != 1 || got[0] {
 		t.Fatalf("confirms %v, want one false", got)
@@ -151,16 +151,16 @@ func TestConfirmFastStore(t *testing.T) {
 	v, st := newTestVHost(t)
 	declareQ(t, v, "d", QueueOpts{Durable: true})
 	cf := newConfirms()
-	st.mu.Lock()
-	st.syncDone = true
-	st.mu.Unlock()
+	st.Mu.Lock()
+	st.SyncDone = true
+	st.Mu.Unlock()
 	r := publishM(t, v, persistent("", "d", "m"), PublishOpts{Confirmer: cf, Tag: 1})
 	if r.Pending || !r.OK || len(cf.get(1)) != 0 {
 		t.Fatalf("fast store: %+v confirms %v", r, cf.get(1))
 	}
-	st.mu.Lock()
-	st.failErr = errors.New("disk on fire")
-	st.mu.Unlock()
+	st.Mu.Lock()
+	st.FailErr = errors.New("disk on fire")
+	st.Mu.Unlock()
 	r = publishM(t, v, persistent("", "d", "m"), PublishOpts{Confirmer: cf, Tag: 2})
 	got := cf.get(2)
 	okSeen := (r.Pending && len(got) == 1 && got[0]) || (!r.Pending && r.OK)
@@ -176,14 +176,14 @@ func TestConfirmRejectPublish(t *testing.T) {
 	bindQ(t, v, "full", "amq.fanout", "", nil)
 	bindQ(t, v, "d", "amq.fanout", "", nil)
 	cf := newConfirms()
-	st.mu.Lock()
-	st.hold = true
-	st.mu.Unlock()
+	st.Mu.Lock()
+	st.Hold = true
+	st.Mu.Unlock()
 	r := publishM(t, v, persistent("amq.fanout", "", "m"), PublishOpts{Confirmer: cf, Tag: 1})
 	if !r.Pending || r.OK || r.Routed != 1 {
 		t.Fatalf("%+v, want pending, not OK, routed 1", r)
 	}
-	st.release()
+	st.Release()
 	<-cf.ch
 	if got := cf.get(1); len(got) != 1 || got[0] {
 		t.Fatalf("confirms %v, want one nack", got)
@@ -212,7 +212,7 @@ func TestDroppedOnEnqueueNotLeftInStore(t *testing.T) {
 	if ready(dead) != 1 {
 		t.Fatalf("dead-lettered %d", ready(dead))
 	}
-	if n := st.totalMessages(); n != 0 {
+	if n := st.TotalMessages(); n != 0 {
 		t.Fatalf("%d dropped messages left in the store", n)
 	}
 	b2 := newTestBroker(t, st)
@@ -352,7 +352,7 @@ func TestRecovery(t *testing.T) {
 	}
 	// New messages come after the recovered ones, with fresh seqs.
 	publishM(t, v2, persistent("", "dq", "after"), PublishOpts{})
-	seqs := st.storedSeqs(dq2.id)
+	seqs := st.StoredSeqs(dq2.id)
 	if len(seqs) != 6 || seqs[5] <= seqs[4] {
 		t.Fatalf("stored seqs %v", seqs)
 	}
@@ -380,10 +380,10 @@ func TestRecoveryExpiresAndDeletes(t *testing.T) {
 	if _, err := v.DeleteQueue("gone", false, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(st.storedSeqs(gone.id)); n != 0 {
+	if n := len(st.StoredSeqs(gone.id)); n != 0 {
 		t.Fatalf("deleted queue's messages kept: %d", n)
 	}
-	if k := st.metaKeys("binding/"); len(k) != 0 {
+	if k := st.MetaKeys("binding/"); len(k) != 0 {
 		t.Fatalf("binding of deleted queue kept: %q", k)
 	}
 	time.Sleep(30 * time.Millisecond)
@@ -397,7 +397,7 @@ func TestRecoveryExpiresAndDeletes(t *testing.T) {
 		t.Fatal("message expired during downtime was recovered")
 	}
 	st.Sync()
-	if n := len(st.storedSeqs(q.id)); n != 0 {
+	if n := len(st.StoredSeqs(q.id)); n != 0 {
 		t.Fatalf("expired message left in the store: %d", n)
 	}
 	if _, err := v2.Queue("gone", nil); KindOf(err) != KindNotFound {
@@ -414,13 +414,13 @@ func TestStoredMetadata(t *testing.T) {
 	bindQ(t, v, "dq", "dx", "k", nil)
 	bindQ(t, v, "tq", "dx", "k", nil)
 	bindQ(t, v, "dq", "tx", "k", nil)
-	if k := st.metaKeys("exchange/"); len(k) != 1 {
+	if k := st.MetaKeys("exchange/"); len(k) != 1 {
 		t.Fatalf("exchange keys %q", k)
 	}
-	if k := st.metaKeys("queue/"); len(k) != 1 {
+	if k := st.MetaKeys("queue/"); len(k) != 1 {
 		t.Fatalf("queue keys %q", k)
 	}
-	keys := st.metaKeys("binding/")
+	keys := st.MetaKeys("binding/")
 	if len(keys) != 1 {
 		t.Fatalf("binding keys %q, want only durable->durable", keys)
 	}
@@ -431,13 +431,13 @@ func TestStoredMetadata(t *testing.T) {
 	if err := v.UnbindQueue("dq", "dx", "k", nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if k := st.metaKeys("binding/"); len(k) != 0 {
+	if k := st.MetaKeys("binding/"); len(k) != 0 {
 		t.Fatalf("binding kept after unbind: %q", k)
 	}
 	if err := v.DeleteExchange("dx", false); err != nil {
 		t.Fatal(err)
 	}
-	if k := st.metaKeys("exchange/"); len(k) != 0 {
+	if k := st.MetaKeys("exchange/"); len(k) != 0 {
 		t.Fatalf("exchange kept after delete: %q", k)
 	}
 }
@@ -452,8 +452,8 @@ func TestDeadLetterPersistentMovesInStore(t *testing.T) {
 	d, _ := q.Get(false)
 	q.Reject([]uint64{d.Seq}, false)
 	st.Sync()
-	if len(st.storedSeqs(q.id)) != 0 || len(st.storedSeqs(dead.id)) != 1 {
-		t.Fatalf("stored q %v dead %v", st.storedSeqs(q.id), st.storedSeqs(dead.id))
+	if len(st.StoredSeqs(q.id)) != 0 || len(st.StoredSeqs(dead.id)) != 1 {
+		t.Fatalf("stored q %v dead %v", st.StoredSeqs(q.id), st.StoredSeqs(dead.id))
 	}
 	ms, _ := st.storedMessages(dead.id)
 	if _, ok := ms[0].Props.Headers["x-death"]; !ok {

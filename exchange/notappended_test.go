@@ -57,16 +57,16 @@ func TestConfirmNotAppended(t *testing.T) {
 	cf := &naConfirms{confirms: newConfirms()}
 	// hold: the log answers after Publish returned (release).
 	hold := func() {
-		st.mu.Lock()
-		st.hold, st.failErr = true, notAppendedErr{}
-		st.mu.Unlock()
+		st.Mu.Lock()
+		st.Hold, st.FailErr = true, notAppendedErr{}
+		st.Mu.Unlock()
 	}
 	hold()
 
 	if r := publishM(t, v, persistent("", "d1", "m"), PublishOpts{Confirmer: cf, Tag: 1}); !r.Pending {
 		t.Fatalf("one queue: %+v", r)
 	}
-	st.release()
+	st.Release()
 	<-cf.ch
 	if got := cf.notAppended(); !slices.Equal(got, []uint64{1}) || len(cf.get(1)) != 0 {
 		t.Fatalf("one queue: not appended %v, confirms %v; want tag 1 not appended", got, cf.get(1))
@@ -76,7 +76,7 @@ func TestConfirmNotAppended(t *testing.T) {
 	if r := publishM(t, v, persistent("fx", "", "m"), PublishOpts{Confirmer: cf, Tag: 2}); !r.Pending {
 		t.Fatalf("two queues: %+v", r)
 	}
-	st.release()
+	st.Release()
 	<-cf.ch
 	if got := cf.get(2); len(got) != 1 || got[0] || slices.Contains(cf.notAppended(), 2) {
 		t.Fatalf("two queues: confirms %v, not appended %v; want one false", got, cf.notAppended())
@@ -85,15 +85,15 @@ func TestConfirmNotAppended(t *testing.T) {
 	plain := newConfirms()
 	hold()
 	publishM(t, v, persistent("", "d1", "m"), PublishOpts{Confirmer: plain, Tag: 3})
-	st.release()
+	st.Release()
 	<-plain.ch
 	if got := plain.get(3); len(got) != 1 || got[0] {
 		t.Fatalf("a plain Confirmer: confirms %v, want one false", got)
 	}
 
-	st.mu.Lock()
-	st.syncDone = true
-	st.mu.Unlock()
+	st.Mu.Lock()
+	st.SyncDone = true
+	st.Mu.Unlock()
 	if r := publishM(t, v, persistent("", "d1", "m"), PublishOpts{Confirmer: cf, Tag: 4}); r.Pending || r.OK || !r.NotAppended {
 		t.Fatalf("answered before Publish returned: %+v, want NotAppended", r)
 	}

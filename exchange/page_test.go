@@ -55,7 +55,7 @@ func TestPagingBoundsMemory(t *testing.T) {
 	if r := ready(q); r != n {
 		t.Fatalf("ready %d", r)
 	}
-	if got := len(st.storedSeqs(q.id)); got < n-int(bound/(int64(len(body(0)))+msgOverhead)) {
+	if got := len(st.StoredSeqs(q.id)); got < n-int(bound/(int64(len(body(0)))+msgOverhead)) {
 		t.Fatalf("%d messages in the store: the backlog was not paged out", got)
 	}
 	for i := 0; i < n; i++ {
@@ -76,7 +76,7 @@ func TestPagingBoundsMemory(t *testing.T) {
 	if _, ok := q.Get(true); ok {
 		t.Fatal("a message too many")
 	}
-	if got := st.storedSeqs(q.id); len(got) != 0 {
+	if got := st.StoredSeqs(q.id); len(got) != 0 {
 		t.Fatalf("%d messages left in the store", len(got))
 	}
 	if st := q.Status(); st.Ready != 0 || st.ReadyBytes != 0 {
@@ -124,9 +124,9 @@ func TestPagingReadsAheadInBatches(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st.mu.Lock()
-			st.readOps = 0
-			st.mu.Unlock()
+			st.Mu.Lock()
+			st.ReadOps = 0
+			st.Mu.Unlock()
 			for i := 0; i < n; i++ {
 				d, ok := q.Get(true)
 				if !ok || string(d.Msg.Body[:len(body(i))]) != body(i) {
@@ -135,9 +135,9 @@ func TestPagingReadsAheadInBatches(t *testing.T) {
 			}
 			// A read ahead at half of what a refill brings brings at
 			// least 32 messages; and the whole backlog came from the store.
-			st.mu.Lock()
-			ops := st.readOps
-			st.mu.Unlock()
+			st.Mu.Lock()
+			ops := st.ReadOps
+			st.Mu.Unlock()
 			if ops > n/16 || ops < n/maxReadMsgs {
 				t.Fatalf("%d store reads for %d messages", ops, n)
 			}
@@ -157,7 +157,7 @@ func TestPagingTransientUnderBudget(t *testing.T) {
 	for i := 0; i < n; i++ {
 		publishM(t, v, &Message{RoutingKey: "tq", Body: []byte(body(i))}, PublishOpts{})
 	}
-	if got := len(st.storedSeqs(q.id)); got != 0 {
+	if got := len(st.StoredSeqs(q.id)); got != 0 {
 		t.Fatalf("%d transient messages paged out without memory pressure", got)
 	}
 	if mem, want := q.memBytes(), int64(n)*(int64(len(body(0)))+msgOverhead); mem != want {
@@ -177,7 +177,7 @@ func TestPagingTransientUnderBudget(t *testing.T) {
 			t.Fatalf("after %d publishes over the budget: %d bytes in memory", i+1, mem)
 		}
 	}
-	if got := len(st.storedSeqs(q.id)); got < n-int(budget/(int64(len(body(0)))+msgOverhead)) {
+	if got := len(st.StoredSeqs(q.id)); got < n-int(budget/(int64(len(body(0)))+msgOverhead)) {
 		t.Fatalf("%d messages in the store: nothing paged past the budget", got)
 	}
 	for i := 0; i < 2*n; i++ {
@@ -241,7 +241,7 @@ func TestPagingConsumerAcksRequeue(t *testing.T) {
 	if !equalStrings(got, want) {
 		t.Fatalf("order: got %d, first diff at %d", len(got), firstDiff(got, want))
 	}
-	eventually(t, time.Second, "store empty", func() bool { return len(st.storedSeqs(q.id)) == 0 })
+	eventually(t, time.Second, "store empty", func() bool { return len(st.StoredSeqs(q.id)) == 0 })
 }
 
 func firstDiff(a, b []string) int {
@@ -342,7 +342,7 @@ func TestPagingTTLExpiresBacklog(t *testing.T) {
 			t.Fatalf("dead letters: %d, at %d", len(got), i)
 		}
 	}
-	eventually(t, time.Second, "store empty", func() bool { return len(st.storedSeqs(q.id)) == 0 })
+	eventually(t, time.Second, "store empty", func() bool { return len(st.StoredSeqs(q.id)) == 0 })
 }
 
 // TestPagingDeliveryLimit: x-delivery-limit counts deliveries of a message
@@ -392,7 +392,7 @@ func TestPagingPurge(t *testing.T) {
 	if n := q.Purge(); n != 700 {
 		t.Fatalf("purged %d", n)
 	}
-	if got := st.storedSeqs(q.id); len(got) != 0 {
+	if got := st.StoredSeqs(q.id); len(got) != 0 {
 		t.Fatalf("%d messages left in the store", len(got))
 	}
 	publishM(t, v, persistent("", "q", "after"), PublishOpts{})
@@ -423,7 +423,7 @@ func TestPagingMemoryPressure(t *testing.T) {
 	if len(got) != 501 || got[0] != body(0) || got[500] != body(500) {
 		t.Fatalf("drained %d", len(got))
 	}
-	if len(st.storedSeqs(q.id)) != 0 {
+	if len(st.StoredSeqs(q.id)) != 0 {
 		t.Fatal("pages left in the store")
 	}
 }
@@ -516,7 +516,7 @@ func TestPagingDropHeadUnderPressure(t *testing.T) {
 	if bad := b.UnreadableMessages(); len(bad) != 0 {
 		t.Fatalf("unreadable: %v", bad)
 	}
-	if n := len(st.storedSeqs(q.id)); n != 6 { // and the unacked "first"
+	if n := len(st.StoredSeqs(q.id)); n != 6 { // and the unacked "first"
 		t.Fatalf("%d messages in the store, want 6", n)
 	}
 	got := getBodies(q)

@@ -141,7 +141,7 @@ func TestPolicyMaxLengthTrimsLiveQueue(t *testing.T) {
 	if got := ready(q); got != 2 {
 		t.Fatalf("ready %d after a max-length 2 policy, want 2", got)
 	}
-	eventually(t, time.Second, "store trimmed", func() bool { return len(st.storedSeqs(q.id)) == 2 })
+	eventually(t, time.Second, "store trimmed", func() bool { return len(st.StoredSeqs(q.id)) == 2 })
 	if got := getBodies(dead); !equalStrings(got, []string{"1", "2", "3"}) {
 		t.Fatalf("dead-lettered %v, want the 3 head messages", got)
 	}
@@ -292,7 +292,7 @@ func TestPolicyRecoveredAndReplicated(t *testing.T) {
 	if err := c.DeleteVHost("/"); err != nil {
 		t.Fatal(err)
 	}
-	if keys := st.metaKeys("policy/"); len(keys) != 0 {
+	if keys := st.MetaKeys("policy/"); len(keys) != 0 {
 		t.Fatalf("policy records left: %q", keys)
 	}
 }

@@ -68,7 +68,7 @@ func TestProxyQueue(t *testing.T) {
 	if err != nil || !res.Pending || res.Routed != 1 {
 		t.Fatalf("publish %+v %v", res, err)
 	}
-	if st.appends != 0 {
+	if st.Appends != 0 {
 		t.Fatal("a proxied message was stored locally")
 	}
 	r.done[0](nil)
@@ -167,8 +167,8 @@ func TestBecomeLocalLoadsReplicatedMessages(t *testing.T) {
 	}
 	q.Ack(ds[0].Seq) // forgotten: ignored
 	q.Ack(ds[1].Seq)
-	if st.deletes != 1 {
-		t.Fatalf("deletes %d, want 1", st.deletes)
+	if st.Deletes != 1 {
+		t.Fatalf("deletes %d, want 1", st.Deletes)
 	}
 	// y came back twice before: this delivery was its third, past the
 	// limit of 2, so a requeue drops it.
@@ -275,12 +275,12 @@ func TestStaleDeliveryCannotSettleNewEntry(t *testing.T) {
 		t.Fatalf("test setup: seqs %x and %x", stale, fresh.Seq)
 	}
 	q.Ack(stale)
-	if st.deletes != 0 {
+	if st.Deletes != 0 {
 		t.Fatal("a stale delivery settled the new entry with the same seq")
 	}
 	q.Ack(fresh.Seq)
-	if st.deletes != 1 {
-		t.Fatalf("deletes %d after acking the live delivery", st.deletes)
+	if st.Deletes != 1 {
+		t.Fatalf("deletes %d after acking the live delivery", st.Deletes)
 	}
 }
 

@@ -104,7 +104,7 @@ func TestExclusiveQueue(t *testing.T) {
 	v, st := newTestVHost(t)
 	connA, connB := new(int), new(int)
 	q := declareQ(t, v, "ex", QueueOpts{Exclusive: true, Durable: true, Owner: connA})
-	if got := st.metaKeys("queue/"); len(got) != 0 {
+	if got := st.MetaKeys("queue/"); len(got) != 0 {
 		t.Fatalf("exclusive queue stored: %v", got)
 	}
 	// Same owner may redeclare and use it.
@@ -355,11 +355,11 @@ func TestDeleteVHost(t *testing.T) {
 		t.Fatalf("consumer not cancelled on vhost delete")
 	}
 	for _, p := range []string{"vhost/v1", "exchange/v1", "queue/v1", "binding/v1"} {
-		if k := st.metaKeys(p); len(k) != 0 {
+		if k := st.MetaKeys(p); len(k) != 0 {
 			t.Fatalf("left in store: %q", k)
 		}
 	}
-	if k := st.metaKeys("vhost/v2"); len(k) != 1 {
+	if k := st.MetaKeys("vhost/v2"); len(k) != 1 {
 		t.Fatalf("other vhost gone: %v", k)
 	}
 }

@@ -13,15 +13,21 @@ func splitKey(key, prefix string) (vhost, rest string, ok bool) {
 	return strings.Cut(k, "\x00")
 }
 
-func (b *Broker) recover() error {
-	// Every topology record is replayed as the command that made it,
-	// through the apply committed commands take (toporecover.go).
-	err := b.store.LoadMeta("vhost/", func(key string, val []byte) error {
-		if _, err := b.replayRecord(recVHost, "vhost/", key, val); err != nil {
+// replayAll replays every record of kind under prefix, in key order; one
+// that fails stops the start with an error naming it.
+func (b *Broker) replayAll(kind, prefix string) error {
+	return b.store.LoadMeta(prefix, func(key string, val []byte) error {
+		if _, err := b.replayRecord(kind, prefix, key, val); err != nil {
 			return &RecordError{Key: key, Err: err}
 		}
 		return nil
 	})
+}
+
+func (b *Broker) recover() error {
+	// Every topology record is replayed as the command that made it,
+	// through the apply committed commands take (toporecover.go).
+	err := b.replayAll(recVHost, "vhost/")
 	if err != nil {
 		return err
 	}
@@ -59,12 +65,7 @@ func (b *Broker) recover() error {
 	// stops the start with an error naming it; a queue whose arguments
 	// this version refuses is skipped with a warning (its record stays,
 	// for a version that takes it).
-	err = b.store.LoadMeta("exchange/", func(key string, val []byte) error {
-		if _, err := b.replayRecord(recExchange, "exchange/", key, val); err != nil {
-			return &RecordError{Key: key, Err: err}
-		}
-		return nil
-	})
+	err = b.replayAll(recExchange, "exchange/")
 	if err != nil {
 		return err
 	}
@@ -97,12 +98,7 @@ func (b *Broker) recover() error {
 	if err != nil {
 		return err
 	}
-	err = b.store.LoadMeta("binding/", func(key string, val []byte) error {
-		if _, err := b.replayRecord(recBinding, "binding/", key, val); err != nil {
-			return &RecordError{Key: key, Err: err}
-		}
-		return nil
-	})
+	err = b.replayAll(recBinding, "binding/")
 	if err != nil {
 		return err
 	}

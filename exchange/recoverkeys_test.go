@@ -27,7 +27,7 @@ func TestPagingRecoveryReadsKeysOnly(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			st.reads = 0
+			st.Reads = 0
 			b2 := newTestBroker(t, st)
 			b2.SetQueueWindow(8, 1<<20)
 			v2 := mustVHost(t, b2, "/")
@@ -39,8 +39,8 @@ func TestPagingRecoveryReadsKeysOnly(t *testing.T) {
 			if r := ready(q2); r != want {
 				t.Fatalf("recovered %d, want %d", r, want)
 			}
-			if st.reads != 0 {
-				t.Fatalf("recovery read %d message bodies", st.reads)
+			if st.Reads != 0 {
+				t.Fatalf("recovery read %d message bodies", st.Reads)
 			}
 			i := 0
 			for k := 0; k < n; k++ {
@@ -56,7 +56,7 @@ func TestPagingRecoveryReadsKeysOnly(t *testing.T) {
 				}
 				i++
 			}
-			if len(st.storedSeqs(q2.id)) != 0 {
+			if len(st.StoredSeqs(q2.id)) != 0 {
 				t.Fatal("messages left in the store")
 			}
 		})
@@ -101,9 +101,9 @@ func TestPagingCleanStopKeepsFlags(t *testing.T) {
 // logged, counted for the health check and skipped; the rest is delivered.
 func TestPagingCorruptRecord(t *testing.T) {
 	b, _, st, q := pagedFilled(t, 8, nil, 600)
-	st.mu.Lock()
-	st.msgs[q.id][storeKey(0, 100, false)] = []byte{0xff, 1, 2}
-	st.mu.Unlock()
+	st.Mu.Lock()
+	st.Msgs[q.id][storeKey(0, 100, false)] = []byte{0xff, 1, 2}
+	st.Mu.Unlock()
 	got := getBodies(q)
 	if len(got) != 599 || got[98] != body(98) || got[99] != body(100) {
 		t.Fatalf("got %d around the bad record: %v", len(got), got[97:101])
@@ -111,8 +111,8 @@ func TestPagingCorruptRecord(t *testing.T) {
 	if bad := b.UnreadableMessages(); bad["//q"] != 1 {
 		t.Fatalf("unreadable %v", bad)
 	}
-	if ready(q) != 0 || len(st.storedSeqs(q.id)) != 0 {
-		t.Fatalf("left ready %d stored %d", ready(q), len(st.storedSeqs(q.id)))
+	if ready(q) != 0 || len(st.StoredSeqs(q.id)) != 0 {
+		t.Fatalf("left ready %d stored %d", ready(q), len(st.StoredSeqs(q.id)))
 	}
 }
 
@@ -152,13 +152,13 @@ func testRecoveryCounts(t *testing.T, smallKeys int) {
 	for i := 0; i < 10; i++ {
 		publishM(t, v, persistent("", "small", body(i)), PublishOpts{})
 	}
-	st.mu.Lock()
-	st.keyOps = 0
-	st.mu.Unlock()
+	st.Mu.Lock()
+	st.KeyOps = 0
+	st.Mu.Unlock()
 	b2 := newTestBroker(t, st)
-	st.mu.Lock()
-	keyOps := st.keyOps
-	st.mu.Unlock()
+	st.Mu.Lock()
+	keyOps := st.KeyOps
+	st.Mu.Unlock()
 	// One pass reads each queue's keys once; "pq" planned and split takes
 	// a seek per lane and per bisection step, and a count per range.
 	if one := smallKeys >= n; one != (keyOps == 2) {
@@ -185,7 +185,7 @@ func testRecoveryCounts(t *testing.T, smallKeys int) {
 	if !equalStrings(got, want) {
 		t.Fatalf("pq: %d messages, first diff at %d", len(got), firstDiff(got, want))
 	}
-	if len(st.storedSeqs(pq.id)) != 0 {
+	if len(st.StoredSeqs(pq.id)) != 0 {
 		t.Fatal("messages or pages left in the store")
 	}
 }

@@ -102,14 +102,5 @@ func (q *Queue) retryLocked(e entry) bool {
 // without, they are requeued, as Reject with requeue does.
 func (q *Queue) Abandon(seqs []uint64) {
 	q.mu.Lock()
-	requeue := q.a.sched.retry == ""
-	for _, s := range seqs {
-		if s, ok := q.fromDelivery(s); ok {
-			q.cmdReturn(s, requeue)
-		}
-	}
-	now := nowNano()
-	q.dispatchLocked(now)
-	q.scheduleExpiry(now)
-	q.unlock()
+	q.returnDeliveries(seqs, q.a.sched.retry == "") // ack.go
 }

@@ -1,11 +1,14 @@
 package exchange
 
+import "github.com/trident-broker/trident/exchange/streamlog"
+
 // Store is what the core needs from durable storage, and the one definition
 // of it: the core owns the interface it relies on, and the store package,
 // which implements it (store.Badger, store.Memory) and whose conformance
 // suite (store/storetest) checks every implementation against it, never
 // imports the core outside its tests. It is byte-oriented so that the store
-// needs no core types.
+// needs no core types. The methods a stream's log uses as well are declared
+// once, in streamlog.Store, which it embeds.
 //
 // Metadata writes are synchronous and durable when they return. Message
 // appends are asynchronous and group-committed: done is called (from the
@@ -13,19 +16,11 @@ package exchange
 // Deletes are batched too and need no callback; a delete issued after an
 // append of the same key is applied after it.
 type Store interface {
-	// PutMeta stores a metadata record (vhost, exchange, queue, binding,
-	// user, permission...) under key, durably.
-	PutMeta(key string, val []byte) error
-	// DeleteMeta removes a metadata record, durably.
-	DeleteMeta(key string) error
-	// DeleteMetaPrefix removes every metadata record whose key starts with prefix.
-	DeleteMetaPrefix(prefix string) error
-	// LoadMeta calls fn for each record whose key starts with prefix, in key order.
-	LoadMeta(prefix string, fn func(key string, val []byte) error) error
+	// PutMeta, DeleteMeta, DeleteMetaPrefix, LoadMeta, AppendMessage,
+	// ReadMessages, MessageKeys, DropMessages: declared and documented
+	// there (exchange imports streamlog, not the reverse).
+	streamlog.Store
 
-	// AppendMessage stores message seq of queue qid. done may be nil. The
-	// store copies data: the caller may reuse it once AppendMessage returns.
-	AppendMessage(qid, seq uint64, data []byte, done func(error))
 	// PutMessage is AppendMessage for a message that may be stored already
 	// (a quorum queue's FSM applying entries again after a crash): a later
 	// delete of it must reach the disk, even in the same write batch.
@@ -38,17 +33,6 @@ type Store interface {
 	DeleteMessages(qid, from, to uint64)
 	// LoadMessages calls fn for each stored message of qid in seq order.
 	LoadMessages(qid uint64, fn func(seq uint64, data []byte) error) error
-	// ReadMessages calls fn for each stored message of qid whose seq is at
-	// least from, in seq order, until fn returns false: the read path of a
-	// queue whose backlog is on disk. fn may keep data. It sees every
-	// append and delete issued before it, written or still queued.
-	ReadMessages(qid, from uint64, fn func(seq uint64, data []byte) bool) error
-	// MessageKeys is ReadMessages without reading the messages: fn gets
-	// each seq and an estimate of its record's size (exact within a few
-	// bytes). Recovery counts a backlog with it.
-	MessageKeys(qid, from uint64, fn func(seq uint64, size int64) bool) error
-	// DropMessages removes every message of qid.
-	DropMessages(qid uint64) error
 	// Sync waits until every append and delete issued so far is durable.
 	Sync() error
 	// Close flushes and closes the store.

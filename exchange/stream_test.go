@@ -161,7 +161,7 @@ func TestStreamLogSegmentsAndRecovery(t *testing.T) {
 	if msgs != 100 || segs < 5 || fts == 0 || lts < fts {
 		t.Fatalf("stats: %d messages, %d segments, ts %d..%d", msgs, segs, fts, lts)
 	}
-	if got := len(st.metaKeys("streamseg/")); got != segs {
+	if got := len(st.MetaKeys("streamseg/")); got != segs {
 		t.Fatalf("%d segment records for %d segments", got, segs)
 	}
 	recs, next, err := l.Read(3, 1000, 1<<20)
@@ -211,15 +211,15 @@ func TestStreamLogSegmentsAndRecovery(t *testing.T) {
 	if err != nil || len(recs) != 1 || recs[0].Off != first {
 		t.Fatalf("read from 0 after retention: %v %v", recs, err)
 	}
-	if got := st.totalMessages(); got != int(100-first) {
+	if got := st.TotalMessages(); got != int(100-first) {
 		t.Fatalf("%d messages in the store, want %d", got, 100-first)
 	}
 	// Deleting the stream removes its segments and records.
 	if _, err := v2.DeleteQueue("s", false, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	if st.totalMessages() != 0 || len(st.metaKeys("streamseg/")) != 0 {
-		t.Fatalf("after delete: %d messages, %v", st.totalMessages(), st.metaKeys("streamseg/"))
+	if st.TotalMessages() != 0 || len(st.MetaKeys("streamseg/")) != 0 {
+		t.Fatalf("after delete: %d messages, %v", st.TotalMessages(), st.MetaKeys("streamseg/"))
 	}
 }
 

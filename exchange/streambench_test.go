@@ -36,7 +36,7 @@ func BenchmarkStreamAppend(b *testing.B) {
 			}
 			batch.Flush()
 			b.StopTimer()
-			st.wg.Wait()
+			st.WG.Wait()
 		})
 	}
 }

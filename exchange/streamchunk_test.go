@@ -28,9 +28,9 @@ func TestStreamChunksFeatureFlag(t *testing.T) {
 	l.Unlock()
 	// A segment of message records: the record is in the store at once,
 	// as it was appended (a chunk would wait for the batch).
-	st.mu.Lock()
-	chunked := string(st.msgs[7][0]) != "\x01"
-	st.mu.Unlock()
+	st.Mu.Lock()
+	chunked := string(st.Msgs[7][0]) != "\x01"
+	st.Mu.Unlock()
 	if chunked || b.Active() {
 		t.Fatal("a chunk written without the flag")
 	}
@@ -63,7 +63,7 @@ func TestStreamChunkDuplicateWritesTail(t *testing.T) {
 			t.Fatal("not accepted")
 		}
 	}
-	st.wg.Wait()
+	st.WG.Wait()
 	waitFor(t, "both confirmed without the batch's flush", func() bool { return ok.Load() == 2 })
 	if n, _, _, _, _ := q.st.log.Stats(); n != 1 {
 		t.Fatalf("%d messages stored, want 1", n)
@@ -90,16 +90,16 @@ func TestStreamChunkWrittenAtClose(t *testing.T) {
 			}
 		}, nowNano(), &b)
 	}
-	st.wg.Wait()
+	st.WG.Wait()
 	if ok.Load() != 0 || !b.Active() {
 		t.Fatal("the chunk did not wait for the batch")
 	}
 	q.st.close(false)
-	st.wg.Wait()
+	st.WG.Wait()
 	if ok.Load() != 3 {
 		t.Fatalf("%d confirmed at close, want 3", ok.Load())
 	}
-	if keys := st.totalMessages(); keys != 1 { // the stream's are the store's only messages
+	if keys := st.TotalMessages(); keys != 1 { // the stream's are the store's only messages
 		t.Fatalf("%d store keys, want one chunk", keys)
 	}
 }

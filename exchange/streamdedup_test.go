@@ -103,7 +103,7 @@ func TestStreamDedupSnapshotSurvivesRetention(t *testing.T) {
 	}
 	l2 := q2.st.log
 	// The snapshot the start took: the last segment record's.
-	segKeys := st.metaKeys("streamseg/")
+	segKeys := st.MetaKeys("streamseg/")
 	snap, err := st.metaRecord(segKeys[len(segKeys)-1])
 	ws, _ := snap["writers"].(Table)
 	if wnext, _ := snap["wnext"].(uint64); err != nil || ws == nil || wnext < 50 || ws["p"] != uint64(50) {

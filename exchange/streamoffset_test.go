@@ -114,9 +114,9 @@ func TestStreamOffsetFlushesInOrder(t *testing.T) {
 // storedOrder is the (epoch, offset) of the stored record of named offset
 // name of stream s.
 func storedOrder(fs *fakeStore, name string) namedOffset {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	e, n, _ := MetaStamp("streamoff/", fs.meta["streamoff//\x00s\x00"+name])
+	fs.Mu.Lock()
+	defer fs.Mu.Unlock()
+	e, n, _ := MetaStamp("streamoff/", fs.Meta["streamoff//\x00s\x00"+name])
 	return namedOffset{off: n, epoch: e}
 }
 

@@ -186,9 +186,9 @@ func TestStreamRemoteResetBeforeAnyDelivery(t *testing.T) {
 
 // storedOffset is the named offset record of stream s in st, -1 none.
 func storedOffset(st *fakeStore, name string) int64 {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	val, ok := st.meta["streamoff//\x00s\x00"+name]
+	st.Mu.Lock()
+	defer st.Mu.Unlock()
+	val, ok := st.Meta["streamoff//\x00s\x00"+name]
 	if !ok {
 		return -1
 	}

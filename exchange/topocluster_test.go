@@ -113,7 +113,7 @@ func TestCommandsReplaceRecordWrites(t *testing.T) {
 		t.Fatalf("b's topology %v, a's %v", got, want)
 	}
 	for _, p := range []string{"exchange/", "queue/", "binding/"} {
-		ka, kb := l.stores[0].metaKeys(p), l.stores[1].metaKeys(p)
+		ka, kb := l.stores[0].MetaKeys(p), l.stores[1].MetaKeys(p)
 		slices.Sort(ka)
 		slices.Sort(kb)
 		if len(ka) == 0 || !slices.Equal(ka, kb) {
@@ -128,10 +128,10 @@ func TestCommandsReplaceRecordWrites(t *testing.T) {
 		t.Fatalf("after the deletes: b %v, a %v", got, topology(va.b))
 	}
 	for i, st := range l.stores {
-		if ks := st.metaKeys("queue/"); len(ks) != 0 {
+		if ks := st.MetaKeys("queue/"); len(ks) != 0 {
 			t.Fatalf("node %d keeps queue records %q", i, ks)
 		}
-		if ks := st.metaKeys("binding/"); len(ks) != 0 {
+		if ks := st.MetaKeys("binding/"); len(ks) != 0 {
 			t.Fatalf("node %d keeps binding records %q", i, ks)
 		}
 	}
@@ -179,7 +179,7 @@ func TestPoliciesAsCommands(t *testing.T) {
 		if name, _ := q.Policy(); name != "ttl" {
 			t.Fatalf("node %d: queue's policy %q", i, name)
 		}
-		if ks := l.stores[i].metaKeys("policy/"); len(ks) != 1 {
+		if ks := l.stores[i].MetaKeys("policy/"); len(ks) != 1 {
 			t.Fatalf("node %d: policy records %q", i, ks)
 		}
 	}
@@ -197,7 +197,7 @@ func TestPoliciesAsCommands(t *testing.T) {
 		if ps := v.Policies(); len(ps) != 0 {
 			t.Fatalf("node %d keeps policies %+v", i, ps)
 		}
-		if ks := l.stores[i].metaKeys("policy/"); len(ks) != 0 {
+		if ks := l.stores[i].MetaKeys("policy/"); len(ks) != 0 {
 			t.Fatalf("node %d keeps policy records %q", i, ks)
 		}
 	}
@@ -255,7 +255,7 @@ func TestVHostsAsCommands(t *testing.T) {
 		if _, ok := br.VHost("v3"); ok {
 			t.Fatalf("node %d keeps vhost v3", i)
 		}
-		for _, k := range l.stores[i].metaKeys("") {
+		for _, k := range l.stores[i].MetaKeys("") {
 			if strings.Contains(k, "v3") {
 				t.Fatalf("node %d keeps record %q", i, k)
 			}
@@ -322,7 +322,7 @@ func TestSelfDeletesAsCommands(t *testing.T) {
 	}
 	for i, st := range l.stores {
 		for _, p := range []string{"queue/", "tqueue/", "binding/", "exchange/\x2f\x00adx"} {
-			for _, k := range st.metaKeys(p) {
+			for _, k := range st.MetaKeys(p) {
 				if strings.Contains(k, "ad") || strings.Contains(k, "ex") {
 					t.Fatalf("node %d keeps record %q", i, k)
 				}
@@ -373,7 +373,7 @@ func TestOperatorPoliciesAsCommands(t *testing.T) {
 		if name, _ := q.OperatorPolicy(); name != "cap" {
 			t.Fatalf("node %d: queue's operator policy %q", i, name)
 		}
-		if ks := l.stores[i].metaKeys(opPolicyPrefix); len(ks) != 1 {
+		if ks := l.stores[i].MetaKeys(opPolicyPrefix); len(ks) != 1 {
 			t.Fatalf("node %d: operator policy records %q", i, ks)
 		}
 	}
@@ -394,7 +394,7 @@ func TestOperatorPoliciesAsCommands(t *testing.T) {
 		if name, _ := q.OperatorPolicy(); name != "" {
 			t.Fatalf("node %d: the queue keeps operator policy %q", i, name)
 		}
-		if ks := l.stores[i].metaKeys(opPolicyPrefix); len(ks) != 0 {
+		if ks := l.stores[i].MetaKeys(opPolicyPrefix); len(ks) != 0 {
 			t.Fatalf("node %d keeps operator policy records %q", i, ks)
 		}
 	}

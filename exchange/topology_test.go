@@ -128,10 +128,10 @@ func (s *batchStore) WriteMetaBatch(keys []string, vals [][]byte) error {
 }
 
 func (s *batchStore) keysWith(prefix string) []string {
-	s.fakeStore.mu.Lock()
-	defer s.fakeStore.mu.Unlock()
+	s.fakeStore.Mu.Lock()
+	defer s.fakeStore.Mu.Unlock()
 	var out []string
-	for k := range s.fakeStore.meta {
+	for k := range s.fakeStore.Meta {
 		if strings.HasPrefix(k, prefix) {
 			out = append(out, k)
 		}

@@ -68,14 +68,14 @@ func TestStreamChunkRecords(t *testing.T) {
 			}
 		})
 	}
-	st.wg.Wait()
+	st.WG.Wait()
 	// Two chunks were full (offsets 0-255, 256-511); the rest waits for
 	// the batch.
 	if d := l.durable.Load(); d != 2*chunkAlign {
 		t.Fatalf("durable %d before the batch flushed, want %d", d, 2*chunkAlign)
 	}
 	b.Flush()
-	st.wg.Wait()
+	st.WG.Wait()
 	if d, c := l.durable.Load(), confirmed.Load(); d != n || c != n {
 		t.Fatalf("durable %d, confirmed %d after the flush, want %d", d, c, n)
 	}
@@ -91,7 +91,7 @@ func TestStreamChunkRecords(t *testing.T) {
 		chunkAppend(t, l, i, &b, nil)
 	}
 	b.Flush()
-	st.wg.Wait()
+	st.WG.Wait()
 	if keys := storeKeys(st, id); fmt.Sprint(keys) != "[0 256 512 600 768]" {
 		t.Fatalf("store keys %v after a second run", keys)
 	}
@@ -140,7 +140,7 @@ func TestStreamChunkRecords(t *testing.T) {
 	read(l2)
 	// It goes on appending after what it found.
 	chunkAppend(t, l2, total, nil, nil)
-	st.wg.Wait()
+	st.WG.Wait()
 	if recs, _, _ := l2.readRange(total, 1, 1<<20); len(recs) != 1 {
 		t.Fatal("append after the restart not read")
 	}
@@ -168,7 +168,7 @@ func TestStreamChunksAfterMessageRecords(t *testing.T) {
 	for i := range 10 {
 		chunkAppend(t, l, i, &b, nil)
 	}
-	st.wg.Wait()
+	st.WG.Wait()
 	if len(l.segs) != 1 || l.segs[0].chunked || len(storeKeys(st, l.segs[0].id)) != 10 {
 		t.Fatalf("flag off: segments %+v, want one of 10 message records", l.segs)
 	}
@@ -180,18 +180,18 @@ func TestStreamChunksAfterMessageRecords(t *testing.T) {
 		chunkAppend(t, l, i, &b, nil)
 	}
 	b.Flush()
-	st.wg.Wait()
+	st.WG.Wait()
 	if len(l.segs) != 2 || l.segs[0].chunked || !l.segs[1].chunked || l.segs[1].first != 10 {
 		t.Fatalf("segments %+v, want a segment of chunks from 10", l.segs)
 	}
 	if keys := storeKeys(st, l.segs[1].id); fmt.Sprint(keys) != "[10]" {
 		t.Fatalf("chunk keys %v", keys)
 	}
-	rec := st.meta[segKey(l.prefix, 10)]
+	rec := st.Meta[segKey(l.prefix, 10)]
 	if id, first, err := decodeSegment(rec); err != nil || id != l.segs[1].id || first != 10 || !segmentChunked(rec) {
 		t.Fatalf("segment record: %d %d %v", id, first, err)
 	}
-	if segmentChunked(st.meta[segKey(l.prefix, 0)]) {
+	if segmentChunked(st.Meta[segKey(l.prefix, 0)]) {
 		t.Fatal("the first segment's record says chunks")
 	}
 	for _, ll := range []*Log{l, chunkLog(st, &on)} {
@@ -229,7 +229,7 @@ func TestStreamChunkPendingAtClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Flush() // the batch's run ends after the delete: nothing to write
-	st.wg.Wait()
+	st.WG.Wait()
 	mu.Lock()
 	if len(errs) != 2 || !errors.Is(errs[0], ErrClosed) || !errors.Is(errs[1], ErrClosed) {
 		t.Fatalf("confirms %v, want two ErrClosed", errs)

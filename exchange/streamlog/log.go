@@ -7,19 +7,37 @@ import (
 	"sync/atomic"
 )
 
-// Store is what the log needs of the node's store (exchange.Store, which
-// store.Badger and store.Memory implement): metadata records for the
-// segment records, message records keyed by (store id, offset) for the
-// messages. Metadata writes are durable when they return; appends call
-// done once durable, in the order they were issued.
+// Store is what the log needs of the node's store, and the part of the
+// core's store interface (exchange.Store, which embeds it and which
+// store.Badger and store.Memory implement) that the two share: metadata
+// records for the segment records, message records keyed by (store id,
+// offset) for the messages. Metadata writes are synchronous and durable
+// when they return; appends are asynchronous and group-committed, done
+// called once durable, in the order they were issued.
 type Store interface {
+	// PutMeta stores a metadata record (vhost, exchange, queue, binding,
+	// user, permission, a stream's segment...) under key, durably.
 	PutMeta(key string, val []byte) error
+	// DeleteMeta removes a metadata record, durably.
 	DeleteMeta(key string) error
+	// DeleteMetaPrefix removes every metadata record whose key starts with prefix.
 	DeleteMetaPrefix(prefix string) error
+	// LoadMeta calls fn for each record whose key starts with prefix, in key order.
 	LoadMeta(prefix string, fn func(key string, val []byte) error) error
+
+	// AppendMessage stores message seq of queue qid. done may be nil. The
+	// store copies data: the caller may reuse it once AppendMessage returns.
 	AppendMessage(qid, seq uint64, data []byte, done func(error))
+	// ReadMessages calls fn for each stored message of qid whose seq is at
+	// least from, in seq order, until fn returns false: the read path of a
+	// queue whose backlog is on disk. fn may keep data. It sees every
+	// append and delete issued before it, written or still queued.
 	ReadMessages(qid, from uint64, fn func(seq uint64, data []byte) bool) error
+	// MessageKeys is ReadMessages without reading the messages: fn gets
+	// each seq and an estimate of its record's size (exact within a few
+	// bytes). Recovery counts a backlog with it.
 	MessageKeys(qid, from uint64, fn func(seq uint64, size int64) bool) error
+	// DropMessages removes every message of qid.
 	DropMessages(qid uint64) error
 }
 

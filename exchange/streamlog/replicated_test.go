@@ -194,9 +194,9 @@ func TestStreamClusterRetainDurableOnly(t *testing.T) {
 	segBytes := 10 * m
 	leader, _, g := replicatedLogs(t, true, segBytes)
 	appendN(t, leader, 30, ts, segBytes)
-	g.stores[0].mu.Lock()
-	g.stores[0].hold = true // appends from now on are not yet committed
-	g.stores[0].mu.Unlock()
+	g.stores[0].Mu.Lock()
+	g.stores[0].Hold = true // appends from now on are not yet committed
+	g.stores[0].Mu.Unlock()
 	for i := 0; i < 30; i++ {
 		data := testRecord(nil, ts, make([]byte, 40))
 		leader.mu.Lock()
