@@ -210,6 +210,11 @@ func (c *conn) readLoop() error {
 // error, nil after a DISCONNECT) or, if async, until it parks in the
 // event loop (parked true; park.go).
 func (c *conn) packetLoop(async bool) (err error, parked bool) {
+	defer func() {
+		if !parked { // (parking flushed it: tryFill)
+			c.br.flushBatch() // the consumers' writers the last packets deferred
+		}
+	}()
 	sinceArm := 0
 	// idle: the socket stayed empty for parkAfter, or the connection was
 	// just woken from the event loop (it parks again at once if the wake

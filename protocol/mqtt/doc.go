@@ -82,7 +82,12 @@
 // alone. An encoding built at delivery costs its bytes for as long as the
 // message is held (a queue's memory budget does not count them); that of
 // an MQTT 3 QoS 0 publish costs nothing, the body being part of it. The reader hands PUBACKs to the core in one AckMany per read
-// from the socket, and rearms the keep-alive deadline once per read.
+// from the socket, and rearms the keep-alive deadline once per read. The
+// publishes of one read are a run (exchange.Batch, held by the reader):
+// they share a reading of the clock, other protocols' consumers they
+// reach wake their writers once at its end, and a stream they reach
+// writes them as one chunk; the run ends before any read that may wait
+// (connReader.flushBatch).
 //
 // Lock order: Server.mu → session.mu → conn.outMu. None of them is held
 // while calling into the core, except that Sink.Deliver takes conn.outMu

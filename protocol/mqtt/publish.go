@@ -114,11 +114,11 @@ func (c *conn) handlePublish(pk *packets.Packet, raw []byte, sm *sharedMsg) erro
 		}
 	}
 	m := c.toMessage(pk, raw, sm, ex, key)
-	var opts exchange.PublishOpts
+	opts := exchange.PublishOpts{Batch: &c.br.batch}
 	var tag uint64
 	if qos > 0 {
 		tag = c.pushAck(ackType, pk.PacketID)
-		opts = exchange.PublishOpts{Confirmer: c, Tag: tag, Protocol: exchange.ProtoMQTT}
+		opts.Confirmer, opts.Tag, opts.Protocol = c, tag, exchange.ProtoMQTT
 	}
 	sp := c.s.cfg.Tracer.Publish(m, tracing.MQTT(c.version))
 	res, err := c.vh.Publish(m, opts)

@@ -6,6 +6,8 @@ import (
 	"os"
 	"sync"
 	"syscall"
+
+	"github.com/trident-broker/trident/exchange"
 )
 
 // readBufSize is the size of a connection's read buffer.
@@ -29,6 +31,12 @@ type connReader struct {
 	buf  []byte          // *bufp
 	r, w int             // buf[r:w] is buffered
 	err  error           // a read error to return once buf[r:w] is read
+
+	// batch is the publisher's run (exchange.Batch): what the packets
+	// read so far published shares one clock reading, and the consumers'
+	// writers they deferred are woken before the reader next waits
+	// (flushBatch, at every read that may wait or finds nothing).
+	batch exchange.Batch
 
 	rawFn func(fd uintptr) bool // rawRead, made once
 	tryFn func(fd uintptr) bool // tryRead, made once
@@ -87,6 +95,7 @@ func (r *connReader) Read(p []byte) (int, error) {
 	}
 	if r.r == r.w {
 		if len(p) >= readBufSize && r.err == nil {
+			r.flushBatch()
 			return r.nc.Read(p)
 		}
 		if err := r.fill(); err != nil {
@@ -98,8 +107,19 @@ func (r *connReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// flushBatch ends the publisher's run before a read that may wait: the
+// writers its deliveries deferred are woken and the next publish reads
+// the clock again.
+func (r *connReader) flushBatch() {
+	if r.batch.Active() {
+		r.batch.Flush()
+		r.batch.Tick()
+	}
+}
+
 // fill reads into the empty buffer, at least one byte or an error.
 func (r *connReader) fill() error {
+	r.flushBatch()
 	r.r, r.w = 0, 0
 	if err := r.err; err != nil {
 		r.err = nil
@@ -135,6 +155,7 @@ func (r *connReader) fill() error {
 // tryFill is fill without the wait, for a plain TCP connection (rc not
 // nil): wouldBlock when the socket is empty (no buffer is then held).
 func (r *connReader) tryFill() (wouldBlock bool, err error) {
+	r.flushBatch()
 	r.r, r.w = 0, 0
 	if err := r.err; err != nil {
 		r.err = nil
