@@ -149,8 +149,6 @@ type ConsumeOpts struct {
 type Consumer struct {
 	q        *Queue
 	tag      string
-	noAck    bool
-	excl     bool
 	priority int
 	prefetch int
 	limit    *Limit
@@ -163,6 +161,10 @@ type Consumer struct {
 	settler bool
 	// proto is ConsumeOpts.Protocol.
 	proto Protocol
+	// Beside the flags above: with padding after each, a Consumer took
+	// the 128-byte size class instead of the 112-byte one.
+	noAck bool
+	excl  bool
 
 	// Guarded by q.mu.
 	unacked   int
