@@ -49,8 +49,9 @@ func (g *giveBackState) noteEnded() {
 
 // dropIdleState gives back, when the connection parks (its reader is
 // idle), the room a burst left in its state and its session's queues:
-// the packet-id table once nothing is in flight, the batch of settled
-// acknowledgements, the publish topic cache, and each queue's unacked
+// the packet-id table once nothing is in flight, the reader's publish
+// state (readerState: settled acknowledgements, the publish topic cache;
+// kept while it holds MQTT 5 topic aliases), and each queue's unacked
 // ring and ready buffers (exchange.Queue.Trim). Without it a fleet keeps
 // what one burst of QoS 1 commands took (measured: ~5 KB per device,
 // most of it the queue's unacked ring) for as long as it stays
@@ -62,10 +63,14 @@ func (c *conn) dropIdleState() {
 		c.inflight = pidTable{next: c.inflight.next}
 	}
 	c.infMu.Unlock()
-	if len(c.ackSeqs) == 0 {
-		c.ackSeqs = nil
+	if rd := c.rd; rd != nil && len(rd.ackSeqs) == 0 {
+		if rd.aliasIn == nil {
+			c.rd = nil
+		} else {
+			rd.ackSeqs, rd.ackQ = nil, nil
+			rd.pubTopic, rd.pubKey = "", ""
+		}
 	}
-	c.pubTopic, c.pubKey = "", ""
 	c.consMu.Lock()
 	for _, k := range c.consumers {
 		k.Queue().Trim()

@@ -119,6 +119,9 @@ func TestParkGivesBackBurstState(t *testing.T) {
 		if slots != nil || n != 0 {
 			t.Fatalf("round %d: parked with a packet-id table of %d slots, %d in flight", round, len(slots), n)
 		}
+		if c.rd != nil {
+			t.Fatalf("round %d: parked with the reader's state (settled acknowledgements)", round)
+		}
 		waitWriterGone(t, c)
 		c.outMu.Lock()
 		kept := c.w != nil || c.out != nil || c.spare != nil

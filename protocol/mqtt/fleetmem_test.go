@@ -1,0 +1,114 @@
+package mqtt
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/trident-broker/trident/exchange"
+)
+
+// TestFleetStructSizes: what an idle subscribed device holds stays in
+// the size classes issue 42's fleet work brought it to (a field more
+// takes the next class: 640 → 704 bytes a connection, 768 → 896 a
+// queue): the connection, its session, its queue and consumer.
+func TestFleetStructSizes(t *testing.T) {
+	for _, c := range []struct {
+		what      string
+		size, max uintptr
+	}{
+		{"conn", unsafe.Sizeof(conn{}), 640},
+		{"session", unsafe.Sizeof(session{}), 256},
+		{"exchange.Queue", unsafe.Sizeof(exchange.Queue{}), 768},
+		{"exchange.Consumer", unsafe.Sizeof(exchange.Consumer{}), 112},
+	} {
+		if c.size > c.max {
+			t.Errorf("%s is %d bytes, more than %d (the next size class costs every device)", c.what, c.size, c.max)
+		}
+	}
+}
+
+// TestSessionStringsShared: a session's vhost and client id are parts of
+// its key, its subscriptions' queue name is its own, and the
+// connection's client id is the session's: no copy of each per device,
+// and none that keeps the CONNECT packet (whose strings the decoder
+// makes as views of it) in memory.
+func TestSessionStringsShared(t *testing.T) {
+	s, addr := testServer(t)
+	benchMQTTDial(t, addr, "shared-strings", 4, "shared/t")
+	c := serverConn(t, s, "shared-strings")
+	se := c.se
+	within := func(part, whole string) bool {
+		p, w := uintptr(unsafe.Pointer(unsafe.StringData(part))), uintptr(unsafe.Pointer(unsafe.StringData(whole)))
+		return p >= w && p+uintptr(len(part)) <= w+uintptr(len(whole))
+	}
+	if !within(se.vhost, se.key) || !within(se.clientID, se.key) {
+		t.Error("the session's vhost or client id is a copy of its own, not part of its key")
+	}
+	if unsafe.StringData(c.clientID) != unsafe.StringData(se.clientID) {
+		t.Error("the connection keeps a client id of its own (the CONNECT packet's?)")
+	}
+	subs := se.subList()
+	if len(subs) != 1 || unsafe.StringData(subs[0].queue) != unsafe.StringData(se.qname) {
+		t.Errorf("the subscription's queue name is not the session's (%d subscriptions)", len(subs))
+	}
+}
+
+// TestReaderStateGoneWhenParked: a publisher's reader state (its topic
+// cache) is made by a publish and gone once it parks; an MQTT 5
+// publisher's topic aliases stay across parking, so that a publish by
+// alias alone after an idle spell still routes.
+func TestReaderStateGoneWhenParked(t *testing.T) {
+	s, addr := testServer(t)
+	sub := benchMQTTDial(t, addr, "alias-sub", 4, "alias/t")
+	pub4 := benchMQTTDial(t, addr, "plain-pub", 4, "")
+	pub5 := benchMQTTDial(t, addr, "alias-pub", 5, "")
+	c4, c5 := serverConn(t, s, "plain-pub"), serverConn(t, s, "alias-pub")
+
+	if _, err := pub4.Write(benchPacket(nil, 0x30, append(benchString(nil, "alias/t"), 'a'))); err != nil {
+		t.Fatal(err)
+	}
+	// PUBLISH alias/t setting topic alias 1 (property 0x23).
+	props := []byte{3, 0x23, 0, 1}
+	if _, err := pub5.Write(benchPacket(nil, 0x30, append(append(benchString(nil, "alias/t"), props...), 'b'))); err != nil {
+		t.Fatal(err)
+	}
+	_ = sub.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got := map[string]bool{}
+	read := func() {
+		t.Helper()
+		first, b := benchReadPacket(t, sub)
+		if first>>4 != packets.Publish {
+			t.Fatalf("packet %x", first)
+		}
+		n := int(binary.BigEndian.Uint16(b))
+		got[string(b[2+n:])] = true
+	}
+	read()
+	read()
+	if !got["a"] || !got["b"] {
+		t.Fatalf("got %v", got)
+	}
+	for _, c := range []*conn{c4, c5} {
+		if !waitParked(c, 10*time.Second) {
+			t.Fatal("a publisher did not park")
+		}
+	}
+	if c4.rd != nil {
+		t.Error("a parked MQTT 3.1.1 publisher keeps its reader state")
+	}
+	if c5.rd == nil || c5.rd.aliasIn[1] != "alias/t" || c5.rd.pubTopic != "" {
+		t.Fatal("a parked MQTT 5 publisher lost its topic aliases, or kept its topic cache")
+	}
+	// By alias alone, after parking.
+	if _, err := pub5.Write(benchPacket(nil, 0x30, append(append(benchString(nil, ""), props...), 'c'))); err != nil {
+		t.Fatal(err)
+	}
+	read()
+	if !got["c"] {
+		t.Fatalf("the publish by alias after parking did not arrive: %v", got)
+	}
+}
