@@ -60,8 +60,8 @@
 //
 // Per connection there is a reader goroutine while there is input, and a
 // writer goroutine while there is output: an idle plain TCP connection
-// (the common case for devices) keeps neither, nor a read buffer or
-// outbound lists; its descriptor waits in the server's epoll loop, which
+// (the common case for devices) keeps neither, nor a read buffer, its
+// buffered reader (pooled) or outbound lists; its descriptor waits in the server's epoll loop, which
 // starts a reader when input, a hang-up or the keep-alive's end comes
 // (park.go, poller_linux.go). TLS and WebSocket connections keep their
 // reader goroutine, parked with a small stack and no read buffer

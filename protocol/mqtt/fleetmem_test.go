@@ -112,3 +112,38 @@ func TestReaderStateGoneWhenParked(t *testing.T) {
 		t.Fatalf("the publish by alias after parking did not arrive: %v", got)
 	}
 }
+
+// TestParkedHoldsNoReader: a parked plain TCP connection holds no reader
+// (it went back to the pool), and one woken reads and answers as before,
+// each time.
+func TestParkedHoldsNoReader(t *testing.T) {
+	s, addr := testServer(t)
+	dev := benchMQTTDial(t, addr, "no-reader", 4, "no-reader/cmd")
+	c := serverConn(t, s, "no-reader")
+	_ = dev.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for i := range 3 {
+		if !waitParked(c, 10*time.Second) {
+			t.Fatalf("round %d: not parked", i)
+		}
+		// Take the connection as a wake does (so that reading c.br is
+		// ordered with its next reader's writes), look, and hand it back:
+		// it reads on and parks again.
+		if !c.parked.CompareAndSwap(true, false) {
+			t.Fatalf("round %d: woken meanwhile", i)
+		}
+		held := c.br != nil
+		go c.readOn(false)
+		if held {
+			t.Fatalf("round %d: a parked connection holds its reader", i)
+		}
+		if !waitParked(c, 10*time.Second) {
+			t.Fatalf("round %d: not parked again", i)
+		}
+		if _, err := dev.Write([]byte{packets.Pingreq << 4, 0}); err != nil {
+			t.Fatal(err)
+		}
+		if first, _ := benchReadPacket(t, dev); first>>4 != packets.Pingresp {
+			t.Fatalf("round %d: PINGRESP: %x", i, first)
+		}
+	}
+}

@@ -94,14 +94,14 @@ func (p *poller) forget(id uint64) {
 	p.mu.Unlock()
 }
 
-// arm registers c's descriptor for one event. It runs inside the
+// arm registers c's descriptor (rc's) for one event. It runs inside the
 // descriptor's Control, so a connection closed meanwhile is an error
 // rather than a descriptor number that another connection may reuse.
-func (p *poller) arm(c *conn) error {
+func (p *poller) arm(c *conn, rc syscall.RawConn) error {
 	var err error
 	id := c.pollID
 	ev := syscall.EpollEvent{Events: pollEvents, Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
-	cerr := c.br.rc.Control(func(fd uintptr) {
+	cerr := rc.Control(func(fd uintptr) {
 		err = syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_MOD, int(fd), &ev)
 		if err == syscall.ENOENT {
 			err = syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_ADD, int(fd), &ev)
