@@ -147,3 +147,22 @@ func TestParkedHoldsNoReader(t *testing.T) {
 		}
 	}
 }
+
+// TestSubscriptionStringsInterned: devices subscribed to the same filter
+// share its bytes and those of its binding key, and neither is a view of
+// a SUBSCRIBE packet.
+func TestSubscriptionStringsInterned(t *testing.T) {
+	s, addr := testServer(t)
+	benchMQTTDial(t, addr, "intern-a", 4, "fleet/all/#")
+	benchMQTTDial(t, addr, "intern-b", 4, "fleet/all/#")
+	a, b := serverConn(t, s, "intern-a").se.subList(), serverConn(t, s, "intern-b").se.subList()
+	if len(a) != 1 || len(b) != 1 {
+		t.Fatalf("%d and %d subscriptions", len(a), len(b))
+	}
+	if a[0].Filter != "fleet/all/#" || a[0].key != "fleet.all.#" {
+		t.Fatalf("filter %q key %q", a[0].Filter, a[0].key)
+	}
+	if unsafe.StringData(a[0].Filter) != unsafe.StringData(b[0].Filter) || unsafe.StringData(a[0].key) != unsafe.StringData(b[0].key) {
+		t.Error("two devices' subscriptions to one filter each keep a copy of it or of its key")
+	}
+}

@@ -2,7 +2,7 @@ package mqtt
 
 import (
 	"slices"
-	"strings"
+	"unique"
 
 	"github.com/mochi-mqtt/server/v2/packets"
 
@@ -11,7 +11,21 @@ import (
 	"github.com/trident-broker/trident/protocol/mqtt/wire"
 )
 
-func filterKey(filter string) string { return wire.FilterToKey(filter) }
+func filterKey(filter string) string { return intern(wire.FilterToKey(filter)) }
+
+// intern returns s's canonical copy (package unique), which owns its
+// bytes: the filters and binding keys of a fleet's subscriptions are
+// mostly the same few (a broadcast filter every device subscribes to),
+// and each device kept a copy of its own of each (~64 bytes a device).
+// The copy lasts as long as a subscription uses it; a later one made once
+// the runtime dropped the first from its table is a copy again, shared
+// from then on.
+func intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	return unique.Make(s).Value()
+}
 
 // handleSubscribe binds the session's queue (or a shared group's queue)
 // for each filter, stores a persistent session's subscriptions, answers
@@ -52,9 +66,10 @@ func (c *conn) handleSubscribe(pk *packets.Packet) error {
 			codes[i] = c.subFailure(codeQuotaExceeded)
 			continue
 		}
-		// The filter and group are cloned: substrings of the packet, they
-		// would keep its whole buffer for the subscription's life.
-		sub := &subscription{Filter: strings.Clone(filter), Share: strings.Clone(group), QoS: f.Qos, NoLocal: f.NoLocal, RAP: f.RetainAsPublished,
+		// The filter and group are copied (interned): substrings of the
+		// packet, they would keep its whole buffer for the subscription's
+		// life.
+		sub := &subscription{Filter: intern(filter), Share: intern(group), QoS: f.Qos, NoLocal: f.NoLocal, RAP: f.RetainAsPublished,
 			Handling: f.RetainHandling, ID: f.Identifier}
 		if c.version != 5 {
 			sub.NoLocal, sub.RAP, sub.Handling, sub.ID = false, false, 0, 0
