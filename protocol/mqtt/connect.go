@@ -212,6 +212,7 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 	}
 	c.connected.Store(true)
 	c.sendPooled(ack)
+	c.s.giveBack.noteConnected()
 	c.s.log.Info("connection authenticated", c.who()...)
 	c.connEvent(true, "")
 	// As RabbitMQ: when the token expires, MQTT 5 clients get DISCONNECT

@@ -131,3 +131,44 @@ func TestParkGivesBackBurstState(t *testing.T) {
 		}
 	}
 }
+
+// TestGiveBackAfterWaveNotDuringChurn: a wave of connections (coming,
+// here) gives memory back once it has been quiet for the delay, not
+// while connections keep coming; and an accepted connection counts.
+func TestGiveBackAfterWaveNotDuringChurn(t *testing.T) {
+	var calls atomic.Int32
+	old := giveBack
+	giveBack = func() { calls.Add(1) }
+	defer func() { giveBack = old }()
+
+	const delay = 100 * time.Millisecond
+	g := &giveBackState{delay: delay}
+	for range giveBackAfter {
+		g.noteConnected()
+	}
+	// A churn that never stops for the delay: no collection meanwhile.
+	for range 20 {
+		time.Sleep(delay / 4)
+		g.noteConnected()
+		if n := calls.Load(); n != 0 {
+			t.Fatalf("%d collections while connections keep coming", n)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for calls.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(3 * delay)
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d collections once the wave was over, want 1", n)
+	}
+
+	s, addr := testServer(t)
+	benchMQTTDial(t, addr, "counted", 4, "")
+	for deadline := time.Now().Add(5 * time.Second); s.giveBack.churn.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // counted just after CONNACK is sent
+	}
+	if n := s.giveBack.churn.Load(); n != 1 {
+		t.Fatalf("an accepted connection counted %d times towards the give-back, want 1", n)
+	}
+}
