@@ -148,21 +148,31 @@ func TestParkedHoldsNoReader(t *testing.T) {
 	}
 }
 
-// TestSubscriptionStringsInterned: devices subscribed to the same filter
-// share its bytes and those of its binding key, and neither is a view of
-// a SUBSCRIBE packet.
+// TestSubscriptionStringsInterned: devices subscribed to the same
+// wildcard filter share its bytes and those of its binding key; an exact
+// filter is a copy of its own (one device's topic: sharing it would cost
+// more than it saves); neither is a view of a SUBSCRIBE packet.
 func TestSubscriptionStringsInterned(t *testing.T) {
 	s, addr := testServer(t)
 	benchMQTTDial(t, addr, "intern-a", 4, "fleet/all/#")
 	benchMQTTDial(t, addr, "intern-b", 4, "fleet/all/#")
-	a, b := serverConn(t, s, "intern-a").se.subList(), serverConn(t, s, "intern-b").se.subList()
-	if len(a) != 1 || len(b) != 1 {
-		t.Fatalf("%d and %d subscriptions", len(a), len(b))
+	benchMQTTDial(t, addr, "intern-c", 4, "fleet/dev/1")
+	benchMQTTDial(t, addr, "intern-d", 4, "fleet/dev/1")
+	sub := func(id string) *subscription {
+		l := serverConn(t, s, id).se.subList()
+		if len(l) != 1 {
+			t.Fatalf("%s: %d subscriptions", id, len(l))
+		}
+		return l[0]
 	}
-	if a[0].Filter != "fleet/all/#" || a[0].key != "fleet.all.#" {
-		t.Fatalf("filter %q key %q", a[0].Filter, a[0].key)
+	a, b, c, d := sub("intern-a"), sub("intern-b"), sub("intern-c"), sub("intern-d")
+	if a.Filter != "fleet/all/#" || a.key != "fleet.all.#" || c.Filter != "fleet/dev/1" || c.key != "fleet.dev.1" {
+		t.Fatalf("filters %q %q, keys %q %q", a.Filter, c.Filter, a.key, c.key)
 	}
-	if unsafe.StringData(a[0].Filter) != unsafe.StringData(b[0].Filter) || unsafe.StringData(a[0].key) != unsafe.StringData(b[0].key) {
-		t.Error("two devices' subscriptions to one filter each keep a copy of it or of its key")
+	if unsafe.StringData(a.Filter) != unsafe.StringData(b.Filter) || unsafe.StringData(a.key) != unsafe.StringData(b.key) {
+		t.Error("two devices' subscriptions to one wildcard filter each keep a copy of it or of its key")
+	}
+	if unsafe.StringData(c.Filter) == unsafe.StringData(d.Filter) {
+		t.Error("an exact filter is interned")
 	}
 }
