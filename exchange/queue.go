@@ -192,10 +192,9 @@ type Queue struct {
 	durable    bool
 	exclusive  bool
 	autoDelete bool
-	// Under mu, here where the flags above leave room (a Queue of 784
-	// bytes took the 896-byte size class, of 768 the 768 one): hadCons
-	// and deleted; autoDeleted is collected under mu and carried out by
-	// unlock.
+	// Under mu, here where the flags above leave room (see dropAbove):
+	// hadCons and deleted; autoDeleted is collected under mu and carried
+	// out by unlock.
 	hadCons     bool
 	deleted     bool
 	autoDeleted bool
@@ -222,8 +221,11 @@ type Queue struct {
 	consumers []*Consumer // sorted by priority, highest first
 	// dropAbove > 0: transient messages past that many ready ones are
 	// dropped (every consumer asked for it: ConsumeOpts.DropTransientAbove).
-	dropAbove int
-	rr        int
+	// It and rr are int32s: a Queue of 768 bytes and the runtime's 8-byte
+	// header of a large object took the 896-byte size class, of 760 the
+	// 768-byte one.
+	dropAbove int32
+	rr        int32
 	lastUsed  int64 // for x-expires
 	expTimer  *time.Timer
 	expAt     int64 // when expTimer fires (ttl), 0 if not armed
@@ -605,7 +607,7 @@ func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64, ba
 		}
 		return true, confirm, false
 	}
-	if q.dropAbove > 0 && q.ready.n >= q.dropAbove && !m.Props.Persistent() {
+	if q.dropAbove > 0 && q.ready.n >= int(q.dropAbove) && !m.Props.Persistent() {
 		// At most once, and the consumers are that far behind.
 		q.counters.dropBehind.Add(1)
 		q.vh.counters.dropBehind.Add(1)
@@ -702,9 +704,9 @@ func (q *Queue) pickConsumer() *Consumer {
 		}
 		size := end - start
 		for k := 0; k < size; k++ {
-			i := start + (q.rr+k)%size
+			i := start + (int(q.rr)+k)%size
 			if cs[i].canTake() {
-				q.rr = (q.rr + k + 1) % size
+				q.rr = int32((int(q.rr) + k + 1) % size)
 				return cs[i]
 			}
 		}
@@ -956,7 +958,7 @@ func (q *Queue) syncDropLocked() {
 		}
 		n = max(n, c.dropAbove)
 	}
-	q.dropAbove = n
+	q.dropAbove = int32(min(n, 1<<31-1))
 }
 
 // --- timers ---
