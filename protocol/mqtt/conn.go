@@ -130,8 +130,8 @@ type conn struct {
 	closeCode     atomic.Uint32
 	accepted      bool
 	refusalLogged bool
-	loginName     string // the user name CONNECT gave
 	refusedCode   byte   // the CONNACK refusal's reason code
+	loginName     string // the user name CONNECT gave
 }
 
 func newConn(s *Server, nc net.Conn, transport string) *conn {
