@@ -134,7 +134,8 @@ func TestParkGivesBackBurstState(t *testing.T) {
 
 // TestGiveBackAfterWaveNotDuringChurn: a wave of connections (coming,
 // here) gives memory back once it has been quiet for the delay, not
-// while connections keep coming; and an accepted connection counts.
+// while connections keep coming; an accepted connection counts, and so
+// does its parking.
 func TestGiveBackAfterWaveNotDuringChurn(t *testing.T) {
 	var calls atomic.Int32
 	old := giveBack
@@ -165,10 +166,13 @@ func TestGiveBackAfterWaveNotDuringChurn(t *testing.T) {
 
 	s, addr := testServer(t)
 	benchMQTTDial(t, addr, "counted", 4, "")
-	for deadline := time.Now().Add(5 * time.Second); s.giveBack.churn.Load() == 0 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond) // counted just after CONNACK is sent
+	if !waitParked(serverConn(t, s, "counted"), 10*time.Second) {
+		t.Fatal("not parked after CONNECT")
 	}
-	if n := s.giveBack.churn.Load(); n != 1 {
-		t.Fatalf("an accepted connection counted %d times towards the give-back, want 1", n)
+	for deadline := time.Now().Add(5 * time.Second); s.giveBack.churn.Load() < 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // counted just after parking
+	}
+	if n := s.giveBack.churn.Load(); n != 2 {
+		t.Fatalf("an accepted connection that parked counted %d times towards the give-back, want 2", n)
 	}
 }

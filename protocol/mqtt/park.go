@@ -103,6 +103,12 @@ func (c *conn) park() bool {
 		c.br = newConnReader(c.nc)
 		return false // closed meanwhile: the reader sees it
 	}
+	// A burst that woke a fleet ends in as many parks: its garbage, and
+	// the stacks of the goroutines that served it, are given back once
+	// the parking has been quiet for a while (giveback.go). c is not
+	// touched here: another reader may have it already.
+	s := c.s
+	s.giveBack.noteParked()
 	return true
 }
 
