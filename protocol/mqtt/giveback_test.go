@@ -3,9 +3,12 @@ package mqtt
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/mochi-mqtt/server/v2/packets"
 )
@@ -175,4 +178,21 @@ func TestGiveBackAfterWaveNotDuringChurn(t *testing.T) {
 	if n := s.giveBack.churn.Load(); n != 2 {
 		t.Fatalf("an accepted connection that parked counted %d times towards the give-back, want 2", n)
 	}
+}
+
+// TestGiveBackEmptiesPools: the give-back frees what sync.Pools hold
+// (one collection only moves it to their victim caches), so that the read
+// buffers, readers and writer states a burst left in them are given back
+// with the rest.
+func TestGiveBackEmptiesPools(t *testing.T) {
+	var pool sync.Pool
+	b := new([4096]byte)
+	w := weak.Make(b)
+	pool.Put(b)
+	b = nil
+	giveBack()
+	if w.Value() != nil {
+		t.Fatal("an object a sync.Pool held is still there after the give-back")
+	}
+	runtime.KeepAlive(&pool)
 }
