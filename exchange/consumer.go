@@ -153,8 +153,6 @@ type ConsumeOpts struct {
 type Consumer struct {
 	q        *Queue
 	tag      string
-	noAck    bool
-	excl     bool
 	priority int
 	prefetch int
 	limit    *Limit
@@ -167,6 +165,10 @@ type Consumer struct {
 	settler bool
 	// proto is ConsumeOpts.Protocol.
 	proto Protocol
+	// Beside the flags above: with padding after each, a Consumer took
+	// the 128-byte size class instead of the 112-byte one.
+	noAck bool
+	excl  bool
 
 	// Guarded by q.mu.
 	unacked   int
@@ -301,5 +303,5 @@ func (q *Queue) syncDropLocked() {
 		}
 		n = max(n, c.dropAbove)
 	}
-	q.dropAbove = n
+	q.dropAbove = int32(min(n, 1<<31-1))
 }

@@ -27,7 +27,7 @@ func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64, ba
 		}
 		return true, confirm, false
 	}
-	if q.dropAbove > 0 && q.ready.n >= q.dropAbove && !m.Props.Persistent() {
+	if q.dropAbove > 0 && q.ready.n >= int(q.dropAbove) && !m.Props.Persistent() {
 		// At most once, and the consumers are that far behind.
 		q.counters.dropBehind.Add(1)
 		q.vh.counters.dropBehind.Add(1)
@@ -126,9 +126,9 @@ func (q *Queue) pickConsumer() *Consumer {
 		}
 		size := end - start
 		for k := 0; k < size; k++ {
-			i := start + (q.rr+k)%size
+			i := start + (int(q.rr)+k)%size
 			if cs[i].canTake() {
-				q.rr = (q.rr + k + 1) % size
+				q.rr = int32((int(q.rr) + k + 1) % size)
 				return cs[i]
 			}
 		}

@@ -25,10 +25,10 @@ type Exchange struct {
 	event      bool // EventExchange (events.go)
 
 	router   router
-	delay    *delayer               // a delayed exchange's held messages (delayed.go)
-	bindings []*binding             // this exchange as source
-	inbound  []*binding             // this exchange as destination
-	bindIdx  map[bindKey][]*binding // bindings, by destination and key (bindindex.go)
+	delay    *delayer             // a delayed exchange's held messages (delayed.go)
+	bindings []*binding           // this exchange as source
+	inbound  []*binding           // this exchange as destination
+	bindIdx  map[bindKey]*binding // bindings, by destination and key, chained by sameNext (bindindex.go)
 
 	counters msgCounters // atomics, no lock
 }

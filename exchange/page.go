@@ -134,7 +134,7 @@ func (r *readyList) canPage(e *entry) bool {
 
 // window is the queue's in-memory limit per lane (messages, bytes).
 func (r *readyList) window() (int, int64) {
-	a := &r.s.a
+	a := r.s.a
 	msgs, bytes := r.s.env.envWindow()
 	if a.memLen >= 0 && a.memLen < msgs {
 		msgs = a.memLen

@@ -93,7 +93,7 @@ func TestPolicyPrecedence(t *testing.T) {
 	q := declareQ(t, v, "q", QueueOpts{Args: Table{"x-max-length": int64(2), "x-message-ttl": int64(5000),
 		"x-dead-letter-exchange": "xdlx", "x-overflow": OverflowDropHead}})
 	q.mu.Lock()
-	a := q.a
+	a := *q.a
 	q.mu.Unlock()
 	want := queueArgs{memLen: -1, memBytes: -1, messageTTL: 1000, expires: 60000, maxLen: 2, maxLenBytes: 100, overflow: OverflowDropHead,
 		dlx: "xdlx", hasDLX: true, dlrk: "prk", hasDLRK: true, deliveryLimit: 3}
@@ -102,7 +102,7 @@ func TestPolicyPrecedence(t *testing.T) {
 	}
 	q2 := declareQ(t, v, "q2", QueueOpts{})
 	q2.mu.Lock()
-	a = q2.a
+	a = *q2.a
 	q2.mu.Unlock()
 	want = queueArgs{memLen: -1, memBytes: -1, messageTTL: 1000, expires: 60000, maxLen: 5, maxLenBytes: 100, overflow: OverflowRejectPublish,
 		dlx: "pdlx", hasDLX: true, dlrk: "prk", hasDLRK: true, deliveryLimit: 3}

@@ -18,7 +18,11 @@ package exchange
 type queueState struct {
 	env queueEnv
 
-	a       queueArgs // in effect: the declared ones with the policy (policy.go)
+	// a is in effect: the declared ones with the policy (policy.go).
+	// Never modified: cmdSetArgs replaces it, and until a policy changes
+	// something it is the queue's xa, which queues declared without
+	// arguments share (184 bytes of every MQTT device's queue).
+	a       *queueArgs
 	nextSeq uint64
 	ready   readyList
 	unacked unackedSet
@@ -219,14 +223,18 @@ func (s *queueState) cmdRelease(seq uint64) bool {
 // limits. A proxy's owner enforces them. It returns the arguments that
 // were in effect.
 func (s *queueState) cmdSetArgs(a queueArgs, now int64) queueArgs {
-	old := s.a
-	// Field by field: quorum and sac are read without the queue's lock.
-	s.a.messageTTL, s.a.expires = a.messageTTL, a.expires
-	s.a.maxLen, s.a.maxLenBytes, s.a.overflow = a.maxLen, a.maxLenBytes, a.overflow
-	s.a.dlx, s.a.hasDLX, s.a.dlrk, s.a.hasDLRK = a.dlx, a.hasDLX, a.dlrk, a.hasDLRK
-	s.a.deliveryLimit = a.deliveryLimit
-	s.a.memLen, s.a.memBytes = a.memLen, a.memBytes
-	s.a.sched = a.sched
+	old := *s.a
+	// These only: the queue's type and the like stay as declared.
+	n := old
+	n.messageTTL, n.expires = a.messageTTL, a.expires
+	n.maxLen, n.maxLenBytes, n.overflow = a.maxLen, a.maxLenBytes, a.overflow
+	n.dlx, n.hasDLX, n.dlrk, n.hasDLRK = a.dlx, a.hasDLX, a.dlrk, a.hasDLRK
+	n.deliveryLimit = a.deliveryLimit
+	n.memLen, n.memBytes = a.memLen, a.memBytes
+	n.sched = a.sched
+	if n != old {
+		s.a = sharedArgs(n)
+	}
 	if !s.env.envPages() {
 		return old
 	}

@@ -90,7 +90,7 @@ func (v *stateEnv) flush() {
 func newTestState(maxPriority int) (*queueState, *stateEnv) {
 	v := &stateEnv{store: map[uint64][]byte{}, winMsgs: 8, winBytes: 1 << 20}
 	a, _ := parseQueueArgs(nil)
-	s := &queueState{env: v, a: a, nextSeq: 1}
+	s := &queueState{env: v, a: &a, nextSeq: 1}
 	s.ready = newReadyList(s, maxPriority)
 	v.s = s
 	return s, v

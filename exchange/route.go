@@ -24,6 +24,9 @@ type binding struct {
 	// bindings, its destination's, its source router's.
 	srcPos, dstPos, rPos int
 	id                   uint64 // set by a topic router, for dedupeBindings
+	// sameNext is the next binding with the same source, destination
+	// and key (other arguments) in the source's index (bindindex.go).
+	sameNext *binding
 }
 
 func (b *binding) destName() string {

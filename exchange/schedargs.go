@@ -151,10 +151,11 @@ func withSchedPolicy(xa schedArgs, d Table) schedArgs {
 // without q.mu (front ends, per delivery). q.mu is held, or q is new.
 func (q *Queue) syncSchedLocked() {
 	q.ctimeout.Store(q.a.sched.consumerTimeout)
-	var r []time.Duration
-	if q.a.sched.retry != "" {
-		r, _ = parseRetryDelays(q.a.sched.retry)
+	if q.a.sched.retry == "" {
+		q.retry.Store(nil) // none: no slice of its own for every queue
+		return
 	}
+	r, _ := parseRetryDelays(q.a.sched.retry)
 	q.retry.Store(&r)
 }
 

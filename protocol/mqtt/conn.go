@@ -44,11 +44,10 @@ type conn struct {
 	connected atomic.Bool
 	noLocal   atomic.Bool // the session has a no-local subscription
 
-	// Reader goroutine only.
-	aliasIn map[uint16]string
-	// pubTopic's routing key is pubKey: a publisher mostly sends runs of
-	// the same topic (routingKey).
-	pubTopic, pubKey string
+	// rd is the reader's publish state (reader goroutine only), made by
+	// the first publish or acknowledgement and dropped when the
+	// connection parks (dropIdleState).
+	rd *readerState
 	// inQuota counts MQTT 5 inbound QoS 1 and 2 publishes not yet
 	// acknowledged (PUBACK, a failed PUBREC, or PUBCOMP), against the
 	// Receive Maximum the server advertised; see publish.go.
@@ -91,13 +90,12 @@ type conn struct {
 	wakes    uint8
 	wWindow  int64
 	readDone signal // fired when the reader has stopped
+	// left fires once cleanup has let go of the session this connection
+	// owned (a takeover waits for it; a channel per session was 96 bytes).
+	left signal
 
 	infMu    sync.Mutex
 	inflight pidTable
-
-	// Reader goroutine only: PUBACKs not yet handed to the core.
-	ackQ    *exchange.Queue
-	ackSeqs []uint64
 
 	ackMu   sync.Mutex
 	acks    []pendingAck
@@ -132,8 +130,8 @@ type conn struct {
 	closeCode     atomic.Uint32
 	accepted      bool
 	refusalLogged bool
-	loginName     string // the user name CONNECT gave
 	refusedCode   byte   // the CONNACK refusal's reason code
+	loginName     string // the user name CONNECT gave
 }
 
 func newConn(s *Server, nc net.Conn, transport string) *conn {
@@ -557,7 +555,6 @@ func (c *conn) cleanup() {
 			se.dropping = dropped // takeSession waits for it
 		}
 	}
-	gone := se.ownerGone
 	se.mu.Unlock()
 	s.mu.Unlock()
 	c.settleReleased(relAcks)
@@ -586,7 +583,7 @@ func (c *conn) cleanup() {
 	if c.will != nil && (!c.normalClose || c.disconnectWill) {
 		s.scheduleWill(se, c.will, end)
 	}
-	close(gone)
+	c.left.fire()
 }
 
 // info describes the connection for management.

@@ -3,6 +3,7 @@ package mqtt
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -130,7 +131,9 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 	c.user, c.vh = u, vh
 
 	// Client identifier.
-	id := pk.Connect.ClientIdentifier
+	// Cloned: the decoder's strings are views of the CONNECT packet, which
+	// (its password too) would stay in memory for the connection's life.
+	id := strings.Clone(pk.Connect.ClientIdentifier)
 	assigned := false
 	if id == "" {
 		if v != 5 && !c.cleanStart {
@@ -170,6 +173,7 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		return err
 	}
 	c.se = se
+	c.clientID = se.clientID // the same string, kept once
 	if claim {
 		// The session was last held on another node: the claim makes
 		// that node let go of it (cluster.go).
@@ -208,6 +212,7 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 	}
 	c.connected.Store(true)
 	c.sendPooled(ack)
+	c.s.giveBack.noteConnected()
 	c.s.log.Info("connection authenticated", c.who()...)
 	c.connEvent(true, "")
 	// As RabbitMQ: when the token expires, MQTT 5 clients get DISCONNECT
@@ -310,17 +315,17 @@ func (c *conn) takeSession(vhost, id, user string, latest bool) (_ *session, pre
 		if se == nil {
 			se = newSession(vhost, id)
 			se.gen = nextGen
-			s.sessions[key] = se
+			s.sessions[se.key] = se
 		}
 		se.mu.Lock()
 		se.user = user
 		if old := se.owner; old != nil {
-			gone := se.ownerGone
+			gone := &old.left
 			se.mu.Unlock()
 			s.mu.Unlock()
 			old.serverDisconnect(codeSessionTakenOver)
 			select {
-			case <-gone:
+			case <-gone.C():
 			case <-time.After(time.Until(deadline)):
 				return nil, false, false, errProto(codeServerUnavailable, "session takeover timed out")
 			}
@@ -328,7 +333,6 @@ func (c *conn) takeSession(vhost, id, user string, latest bool) (_ *session, pre
 		}
 		se.owner = c
 		se.elsewhere = false
-		se.ownerGone = make(chan struct{})
 		se.gen++
 		if se.expTimer != nil {
 			se.expTimer.Stop()

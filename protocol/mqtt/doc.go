@@ -60,12 +60,19 @@
 //
 // Per connection there is a reader goroutine while there is input, and a
 // writer goroutine while there is output: an idle plain TCP connection
-// (the common case for devices) keeps neither, nor a read buffer or
-// outbound lists; its descriptor waits in the server's epoll loop, which
+// (the common case for devices) keeps neither, nor a read buffer, its
+// buffered reader (pooled) or outbound lists; its descriptor waits in the server's epoll loop, which
 // starts a reader when input, a hang-up or the keep-alive's end comes
 // (park.go, poller_linux.go). TLS and WebSocket connections keep their
 // reader goroutine, parked with a small stack and no read buffer
-// (readbuf.go). Core deliveries (Sink.Deliver, called under the queue's
+// (readbuf.go). What an idle device keeps is what outlives its bursts:
+// the connection (640 bytes; the reader's publish state, readerState, is
+// made when used and dropped when it parks), its session, its queue (for
+// a clean session too: it has a QoS 1 subscription) with the consumer and
+// bindings, and a slot in the event loop; filters with wildcards and their
+// binding keys are interned (subscribe.go's shareable), and a wave of
+// connections coming or going is followed by a collection that gives
+// their garbage and free pages back (giveback.go). Core deliveries (Sink.Deliver, called under the queue's
 // lock) and confirms only append to the connection's outbound list and
 // start a writer if none runs; the writer encodes them into a pooled
 // bufio.Writer, flushes when the list is empty, and returns when it stays

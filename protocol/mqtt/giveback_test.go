@@ -3,9 +3,12 @@ package mqtt
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/mochi-mqtt/server/v2/packets"
 )
@@ -119,6 +122,9 @@ func TestParkGivesBackBurstState(t *testing.T) {
 		if slots != nil || n != 0 {
 			t.Fatalf("round %d: parked with a packet-id table of %d slots, %d in flight", round, len(slots), n)
 		}
+		if c.rd != nil {
+			t.Fatalf("round %d: parked with the reader's state (settled acknowledgements)", round)
+		}
 		waitWriterGone(t, c)
 		c.outMu.Lock()
 		kept := c.w != nil || c.out != nil || c.spare != nil
@@ -127,4 +133,66 @@ func TestParkGivesBackBurstState(t *testing.T) {
 			t.Fatalf("round %d: parked with the writer's state or lists", round)
 		}
 	}
+}
+
+// TestGiveBackAfterWaveNotDuringChurn: a wave of connections (coming,
+// here) gives memory back once it has been quiet for the delay, not
+// while connections keep coming; an accepted connection counts, and so
+// does its parking.
+func TestGiveBackAfterWaveNotDuringChurn(t *testing.T) {
+	var calls atomic.Int32
+	old := giveBack
+	giveBack = func() { calls.Add(1) }
+	defer func() { giveBack = old }()
+
+	const delay = 100 * time.Millisecond
+	g := &giveBackState{delay: delay}
+	for range giveBackAfter {
+		g.noteConnected()
+	}
+	// A churn that never stops for the delay: no collection meanwhile.
+	for range 20 {
+		time.Sleep(delay / 4)
+		g.noteConnected()
+		if n := calls.Load(); n != 0 {
+			t.Fatalf("%d collections while connections keep coming", n)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for calls.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(3 * delay)
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d collections once the wave was over, want 1", n)
+	}
+
+	s, addr := testServer(t)
+	benchMQTTDial(t, addr, "counted", 4, "")
+	if !waitParked(serverConn(t, s, "counted"), 10*time.Second) {
+		t.Fatal("not parked after CONNECT")
+	}
+	for deadline := time.Now().Add(5 * time.Second); s.giveBack.churn.Load() < 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // counted just after parking
+	}
+	if n := s.giveBack.churn.Load(); n != 2 {
+		t.Fatalf("an accepted connection that parked counted %d times towards the give-back, want 2", n)
+	}
+}
+
+// TestGiveBackEmptiesPools: the give-back frees what sync.Pools hold
+// (one collection only moves it to their victim caches), so that the read
+// buffers, readers and writer states a burst left in them are given back
+// with the rest.
+func TestGiveBackEmptiesPools(t *testing.T) {
+	var pool sync.Pool
+	b := new([4096]byte)
+	w := weak.Make(b)
+	pool.Put(b)
+	b = nil
+	giveBack()
+	if w.Value() != nil {
+		t.Fatal("an object a sync.Pool held is still there after the give-back")
+	}
+	runtime.KeepAlive(&pool)
 }

@@ -97,12 +97,13 @@ func (t *pidTable) each(fn func(pid uint16, f inflight)) {
 // (reader goroutine only): acknowledgements read in one go reach the core
 // in one call per queue, not one lock round per PUBACK.
 func (c *conn) settle(q *exchange.Queue, seq uint64) {
-	if q != c.ackQ && len(c.ackSeqs) > 0 {
+	rd := c.readerState()
+	if q != rd.ackQ && len(rd.ackSeqs) > 0 {
 		c.flushSettles()
 	}
-	c.ackQ = q
-	c.ackSeqs = append(c.ackSeqs, seq)
-	if len(c.ackSeqs) >= 256 {
+	rd.ackQ = q
+	rd.ackSeqs = append(rd.ackSeqs, seq)
+	if len(rd.ackSeqs) >= 256 {
 		c.flushSettles()
 	}
 }
@@ -110,9 +111,13 @@ func (c *conn) settle(q *exchange.Queue, seq uint64) {
 // flushSettles hands the batched acknowledgements to the core; the reader
 // calls it before it would block on the socket, and before cleanup.
 func (c *conn) flushSettles() {
-	if len(c.ackSeqs) > 0 {
-		c.ackQ.AckMany(c.ackSeqs)
-		c.ackSeqs = c.ackSeqs[:0]
+	rd := c.rd
+	if rd == nil {
+		return
 	}
-	c.ackQ = nil
+	if len(rd.ackSeqs) > 0 {
+		rd.ackQ.AckMany(rd.ackSeqs)
+		rd.ackSeqs = rd.ackSeqs[:0]
+	}
+	rd.ackQ = nil
 }

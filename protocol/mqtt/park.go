@@ -34,6 +34,9 @@ const (
 
 // readOn reads on after a wake; timedOut: the keep-alive ran out.
 func (c *conn) readOn(timedOut bool) {
+	if c.br == nil {
+		c.br = newConnReader(c.nc) // park gave its reader back
+	}
 	if timedOut {
 		c.finish(c.readFailed(os.ErrDeadlineExceeded))
 		return
@@ -83,15 +86,29 @@ func (c *conn) park() bool {
 			c.kaTimer.Reset(d)
 		}
 	}
+	// The reader goes back to the pool before the connection is parked:
+	// the next reader takes one of its own (readOn).
+	br := c.br
+	rc := br.rc
+	br.putBack()
+	c.br = nil
 	c.parked.Store(true)
 	// wakeReader sets noPark before it looks at parked: either it sees
 	// parked and takes the connection, or this sees noPark.
 	if c.noPark.Load() && c.parked.CompareAndSwap(true, false) {
+		c.br = newConnReader(c.nc)
 		return false
 	}
-	if err := p.arm(c); err != nil && c.parked.CompareAndSwap(true, false) {
+	if err := p.arm(c, rc); err != nil && c.parked.CompareAndSwap(true, false) {
+		c.br = newConnReader(c.nc)
 		return false // closed meanwhile: the reader sees it
 	}
+	// A burst that woke a fleet ends in as many parks: its garbage, and
+	// the stacks of the goroutines that served it, are given back once
+	// the parking has been quiet for a while (giveback.go). c is not
+	// touched here: another reader may have it already.
+	s := c.s
+	s.giveBack.noteParked()
 	return true
 }
 

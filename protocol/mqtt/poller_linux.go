@@ -17,10 +17,20 @@ type poller struct {
 	wakeR int // the read end of a pipe, to stop the loop
 	wakeW int
 
-	mu     sync.Mutex
-	conns  map[uint64]*conn
-	next   uint64
+	mu sync.Mutex
+	// slots holds the connections by id: an id is a slot's index + 1 in
+	// its low 32 bits and the slot's generation in its high ones, so that
+	// an event for a forgotten id (a descriptor closed with an event
+	// already queued) finds another generation, not the slot's next
+	// connection. A map of ids was ~57 bytes a connection, a slot is 16.
+	slots  []pollSlot
+	free   []uint32 // indexes of free slots
 	closed bool
+}
+
+type pollSlot struct {
+	c   *conn
+	gen uint32
 }
 
 const pollEvents = syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT
@@ -35,7 +45,7 @@ func newPoller() (*poller, error) {
 		syscall.Close(epfd)
 		return nil, err
 	}
-	p := &poller{epfd: epfd, wakeR: p2[0], wakeW: p2[1], conns: map[uint64]*conn{}}
+	p := &poller{epfd: epfd, wakeR: p2[0], wakeW: p2[1]}
 	// The pipe's id is 0, which no connection has.
 	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, p.wakeR, &syscall.EpollEvent{Events: syscall.EPOLLIN}); err != nil {
 		p.closeFds()
@@ -68,9 +78,7 @@ func (p *poller) run() {
 				p.closeFds()
 				return
 			}
-			p.mu.Lock()
-			c := p.conns[id]
-			p.mu.Unlock()
+			c := p.lookup(id)
 			if c != nil {
 				c.wake()
 			}
@@ -78,30 +86,54 @@ func (p *poller) run() {
 	}
 }
 
-// add gives c an id for its events.
+// add gives c an id for its events (never 0, the pipe's).
 func (p *poller) add(c *conn) uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.next++
-	p.conns[p.next] = c
-	return p.next
+	var i uint32
+	if n := len(p.free); n > 0 {
+		i = p.free[n-1]
+		p.free = p.free[:n-1]
+	} else {
+		p.slots = append(p.slots, pollSlot{})
+		i = uint32(len(p.slots) - 1)
+	}
+	p.slots[i].c = c
+	return uint64(i+1) | uint64(p.slots[i].gen)<<32
 }
 
-// forget drops c's id (its connection has ended).
-func (p *poller) forget(id uint64) {
+// lookup returns the connection of id, nil if it was forgotten.
+func (p *poller) lookup(id uint64) *conn {
+	i := int(uint32(id)) - 1
 	p.mu.Lock()
-	delete(p.conns, id)
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	if i < 0 || i >= len(p.slots) || p.slots[i].gen != uint32(id>>32) {
+		return nil
+	}
+	return p.slots[i].c
 }
 
-// arm registers c's descriptor for one event. It runs inside the
+// forget drops c's id (its connection has ended); the slot's next
+// connection gets the next generation.
+func (p *poller) forget(id uint64) {
+	i := int(uint32(id)) - 1
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if i < 0 || i >= len(p.slots) || p.slots[i].gen != uint32(id>>32) || p.slots[i].c == nil {
+		return
+	}
+	p.slots[i] = pollSlot{gen: p.slots[i].gen + 1}
+	p.free = append(p.free, uint32(i))
+}
+
+// arm registers c's descriptor (rc's) for one event. It runs inside the
 // descriptor's Control, so a connection closed meanwhile is an error
 // rather than a descriptor number that another connection may reuse.
-func (p *poller) arm(c *conn) error {
+func (p *poller) arm(c *conn, rc syscall.RawConn) error {
 	var err error
 	id := c.pollID
 	ev := syscall.EpollEvent{Events: pollEvents, Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
-	cerr := c.br.rc.Control(func(fd uintptr) {
+	cerr := rc.Control(func(fd uintptr) {
 		err = syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_MOD, int(fd), &ev)
 		if err == syscall.ENOENT {
 			err = syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_ADD, int(fd), &ev)

@@ -52,9 +52,14 @@ type session struct {
 	// it). Another user never resumes it (owner.go).
 	user       string
 	persistent bool
-	expiry     uint32 // session expiry interval in seconds, expiryNever: never
-	owner      *conn  // the connected connection, nil if none
-	ownerGone  chan struct{}
+	// ended, moved and elsewhere are described below; the flags sit
+	// together (with padding after each a session took the 288-byte size
+	// class, not the 256-byte one).
+	ended, moved, elsewhere bool
+	expiry                  uint32 // session expiry interval in seconds, expiryNever: never
+	// owner is the connected connection, nil if none; its left signal
+	// fires once it has let go of the session (conn.cleanup).
+	owner *conn
 	// qos2In holds the inbound QoS 2 packet ids awaiting PUBREL, each
 	// with the connection that received it (nil: an earlier one, or
 	// before a restart), for the receive maximum's count. Made by the
@@ -71,7 +76,7 @@ type session struct {
 	expTimer  *time.Timer
 	expiresAt time.Time // when expTimer fires, for management (admin.go)
 	willTimer *time.Timer
-	ended     bool
+	// ended: the session is over (its queue and record being dropped).
 	// dropping, while an ended session's queue and record are being
 	// removed, is closed once they are: the session stays in the
 	// server's map until then, so that a new session of the client id
@@ -81,18 +86,18 @@ type session struct {
 	// gen counts the connections that took the session (its record's
 	// Gen); moved: a connection on another node took it (cluster.go),
 	// so this node neither writes nor ends it any more.
-	gen   uint64
-	moved bool
+	gen uint64
 	// offAt is when the last connection ended (zero while connected, or
 	// never); elsewhere, in a cluster, that the record says the session's
 	// connection on another node is open and that node alive: another
 	// user is refused as if the owner were connected here (owner.go).
-	offAt     time.Time
-	elsewhere bool
+	offAt time.Time
 }
 
 func newSession(vhost, clientID string) *session {
-	se := &session{key: vhost + "\x00" + clientID, vhost: vhost, clientID: clientID}
+	// One string for the three: the vhost and client id are parts of key.
+	key := vhost + "\x00" + clientID
+	se := &session{key: key, vhost: key[:len(vhost)], clientID: key[len(vhost)+1:]}
 	se.qname = se.queueName()
 	se.subs.Store(&[]*subscription{})
 	return se
@@ -242,7 +247,7 @@ func (s *Server) prepareSub(se *session, sub *subscription) {
 	if sub.Share != "" {
 		sub.queue = sharedQueueName(sub.Share, sub.Filter)
 	} else {
-		sub.queue = se.queueName()
+		sub.queue = se.qname
 	}
 }
 
@@ -297,7 +302,7 @@ func (s *Server) dropSession(se *session) {
 		return
 	}
 	if vh, ok := s.b.VHost(se.vhost); ok {
-		_, _ = vh.DeleteQueue(se.queueName(), false, false, nil)
+		_, _ = vh.DeleteQueue(se.qname, false, false, nil)
 	}
 	if se.persistent {
 		if err := s.st.DeleteMeta(sessionPrefix + se.key); err != nil {

@@ -3,6 +3,7 @@ package mqtt
 import (
 	"slices"
 	"strings"
+	"unique"
 
 	"github.com/mochi-mqtt/server/v2/packets"
 
@@ -11,7 +12,22 @@ import (
 	"github.com/trident-broker/trident/protocol/mqtt/wire"
 )
 
-func filterKey(filter string) string { return wire.FilterToKey(filter) }
+func filterKey(filter string) string { return shareable(filter, wire.FilterToKey(filter)) }
+
+// shareable returns s, filter or its binding key in bytes of its own, as
+// a canonical copy (package unique) if filter has a wildcard. Many
+// devices of a fleet subscribe to the same broadcast filter, each keeping
+// a copy of it and of its key (~64 bytes a device); the runtime's table
+// of canonical copies costs ~80 bytes an entry, more than it saves for
+// the filter of one device's own topic, which is mostly exact. A
+// canonical copy lasts as long as a subscription uses it; one made after
+// the runtime dropped the first from its table is shared from then on.
+func shareable(filter, s string) string {
+	if strings.ContainsAny(filter, "+#") {
+		return unique.Make(s).Value()
+	}
+	return s
+}
 
 // handleSubscribe binds the session's queue (or a shared group's queue)
 // for each filter, stores a persistent session's subscriptions, answers
@@ -52,9 +68,10 @@ func (c *conn) handleSubscribe(pk *packets.Packet) error {
 			codes[i] = c.subFailure(codeQuotaExceeded)
 			continue
 		}
-		// The filter and group are cloned: substrings of the packet, they
-		// would keep its whole buffer for the subscription's life.
-		sub := &subscription{Filter: strings.Clone(filter), Share: strings.Clone(group), QoS: f.Qos, NoLocal: f.NoLocal, RAP: f.RetainAsPublished,
+		// The filter and group are copied (shareable): substrings of the
+		// packet, they would keep its whole buffer for the subscription's
+		// life.
+		sub := &subscription{Filter: shareable(filter, strings.Clone(filter)), Share: strings.Clone(group), QoS: f.Qos, NoLocal: f.NoLocal, RAP: f.RetainAsPublished,
 			Handling: f.RetainHandling, ID: f.Identifier}
 		if c.version != 5 {
 			sub.NoLocal, sub.RAP, sub.Handling, sub.ID = false, false, 0, 0
