@@ -30,6 +30,42 @@ type PublishOpts struct {
 	Mandatory bool
 
 	system bool // the broker's own publish (events.go): internal exchanges take it
+
+	// Route, if not nil, is the publisher's memory of its last route
+	// (its goroutine's alone): a run of publishes with one exchange and
+	// routing key looks them up once per route table.
+	Route *RouteCache
+}
+
+// RouteCache remembers a publisher's last route while the topology stays
+// as it was (the same route table): an exchange whose routing depends on
+// the routing key alone (direct, topic, fanout, the default exchange)
+// that reached one queue. Zero value ready; one goroutine's.
+type RouteCache struct {
+	t             *routeTable
+	exchange, key string
+	x             *Exchange
+	q             *Queue
+}
+
+// lookup returns the cached route of (exchange, key) in t.
+func (c *RouteCache) lookup(t *routeTable, exchange, key string) (*Exchange, *Queue, bool) {
+	if c == nil || t == nil || c.t != t || c.exchange != exchange || c.key != key {
+		return nil, nil, false
+	}
+	return c.x, c.q, true
+}
+
+// keep remembers that (exchange, key) routed to q alone in t, if x's
+// routing depends on the key alone.
+func (c *RouteCache) keep(t *routeTable, exchange, key string, x *Exchange, qs []*Queue) {
+	if c == nil || t == nil || len(qs) != 1 {
+		return
+	}
+	switch x.kind {
+	case KindDirect, KindTopic, KindFanout:
+		c.t, c.exchange, c.key, c.x, c.q = t, exchange, key, x, qs[0]
+	}
 }
 
 // PublishResult is the outcome of a publish.
@@ -100,6 +136,9 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 		if q := rv.queue(o.Queue); q != nil {
 			*qs = append(*qs, q)
 		}
+	} else if cx, cq, ok := o.Route.lookup(rv.t, m.Exchange, m.RoutingKey); ok {
+		x = cx // (not internal, not delayed: checked when it was kept)
+		*qs = append(*qs, cq)
 	} else {
 		xr, ok := rv.exchange(m.Exchange)
 		x = xr.x
@@ -124,6 +163,9 @@ func (v *VHost) publish(m *Message, o PublishOpts, now int64, skip func(*Queue) 
 			}
 		}
 		*qs = rv.route(xr, m, sc)
+		if x.delay == nil && !x.internal && skip == nil {
+			o.Route.keep(rv.t, m.Exchange, m.RoutingKey, x, *qs)
+		}
 	}
 	rv.release()
 	if len(*qs) == 0 && x.name == "" && v.b.cluster != nil && strings.HasPrefix(m.RoutingKey, ReplyToQueue+".") {

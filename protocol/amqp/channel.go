@@ -32,10 +32,11 @@ type channel struct {
 	pubProps  wire.Properties
 	pubSize   uint64
 	pubBody   []byte
-	pubMsg    *exchange.Message // allocated with the content header
-	permCache map[string]bool   // exchange name → write permitted
-	permVer   uint64            // the user's CredentialVersion when permCache was filled
-	topics    auth.TopicCache   // topic permission decisions (topicperm.go)
+	pubMsg    *exchange.Message   // allocated with the content header
+	permCache map[string]bool     // exchange name → write permitted
+	permVer   uint64              // the user's CredentialVersion when permCache was filled
+	route     exchange.RouteCache // the last publish's route (this channel's publishes: the reader)
+	topics    auth.TopicCache     // topic permission decisions (topicperm.go)
 
 	// Confirms.
 	confirm bool

@@ -166,7 +166,7 @@ func (ch *channel) publishOne(m *wire.BasicPublish) error {
 		ch.stats.txMsgs.Store(int32(len(ch.txPubs)))
 		return nil
 	}
-	o := exchange.PublishOpts{Batch: &ch.c.batch, Protocol: exchange.ProtoAMQP, Mandatory: m.Mandatory}
+	o := exchange.PublishOpts{Batch: &ch.c.batch, Protocol: exchange.ProtoAMQP, Mandatory: m.Mandatory, Route: &ch.route}
 	if ch.confirm {
 		ch.pubSeq++
 		o.Confirmer, o.Tag = ch, ch.pubSeq

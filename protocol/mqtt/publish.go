@@ -115,7 +115,7 @@ func (c *conn) handlePublish(pk *packets.Packet, raw []byte, sm *sharedMsg) erro
 		}
 	}
 	m := c.toMessage(pk, raw, sm, ex, key)
-	opts := exchange.PublishOpts{Batch: &c.br.batch}
+	opts := exchange.PublishOpts{Batch: &c.br.batch, Route: &c.rd.route}
 	var tag uint64
 	if qos > 0 {
 		tag = c.pushAck(ackType, pk.PacketID)
@@ -181,6 +181,8 @@ type readerState struct {
 	// pubTopic's routing key is pubKey: a publisher mostly sends runs of
 	// the same topic (routingKey).
 	pubTopic, pubKey string
+	// route is the last publish's route (exchange.RouteCache).
+	route exchange.RouteCache
 	// PUBACKs not yet handed to the core (settle).
 	ackQ    *exchange.Queue
 	ackSeqs []uint64
