@@ -1,5 +1,7 @@
 package exchange
 
+import "github.com/trident-broker/trident/exchange/streamlog"
+
 // Batch lets a front end that publishes many messages in a row (its reader
 // working through what one read brought in) have the consumers' writers
 // woken once at the end of the run instead of once per delivery: a sink
@@ -39,10 +41,10 @@ func (b *Batch) Tick() { b.now = 0 }
 // waits for Flush, or a publish read the clock.
 func (b *Batch) Active() bool { return len(b.fs) > 0 || b.now != 0 }
 
-// Flusher is what a sink registers: Flush wakes its writer.
-type Flusher interface {
-	Flush()
-}
+// Flusher is what a sink (or a stream's log) registers: Flush wakes its
+// writer. One definition with the log's, so that a *Batch is the log's
+// streamlog.Batch as it is.
+type Flusher = streamlog.Flusher
 
 // maxDeferred bounds what one batch holds back: past it, sinks wake their
 // writers themselves.

@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"strings"
+
+	"github.com/trident-broker/trident/exchange/streamlog"
 )
 
 // What the core needs from a cluster (issue 7). The core knows nothing of
@@ -38,15 +40,12 @@ type MetaOp struct {
 }
 
 // MessageLog is where a queue keeps its messages. The node's Store is
-// one; a quorum queue's Raft group is another.
-type MessageLog interface {
-	// AppendMessage stores message seq of queue qid; done (may be nil)
-	// is called once it is durable (committed by a majority, for a
-	// quorum queue) or with an error. data is copied.
-	AppendMessage(qid, seq uint64, data []byte, done func(error))
-	// DeleteMessage removes message seq (batched, not waited for).
-	DeleteMessage(qid, seq uint64)
-}
+// one; a quorum queue's or a clustered stream's Raft group is another.
+// AppendMessage stores message seq of queue qid; done (may be nil) is
+// called once it is durable (committed by a majority, for a Raft group)
+// or with an error; data is copied. DeleteMessage removes message seq
+// (batched, not waited for). One definition with the stream log's.
+type MessageLog = streamlog.MessageLog
 
 // LogGroup is what a replicated log holds of the messages whose keys share
 // their top byte: one priority level.

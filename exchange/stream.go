@@ -252,16 +252,12 @@ func (c *cursor) signal() {
 	}
 }
 
-// logBatch is a *Batch as the log's streamlog.Batch: the log registers
-// with it once per pending chunk, not per message.
-type logBatch Batch
-
-func (b *logBatch) Defer(f streamlog.Flusher) bool { return (*Batch)(b).Defer(f) }
-
-// logBatchOf is b for the log, nil for none.
+// logBatchOf is b as the log's streamlog.Batch (the log registers with it
+// once per pending chunk, not per message), nil for none: a nil *Batch
+// would be a non-nil interface.
 func logBatchOf(b *Batch) streamlog.Batch {
 	if b == nil {
 		return nil
 	}
-	return (*logBatch)(b)
+	return b
 }
