@@ -57,6 +57,7 @@ func newConfirmWait(c Confirmer, tag uint64, proto Protocol) *confirmWait {
 // that took its callback has called it.
 func (w *confirmWait) release() {
 	w.c, w.v, w.start = nil, nil, 0
+	w.left.Store(0)
 	w.failed.Store(false)
 	w.stores.Store(0)
 	w.notAppended.Store(0)
