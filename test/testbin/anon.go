@@ -27,7 +27,7 @@ var anonDefs struct {
 
 // AnonDefinitions writes, once per test process, a definitions file
 // (RabbitMQ's format) holding AnonMQTTUser and its permissions on "/", and
-// returns its path.
+// returns its path (Main removes it when the tests end).
 func AnonDefinitions() string {
 	anonDefs.once.Do(func() {
 		salt := []byte{1, 2, 3, 4}
@@ -46,6 +46,7 @@ func AnonDefinitions() string {
 			panic(fmt.Sprintf("testbin: anonymous MQTT definitions: %v", err))
 		}
 		anonDefs.path = f.Name()
+		keepUntilExit(anonDefs.path)
 	})
 	return anonDefs.path
 }

@@ -14,8 +14,8 @@ var shared struct {
 }
 
 // sharedBinary builds ./cmd/trident once per test process (or uses
-// $TRIDENT_BIN). The temporary directory holding it is left behind for the
-// process's lifetime; it is small and lives under os.TempDir.
+// $TRIDENT_BIN). The temporary directory holding it lives as long as the
+// test process: Main removes it.
 func sharedBinary() (string, error) {
 	shared.once.Do(func() {
 		if bin := os.Getenv("TRIDENT_BIN"); bin != "" {
@@ -27,6 +27,7 @@ func sharedBinary() (string, error) {
 			shared.err = err
 			return
 		}
+		keepUntilExit(dir)
 		shared.bin, shared.err = Build(context.Background(), dir)
 	})
 	return shared.bin, shared.err
