@@ -48,6 +48,7 @@ func (x *Exchange) unindexBinding(b *binding) {
 	switch {
 	case first == b && b.sameNext == nil:
 		delete(x.bindIdx, k)
+		x.bindIdx = shrinkMap(x.bindIdx, &x.bindPeak)
 	case first == b:
 		x.bindIdx[k] = b.sameNext
 	default:
@@ -79,7 +80,7 @@ func listRemove(l *[]*binding, b *binding, pos func(*binding) *int) {
 	s[i] = last
 	*pos(last) = i
 	s[len(s)-1] = nil
-	*l = s[:len(s)-1]
+	*l = shrinkSlice(s[:len(s)-1])
 	*pos(b) = -1
 }
 

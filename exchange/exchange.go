@@ -29,6 +29,7 @@ type Exchange struct {
 	bindings []*binding           // this exchange as source
 	inbound  []*binding           // this exchange as destination
 	bindIdx  map[bindKey]*binding // bindings, by destination and key, chained by sameNext (bindindex.go)
+	bindPeak int                  // the most keys bindIdx held since it was last copied (shrink.go)
 
 	counters msgCounters // atomics, no lock
 }

@@ -88,6 +88,7 @@ func (v *VHost) PurgeQueue(name string, owner any) (int, error) {
 // removeQueueLocked takes q, which is in v.queues, out of it. v.mu is held.
 func (v *VHost) removeQueueLocked(q *Queue) {
 	delete(v.queues, q.name)
+	v.queues = shrinkMap(v.queues, &v.queuesPeak)
 	v.b.churn.qDeleted.Add(1)
 	if m := v.owned[q.owner]; m != nil {
 		delete(m, q)

@@ -59,7 +59,10 @@ func newRouter(kind string) router {
 }
 
 // direct: exact routing key match.
-type directRouter struct{ m map[string][]*binding }
+type directRouter struct {
+	m    map[string][]*binding
+	peak int // the most keys m held since it was last copied (shrink.go)
+}
 
 func (r *directRouter) add(b *binding) {
 	l := r.m[b.key]
@@ -71,6 +74,7 @@ func (r *directRouter) remove(b *binding) {
 	listRemove(&l, b, rPos)
 	if len(l) == 0 {
 		delete(r.m, b.key)
+		r.m = shrinkMap(r.m, &r.peak)
 	} else {
 		r.m[b.key] = l
 	}
@@ -146,14 +150,27 @@ func (n *topicNode) empty() bool {
 	return len(n.bindings) == 0 && len(n.children) == 0 && n.star == nil && n.hash == nil
 }
 
-type topicRouter struct{ root *topicNode }
+type topicRouter struct {
+	root *topicNode
+	// peaks holds, for the nodes whose children map reached shrinkFloor,
+	// the most children each held since the map was last copied
+	// (shrink.go); small nodes pay nothing for it.
+	peaks map[*topicNode]int
+}
 
 func newTopicRouter() *topicRouter { return &topicRouter{root: &topicNode{}} }
 
 func (r *topicRouter) add(b *binding) {
 	n := r.root
 	for _, w := range splitWords(b.key) {
+		p := n
 		n = n.addChild(w)
+		if l := len(p.children); l >= shrinkFloor && l > r.peaks[p] {
+			if r.peaks == nil {
+				r.peaks = map[*topicNode]int{}
+			}
+			r.peaks[p] = l
+		}
 	}
 	if b.id == 0 {
 		b.id = bindingIDs.Add(1)
@@ -182,7 +199,17 @@ func (r *topicRouter) remove(b *binding) {
 		if !path[i+1].empty() {
 			break
 		}
-		path[i].dropChild(words[i])
+		p := path[i]
+		p.dropChild(words[i])
+		delete(r.peaks, path[i+1])
+		if peak, ok := r.peaks[p]; ok {
+			p.children = shrinkMap(p.children, &peak)
+			if peak < shrinkFloor {
+				delete(r.peaks, p)
+			} else {
+				r.peaks[p] = peak
+			}
+		}
 	}
 }
 

@@ -27,8 +27,11 @@ type VHost struct {
 	mu        topoMu // its Unlock drops the routing table (routetable.go)
 	exchanges map[string]*Exchange
 	queues    map[string]*Queue
-	owned     map[any]map[*Queue]struct{} // exclusive queues in queues, by owner (CloseOwner)
-	replyTo   map[string]*Queue
+	// queuesPeak is the most queues held since the map was last copied
+	// (shrink.go).
+	queuesPeak int
+	owned      map[any]map[*Queue]struct{} // exclusive queues in queues, by owner (CloseOwner)
+	replyTo    map[string]*Queue
 	// replyRemote are proxies to other nodes' direct reply-to consumers.
 	replyRemote map[string]*Queue
 	// pending are queues declared on this node whose records are being
