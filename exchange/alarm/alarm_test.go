@@ -102,10 +102,16 @@ func TestIdleGiveBack(t *testing.T) {
 	if g.due(grown.Add(idleEvery+idleQuiet+time.Second), 52*mib, 50*mib) {
 		t.Fatal("given back 2 MiB of garbage")
 	}
-	// Garbage under half the live heap: nothing.
+	// Garbage under an eighth of the live heap: nothing.
 	var h idleGiveBack
-	h.due(t0, 900*mib, 800*mib)
-	if h.due(t0.Add(time.Minute), 900*mib, 800*mib) {
-		t.Fatal("given back 100 MiB of garbage over an 800 MiB live heap")
+	h.due(t0, 890*mib, 800*mib)
+	if h.due(t0.Add(time.Minute), 890*mib, 800*mib) {
+		t.Fatal("given back 90 MiB of garbage over an 800 MiB live heap")
+	}
+	// What a fleet's bursts leave: 8 MiB of garbage over 60 MiB live.
+	var f idleGiveBack
+	f.due(t0, 68*mib, 60*mib)
+	if !f.due(t0.Add(idleQuiet), 68*mib, 60*mib) {
+		t.Fatal("8 MiB of garbage over a 60 MiB live heap not given back")
 	}
 }
