@@ -354,3 +354,35 @@ func TestRecordAdoptsOwnPending(t *testing.T) {
 		t.Fatalf("declared exchange %p, pending %p: not adopted", x, px)
 	}
 }
+
+// TestRecordStreamOffset: a committed stream offset record, not topology,
+// is taken by its stream through ApplyMeta (applyStreamOffsetRecord), put
+// and delete; one of a vhost this node lacks is nothing.
+func TestRecordStreamOffset(t *testing.T) {
+	b := newTestBroker(t, newFakeStore())
+	v := mustVHost(t, b, "/")
+	q := newStreamQ(t, v, "s", nil)
+	seen := seeCommitted(t)
+	held := func() (namedOffset, bool) {
+		q.st.mu.Lock()
+		defer q.st.mu.Unlock()
+		o, ok := q.st.offsets["n"]
+		return o, ok
+	}
+	key := "streamoff//\x00s\x00n"
+	if err := b.ApplyMeta([]MetaOp{{Key: key, Val: encodeRecord(Table{"offset": uint64(4), "epoch": uint64(1)})}}); err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := held(); !ok || o != (namedOffset{off: 4, epoch: 1}) {
+		t.Fatalf("offset held %+v %v, want 4 of epoch 1", o, ok)
+	}
+	if err := b.ApplyMeta([]MetaOp{{Key: key}, {Key: "streamoff/nov\x00s\x00n", Val: []byte{0xff}}}); err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := held(); ok {
+		t.Fatalf("offset %+v held after its record's delete", o)
+	}
+	if cs := seen(); len(cs) != 0 {
+		t.Fatalf("stream offsets applied as topology commands: %+v", cs)
+	}
+}
