@@ -386,3 +386,30 @@ func TestRecordStreamOffset(t *testing.T) {
 		t.Fatalf("stream offsets applied as topology commands: %+v", cs)
 	}
 }
+
+// TestCommittedVHostDeleteTakesOperatorPolicies: a committed vhost.delete
+// deletes the records of the vhost's operator policies with the rest, on
+// every node (as a standalone delete does).
+func TestCommittedVHostDeleteTakesOperatorPolicies(t *testing.T) {
+	twoNodesCommands = true
+	l, _, _ := twoNodes(t)
+	twoNodesCommands = false
+	a := l.nodes[0]
+	v := mustVHost(t, a, "ov")
+	if _, err := v.SetOperatorPolicy(Policy{Name: "cap", Pattern: ".*", ApplyTo: ApplyToQueues, Definition: Table{"max-length": int64(3)}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range l.stores {
+		if ks := l.stores[i].MetaKeys(opPolicyPrefix + "ov\x00"); len(ks) != 1 {
+			t.Fatalf("node %d: operator policy records %q", i, ks)
+		}
+	}
+	if err := a.DeleteVHost("ov"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range l.stores {
+		if ks := l.stores[i].MetaKeys(opPolicyPrefix + "ov\x00"); len(ks) != 0 {
+			t.Fatalf("node %d keeps the deleted vhost's operator policy records %q", i, ks)
+		}
+	}
+}

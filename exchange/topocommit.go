@@ -306,7 +306,7 @@ func (b *Broker) applyCommittedVHost(c TopologyCommand) []MetaOp {
 			return nil
 		}
 		ops := []MetaOp{{Key: "vhost/" + name}}
-		for _, p := range []string{"exchange/", "queue/", "binding/", "policy/"} {
+		for _, p := range []string{"exchange/", "queue/", "binding/", "policy/", opPolicyPrefix} {
 			ops = append(ops, MetaOp{Key: p + name + "\x00", Prefix: true})
 		}
 		return ops
