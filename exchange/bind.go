@@ -73,7 +73,7 @@ func (v *VHost) bindLocked(dst string, toQueue bool, src, key string, args Table
 	}
 	if k != "" && v.sharedMeta() {
 		// Clustered: the binding comes into being when its record is
-		// committed and applied, here as on every node (applyBinding,
+		// committed and applied, here as on every node (ApplyMeta, as bind,
 		// before the write returns); a failed proposal leaves nothing.
 		return nil
 	}
@@ -128,7 +128,7 @@ func (v *VHost) unbindLocked(dst string, toQueue bool, src, key string, args Tab
 	if b := sx.findBinding(q, dx, key, args); b != nil {
 		if k := v.recordKeyOf(b); k != "" && v.sharedMeta() {
 			// Clustered: the binding goes when its delete is committed
-			// and applied, here as on every node (applyBinding); so does
+			// and applied, here as on every node (ApplyMeta, as unbind); so does
 			// an auto-delete source it leaves empty, by its own record.
 			v.deleteMetaLocked(k)
 			if sx.autoDelete && len(sx.bindings) == 1 {

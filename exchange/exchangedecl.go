@@ -220,7 +220,7 @@ func (v *VHost) applyDeleteExchange(c TopologyCommand) error {
 
 // deleteExchangeCommitted deletes a clustered exchange by its record
 // first (keys[0]): it goes when the delete is committed and applied, here
-// as on every node (applyExchange: with its bindings and the auto-delete
+// as on every node (ApplyMeta, as exchange.delete: with its bindings and the auto-delete
 // sources they leave empty); one that does not commit leaves everything
 // as it was. The other records (its bindings', those sources') are
 // deleted after it, stopping at a failure (what is left names an exchange

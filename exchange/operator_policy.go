@@ -152,41 +152,6 @@ func (v *VHost) OperatorPolicy(name string) (Policy, bool) {
 	return v.lookupPolicy(true, name)
 }
 
-// applyOperatorPolicy brings memory in line with a committed operator
-// policy record (recovery, ApplyMeta).
-func (v *VHost) applyOperatorPolicy(name string, val []byte) error {
-	var np *Policy
-	if val != nil {
-		r, err := decodeRecord(val)
-		if err != nil {
-			return err
-		}
-		p := Policy{Name: name}
-		p.Pattern, _ = r["pattern"].(string)
-		p.ApplyTo, _ = r["apply-to"].(string)
-		pr, _ := asInt64(r["priority"])
-		p.Priority = int(pr)
-		p.Definition, _ = asTable(r["definition"])
-		if np, err = compileOperatorPolicy(v.name, p); err != nil {
-			return err
-		}
-	}
-	v.mu.Lock()
-	cur := v.opPolicies[name]
-	if (cur == nil && np == nil) || (cur != nil && np != nil && cur.same(np)) {
-		v.mu.Unlock()
-		return nil
-	}
-	if np == nil {
-		delete(v.opPolicies, name)
-	} else {
-		v.opPolicies[name] = np
-	}
-	v.mu.Unlock()
-	v.reapplyQueues()
-	return nil
-}
-
 // OperatorPolicy is the name of the operator policy applied to the queue
 // ("" if none) and its definition (nil; do not modify).
 func (q *Queue) OperatorPolicy() (name string, definition Table) {

@@ -3,7 +3,6 @@ package exchange
 import (
 	"regexp"
 	"sort"
-	"strings"
 
 	"github.com/trident-broker/trident/exchange/event"
 )
@@ -147,20 +146,6 @@ func validateDefinition(def Table) error {
 
 func (p *Policy) record() Table {
 	return Table{"pattern": p.Pattern, "apply-to": p.ApplyTo, "priority": int64(p.Priority), "definition": p.Definition}
-}
-
-func policyFromRecord(vhost, name string, val []byte) (*Policy, error) {
-	r, err := decodeRecord(val)
-	if err != nil {
-		return nil, err
-	}
-	p := Policy{Name: name}
-	p.Pattern, _ = r["pattern"].(string)
-	p.ApplyTo, _ = r["apply-to"].(string)
-	pr, _ := asInt64(r["priority"])
-	p.Priority = int(pr)
-	p.Definition, _ = asTable(r["definition"])
-	return compilePolicy(vhost, p)
 }
 
 func (p *Policy) same(o *Policy) bool {
@@ -443,33 +428,6 @@ func (v *VHost) lookupPolicy(operator bool, name string) (Policy, bool) {
 	return p.public(), true
 }
 
-// applyPolicy brings memory in line with a committed policy record
-// (ApplyMeta): nothing changes if it is what memory holds.
-func (v *VHost) applyPolicy(name string, val []byte) error {
-	var np *Policy
-	if val != nil {
-		var err error
-		if np, err = policyFromRecord(v.name, name, val); err != nil {
-			return err
-		}
-	}
-	v.mu.Lock()
-	cur := v.policies[name]
-	if (cur == nil && np == nil) || (cur != nil && np != nil && cur.same(np)) {
-		v.mu.Unlock()
-		return nil
-	}
-	if np == nil {
-		delete(v.policies, name)
-	} else {
-		v.policies[name] = np
-	}
-	v.reapplyExchangesLocked()
-	v.mu.Unlock()
-	v.reapplyQueues()
-	return nil
-}
-
 // Policy is the name of the policy applied to the queue ("" if none)
 // and that policy's definition (nil; do not modify).
 func (q *Queue) Policy() (name string, definition Table) {
@@ -493,6 +451,3 @@ func (x *Exchange) Policy() (name string, definition Table) {
 	}
 	return p.Name, p.Definition
 }
-
-// isPolicyKey reports whether a metadata key is a policy record.
-func isPolicyKey(key string) bool { return strings.HasPrefix(key, "policy/") }

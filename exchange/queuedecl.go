@@ -284,7 +284,7 @@ func (v *VHost) declareQueueLocked(name string, o QueueOpts) (QueueInfo, error) 
 	if k != "" && v.sharedMeta() {
 		// In a cluster two nodes may declare the name at once. The record
 		// is a create, decided in the metadata log's order: the queue
-		// comes into being when it is committed (applyQueue installs q),
+		// comes into being when it is committed (ApplyMeta, as queue.declare, installs q),
 		// or, if another node's create came first, that queue is the one
 		// and DeclareQueue adopts it. Either way every node ends with the
 		// same queue and no live queue is ever replaced.

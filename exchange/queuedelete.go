@@ -34,7 +34,7 @@ func (v *VHost) applyDeleteQueue(c TopologyCommand) (int, error) {
 
 // deleteQueueCommitted deletes a clustered queue by its record first: the
 // queue goes when the delete is committed and applied, here as on every
-// node (applyQueue, before the write returns: it removes the queue, its
+// node (ApplyMeta, as queue.delete, before the write returns: it removes the queue, its
 // bindings and the auto-delete exchanges they leave empty); a delete that
 // does not commit (no quorum) leaves the queue as it was, everywhere.
 // The records of the bindings and of those exchanges are deleted after

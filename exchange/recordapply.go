@@ -1,18 +1,28 @@
 package exchange
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 )
 
 // ApplyMeta brings memory in line with metadata records committed by the
-// cluster (the node has already written them to its store). It is
-// idempotent: a record equal to what memory holds changes nothing, which
-// is the case on the node that made the change. It takes no metaMu, so a
-// node waiting under metaMu for its own change to commit cannot block it.
+// cluster (the node has already written them to its store): the records
+// path of the metadata group, which a v0.1.0 member and this build with
+// the feature flag topology_commands off write, a snapshot restore
+// installs, and forget/rebalance re-write a queue's members by. Each
+// topology record is read as the command it stands for (commandOfRecord)
+// and applied by ApplyCommitted, as a committed command is, with the
+// command's record set (see TopologyCommand.record: the record is the
+// state, so a put replaces what the name holds); the records that apply
+// would write are dropped, the store has them. A stream's named offset
+// ("streamoff/"), which is not topology, is taken by its stream
+// (applyStreamOffsetRecord). Keys of neither kind are another hook's.
+//
+// It is idempotent: a record equal to what memory holds changes nothing,
+// which is the case on the node that made the change. It takes no
+// metaMu, so a node waiting under metaMu for its own change to commit
+// cannot block it.
 //
 // A record that does not decode, or that names something this node cannot
 // build (an unknown exchange type, invalid queue arguments), changes
@@ -21,7 +31,7 @@ import (
 func (b *Broker) ApplyMeta(ops []MetaOp) error {
 	var errs []error
 	for _, op := range ops {
-		if err := b.applyOp(op); err != nil {
+		if err := b.applyRecord(op); err != nil {
 			errs = append(errs, &RecordError{Key: op.Key, Err: err})
 		}
 	}
@@ -45,50 +55,30 @@ func (e *RecordError) Error() string {
 // Unwrap returns ErrBadRecord and the cause.
 func (e *RecordError) Unwrap() []error { return []error{ErrBadRecord, e.Err} }
 
-func (b *Broker) applyOp(op MetaOp) error {
+// applyRecord applies one committed record op (ApplyMeta).
+func (b *Broker) applyRecord(op MetaOp) error {
 	if op.Prefix {
-		// Only DeleteVHost deletes by prefix, after the vhost's own
-		// record, whose delete cleared memory (applyVHost).
+		// Only a vhost's delete deletes by prefix, after the vhost's own
+		// record, whose delete cleared memory.
 		return nil
 	}
-	if isPolicyKey(op.Key) {
-		if v, name, ok := b.splitVHostKey(op.Key, "policy/"); ok {
-			return v.applyPolicy(name, op.Val)
-		}
-		return nil
+	if rest, ok := strings.CutPrefix(op.Key, streamOffsetPrefix); ok {
+		return b.applyStreamOffsetRecord(rest, op.Val)
 	}
-	if strings.HasPrefix(op.Key, opPolicyPrefix) {
-		if v, name, ok := b.splitVHostKey(op.Key, opPolicyPrefix); ok {
-			return v.applyOperatorPolicy(name, op.Val)
-		}
-		return nil
+	kind, vn, name, ok := splitRecordKey(op.Key)
+	if !ok {
+		return nil // not the core's
 	}
-	key := op.Key
-	transient := strings.HasPrefix(key, "t")
-	if transient {
-		key = key[1:]
+	c, err := commandOfRecord(kind, vn, name, op.Val)
+	if err != nil {
+		if _, ok := b.VHost(vn); !ok && kind != recVHost {
+			return nil // of a vhost that is gone: it went with it
+		}
+		return err
 	}
-	switch {
-	case key == op.Key && strings.HasPrefix(key, "vhost/"):
-		return b.applyVHost(strings.TrimPrefix(key, "vhost/"), op.Val)
-	case strings.HasPrefix(key, "exchange/"):
-		if v, name, ok := b.splitVHostKey(key, "exchange/"); ok {
-			return v.applyExchange(name, op.Val, transient)
-		}
-	case strings.HasPrefix(key, "queue/"):
-		if v, name, ok := b.splitVHostKey(key, "queue/"); ok {
-			return v.applyQueue(name, op.Val, transient)
-		}
-	case strings.HasPrefix(key, "binding/"):
-		if v, _, ok := b.splitVHostKey(key, "binding/"); ok {
-			return v.applyBinding(op.Key, op.Val)
-		}
-	case strings.HasPrefix(key, "streamoff/"):
-		if v, rest, ok := b.splitVHostKey(key, "streamoff/"); ok {
-			return v.applyStreamOffset(rest, op.Val) // stream.go
-		}
-	}
-	return nil
+	c.record = true
+	_, err = b.ApplyCommitted(c) // its records are in the store already
+	return err
 }
 
 func (b *Broker) splitVHostKey(key, prefix string) (*VHost, string, bool) {
@@ -98,62 +88,6 @@ func (b *Broker) splitVHostKey(key, prefix string) (*VHost, string, bool) {
 	}
 	v, ok := b.VHost(vn)
 	return v, rest, ok
-}
-
-func vhostMetadata(val []byte) (description string, tags []string) {
-	r, err := decodeRecord(val)
-	if err != nil {
-		return "", nil
-	}
-	description, _ = r["description"].(string)
-	if ts, ok := r["tags"].([]any); ok {
-		for _, t := range ts {
-			if s, ok := t.(string); ok {
-				tags = append(tags, s)
-			}
-		}
-	}
-	return description, tags
-}
-
-func (b *Broker) applyVHost(name string, val []byte) error {
-	if val != nil {
-		if _, err := decodeRecord(val); err != nil {
-			return err
-		}
-		d, tags := vhostMetadata(val)
-		b.mu.Lock()
-		v, ok := b.vhosts[name]
-		if !ok {
-			v = newVHost(b, name)
-			b.vhosts[name] = v
-		}
-		b.mu.Unlock()
-		v.mu.Lock()
-		v.description, v.tags = d, tags
-		v.mu.Unlock()
-		return nil
-	}
-	b.mu.Lock()
-	v, ok := b.vhosts[name]
-	delete(b.vhosts, name)
-	b.mu.Unlock()
-	if !ok {
-		return nil
-	}
-	for _, q := range v.Queues() {
-		_ = v.applyQueue(q.name, nil, !q.persisted()) // a delete cannot fail
-	}
-	// As DeleteVHost: the retry delayer and the exchanges (their
-	// delayers, whose held messages are this node's) go too.
-	v.stopRetries()
-	v.mu.Lock()
-	for _, x := range v.exchanges {
-		_ = v.deleteExchangeLocked(x)
-	}
-	v.metaOps = nil // the records go by the vhost's own deletes
-	v.mu.Unlock()
-	return nil
 }
 
 // exchangeFromRecord rebuilds an exchange; an error for an unknown type.
@@ -179,45 +113,6 @@ func exchangeFromRecord(v *VHost, name string, r Table) (*Exchange, error) {
 		x.alternate, x.hasAE = ae, true
 	}
 	return x, nil
-}
-
-func (v *VHost) applyExchange(name string, val []byte, transient bool) error {
-	v.mu.Lock()
-	defer func() {
-		v.metaOps = nil // this node's store already has the records
-		v.mu.Unlock()
-	}()
-	cur := v.exchanges[name]
-	if val == nil {
-		if cur != nil && cur.durable == !transient && !strings.HasPrefix(name, "amq.") && name != "" {
-			_ = v.deleteExchangeLocked(cur)
-		}
-		return nil
-	}
-	r, err := decodeRecord(val)
-	if err != nil {
-		return err
-	}
-	x, err := exchangeFromRecord(v, name, r)
-	if err != nil {
-		return err
-	}
-	if cur != nil {
-		// The same exchange (its own record coming back, or another
-		// node's equal declaration): nothing changes, its bindings stay.
-		if bytes.Equal(encodeRecord(cur.record()), val) || (cur.kind == x.kind && cur.durable == x.durable &&
-			cur.autoDelete == x.autoDelete && cur.internal == x.internal && valuesEqual(cur.args, x.args)) {
-			return nil
-		}
-		_ = v.deleteExchangeLocked(cur)
-	}
-	if p := v.pendingX[name]; p != nil && bytes.Equal(encodeRecord(p.record()), val) {
-		// This node's own declaration, committed.
-		x = p
-		delete(v.pendingX, name)
-	}
-	v.installExchangeLocked(x)
-	return nil
 }
 
 // queueFromRecord rebuilds a queue. An exclusive queue's record is
@@ -247,93 +142,4 @@ func queueFromRecord(v *VHost, name string, r Table) (*Queue, error) {
 		q.seed = q.Members()
 	}
 	return q, nil
-}
-
-func (v *VHost) applyQueue(name string, val []byte, transient bool) error {
-	var q *Queue
-	if val != nil {
-		r, err := decodeRecord(val)
-		if err != nil {
-			return err
-		}
-		if q, err = queueFromRecord(v, name, r); err != nil {
-			return err
-		}
-	}
-	v.mu.Lock()
-	cur := v.queues[name]
-	if cur != nil && q != nil && cur.id == q.id {
-		// The same queue; a quorum queue's group may have changed.
-		changed := !slices.Equal(cur.Members(), q.Members())
-		if changed {
-			cur.setMembers(q.Members())
-		}
-		if changed && v.b.cluster != nil {
-			v.b.cluster.Attach(cur)
-		}
-		v.mu.Unlock()
-		return nil
-	}
-	if cur != nil && q == nil && cur.persisted() == transient {
-		v.mu.Unlock()
-		return nil // a record of the other kind: not this queue's
-	}
-	if cur != nil {
-		v.removeQueueLocked(cur)
-		for len(cur.bindings) > 0 {
-			v.removeBindingLocked(cur.bindings[len(cur.bindings)-1], true)
-		}
-	}
-	if q != nil {
-		if p := v.pending[name]; p != nil && p.id == q.id {
-			// This node's own declaration, committed: the queue as its
-			// declarer made it (an exclusive one keeps its owner).
-			q = p
-			delete(v.pending, name)
-		}
-		v.installQueueLocked(q)
-	}
-	v.metaOps = nil // this node's store already has the records
-	v.mu.Unlock()
-	if cur != nil {
-		cur.markDeleted()
-		if err := v.b.dropQueue(cur); err != nil {
-			v.b.log.Warn("dropping a deleted queue's messages failed", "queue", name, "err", err)
-		}
-	}
-	return nil
-}
-
-func (v *VHost) applyBinding(key string, val []byte) error {
-	v.mu.Lock()
-	defer func() {
-		v.metaOps = nil
-		v.mu.Unlock()
-	}()
-	if val == nil {
-		if b := v.bindingByRecordKey(key); b != nil {
-			v.removeBindingLocked(b, false)
-		}
-		return nil
-	}
-	r, err := decodeRecord(val)
-	if err != nil {
-		return err
-	}
-	src, _ := r["source"].(string)
-	dst, _ := r["destination"].(string)
-	dt, _ := r["destination_type"].(string)
-	rk, _ := r["routing_key"].(string)
-	args, _ := asTable(r["args"])
-	sx, q, dx, err := v.lookupBind(dst, dt == "queue", src, anyOwner)
-	if err != nil {
-		// Its source or destination is gone (deleted after the binding
-		// was committed): the binding went with it, as in recovery.
-		return nil
-	}
-	if sx.findBinding(q, dx, rk, args) != nil {
-		return nil
-	}
-	v.addBindingLocked(&binding{src: sx, q: q, x: dx, key: rk, args: args})
-	return nil
 }

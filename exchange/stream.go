@@ -114,7 +114,7 @@ func newStream(q *Queue, a streamArgs) *stream {
 	st.durableC, st.stopC = make(chan struct{}, 1), make(chan struct{})
 	// wakeLoop and the retention timer start with the first consumer or
 	// append (started): a Queue built from a record and dropped at once
-	// (recordapply.go's applyQueue) leaves nothing running.
+	// (a record of a queue the node holds already) leaves nothing running.
 	return st
 }
 

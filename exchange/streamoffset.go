@@ -146,6 +146,26 @@ func (st *stream) retryOffsets(failed map[string]namedOffset) {
 	}
 }
 
+// streamOffsetPrefix starts the key of a stream's named offset record:
+// "streamoff/<vhost>\x00<queue>\x00<name>".
+const streamOffsetPrefix = "streamoff/"
+
+// applyStreamOffsetRecord takes a committed named-offset record (rest is
+// its key after streamOffsetPrefix): not topology, so not a command, but
+// the one other record the core follows (ApplyMeta). A record of a vhost
+// this node does not have is nothing.
+func (b *Broker) applyStreamOffsetRecord(rest string, val []byte) error {
+	vn, rest, ok := strings.Cut(rest, "\x00")
+	if !ok {
+		return nil
+	}
+	v, ok := b.VHost(vn)
+	if !ok {
+		return nil
+	}
+	return v.applyStreamOffset(rest, val)
+}
+
 // applyStreamOffset takes a named consumer's offset as the metadata group
 // committed it (a record "streamoff/<vhost>\x00<queue>\x00<name>", from
 // any node), unless this node holds a later one (namedOffset.before: its

@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 )
 
@@ -23,9 +24,17 @@ import (
 //   - a bind or unbind whose source or destination is gone changes
 //     nothing.
 //
+// Recovery replays the stored records through it, and ApplyMeta the
+// records committed on the records path, read as commands
+// (commandOfRecord); for the latter the record is the state
+// (TopologyCommand.record).
+//
 // It takes no metaMu: a proposer waits for its command under metaMu.
 // Applying a command twice (a replay after a crash) changes nothing more.
 func (b *Broker) ApplyCommitted(c TopologyCommand) ([]MetaOp, error) {
+	if f := committedHook; f != nil {
+		f(c)
+	}
 	if c.Op.vhostOp() {
 		return b.applyCommittedVHost(c), nil
 	}
@@ -33,6 +42,14 @@ func (b *Broker) ApplyCommitted(c TopologyCommand) ([]MetaOp, error) {
 	if !ok {
 		return nil, nil // the vhost is gone, and what it held with it
 	}
+	return v.applyCommitted(c)
+}
+
+// committedHook, if set, sees each command ApplyCommitted applies (tests).
+var committedHook func(TopologyCommand)
+
+// applyCommitted is ApplyCommitted in v.
+func (v *VHost) applyCommitted(c TopologyCommand) ([]MetaOp, error) {
 	v.mu.Lock()
 	gone, reapply, err := v.applyCommittedLocked(c)
 	ops := make([]MetaOp, 0, len(v.metaOps))
@@ -46,8 +63,8 @@ func (b *Broker) ApplyCommitted(c TopologyCommand) ([]MetaOp, error) {
 	}
 	if gone != nil {
 		gone.markDeleted()
-		if derr := b.dropQueue(gone); derr != nil {
-			b.log.Warn("dropping a deleted queue's messages failed", "vhost", v.name, "queue", gone.name, "err", derr)
+		if derr := v.b.dropQueue(gone); derr != nil {
+			v.b.log.Warn("dropping a deleted queue's messages failed", "vhost", v.name, "queue", gone.name, "err", derr)
 		}
 	}
 	return ops, err
@@ -97,7 +114,8 @@ func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, reapply bo
 		v.deleteMetaLocked(v.opPolicyKey(c.Name))
 		return nil, true, nil
 	case TopoDeclareExchange:
-		if v.exchanges[c.Name] != nil || c.Name == "" {
+		cur := v.exchanges[c.Name]
+		if c.Name == "" || (cur != nil && !c.record) {
 			return nil, false, nil
 		}
 		r := Table{"type": c.Type, "durable": c.Durable, "auto_delete": c.AutoDelete, "internal": c.Internal, "args": c.Args}
@@ -111,6 +129,17 @@ func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, reapply bo
 		if err != nil {
 			return nil, false, err
 		}
+		if cur != nil { // a record (c.record)
+			if bytes.Equal(encodeRecord(cur.record()), encodeRecord(x.record())) || (cur.kind == x.kind &&
+				cur.durable == x.durable && cur.autoDelete == x.autoDelete && cur.internal == x.internal &&
+				valuesEqual(cur.args, x.args)) {
+				// The same exchange (its own record coming back, or
+				// another node's equal declaration): its bindings stay.
+				return nil, false, nil
+			}
+			// Another exchange of the name: the record replaces it.
+			_ = v.deleteExchangeLocked(cur)
+		}
 		if p := v.pendingX[c.Name]; p != nil && bytes.Equal(encodeRecord(p.record()), encodeRecord(x.record())) {
 			x = p // this node's own declaration
 			delete(v.pendingX, c.Name)
@@ -120,7 +149,8 @@ func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, reapply bo
 			v.putMetaLocked(k, encodeRecord(x.record()))
 		}
 	case TopoDeclareQueue:
-		if v.queues[c.Name] != nil {
+		cur := v.queues[c.Name]
+		if cur != nil && !c.record {
 			return nil, false, nil
 		}
 		r := Table{"id": c.ID, "durable": c.Durable, "auto_delete": c.AutoDelete, "args": c.Args}
@@ -140,6 +170,26 @@ func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, reapply bo
 		if err != nil {
 			return nil, false, err
 		}
+		if cur != nil { // a record (c.record)
+			if cur.id == q.id {
+				// The same queue. Forget and rebalance re-write a quorum
+				// queue's or a stream's record with its new members: it
+				// takes them, and the cluster attaches it again.
+				if !slices.Equal(cur.Members(), q.Members()) {
+					cur.setMembers(q.Members())
+					if v.b.cluster != nil {
+						v.b.cluster.Attach(cur)
+					}
+				}
+				return nil, false, nil
+			}
+			// Another queue of the name: the record replaces it.
+			gone = cur
+			v.removeQueueLocked(cur)
+			for len(cur.bindings) > 0 {
+				v.removeBindingLocked(cur.bindings[len(cur.bindings)-1], true)
+			}
+		}
 		if p := v.pending[c.Name]; p != nil && p.id == q.id {
 			q = p // this node's own declaration: its owner, its group
 			delete(v.pending, c.Name)
@@ -148,15 +198,17 @@ func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, reapply bo
 		if k := v.queueKey(q); k != "" {
 			v.putMetaLocked(k, encodeRecord(q.record()))
 		}
+		return gone, false, nil
 	case TopoDeleteExchange:
 		x := v.exchanges[c.Name]
-		if x == nil || c.Name == "" || strings.HasPrefix(c.Name, "amq.") || (c.IfUnused && len(x.bindings) > 0) {
+		if x == nil || c.Name == "" || strings.HasPrefix(c.Name, "amq.") || (c.IfUnused && len(x.bindings) > 0) ||
+			(c.record && x.durable != c.Durable) {
 			return nil, false, nil
 		}
 		return nil, false, v.deleteExchangeLocked(x)
 	case TopoDeleteQueue:
 		q := v.queues[c.Name]
-		if q == nil || (c.ID != 0 && q.id != c.ID) {
+		if q == nil || (c.ID != 0 && q.id != c.ID) || (c.record && q.persisted() != c.Durable) {
 			return nil, false, nil
 		}
 		v.removeQueueLocked(q)
@@ -169,8 +221,11 @@ func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, reapply bo
 		return q, false, nil
 	case TopoBind:
 		sx, q, dx, err := v.lookupBind(c.Name, c.ToQueue, c.Source, anyOwner)
-		if err != nil || sx.findBinding(q, dx, c.Key, c.Args) != nil || validateBinding(sx, c.Key, c.Args) != nil {
+		if err != nil || sx.findBinding(q, dx, c.Key, c.Args) != nil {
 			return nil, false, nil // gone since, or there already
+		}
+		if !c.record && validateBinding(sx, c.Key, c.Args) != nil {
+			return nil, false, nil // a record is taken as it was made
 		}
 		bd := &binding{src: sx, q: q, x: dx, key: c.Key, args: c.Args}
 		v.addBindingLocked(bd)
@@ -182,9 +237,13 @@ func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, reapply bo
 		if err != nil {
 			return nil, false, nil
 		}
-		if bd := sx.findBinding(q, dx, c.Key, c.Args); bd != nil {
-			v.removeBindingLocked(bd, true)
+		bd := sx.findBinding(q, dx, c.Key, c.Args)
+		if bd == nil || (c.record && (v.recordKeyOf(bd) == "" || bd.durable() != c.Durable)) {
+			return nil, false, nil
 		}
+		// A record's unbind leaves an auto-delete source to that
+		// exchange's own record.
+		v.removeBindingLocked(bd, !c.record)
 	default:
 		return nil, false, errorf(KindInternal, "unknown topology command %v", c.Op)
 	}
@@ -216,14 +275,20 @@ func (b *Broker) applyCommittedVHost(c TopologyCommand) []MetaOp {
 	switch c.Op {
 	case TopoDeclareVHost:
 		b.mu.Lock()
-		_, ok := b.vhosts[name]
+		v, ok := b.vhosts[name]
 		if !ok {
-			v := newVHost(b, name)
+			v = newVHost(b, name)
 			v.description, v.tags = c.Description, c.Tags
 			b.vhosts[name] = v
 		}
 		b.mu.Unlock()
 		if ok {
+			if c.record {
+				// The vhost's record holds its metadata too.
+				v.mu.Lock()
+				v.description, v.tags = c.Description, c.Tags
+				v.mu.Unlock()
+			}
 			return nil
 		}
 		return []MetaOp{{Key: "vhost/" + name, Val: vhostRecord(c.Description, c.Tags)}}
@@ -237,15 +302,41 @@ func (b *Broker) applyCommittedVHost(c TopologyCommand) []MetaOp {
 		v.mu.Unlock()
 		return []MetaOp{{Key: "vhost/" + name, Val: encodeRecord(Table{"description": c.Description, "tags": stringsToAny(c.Tags)})}}
 	case TopoDeleteVHost:
-		if _, ok := b.VHost(name); !ok {
+		if !b.dropVHost(name) {
 			return nil
 		}
-		_ = b.applyVHost(name, nil) // a delete cannot fail
 		ops := []MetaOp{{Key: "vhost/" + name}}
-		for _, p := range []string{"exchange/", "queue/", "binding/", "policy/"} {
+		for _, p := range []string{"exchange/", "queue/", "binding/", "policy/", opPolicyPrefix} {
 			ops = append(ops, MetaOp{Key: p + name + "\x00", Prefix: true})
 		}
 		return ops
 	}
 	return nil
+}
+
+// dropVHost removes vhost name from memory with everything in it (its
+// queues and their messages, its exchanges and their delayers, its retry
+// delayer), without writing records: the committed vhost.delete. It
+// reports whether there was such a vhost.
+func (b *Broker) dropVHost(name string) bool {
+	b.mu.Lock()
+	v, ok := b.vhosts[name]
+	delete(b.vhosts, name)
+	b.mu.Unlock()
+	if !ok {
+		return false
+	}
+	for _, q := range v.Queues() {
+		_, _ = v.applyCommitted(TopologyCommand{Op: TopoDeleteQueue, VHost: name, Name: q.name, ID: q.id})
+	}
+	// As DeleteVHost: the retry delayer and the exchanges (their
+	// delayers, whose held messages are this node's) go too.
+	v.stopRetries()
+	v.mu.Lock()
+	for _, x := range v.exchanges {
+		_ = v.deleteExchangeLocked(x)
+	}
+	v.metaOps = nil // the records go by the vhost's own deletes
+	v.mu.Unlock()
+	return true
 }

@@ -135,6 +135,17 @@ type TopologyCommand struct {
 	// seed: a quorum queue's first members, as its record keeps them
 	// (recovery's replay only, not encoded).
 	seed []string
+	// record: the command is a record committed on the metadata group's
+	// records path (ApplyMeta; not encoded), and the record is the state,
+	// as v0.1.0 applies it: a declaration replaces an object of the name
+	// that is another (another queue id, an inequivalent exchange), and
+	// re-writes a quorum queue's or stream's members (forget, rebalance);
+	// a vhost's record sets its metadata. A delete read from a record's
+	// key goes by name, and only for an object recorded as Durable says
+	// (durable, or transient: its record key starts with "t"); an unbind
+	// does not auto-delete its source (that exchange's own record's
+	// delete does).
+	record bool
 }
 
 // topologyVersion is the first byte of an encoded TopologyCommand.

@@ -36,7 +36,7 @@ type VHost struct {
 	replyRemote map[string]*Queue
 	// pending are queues declared on this node whose records are being
 	// created through the cluster (see declareQueueLocked): not routable
-	// nor visible until committed, when applyQueue installs them as they
+	// nor visible until committed, when ApplyCommitted installs them as they
 	// are (their owner, their id) unless another node's create of the
 	// name was committed first.
 	pending  map[string]*Queue

@@ -65,7 +65,7 @@ func (b *Broker) applySetVHostMetadata(name, description string, tags []string) 
 // DeleteVHost deletes a vhost with everything in it.
 //
 // In a cluster the vhost's record is deleted first: the vhost goes when
-// that is committed and applied, here as on every node (applyVHost), and
+// that is committed and applied, here as on every node (ApplyMeta, as vhost.delete), and
 // a delete that does not commit leaves it as it was. The records of what
 // it held are deleted after (what a failure there leaves names a vhost
 // that is gone, and recovery skips it).
