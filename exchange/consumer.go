@@ -147,6 +147,12 @@ type ConsumeOpts struct {
 	// active member on it is member PartitionIndex mod n in subscription
 	// order.
 	PartitionIndex int
+	// NoOffsetHeader: a stream's deliveries to this consumer carry no
+	// x-stream-offset header; the consumer reads each one's offset with
+	// StreamOffset. The stream protocol asks for it (its chunks say where
+	// each message is): the header was a table made and copied per
+	// message for nothing.
+	NoOffsetHeader bool
 }
 
 // Consumer is a subscription to a queue.
@@ -169,6 +175,8 @@ type Consumer struct {
 	// the 128-byte size class instead of the 112-byte one.
 	noAck bool
 	excl  bool
+	// noOffsetHeader is ConsumeOpts.NoOffsetHeader.
+	noOffsetHeader bool
 
 	// Guarded by q.mu.
 	unacked   int

@@ -268,3 +268,38 @@ func TestStreamConsumerCredit(t *testing.T) {
 		t.Fatalf("cancels %d %d", s1.cancels(), s2.cancels())
 	}
 }
+
+// TestStreamNoOffsetHeader: a consumer that reads offsets from its
+// deliveries (the stream protocol) gets the messages as they were
+// published, without an x-stream-offset header made for each, and
+// StreamOffset gives every delivery's offset; a consumer without the
+// option gets the header, with the same offset.
+func TestStreamNoOffsetHeader(t *testing.T) {
+	v, _ := newTestVHost(t)
+	q := newStreamQ(t, v, "s", nil)
+	for i := 0; i < 6; i++ {
+		publish(t, v, "", "s", fmt.Sprint(i))
+	}
+	waitFor(t, "durable", func() bool { return q.st.log.Durable() == 6 })
+	_, raw := consume(t, v, "s", ConsumeOpts{Prefetch: 10, NoOffsetHeader: true, Args: Table{"x-stream-offset": int64(2)}})
+	_, hdr := consume(t, v, "s", ConsumeOpts{Prefetch: 10, Args: Table{"x-stream-offset": int64(2)}})
+	waitFor(t, "deliveries", func() bool { return raw.len() == 4 && hdr.len() == 4 })
+	for i, d := range raw.deliveries() {
+		if _, ok := d.Msg.Props.Headers["x-stream-offset"]; ok {
+			t.Fatalf("delivery %d carries an x-stream-offset header: %v", i, d.Msg.Props.Headers)
+		}
+		if off, ok := StreamOffset(d); !ok || off != uint64(2+i) {
+			t.Fatalf("delivery %d: StreamOffset %d %v, want %d", i, off, ok, 2+i)
+		}
+	}
+	for i, d := range hdr.deliveries() {
+		off, ok := StreamOffset(d)
+		if d.Msg.Props.Headers["x-stream-offset"] != int64(2+i) || !ok || off != uint64(2+i) {
+			t.Fatalf("delivery %d: header %v, StreamOffset %d %v", i, d.Msg.Props.Headers, off, ok)
+		}
+	}
+	cq := declareQ(t, v, "classic", QueueOpts{})
+	if _, ok := StreamOffset(Delivery{Queue: cq, Seq: 7}); ok {
+		t.Fatal("StreamOffset of a classic queue's delivery")
+	}
+}

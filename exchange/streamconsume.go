@@ -79,7 +79,8 @@ func (st *stream) addConsumer(o ConsumeOpts) (*Consumer, error) {
 	if st.cid == 0 || st.cid >= 1<<(64-cursorShift) {
 		st.cid = 1
 	}
-	c := &Consumer{q: q, tag: o.Tag, excl: o.Exclusive, priority: o.Priority, prefetch: o.Prefetch, sink: o.Sink}
+	c := &Consumer{q: q, tag: o.Tag, excl: o.Exclusive, priority: o.Priority, prefetch: o.Prefetch, sink: o.Sink,
+		noOffsetHeader: o.NoOffsetHeader}
 	cur := &cursor{id: st.cid, c: c, name: name, next: start, bufNext: start, acked: -1, epoch: epoch, wake: make(chan struct{}, 1), up: up, spec: spec}
 	st.cursors[cur.id] = cur
 	if group != "" {
@@ -162,6 +163,17 @@ func (st *stream) run(cur *cursor) {
 	}
 }
 
+// StreamOffset is the offset of d, a delivery from a stream (false for a
+// delivery from another kind of queue). Its Seq holds it, whether the
+// delivery carries an x-stream-offset header or not
+// (ConsumeOpts.NoOffsetHeader).
+func StreamOffset(d Delivery) (uint64, bool) {
+	if d.Queue == nil || d.Queue.st == nil {
+		return 0, false
+	}
+	return d.Seq & offsetMask, true
+}
+
 // deliverLocked hands buffered messages to the consumer while it has
 // credit and its sink takes them.
 func (st *stream) deliverLocked(cur *cursor) {
@@ -177,12 +189,14 @@ func (st *stream) deliverLocked(cur *cursor) {
 			q.vh.b.noteUnreadable(q, 1)
 			continue
 		}
-		h := make(Table, len(m.Props.Headers)+1)
-		for k, v := range m.Props.Headers {
-			h[k] = v
+		if !cur.c.noOffsetHeader {
+			h := make(Table, len(m.Props.Headers)+1)
+			for k, v := range m.Props.Headers {
+				h[k] = v
+			}
+			h["x-stream-offset"] = int64(r.Off)
+			m.Props.Headers = h
 		}
-		h["x-stream-offset"] = int64(r.Off)
-		m.Props.Headers = h
 		cur.out++
 		q.countDeliver(false, false, 1)
 		if !cur.c.sink.Deliver(Delivery{Queue: q, Consumer: cur.c, Msg: m, Seq: uint64(cur.id)<<cursorShift | r.Off}) {

@@ -22,9 +22,14 @@ type testServer struct {
 	b    *exchange.Broker
 }
 
-func newTestServer(t *testing.T) *testServer {
+func newTestServer(t testing.TB) *testServer {
 	t.Helper()
-	st := store.NewMemory()
+	return newTestServerOn(t, store.NewMemory())
+}
+
+// newTestServerOn is newTestServer over st.
+func newTestServerOn(t testing.TB, st exchange.Store) *testServer {
+	t.Helper()
 	br, err := exchange.New(st, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +57,7 @@ func newTestServer(t *testing.T) *testServer {
 }
 
 // messages is the count of messages stream holds.
-func (s *testServer) messages(t *testing.T, stream string) int64 {
+func (s *testServer) messages(t testing.TB, stream string) int64 {
 	t.Helper()
 	v, _ := s.b.VHost("/")
 	q, err := v.Queue(stream, nil)
@@ -65,7 +70,7 @@ func (s *testServer) messages(t *testing.T, stream string) int64 {
 
 // client is a raw stream protocol client.
 type client struct {
-	t    *testing.T
+	t    testing.TB
 	nc   net.Conn
 	r    *bufio.Reader
 	corr uint32
@@ -107,7 +112,7 @@ func frame(key, ver uint16, fields ...any) []byte {
 	return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
 }
 
-func dial(t *testing.T, s *testServer) *client {
+func dial(t testing.TB, s *testServer) *client {
 	t.Helper()
 	nc, err := net.Dial("tcp", s.addr)
 	if err != nil {

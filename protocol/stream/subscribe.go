@@ -81,16 +81,8 @@ func (s *subscription) Cancelled(*exchange.Consumer) {
 	c.w.Mu.Unlock()
 }
 
-// offsetOf reads the offset the stream put on a delivery.
-func offsetOf(d exchange.Delivery) (uint64, bool) {
-	switch v := d.Msg.Props.Headers["x-stream-offset"].(type) {
-	case int64:
-		return uint64(v), v >= 0
-	case uint64:
-		return v, true
-	}
-	return 0, false
-}
+// offsetOf is a delivery's offset in its stream.
+func offsetOf(d exchange.Delivery) (uint64, bool) { return exchange.StreamOffset(d) }
 
 // chunkLocked writes one chunk of s's pending deliveries (w.Mu held,
 // s.credit > 0, pending not empty).
@@ -167,7 +159,7 @@ func (c *conn) subscribe(f wire.Subscribe) {
 	// index: a single-active group spreads the partitions (streamsac.go).
 	cons, err := c.vh.Consume(f.Stream, exchange.ConsumeOpts{Tag: "stream.sub-" + strconv.Itoa(int(f.ID)),
 		Prefetch: c.s.cfg.Prefetch, Sink: s, Owner: c, Args: exchange.Table{"x-stream-offset": spec},
-		SingleActive: sac, GroupName: name, PartitionIndex: c.partitionIndex(f.Stream, super)})
+		SingleActive: sac, GroupName: name, PartitionIndex: c.partitionIndex(f.Stream, super), NoOffsetHeader: true})
 	if err != nil {
 		reply(codeOf(err))
 		return
