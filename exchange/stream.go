@@ -76,6 +76,8 @@ type stream struct {
 	started  atomic.Bool
 	// groups are the single-active groups by name (streamsac.go).
 	groups map[string]*sacGroup
+	// share is what the raw cursors share (streamshare.go).
+	share sharing
 }
 
 // cursor is one consumer's position and window.

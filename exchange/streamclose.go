@@ -43,6 +43,7 @@ func (st *stream) close(cancelSinks bool) int {
 		}
 		delete(st.cursors, id)
 	}
+	st.share = sharing{}
 	st.groups = nil
 	if st.flushT != nil {
 		st.flushT.Stop()

@@ -83,6 +83,9 @@ func (st *stream) addConsumer(o ConsumeOpts) (*Consumer, error) {
 		noOffsetHeader: o.NoOffsetHeader}
 	cur := &cursor{id: st.cid, c: c, name: name, next: start, bufNext: start, acked: -1, epoch: epoch, wake: make(chan struct{}, 1), up: up, spec: spec}
 	st.cursors[cur.id] = cur
+	if c.noOffsetHeader && up == nil {
+		st.share.addRaw()
+	}
 	if group != "" {
 		st.joinGroupLocked(cur, group, o.PartitionIndex)
 	}
@@ -183,7 +186,7 @@ func (st *stream) deliverLocked(cur *cursor) {
 		cur.buf[0] = streamlog.Rec{}
 		cur.buf = cur.buf[1:]
 		cur.next = r.Off + 1
-		m, _, err := decodeMessage(r.Data)
+		m, _, err := st.share.decode(r.Off, r.Data, cur.c.noOffsetHeader)
 		if err != nil {
 			q.vh.b.log.Error("corrupt stream message skipped", "queue", q.name, "offset", r.Off, "err", err)
 			q.vh.b.noteUnreadable(q, 1)
@@ -297,6 +300,9 @@ func (st *stream) removeConsumer(c *Consumer) {
 				cur.up.r.Close()
 			}
 			delete(st.cursors, id)
+			if c.noOffsetHeader && cur.up == nil {
+				st.share.dropRaw()
+			}
 			st.leaveGroupLocked(cur)
 			named = cur.name != "" || (cur.up != nil && st.dirty[cur.up.name])
 		}

@@ -105,11 +105,11 @@ func (c *conn) chunkLocked(s *subscription) {
 		if off, ok := offsetOf(d); !ok || off != first+uint64(n) {
 			break // a gap (retention, a crash): the next chunk starts there
 		}
-		c.scratch = appendFromCore(c.scratch[:0], d.Msg)
-		if n > 0 && len(b)-start+4+len(c.scratch) > limit {
+		enc := c.encode(d)
+		if n > 0 && len(b)-start+4+len(enc) > limit {
 			break
 		}
-		b = ch.Add(b, c.scratch)
+		b = ch.Add(b, enc)
 		c.toAck = append(c.toAck, ackRef{q: s.q, seq: d.Seq})
 		s.pendingBytes -= len(d.Msg.Body)
 		n++
@@ -125,6 +125,23 @@ func (c *conn) chunkLocked(s *subscription) {
 	if cap(c.scratch) > 1<<20 {
 		c.scratch = nil
 	}
+}
+
+// amqp10 is the key of a message's AMQP 1.0 encoding, cached on messages
+// the stream's raw readers share.
+var amqp10 = exchange.NewEncodingKey("stream-amqp10")
+
+// encode is d's message in AMQP 1.0: cached on it when other subscriptions
+// deliver the same message (exchange.SharedDelivery), else in c.scratch.
+func (c *conn) encode(d exchange.Delivery) []byte {
+	if exchange.SharedDelivery(d) {
+		if b := d.Msg.Encoding(amqp10); b != nil {
+			return b
+		}
+		return d.Msg.AddEncoding(&exchange.Encoding{Key: amqp10, Bytes: appendFromCore(nil, d.Msg)})
+	}
+	c.scratch = appendFromCore(c.scratch[:0], d.Msg)
+	return c.scratch
 }
 
 func (c *conn) subscribe(f wire.Subscribe) {

@@ -1,0 +1,72 @@
+package exchange
+
+import "bytes"
+
+// Raw readers of a stream share what they read. Each cursor decodes the
+// records it reads into messages; with the header a cursor adds
+// (x-stream-offset) every delivery needs a message of its own, but the
+// deliveries of consumers that take the offset from the delivery
+// (ConsumeOpts.NoOffsetHeader: the stream protocol) can share one. While
+// two or more such cursors read a stream, the messages they decode are
+// kept in a small ring by offset, so that ten subscribers reading from
+// the first offset decode each message once rather than ten times, and
+// the front end encodes it once (SharedDelivery: it caches its encoding
+// on the message). A slot holds the record's bytes it was decoded from:
+// a message is taken from the ring only for equal bytes (the same bytes
+// when the log's read cache handed both cursors the same chunk, else
+// compared), never for another record at the offset.
+
+// shareRingSize is how many decoded messages a stream shares: readers
+// further apart than this decode for themselves.
+const shareRingSize = 4096
+
+type shareSlot struct {
+	off  uint64
+	data []byte // the record's bytes the message was decoded from
+	m    *Message
+}
+
+// sharing is a stream's ring (guarded by stream.mu).
+type sharing struct {
+	raw  int // cursors with noOffsetHeader reading this node's log
+	ring []shareSlot
+}
+
+// addRaw and dropRaw count a raw cursor coming and going; the ring goes
+// once fewer than two remain.
+func (s *sharing) addRaw() { s.raw++ }
+
+func (s *sharing) dropRaw() {
+	if s.raw--; s.raw < 2 {
+		s.ring = nil
+	}
+}
+
+// decode is decodeMessage of the record (off, data), shared when two or
+// more raw cursors read (raw: the caller is one of them).
+func (s *sharing) decode(off uint64, data []byte, raw bool) (*Message, bool, error) {
+	if !raw || s.raw < 2 || len(data) == 0 {
+		m, _, err := decodeMessage(data)
+		return m, false, err
+	}
+	if s.ring == nil {
+		s.ring = make([]shareSlot, shareRingSize)
+	}
+	sl := &s.ring[off%shareRingSize]
+	if sl.m != nil && sl.off == off && bytes.Equal(sl.data, data) {
+		return sl.m, true, nil
+	}
+	m, _, err := decodeMessage(data)
+	if err != nil {
+		return nil, false, err
+	}
+	m.shared = true
+	*sl = shareSlot{off: off, data: data, m: m}
+	return m, true, nil
+}
+
+// SharedDelivery reports whether d's message may be delivered to other
+// consumers too (a stream's raw readers share it): a front end then caches
+// its encoding on the message (AddEncoding) rather than encoding it for
+// each.
+func SharedDelivery(d Delivery) bool { return d.Msg != nil && d.Msg.shared }
