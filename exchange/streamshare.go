@@ -17,8 +17,14 @@ import "bytes"
 // compared), never for another record at the offset.
 
 // shareRingSize is how many decoded messages a stream shares: readers
-// further apart than this decode for themselves.
-const shareRingSize = 4096
+// further apart than this decode for themselves. Ten stream-protocol
+// subscribers reading from the first offset (2,048 prefetch each, chunks
+// of up to 1,000) drifted more than 4,096 offsets apart and decoded each
+// message about six times with a ring of 4,096; with 16,384 about once.
+// While two or more raw readers read, the ring holds up to that many
+// decoded messages (~6 MB of 16-byte ones), which their deliveries share
+// rather than each holding its own.
+const shareRingSize = 16384
 
 type shareSlot struct {
 	off  uint64

@@ -138,7 +138,9 @@ func (c *conn) encode(d exchange.Delivery) []byte {
 		if b := d.Msg.Encoding(amqp10); b != nil {
 			return b
 		}
-		return d.Msg.AddEncoding(&exchange.Encoding{Key: amqp10, Bytes: appendFromCore(nil, d.Msg)})
+		// Room for the body and the usual properties: one allocation.
+		b := appendFromCore(make([]byte, 0, len(d.Msg.Body)+128), d.Msg)
+		return d.Msg.AddEncoding(&exchange.Encoding{Key: amqp10, Bytes: b})
 	}
 	c.scratch = appendFromCore(c.scratch[:0], d.Msg)
 	return c.scratch
