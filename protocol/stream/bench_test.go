@@ -62,3 +62,47 @@ func benchConsume(b *testing.B, subs int) {
 		c.send(frame(wire.KeyCredit, 1, p[4], uint16(1)))
 	}
 }
+
+// BenchmarkPublishConfirm: one raw publisher sends 16-byte messages in
+// frames of 100 and waits for each frame's confirms before the next 10
+// frames; per message published and confirmed, Badger store.
+func BenchmarkPublishConfirm(b *testing.B) {
+	st, err := store.OpenBadger(b.TempDir(), store.BadgerOptions{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := newTestServerOn(b, st)
+	c := dial(b, s)
+	c.open()
+	if _, code := c.call(wire.KeyCreate, str("bench"), uint32(0)); code != wire.OK {
+		b.Fatalf("create: %v", code)
+	}
+	if _, code := c.call(wire.KeyDeclarePublisher, uint8(1), str(""), str("bench")); code != wire.OK {
+		b.Fatalf("declare publisher: %v", code)
+	}
+	body := blob(wire.AppendMessage(nil, &wire.Message{Body: make([]byte, 16)}))
+	const perFrame, window = 100, 10
+	b.ReportAllocs()
+	b.ResetTimer()
+	var id uint64
+	inFlight := 0
+	for sent := 0; sent < b.N; {
+		for inFlight < window*perFrame && sent < b.N {
+			n := min(perFrame, b.N-sent)
+			fields := []any{uint8(1), uint32(n)}
+			for range n {
+				id++
+				fields = append(fields, id, body)
+			}
+			c.send(frame(wire.KeyPublish, 1, fields...))
+			sent += n
+			inFlight += n
+		}
+		p, _ := c.expect(wire.KeyPublishConfirm)
+		inFlight -= int(binary.BigEndian.Uint32(p[5:]))
+	}
+	for inFlight > 0 {
+		p, _ := c.expect(wire.KeyPublishConfirm)
+		inFlight -= int(binary.BigEndian.Uint32(p[5:]))
+	}
+}
