@@ -42,7 +42,8 @@
 //     log order, once its log catches up. A Propose that fails with ErrNotCommitted may still have
 //     been committed (a timeout does not cancel): ops are idempotent
 //     records, and a retried batch applied twice changes nothing.
-//   - A create (exchange.MetaOp.Create, Store.CreateMeta) is a put that
+//   - A create (exchange.MetaOp.Create: a declaration's record, written
+//     by Group.ProposeTopology while topology commands are off) is a put that
 //     every member applies only if the key holds no other record, decided
 //     from the replicated records at the entry's index, so alike on every
 //     node: of two nodes declaring one queue or exchange at once, the
