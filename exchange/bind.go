@@ -67,15 +67,8 @@ func (v *VHost) bindLocked(dst string, toQueue bool, src, key string, args Table
 		return err
 	}
 	b := &binding{src: sx, q: q, x: dx, key: key, args: args}
-	k := v.recordKeyOf(b)
-	if k != "" {
+	if k := v.recordKeyOf(b); k != "" {
 		v.putMetaLocked(k, encodeRecord(b.record()))
-	}
-	if k != "" && v.sharedMeta() {
-		// Clustered: the binding comes into being when its record is
-		// committed and applied, here as on every node (ApplyMeta, as bind,
-		// before the write returns); a failed proposal leaves nothing.
-		return nil
 	}
 	v.addBindingLocked(b)
 	return nil
@@ -126,20 +119,7 @@ func (v *VHost) unbindLocked(dst string, toQueue bool, src, key string, args Tab
 		return err
 	}
 	if b := sx.findBinding(q, dx, key, args); b != nil {
-		if k := v.recordKeyOf(b); k != "" && v.sharedMeta() {
-			// Clustered: the binding goes when its delete is committed
-			// and applied, here as on every node (ApplyMeta, as unbind); so does
-			// an auto-delete source it leaves empty, by its own record.
-			v.deleteMetaLocked(k)
-			if sx.autoDelete && len(sx.bindings) == 1 {
-				if xk := v.exchangeKey(sx); xk != "" {
-					v.deleteMetaLocked(xk)
-				}
-			}
-			return nil
-		}
 		v.removeBindingLocked(b, true)
-		return nil
 	}
 	return nil
 }

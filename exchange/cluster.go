@@ -11,15 +11,14 @@ import (
 // What the core needs from a cluster (issue 7). The core knows nothing of
 // Raft or of the network: the node wires these interfaces to cluster/*.
 //
-//   - Topology writes (MetaOp) go through the node's Store as before; in a
-//     cluster that Store replicates the records of replicated prefixes
-//     through the metadata Raft group, and every node applies every
-//     committed record with Broker.ApplyMeta (idempotent: a record equal to
-//     what memory holds changes nothing, so the node that made the change
-//     and replays after a restart are no-ops). A queue or exchange
-//     declaration is a create (MetaCreator): the new object waits, pending
-//     and invisible, until its record is committed and applied; if another
-//     node's create of the name came first, that one is adopted.
+//   - Topology changes are commands proposed to the metadata Raft group
+//     (TopologyProposer, topocluster.go), never written by the core
+//     through its Store in a cluster; every node applies every committed
+//     one (Broker.ApplyCommitted), or the records standing for it
+//     (Broker.ApplyMeta; idempotent: a record equal to what memory holds
+//     changes nothing). A queue or exchange declaration waits, pending and
+//     invisible, until it is committed and applied; if another node's
+//     declaration of the name came first, that one is adopted.
 //   - A queue's messages live in a MessageLog: the node's Store for classic
 //     queues, the queue's Raft group for quorum queues on the node that
 //     leads it.
@@ -30,8 +29,8 @@ import (
 // MetaOp is one topology record write: a put (Val non-nil), a delete
 // (Val nil) or, with Prefix set, the delete of every key starting with Key.
 // A put with Create set takes effect only where Key holds no record or
-// holds Val already (see MetaCreator); the ops passed to ApplyMeta are
-// those that took effect.
+// holds Val already (a declaration's record: RecordsOf); the ops passed
+// to ApplyMeta are those that took effect.
 type MetaOp struct {
 	Key    string
 	Val    []byte
@@ -314,7 +313,9 @@ func (b *Broker) hasBindingRecord(key string) bool {
 
 // ForgetNode removes the non-durable exchanges and queues that live on
 // node (it died or left: they died with it), cluster-wide. It returns how
-// many it removed.
+// many it removed. In a cluster each delete is proposed, as a command
+// naming the object (proposeSelfDelete, proposeSelfDeleteExchange); one
+// whose proposal fails goes from this node's memory only.
 func (b *Broker) ForgetNode(node string) int {
 	n := 0
 	for _, vn := range b.VHosts() {
@@ -324,13 +325,19 @@ func (b *Broker) ForgetNode(node string) int {
 		}
 		for _, q := range v.Queues() {
 			if !q.persisted() && q.home == node && node != "" {
-				if _, err := v.deleteQueue(q); err == nil {
+				if v.proposeSelfDelete(q) {
+					n++
+				} else if _, err := v.deleteQueue(q); err == nil {
 					n++
 				}
 			}
 		}
 		for _, x := range v.Exchanges() {
 			if !x.durable && x.home == node && node != "" {
+				if v.proposeSelfDeleteExchange(x) {
+					n++
+					continue
+				}
 				_ = v.inTopology(func() error {
 					if v.exchanges[x.name] == x {
 						n++

@@ -9,8 +9,12 @@ import (
 )
 
 // sharedLog stands for the cluster's metadata log over the stores of
-// several brokers: every write is applied on every node in one order;
-// creates follow MetaCreator (the first record of a key wins).
+// several brokers: every entry is applied on every node in one order. The
+// brokers propose their topology changes through it (nodeProposer): as
+// commands when commands is set (the feature flag topology_commands on),
+// else as the records the command makes (RecordsOf), which every node
+// applies with ApplyMeta, a create taking effect only where its key holds
+// no other record, as the metadata group's applier does.
 type sharedLog struct {
 	mu     sync.Mutex
 	nodes  []*Broker
@@ -23,6 +27,71 @@ type sharedLog struct {
 	// commands: the nodes propose topology commands (topology_test.go).
 	commands bool
 	proposed []TopologyCommand
+	// records are the entries of records written for commands while
+	// commands is off.
+	records [][]MetaOp
+	// strict, if set, fails the test on any write of a replicated
+	// topology record through a node's store.
+	strict testing.TB
+}
+
+// nodeProposer is node i's TopologyProposer over a sharedLog: it chooses
+// the encoding as the metadata group does (Group.ProposeTopology).
+type nodeProposer struct {
+	l *sharedLog
+	i int
+}
+
+func (p nodeProposer) ProposeTopology(c TopologyCommand) error {
+	l := p.l
+	l.mu.Lock()
+	commands := l.commands
+	l.mu.Unlock()
+	if commands {
+		return l.ProposeTopology(c)
+	}
+	l.mu.Lock()
+	f := l.before
+	if c.Op == TopoDeclareQueue || c.Op == TopoDeclareExchange {
+		l.before = nil
+	} else {
+		f = nil
+	}
+	l.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	ops, err := l.nodes[p.i].RecordsOf(c)
+	if err != nil || len(ops) == 0 {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fail != nil {
+		return l.fail
+	}
+	l.records = append(l.records, ops)
+	for i, st := range l.stores {
+		var kept []MetaOp
+		for _, op := range ops {
+			switch {
+			case op.Prefix:
+				_ = st.DeleteMetaPrefix(op.Key)
+			case op.Val == nil:
+				_ = st.DeleteMeta(op.Key)
+			default:
+				if cur, ok := st.record(op.Key); op.Create && ok && !bytes.Equal(cur, op.Val) {
+					continue // another record was there first
+				}
+				_ = st.PutMeta(op.Key, op.Val)
+			}
+			kept = append(kept, op)
+		}
+		if len(kept) > 0 {
+			_ = l.nodes[i].ApplyMeta(kept)
+		}
+	}
+	return nil
 }
 
 // twoNodesCommands makes twoNodes' brokers propose topology commands.
@@ -55,7 +124,16 @@ func (s *sharedStore) apply(op MetaOp) bool {
 	return true
 }
 
+// topologyWrite fails the test of a strict log on a write of a
+// replicated topology record through a node's store.
+func (s *sharedStore) topologyWrite(what, key string) {
+	if t := s.log.strict; t != nil && ReplicatedKey(key) && !strings.HasPrefix(key, streamOffsetPrefix) {
+		t.Errorf("the core wrote a topology record through its store in a cluster: %s %q", what, key)
+	}
+}
+
 func (s *sharedStore) PutMeta(key string, val []byte) error {
+	s.topologyWrite("PutMeta", key)
 	if !ReplicatedKey(key) {
 		return s.fakeStore.PutMeta(key, val)
 	}
@@ -73,6 +151,7 @@ func (s *sharedStore) failed() error {
 }
 
 func (s *sharedStore) DeleteMeta(key string) error {
+	s.topologyWrite("DeleteMeta", key)
 	if !ReplicatedKey(key) {
 		return s.fakeStore.DeleteMeta(key)
 	}
@@ -84,6 +163,7 @@ func (s *sharedStore) DeleteMeta(key string) error {
 }
 
 func (s *sharedStore) DeleteMetaPrefix(prefix string) error {
+	s.topologyWrite("DeleteMetaPrefix", prefix)
 	if !ReplicatedKey(prefix) {
 		return s.fakeStore.DeleteMetaPrefix(prefix)
 	}
@@ -102,15 +182,14 @@ func (s *sharedStore) DeleteMetaPrefix(prefix string) error {
 	return nil
 }
 
+// CreateMeta would be a store's create of a record (the MetaCreator of
+// before): the core must never call it.
 func (s *sharedStore) CreateMeta(key string, val []byte) (bool, error) {
-	s.log.mu.Lock()
-	f := s.log.before
-	s.log.before = nil
-	s.log.mu.Unlock()
-	if f != nil {
-		f()
+	s.topologyWrite("CreateMeta", key)
+	if t := s.log.strict; t != nil {
+		t.Errorf("the core called CreateMeta(%q)", key)
 	}
-	return s.apply(MetaOp{Key: key, Val: append([]byte{}, val...), Create: true}), nil
+	return false, errors.New("no CreateMeta")
 }
 
 func (s *fakeStore) record(key string) ([]byte, bool) {
@@ -132,10 +211,8 @@ func twoNodes(t *testing.T) (*sharedLog, *VHost, *VHost) {
 		l.nodes = append(l.nodes, nil)
 		b := newTestBroker(t, &sharedStore{fakeStore: fs, log: l})
 		b.SetCluster(&fakeCluster{name: name})
-		if twoNodesCommands {
-			l.commands = true
-			b.SetTopologyProposer(l)
-		}
+		l.commands = twoNodesCommands
+		b.SetTopologyProposer(nodeProposer{l: l, i: i})
 		l.nodes[i] = b
 	}
 	for _, b := range l.nodes {

@@ -190,10 +190,12 @@ func (q *Queue) reportConsumer(name string, c *Consumer) {
 // deleteQueueBySelf deletes a queue the broker deletes by itself:
 // exclusive (its connection closed), auto-delete (its last consumer went)
 // or expired (x-expires), and reports it as RabbitMQ does, performed by
-// "rmq-internal". In a cluster that runs topology commands the delete of
-// a replicated queue is a command, applied on every node after commit
-// (proposeSelfDelete); without one, or if it does not commit, the queue
-// goes from memory first (deleteQueue): it must go whatever the cluster.
+// "rmq-internal". In a cluster the delete of a replicated queue is a
+// command, applied on every node after commit (proposeSelfDelete); alone,
+// the queue goes as any delete (deleteQueue); a clustered delete that
+// does not commit removes it from this node's memory only (deleteQueue
+// writes no replicated record in a cluster): it must go whatever the
+// cluster.
 func (v *VHost) deleteQueueBySelf(q *Queue) {
 	v.mu.RLock()
 	present := v.queues[q.name] == q

@@ -52,9 +52,9 @@ func (v *VHost) applyDeclareExchange(c TopologyCommand) error {
 }
 
 // declareExchangeLocked declares an exchange. In a cluster it returns the
-// new exchange pending: as a queue's (declareQueueLocked), its record is a
-// create, and the exchange exists once that is committed, unless another
-// node's create of the name came first.
+// new exchange pending: as a queue's (declareQueueLocked), its declaration
+// is proposed, and the exchange exists once that is committed, unless
+// another node's declaration of the name came first.
 func (v *VHost) declareExchangeLocked(name, kind string, o ExchangeOpts) (*Exchange, error) {
 	x := v.exchanges[name]
 	// As RabbitMQ: the type is checked first, even for an existing exchange.
@@ -91,7 +91,7 @@ func (v *VHost) declareExchangeLocked(name, kind string, o ExchangeOpts) (*Excha
 		x.home = c.NodeName()
 	}
 	k := v.exchangeKey(x)
-	if k != "" && v.sharedMeta() {
+	if k != "" && v.clustered() {
 		if v.pendingX == nil {
 			v.pendingX = map[string]*Exchange{}
 		}
@@ -120,14 +120,11 @@ func (v *VHost) installExchangeLocked(x *Exchange) {
 }
 
 // settlePendingExchange ends x's pending create, as settlePending.
-func (v *VHost) settlePendingExchange(x *Exchange, created bool) {
+func (v *VHost) settlePendingExchange(x *Exchange) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.pendingX[x.name] == x {
 		delete(v.pendingX, x.name)
-	}
-	if created && v.exchanges[x.name] == nil {
-		v.installExchangeLocked(x)
 	}
 }
 
@@ -203,70 +200,32 @@ func (v *VHost) DeleteExchange(name string, ifUnused bool) error {
 	return err
 }
 
-// applyDeleteExchange applies an exchange.delete command.
+// applyDeleteExchange applies an exchange.delete command on a node alone
+// (in a cluster Apply proposes it: proposeChange).
 func (v *VHost) applyDeleteExchange(c TopologyCommand) error {
 	name, ifUnused := c.Name, c.IfUnused
-	v.lockTopology()
-	keys, err := v.deleteExchangeChecked(name, ifUnused)
-	if keys == nil {
-		if serr := v.unlockTopology(); err == nil {
-			err = serr
+	return v.inTopology(func() error {
+		if name == "" || strings.HasPrefix(name, "amq.") {
+			if name == "" {
+				return errorf(KindAccessRefused, "operation not permitted on the default exchange")
+			}
+			return errorf(KindAccessRefused, "deletion of system exchange '%s' in vhost '%s' not allowed", name, v.name)
 		}
-		return err
-	}
-	v.mu.Unlock() // no record was collected: metaMu stays held
-	return v.deleteExchangeCommitted(keys)
-}
-
-// deleteExchangeCommitted deletes a clustered exchange by its record
-// first (keys[0]): it goes when the delete is committed and applied, here
-// as on every node (ApplyMeta, as exchange.delete: with its bindings and the auto-delete
-// sources they leave empty); one that does not commit leaves everything
-// as it was. The other records (its bindings', those sources') are
-// deleted after it, stopping at a failure (what is left names an exchange
-// that is gone and is dropped as recovery drops such bindings).
-// It is called with metaMu held and releases it.
-func (v *VHost) deleteExchangeCommitted(keys []string) error {
-	defer v.metaMu.Unlock()
-	if err := v.b.store.DeleteMeta(keys[0]); err != nil {
-		return errorf(KindInternal, "store: %v", err)
-	}
-	for _, k := range keys[1:] {
-		if err := v.b.store.DeleteMeta(k); err != nil {
-			v.b.log.Warn("deleting a deleted exchange's binding record failed", "vhost", v.name, "record", k, "err", err)
-			break
+		x := v.exchanges[name]
+		if x == nil {
+			return nil
 		}
-	}
-	return nil
-}
-
-// deleteExchangeChecked deletes exchange name; in a cluster (its record
-// shared) it changes nothing and returns the records to delete instead
-// (deleteExchangeCommitted).
-func (v *VHost) deleteExchangeChecked(name string, ifUnused bool) ([]string, error) {
-	if name == "" || strings.HasPrefix(name, "amq.") {
-		if name == "" {
-			return nil, errorf(KindAccessRefused, "operation not permitted on the default exchange")
+		if ifUnused && len(x.bindings) > 0 {
+			return errorf(KindPreconditionFailed, "exchange '%s' in vhost '%s' in use", name, v.name)
 		}
-		return nil, errorf(KindAccessRefused, "deletion of system exchange '%s' in vhost '%s' not allowed", name, v.name)
-	}
-	x := v.exchanges[name]
-	if x == nil {
-		return nil, nil
-	}
-	if ifUnused && len(x.bindings) > 0 {
-		return nil, errorf(KindPreconditionFailed, "exchange '%s' in vhost '%s' in use", name, v.name)
-	}
-	if k := v.exchangeKey(x); k != "" && v.sharedMeta() {
-		gone := append(append([]*binding(nil), x.bindings...), x.inbound...)
-		return append([]string{k}, v.recordsGoneWith(gone, x)...), nil
-	}
-	return nil, v.deleteExchangeLocked(x)
+		return v.deleteExchangeLocked(x)
+	})
 }
 
 // recordsGoneWith lists the records that go with the bindings gone (to be
 // removed together): theirs, and those of the auto-delete sources they
 // leave without bindings, but for except (whose record the caller deletes).
+// It is what RecordsOf adds to an exchange's or a queue's delete.
 func (v *VHost) recordsGoneWith(gone []*binding, except *Exchange) []string {
 	in := make(map[*binding]bool, len(gone))
 	for _, b := range gone {

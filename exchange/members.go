@@ -22,17 +22,27 @@ func (q *Queue) setMembers(ms []string) {
 func (q *Queue) Seed() []string { return q.seed }
 
 // SetQueueMembers records a quorum queue's new group members (after its
-// leader grew or shrank the group) cluster-wide.
+// leader grew or shrank the group) cluster-wide. Its record is written
+// through the node's Store, whose interception replicates it in a
+// cluster (cluster/meta.Store: forget's and rebalance's members records,
+// not a topology command), never dropped as unlockTopology drops a
+// replicated record in a cluster.
 func (v *VHost) SetQueueMembers(name string, id uint64, members []string) error {
-	return v.inTopology(func() error {
-		q := v.queues[name]
-		if q == nil || q.id != id {
-			return v.errNoQueue(name)
-		}
-		q.setMembers(members)
-		v.putMetaLocked(v.key("queue", name), encodeRecord(q.record()))
-		return nil
-	})
+	v.metaMu.Lock()
+	defer v.metaMu.Unlock()
+	v.mu.Lock()
+	q := v.queues[name]
+	if q == nil || q.id != id {
+		v.mu.Unlock()
+		return v.errNoQueue(name)
+	}
+	q.setMembers(members)
+	key, rec := v.key("queue", name), encodeRecord(q.record())
+	v.mu.Unlock()
+	if err := v.b.store.PutMeta(key, rec); err != nil {
+		return errorf(KindInternal, "store: %v", err)
+	}
+	return nil
 }
 
 func stringsToAny(ss []string) []any {

@@ -93,31 +93,15 @@ func (v *VHost) adoptDeclared(q *Queue, o QueueOpts) (info QueueInfo, again bool
 	return QueueInfo{Name: cur.name, Messages: r, Consumers: c}, false, nil
 }
 
-// sharedMeta reports whether queue records are created through the
-// cluster (MetaCreator) rather than put by this node alone.
-func (v *VHost) sharedMeta() bool {
-	if v.b.cluster == nil {
-		return false
-	}
-	_, ok := v.b.store.(MetaCreator)
-	return ok
-}
-
-// settlePending ends q's pending create: created says its record is the
-// one the name holds. The apply of the committed record installed q
-// already, unless the write was this node's alone (before the cluster's
-// metadata group is attached): then it is installed here. A q that lost
-// is dropped (it was never visible).
-func (v *VHost) settlePending(q *Queue, created bool) {
+// settlePending ends q's pending create once its proposal returned: the
+// apply of the committed declaration installed q already if it won; a q
+// that lost, or whose proposal failed, is dropped (it was never visible).
+func (v *VHost) settlePending(q *Queue) {
 	v.mu.Lock()
 	if v.pending[q.name] == q {
 		delete(v.pending, q.name)
 	}
 	installed := v.queues[q.name] == q
-	if created && !installed && v.queues[q.name] == nil {
-		v.installQueueLocked(q)
-		installed = true
-	}
 	v.mu.Unlock()
 	if !installed {
 		q.markDeleted()
@@ -180,7 +164,7 @@ type Binding struct {
 // either (a subscription is live as soon as it exists in memory; the call
 // still returns only once they are durable).
 func (v *VHost) DeclareQueueBound(name string, o QueueOpts, binds []Binding) (QueueInfo, error) {
-	if v.sharedMeta() {
+	if v.clustered() {
 		// The queue exists once its create is committed: bind after.
 		info, err := v.DeclareQueue(name, o)
 		if err != nil {
@@ -281,10 +265,11 @@ func (v *VHost) declareQueueLocked(name string, o QueueOpts) (QueueInfo, error) 
 		}
 	}
 	k := v.queueKey(q)
-	if k != "" && v.sharedMeta() {
-		// In a cluster two nodes may declare the name at once. The record
-		// is a create, decided in the metadata log's order: the queue
-		// comes into being when it is committed (ApplyMeta, as queue.declare, installs q),
+	if k != "" && v.clustered() {
+		// In a cluster two nodes may declare the name at once. The
+		// declaration is proposed (unlockTopology) and decided in the
+		// metadata log's order: the queue comes into being when it is
+		// committed (ApplyCommitted, or ApplyMeta of its record, installs q),
 		// or, if another node's create came first, that queue is the one
 		// and DeclareQueue adopts it. Either way every node ends with the
 		// same queue and no live queue is ever replaced.

@@ -7,7 +7,8 @@ func (v *VHost) DeleteQueue(name string, ifUnused, ifEmpty bool, owner any) (int
 	return r.Count, err
 }
 
-// applyDeleteQueue applies a queue.delete command.
+// applyDeleteQueue applies a queue.delete command on a node alone (in a
+// cluster Apply proposes it: proposeChange).
 func (v *VHost) applyDeleteQueue(c TopologyCommand) (int, error) {
 	name, ifUnused, ifEmpty, owner := c.Name, c.IfUnused, c.IfEmpty, c.Owner
 	v.mu.RLock()
@@ -26,51 +27,7 @@ func (v *VHost) applyDeleteQueue(c TopologyCommand) (int, error) {
 	if ifEmpty && r > 0 {
 		return 0, errorf(KindPreconditionFailed, "queue '%s' in vhost '%s' not empty", name, v.name)
 	}
-	if k := v.queueKey(q); k != "" && v.sharedMeta() {
-		return v.deleteQueueCommitted(q, k)
-	}
 	return v.deleteQueue(q)
-}
-
-// deleteQueueCommitted deletes a clustered queue by its record first: the
-// queue goes when the delete is committed and applied, here as on every
-// node (ApplyMeta, as queue.delete, before the write returns: it removes the queue, its
-// bindings and the auto-delete exchanges they leave empty); a delete that
-// does not commit (no quorum) leaves the queue as it was, everywhere.
-// The records of the bindings and of those exchanges are deleted after
-// it (one left behind by a failure there names a queue that is gone, and
-// is dropped as recovery drops such bindings). Deletes the broker makes
-// itself (an exclusive queue's owner closing, auto-delete, x-expires) go
-// from memory first (deleteQueue): the queue must go whatever the cluster.
-func (v *VHost) deleteQueueCommitted(q *Queue, key string) (int, error) {
-	n, _, _ := q.Stats()
-	v.lockTopology()
-	if v.queues[q.name] != q {
-		_ = v.unlockTopology()
-		return 0, nil
-	}
-	keys := v.recordsGoneWith(q.bindings, nil)
-	v.mu.Unlock()
-	err := v.b.store.DeleteMeta(key)
-	for i := 0; err == nil && i < len(keys); i++ {
-		if kerr := v.b.store.DeleteMeta(keys[i]); kerr != nil {
-			v.b.log.Warn("deleting a deleted queue's binding record failed", "vhost", v.name, "queue", q.name, "record", keys[i], "err", kerr)
-			break
-		}
-	}
-	v.metaMu.Unlock()
-	if err != nil {
-		return 0, errorf(KindInternal, "store: %v", err)
-	}
-	v.mu.RLock()
-	still := v.queues[q.name] == q
-	v.mu.RUnlock()
-	if still {
-		// The record was this node's alone (not applied through the
-		// cluster): the queue goes from memory as a standalone one.
-		return v.deleteQueue(q)
-	}
-	return n, nil
 }
 
 // PurgeQueue removes a queue's ready messages.
@@ -99,7 +56,10 @@ func (v *VHost) removeQueueLocked(q *Queue) {
 }
 
 // deleteQueue removes q from the vhost, cancels its consumers and drops
-// its stored messages.
+// its stored messages. In a cluster it changes this node's memory only
+// (unlockTopology writes no replicated record there): the callers are
+// the broker's own deletes whose proposal failed (deleteQueueBySelf,
+// ForgetNode) and the committed vhost delete.
 func (v *VHost) deleteQueue(q *Queue) (int, error) {
 	v.lockTopology()
 	if v.queues[q.name] == q {

@@ -38,15 +38,3 @@ type Store interface {
 	// Close flushes and closes the store.
 	Close() error
 }
-
-// MetaCreator is implemented by a Store whose metadata is shared with
-// other nodes (a cluster's): CreateMeta stores a record only if key holds
-// none (or holds val already), deciding in the one order every node
-// applies records in, so that of two nodes creating one key at once the
-// first committed wins everywhere and the other's write changes nothing.
-// It returns once the decision is applied on this node, created telling
-// whether val is the record key holds now. A Store without it is this node's
-// alone, where the topology lock already decides (PutMeta).
-type MetaCreator interface {
-	CreateMeta(key string, val []byte) (created bool, err error)
-}

@@ -8,52 +8,64 @@ import (
 
 // Topology commands in a cluster.
 //
-// Once the cluster runs them (TopologyProposer.TopologyCommands: its
-// feature flag is enabled), a topology change made on this node is not
-// applied here first: VHost.Apply checks it against what this node holds
-// (so that the user gets the protocol's error at once), then proposes the
-// command; the metadata group commits it and every node, this one
-// included, applies it with Broker.ApplyCommitted, which changes memory
-// and returns the records to write to the node's own store. The proposer
-// returns once its own node applied the command. Until the flag is
-// enabled (a node of an older release is a member), the records path of
-// recordapply.go is used: the records are written through the node's Store,
-// which replicates them, and Broker.ApplyMeta follows.
+// In a cluster (SetCluster, and the metadata group attached:
+// SetTopologyProposer) a topology change made on this node is never
+// applied here first, whatever the feature flags: VHost.Apply checks it
+// against what this node holds (so that the user gets the protocol's
+// error at once), then proposes the command; the metadata group commits
+// it and every node, this one included, applies it (ApplyCommitted), which
+// changes memory and returns the records to write to the node's own
+// store. The proposer returns once its own node applied the command. The
+// broker's own deletes (an exclusive queue's owner gone, auto-delete,
+// x-expires, ForgetNode) are commands too. The core writes no replicated
+// topology record through its Store in a cluster: those reach the node's
+// store through the group's applier only.
+//
+// The proposer chooses the command's encoding: a topology command entry
+// once every member reads them (the feature flag topology_commands), else
+// the records the command makes (RecordsOf), as a v0.1.0 member writes
+// and applies them, which this build applies as the command they stand
+// for (ApplyMeta).
 
 // TopologyProposer replicates topology commands: the cluster's metadata
 // group.
 type TopologyProposer interface {
-	// TopologyCommands reports whether commands are proposed: every
-	// member reads them (the feature flag is enabled).
-	TopologyCommands() bool
 	// ProposeTopology replicates c and returns once it is committed and
-	// applied on this node (ApplyCommitted), or with an error (which may
-	// leave it committed: a timeout does not cancel it).
+	// applied on this node (ApplyCommitted or ApplyMeta), or with an
+	// error (which may leave it committed: a timeout does not cancel it).
 	ProposeTopology(c TopologyCommand) error
 }
 
 type proposerBox struct{ p TopologyProposer }
 
-// SetTopologyProposer makes the broker propose its topology commands
-// through p once p says the cluster runs them. Call it once the metadata
-// group is started.
+// SetTopologyProposer makes the broker propose its topology changes
+// through p. Call it once the metadata group is started; until then a
+// clustered broker writes as a standalone one (the defaults a node
+// creates at start-up, to its own store).
 func (b *Broker) SetTopologyProposer(p TopologyProposer) {
 	b.proposer.Store(&proposerBox{p})
 }
 
-// commandsOn reports whether topology changes are proposed as commands,
-// and through what.
-func (v *VHost) commandsOn() (TopologyProposer, bool) { return v.b.commandsOn() }
+// proposerOn reports whether topology changes are proposed, and
+// through what: in a cluster whose metadata group is attached.
+func (v *VHost) proposerOn() (TopologyProposer, bool) { return v.b.proposerOn() }
 
-func (b *Broker) commandsOn() (TopologyProposer, bool) {
+func (b *Broker) proposerOn() (TopologyProposer, bool) {
 	if b.cluster == nil {
 		return nil, false
 	}
 	box := b.proposer.Load()
-	if box == nil || box.p == nil || !box.p.TopologyCommands() {
+	if box == nil || box.p == nil {
 		return nil, false
 	}
 	return box.p, true
+}
+
+// clustered reports whether the vhost's topology changes are proposed
+// (proposerOn).
+func (v *VHost) clustered() bool {
+	_, on := v.proposerOn()
+	return on
 }
 
 // propose replicates c: called with metaMu held (so that this node's
@@ -83,8 +95,8 @@ func (v *VHost) createCommand(op metaOp, actor string) TopologyCommand {
 	return c
 }
 
-// proposeChange is Apply of a delete, bind or unbind in a cluster that
-// runs commands: c is checked against this node's topology (its errors
+// proposeChange is Apply of a delete, bind, unbind or policy change in a
+// cluster: c is checked against this node's topology (its errors
 // are the user's), then proposed; the change happens when it is applied
 // (ApplyCommitted), here as on every node.
 func (v *VHost) proposeChange(p TopologyProposer, c TopologyCommand) (Result, error) {
@@ -220,15 +232,16 @@ func vhostRecord(description string, tags []string) []byte {
 }
 
 // proposeSelfDelete proposes the delete of q, which the broker deletes by
-// itself (deleteQueueBySelf), as a command naming q's id, when the
-// cluster runs commands and q's record is replicated: every node, this
-// one included, removes it when the command is applied
-// (ApplyCommitted). It reports whether q is gone here; false leaves the
-// delete to the caller (no commands, a queue of this node alone, or a
-// proposal that failed). It takes metaMu, as Apply's proposals do; the
-// caller holds no lock.
+// itself (deleteQueueBySelf, ForgetNode), as a command naming q's id,
+// when the node is clustered and q's record is replicated: every node,
+// this one included, removes it when the command is applied. It reports
+// whether q is gone here; false leaves the delete to the caller (a node
+// alone, a queue without a record, or a proposal that failed: then the
+// caller removes it from this node's memory only, unlockTopology writing
+// no replicated record in a cluster). It takes metaMu, as Apply's
+// proposals do; the caller holds no lock.
 func (v *VHost) proposeSelfDelete(q *Queue) bool {
-	p, on := v.commandsOn()
+	p, on := v.proposerOn()
 	if !on {
 		return false
 	}
@@ -255,4 +268,36 @@ func (v *VHost) proposeSelfDelete(q *Queue) bool {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	return v.queues[q.name] != q
+}
+
+// proposeSelfDeleteExchange proposes the delete of x, which the broker
+// deletes by itself (ForgetNode), as proposeSelfDelete.
+func (v *VHost) proposeSelfDeleteExchange(x *Exchange) bool {
+	p, on := v.proposerOn()
+	if !on {
+		return false
+	}
+	v.metaMu.Lock()
+	defer v.metaMu.Unlock()
+	v.mu.RLock()
+	key := ""
+	if v.exchanges[x.name] == x {
+		key = v.exchangeKey(x)
+	}
+	v.mu.RUnlock()
+	if key == "" {
+		return false
+	}
+	c := TopologyCommand{Op: TopoDeleteExchange, VHost: v.name, Name: x.name}
+	if f := v.b.onApply; f != nil {
+		f(c)
+	}
+	if err := v.propose(p, c); err != nil {
+		v.b.log.Warn("proposing the delete of an exchange the broker deletes failed: deleting it here", "vhost", v.name,
+			"exchange", x.name, "err", err)
+		return false
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.exchanges[x.name] != x
 }

@@ -118,14 +118,7 @@ func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, reapply bo
 		if c.Name == "" || (cur != nil && !c.record) {
 			return nil, false, nil
 		}
-		r := Table{"type": c.Type, "durable": c.Durable, "auto_delete": c.AutoDelete, "internal": c.Internal, "args": c.Args}
-		if c.Node != "" {
-			r["node"] = c.Node
-		}
-		if c.Type == KindDelayed {
-			r["delay_id"] = c.ID
-		}
-		x, err := exchangeFromRecord(v, c.Name, r)
+		x, err := v.exchangeOfCommand(c)
 		if err != nil {
 			return nil, false, err
 		}
@@ -153,20 +146,7 @@ func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, reapply bo
 		if cur != nil && !c.record {
 			return nil, false, nil
 		}
-		r := Table{"id": c.ID, "durable": c.Durable, "auto_delete": c.AutoDelete, "args": c.Args}
-		if c.Exclusive {
-			r["exclusive"] = true
-		}
-		if c.Node != "" {
-			r["node"] = c.Node
-		}
-		if len(c.Members) > 0 {
-			r["members"] = stringsToAny(c.Members)
-		}
-		if len(c.seed) > 0 {
-			r["seed"] = stringsToAny(c.seed)
-		}
-		q, err := queueFromRecord(v, c.Name, r)
+		q, err := v.queueOfCommand(c)
 		if err != nil {
 			return nil, false, err
 		}
@@ -250,10 +230,44 @@ func (v *VHost) applyCommittedLocked(c TopologyCommand) (gone *Queue, reapply bo
 	return nil, false, nil
 }
 
+// exchangeOfCommand builds the exchange an exchange.declare command
+// declares, as every node builds it: the one code from which both the
+// committed apply (ApplyCommitted) and the records of the command
+// (RecordsOf) take the exchange and its record.
+func (v *VHost) exchangeOfCommand(c TopologyCommand) (*Exchange, error) {
+	r := Table{"type": c.Type, "durable": c.Durable, "auto_delete": c.AutoDelete, "internal": c.Internal, "args": c.Args}
+	if c.Node != "" {
+		r["node"] = c.Node
+	}
+	if c.Type == KindDelayed {
+		r["delay_id"] = c.ID
+	}
+	return exchangeFromRecord(v, c.Name, r)
+}
+
+// queueOfCommand builds the queue a queue.declare command declares, as
+// exchangeOfCommand.
+func (v *VHost) queueOfCommand(c TopologyCommand) (*Queue, error) {
+	r := Table{"id": c.ID, "durable": c.Durable, "auto_delete": c.AutoDelete, "args": c.Args}
+	if c.Exclusive {
+		r["exclusive"] = true
+	}
+	if c.Node != "" {
+		r["node"] = c.Node
+	}
+	if len(c.Members) > 0 {
+		r["members"] = stringsToAny(c.Members)
+	}
+	if len(c.seed) > 0 {
+		r["seed"] = stringsToAny(c.seed)
+	}
+	return queueFromRecord(v, c.Name, r)
+}
+
 // applyVHostCommand applies a command on a vhost itself: proposed in a
-// cluster that runs commands, else as standalone.
+// cluster, else as standalone.
 func (b *Broker) applyVHostCommand(c TopologyCommand) error {
-	if p, on := b.commandsOn(); on {
+	if p, on := b.proposerOn(); on {
 		return b.proposeVHost(p, c)
 	}
 	switch c.Op {
@@ -306,7 +320,7 @@ func (b *Broker) applyCommittedVHost(c TopologyCommand) []MetaOp {
 			return nil
 		}
 		ops := []MetaOp{{Key: "vhost/" + name}}
-		for _, p := range []string{"exchange/", "queue/", "binding/", "policy/", opPolicyPrefix} {
+		for _, p := range vhostRecordPrefixes {
 			ops = append(ops, MetaOp{Key: p + name + "\x00", Prefix: true})
 		}
 		return ops

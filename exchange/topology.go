@@ -349,7 +349,7 @@ func (v *VHost) Apply(c TopologyCommand) (Result, error) {
 	if f := v.b.onApply; f != nil {
 		f(c)
 	}
-	if p, on := v.commandsOn(); on {
+	if p, on := v.proposerOn(); on {
 		switch c.Op {
 		case TopoDeleteExchange, TopoDeleteQueue, TopoBind, TopoUnbind, TopoSetPolicy, TopoDeletePolicy,
 			TopoSetOperatorPolicy, TopoDeleteOperatorPolicy:

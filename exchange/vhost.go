@@ -97,7 +97,7 @@ func (v *VHost) errNoExchange(name string) error {
 type metaOp struct {
 	key     string
 	val     []byte    // nil: delete
-	create  *Queue    // a create of this pending queue's record (MetaCreator)
+	create  *Queue    // the declaration of this pending queue, to propose (a cluster's)
 	createX *Exchange // likewise for a pending exchange
 }
 
@@ -108,40 +108,42 @@ func (v *VHost) lockTopology() {
 }
 
 // unlockTopology ends a topology change: it releases mu, then writes the
-// collected metadata to the store in order, then releases metaMu.
+// collected metadata to the store in order, then releases metaMu. In a
+// cluster (proposerOn) it proposes the pending declarations and writes
+// only the node's own records (a delayed exchange's registry): the
+// replicated topology records reach the store through the metadata
+// group's applier alone, so a replicated one collected here (a delete the
+// broker makes from memory because its proposal failed) is not written.
 func (v *VHost) unlockTopology() error {
 	ops := v.metaOps
 	v.metaOps = nil
 	v.mu.Unlock()
 	defer v.metaMu.Unlock()
 	defer func() { v.metaActor = "" }()
-	if err := v.writeMetaBatch(ops); err != errNoBatch {
-		if err != nil {
-			return errorf(KindInternal, "store: %v", err)
+	p, clustered := v.proposerOn()
+	if !clustered {
+		if err := v.writeMetaBatch(ops); err != errNoBatch {
+			if err != nil {
+				return errorf(KindInternal, "store: %v", err)
+			}
+			return nil
 		}
-		return nil
 	}
 	var first error
 	for _, op := range ops {
 		var err error
-		if p, on := v.commandsOn(); on && (op.create != nil || op.createX != nil) {
-			// The cluster runs commands: the declaration is proposed, and
-			// its apply here installs the pending object if it won
-			// (ApplyCommitted); settling drops it otherwise.
+		if op.create != nil || op.createX != nil {
+			// The declaration is proposed, and its apply here installs the
+			// pending object if it won (ApplyCommitted, ApplyMeta);
+			// settling drops it otherwise.
 			err = v.propose(p, v.createCommand(op, v.metaActor))
 			if op.create != nil {
-				v.settlePending(op.create, false)
+				v.settlePending(op.create)
 			} else {
-				v.settlePendingExchange(op.createX, false)
+				v.settlePendingExchange(op.createX)
 			}
-		} else if op.create != nil || op.createX != nil {
-			var created bool
-			created, err = v.b.store.(MetaCreator).CreateMeta(op.key, op.val)
-			if op.create != nil {
-				v.settlePending(op.create, created && err == nil)
-			} else {
-				v.settlePendingExchange(op.createX, created && err == nil)
-			}
+		} else if clustered && ReplicatedKey(op.key) {
+			continue // the applier's to write
 		} else if op.val == nil {
 			err = v.b.store.DeleteMeta(op.key)
 		} else {
@@ -161,8 +163,8 @@ func (v *VHost) unlockTopology() error {
 var errNoBatch = errors.New("exchange: no batch")
 
 // writeMetaBatch writes ops in one store batch (MetaBatcher), or returns
-// errNoBatch when it cannot: a store without batches, or a create among
-// them (a cluster's, decided by the metadata log).
+// errNoBatch when it cannot: a store without batches, or a declaration
+// to propose among them.
 func (v *VHost) writeMetaBatch(ops []metaOp) error {
 	bs, ok := v.b.store.(MetaBatcher)
 	if !ok || len(ops) < 2 {

@@ -12,8 +12,7 @@ func (b *Broker) EnsureVHost(name string) error {
 	return err
 }
 
-// applyEnsureVHost applies a vhost.declare command standalone (or on the
-// records path of a cluster).
+// applyEnsureVHost applies a vhost.declare command standalone.
 func (b *Broker) applyEnsureVHost(name string) error {
 	if _, ok := b.VHost(name); ok {
 		return nil
@@ -64,28 +63,16 @@ func (b *Broker) applySetVHostMetadata(name, description string, tags []string) 
 
 // DeleteVHost deletes a vhost with everything in it.
 //
-// In a cluster the vhost's record is deleted first: the vhost goes when
-// that is committed and applied, here as on every node (ApplyMeta, as vhost.delete), and
-// a delete that does not commit leaves it as it was. The records of what
-// it held are deleted after (what a failure there leaves names a vhost
-// that is gone, and recovery skips it).
+// In a cluster the delete is proposed: the vhost goes when it is
+// committed and applied, here as on every node, and a delete that does
+// not commit leaves it as it was.
 func (b *Broker) DeleteVHost(name string) error {
 	_, err := b.Apply(TopologyCommand{Op: TopoDeleteVHost, VHost: name})
 	return err
 }
 
-// applyDeleteVHost applies a vhost.delete command standalone (or on the
-// records path of a cluster).
+// applyDeleteVHost applies a vhost.delete command standalone.
 func (b *Broker) applyDeleteVHost(name string) error {
-	if v, ok := b.VHost(name); ok && v.sharedMeta() {
-		if err := b.store.DeleteMeta("vhost/" + name); err != nil {
-			return errorf(KindInternal, "store: %v", err)
-		}
-		if cur, ok := b.VHost(name); !ok || cur != v {
-			return b.deleteVHostRecords(name)
-		}
-		// The record was this node's alone: delete as standalone.
-	}
 	b.mu.Lock()
 	v, ok := b.vhosts[name]
 	if ok {
@@ -122,9 +109,13 @@ func (v *VHost) stopRetries() {
 	}
 }
 
+// vhostRecordPrefixes are the record prefixes whose vhost's records go
+// with it (by prefix, vhost name then NUL).
+var vhostRecordPrefixes = []string{"exchange/", "queue/", "binding/", "policy/", opPolicyPrefix}
+
 // deleteVHostRecords deletes the records of what vhost name held.
 func (b *Broker) deleteVHostRecords(name string) error {
-	for _, p := range []string{"exchange/", "queue/", "binding/", "policy/", opPolicyPrefix} {
+	for _, p := range vhostRecordPrefixes {
 		if err := b.store.DeleteMetaPrefix(p + name + "\x00"); err != nil {
 			return err
 		}

@@ -33,6 +33,8 @@ type testNode struct {
 	members func() []discovery.Member
 	// enableFlags is Config.EnableFlagsOnBootstrap.
 	enableFlags bool
+	// records is Config.TopologyRecords.
+	records func(exchange.TopologyCommand) ([]exchange.MetaOp, error)
 	// users, if set, is the node's user database over local: it applies
 	// the group's users commands (StoreApplier.Users; users_test.go).
 	users *auth.Users
@@ -79,7 +81,7 @@ func (n *testNode) start(t *testing.T) {
 		})
 	}
 	if n.g, err = Start(Config{Host: n.host, Mux: n.mux, Applier: a, Index: n.local, Options: testOptions, Members: n.members,
-		EnableFlagsOnBootstrap: n.enableFlags}); err != nil {
+		EnableFlagsOnBootstrap: n.enableFlags, TopologyRecords: n.records}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,15 +1,23 @@
 // Package meta is the metadata Raft group ("meta"): every node of a
-// cluster is a member, and every topology record the core and the user
-// database write through exchange.Store.PutMeta/DeleteMeta/
-// DeleteMetaPrefix under a replicated key (vhosts, exchanges, queues,
-// bindings, users, permissions) becomes a Raft command, so every node
-// holds the same topology.
+// cluster is a member, and every change of the cluster-wide state goes
+// through it, so every node holds the same topology. The core proposes
+// its topology changes as commands (Group.ProposeTopology, for
+// exchange.TopologyProposer), written as a KindTopology entry once the
+// feature flag topology_commands is enabled, else as the records the
+// command makes (Config.TopologyRecords: exchange.Broker.RecordsOf) in a
+// version 1 entry, which a v0.1.0 member reads. The other records
+// written through exchange.Store.PutMeta/DeleteMeta/DeleteMetaPrefix
+// under a replicated key (users and permissions, parameters, while the
+// flag is off; MQTT's retained messages and sessions, stream offsets,
+// forget's and rebalance's queue members, feature flags) are proposed
+// by Store.
 //
 // # Pieces
 //
 //   - Store (store.go) wraps the node's local exchange.Store. Once
 //     attached to the Group, a write of a replicated key is proposed and
-//     returns when committed; the rest goes to the local store.
+//     returns when committed; the rest goes to the local store. The
+//     core's topology does not write through it in a cluster.
 //   - Group (group.go) runs the node's member of the group on a
 //     groups.Host. Propose applies on the leader or forwards to it over
 //     the mux stream "meta-rpc" (rpc.go), retrying across leader changes
@@ -42,7 +50,8 @@
 //     log order, once its log catches up. A Propose that fails with ErrNotCommitted may still have
 //     been committed (a timeout does not cancel): ops are idempotent
 //     records, and a retried batch applied twice changes nothing.
-//   - A create (exchange.MetaOp.Create, Store.CreateMeta) is a put that
+//   - A create (exchange.MetaOp.Create: a declaration's record, written
+//     by Group.ProposeTopology while topology commands are off) is a put that
 //     every member applies only if the key holds no other record, decided
 //     from the replicated records at the entry's index, so alike on every
 //     node: of two nodes declaring one queue or exchange at once, the

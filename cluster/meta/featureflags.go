@@ -153,18 +153,33 @@ func (g *Group) TopologyCommands() bool {
 	return g.c.Flags.Enabled(featureflags.TopologyCommands)
 }
 
-// ProposeTopology implements exchange.TopologyProposer: c is written as a
-// KindTopology entry, once its flag is enabled (gate), and ProposeTopology
-// returns when it is committed and applied on this node, at most
-// ProposeTimeout later.
+// ProposeTopology implements exchange.TopologyProposer: it chooses c's
+// encoding. With topology commands enabled (featureflags.TopologyCommands)
+// c is written as a KindTopology entry; until then (a member of an older
+// release may read the log) as a version 1 entry holding the records c
+// makes (Config.TopologyRecords: exchange.Broker.RecordsOf), which such a
+// member applies as it always did and this release applies as the command
+// they stand for (exchange.Broker.ApplyMeta). A command that makes no
+// records is not written. It returns when the entry is committed and
+// applied on this node, at most ProposeTimeout later.
 func (g *Group) ProposeTopology(c exchange.TopologyCommand) error {
-	cmd := Command{Kind: KindTopology, Topology: c}
-	if err := g.gate(cmd); err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), ProposeTimeout)
 	defer cancel()
-	return g.propose(ctx, EncodeCommand(cmd))
+	if g.TopologyCommands() {
+		cmd := Command{Kind: KindTopology, Topology: c}
+		if err := g.gate(cmd); err != nil {
+			return err
+		}
+		return g.propose(ctx, EncodeCommand(cmd))
+	}
+	if g.c.TopologyRecords == nil {
+		return fmt.Errorf("meta: %v: topology commands are not enabled and this node has no records for them", c.Op)
+	}
+	ops, err := g.c.TopologyRecords(c)
+	if err != nil || len(ops) == 0 {
+		return err
+	}
+	return g.propose(ctx, EncodeOps(ops))
 }
 
 // UserCommands implements auth.Proposer: whether the cluster has enabled

@@ -78,6 +78,10 @@ func TestFeatureFlagEnable(t *testing.T) {
 	}()
 	for _, n := range nodes {
 		n.members = fm.list
+		// The records of a topology command, as the core's RecordsOf.
+		n.records = func(c exchange.TopologyCommand) ([]exchange.MetaOp, error) {
+			return []exchange.MetaOp{{Key: "vhost/" + c.Name, Val: []byte("declared"), Create: true}}, nil
+		}
 	}
 	// Restart so Config.Members is the fake (start read it).
 	for _, n := range nodes {
@@ -133,13 +137,25 @@ func TestFeatureFlagEnable(t *testing.T) {
 	if err := f.g.gate(Command{Kind: KindEnableFlag, Flag: "other"}); err != nil {
 		t.Fatal(err)
 	}
-	// topology_commands is not enabled: no topology command is written,
-	// and the core keeps the records path.
+	// topology_commands is not enabled: no topology command is written
+	// (the gate refuses one); a topology change is proposed as the
+	// records it makes (Config.TopologyRecords), a version 1 entry that
+	// every member applies (these appliers take no topology command: one
+	// would halt them).
 	if f.g.TopologyCommands() {
 		t.Fatal("topology commands on before their flag is enabled")
 	}
-	if err := f.g.ProposeTopology(exchange.TopologyCommand{Op: exchange.TopoDeclareQueue, VHost: "/", Name: "q"}); !errors.Is(err, featureflags.ErrDisabled) {
+	if err := f.g.gate(Command{Kind: KindTopology}); !errors.Is(err, featureflags.ErrDisabled) {
 		t.Fatalf("a topology command before topology_commands is enabled: %v, want ErrDisabled", err)
+	}
+	if err := f.g.ProposeTopology(exchange.TopologyCommand{Op: exchange.TopoDeclareQueue, VHost: "/", Name: "q"}); err != nil {
+		t.Fatalf("a topology change before topology_commands is enabled: %v", err)
+	}
+	for _, n := range nodes {
+		waitFor(t, n.id+" applied the records", func() bool { v, ok := n.get("vhost/q"); return ok && v == "declared" })
+		if err := n.g.Halted(); err != nil {
+			t.Fatalf("%s halted: %v", n.id, err)
+		}
 	}
 	f.stop(t)
 	f.start(t)

@@ -52,6 +52,10 @@ type Config struct {
 	// Flags is the set the FSM keeps the enabled feature flags in (nil:
 	// a new one); featureflags.go.
 	Flags *featureflags.Set
+	// TopologyRecords returns the records a topology command makes
+	// (exchange.Broker.RecordsOf): ProposeTopology writes them, as a
+	// version 1 entry, while topology commands are not enabled.
+	TopologyRecords func(c exchange.TopologyCommand) ([]exchange.MetaOp, error)
 	// EnableFlagsOnBootstrap: once this node has bootstrapped a new
 	// group (Bootstrap, BootstrapExpect), it enables every stable flag
 	// that all the members support, as RabbitMQ does for a new cluster.

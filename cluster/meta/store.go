@@ -1,7 +1,6 @@
 package meta
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -18,7 +17,12 @@ const ProposeTimeout = 10 * time.Second
 var ErrDetached = errors.New("meta: store detached from the metadata group")
 
 // Store is an exchange.Store whose replicated metadata writes go through
-// the metadata group once attached. Writes of replicated keys are
+// the metadata group once attached. The core's topology does not use it
+// in a cluster (its commands are proposed: Group.ProposeTopology); the
+// records that still do are the user database's and the parameters'
+// while topology commands are off, MQTT's retained messages and
+// sessions, stream offsets, forget/rebalance's queue members and the
+// feature flags' records. Writes of replicated keys are
 // proposed and return once committed (at most ProposeTimeout; an error
 // without quorum); the FSM then writes them to the local store on every
 // node, this one included. Before Attach they go to the local store (the
@@ -39,10 +43,7 @@ type proposer interface {
 	Propose(ctx context.Context, ops []exchange.MetaOp) error
 }
 
-var (
-	_ exchange.Store       = (*Store)(nil)
-	_ exchange.MetaCreator = (*Store)(nil)
-)
+var _ exchange.Store = (*Store)(nil)
 
 // Wrap returns a Store over local; replicated tells the replicated keys.
 func Wrap(local exchange.Store, replicated func(key string) bool) *Store {
@@ -97,31 +98,6 @@ func (s *Store) PutMeta(key string, val []byte) error {
 		return err
 	}
 	return s.local.PutMeta(key, val)
-}
-
-// CreateMeta implements exchange.MetaCreator: the record is proposed as a
-// create, which every node applies only if key holds no other record.
-// created reports whether this record is the one key holds now, read
-// from the local store once the entry is applied here. Before Attach it
-// is a local put.
-func (s *Store) CreateMeta(key string, val []byte) (created bool, err error) {
-	if val == nil {
-		val = []byte{}
-	}
-	local, err := s.write(exchange.MetaOp{Key: key, Val: val, Create: true})
-	if local {
-		return true, s.local.PutMeta(key, val)
-	}
-	if err != nil {
-		return false, err
-	}
-	err = s.local.LoadMeta(key, func(k string, v []byte) error {
-		if k == key {
-			created = bytes.Equal(v, val)
-		}
-		return nil
-	})
-	return created, err
 }
 
 // DeleteMeta implements exchange.Store.

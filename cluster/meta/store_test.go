@@ -128,10 +128,11 @@ func TestStoreApplierRestore(t *testing.T) {
 	}
 }
 
-// TestStoreCreate: of two creates of one key, the first applied wins on
-// every node: the second writes nothing, reaches no hook and reports
-// that it did not create; a create of the record already there (a
-// replayed entry) is applied again.
+// TestStoreCreate: of two creates of one key (two declarations' records,
+// exchange.Broker.RecordsOf), the first applied wins on every node: the
+// second writes nothing and reaches no hook; a create of the record
+// already there (a replayed entry) is applied again; a batch whose create
+// loses still applies its other ops.
 func TestStoreCreate(t *testing.T) {
 	local := store.NewMemory()
 	var hooked []string
@@ -142,35 +143,32 @@ func TestStoreCreate(t *testing.T) {
 			}
 			return nil
 		}}}
-	s := Wrap(local, replicated)
-	s.attach(&fakeGroup{a: a})
-	created, err := s.CreateMeta("vhost/q", []byte("first"))
-	if err != nil || !created {
-		t.Fatalf("first create: %v %v", created, err)
+	g := &fakeGroup{a: a}
+	create := func(val string) {
+		t.Helper()
+		if err := g.Propose(context.Background(), []exchange.MetaOp{{Key: "vhost/q", Val: []byte(val), Create: true}}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	created, err = s.CreateMeta("vhost/q", []byte("second"))
-	if err != nil || created {
-		t.Fatalf("second create: %v %v", created, err)
-	}
+	create("first")
+	create("second")
 	if got := load(t, local)["vhost/q"]; got != "first" {
 		t.Fatalf("record = %q", got)
 	}
-	// A batch whose create loses still applies its other ops.
 	if err := a.ApplyMeta([]exchange.MetaOp{{Key: "vhost/q", Val: []byte("third"), Create: true}, {Key: "vhost/r", Val: []byte("r")}}); err != nil {
 		t.Fatal(err)
 	}
-	if created, err = s.CreateMeta("vhost/q", []byte("first")); err != nil || !created {
-		t.Fatalf("replayed create: %v %v", created, err)
-	}
+	create("first")
 	if strings.Join(hooked, ",") != "vhost/q=first,vhost/r=r,vhost/q=first" {
 		t.Fatalf("hooks saw %v", hooked)
 	}
 	// Deleted, the key is free again.
-	if err := s.DeleteMeta("vhost/q"); err != nil {
+	if err := a.ApplyMeta([]exchange.MetaOp{{Key: "vhost/q"}}); err != nil {
 		t.Fatal(err)
 	}
-	if created, err = s.CreateMeta("vhost/q", []byte("second")); err != nil || !created {
-		t.Fatalf("create after delete: %v %v", created, err)
+	create("second")
+	if got := load(t, local)["vhost/q"]; got != "second" {
+		t.Fatalf("record after delete and create = %q", got)
 	}
 }
 

@@ -134,7 +134,8 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 			f.opsApplier().ApplyMeta,
 		}}
 	if rs.meta, err = meta.Start(meta.Config{Host: rs.host, Mux: rs.mux, Applier: applier, Index: n.store,
-		Log: log.With("group", meta.Name), Members: f.m.Members, EnableFlagsOnBootstrap: true}); err != nil {
+		Log: log.With("group", meta.Name), Members: f.m.Members, EnableFlagsOnBootstrap: true,
+		TopologyRecords: n.broker.RecordsOf}); err != nil {
 		return nil, fmt.Errorf("node: metadata group: %w", err)
 	}
 	f.metaGroup.Store(rs.meta)
