@@ -3,13 +3,16 @@ package mqtt
 import (
 	"sync"
 	"syscall"
+
+	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 // poller is the event loop that idle connections wait in: a connection
 // whose socket is empty registers its descriptor here (one-shot) and its
 // reader goroutine returns, so an idle connection holds no goroutine and
 // no stack. When input arrives (or the peer hangs up) the loop starts a
-// goroutine that reads on (conn.resume). One loop goroutine per server;
+// goroutine that reads on (conn.readOn), unless what arrived is only
+// PINGREQs, which it answers itself (pingfast_linux.go). One loop goroutine per server;
 // the descriptor stays registered with the runtime's own poller too, which
 // the connection's writes and its reads in the middle of a packet use.
 type poller struct {
@@ -26,6 +29,16 @@ type poller struct {
 	slots  []pollSlot
 	free   []uint32 // indexes of free slots
 	closed bool
+
+	// The loop's own (pingfast_linux.go), one for every connection: the
+	// bytes it reads from a socket that woke, the PINGRESPs it writes,
+	// and its read and write callbacks (made once) with their results.
+	rbuf            [pingReadSize]byte
+	wbuf            [pingReadSize]byte
+	wlen            int // wbuf[:wlen] is to be written
+	readFn, writeFn func(fd uintptr) bool
+	n               int // bytes read or written
+	errno           error
 }
 
 type pollSlot struct {
@@ -46,6 +59,10 @@ func newPoller() (*poller, error) {
 		return nil, err
 	}
 	p := &poller{epfd: epfd, wakeR: p2[0], wakeW: p2[1]}
+	p.readFn, p.writeFn = p.read, p.write
+	for i := 0; i < len(p.wbuf); i += 2 {
+		p.wbuf[i] = packets.Pingresp << 4
+	}
 	// The pipe's id is 0, which no connection has.
 	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, p.wakeR, &syscall.EpollEvent{Events: syscall.EPOLLIN}); err != nil {
 		p.closeFds()
@@ -80,7 +97,7 @@ func (p *poller) run() {
 			}
 			c := p.lookup(id)
 			if c != nil {
-				c.wake()
+				p.serve(c, events[i].Events)
 			}
 		}
 	}
