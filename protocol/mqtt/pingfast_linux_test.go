@@ -243,7 +243,7 @@ func TestLoopPingsPaho(t *testing.T) {
 	s, addr := testServerSet(t, &memStore{m: map[string][]byte{}}, func(s *Server) { s.parkAfter = time.Minute })
 	var lost atomic.Bool
 	got := make(chan string, 4)
-	opts := mqtt3.NewClientOptions().AddBroker("tcp://"+addr).SetClientID("paho-pinger").
+	opts := mqtt3.NewClientOptions().AddBroker("tcp://" + addr).SetClientID("paho-pinger").
 		SetUsername("guest").SetPassword("guest").SetKeepAlive(time.Second).SetPingTimeout(time.Second).
 		SetAutoReconnect(false).SetConnectionLostHandler(func(mqtt3.Client, error) { lost.Store(true) })
 	cl := mqtt3.NewClient(opts)
