@@ -11,7 +11,8 @@ import (
 // socket empty it registers the descriptor with the server's poller and
 // its goroutine returns (park). Input, a hang-up, the keep-alive running
 // out or a close from the server side (wakeReader) starts a new goroutine
-// that reads on (readOn). A packet that arrives in pieces is still waited
+// that reads on (readOn); PINGREQs alone the event loop answers without
+// one (pingfast_linux.go). A packet that arrives in pieces is still waited
 // for in the runtime, as is everything on TLS and WebSocket connections,
 // which keep their reader goroutine.
 //
