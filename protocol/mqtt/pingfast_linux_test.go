@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -283,5 +284,91 @@ func TestLoopPingsPaho(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no delivery after the pings")
+	}
+}
+
+// TestLoopPingsSocketFull: when the socket cannot take the PINGRESPs at
+// once (its send buffer is full), they are not lost: a writer started
+// with the loop's turn writes them after what the socket holds, and the
+// sent bytes count them.
+func TestLoopPingsSocketFull(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	a, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	srv := a.(*net.TCPConn)
+	_ = srv.SetWriteBuffer(4096)
+	_ = client.(*net.TCPConn).SetReadBuffer(4096)
+	rc, err := srv.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fill the socket until it takes no more.
+	filler := make([]byte, 1024)
+	for i := range filler {
+		filler[i] = 'x'
+	}
+	filled := 0
+	if err := rc.Write(func(fd uintptr) bool {
+		for {
+			n, err := syscall.Write(int(fd), filler)
+			if n > 0 {
+				filled += n
+			}
+			if err == syscall.EAGAIN {
+				return true
+			}
+			if err != nil && err != syscall.EINTR {
+				t.Error(err)
+				return true
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := newPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	c := &conn{s: &Server{streamWindow: time.Second}, nc: srv}
+	c.runWriter = c.writeLoop
+	if !c.answerPings(p, rc, 3) {
+		t.Fatal("answerPings refused an open connection")
+	}
+	// The client reads everything: the filler, then three PINGRESPs.
+	want := filled + 6
+	got := make([]byte, 0, want)
+	buf := make([]byte, 64<<10)
+	_ = client.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for len(got) < want {
+		n, err := client.Read(buf)
+		if err != nil {
+			t.Fatalf("after %d of %d bytes: %v", len(got), want, err)
+		}
+		got = append(got, buf[:n]...)
+	}
+	for i, b := range got[:filled] {
+		if b != 'x' {
+			t.Fatalf("byte %d of the filler is %x", i, b)
+		}
+	}
+	if tail := got[filled:]; string(tail) != "\xd0\x00\xd0\x00\xd0\x00" {
+		t.Fatalf("after the filler: %x, want three PINGRESPs", tail)
+	}
+	waitWriterGone(t, c)
+	if c.sentBytes.Load() != 6 {
+		t.Fatalf("%d bytes counted sent for three PINGRESPs", c.sentBytes.Load())
 	}
 }
