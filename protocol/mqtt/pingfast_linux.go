@@ -15,8 +15,8 @@ import (
 // the PINGRESP, the reader's next read that finds the socket empty, and a
 // park) cost more than the two bytes each way. So when a parked
 // connection's socket becomes readable, the loop first reads it itself,
-// without waiting, into a buffer of its own (pingReadSize bytes, one for
-// every connection), and if that is one or more whole PINGREQs and
+// without waiting, into a buffer of its own (pingReadSize bytes, shared
+// by all connections), and if that is one or more whole PINGREQs and
 // nothing else it:
 //   - counts them as the reader would (recvBytes), writes one PINGRESP
 //     for each in the writer's place (answerPings: without waiting; if a

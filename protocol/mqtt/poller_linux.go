@@ -30,7 +30,7 @@ type poller struct {
 	free   []uint32 // indexes of free slots
 	closed bool
 
-	// The loop's own (pingfast_linux.go), one for every connection: the
+	// The loop's own (pingfast_linux.go), shared by all connections: the
 	// bytes it reads from a socket that woke, the PINGRESPs it writes,
 	// and its read and write callbacks (made once) with their results.
 	rbuf            [pingReadSize]byte
