@@ -16,7 +16,7 @@ import (
 // park) cost more than the two bytes each way. So when a parked
 // connection's socket becomes readable, the loop first reads it itself,
 // without waiting, into a buffer of its own (pingReadSize bytes, shared
-// by all connections), and if that is one or more whole PINGREQs and
+// by all the loop's connections), and if that is one or more whole PINGREQs and
 // nothing else it:
 //   - counts them as the reader would (recvBytes), writes one PINGRESP
 //     for each in the writer's place (answerPings: without waiting; if a
@@ -50,7 +50,7 @@ import (
 const pingReadSize = 64
 
 // serve handles an event of parked connection c's descriptor.
-func (p *poller) serve(c *conn, ev uint32) {
+func (l *pollLoop) serve(c *conn, ev uint32) {
 	if !c.parked.CompareAndSwap(true, false) {
 		return // another reader has it (wakeReader, the keep-alive's end)
 	}
@@ -65,36 +65,36 @@ func (p *poller) serve(c *conn, ev uint32) {
 		go c.readOn(false)
 		return
 	}
-	p.n, p.errno = 0, nil
-	if err := rc.Read(p.readFn); err != nil {
+	l.n, l.errno = 0, nil
+	if err := rc.Read(l.readFn); err != nil {
 		go c.readOn(false) // a deadline that ran out, or closed: the reader sees it
 		return
 	}
 	switch {
-	case p.errno == syscall.EAGAIN:
+	case l.errno == syscall.EAGAIN:
 		// Nothing after all (the loop is the only reader, so this is
 		// rare): a reader looks, as the wake always did.
 		go c.readOn(false)
 		return
-	case p.errno != nil:
-		c.handOver(nil, p.errno, false)
+	case l.errno != nil:
+		c.handOver(nil, l.errno, false)
 		return
-	case p.n == 0:
+	case l.n == 0:
 		c.handOver(nil, nil, true)
 		return
 	}
-	b := p.rbuf[:p.n]
+	b := l.rbuf[:l.n]
 	if !onlyPings(b) {
 		c.handOver(b, nil, false)
 		return
 	}
-	if !c.answerPings(p, rc, len(b)/2) {
+	if !c.answerPings(l, rc, len(b)/2) {
 		c.handOver(b, nil, false) // the connection is closing: the reader sees it
 		return
 	}
 	c.recvBytes.Add(uint64(len(b)))
 	c.s.loopPings.Add(uint64(len(b) / 2))
-	c.repark(p, rc)
+	c.repark(l, rc)
 }
 
 // onlyPings reports whether b is one or more whole PINGREQs and nothing
@@ -113,32 +113,32 @@ func onlyPings(b []byte) bool {
 
 // read is the loop's RawConn read callback: what the socket has, without
 // waiting.
-func (p *poller) read(fd uintptr) bool {
+func (l *pollLoop) read(fd uintptr) bool {
 	for {
-		n, err := syscall.Read(int(fd), p.rbuf[:])
+		n, err := syscall.Read(int(fd), l.rbuf[:])
 		if err == syscall.EINTR {
 			continue
 		}
 		if n < 0 {
 			n = 0
 		}
-		p.n, p.errno = n, err
+		l.n, l.errno = n, err
 		return true
 	}
 }
 
 // write is the loop's RawConn write callback: wbuf[:wlen], as much as the
 // socket takes without waiting.
-func (p *poller) write(fd uintptr) bool {
+func (l *pollLoop) write(fd uintptr) bool {
 	for {
-		n, err := syscall.Write(int(fd), p.wbuf[:p.wlen])
+		n, err := syscall.Write(int(fd), l.wbuf[:l.wlen])
 		if err == syscall.EINTR {
 			continue
 		}
 		if n < 0 {
 			n = 0
 		}
-		p.n, p.errno = n, err
+		l.n, l.errno = n, err
 		return true
 	}
 }
@@ -151,7 +151,7 @@ func (p *poller) write(fd uintptr) bool {
 // and what the socket did not take goes at the head of the list of a
 // writer started with that turn. False if the connection writes no more
 // (it is closing).
-func (c *conn) answerPings(p *poller, rc syscall.RawConn, k int) bool {
+func (c *conn) answerPings(l *pollLoop, rc syscall.RawConn, k int) bool {
 	c.outMu.Lock()
 	if c.wstopped {
 		c.outMu.Unlock()
@@ -167,11 +167,11 @@ func (c *conn) answerPings(p *poller, rc syscall.RawConn, k int) bool {
 	c.writing = true
 	c.outMu.Unlock()
 
-	p.wlen, p.n, p.errno = 2*k, 0, nil
-	if err := rc.Write(p.writeFn); err != nil {
-		p.n = 0 // a write deadline, or closed: the writer sees it
+	l.wlen, l.n, l.errno = 2*k, 0, nil
+	if err := rc.Write(l.writeFn); err != nil {
+		l.n = 0 // a write deadline, or closed: the writer sees it
 	}
-	written := p.n
+	written := l.n
 	c.sentBytes.Add(uint64(written))
 
 	start := false
@@ -206,7 +206,7 @@ func (c *conn) answerPings(p *poller, rc syscall.RawConn, k int) bool {
 // reader it took over): its keep-alive starts again from now, as the
 // reader sets it before it parks (packetLoop's read deadline, park's
 // timer).
-func (c *conn) repark(p *poller, rc syscall.RawConn) {
+func (c *conn) repark(l *pollLoop, rc syscall.RawConn) {
 	if c.keepalive > 0 {
 		now := time.Now()
 		_ = c.nc.SetReadDeadline(now.Add(c.keepalive * 3 / 2))
@@ -218,7 +218,7 @@ func (c *conn) repark(p *poller, rc syscall.RawConn) {
 		go c.readOn(false)
 		return
 	}
-	if err := p.arm(c, rc); err != nil && c.parked.CompareAndSwap(true, false) {
+	if err := l.p.arm(c, rc); err != nil && c.parked.CompareAndSwap(true, false) {
 		go c.readOn(false) // closed meanwhile: the reader sees it
 	}
 }

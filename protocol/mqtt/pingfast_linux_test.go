@@ -344,7 +344,7 @@ func TestLoopPingsSocketFull(t *testing.T) {
 	defer p.close()
 	c := &conn{s: &Server{streamWindow: time.Second}, nc: srv}
 	c.runWriter = c.writeLoop
-	if !c.answerPings(p, rc, 3) {
+	if !c.answerPings(p.loops[0], rc, 3) {
 		t.Fatal("answerPings refused an open connection")
 	}
 	// The client reads everything: the filler, then three PINGRESPs.
