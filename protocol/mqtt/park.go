@@ -11,7 +11,8 @@ import (
 // socket empty it registers the descriptor with the server's poller and
 // its goroutine returns (park). Input, a hang-up, the keep-alive running
 // out or a close from the server side (wakeReader) starts a new goroutine
-// that reads on (readOn). A packet that arrives in pieces is still waited
+// that reads on (readOn); PINGREQs alone the event loop answers without
+// one (pingfast_linux.go). A packet that arrives in pieces is still waited
 // for in the runtime, as is everything on TLS and WebSocket connections,
 // which keep their reader goroutine.
 //
@@ -36,6 +37,7 @@ const (
 func (c *conn) readOn(timedOut bool) {
 	if c.br == nil {
 		c.br = newConnReader(c.nc) // park gave its reader back
+		c.s.parkedReaders.Add(1)
 	}
 	if timedOut {
 		c.finish(c.readFailed(os.ErrDeadlineExceeded))
@@ -77,15 +79,7 @@ func (c *conn) park() bool {
 	}
 	c.dropIdleOutput()
 	c.dropIdleState()
-	if c.keepalive > 0 {
-		d := c.keepalive * 3 / 2
-		c.kaDue.Store(time.Now().Add(d).UnixNano())
-		if c.kaTimer == nil {
-			c.kaTimer = time.AfterFunc(d, c.keepAliveRanOut)
-		} else {
-			c.kaTimer.Reset(d)
-		}
-	}
+	c.armKeepAlive(time.Now())
 	// The reader goes back to the pool before the connection is parked:
 	// the next reader takes one of its own (readOn).
 	br := c.br
@@ -110,6 +104,22 @@ func (c *conn) park() bool {
 	s := c.s
 	s.giveBack.noteParked()
 	return true
+}
+
+// armKeepAlive starts the keep-alive of a connection about to park: if
+// nothing comes within 1.5 times the keep-alive, keepAliveRanOut ends it.
+// The reader, or the event loop in its place (pingfast_linux.go).
+func (c *conn) armKeepAlive(now time.Time) {
+	if c.keepalive <= 0 {
+		return
+	}
+	d := c.keepalive * 3 / 2
+	c.kaDue.Store(now.Add(d).UnixNano())
+	if c.kaTimer == nil {
+		c.kaTimer = time.AfterFunc(d, c.keepAliveRanOut)
+	} else {
+		c.kaTimer.Reset(d)
+	}
 }
 
 // wake starts a reader for a parked connection.

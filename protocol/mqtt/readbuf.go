@@ -75,6 +75,24 @@ func (r *connReader) putBack() {
 	tcpReaders.Put(r)
 }
 
+// handOver makes r start with what the event loop already read from the
+// socket (pingfast.go): b is buffered as if r had read it, and rerr (the
+// read's error number) or eof is what its next read then returns. b is
+// copied; it is at most readBufSize long.
+func (r *connReader) handOver(b []byte, rerr error, eof bool) {
+	if len(b) > 0 {
+		r.take()
+		r.r, r.w = 0, copy(r.buf, b)
+	}
+	switch {
+	case rerr != nil:
+		r.rerr = rerr
+		r.err = r.readError()
+	case eof:
+		r.err = io.EOF
+	}
+}
+
 // Buffered is the number of bytes that can be read without waiting.
 func (r *connReader) Buffered() int { return r.w - r.r }
 

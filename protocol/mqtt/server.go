@@ -153,6 +153,10 @@ type Server struct {
 	giveBack giveBackState // giveback.go
 	pollOnce sync.Once
 	poll     *poller // the event loop of idle connections (park.go), nil if none
+	// parkedReaders counts the readers taken for parked connections
+	// (readOn, handOver), loopPings the PINGREQs the event loop answered
+	// itself (pingfast_linux.go): what tests see of the event loop.
+	parkedReaders, loopPings atomic.Uint64
 	// parkAfter and streamWindow are park.go's constants, which tests
 	// change before the server serves.
 	parkAfter, streamWindow time.Duration

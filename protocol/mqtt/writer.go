@@ -24,6 +24,7 @@ const (
 	itemRetained            // a retained message for a new subscription
 	itemPingresp            // PINGRESP (two bytes: no packets.Packet for each PINGREQ)
 	itemSys                 // a $SYS value for an established subscription (sys.go)
+	itemByte                // the zero byte that ends a PINGRESP the event loop half wrote (pingfast_linux.go)
 )
 
 // outItem is one entry of a connection's outbound list.
@@ -379,6 +380,8 @@ func (w *packetWriter) write(it *outItem) {
 		w.retained(it.ret, it.sub, false)
 	case itemPingresp:
 		w.out(append(w.small[:0], packets.Pingresp<<4, 0))
+	case itemByte:
+		w.out(append(w.small[:0], 0))
 	}
 }
 

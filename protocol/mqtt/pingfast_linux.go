@@ -1,0 +1,238 @@
+package mqtt
+
+import (
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// The keep-alive of a parked connection, answered by the event loop.
+// A device that only pings (most of a fleet, most of the time) sends a
+// PINGREQ every keep-alive period; waking a reader goroutine for each
+// (a goroutine, a pooled reader and read buffer, a writer goroutine for
+// the PINGRESP, the reader's next read that finds the socket empty, and a
+// park) cost more than the two bytes each way. So when a parked
+// connection's socket becomes readable, the loop first reads it itself,
+// without waiting, into a buffer of its own (pingReadSize bytes, shared
+// by all the loop's connections), and if that is one or more whole PINGREQs and
+// nothing else it:
+//   - counts them as the reader would (recvBytes), writes one PINGRESP
+//     for each in the writer's place (answerPings: without waiting; if a
+//     writer is running they go on its list instead, and what the socket
+//     does not take at once goes first on the list of a writer started
+//     for it, so nothing is lost or reordered), counted in sentBytes as
+//     the writer would;
+//   - refreshes the keep-alive as the reader does before it parks (the
+//     socket's read deadline and the parked connection's timer): a
+//     connection that only pings is never timed out, and one that sends
+//     nothing still is;
+//   - and leaves the connection parked: no goroutine, no reader taken
+//     from the pool.
+//
+// Anything else (a partial packet, another packet type, bytes after the
+// PINGREQs, the end of the stream or a read error) is handed to a reader
+// as today's wake does, with the bytes already read buffered at the head
+// of its connReader (handOver) and the error, if any, after them: the
+// reader consumes them first, then reads the socket on, so nothing is
+// lost or reordered. A hang-up or error event wakes a reader without a
+// read in the loop. TLS and WebSocket connections never park (their
+// reader goroutine stays, readbuf.go), so they keep the reader's path.
+//
+// While the loop reads, it is the connection's reader: it took it from
+// parked as the reader started by a wake would (park.go's rule that the
+// goroutine that clears parked is the one reader), and gives it back by
+// parking it again (repark) or starting a reader (handOver).
+
+// pingReadSize is how much the loop reads from a socket that woke: 32
+// PINGREQs. A larger packet's first bytes go to the reader.
+const pingReadSize = 64
+
+// serve handles an event of parked connection c's descriptor.
+func (l *pollLoop) serve(c *conn, ev uint32) {
+	if !c.parked.CompareAndSwap(true, false) {
+		return // another reader has it (wakeReader, the keep-alive's end)
+	}
+	tc, ok := c.nc.(*net.TCPConn)
+	if !ok || ev&(syscall.EPOLLERR|syscall.EPOLLHUP|syscall.EPOLLRDHUP) != 0 ||
+		c.noPark.Load() || !c.connected.Load() {
+		go c.readOn(false)
+		return
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		go c.readOn(false)
+		return
+	}
+	l.n, l.errno = 0, nil
+	if err := rc.Read(l.readFn); err != nil {
+		go c.readOn(false) // a deadline that ran out, or closed: the reader sees it
+		return
+	}
+	switch {
+	case l.errno == syscall.EAGAIN:
+		// Nothing after all (the loop is the only reader, so this is
+		// rare): a reader looks, as the wake always did.
+		go c.readOn(false)
+		return
+	case l.errno != nil:
+		c.handOver(nil, l.errno, false)
+		return
+	case l.n == 0:
+		c.handOver(nil, nil, true)
+		return
+	}
+	b := l.rbuf[:l.n]
+	if !onlyPings(b) {
+		c.handOver(b, nil, false)
+		return
+	}
+	if !c.answerPings(l, rc, len(b)/2) {
+		c.handOver(b, nil, false) // the connection is closing: the reader sees it
+		return
+	}
+	c.recvBytes.Add(uint64(len(b)))
+	c.s.loopPings.Add(uint64(len(b) / 2))
+	c.repark(l, rc)
+}
+
+// onlyPings reports whether b is one or more whole PINGREQs and nothing
+// else.
+func onlyPings(b []byte) bool {
+	if len(b) == 0 || len(b)%2 != 0 {
+		return false
+	}
+	for i := 0; i < len(b); i += 2 {
+		if b[i] != packets.Pingreq<<4 || b[i+1] != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// read is the loop's RawConn read callback: what the socket has, without
+// waiting.
+func (l *pollLoop) read(fd uintptr) bool {
+	for {
+		n, err := syscall.Read(int(fd), l.rbuf[:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if n < 0 {
+			n = 0
+		}
+		l.n, l.errno = n, err
+		return true
+	}
+}
+
+// write is the loop's RawConn write callback: wbuf[:wlen], as much as the
+// socket takes without waiting.
+func (l *pollLoop) write(fd uintptr) bool {
+	for {
+		n, err := syscall.Write(int(fd), l.wbuf[:l.wlen])
+		if err == syscall.EINTR {
+			continue
+		}
+		if n < 0 {
+			n = 0
+		}
+		l.n, l.errno = n, err
+		return true
+	}
+}
+
+// answerPings writes k PINGRESPs in the writer's place. A running writer
+// gets them on its list (it writes them after what it has, as push would
+// have it, and none is started). Otherwise the loop takes the writer's
+// turn (writing, under outMu, so that no writer starts meanwhile and
+// nothing is interleaved), writes without waiting and outside the lock,
+// and what the socket did not take goes at the head of the list of a
+// writer started with that turn. False if the connection writes no more
+// (it is closing).
+func (c *conn) answerPings(l *pollLoop, rc syscall.RawConn, k int) bool {
+	c.outMu.Lock()
+	if c.wstopped {
+		c.outMu.Unlock()
+		return false
+	}
+	if c.writing {
+		for range k {
+			c.out = append(c.out, outItem{kind: itemPingresp})
+		}
+		c.outMu.Unlock()
+		return true
+	}
+	c.writing = true
+	c.outMu.Unlock()
+
+	l.wlen, l.n, l.errno = 2*k, 0, nil
+	if err := rc.Write(l.writeFn); err != nil {
+		l.n = 0 // a write deadline, or closed: the writer sees it
+	}
+	written := l.n
+	c.sentBytes.Add(uint64(written))
+
+	start := false
+	c.outMu.Lock()
+	if rest := 2*k - written; rest > 0 {
+		head := make([]outItem, 0, rest/2+1+len(c.out))
+		if rest%2 == 1 {
+			head = append(head, outItem{kind: itemByte}) // the second byte of one PINGRESP
+		}
+		for range rest / 2 {
+			head = append(head, outItem{kind: itemPingresp})
+		}
+		c.out = append(head, c.out...)
+		start = true // the turn goes to the writer
+	} else {
+		c.writing = false
+		switch {
+		case c.wstopped:
+			c.wdone.fire() // stopWriter waited for this turn
+		case len(c.out) > 0:
+			c.writing, start = true, true // deliveries came meanwhile
+		}
+	}
+	c.outMu.Unlock()
+	if start {
+		go c.runWriter()
+	}
+	return true
+}
+
+// repark parks c again after the loop answered its PINGREQs (as the
+// reader it took over): its keep-alive starts again from now, as the
+// reader sets it before it parks (packetLoop's read deadline, park's
+// timer).
+func (c *conn) repark(l *pollLoop, rc syscall.RawConn) {
+	if c.keepalive > 0 {
+		now := time.Now()
+		_ = c.nc.SetReadDeadline(now.Add(c.keepalive * 3 / 2))
+		c.armKeepAlive(now)
+	}
+	c.parked.Store(true)
+	// As in park: wakeReader sets noPark before it looks at parked.
+	if c.noPark.Load() && c.parked.CompareAndSwap(true, false) {
+		go c.readOn(false)
+		return
+	}
+	if err := l.p.arm(c, rc); err != nil && c.parked.CompareAndSwap(true, false) {
+		go c.readOn(false) // closed meanwhile: the reader sees it
+	}
+}
+
+// handOver starts a reader for c with what the loop read (b, then the
+// read's error or the end of the stream) buffered ahead of the socket.
+func (c *conn) handOver(b []byte, errno error, eof bool) {
+	r := newConnReader(c.nc)
+	r.handOver(b, errno, eof)
+	c.br = r
+	c.s.parkedReaders.Add(1)
+	if c.keepalive > 0 {
+		// As the woken reader's packetLoop does before its first read.
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.keepalive * 3 / 2))
+	}
+	go c.readOn(false)
+}
