@@ -421,12 +421,23 @@ func (s mqttManyScenario) Run(ctx context.Context, raw string, _ Params) (Result
 		readers.Wait()
 	}()
 	readers.Go(func() { countPubacks(pub, &pubacks) })
+	// Each burst's rate, and the broker's CPU (user + system, from /proc)
+	// per message over it: a rate can be the generator's limit (its one
+	// writing thread), the broker's CPU per message is the broker's.
+	var ticks0 int64
+	mark := func() {
+		start = time.Now()
+		ticks0, _ = cpuTicks(pid)
+	}
 	rate := func(what string, n int, d time.Duration) {
-		rss.lines = append(rss.lines, fmt.Sprintf("%s: %d in %v (%.0f/s)", what, n, d.Round(time.Millisecond), float64(n)/d.Seconds()))
+		t, _ := cpuTicks(pid)
+		perMsg := float64(t-ticks0) * 1e6 / clockTick / float64(max(n, 1))
+		rss.lines = append(rss.lines, fmt.Sprintf("%s: %d in %v (%.0f/s), broker CPU %.1f µs each", what, n,
+			d.Round(time.Millisecond), float64(n)/d.Seconds(), perMsg))
 	}
 
 	// Broadcast.
-	start = time.Now()
+	mark()
 	var pkt []byte
 	for i := range s.broadcasts {
 		pkt = mqttPacket(pkt, mqttPublish<<4, append(mqttString(nil, base+"/all/x"), fmt.Sprintf("b%d", i)...))
@@ -442,7 +453,7 @@ func (s mqttManyScenario) Run(ctx context.Context, raw string, _ Params) (Result
 	rate(fmt.Sprintf("broadcast of %d QoS 0 messages, deliveries", s.broadcasts), int(deliveries), broadcast)
 
 	// Unicast sweep, QoS 1.
-	start = time.Now()
+	mark()
 	pkt = pkt[:0]
 	for i := range s.conns {
 		body := mqttString(nil, fmt.Sprintf("%s/dev/%d", base, i))
@@ -484,7 +495,7 @@ func (s mqttManyScenario) Run(ctx context.Context, raw string, _ Params) (Result
 	}
 	var teleGot atomic.Int64
 	readers.Go(func() { countAndAck(tele, teleBR, &teleGot) })
-	start = time.Now()
+	mark()
 	for i, d := range f.devs {
 		body := binary.BigEndian.AppendUint16(mqttString(nil, base+"/tele/"+strconv.Itoa(i)), 1)
 		if err := writeAll(d.fd, mqttPacket(nil, mqttPublish<<4|1<<1, append(body, "t"...))); err != nil {
@@ -505,7 +516,7 @@ func (s mqttManyScenario) Run(ctx context.Context, raw string, _ Params) (Result
 	}
 
 	// Keep-alive sweep.
-	start = time.Now()
+	mark()
 	for i, d := range f.devs {
 		if err := writeAll(d.fd, []byte{12 << 4, 0}); err != nil {
 			return Result{}, fmt.Errorf("ping: client %d: %w", i, err)
