@@ -241,38 +241,33 @@ func vhostRecord(description string, tags []string) []byte {
 // no replicated record in a cluster). It takes metaMu, as Apply's
 // proposals do; the caller holds no lock.
 func (v *VHost) proposeSelfDelete(q *Queue) bool {
-	p, on := v.proposerOn()
-	if !on {
-		return false
-	}
-	v.metaMu.Lock()
-	defer v.metaMu.Unlock()
-	v.mu.RLock()
-	key := ""
-	if v.queues[q.name] == q {
-		key = v.queueKey(q)
-	}
-	v.mu.RUnlock()
-	if key == "" {
-		return false
-	}
 	c := TopologyCommand{Op: TopoDeleteQueue, VHost: v.name, Name: q.name, ID: q.id}
-	if f := v.b.onApply; f != nil {
-		f(c)
-	}
-	if err := v.propose(p, c); err != nil {
-		v.b.log.Warn("proposing the delete of a queue the broker deletes failed: deleting it here", "vhost", v.name,
-			"queue", q.name, "err", err)
-		return false
-	}
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	return v.queues[q.name] != q
+	return v.proposeBrokerDelete(c, "queue", func() (key string, here bool) {
+		if here = v.queues[q.name] == q; here {
+			key = v.queueKey(q)
+		}
+		return key, here
+	})
 }
 
 // proposeSelfDeleteExchange proposes the delete of x, which the broker
 // deletes by itself (ForgetNode), as proposeSelfDelete.
 func (v *VHost) proposeSelfDeleteExchange(x *Exchange) bool {
+	c := TopologyCommand{Op: TopoDeleteExchange, VHost: v.name, Name: x.name}
+	return v.proposeBrokerDelete(c, "exchange", func() (key string, here bool) {
+		if here = v.exchanges[x.name] == x; here {
+			key = v.exchangeKey(x)
+		}
+		return key, here
+	})
+}
+
+// proposeBrokerDelete is proposeSelfDelete of c, a delete of the object
+// (a "queue" or an "exchange": what) that look finds, under v.mu held for
+// reading: whether it is still this vhost's, and its record key ("" for
+// none: nothing is proposed). It reports whether the object is gone here
+// once c is applied.
+func (v *VHost) proposeBrokerDelete(c TopologyCommand, what string, look func() (key string, here bool)) bool {
 	p, on := v.proposerOn()
 	if !on {
 		return false
@@ -280,24 +275,21 @@ func (v *VHost) proposeSelfDeleteExchange(x *Exchange) bool {
 	v.metaMu.Lock()
 	defer v.metaMu.Unlock()
 	v.mu.RLock()
-	key := ""
-	if v.exchanges[x.name] == x {
-		key = v.exchangeKey(x)
-	}
+	key, _ := look()
 	v.mu.RUnlock()
 	if key == "" {
 		return false
 	}
-	c := TopologyCommand{Op: TopoDeleteExchange, VHost: v.name, Name: x.name}
 	if f := v.b.onApply; f != nil {
 		f(c)
 	}
 	if err := v.propose(p, c); err != nil {
-		v.b.log.Warn("proposing the delete of an exchange the broker deletes failed: deleting it here", "vhost", v.name,
-			"exchange", x.name, "err", err)
+		v.b.log.Warn("proposing a delete the broker makes by itself failed: deleting it here only", "vhost", v.name,
+			what, c.Name, "err", err)
 		return false
 	}
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	return v.exchanges[x.name] != x
+	_, here := look()
+	return !here
 }
