@@ -19,20 +19,7 @@ func BenchmarkConsumeFromFirst(b *testing.B) { benchConsume(b, 1) }
 func BenchmarkConsumeFromFirst10(b *testing.B) { benchConsume(b, 10) }
 
 func benchConsume(b *testing.B, subs int) {
-	st, err := store.OpenBadger(b.TempDir(), store.BadgerOptions{}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	s := newTestServerOn(b, st)
-	c := dial(b, s)
-	c.open()
-	if _, code := c.call(wire.KeyCreate, str("bench"), uint32(0)); code != wire.OK {
-		b.Fatalf("create: %v", code)
-	}
-	if _, code := c.call(wire.KeyDeclarePublisher, uint8(1), str(""), str("bench")); code != wire.OK {
-		b.Fatalf("declare publisher: %v", code)
-	}
-	body := blob(wire.AppendMessage(nil, &wire.Message{Body: make([]byte, 16)}))
+	c, body := benchPublisher(b)
 	const batch = 500
 	var id uint64
 	total := (b.N + subs - 1) / subs // messages in the stream
@@ -67,20 +54,7 @@ func benchConsume(b *testing.B, subs int) {
 // frames of 100 and waits for each frame's confirms before the next 10
 // frames; per message published and confirmed, Badger store.
 func BenchmarkPublishConfirm(b *testing.B) {
-	st, err := store.OpenBadger(b.TempDir(), store.BadgerOptions{}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	s := newTestServerOn(b, st)
-	c := dial(b, s)
-	c.open()
-	if _, code := c.call(wire.KeyCreate, str("bench"), uint32(0)); code != wire.OK {
-		b.Fatalf("create: %v", code)
-	}
-	if _, code := c.call(wire.KeyDeclarePublisher, uint8(1), str(""), str("bench")); code != wire.OK {
-		b.Fatalf("declare publisher: %v", code)
-	}
-	body := blob(wire.AppendMessage(nil, &wire.Message{Body: make([]byte, 16)}))
+	c, body := benchPublisher(b)
 	const perFrame, window = 100, 10
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -105,4 +79,22 @@ func BenchmarkPublishConfirm(b *testing.B) {
 		p, _ := c.expect(wire.KeyPublishConfirm)
 		inFlight -= int(binary.BigEndian.Uint32(p[5:]))
 	}
+}
+
+// benchPublisher is a client of a server over the Badger store, with
+// stream "bench" and publisher 1 on it, and a 16-byte message's body.
+func benchPublisher(b *testing.B) (*client, blob) {
+	st, err := store.OpenBadger(b.TempDir(), store.BadgerOptions{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := dial(b, newTestServerOn(b, st))
+	c.open()
+	if _, code := c.call(wire.KeyCreate, str("bench"), uint32(0)); code != wire.OK {
+		b.Fatalf("create: %v", code)
+	}
+	if _, code := c.call(wire.KeyDeclarePublisher, uint8(1), str(""), str("bench")); code != wire.OK {
+		b.Fatalf("declare publisher: %v", code)
+	}
+	return c, blob(wire.AppendMessage(nil, &wire.Message{Body: make([]byte, 16)}))
 }
