@@ -50,17 +50,7 @@ func (p nodeProposer) ProposeTopology(c TopologyCommand) error {
 	if commands {
 		return l.ProposeTopology(c)
 	}
-	l.mu.Lock()
-	f := l.before
-	if c.Op == TopoDeclareQueue || c.Op == TopoDeclareExchange {
-		l.before = nil
-	} else {
-		f = nil
-	}
-	l.mu.Unlock()
-	if f != nil {
-		f()
-	}
+	l.runBefore(c)
 	ops, err := l.nodes[p.i].RecordsOf(c)
 	if err != nil || len(ops) == 0 {
 		return err

@@ -18,7 +18,9 @@ func (l *sharedLog) TopologyCommands() bool {
 	return l.commands
 }
 
-func (l *sharedLog) ProposeTopology(c TopologyCommand) error {
+// runBefore runs l.before (once) if c is a create: another node's
+// declaration that commits ahead of this one.
+func (l *sharedLog) runBefore(c TopologyCommand) {
 	l.mu.Lock()
 	f := l.before
 	if c.Op == TopoDeclareQueue || c.Op == TopoDeclareExchange {
@@ -30,6 +32,10 @@ func (l *sharedLog) ProposeTopology(c TopologyCommand) error {
 	if f != nil {
 		f()
 	}
+}
+
+func (l *sharedLog) ProposeTopology(c TopologyCommand) error {
+	l.runBefore(c)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.fail != nil {

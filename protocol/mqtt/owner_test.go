@@ -43,6 +43,15 @@ func (s *lockedStore) LoadMeta(prefix string, fn func(key string, val []byte) er
 // returns the CONNACK's session present flag and return code.
 func connect3(t *testing.T, addr, user, pass, id string) (net.Conn, bool, byte) {
 	t.Helper()
+	nc, ack := rawConnect3(t, addr, user, pass, id, 0xC0, 0, 5*time.Second) // user name, password, no clean session
+	return nc, ack[0]&1 == 1, ack[1]
+}
+
+// rawConnect3 dials addr and sends an MQTT 3.1.1 CONNECT with flags and
+// keep-alive seconds; it returns the connection (read deadline wait) and
+// the CONNACK's body.
+func rawConnect3(t *testing.T, addr, user, pass, id string, flags byte, keepalive uint16, wait time.Duration) (net.Conn, []byte) {
+	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -50,20 +59,20 @@ func connect3(t *testing.T, addr, user, pass, id string) (net.Conn, bool, byte) 
 	t.Cleanup(func() { nc.Close() })
 	var body []byte
 	body = benchString(body, "MQTT")
-	body = append(body, 4, 0xC0) // user name, password, no clean session
-	body = binary.BigEndian.AppendUint16(body, 0)
+	body = append(body, 4, flags)
+	body = binary.BigEndian.AppendUint16(body, keepalive)
 	body = benchString(body, id)
 	body = benchString(body, user)
 	body = benchString(body, pass)
 	if _, err := nc.Write(benchPacket(nil, 0x10, body)); err != nil {
 		t.Fatal(err)
 	}
-	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_ = nc.SetReadDeadline(time.Now().Add(wait))
 	first, ack := benchReadPacket(t, nc)
 	if first>>4 != 2 || len(ack) < 2 {
 		t.Fatalf("CONNACK: %x %x", first, ack)
 	}
-	return nc, ack[0]&1 == 1, ack[1]
+	return nc, ack
 }
 
 // released waits until nobody holds the session of key.

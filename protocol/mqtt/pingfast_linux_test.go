@@ -18,24 +18,9 @@ import (
 // pingDial connects a raw MQTT 3.1.1 client with keep-alive seconds.
 func pingDial(t *testing.T, addr, id string, keepalive uint16) net.Conn {
 	t.Helper()
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
-	var body []byte
-	body = benchString(body, "MQTT")
-	body = append(body, 4, 0xC2) // user name, password, clean session
-	body = binary.BigEndian.AppendUint16(body, keepalive)
-	body = benchString(body, id)
-	body = benchString(body, "guest")
-	body = benchString(body, "guest")
-	if _, err := nc.Write(benchPacket(nil, 0x10, body)); err != nil {
-		t.Fatal(err)
-	}
-	_ = nc.SetReadDeadline(time.Now().Add(30 * time.Second))
-	if first, ack := benchReadPacket(t, nc); first>>4 != packets.Connack || len(ack) < 2 || ack[1] != 0 {
-		t.Fatalf("CONNACK: %x %x", first, ack)
+	nc, ack := rawConnect3(t, addr, "guest", "guest", id, 0xC2, keepalive, 30*time.Second) // user name, password, clean session
+	if ack[1] != 0 {
+		t.Fatalf("CONNACK: %x", ack)
 	}
 	return nc
 }
