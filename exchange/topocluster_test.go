@@ -11,12 +11,7 @@ import (
 // twoNodes propose their topology changes as commands, which the log
 // applies on every node in one order (ApplyCommitted), writing the
 // records each returns to that node's store, as the metadata group's FSM
-// does.
-func (l *sharedLog) TopologyCommands() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.commands
-}
+// does (nodeProposer picks the encoding as the group does).
 
 // runBefore runs l.before (once) if c is a create: another node's
 // declaration that commits ahead of this one.

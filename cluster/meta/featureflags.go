@@ -147,8 +147,9 @@ func (g *Group) enableOnBootstrap() {
 	}
 }
 
-// TopologyCommands implements exchange.TopologyProposer: whether the
-// cluster has enabled topology commands (featureflags.TopologyCommands).
+// TopologyCommands reports whether the cluster has enabled topology
+// commands (featureflags.TopologyCommands): ProposeTopology's choice of
+// encoding.
 func (g *Group) TopologyCommands() bool {
 	return g.c.Flags.Enabled(featureflags.TopologyCommands)
 }
