@@ -292,11 +292,24 @@ func (us *Users) ApplyCommittedEntry(b []byte) ([]Record, error) {
 	return us.ApplyCommitted(c)
 }
 
-// write writes recs in one batch where the store has them, else one by
-// one in order (then n tells how many were written before an error).
+// write writes recs: in a cluster through the Replicator (one proposal,
+// all or none), else to the store, in one batch where the store has them,
+// else one by one in order (then n tells how many were written before an
+// error).
 func (us *Users) write(recs []Record) (n int, err error) {
 	if len(recs) == 0 {
 		return 0, nil
+	}
+	if us.repl != nil {
+		keys := make([]string, len(recs))
+		vals := make([][]byte, len(recs))
+		for i, r := range recs {
+			keys[i], vals[i] = r.Key, r.Val
+		}
+		if err := us.repl.ReplicateMeta(keys, vals); err != nil {
+			return 0, fmt.Errorf("auth: cluster: %w", err)
+		}
+		return len(recs), nil
 	}
 	if bs, ok := us.st.(metaBatcher); ok {
 		keys := make([]string, len(recs))

@@ -63,6 +63,19 @@ type Options struct {
 	// BackendOAuth2. Empty: oauth2 then internal when OAuth2 is set,
 	// internal alone otherwise.
 	Backends []string
+
+	// Replicator, in a cluster, writes the user database's records
+	// (users, permissions, topic permissions) while the cluster's
+	// topology commands are off: the records every node holds
+	// (cluster/meta.Replicator). nil (standalone): they go to the Store,
+	// which then keeps only this node's records.
+	Replicator Replicator
+}
+
+// Replicator writes records cluster-wide and returns once they are
+// committed: keys[i] gets vals[i], or is deleted when vals[i] is nil.
+type Replicator interface {
+	ReplicateMeta(keys []string, vals [][]byte) error
 }
 
 // User is an immutable view of a user at the time it was looked up.
@@ -180,6 +193,7 @@ func (s *snapshot) withPerm(user, vhost string, p *permission) {
 // reads take no lock.
 type Users struct {
 	st       Store
+	repl     Replicator // nil: records go to st (Options.Replicator)
 	loopback map[string]bool
 	limit    *limiter     // nil: no rate limit
 	log      *slog.Logger // never nil
@@ -204,7 +218,7 @@ type Users struct {
 // all, creates Options.DefaultUser. Permission records of users that no
 // longer exist (left by an interrupted DeleteUser) are deleted.
 func New(st Store, opts Options) (*Users, error) {
-	us := &Users{st: st, loopback: make(map[string]bool), log: opts.Log, audit: opts.Audit, oauth2: opts.OAuth2}
+	us := &Users{st: st, repl: opts.Replicator, loopback: make(map[string]bool), log: opts.Log, audit: opts.Audit, oauth2: opts.OAuth2}
 	if us.log == nil {
 		us.log = discardLogger
 	}
@@ -227,7 +241,11 @@ func New(st Store, opts Options) (*Users, error) {
 		return nil, err
 	}
 	for _, k := range orphans {
-		if err := st.DeleteMeta(k); err != nil {
+		del := func() error { return st.DeleteMeta(k) }
+		if us.repl != nil {
+			del = func() error { return us.repl.ReplicateMeta([]string{k}, [][]byte{nil}) }
+		}
+		if err := del(); err != nil {
 			return nil, fmt.Errorf("auth: delete orphan %s: %w", k, err)
 		}
 	}

@@ -32,11 +32,12 @@
 //   - raftstore: raft.LogStore/StableStore over one Badger DB per node,
 //     one keyspace per group. groups: starts and stops hashicorp/raft
 //     groups over raftstore and mux with snapshot stores per group.
-//   - meta: the metadata group. Every record the core and the users write
-//     under a replicated key (vhosts, exchanges, queues, bindings, users,
-//     permissions, topic permissions) is proposed and committed before the
-//     write returns, and applied on every node (local store, then memory
-//     through Broker.ApplyMeta and Users.ApplyMeta). bootstrap_expect
+//   - meta: the metadata group. Every change of the cluster-wide state is
+//     proposed — topology, users and parameters as commands, the other
+//     shared records through meta.Replicator, an explicit call — and
+//     committed before the change returns, and applied on every node
+//     (local store, then memory through Broker.ApplyCommitted,
+//     Users.ApplyCommitted and the ApplyMeta hooks). bootstrap_expect
 //     forms the group; its leader adds joining nodes and removes nodes
 //     that left.
 //   - quorum: a quorum queue's replicated state machine (its messages and

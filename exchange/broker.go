@@ -27,6 +27,9 @@ type Broker struct {
 	limits *Limiter
 
 	cluster Cluster // nil when standalone
+	// repl writes the records a cluster shares that are not topology
+	// commands (replicate.go); nil standalone.
+	repl Replicator
 
 	// proposer replicates topology commands in a cluster (topocluster.go).
 	proposer atomic.Pointer[proposerBox]

@@ -293,7 +293,7 @@ func (b *Broker) recoverTransient(self string) {
 	b.log.Info("dropping this node's transient topology from before its restart", "records", len(stale))
 	go func() {
 		for _, k := range stale {
-			if err := b.store.DeleteMeta(k); err != nil {
+			if err := b.unreplicate(k); err != nil {
 				b.log.Warn("could not drop a stale transient record", "key", k, "err", err)
 			}
 		}

@@ -22,11 +22,10 @@ func (q *Queue) setMembers(ms []string) {
 func (q *Queue) Seed() []string { return q.seed }
 
 // SetQueueMembers records a quorum queue's new group members (after its
-// leader grew or shrank the group) cluster-wide. Its record is written
-// through the node's Store, whose interception replicates it in a
-// cluster (cluster/meta.Store: forget's and rebalance's members records,
-// not a topology command), never dropped as unlockTopology drops a
-// replicated record in a cluster.
+// leader grew or shrank the group) cluster-wide. Its record is
+// replicated explicitly (replicate: forget's and rebalance's members
+// records are not a topology command), never dropped as unlockTopology
+// drops a replicated record in a cluster.
 func (v *VHost) SetQueueMembers(name string, id uint64, members []string) error {
 	v.metaMu.Lock()
 	defer v.metaMu.Unlock()
@@ -39,7 +38,7 @@ func (v *VHost) SetQueueMembers(name string, id uint64, members []string) error 
 	q.setMembers(members)
 	key, rec := v.key("queue", name), encodeRecord(q.record())
 	v.mu.Unlock()
-	if err := v.b.store.PutMeta(key, rec); err != nil {
+	if err := v.b.replicate(key, rec); err != nil {
 		return errorf(KindInternal, "store: %v", err)
 	}
 	return nil

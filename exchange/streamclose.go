@@ -66,7 +66,7 @@ func (st *stream) drop() error {
 	if err := st.log.DropAll(); err != nil {
 		return err
 	}
-	return st.q.vh.b.store.DeleteMetaPrefix(st.offsetPrefix())
+	return st.q.vh.b.replicatePrefix(st.offsetPrefix())
 }
 
 // --- retention ---

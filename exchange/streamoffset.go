@@ -109,7 +109,7 @@ func (st *stream) flushOffsets() {
 	pfx := st.offsetPrefix()
 	var failed map[string]namedOffset
 	for n, no := range out {
-		if err := st.q.vh.b.store.PutMeta(pfx+n, encodeRecord(Table{"offset": no.off, "epoch": no.epoch})); err != nil {
+		if err := st.q.vh.b.replicate(pfx+n, encodeRecord(Table{"offset": no.off, "epoch": no.epoch})); err != nil {
 			st.q.vh.b.log.Warn("stream consumer offset not stored", "queue", st.q.name, "consumer", n, "err", err)
 			if failed == nil {
 				failed = map[string]namedOffset{}

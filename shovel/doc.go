@@ -3,7 +3,9 @@
 // its own) of an AMQP 0-9-1 broker to a destination queue or exchange of
 // the same or another broker, with amqp091-go as the client at both ends.
 // Definitions have RabbitMQ's keys (Parse) and are kept in the node's store
-// ("shovel/<vhost>\x00<name>"), so a shovel runs again after a restart.
+// ("shovel/<vhost>\x00<name>"), so a shovel runs again after a restart;
+// in a cluster they are written through Config.Replicator, or as
+// commands once topology commands are on, and every node holds them.
 //
 // Guarantees:
 //   - With ack-mode on-confirm (the default) a message is acknowledged at

@@ -19,9 +19,19 @@ type Store interface {
 	LoadMeta(prefix string, fn func(key string, val []byte) error) error
 }
 
+// Replicator writes records cluster-wide and returns once they are
+// committed: keys[i] gets vals[i], or is deleted when vals[i] is nil.
+type Replicator interface {
+	ReplicateMeta(keys []string, vals [][]byte) error
+}
+
 // Config wires a Manager.
 type Config struct {
 	Store Store
+	// Replicator, in a cluster, writes the definitions while the
+	// cluster's topology commands are off: records every node holds
+	// (cluster/meta.Replicator). nil (standalone): they go to Store.
+	Replicator Replicator
 	// Local opens an in-process AMQP connection logged in as user: the
 	// transport of "amqp://" URIs. With user "" the connection
 	// authenticates the credentials the client sends (a URI's userinfo)
@@ -41,7 +51,7 @@ type Config struct {
 
 // Manager keeps the dynamic shovels' definitions and runs those this node
 // owns. Standalone it owns them all. In a cluster the definitions are
-// cluster-wide records (ReplicatedKey: Store replicates them, and every
+// cluster-wide records (written through Config.Replicator, and every
 // node hands the committed ones to ApplyMeta), and each shovel runs on one
 // node, the one SetOwner's function names (the node's choice among the
 // alive members); when that node goes, another takes the shovel over. A
@@ -49,6 +59,7 @@ type Config struct {
 // source's unsettled messages are redelivered), as RabbitMQ's do.
 type Manager struct {
 	st      Store
+	repl    Replicator // nil: definitions go to st (Config.Replicator)
 	local   func(string) (net.Conn, error)
 	sockets *Sockets
 	node    string
@@ -107,7 +118,7 @@ func New(cfg Config) *Manager {
 	if ex == "" {
 		ex = "amq.topic"
 	}
-	return &Manager{st: cfg.Store, local: cfg.Local, sockets: cfg.Sockets, node: cfg.Node, log: log, defs: map[string]*shovelDef{},
+	return &Manager{st: cfg.Store, repl: cfg.Replicator, local: cfg.Local, sockets: cfg.Sockets, node: cfg.Node, log: log, defs: map[string]*shovelDef{},
 		mqttExchange: ex, kick: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
@@ -236,8 +247,8 @@ func (m *Manager) PutComponent(component, vhost, name, user string, value map[st
 		if err := p.ProposeParameters(EncodeCommand(c)); err != nil {
 			return false, err
 		}
-	} else if err := m.st.PutMeta(k, data); err != nil {
-		// In a cluster without commands PutMeta returns once the record
+	} else if err := m.putRecord(k, data); err != nil {
+		// In a cluster without commands the write returns once the record
 		// is committed and applied here (ApplyMeta may have installed it
 		// already).
 		return false, err
@@ -333,7 +344,7 @@ func (m *Manager) DeleteComponent(component, vhost, name string) (bool, error) {
 		}
 		err = p.ProposeParameters(EncodeCommand(c))
 	} else {
-		err = m.st.DeleteMeta(k)
+		err = m.deleteRecord(k)
 	}
 	if err != nil {
 		return true, err
@@ -407,7 +418,7 @@ func (m *Manager) completed(w *worker) {
 	if p := m.commandsOn(); p != nil {
 		err = p.ProposeParameters(EncodeCommand(Command{Op: OpDelete, VHost: w.vhost, Name: w.name}))
 	} else {
-		err = m.st.DeleteMeta(k)
+		err = m.deleteRecord(k)
 	}
 	if err != nil {
 		m.log.Error("completed shovel's definition not removed", "vhost", w.vhost, "shovel", w.name, "err", err)
@@ -437,4 +448,21 @@ func (m *Manager) Close() {
 	for _, w := range ws {
 		<-w.done
 	}
+}
+
+// putRecord writes a definition's record: through the Replicator in a
+// cluster (every node holds it), else to the store.
+func (m *Manager) putRecord(k string, data []byte) error {
+	if m.repl != nil {
+		return m.repl.ReplicateMeta([]string{k}, [][]byte{data})
+	}
+	return m.st.PutMeta(k, data)
+}
+
+// deleteRecord deletes a definition's record as putRecord writes it.
+func (m *Manager) deleteRecord(k string) error {
+	if m.repl != nil {
+		return m.repl.ReplicateMeta([]string{k}, [][]byte{nil})
+	}
+	return m.st.DeleteMeta(k)
 }

@@ -5,19 +5,25 @@
 // exchange.TopologyProposer), written as a KindTopology entry once the
 // feature flag topology_commands is enabled, else as the records the
 // command makes (Config.TopologyRecords: exchange.Broker.RecordsOf) in a
-// version 1 entry, which a v0.1.0 member reads. The other records
-// written through exchange.Store.PutMeta/DeleteMeta/DeleteMetaPrefix
-// under a replicated key (users and permissions, parameters, while the
-// flag is off; MQTT's retained messages and sessions, stream offsets,
-// forget's and rebalance's queue members, feature flags) are proposed
-// by Store.
+// version 1 entry, which a v0.1.0 member reads. The other records every
+// node holds are written by an explicit call of a Replicator, never
+// picked out of a store's writes by their key: users and permissions,
+// parameters (while the flag is off), MQTT's retained messages and
+// sessions, stream offsets, quorum queues' and streams' members records,
+// a restarted node's deletes of its stale transient records, the cluster
+// name and forget's and rebalance's records. Feature flags are commands
+// (KindEnableFlag).
 //
 // # Pieces
 //
-//   - Store (store.go) wraps the node's local exchange.Store. Once
-//     attached to the Group, a write of a replicated key is proposed and
-//     returns when committed; the rest goes to the local store. The
-//     core's topology does not write through it in a cluster.
+//   - Replicator (replicator.go) implements the small interfaces the
+//     writers own (exchange.Replicator, auth.Replicator,
+//     shovel.Replicator, mqtt.Replicator). Once attached to the Group,
+//     each call is proposed as one version 1 entry of its records and
+//     returns when committed and applied here; before Attach it writes
+//     to the local store (a node's start-up defaults), after Detach it
+//     fails with ErrDetached. The writers are given the plain local store
+//     for their own records.
 //   - Group (group.go) runs the node's member of the group on a
 //     groups.Host. Propose applies on the leader or forwards to it over
 //     the mux stream "meta-rpc" (rpc.go), retrying across leader changes

@@ -2,7 +2,6 @@ package meta
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -41,52 +40,6 @@ func load(t *testing.T, st exchange.Store) map[string]string {
 		t.Fatal(err)
 	}
 	return out
-}
-
-func TestStore(t *testing.T) {
-	local := store.NewMemory()
-	var hooked [][]exchange.MetaOp
-	a := &StoreApplier{Local: local, Replicated: replicated, Hooks: []func([]exchange.MetaOp) error{
-		func(ops []exchange.MetaOp) error { hooked = append(hooked, ops); return nil }}}
-	s := Wrap(local, replicated)
-
-	// Before Attach: local.
-	if err := s.PutMeta("vhost/a", []byte("1")); err != nil {
-		t.Fatal(err)
-	}
-	g := &fakeGroup{a: a}
-	s.attach(g)
-	// Attached: replicated keys are proposed, others local.
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(s.PutMeta("vhost/b", []byte("2")))
-	must(s.PutMeta("user/u", nil))
-	must(s.PutMeta("clean-shutdown", []byte("x")))
-	must(s.DeleteMeta("vhost/a"))
-	must(s.DeleteMetaPrefix("user/"))
-	if len(g.got) != 4 || g.got[3][0].Key != "user/" || !g.got[3][0].Prefix || g.got[1][0].Val == nil {
-		t.Fatalf("proposed %+v", g.got)
-	}
-	if len(hooked) != 4 {
-		t.Fatalf("hooks saw %d batches", len(hooked))
-	}
-	want := map[string]string{"vhost/b": "2", "clean-shutdown": "x"}
-	if got := load(t, local); len(got) != len(want) || got["vhost/b"] != "2" || got["clean-shutdown"] != "x" {
-		t.Fatalf("local = %v", got)
-	}
-	g.err = ErrNotCommitted
-	if err := s.PutMeta("vhost/c", []byte("3")); !errors.Is(err, ErrNotCommitted) {
-		t.Fatalf("no quorum: %v", err)
-	}
-	s.Detach()
-	if err := s.PutMeta("vhost/c", []byte("3")); !errors.Is(err, ErrDetached) {
-		t.Fatalf("detached: %v", err)
-	}
-	must(s.PutMeta("local/thing", []byte("ok")))
 }
 
 func TestStoreApplierRestore(t *testing.T) {

@@ -41,12 +41,11 @@ func usersReplicated(k string) bool { return replicated(k) || auth.ReplicatedKey
 func TestUsersCommands(t *testing.T) {
 	fm := &fakeMembers{old: map[string]bool{}}
 	nodes := make([]*testNode, 3)
-	stores := make([]*Store, 3)
+	repls := make([]*Replicator, 3)
 	for i := range nodes {
 		local := store.NewMemory()
-		st := Wrap(local, usersReplicated)
-		stores[i] = st
-		us, err := auth.New(st, auth.Options{})
+		repls[i] = NewReplicator(local)
+		us, err := auth.New(local, auth.Options{Replicator: repls[i]})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +73,7 @@ func TestUsersCommands(t *testing.T) {
 	leader := leaderOf(t, nodes)
 	for i, n := range nodes {
 		waitFor(t, n.id+": topology_commands enabled", func() bool { return n.g.Flags().Enabled(featureflags.TopologyCommands) })
-		stores[i].Attach(n.g) // the records path, as a node has it
+		repls[i].Attach(n.g) // the records path, as a node has it
 		n.users.SetProposer(n.g)
 	}
 	f := others(nodes, leader)[0]

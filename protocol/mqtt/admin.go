@@ -329,7 +329,7 @@ func (s *Server) ClearRetained(vhost, topic string) (bool, error) {
 		return false, nil
 	}
 	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Retain: true}, TopicName: topic}
-	return true, r.put(s.st, vhost, &pk)
+	return true, r.put(s.shared, vhost, &pk)
 }
 
 // getRef is get on a possibly nil index.

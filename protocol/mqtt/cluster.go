@@ -9,9 +9,9 @@ import (
 )
 
 // In a cluster (Config.NodeName set) the front end's records are
-// cluster-wide: the node replicates every key ReplicatedKey accepts
-// through its metadata group and calls ApplyMeta on every node, this one
-// included, once a write is committed.
+// cluster-wide: every write of one goes through Config.Replicator (the
+// node's metadata group), and the node calls ApplyMeta on every node,
+// this one included, once a write is committed.
 //
 //   - Retained messages: every node's in-memory index follows the
 //     committed records (retainedStore.apply), so a subscriber on any
@@ -208,7 +208,7 @@ const barrierKey = sessionPrefix + "\x00"
 // a replicated write returns only once applied here (read-your-writes),
 // after everything committed before it. The write is the delete of a
 // record that never exists.
-func (s *Server) barrier() error { return s.st.DeleteMeta(barrierKey) }
+func (s *Server) barrier() error { return s.shared.DeleteMeta(barrierKey) }
 
 // errFound stops loadRecord's scan.
 var errFound = errors.New("mqtt: record found")

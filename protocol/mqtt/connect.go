@@ -404,7 +404,7 @@ func (s *Server) deleteSessionRecord(key string) error {
 	if !found {
 		return nil
 	}
-	return s.st.DeleteMeta(k)
+	return s.shared.DeleteMeta(k)
 }
 
 // resume re-establishes a resumed session's subscriptions that the user

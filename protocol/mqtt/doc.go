@@ -46,8 +46,9 @@
 //   - A persistent session's QoS 2 packet ids (inbound awaiting PUBREL,
 //     outbound awaiting PUBCOMP) are part of its store record, written by
 //     the writer only around QoS 2 acknowledgements (qos2.go).
-//   - In a cluster (Config.NodeName set, ApplyMeta wired to the metadata
-//     group) retained messages are cluster-wide, and a persistent session
+//   - In a cluster (Config.NodeName set, Config.Replicator writing the
+//     records, ApplyMeta wired to the metadata group) retained messages
+//     are cluster-wide, and a persistent session
 //     resumes on any node, taking it over from a connection on another
 //     node (cluster.go says what stays node-local).
 //

@@ -109,7 +109,7 @@ func (c *conn) handlePublish(pk *packets.Packet, raw []byte, sm *sharedMsg) erro
 		}
 	}
 	if pk.FixedHeader.Retain {
-		if err := c.s.retained.put(c.s.st, c.vh.Name(), pk); err != nil {
+		if err := c.s.retained.put(c.s.shared, c.vh.Name(), pk); err != nil {
 			c.s.log.Error("store retained message", "topic", topic, "err", err)
 			return c.refusePublish(pk, ackType, codeUnspecified, err)
 		}

@@ -219,7 +219,7 @@ func (r *retainedStore) end(key, vh, topic string, mark uint64, done bool, ref r
 
 // put stores (or, for an empty payload, removes) the retained message of
 // a PUBLISH's topic, durably, before the PUBLISH is acknowledged.
-func (r *retainedStore) put(st MetaStore, vh string, pk *packets.Packet) error {
+func (r *retainedStore) put(st recordWriter, vh string, pk *packets.Packet) error {
 	key := retainedKey(vh, pk.TopicName)
 	if len(pk.Payload) == 0 {
 		mark := r.begin()

@@ -71,9 +71,14 @@ type Config struct {
 	// new ones are dropped. 0: no limit.
 	MaxQueuedQoS0 int
 	// NodeName is this node's name when it is part of a cluster whose
-	// metadata group replicates ReplicatedKey's records and calls
-	// ApplyMeta (cluster.go); "" when standalone.
+	// metadata group replicates the front end's records (written through
+	// Replicator) and calls ApplyMeta (cluster.go); "" when standalone.
 	NodeName string
+	// Replicator, in a cluster, writes the front end's records (retained
+	// messages, persistent sessions, the session barrier): records every
+	// node holds (cluster/meta.Replicator). nil (standalone): they go to
+	// the MetaStore.
+	Replicator Replicator
 	// CertLogin, when set, logs a client that sends neither username nor
 	// password in as the user its verified TLS certificate names
 	// (RabbitMQ's mqtt.ssl_cert_login); nil disables it.
@@ -145,6 +150,34 @@ type MetaStore interface {
 	LoadMeta(prefix string, fn func(key string, val []byte) error) error
 }
 
+// Replicator writes records cluster-wide and returns once they are
+// committed and applied on this node: keys[i] gets vals[i], or is
+// deleted when vals[i] is nil.
+type Replicator interface {
+	ReplicateMeta(keys []string, vals [][]byte) error
+}
+
+// recordWriter writes the front end's records: the MetaStore standalone,
+// replicated (the Replicator) in a cluster.
+type recordWriter interface {
+	PutMeta(key string, val []byte) error
+	DeleteMeta(key string) error
+}
+
+// replicated is the recordWriter of a cluster.
+type replicated struct{ r Replicator }
+
+func (w replicated) PutMeta(key string, val []byte) error {
+	if val == nil {
+		val = []byte{} // nil is a delete
+	}
+	return w.r.ReplicateMeta([]string{key}, [][]byte{val})
+}
+
+func (w replicated) DeleteMeta(key string) error {
+	return w.r.ReplicateMeta([]string{key}, [][]byte{nil})
+}
+
 // ErrServerClosed is returned by Serve after Shutdown.
 var ErrServerClosed = errors.New("mqtt: server closed")
 
@@ -165,7 +198,11 @@ type Server struct {
 	b     *exchange.Broker
 	users *auth.Users
 	st    MetaStore
-	log   *slog.Logger
+	// shared writes the front end's records: every write of a retained
+	// message or a session record goes through it (replicated in a
+	// cluster), never through st.
+	shared recordWriter
+	log    *slog.Logger
 
 	conns *frontend.Set[*conn]
 
@@ -193,7 +230,10 @@ func NewServer(cfg Config, b *exchange.Broker, users *auth.Users, st MetaStore, 
 	}
 	s := &Server{cfg: cfg, b: b, users: users, st: st, log: log.With("proto", "mqtt"),
 		conns: frontend.NewSet[*conn](ErrServerClosed), sessions: map[string]*session{}, orphans: newOrphans(),
-		parkAfter: parkAfter, streamWindow: streamWindow}
+		parkAfter: parkAfter, streamWindow: streamWindow, shared: st}
+	if cfg.Replicator != nil {
+		s.shared = replicated{cfg.Replicator}
+	}
 	var err error
 	if s.retained, err = loadRetained(st); err != nil {
 		return nil, err

@@ -187,7 +187,7 @@ func (s *Server) saveSession(se *session) error {
 	if err != nil {
 		return err
 	}
-	return s.st.PutMeta(s.sessionKey(se), val)
+	return s.shared.PutMeta(s.sessionKey(se), val)
 }
 
 // loadSessions restores the persistent sessions last taken on this node
@@ -305,7 +305,7 @@ func (s *Server) dropSession(se *session) {
 		_, _ = vh.DeleteQueue(se.qname, false, false, nil)
 	}
 	if se.persistent {
-		if err := s.st.DeleteMeta(sessionPrefix + se.key); err != nil {
+		if err := s.shared.DeleteMeta(sessionPrefix + se.key); err != nil {
 			s.log.Warn("delete session record", "client_id", se.clientID, "err", err)
 		}
 	}

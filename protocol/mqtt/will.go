@@ -89,7 +89,7 @@ func (s *Server) publishWill(se *session, w *will) {
 	}
 	pk := w.pk
 	if pk.FixedHeader.Retain {
-		if err := s.retained.put(s.st, se.vhost, &pk); err != nil {
+		if err := s.retained.put(s.shared, se.vhost, &pk); err != nil {
 			s.log.Warn("retain will", "client_id", se.clientID, "err", err)
 		}
 	}

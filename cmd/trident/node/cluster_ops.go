@@ -40,7 +40,7 @@ func (v clusterView) QuorumCritical() []web.CriticalQueue {
 func (v clusterView) ForgetClusterNode(node string) error {
 	n := v.n
 	f := n.clusterFront()
-	if f == nil || n.metaStore == nil {
+	if f == nil || n.repl == nil {
 		return web.ErrNodeUnknown
 	}
 	key, val, err := placement.ForgetRecord(n.nodeName(), f.m.Members(), node, time.Now())
@@ -54,7 +54,7 @@ func (v clusterView) ForgetClusterNode(node string) error {
 	case err != nil:
 		return err
 	}
-	return n.metaStore.PutMeta(key, val)
+	return n.repl.ReplicateMeta([]string{key}, [][]byte{val})
 }
 
 // RebalanceQuorum implements web.QuorumRebalancer: it plans from what
@@ -63,7 +63,7 @@ func (v clusterView) ForgetClusterNode(node string) error {
 func (v clusterView) RebalanceQuorum() ([]web.LeaderMove, error) {
 	n := v.n
 	f := n.clusterFront()
-	if f == nil || f.queues == nil || n.metaStore == nil {
+	if f == nil || f.queues == nil || n.repl == nil {
 		return nil, nil
 	}
 	moves := f.queues.PlanRebalance()
@@ -78,7 +78,7 @@ func (v clusterView) RebalanceQuorum() ([]web.LeaderMove, error) {
 	if err != nil {
 		return nil, err
 	}
-	return out, n.metaStore.PutMeta(key, val)
+	return out, n.repl.ReplicateMeta([]string{key}, [][]byte{val})
 }
 
 // opsApplier is the metadata hook of the cluster operations' records.

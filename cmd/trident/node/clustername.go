@@ -2,7 +2,6 @@ package node
 
 import (
 	"github.com/trident-broker/trident/cluster/placement"
-	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/web"
 )
 
@@ -28,9 +27,8 @@ func (c clusterNames) StoredClusterName() string {
 }
 
 func (c clusterNames) SetClusterName(name string) error {
-	var st exchange.Store = c.n.store
-	if c.n.metaStore != nil {
-		st = c.n.metaStore // replicated: every node gets the record
+	if c.n.repl != nil { // replicated: every node gets the record
+		return c.n.repl.ReplicateMeta([]string{clusterNameKey}, [][]byte{[]byte(name)})
 	}
-	return st.PutMeta(clusterNameKey, []byte(name))
+	return c.n.store.PutMeta(clusterNameKey, []byte(name))
 }

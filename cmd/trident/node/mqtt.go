@@ -60,16 +60,18 @@ func (n *Node) startMQTT() error {
 		return nil
 	}
 	anonUser, anonPass := c.DefaultUser, c.DefaultPass
-	// In a cluster the records go through the replicating store, and the
+	// In a cluster the records go through the replicator, and the
 	// server names this node in its session records.
-	var st mqtt.MetaStore = n.store
+	var st mqtt.MetaStore = n.local
 	nodeName := ""
 	var liveNodes func() []mqtt.LiveNode
-	if n.metaStore != nil {
-		st, nodeName, liveNodes = n.metaStore, n.nodeName(), n.liveNodes
+	var repl mqtt.Replicator
+	if n.repl != nil {
+		nodeName, liveNodes, repl = n.nodeName(), n.liveNodes, n.repl
 	}
 	srv, err := mqtt.NewServer(mqtt.Config{
 		NodeName:         nodeName,
+		Replicator:       repl,
 		Exchange:         c.Exchange,
 		DefaultVHost:     n.cfg.DefaultVHost,
 		AllowAnonymous:   c.AllowAnonymous && anonUser != "",

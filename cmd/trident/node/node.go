@@ -34,6 +34,12 @@ import (
 // storeDir is the store's directory under conf.Config.DataDir.
 const storeDir = "badger"
 
+// localStore is the store the core, the users, the shovels and MQTT are
+// given (Node.local): the node's own. A test replaces it with one that
+// refuses, in a cluster, a write of a replicated record that does not
+// come through the metadata group (replication_test.go).
+var localStore = func(b *store.Badger) exchange.Store { return b }
+
 // Node is a running server. Its methods are safe for concurrent use.
 type Node struct {
 	cfg conf.Config
@@ -49,9 +55,14 @@ type Node struct {
 	// encrypted with it too (raft.go).
 	storeKey []byte
 
-	// metaStore wraps store when clustering is on: the core's and the
-	// users' replicated records go through the metadata group (cluster.go).
-	metaStore *meta.Store
+	// local is the store the core, the users, the shovels and MQTT keep
+	// their records in: store (localStore). In a cluster, the records
+	// every node holds reach it only through the metadata group's applier
+	// (raft.go) and are written through repl or as commands.
+	local exchange.Store
+	// repl writes, on the callers' explicit request, the records every
+	// node of the cluster holds that are not commands; nil standalone.
+	repl *meta.Replicator
 
 	amqp    *amqp.Server
 	amqpLn  net.Listener
@@ -132,12 +143,13 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 		return nil, storeOpenError(dir, err)
 	}
 	log.Info("store open", "dir", dir, "took", time.Since(opened).Round(time.Millisecond))
-	var st exchange.Store = n.store
+	n.local = localStore(n.store)
+	opts := []exchange.Option{exchange.WithEventVHost(cfg.EventExchange.VHost)}
 	if cfg.Cluster.Enabled() {
-		n.metaStore = meta.Wrap(n.store, replicatedKey)
-		st = n.metaStore
+		n.repl = meta.NewReplicator(n.store)
+		opts = append(opts, exchange.WithReplicator(n.repl))
 	}
-	n.broker, err = exchange.New(st, log.With("component", "core"), exchange.WithEventVHost(cfg.EventExchange.VHost))
+	n.broker, err = exchange.New(n.local, log.With("component", "core"), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -148,7 +160,11 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	if n.oauth, err = n.oauth2(); err != nil {
 		return nil, err
 	}
-	n.users, err = auth.New(st, n.authOptions())
+	aopts := n.authOptions()
+	if n.repl != nil {
+		aopts.Replicator = n.repl
+	}
+	n.users, err = auth.New(n.local, aopts)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -170,12 +186,12 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 			return nil, err
 		}
 	}
-	var shovelStore shovel.Store = n.store
-	if n.metaStore != nil {
-		shovelStore = n.metaStore // cluster-wide definitions (shovels.go)
+	scfg := shovel.Config{Store: n.local, Local: n.dialLocal, Sockets: n.shovelSockets, Node: n.nodeName(),
+		MQTTExchange: cfg.MQTT.Exchange, Log: n.log.With("component", "shovel")}
+	if n.repl != nil {
+		scfg.Replicator = n.repl // cluster-wide definitions (shovels.go)
 	}
-	n.shovels = shovel.New(shovel.Config{Store: shovelStore, Local: n.dialLocal, Sockets: n.shovelSockets, Node: n.nodeName(),
-		MQTTExchange: cfg.MQTT.Exchange, Log: n.log.With("component", "shovel")})
+	n.shovels = shovel.New(scfg)
 	if cfg.Cluster.Enabled() {
 		n.shovels.SetOwner(n.shovelOwner())
 	}

@@ -36,8 +36,13 @@ const discoveryRaftKey = meta.RaftMetaKey
 // replicatedKey reports whether a metadata record is cluster-wide: the
 // core's topology (exchange.ReplicatedKey), auth's users, permissions
 // and topic permissions, MQTT's retained messages and sessions, the
-// shovels' definitions, and the cluster operations' records
-// (cluster/placement's records).
+// shovels' definitions, the cluster operations' records
+// (cluster/placement's records) and the feature flags'. Only the
+// metadata group's applier asks it (StoreApplier.Replicated): which of
+// the local store's records are the group's state, exported in its
+// snapshots and replaced by a restore. No write is routed by it: a
+// record every node holds is written by an explicit call (a command, or
+// meta.Replicator), never decided by its key.
 func replicatedKey(key string) bool {
 	return exchange.ReplicatedKey(key) || auth.ReplicatedKey(key) ||
 		mqtt.ReplicatedKey(key) || shovel.ReplicatedKey(key) || placement.OpsKey(key) ||
@@ -78,7 +83,7 @@ type raftSide struct {
 	db     *raftstore.DB
 	host   *groups.Host
 	meta   *meta.Group
-	store  *meta.Store
+	repl   *meta.Replicator
 	cancel context.CancelFunc // stops a bootstrap_expect wait
 	certs  *certReloader      // cluster.tls, nil when off
 }
@@ -90,7 +95,7 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 	if err != nil {
 		return nil, err
 	}
-	rs := &raftSide{store: n.metaStore}
+	rs := &raftSide{repl: n.repl}
 	defer func() {
 		if err != nil {
 			if cerr := rs.close(); cerr != nil {
@@ -161,7 +166,7 @@ func (n *Node) startRaft(f *clusterFrontEnd, advHost string) (_ *raftSide, err e
 	case meta.StartWaitAdded:
 		log.Info("metadata group waits to be added by the cluster's leader")
 	}
-	n.metaStore.Attach(rs.meta)
+	n.repl.Attach(rs.meta)
 	n.broker.SetTopologyProposer(rs.meta)
 	n.users.SetProposer(rs.meta)
 	if n.shovels != nil {
@@ -177,8 +182,8 @@ func (rs *raftSide) close() error {
 	if rs.cancel != nil {
 		rs.cancel()
 	}
-	if rs.store != nil {
-		rs.store.Detach()
+	if rs.repl != nil {
+		rs.repl.Detach()
 	}
 	if rs.meta != nil {
 		if err := rs.meta.Close(); err != nil && !errors.Is(err, groups.ErrNotRunning) {
