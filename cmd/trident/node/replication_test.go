@@ -46,10 +46,14 @@ func (g *guardStore) check(op string, keys ...string) error {
 	return nil
 }
 
-func (g *guardStore) violations() []string {
+// fail fails t if a replicated record was written to the local store.
+func (g *guardStore) fail(t *testing.T) {
+	t.Helper()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return append([]string(nil), g.bad...)
+	if len(g.bad) > 0 {
+		t.Fatalf("replicated records written to the local store, not through the metadata group: %v", g.bad)
+	}
 }
 
 func (g *guardStore) PutMeta(key string, val []byte) error {
@@ -201,9 +205,10 @@ func TestClusterLocalStoreTakesNoReplicatedWrite(t *testing.T) {
 		{"mqtt-session/", "guarded"}, {"mqtt-retained/", "t/r"},
 		{"streamoff/", "offset"}, {"queue//\x00qq", "members"}, {clusterNameKey, "guarded"},
 	} {
-		waitUntil(t, fmt.Sprintf("record %q in the node's store", r.prefix), func() bool { return has(r.prefix, r.contains) })
+		waitUntil(t, fmt.Sprintf("record %q in the node's store", r.prefix), func() bool {
+			guard.fail(t)
+			return has(r.prefix, r.contains)
+		})
 	}
-	if bad := guard.violations(); len(bad) > 0 {
-		t.Fatalf("replicated records written to the local store, not through the metadata group: %v", bad)
-	}
+	guard.fail(t)
 }
