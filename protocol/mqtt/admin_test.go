@@ -17,7 +17,7 @@ import (
 func TestBrowseRetainedPages(t *testing.T) {
 	st := &memStore{m: map[string][]byte{}}
 	r, _ := loadRetained(st)
-	s := &Server{retained: r, st: st}
+	s := &Server{retained: r, st: st, shared: st}
 	rng := rand.New(rand.NewSource(1))
 	type vt struct{ vh, topic string }
 	var all []vt
