@@ -63,11 +63,40 @@ func (v *VHost) applyCommitted(c TopologyCommand) ([]MetaOp, error) {
 	}
 	if gone != nil {
 		gone.markDeleted()
-		if derr := v.b.dropQueue(gone); derr != nil {
+		if gone.st != nil {
+			ops = v.dropCommittedStream(gone, c.record, ops)
+		} else if derr := v.b.dropQueue(gone); derr != nil {
 			v.b.log.Warn("dropping a deleted queue's messages failed", "vhost", v.name, "queue", gone.name, "err", derr)
 		}
 	}
 	return ops, err
+}
+
+// dropCommittedStream drops stream q, deleted by a committed command, on
+// this node. Its named offsets are cluster-wide records, and every node
+// applies the delete: a command's apply returns their prefix delete with
+// its records (the group's applier writes them); a record read as a
+// command (record: a v0.1.0 member may be in the cluster, which proposes
+// that delete itself) proposes it, as v0.1.0 does, but without waiting
+// here: this runs on the group's FSM, which would have to apply the
+// proposal before it returned.
+func (v *VHost) dropCommittedStream(q *Queue, record bool, ops []MetaOp) []MetaOp {
+	if err := q.st.log.DropAll(); err != nil {
+		v.b.log.Warn("dropping a deleted stream's log failed", "vhost", v.name, "queue", q.name, "err", err)
+	}
+	if v.b.cluster != nil {
+		v.b.cluster.Detach(q)
+	}
+	prefix := q.st.offsetPrefix()
+	if !record {
+		return append(ops, MetaOp{Key: prefix, Prefix: true})
+	}
+	go func() {
+		if err := v.b.replicatePrefix(prefix); err != nil {
+			v.b.log.Warn("a deleted stream's named offsets not deleted", "vhost", v.name, "queue", q.name, "err", err)
+		}
+	}()
+	return ops
 }
 
 // applyCommittedLocked is ApplyCommitted under v.mu; gone is a deleted

@@ -99,7 +99,8 @@ func (commandsOff) ParameterCommands() bool { return false }
 // MQTT retained message and persistent session (real client), a stream's
 // named offset, a quorum queue's members record and the cluster name. The
 // guard store refuses any such local write, and each record is found in
-// the node's store, written there by the metadata group's applier.
+// the node's store, written there by the metadata group's applier. A
+// stream's delete takes its named offsets with it, at once.
 func TestClusterLocalStoreTakesNoReplicatedWrite(t *testing.T) {
 	var guard *guardStore
 	prev := localStore
@@ -209,6 +210,18 @@ func TestClusterLocalStoreTakesNoReplicatedWrite(t *testing.T) {
 			guard.fail(t)
 			return has(r.prefix, r.contains)
 		})
+	}
+	guard.fail(t)
+
+	// The stream deleted: every node applies the delete, and its named
+	// offsets go with the command's records, not by a proposal made from
+	// the apply (which would wait for that very apply).
+	waitUntil(t, "topology commands enabled", g.TopologyCommands)
+	if _, err := v.DeleteQueue("s", false, false, nil); err != nil {
+		t.Fatalf("stream delete: %v", err)
+	}
+	if has("streamoff/", "offset") {
+		t.Fatal("the deleted stream's named offsets are still in the store")
 	}
 	guard.fail(t)
 }
