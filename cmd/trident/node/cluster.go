@@ -157,7 +157,7 @@ func (n *Node) clusterMeta(host, raftAddr string) map[string]string {
 		}
 	}
 	if c := n.cfg.MQTT; c.Listen != "" || c.WSListen != "" || tlsWanted(n.cfg, c.TLSListen) || tlsWanted(n.cfg, c.WSSListen) {
-		meta["mqtt"] = "1" // runs the MQTT front end (liveNodes)
+		meta["mqtt"] = "1" // runs the MQTT front end (liveNodesOf)
 	}
 	return meta
 }

@@ -67,7 +67,7 @@ func (n *Node) startMQTT() error {
 	var liveNodes func() []mqtt.LiveNode
 	var repl mqtt.Replicator
 	if n.repl != nil {
-		nodeName, liveNodes, repl = n.nodeName(), n.liveNodes, n.repl
+		nodeName, liveNodes, repl = n.nodeName(), liveNodesOf(n.clusterFront()), n.repl
 	}
 	srv, err := mqtt.NewServer(mqtt.Config{
 		NodeName:         nodeName,
@@ -137,18 +137,25 @@ func (n *Node) startMQTT() error {
 	return nil
 }
 
-// liveNodes lists the gossip ring's members this node sees alive, itself
-// included, and whether each runs the MQTT front end (gossiped): an MQTT
-// session whose node is not among them expires on a live one that does
-// (protocol/mqtt/orphan.go).
-func (n *Node) liveNodes() []mqtt.LiveNode {
-	var out []mqtt.LiveNode
-	for _, m := range n.Members() {
-		if m.Status == discovery.StatusAlive {
-			out = append(out, mqtt.LiveNode{Name: m.Name, MQTT: m.Meta["mqtt"] != ""})
+// liveNodesOf returns the function that lists the gossip ring's members
+// the cluster front end f sees alive, this node included, and whether
+// each runs the MQTT front end (gossiped): an MQTT session whose node is
+// not among them expires on a live one that does
+// (protocol/mqtt/orphan.go). It holds f itself: the MQTT server's sweeper
+// calls it while Start still appends to the node's front ends.
+func liveNodesOf(f *clusterFrontEnd) func() []mqtt.LiveNode {
+	return func() []mqtt.LiveNode {
+		if f == nil {
+			return nil
 		}
+		var out []mqtt.LiveNode
+		for _, m := range f.m.Members() {
+			if m.Status == discovery.StatusAlive {
+				out = append(out, mqtt.LiveNode{Name: m.Name, MQTT: m.Meta["mqtt"] != ""})
+			}
+		}
+		return out
 	}
-	return out
 }
 
 func (f *mqttFrontEnd) Name() string { return "mqtt" }
