@@ -9,7 +9,10 @@ package exchange
 // the Replicator (the metadata group), standalone to the store as any
 // record. Nothing is decided by a record's key: the store the core is
 // given is the node's own, and in a cluster the replicated topology
-// records reach it only through the metadata group's applier.
+// records reach it only through the metadata group's applier. (A stream
+// deleted by a committed command is the exception that proposes nothing:
+// its offsets' delete is one of the command's records,
+// dropCommittedStream.)
 
 // Replicator writes records cluster-wide and returns once they are
 // committed: the node's metadata group (cluster/meta.Replicator).
