@@ -413,3 +413,33 @@ func TestCommittedVHostDeleteTakesOperatorPolicies(t *testing.T) {
 		}
 	}
 }
+
+// TestCommittedVHostDeleteTakesStreamOffsets: a committed vhost.delete
+// deletes the named offsets of the vhost's streams on every node, so a
+// stream declared again under the same names starts with none (a
+// stream's drop inside the apply returns its offsets' delete, which the
+// vhost's drop does not write).
+func TestCommittedVHostDeleteTakesStreamOffsets(t *testing.T) {
+	twoNodesCommands = true
+	l, _, _ := twoNodes(t)
+	twoNodesCommands = false
+	a := l.nodes[0]
+	mustVHost(t, a, "sv")
+	key := streamOffsetPrefix + "sv\x00s\x00reader"
+	other := streamOffsetPrefix + "sv2\x00s\x00reader"
+	for _, st := range l.stores {
+		for _, k := range []string{key, other} {
+			if err := st.PutMeta(k, encodeRecord(Table{"offset": uint64(7), "epoch": uint64(1)})); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := a.DeleteVHost("sv"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range l.stores {
+		if ks := l.stores[i].MetaKeys(streamOffsetPrefix); len(ks) != 1 || ks[0] != other {
+			t.Fatalf("node %d: offset records %q after the vhost's delete, want only %q", i, ks, other)
+		}
+	}
+}

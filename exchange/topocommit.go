@@ -352,7 +352,9 @@ func (b *Broker) applyCommittedVHost(c TopologyCommand) []MetaOp {
 		for _, p := range vhostRecordPrefixes {
 			ops = append(ops, MetaOp{Key: p + name + "\x00", Prefix: true})
 		}
-		return ops
+		// Its streams' named offsets: dropVHost's stream deletes return
+		// theirs to it, which it does not write.
+		return append(ops, MetaOp{Key: streamOffsetPrefix + name + "\x00", Prefix: true})
 	}
 	return nil
 }
