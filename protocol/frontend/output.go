@@ -341,6 +341,7 @@ func (o *Output) WriteNow() {
 func (o *Output) Drain(write func(buf []byte, ends []int) error) (err error, last bool) {
 	o.Mu.Lock()
 	yielded := false
+	took := 0 // the most one take of this Drain held
 	var resume []*exchange.Consumer
 	for !o.writing && err == nil {
 		o.prepare()
@@ -362,6 +363,7 @@ func (o *Output) Drain(write func(buf []byte, ends []int) error) (err error, las
 		o.wends = append(o.wends[:0], o.Ends...)
 		o.Ends = o.Ends[:0]
 		buf := o.takeLocked()
+		took = max(took, len(buf))
 		o.Mu.Unlock()
 
 		err = write(buf, o.wends)
@@ -394,6 +396,14 @@ func (o *Output) Drain(write func(buf []byte, ends []int) error) (err error, las
 	case (err != nil || o.Closed && len(o.Buf) == 0) && !o.finished:
 		o.finished, last = true, true
 	case !o.Closed && len(o.Buf) == 0 && !o.pending():
+		// A burst is over: a buffer it grew past what the rounds
+		// used goes (a connection that never parks keeps no 4 MiB).
+		if cap(o.spare) > maxKeptBuf && cap(o.spare) > 4*took {
+			o.spare = nil
+		}
+		if cap(o.Buf) > maxKeptBuf && cap(o.Buf) > 4*took {
+			o.Buf = nil
+		}
 		o.hooks.Idle()
 	}
 	o.Mu.Unlock()

@@ -191,9 +191,19 @@ func (c *conn) PrepareOutput() {
 	if w == nil {
 		return
 	}
-	w.settling = append(w.settling, w.settled...)
-	clear(w.settled)
-	w.settled = w.settled[:0]
+	if len(w.settling) == 0 {
+		// The runs and their slices trade places, kept for reuse.
+		w.settling, w.settled = w.settled, w.settling
+	} else {
+		// A take before wrote nothing yet (WriteNow that left it to
+		// the writer): these join its runs, in slices of their own.
+		for i := range w.settled {
+			r := &w.settled[i]
+			w.settling = append(w.settling, settleRun{q: r.q, op: r.op, seqs: slices.Clone(r.seqs)})
+			r.q, r.seqs = nil, r.seqs[:0]
+		}
+		w.settled = w.settled[:0]
+	}
 	w.saveNext = w.saveNext || w.qos2Acks
 	w.qos2Acks = false
 }
@@ -277,8 +287,7 @@ func (w *packetWriter) beforeWrite() {
 // afterWrite settles what the write took (failed: the QoS 0 deliveries go
 // back to their queues).
 func (w *packetWriter) afterWrite(failed bool) {
-	settleRuns(w.settling, failed)
-	clear(w.settling)
+	settleRuns(w.settling, failed) // which keeps the runs' slices
 	w.settling = w.settling[:0]
 }
 
@@ -362,7 +371,7 @@ func (c *conn) dropIdleOutput() {
 
 // dropIdleOutputLocked is dropIdleOutput under c.ob.Mu.
 func (c *conn) dropIdleOutputLocked() {
-	if !c.ob.Release() {
+	if !c.ob.Idle() && !c.ob.Release() {
 		return
 	}
 	if w := c.w; w != nil {
