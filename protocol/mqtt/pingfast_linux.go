@@ -88,12 +88,17 @@ func (l *pollLoop) serve(c *conn, ev uint32) {
 		c.handOver(b, nil, false)
 		return
 	}
+	// Counted before the PINGRESPs leave: a client that has them sees
+	// them counted.
+	k := uint64(len(b) / 2)
+	c.recvBytes.Add(uint64(len(b)))
+	c.s.loopPings.Add(k)
 	if !c.answerPings(l, rc, len(b)/2) {
+		c.recvBytes.Add(-uint64(len(b)))
+		c.s.loopPings.Add(-k)
 		c.handOver(b, nil, false) // the connection is closing: the reader sees it
 		return
 	}
-	c.recvBytes.Add(uint64(len(b)))
-	c.s.loopPings.Add(uint64(len(b) / 2))
 	c.repark(l, rc)
 }
 
