@@ -474,8 +474,8 @@ func (o *Output) wroteLocked(buf []byte, n int) {
 	}
 }
 
-// Stop lets the writer write what is queued and return (an on-demand
-// output's last Drain reports it).
+// Stop lets the writer write what is queued and return. For an on-demand
+// output use Acquire and StopLocked: its last Drain reports it.
 func (o *Output) Stop() {
 	o.Mu.Lock()
 	o.StopLocked()
