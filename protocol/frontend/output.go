@@ -62,6 +62,8 @@ type OutputState struct {
 
 	wake    *sync.Cond // the permanent writer waits for output
 	drained *sync.Cond // WaitBelowHigh waits for the writer
+	cond    sync.Cond  // drained, of an on-demand output
+	waiters int32      // in WaitBelowHigh: the state is not released (Mu)
 	spare   []byte
 	wends   []int // Drain's copy of Ends
 	writing bool  // a write is under way, the writer's or WriteNow's (Mu)
@@ -119,6 +121,8 @@ func (o *Output) Acquire(h OnDemand) {
 	if o.OutputState == nil {
 		st := states.Get().(*OutputState)
 		st.hooks = h
+		st.cond.L = &o.Mu
+		st.drained = &st.cond
 		o.OutputState = st
 	}
 }
@@ -128,7 +132,7 @@ func (o *Output) Acquire(h OnDemand) {
 // whether it did.
 func (o *Output) Release() bool {
 	st := o.OutputState
-	if st == nil || st.hooks == nil || st.running || st.writing || st.Closed ||
+	if st == nil || st.hooks == nil || st.running || st.writing || st.Closed || st.waiters > 0 ||
 		len(st.Buf) > 0 || len(st.Paused) > 0 || st.deferred != nil || o.pending() {
 		return false
 	}
@@ -413,7 +417,8 @@ func (o *Output) Drain(write func(buf []byte, ends []int) error) (err error, las
 // WriteAround writes p (which the caller keeps) in the writer's place, on
 // the caller's goroutine and without waiting, when nothing is queued and
 // no write is under way; what the transport does not take, or all of p
-// otherwise, is queued for the writer. False if the output is closed.
+// otherwise, is queued for the writer. False if the output is closed or
+// over High (the caller leaves p to a reader, which WaitBelowHigh holds).
 // An event loop answers a parked connection's keep-alive with it. An
 // on-demand output (h) that was idle is idle again after it, if all of p
 // went out.
@@ -424,7 +429,7 @@ func (o *Output) WriteAround(p []byte, direct func(p []byte) (int, error), h OnD
 	if idle {
 		o.Acquire(h)
 	}
-	if o.Closed {
+	if o.Closed || len(o.Buf) >= High {
 		return false
 	}
 	if o.writing || o.running || len(o.Buf) > 0 {
@@ -491,11 +496,13 @@ func (o *Output) StopLocked() {
 
 // WaitBelowHigh holds the caller (a connection's reader) while the buffer
 // is over High, so that a client that sends without reading what it is
-// answered cannot grow it without bound. Permanent writers only.
+// answered cannot grow it without bound.
 func (o *Output) WaitBelowHigh() {
 	o.Mu.Lock()
-	for len(o.Buf) >= High && !o.Closed {
+	for o.OutputState != nil && len(o.Buf) >= High && !o.Closed {
+		o.waiters++
 		o.drained.Wait()
+		o.waiters--
 	}
 	o.Mu.Unlock()
 }

@@ -246,6 +246,9 @@ func (c *conn) packetLoop(async bool) (err error, parked bool) {
 		empty := c.br.Buffered() == 0
 		if empty {
 			c.flushSettles() // settle what was read before waiting
+			// A client that sends without reading what it is answered
+			// reads no more until its output is under High.
+			c.ob.WaitBelowHigh()
 		}
 		if sinceArm++; empty || sinceArm >= 64 {
 			sinceArm = 0

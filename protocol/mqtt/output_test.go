@@ -206,3 +206,39 @@ func TestIdleConnectionsHoldNoWriter(t *testing.T) {
 		t.Fatalf("%d goroutines before %d connections, %d once they are idle", before, n, after)
 	}
 }
+
+// TestNonReadingClientBounded: a client that sends PINGREQs without
+// reading the PINGRESPs does not grow its output past frontend.High: its
+// reader stops reading until the output is under it, so that the client's
+// writes stop going through.
+func TestNonReadingClientBounded(t *testing.T) {
+	s, addr := testServer(t)
+	nc := benchMQTTDial(t, addr, "flood", 4, "")
+	c := serverConn(t, s, "flood")
+	chunk := make([]byte, 64<<10)
+	for i := 0; i < len(chunk); i += 2 {
+		chunk[i] = packets.Pingreq << 4
+	}
+	sent := 0
+	for sent < 64<<20 {
+		_ = nc.SetWriteDeadline(time.Now().Add(2 * time.Second))
+		n, err := nc.Write(chunk)
+		sent += n
+		if err != nil {
+			break // the broker reads no more
+		}
+	}
+	if sent >= 64<<20 {
+		t.Fatalf("the broker took all of %d bytes of PINGREQs from a client that reads nothing", sent)
+	}
+	c.ob.Mu.Lock()
+	queued := 0
+	if !c.ob.Idle() {
+		queued = len(c.ob.Buf)
+	}
+	c.ob.Mu.Unlock()
+	if queued > frontend.High+64<<10 {
+		t.Fatalf("%d bytes queued for a client that does not read, past High (%d)", queued, frontend.High)
+	}
+	t.Logf("%d bytes sent, %d queued", sent, queued)
+}

@@ -96,7 +96,7 @@ func (l *pollLoop) serve(c *conn, ev uint32) {
 	if !c.answerPings(l, rc, len(b)/2) {
 		c.recvBytes.Add(-uint64(len(b)))
 		c.s.loopPings.Add(-k)
-		c.handOver(b, nil, false) // the connection is closing: the reader sees it
+		c.handOver(b, nil, false) // closing, or a client that does not read: the reader's
 		return
 	}
 	c.repark(l, rc)
@@ -153,7 +153,9 @@ func (l *pollLoop) write(fd uintptr) bool {
 // or being written, and what the socket does not take (half a PINGRESP,
 // maybe) goes at the head of the output, for a writer started for it; a
 // running writer gets them after what it has, as push would have it.
-// False if the connection writes no more (it is closing).
+// False if the connection writes no more (it is closing) or its output is
+// over frontend.High (its reader, which waits for the client to read, is
+// the one to answer).
 func (c *conn) answerPings(l *pollLoop, rc syscall.RawConn, k int) bool {
 	l.rc = rc
 	ok := c.ob.WriteAround(l.wbuf[:2*k], l.directFn, c)
