@@ -20,7 +20,6 @@ import (
 const (
 	itemAck      = iota + 1 // PUBACK, PUBREC, PUBREL, PUBCOMP
 	itemPacket              // any other control packet
-	itemDelivery            // a core delivery to turn into PUBLISH
 	itemRetained            // a retained message for a new subscription
 	itemPingresp            // PINGRESP (two bytes: no packets.Packet for each PINGREQ)
 	itemSys                 // a $SYS value for an established subscription (sys.go)
@@ -34,7 +33,7 @@ type outItem struct {
 	pid    uint16
 	pooled bool              // pk is from controlPackets (sendPooled)
 	pk     *packets.Packet   // itemPacket
-	d      exchange.Delivery // itemDelivery; itemAck: a PUBREL's core message, acked after the write
+	d      exchange.Delivery // itemAck: a PUBREL's core message, acked after the write
 	ret    *retainedMsg      // itemRetained
 	sub    *subscription     // itemRetained
 }
@@ -463,8 +462,6 @@ func (w *packetWriter) write(it *outItem) {
 			return
 		}
 		w.out(w.scratch.Bytes())
-	case itemDelivery:
-		w.delivery(it.d)
 	case itemRetained:
 		w.retained(it.ret, it.sub, true)
 	case itemSys:
