@@ -374,7 +374,10 @@ func (c *conn) completeAck(tag uint64, code byte) {
 	}
 	failed := false
 	var credit int32
-	c.outMu.Lock()
+	o := &c.ob
+	o.Mu.Lock()
+	o.Acquire(c)
+	w := c.writerLocked()
 	for _, a := range c.acks[:n] {
 		if a.code >= codeUnspecified && c.version != 5 {
 			failed = true
@@ -383,10 +386,12 @@ func (c *conn) completeAck(tag uint64, code byte) {
 		if a.typ == packets.Puback || a.code >= codeUnspecified {
 			credit++ // a successful PUBREC's credit returns with PUBCOMP
 		}
-		c.out = append(c.out, outItem{kind: itemAck, typ: a.typ, pid: a.pid, code: a.code})
+		if !o.Closed {
+			w.write(&outItem{kind: itemAck, typ: a.typ, pid: a.pid, code: a.code})
+		}
 	}
-	start := c.startWriterLocked()
-	c.outMu.Unlock()
+	o.Signal()
+	o.Mu.Unlock()
 	if c.version == 5 && credit > 0 {
 		c.inQuota.Add(-credit)
 	}
@@ -401,9 +406,6 @@ func (c *conn) completeAck(tag uint64, code byte) {
 	c.acks = append(c.acks[:0], c.acks[n:]...)
 	c.ackBase += uint64(n)
 	c.ackMu.Unlock()
-	if start {
-		go c.runWriter()
-	}
 	if failed {
 		// MQTT 3 cannot refuse a message: close, and the client resends.
 		c.serverDisconnect(codeUnspecified)
