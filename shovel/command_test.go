@@ -162,7 +162,7 @@ func TestParametersAsCommands(t *testing.T) {
 			t.Fatalf("store %d lacks s1's record", i)
 		}
 	}
-	if ok, err := l.ms[1].Delete("/", "s1"); !ok || err != nil {
+	if ok, err := l.ms[1].Delete("admin", "/", "s1"); !ok || err != nil {
 		t.Fatalf("delete: %v %v", ok, err)
 	}
 	for i, m := range l.ms {
@@ -180,7 +180,7 @@ func TestParametersAsCommands(t *testing.T) {
 			t.Fatalf("store %d: record %v, %d writes through the Store", i, l.stores[i].has(k), l.stores[i].puts)
 		}
 	}
-	want := []Command{{Op: OpPut, VHost: "/", Name: "s1", User: "guest", Value: val}, {Op: OpDelete, VHost: "/", Name: "s1"}}
+	want := []Command{{Op: OpPut, Actor: "guest", VHost: "/", Name: "s1", User: "guest", Value: val}, {Op: OpDelete, Actor: "admin", VHost: "/", Name: "s1"}}
 	if len(l.proposed) != 2 {
 		t.Fatalf("proposed %+v", l.proposed)
 	}

@@ -243,7 +243,9 @@ func (m *Manager) PutComponent(component, vhost, name, user string, value map[st
 	if p := m.commandsOn(); p != nil {
 		// Committed and applied on every node (ApplyCommitted), this one
 		// included, when it returns.
-		c := Command{Op: OpPut, Component: r.Component, VHost: vhost, Name: name, User: user, Value: value}
+		// The user who defines a shovel is the one it runs as
+		// (RabbitMQ's), and the one the command acts for.
+		c := Command{Op: OpPut, Actor: user, Component: r.Component, VHost: vhost, Name: name, User: user, Value: value}
 		if err := p.ProposeParameters(EncodeCommand(c)); err != nil {
 			return false, err
 		}
@@ -312,14 +314,15 @@ func (m *Manager) remove(key string) bool {
 	return true
 }
 
-// Delete stops and forgets a shovel; false if there was none.
-func (m *Manager) Delete(vhost, name string) (bool, error) {
-	return m.DeleteComponent(ComponentShovel, vhost, name)
+// Delete stops and forgets a shovel for user actor (the command's
+// Actor); false if there was none.
+func (m *Manager) Delete(actor, vhost, name string) (bool, error) {
+	return m.DeleteComponent(actor, ComponentShovel, vhost, name)
 }
 
 // DeleteComponent stops and forgets a definition of component; false if
 // there was none. One the configuration file declares is ErrStatic.
-func (m *Manager) DeleteComponent(component, vhost, name string) (bool, error) {
+func (m *Manager) DeleteComponent(actor, component, vhost, name string) (bool, error) {
 	if err := checkComponent(component); err != nil {
 		return false, err
 	}
@@ -338,7 +341,7 @@ func (m *Manager) DeleteComponent(component, vhost, name string) (bool, error) {
 	// removed it already).
 	var err error
 	if p := m.commandsOn(); p != nil {
-		c := Command{Op: OpDelete, VHost: vhost, Name: name}
+		c := Command{Op: OpDelete, Actor: actor, VHost: vhost, Name: name}
 		if component != ComponentShovel {
 			c.Component = component
 		}

@@ -24,7 +24,7 @@ import "github.com/trident-broker/trident/shovel"
 // Bridges is what the API needs of the shovel manager for MQTT bridges.
 type Bridges interface {
 	PutComponent(component, vhost, name, user string, value map[string]any) (created bool, err error)
-	DeleteComponent(component, vhost, name string) (bool, error)
+	DeleteComponent(actor, component, vhost, name string) (bool, error)
 	ParamsComponent(component, vhost string) []shovel.Param
 	ParamComponent(component, vhost, name string) (shovel.Param, bool)
 	RestartComponent(component, vhost, name string) (bool, error)
@@ -58,7 +58,9 @@ func (s *Server) bridgeParams() paramAPI {
 		c.putFn = func(vhost, name, user string, value map[string]any) (bool, error) {
 			return b.PutComponent(bridgeComponent, vhost, name, user, value)
 		}
-		c.delFn = func(vhost, name string) (bool, error) { return b.DeleteComponent(bridgeComponent, vhost, name) }
+		c.delFn = func(actor, vhost, name string) (bool, error) {
+			return b.DeleteComponent(actor, bridgeComponent, vhost, name)
+		}
 		c.paramsFn = func(vhost string) []shovel.Param { return b.ParamsComponent(bridgeComponent, vhost) }
 		c.paramFn = func(vhost, name string) (shovel.Param, bool) { return b.ParamComponent(bridgeComponent, vhost, name) }
 		c.restartFn = func(vhost, name string) (bool, error) { return b.RestartComponent(bridgeComponent, vhost, name) }

@@ -30,7 +30,7 @@ import (
 // Shovels is what the API needs of the shovel manager (shovel.Manager).
 type Shovels interface {
 	Put(vhost, name, user string, value map[string]any) (created bool, err error)
-	Delete(vhost, name string) (bool, error)
+	Delete(actor, vhost, name string) (bool, error)
 	Params(vhost string) []shovel.Param
 	Param(vhost, name string) (shovel.Param, bool)
 	Statuses(vhost string) []shovel.Status
@@ -74,7 +74,7 @@ type paramAPI struct {
 	static    string // where a definition of the configuration file is changed
 	redact    func(map[string]any) map[string]any
 	putFn     func(vhost, name, user string, value map[string]any) (bool, error)
-	delFn     func(vhost, name string) (bool, error)
+	delFn     func(actor, vhost, name string) (bool, error)
 	paramsFn  func(vhost string) []shovel.Param
 	paramFn   func(vhost, name string) (shovel.Param, bool)
 	restartFn func(vhost, name string) (bool, error)
@@ -174,7 +174,7 @@ func (c paramAPI) delete(w http.ResponseWriter, r *http.Request, u *auth.User) {
 		notFound(w)
 		return
 	}
-	found, err := c.delFn(v.Name(), pathValue(r, "name"))
+	found, err := c.delFn(u.Name(), v.Name(), pathValue(r, "name"))
 	switch {
 	case errors.Is(err, shovel.ErrStatic):
 		badRequest(w, "the "+c.what+" is declared in the configuration file ("+c.static+"); remove it there")

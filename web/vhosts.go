@@ -139,14 +139,14 @@ func (s *Server) deleteVHost(w http.ResponseWriter, r *http.Request, u *auth.Use
 	}
 	if s.shovels != nil {
 		for _, p := range s.shovels.Params(name) { // its shovels go with it, as in RabbitMQ
-			if _, err := s.shovels.Delete(name, p.Name); err != nil {
+			if _, err := s.shovels.Delete(u.Name(), name, p.Name); err != nil {
 				s.log.Warn("deleting a shovel of a deleted vhost", "vhost", name, "shovel", p.Name, "err", err)
 			}
 		}
 	}
 	if s.bridges != nil {
 		for _, p := range s.bridges.ParamsComponent(bridgeComponent, name) { // and its bridges
-			if _, err := s.bridges.DeleteComponent(bridgeComponent, name, p.Name); err != nil {
+			if _, err := s.bridges.DeleteComponent(u.Name(), bridgeComponent, name, p.Name); err != nil {
 				s.log.Warn("deleting a bridge of a deleted vhost", "vhost", name, "bridge", p.Name, "err", err)
 			}
 		}
