@@ -1,0 +1,219 @@
+package mqtt
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fleetDevice is a test device on a raw socket: no net.Conn, no
+// goroutine, nothing on the test process's heap, so that the heap's
+// growth is the broker's.
+type fleetDevice struct{ fd int }
+
+// dialFleetDevice connects as the fleet generator's devices do (MQTT
+// 3.1.1, clean session, no keep-alive) and subscribes in one SUBSCRIBE
+// to filters at qos, waiting for the CONNACK and SUBACK. The caller
+// closes it (d.close): no cleanup per device on the test's heap.
+func dialFleetDevice(t testing.TB, addr string, id string, filters []string, qos []byte) fleetDevice {
+	t.Helper()
+	host, port, err := splitHostPortNum(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := fleetDevice{fd: fd}
+	sa := syscall.SockaddrInet4{Addr: host, Port: port}
+	for err = syscall.Connect(fd, &sa); err == syscall.EINTR; err = syscall.Connect(fd, &sa) {
+	}
+	if err != nil && err != syscall.EISCONN {
+		t.Fatal(err)
+	}
+	tv := syscall.Timeval{Sec: 15}
+	_ = syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv)
+	var body []byte
+	body = benchString(body, "MQTT")
+	body = append(body, 4, 0xC2, 0, 0) // user name, password, clean session; no keep-alive
+	body = benchString(body, id)
+	body = benchString(body, "guest")
+	body = benchString(body, "guest")
+	pkt := benchPacket(nil, 0x10, body)
+	sub := binary.BigEndian.AppendUint16(nil, 1)
+	for i, f := range filters {
+		sub = benchString(sub, f)
+		sub = append(sub, qos[i])
+	}
+	pkt = benchPacket(pkt, 0x82, sub)
+	d.write(t, pkt)
+	if first, b := d.read(t); first>>4 != 2 || len(b) < 2 || b[1] != 0 {
+		t.Fatalf("%s: CONNACK %x %x", id, first, b)
+	}
+	if first, b := d.read(t); first>>4 != 9 || len(b) != 2+len(filters) {
+		t.Fatalf("%s: SUBACK %x %x", id, first, b)
+	} else {
+		for i, g := range b[2:] {
+			if g != qos[i] {
+				t.Fatalf("%s: SUBACK granted %x", id, b[2:])
+			}
+		}
+	}
+	return d
+}
+
+func splitHostPortNum(addr string) ([4]byte, int, error) {
+	var h [4]byte
+	var p int
+	_, err := fmt.Sscanf(addr, "%d.%d.%d.%d:%d", &h[0], &h[1], &h[2], &h[3], &p)
+	return h, p, err
+}
+
+func (d fleetDevice) close() { _ = syscall.Close(d.fd) }
+
+func (d fleetDevice) write(t testing.TB, b []byte) {
+	t.Helper()
+	for len(b) > 0 {
+		n, err := syscall.Write(d.fd, b)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = b[n:]
+	}
+}
+
+// read reads one packet (a byte at a time for the header: the device
+// keeps no buffer).
+func (d fleetDevice) read(t testing.TB) (byte, []byte) {
+	t.Helper()
+	full := func(b []byte) {
+		for len(b) > 0 {
+			n, err := syscall.Read(d.fd, b)
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil || n == 0 {
+				t.Fatalf("read: %d %v", n, err)
+			}
+			b = b[n:]
+		}
+	}
+	var one [1]byte
+	full(one[:])
+	first := one[0]
+	n, mul := 0, 1
+	for {
+		full(one[:])
+		n += int(one[0]&0x7f) * mul
+		if one[0]&0x80 == 0 {
+			break
+		}
+		mul *= 128
+	}
+	b := make([]byte, n)
+	full(b)
+	return first, b
+}
+
+// liveHeap is the smallest HeapAlloc over a few collections.
+func liveHeap() int64 {
+	best := int64(-1)
+	for range 4 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		if v := int64(ms.HeapAlloc); best < 0 || v < best {
+			best = v
+		}
+	}
+	return best
+}
+
+// deviceHeap connects n fleet devices (each subscribed to a topic of its
+// own at QoS 1 and to a broadcast filter at QoS 0, as tridentbench's
+// mqtt-subscribed scenarios do), waits until every one is parked, and
+// returns the live heap per device. With TRIDENT_DEVMEM_PROFILE set it
+// writes a heap profile there.
+func deviceHeap(t *testing.T, n int) (perDevice float64) {
+	if os.Getenv("TRIDENT_DEVMEM_PROFILE") != "" {
+		old := runtime.MemProfileRate
+		runtime.MemProfileRate = 1
+		defer func() { runtime.MemProfileRate = old }()
+	}
+	s, addr := testServer(t)
+	// One device first: what every server makes once (the broadcast
+	// filter's binding, the trie's nodes) is not a device's.
+	devs := make([]fleetDevice, 0, n+1)
+	t.Cleanup(func() {
+		for _, d := range devs {
+			d.close()
+		}
+	})
+	devs = append(devs, dialFleetDevice(t, addr, "devmem-warm", []string{"devmem/dev/warm", "devmem/all/#"}, []byte{1, 0}))
+	waitAllParked(t, s, 1)
+	before := liveHeap()
+	for i := range n {
+		devs = append(devs, dialFleetDevice(t, addr, "devmem-"+strconv.Itoa(i),
+			[]string{"devmem/dev/" + strconv.Itoa(i), "devmem/all/#"}, []byte{1, 0}))
+	}
+	waitAllParked(t, s, n+1)
+	after := liveHeap()
+	if p := os.Getenv("TRIDENT_DEVMEM_PROFILE"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runtime.GC()
+		_ = pprof.Lookup("heap").WriteTo(f, 0)
+		f.Close()
+	}
+	return float64(after-before) / float64(n)
+}
+
+// waitAllParked waits until n connections are connected and parked.
+func waitAllParked(t testing.TB, s *Server, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		parked := 0
+		for _, c := range s.conns.Snapshot() {
+			if c.connected.Load() && c.parked.Load() {
+				parked++
+			}
+		}
+		if parked >= n {
+			return
+		}
+	}
+	t.Fatalf("fewer than %d connections parked", n)
+}
+
+// TestDeviceHeap: the live heap per idle subscribed device (2,000
+// devices, each subscribed to its own topic at QoS 1 and to a shared
+// broadcast filter at QoS 0) stays under a bound set just above what it
+// is: a regression guard for issue 42's memory per device.
+// TRIDENT_DEVMEM_N sets the number of devices.
+func TestDeviceHeap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("connects 2,000 devices")
+	}
+	n := 2000
+	if v, err := strconv.Atoi(os.Getenv("TRIDENT_DEVMEM_N")); err == nil && v > 0 {
+		n = v
+	}
+	per := deviceHeap(t, n)
+	t.Logf("live heap per idle subscribed device: %.0f B (%d devices)", per, n)
+	const bound = 100000
+	if per > bound {
+		t.Fatalf("live heap per idle subscribed device %.0f B, above the bound of %d B", per, bound)
+	}
+}
