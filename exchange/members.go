@@ -1,7 +1,7 @@
 package exchange
 
 // QueueHome is a classic queue's home node ("" when standalone).
-func (q *Queue) Home() string { return q.home }
+func (q *Queue) Home() string { return q.coldOrZero().home }
 
 // Members are a quorum queue's Raft group members.
 // It takes no lock: a proxy's Locator asks for them under q.mu.
@@ -19,7 +19,21 @@ func (q *Queue) setMembers(ms []string) {
 
 // Seed are the members a quorum queue was declared with: they bootstrap
 // its group; members added later join the running group.
-func (q *Queue) Seed() []string { return q.seed }
+func (q *Queue) Seed() []string { return q.coldOrZero().seed }
+
+// setHome sets q's home node (cold: none made for "").
+func (q *Queue) setHome(node string) {
+	if node != "" || q.cold.Load() != nil {
+		q.coldState().home = node
+	}
+}
+
+// setSeed sets q's seed members (cold: none made for none).
+func (q *Queue) setSeed(ms []string) {
+	if ms != nil || q.cold.Load() != nil {
+		q.coldState().seed = ms
+	}
+}
 
 // SetQueueMembers records a quorum queue's new group members (after its
 // leader grew or shrank the group) cluster-wide. Its record is written

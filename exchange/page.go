@@ -97,14 +97,8 @@ type readyList struct {
 	// memReported is the part of mem counted in the broker's memUsed,
 	// which is brought up to date in steps of memQuantum.
 	memReported int64
-	// Recovered at start: mid messages with seqs up to recAll are flagged
-	// redelivered, and so are those in recSeen; recMax bounds the seqs
-	// whose bytes were estimated.
-	recAll, recMax uint64
-	recSeen        map[uint64]bool
-	// pending is a gated queue's uncommitted messages (commit.go), all
-	// of them counted in n and bytes too.
-	pending pendingList
+	// What recovery flagged and a gated queue's uncommitted messages are
+	// the state's rare part (stateRare).
 }
 
 func newReadyList(s *queueState, maxPriority int) readyList {
@@ -172,8 +166,8 @@ func (r *readyList) push(e entry) {
 	r.n++
 	r.bytes += size
 	r.addMem(size + msgOverhead)
-	if r.s.gated {
-		r.pending.push(e.seq, size)
+	if r.s.gated() {
+		r.s.rare.pending.push(e.seq, size)
 	}
 	if !r.pages() {
 		l.head.pushBack(e)
@@ -289,6 +283,7 @@ func (r *readyList) refill(i int, l *lane) {
 		}
 		got := 0
 		s := r.s
+		recMax := s.recMax()
 		next := l.from
 		err := s.env.envRead(l.from, func(k uint64, data []byte) bool {
 			ln, seq, page := splitStoreKey(k)
@@ -299,11 +294,11 @@ func (r *readyList) refill(i int, l *lane) {
 			est := int64(len(data)) // recovered: counted by the record's size
 			m, _, err := decodeMessage(data)
 			if err != nil {
-				s.fx.notes = append(s.fx.notes, stateNote{seq: seq, err: err})
+				s.fx.more().notes = append(s.fx.more().notes, stateNote{seq: seq, err: err})
 				s.issueDelete(k)
 				l.mid--
 				r.n--
-				if seq > r.recMax {
+				if seq > recMax {
 					est = 0 // unknown: the lane's sum is reset when it empties
 				}
 				l.midBytes -= est
@@ -311,16 +306,16 @@ func (r *readyList) refill(i int, l *lane) {
 				return l.mid > 0
 			}
 			size := int64(len(m.Body))
-			if seq > r.recMax {
+			if seq > recMax {
 				est = size
 			}
 			if m.expiresAt != 0 {
 				s.fx.expiring = true
 			}
 			e := entry{msg: m, seq: seq, stored: true, page: page}
-			if seq <= r.recAll || r.recSeen[seq] {
+			if rr := s.rare; rr != nil && (seq <= rr.recAll || rr.recSeen[seq]) {
 				e.deliveries = 1
-				delete(r.recSeen, seq)
+				delete(rr.recSeen, seq)
 				e.deliveries += s.env.envReturns(k)
 			}
 			l.head.pushBack(e)
@@ -339,13 +334,13 @@ func (r *readyList) refill(i int, l *lane) {
 			l.midBytes = 0
 		}
 		if err != nil {
-			s.fx.notes = append(s.fx.notes, stateNote{err: err})
+			s.fx.more().notes = append(s.fx.more().notes, stateNote{err: err})
 		}
 		if err == nil && l.mid > 0 && got < want && budget > 0 {
 			// The store holds fewer messages than counted (the store
 			// sees queued writes too, so they are gone): say so and
 			// count what is there.
-			s.fx.notes = append(s.fx.notes, stateNote{missing: l.mid})
+			s.fx.more().notes = append(s.fx.more().notes, stateNote{missing: l.mid})
 			r.n -= l.mid
 			r.bytes -= l.midBytes
 			l.mid, l.midBytes = 0, 0
@@ -378,7 +373,7 @@ func (r *readyList) headOf(i int) *deque {
 
 // frontLane is the lane holding the next message to deliver, -1 if none.
 func (r *readyList) frontLane() int {
-	if r.s.gated {
+	if r.s.gated() {
 		for i := len(r.levels) - 1; i >= 0; i-- {
 			if r.frontReleased(&r.levels[i]) {
 				return i
@@ -446,7 +441,7 @@ func (r *readyList) popLane(i int) (entry, bool) {
 // popOldest removes the head of the lowest priority level (x-max-length drops
 // from the head; with priorities, RabbitMQ drops the lowest priority first).
 func (r *readyList) popOldest() (entry, bool) {
-	gated := r.s.gated
+	gated := r.s.gated()
 	for i := range r.levels {
 		if l := &r.levels[i]; l.n() > 0 && (!gated || r.frontReleased(l)) {
 			return r.popLane(i)
@@ -479,8 +474,10 @@ func (r *readyList) clear(drop bool) []entry {
 	r.s.fx.memDelta -= r.memReported
 	r.memReported = 0
 	r.n, r.bytes = 0, 0
-	r.recSeen = nil
-	r.pending.reset()
+	if rr := r.s.rare; rr != nil {
+		rr.recSeen = nil
+		rr.pending.reset()
+	}
 	return out
 }
 

@@ -84,7 +84,7 @@ func (v *stateEnv) flush() {
 	f.ops = f.ops[:0]
 	v.mem += f.memDelta
 	f.memDelta = 0
-	f.dl, f.kick, f.notes, f.acks = nil, nil, nil, 0
+	f.rare, f.acks = nil, 0
 }
 
 func newTestState(maxPriority int) (*queueState, *stateEnv) {
@@ -307,6 +307,6 @@ func restartState(v *stateEnv, s *queueState) *queueState {
 	if len(keys) > 0 {
 		n.cmdRestore(0, first, len(keys), bytes, maxSeq)
 	}
-	n.cmdFlagRestored(n.ready.recMax, nil)
+	n.cmdFlagRestored(n.recMax(), nil)
 	return n
 }

@@ -223,7 +223,7 @@ func (b *Broker) recoverKeys(queues []*Queue, workers int, all bool, delivered m
 	}
 	for _, q := range queues {
 		if all {
-			q.cmdFlagRestored(q.ready.recMax, nil)
+			q.cmdFlagRestored(q.recMax(), nil)
 		} else {
 			q.cmdFlagRestored(upto[q.id], delivered[q.id])
 		}
