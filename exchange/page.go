@@ -90,7 +90,10 @@ func (l *lane) n() int { return l.head.n + l.mid + l.tail.n }
 // readyList holds ready messages, one lane per priority level.
 type readyList struct {
 	s      *queueState
-	levels []lane // index = priority; len 1 without x-max-priority
+	// levels has a lane per priority (len 1 without x-max-priority):
+	// nil until a message enters (lanes) and again once Trim finds every
+	// lane empty, as an idle MQTT device's queue is (a lane is 120 bytes).
+	levels []lane
 	n      int
 	bytes  int64 // body bytes of every ready message (estimated for recovered ones)
 	mem    int64 // body bytes held in memory (head and tail)
@@ -101,16 +104,34 @@ type readyList struct {
 	// the state's rare part (stateRare).
 }
 
-func newReadyList(s *queueState, maxPriority int) readyList {
-	return readyList{s: s, levels: make([]lane, maxPriority+1)}
+func newReadyList(s *queueState) readyList { return readyList{s: s} }
+
+// nLevels is the number of lanes: the queue's x-max-priority + 1.
+func (r *readyList) nLevels() int { return r.s.a.maxPriority + 1 }
+
+// lanes is r.levels, made if there are none.
+func (r *readyList) lanes() []lane {
+	if r.levels == nil {
+		r.levels = make([]lane, r.nLevels())
+	}
+	return r.levels
+}
+
+// dropLanes forgets the lanes if every one is empty (Trim).
+func (r *readyList) dropLanes() {
+	if r.n != 0 {
+		return
+	}
+	for i := range r.levels {
+		if l := &r.levels[i]; l.n() != 0 || l.headBytes != 0 || l.midBytes != 0 || l.tailBytes != 0 {
+			return
+		}
+	}
+	r.levels = nil
 }
 
 func (r *readyList) laneOf(e *entry) int {
-	p := int(e.msg.Props.Priority)
-	if p >= len(r.levels) {
-		p = len(r.levels) - 1
-	}
-	return p
+	return min(int(e.msg.Props.Priority), r.nLevels()-1)
 }
 
 // pages reports whether the queue's messages are in the node's store and
@@ -161,7 +182,7 @@ func (r *readyList) addMem(d int64) {
 // push appends a new message (publish) or a proxy's delivery.
 func (r *readyList) push(e entry) {
 	i := r.laneOf(&e)
-	l := &r.levels[i]
+	l := &r.lanes()[i]
 	size := int64(len(e.msg.Body))
 	r.n++
 	r.bytes += size
@@ -188,7 +209,7 @@ func (r *readyList) push(e entry) {
 // insert puts a returned message back at its place in seq order: in head,
 // whose seqs are below every paged one.
 func (r *readyList) insert(e entry) {
-	l := &r.levels[r.laneOf(&e)]
+	l := &r.lanes()[r.laneOf(&e)]
 	size := int64(len(e.msg.Body))
 	l.head.insert(e)
 	l.headBytes += size

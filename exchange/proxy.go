@@ -73,7 +73,7 @@ func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
 			continue
 		}
 		ln := int(g.Top)
-		if ln >= len(q.ready.levels) {
+		if ln >= q.ready.nLevels() {
 			q.vh.b.log.Error("replicated messages above the queue's priorities skipped", "queue", q.name, "level", ln, "messages", g.Count)
 			continue
 		}

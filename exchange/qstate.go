@@ -225,7 +225,7 @@ func (s *queueState) takeSeq() uint64 {
 // are the lane's paged-out messages (mid), read a window at a time.
 func (s *queueState) cmdRestore(ln int, first uint64, n int, bytes int64, maxSeq uint64) {
 	r := &s.ready
-	l := &r.levels[ln]
+	l := &r.lanes()[ln]
 	if l.mid == 0 || first < l.from {
 		l.from = first
 	}

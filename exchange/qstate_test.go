@@ -91,7 +91,8 @@ func newTestState(maxPriority int) (*queueState, *stateEnv) {
 	v := &stateEnv{store: map[uint64][]byte{}, winMsgs: 8, winBytes: 1 << 20}
 	a, _ := parseQueueArgs(nil)
 	s := &queueState{env: v, a: &a, nextSeq: 1}
-	s.ready = newReadyList(s, maxPriority)
+	a.maxPriority = maxPriority
+	s.ready = newReadyList(s)
 	v.s = s
 	return s, v
 }
@@ -291,7 +292,7 @@ func restartState(v *stateEnv, s *queueState) *queueState {
 	}
 	v.mem = 0 // the gauge was the old process's
 	n := &queueState{env: v, a: s.a, nextSeq: 1}
-	n.ready = newReadyList(n, len(s.ready.levels)-1)
+	n.ready = newReadyList(n)
 	v.s = n
 	var first, maxSeq uint64
 	var bytes int64

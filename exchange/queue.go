@@ -126,7 +126,7 @@ func newQueue(vh *VHost, name string, id uint64, durable, exclusive, autoDelete 
 	}
 	q.queueState = queueState{env: q, a: q.xa, nextSeq: 1}
 	q.role = localRole{}
-	q.ready = newReadyList(&q.queueState, a.maxPriority)
+	q.ready = newReadyList(&q.queueState)
 	if a.stream {
 		q.st = newStream(q, a.streamA)
 	}

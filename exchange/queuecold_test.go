@@ -91,3 +91,50 @@ func TestLimitKickAcrossQueues(t *testing.T) {
 	qa.Ack(sa.deliveries()[0].Seq)
 	eventually(t, 5*time.Second, "b's delivery once a's was acked", func() bool { return sb.len() == 1 })
 }
+
+// TestTrimDropsEmptyLanesOnly: Trim forgets the lanes of an empty
+// queue, never of one holding messages; lanes made again keep the
+// queue's priorities.
+func TestTrimDropsEmptyLanesOnly(t *testing.T) {
+	v, _ := newTestVHost(t)
+	q := declareQ(t, v, "q", QueueOpts{Args: Table{"x-max-priority": int32(5)}})
+	lanes := func() int {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.ready.levels)
+	}
+	if n := lanes(); n != 0 {
+		t.Fatalf("a new queue holds %d lanes", n)
+	}
+	pubP := func(body string, prio uint8) {
+		m := &Message{RoutingKey: "q", Body: []byte(body)}
+		m.Props.Priority = prio
+		publishM(t, v, m, PublishOpts{})
+	}
+	for round := range 2 {
+		pubP("low", 0)
+		pubP("high", 5)
+		q.Trim()
+		if n := lanes(); n != 6 {
+			t.Fatalf("round %d: %d lanes with 2 messages ready, want 6", round, n)
+		}
+		if got := getBodies(q); !equalStrings(got, []string{"high", "low"}) {
+			t.Fatalf("round %d: %v after Trim", round, got)
+		}
+		q.Trim()
+		if n := lanes(); n != 0 {
+			t.Fatalf("round %d: an empty queue keeps %d lanes after Trim", round, n)
+		}
+	}
+	// A message delivered and not yet acked is not in a lane: Trim drops
+	// them, and its requeue makes them again.
+	c, s := consume(t, v, "q", ConsumeOpts{Prefetch: 1})
+	pubP("m", 1)
+	eventually(t, 5*time.Second, "the delivery", func() bool { return s.len() == 1 })
+	c.Cancel()
+	q.Trim()
+	q.Reject([]uint64{s.deliveries()[0].Seq}, true)
+	if got := getBodies(q); !equalStrings(got, []string{"m"}) {
+		t.Fatalf("requeued after Trim: %v", got)
+	}
+}
