@@ -89,7 +89,7 @@ func (l *lane) n() int { return l.head.n + l.mid + l.tail.n }
 
 // readyList holds ready messages, one lane per priority level.
 type readyList struct {
-	s      *queueState
+	s *queueState
 	// levels has a lane per priority (len 1 without x-max-priority):
 	// nil until a message enters (lanes) and again once Trim finds every
 	// lane empty, as an idle MQTT device's queue is (a lane is 120 bytes).
