@@ -121,8 +121,7 @@ type conn struct {
 
 	// abort is fired by serverDisconnect, to wake a reader that waits
 	// for a resource alarm or a rate limit (see limits.go).
-	abort       signal
-	releaseConn func() // the connection limits' slot, set by CONNECT
+	abort signal
 
 	// For the log (connlog.go): the reason code the broker disconnected
 	// with (|0x100 once set); a valid CONNECT was read; its refusal is
@@ -130,8 +129,11 @@ type conn struct {
 	closeCode     atomic.Uint32
 	accepted      bool
 	refusalLogged bool
-	refusedCode   byte   // the CONNACK refusal's reason code
-	loginName     string // the user name CONNECT gave
+	refusedCode   byte // the CONNACK refusal's reason code
+	// slotHeld: CONNECT took a slot under the connection limits for
+	// user and vh (openLimited), which cleanup gives back.
+	slotHeld  bool
+	loginName string // the user name CONNECT gave
 }
 
 func newConn(s *Server, nc net.Conn, transport string) *conn {
@@ -484,9 +486,7 @@ func (c *conn) cleanup() {
 	if !c.lingering.Load() {
 		c.nc.Close()
 	}
-	if c.releaseConn != nil {
-		c.releaseConn()
-	}
+	c.closeLimited()
 	c.consMu.Lock()
 	cons := c.consumers
 	c.consumers, c.consClosed = nil, true

@@ -125,10 +125,9 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		c.refuse(codeNotAuthorized)
 		return errProto(codeNotAuthorized, "access to vhost '"+vhost+"' refused for user '"+userName+"'")
 	}
-	if err := c.openLimited(u.Name(), vhost); err != nil {
+	if err := c.openLimited(u, vh); err != nil {
 		return err
 	}
-	c.user, c.vh = u, vh
 
 	// Client identifier.
 	// Cloned: the decoder's strings are views of the CONNECT packet, which

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/trident-broker/trident/exchange"
 )
 
 // fleetDevice is a test device on a raw socket: no net.Conn, no
@@ -216,4 +218,47 @@ func TestDeviceHeap(t *testing.T) {
 	if per > bound {
 		t.Fatalf("live heap per idle subscribed device %.0f B, above the bound of %d B", per, bound)
 	}
+}
+
+// TestConnectionSlotGivenBack: a device holds one slot under the
+// connection limits while connected and none once it has gone; a
+// CONNECT over the limit is refused and holds none.
+func TestConnectionSlotGivenBack(t *testing.T) {
+	s, addr := testServer(t)
+	lim := s.b.Limiter()
+	lim.Set(exchange.Limits{MaxConnectionsPerUser: 1})
+	count := func() int { u, _ := lim.Connections("guest", "/"); return u }
+	d := dialFleetDevice(t, addr, "slot-1", []string{"slot/1"}, []byte{1})
+	if n := count(); n != 1 {
+		t.Fatalf("%d slots held by one device", n)
+	}
+	// Over the limit: refused (3.1.1: server unavailable, 3).
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	over := fleetDevice{fd: fd}
+	defer over.close()
+	host, port, _ := splitHostPortNum(addr)
+	if err := syscall.Connect(fd, &syscall.SockaddrInet4{Addr: host, Port: port}); err != nil {
+		t.Fatal(err)
+	}
+	var body []byte
+	body = benchString(body, "MQTT")
+	body = append(body, 4, 0xC2, 0, 0)
+	body = benchString(body, "slot-2")
+	body = benchString(body, "guest")
+	body = benchString(body, "guest")
+	over.write(t, benchPacket(nil, 0x10, body))
+	if first, b := over.read(t); first>>4 != 2 || len(b) < 2 || b[1] != 3 {
+		t.Fatalf("CONNACK over the limit: %x %x", first, b)
+	}
+	d.close()
+	for deadline := time.Now().Add(10 * time.Second); count() != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d slots held after the devices left", count())
+		}
+	}
+	d = dialFleetDevice(t, addr, "slot-3", []string{"slot/3"}, []byte{1})
+	d.close()
 }
