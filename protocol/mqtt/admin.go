@@ -127,9 +127,9 @@ func (s *Server) sessionInfo(se *session) SessionInfo {
 	i := SessionInfo{VHost: se.vhost, ClientID: se.clientID, User: se.user, Persistent: se.persistent && !se.ended,
 		Expiry: se.expiry, Queue: se.qname}
 	if se.owner != nil {
-		i.Connected, i.Connection = true, se.owner.name
-	} else if se.expiry != expiryNever && !se.expiresAt.IsZero() {
-		i.ExpiresAt = se.expiresAt
+		i.Connected, i.Connection = true, se.owner.connName()
+	} else if se.expiry != expiryNever && se.expiresAt != 0 {
+		i.ExpiresAt = time.Unix(0, se.expiresAt)
 	}
 	se.mu.Unlock()
 	for _, sub := range se.subList() {

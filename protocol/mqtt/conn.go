@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,10 +20,13 @@ import (
 
 // conn is one client connection and its session state machine.
 type conn struct {
-	s           *Server
-	nc          net.Conn
-	br          *connReader // reader goroutine only (readbuf.go)
-	name        string
+	s  *Server
+	nc net.Conn
+	br *connReader // reader goroutine only (readbuf.go)
+	// nameP is the connection's name, made by the first that asks for it
+	// (connName); seq is its number in it.
+	nameP       atomic.Pointer[string]
+	seq         uint64
 	transport   string
 	connectedAt int64 // Unix nanoseconds
 
@@ -139,10 +143,23 @@ type conn struct {
 func newConn(s *Server, nc net.Conn, transport string) *conn {
 	c := &conn{
 		s: s, nc: nc, br: newConnReader(nc), transport: transport,
-		name: s.connName(nc), connectedAt: time.Now().UnixNano(),
+		seq: s.seq.Add(1), connectedAt: time.Now().UnixNano(),
 	}
 	c.runWriter = c.writeLoop
 	return c
+}
+
+// connName is the connection's name in the management API, the log and
+// the events: its peer's and local address and its number. Made when
+// first asked for: a fleet's idle devices that nobody lists or logs
+// keep no string of it.
+func (c *conn) connName() string {
+	if p := c.nameP.Load(); p != nil {
+		return *p
+	}
+	n := c.nc.RemoteAddr().String() + " -> " + c.nc.LocalAddr().String() + " #" + strconv.FormatUint(c.seq, 10)
+	c.nameP.CompareAndSwap(nil, &n)
+	return *c.nameP.Load()
 }
 
 // Abort closes the transport at once (frontend.Conn).
@@ -544,8 +561,8 @@ func (c *conn) cleanup() {
 		return
 	}
 	se.owner = nil
-	se.offAt = time.Now()
-	se.relOut = released
+	se.offAt = time.Now().UnixMilli()
+	se.setRelOut(released)
 	end := !se.persistent
 	var dropped chan struct{}
 	if end {
@@ -594,7 +611,7 @@ func (c *conn) info() (ConnInfo, bool) {
 	c.infMu.Lock()
 	inf := c.inflight.len()
 	c.infMu.Unlock()
-	i := ConnInfo{Name: c.name, ClientID: c.clientID, VHost: c.vh.Name(), Peer: c.nc.RemoteAddr().String(),
+	i := ConnInfo{Name: c.connName(), ClientID: c.clientID, VHost: c.vh.Name(), Peer: c.nc.RemoteAddr().String(),
 		Local: c.nc.LocalAddr().String(), Transport: c.transport, Version: c.version, ConnectedAt: time.Unix(0, c.connectedAt),
 		Keepalive: c.keepalive, CleanStart: c.cleanStart,
 		RecvPublish: c.recvPublish.Load(), SentPublish: c.sentPublish.Load(),

@@ -360,7 +360,7 @@ func (c *conn) setSessionMode(pk *packets.Packet) {
 		se.mu.Lock()
 		se.setSubs(nil)
 		clear(se.qos2In)
-		se.relOut = nil
+		se.setRelOut(nil)
 		se.mu.Unlock()
 	}
 	se.mu.Lock()
@@ -412,8 +412,8 @@ func (s *Server) deleteSessionRecord(key string) error {
 func (c *conn) resume() {
 	se := c.se
 	se.mu.Lock()
-	rel := se.relOut
-	se.relOut = nil
+	rel := se.relOutList()
+	se.setRelOut(nil)
 	se.mu.Unlock()
 	if len(rel) > 0 {
 		c.infMu.Lock()

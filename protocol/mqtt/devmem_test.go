@@ -2,11 +2,14 @@ package mqtt
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -261,4 +264,189 @@ func TestConnectionSlotGivenBack(t *testing.T) {
 	}
 	d = dialFleetDevice(t, addr, "slot-3", []string{"slot/3"}, []byte{1})
 	d.close()
+}
+
+// TestConnectionNameOnDemand: an idle device's connection holds no name
+// until one is asked for; then the management API lists it by a name of
+// its addresses and number, the same each time, by which it is closed.
+func TestConnectionNameOnDemand(t *testing.T) {
+	s, addr := testServer(t)
+	d := dialFleetDevice(t, addr, "named", []string{"named/t"}, []byte{1})
+	defer d.close()
+	c := serverConn(t, s, "named")
+	if c.nameP.Load() != nil {
+		t.Fatal("a connection nobody asked about made its name")
+	}
+	info := s.Connections()
+	if len(info) != 1 {
+		t.Fatalf("%d connections listed", len(info))
+	}
+	name := info[0].Name
+	want := c.nc.RemoteAddr().String() + " -> " + c.nc.LocalAddr().String() + " #"
+	if len(name) <= len(want) || name[:len(want)] != want {
+		t.Fatalf("name %q, want %q and a number", name, want)
+	}
+	if again := s.Connections()[0].Name; again != name {
+		t.Fatalf("name %q, then %q", name, again)
+	}
+	if !s.CloseConnection(name, "") {
+		t.Fatal("CloseConnection did not find the connection by its name")
+	}
+	var b [1]byte
+	if n, err := syscall.Read(d.fd, b[:]); n != 0 || err != nil {
+		t.Fatalf("after CloseConnection: read %d %v, want the end of the stream", n, err)
+	}
+}
+
+// TestPubrelResentAfterReconnect: a persistent session's outbound QoS 2
+// message that its subscriber answered with PUBREC, and got PUBREL for,
+// has its PUBREL resent when the subscriber comes back (the session
+// keeps the packet id while disconnected: session.relOut), and the
+// message is not delivered again.
+func TestPubrelResentAfterReconnect(t *testing.T) {
+	_, addr := testServer(t)
+	dial := func() (net.Conn, []byte) {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+		var body []byte
+		body = benchString(body, "MQTT")
+		body = append(body, 4, 0xC0, 0, 0) // user name, password, not clean
+		body = benchString(body, "rel-sub")
+		body = benchString(body, "guest")
+		body = benchString(body, "guest")
+		if _, err := nc.Write(benchPacket(nil, 0x10, body)); err != nil {
+			t.Fatal(err)
+		}
+		first, ack := benchReadPacket(t, nc)
+		if first>>4 != 2 || len(ack) < 2 || ack[1] != 0 {
+			t.Fatalf("CONNACK %x %x", first, ack)
+		}
+		return nc, ack
+	}
+	sub, _ := dial()
+	body := binary.BigEndian.AppendUint16(nil, 1)
+	body = append(benchString(body, "rel/t"), 2)
+	if _, err := sub.Write(benchPacket(nil, 0x82, body)); err != nil {
+		t.Fatal(err)
+	}
+	if first, b := benchReadPacket(t, sub); first>>4 != 9 || b[2] != 2 {
+		t.Fatalf("SUBACK %x %x", first, b)
+	}
+	pub := benchMQTTDial(t, addr, "rel-pub", 4, "")
+	_ = pub.SetDeadline(time.Now().Add(10 * time.Second))
+	pb := binary.BigEndian.AppendUint16(benchString(nil, "rel/t"), 9)
+	if _, err := pub.Write(benchPacket(nil, 0x34, append(pb, "once"...))); err != nil {
+		t.Fatal(err)
+	}
+	if first, _ := benchReadPacket(t, pub); first>>4 != 5 {
+		t.Fatalf("PUBREC to the publisher: %x", first)
+	}
+	if _, err := pub.Write([]byte{0x62, 2, 0, 9}); err != nil {
+		t.Fatal(err)
+	}
+	if first, _ := benchReadPacket(t, pub); first>>4 != 7 {
+		t.Fatalf("PUBCOMP to the publisher: %x", first)
+	}
+	first, b := benchReadPacket(t, sub)
+	if first>>4 != 3 || (first>>1)&3 != 2 {
+		t.Fatalf("PUBLISH to the subscriber: %x", first)
+	}
+	n := int(binary.BigEndian.Uint16(b))
+	pid := b[2+n : 4+n]
+	if _, err := sub.Write([]byte{0x50, 2, pid[0], pid[1]}); err != nil { // PUBREC
+		t.Fatal(err)
+	}
+	if first, b := benchReadPacket(t, sub); first != 0x62 || b[0] != pid[0] || b[1] != pid[1] {
+		t.Fatalf("PUBREL %x %x", first, b)
+	}
+	sub.Close() // without PUBCOMP
+
+	var sub2 net.Conn
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var ack []byte
+		sub2, ack = dial()
+		if ack[0]&1 == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("session not present on reconnect")
+		}
+		sub2.Close()
+	}
+	first, b = benchReadPacket(t, sub2)
+	if first != 0x62 || b[0] != pid[0] || b[1] != pid[1] {
+		t.Fatalf("after reconnect: %x %x, want PUBREL for packet id %x", first, b, pid)
+	}
+}
+
+// TestSessionTimesKept: a persistent MQTT 5 session whose connection
+// ended shows when it expires (session.expiresAt) and its record says
+// when its connection ended (session.offAt).
+func TestSessionTimesKept(t *testing.T) {
+	var mu sync.Mutex
+	records := map[string][]byte{}
+	s, addr := testServerWith(t, &memStore{m: map[string][]byte{}, onWrite: func(key string, val []byte) {
+		mu.Lock()
+		records[key] = append([]byte(nil), val...)
+		mu.Unlock()
+	}})
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	var body []byte
+	body = benchString(body, "MQTT")
+	body = append(body, 5, 0xC0, 0, 0)        // MQTT 5, user name, password, not clean
+	body = append(body, 5, 0x11, 0, 0, 0, 60) // session expiry interval 60 s
+	body = benchString(body, "times")
+	body = benchString(body, "guest")
+	body = benchString(body, "guest")
+	if _, err := nc.Write(benchPacket(nil, 0x10, body)); err != nil {
+		t.Fatal(err)
+	}
+	if first, _ := benchReadPacket(t, nc); first>>4 != 2 {
+		t.Fatalf("CONNACK %x", first)
+	}
+	start := time.Now()
+	nc.Close()
+	var info SessionInfo
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var ok bool
+		if info, ok = s.Session("/", "times"); ok && !info.Connected {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the session is not shown disconnected")
+		}
+	}
+	if lo, hi := start.Add(50*time.Second), time.Now().Add(61*time.Second); info.ExpiresAt.Before(lo) || info.ExpiresAt.After(hi) {
+		t.Fatalf("expires at %v, want 60 s after %v", info.ExpiresAt, start)
+	}
+	// In a cluster the record is written as the connection ends
+	// (orphan.go); standalone, write it here.
+	s.mu.Lock()
+	se := s.sessions["/\x00times"]
+	s.mu.Unlock()
+	if se == nil {
+		t.Fatal("no session")
+	}
+	if err := s.saveSession(se); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	val := records[sessionPrefix+"/\x00times"]
+	mu.Unlock()
+	var rec sessionRecord
+	if err := json.Unmarshal(val, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if off := time.UnixMilli(rec.Off); off.Before(start.Add(-time.Second)) || off.After(time.Now()) {
+		t.Fatalf("record's end %v, want about %v", off, start)
+	}
 }

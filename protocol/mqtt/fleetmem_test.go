@@ -24,7 +24,7 @@ func TestFleetStructSizes(t *testing.T) {
 		size, class uintptr
 	}{
 		{"conn", unsafe.Sizeof(conn{}) + header, 640},
-		{"session", unsafe.Sizeof(session{}), 256},
+		{"session", unsafe.Sizeof(session{}), 192},
 		{"exchange.Queue", unsafe.Sizeof(exchange.Queue{}), 512}, // no header up to 512 bytes
 		{"exchange.Consumer", unsafe.Sizeof(exchange.Consumer{}), 112},
 	} {

@@ -65,7 +65,10 @@ type session struct {
 	// before a restart), for the receive maximum's count. Made by the
 	// first (addQoS2In): most sessions never see QoS 2.
 	qos2In map[uint16]*conn
-	relOut []uint16 // outbound QoS 2 packet ids awaiting PUBCOMP, while disconnected
+	// relOut are the outbound QoS 2 packet ids awaiting PUBCOMP, while
+	// disconnected (setRelOut; nil if none: a slice header was 24 bytes
+	// of every session).
+	relOut *[]uint16
 	// qos2Dirty: the QoS 2 packet ids (qos2In, the owner's released
 	// inflight) changed since the record was last saved; see qos2.go.
 	qos2Dirty atomic.Bool
@@ -74,7 +77,7 @@ type session struct {
 	saveMu sync.Mutex
 
 	expTimer  *time.Timer
-	expiresAt time.Time // when expTimer fires, for management (admin.go)
+	expiresAt int64 // when expTimer fires (Unix ns), for management (admin.go)
 	willTimer *time.Timer
 	// ended: the session is over (its queue and record being dropped).
 	// dropping, while an ended session's queue and record are being
@@ -87,11 +90,29 @@ type session struct {
 	// Gen); moved: a connection on another node took it (cluster.go),
 	// so this node neither writes nor ends it any more.
 	gen uint64
-	// offAt is when the last connection ended (zero while connected, or
+	// offAt is when the last connection ended (Unix ms; zero while
+	// connected, or
 	// never); elsewhere, in a cluster, that the record says the session's
 	// connection on another node is open and that node alive: another
 	// user is refused as if the owner were connected here (owner.go).
-	offAt time.Time
+	offAt int64
+}
+
+// setRelOut sets se.relOut to l (se.mu held).
+func (se *session) setRelOut(l []uint16) {
+	if len(l) == 0 {
+		se.relOut = nil
+		return
+	}
+	se.relOut = &l
+}
+
+// relOutList is se.relOut's packet ids (se.mu held).
+func (se *session) relOutList() []uint16 {
+	if se.relOut == nil {
+		return nil
+	}
+	return *se.relOut
 }
 
 func newSession(vhost, clientID string) *session {
@@ -167,10 +188,10 @@ func (s *Server) saveSession(se *session) error {
 		se.mu.Unlock()
 		return nil
 	}
-	rec := sessionRecord{Expiry: se.expiry, Subs: se.subList(), RelOut: slices.Clone(se.relOut),
+	rec := sessionRecord{Expiry: se.expiry, Subs: se.subList(), RelOut: slices.Clone(se.relOutList()),
 		Node: s.cfg.NodeName, Gen: se.gen, User: se.user}
-	if se.owner == nil && !se.offAt.IsZero() {
-		rec.Off = se.offAt.UnixMilli()
+	if se.owner == nil && se.offAt != 0 {
+		rec.Off = se.offAt
 	}
 	for pid := range se.qos2In {
 		rec.QoS2In = append(rec.QoS2In, pid)
@@ -230,9 +251,9 @@ func (s *Server) sessionFromRecord(vh, id string, rec *sessionRecord) *session {
 	for _, pid := range rec.QoS2In {
 		se.addQoS2In(pid, nil)
 	}
-	se.relOut = rec.RelOut
+	se.setRelOut(rec.RelOut)
 	if rec.Off > 0 {
-		se.offAt = time.UnixMilli(rec.Off)
+		se.offAt = rec.Off
 	}
 	for _, sub := range rec.Subs {
 		s.prepareSub(se, sub)
@@ -264,7 +285,7 @@ func (s *Server) armExpiry(se *session) {
 		se.expTimer.Stop()
 	}
 	se.expTimer = time.AfterFunc(d, func() { s.expireSession(se) })
-	se.expiresAt = time.Now().Add(d)
+	se.expiresAt = time.Now().Add(d).UnixNano()
 }
 
 // expireSession ends a session whose expiry interval has passed, unless
