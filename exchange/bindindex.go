@@ -97,30 +97,30 @@ func (x *Exchange) unindexBinding(b *binding) {
 }
 
 // listAdd appends b to *l, recording its position in *pos.
-func listAdd(l *[]*binding, b *binding, pos func(*binding) *int) {
-	*pos(b) = len(*l)
+func listAdd(l *[]*binding, b *binding, pos func(*binding) *int32) {
+	*pos(b) = int32(len(*l))
 	*l = append(*l, b)
 }
 
 // listRemove removes b from *l by swapping the last binding into its
 // place; pos gives a binding's position field for this list.
-func listRemove(l *[]*binding, b *binding, pos func(*binding) *int) {
+func listRemove(l *[]*binding, b *binding, pos func(*binding) *int32) {
 	s := *l
-	i := *pos(b)
+	i := int(*pos(b))
 	if i < 0 || i >= len(s) || s[i] != b {
 		return // not in this list
 	}
 	last := s[len(s)-1]
 	s[i] = last
-	*pos(last) = i
+	*pos(last) = int32(i)
 	s[len(s)-1] = nil
 	*l = shrinkSlice(s[:len(s)-1])
 	*pos(b) = -1
 }
 
-func srcPos(b *binding) *int { return &b.srcPos }
-func dstPos(b *binding) *int { return &b.dstPos }
-func rPos(b *binding) *int   { return &b.rPos }
+func srcPos(b *binding) *int32 { return &b.srcPos }
+func dstPos(b *binding) *int32 { return &b.dstPos }
+func rPos(b *binding) *int32   { return &b.rPos }
 
 // bindingByRecordKey finds the binding whose record key is key: through
 // the index, for the key's source, destination and routing key; by a scan

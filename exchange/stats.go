@@ -214,7 +214,7 @@ func (q *Queue) Consumers() []ConsumerInfo {
 	out := make([]ConsumerInfo, 0, len(q.consumers))
 	for i, c := range q.consumers {
 		out = append(out, ConsumerInfo{Tag: c.tag, AckRequired: !c.noAck, Exclusive: c.excl,
-			Priority: c.priority, Prefetch: c.prefetch, Active: !q.a.sac || i == 0})
+			Priority: int(c.priority), Prefetch: c.prefetch, Active: !q.a.sac || i == 0})
 	}
 	return out
 }

@@ -26,7 +26,7 @@ func TestFleetStructSizes(t *testing.T) {
 		{"conn", unsafe.Sizeof(conn{}) + header, 640},
 		{"session", unsafe.Sizeof(session{}), 192},
 		{"exchange.Queue", unsafe.Sizeof(exchange.Queue{}), 512}, // no header up to 512 bytes
-		{"exchange.Consumer", unsafe.Sizeof(exchange.Consumer{}), 112},
+		{"exchange.Consumer", unsafe.Sizeof(exchange.Consumer{}), 96},
 	} {
 		if c.size > c.class {
 			t.Errorf("%s takes %d bytes, more than its size class of %d (the next one costs every device)", c.what, c.size, c.class)
