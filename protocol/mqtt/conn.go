@@ -116,7 +116,7 @@ type conn struct {
 	// wakeWindow (Unix nanoseconds), to tell a stream from a device that
 	// sends now and then (packetLoop's eager; reader).
 	wakeWindow int64
-	ended      func() // frontend.AsyncConn's, nil under Serve
+	ended      func(any) // frontend.AsyncConn's, nil under Serve
 	kaTimer    *time.Timer
 	kaDue      atomic.Int64 // when the keep-alive of a parked connection runs out, Unix nanoseconds
 
@@ -177,10 +177,10 @@ func (c *conn) Serve() {
 // the event loop (frontend.AsyncConn; park.go).
 // TLS and WebSocket connections, which the poller cannot read, are
 // served as Serve does, their reader goroutine kept.
-func (c *conn) ServeAsync(ended func()) {
+func (c *conn) ServeAsync(ended func(any)) {
 	if c.br.rc == nil {
 		c.Serve()
-		ended()
+		ended(c)
 		return
 	}
 	c.ended = ended
