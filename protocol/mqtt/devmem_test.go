@@ -155,7 +155,21 @@ func deviceHeap(t *testing.T, n int) (perDevice float64) {
 		runtime.MemProfileRate = 1
 		defer func() { runtime.MemProfileRate = old }()
 	}
-	s, addr := testServer(t)
+	// The devices' waves (coming, and leaving as the test ends) arm the
+	// server's give-back (giveback.go): let it run out before the test
+	// ends, so that no collection of this server's runs during a later
+	// test, which may have replaced giveBack. Registered first, this
+	// runs last: after the server's shutdown.
+	var s *Server
+	t.Cleanup(func() {
+		for deadline := time.Now().Add(10 * time.Second); s.giveBack.armed.Load(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Error("the server's give-back still armed 10 s after the test")
+				return
+			}
+		}
+	})
+	s, addr := testServerSet(t, &memStore{m: map[string][]byte{}}, func(s *Server) { s.giveBack.delay = 20 * time.Millisecond })
 	// One device first: what every server makes once (the broadcast
 	// filter's binding, the trie's nodes) is not a device's.
 	devs := make([]fleetDevice, 0, n+1)
