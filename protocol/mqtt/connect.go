@@ -172,7 +172,7 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		return err
 	}
 	c.se = se
-	c.clientID = se.clientID // the same string, kept once
+	c.clientID = se.clientID() // the same string, kept once
 	if claim {
 		// The session was last held on another node: the claim makes
 		// that node let go of it (cluster.go).

@@ -464,3 +464,17 @@ func TestSessionTimesKept(t *testing.T) {
 		t.Fatalf("record's end %v, want about %v", off, start)
 	}
 }
+
+// TestSessionKeyParts: a session's vhost and client id are cut from its
+// key, whatever they hold but a NUL.
+func TestSessionKeyParts(t *testing.T) {
+	for _, c := range []struct{ vhost, id string }{{"/", "dev-1"}, {"a/b:c", "x/y:z"}, {"", ""}, {"vh", ""}, {"", "id"}} {
+		se := newSession(c.vhost, c.id)
+		if se.vhost() != c.vhost || se.clientID() != c.id {
+			t.Errorf("session of %q %q: vhost %q, client id %q", c.vhost, c.id, se.vhost(), se.clientID())
+		}
+		if want := "mqtt-subscription-" + c.id + "qos1"; se.qname != want {
+			t.Errorf("queue %q, want %q", se.qname, want)
+		}
+	}
+}

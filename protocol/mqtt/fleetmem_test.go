@@ -24,7 +24,7 @@ func TestFleetStructSizes(t *testing.T) {
 		size, class uintptr
 	}{
 		{"conn", unsafe.Sizeof(conn{}) + header, 640},
-		{"session", unsafe.Sizeof(session{}), 192},
+		{"session", unsafe.Sizeof(session{}), 160},
 		{"exchange.Queue", unsafe.Sizeof(exchange.Queue{}), 512}, // no header up to 512 bytes
 		{"exchange.Consumer", unsafe.Sizeof(exchange.Consumer{}), 96},
 	} {
@@ -48,10 +48,10 @@ func TestSessionStringsShared(t *testing.T) {
 		p, w := uintptr(unsafe.Pointer(unsafe.StringData(part))), uintptr(unsafe.Pointer(unsafe.StringData(whole)))
 		return p >= w && p+uintptr(len(part)) <= w+uintptr(len(whole))
 	}
-	if !within(se.vhost, se.key) || !within(se.clientID, se.key) {
+	if !within(se.vhost(), se.key) || !within(se.clientID(), se.key) {
 		t.Error("the session's vhost or client id is a copy of its own, not part of its key")
 	}
-	if unsafe.StringData(c.clientID) != unsafe.StringData(se.clientID) {
+	if unsafe.StringData(c.clientID) != unsafe.StringData(se.clientID()) {
 		t.Error("the connection keeps a client id of its own (the CONNECT packet's?)")
 	}
 	subs := se.subList()

@@ -36,10 +36,8 @@ func (s *subscription) same(o *subscription) bool { return s.Filter == o.Filter 
 // session is the state that outlives a connection: for a persistent
 // session until it expires, across restarts through its store record.
 type session struct {
-	key      string // vhost + "\x00" + client id
-	vhost    string
-	clientID string
-	qname    string // queueName()
+	key   string // vhost + "\x00" + client id (vhost and clientID cut it)
+	qname string // queueName()
 
 	// subs is replaced, never modified (copy on write under mu); the
 	// writer goroutine reads it without a lock.
@@ -118,14 +116,28 @@ func (se *session) relOutList() []uint16 {
 func newSession(vhost, clientID string) *session {
 	// One string for the three: the vhost and client id are parts of key.
 	key := vhost + "\x00" + clientID
-	se := &session{key: key, vhost: key[:len(vhost)], clientID: key[len(vhost)+1:]}
+	se := &session{key: key}
 	se.qname = se.queueName()
 	se.subs.Store(&[]*subscription{})
 	return se
 }
 
+// vhost is the session's vhost: its key up to the first NUL (a vhost
+// name has none; loadSessions cuts a record's key there too). Cut when
+// asked for, not kept: two string headers fewer in every session.
+func (se *session) vhost() string {
+	vh, _, _ := strings.Cut(se.key, "\x00")
+	return vh
+}
+
+// clientID is the session's client id: its key after the vhost.
+func (se *session) clientID() string {
+	_, id, _ := strings.Cut(se.key, "\x00")
+	return id
+}
+
 // queueName is the session's own queue, as RabbitMQ names it.
-func (se *session) queueName() string { return "mqtt-subscription-" + se.clientID + "qos1" }
+func (se *session) queueName() string { return "mqtt-subscription-" + se.clientID() + "qos1" }
 
 // sharedQueueName is the queue of a shared subscription group.
 func sharedQueueName(group, filter string) string { return "mqtt-shared-" + group + "-" + filter }
@@ -322,12 +334,12 @@ func (s *Server) dropSession(se *session) {
 	if moved {
 		return
 	}
-	if vh, ok := s.b.VHost(se.vhost); ok {
+	if vh, ok := s.b.VHost(se.vhost()); ok {
 		_, _ = vh.DeleteQueue(se.qname, false, false, nil)
 	}
 	if se.persistent {
 		if err := s.st.DeleteMeta(sessionPrefix + se.key); err != nil {
-			s.log.Warn("delete session record", "client_id", se.clientID, "err", err)
+			s.log.Warn("delete session record", "client_id", se.clientID(), "err", err)
 		}
 	}
 }
