@@ -6,15 +6,20 @@ func (q *Queue) Home() string { return q.coldOrZero().home }
 // Members are a quorum queue's Raft group members.
 // It takes no lock: a proxy's Locator asks for them under q.mu.
 func (q *Queue) Members() []string {
-	if p := q.members.Load(); p != nil {
-		return *p
+	if c := q.cold.Load(); c != nil {
+		if p := c.members.Load(); p != nil {
+			return *p
+		}
 	}
 	return nil
 }
 
 func (q *Queue) setMembers(ms []string) {
+	if len(ms) == 0 && q.cold.Load() == nil {
+		return // none, and no cold part to say so in
+	}
 	ms = append([]string(nil), ms...)
-	q.members.Store(&ms)
+	q.coldState().members.Store(&ms)
 }
 
 // Seed are the members a quorum queue was declared with: they bootstrap

@@ -40,35 +40,27 @@ type Queue struct {
 	// only inside enqueue, for the deliveries it makes (see Batch).
 	batch *Batch
 
-	// a.sched for readers without mu (schedargs.go).
-	ctimeout atomic.Int64
-	retry    atomic.Pointer[[]time.Duration]
+	// a.sched for readers without mu (schedargs.go); nil: none set.
+	sched atomic.Pointer[queueSched]
 
 	mu        sync.Mutex
 	consumers []*Consumer // sorted by priority, highest first
 	// dropAbove > 0: transient messages past that many ready ones are
 	// dropped (every consumer asked for it: ConsumeOpts.DropTransientAbove).
-	// It and rr are int32s: a Queue is 512 bytes, the largest object
-	// without the runtime's 8-byte header; a field more takes the
-	// 576-byte size class (TestFleetStructSizes).
+	// It and rr are int32s: a Queue is 480 bytes, a size class of its
+	// own; a field more takes the 512-byte one (TestFleetStructSizes).
 	dropAbove int32
 	rr        int32
 	lastUsed  int64 // for x-expires
 
 	bindings []*binding // bindings with this queue as destination (vh.mu)
 
-	// Clustering (cluster.go): members are a quorum queue's Raft group
-	// (its home and seed are cold: queueCold).
-	members atomic.Pointer[[]string] // read without q.mu (a proxy's Locator runs under it)
+	// Clustering (cluster.go): a queue's home, seed and members are in
+	// its cold part (queueCold).
 	// role is where the messages live (role.go): the node's store, a
 	// replicated log led here, or another node. Under mu, never nil.
+	// (logStored and epoch are in the cold part.)
 	role queueRole
-	// logStored belongs to leaderRole but sits here, since the log's FSM
-	// raises it without q.mu: every message with a seq up to it is in
-	// the node's store (the FSM wrote it), so it may be paged out. Raised
-	// by LogApplied, or by LogStored if the FSM writes behind.
-	logStored atomic.Uint64
-	epoch     uint64 // bumped by every switch between local and proxy (Delivery.Seq)
 
 	counters queueCounters // atomics, no lock
 
@@ -77,10 +69,11 @@ type Queue struct {
 
 // queueCold is the part of a Queue that few queues use, made on first
 // use (Queue.coldState) and kept: the policies in effect, the TTL and
-// x-expires timers, and a clustered queue's home and seed. An idle MQTT
-// device's queue is an ordinary queue whose every byte counts (issue
-// 42): without these 80 bytes a Queue fits the 512-byte size class, not
-// the 768-byte one. Each field keeps the lock it had in Queue; the
+// x-expires timers, a clustered queue's home, seed and members, a
+// quorum leader's stored mark and the epoch a switch of role bumps. An
+// idle MQTT device's queue is an ordinary queue whose every byte counts
+// (issue 42): without these 104 bytes a Queue fits the 480-byte size
+// class, not the 768-byte one. Each field keeps the lock it had in Queue; the
 // pointer is atomic, as its fields are read under different locks.
 type queueCold struct {
 	pol *Policy // the policy in effect (mu)
@@ -94,6 +87,25 @@ type queueCold struct {
 	// group). Set before the queue is published, or under v.mu.
 	home string
 	seed []string
+	// members are a quorum queue's Raft group, read without q.mu (a
+	// proxy's Locator runs under it).
+	members atomic.Pointer[[]string]
+	// logStored belongs to leaderRole but sits here, since the log's FSM
+	// raises it without q.mu: every message with a seq up to it is in
+	// the node's store (the FSM wrote it), so it may be paged out. Raised
+	// by LogApplied, or by LogStored if the FSM writes behind.
+	logStored atomic.Uint64
+	// epoch is bumped by every switch between local and proxy
+	// (Delivery.Seq); under mu.
+	epoch uint64
+}
+
+// epochNow is q's epoch (q.mu held): 0 until a switch of role bumps it.
+func (q *Queue) epochNow() uint64 {
+	if c := q.cold.Load(); c != nil {
+		return c.epoch
+	}
+	return 0
 }
 
 // coldState is q's cold part, made if there is none yet.

@@ -138,3 +138,34 @@ func TestTrimDropsEmptyLanesOnly(t *testing.T) {
 		t.Fatalf("requeued after Trim: %v", got)
 	}
 }
+
+// TestQueueSchedPublished: a queue's consumer timeout and retry delays,
+// from its arguments or a policy, reach readers without q.mu; a queue
+// with neither publishes nothing of its own.
+func TestQueueSchedPublished(t *testing.T) {
+	v, _ := newTestVHost(t)
+	plain := declareQ(t, v, "plain", QueueOpts{})
+	if d, ok := plain.ConsumerTimeout(); ok || d != 0 || plain.RetryDelays() != nil || plain.sched.Load() != nil {
+		t.Fatalf("a queue without settings: timeout %v %v, retry %v", d, ok, plain.RetryDelays())
+	}
+	q := declareQ(t, v, "timed", QueueOpts{Args: Table{argConsumerTimeout: int64(5000), argRetryDelays: "1s,2s"}})
+	if d, ok := q.ConsumerTimeout(); !ok || d != 5*time.Second {
+		t.Fatalf("timeout %v %v, want 5s", d, ok)
+	}
+	if r := q.RetryDelays(); len(r) != 2 || r[0] != time.Second || r[1] != 2*time.Second {
+		t.Fatalf("retry delays %v", r)
+	}
+	if _, err := v.SetPolicy(Policy{Name: "ct", Pattern: "^plain$", ApplyTo: ApplyToQueues,
+		Definition: Table{polConsumerTimeout: int64(3000)}}); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := plain.ConsumerTimeout(); !ok || d != 3*time.Second {
+		t.Fatalf("timeout from a policy %v %v, want 3s", d, ok)
+	}
+	if err := v.DeletePolicy("ct"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := plain.ConsumerTimeout(); ok {
+		t.Fatal("the policy's timeout outlived the policy")
+	}
+}
