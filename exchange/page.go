@@ -91,8 +91,9 @@ func (l *lane) n() int { return l.head.n + l.mid + l.tail.n }
 type readyList struct {
 	s *queueState
 	// levels has a lane per priority (len 1 without x-max-priority):
-	// nil until a message enters (lanes) and again once Trim finds every
-	// lane empty, as an idle MQTT device's queue is (a lane is 120 bytes).
+	// nil once Trim found every lane empty, as an idle MQTT device's
+	// queue is when it parks (a lane is 120 bytes), until a message
+	// enters again (lanes).
 	levels []lane
 	n      int
 	bytes  int64 // body bytes of every ready message (estimated for recovered ones)
@@ -104,7 +105,13 @@ type readyList struct {
 	// the state's rare part (stateRare).
 }
 
-func newReadyList(s *queueState) readyList { return readyList{s: s} }
+// newReadyList makes the lanes at once (s.a set): a first publish makes
+// none, as it did not before they could be forgotten.
+func newReadyList(s *queueState) readyList {
+	r := readyList{s: s}
+	r.lanes()
+	return r
+}
 
 // nLevels is the number of lanes: the queue's x-max-priority + 1.
 func (r *readyList) nLevels() int { return r.s.a.maxPriority + 1 }

@@ -94,7 +94,8 @@ func TestLimitKickAcrossQueues(t *testing.T) {
 
 // TestTrimDropsEmptyLanesOnly: Trim forgets the lanes of an empty
 // queue, never of one holding messages; lanes made again keep the
-// queue's priorities.
+// queue's priorities. A new queue has its lanes (a first publish makes
+// none: no allocation more on the publish path).
 func TestTrimDropsEmptyLanesOnly(t *testing.T) {
 	v, _ := newTestVHost(t)
 	q := declareQ(t, v, "q", QueueOpts{Args: Table{"x-max-priority": int32(5)}})
@@ -103,8 +104,12 @@ func TestTrimDropsEmptyLanesOnly(t *testing.T) {
 		defer q.mu.Unlock()
 		return len(q.ready.levels)
 	}
+	if n := lanes(); n != 6 {
+		t.Fatalf("a new queue holds %d lanes, want 6", n)
+	}
+	q.Trim()
 	if n := lanes(); n != 0 {
-		t.Fatalf("a new queue holds %d lanes", n)
+		t.Fatalf("a new queue keeps %d lanes after Trim", n)
 	}
 	pubP := func(body string, prio uint8) {
 		m := &Message{RoutingKey: "q", Body: []byte(body)}
