@@ -53,11 +53,11 @@ const (
 )
 
 // toDelivery stamps seq with the current epoch.
-func (q *Queue) toDelivery(seq uint64) uint64 { return q.epoch<<epochShift | seq&seqMask }
+func (q *Queue) toDelivery(seq uint64) uint64 { return q.epochNow()<<epochShift | seq&seqMask }
 
 // fromDelivery is the entry seq of a delivery seq of the current epoch.
 func (q *Queue) fromDelivery(d uint64) (uint64, bool) {
-	if d>>epochShift != q.epoch {
+	if d>>epochShift != q.epochNow() {
 		return 0, false
 	}
 	return d & seqMask, true

@@ -1,6 +1,10 @@
 package exchange
 
-import "strings"
+import (
+	"hash/maphash"
+	"strings"
+	"unsafe"
+)
 
 // Bindings at scale. An exchange can have hundreds of thousands of
 // bindings (one per MQTT subscription on amq.topic, one per device queue
@@ -11,39 +15,69 @@ import "strings"
 // knows the binding's position in it, so removing it is a swap with the
 // last one. Lists are unordered: nothing routes or lists by their order.
 
-// bindKey is what an exchange indexes its bindings by; bindings with the
-// same key differ by their arguments.
+// The index is keyed by a 64-bit hash of (destination, routing key), not
+// by the triple itself: a slot of 16 bytes, not 40 (a map's slots are
+// most of its memory, and amq.topic's index holds one key for every MQTT
+// subscription). Bindings whose hashes are equal (the same key with other
+// arguments, rare, or a collision, rarer) are chained through sameNext,
+// and every lookup compares the binding's own fields.
+
+// bindKey is a binding's destination and key (a hash ring's destination
+// leaves key empty: hashx.go).
 type bindKey struct {
 	q   *Queue
 	x   *Exchange
 	key string
 }
 
+// bindSeed seeds the index's hash: a per-process seed, so that routing
+// keys chosen to collide cannot be prepared in advance.
+var bindSeed = maphash.MakeSeed()
+
+// bindHash is the index's key for a binding to (q, dx) with key (a
+// variable: a test makes every key collide).
+var bindHash = seededBindHash
+
+func seededBindHash(q *Queue, dx *Exchange, key string) uint64 {
+	h := maphash.String(bindSeed, key)
+	h = mix64(h ^ uint64(uintptr(unsafe.Pointer(q))))
+	return mix64(h ^ uint64(uintptr(unsafe.Pointer(dx))))
+}
+
+// mix64 is splitmix64's finaliser: every input bit moves every output bit.
+func mix64(h uint64) uint64 {
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	return h ^ h>>31
+}
+
 // findBinding returns x's binding to (q, dx) with key and args, or nil.
 func (x *Exchange) findBinding(q *Queue, dx *Exchange, key string, args Table) *binding {
-	for b := x.bindIdx[bindKey{q, dx, key}]; b != nil; b = b.sameNext {
-		if tablesEqual(b.args, args) {
+	for b := x.bindIdx[bindHash(q, dx, key)]; b != nil; b = b.sameNext {
+		if b.q == q && b.x == dx && b.key == key && tablesEqual(b.args, args) {
 			return b
 		}
 	}
 	return nil
 }
 
-// indexBinding puts b first in its key's chain. The index holds one
-// binding a key and chains the others (bindings that differ only by
-// their arguments, rare) through sameNext: a slice a key was 8 bytes of
-// its own and 16 more in the map's slot, for every MQTT subscription.
+// indexBinding puts b first in its hash's chain. The index holds one
+// binding a hash and chains the others through sameNext: a slice a key
+// was 8 bytes of its own and 16 more in the map's slot, for every MQTT
+// subscription.
 func (x *Exchange) indexBinding(b *binding) {
 	if x.bindIdx == nil {
-		x.bindIdx = map[bindKey]*binding{}
+		x.bindIdx = map[uint64]*binding{}
 	}
-	k := bindKey{b.q, b.x, b.key}
+	k := bindHash(b.q, b.x, b.key)
 	b.sameNext = x.bindIdx[k]
 	x.bindIdx[k] = b
 }
 
 func (x *Exchange) unindexBinding(b *binding) {
-	k := bindKey{b.q, b.x, b.key}
+	k := bindHash(b.q, b.x, b.key)
 	first := x.bindIdx[k]
 	switch {
 	case first == b && b.sameNext == nil:
@@ -63,30 +97,30 @@ func (x *Exchange) unindexBinding(b *binding) {
 }
 
 // listAdd appends b to *l, recording its position in *pos.
-func listAdd(l *[]*binding, b *binding, pos func(*binding) *int) {
-	*pos(b) = len(*l)
+func listAdd(l *[]*binding, b *binding, pos func(*binding) *int32) {
+	*pos(b) = int32(len(*l))
 	*l = append(*l, b)
 }
 
 // listRemove removes b from *l by swapping the last binding into its
 // place; pos gives a binding's position field for this list.
-func listRemove(l *[]*binding, b *binding, pos func(*binding) *int) {
+func listRemove(l *[]*binding, b *binding, pos func(*binding) *int32) {
 	s := *l
-	i := *pos(b)
+	i := int(*pos(b))
 	if i < 0 || i >= len(s) || s[i] != b {
 		return // not in this list
 	}
 	last := s[len(s)-1]
 	s[i] = last
-	*pos(last) = i
+	*pos(last) = int32(i)
 	s[len(s)-1] = nil
 	*l = shrinkSlice(s[:len(s)-1])
 	*pos(b) = -1
 }
 
-func srcPos(b *binding) *int { return &b.srcPos }
-func dstPos(b *binding) *int { return &b.dstPos }
-func rPos(b *binding) *int   { return &b.rPos }
+func srcPos(b *binding) *int32 { return &b.srcPos }
+func dstPos(b *binding) *int32 { return &b.dstPos }
+func rPos(b *binding) *int32   { return &b.rPos }
 
 // bindingByRecordKey finds the binding whose record key is key: through
 // the index, for the key's source, destination and routing key; by a scan
@@ -106,7 +140,7 @@ func (v *VHost) bindingByRecordKey(key string) *binding {
 				dx = v.exchanges[dn]
 			}
 			if sx != nil && (q != nil || dx != nil) {
-				for b := sx.bindIdx[bindKey{q, dx, parts[2]}]; b != nil; b = b.sameNext {
+				for b := sx.bindIdx[bindHash(q, dx, parts[2])]; b != nil; b = b.sameNext {
 					if v.recordKeyOf(b) == key {
 						return b
 					}

@@ -12,7 +12,20 @@ import (
 // unbinds of what is not bound, leave exactly the bindings a plain set
 // says, and route to exactly the queues that set says, however the lists
 // were reordered by removals.
-func TestBindingsAgainstModel(t *testing.T) {
+func TestBindingsAgainstModel(t *testing.T) { bindingsAgainstModel(t) }
+
+// TestBindingsAgainstModelColliding is TestBindingsAgainstModel with an
+// index whose hash puts every binding of an exchange in one chain: a
+// lookup that trusted the hash, not the binding's own destination, key
+// and arguments, would find, refuse or remove the wrong binding.
+func TestBindingsAgainstModelColliding(t *testing.T) {
+	old := bindHash
+	bindHash = func(*Queue, *Exchange, string) uint64 { return 1 }
+	defer func() { bindHash = old }()
+	bindingsAgainstModel(t)
+}
+
+func bindingsAgainstModel(t *testing.T) {
 	v, _ := newTestVHost(t)
 	kinds := map[string]string{"d": KindDirect, "t": KindTopic, "f": KindFanout, "h": KindHeaders}
 	for x, k := range kinds {

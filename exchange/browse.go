@@ -150,8 +150,9 @@ func (q *Queue) browseReady(o BrowseOpts) (BrowsePage, error) {
 	r := &q.ready
 	// A gated queue's uncommitted messages, each lane's last, are not
 	// shown (commit.go).
-	total := uint64(r.n - r.pending.n)
-	gated := q.gated
+	pn, _ := q.pendingLen()
+	total := uint64(r.n - pn)
+	gated := q.gated()
 	taken := 0
 	for i := len(r.levels) - 1; i >= 0 && taken < need; i-- {
 		l := &r.levels[i]

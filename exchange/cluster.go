@@ -228,7 +228,7 @@ func (v *VHost) remoteReplyTo(name string) *Queue {
 			}
 		}
 		q = newQueue(v, name, 0, false, true, true, remoteOwner, nil, queueArgs{messageTTL: -1, maxLen: -1, maxLenBytes: -1, deliveryLimit: -1})
-		q.home = string(node)
+		q.setHome(string(node))
 		if v.replyRemote == nil {
 			v.replyRemote = map[string]*Queue{}
 		}
@@ -250,9 +250,9 @@ func (b *Broker) SetCluster(c Cluster) {
 			if !q.persisted() {
 				continue
 			}
-			if !q.xa.quorum && q.home == "" {
+			if !q.xa.quorum && q.Home() == "" {
 				// Declared before the node was clustered: it lives here.
-				q.home = self
+				q.setHome(self)
 			}
 			c.Attach(q)
 		}
@@ -324,7 +324,7 @@ func (b *Broker) ForgetNode(node string) int {
 			continue
 		}
 		for _, q := range v.Queues() {
-			if !q.persisted() && q.home == node && node != "" {
+			if !q.persisted() && q.Home() == node && node != "" {
 				if v.proposeSelfDelete(q) {
 					n++
 				} else if _, err := v.deleteQueue(q); err == nil {

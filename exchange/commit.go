@@ -183,12 +183,13 @@ func (s *queueState) spillTails() {
 
 // raiseStored raises logStored to seq and reports whether it rose.
 func (q *Queue) raiseStored(seq uint64) bool {
+	c := q.coldState()
 	for {
-		cur := q.logStored.Load()
+		cur := c.logStored.Load()
 		if seq <= cur {
 			return false
 		}
-		if q.logStored.CompareAndSwap(cur, seq) {
+		if c.logStored.CompareAndSwap(cur, seq) {
 			return true
 		}
 	}

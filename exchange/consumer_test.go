@@ -368,3 +368,23 @@ func TestDropTransientAbove(t *testing.T) {
 		t.Fatalf("kept %v", got)
 	}
 }
+
+// TestConsumerPrioritiesBeyondInt32: priorities outside the int32 range
+// (a Consumer holds its priority as an int32) keep their order: held
+// to the range's ends, not wrapped.
+func TestConsumerPrioritiesBeyondInt32(t *testing.T) {
+	v, _ := newTestVHost(t)
+	q := declareQ(t, v, "q", QueueOpts{})
+	_, low := consume(t, v, "q", ConsumeOpts{Priority: -1 << 40, Prefetch: 1})
+	_, mid := consume(t, v, "q", ConsumeOpts{Priority: 1, Prefetch: 1})
+	_, high := consume(t, v, "q", ConsumeOpts{Priority: 1 << 40, Prefetch: 1})
+	for i := range 3 {
+		publish(t, v, "", "q", fmt.Sprint(i))
+	}
+	if !equalStrings(high.bodies(), []string{"0"}) || !equalStrings(mid.bodies(), []string{"1"}) || !equalStrings(low.bodies(), []string{"2"}) {
+		t.Fatalf("high %v mid %v low %v", high.bodies(), mid.bodies(), low.bodies())
+	}
+	if info := q.Consumers(); info[0].Priority != 1<<31-1 {
+		t.Fatalf("the highest consumer's priority shows as %d", info[0].Priority)
+	}
+}

@@ -95,7 +95,8 @@ type deadLetter struct {
 func (s *queueState) deadLetter(e entry, reason string) {
 	s.dropStored(&e)
 	if s.a.hasDLX {
-		s.fx.dl = append(s.fx.dl, deadLetter{msg: e.msg, reason: reason,
+		m := s.fx.more()
+		m.dl = append(m.dl, deadLetter{msg: e.msg, reason: reason,
 			dlx: s.a.dlx, dlrk: s.a.dlrk, hasDLRK: s.a.hasDLRK})
 	}
 }

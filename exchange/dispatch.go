@@ -43,7 +43,7 @@ func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64, ba
 		return false, false, true
 	}
 	q.counters.publish.Add(1)
-	if m.rec != nil && !q.gated && m.held < maxHeld {
+	if m.rec != nil && !q.gated() && m.held < maxHeld {
 		// This queue's hold on a reusable message (one Publish paid for
 		// already, if it reaches several queues). A stored one too: the
 		// store took a copy (data), and paging it out drops the entry
@@ -68,7 +68,7 @@ func (q *Queue) enqueue(m *Message, data []byte, done func(error), now int64, ba
 // dispatchLocked delivers ready messages to consumers with credit.
 func (q *Queue) dispatchLocked(now int64) {
 	// A gated queue's uncommitted messages (pending) wait for LogApplied.
-	for q.ready.n > q.ready.pending.n && len(q.consumers) > 0 {
+	for q.ready.n > q.pendingCount() && len(q.consumers) > 0 {
 		c := q.pickConsumer()
 		if c == nil {
 			return

@@ -25,11 +25,11 @@ type Exchange struct {
 	event      bool // EventExchange (events.go)
 
 	router   router
-	delay    *delayer             // a delayed exchange's held messages (delayed.go)
-	bindings []*binding           // this exchange as source
-	inbound  []*binding           // this exchange as destination
-	bindIdx  map[bindKey]*binding // bindings, by destination and key, chained by sameNext (bindindex.go)
-	bindPeak int                  // the most keys bindIdx held since it was last copied (shrink.go)
+	delay    *delayer            // a delayed exchange's held messages (delayed.go)
+	bindings []*binding          // this exchange as source
+	inbound  []*binding          // this exchange as destination
+	bindIdx  map[uint64]*binding // bindings, by a hash of destination and key, chained by sameNext (bindindex.go)
+	bindPeak int                 // the most keys bindIdx held since it was last copied (shrink.go)
 
 	counters msgCounters // atomics, no lock
 }

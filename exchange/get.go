@@ -48,7 +48,7 @@ func (q *Queue) getLocked(noAck bool) (Delivery, bool) {
 	} else {
 		q.cmdDeliveredAt(e, nil, now)
 	}
-	d := Delivery{Queue: q, Msg: e.msg, Seq: q.toDelivery(e.seq), Redelivered: e.deliveries > 1, Remaining: q.ready.n - q.ready.pending.n}
+	d := Delivery{Queue: q, Msg: e.msg, Seq: q.toDelivery(e.seq), Redelivered: e.deliveries > 1, Remaining: q.ready.n - q.pendingCount()}
 	q.scheduleExpiry(now)
 	q.unlock()
 	return d, true

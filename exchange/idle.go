@@ -17,6 +17,7 @@ func (q *Queue) Trim() {
 			l.head.shrink()
 			l.tail.shrink()
 		}
+		q.ready.dropLanes()
 	}
 	q.mu.Unlock()
 }

@@ -1,25 +1,44 @@
 package exchange
 
 // QueueHome is a classic queue's home node ("" when standalone).
-func (q *Queue) Home() string { return q.home }
+func (q *Queue) Home() string { return q.coldOrZero().home }
 
 // Members are a quorum queue's Raft group members.
 // It takes no lock: a proxy's Locator asks for them under q.mu.
 func (q *Queue) Members() []string {
-	if p := q.members.Load(); p != nil {
-		return *p
+	if c := q.cold.Load(); c != nil {
+		if p := c.members.Load(); p != nil {
+			return *p
+		}
 	}
 	return nil
 }
 
 func (q *Queue) setMembers(ms []string) {
+	if len(ms) == 0 && q.cold.Load() == nil {
+		return // none, and no cold part to say so in
+	}
 	ms = append([]string(nil), ms...)
-	q.members.Store(&ms)
+	q.coldState().members.Store(&ms)
 }
 
 // Seed are the members a quorum queue was declared with: they bootstrap
 // its group; members added later join the running group.
-func (q *Queue) Seed() []string { return q.seed }
+func (q *Queue) Seed() []string { return q.coldOrZero().seed }
+
+// setHome sets q's home node (cold: none made for "").
+func (q *Queue) setHome(node string) {
+	if node != "" || q.cold.Load() != nil {
+		q.coldState().home = node
+	}
+}
+
+// setSeed sets q's seed members (cold: none made for none).
+func (q *Queue) setSeed(ms []string) {
+	if ms != nil || q.cold.Load() != nil {
+		q.coldState().seed = ms
+	}
+}
 
 // SetQueueMembers records a quorum queue's new group members (after its
 // leader grew or shrank the group) cluster-wide. Its record is

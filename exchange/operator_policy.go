@@ -156,7 +156,7 @@ func (v *VHost) OperatorPolicy(name string) (Policy, bool) {
 // ("" if none) and its definition (nil; do not modify).
 func (q *Queue) OperatorPolicy() (name string, definition Table) {
 	q.mu.Lock()
-	p := q.opPol
+	p := q.coldOrZero().opPol
 	q.mu.Unlock()
 	if p == nil {
 		return "", nil

@@ -89,34 +89,56 @@ func (l *lane) n() int { return l.head.n + l.mid + l.tail.n }
 
 // readyList holds ready messages, one lane per priority level.
 type readyList struct {
-	s      *queueState
-	levels []lane // index = priority; len 1 without x-max-priority
+	s *queueState
+	// levels has a lane per priority (len 1 without x-max-priority):
+	// nil once Trim found every lane empty, as an idle MQTT device's
+	// queue is when it parks (a lane is 120 bytes), until a message
+	// enters again (lanes).
+	levels []lane
 	n      int
 	bytes  int64 // body bytes of every ready message (estimated for recovered ones)
 	mem    int64 // body bytes held in memory (head and tail)
 	// memReported is the part of mem counted in the broker's memUsed,
 	// which is brought up to date in steps of memQuantum.
 	memReported int64
-	// Recovered at start: mid messages with seqs up to recAll are flagged
-	// redelivered, and so are those in recSeen; recMax bounds the seqs
-	// whose bytes were estimated.
-	recAll, recMax uint64
-	recSeen        map[uint64]bool
-	// pending is a gated queue's uncommitted messages (commit.go), all
-	// of them counted in n and bytes too.
-	pending pendingList
+	// What recovery flagged and a gated queue's uncommitted messages are
+	// the state's rare part (stateRare).
 }
 
-func newReadyList(s *queueState, maxPriority int) readyList {
-	return readyList{s: s, levels: make([]lane, maxPriority+1)}
+// newReadyList makes the lanes at once (s.a set): a first publish makes
+// none, as it did not before they could be forgotten.
+func newReadyList(s *queueState) readyList {
+	r := readyList{s: s}
+	r.lanes()
+	return r
+}
+
+// nLevels is the number of lanes: the queue's x-max-priority + 1.
+func (r *readyList) nLevels() int { return r.s.a.maxPriority + 1 }
+
+// lanes is r.levels, made if there are none.
+func (r *readyList) lanes() []lane {
+	if r.levels == nil {
+		r.levels = make([]lane, r.nLevels())
+	}
+	return r.levels
+}
+
+// dropLanes forgets the lanes if every one is empty (Trim).
+func (r *readyList) dropLanes() {
+	if r.n != 0 {
+		return
+	}
+	for i := range r.levels {
+		if l := &r.levels[i]; l.n() != 0 || l.headBytes != 0 || l.midBytes != 0 || l.tailBytes != 0 {
+			return
+		}
+	}
+	r.levels = nil
 }
 
 func (r *readyList) laneOf(e *entry) int {
-	p := int(e.msg.Props.Priority)
-	if p >= len(r.levels) {
-		p = len(r.levels) - 1
-	}
-	return p
+	return min(int(e.msg.Props.Priority), r.nLevels()-1)
 }
 
 // pages reports whether the queue's messages are in the node's store and
@@ -167,13 +189,13 @@ func (r *readyList) addMem(d int64) {
 // push appends a new message (publish) or a proxy's delivery.
 func (r *readyList) push(e entry) {
 	i := r.laneOf(&e)
-	l := &r.levels[i]
+	l := &r.lanes()[i]
 	size := int64(len(e.msg.Body))
 	r.n++
 	r.bytes += size
 	r.addMem(size + msgOverhead)
-	if r.s.gated {
-		r.pending.push(e.seq, size)
+	if r.s.gated() {
+		r.s.rare.pending.push(e.seq, size)
 	}
 	if !r.pages() {
 		l.head.pushBack(e)
@@ -194,7 +216,7 @@ func (r *readyList) push(e entry) {
 // insert puts a returned message back at its place in seq order: in head,
 // whose seqs are below every paged one.
 func (r *readyList) insert(e entry) {
-	l := &r.levels[r.laneOf(&e)]
+	l := &r.lanes()[r.laneOf(&e)]
 	size := int64(len(e.msg.Body))
 	l.head.insert(e)
 	l.headBytes += size
@@ -289,6 +311,7 @@ func (r *readyList) refill(i int, l *lane) {
 		}
 		got := 0
 		s := r.s
+		recMax := s.recMax()
 		next := l.from
 		err := s.env.envRead(l.from, func(k uint64, data []byte) bool {
 			ln, seq, page := splitStoreKey(k)
@@ -299,11 +322,11 @@ func (r *readyList) refill(i int, l *lane) {
 			est := int64(len(data)) // recovered: counted by the record's size
 			m, _, err := decodeMessage(data)
 			if err != nil {
-				s.fx.notes = append(s.fx.notes, stateNote{seq: seq, err: err})
+				s.fx.more().notes = append(s.fx.more().notes, stateNote{seq: seq, err: err})
 				s.issueDelete(k)
 				l.mid--
 				r.n--
-				if seq > r.recMax {
+				if seq > recMax {
 					est = 0 // unknown: the lane's sum is reset when it empties
 				}
 				l.midBytes -= est
@@ -311,16 +334,16 @@ func (r *readyList) refill(i int, l *lane) {
 				return l.mid > 0
 			}
 			size := int64(len(m.Body))
-			if seq > r.recMax {
+			if seq > recMax {
 				est = size
 			}
 			if m.expiresAt != 0 {
 				s.fx.expiring = true
 			}
 			e := entry{msg: m, seq: seq, stored: true, page: page}
-			if seq <= r.recAll || r.recSeen[seq] {
+			if rr := s.rare; rr != nil && (seq <= rr.recAll || rr.recSeen[seq]) {
 				e.deliveries = 1
-				delete(r.recSeen, seq)
+				delete(rr.recSeen, seq)
 				e.deliveries += s.env.envReturns(k)
 			}
 			l.head.pushBack(e)
@@ -339,13 +362,13 @@ func (r *readyList) refill(i int, l *lane) {
 			l.midBytes = 0
 		}
 		if err != nil {
-			s.fx.notes = append(s.fx.notes, stateNote{err: err})
+			s.fx.more().notes = append(s.fx.more().notes, stateNote{err: err})
 		}
 		if err == nil && l.mid > 0 && got < want && budget > 0 {
 			// The store holds fewer messages than counted (the store
 			// sees queued writes too, so they are gone): say so and
 			// count what is there.
-			s.fx.notes = append(s.fx.notes, stateNote{missing: l.mid})
+			s.fx.more().notes = append(s.fx.more().notes, stateNote{missing: l.mid})
 			r.n -= l.mid
 			r.bytes -= l.midBytes
 			l.mid, l.midBytes = 0, 0
@@ -378,7 +401,7 @@ func (r *readyList) headOf(i int) *deque {
 
 // frontLane is the lane holding the next message to deliver, -1 if none.
 func (r *readyList) frontLane() int {
-	if r.s.gated {
+	if r.s.gated() {
 		for i := len(r.levels) - 1; i >= 0; i-- {
 			if r.frontReleased(&r.levels[i]) {
 				return i
@@ -446,7 +469,7 @@ func (r *readyList) popLane(i int) (entry, bool) {
 // popOldest removes the head of the lowest priority level (x-max-length drops
 // from the head; with priorities, RabbitMQ drops the lowest priority first).
 func (r *readyList) popOldest() (entry, bool) {
-	gated := r.s.gated
+	gated := r.s.gated()
 	for i := range r.levels {
 		if l := &r.levels[i]; l.n() > 0 && (!gated || r.frontReleased(l)) {
 			return r.popLane(i)
@@ -479,8 +502,10 @@ func (r *readyList) clear(drop bool) []entry {
 	r.s.fx.memDelta -= r.memReported
 	r.memReported = 0
 	r.n, r.bytes = 0, 0
-	r.recSeen = nil
-	r.pending.reset()
+	if rr := r.s.rare; rr != nil {
+		rr.recSeen = nil
+		rr.pending.reset()
+	}
 	return out
 }
 

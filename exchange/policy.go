@@ -222,11 +222,12 @@ func (p *Policy) withPolicy(xa queueArgs, args Table) queueArgs {
 // the new effective settings imply. q.mu is held; dead-lettered messages
 // go out at q.unlock.
 func (q *Queue) setPolicyLocked(p *Policy) {
-	q.pol = p
+	c := q.coldState()
+	c.pol = p
 	if q.st != nil {
 		return // a stream takes no classic policy keys (expires, TTL, limits...)
 	}
-	a := q.opPol.withOperatorLimits(p.withPolicy(*q.xa, q.args))
+	a := c.opPol.withOperatorLimits(p.withPolicy(*q.xa, q.args))
 	now := nowNano()
 	old := q.cmdSetArgs(a, now) // a deleted queue's state is empty
 	q.syncSchedLocked()
@@ -234,9 +235,9 @@ func (q *Queue) setPolicyLocked(p *Policy) {
 		return
 	}
 	if a.expires != old.expires {
-		if q.idleTimer != nil {
-			q.idleTimer.Stop()
-			q.idleTimer = nil
+		if c.idleTimer != nil {
+			c.idleTimer.Stop()
+			c.idleTimer = nil
 		}
 		if a.expires > 0 {
 			q.armIdleTimer()
@@ -246,10 +247,10 @@ func (q *Queue) setPolicyLocked(p *Policy) {
 		return // the owning node enforces limits and TTLs
 	}
 	if a.messageTTL != old.messageTTL {
-		if q.expTimer != nil {
-			q.expTimer.Stop()
+		if c.expTimer != nil {
+			c.expTimer.Stop()
 		}
-		q.expAt = 0
+		c.expAt = 0
 		q.scheduleExpiry(now)
 	}
 }
@@ -258,11 +259,11 @@ func (q *Queue) setPolicyLocked(p *Policy) {
 // held (for writing) and q is new.
 func (v *VHost) initPolicyLocked(q *Queue) {
 	p, op := v.matchLocked(false, q.name), v.matchOperatorLocked(q.name)
-	if p == nil && q.pol == nil && op == nil && q.opPol == nil {
+	if c := q.coldOrZero(); p == nil && c.pol == nil && op == nil && c.opPol == nil {
 		return
 	}
 	q.mu.Lock()
-	q.opPol = op
+	q.coldState().opPol = op
 	q.setPolicyLocked(p)
 	q.flush()
 	q.mu.Unlock() // a new queue has nothing to dead-letter (it routes under v.mu)
@@ -314,12 +315,12 @@ func (v *VHost) reapplyQueues() {
 		}
 		p, op := v.matchLocked(false, q.name), v.matchOperatorLocked(q.name)
 		q.mu.Lock()
-		if p == q.pol && op == q.opPol {
+		if c := q.coldOrZero(); p == c.pol && op == c.opPol {
 			q.mu.Unlock()
 			v.mu.RUnlock()
 			continue
 		}
-		q.opPol = op
+		q.coldState().opPol = op
 		q.setPolicyLocked(p)
 		v.mu.RUnlock()
 		q.unlock() // dead-letters, which routes under v.mu
@@ -432,7 +433,7 @@ func (v *VHost) lookupPolicy(operator bool, name string) (Policy, bool) {
 // and that policy's definition (nil; do not modify).
 func (q *Queue) Policy() (name string, definition Table) {
 	q.mu.Lock()
-	p := q.pol
+	p := q.coldOrZero().pol
 	q.mu.Unlock()
 	if p == nil {
 		return "", nil

@@ -73,7 +73,7 @@ func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
 			continue
 		}
 		ln := int(g.Top)
-		if ln >= len(q.ready.levels) {
+		if ln >= q.ready.nLevels() {
 			q.vh.b.log.Error("replicated messages above the queue's priorities skipped", "queue", q.name, "level", ln, "messages", g.Count)
 			continue
 		}
@@ -87,7 +87,7 @@ func (q *Queue) BecomeLocal(log MessageLog, st LogState) {
 	}
 	q.cmdSeqsUsed(maxSeq) // the seqs of emptied groups too
 	q.cmdFlagRestored(maxSeq, nil)
-	q.logStored.Store(q.nextSeq - 1)
+	q.coldState().logStored.Store(q.nextSeq - 1)
 	q.startGateLocked(log)
 	if lr := q.leader(); lr != nil {
 		q.loadHoldsLocked(lr, st.HeldQID)
@@ -136,7 +136,8 @@ func refuseLater(_ *Message, done func(error)) { go done(errRefusedHeld) }
 // settling them anywhere and starts a new epoch. Consumers get their
 // credit back; their later acks of forgotten deliveries are ignored.
 func (q *Queue) forgetLocked() {
-	q.epoch = (q.epoch + 1) & (1<<(64-epochShift) - 1)
+	c := q.coldState()
+	c.epoch = (c.epoch + 1) & (1<<(64-epochShift) - 1)
 	q.cmdForget()
 }
 

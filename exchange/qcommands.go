@@ -57,8 +57,9 @@ func (s *queueState) full(size int) bool {
 // but for a gated queue) pass the queue's length limits.
 func (s *queueState) overLimit() bool {
 	r := &s.ready
-	return (s.a.maxLen >= 0 && int64(r.n-r.pending.n) > s.a.maxLen) ||
-		(s.a.maxLenBytes >= 0 && r.bytes-r.pending.bytes > s.a.maxLenBytes)
+	pn, pb := s.pendingLen()
+	return (s.a.maxLen >= 0 && int64(r.n-pn) > s.a.maxLen) ||
+		(s.a.maxLenBytes >= 0 && r.bytes-pb > s.a.maxLenBytes)
 }
 
 // deadline is when e expires (unix ns), 0 if never.
@@ -182,7 +183,8 @@ func (s *queueState) releaseCredit(c *Consumer) {
 	}
 	c.unacked--
 	if c.limit != nil && c.limit.release(1) {
-		s.fx.kick = appendLimit(s.fx.kick, c.limit)
+		m := s.fx.more()
+		m.kick = appendLimit(m.kick, c.limit)
 	}
 }
 

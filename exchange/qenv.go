@@ -60,8 +60,8 @@ func (q *Queue) flush() {
 		q.vh.anyExpiring.Store(true)
 		f.expiring = false
 	}
-	if len(f.notes) > 0 {
-		for _, n := range f.notes {
+	if f.rare != nil && len(f.rare.notes) > 0 {
+		for _, n := range f.rare.notes {
 			if n.missing > 0 {
 				q.vh.b.noteUnreadable(q, n.missing)
 				q.vh.b.log.Error("stored messages missing", "vhost", q.vh.name, "queue", q.name, "missing", n.missing)
@@ -72,7 +72,7 @@ func (q *Queue) flush() {
 				q.vh.b.log.Error("corrupt stored message dropped", "vhost", q.vh.name, "queue", q.name, "seq", n.seq, "err", n.err)
 			}
 		}
-		f.notes = f.notes[:0]
+		f.rare.notes = f.rare.notes[:0]
 	}
 }
 

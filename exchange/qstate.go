@@ -26,13 +26,68 @@ type queueState struct {
 	nextSeq uint64
 	ready   readyList
 	unacked unackedSet
+	// rare is what few queues use (stateRare), nil until first used.
+	rare *stateRare
+
+	fx effects
+}
+
+// stateRare is the part of a queue's state that few queues use, made on
+// first use and kept: an idle MQTT device's queue is an ordinary queue
+// whose every byte counts (issue 42), so a queue that never leads from a
+// commit log and never recovered a message does not carry these 88
+// bytes. The same lock as the rest of the state (q.mu).
+type stateRare struct {
 	// gated is set while the queue leads from a CommitLog (commit.go):
 	// only messages with seqs up to releasedSeq, the committed ones, are
 	// delivered.
 	gated       bool
 	releasedSeq uint64
+	// pending is a gated queue's uncommitted messages (commit.go), all
+	// of them counted in the ready list's n and bytes too.
+	pending pendingList
+	// Recovered at start: mid messages with seqs up to recAll are flagged
+	// redelivered, and so are those in recSeen; recMax bounds the seqs
+	// whose bytes were estimated.
+	recAll, recMax uint64
+	recSeen        map[uint64]bool
+}
 
-	fx effects
+// rareState is s.rare, made if there is none yet.
+func (s *queueState) rareState() *stateRare {
+	if s.rare == nil {
+		s.rare = &stateRare{}
+	}
+	return s.rare
+}
+
+// gated reports whether the state leads from a commit log and holds its
+// uncommitted messages back (stateRare.gated).
+func (s *queueState) gated() bool { return s.rare != nil && s.rare.gated }
+
+// pendingLen is the number of uncommitted messages, and their bytes,
+// that a gated state holds (counted in the ready list's too).
+func (s *queueState) pendingLen() (int, int64) {
+	if s.rare == nil {
+		return 0, 0
+	}
+	return s.rare.pending.n, s.rare.pending.bytes
+}
+
+// pendingCount is the number of uncommitted messages a gated state holds.
+func (s *queueState) pendingCount() int {
+	if s.rare == nil {
+		return 0
+	}
+	return s.rare.pending.n
+}
+
+// recMax bounds the seqs of recovered messages (stateRare.recMax).
+func (s *queueState) recMax() uint64 {
+	if s.rare == nil {
+		return 0
+	}
+	return s.rare.recMax
 }
 
 // queueEnv is what a queueState asks of the world: facts it does not
@@ -70,18 +125,34 @@ type queueEnv interface {
 // carried out by Queue.
 type effects struct {
 	ops []storeOp
-	// Carried out once q.mu is released.
-	dl   []deadLetter
-	kick []*Limit
 	// memDelta is the change of the ready list's in-memory bytes counted
 	// in the broker's total (memUsed), in steps of memQuantum.
 	memDelta int64
-	// expiring: a message with a per-message TTL was read back.
-	expiring bool
 	// acks is the number of messages acknowledged (counters).
 	acks uint64
+	// rare holds the effects that few commands have, made by the first
+	// (more) and kept: three slice headers fewer in every queue.
+	rare *rareEffects
+	// expiring: a message with a per-message TTL was read back.
+	expiring bool
+}
+
+// rareEffects are the effects of dead-lettering, of credit given back to
+// a blocked limit and of problems reading the store.
+type rareEffects struct {
+	// Carried out once q.mu is released.
+	dl   []deadLetter
+	kick []*Limit
 	// problems found reading the store, to be logged and counted.
 	notes []stateNote
+}
+
+// more is f.rare, made if there is none yet.
+func (f *effects) more() *rareEffects {
+	if f.rare == nil {
+		f.rare = &rareEffects{}
+	}
+	return f.rare
 }
 
 type storeOpKind uint8
@@ -133,7 +204,7 @@ func (s *queueState) storeKey(e *entry) uint64 {
 }
 
 // released reports whether e is committed, for a gated queue.
-func (s *queueState) released(e *entry) bool { return e.seq <= s.releasedSeq }
+func (s *queueState) released(e *entry) bool { return s.rare != nil && e.seq <= s.rare.releasedSeq }
 
 // --- the commands by which the world outside sets the state ---
 //
@@ -154,7 +225,7 @@ func (s *queueState) takeSeq() uint64 {
 // are the lane's paged-out messages (mid), read a window at a time.
 func (s *queueState) cmdRestore(ln int, first uint64, n int, bytes int64, maxSeq uint64) {
 	r := &s.ready
-	l := &r.levels[ln]
+	l := &r.lanes()[ln]
 	if l.mid == 0 || first < l.from {
 		l.from = first
 	}
@@ -169,14 +240,19 @@ func (s *queueState) cmdRestore(ln int, first uint64, n int, bytes int64, maxSeq
 // restored message's, or one of a log's emptied groups.
 func (s *queueState) cmdSeqsUsed(maxSeq uint64) {
 	s.nextSeq = max(s.nextSeq, maxSeq+1)
-	s.ready.recMax = max(s.ready.recMax, maxSeq)
+	if maxSeq > s.recMax() {
+		s.rareState().recMax = maxSeq
+	}
 }
 
 // cmdFlagRestored flags the restored messages with seqs up to upto, and
 // those in seen, redelivered when they are read: whoever held them
 // before may have delivered them.
 func (s *queueState) cmdFlagRestored(upto uint64, seen map[uint64]bool) {
-	r := &s.ready
+	if upto == 0 && len(seen) == 0 && s.rare == nil {
+		return
+	}
+	r := s.rareState()
 	r.recAll = min(upto, r.recMax)
 	if len(seen) > 0 {
 		r.recSeen = seen
@@ -189,29 +265,36 @@ func (s *queueState) cmdFlagRestored(upto uint64, seen map[uint64]bool) {
 // Consumers get their credit back; nothing is gated.
 func (s *queueState) cmdForget() {
 	s.ready.clear(false)
-	s.ready.recAll, s.ready.recMax = 0, 0
+	if r := s.rare; r != nil {
+		r.recAll, r.recMax = 0, 0
+		r.gated = false
+	}
 	s.unacked.clear(func(u *unackedEntry) { s.releaseCredit(u.c) })
-	s.gated = false
 }
 
 // cmdGate makes every message up to the current seq committed and, if
 // gated, holds every later one back until cmdRelease commits it
 // (commit.go): the state leads from a log that reports its commits.
 func (s *queueState) cmdGate(gated bool) {
-	s.gated = gated
-	s.releasedSeq = s.nextSeq - 1
-	s.ready.pending.reset()
+	if !gated && s.rare == nil {
+		return // nothing gated, nothing pending: nothing to make
+	}
+	r := s.rareState()
+	r.gated = gated
+	r.releasedSeq = s.nextSeq - 1
+	r.pending.reset()
 }
 
 // cmdRelease commits every message up to seq, for a gated state: they may
 // be delivered, expire and count for drop-head, which drops what the
 // commit took past the limits. False if it commits nothing new.
 func (s *queueState) cmdRelease(seq uint64) bool {
-	if !s.gated || seq <= s.releasedSeq {
+	r := s.rare
+	if r == nil || !r.gated || seq <= r.releasedSeq {
 		return false
 	}
-	s.releasedSeq = seq
-	s.ready.pending.release(seq)
+	r.releasedSeq = seq
+	r.pending.release(seq)
 	if s.a.overflow == OverflowDropHead {
 		s.cmdTrim()
 	}

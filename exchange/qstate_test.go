@@ -84,14 +84,15 @@ func (v *stateEnv) flush() {
 	f.ops = f.ops[:0]
 	v.mem += f.memDelta
 	f.memDelta = 0
-	f.dl, f.kick, f.notes, f.acks = nil, nil, nil, 0
+	f.rare, f.acks = nil, 0
 }
 
 func newTestState(maxPriority int) (*queueState, *stateEnv) {
 	v := &stateEnv{store: map[uint64][]byte{}, winMsgs: 8, winBytes: 1 << 20}
 	a, _ := parseQueueArgs(nil)
 	s := &queueState{env: v, a: &a, nextSeq: 1}
-	s.ready = newReadyList(s, maxPriority)
+	a.maxPriority = maxPriority
+	s.ready = newReadyList(s)
 	v.s = s
 	return s, v
 }
@@ -291,7 +292,7 @@ func restartState(v *stateEnv, s *queueState) *queueState {
 	}
 	v.mem = 0 // the gauge was the old process's
 	n := &queueState{env: v, a: s.a, nextSeq: 1}
-	n.ready = newReadyList(n, len(s.ready.levels)-1)
+	n.ready = newReadyList(n)
 	v.s = n
 	var first, maxSeq uint64
 	var bytes int64
@@ -307,6 +308,6 @@ func restartState(v *stateEnv, s *queueState) *queueState {
 	if len(keys) > 0 {
 		n.cmdRestore(0, first, len(keys), bytes, maxSeq)
 	}
-	n.cmdFlagRestored(n.ready.recMax, nil)
+	n.cmdFlagRestored(n.recMax(), nil)
 	return n
 }

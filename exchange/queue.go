@@ -34,52 +34,102 @@ type Queue struct {
 	// ready list, the unacked deliveries, the next seq.
 	queueState
 
-	pol *Policy // the policy in effect (mu)
-	// opPol is the operator policy in effect (mu; operator_policy.go).
-	opPol *Policy
+	// cold is what few queues use (queueCold), nil until first used.
+	cold atomic.Pointer[queueCold]
 	// batch is the Batch of the publish enqueuing right now (mu): set
 	// only inside enqueue, for the deliveries it makes (see Batch).
 	batch *Batch
 
-	// a.sched for readers without mu (schedargs.go).
-	ctimeout atomic.Int64
-	retry    atomic.Pointer[[]time.Duration]
+	// a.sched for readers without mu (schedargs.go); nil: none set.
+	sched atomic.Pointer[queueSched]
 
 	mu        sync.Mutex
 	consumers []*Consumer // sorted by priority, highest first
 	// dropAbove > 0: transient messages past that many ready ones are
 	// dropped (every consumer asked for it: ConsumeOpts.DropTransientAbove).
-	// It and rr are int32s: a Queue of 768 bytes and the runtime's 8-byte
-	// header of a large object took the 896-byte size class, of 760 the
-	// 768-byte one.
+	// It and rr are int32s: a Queue is 480 bytes, a size class of its
+	// own; a field more takes the 512-byte one (TestFleetStructSizes).
 	dropAbove int32
 	rr        int32
 	lastUsed  int64 // for x-expires
-	expTimer  *time.Timer
-	expAt     int64 // when expTimer fires (ttl), 0 if not armed
-	idleTimer *time.Timer
 
 	bindings []*binding // bindings with this queue as destination (vh.mu)
 
-	// Clustering (cluster.go). home is the node a classic queue lives on
-	// ("" standalone); members are a quorum queue's Raft group.
-	home    string
-	members atomic.Pointer[[]string] // read without q.mu (a proxy's Locator runs under it)
-	seed    []string                 // the members it was declared with (they bootstrap the group)
+	// Clustering (cluster.go): a queue's home, seed and members are in
+	// its cold part (queueCold).
 	// role is where the messages live (role.go): the node's store, a
 	// replicated log led here, or another node. Under mu, never nil.
+	// (logStored and epoch are in the cold part.)
 	role queueRole
+
+	counters queueCounters // atomics, no lock
+
+	st *stream // a stream's state (stream.go); every call goes there when set
+}
+
+// queueCold is the part of a Queue that few queues use, made on first
+// use (Queue.coldState) and kept: the policies in effect, the TTL and
+// x-expires timers, a clustered queue's home, seed and members, a
+// quorum leader's stored mark and the epoch a switch of role bumps. An
+// idle MQTT device's queue is an ordinary queue whose every byte counts
+// (issue 42): without these 104 bytes a Queue fits the 480-byte size
+// class, not the 768-byte one. Each field keeps the lock it had in Queue; the
+// pointer is atomic, as its fields are read under different locks.
+type queueCold struct {
+	pol *Policy // the policy in effect (mu)
+	// opPol is the operator policy in effect (mu; operator_policy.go).
+	opPol     *Policy
+	expTimer  *time.Timer // (mu)
+	expAt     int64       // when expTimer fires (ttl), 0 if not armed (mu)
+	idleTimer *time.Timer // (mu)
+	// home is the node a classic queue lives on ("" standalone); seed
+	// the members a quorum queue was declared with (they bootstrap the
+	// group). Set before the queue is published, or under v.mu.
+	home string
+	seed []string
+	// members are a quorum queue's Raft group, read without q.mu (a
+	// proxy's Locator runs under it).
+	members atomic.Pointer[[]string]
 	// logStored belongs to leaderRole but sits here, since the log's FSM
 	// raises it without q.mu: every message with a seq up to it is in
 	// the node's store (the FSM wrote it), so it may be paged out. Raised
 	// by LogApplied, or by LogStored if the FSM writes behind.
 	logStored atomic.Uint64
-	epoch     uint64 // bumped by every switch between local and proxy (Delivery.Seq)
-
-	counters msgCounters // atomics, no lock
-
-	st *stream // a stream's state (stream.go); every call goes there when set
+	// epoch is bumped by every switch between local and proxy
+	// (Delivery.Seq); under mu.
+	epoch uint64
 }
+
+// epochNow is q's epoch (q.mu held): 0 until a switch of role bumps it.
+func (q *Queue) epochNow() uint64 {
+	if c := q.cold.Load(); c != nil {
+		return c.epoch
+	}
+	return 0
+}
+
+// coldState is q's cold part, made if there is none yet.
+func (q *Queue) coldState() *queueCold {
+	if c := q.cold.Load(); c != nil {
+		return c
+	}
+	c := &queueCold{}
+	if q.cold.CompareAndSwap(nil, c) {
+		return c
+	}
+	return q.cold.Load()
+}
+
+// coldOrZero is q's cold part, or a zero one (not to be written) if q
+// has none.
+func (q *Queue) coldOrZero() *queueCold {
+	if c := q.cold.Load(); c != nil {
+		return c
+	}
+	return &zeroCold
+}
+
+var zeroCold queueCold
 
 func newQueue(vh *VHost, name string, id uint64, durable, exclusive, autoDelete bool, owner any, args Table, a queueArgs) *Queue {
 	q := &Queue{
@@ -88,7 +138,7 @@ func newQueue(vh *VHost, name string, id uint64, durable, exclusive, autoDelete 
 	}
 	q.queueState = queueState{env: q, a: q.xa, nextSeq: 1}
 	q.role = localRole{}
-	q.ready = newReadyList(&q.queueState, a.maxPriority)
+	q.ready = newReadyList(&q.queueState)
 	if a.stream {
 		q.st = newStream(q, a.streamA)
 	}
@@ -146,10 +196,12 @@ var (
 // rest: dead-lettering, waking other queues, auto-delete.
 func (q *Queue) unlock() {
 	q.flush()
-	dl := q.fx.dl
-	q.fx.dl = nil
-	kl := q.fx.kick
-	q.fx.kick = nil
+	var dl []deadLetter
+	var kl []*Limit
+	if m := q.fx.rare; m != nil {
+		dl, kl = m.dl, m.kick
+		m.dl, m.kick = nil, nil
+	}
 	ad := q.autoDeleted
 	q.autoDeleted = false
 	q.mu.Unlock()
@@ -206,13 +258,17 @@ func (q *Queue) markDeleted() (n int) {
 		c.sink.Cancelled(c)
 	}
 	q.consumers = nil
-	if q.expTimer != nil {
-		q.expTimer.Stop()
+	if c := q.cold.Load(); c != nil {
+		if c.expTimer != nil {
+			c.expTimer.Stop()
+		}
+		if c.idleTimer != nil {
+			c.idleTimer.Stop()
+		}
 	}
-	if q.idleTimer != nil {
-		q.idleTimer.Stop()
+	if q.fx.rare != nil {
+		q.fx.rare.dl = nil
 	}
-	q.fx.dl = nil
 	q.flush()
 	q.setRole(localRole{}) // stops a leader's held retries
 	q.unlock()

@@ -129,7 +129,7 @@ func (v *VHost) installQueueLocked(q *Queue) {
 		}
 		m[q] = struct{}{}
 	}
-	if c := v.b.cluster; c != nil && (q.persisted() || q.home != c.NodeName()) {
+	if c := v.b.cluster; c != nil && (q.persisted() || q.Home() != c.NodeName()) {
 		c.Attach(q)
 	}
 }
@@ -259,9 +259,9 @@ func (v *VHost) declareQueueLocked(name string, o QueueOpts) (QueueInfo, error) 
 	if c := v.b.cluster; c != nil {
 		if a.quorum || a.stream {
 			q.setMembers(turnMembers(c.QuorumMembers(max(a.groupSize, a.streamA.clusterSize)), o.turn))
-			q.seed = q.Members()
+			q.setSeed(q.Members())
 		} else {
-			q.home = c.NodeName()
+			q.setHome(c.NodeName())
 		}
 	}
 	k := v.queueKey(q)
@@ -308,12 +308,12 @@ func (q *Queue) record() Table {
 	if q.exclusive {
 		r["exclusive"] = true
 	}
-	if q.home != "" {
-		r["node"] = q.home
+	if h := q.Home(); h != "" {
+		r["node"] = h
 	}
 	if ms := q.Members(); len(ms) > 0 {
 		r["members"] = stringsToAny(ms)
-		r["seed"] = stringsToAny(q.seed)
+		r["seed"] = stringsToAny(q.Seed())
 	}
 	return r
 }

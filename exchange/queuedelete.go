@@ -98,7 +98,7 @@ func (b *Broker) dropQueue(q *Queue) error {
 		return nil
 	}
 	var err error
-	if !q.xa.quorum && (b.cluster == nil || q.home == "" || q.home == b.cluster.NodeName()) {
+	if !q.xa.quorum && (b.cluster == nil || q.Home() == "" || q.Home() == b.cluster.NodeName()) {
 		// The queue's id is never reused, so its messages can go after
 		// the topology lock.
 		err = b.store.DropMessages(q.id)

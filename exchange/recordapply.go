@@ -135,11 +135,13 @@ func queueFromRecord(v *VHost, name string, r Table) (*Queue, error) {
 		return nil, err
 	}
 	q := newQueue(v, name, id, durable, excl, ad, owner, args, a)
-	q.home, _ = r["node"].(string)
+	home, _ := r["node"].(string)
+	q.setHome(home)
 	q.setMembers(anyToStrings(r["members"]))
-	q.seed = anyToStrings(r["seed"])
-	if q.seed == nil {
-		q.seed = q.Members()
+	seed := anyToStrings(r["seed"])
+	if seed == nil {
+		seed = q.Members()
 	}
+	q.setSeed(seed)
 	return q, nil
 }

@@ -43,7 +43,7 @@ func (q *Queue) firstKey(k uint64) (uint64, bool) {
 // keyRanges plans the count of q's lanes, splitting a big lane in parts.
 func (q *Queue) keyRanges(parts int) []keyRange {
 	var out []keyRange
-	for ln := range q.ready.levels {
+	for ln := range q.ready.nLevels() {
 		start := storeKey(ln, 0, false)
 		first, ok := q.firstKey(start)
 		if !ok {
@@ -99,7 +99,7 @@ var smallQueueKeys = 4096 // a variable for tests
 // three (keyRanges' seeks, then the count).
 func (q *Queue) countSmall(limit int) (lanes []keyCount, ok bool, err error) {
 	st := q.vh.b.store
-	lanes = make([]keyCount, len(q.ready.levels))
+	lanes = make([]keyCount, q.ready.nLevels())
 	var pages []uint64
 	seen := 0
 	ok = true
@@ -140,7 +140,7 @@ func (r keyRange) count() (keyCount, error) {
 		ln, seq, page := splitStoreKey(k)
 		switch {
 		case ln != r.lane:
-			if ln >= len(r.q.ready.levels) {
+			if ln >= r.q.ready.nLevels() {
 				r.q.unknownLane(ln, seq)
 			}
 			return false
@@ -167,7 +167,7 @@ func (c *keyCount) add(k, seq uint64, size int64) {
 // unknownLane reports stored messages in a lane above q's priorities.
 func (q *Queue) unknownLane(ln int, seq uint64) {
 	q.vh.b.log.Error("stored messages of an unknown priority skipped", "vhost", q.vh.name,
-		"queue", q.name, "lane", ln, "levels", len(q.ready.levels), "seq", seq)
+		"queue", q.name, "lane", ln, "levels", q.ready.nLevels(), "seq", seq)
 }
 
 // recoverKeys counts the stored messages of queues at start, with up to
@@ -223,7 +223,7 @@ func (b *Broker) recoverKeys(queues []*Queue, workers int, all bool, delivered m
 	}
 	for _, q := range queues {
 		if all {
-			q.cmdFlagRestored(q.ready.recMax, nil)
+			q.cmdFlagRestored(q.recMax(), nil)
 		} else {
 			q.cmdFlagRestored(upto[q.id], delivered[q.id])
 		}

@@ -77,12 +77,14 @@ func (q *Queue) deliveredRecord() (rec []byte, upto uint64) {
 				seqs = append(seqs, e.seq)
 			}
 		}
-		if r.levels[i].mid > 0 {
-			upto = r.recAll
+		if r.levels[i].mid > 0 && q.rare != nil {
+			upto = q.rare.recAll
 		}
 	}
-	for seq := range r.recSeen {
-		seqs = append(seqs, seq)
+	if q.rare != nil {
+		for seq := range q.rare.recSeen {
+			seqs = append(seqs, seq)
+		}
 	}
 	q.unacked.each(func(seq uint64, u *unackedEntry) {
 		if u.e.stored {

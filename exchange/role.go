@@ -13,7 +13,7 @@ import "time"
 //   - leaderRole: in a replicated log (a quorum queue's or a stream's
 //     Raft group) that this node leads. The state's writes go to the log;
 //     its FSM writes them to the node's store, and only what it stored
-//     may be paged out (Queue.logStored); a quorum queue delivers only
+//     may be paged out (queueCold.logStored); a quorum queue delivers only
 //     what the log committed (commit.go) and keeps its delayed retries in
 //     the log (retryhold.go).
 //   - proxyRole: on another node, reached through a Remote. Publishes,
@@ -54,7 +54,7 @@ type leaderRole struct {
 	// returnsOf says how often a message loaded from the log came back.
 	returnsOf func(key uint64) uint32
 	// storedSep: the log's FSM writes behind, so applied is not yet
-	// stored: q.logStored is raised by LogStored, not LogApplied.
+	// stored: its logStored is raised by LogStored, not LogApplied.
 	storedSep bool
 	// retries held in the log (retryhold.go): a quorum queue's.
 	held heldRetries
@@ -62,7 +62,10 @@ type leaderRole struct {
 
 func (l *leaderRole) log(*Queue) MessageLog { return l.ml }
 
-func (l *leaderRole) canPage(q *Queue, seq uint64) bool { return seq <= q.logStored.Load() }
+func (l *leaderRole) canPage(q *Queue, seq uint64) bool {
+	c := q.cold.Load()
+	return c != nil && seq <= c.logStored.Load()
+}
 
 func (l *leaderRole) returns(key uint64) uint32 {
 	if l.returnsOf != nil {

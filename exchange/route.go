@@ -16,14 +16,16 @@ type binding struct {
 	key  string
 	args Table
 
+	// Positions in the lists it is in (bindindex.go): its source's
+	// bindings, its destination's, its source router's. int32s, beside
+	// the flags below: a binding of 80 bytes, not 96 (two a device).
+	srcPos, dstPos, rPos int32
+
 	// headers exchange: parsed match rules.
 	matchAll  bool
 	matchXArg bool // "any-with-x"/"all-with-x": x- headers take part
 
-	// Positions in the lists it is in (bindindex.go): its source's
-	// bindings, its destination's, its source router's.
-	srcPos, dstPos, rPos int
-	id                   uint64 // set by a topic router, for dedupeBindings
+	id uint64 // set by a topic router, for dedupeBindings
 	// sameNext is the next binding with the same source, destination
 	// and key (other arguments) in the source's index (bindindex.go).
 	sameNext *binding

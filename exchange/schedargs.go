@@ -150,20 +150,33 @@ func withSchedPolicy(xa schedArgs, d Table) schedArgs {
 // syncSchedLocked publishes q's effective scheduling settings to readers
 // without q.mu (front ends, per delivery). q.mu is held, or q is new.
 func (q *Queue) syncSchedLocked() {
-	q.ctimeout.Store(q.a.sched.consumerTimeout)
-	if q.a.sched.retry == "" {
-		q.retry.Store(nil) // none: no slice of its own for every queue
+	sa := q.a.sched
+	if sa.consumerTimeout == 0 && sa.retry == "" {
+		q.sched.Store(nil) // none: nothing of its own for every queue
 		return
 	}
-	r, _ := parseRetryDelays(q.a.sched.retry)
-	q.retry.Store(&r)
+	s := &queueSched{ctimeout: sa.consumerTimeout}
+	if sa.retry != "" {
+		s.retry, _ = parseRetryDelays(sa.retry)
+	}
+	q.sched.Store(s)
+}
+
+// queueSched is what syncSchedLocked publishes: the consumer timeout in
+// ms (0: none) and the retry delays (nil: none).
+type queueSched struct {
+	ctimeout int64
+	retry    []time.Duration
 }
 
 // ConsumerTimeout is how long a delivery from q may stay unacknowledged,
 // from its x-consumer-timeout or policy; ok is false when neither sets one
 // (the node's default applies).
 func (q *Queue) ConsumerTimeout() (d time.Duration, ok bool) {
-	n := q.ctimeout.Load()
+	var n int64
+	if s := q.sched.Load(); s != nil {
+		n = s.ctimeout
+	}
 	if n <= 0 {
 		return 0, false
 	}
@@ -172,8 +185,8 @@ func (q *Queue) ConsumerTimeout() (d time.Duration, ok bool) {
 
 // RetryDelays is q's effective retry back-off (nil: none).
 func (q *Queue) RetryDelays() []time.Duration {
-	if p := q.retry.Load(); p != nil {
-		return *p
+	if s := q.sched.Load(); s != nil {
+		return s.retry
 	}
 	return nil
 }

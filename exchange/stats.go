@@ -55,6 +55,23 @@ func (c *msgCounters) load() MsgStats {
 	}
 }
 
+// queueCounters are a queue's msgCounters: only those a queue counts
+// (72 bytes of every queue, not 104).
+type queueCounters struct {
+	publish, dropBehind                            atomic.Uint64
+	deliver, deliverNoAck, get, getNoAck, getEmpty atomic.Uint64
+	ack, redeliver                                 atomic.Uint64
+}
+
+func (c *queueCounters) load() MsgStats {
+	return MsgStats{
+		Publish: c.publish.Load(), DropBehind: c.dropBehind.Load(),
+		Deliver: c.deliver.Load(), DeliverNoAck: c.deliverNoAck.Load(),
+		Get: c.get.Load(), GetNoAck: c.getNoAck.Load(), GetEmpty: c.getEmpty.Load(),
+		Ack: c.ack.Load(), Redeliver: c.redeliver.Load(),
+	}
+}
+
 // countDeliver records a delivery (to a consumer, or by get) of a message
 // that was delivered n times so far, in the queue and its vhost.
 func (q *Queue) countDeliver(get, noAck bool, n uint32) {
@@ -197,7 +214,7 @@ func (q *Queue) Consumers() []ConsumerInfo {
 	out := make([]ConsumerInfo, 0, len(q.consumers))
 	for i, c := range q.consumers {
 		out = append(out, ConsumerInfo{Tag: c.tag, AckRequired: !c.noAck, Exclusive: c.excl,
-			Priority: c.priority, Prefetch: c.prefetch, Active: !q.a.sac || i == 0})
+			Priority: int(c.priority), Prefetch: c.prefetch, Active: !q.a.sac || i == 0})
 	}
 	return out
 }

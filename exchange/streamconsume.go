@@ -79,7 +79,7 @@ func (st *stream) addConsumer(o ConsumeOpts) (*Consumer, error) {
 	if st.cid == 0 || st.cid >= 1<<(64-cursorShift) {
 		st.cid = 1
 	}
-	c := &Consumer{q: q, tag: o.Tag, excl: o.Exclusive, priority: o.Priority, prefetch: o.Prefetch, sink: o.Sink,
+	c := &Consumer{q: q, tag: o.Tag, excl: o.Exclusive, priority: clampInt32(o.Priority), prefetch: o.Prefetch, sink: o.Sink,
 		noOffsetHeader: o.NoOffsetHeader}
 	cur := &cursor{id: st.cid, c: c, name: name, next: start, bufNext: start, acked: -1, epoch: epoch, wake: make(chan struct{}, 1), up: up, spec: spec}
 	st.cursors[cur.id] = cur

@@ -142,7 +142,7 @@ func (st *stream) consumers() []ConsumerInfo {
 		cur := st.cursors[id]
 		c := cur.c
 		out = append(out, ConsumerInfo{Tag: c.tag, AckRequired: true, Exclusive: c.excl,
-			Priority: c.priority, Prefetch: c.prefetch, Active: cur.live(),
+			Priority: int(c.priority), Prefetch: c.prefetch, Active: cur.live(),
 			SingleActive: cur.grp != nil || (cur.up != nil && cur.up.sac)})
 	}
 	return out

@@ -14,15 +14,19 @@ func (q *Queue) scheduleExpiry(now int64) {
 		return
 	}
 	d := q.deadline(e)
-	if d == 0 || (q.expAt != 0 && q.expAt <= d) {
+	if d == 0 {
 		return
 	}
-	q.expAt = d
+	c := q.coldState()
+	if c.expAt != 0 && c.expAt <= d {
+		return
+	}
+	c.expAt = d
 	wait := time.Duration(d - now)
-	if q.expTimer == nil {
-		q.expTimer = time.AfterFunc(wait, q.onExpiryTimer)
+	if c.expTimer == nil {
+		c.expTimer = time.AfterFunc(wait, q.onExpiryTimer)
 	} else {
-		q.expTimer.Reset(wait)
+		c.expTimer.Reset(wait)
 	}
 }
 
@@ -32,7 +36,7 @@ func (q *Queue) onExpiryTimer() {
 		q.mu.Unlock()
 		return
 	}
-	q.expAt = 0
+	q.coldState().expAt = 0
 	now := nowNano()
 	q.cmdExpire(now)
 	q.dispatchLocked(now)
@@ -44,7 +48,7 @@ func (q *Queue) onExpiryTimer() {
 // no consumers and no basic.get or redeclare for that long.
 func (q *Queue) armIdleTimer() {
 	d := time.Duration(q.a.expires) * time.Millisecond
-	q.idleTimer = time.AfterFunc(d, q.onIdleTimer)
+	q.coldState().idleTimer = time.AfterFunc(d, q.onIdleTimer)
 }
 
 func (q *Queue) onIdleTimer() {
@@ -64,7 +68,7 @@ func (q *Queue) onIdleTimer() {
 		if len(q.consumers) > 0 {
 			wait = ttl
 		}
-		q.idleTimer.Reset(wait)
+		q.coldState().idleTimer.Reset(wait)
 		q.mu.Unlock()
 		return
 	}

@@ -84,7 +84,7 @@ func (v *VHost) propose(p TopologyProposer, c TopologyCommand) error {
 func (v *VHost) createCommand(op metaOp, actor string) TopologyCommand {
 	if q := op.create; q != nil {
 		return TopologyCommand{Op: TopoDeclareQueue, Actor: actor, Name: q.name, Durable: q.durable,
-			Exclusive: q.exclusive, AutoDelete: q.autoDelete, Args: q.args, ID: q.id, Node: q.home, Members: q.Members()}
+			Exclusive: q.exclusive, AutoDelete: q.autoDelete, Args: q.args, ID: q.id, Node: q.Home(), Members: q.Members()}
 	}
 	x := op.createX
 	c := TopologyCommand{Op: TopoDeclareExchange, Actor: actor, Name: x.name, Type: x.kind, Durable: x.durable,

@@ -29,10 +29,13 @@ type Conn interface {
 
 // An AsyncConn is a Conn whose ServeAsync may return while the connection
 // is still open (an idle connection then holds no goroutine: it waits for
-// input in an event loop of its own); it calls ended, once, when the
-// connection has ended. Start uses ServeAsync rather than Serve.
+// input in an event loop of its own); it calls ended with itself, once,
+// when the connection has ended. Start uses ServeAsync rather than Serve.
+// ended is the same function for every connection of a set started
+// without a done channel: no closure a connection (an idle device's
+// 48 bytes).
 type AsyncConn interface {
-	ServeAsync(ended func())
+	ServeAsync(ended func(any))
 }
 
 // Set is a front end's listeners and open connections. The zero value is
@@ -45,13 +48,31 @@ type Set[C Conn] struct {
 	lns     []net.Listener
 	closing bool
 	wg      sync.WaitGroup
+	// endAsync is s.endedAsync, made once: what ServeAsync calls.
+	endAsync func(any)
 }
 
 // NewSet returns an empty set whose Serve returns closedErr after
 // Shutdown (the front end's own ErrServerClosed).
 func NewSet[C Conn](closedErr error) *Set[C] {
-	return &Set[C]{closedErr: closedErr, conns: map[C]struct{}{}}
+	s := &Set[C]{closedErr: closedErr, conns: map[C]struct{}{}}
+	s.endAsync = s.endedAsync
+	return s
 }
+
+// ended takes c, which has ended, out of the set and closes done if not
+// nil.
+func (s *Set[C]) ended(c C, done chan struct{}) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	if done != nil {
+		close(done)
+	}
+	s.wg.Done()
+}
+
+func (s *Set[C]) endedAsync(c any) { s.ended(c.(C), nil) }
 
 // maxAcceptDelay caps the backoff after temporary accept errors (out of
 // file descriptors): 5 ms doubling up to a second, as net/http does.
@@ -104,22 +125,17 @@ func (s *Set[C]) Start(c C, done chan struct{}) bool {
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	ended := func() {
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		if done != nil {
-			close(done)
-		}
-		s.wg.Done()
-	}
 	if ac, ok := any(c).(AsyncConn); ok {
+		ended := s.endAsync
+		if done != nil {
+			ended = func(any) { s.ended(c, done) }
+		}
 		go ac.ServeAsync(ended)
 		return true
 	}
 	go func() {
 		c.Serve()
-		ended()
+		s.ended(c, done)
 	}()
 	return true
 }

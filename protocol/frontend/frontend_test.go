@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 var errTestClosed = errors.New("test: server closed")
@@ -225,10 +226,10 @@ func (c *asyncConn) Serve() { panic("Start must use ServeAsync") }
 
 func (c *asyncConn) Abort() { c.nc.Close() }
 
-func (c *asyncConn) ServeAsync(ended func()) {
+func (c *asyncConn) ServeAsync(ended func(any)) {
 	go func() {
 		_, _ = c.nc.Read(make([]byte, 1))
-		ended()
+		ended(c)
 	}()
 }
 
@@ -263,5 +264,55 @@ func TestAsyncConnStaysUntilEnded(t *testing.T) {
 	}
 	if got := s.Snapshot(); len(got) != 0 {
 		t.Fatalf("Snapshot after the end = %v", got)
+	}
+}
+
+// recordingConn is an asyncConn that records the ended function it was
+// given.
+type recordingConn struct {
+	asyncConn
+	got chan func(any)
+}
+
+func (c *recordingConn) ServeAsync(ended func(any)) {
+	c.got <- ended
+	go func() {
+		_, _ = c.nc.Read(make([]byte, 1))
+		ended(c)
+	}()
+}
+
+// TestAsyncConnsShareEnded: connections started without a done channel
+// are all given the set's one ended function (no closure a connection),
+// which takes each out of the set when it ends.
+func TestAsyncConnsShareEnded(t *testing.T) {
+	s := NewSet[*recordingConn](errTestClosed)
+	var ends []func(any)
+	var peers []net.Conn
+	for range 2 {
+		a, b := net.Pipe()
+		peers = append(peers, b)
+		c := &recordingConn{asyncConn: asyncConn{nc: a}, got: make(chan func(any), 1)}
+		if !s.Start(c, nil) {
+			t.Fatal("Start refused")
+		}
+		ends = append(ends, <-c.got)
+	}
+	fv := func(f func(any)) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&f)) }
+	if fv(ends[0]) != fv(ends[1]) {
+		t.Error("each connection was given a function of its own")
+	}
+	for _, p := range peers {
+		p.Close()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(s.Snapshot()) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections left in the set after they ended", len(s.Snapshot()))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := s.Shutdown(context.Background(), func(*recordingConn) {}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -124,19 +124,19 @@ func (s *Server) Session(vhost, clientID string) (SessionInfo, bool) {
 
 func (s *Server) sessionInfo(se *session) SessionInfo {
 	se.mu.Lock()
-	i := SessionInfo{VHost: se.vhost, ClientID: se.clientID, User: se.user, Persistent: se.persistent && !se.ended,
+	i := SessionInfo{VHost: se.vhost(), ClientID: se.clientID(), User: se.user, Persistent: se.persistent && !se.ended,
 		Expiry: se.expiry, Queue: se.qname}
 	if se.owner != nil {
-		i.Connected, i.Connection = true, se.owner.name
-	} else if se.expiry != expiryNever && !se.expiresAt.IsZero() {
-		i.ExpiresAt = se.expiresAt
+		i.Connected, i.Connection = true, se.owner.connName()
+	} else if se.expiry != expiryNever && se.expiresAt != 0 {
+		i.ExpiresAt = time.Unix(0, se.expiresAt)
 	}
 	se.mu.Unlock()
 	for _, sub := range se.subList() {
 		i.Subscriptions = append(i.Subscriptions, SubscriptionInfo{Filter: sub.Filter, Share: sub.Share, QoS: sub.QoS,
 			NoLocal: sub.NoLocal, RetainAsPublished: sub.RAP, RetainHandling: sub.Handling, ID: sub.ID})
 	}
-	if vh, ok := s.b.VHost(se.vhost); ok {
+	if vh, ok := s.b.VHost(se.vhost()); ok {
 		if q, err := vh.Queue(se.qname, nil); err == nil {
 			st := q.Status()
 			i.Queued, i.Unacked = st.Ready, st.Unacked

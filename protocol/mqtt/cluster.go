@@ -154,7 +154,7 @@ func (s *Server) applySession(key string, val []byte) {
 		if reassert {
 			go func() {
 				if err := s.saveSession(se); err != nil {
-					s.log.Warn("store session", "client_id", se.clientID, "err", err)
+					s.log.Warn("store session", "client_id", se.clientID(), "err", err)
 				}
 			}()
 		}
@@ -163,7 +163,7 @@ func (s *Server) applySession(key string, val []byte) {
 	s.forgetLocked(se)
 	se.mu.Unlock()
 	if owner != nil {
-		s.log.Info("session taken over on another node", "client_id", se.clientID, "node", rec.Node)
+		s.log.Info("session taken over on another node", "client_id", se.clientID(), "node", rec.Node)
 		go owner.serverDisconnect(codeSessionTakenOver)
 	}
 }
@@ -261,7 +261,7 @@ func (s *Server) stillHere(se *session) bool {
 	}
 	rec, err := s.loadRecord(se.key)
 	if err != nil {
-		s.log.Warn("read session record", "client_id", se.clientID, "err", err)
+		s.log.Warn("read session record", "client_id", se.clientID(), "err", err)
 		return true
 	}
 	s.mu.Lock()

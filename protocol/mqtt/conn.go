@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,10 +21,13 @@ import (
 
 // conn is one client connection and its session state machine.
 type conn struct {
-	s           *Server
-	nc          net.Conn
-	br          *connReader // reader goroutine only (readbuf.go)
-	name        string
+	s  *Server
+	nc net.Conn
+	br *connReader // reader goroutine only (readbuf.go)
+	// nameP is the connection's name, made by the first that asks for it
+	// (connName); seq is its number in it.
+	nameP       atomic.Pointer[string]
+	seq         uint64
 	transport   string
 	connectedAt int64 // Unix nanoseconds
 
@@ -109,7 +113,7 @@ type conn struct {
 	// wakeWindow (Unix nanoseconds), to tell a stream from a device that
 	// sends now and then (packetLoop's eager; reader).
 	wakeWindow int64
-	ended      func() // frontend.AsyncConn's, nil under Serve
+	ended      func(any) // frontend.AsyncConn's, nil under Serve
 	kaTimer    *time.Timer
 	kaDue      atomic.Int64 // when the keep-alive of a parked connection runs out, Unix nanoseconds
 
@@ -118,8 +122,7 @@ type conn struct {
 
 	// abort is fired by serverDisconnect, to wake a reader that waits
 	// for a resource alarm or a rate limit (see limits.go).
-	abort       signal
-	releaseConn func() // the connection limits' slot, set by CONNECT
+	abort signal
 
 	// For the log (connlog.go): the reason code the broker disconnected
 	// with (|0x100 once set); a valid CONNECT was read; its refusal is
@@ -127,17 +130,33 @@ type conn struct {
 	closeCode     atomic.Uint32
 	accepted      bool
 	refusalLogged bool
-	refusedCode   byte   // the CONNACK refusal's reason code
-	loginName     string // the user name CONNECT gave
+	refusedCode   byte // the CONNACK refusal's reason code
+	// slotHeld: CONNECT took a slot under the connection limits for
+	// user and vh (openLimited), which cleanup gives back.
+	slotHeld  bool
+	loginName string // the user name CONNECT gave
 }
 
 func newConn(s *Server, nc net.Conn, transport string) *conn {
 	c := &conn{
 		s: s, nc: nc, br: newConnReader(nc), transport: transport,
-		name: s.connName(nc), connectedAt: time.Now().UnixNano(),
+		seq: s.seq.Add(1), connectedAt: time.Now().UnixNano(),
 	}
 	c.runWriter = c.writeLoop
 	return c
+}
+
+// connName is the connection's name in the management API, the log and
+// the events: its peer's and local address and its number. Made when
+// first asked for: a fleet's idle devices that nobody lists or logs
+// keep no string of it.
+func (c *conn) connName() string {
+	if p := c.nameP.Load(); p != nil {
+		return *p
+	}
+	n := c.nc.RemoteAddr().String() + " -> " + c.nc.LocalAddr().String() + " #" + strconv.FormatUint(c.seq, 10)
+	c.nameP.CompareAndSwap(nil, &n)
+	return *c.nameP.Load()
 }
 
 // Abort closes the transport at once (frontend.Conn).
@@ -155,10 +174,10 @@ func (c *conn) Serve() {
 // the event loop (frontend.AsyncConn; park.go).
 // TLS and WebSocket connections, which the poller cannot read, are
 // served as Serve does, their reader goroutine kept.
-func (c *conn) ServeAsync(ended func()) {
+func (c *conn) ServeAsync(ended func(any)) {
 	if c.br.rc == nil {
 		c.Serve()
-		ended()
+		ended(c)
 		return
 	}
 	c.ended = ended
@@ -484,9 +503,7 @@ func (c *conn) cleanup() {
 	if !c.lingering.Load() {
 		c.nc.Close()
 	}
-	if c.releaseConn != nil {
-		c.releaseConn()
-	}
+	c.closeLimited()
 	c.consMu.Lock()
 	cons := c.consumers
 	c.consumers, c.consClosed = nil, true
@@ -552,8 +569,8 @@ func (c *conn) cleanup() {
 		return
 	}
 	se.owner = nil
-	se.offAt = time.Now()
-	se.relOut = released
+	se.offAt = time.Now().UnixMilli()
+	se.setRelOut(released)
 	end := !se.persistent
 	var dropped chan struct{}
 	if end {
@@ -602,7 +619,7 @@ func (c *conn) info() (ConnInfo, bool) {
 	c.infMu.Lock()
 	inf := c.inflight.len()
 	c.infMu.Unlock()
-	i := ConnInfo{Name: c.name, ClientID: c.clientID, VHost: c.vh.Name(), Peer: c.nc.RemoteAddr().String(),
+	i := ConnInfo{Name: c.connName(), ClientID: c.clientID, VHost: c.vh.Name(), Peer: c.nc.RemoteAddr().String(),
 		Local: c.nc.LocalAddr().String(), Transport: c.transport, Version: c.version, ConnectedAt: time.Unix(0, c.connectedAt),
 		Keepalive: c.keepalive, CleanStart: c.cleanStart,
 		RecvPublish: c.recvPublish.Load(), SentPublish: c.sentPublish.Load(),

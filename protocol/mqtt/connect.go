@@ -125,10 +125,9 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		c.refuse(codeNotAuthorized)
 		return errProto(codeNotAuthorized, "access to vhost '"+vhost+"' refused for user '"+userName+"'")
 	}
-	if err := c.openLimited(u.Name(), vhost); err != nil {
+	if err := c.openLimited(u, vh); err != nil {
 		return err
 	}
-	c.user, c.vh = u, vh
 
 	// Client identifier.
 	// Cloned: the decoder's strings are views of the CONNECT packet, which
@@ -173,7 +172,7 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		return err
 	}
 	c.se = se
-	c.clientID = se.clientID // the same string, kept once
+	c.clientID = se.clientID() // the same string, kept once
 	if claim {
 		// The session was last held on another node: the claim makes
 		// that node let go of it (cluster.go).
@@ -361,7 +360,7 @@ func (c *conn) setSessionMode(pk *packets.Packet) {
 		se.mu.Lock()
 		se.setSubs(nil)
 		clear(se.qos2In)
-		se.relOut = nil
+		se.setRelOut(nil)
 		se.mu.Unlock()
 	}
 	se.mu.Lock()
@@ -413,8 +412,8 @@ func (s *Server) deleteSessionRecord(key string) error {
 func (c *conn) resume() {
 	se := c.se
 	se.mu.Lock()
-	rel := se.relOut
-	se.relOut = nil
+	rel := se.relOutList()
+	se.setRelOut(nil)
 	se.mu.Unlock()
 	if len(rel) > 0 {
 		c.infMu.Lock()

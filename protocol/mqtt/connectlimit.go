@@ -18,7 +18,7 @@ func (c *conn) readConnectPacket() (wire.Packet, error) {
 	if err != nil {
 		if err == wire.ErrTooLarge {
 			c.s.log.Warn("MQTT CONNECT too large: connection refused before authentication",
-				"conn", c.name, "max", c.s.cfg.MaxConnectSize)
+				"conn", c.connName(), "max", c.s.cfg.MaxConnectSize)
 			if wire.ConnectVersion(c.br.Peek()) == 5 {
 				c.version = 5
 				c.refuse(codePacketTooLarge)

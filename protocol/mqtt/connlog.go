@@ -133,7 +133,7 @@ func (c *conn) connEvent(created bool, reason string) {
 		proto = "MQTT 5.0"
 	}
 	_, tls := c.nc.(interface{ ConnectionState() tls.ConnectionState })
-	e := &event.Conn{Name: c.name, Protocol: proto, VHost: c.vh.Name(), Peer: c.peer(), Local: c.nc.LocalAddr().String(),
+	e := &event.Conn{Name: c.connName(), Protocol: proto, VHost: c.vh.Name(), Peer: c.peer(), Local: c.nc.LocalAddr().String(),
 		SSL: tls, AuthMechanism: c.authMethod, ClientProperties: map[string]any{"client_id": c.clientID},
 		UserProvidedName: c.clientID, ConnectedAt: time.Unix(0, c.connectedAt)}
 	if c.user != nil {

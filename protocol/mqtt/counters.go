@@ -7,7 +7,7 @@ package mqtt
 func (s *Server) EachCounters(fn func(name string, recvBytes, sentBytes, recvPublish, sentPublish uint64)) {
 	for _, c := range s.conns.Snapshot() {
 		if c.connected.Load() {
-			fn(c.name, c.recvBytes.Load(), c.sentBytes.Load(), c.recvPublish.Load(), c.sentPublish.Load())
+			fn(c.connName(), c.recvBytes.Load(), c.sentBytes.Load(), c.recvPublish.Load(), c.sentPublish.Load())
 		}
 	}
 }

@@ -5,23 +5,34 @@ import (
 	"strconv"
 
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/trident-broker/trident/auth"
+	"github.com/trident-broker/trident/exchange"
 )
 
 // errAborted ends a reader that was waiting to publish when the connection
 // was closed from the server side.
 var errAborted = errors.New("mqtt: connection closed while publishing was blocked")
 
-// openLimited takes a slot under the broker's connection limits for user
-// on vhost, refusing the CONNECT (MQTT 5: 0x97 quota exceeded; 3.1.1:
-// server unavailable) when a limit is reached.
-func (c *conn) openLimited(user, vhost string) error {
-	release, err := c.s.b.Limiter().OpenConnection(user, vhost)
-	if err != nil {
+// openLimited takes a slot under the broker's connection limits for u on
+// vh, refusing the CONNECT (MQTT 5: 0x97 quota exceeded; 3.1.1: server
+// unavailable) when a limit is reached; on success the connection is
+// u's on vh (c.user, c.vh), which closeLimited gives the slot back for.
+func (c *conn) openLimited(u *auth.User, vh *exchange.VHost) error {
+	if err := c.s.b.Limiter().AdmitConnection(u.Name(), vh.Name()); err != nil {
 		c.refuse(codeQuotaExceeded)
 		return errProto(codeQuotaExceeded, err.Error())
 	}
-	c.releaseConn = release
+	c.user, c.vh, c.slotHeld = u, vh, true
 	return nil
+}
+
+// closeLimited gives back the slot openLimited took, once (cleanup).
+func (c *conn) closeLimited() {
+	if c.slotHeld {
+		c.slotHeld = false
+		c.s.b.Limiter().ReleaseConnection(c.user.Name(), c.vh.Name())
+	}
 }
 
 // admitPublish runs before an inbound PUBLISH is handled: it refuses a

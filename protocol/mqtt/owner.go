@@ -78,7 +78,7 @@ func (s *Server) foreignLocked(se *session, user string) (discarded bool, gen ui
 	se.mu.Unlock()
 	s.mu.Unlock()
 	s.log.Warn("MQTT session of another user discarded: a client of a different user connected with its client id",
-		"client_id", se.clientID, "vhost", se.vhost, "owner", owner, "user", user)
+		"client_id", se.clientID(), "vhost", se.vhost(), "owner", owner, "user", user)
 	s.dropSession(se)
 	s.mu.Lock()
 	if s.sessions[se.key] == se {

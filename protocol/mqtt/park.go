@@ -59,7 +59,7 @@ func (c *conn) finish(err error) {
 		c.kaTimer.Stop()
 	}
 	if c.ended != nil {
-		c.ended()
+		c.ended(c)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -328,16 +327,12 @@ func (s *Server) Connections() []ConnInfo {
 // CloseConnection closes the named connection (MQTT 5: DISCONNECT 0x98
 // administrative action). It reports whether it was found.
 func (s *Server) CloseConnection(name, _ string) bool {
-	found, ok := s.conns.Find(func(c *conn) string { return c.name }, name)
+	found, ok := s.conns.Find(func(c *conn) string { return c.connName() }, name)
 	if !ok {
 		return false
 	}
 	found.serverDisconnect(codeAdministrativeAction)
 	return true
-}
-
-func (s *Server) connName(nc net.Conn) string {
-	return nc.RemoteAddr().String() + " -> " + nc.LocalAddr().String() + " #" + strconv.FormatUint(s.seq.Add(1), 10)
 }
 
 // poller is the server's event loop, started by the first connection

@@ -36,10 +36,8 @@ func (s *subscription) same(o *subscription) bool { return s.Filter == o.Filter 
 // session is the state that outlives a connection: for a persistent
 // session until it expires, across restarts through its store record.
 type session struct {
-	key      string // vhost + "\x00" + client id
-	vhost    string
-	clientID string
-	qname    string // queueName()
+	key   string // vhost + "\x00" + client id (vhost and clientID cut it)
+	qname string // queueName()
 
 	// subs is replaced, never modified (copy on write under mu); the
 	// writer goroutine reads it without a lock.
@@ -65,7 +63,10 @@ type session struct {
 	// before a restart), for the receive maximum's count. Made by the
 	// first (addQoS2In): most sessions never see QoS 2.
 	qos2In map[uint16]*conn
-	relOut []uint16 // outbound QoS 2 packet ids awaiting PUBCOMP, while disconnected
+	// relOut are the outbound QoS 2 packet ids awaiting PUBCOMP, while
+	// disconnected (setRelOut; nil if none: a slice header was 24 bytes
+	// of every session).
+	relOut *[]uint16
 	// qos2Dirty: the QoS 2 packet ids (qos2In, the owner's released
 	// inflight) changed since the record was last saved; see qos2.go.
 	qos2Dirty atomic.Bool
@@ -74,7 +75,7 @@ type session struct {
 	saveMu sync.Mutex
 
 	expTimer  *time.Timer
-	expiresAt time.Time // when expTimer fires, for management (admin.go)
+	expiresAt int64 // when expTimer fires (Unix ns), for management (admin.go)
 	willTimer *time.Timer
 	// ended: the session is over (its queue and record being dropped).
 	// dropping, while an ended session's queue and record are being
@@ -87,24 +88,56 @@ type session struct {
 	// Gen); moved: a connection on another node took it (cluster.go),
 	// so this node neither writes nor ends it any more.
 	gen uint64
-	// offAt is when the last connection ended (zero while connected, or
+	// offAt is when the last connection ended (Unix ms; zero while
+	// connected, or
 	// never); elsewhere, in a cluster, that the record says the session's
 	// connection on another node is open and that node alive: another
 	// user is refused as if the owner were connected here (owner.go).
-	offAt time.Time
+	offAt int64
+}
+
+// setRelOut sets se.relOut to l (se.mu held).
+func (se *session) setRelOut(l []uint16) {
+	if len(l) == 0 {
+		se.relOut = nil
+		return
+	}
+	se.relOut = &l
+}
+
+// relOutList is se.relOut's packet ids (se.mu held).
+func (se *session) relOutList() []uint16 {
+	if se.relOut == nil {
+		return nil
+	}
+	return *se.relOut
 }
 
 func newSession(vhost, clientID string) *session {
 	// One string for the three: the vhost and client id are parts of key.
 	key := vhost + "\x00" + clientID
-	se := &session{key: key, vhost: key[:len(vhost)], clientID: key[len(vhost)+1:]}
+	se := &session{key: key}
 	se.qname = se.queueName()
 	se.subs.Store(&[]*subscription{})
 	return se
 }
 
+// vhost is the session's vhost: its key up to the first NUL (a vhost
+// name has none; loadSessions cuts a record's key there too). Cut when
+// asked for, not kept: two string headers fewer in every session.
+func (se *session) vhost() string {
+	vh, _, _ := strings.Cut(se.key, "\x00")
+	return vh
+}
+
+// clientID is the session's client id: its key after the vhost.
+func (se *session) clientID() string {
+	_, id, _ := strings.Cut(se.key, "\x00")
+	return id
+}
+
 // queueName is the session's own queue, as RabbitMQ names it.
-func (se *session) queueName() string { return "mqtt-subscription-" + se.clientID + "qos1" }
+func (se *session) queueName() string { return "mqtt-subscription-" + se.clientID() + "qos1" }
 
 // sharedQueueName is the queue of a shared subscription group.
 func sharedQueueName(group, filter string) string { return "mqtt-shared-" + group + "-" + filter }
@@ -167,10 +200,10 @@ func (s *Server) saveSession(se *session) error {
 		se.mu.Unlock()
 		return nil
 	}
-	rec := sessionRecord{Expiry: se.expiry, Subs: se.subList(), RelOut: slices.Clone(se.relOut),
+	rec := sessionRecord{Expiry: se.expiry, Subs: se.subList(), RelOut: slices.Clone(se.relOutList()),
 		Node: s.cfg.NodeName, Gen: se.gen, User: se.user}
-	if se.owner == nil && !se.offAt.IsZero() {
-		rec.Off = se.offAt.UnixMilli()
+	if se.owner == nil && se.offAt != 0 {
+		rec.Off = se.offAt
 	}
 	for pid := range se.qos2In {
 		rec.QoS2In = append(rec.QoS2In, pid)
@@ -230,9 +263,9 @@ func (s *Server) sessionFromRecord(vh, id string, rec *sessionRecord) *session {
 	for _, pid := range rec.QoS2In {
 		se.addQoS2In(pid, nil)
 	}
-	se.relOut = rec.RelOut
+	se.setRelOut(rec.RelOut)
 	if rec.Off > 0 {
-		se.offAt = time.UnixMilli(rec.Off)
+		se.offAt = rec.Off
 	}
 	for _, sub := range rec.Subs {
 		s.prepareSub(se, sub)
@@ -264,7 +297,7 @@ func (s *Server) armExpiry(se *session) {
 		se.expTimer.Stop()
 	}
 	se.expTimer = time.AfterFunc(d, func() { s.expireSession(se) })
-	se.expiresAt = time.Now().Add(d)
+	se.expiresAt = time.Now().Add(d).UnixNano()
 }
 
 // expireSession ends a session whose expiry interval has passed, unless
@@ -301,12 +334,12 @@ func (s *Server) dropSession(se *session) {
 	if moved {
 		return
 	}
-	if vh, ok := s.b.VHost(se.vhost); ok {
+	if vh, ok := s.b.VHost(se.vhost()); ok {
 		_, _ = vh.DeleteQueue(se.qname, false, false, nil)
 	}
 	if se.persistent {
 		if err := s.shared.DeleteMeta(sessionPrefix + se.key); err != nil {
-			s.log.Warn("delete session record", "client_id", se.clientID, "err", err)
+			s.log.Warn("delete session record", "client_id", se.clientID(), "err", err)
 		}
 	}
 }

@@ -83,19 +83,19 @@ func (s *Server) scheduleWill(se *session, w *will, sessionEnded bool) {
 // publishWill routes the will into the core like a PUBLISH from the
 // client (retained if asked), without waiting for the store.
 func (s *Server) publishWill(se *session, w *will) {
-	vh, ok := s.b.VHost(se.vhost)
+	vh, ok := s.b.VHost(se.vhost())
 	if !ok {
 		return
 	}
 	pk := w.pk
 	if pk.FixedHeader.Retain {
-		if err := s.retained.put(s.shared, se.vhost, &pk); err != nil {
-			s.log.Warn("retain will", "client_id", se.clientID, "err", err)
+		if err := s.retained.put(s.shared, se.vhost(), &pk); err != nil {
+			s.log.Warn("retain will", "client_id", se.clientID(), "err", err)
 		}
 	}
-	c := &conn{s: s, version: pk.ProtocolVersion, clientID: se.clientID}
+	c := &conn{s: s, version: pk.ProtocolVersion, clientID: se.clientID()}
 	m := c.toMessage(&pk, nil, nil, s.cfg.Exchange, wire.TopicToKey(pk.TopicName))
 	if _, err := vh.Publish(m, exchange.PublishOpts{}); err != nil {
-		s.log.Warn("publish will", "client_id", se.clientID, "err", err)
+		s.log.Warn("publish will", "client_id", se.clientID(), "err", err)
 	}
 }
