@@ -17,25 +17,13 @@ import (
 // subscribes to filter at QoS 1.
 func rawSubscribe1(t *testing.T, addr, id, filter string) net.Conn {
 	t.Helper()
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
+	nc, ack := rawConnect3(t, addr, "guest", "guest", id, 0xC2, 0, 30*time.Second)
+	if ack[1] != 0 {
+		t.Fatalf("CONNACK: %x", ack)
 	}
-	t.Cleanup(func() { nc.Close() })
+	_ = nc.SetReadDeadline(time.Time{})
 	var body []byte
-	body = benchString(body, "MQTT")
-	body = append(body, 4, 0xC2)
-	body = binary.BigEndian.AppendUint16(body, 0)
-	body = benchString(body, id)
-	body = benchString(body, "guest")
-	body = benchString(body, "guest")
-	if _, err := nc.Write(benchPacket(nil, 0x10, body)); err != nil {
-		t.Fatal(err)
-	}
-	if first, ack := benchReadPacket(t, nc); first>>4 != packets.Connack || ack[1] != 0 {
-		t.Fatalf("CONNACK: %x %x", first, ack)
-	}
-	body = binary.BigEndian.AppendUint16(body[:0], 1)
+	body = binary.BigEndian.AppendUint16(body, 1)
 	body = benchString(body, filter)
 	body = append(body, 1)
 	if _, err := nc.Write(benchPacket(nil, 0x82, body)); err != nil {
