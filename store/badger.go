@@ -272,7 +272,9 @@ func (b *Badger) Close() error {
 	b.closed = true
 	b.life.Unlock()
 
-	b.giveBackT.Stop()
+	if b.giveBackT != nil {
+		b.giveBackT.Stop()
+	}
 	b.mu.Lock()
 	b.stopping = true
 	b.wake.Signal()
