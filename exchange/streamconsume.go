@@ -307,7 +307,16 @@ func (st *stream) removeConsumer(c *Consumer) {
 			named = cur.name != "" || (cur.up != nil && st.dirty[cur.up.name])
 		}
 	}
+	reading := false
+	for _, cur := range st.cursors {
+		reading = reading || cur.up == nil
+	}
 	st.mu.Unlock()
+	if !reading {
+		// The last reader of this node's log went: give back the
+		// chunks it cached for readers (streamlog's read cache).
+		st.log.DropCache()
+	}
 	if named {
 		st.flushOffsets()
 	}

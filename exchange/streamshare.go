@@ -26,16 +26,35 @@ import "bytes"
 // rather than each holding its own.
 const shareRingSize = 16384
 
+// shareMaxBytes bounds what the ring holds in bytes besides its count:
+// 16,384 messages of 1 KiB are ~50 MiB with the records their slots keep
+// and the encodings front ends cache on them. A message that would take
+// the ring past it is decoded for its reader alone (not shared); messages
+// of up to ~600 bytes never reach it. shareSlotBytes is what a slot is
+// counted for: the record, the body twice (the decoded copy and an
+// encoding of it) and shareSlotOverhead for the message's struct and
+// properties.
+const (
+	shareMaxBytes     = 16 << 20
+	shareSlotOverhead = 256
+)
+
+func shareSlotBytes(data []byte, m *Message) int {
+	return len(data) + 2*len(m.Body) + shareSlotOverhead
+}
+
 type shareSlot struct {
-	off  uint64
-	data []byte // the record's bytes the message was decoded from
-	m    *Message
+	off   uint64
+	data  []byte // the record's bytes the message was decoded from
+	m     *Message
+	bytes int // shareSlotBytes
 }
 
 // sharing is a stream's ring (guarded by stream.mu).
 type sharing struct {
-	raw  int // cursors with noOffsetHeader reading this node's log
-	ring []shareSlot
+	raw   int // cursors with noOffsetHeader reading this node's log
+	ring  []shareSlot
+	bytes int // the slots' shareSlotBytes, at most shareMaxBytes
 }
 
 // addRaw and dropRaw count a raw cursor coming and going; the ring goes
@@ -44,7 +63,7 @@ func (s *sharing) addRaw() { s.raw++ }
 
 func (s *sharing) dropRaw() {
 	if s.raw--; s.raw < 2 {
-		s.ring = nil
+		s.ring, s.bytes = nil, 0
 	}
 }
 
@@ -66,10 +85,20 @@ func (s *sharing) decode(off uint64, data []byte, raw bool) (*Message, bool, err
 	if err != nil {
 		return nil, false, err
 	}
+	s.bytes -= sl.bytes
+	*sl = shareSlot{}
+	n := shareSlotBytes(data, m)
+	if s.bytes+n > shareMaxBytes {
+		return m, false, nil // the ring is full in bytes: this reader's own
+	}
 	m.shared = true
-	*sl = shareSlot{off: off, data: data, m: m}
+	*sl = shareSlot{off: off, data: data, m: m, bytes: n}
+	s.bytes += n
 	return m, true, nil
 }
+
+// ringBytes is what the ring holds (stream.mu held).
+func (s *sharing) ringBytes() int { return s.bytes }
 
 // SharedDelivery reports whether d's message may be delivered to other
 // consumers too (a stream's raw readers share it): a front end then caches

@@ -171,6 +171,8 @@ type Badger struct {
 
 	writerDone chan struct{}
 	notifyDone chan struct{}
+	// giveBackT runs giveBack once the writer stayed idle giveBackAfter.
+	giveBackT *time.Timer
 
 	stats struct {
 		appends, deletes, cancelled, batches, syncs atomic.Uint64
@@ -228,6 +230,8 @@ func OpenBadger(dir string, opts BadgerOptions, log *slog.Logger) (*Badger, erro
 	b.wake = sync.NewCond(&b.mu)
 	b.room = sync.NewCond(&b.mu)
 	b.notifyCond = sync.NewCond(&b.notifyMu)
+	b.giveBackT = time.AfterFunc(time.Hour, b.giveBack)
+	b.giveBackT.Stop()
 	go b.runWriter()
 	go b.runNotifier()
 	return b, nil
@@ -268,6 +272,9 @@ func (b *Badger) Close() error {
 	b.closed = true
 	b.life.Unlock()
 
+	if b.giveBackT != nil {
+		b.giveBackT.Stop()
+	}
 	b.mu.Lock()
 	b.stopping = true
 	b.wake.Signal()

@@ -498,14 +498,21 @@ func spRawConsume(ctx context.Context, o *options, u spURL, stream string, n int
 	}
 	var got uint64
 	var credit []byte
+	// The read that brought the subscribe's answer may have brought
+	// chunks behind it: those are read first (reading more before them
+	// waited for chunks the broker sends only for their credit).
+	buffered := c.have > 0
 	for got < uint64(n) {
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
 		_ = c.nc.SetReadDeadline(time.Now().Add(30 * time.Second))
-		if _, err := c.fill(0); err != nil {
-			return 0, fmt.Errorf("raw reader after %d of %d: %w", got, n, err)
+		if !buffered {
+			if _, err := c.fill(0); err != nil {
+				return 0, fmt.Errorf("raw reader after %d of %d: %w", got, n, err)
+			}
 		}
+		buffered = false
 		off, chunks := 0, 0
 		for {
 			f, k, err := spFrame(c.buf[off:c.have], max(c.frameMax, 1<<20))

@@ -1,0 +1,81 @@
+package exchange
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestStreamReadersMemoryBounded: three raw readers (NoOffsetHeader, as
+// the stream protocol's subscriptions) read a stream of 4 KiB messages
+// from its first offset, in step. The ring of messages they share never
+// holds more than 16 MiB of records and bodies (16,384 of these messages
+// would be ~200 MiB with their encodings), every delivery has its
+// offset's body, and once the readers are gone the log's read cache is
+// given back.
+func TestStreamReadersMemoryBounded(t *testing.T) {
+	v, _ := newTestVHost(t)
+	q := newStreamQ(t, v, "s", nil)
+	const n, prefetch, size = 6000, 500, 4 << 10
+	body := func(off uint64) string {
+		p := fmt.Sprintf("%08d", off)
+		return p + strings.Repeat("x", size-len(p))
+	}
+	for i := range n {
+		publish(t, v, "", "s", body(uint64(i)))
+	}
+	waitFor(t, "durable", func() bool { return q.st.log.Durable() == n })
+	var sinks []*sink
+	var conss []*Consumer
+	for range 3 {
+		c, s := consume(t, v, "s", ConsumeOpts{Prefetch: prefetch, NoOffsetHeader: true, Args: Table{"x-stream-offset": "first"}})
+		sinks = append(sinks, s)
+		conss = append(conss, c)
+	}
+	maxHeld := 0
+	for got := prefetch; ; got = min(got+prefetch, n) {
+		waitFor(t, "a round", func() bool {
+			return sinks[0].len() == got && sinks[1].len() == got && sinks[2].len() == got
+		})
+		q.st.mu.Lock()
+		held := 0
+		for _, sl := range q.st.share.ring {
+			if sl.m != nil {
+				held += len(sl.data) + len(sl.m.Body)
+			}
+		}
+		q.st.mu.Unlock()
+		maxHeld = max(maxHeld, held)
+		if got == n {
+			break
+		}
+		for _, s := range sinks {
+			var seqs []uint64
+			for _, d := range s.deliveries()[got-prefetch : got] {
+				seqs = append(seqs, d.Seq)
+			}
+			q.AckMany(seqs)
+		}
+	}
+	if maxHeld > 16<<20 {
+		t.Fatalf("the shared ring held %d MiB of records and bodies, want at most 16", maxHeld>>20)
+	}
+	for _, s := range sinks {
+		for _, d := range s.deliveries() {
+			off, _ := StreamOffset(d)
+			if want := body(off); !bytes.Equal(d.Msg.Body, []byte(want)) {
+				t.Fatalf("offset %d has body %.8q…", off, d.Msg.Body)
+			}
+		}
+	}
+	if b := q.st.log.CacheBytes(); b == 0 || b > 8<<20 {
+		t.Fatalf("read cache %d bytes while reading, want some and at most 8 MiB", b)
+	}
+	for _, c := range conss {
+		c.Cancel()
+	}
+	if b := q.st.log.CacheBytes(); b != 0 {
+		t.Fatalf("read cache %d bytes after the readers went, want 0", b)
+	}
+}
