@@ -1,0 +1,110 @@
+package mqtt
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// recordLog keeps the records logged through it.
+type recordLog struct {
+	mu   sync.Mutex
+	recs []map[string]string
+}
+
+func (h *recordLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordLog) WithAttrs(as []slog.Attr) slog.Handler {
+	return &recordWith{h: h, attrs: as}
+}
+func (h *recordLog) WithGroup(string) slog.Handler { return h }
+func (h *recordLog) Handle(_ context.Context, r slog.Record) error { return h.add(nil, r) }
+
+func (h *recordLog) add(pre []slog.Attr, r slog.Record) error {
+	m := map[string]string{"msg": r.Message}
+	for _, a := range pre {
+		m[a.Key] = a.Value.String()
+	}
+	r.Attrs(func(a slog.Attr) bool { m[a.Key] = a.Value.String(); return true })
+	h.mu.Lock()
+	h.recs = append(h.recs, m)
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *recordLog) find(msg string) []map[string]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []map[string]string
+	for _, m := range h.recs {
+		if m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+type recordWith struct {
+	h     *recordLog
+	attrs []slog.Attr
+}
+
+func (w *recordWith) Enabled(context.Context, slog.Level) bool { return true }
+func (w *recordWith) WithAttrs(as []slog.Attr) slog.Handler {
+	return &recordWith{h: w.h, attrs: append(append([]slog.Attr(nil), w.attrs...), as...)}
+}
+func (w *recordWith) WithGroup(string) slog.Handler { return w }
+func (w *recordWith) Handle(_ context.Context, r slog.Record) error {
+	return w.h.add(w.attrs, r)
+}
+
+// TestRefusedLoginNamed: a CONNECT refused after authentication (its
+// vhost does not exist), before the connection has a user, is logged
+// under the user name it gave (connRare.loginName); an idle device that
+// was not refused holds no rare state.
+func TestRefusedLoginNamed(t *testing.T) {
+	logs := &recordLog{}
+	s, addr := testServerSet(t, &memStore{m: map[string][]byte{}}, func(s *Server) { s.log = slog.New(logs) })
+	host, port, err := splitHostPortNum(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := fleetDevice{fd: fd}
+	defer d.close()
+	if err := syscall.Connect(fd, &syscall.SockaddrInet4{Addr: host, Port: port}); err != nil {
+		t.Fatal(err)
+	}
+	var body []byte
+	body = benchString(body, "MQTT")
+	body = append(body, 4, 0xC2, 0, 0)
+	body = benchString(body, "refused-1")
+	body = benchString(body, "no-such-vhost:guest")
+	body = benchString(body, "guest")
+	d.write(t, benchPacket(nil, 0x10, body))
+	if first, b := d.read(t); first>>4 != 2 || len(b) < 2 || b[1] != 5 {
+		t.Fatalf("CONNACK to a vhost that does not exist: %x %x", first, b)
+	}
+	var rec map[string]string
+	for deadline := time.Now().Add(10 * time.Second); rec == nil; time.Sleep(5 * time.Millisecond) {
+		if r := logs.find("connection refused"); len(r) > 0 {
+			rec = r[0]
+		} else if time.Now().After(deadline) {
+			t.Fatal("the refusal is not logged")
+		}
+	}
+	if rec["user"] != "guest" {
+		t.Fatalf("refusal logged as %v, want user guest", rec)
+	}
+
+	dev := dialFleetDevice(t, addr, "rare-none", []string{"rare/t"}, []byte{1})
+	defer dev.close()
+	if c := serverConn(t, s, "rare-none"); c.rare != nil {
+		t.Fatalf("a plain device holds rare state %+v", *c.rare)
+	}
+}
