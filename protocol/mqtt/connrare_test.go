@@ -19,7 +19,7 @@ func (h *recordLog) Enabled(context.Context, slog.Level) bool { return true }
 func (h *recordLog) WithAttrs(as []slog.Attr) slog.Handler {
 	return &recordWith{h: h, attrs: as}
 }
-func (h *recordLog) WithGroup(string) slog.Handler { return h }
+func (h *recordLog) WithGroup(string) slog.Handler                 { return h }
 func (h *recordLog) Handle(_ context.Context, r slog.Record) error { return h.add(nil, r) }
 
 func (h *recordLog) add(pre []slog.Attr, r slog.Record) error {
