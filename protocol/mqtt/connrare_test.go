@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"context"
+	"encoding/binary"
 	"log/slog"
 	"sync"
 	"syscall"
@@ -106,5 +107,36 @@ func TestRefusedLoginNamed(t *testing.T) {
 	defer dev.close()
 	if c := serverConn(t, s, "rare-none"); c.rare != nil {
 		t.Fatalf("a plain device holds rare state %+v", *c.rare)
+	}
+}
+
+// TestUnsubscribeUnbinds: UNSUBSCRIBE takes away the binding of the
+// filter's key (made from the filter: a subscription keeps no key) and
+// leaves the session's other binding.
+func TestUnsubscribeUnbinds(t *testing.T) {
+	s, addr := testServer(t)
+	d := dialFleetDevice(t, addr, "unbind", []string{"unbind/a", "unbind/+"}, []byte{1, 1})
+	defer d.close()
+	c := serverConn(t, s, "unbind")
+	keys := func() map[string]bool {
+		m := map[string]bool{}
+		for _, b := range c.vh.Bindings() {
+			if b.Destination == c.se.qname {
+				m[b.RoutingKey] = true
+			}
+		}
+		return m
+	}
+	if k := keys(); len(k) != 2 || !k["unbind.a"] || !k["unbind.*"] {
+		t.Fatalf("bindings %v, want unbind.a and unbind.*", k)
+	}
+	body := binary.BigEndian.AppendUint16(nil, 2)
+	body = benchString(body, "unbind/a")
+	d.write(t, benchPacket(nil, 0xA2, body))
+	if first, _ := d.read(t); first>>4 != 11 {
+		t.Fatalf("UNSUBACK: %x", first)
+	}
+	if k := keys(); len(k) != 1 || !k["unbind.*"] {
+		t.Fatalf("bindings after UNSUBSCRIBE %v, want unbind.* alone", k)
 	}
 }

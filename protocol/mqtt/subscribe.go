@@ -334,16 +334,16 @@ func (c *conn) handleUnsubscribe(pk *packets.Packet) error {
 		}
 		// Another filter of the same queue may map to the same key
 		// ("a/+" and a literal "a/*").
-		keep := false
+		keep, key := false, gone.key()
 		for _, o := range l {
-			if o.queue == gone.queue && o.key() == gone.key() {
+			if o.queue == gone.queue && o.key() == key {
 				keep = true
 			}
 		}
 		// A shared group's queue keeps its binding for the other members;
 		// it goes with its last consumer (auto-delete).
 		if !keep && gone.Share == "" {
-			_ = c.vh.UnbindQueue(gone.queue, c.s.cfg.Exchange, gone.key(), nil, nil)
+			_ = c.vh.UnbindQueue(gone.queue, c.s.cfg.Exchange, key, nil, nil)
 		}
 		if gone.Share != "" {
 			c.consMu.Lock()
