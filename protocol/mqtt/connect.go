@@ -354,10 +354,7 @@ func (c *conn) takeSession(vhost, id, user string, latest bool) (_ *session, pre
 			se.expTimer.Stop()
 			se.expTimer = nil
 		}
-		if se.willTimer != nil {
-			se.willTimer.Stop() // [MQTT-3.1.3-9]: the delayed will is not sent
-			se.willTimer = nil
-		}
+		se.stopWillLocked() // [MQTT-3.1.3-9]: the delayed will is not sent
 		se.mu.Unlock()
 		s.mu.Unlock()
 		return se, present, claim, nil
@@ -376,7 +373,7 @@ func (c *conn) setSessionMode(pk *packets.Packet) {
 		}
 		se.mu.Lock()
 		se.setSubs(nil)
-		clear(se.qos2In)
+		clear(se.qos2InMap())
 		se.setRelOut(nil)
 		se.mu.Unlock()
 	}

@@ -63,15 +63,11 @@ type session struct {
 	// owner is the connected connection, nil if none; its left signal
 	// fires once it has let go of the session (conn.cleanup).
 	owner *conn
-	// qos2In holds the inbound QoS 2 packet ids awaiting PUBREL, each
-	// with the connection that received it (nil: an earlier one, or
-	// before a restart), for the receive maximum's count. Made by the
-	// first (addQoS2In): most sessions never see QoS 2.
-	qos2In map[uint16]*conn
-	// relOut are the outbound QoS 2 packet ids awaiting PUBCOMP, while
-	// disconnected (setRelOut; nil if none: a slice header was 24 bytes
-	// of every session).
-	relOut *[]uint16
+	// rare holds the QoS 2 packet ids and the delayed will's timer, made
+	// by the first that needs one (rareLocked): most sessions never see
+	// QoS 2 or a will delay, and three fields of every session took it
+	// out of the 144-byte size class.
+	rare *sessionRare
 	// qos2Dirty: the QoS 2 packet ids (qos2In, the owner's released
 	// inflight) changed since the record was last saved; see qos2.go.
 	qos2Dirty atomic.Bool
@@ -81,7 +77,6 @@ type session struct {
 
 	expTimer  *time.Timer
 	expiresAt int64 // when expTimer fires (Unix ns), for management (admin.go)
-	willTimer *time.Timer
 	// ended: the session is over (its queue and record being dropped).
 	// dropping, while an ended session's queue and record are being
 	// removed, is closed once they are: the session stays in the
@@ -101,21 +96,64 @@ type session struct {
 	offAt int64
 }
 
-// setRelOut sets se.relOut to l (se.mu held).
-func (se *session) setRelOut(l []uint16) {
-	if len(l) == 0 {
-		se.relOut = nil
-		return
-	}
-	se.relOut = &l
+// sessionRare is what few sessions use (session.rare; under se.mu).
+type sessionRare struct {
+	// qos2In holds the inbound QoS 2 packet ids awaiting PUBREL, each
+	// with the connection that received it (nil: an earlier one, or
+	// before a restart), for the receive maximum's count. Made by the
+	// first (addQoS2In).
+	qos2In map[uint16]*conn
+	// relOut are the outbound QoS 2 packet ids awaiting PUBCOMP, while
+	// disconnected (setRelOut; nil if none).
+	relOut []uint16
+	// willTimer publishes the will of a connection that ended, after its
+	// delay (will.go).
+	willTimer *time.Timer
 }
 
-// relOutList is se.relOut's packet ids (se.mu held).
-func (se *session) relOutList() []uint16 {
-	if se.relOut == nil {
+// rareLocked returns se.rare, made if need be (se.mu held).
+func (se *session) rareLocked() *sessionRare {
+	if se.rare == nil {
+		se.rare = &sessionRare{}
+	}
+	return se.rare
+}
+
+// qos2InMap is the inbound QoS 2 packet ids awaiting PUBREL, nil if none
+// was ever recorded (se.mu held; addQoS2In adds).
+func (se *session) qos2InMap() map[uint16]*conn {
+	if se.rare == nil {
 		return nil
 	}
-	return *se.relOut
+	return se.rare.qos2In
+}
+
+// stopWillLocked stops the delayed will's timer, if any (se.mu held).
+func (se *session) stopWillLocked() {
+	if se.rare != nil && se.rare.willTimer != nil {
+		se.rare.willTimer.Stop()
+		se.rare.willTimer = nil
+	}
+}
+
+// setRelOut sets se's outbound packet ids awaiting PUBCOMP to l (se.mu
+// held).
+func (se *session) setRelOut(l []uint16) {
+	if len(l) == 0 {
+		if se.rare != nil {
+			se.rare.relOut = nil
+		}
+		return
+	}
+	se.rareLocked().relOut = l
+}
+
+// relOutList is se's outbound packet ids awaiting PUBCOMP (se.mu held).
+func (se *session) relOutList() []uint16 {
+	if se.rare == nil {
+		return nil
+	}
+	return se.rare.relOut
 }
 
 func newSession(vhost, clientID string) *session {
@@ -165,10 +203,7 @@ func (se *session) stopTimersLocked() {
 		se.expTimer.Stop()
 		se.expTimer = nil
 	}
-	if se.willTimer != nil {
-		se.willTimer.Stop()
-		se.willTimer = nil
-	}
+	se.stopWillLocked()
 }
 
 // sessionRecord is a persistent session's stored form.
@@ -210,7 +245,7 @@ func (s *Server) saveSession(se *session) error {
 	if se.owner == nil && se.offAt != 0 {
 		rec.Off = se.offAt
 	}
-	for pid := range se.qos2In {
+	for pid := range se.qos2InMap() {
 		rec.QoS2In = append(rec.QoS2In, pid)
 	}
 	owner := se.owner
@@ -253,12 +288,14 @@ func (s *Server) loadSessions() error {
 	})
 }
 
-// addQoS2In records pid in se.qos2In; it runs under se.mu.
+// addQoS2In records pid among the inbound QoS 2 packet ids awaiting
+// PUBREL; it runs under se.mu.
 func (se *session) addQoS2In(pid uint16, c *conn) {
-	if se.qos2In == nil {
-		se.qos2In = map[uint16]*conn{}
+	r := se.rareLocked()
+	if r.qos2In == nil {
+		r.qos2In = map[uint16]*conn{}
 	}
-	se.qos2In[pid] = c
+	r.qos2In[pid] = c
 }
 
 // sessionFromRecord builds a disconnected persistent session.
