@@ -350,10 +350,7 @@ func (c *conn) takeSession(vhost, id, user string, latest bool) (_ *session, pre
 		se.owner = c
 		se.elsewhere = false
 		se.gen++
-		if se.expTimer != nil {
-			se.expTimer.Stop()
-			se.expTimer = nil
-		}
+		se.stopExpiryLocked()
 		se.stopWillLocked() // [MQTT-3.1.3-9]: the delayed will is not sent
 		se.mu.Unlock()
 		s.mu.Unlock()

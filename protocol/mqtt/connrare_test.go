@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"log/slog"
+	"net"
 	"sync"
 	"syscall"
 	"testing"
@@ -138,5 +139,64 @@ func TestUnsubscribeUnbinds(t *testing.T) {
 	}
 	if k := keys(); len(k) != 1 || !k["unbind.*"] {
 		t.Fatalf("bindings after UNSUBSCRIBE %v, want unbind.* alone", k)
+	}
+}
+
+// TestSessionExpiryRearmed: a persistent session resumed before it
+// expires and left again expires its interval after the second
+// departure, not the first (the session keeps its expiry timer, in
+// sessionRare, to stop when it is resumed and to replace).
+func TestSessionExpiryRearmed(t *testing.T) {
+	s, addr := testServer(t)
+	connect := func() net.Conn {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+		var body []byte
+		body = benchString(body, "MQTT")
+		body = append(body, 5, 0xC0, 0, 0)       // MQTT 5, user name, password, not clean
+		body = append(body, 5, 0x11, 0, 0, 0, 2) // session expiry interval 2 s
+		body = benchString(body, "rearm")
+		body = benchString(body, "guest")
+		body = benchString(body, "guest")
+		if _, err := nc.Write(benchPacket(nil, 0x10, body)); err != nil {
+			t.Fatal(err)
+		}
+		if first, _ := benchReadPacket(t, nc); first>>4 != 2 {
+			t.Fatalf("CONNACK %x", first)
+		}
+		return nc
+	}
+	disconnected := func() {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if info, ok := s.Session("/", "rearm"); ok && !info.Connected {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the session is not shown disconnected")
+			}
+		}
+	}
+	connect().Close()
+	disconnected()
+	first := time.Now() // the first expiry due 2 s from here
+	time.Sleep(time.Second)
+	connect().Close()
+	disconnected()
+	second := time.Now()
+	time.Sleep(time.Until(first.Add(2500 * time.Millisecond)))
+	if _, ok := s.Session("/", "rearm"); !ok {
+		t.Fatalf("the session expired %v after its first departure, %v after its second", time.Since(first), time.Since(second))
+	}
+	for deadline := second.Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, ok := s.Session("/", "rearm"); !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the session did not expire 2 s after its second departure")
+		}
 	}
 }

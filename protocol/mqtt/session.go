@@ -63,10 +63,11 @@ type session struct {
 	// owner is the connected connection, nil if none; its left signal
 	// fires once it has let go of the session (conn.cleanup).
 	owner *conn
-	// rare holds the QoS 2 packet ids and the delayed will's timer, made
-	// by the first that needs one (rareLocked): most sessions never see
-	// QoS 2 or a will delay, and three fields of every session took it
-	// out of the 144-byte size class.
+	// rare holds the QoS 2 packet ids, the expiry's and the delayed
+	// will's timers, made by the first that needs one (rareLocked): most
+	// sessions never see QoS 2, a will delay or an expiry while
+	// disconnected, and five fields of every session took it out of the
+	// 128-byte size class.
 	rare *sessionRare
 	// qos2Dirty: the QoS 2 packet ids (qos2In, the owner's released
 	// inflight) changed since the record was last saved; see qos2.go.
@@ -75,8 +76,6 @@ type session struct {
 	// latest state.
 	saveMu sync.Mutex
 
-	expTimer  *time.Timer
-	expiresAt int64 // when expTimer fires (Unix ns), for management (admin.go)
 	// ended: the session is over (its queue and record being dropped).
 	// dropping, while an ended session's queue and record are being
 	// removed, is closed once they are: the session stays in the
@@ -109,6 +108,11 @@ type sessionRare struct {
 	// willTimer publishes the will of a connection that ended, after its
 	// delay (will.go).
 	willTimer *time.Timer
+	// expTimer ends a disconnected persistent session when its expiry
+	// interval has passed (armExpiry); expiresAt is when (Unix ns), for
+	// management (admin.go).
+	expTimer  *time.Timer
+	expiresAt int64
 }
 
 // rareLocked returns se.rare, made if need be (se.mu held).
@@ -126,6 +130,23 @@ func (se *session) qos2InMap() map[uint16]*conn {
 		return nil
 	}
 	return se.rare.qos2In
+}
+
+// stopExpiryLocked stops the expiry timer, if any (se.mu held).
+func (se *session) stopExpiryLocked() {
+	if se.rare != nil && se.rare.expTimer != nil {
+		se.rare.expTimer.Stop()
+		se.rare.expTimer = nil
+	}
+}
+
+// expiresAtLocked is when the expiry timer fires (Unix ns), 0 if it was
+// never armed (se.mu held).
+func (se *session) expiresAtLocked() int64 {
+	if se.rare == nil {
+		return 0
+	}
+	return se.rare.expiresAt
 }
 
 // stopWillLocked stops the delayed will's timer, if any (se.mu held).
@@ -199,10 +220,7 @@ func (se *session) stopTimers() {
 // stopTimersLocked stops the session's expiry and delayed-will timers
 // (se.mu held).
 func (se *session) stopTimersLocked() {
-	if se.expTimer != nil {
-		se.expTimer.Stop()
-		se.expTimer = nil
-	}
+	se.stopExpiryLocked()
 	se.stopWillLocked()
 }
 
@@ -334,11 +352,12 @@ func (s *Server) armExpiry(se *session) {
 		return
 	}
 	d := time.Duration(se.expiry) * time.Second
-	if se.expTimer != nil {
-		se.expTimer.Stop()
+	r := se.rareLocked()
+	if r.expTimer != nil {
+		r.expTimer.Stop()
 	}
-	se.expTimer = time.AfterFunc(d, func() { s.expireSession(se) })
-	se.expiresAt = time.Now().Add(d).UnixNano()
+	r.expTimer = time.AfterFunc(d, func() { s.expireSession(se) })
+	r.expiresAt = time.Now().Add(d).UnixNano()
 }
 
 // expireSession ends a session whose expiry interval has passed, unless
