@@ -162,3 +162,35 @@ func TestMQTT5SessionExpiryAndWillDelay(t *testing.T) {
 }
 
 func intp(v int) *int { return &v }
+
+// TestMQTT5WillDelayResumed: a client that comes back to its session
+// within its will delay cancels the delayed will [MQTT-3.1.3-9]; when it
+// leaves again the will waits for the delay from then, and is sent once
+// (the session keeps the will's timer to stop).
+func TestMQTT5WillDelayResumed(t *testing.T) {
+	b := startMQTTBroker(t)
+	addr := b.mqttAddr()
+	watcher, _ := dial5(t, addr, &paho.Connect{ClientID: "w5r", CleanStart: true})
+	watcher.subscribe(t, paho.SubscribeOptions{Topic: "will5r/#", QoS: 1})
+	connect := func(clean bool) *client5 {
+		c, _, err := tryDial5(addr, &paho.Connect{ClientID: "will5r", CleanStart: clean, KeepAlive: 30,
+			WillMessage:    &paho.WillMessage{Topic: "will5r/c", QoS: 1, Payload: []byte("bye")},
+			WillProperties: &paho.WillProperties{WillDelayInterval: u32(2)},
+			Properties:     &paho.ConnectProperties{SessionExpiryInterval: u32(30)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	d := connect(true)
+	_ = d.Disconnect(&paho.Disconnect{ReasonCode: 0x04}) // the first will due 2 s from here
+	time.Sleep(300 * time.Millisecond)
+	d = connect(false)
+	time.Sleep(700 * time.Millisecond)
+	_ = d.Disconnect(&paho.Disconnect{ReasonCode: 0x04}) // the second due 2 s from here
+	watcher.none(t, 1500*time.Millisecond)               // past when the first was due
+	if m := watcher.receive(t); string(m.Payload) != "bye" {
+		t.Fatalf("will: %q", m.Payload)
+	}
+	watcher.none(t, time.Second)
+}

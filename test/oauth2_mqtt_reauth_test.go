@@ -129,3 +129,31 @@ func TestOAuth2MQTT5Reauth(t *testing.T) {
 		t.Fatalf("unknown method: %v %+v, want 0x8C", err, ack)
 	}
 }
+
+// TestOAuth2MQTT5ReauthShorter: AUTH 0x19 with a token that expires
+// sooner than the one CONNECT carried moves the connection's expiry
+// forward (the connection keeps its expiry watch to reset): the client
+// gets DISCONNECT 0xA0 when the new token expires.
+func TestOAuth2MQTT5ReauthShorter(t *testing.T) {
+	p := newIDP(t)
+	b, _ := oauthBroker(t, p)
+	c, ack, err := dialTokenAuth(t, b.n.MQTTAddr().String(), "reauth-short", "OAUTH2-JWT", p.token("app", time.Hour, appScopes...))
+	if err != nil {
+		t.Fatalf("CONNECT with OAUTH2-JWT: %v %+v", err, ack)
+	}
+	tok, exp := shortToken(p, "app", 2*time.Second, appScopes...)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := c.Authenticate(ctx, &paho.Auth{ReasonCode: 0x19, Properties: &paho.AuthProperties{AuthMethod: "OAUTH2-JWT", AuthData: []byte(tok)}})
+	if err != nil || !r.Success {
+		t.Fatalf("re-authentication: %+v %v", r, err)
+	}
+	select {
+	case d := <-c.disc:
+		if d.ReasonCode != 0xA0 {
+			t.Fatalf("DISCONNECT 0x%02x, want 0xA0", d.ReasonCode)
+		}
+	case <-time.After(time.Until(exp) + 5*time.Second):
+		t.Fatal("still connected after the shorter token expired")
+	}
+}

@@ -128,8 +128,8 @@ func (s *Server) sessionInfo(se *session) SessionInfo {
 		Expiry: se.expiry, Queue: se.qname}
 	if se.owner != nil {
 		i.Connected, i.Connection = true, se.owner.connName()
-	} else if se.expiry != expiryNever && se.expiresAt != 0 {
-		i.ExpiresAt = time.Unix(0, se.expiresAt)
+	} else if at := se.expiresAtLocked(); se.expiry != expiryNever && at != 0 {
+		i.ExpiresAt = time.Unix(0, at)
 	}
 	se.mu.Unlock()
 	for _, sub := range se.subList() {
@@ -193,10 +193,7 @@ func (s *Server) DeleteSession(vhost, clientID string) error {
 		return ErrNoSession
 	}
 	se.ended = true
-	if se.expTimer != nil {
-		se.expTimer.Stop()
-		se.expTimer = nil
-	}
+	se.stopExpiryLocked()
 	se.mu.Unlock()
 	delete(s.sessions, se.key)
 	s.mu.Unlock()

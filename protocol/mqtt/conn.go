@@ -28,7 +28,6 @@ type conn struct {
 	// (connName); seq is its number in it.
 	nameP       atomic.Pointer[string]
 	seq         uint64
-	transport   string
 	connectedAt int64 // Unix nanoseconds
 
 	// Set while handling CONNECT, read-only afterwards.
@@ -37,14 +36,13 @@ type conn struct {
 	user       *auth.User
 	vh         *exchange.VHost
 	se         *session
-	keepalive  time.Duration
 	version    byte
 	cleanStart bool
 	aliasMax   uint16 // the client's topic alias maximum (MQTT 5), 0: none
 	maxOut     uint32 // the client's maximum packet size, 0: none
-	will       *will
-	expiry     *auth.ExpiryWatch // a token user's (OAuth 2): disconnects when the token expires
-	authMethod string            // MQTT 5 Authentication Method of CONNECT (reauth.go); "" none
+	// rare holds what few connections use (a will, a token's expiry,
+	// an authentication method, topic aliases); nil for most.
+	rare *connRare
 
 	connected atomic.Bool
 	noLocal   atomic.Bool // the session has a no-local subscription
@@ -76,9 +74,8 @@ type conn struct {
 	// w encodes onto the output (under ob.Mu); nil while the connection
 	// is idle (dropIdleOutput puts it back in writerStates). wr is the
 	// one whose settlements go with the write under way (PrepareOutput).
-	w, wr      *packetWriter
-	outAliases map[string]uint16 // outbound topic aliases (MQTT 5); the writer's
-	closing    atomic.Bool
+	w, wr   *packetWriter
+	closing atomic.Bool
 	// finalQueued: a packet after which the writer closes is queued.
 	finalQueued atomic.Bool
 	// lingering: the writer sent that packet and lingerClose owns the
@@ -88,7 +85,9 @@ type conn struct {
 	// nanoseconds; writerStreamingLocked, under ob.Mu).
 	wRounds uint8
 	// wakes is packetLoop's (reader), here where it takes no room.
-	wakes    uint8
+	wakes uint8
+	// kaSecs is the keep-alive in seconds (keepalive), set by CONNECT.
+	kaSecs   uint16
 	wWindow  int64
 	readDone signal // fired when the reader has stopped
 	// left fires once cleanup has let go of the session this connection
@@ -133,14 +132,60 @@ type conn struct {
 	refusedCode   byte // the CONNACK refusal's reason code
 	// slotHeld: CONNECT took a slot under the connection limits for
 	// user and vh (openLimited), which cleanup gives back.
-	slotHeld  bool
-	loginName string // the user name CONNECT gave
+	slotHeld bool
+}
+
+// connRare is what few connections use, made on first use (rareState)
+// by newConn or the reader while it handles CONNECT, before the
+// connection is connected; read-only afterwards but for outAliases, the writer's,
+// which is only used when aliasMax is set (and rare made with it).
+type connRare struct {
+	will       *will
+	expiry     *auth.ExpiryWatch // a token user's (OAuth 2): disconnects when the token expires
+	authMethod string            // MQTT 5 Authentication Method of CONNECT (reauth.go); "" none
+	// loginName is the user name of a CONNECT refused before its user
+	// was known (the log's who); a connection with a user names it.
+	loginName  string
+	outAliases map[string]uint16 // outbound topic aliases (MQTT 5); the writer's
+	ws         bool              // a WebSocket connection (transport)
+}
+
+// rareState returns c.rare, made if need be. Reader only, before the
+// connection is connected or for fields no other goroutine reads.
+func (c *conn) rareState() *connRare {
+	if c.rare == nil {
+		c.rare = &connRare{}
+	}
+	return c.rare
+}
+
+// authMethod is CONNECT's MQTT 5 Authentication Method, "" if none.
+func (c *conn) authMethod() string {
+	if c.rare == nil {
+		return ""
+	}
+	return c.rare.authMethod
+}
+
+// keepalive is the keep-alive CONNECT set (the client's or the
+// server's), 0 for none.
+func (c *conn) keepalive() time.Duration { return time.Duration(c.kaSecs) * time.Second }
+
+// transport names the connection's transport for management and the log.
+func (c *conn) transport() string {
+	if c.rare != nil && c.rare.ws {
+		return "websocket"
+	}
+	return "tcp"
 }
 
 func newConn(s *Server, nc net.Conn, transport string) *conn {
 	c := &conn{
-		s: s, nc: nc, br: newConnReader(nc), transport: transport,
+		s: s, nc: nc, br: newConnReader(nc),
 		seq: s.seq.Add(1), connectedAt: time.Now().UnixNano(),
+	}
+	if transport == "websocket" {
+		c.rareState().ws = true
 	}
 	c.runWriter = c.writeLoop
 	return c
@@ -271,8 +316,8 @@ func (c *conn) packetLoop(async bool) (err error, parked bool) {
 		}
 		if sinceArm++; empty || sinceArm >= 64 {
 			sinceArm = 0
-			if c.keepalive > 0 {
-				_ = c.nc.SetReadDeadline(time.Now().Add(c.keepalive * 3 / 2))
+			if c.keepalive() > 0 {
+				_ = c.nc.SetReadDeadline(time.Now().Add(c.keepalive() * 3 / 2))
 			}
 		}
 		if empty && async && c.br.rc != nil && !c.noPark.Load() {
@@ -291,8 +336,8 @@ func (c *conn) packetLoop(async bool) (err error, parked bool) {
 				// output buffers each time).
 				var kaDl time.Time
 				now := time.Now()
-				if c.keepalive > 0 {
-					kaDl = now.Add(c.keepalive * 3 / 2)
+				if c.keepalive() > 0 {
+					kaDl = now.Add(c.keepalive() * 3 / 2)
 				}
 				dl := now.Add(c.s.parkAfter)
 				if !kaDl.IsZero() && kaDl.Before(dl) {
@@ -354,7 +399,7 @@ func (c *conn) readConnect() error {
 	if err := c.handleConnect(&pk); err != nil {
 		return err
 	}
-	if c.keepalive == 0 {
+	if c.keepalive() == 0 {
 		_ = c.nc.SetReadDeadline(time.Time{})
 	}
 	return nil
@@ -491,7 +536,9 @@ func (c *conn) serverDisconnect(code byte) {
 // unacknowledged deliveries to their queues, releases or ends the session
 // and sends the will message.
 func (c *conn) cleanup() {
-	c.expiry.Stop()
+	if c.rare != nil {
+		c.rare.expiry.Stop()
+	}
 	if c.finalQueued.Load() {
 		// Let the writer send the last packet (CONNACK refusal,
 		// DISCONNECT); it closes the connection after it.
@@ -605,8 +652,8 @@ func (c *conn) cleanup() {
 		}
 		s.armExpiry(se)
 	}
-	if c.will != nil && (!c.normalClose || c.disconnectWill) {
-		s.scheduleWill(se, c.will, end)
+	if c.rare != nil && c.rare.will != nil && (!c.normalClose || c.disconnectWill) {
+		s.scheduleWill(se, c.rare.will, end)
 	}
 	c.left.fire()
 }
@@ -620,8 +667,8 @@ func (c *conn) info() (ConnInfo, bool) {
 	inf := c.inflight.len()
 	c.infMu.Unlock()
 	i := ConnInfo{Name: c.connName(), ClientID: c.clientID, VHost: c.vh.Name(), Peer: c.nc.RemoteAddr().String(),
-		Local: c.nc.LocalAddr().String(), Transport: c.transport, Version: c.version, ConnectedAt: time.Unix(0, c.connectedAt),
-		Keepalive: c.keepalive, CleanStart: c.cleanStart,
+		Local: c.nc.LocalAddr().String(), Transport: c.transport(), Version: c.version, ConnectedAt: time.Unix(0, c.connectedAt),
+		Keepalive: c.keepalive(), CleanStart: c.cleanStart,
 		RecvPublish: c.recvPublish.Load(), SentPublish: c.sentPublish.Load(),
 		RecvBytes: c.recvBytes.Load(), SentBytes: c.sentBytes.Load(),
 		Subscriptions: len(c.se.subList()), Inflight: inf}

@@ -32,17 +32,17 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		return code
 	}
 	c.accepted = true
-	c.s.log.Info("connection accepted", "peer", c.peer(), "transport", c.transport,
+	c.s.log.Info("connection accepted", "peer", c.peer(), "transport", c.transport(),
 		"client_id", pk.Connect.ClientIdentifier, "version", v)
 	c.cleanStart = pk.Connect.Clean
-	c.keepalive = time.Duration(pk.Connect.Keepalive) * time.Second
+	c.kaSecs = pk.Connect.Keepalive
 	// The server keep-alive is a ceiling, as Mosquitto's max_keepalive:
 	// an MQTT 5 client asking for none or a longer one is told to use it
 	// (Server Keep Alive in CONNACK) and held to it.
 	var serverKeepAlive uint16
 	if k := c.s.cfg.ServerKeepAlive; k > 0 && v == 5 && (pk.Connect.Keepalive == 0 || pk.Connect.Keepalive > k) {
 		serverKeepAlive = k
-		c.keepalive = time.Duration(k) * time.Second
+		c.kaSecs = k
 	}
 	// The minimum is a floor (mqtt.min_keep_alive): an MQTT 5 client
 	// asking for none or a shorter one is told to use it; an MQTT 3.1.1
@@ -53,11 +53,16 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 			return errKeepAliveTooShort
 		}
 		serverKeepAlive = k
-		c.keepalive = time.Duration(k) * time.Second
+		c.kaSecs = k
 	}
 	if v == 5 {
 		c.maxOut = pk.Properties.MaximumPacketSize
 		c.aliasMax = pk.Properties.TopicAliasMaximum
+		if c.aliasMax > 0 {
+			// Made here, before any delivery: the writer reads
+			// rare.outAliases only when aliasMax is set.
+			c.rareState()
+		}
 		rm := c.s.cfg.ReceiveMaximum
 		if pk.Properties.ReceiveMaximum > 0 && pk.Properties.ReceiveMaximum < rm {
 			rm = pk.Properties.ReceiveMaximum
@@ -99,7 +104,9 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		c.refuse(codeBadUserOrPassword)
 		return errProto(codeBadUserOrPassword, "no credentials provided and anonymous access is off")
 	}
-	c.loginName = userName
+	// Refused before its user is known, the connection is named in the
+	// log by the user name CONNECT gave (who).
+	refused := func() { c.rareState().loginName = userName }
 	var u *auth.User
 	var err error
 	if tokenOnly {
@@ -117,15 +124,18 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		// auth logs a refused password or token; a certificate's user
 		// is logged here.
 		c.refusalLogged = certUser == ""
+		refused()
 		c.refuse(code)
 		return err
 	}
 	vh, ok := c.s.b.VHost(vhost)
 	if !ok || c.s.users.CheckVHost(u, vhost) != nil {
+		refused()
 		c.refuse(codeNotAuthorized)
 		return errProto(codeNotAuthorized, "access to vhost '"+vhost+"' refused for user '"+userName+"'")
 	}
 	if err := c.openLimited(u, vh); err != nil {
+		refused()
 		return err
 	}
 
@@ -188,7 +198,7 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		return err
 	}
 	if pk.Connect.WillFlag {
-		c.will = newWill(pk, c)
+		c.rareState().will = newWill(pk, c)
 	}
 
 	ack := controlPacket(packets.Connack)
@@ -207,7 +217,12 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 		p.SubIDAvailable, p.SubIDAvailableFlag = 1, true
 		p.WildcardSubAvailable, p.WildcardSubAvailableFlag = 1, true
 		p.RetainAvailable, p.RetainAvailableFlag = 1, true
-		p.AuthenticationMethod = c.authMethod
+		p.AuthenticationMethod = c.authMethod()
+	}
+	if !u.Expiry().IsZero() {
+		// Made before the connection is connected, when management
+		// may read c.rare (transport): the watch goes into it below.
+		c.rareState()
 	}
 	c.connected.Store(true)
 	c.sendPooled(ack)
@@ -216,10 +231,12 @@ func (c *conn) handleConnect(pk *packets.Packet) error {
 	c.connEvent(true, "")
 	// As RabbitMQ: when the token expires, MQTT 5 clients get DISCONNECT
 	// 0xA0 (maximum connect time), 3.1.1 clients are disconnected.
-	c.expiry = auth.WatchExpiry(u, func() {
+	if w := auth.WatchExpiry(u, func() {
 		c.s.log.Warn("MQTT disconnecting client: credential expired", "client_id", c.clientID, "user", u.Name())
 		c.serverDisconnect(codeMaximumConnectTime)
-	})
+	}); w != nil {
+		c.rare.expiry = w
+	}
 	c.resume()
 	return nil
 }
@@ -333,14 +350,8 @@ func (c *conn) takeSession(vhost, id, user string, latest bool) (_ *session, pre
 		se.owner = c
 		se.elsewhere = false
 		se.gen++
-		if se.expTimer != nil {
-			se.expTimer.Stop()
-			se.expTimer = nil
-		}
-		if se.willTimer != nil {
-			se.willTimer.Stop() // [MQTT-3.1.3-9]: the delayed will is not sent
-			se.willTimer = nil
-		}
+		se.stopExpiryLocked()
+		se.stopWillLocked() // [MQTT-3.1.3-9]: the delayed will is not sent
 		se.mu.Unlock()
 		s.mu.Unlock()
 		return se, present, claim, nil
@@ -359,7 +370,7 @@ func (c *conn) setSessionMode(pk *packets.Packet) {
 		}
 		se.mu.Lock()
 		se.setSubs(nil)
-		clear(se.qos2In)
+		clear(se.qos2InMap())
 		se.setRelOut(nil)
 		se.mu.Unlock()
 	}

@@ -26,14 +26,16 @@ import (
 // who returns the attributes naming the connection's user and client.
 // Reader goroutine (CONNECT is handled while the reader waits).
 func (c *conn) who() []any {
-	user, vhost := c.loginName, ""
+	user, vhost := "", ""
 	if c.user != nil {
 		user = c.user.Name()
+	} else if c.rare != nil {
+		user = c.rare.loginName
 	}
 	if c.vh != nil {
 		vhost = c.vh.Name()
 	}
-	return []any{"user", user, "vhost", vhost, "client_id", c.clientID, "peer", c.peer(), "transport", c.transport}
+	return []any{"user", user, "vhost", vhost, "client_id", c.clientID, "peer", c.peer(), "transport", c.transport()}
 }
 
 func (c *conn) peer() string {
@@ -134,7 +136,7 @@ func (c *conn) connEvent(created bool, reason string) {
 	}
 	_, tls := c.nc.(interface{ ConnectionState() tls.ConnectionState })
 	e := &event.Conn{Name: c.connName(), Protocol: proto, VHost: c.vh.Name(), Peer: c.peer(), Local: c.nc.LocalAddr().String(),
-		SSL: tls, AuthMechanism: c.authMethod, ClientProperties: map[string]any{"client_id": c.clientID},
+		SSL: tls, AuthMechanism: c.authMethod(), ClientProperties: map[string]any{"client_id": c.clientID},
 		UserProvidedName: c.clientID, ConnectedAt: time.Unix(0, c.connectedAt)}
 	if c.user != nil {
 		e.User = c.user.Name()

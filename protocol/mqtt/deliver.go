@@ -275,11 +275,11 @@ func (w *packetWriter) topicOf(key string) string {
 func (w *packetWriter) encodePublish(pk *packets.Packet) bool {
 	var newAlias uint16
 	if w.c.aliasMax > 0 {
-		if a, ok := w.c.outAliases[pk.TopicName]; ok {
+		if a, ok := w.c.rare.outAliases[pk.TopicName]; ok {
 			pk.Properties.TopicAlias, pk.Properties.TopicAliasFlag = a, true
 			pk.TopicName = ""
-		} else if len(w.c.outAliases) < int(w.c.aliasMax) {
-			newAlias = uint16(len(w.c.outAliases) + 1)
+		} else if len(w.c.rare.outAliases) < int(w.c.aliasMax) {
+			newAlias = uint16(len(w.c.rare.outAliases) + 1)
 			pk.Properties.TopicAlias, pk.Properties.TopicAliasFlag = newAlias, true
 		}
 	}
@@ -291,10 +291,10 @@ func (w *packetWriter) encodePublish(pk *packets.Packet) bool {
 		return false
 	}
 	if newAlias != 0 {
-		if w.c.outAliases == nil {
-			w.c.outAliases = map[string]uint16{}
+		if w.c.rare.outAliases == nil {
+			w.c.rare.outAliases = map[string]uint16{}
 		}
-		w.c.outAliases[pk.TopicName] = newAlias
+		w.c.rare.outAliases[pk.TopicName] = newAlias
 	}
 	w.out(w.scratch.Bytes())
 	w.c.sentPublish.Add(1)

@@ -169,10 +169,10 @@ func TestSubscriptionStringsInterned(t *testing.T) {
 		return l[0]
 	}
 	a, b, c, d := sub("intern-a"), sub("intern-b"), sub("intern-c"), sub("intern-d")
-	if a.Filter != "fleet/all/#" || a.key != "fleet.all.#" || c.Filter != "fleet/dev/1" || c.key != "fleet.dev.1" {
-		t.Fatalf("filters %q %q, keys %q %q", a.Filter, c.Filter, a.key, c.key)
+	if a.Filter != "fleet/all/#" || a.key() != "fleet.all.#" || c.Filter != "fleet/dev/1" || c.key() != "fleet.dev.1" {
+		t.Fatalf("filters %q %q, keys %q %q", a.Filter, c.Filter, a.key(), c.key())
 	}
-	if unsafe.StringData(a.Filter) != unsafe.StringData(b.Filter) || unsafe.StringData(a.key) != unsafe.StringData(b.key) {
+	if unsafe.StringData(a.Filter) != unsafe.StringData(b.Filter) || unsafe.StringData(a.key()) != unsafe.StringData(b.key()) {
 		t.Error("two devices' subscriptions to one wildcard filter each keep a copy of it or of its key")
 	}
 	if unsafe.StringData(c.Filter) == unsafe.StringData(d.Filter) {

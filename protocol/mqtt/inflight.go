@@ -20,11 +20,11 @@ type inflight struct {
 // an idle connection.
 type pidTable struct {
 	slots []inflight // by packet id; slots[0] is unused
-	n     int
+	n     uint16     // packet ids in use (at most 65535)
 	next  uint16
 }
 
-func (t *pidTable) len() int { return t.n }
+func (t *pidTable) len() int { return int(t.n) }
 
 func (t *pidTable) get(pid uint16) (inflight, bool) {
 	if int(pid) >= len(t.slots) || !t.slots[pid].used {
@@ -60,7 +60,7 @@ func (t *pidTable) alloc(f inflight) (uint16, bool) {
 	if t.n >= 65535 {
 		return 0, false
 	}
-	if (t.n+1)*4 > (len(t.slots)-1)*3 && len(t.slots) < 65536 {
+	if (int(t.n)+1)*4 > (len(t.slots)-1)*3 && len(t.slots) < 65536 {
 		t.grow(min(max(2*len(t.slots), 16), 65536))
 	}
 	for {

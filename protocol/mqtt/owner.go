@@ -125,10 +125,10 @@ func (c *conn) recheckSubs() []*subscription {
 		}
 		keep := false
 		for _, o := range kept {
-			keep = keep || (o.queue == gone.queue && o.key == gone.key)
+			keep = keep || (o.queue == gone.queue && o.key() == gone.key())
 		}
 		if !keep {
-			if err := c.vh.UnbindQueue(gone.queue, c.s.cfg.Exchange, gone.key, nil, nil); err != nil &&
+			if err := c.vh.UnbindQueue(gone.queue, c.s.cfg.Exchange, gone.key(), nil, nil); err != nil &&
 				exchange.KindOf(err) != exchange.KindNotFound {
 				c.s.log.Warn("unbind subscription", "client_id", c.clientID, "filter", gone.Filter, "err", err)
 			}

@@ -110,10 +110,10 @@ func (c *conn) park() bool {
 // nothing comes within 1.5 times the keep-alive, keepAliveRanOut ends it.
 // The reader, or the event loop in its place (pingfast_linux.go).
 func (c *conn) armKeepAlive(now time.Time) {
-	if c.keepalive <= 0 {
+	if c.keepalive() <= 0 {
 		return
 	}
-	d := c.keepalive * 3 / 2
+	d := c.keepalive() * 3 / 2
 	c.kaDue.Store(now.Add(d).UnixNano())
 	if c.kaTimer == nil {
 		c.kaTimer = time.AfterFunc(d, c.keepAliveRanOut)

@@ -181,9 +181,9 @@ func (l *pollLoop) direct(p []byte) (int, error) {
 // reader sets it before it parks (packetLoop's read deadline, park's
 // timer).
 func (c *conn) repark(l *pollLoop, rc syscall.RawConn) {
-	if c.keepalive > 0 {
+	if c.keepalive() > 0 {
 		now := time.Now()
-		_ = c.nc.SetReadDeadline(now.Add(c.keepalive * 3 / 2))
+		_ = c.nc.SetReadDeadline(now.Add(c.keepalive() * 3 / 2))
 		c.armKeepAlive(now)
 	}
 	c.parked.Store(true)
@@ -204,9 +204,9 @@ func (c *conn) handOver(b []byte, errno error, eof bool) {
 	r.handOver(b, errno, eof)
 	c.br = r
 	c.s.parkedReaders.Add(1)
-	if c.keepalive > 0 {
+	if c.keepalive() > 0 {
 		// As the woken reader's packetLoop does before its first read.
-		_ = c.nc.SetReadDeadline(time.Now().Add(c.keepalive * 3 / 2))
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.keepalive() * 3 / 2))
 	}
 	go c.readOn(false)
 }

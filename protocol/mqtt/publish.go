@@ -92,7 +92,7 @@ func (c *conn) handlePublish(pk *packets.Packet, raw []byte, sm *sharedMsg) erro
 	if qos == 2 {
 		se := c.se
 		se.mu.Lock()
-		_, dup := se.qos2In[pk.PacketID]
+		_, dup := se.qos2InMap()[pk.PacketID]
 		if !dup {
 			se.addQoS2In(pk.PacketID, c)
 			se.qos2Dirty.Store(true)
@@ -398,7 +398,7 @@ func (c *conn) completeAck(tag uint64, code byte) {
 	for _, a := range c.acks[:n] {
 		if a.typ == packets.Pubrec && a.code >= codeUnspecified {
 			c.se.mu.Lock()
-			delete(c.se.qos2In, a.pid)
+			delete(c.se.qos2InMap(), a.pid)
 			c.se.mu.Unlock()
 			c.se.qos2Dirty.Store(true)
 		}
@@ -487,8 +487,9 @@ func (c *conn) handlePubcomp(pid uint16) {
 func (c *conn) handlePubrel(pid uint16) {
 	se := c.se
 	se.mu.Lock()
-	owner, ok := se.qos2In[pid]
-	delete(se.qos2In, pid)
+	in := se.qos2InMap()
+	owner, ok := in[pid]
+	delete(in, pid)
 	se.mu.Unlock()
 	if ok {
 		se.qos2Dirty.Store(true)

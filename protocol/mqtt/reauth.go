@@ -43,18 +43,18 @@ func (c *conn) connectAuthMethod(pk *packets.Packet) (token string, ok bool) {
 		c.refuse(codeBadAuthMethod)
 		return "", false
 	}
-	c.authMethod = m
+	c.rareState().authMethod = m
 	return string(pk.Properties.AuthenticationData), true
 }
 
 func (c *conn) handleAuth(pk *packets.Packet) error {
-	if c.version != 5 || c.authMethod == "" {
+	if c.version != 5 || c.authMethod() == "" {
 		return errProto(codeProtocolError, "AUTH without an authentication method in CONNECT")
 	}
 	if pk.ReasonCode != codeReauthenticate {
 		return errProto(codeProtocolError, "AUTH reason code is not re-authenticate")
 	}
-	if pk.Properties.AuthenticationMethod != c.authMethod {
+	if pk.Properties.AuthenticationMethod != c.authMethod() {
 		return errProto(codeProtocolError, "AUTH changes the authentication method")
 	}
 	if err := c.s.users.UpdateSecret(c.user, string(pk.Properties.AuthenticationData), c.nc.RemoteAddr()); err != nil {
@@ -64,9 +64,9 @@ func (c *conn) handleAuth(pk *packets.Packet) error {
 	if err := c.s.users.CheckVHost(c.user, c.vh.Name()); err != nil {
 		return errProto(codeNotAuthorized, err.Error())
 	}
-	c.expiry.Reset()
+	c.rare.expiry.Reset()
 	c.sendPacket(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Auth}, ProtocolVersion: 5,
-		ReasonCode: authSuccessReasonCode, Properties: packets.Properties{AuthenticationMethod: c.authMethod}}, false)
+		ReasonCode: authSuccessReasonCode, Properties: packets.Properties{AuthenticationMethod: c.authMethod()}}, false)
 	return nil
 }
 

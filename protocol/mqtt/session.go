@@ -28,8 +28,13 @@ type subscription struct {
 	Handling byte   `json:"rh,omitempty"`  // retain handling
 	ID       int    `json:"id,omitempty"`  // subscription identifier
 	queue    string // the queue consumed for it
-	key      string // its binding key
 }
+
+// key is the subscription's binding key, made when asked for (binding
+// and unbinding): the binding holds it, so that a subscription holding
+// it too cost 16 bytes a subscription, which took it out of the 64-byte
+// size class.
+func (s *subscription) key() string { return filterKey(s.Filter) }
 
 func (s *subscription) same(o *subscription) bool { return s.Filter == o.Filter && s.Share == o.Share }
 
@@ -58,15 +63,12 @@ type session struct {
 	// owner is the connected connection, nil if none; its left signal
 	// fires once it has let go of the session (conn.cleanup).
 	owner *conn
-	// qos2In holds the inbound QoS 2 packet ids awaiting PUBREL, each
-	// with the connection that received it (nil: an earlier one, or
-	// before a restart), for the receive maximum's count. Made by the
-	// first (addQoS2In): most sessions never see QoS 2.
-	qos2In map[uint16]*conn
-	// relOut are the outbound QoS 2 packet ids awaiting PUBCOMP, while
-	// disconnected (setRelOut; nil if none: a slice header was 24 bytes
-	// of every session).
-	relOut *[]uint16
+	// rare holds the QoS 2 packet ids, the expiry's and the delayed
+	// will's timers, made by the first that needs one (rareLocked): most
+	// sessions never see QoS 2, a will delay or an expiry while
+	// disconnected, and five fields of every session took it out of the
+	// 128-byte size class.
+	rare *sessionRare
 	// qos2Dirty: the QoS 2 packet ids (qos2In, the owner's released
 	// inflight) changed since the record was last saved; see qos2.go.
 	qos2Dirty atomic.Bool
@@ -74,9 +76,6 @@ type session struct {
 	// latest state.
 	saveMu sync.Mutex
 
-	expTimer  *time.Timer
-	expiresAt int64 // when expTimer fires (Unix ns), for management (admin.go)
-	willTimer *time.Timer
 	// ended: the session is over (its queue and record being dropped).
 	// dropping, while an ended session's queue and record are being
 	// removed, is closed once they are: the session stays in the
@@ -96,21 +95,86 @@ type session struct {
 	offAt int64
 }
 
-// setRelOut sets se.relOut to l (se.mu held).
-func (se *session) setRelOut(l []uint16) {
-	if len(l) == 0 {
-		se.relOut = nil
-		return
-	}
-	se.relOut = &l
+// sessionRare is what few sessions use (session.rare; under se.mu).
+type sessionRare struct {
+	// qos2In holds the inbound QoS 2 packet ids awaiting PUBREL, each
+	// with the connection that received it (nil: an earlier one, or
+	// before a restart), for the receive maximum's count. Made by the
+	// first (addQoS2In).
+	qos2In map[uint16]*conn
+	// relOut are the outbound QoS 2 packet ids awaiting PUBCOMP, while
+	// disconnected (setRelOut; nil if none).
+	relOut []uint16
+	// willTimer publishes the will of a connection that ended, after its
+	// delay (will.go).
+	willTimer *time.Timer
+	// expTimer ends a disconnected persistent session when its expiry
+	// interval has passed (armExpiry); expiresAt is when (Unix ns), for
+	// management (admin.go).
+	expTimer  *time.Timer
+	expiresAt int64
 }
 
-// relOutList is se.relOut's packet ids (se.mu held).
-func (se *session) relOutList() []uint16 {
-	if se.relOut == nil {
+// rareLocked returns se.rare, made if need be (se.mu held).
+func (se *session) rareLocked() *sessionRare {
+	if se.rare == nil {
+		se.rare = &sessionRare{}
+	}
+	return se.rare
+}
+
+// qos2InMap is the inbound QoS 2 packet ids awaiting PUBREL, nil if none
+// was ever recorded (se.mu held; addQoS2In adds).
+func (se *session) qos2InMap() map[uint16]*conn {
+	if se.rare == nil {
 		return nil
 	}
-	return *se.relOut
+	return se.rare.qos2In
+}
+
+// stopExpiryLocked stops the expiry timer, if any (se.mu held).
+func (se *session) stopExpiryLocked() {
+	if se.rare != nil && se.rare.expTimer != nil {
+		se.rare.expTimer.Stop()
+		se.rare.expTimer = nil
+	}
+}
+
+// expiresAtLocked is when the expiry timer fires (Unix ns), 0 if it was
+// never armed (se.mu held).
+func (se *session) expiresAtLocked() int64 {
+	if se.rare == nil {
+		return 0
+	}
+	return se.rare.expiresAt
+}
+
+// stopWillLocked stops the delayed will's timer, if any (se.mu held).
+func (se *session) stopWillLocked() {
+	if se.rare != nil && se.rare.willTimer != nil {
+		se.rare.willTimer.Stop()
+		se.rare.willTimer = nil
+	}
+}
+
+// setRelOut sets se's outbound packet ids awaiting PUBCOMP to l (se.mu
+// held).
+func (se *session) setRelOut(l []uint16) {
+	if len(l) == 0 {
+		if se.rare != nil {
+			se.rare.relOut = nil
+		}
+		return
+	}
+	se.rareLocked().relOut = l
+}
+
+// relOutList is se's outbound packet ids awaiting PUBCOMP (se.mu held).
+func (se *session) relOutList() []uint16 {
+	if se.rare == nil {
+		return nil
+	}
+	return se.rare.relOut
 }
 
 func newSession(vhost, clientID string) *session {
@@ -156,14 +220,8 @@ func (se *session) stopTimers() {
 // stopTimersLocked stops the session's expiry and delayed-will timers
 // (se.mu held).
 func (se *session) stopTimersLocked() {
-	if se.expTimer != nil {
-		se.expTimer.Stop()
-		se.expTimer = nil
-	}
-	if se.willTimer != nil {
-		se.willTimer.Stop()
-		se.willTimer = nil
-	}
+	se.stopExpiryLocked()
+	se.stopWillLocked()
 }
 
 // sessionRecord is a persistent session's stored form.
@@ -205,7 +263,7 @@ func (s *Server) saveSession(se *session) error {
 	if se.owner == nil && se.offAt != 0 {
 		rec.Off = se.offAt
 	}
-	for pid := range se.qos2In {
+	for pid := range se.qos2InMap() {
 		rec.QoS2In = append(rec.QoS2In, pid)
 	}
 	owner := se.owner
@@ -248,12 +306,14 @@ func (s *Server) loadSessions() error {
 	})
 }
 
-// addQoS2In records pid in se.qos2In; it runs under se.mu.
+// addQoS2In records pid among the inbound QoS 2 packet ids awaiting
+// PUBREL; it runs under se.mu.
 func (se *session) addQoS2In(pid uint16, c *conn) {
-	if se.qos2In == nil {
-		se.qos2In = map[uint16]*conn{}
+	r := se.rareLocked()
+	if r.qos2In == nil {
+		r.qos2In = map[uint16]*conn{}
 	}
-	se.qos2In[pid] = c
+	r.qos2In[pid] = c
 }
 
 // sessionFromRecord builds a disconnected persistent session.
@@ -274,9 +334,8 @@ func (s *Server) sessionFromRecord(vh, id string, rec *sessionRecord) *session {
 	return se
 }
 
-// prepareSub fills in a subscription's queue and binding key.
+// prepareSub fills in a subscription's queue.
 func (s *Server) prepareSub(se *session, sub *subscription) {
-	sub.key = filterKey(sub.Filter)
 	if sub.Share != "" {
 		sub.queue = sharedQueueName(sub.Share, sub.Filter)
 	} else {
@@ -293,11 +352,12 @@ func (s *Server) armExpiry(se *session) {
 		return
 	}
 	d := time.Duration(se.expiry) * time.Second
-	if se.expTimer != nil {
-		se.expTimer.Stop()
+	r := se.rareLocked()
+	if r.expTimer != nil {
+		r.expTimer.Stop()
 	}
-	se.expTimer = time.AfterFunc(d, func() { s.expireSession(se) })
-	se.expiresAt = time.Now().Add(d).UnixNano()
+	r.expTimer = time.AfterFunc(d, func() { s.expireSession(se) })
+	r.expiresAt = time.Now().Add(d).UnixNano()
 }
 
 // expireSession ends a session whose expiry interval has passed, unless

@@ -232,7 +232,7 @@ func (c *conn) bindAndConsume(sub *subscription) error {
 	}
 	// Declared and bound in one step, so that the subscription routes at
 	// once rather than after the declaration's fsync.
-	binds := []exchange.Binding{{Exchange: c.s.cfg.Exchange, Key: sub.key}}
+	binds := []exchange.Binding{{Exchange: c.s.cfg.Exchange, Key: sub.key()}}
 	info, err := c.vh.DeclareQueueBound(sub.queue, opts, binds)
 	if err == nil && info.Created && c.s.users.Auditing() {
 		c.s.users.AuditObject(auth.AuditObjectCreated, c.user.Name(), c.nc.RemoteAddr().String(), "mqtt", c.vh.Name(), "queue", info.Name)
@@ -247,7 +247,7 @@ func (c *conn) bindAndConsume(sub *subscription) error {
 			// same, so its durable queue and the messages queued while it
 			// was offline are delivered [MQTT-3.1.2-4]; the session, and
 			// the queue with it, ends when this connection does.
-			if err := c.vh.BindQueue(sub.queue, c.s.cfg.Exchange, sub.key, nil, nil); err != nil {
+			if err := c.vh.BindQueue(sub.queue, c.s.cfg.Exchange, sub.key(), nil, nil); err != nil {
 				return err
 			}
 		} else {
@@ -334,16 +334,16 @@ func (c *conn) handleUnsubscribe(pk *packets.Packet) error {
 		}
 		// Another filter of the same queue may map to the same key
 		// ("a/+" and a literal "a/*").
-		keep := false
+		keep, key := false, gone.key()
 		for _, o := range l {
-			if o.queue == gone.queue && o.key == gone.key {
+			if o.queue == gone.queue && o.key() == key {
 				keep = true
 			}
 		}
 		// A shared group's queue keeps its binding for the other members;
 		// it goes with its last consumer (auto-delete).
 		if !keep && gone.Share == "" {
-			_ = c.vh.UnbindQueue(gone.queue, c.s.cfg.Exchange, gone.key, nil, nil)
+			_ = c.vh.UnbindQueue(gone.queue, c.s.cfg.Exchange, key, nil, nil)
 		}
 		if gone.Share != "" {
 			c.consMu.Lock()

@@ -65,12 +65,13 @@ func (s *Server) scheduleWill(se *session, w *will, sessionEnded bool) {
 	if se.expiry != expiryNever && time.Duration(se.expiry)*time.Second < d {
 		d = time.Duration(se.expiry) * time.Second
 	}
-	if se.willTimer != nil {
-		se.willTimer.Stop()
+	r := se.rareLocked()
+	if r.willTimer != nil {
+		r.willTimer.Stop()
 	}
-	se.willTimer = time.AfterFunc(d, func() {
+	r.willTimer = time.AfterFunc(d, func() {
 		se.mu.Lock()
-		se.willTimer = nil
+		r.willTimer = nil
 		owned := se.owner != nil
 		se.mu.Unlock()
 		if !owned {
