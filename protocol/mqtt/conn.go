@@ -15,7 +15,6 @@ import (
 
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
-	"github.com/trident-broker/trident/protocol/frontend"
 	"github.com/trident-broker/trident/protocol/mqtt/wire"
 )
 
@@ -64,25 +63,29 @@ type conn struct {
 	consumers []*exchange.Consumer // one a queue: the session's, shared groups' (few)
 	limit     exchange.Limit
 
-	// The output (writer.go): a frontend.Output with writers on demand;
-	// its state is nil while the connection is idle. Once it is closed
-	// (cleanup, a write error, a final packet queued) nothing more is
-	// queued, and wdone fires when the last writer has returned.
-	ob        frontend.Output
+	// The outbound list and its writer (writer.go). A writer goroutine
+	// runs only while the list has something (writing); once wstopped
+	// (cleanup, a write error, a final packet written) none starts again,
+	// and wdone is closed when the last one has returned.
+	outMu     sync.Mutex
+	out       []outItem
+	spare     []outItem // the writer's second list, kept between writers
 	wdone     signal
 	runWriter func() // c.writeLoop, made once: go c.runWriter() allocates nothing
-	// w encodes onto the output (under ob.Mu); nil while the connection
-	// is idle (dropIdleOutput puts it back in writerStates). wr is the
-	// one whose settlements go with the write under way (PrepareOutput).
-	w, wr   *packetWriter
+	// w is the writer's state, handed from writer to writer under outMu;
+	// nil while the connection is idle (dropIdleOutput puts it back in
+	// writerStates).
+	w       *packetWriter
 	closing atomic.Bool
 	// finalQueued: a packet after which the writer closes is queued.
 	finalQueued atomic.Bool
 	// lingering: the writer sent that packet and lingerClose owns the
 	// closing of nc.
 	lingering atomic.Bool
+	writing   bool // under outMu, with wstopped
+	wstopped  bool
 	// The writer rounds of a parked connection since wWindow (Unix
-	// nanoseconds; writerStreamingLocked, under ob.Mu).
+	// nanoseconds; writerStreamingLocked, under outMu).
 	wRounds uint8
 	// wakes is packetLoop's (reader), here where it takes no room.
 	wakes uint8
@@ -310,9 +313,6 @@ func (c *conn) packetLoop(async bool) (err error, parked bool) {
 		empty := c.br.Buffered() == 0
 		if empty {
 			c.flushSettles() // settle what was read before waiting
-			// A client that sends without reading what it is answered
-			// reads no more until its output is under High.
-			c.ob.WaitBelowHigh()
 		}
 		if sinceArm++; empty || sinceArm >= 64 {
 			sinceArm = 0
@@ -563,29 +563,21 @@ func (c *conn) cleanup() {
 	// Everything delivered but not acknowledged goes back, flagged
 	// redelivered.
 	back := map[*exchange.Queue][]uint64{}
-	// What no write took: QoS 0 deliveries go back, unwritten PUBRELs'
-	// messages are acked (settleReleased: after the QoS 2 state is saved).
-	var unsent []settleRun
-	c.ob.Mu.Lock()
-	if w := c.w; w != nil {
-		unsent = append(append(unsent, w.settling...), w.settled...)
-		clear(w.settling)
-		clear(w.settled)
-		w.settling, w.settled = w.settling[:0], w.settled[:0]
-	}
-	c.ob.Mu.Unlock()
 	var relAcks map[*exchange.Queue][]uint64 // unwritten PUBRELs' messages
-	for _, r := range unsent {
-		switch r.op {
-		case settleRel:
+	c.outMu.Lock()
+	for i := range c.out {
+		switch it := &c.out[i]; {
+		case it.kind == itemDelivery:
+			back[it.d.Queue] = append(back[it.d.Queue], it.d.Seq)
+		case it.kind == itemAck && it.d.Queue != nil:
 			if relAcks == nil {
 				relAcks = map[*exchange.Queue][]uint64{}
 			}
-			relAcks[r.q] = append(relAcks[r.q], r.seqs...)
-		default:
-			back[r.q] = append(back[r.q], r.seqs...)
+			relAcks[it.d.Queue] = append(relAcks[it.d.Queue], it.d.Seq)
 		}
 	}
+	c.out = nil
+	c.outMu.Unlock()
 	var released []uint16
 	c.infMu.Lock()
 	c.inflight.each(func(pid uint16, f inflight) {

@@ -126,7 +126,7 @@ func (w *packetWriter) delivery(d exchange.Delivery) {
 	if qos > 0 {
 		var ok bool
 		if pid, ok = c.allocPID(inflight{q: d.Queue, seq: d.Seq}); !ok {
-			w.settleRun(d, settleReject) // off the queue's lock
+			d.Queue.Reject([]uint64{d.Seq}, true)
 			return
 		}
 	} else {

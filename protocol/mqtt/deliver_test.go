@@ -55,18 +55,18 @@ func TestSharedPublish(t *testing.T) {
 									t.Fatal(err)
 								}
 							}
-							c.ob.Acquire(c)
-							w := packetWriter{c: c}
+							var got bytes.Buffer
+							w := packetWriter{c: c, bw: bufio.NewWriter(&got)}
 							b := w.sharedPublish(m, "a/b", qos, retain)
 							if b == nil {
 								t.Fatal("no shared encoding")
 							}
 							w.writeShared(b, qos, dup, pid)
-							if w.err != nil {
-								t.Fatal(w.err)
+							if err := w.bw.Flush(); err != nil || w.err != nil {
+								t.Fatal(err, w.err)
 							}
-							if got := c.ob.Buf; !bytes.Equal(got, want.Bytes()) {
-								t.Fatalf("got  %x\nwant %x", got, want.Bytes())
+							if !bytes.Equal(got.Bytes(), want.Bytes()) {
+								t.Fatalf("got  %x\nwant %x", got.Bytes(), want.Bytes())
 							}
 							if again := w.sharedPublish(m, "a/b", qos, retain); &again[0] != &b[0] {
 								t.Fatal("encoded twice")

@@ -62,7 +62,7 @@
 // Per connection there is a reader goroutine while there is input, and a
 // writer goroutine while there is output: an idle plain TCP connection
 // (the common case for devices) keeps neither, nor a read buffer, its
-// buffered reader (pooled) or output buffer; its descriptor waits in the server's epoll loop, which
+// buffered reader (pooled) or outbound lists; its descriptor waits in the server's epoll loop, which
 // starts a reader when input, a hang-up or the keep-alive's end comes
 // (park.go, poller_linux.go), except for PINGREQs alone, which the loop
 // reads, answers and counts itself, refreshing the keep-alive, leaving the
@@ -76,20 +76,11 @@
 // bindings, and a slot in the event loop; filters with wildcards and their
 // binding keys are interned (subscribe.go's shareable), and a wave of
 // connections coming or going is followed by a collection that gives
-// their garbage and free pages back (giveback.go). The output is the
-// shared frontend.Output with writers on demand (writer.go): core
-// deliveries (Sink.Deliver, called under the queue's lock), acknowledgements
-// and control packets are encoded into its buffer as they are queued, a
-// writer goroutine is started if none runs and returns once the buffer
-// is empty, and a delivery that leaves more than frontend.High queued
-// pauses its consumer (Deliver returns false) until the writer has it
-// under frontend.Low. Within a publisher's batch the write waits for the
-// batch's end, which writes it on the publisher's goroutine when the
-// socket takes it (Output.Flush). An idle connection gives the output's
-// state and its packetWriter back to pools (dropIdleOutput), so it holds
-// no buffer; what its writes settle (QoS 0 acknowledgements, PUBRELs'
-// messages) goes with the write that takes their bytes.
-// A PUBLISH is encoded once per message, protocol version (3.1 and
+// their garbage and free pages back (giveback.go). Core deliveries (Sink.Deliver, called under the queue's
+// lock) and confirms only append to the connection's outbound list and
+// start a writer if none runs; the writer encodes them into a pooled
+// bufio.Writer, flushes when the list is empty, and returns when it stays
+// empty. A PUBLISH is encoded once per message, protocol version (3.1 and
 // 3.1.1 alike), QoS and retain flag and cached on the message
 // (exchange.Message.AddEncoding), so that a fan-out to many sessions, whose
 // queues all deliver the same *Message, writes the same bytes: as they are
@@ -109,10 +100,9 @@
 // writes them as one chunk; the run ends before any read that may wait
 // (connReader.flushBatch).
 //
-// Lock order: Server.mu → session.mu → conn.ob.Mu → conn.infMu (a packet
-// id allocated as a PUBLISH is encoded). None of them is held while
-// calling into the core, except that Sink.Deliver takes conn.ob.Mu (and
-// conn.infMu) under the core's queue lock; publishSys (sys.go) takes Server.mu then
+// Lock order: Server.mu → session.mu → conn.outMu. None of them is held
+// while calling into the core, except that Sink.Deliver takes conn.outMu
+// under the core's queue lock; publishSys (sys.go) takes Server.mu then
 // each session.mu, and sysState.mu alone. retainedStore.mu and
 // session.saveMu are never held with another; no lock but saveMu is held across a store
 // write, and ApplyMeta (which a store write waits for, in a cluster)

@@ -126,9 +126,9 @@ func TestParkGivesBackBurstState(t *testing.T) {
 			t.Fatalf("round %d: parked with the reader's state (settled acknowledgements)", round)
 		}
 		waitWriterGone(t, c)
-		c.ob.Mu.Lock()
-		kept := c.w != nil || !c.ob.Idle()
-		c.ob.Mu.Unlock()
+		c.outMu.Lock()
+		kept := c.w != nil || c.out != nil || c.spare != nil
+		c.outMu.Unlock()
 		if kept {
 			t.Fatalf("round %d: parked with the writer's state or lists", round)
 		}

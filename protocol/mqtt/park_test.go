@@ -102,8 +102,8 @@ func TestParkedWriterState(t *testing.T) {
 	_ = sub.SetReadDeadline(time.Now().Add(30 * time.Second))
 	kept := func() bool {
 		waitWriterGone(t, c)
-		c.ob.Mu.Lock()
-		defer c.ob.Mu.Unlock()
+		c.outMu.Lock()
+		defer c.outMu.Unlock()
 		return c.w != nil
 	}
 	for round := range streamRounds + 4 {

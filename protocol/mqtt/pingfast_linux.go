@@ -19,11 +19,11 @@ import (
 // by all the loop's connections), and if that is one or more whole PINGREQs and
 // nothing else it:
 //   - counts them as the reader would (recvBytes), writes one PINGRESP
-//     for each in the writer's place (answerPings: without waiting; if
-//     output is queued or being written they are queued after it, and
-//     what the socket does not take at once goes first in the output, for
-//     a writer started for it, so nothing is lost or reordered), counted
-//     in sentBytes;
+//     for each in the writer's place (answerPings: without waiting; if a
+//     writer is running they go on its list instead, and what the socket
+//     does not take at once goes first on the list of a writer started
+//     for it, so nothing is lost or reordered), counted in sentBytes as
+//     the writer would;
 //   - refreshes the keep-alive as the reader does before it parks (the
 //     socket's read deadline and the parked connection's timer): a
 //     connection that only pings is never timed out, and one that sends
@@ -88,17 +88,12 @@ func (l *pollLoop) serve(c *conn, ev uint32) {
 		c.handOver(b, nil, false)
 		return
 	}
-	// Counted before the PINGRESPs leave: a client that has them sees
-	// them counted.
-	k := uint64(len(b) / 2)
-	c.recvBytes.Add(uint64(len(b)))
-	c.s.loopPings.Add(k)
 	if !c.answerPings(l, rc, len(b)/2) {
-		c.recvBytes.Add(-uint64(len(b)))
-		c.s.loopPings.Add(-k)
-		c.handOver(b, nil, false) // closing, or a client that does not read: the reader's
+		c.handOver(b, nil, false) // the connection is closing: the reader sees it
 		return
 	}
+	c.recvBytes.Add(uint64(len(b)))
+	c.s.loopPings.Add(uint64(len(b) / 2))
 	c.repark(l, rc)
 }
 
@@ -148,32 +143,63 @@ func (l *pollLoop) write(fd uintptr) bool {
 	}
 }
 
-// answerPings writes k PINGRESPs in the writer's place
-// (frontend.Output.WriteAround): without waiting when nothing is queued
-// or being written, and what the socket does not take (half a PINGRESP,
-// maybe) goes at the head of the output, for a writer started for it; a
-// running writer gets them after what it has, as push would have it.
-// False if the connection writes no more (it is closing) or its output is
-// over frontend.High (its reader, which waits for the client to read, is
-// the one to answer).
+// answerPings writes k PINGRESPs in the writer's place. A running writer
+// gets them on its list (it writes them after what it has, as push would
+// have it, and none is started). Otherwise the loop takes the writer's
+// turn (writing, under outMu, so that no writer starts meanwhile and
+// nothing is interleaved), writes without waiting and outside the lock,
+// and what the socket did not take goes at the head of the list of a
+// writer started with that turn. False if the connection writes no more
+// (it is closing).
 func (c *conn) answerPings(l *pollLoop, rc syscall.RawConn, k int) bool {
-	l.rc = rc
-	ok := c.ob.WriteAround(l.wbuf[:2*k], l.directFn, c)
-	l.rc = nil
-	if ok {
-		c.sentBytes.Add(uint64(2 * k))
+	c.outMu.Lock()
+	if c.wstopped {
+		c.outMu.Unlock()
+		return false
 	}
-	return ok
-}
+	if c.writing {
+		for range k {
+			c.out = append(c.out, outItem{kind: itemPingresp})
+		}
+		c.outMu.Unlock()
+		return true
+	}
+	c.writing = true
+	c.outMu.Unlock()
 
-// direct is the loop's write for WriteAround: as much of p as the socket
-// takes without waiting.
-func (l *pollLoop) direct(p []byte) (int, error) {
-	l.wlen, l.n, l.errno = len(p), 0, nil
-	if err := l.rc.Write(l.writeFn); err != nil {
-		return 0, nil // a write deadline, or closed: the writer sees it
+	l.wlen, l.n, l.errno = 2*k, 0, nil
+	if err := rc.Write(l.writeFn); err != nil {
+		l.n = 0 // a write deadline, or closed: the writer sees it
 	}
-	return l.n, nil
+	written := l.n
+	c.sentBytes.Add(uint64(written))
+
+	start := false
+	c.outMu.Lock()
+	if rest := 2*k - written; rest > 0 {
+		head := make([]outItem, 0, rest/2+1+len(c.out))
+		if rest%2 == 1 {
+			head = append(head, outItem{kind: itemByte}) // the second byte of one PINGRESP
+		}
+		for range rest / 2 {
+			head = append(head, outItem{kind: itemPingresp})
+		}
+		c.out = append(head, c.out...)
+		start = true // the turn goes to the writer
+	} else {
+		c.writing = false
+		switch {
+		case c.wstopped:
+			c.wdone.fire() // stopWriter waited for this turn
+		case len(c.out) > 0:
+			c.writing, start = true, true // deliveries came meanwhile
+		}
+	}
+	c.outMu.Unlock()
+	if start {
+		go c.runWriter()
+	}
+	return true
 }
 
 // repark parks c again after the loop answered its PINGREQs (as the

@@ -51,9 +51,7 @@ type pollLoop struct {
 	wbuf            [pingReadSize]byte
 	wlen            int // wbuf[:wlen] is to be written
 	readFn, writeFn func(fd uintptr) bool
-	directFn        func(p []byte) (int, error) // l.direct, for WriteAround
-	rc              syscall.RawConn             // the socket direct writes to
-	n               int                         // bytes read or written
+	n               int // bytes read or written
 	errno           error
 }
 
@@ -79,7 +77,7 @@ func newPoller() (*poller, error) {
 		}
 		l := &pollLoop{p: p, epfd: epfd}
 		p.loops = append(p.loops, l)
-		l.readFn, l.writeFn, l.directFn = l.read, l.write, l.direct
+		l.readFn, l.writeFn = l.read, l.write
 		for i := 0; i < len(l.wbuf); i += 2 {
 			l.wbuf[i] = packets.Pingresp << 4
 		}

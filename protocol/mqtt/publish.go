@@ -374,10 +374,7 @@ func (c *conn) completeAck(tag uint64, code byte) {
 	}
 	failed := false
 	var credit int32
-	o := &c.ob
-	o.Mu.Lock()
-	o.Acquire(c)
-	w := c.writerLocked()
+	c.outMu.Lock()
 	for _, a := range c.acks[:n] {
 		if a.code >= codeUnspecified && c.version != 5 {
 			failed = true
@@ -386,12 +383,10 @@ func (c *conn) completeAck(tag uint64, code byte) {
 		if a.typ == packets.Puback || a.code >= codeUnspecified {
 			credit++ // a successful PUBREC's credit returns with PUBCOMP
 		}
-		if !o.Closed {
-			w.write(&outItem{kind: itemAck, typ: a.typ, pid: a.pid, code: a.code})
-		}
+		c.out = append(c.out, outItem{kind: itemAck, typ: a.typ, pid: a.pid, code: a.code})
 	}
-	o.Signal()
-	o.Mu.Unlock()
+	start := c.startWriterLocked()
+	c.outMu.Unlock()
 	if c.version == 5 && credit > 0 {
 		c.inQuota.Add(-credit)
 	}
@@ -406,6 +401,9 @@ func (c *conn) completeAck(tag uint64, code byte) {
 	c.acks = append(c.acks[:0], c.acks[n:]...)
 	c.ackBase += uint64(n)
 	c.ackMu.Unlock()
+	if start {
+		go c.runWriter()
+	}
 	if failed {
 		// MQTT 3 cannot refuse a message: close, and the client resends.
 		c.serverDisconnect(codeUnspecified)

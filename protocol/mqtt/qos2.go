@@ -1,6 +1,8 @@
 package mqtt
 
 import (
+	"github.com/mochi-mqtt/server/v2/packets"
+
 	"github.com/trident-broker/trident/exchange"
 )
 
@@ -8,8 +10,8 @@ import (
 // included: the inbound packet ids awaiting PUBREL and the outbound ones
 // awaiting PUBCOMP are part of the session's store record.
 //
-// The record is written by the connection's writer, once per write, and
-// only when the write takes a PUBREC, PUBREL or PUBCOMP and
+// The record is written by the connection's writer, once per outbound
+// batch, and only when the batch holds a PUBREC, PUBREL or PUBCOMP and
 // the QoS 2 state changed since the last write (session.qos2Dirty), so
 // QoS 0 and 1 traffic never writes it. Before those packets leave:
 //
@@ -46,12 +48,21 @@ func (c *conn) releasedPIDs(l []uint16) []uint16 {
 	return l
 }
 
-// saveQoS2 writes a persistent session's record if its QoS 2 state
-// changed: the writer calls it before a write that takes a QoS 2
-// acknowledgement (packetWriter.beforeWrite).
-func (c *conn) saveQoS2() {
+// saveQoS2Before writes a persistent session's record before batch goes
+// out, when batch holds a QoS 2 acknowledgement and the state changed.
+func (c *conn) saveQoS2Before(batch []outItem) {
 	se := c.se
 	if se == nil || !se.qos2Dirty.Load() {
+		return
+	}
+	need := false
+	for i := range batch {
+		if it := &batch[i]; it.kind == itemAck && it.typ != packets.Puback {
+			need = true
+			break
+		}
+	}
+	if !need {
 		return
 	}
 	se.mu.Lock()

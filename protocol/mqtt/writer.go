@@ -1,13 +1,13 @@
 package mqtt
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
-	"net"
+	"runtime"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -20,80 +20,61 @@ import (
 const (
 	itemAck      = iota + 1 // PUBACK, PUBREC, PUBREL, PUBCOMP
 	itemPacket              // any other control packet
+	itemDelivery            // a core delivery to turn into PUBLISH
 	itemRetained            // a retained message for a new subscription
 	itemPingresp            // PINGRESP (two bytes: no packets.Packet for each PINGREQ)
 	itemSys                 // a $SYS value for an established subscription (sys.go)
+	itemByte                // the zero byte that ends a PINGRESP the event loop half wrote (pingfast_linux.go)
 )
 
-// outItem is one packet to encode onto the connection's output.
+// outItem is one entry of a connection's outbound list.
 type outItem struct {
-	kind   uint8
-	typ    byte // itemAck: packet type
-	code   byte // itemAck: reason code
-	pid    uint16
-	pooled bool              // pk is from controlPackets (sendPooled)
-	pk     *packets.Packet   // itemPacket
-	d      exchange.Delivery // itemAck: a PUBREL's core message, acked after the write
-	ret    *retainedMsg      // itemRetained
-	sub    *subscription     // itemRetained
+	kind       uint8
+	typ        byte // itemAck: packet type
+	code       byte // itemAck: reason code
+	pid        uint16
+	closeAfter bool
+	pooled     bool              // pk is from controlPackets (sendPooled)
+	pk         *packets.Packet   // itemPacket
+	d          exchange.Delivery // itemDelivery; itemAck: a PUBREL's core message, acked after the flush
+	ret        *retainedMsg      // itemRetained
+	sub        *subscription     // itemRetained
 }
 
-// The connection's output is a frontend.Output with writers on demand
-// (c.ob): every packet is encoded into its buffer as it is queued (push,
-// Deliver), under c.ob.Mu, by the connection's packetWriter (c.w); a
-// writer goroutine runs only while there is output (writeLoop), a
-// publisher's batch may write its deliveries itself at its end (Flush,
-// DirectWrite), and an idle connection gives the output's state and the
-// packetWriter back (dropIdleOutput). A delivery that leaves the buffer
-// over frontend.High pauses its consumer (Deliver returns false) until the
-// writer has it under frontend.Low.
+var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 16<<10) }}
 
-// writeOut queues it (encoded now); closeAfter: nothing is queued after it,
-// and the connection closes once it is written.
-func (c *conn) writeOut(it outItem, closeAfter bool) {
-	o := &c.ob
-	o.Mu.Lock()
-	o.Acquire(c)
-	if o.Closed {
-		o.Mu.Unlock()
-		if it.kind == itemAck && it.d.Queue != nil {
-			// A PUBREL's message: the client has it, and the session
-			// resends the PUBREL when it resumes.
-			it.d.Queue.AckMany([]uint64{it.d.Seq})
-		}
-		return
+func (c *conn) push(it outItem) {
+	c.outMu.Lock()
+	c.out = append(c.out, it)
+	start := c.startWriterLocked()
+	c.outMu.Unlock()
+	if start {
+		go c.runWriter()
 	}
-	c.writerLocked().write(&it)
-	if closeAfter {
-		o.StopLocked()
-	} else {
-		o.Signal()
-	}
-	o.Mu.Unlock()
 }
 
-func (c *conn) push(it outItem) { c.writeOut(it, false) }
-
-// writerLocked returns the connection's packetWriter, from writerStates
-// if it has none (c.ob.Mu held).
-func (c *conn) writerLocked() *packetWriter {
-	w := c.w
-	if w == nil {
-		w = writerStates.Get().(*packetWriter)
-		w.c = c
-		c.w = w
+// startWriterLocked reports whether the caller, which has just added to
+// the outbound list, must start a writer goroutine (go c.runWriter()):
+// none runs and the connection still writes. It runs under outMu.
+func (c *conn) startWriterLocked() bool {
+	if c.writing || c.wstopped {
+		return false
 	}
-	return w
+	c.writing = true
+	return true
 }
 
-// stopWriter lets the writer write what is queued (on a transport already
-// closed, at once) and waits until it has returned; none starts after it.
+// stopWriter keeps any writer from starting again and waits for the one
+// running, if any, to finish its round (it does not start another).
 func (c *conn) stopWriter() {
-	o := &c.ob
-	o.Mu.Lock()
-	o.Acquire(c)
-	o.StopLocked()
-	o.Mu.Unlock()
+	c.outMu.Lock()
+	if !c.wstopped {
+		c.wstopped = true
+		if !c.writing {
+			c.wdone.fire()
+		}
+	}
+	c.outMu.Unlock()
 	<-c.wdone.C()
 }
 
@@ -104,12 +85,12 @@ func (c *conn) sendPacket(pk *packets.Packet, closeAfter bool) {
 	if closeAfter {
 		c.finalQueued.Store(true)
 	}
-	c.writeOut(outItem{kind: itemPacket, pk: pk}, closeAfter)
+	c.push(outItem{kind: itemPacket, pk: pk, closeAfter: closeAfter})
 }
 
 // controlPackets holds the packets of CONNACK, SUBACK and UNSUBACK from
-// sendPooled to the encoder: a packets.Packet is most of a kilobyte, and
-// every connection sends a CONNACK and a SUBACK.
+// sendPooled to the writer, which encodes them: a packets.Packet is most
+// of a kilobyte, and every connection sends a CONNACK and a SUBACK.
 var controlPackets = sync.Pool{New: func() any { return new(packets.Packet) }}
 
 // controlPacket returns a zero packet of type typ from controlPackets, for
@@ -120,8 +101,8 @@ func controlPacket(typ byte) *packets.Packet {
 	return pk
 }
 
-// sendPooled is sendPacket for a packet from controlPacket: it is put back
-// once it is encoded, so the caller must not keep it.
+// sendPooled is sendPacket for a packet from controlPacket: the writer
+// puts it back once it is encoded, so the caller must not keep it.
 func (c *conn) sendPooled(pk *packets.Packet) {
 	pk.ProtocolVersion = c.version
 	c.push(outItem{kind: itemPacket, pk: pk, pooled: true})
@@ -131,32 +112,25 @@ func (c *conn) sendAck(typ byte, pid uint16, code byte) {
 	c.push(outItem{kind: itemAck, typ: typ, pid: pid, code: code})
 }
 
-// Deliver implements exchange.Sink. It runs under the queue's lock: it
-// encodes d onto the output and returns false, pausing the consumer, when
-// the output is over frontend.High. Within a publisher's batch the write
-// waits for the batch's end (frontend.Output.SignalIn).
+// Deliver implements exchange.Sink. It runs under the queue's lock and
+// only appends to the outbound list.
 func (c *conn) Deliver(d exchange.Delivery) bool {
-	o := &c.ob
-	o.Mu.Lock()
-	o.Acquire(c)
-	if o.Closed {
-		o.Mu.Unlock()
-		// Not written: back to its queue, off the queue's lock.
-		go d.Queue.Reject([]uint64{d.Seq}, true)
-		return true
+	c.outMu.Lock()
+	c.out = append(c.out, outItem{kind: itemDelivery, d: d})
+	start := c.startWriterLocked()
+	c.outMu.Unlock()
+	if start {
+		go c.runWriter()
 	}
-	c.writerLocked().delivery(d)
-	o.SignalIn(d.Batch)
-	more := !o.PauseLocked(d.Consumer)
-	o.Mu.Unlock()
-	return more
+	return true
 }
 
 // SettlesWhenDone implements exchange.SettlingSink: a delivery is acked
-// after the write that took it (QoS 0, settleLater) or on the client's
-// acknowledgement of a PUBLISH (QoS 1 and 2); what is queued but unwritten
-// when the connection closes is rejected, after the writer stopped
-// (conn.close). A PUBLISH is copied into the output's buffer.
+// after the flush that wrote it (QoS 0, settleLater) or on the client's
+// acknowledgement of a PUBLISH already written (QoS 1 and 2); what is
+// queued but unwritten when the connection closes is rejected, after the
+// writer stopped (conn.close). The writer copies every PUBLISH into its
+// buffered writer.
 func (c *conn) SettlesWhenDone() {}
 
 // Cancelled implements exchange.Sink: a queue consumed from was deleted.
@@ -170,172 +144,123 @@ func (c *conn) Cancelled(k *exchange.Consumer) {
 	}()
 }
 
-// StartWriter implements frontend.OnDemand: a writer goroutine for what
-// was queued.
-func (c *conn) StartWriter() { go c.runWriter() }
-
-// PendingOutput implements frontend.OnDemand: settlements wait for a
-// write (a delivery that wrote nothing: no matching subscription, expired).
-func (c *conn) PendingOutput() bool {
+// writeLoop is the connection's writer: it drains the outbound list into
+// a pooled buffered writer, flushes when the list is empty, and returns
+// when the list is still empty after the flush. It runs on a goroutine
+// that exists only while there is output (push and Deliver start it), so
+// that an idle connection keeps no writer stack. One writer runs at a
+// time (conn.writing); the next one starts after it has cleared the flag
+// under outMu, so their writes do not interleave and c.w passes from one
+// to the next.
+func (c *conn) writeLoop() {
+	c.outMu.Lock()
 	w := c.w
-	return w != nil && (len(w.settled) > 0 || len(w.settling) > 0)
-}
-
-// PrepareOutput implements frontend.OnDemand: before a take, what was
-// settled with the bytes queued so far goes with the write (c.wr), and so
-// does the need to store the QoS 2 state before them (qos2.go).
-func (c *conn) PrepareOutput() {
-	w := c.w
-	c.wr = w
 	if w == nil {
-		return
+		w = writerStates.Get().(*packetWriter)
+		w.c = c
+		c.w = w
 	}
-	if len(w.settling) == 0 {
-		// The runs and their slices trade places, kept for reuse.
-		w.settling, w.settled = w.settled, w.settling
-	} else {
-		// A take before wrote nothing yet (WriteNow that left it to
-		// the writer): these join its runs, in slices of their own.
-		for i := range w.settled {
-			r := &w.settled[i]
-			w.settling = append(w.settling, settleRun{q: r.q, op: r.op, seqs: slices.Clone(r.seqs)})
-			r.q, r.seqs = nil, r.seqs[:0]
+	batch := c.spare
+	c.spare = nil
+	stop, yielded := false, false
+	for !stop && !c.wstopped {
+		if len(c.out) == 0 {
+			// Before returning, let the goroutines that are ready run
+			// once: a stream's next deliveries are often among what they
+			// do, and this writer then goes on instead of another
+			// starting (with a new stack, grown again).
+			if yielded {
+				break
+			}
+			yielded = true
+			c.outMu.Unlock()
+			runtime.Gosched()
+			c.outMu.Lock()
+			continue
 		}
-		w.settled = w.settled[:0]
+		yielded = false
+		c.outMu.Unlock()
+		bw := writerPool.Get().(*bufio.Writer)
+		bw.Reset(c.nc)
+		w.bw = bw
+		closeAfter := false
+		for !closeAfter {
+			c.outMu.Lock()
+			batch, c.out = c.out, batch[:0]
+			c.outMu.Unlock()
+			if len(batch) == 0 {
+				break
+			}
+			c.saveQoS2Before(batch)
+			for i := range batch {
+				w.write(&batch[i])
+				closeAfter = closeAfter || batch[i].closeAfter
+				batch[i] = outItem{}
+			}
+		}
+		err := bw.Flush()
+		if err == nil {
+			err = w.err
+		}
+		bw.Reset(nil)
+		writerPool.Put(bw)
+		w.bw = nil
+		w.settle()
+		switch {
+		case err != nil:
+			c.nc.Close()
+			c.wakeReader()
+			stop = true
+		case closeAfter:
+			// The last packet (a refusing CONNACK, a DISCONNECT) is
+			// out: close gently so that it reaches the client.
+			c.lingering.Store(true)
+			// The reader stops now (it may be waiting for a client
+			// that has gone: a session takeover must not wait for it);
+			// lingerClose drains after it.
+			_ = c.nc.SetReadDeadline(time.Now())
+			c.wakeReader()
+			go lingerClose(c.nc, c.readDone.C())
+			stop = true
+		}
+		c.outMu.Lock()
 	}
-	w.saveNext = w.saveNext || w.qos2Acks
-	w.qos2Acks = false
-}
-
-// DirectWrite implements frontend.OnDemand: a publisher's batch writes
-// what it queued without waiting for the socket (a TLS or WebSocket
-// connection leaves it to the writer).
-func (c *conn) DirectWrite(p []byte) (int, error) {
-	w := c.wr
-	if w == nil {
-		return 0, nil
+	if stop {
+		c.wstopped = true
 	}
-	w.beforeWrite()
-	n, err := w.directWrite(p)
-	w.afterWrite(err != nil)
-	return n, err
-}
-
-// Idle implements frontend.OnDemand: the writer has nothing more. A
-// parked connection (the reader is idle too) that is not being streamed
-// to gives its output back; one that is keeps it for the next round, as
-// a busy connection does, rather than growing it again every round.
-func (c *conn) Idle() {
+	c.writing = false
+	// Both lists keep their capacity for the next writer, as a writer
+	// that waited kept them: a consumer that streams fills them again.
+	// After a burst they are given back (an idle connection's are given
+	// back when it parks, dropIdleOutput).
+	// A list past maxKeptItems is kept while rounds still fill a quarter
+	// of it (a consumer that streams), and given back once they do not
+	// (the burst is over).
+	c.spare = batch[:0]
+	shrink := len(batch)*4 < cap(batch)
+	if cap(batch) > maxKeptItems && shrink {
+		c.spare = nil
+	}
+	if len(c.out) == 0 && cap(c.out) > maxKeptItems && shrink {
+		c.out = nil
+	}
 	if c.parked.Load() && !c.writerStreamingLocked() {
+		// The reader is idle too: the connection is, but for what the
+		// core sends it, and keeps nothing for the next writer. A
+		// subscriber that only receives stays parked, so while the core
+		// streams to it (more than streamRounds rounds within
+		// streamWindow) it keeps them, as a busy connection does, rather
+		// than growing them again every round.
 		c.dropIdleOutputLocked()
 	}
-}
-
-// writeLoop is the connection's writer goroutine (StartWriter): it writes
-// what is queued until nothing is (frontend.Output.Drain). The last one
-// closes the connection after a write error, or lets it linger after a
-// final packet (a refusing CONNACK, a DISCONNECT), and fires wdone.
-func (c *conn) writeLoop() {
-	err, last := c.ob.Drain(c.writeBuf)
-	if !last {
-		return
+	if c.wstopped {
+		c.wdone.fire()
 	}
-	switch {
-	case err != nil:
-		c.nc.Close()
-		c.wakeReader()
-	case c.finalQueued.Load():
-		// The last packet is out: close gently so that it reaches the
-		// client.
-		c.lingering.Store(true)
-		// The reader stops now (it may be waiting for a client that has
-		// gone: a session takeover must not wait for it); lingerClose
-		// drains after it.
-		_ = c.nc.SetReadDeadline(time.Now())
-		c.wakeReader()
-		go lingerClose(c.nc, c.readDone.C())
-	}
-	c.wdone.fire()
-}
-
-// writeBuf is the writer's write (Drain).
-func (c *conn) writeBuf(buf []byte, _ []int) error {
-	w := c.wr
-	if w != nil {
-		w.beforeWrite()
-	}
-	var err error
-	if len(buf) > 0 {
-		_, err = c.nc.Write(buf)
-	}
-	if w != nil {
-		w.afterWrite(err != nil)
-	}
-	return err
-}
-
-// beforeWrite stores a persistent session's QoS 2 state before the write
-// that takes its acknowledgements (qos2.go).
-func (w *packetWriter) beforeWrite() {
-	if w.saveNext {
-		w.saveNext = false
-		w.c.saveQoS2()
-	}
-}
-
-// afterWrite settles what the write took (failed: the QoS 0 deliveries go
-// back to their queues).
-func (w *packetWriter) afterWrite(failed bool) {
-	settleRuns(w.settling, failed) // which keeps the runs' slices
-	w.settling = w.settling[:0]
-}
-
-// directWrite writes p to the socket without waiting.
-func (w *packetWriter) directWrite(p []byte) (int, error) {
-	if w.rc == nil {
-		tc, ok := w.c.nc.(*net.TCPConn)
-		if !ok {
-			return 0, nil
-		}
-		rc, err := tc.SyscallConn()
-		if err != nil {
-			return 0, nil
-		}
-		w.rc = rc
-		w.writeFn = w.writeFd
-	}
-	w.wp, w.wn, w.werr = p, 0, nil
-	if err := w.rc.Write(w.writeFn); err != nil && w.werr == nil {
-		w.werr = err
-	}
-	n, err := w.wn, w.werr
-	w.wp = nil
-	return n, err
-}
-
-// writeFd is directWrite's RawConn callback.
-func (w *packetWriter) writeFd(fd uintptr) bool {
-	for w.wn < len(w.wp) {
-		m, e := syscall.Write(int(fd), w.wp[w.wn:])
-		if m > 0 {
-			w.wn += m
-		}
-		switch {
-		case e == syscall.EINTR:
-		case e == syscall.EAGAIN:
-			return true // full: the rest is the writer's
-		case e != nil:
-			w.werr = e
-			return true
-		case m <= 0:
-			return true
-		}
-	}
-	return true
+	c.outMu.Unlock()
 }
 
 // writerStreamingLocked counts a writer round of a parked connection and
-// reports whether the rounds come as a stream (under c.ob.Mu).
+// reports whether the rounds come as a stream (under outMu).
 func (c *conn) writerStreamingLocked() bool {
 	now := time.Now().UnixNano()
 	if now-c.wWindow >= int64(c.s.streamWindow) {
@@ -355,26 +280,32 @@ func (c *conn) writerStreamingLocked() bool {
 }
 
 // streamRounds is the number of writer rounds within streamWindow past
-// which a parked connection's writer keeps its output.
+// which a parked connection's writer keeps its lists and state.
 const streamRounds = 16
 
-// dropIdleOutput gives back the output's state (buffers) and the
-// packetWriter (encoding scratch, settle runs) while nothing is queued or
-// being written: the connection is idle (park.go), and the next packet
-// takes them again.
+// maxKeptItems bounds the outbound lists a writer keeps after a burst.
+const maxKeptItems = 64
+
+// dropIdleOutput gives back what the writer keeps between rounds (lists,
+// encoding scratch, settle runs) while none runs: the connection is idle
+// (park.go), and the next writer grows them again.
 func (c *conn) dropIdleOutput() {
-	c.ob.Mu.Lock()
-	c.dropIdleOutputLocked()
-	c.ob.Mu.Unlock()
+	c.outMu.Lock()
+	if !c.writing {
+		c.dropIdleOutputLocked()
+	}
+	c.outMu.Unlock()
 }
 
-// dropIdleOutputLocked is dropIdleOutput under c.ob.Mu.
+// dropIdleOutputLocked is dropIdleOutput under outMu, with no writer
+// running or by the one returning.
 func (c *conn) dropIdleOutputLocked() {
-	if !c.ob.Idle() && !c.ob.Release() {
-		return
+	if len(c.out) == 0 {
+		c.out = nil
 	}
+	c.spare = nil
 	if w := c.w; w != nil {
-		c.w, c.wr = nil, nil
+		c.w = nil
 		w.reset()
 		writerStates.Put(w)
 	}
@@ -391,7 +322,7 @@ const maxKeptScratch = 4 << 10
 // reset makes w ready for writerStates: it forgets its connection and
 // caches, and buffers a burst grew.
 func (w *packetWriter) reset() {
-	scratch, hdr, settled, settling := w.scratch, w.hdr, w.settled, w.settling
+	scratch, hdr, settled := w.scratch, w.hdr, w.settled
 	if scratch.Cap() > maxKeptScratch {
 		scratch = bytes.Buffer{}
 	}
@@ -399,41 +330,23 @@ func (w *packetWriter) reset() {
 	if cap(hdr) > maxKeptScratch {
 		hdr = nil
 	}
-	*w = packetWriter{scratch: scratch, hdr: hdr[:0], settled: keepRuns(settled), settling: keepRuns(settling)}
-}
-
-// keepRuns empties a pooled writer's settle runs, keeping small slices.
-func keepRuns(runs []settleRun) []settleRun {
-	runs = runs[:cap(runs)]
-	for i := range runs {
-		if cap(runs[i].seqs) > maxKeptSeqs/16 {
-			runs[i].seqs = nil
+	for i := range settled {
+		if cap(settled[i].seqs) > maxKeptSeqs/16 {
+			settled[i].seqs = nil
 		}
-		runs[i].q, runs[i].seqs = nil, runs[i].seqs[:0]
 	}
-	return runs[:0]
+	*w = packetWriter{scratch: scratch, hdr: hdr[:0], settled: settled[:0]}
 }
 
-// packetWriter encodes outbound items onto one connection's output
-// (c.ob.Mu held), and keeps what goes with the bytes.
+// packetWriter encodes outbound items for one connection.
 type packetWriter struct {
-	c        *conn
-	scratch  bytes.Buffer
-	small    [8]byte
-	err      error
-	settled  []settleRun // deliveries to settle after the write of what is queued
-	settling []settleRun // ... after the write under way (PrepareOutput)
-	hdr      []byte      // an MQTT 3 PUBLISH header (deliver.go)
-	// qos2Acks: a QoS 2 acknowledgement is queued; saveNext: the write
-	// under way takes one (qos2.go).
-	qos2Acks, saveNext bool
-
-	// directWrite's socket and callback state.
-	rc      syscall.RawConn
-	writeFn func(fd uintptr) bool
-	wp      []byte
-	wn      int
-	werr    error
+	c       *conn
+	bw      *bufio.Writer
+	scratch bytes.Buffer
+	small   [8]byte
+	err     error
+	settled []settleRun // deliveries to ack after the flush
+	hdr     []byte      // an MQTT 3 PUBLISH header (deliver.go)
 
 	lastKey, lastTopic string // topicOf's cache
 }
@@ -444,11 +357,8 @@ func (w *packetWriter) write(it *outItem) {
 	case itemAck:
 		b := wire.AppendAck(w.small[:0], it.typ, it.pid, it.code, c.version == 5)
 		w.out(b)
-		if it.typ != packets.Puback {
-			w.qos2Acks = true
-		}
 		if it.d.Queue != nil {
-			w.settleRun(it.d, settleRel)
+			w.settleLater(it.d)
 		}
 	case itemPacket:
 		w.scratch.Reset()
@@ -462,51 +372,40 @@ func (w *packetWriter) write(it *outItem) {
 			return
 		}
 		w.out(w.scratch.Bytes())
+	case itemDelivery:
+		w.delivery(it.d)
 	case itemRetained:
 		w.retained(it.ret, it.sub, true)
 	case itemSys:
 		w.retained(it.ret, it.sub, false)
 	case itemPingresp:
 		w.out(append(w.small[:0], packets.Pingresp<<4, 0))
+	case itemByte:
+		w.out(append(w.small[:0], 0))
 	}
 }
 
-// out appends b to the output.
 func (w *packetWriter) out(b []byte) {
 	if w.err != nil {
 		return
 	}
-	w.c.ob.Buf = append(w.c.ob.Buf, b...)
+	_, w.err = w.bw.Write(b)
 	w.c.sentBytes.Add(uint64(len(b)))
 }
 
-// How a run is settled after the write that took its bytes.
-const (
-	settleAck    = iota // QoS 0, or nothing to send: acked (if never written: back to the queue)
-	settleRel           // a PUBREL's message: acked, written or not (qos2.go)
-	settleReject        // not sent (no packet id free): back to the queue
-)
-
-// settleRun is the deliveries of one queue to settle one way after a
-// write.
+// settleRun is the deliveries of one queue to ack after a flush.
 type settleRun struct {
 	q    *exchange.Queue
-	op   uint8
 	seqs []uint64
 }
 
-// settleLater acknowledges d to its queue after the write of what is
-// queued now (QoS 0, or a message that goes to no subscription of the
-// session): the core's lock is held (Deliver), and the message is the
-// queue's until the client may have it.
-func (w *packetWriter) settleLater(d exchange.Delivery) { w.settleRun(d, settleAck) }
-
-// settleRun adds d to the run of its queue and op. The runs and their
-// slices are kept from write to write (a session has one queue, or a
-// few), so that settling allocates nothing in steady state.
-func (w *packetWriter) settleRun(d exchange.Delivery, op uint8) {
+// settleLater acknowledges d to its queue after the flush (QoS 0, or a
+// message that goes to no subscription of the session). The runs and their
+// slices are kept from flush to flush (a session has one queue, or a few),
+// so that settling allocates nothing in steady state.
+func (w *packetWriter) settleLater(d exchange.Delivery) {
 	for i := range w.settled {
-		if r := &w.settled[i]; r.q == d.Queue && r.op == op {
+		if r := &w.settled[i]; r.q == d.Queue {
 			r.seqs = append(r.seqs, d.Seq)
 			return
 		}
@@ -514,32 +413,27 @@ func (w *packetWriter) settleRun(d exchange.Delivery, op uint8) {
 	if n := len(w.settled); n < cap(w.settled) {
 		w.settled = w.settled[:n+1]
 		r := &w.settled[n]
-		r.q, r.op, r.seqs = d.Queue, op, append(r.seqs[:0], d.Seq)
+		r.q, r.seqs = d.Queue, append(r.seqs[:0], d.Seq)
 		return
 	}
-	w.settled = append(w.settled, settleRun{q: d.Queue, op: op, seqs: []uint64{d.Seq}})
+	w.settled = append(w.settled, settleRun{q: d.Queue, seqs: []uint64{d.Seq}})
 }
 
 // maxKeptSeqs bounds the slice a run keeps after a burst.
 const maxKeptSeqs = 16 << 10
 
-// settleRuns settles runs (AckMany and Reject do not keep the slices),
-// then forgets the queues but keeps the slices; unsent: the bytes did not
-// go out, and the QoS 0 deliveries go back to their queues.
-func settleRuns(runs []settleRun, unsent bool) {
-	for i := range runs {
-		r := &runs[i]
-		switch {
-		case r.op == settleReject || r.op == settleAck && unsent:
-			r.q.Reject(r.seqs, true)
-		default:
-			r.q.AckMany(r.seqs)
-		}
+// settle acks what settleLater collected (AckMany does not keep the
+// slice), then forgets the queues but keeps the slices.
+func (w *packetWriter) settle() {
+	for i := range w.settled {
+		r := &w.settled[i]
+		r.q.AckMany(r.seqs)
 		r.q, r.seqs = nil, r.seqs[:0]
 		if cap(r.seqs) > maxKeptSeqs {
 			r.seqs = nil
 		}
 	}
+	w.settled = w.settled[:0]
 }
 
 // allocPID assigns a packet id to an outbound QoS >= 1 PUBLISH.
