@@ -148,27 +148,7 @@ func TestUnsubscribeUnbinds(t *testing.T) {
 // sessionRare, to stop when it is resumed and to replace).
 func TestSessionExpiryRearmed(t *testing.T) {
 	s, addr := testServer(t)
-	connect := func() net.Conn {
-		nc, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
-		var body []byte
-		body = benchString(body, "MQTT")
-		body = append(body, 5, 0xC0, 0, 0)       // MQTT 5, user name, password, not clean
-		body = append(body, 5, 0x11, 0, 0, 0, 2) // session expiry interval 2 s
-		body = benchString(body, "rearm")
-		body = benchString(body, "guest")
-		body = benchString(body, "guest")
-		if _, err := nc.Write(benchPacket(nil, 0x10, body)); err != nil {
-			t.Fatal(err)
-		}
-		if first, _ := benchReadPacket(t, nc); first>>4 != 2 {
-			t.Fatalf("CONNACK %x", first)
-		}
-		return nc
-	}
+	connect := func() net.Conn { return rawConnect5Expiry(t, addr, "rearm", 2) }
 	disconnected := func() {
 		t.Helper()
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {

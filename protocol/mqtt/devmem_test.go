@@ -414,25 +414,7 @@ func TestSessionTimesKept(t *testing.T) {
 		records[key] = append([]byte(nil), val...)
 		mu.Unlock()
 	}})
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
-	var body []byte
-	body = benchString(body, "MQTT")
-	body = append(body, 5, 0xC0, 0, 0)        // MQTT 5, user name, password, not clean
-	body = append(body, 5, 0x11, 0, 0, 0, 60) // session expiry interval 60 s
-	body = benchString(body, "times")
-	body = benchString(body, "guest")
-	body = benchString(body, "guest")
-	if _, err := nc.Write(benchPacket(nil, 0x10, body)); err != nil {
-		t.Fatal(err)
-	}
-	if first, _ := benchReadPacket(t, nc); first>>4 != 2 {
-		t.Fatalf("CONNACK %x", first)
-	}
+	nc := rawConnect5Expiry(t, addr, "times", 60)
 	start := time.Now()
 	nc.Close()
 	var info SessionInfo
@@ -483,4 +465,31 @@ func TestSessionKeyParts(t *testing.T) {
 			t.Errorf("queue %q, want %q", se.qname, want)
 		}
 	}
+}
+
+// rawConnect5Expiry connects MQTT 5 client id (guest, not clean) with a
+// session expiry interval of secs seconds over a raw socket, and reads
+// its CONNACK.
+func rawConnect5Expiry(t *testing.T, addr, id string, secs byte) net.Conn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	var body []byte
+	body = benchString(body, "MQTT")
+	body = append(body, 5, 0xC0, 0, 0)          // MQTT 5, user name, password, not clean
+	body = append(body, 5, 0x11, 0, 0, 0, secs) // session expiry interval
+	body = benchString(body, id)
+	body = benchString(body, "guest")
+	body = benchString(body, "guest")
+	if _, err := nc.Write(benchPacket(nil, 0x10, body)); err != nil {
+		t.Fatal(err)
+	}
+	if first, _ := benchReadPacket(t, nc); first>>4 != 2 {
+		t.Fatalf("CONNACK %x", first)
+	}
+	return nc
 }
