@@ -535,8 +535,22 @@ func (c *fakeCluster) leader(id uint64) *tnode {
 				return false
 			}
 		}
-		return lead != nil && lead.placer.queue(id).raft().State() == raft.Leader
-	}, "one leader for queue %d", id)
+		if lead == nil || lead.placer.queue(id).raft().State() != raft.Leader {
+			return false
+		}
+		// Every member knows it too (QuorumCritical on a follower reads
+		// the leader's gossip by the leader its raft names).
+		for _, n := range c.all() {
+			qg := n.placer.queue(id)
+			if n.queue(id) == nil || qg == nil || qg.raft() == nil {
+				continue
+			}
+			if _, lid := qg.raft().LeaderWithID(); string(lid) != lead.name {
+				return false
+			}
+		}
+		return true
+	}, "one leader for queue %d, known to every member", id)
 	return lead
 }
 
