@@ -88,12 +88,19 @@ func (l *pollLoop) serve(c *conn, ev uint32) {
 		c.handOver(b, nil, false)
 		return
 	}
-	if !c.answerPings(l, rc, len(b)/2) {
-		c.handOver(b, nil, false) // the connection is closing: the reader sees it
+	// Counted before the PINGRESPs leave: whoever sees one sees it
+	// counted.
+	k := uint64(len(b) / 2)
+	c.recvBytes.Add(uint64(len(b)))
+	c.s.loopPings.Add(k)
+	if !c.answerPings(l, rc, int(k)) {
+		// The connection is closing: the reader sees it, and counts
+		// what it reads.
+		c.recvBytes.Add(-uint64(len(b)))
+		c.s.loopPings.Add(-k)
+		c.handOver(b, nil, false)
 		return
 	}
-	c.recvBytes.Add(uint64(len(b)))
-	c.s.loopPings.Add(uint64(len(b) / 2))
 	c.repark(l, rc)
 }
 
