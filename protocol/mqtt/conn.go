@@ -77,6 +77,9 @@ type conn struct {
 	// writerStates).
 	w       *packetWriter
 	closing atomic.Bool
+	// outFull: the outbound list reached maxQueuedOut; the reader waits
+	// (waitOutput) until a writer takes it.
+	outFull atomic.Bool
 	// finalQueued: a packet after which the writer closes is queued.
 	finalQueued atomic.Bool
 	// lingering: the writer sent that packet and lingerClose owns the
@@ -360,6 +363,9 @@ func (c *conn) packetLoop(async bool) (err error, parked bool) {
 			if err := c.br.Wait(); err != nil {
 				return c.readFailed(err), false
 			}
+		}
+		if c.outFull.Load() {
+			c.waitOutput()
 		}
 		var err error
 		typ := c.br.Next() >> 4

@@ -94,8 +94,9 @@ func (l *pollLoop) serve(c *conn, ev uint32) {
 	c.recvBytes.Add(uint64(len(b)))
 	c.s.loopPings.Add(k)
 	if !c.answerPings(l, rc, int(k)) {
-		// The connection is closing: the reader sees it, and counts
-		// what it reads.
+		// The connection is closing, or its writer has more than
+		// maxQueuedOut to write: a reader takes them (it sees the
+		// close, or waits for the writer) and counts what it reads.
 		c.recvBytes.Add(-uint64(len(b)))
 		c.s.loopPings.Add(-k)
 		c.handOver(b, nil, false)
@@ -157,7 +158,7 @@ func (l *pollLoop) write(fd uintptr) bool {
 // nothing is interleaved), writes without waiting and outside the lock,
 // and what the socket did not take goes at the head of the list of a
 // writer started with that turn. False if the connection writes no more
-// (it is closing).
+// (it is closing), or a running writer's list is full (maxQueuedOut).
 func (c *conn) answerPings(l *pollLoop, rc syscall.RawConn, k int) bool {
 	c.outMu.Lock()
 	if c.wstopped {
@@ -165,6 +166,12 @@ func (c *conn) answerPings(l *pollLoop, rc syscall.RawConn, k int) bool {
 		return false
 	}
 	if c.writing {
+		if len(c.out)+k > maxQueuedOut {
+			// The client does not read its answers: a reader takes
+			// the PINGREQs, and waits (waitOutput).
+			c.outMu.Unlock()
+			return false
+		}
 		for range k {
 			c.out = append(c.out, outItem{kind: itemPingresp})
 		}

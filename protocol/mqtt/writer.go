@@ -46,10 +46,57 @@ var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 16<
 func (c *conn) push(it outItem) {
 	c.outMu.Lock()
 	c.out = append(c.out, it)
+	if len(c.out) >= maxQueuedOut {
+		c.outFull.Store(true)
+	}
 	start := c.startWriterLocked()
 	c.outMu.Unlock()
 	if start {
 		go c.runWriter()
+	}
+}
+
+// maxQueuedOut is how long the outbound list may grow while the writer
+// cannot write (the client does not read what it is answered) before
+// the reader stops reading the client (waitOutput): a client that sends
+// PINGREQs or QoS 1 and 2 publishes without reading their answers would
+// otherwise grow it without bound. The core's deliveries are bounded
+// apart, by the Receive Maximum (exchange.Limit), and are not held back.
+const maxQueuedOut = 16 << 10
+
+// waitOutput holds the reader while the outbound list is at maxQueuedOut
+// and a writer is at work on it: the client then meets TCP's
+// back-pressure, as on AMQP (frontend.Output.WaitBelowHigh). A writer
+// that takes the list, or stops, lets it go on.
+func (c *conn) waitOutput() {
+	c.outMu.Lock()
+	for len(c.out) >= maxQueuedOut && c.writing && !c.wstopped && c.w != nil {
+		w := c.w
+		if w.drained == nil {
+			w.drained = make(chan struct{})
+		}
+		ch := w.drained
+		c.outMu.Unlock()
+		select {
+		case <-ch:
+		case <-c.abort.C():
+			return
+		}
+		c.outMu.Lock()
+	}
+	if len(c.out) < maxQueuedOut {
+		c.outFull.Store(false)
+	}
+	c.outMu.Unlock()
+}
+
+// drainedLocked lets a reader waiting in waitOutput go on: the writer
+// took the list, or stops (under outMu).
+func (w *packetWriter) drainedLocked() {
+	w.c.outFull.Store(false)
+	if w.drained != nil {
+		close(w.drained)
+		w.drained = nil
 	}
 }
 
@@ -187,6 +234,7 @@ func (c *conn) writeLoop() {
 		for !closeAfter {
 			c.outMu.Lock()
 			batch, c.out = c.out, batch[:0]
+			w.drainedLocked()
 			c.outMu.Unlock()
 			if len(batch) == 0 {
 				break
@@ -229,6 +277,7 @@ func (c *conn) writeLoop() {
 		c.wstopped = true
 	}
 	c.writing = false
+	w.drainedLocked()
 	// Both lists keep their capacity for the next writer, as a writer
 	// that waited kept them: a consumer that streams fills them again.
 	// After a burst they are given back (an idle connection's are given
@@ -345,8 +394,9 @@ type packetWriter struct {
 	scratch bytes.Buffer
 	small   [8]byte
 	err     error
-	settled []settleRun // deliveries to ack after the flush
-	hdr     []byte      // an MQTT 3 PUBLISH header (deliver.go)
+	drained chan struct{} // a waiting reader's (waitOutput), under outMu
+	settled []settleRun   // deliveries to ack after the flush
+	hdr     []byte        // an MQTT 3 PUBLISH header (deliver.go)
 
 	lastKey, lastTopic string // topicOf's cache
 }
