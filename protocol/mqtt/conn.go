@@ -298,17 +298,7 @@ func (c *conn) packetLoop(async bool) (err error, parked bool) {
 	// process's resident memory (idle heap, which the runtime gives back
 	// only after its next collection, and an idle broker runs one every
 	// two minutes).
-	eager := false
-	if async {
-		now := time.Now().UnixNano()
-		if now-c.wakeWindow >= int64(c.s.streamWindow) {
-			c.wakeWindow, c.wakes = now, 0
-		}
-		if c.wakes < 255 {
-			c.wakes++
-		}
-		eager = c.wakes <= streamWakes
-	}
+	eager := async && !c.wokenAsStream()
 	for {
 		// Keep-alive is rearmed when the reader is about to wait for the
 		// socket, and every 64 packets of a stream that keeps the buffer
@@ -387,6 +377,20 @@ func (c *conn) packetLoop(async bool) (err error, parked bool) {
 			return err, false
 		}
 	}
+}
+
+// wokenAsStream counts a wake from the event loop and reports whether the
+// connection is woken as a stream: more than streamWakes times within
+// streamWindow (the reader, or the loop in its place).
+func (c *conn) wokenAsStream() bool {
+	now := time.Now().UnixNano()
+	if now-c.wakeWindow >= int64(c.s.streamWindow) {
+		c.wakeWindow, c.wakes = now, 0
+	}
+	if c.wakes < 255 {
+		c.wakes++
+	}
+	return c.wakes > streamWakes
 }
 
 // readConnect reads and handles the first packet, which must be CONNECT.

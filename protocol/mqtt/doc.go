@@ -64,10 +64,11 @@
 // (the common case for devices) keeps neither, nor a read buffer, its
 // buffered reader (pooled) or outbound lists; its descriptor waits in the server's epoll loop, which
 // starts a reader when input, a hang-up or the keep-alive's end comes
-// (park.go, poller_linux.go), except for PINGREQs alone, which the loop
-// reads, answers and counts itself, refreshing the keep-alive, leaving the
-// connection parked (pingfast_linux.go); whatever else it read goes to
-// the reader ahead of the socket. TLS and WebSocket connections keep their
+// (park.go, poller_linux.go), except for PINGREQs and short PUBACKs
+// alone, which the loop reads, answers or settles (a non-durable queue's
+// deliveries; not a stream of them) and counts itself, refreshing the
+// keep-alive, leaving the connection parked (pingfast_linux.go); whatever
+// else it read goes to the reader ahead of the socket. TLS and WebSocket connections keep their
 // reader goroutine, parked with a small stack and no read buffer
 // (readbuf.go). What an idle device keeps is what outlives its bursts:
 // the connection (640 bytes; the reader's publish state, readerState, is

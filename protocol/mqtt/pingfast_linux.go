@@ -1,11 +1,14 @@
 package mqtt
 
 import (
+	"encoding/binary"
 	"net"
 	"syscall"
 	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/trident-broker/trident/exchange"
 )
 
 // The keep-alive of a parked connection, answered by the event loop.
@@ -31,6 +34,18 @@ import (
 //   - and leaves the connection parked: no goroutine, no reader taken
 //     from the pool.
 //
+// A device's PUBACK (of a QoS 1 command: unicast to a fleet) is the same
+// round trip the other way, so the loop settles short PUBACKs too (a
+// packet id and nothing else: every MQTT 3 PUBACK, and MQTT 5's for
+// success), alone or among PINGREQs, as handlePuback does (loopAcks):
+// the inflight entry goes and the delivery is acknowledged to its queue,
+// which gives the consumer's credit back and may deliver the next. Not
+// when the queue is durable (a persistent session's: settling may wait
+// for the store or a quorum, which the loop must not), when they fill
+// the loop's read, or when the connection wakes as a stream (more than
+// streamWakes times within streamWindow: a subscriber QoS 1 messages
+// flow to), which a reader reads in bulk and stays for.
+//
 // Anything else (a partial packet, another packet type, bytes after the
 // PINGREQs, the end of the stream or a read error) is handed to a reader
 // as today's wake does, with the bytes already read buffered at the head
@@ -44,6 +59,9 @@ import (
 // parked as the reader started by a wake would (park.go's rule that the
 // goroutine that clears parked is the one reader), and gives it back by
 // parking it again (repark) or starting a reader (handOver).
+
+// pingreqPacket is a PINGREQ.
+var pingreqPacket = [2]byte{packets.Pingreq << 4, 0}
 
 // pingReadSize is how much the loop reads from a socket that woke: 32
 // PINGREQs. A larger packet's first bytes go to the reader.
@@ -84,39 +102,122 @@ func (l *pollLoop) serve(c *conn, ev uint32) {
 		return
 	}
 	b := l.rbuf[:l.n]
-	if !onlyPings(b) {
+	pings, acks, ok := loopPackets(b)
+	// PUBACKs that fill the read, or come often (a subscriber a stream
+	// of QoS 1 messages flows to), go to a reader, which reads them in
+	// bulk and stays for more rather than an event each few.
+	if !ok || acks > 0 && (l.n == len(l.rbuf) || c.wokenAsStream() || !c.loopAcks(l, b, pings, acks)) {
 		c.handOver(b, nil, false)
 		return
 	}
-	// Counted before the PINGRESPs leave: whoever sees one sees it
-	// counted.
-	k := uint64(len(b) / 2)
-	c.recvBytes.Add(uint64(len(b)))
-	c.s.loopPings.Add(k)
+	k := uint64(pings)
+	if acks == 0 {
+		// Counted before the PINGRESPs leave: whoever sees one sees it
+		// counted (loopAcks counted what it settled).
+		c.countLoopRead(len(b), pings, 0)
+	}
+	if k == 0 {
+		c.repark(l, rc)
+		return
+	}
 	if !c.answerPings(l, rc, int(k)) {
 		// The connection is closing, or its writer has more than
 		// maxQueuedOut to write: a reader takes them (it sees the
 		// close, or waits for the writer) and counts what it reads.
-		c.recvBytes.Add(-uint64(len(b)))
+		// (The PUBACKs are settled: only the PINGREQs go.)
+		c.recvBytes.Add(-(2 * k))
 		c.s.loopPings.Add(-k)
-		c.handOver(b, nil, false)
+		for i := range b[:2*k] {
+			b[i] = pingreqPacket[i%2]
+		}
+		c.handOver(b[:2*k], nil, false)
 		return
 	}
 	c.repark(l, rc)
 }
 
-// onlyPings reports whether b is one or more whole PINGREQs and nothing
-// else.
-func onlyPings(b []byte) bool {
-	if len(b) == 0 || len(b)%2 != 0 {
-		return false
-	}
-	for i := 0; i < len(b); i += 2 {
-		if b[i] != packets.Pingreq<<4 || b[i+1] != 0 {
-			return false
+// loopPackets reports whether b is one or more whole packets the loop
+// answers itself, PINGREQs and short PUBACKs (a packet id and nothing
+// else: MQTT 3's, and MQTT 5's for success), and how many of each.
+func loopPackets(b []byte) (pings, acks int, ok bool) {
+	for len(b) > 0 {
+		switch {
+		case len(b) >= 2 && b[0] == packets.Pingreq<<4 && b[1] == 0:
+			pings++
+			b = b[2:]
+		case len(b) >= 4 && b[0] == packets.Puback<<4 && b[1] == 2 && (b[2] != 0 || b[3] != 0):
+			acks++
+			b = b[4:]
+		default:
+			return 0, 0, false
 		}
 	}
+	return pings, acks, pings+acks > 0
+}
+
+// loopAcks settles the deliveries b's PUBACKs acknowledge, as
+// handlePuback does, and reports whether it did: it does not (and changes
+// nothing) when one of them is of a durable queue, whose settling may
+// wait for the store or a quorum, which the loop must not; a reader then
+// takes them. A PUBACK of no packet in flight, or of a QoS 2 one, is
+// ignored, as the reader does.
+func (c *conn) loopAcks(l *pollLoop, b []byte, pings, acks int) bool {
+	c.infMu.Lock()
+	for i := 0; i < len(b); {
+		if b[i] != packets.Puback<<4 {
+			i += 2
+			continue
+		}
+		if f, ok := c.inflight.get(binary.BigEndian.Uint16(b[i+2:])); ok && !f.released && f.q != nil && f.q.Durable() {
+			c.infMu.Unlock()
+			return false
+		}
+		i += 4
+	}
+	l.acks = l.acks[:0]
+	for i := 0; i < len(b); {
+		if b[i] != packets.Puback<<4 {
+			i += 2
+			continue
+		}
+		pid := binary.BigEndian.Uint16(b[i+2:])
+		if f, ok := c.inflight.get(pid); ok && !f.released {
+			c.inflight.del(pid)
+			if f.q != nil {
+				l.acks = append(l.acks, loopAck{f.q, f.seq})
+			}
+		}
+		i += 4
+	}
+	c.infMu.Unlock()
+	// Counted before anything is settled or answered: whoever sees the
+	// effect sees it counted.
+	c.countLoopRead(len(b), pings, acks)
+	// One AckMany a run of one queue's (a device's session has one).
+	for i := 0; i < len(l.acks); {
+		q := l.acks[i].q
+		l.seqs = l.seqs[:0]
+		for ; i < len(l.acks) && l.acks[i].q == q; i++ {
+			l.seqs = append(l.seqs, l.acks[i].seq)
+		}
+		q.AckMany(l.seqs)
+	}
+	clear(l.acks)
 	return true
+}
+
+// countLoopRead counts what the loop read and answers itself: n bytes,
+// pings PINGREQs and acks PUBACKs.
+func (c *conn) countLoopRead(n, pings, acks int) {
+	c.recvBytes.Add(uint64(n))
+	c.s.loopPings.Add(uint64(pings))
+	c.s.loopAcks.Add(uint64(acks))
+}
+
+// loopAck is a delivery the loop settles (loopAcks).
+type loopAck struct {
+	q   *exchange.Queue
+	seq uint64
 }
 
 // read is the loop's RawConn read callback: what the socket has, without

@@ -53,6 +53,8 @@ type pollLoop struct {
 	readFn, writeFn func(fd uintptr) bool
 	n               int // bytes read or written
 	errno           error
+	acks            []loopAck // loopAcks' scratch
+	seqs            []uint64
 }
 
 type pollSlot struct {

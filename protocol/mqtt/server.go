@@ -189,6 +189,8 @@ type Server struct {
 	// (readOn, handOver), loopPings the PINGREQs the event loop answered
 	// itself (pingfast_linux.go): what tests see of the event loop.
 	parkedReaders, loopPings atomic.Uint64
+	// loopAcks counts the PUBACKs the event loop settled (pingfast_linux.go).
+	loopAcks atomic.Uint64
 	// parkAfter and streamWindow are park.go's constants, which tests
 	// change before the server serves.
 	parkAfter, streamWindow time.Duration
