@@ -95,10 +95,10 @@ func (l *pollLoop) serve(c *conn, ev uint32) {
 		go c.readOn(false)
 		return
 	case l.errno != nil:
-		c.handOver(nil, l.errno, false)
+		c.handOver(nil, l.errno, false, false)
 		return
 	case l.n == 0:
-		c.handOver(nil, nil, true)
+		c.handOver(nil, nil, true, false)
 		return
 	}
 	b := l.rbuf[:l.n]
@@ -107,7 +107,7 @@ func (l *pollLoop) serve(c *conn, ev uint32) {
 	// of QoS 1 messages flows to), go to a reader, which reads them in
 	// bulk and stays for more rather than an event each few.
 	if !ok || acks > 0 && (l.n == len(l.rbuf) || c.wokenAsStream() || !c.loopAcks(l, b, pings, acks)) {
-		c.handOver(b, nil, false)
+		c.handOver(b, nil, false, l.n < len(l.rbuf))
 		return
 	}
 	k := uint64(pings)
@@ -130,7 +130,7 @@ func (l *pollLoop) serve(c *conn, ev uint32) {
 		for i := range b[:2*k] {
 			b[i] = pingreqPacket[i%2]
 		}
-		c.handOver(b[:2*k], nil, false)
+		c.handOver(b[:2*k], nil, false, l.n < len(l.rbuf))
 		return
 	}
 	c.repark(l, rc)
@@ -340,9 +340,13 @@ func (c *conn) repark(l *pollLoop, rc syscall.RawConn) {
 
 // handOver starts a reader for c with what the loop read (b, then the
 // read's error or the end of the stream) buffered ahead of the socket.
-func (c *conn) handOver(b []byte, errno error, eof bool) {
+// drained: the loop's read took all the socket had (it returned less
+// than it asked for), so the reader that has consumed b may park without
+// reading the socket again to find it empty (connReader.drained).
+func (c *conn) handOver(b []byte, errno error, eof, drained bool) {
 	r := newConnReader(c.nc)
 	r.handOver(b, errno, eof)
+	r.drained = drained && len(b) > 0 && errno == nil && !eof
 	c.br = r
 	c.s.parkedReaders.Add(1)
 	if c.keepalive() > 0 {

@@ -158,3 +158,39 @@ func TestLoopPubackStreamToReader(t *testing.T) {
 		t.Fatal("the streaming subscriber parked again")
 	}
 }
+
+// TestParkedPublishesNoneLost: a device that publishes now and then, and
+// sometimes twice in quick succession, while its reader parks after each
+// without reading the socket again (handOver's drained) loses none:
+// what came meanwhile wakes it at once.
+func TestParkedPublishesNoneLost(t *testing.T) {
+	s, addr := testServerSet(t, &memStore{m: map[string][]byte{}}, func(s *Server) {
+		s.parkAfter = time.Minute
+		s.streamWindow = time.Millisecond
+	})
+	sub := benchMQTTDial(t, addr, "pl-sub", 4, "pl/t")
+	dev := pingDial(t, addr, "pl-dev", 60)
+	c := serverConn(t, s, "pl-dev")
+	publish := benchPacket(nil, 0x30, append(benchString(nil, "pl/t"), "x"...)) // QoS 0
+	const n = 200
+	go func() {
+		for i := range n {
+			_, _ = dev.Write(publish)
+			if i%3 != 0 {
+				time.Sleep(time.Duration(i%5) * 300 * time.Microsecond)
+			}
+		}
+	}()
+	_ = sub.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for i := range n {
+		if first, _ := benchReadPacket(t, sub); first>>4 != 3 {
+			t.Fatalf("message %d: %x", i, first)
+		}
+	}
+	if !waitParked(c, 10*time.Second) {
+		t.Fatal("the device did not park again")
+	}
+	if got := c.recvPublish.Load(); got != n {
+		t.Fatalf("%d publishes counted, %d sent", got, n)
+	}
+}

@@ -43,6 +43,12 @@ type connReader struct {
 	n     int                   // rawRead's result
 	rerr  error
 	empty bool // tryRead found the socket empty
+	// drained: what is buffered is all the socket had when it was read
+	// (the event loop's short read, handOver): the first tryFill after it
+	// is consumed reports the socket empty without a read. Data that came
+	// meanwhile is not lost: park's arming of the descriptor (epoll_ctl)
+	// reports what is already there, so it wakes the connection at once.
+	drained bool
 }
 
 func newConnReader(nc net.Conn) *connReader {
@@ -131,6 +137,7 @@ func (r *connReader) Read(p []byte) (int, error) {
 	}
 	if r.r == r.w {
 		if len(p) >= readBufSize && r.err == nil {
+			r.drained = false
 			r.flushBatch()
 			return r.nc.Read(p)
 		}
@@ -155,6 +162,7 @@ func (r *connReader) flushBatch() {
 
 // fill reads into the empty buffer, at least one byte or an error.
 func (r *connReader) fill() error {
+	r.drained = false
 	r.flushBatch()
 	r.r, r.w = 0, 0
 	if err := r.err; err != nil {
@@ -196,6 +204,11 @@ func (r *connReader) tryFill() (wouldBlock bool, err error) {
 	if err := r.err; err != nil {
 		r.err = nil
 		return false, err
+	}
+	if r.drained {
+		r.drained = false
+		r.release()
+		return true, nil
 	}
 	r.empty = false
 	if err := r.rc.Read(r.tryFn); err != nil {

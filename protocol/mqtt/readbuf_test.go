@@ -122,3 +122,55 @@ func TestConnReaderDeadlineAndClose(t *testing.T) {
 		t.Fatalf("after close: %v, want net.ErrClosed", err)
 	}
 }
+
+// A reader handed the event loop's short read (drained) reports the
+// socket empty once what it was handed is consumed, without reading the
+// socket (what came meanwhile stays there for the level-triggered wake
+// that parking arms), holding no buffer; its next tryFill reads. A
+// blocking read in between forgets drained.
+func TestConnReaderDrainedSkipsOneRead(t *testing.T) {
+	client, server := tcpPair(t)
+	for _, blockingRead := range []bool{false, true} {
+		r := newConnReader(server)
+		r.handOver([]byte("ab"), nil, false)
+		r.drained = true
+		if _, err := client.Write([]byte("cd")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond) // "cd" is in the socket
+		for _, want := range []byte("ab") {
+			if b, err := r.ReadByte(); err != nil || b != want {
+				t.Fatalf("ReadByte: %q %v", b, err)
+			}
+		}
+		if blockingRead {
+			// A reader that waits (a stream's) reads the socket: drained
+			// no longer holds.
+			if err := r.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			if got := string(r.Peek()); got != "cd" {
+				t.Fatalf("after Wait: %q", got)
+			}
+			r.r = r.w
+			if _, err := client.Write([]byte("ef")); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond)
+			if wb, err := r.tryFill(); err != nil || wb || string(r.Peek()) != "ef" {
+				t.Fatalf("tryFill after a Wait: wouldBlock %v, %v, %q", wb, err, r.Peek())
+			}
+			r.r = r.w
+			continue
+		}
+		wb, err := r.tryFill()
+		if err != nil || !wb || r.bufp != nil {
+			t.Fatalf("first tryFill after a drained hand-over: wouldBlock %v, %v, buffer held %v", wb, err, r.bufp != nil)
+		}
+		wb, err = r.tryFill()
+		if err != nil || wb || string(r.Peek()) != "cd" {
+			t.Fatalf("second tryFill: wouldBlock %v, %v, %q", wb, err, r.Peek())
+		}
+		r.r = r.w
+	}
+}
