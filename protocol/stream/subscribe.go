@@ -55,7 +55,7 @@ func (s *subscription) Deliver(d exchange.Delivery) bool {
 	c.w.Mu.Lock()
 	if !s.gone && !c.w.Closed {
 		s.pending = append(s.pending, d)
-		s.pendingBytes += len(d.Msg.Body)
+		s.pendingBytes += sizeOf(d)
 		if s.credit > 0 {
 			c.w.Signal()
 		}
@@ -81,6 +81,15 @@ func (s *subscription) Cancelled(*exchange.Consumer) {
 	c.w.Mu.Unlock()
 }
 
+// sizeOf is what a pending delivery counts for (maxPendingBytes): its
+// body, or its stored record.
+func sizeOf(d exchange.Delivery) int {
+	if d.Msg != nil {
+		return len(d.Msg.Body)
+	}
+	return len(d.Record)
+}
+
 // offsetOf is a delivery's offset in its stream.
 func offsetOf(d exchange.Delivery) (uint64, bool) { return exchange.StreamOffset(d) }
 
@@ -91,7 +100,7 @@ func (c *conn) chunkLocked(s *subscription) {
 	if !ok {
 		c.log.Error("stream delivery without an offset dropped", "stream", s.stream)
 		c.toAck = append(c.toAck, ackRef{q: s.q, seq: s.pending[0].Seq})
-		s.pendingBytes -= len(s.pending[0].Msg.Body)
+		s.pendingBytes -= sizeOf(s.pending[0])
 		s.pending = s.pending[1:]
 		return
 	}
@@ -105,13 +114,31 @@ func (c *conn) chunkLocked(s *subscription) {
 		if off, ok := offsetOf(d); !ok || off != first+uint64(n) {
 			break // a gap (retention, a crash): the next chunk starts there
 		}
-		enc := c.encode(d)
-		if n > 0 && len(b)-start+4+len(enc) > limit {
-			break
+		if d.Msg != nil {
+			enc := c.encode(d)
+			if n > 0 && len(b)-start+4+len(enc) > limit {
+				break
+			}
+			b = ch.Add(b, enc)
+		} else {
+			// A stored record, encoded into the frame in place.
+			m, err := exchange.ViewStoredMessage(d.Record)
+			if err != nil { // the core checked it: never
+				c.log.Error("stream delivery unreadable", "stream", s.stream, "offset", first+uint64(n), "err", err)
+				m = exchange.StoredMessage{}
+			}
+			mark := len(b)
+			var at int
+			b, at = ch.BeginEntry(b)
+			b = appendStored(b, &m)
+			if n > 0 && len(b)-start > limit {
+				b = b[:mark]
+				break
+			}
+			b = ch.EndEntry(b, at)
 		}
-		b = ch.Add(b, enc)
 		c.toAck = append(c.toAck, ackRef{q: s.q, seq: d.Seq})
-		s.pendingBytes -= len(d.Msg.Body)
+		s.pendingBytes -= sizeOf(d)
 		n++
 	}
 	c.w.Buf = ch.End(b)
@@ -180,7 +207,8 @@ func (c *conn) subscribe(f wire.Subscribe) {
 	// index: a single-active group spreads the partitions (streamsac.go).
 	cons, err := c.vh.Consume(f.Stream, exchange.ConsumeOpts{Tag: "stream.sub-" + strconv.Itoa(int(f.ID)),
 		Prefetch: c.s.cfg.Prefetch, Sink: s, Owner: c, Args: exchange.Table{"x-stream-offset": spec},
-		SingleActive: sac, GroupName: name, PartitionIndex: c.partitionIndex(f.Stream, super), NoOffsetHeader: true})
+		SingleActive: sac, GroupName: name, PartitionIndex: c.partitionIndex(f.Stream, super), NoOffsetHeader: true,
+		StoredRecords: true})
 	if err != nil {
 		reply(codeOf(err))
 		return
