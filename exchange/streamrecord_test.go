@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trident-broker/trident/exchange/headers"
 	"github.com/trident-broker/trident/exchange/streamlog"
 )
 
@@ -217,37 +216,6 @@ func FuzzViewStoredMessage(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{3})
 	f.Fuzz(func(t *testing.T, rec []byte) { checkView(t, rec) })
-}
-
-// FuzzSkipTable: SkipTable fails where Table fails, reads the same bytes,
-// and an entry walk sees the keys and values Table decodes.
-func FuzzSkipTable(f *testing.F) {
-	r := rand.New(rand.NewSource(3))
-	for range 50 {
-		f.Add(encodeRecord(genTable(r, 0)))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		d1 := headers.Decoder{B: b, Format: headers.Stored}
-		tab := d1.Table()
-		d2 := headers.Decoder{B: b, Format: headers.Stored}
-		asc := d2.SkipTable()
-		if (d1.Err == nil) != (d2.Err == nil) || len(d1.B) != len(d2.B) {
-			t.Fatalf("Table: %v, %d left; SkipTable: %v, %d left", d1.Err, len(d1.B), d2.Err, len(d2.B))
-		}
-		if d1.Err != nil || !asc {
-			return
-		}
-		n := 0
-		for e := headers.NewEntries(b, headers.Stored); e.Next(); n++ {
-			got, want := e.Value().Decode(), tab[string(e.Key())]
-			if !reflect.DeepEqual(got, want) && fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Fatalf("key %q: walk %#v, Table %#v", e.Key(), got, want)
-			}
-		}
-		if n != len(tab) {
-			t.Fatalf("walked %d entries of %d", n, len(tab))
-		}
-	})
 }
 
 // TestStreamStoredRecords: a consumer that asks for stored records and
