@@ -142,7 +142,10 @@ func (st *stream) run(cur *cursor) {
 		if len(cur.buf) == 0 {
 			from, gen := cur.bufNext, cur.gen
 			st.mu.Unlock()
-			recs, next, err := st.log.Read(from, readAheadMsgs, readAheadBytes)
+			recs, next, err := st.log.ReadAppend(cur.arr[:0], from, readAheadMsgs, readAheadBytes)
+			if cap(recs) <= 2*readAheadMsgs {
+				cur.arr = recs[:0]
+			}
 			st.mu.Lock()
 			if cur.gen != gen {
 				st.mu.Unlock() // moved meanwhile: read again from there
