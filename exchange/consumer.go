@@ -40,6 +40,9 @@ type Delivery struct {
 	// (ConsumeOpts.StoredRecords), is the message's stored record, read
 	// with ViewStoredMessage; Msg is nil then. It is never modified.
 	Record []byte
+	// Shared, if not nil, is what the stream's readers of stored records
+	// share of Record: a front end caches its encoding there.
+	Shared *SharedRecord
 }
 
 // Limit is a channel-wide prefetch limit shared by the consumers of one

@@ -189,14 +189,25 @@ func (st *stream) deliverLocked(cur *cursor) {
 		cur.buf[0] = streamlog.Rec{}
 		cur.buf = cur.buf[1:]
 		cur.next = r.Off + 1
-		if cur.c.records && st.share.raw < 2 {
-			// Alone: the reader reads the record in place. Two or more
-			// share the messages decoded once and their encodings
-			// (streamshare.go), cheaper than each reading the record.
-			if _, sorted, err := viewMessage(r.Data); err == nil && sorted {
+		if cur.c.records {
+			// The record itself, read in place by the front end; while
+			// two or more read, with what they share of it (the
+			// encoding the first one makes).
+			var sr *SharedRecord
+			if st.share.raw >= 2 {
+				sr = st.share.record(r.Off, r.Data) // checked when put
+			}
+			ok := sr != nil
+			if !ok {
+				_, sorted, err := viewMessage(r.Data)
+				if ok = err == nil && sorted; ok && st.share.raw >= 2 {
+					sr = st.share.putRecord(r.Off, r.Data)
+				}
+			}
+			if ok {
 				cur.out++
 				q.countDeliver(false, false, 1)
-				if !cur.c.sink.Deliver(Delivery{Queue: q, Consumer: cur.c, Record: r.Data, Seq: uint64(cur.id)<<cursorShift | r.Off}) {
+				if !cur.c.sink.Deliver(Delivery{Queue: q, Consumer: cur.c, Record: r.Data, Shared: sr, Seq: uint64(cur.id)<<cursorShift | r.Off}) {
 					cur.c.blocked = true
 				}
 				continue

@@ -221,8 +221,9 @@ func FuzzViewStoredMessage(f *testing.F) {
 // TestStreamStoredRecords: a consumer that asks for stored records and
 // reads alone gets each message as its record (Msg nil), the bytes the
 // log holds; a corrupt record is skipped and counted as it is for every
-// consumer; a record with a header key twice comes decoded; once a second
-// raw reader reads, the readers share decoded messages again.
+// consumer; a record with a header key twice comes decoded; while two or
+// more read, each record comes with what they share of it (where a front
+// end caches its encoding), one per offset.
 func TestStreamStoredRecords(t *testing.T) {
 	v, _ := newTestVHost(t)
 	q := newStreamQ(t, v, "s", nil)
@@ -249,14 +250,23 @@ func TestStreamStoredRecords(t *testing.T) {
 	if bad := v.b.UnreadableMessages(); bad["//s"] != 1 {
 		t.Fatalf("unreadable %v", bad)
 	}
-	// A second raw reader: both get shared decoded messages.
+	// Two more readers (three read): they get the records with what they
+	// share of each, one per offset; the record with a key twice decoded.
 	q.AckMany([]uint64{ds[0].Seq, ds[1].Seq, ds[2].Seq})
 	_, s2 := consume(t, v, "s", ConsumeOpts{Prefetch: 10, NoOffsetHeader: true, StoredRecords: true, Args: Table{"x-stream-offset": "first"}})
-	waitFor(t, "the second reader", func() bool { return s2.len() == 3 })
-	for i, d := range s2.deliveries() {
-		if d.Msg == nil || d.Record != nil || (i != 1 && !SharedDelivery(d)) {
-			t.Fatalf("second reader's delivery %d: %+v", i, d)
+	_, s3 := consume(t, v, "s", ConsumeOpts{Prefetch: 10, NoOffsetHeader: true, StoredRecords: true, Args: Table{"x-stream-offset": "first"}})
+	waitFor(t, "the other readers", func() bool { return s2.len() == 3 && s3.len() == 3 })
+	d2, d3 := s2.deliveries(), s3.deliveries()
+	for _, i := range []int{0, 2} {
+		if d2[i].Shared == nil || d2[i].Shared != d3[i].Shared || !bytes.Equal(d2[i].Record, good) || d2[i].Msg != nil {
+			t.Fatalf("delivery %d: %+v and %+v, want one shared record", i, d2[i], d3[i])
 		}
+	}
+	if d2[0].Shared == d2[2].Shared {
+		t.Fatal("two offsets share one record")
+	}
+	if d2[1].Msg == nil || d2[1].Record != nil || d2[1].Shared != nil {
+		t.Fatalf("the record with a key twice: %+v", d2[1])
 	}
 	c.Cancel()
 }

@@ -47,7 +47,8 @@ type shareSlot struct {
 	off   uint64
 	data  []byte // the record's bytes the message was decoded from
 	m     *Message
-	bytes int // shareSlotBytes
+	sr    *SharedRecord // or, for readers of stored records, the record's
+	bytes int           // shareSlotBytes, shareRecordBytes
 }
 
 // sharing is a stream's ring (guarded by stream.mu).
@@ -95,6 +96,56 @@ func (s *sharing) decode(off uint64, data []byte, raw bool) (*Message, bool, err
 	*sl = shareSlot{off: off, data: data, m: m, bytes: n}
 	s.bytes += n
 	return m, true, nil
+}
+
+// SharedRecord is what the readers of a stream's stored records
+// (ConsumeOpts.StoredRecords) share of one record while two or more read
+// (Delivery.Shared): the first front end to encode it caches its encoding
+// here (AddEncoding) and the others write those bytes, so that each
+// record is encoded once, and decoded never.
+type SharedRecord struct{ enc encodings }
+
+// Encoding returns the bytes cached for k, or nil (safe for concurrent
+// use, as Message.Encoding).
+func (r *SharedRecord) Encoding(k *EncodingKey) []byte { return r.enc.get(k) }
+
+// AddEncoding caches e, or returns the bytes of the one another writer
+// cached first (as Message.AddEncoding).
+func (r *SharedRecord) AddEncoding(e *Encoding) []byte { return r.enc.add(e) }
+
+// shareRecordBytes is what a shared record's slot is counted for: the
+// record, an encoding of about its size, shareSlotOverhead.
+func shareRecordBytes(data []byte) int { return 2*len(data) + shareSlotOverhead }
+
+// record is the shared record at off for a reader of stored records
+// (two or more read), nil if the ring has none for these bytes.
+func (s *sharing) record(off uint64, data []byte) *SharedRecord {
+	if s.ring == nil {
+		return nil
+	}
+	sl := &s.ring[off%shareRingSize]
+	if sl.sr != nil && sl.off == off && bytes.Equal(sl.data, data) {
+		return sl.sr
+	}
+	return nil
+}
+
+// putRecord shares the record at off (checked: it reads in place), nil
+// if the ring is full in bytes.
+func (s *sharing) putRecord(off uint64, data []byte) *SharedRecord {
+	if s.ring == nil {
+		s.ring = make([]shareSlot, shareRingSize)
+	}
+	sl := &s.ring[off%shareRingSize]
+	s.bytes -= sl.bytes
+	*sl = shareSlot{}
+	n := shareRecordBytes(data)
+	if s.bytes+n > shareMaxBytes {
+		return nil
+	}
+	*sl = shareSlot{off: off, data: data, sr: &SharedRecord{}, bytes: n}
+	s.bytes += n
+	return sl.sr
 }
 
 // ringBytes is what the ring holds (stream.mu held).

@@ -117,6 +117,13 @@ func genMessage(r *rand.Rand) *exchange.Message {
 // the messages a consumer without StoredRecords gets (the old path).
 func storedRecords(t testing.TB, st exchange.Store, seed int64, n int) ([][]byte, []*exchange.Message) {
 	t.Helper()
+	_, recs, msgs := storedOn(t, st, seed, n)
+	return recs, msgs
+}
+
+// storedOn is storedRecords, with the server.
+func storedOn(t testing.TB, st exchange.Store, seed int64, n int) (*testServer, [][]byte, []*exchange.Message) {
+	t.Helper()
 	s := newTestServerOn(t, st)
 	vh, _ := s.b.VHost("/")
 	if _, err := vh.DeclareQueue("s", exchange.QueueOpts{Durable: true, Args: exchange.Table{"x-queue-type": "stream"}}); err != nil {
@@ -156,7 +163,7 @@ func storedRecords(t testing.TB, st exchange.Store, seed int64, n int) ([][]byte
 	for _, d := range read(exchange.ConsumeOpts{}) {
 		msgs = append(msgs, d.Msg)
 	}
-	return recs, msgs
+	return s, recs, msgs
 }
 
 // TestAppendStoredMatchesCore: a stored record encoded in place into the
@@ -179,6 +186,40 @@ func TestAppendStoredMatchesCore(t *testing.T) {
 		if _, err := wire.DecodeMessage(got); err != nil {
 			t.Fatalf("message %d does not decode: %v", i, err)
 		}
+	}
+}
+
+// TestSubscribersShareEncodings: three subscriptions read the generated
+// messages from first together (the core hands them the records with what
+// they share, and the first to write one caches its encoding there); each
+// gets every message as the decode-and-encode path writes it.
+func TestSubscribersShareEncodings(t *testing.T) {
+	const n = 600
+	s, _, msgs := storedOn(t, store.NewMemory(), 3, n)
+	c := dial(t, s)
+	c.open()
+	for id := range uint8(3) {
+		if _, code := c.call(wire.KeySubscribe, id, str("s"), wire.OffsetFirst, uint16(0)); code != wire.OK {
+			t.Fatalf("subscribe: %v", code)
+		}
+	}
+	for id := range uint8(3) {
+		c.send(frame(wire.KeyCredit, 1, id, uint16(1000)))
+	}
+	got := make([]int, 3)
+	for got[0] < n || got[1] < n || got[2] < n {
+		p, _ := c.expect(wire.KeyDeliver)
+		ch, err := wire.ParseDeliver(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range ch.Messages {
+			off := int(ch.First) + i
+			if want := appendFromCore(nil, msgs[off]); !bytes.Equal(m, want) {
+				t.Fatalf("subscription %d, offset %d:\ngot  %x\nwant %x", ch.Sub, off, m, want)
+			}
+		}
+		got[ch.Sub] += len(ch.Messages)
 	}
 }
 

@@ -114,19 +114,15 @@ func (c *conn) chunkLocked(s *subscription) {
 		if off, ok := offsetOf(d); !ok || off != first+uint64(n) {
 			break // a gap (retention, a crash): the next chunk starts there
 		}
-		if d.Msg != nil {
+		if d.Msg != nil || d.Shared != nil {
 			enc := c.encode(d)
 			if n > 0 && len(b)-start+4+len(enc) > limit {
 				break
 			}
 			b = ch.Add(b, enc)
 		} else {
-			// A stored record, encoded into the frame in place.
-			m, err := exchange.ViewStoredMessage(d.Record)
-			if err != nil { // the core checked it: never
-				c.log.Error("stream delivery unreadable", "stream", s.stream, "offset", first+uint64(n), "err", err)
-				m = exchange.StoredMessage{}
-			}
+			// A stored record read alone, encoded into the frame in place.
+			m := c.view(s, d)
 			mark := len(b)
 			var at int
 			b, at = ch.BeginEntry(b)
@@ -160,9 +156,32 @@ func (c *conn) chunkLocked(s *subscription) {
 // the stream's raw readers share.
 var amqp10 = exchange.NewEncodingKey("stream-amqp10")
 
-// encode is d's message in AMQP 1.0: cached on it when other subscriptions
-// deliver the same message (exchange.SharedDelivery), else in c.scratch.
+// view reads d's stored record in place.
+func (c *conn) view(s *subscription, d exchange.Delivery) exchange.StoredMessage {
+	m, err := exchange.ViewStoredMessage(d.Record)
+	if err != nil { // the core checked it: never
+		off, _ := offsetOf(d)
+		c.log.Error("stream delivery unreadable", "stream", s.stream, "offset", off, "err", err)
+	}
+	return m
+}
+
+// encode is d's message in AMQP 1.0: a stored record that other
+// subscriptions read too (Delivery.Shared) encoded once and cached on what
+// they share; a message cached on it when other subscriptions deliver the
+// same message (exchange.SharedDelivery), else in c.scratch.
 func (c *conn) encode(d exchange.Delivery) []byte {
+	if d.Shared != nil {
+		if b := d.Shared.Encoding(amqp10); b != nil {
+			return b
+		}
+		m, err := exchange.ViewStoredMessage(d.Record)
+		if err != nil { // the core checked it: never
+			c.log.Error("stream delivery unreadable", "err", err)
+		}
+		b := appendStored(make([]byte, 0, len(d.Record)+64), &m)
+		return d.Shared.AddEncoding(&exchange.Encoding{Key: amqp10, Bytes: b})
+	}
 	if exchange.SharedDelivery(d) {
 		if b := d.Msg.Encoding(amqp10); b != nil {
 			return b
