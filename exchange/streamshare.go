@@ -15,6 +15,12 @@ import "bytes"
 // a message is taken from the ring only for equal bytes (the same bytes
 // when the log's read cache handed both cursors the same chunk, else
 // compared), never for another record at the offset.
+//
+// Readers of stored records (ConsumeOpts.StoredRecords: the stream
+// protocol's subscriptions) decode nothing: while two or more read, a
+// slot holds a SharedRecord instead of a message, on which the first
+// front end to encode the record caches its encoding (Delivery.Shared),
+// so that ten subscribers encode each record once and write those bytes.
 
 // shareRingSize is how many decoded messages a stream shares: readers
 // further apart than this decode for themselves. Ten stream-protocol
