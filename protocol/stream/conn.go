@@ -66,6 +66,9 @@ type conn struct {
 	perrs    map[uint8][]wire.PublishingError
 	toAck    []ackRef
 	scratch  []byte
+	// mapScratch holds a stored record's application properties while
+	// its encoding is written (appendStored).
+	mapScratch []byte
 
 	// The writer goroutine's alone (ackWritten).
 	ackSpare []ackRef

@@ -117,8 +117,10 @@ func fromCore(m *exchange.Message) wire.Message {
 // appendFromCore writes for the message the record decodes to, without
 // decoding it (no string, table or body is copied, nothing allocated but
 // for the rare header values without an AMQP 1.0 type: decimals, arrays,
-// tables, which are sent printed).
-func appendStored(b []byte, m *exchange.StoredMessage) []byte {
+// tables, which are sent printed). One walk of the headers writes the
+// annotations in place and the application properties, which follow the
+// properties section, into scratch (the caller's, reused).
+func appendStored(b []byte, m *exchange.StoredMessage, scratch *[]byte) []byte {
 	b = wire.AppendHeaderSection(b, m.DeliveryMode == 2, m.Priority)
 	p := wire.PropertyBytes{MessageID: m.MessageID, ReplyTo: m.ReplyTo, CorrelationID: m.CorrelationID,
 		ContentType: m.ContentType, ContentEncoding: m.ContentEncoding}
@@ -130,46 +132,43 @@ func appendStored(b []byte, m *exchange.StoredMessage) []byte {
 			p.AbsoluteExpiry = p.CreationTime + ms
 		}
 	}
+	var app []byte
 	if m.HasHeaders() {
+		var ann, apps wire.MapSection
+		b, ann = wire.BeginMapSection(b, true)
+		app, apps = wire.BeginMapSection((*scratch)[:0], false)
 		for e := m.Headers(); e.Next(); {
-			v := e.Value()
-			if v.Tag != headers.TagString {
-				continue
-			}
-			switch string(e.Key()) {
+			k, v := e.Key(), e.Value()
+			var to *[]byte
+			switch string(k) {
+			case "x-stream-offset":
+				continue // the chunk says where each message is
 			case hdrSubject:
-				p.Subject = v.Str()
+				to = &p.Subject
 			case hdrTo:
-				p.To = v.Str()
+				to = &p.To
 			case hdrGroupID:
-				p.GroupID = v.Str()
+				to = &p.GroupID
+			}
+			switch {
+			case to != nil:
+				if v.Tag == headers.TagString {
+					*to = v.Str()
+				}
+			case bytes.HasPrefix(k, []byte("x-")):
+				b = appendStoredValue(ann.Key(b, k), v)
+			default:
+				app = appendStoredValue(apps.Key(app, k), v)
 			}
 		}
-		b = appendStoredMap(b, m, true)
+		b = ann.End(b)
+		app = apps.End(app)
+		if cap(app) <= 64<<10 {
+			*scratch = app[:0]
+		}
 	}
 	b = wire.AppendPropertiesSection(b, &p)
-	if m.HasHeaders() {
-		b = appendStoredMap(b, m, false)
-	}
-	return wire.AppendDataSection(b, m.Body)
-}
-
-// appendStoredMap appends the message annotations (the x- headers but
-// those above) or the application properties (the other headers).
-func appendStoredMap(b []byte, m *exchange.StoredMessage, annotations bool) []byte {
-	b, sec := wire.BeginMapSection(b, annotations)
-	for e := m.Headers(); e.Next(); {
-		k := e.Key()
-		if bytes.HasPrefix(k, []byte("x-")) != annotations {
-			continue
-		}
-		switch string(k) {
-		case "x-stream-offset", hdrSubject, hdrTo, hdrGroupID:
-			continue
-		}
-		b = appendStoredValue(sec.Key(b, k), e.Value())
-	}
-	return sec.End(b)
+	return wire.AppendDataSection(append(b, app...), m.Body)
 }
 
 // appendStoredValue appends v as wire.AppendValue appends its decoded

@@ -179,7 +179,7 @@ func TestAppendStoredMatchesCore(t *testing.T) {
 		if err != nil {
 			t.Fatalf("record %d: %v", i, err)
 		}
-		got, want := appendStored(nil, &v), appendFromCore(nil, msgs[i])
+		got, want := appendStored(nil, &v, new([]byte)), appendFromCore(nil, msgs[i])
 		if !bytes.Equal(got, want) {
 			t.Fatalf("message %d (%+v):\nin place %x\ndecoded  %x", i, msgs[i].Props, got, want)
 		}
@@ -239,7 +239,7 @@ func FuzzAppendStored(f *testing.F) {
 		if derr != nil {
 			t.Fatalf("the view read what does not decode: %v", derr)
 		}
-		if got, want := appendStored(nil, &v), appendFromCore(nil, m); !bytes.Equal(got, want) {
+		if got, want := appendStored(nil, &v, new([]byte)), appendFromCore(nil, m); !bytes.Equal(got, want) {
 			t.Fatalf("in place %x\ndecoded  %x", got, want)
 		}
 	})
@@ -335,13 +335,14 @@ func TestHeldRecordsStayIntact(t *testing.T) {
 func BenchmarkEncodeStored(b *testing.B) {
 	rec := benchRecord(b)
 	buf := make([]byte, 0, 4096)
+	var scratch []byte
 	b.ReportAllocs()
 	for b.Loop() {
 		v, err := exchange.ViewStoredMessage(rec)
 		if err != nil {
 			b.Fatal(err)
 		}
-		buf = appendStored(buf[:0], &v)
+		buf = appendStored(buf[:0], &v, &scratch)
 	}
 }
 

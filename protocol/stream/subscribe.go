@@ -126,7 +126,7 @@ func (c *conn) chunkLocked(s *subscription) {
 			mark := len(b)
 			var at int
 			b, at = ch.BeginEntry(b)
-			b = appendStored(b, &m)
+			b = appendStored(b, &m, &c.mapScratch)
 			if n > 0 && len(b)-start > limit {
 				b = b[:mark]
 				break
@@ -179,7 +179,7 @@ func (c *conn) encode(d exchange.Delivery) []byte {
 		if err != nil { // the core checked it: never
 			c.log.Error("stream delivery unreadable", "err", err)
 		}
-		b := appendStored(make([]byte, 0, len(d.Record)+64), &m)
+		b := appendStored(make([]byte, 0, len(d.Record)+64), &m, &c.mapScratch)
 		return d.Shared.AddEncoding(&exchange.Encoding{Key: amqp10, Bytes: b})
 	}
 	if exchange.SharedDelivery(d) {
