@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -64,49 +65,123 @@ var errUnsorted = fmt.Errorf("%w: header keys out of order", errCorrupt)
 // sorted reports whether its header keys ascend strictly (each once), as
 // encodeMessage writes them: a view of a record that holds a key twice
 // would not say which value decodeMessage keeps.
+//
+// It is on every delivery's path of the stream protocol's readers (the
+// core checks each record, the front end reads it): it reads rec with a
+// local offset and one-byte lengths inline rather than through a
+// headers.Decoder's calls; FuzzViewStoredMessage holds it to
+// decodeMessage's checks.
 func viewMessage(rec []byte) (v StoredMessage, sorted bool, err error) {
-	d := headers.Decoder{B: rec, Format: headers.Stored}
-	switch d.Byte() {
+	r := reader{b: rec}
+	switch r.byte() {
 	case 1:
 	case 2: // a stream record's producer (decodeMessage)
-		d.Raw(d.Uvarint())
-		d.Uvarint()
-		d.Raw(d.Uvarint())
+		r.raw()
+		r.uvarint()
+		r.raw()
 	default:
 		return v, false, errCorrupt
 	}
-	v.Exchange = d.Raw(d.Uvarint())
-	v.RoutingKey = d.Raw(d.Uvarint())
-	v.EnqueuedAt = d.Varint()
-	v.ExpiresAt = d.Varint()
-	// Decoder.Properties, in place.
-	v.ContentType = d.Raw(d.Uvarint())
-	v.ContentEncoding = d.Raw(d.Uvarint())
+	v.Exchange = r.raw()
+	v.RoutingKey = r.raw()
+	v.EnqueuedAt = r.varint()
+	v.ExpiresAt = r.varint()
+	// headers.Decoder.Properties, in place.
+	v.ContentType = r.raw()
+	v.ContentEncoding = r.raw()
 	sorted = true
-	if d.Bool() {
-		start := d.B
+	if r.bool() {
+		d := headers.Decoder{B: r.b[r.i:], Format: headers.Stored}
 		sorted = d.SkipTable()
-		if d.Err == nil {
-			v.headers = start[:len(start)-len(d.B)]
+		if d.Err != nil {
+			return StoredMessage{}, false, fmt.Errorf("%w: %v", errCorrupt, d.Err)
 		}
+		v.headers = r.b[r.i : len(r.b)-len(d.B)]
+		r.i = len(r.b) - len(d.B)
 	}
-	v.DeliveryMode = d.Byte()
-	v.Priority = d.Byte()
-	v.CorrelationID = d.Raw(d.Uvarint())
-	v.ReplyTo = d.Raw(d.Uvarint())
-	v.Expiration = d.Raw(d.Uvarint())
-	v.MessageID = d.Raw(d.Uvarint())
-	if d.Bool() {
-		v.Timestamp = d.Time()
+	v.DeliveryMode = r.byte()
+	v.Priority = r.byte()
+	v.CorrelationID = r.raw()
+	v.ReplyTo = r.raw()
+	v.Expiration = r.raw()
+	v.MessageID = r.raw()
+	if r.bool() {
+		v.Timestamp = time.Unix(r.varint(), 0).UTC()
 	}
-	v.Type = d.Raw(d.Uvarint())
-	v.UserID = d.Raw(d.Uvarint())
-	v.AppID = d.Raw(d.Uvarint())
-	v.Body = d.Raw(d.Uvarint())
-	if err := corrupt(&d); err != nil {
-		return StoredMessage{}, false, err
+	v.Type = r.raw()
+	v.UserID = r.raw()
+	v.AppID = r.raw()
+	v.Body = r.raw()
+	if r.bad {
+		return StoredMessage{}, false, errCorrupt
 	}
 	return v, sorted, nil
+}
+
+// reader reads a record as headers.Decoder does (same checks), from a
+// local offset; bad is set by the first failure, after which every read
+// returns zero.
+type reader struct {
+	b   []byte
+	i   int
+	bad bool
+}
+
+func (r *reader) byte() byte {
+	if r.i >= len(r.b) {
+		r.bad, r.i = true, len(r.b)
+		return 0
+	}
+	c := r.b[r.i]
+	r.i++
+	return c
+}
+
+func (r *reader) bool() bool {
+	switch r.byte() {
+	case 0:
+		return false
+	case 1:
+		return true
+	}
+	r.bad, r.i = true, len(r.b)
+	return false
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.i < len(r.b) && r.b[r.i] < 0x80 {
+		r.i++
+		return uint64(r.b[r.i-1])
+	}
+	v, n := binary.Uvarint(r.b[r.i:])
+	if n <= 0 {
+		r.bad, r.i = true, len(r.b)
+		return 0
+	}
+	r.i += n
+	return v
+}
+
+func (r *reader) varint() int64 {
+	v, n := binary.Varint(r.b[r.i:])
+	if n <= 0 {
+		r.bad, r.i = true, len(r.b)
+		return 0
+	}
+	r.i += n
+	return v
+}
+
+// raw reads a length and that many bytes, aliasing b.
+func (r *reader) raw() []byte {
+	n := r.uvarint()
+	if n > uint64(len(r.b)-r.i) {
+		r.bad, r.i = true, len(r.b)
+		return nil
+	}
+	p := r.b[r.i : r.i+int(n) : r.i+int(n)]
+	r.i += int(n)
+	return p
 }
 
 // DecodeStoredMessage decodes a stream delivery's record into the Message
