@@ -194,13 +194,17 @@ func (st *stream) deliverLocked(cur *cursor) {
 			// two or more read, with what they share of it (the
 			// encoding the first one makes).
 			var sr *SharedRecord
+			want := false
 			if st.share.raw >= 2 {
 				sr = st.share.record(r.Off, r.Data) // checked when put
+				if want = st.share.wantsRecord(r.Off); want {
+					st.share.note(sr != nil)
+				}
 			}
 			ok := sr != nil
 			if !ok {
 				_, sorted, err := viewMessage(r.Data)
-				if ok = err == nil && sorted; ok && st.share.raw >= 2 {
+				if ok = err == nil && sorted; ok && want {
 					sr = st.share.putRecord(r.Off, r.Data)
 				}
 			}

@@ -270,3 +270,67 @@ func TestStreamStoredRecords(t *testing.T) {
 	}
 	c.Cancel()
 }
+
+// TestStreamRecordsShareOnlyWhenFound: two readers of stored records, one
+// of them stalled: what the other puts in the ring is never found again,
+// so after a window it shares only one record in shareSample (each
+// encoded in place, not made to be kept); once the stalled one reads the
+// same stretch again with it, sharing pays and resumes for every record.
+func TestStreamRecordsShareOnlyWhenFound(t *testing.T) {
+	v, _ := newTestVHost(t)
+	q := newStreamQ(t, v, "s", nil)
+	const n = 3 * shareWindow
+	for i := range n {
+		publish(t, v, "", "s", fmt.Sprint(i))
+	}
+	waitFor(t, "durable", func() bool { return q.st.log.Durable() == n })
+	stalled := &sink{pause: true}
+	consume(t, v, "s", ConsumeOpts{Prefetch: 1, Sink: stalled, NoOffsetHeader: true, StoredRecords: true,
+		Args: Table{"x-stream-offset": "next"}})
+	_, s := consume(t, v, "s", ConsumeOpts{Prefetch: n, NoOffsetHeader: true, StoredRecords: true, Args: Table{"x-stream-offset": "first"}})
+	waitFor(t, "deliveries", func() bool { return s.len() == n })
+	shared := 0
+	for _, d := range s.deliveries()[2*shareWindow:] {
+		if d.Shared != nil {
+			shared++
+			if off, _ := StreamOffset(d); off%shareSample != 0 {
+				t.Fatalf("offset %d shared while sharing does not pay", off)
+			}
+		}
+	}
+	if shared == 0 || shared > shareWindow/shareSample {
+		t.Fatalf("%d of the last %d records shared, want 1 in %d", shared, shareWindow, shareSample)
+	}
+	// Two readers in step: what one puts the other finds, and every
+	// record is shared again.
+	const prefetch = 512
+	var ss []*sink
+	for range 2 {
+		_, x := consume(t, v, "s", ConsumeOpts{Prefetch: prefetch, NoOffsetHeader: true, StoredRecords: true,
+			Args: Table{"x-stream-offset": "first"}})
+		ss = append(ss, x)
+	}
+	for got := prefetch; ; got += prefetch {
+		waitFor(t, "a round", func() bool { return ss[0].len() == got && ss[1].len() == got })
+		if got == n {
+			break
+		}
+		for _, x := range ss {
+			var seqs []uint64
+			for _, d := range x.deliveries()[got-prefetch : got] {
+				seqs = append(seqs, d.Seq)
+			}
+			q.AckMany(seqs)
+		}
+	}
+	found := 0
+	d0, d1 := ss[0].deliveries(), ss[1].deliveries()
+	for i := n - shareWindow; i < n; i++ {
+		if d0[i].Shared != nil && d0[i].Shared == d1[i].Shared {
+			found++
+		}
+	}
+	if found < shareWindow/2 {
+		t.Fatalf("%d of the last %d records shared by the readers in step", found, shareWindow)
+	}
+}

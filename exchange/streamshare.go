@@ -62,7 +62,21 @@ type sharing struct {
 	raw   int // cursors with noOffsetHeader reading this node's log
 	ring  []shareSlot
 	bytes int // the slots' shareSlotBytes, at most shareMaxBytes
+	// Records to share seen and found in the ring in the current window
+	// (of shareWindow records), and the last window's verdict: readers
+	// further apart than the ring never find what the others put, and a
+	// record shared for nobody costs its reader more (an encoding made
+	// to be kept, then copied) than one it encodes in place; meanwhile
+	// only one record in shareSample is shared, to see whether they
+	// came together again.
+	seen, found int
+	useless     bool
 }
+
+const (
+	shareWindow = 4096
+	shareSample = 16
+)
 
 // addRaw and dropRaw count a raw cursor coming and going; the ring goes
 // once fewer than two remain.
@@ -71,6 +85,7 @@ func (s *sharing) addRaw() { s.raw++ }
 func (s *sharing) dropRaw() {
 	if s.raw--; s.raw < 2 {
 		s.ring, s.bytes = nil, 0
+		s.seen, s.found, s.useless = 0, 0, false
 	}
 }
 
@@ -135,6 +150,30 @@ func (s *sharing) record(off uint64, data []byte) *SharedRecord {
 	}
 	return nil
 }
+
+// note counts a record a reader wanted to share (wantsRecord), found in
+// the ring or not, and at the end of a window says whether sharing pays:
+// a record put once and found by k other readers is k+1 records seen, k
+// found; it pays while they are found by one other reader in two or more
+// (3 found >= seen).
+func (s *sharing) note(found bool) {
+	s.seen++
+	if found {
+		s.found++
+	}
+	window := shareWindow
+	if s.useless {
+		window /= shareSample // as many records read
+	}
+	if s.seen >= window {
+		s.useless = 3*s.found < s.seen
+		s.seen, s.found = 0, 0
+	}
+}
+
+// wantsRecord reports whether the record at off is to be shared: while
+// sharing pays, every one; else one in shareSample.
+func (s *sharing) wantsRecord(off uint64) bool { return !s.useless || off%shareSample == 0 }
 
 // putRecord shares the record at off (checked: it reads in place), nil
 // if the ring is full in bytes.
