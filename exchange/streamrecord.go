@@ -82,13 +82,11 @@ func viewMessage(rec []byte) (v StoredMessage, sorted bool, err error) {
 	default:
 		return v, false, errCorrupt
 	}
-	v.Exchange = r.raw()
-	v.RoutingKey = r.raw()
+	r.raws(&v.Exchange, &v.RoutingKey)
 	v.EnqueuedAt = r.varint()
 	v.ExpiresAt = r.varint()
 	// headers.Decoder.Properties, in place.
-	v.ContentType = r.raw()
-	v.ContentEncoding = r.raw()
+	r.raws(&v.ContentType, &v.ContentEncoding)
 	sorted = true
 	if r.bool() {
 		d := headers.Decoder{B: r.b[r.i:], Format: headers.Stored}
@@ -101,17 +99,11 @@ func viewMessage(rec []byte) (v StoredMessage, sorted bool, err error) {
 	}
 	v.DeliveryMode = r.byte()
 	v.Priority = r.byte()
-	v.CorrelationID = r.raw()
-	v.ReplyTo = r.raw()
-	v.Expiration = r.raw()
-	v.MessageID = r.raw()
+	r.raws(&v.CorrelationID, &v.ReplyTo, &v.Expiration, &v.MessageID)
 	if r.bool() {
 		v.Timestamp = time.Unix(r.varint(), 0).UTC()
 	}
-	v.Type = r.raw()
-	v.UserID = r.raw()
-	v.AppID = r.raw()
-	v.Body = r.raw()
+	r.raws(&v.Type, &v.UserID, &v.AppID, &v.Body)
 	if r.bad {
 		return StoredMessage{}, false, errCorrupt
 	}
@@ -170,6 +162,21 @@ func (r *reader) varint() int64 {
 	}
 	r.i += n
 	return v
+}
+
+// raws reads fields of raw in a row, a one-byte length (below 128) that
+// is there in the loop, without a call: most of a record's fields.
+func (r *reader) raws(fs ...*[]byte) {
+	for _, f := range fs {
+		if i := r.i; i < len(r.b) {
+			if n := int(r.b[i]); n < 0x80 && n < len(r.b)-i {
+				r.i = i + 1 + n
+				*f = r.b[i+1 : r.i : r.i]
+				continue
+			}
+		}
+		*f = r.raw()
+	}
 }
 
 // raw reads a length and that many bytes, aliasing b.
