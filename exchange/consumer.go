@@ -36,6 +36,13 @@ type Delivery struct {
 	// Batch, if set, is the publisher's whose Publish is delivering this
 	// message right now (PublishOpts.Batch; see Batch).
 	Batch *Batch
+	// Record, for a stream's consumer that asked for stored records
+	// (ConsumeOpts.StoredRecords), is the message's stored record, read
+	// with ViewStoredMessage; Msg is nil then. It is never modified.
+	Record []byte
+	// Shared, if not nil, is what the stream's readers of stored records
+	// share of Record: a front end caches its encoding there.
+	Shared *SharedRecord
 }
 
 // Limit is a channel-wide prefetch limit shared by the consumers of one
@@ -153,6 +160,14 @@ type ConsumeOpts struct {
 	// each message is): the header was a table made and copied per
 	// message for nothing.
 	NoOffsetHeader bool
+	// StoredRecords (with NoOffsetHeader): a stream delivers each message
+	// it reads from this node's log as its stored record (Delivery.Record,
+	// Msg nil) rather than decoding it into a Message: a front end that
+	// only re-encodes messages reads the record in place
+	// (ViewStoredMessage). A record with a header key twice, which
+	// Trident never writes, and the deliveries of a clustered stream read
+	// from another member come as Messages still.
+	StoredRecords bool
 }
 
 // Consumer is a subscription to a queue.
@@ -180,6 +195,8 @@ type Consumer struct {
 	excl  bool
 	// noOffsetHeader is ConsumeOpts.NoOffsetHeader.
 	noOffsetHeader bool
+	// records is ConsumeOpts.StoredRecords.
+	records bool
 	// Guarded by q.mu.
 	blocked   bool // the sink asked for a pause
 	cancelled bool

@@ -1,5 +1,7 @@
 package exchange
 
+import "sync/atomic"
+
 // EncodingKey names one wire encoding of a message, chosen by the front end
 // that writes it (for MQTT: protocol version, QoS and retain flag). Keys
 // compare by identity: each front end makes its own with NewEncodingKey, so
@@ -25,14 +27,7 @@ type Encoding struct {
 
 // Encoding returns the bytes cached for k, or nil. It is safe for
 // concurrent use (many connection writers deliver the same message).
-func (m *Message) Encoding(k *EncodingKey) []byte {
-	for e := m.enc.Load(); e != nil; e = e.next {
-		if e.Key == k {
-			return e.Bytes
-		}
-	}
-	return nil
-}
+func (m *Message) Encoding(k *EncodingKey) []byte { return m.enc.get(k) }
 
 // AddEncoding caches e on m and returns e.Bytes, or, if an encoding with
 // e's key is there already (another writer won the race), that one's bytes;
@@ -40,16 +35,31 @@ func (m *Message) Encoding(k *EncodingKey) []byte {
 // safe for concurrent use; the cache lives as long as the message and is
 // not carried to the copies the core makes (dead letters, delayed
 // messages), whose properties may differ.
-func (m *Message) AddEncoding(e *Encoding) []byte {
+func (m *Message) AddEncoding(e *Encoding) []byte { return m.enc.add(e) }
+
+// encodings is a list of encodings that only grows (Message's, and a
+// shared stream record's).
+type encodings struct{ head atomic.Pointer[Encoding] }
+
+func (l *encodings) get(k *EncodingKey) []byte {
+	for e := l.head.Load(); e != nil; e = e.next {
+		if e.Key == k {
+			return e.Bytes
+		}
+	}
+	return nil
+}
+
+func (l *encodings) add(e *Encoding) []byte {
 	for {
-		head := m.enc.Load()
+		head := l.head.Load()
 		for o := head; o != nil; o = o.next {
 			if o.Key == e.Key {
 				return o.Bytes
 			}
 		}
 		e.next = head
-		if m.enc.CompareAndSwap(head, e) {
+		if l.head.CompareAndSwap(head, e) {
 			return e.Bytes
 		}
 	}

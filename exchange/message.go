@@ -55,7 +55,7 @@ type Message struct {
 	expiresAt int64
 	// enc is the front ends' cache of the message's encodings
 	// (encoding.go), a list that only grows.
-	enc atomic.Pointer[Encoding]
+	enc encodings
 
 	// Reuse (reuse.go): rec takes m back once holds drops to 0; held is
 	// how many queues took a hold during Publish (its goroutine only; at

@@ -85,10 +85,10 @@ func (m *Message) clear() {
 	m.Body = nil
 	m.Hops = 0
 	m.ts, m.expiresAt = 0, 0
-	if m.enc.Load() != nil {
+	if m.enc.head.Load() != nil {
 		// No hold is left: nothing reads enc now, and most messages
 		// never had one (a store is an XCHG: a full barrier per message).
-		m.enc.Store(nil)
+		m.enc.head.Store(nil)
 	}
 	m.rec = nil
 	m.held, m.prepaid = 0, 0

@@ -91,6 +91,9 @@ type cursor struct {
 	epoch   uint64 // a named one's (namedOffset)
 	buf     []streamlog.Rec
 	bufNext uint64 // where reading goes on after buf
+	// arr is buf's array, read into again once buf is empty (its
+	// entries are cleared as they are delivered): run's alone.
+	arr     []streamlog.Rec
 	waiting bool
 	stop    bool
 	wake    chan struct{}

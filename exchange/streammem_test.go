@@ -13,8 +13,16 @@ import (
 // holds more than 16 MiB of records and bodies (16,384 of these messages
 // would be ~200 MiB with their encodings), every delivery has its
 // offset's body, and once the readers are gone the log's read cache is
-// given back.
+// given back. The same for readers of stored records (the ring holds the
+// records they share and the encodings a front end caches on them).
 func TestStreamReadersMemoryBounded(t *testing.T) {
+	t.Run("messages", func(t *testing.T) { testReadersMemoryBounded(t, false) })
+	t.Run("records", func(t *testing.T) { testReadersMemoryBounded(t, true) })
+}
+
+var testKey = NewEncodingKey("test")
+
+func testReadersMemoryBounded(t *testing.T, records bool) {
 	v, _ := newTestVHost(t)
 	q := newStreamQ(t, v, "s", nil)
 	const n, prefetch, size = 6000, 500, 4 << 10
@@ -29,7 +37,8 @@ func TestStreamReadersMemoryBounded(t *testing.T) {
 	var sinks []*sink
 	var conss []*Consumer
 	for range 3 {
-		c, s := consume(t, v, "s", ConsumeOpts{Prefetch: prefetch, NoOffsetHeader: true, Args: Table{"x-stream-offset": "first"}})
+		c, s := consume(t, v, "s", ConsumeOpts{Prefetch: prefetch, NoOffsetHeader: true, StoredRecords: records,
+			Args: Table{"x-stream-offset": "first"}})
 		sinks = append(sinks, s)
 		conss = append(conss, c)
 	}
@@ -44,6 +53,12 @@ func TestStreamReadersMemoryBounded(t *testing.T) {
 			if sl.m != nil {
 				held += len(sl.data) + len(sl.m.Body)
 			}
+			if sl.sr != nil {
+				held += len(sl.data)
+				for e := sl.sr.enc.head.Load(); e != nil; e = e.next {
+					held += len(e.Bytes)
+				}
+			}
 		}
 		q.st.mu.Unlock()
 		maxHeld = max(maxHeld, held)
@@ -54,6 +69,10 @@ func TestStreamReadersMemoryBounded(t *testing.T) {
 			var seqs []uint64
 			for _, d := range s.deliveries()[got-prefetch : got] {
 				seqs = append(seqs, d.Seq)
+				if d.Shared != nil && d.Shared.Encoding(testKey) == nil {
+					// As a front end caches its encoding: about the record's size.
+					d.Shared.AddEncoding(&Encoding{Key: testKey, Bytes: make([]byte, len(d.Record))})
+				}
 			}
 			q.AckMany(seqs)
 		}
@@ -61,13 +80,30 @@ func TestStreamReadersMemoryBounded(t *testing.T) {
 	if maxHeld > 16<<20 {
 		t.Fatalf("the shared ring held %d MiB of records and bodies, want at most 16", maxHeld>>20)
 	}
+	shared := 0
 	for _, s := range sinks {
 		for _, d := range s.deliveries() {
 			off, _ := StreamOffset(d)
-			if want := body(off); !bytes.Equal(d.Msg.Body, []byte(want)) {
-				t.Fatalf("offset %d has body %.8q…", off, d.Msg.Body)
+			got := d.Record
+			if d.Msg != nil {
+				got = d.Msg.Body
+			} else {
+				m, err := ViewStoredMessage(d.Record)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = m.Body
+			}
+			if want := body(off); !bytes.Equal(got, []byte(want)) {
+				t.Fatalf("offset %d has body %.8q…", off, got)
+			}
+			if d.Shared != nil || (d.Msg != nil && d.Msg.shared) {
+				shared++
 			}
 		}
+	}
+	if shared == 0 {
+		t.Fatal("no delivery shared")
 	}
 	if b := q.st.log.CacheBytes(); b == 0 || b > 8<<20 {
 		t.Fatalf("read cache %d bytes while reading, want some and at most 8 MiB", b)

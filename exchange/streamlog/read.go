@@ -103,7 +103,13 @@ func (c *chunkCache) drop(off uint64) {
 // maxBytes of them, but at least one), and the offset to read next: past
 // a gap or a removed segment it is where the log goes on.
 func (l *Log) Read(from uint64, n int, maxBytes int) ([]Rec, uint64, error) {
-	var out []Rec
+	return l.ReadAppend(nil, from, n, maxBytes)
+}
+
+// ReadAppend is Read appending up to n messages to out (a reader's
+// array, reused from one read to the next).
+func (l *Log) ReadAppend(out []Rec, from uint64, n int, maxBytes int) ([]Rec, uint64, error) {
+	n += len(out)
 	size := 0
 	next := from
 	limit := l.durable.Load()
@@ -163,7 +169,7 @@ func (l *Log) readRange(from uint64, n int, maxBytes int) ([]Rec, uint64, error)
 		plan = append(plan, *l.segs[i])
 	}
 	l.mu.Unlock()
-	var out []Rec
+	out := make([]Rec, 0, min(n, chunkRecs))
 	size := 0
 	next := from
 	for _, s := range plan {

@@ -66,6 +66,13 @@ type conn struct {
 	perrs    map[uint8][]wire.PublishingError
 	toAck    []ackRef
 	scratch  []byte
+	// mapScratch holds a stored record's application properties while
+	// its encoding is written (appendStored).
+	mapScratch []byte
+
+	// The writer goroutine's alone (ackWritten).
+	ackSpare []ackRef
+	ackSeqs  []uint64
 
 	lastRead, lastWrite atomic.Int64
 	recvOct, sendOct    atomic.Uint64
@@ -359,16 +366,20 @@ func (c *conn) prepareLocked() {
 	}
 }
 
-// ackWritten gives the core back its credit for deliveries written.
+// ackWritten gives the core back its credit for deliveries written. The
+// writer keeps the arrays it emptied (ackSpare, ackSeqs) for the next
+// write: per delivery, nothing is allocated.
 func (c *conn) ackWritten() {
 	c.w.Mu.Lock()
 	acks := c.toAck
-	c.toAck = nil
+	c.toAck = c.ackSpare
 	c.w.Mu.Unlock()
+	c.ackSpare = nil
 	if len(acks) == 0 {
+		c.ackSpare = acks
 		return
 	}
-	var seqs []uint64
+	seqs := c.ackSeqs[:0]
 	q := acks[0].q
 	for _, a := range acks {
 		if a.q != q {
@@ -377,8 +388,18 @@ func (c *conn) ackWritten() {
 		}
 		seqs = append(seqs, a.seq)
 	}
-	q.AckMany(seqs)
+	q.AckMany(seqs) // AckMany keeps no reference to seqs
+	clear(acks)
+	if cap(acks) <= maxAckKeep {
+		c.ackSpare, c.ackSeqs = acks[:0], seqs[:0]
+	} else {
+		c.ackSeqs = nil // a burst's arrays go
+	}
 }
+
+// maxAckKeep bounds the acks' arrays a writer keeps (Config.Prefetch
+// deliveries of each subscription fit in it usually).
+const maxAckKeep = 1 << 14
 
 // heartbeater sends a heartbeat when nothing was written for an interval
 // and closes the connection when nothing was read for two.

@@ -55,7 +55,7 @@ func (s *subscription) Deliver(d exchange.Delivery) bool {
 	c.w.Mu.Lock()
 	if !s.gone && !c.w.Closed {
 		s.pending = append(s.pending, d)
-		s.pendingBytes += len(d.Msg.Body)
+		s.pendingBytes += sizeOf(d)
 		if s.credit > 0 {
 			c.w.Signal()
 		}
@@ -81,6 +81,15 @@ func (s *subscription) Cancelled(*exchange.Consumer) {
 	c.w.Mu.Unlock()
 }
 
+// sizeOf is what a pending delivery counts for (maxPendingBytes): its
+// body, or its stored record.
+func sizeOf(d exchange.Delivery) int {
+	if d.Msg != nil {
+		return len(d.Msg.Body)
+	}
+	return len(d.Record)
+}
+
 // offsetOf is a delivery's offset in its stream.
 func offsetOf(d exchange.Delivery) (uint64, bool) { return exchange.StreamOffset(d) }
 
@@ -91,7 +100,7 @@ func (c *conn) chunkLocked(s *subscription) {
 	if !ok {
 		c.log.Error("stream delivery without an offset dropped", "stream", s.stream)
 		c.toAck = append(c.toAck, ackRef{q: s.q, seq: s.pending[0].Seq})
-		s.pendingBytes -= len(s.pending[0].Msg.Body)
+		s.pendingBytes -= sizeOf(s.pending[0])
 		s.pending = s.pending[1:]
 		return
 	}
@@ -105,13 +114,27 @@ func (c *conn) chunkLocked(s *subscription) {
 		if off, ok := offsetOf(d); !ok || off != first+uint64(n) {
 			break // a gap (retention, a crash): the next chunk starts there
 		}
-		enc := c.encode(d)
-		if n > 0 && len(b)-start+4+len(enc) > limit {
-			break
+		if d.Msg != nil || d.Shared != nil {
+			enc := c.encode(d)
+			if n > 0 && len(b)-start+4+len(enc) > limit {
+				break
+			}
+			b = ch.Add(b, enc)
+		} else {
+			// A stored record read alone, encoded into the frame in place.
+			m := c.view(s, d)
+			mark := len(b)
+			var at int
+			b, at = ch.BeginEntry(b)
+			b = appendStored(b, &m, &c.mapScratch)
+			if n > 0 && len(b)-start > limit {
+				b = b[:mark]
+				break
+			}
+			b = ch.EndEntry(b, at)
 		}
-		b = ch.Add(b, enc)
 		c.toAck = append(c.toAck, ackRef{q: s.q, seq: d.Seq})
-		s.pendingBytes -= len(d.Msg.Body)
+		s.pendingBytes -= sizeOf(d)
 		n++
 	}
 	c.w.Buf = ch.End(b)
@@ -133,9 +156,32 @@ func (c *conn) chunkLocked(s *subscription) {
 // the stream's raw readers share.
 var amqp10 = exchange.NewEncodingKey("stream-amqp10")
 
-// encode is d's message in AMQP 1.0: cached on it when other subscriptions
-// deliver the same message (exchange.SharedDelivery), else in c.scratch.
+// view reads d's stored record in place.
+func (c *conn) view(s *subscription, d exchange.Delivery) exchange.StoredMessage {
+	m, err := exchange.ViewStoredMessage(d.Record)
+	if err != nil { // the core checked it: never
+		off, _ := offsetOf(d)
+		c.log.Error("stream delivery unreadable", "stream", s.stream, "offset", off, "err", err)
+	}
+	return m
+}
+
+// encode is d's message in AMQP 1.0: a stored record that other
+// subscriptions read too (Delivery.Shared) encoded once and cached on what
+// they share; a message cached on it when other subscriptions deliver the
+// same message (exchange.SharedDelivery), else in c.scratch.
 func (c *conn) encode(d exchange.Delivery) []byte {
+	if d.Shared != nil {
+		if b := d.Shared.Encoding(amqp10); b != nil {
+			return b
+		}
+		m, err := exchange.ViewStoredMessage(d.Record)
+		if err != nil { // the core checked it: never
+			c.log.Error("stream delivery unreadable", "err", err)
+		}
+		b := appendStored(make([]byte, 0, len(d.Record)+64), &m, &c.mapScratch)
+		return d.Shared.AddEncoding(&exchange.Encoding{Key: amqp10, Bytes: b})
+	}
 	if exchange.SharedDelivery(d) {
 		if b := d.Msg.Encoding(amqp10); b != nil {
 			return b
@@ -180,7 +226,8 @@ func (c *conn) subscribe(f wire.Subscribe) {
 	// index: a single-active group spreads the partitions (streamsac.go).
 	cons, err := c.vh.Consume(f.Stream, exchange.ConsumeOpts{Tag: "stream.sub-" + strconv.Itoa(int(f.ID)),
 		Prefetch: c.s.cfg.Prefetch, Sink: s, Owner: c, Args: exchange.Table{"x-stream-offset": spec},
-		SingleActive: sac, GroupName: name, PartitionIndex: c.partitionIndex(f.Stream, super), NoOffsetHeader: true})
+		SingleActive: sac, GroupName: name, PartitionIndex: c.partitionIndex(f.Stream, super), NoOffsetHeader: true,
+		StoredRecords: true})
 	if err != nil {
 		reply(codeOf(err))
 		return

@@ -53,6 +53,17 @@ func (c *Chunk) Add(b []byte, msg []byte) []byte {
 	return append(be32(b, uint32(len(msg))&0x7fffffff), msg...)
 }
 
+// BeginEntry starts a message appended in place, after b (the frame so
+// far): append the message's bytes to what it returns, then EndEntry.
+func (c *Chunk) BeginEntry(b []byte) ([]byte, int) { return be32(b, 0), len(b) }
+
+// EndEntry completes the message begun at at (BeginEntry's).
+func (c *Chunk) EndEntry(b []byte, at int) []byte {
+	c.n++
+	binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4)&0x7fffffff)
+	return b
+}
+
 // Len is the number of messages added.
 func (c *Chunk) Len() int { return c.n }
 

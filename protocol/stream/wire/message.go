@@ -425,7 +425,7 @@ func printValue(v any) string {
 
 // --- encoding ---
 
-func appendString(b []byte, s string, sym bool) []byte {
+func appendString[S ~string | ~[]byte](b []byte, s S, sym bool) []byte {
 	c8, c32 := byte(0xa1), byte(0xb1)
 	if sym {
 		c8, c32 = 0xa3, 0xb3
@@ -450,34 +450,31 @@ func appendValue(b []byte, v any) []byte {
 	case nil:
 		return append(b, 0x40)
 	case bool:
-		if x {
-			return append(b, 0x41)
-		}
-		return append(b, 0x42)
+		return AppendBool(b, x)
 	case int8:
-		return append(b, 0x51, byte(x))
+		return AppendByte(b, x)
 	case int16:
-		return be16(append(b, 0x61), uint16(x))
+		return AppendShort(b, x)
 	case int32:
-		return be32(append(b, 0x71), uint32(x))
+		return AppendInt(b, x)
 	case int64:
-		return be64(append(b, 0x81), uint64(x))
+		return AppendLong(b, x)
 	case int:
-		return be64(append(b, 0x81), uint64(x))
+		return AppendLong(b, int64(x))
 	case uint8:
-		return append(b, 0x50, x)
+		return AppendUbyte(b, x)
 	case uint16:
-		return be16(append(b, 0x60), x)
+		return AppendUshort(b, x)
 	case uint32:
-		return be32(append(b, 0x70), x)
+		return AppendUint(b, x)
 	case uint64:
-		return be64(append(b, 0x80), x)
+		return AppendUlong(b, x)
 	case float32:
-		return be32(append(b, 0x72), math.Float32bits(x))
+		return AppendFloat(b, math.Float32bits(x))
 	case float64:
-		return be64(append(b, 0x82), math.Float64bits(x))
+		return AppendDouble(b, math.Float64bits(x))
 	case time.Time:
-		return be64(append(b, 0x83), uint64(x.UnixMilli()))
+		return AppendTimestamp(b, x.UnixMilli())
 	case string:
 		return appendString(b, x, false)
 	case []byte:
@@ -517,63 +514,97 @@ func appendProps(b []byte, code byte, ps []Prop, sym bool) []byte {
 // message annotations, properties when any is set, application
 // properties, and the body as one data section.
 func AppendMessage(b []byte, m *Message) []byte {
-	if m.Durable || m.Priority != 0 {
-		b = appendSection(b, secHeader)
-		b = append(b, 0xc0, 3, 2)
-		if m.Durable {
-			b = append(b, 0x41)
-		} else {
-			b = append(b, 0x42)
-		}
-		b = append(b, 0x50, m.Priority)
-	}
+	b = AppendHeaderSection(b, m.Durable, m.Priority)
 	b = appendProps(b, secMessageAnn, m.Annotations, true)
-	var fields [13]func([]byte) []byte
-	strField := func(s string, sym bool) func([]byte) []byte {
-		if s == "" {
-			return nil
-		}
-		return func(b []byte) []byte { return appendString(b, s, sym) }
-	}
-	msField := func(t int64) func([]byte) []byte {
-		if t == 0 {
-			return nil
-		}
-		return func(b []byte) []byte { return be64(append(b, 0x83), uint64(t)) }
-	}
-	fields[0] = strField(m.MessageID, false)
-	if m.UserID != nil {
-		fields[1] = func(b []byte) []byte { return appendBinary(b, m.UserID) }
-	}
-	fields[2], fields[3], fields[4], fields[5] = strField(m.To, false), strField(m.Subject, false), strField(m.ReplyTo, false), strField(m.CorrelationID, false)
-	fields[6], fields[7] = strField(m.ContentType, true), strField(m.ContentEncoding, true)
-	fields[8], fields[9] = msField(m.AbsoluteExpiry), msField(m.CreationTime)
-	fields[10] = strField(m.GroupID, false)
-	if m.GroupSequence != 0 {
-		fields[11] = func(b []byte) []byte { return be32(append(b, 0x70), m.GroupSequence) }
-	}
-	fields[12] = strField(m.ReplyToGroupID, false)
-	last := -1
-	for i, f := range fields {
-		if f != nil {
-			last = i
-		}
-	}
-	if last >= 0 {
-		var at int
-		b, at = beginCompound(appendSection(b, secProperties), 0xd0, uint32(last+1))
-		for _, f := range fields[:last+1] {
-			if f == nil {
-				b = append(b, 0x40)
-			} else {
-				b = f(b)
-			}
-		}
-		b = endCompound(b, at)
-	}
+	b = appendProperties(b, &propFields[string]{messageID: m.MessageID, userID: m.UserID, to: m.To,
+		subject: m.Subject, replyTo: m.ReplyTo, correlationID: m.CorrelationID, contentType: m.ContentType,
+		contentEncoding: m.ContentEncoding, absoluteExpiry: m.AbsoluteExpiry, creationTime: m.CreationTime,
+		groupID: m.GroupID, groupSequence: m.GroupSequence, replyToGroupID: m.ReplyToGroupID})
 	return appendData(appendProps(b, secAppProps, m.AppProps, false), m.Body)
 }
 
 func appendData(b []byte, body []byte) []byte {
 	return appendBinary(appendSection(b, secData), body)
+}
+
+// AppendHeaderSection appends the header section AppendMessage writes: a
+// list of durable and priority, nothing when neither is set.
+func AppendHeaderSection(b []byte, durable bool, priority uint8) []byte {
+	if !durable && priority == 0 {
+		return b
+	}
+	b = appendSection(b, secHeader)
+	b = append(b, 0xc0, 3, 2)
+	if durable {
+		b = append(b, 0x41)
+	} else {
+		b = append(b, 0x42)
+	}
+	return append(b, 0x50, priority)
+}
+
+// propFields are the properties section's fields (Message's), with its
+// strings as strings (AppendMessage) or as bytes (PropertyBytes).
+type propFields[S ~string | ~[]byte] struct {
+	messageID                           S
+	userID                              []byte
+	to, subject, replyTo, correlationID S
+	contentType, contentEncoding        S
+	absoluteExpiry, creationTime        int64
+	groupID                             S
+	groupSequence                       uint32
+	replyToGroupID                      S
+}
+
+// appendProperties appends the properties section when a field is set:
+// a list up to the last field set, the fields not set before it null.
+func appendProperties[S ~string | ~[]byte](b []byte, f *propFields[S]) []byte {
+	last := -1
+	set := [13]bool{len(f.messageID) > 0, f.userID != nil, len(f.to) > 0, len(f.subject) > 0,
+		len(f.replyTo) > 0, len(f.correlationID) > 0, len(f.contentType) > 0, len(f.contentEncoding) > 0,
+		f.absoluteExpiry != 0, f.creationTime != 0, len(f.groupID) > 0, f.groupSequence != 0, len(f.replyToGroupID) > 0}
+	for i, ok := range set {
+		if ok {
+			last = i
+		}
+	}
+	if last < 0 {
+		return b
+	}
+	b, at := beginCompound(appendSection(b, secProperties), 0xd0, uint32(last+1))
+	for i, ok := range set[:last+1] {
+		if !ok {
+			b = append(b, 0x40)
+			continue
+		}
+		switch i {
+		case 0:
+			b = appendString(b, f.messageID, false)
+		case 1:
+			b = appendBinary(b, f.userID)
+		case 2:
+			b = appendString(b, f.to, false)
+		case 3:
+			b = appendString(b, f.subject, false)
+		case 4:
+			b = appendString(b, f.replyTo, false)
+		case 5:
+			b = appendString(b, f.correlationID, false)
+		case 6:
+			b = appendString(b, f.contentType, true)
+		case 7:
+			b = appendString(b, f.contentEncoding, true)
+		case 8:
+			b = be64(append(b, 0x83), uint64(f.absoluteExpiry))
+		case 9:
+			b = be64(append(b, 0x83), uint64(f.creationTime))
+		case 10:
+			b = appendString(b, f.groupID, false)
+		case 11:
+			b = be32(append(b, 0x70), f.groupSequence)
+		case 12:
+			b = appendString(b, f.replyToGroupID, false)
+		}
+	}
+	return endCompound(b, at)
 }
