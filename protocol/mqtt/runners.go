@@ -51,7 +51,7 @@ type runners struct {
 	queued atomic.Int64 // len(wait) - head, readable without mu
 	ended  atomic.Int64 // starts run to their end
 	limit  atomic.Int64 // the bound: base, grown by stalls
-	base   int64        // set before use (NewServer: maxRunners)
+	base   int64        // set before use (NewServer: maxRunners); 0: no bound
 
 	mu      sync.Mutex
 	wait    []runStart
@@ -81,7 +81,7 @@ func (r *runners) spawn(c *conn, kind uint8) {
 // under a queue's lock (conn.Deliver).
 func (r *runners) start(c *conn, kind uint8) {
 	if r.queued.Load() == 0 {
-		if r.live.Add(1) <= r.limit.Load() {
+		if r.live.Add(1) <= r.limit.Load() || r.base == 0 {
 			r.spawn(c, kind)
 			return
 		}
