@@ -24,8 +24,8 @@ import (
 // that reads nothing, a packet that comes in pieces): if none of those
 // alive has ended for runnersStall while starts wait, the bound grows by
 // its base, once for each stall, so that as many long-running ones delay
-// the others by runnersStall, once. It goes back to its base once fewer
-// than half the base are alive. (A stall must be longer than a round of
+// the others by runnersStall, once. It goes back to its base once at
+// most half the base are alive. (A stall must be longer than a round of
 // every runner: a writer yields once before it ends, behind all the
 // others.)
 const runnersStall = 100 * time.Millisecond
@@ -149,7 +149,7 @@ func (r *runners) run(c *conn, kind uint8) {
 		}
 		c, kind = s.c, s.kind
 	}
-	if r.live.Add(-1) < r.base/2 && r.limit.Load() > r.base {
+	if r.live.Add(-1) <= r.base/2 && r.limit.Load() > r.base {
 		r.limit.Store(r.base) // the long-running ones have gone
 	}
 	// A start may have been listed after next found none, and seen this

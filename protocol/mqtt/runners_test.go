@@ -84,7 +84,8 @@ func TestBurstGoroutinesBounded(t *testing.T) {
 
 // TestRunnersStuckDoNotHoldOthers: with every runner stuck writing to a
 // client that reads nothing, another device still gets its message (the
-// waiting start gets a goroutine of its own after runnersStall).
+// bound grows after runnersStall), and the bound is back to its base
+// once the stuck one has gone.
 func TestRunnersStuckDoNotHoldOthers(t *testing.T) {
 	s, addr := testServerSet(t, &memStore{m: map[string][]byte{}}, func(s *Server) { s.run.setBase(1) })
 	stuck := dialFleetDevice(t, addr, "stuck", []string{"stuck/t"}, []byte{0})
@@ -105,6 +106,7 @@ func TestRunnersStuckDoNotHoldOthers(t *testing.T) {
 		}
 		return len(sc.out)
 	}
+	_ = pub.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	for i := 0; ; i++ {
 		if i == 2000 {
 			t.Fatal("the stuck device's writer does not wait: the test measures nothing")
@@ -134,6 +136,15 @@ func TestRunnersStuckDoNotHoldOthers(t *testing.T) {
 	first, b := probe.read(t)
 	if first>>4 != 3 || !strings.HasSuffix(string(b), "hi") {
 		t.Fatalf("probe got %x %q", first, b)
+	}
+	if l := s.run.limit.Load(); l < 2 {
+		t.Fatalf("bound %d after a stall, want it grown", l)
+	}
+	stuck.close()
+	for deadline := time.Now().Add(10 * time.Second); s.run.limit.Load() != 1 || s.run.live.Load() != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("bound %d with %d runners alive once the stuck device left, want back to 1", s.run.limit.Load(), s.run.live.Load())
+		}
 	}
 }
 
