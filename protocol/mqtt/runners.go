@@ -16,9 +16,10 @@ import (
 // and the runtime keeps every goroutine's descriptor (480 bytes) for
 // reuse for as long as the process lives, never freeing one (measured:
 // ~6 MB, a third of a kilobyte per device, of the resident memory a burst
-// left behind, for good). So past maxRunners alive, a start waits in a
-// list, and a goroutine that ends takes the next start on the list in
-// place of ending: a burst makes at most maxRunners descriptors.
+// left behind, for good). So past the bound (maxRunners) alive, a start
+// waits in a list, and a goroutine that ends takes the next start on the
+// list in place of ending: a burst makes about the bound's worth of
+// descriptors.
 //
 // Readers and writers can run long (a stream) or wait long (a client
 // that reads nothing, a packet that comes in pieces): if none of those
