@@ -45,21 +45,46 @@ type runStart struct {
 	kind uint8
 }
 
+// startList is a list of waiting starts, first in first out.
+type startList struct {
+	cs   []*conn
+	head int
+}
+
+func (l *startList) len() int { return len(l.cs) - l.head }
+
+func (l *startList) push(c *conn) { l.cs = append(l.cs, c) }
+
+// pop takes the first; the list keeps no room once empty after a burst.
+func (l *startList) pop() *conn {
+	c := l.cs[l.head]
+	l.cs[l.head] = nil
+	l.head++
+	if l.head == len(l.cs) {
+		l.cs, l.head = l.cs[:0], 0
+		if cap(l.cs) > 256 {
+			l.cs = nil
+		}
+	}
+	return c
+}
+
 // runners counts the goroutines started through it and holds the starts
 // that wait.
 type runners struct {
 	live   atomic.Int64 // goroutines started through start and not ended
-	queued atomic.Int64 // len(wait) - head, readable without mu
+	queued atomic.Int64 // starts waiting, readable without mu
 	ended  atomic.Int64 // starts run to their end
 	limit  atomic.Int64 // the bound: base, grown by stalls
 	base   int64        // set before use (NewServer: maxRunners); 0: no bound
 
 	mu      sync.Mutex
-	wait    []runStart
-	head    int
 	timer   *time.Timer // armed while starts wait
 	seen    int64       // ended when the timer was last armed
 	armedAt time.Time
+	// The waiting starts, writers first: a reader may wait for its
+	// connection's writer (closing: stopWriter), a writer for no reader.
+	writers, readers startList
 }
 
 // setBase sets the bound's base, before use.
@@ -89,7 +114,11 @@ func (r *runners) start(c *conn, kind uint8) {
 		r.live.Add(-1)
 	}
 	r.mu.Lock()
-	r.wait = append(r.wait, runStart{c: c, kind: kind})
+	if kind == runWrite {
+		r.writers.push(c)
+	} else {
+		r.readers.push(c)
+	}
 	r.queued.Add(1)
 	if r.timer == nil {
 		r.seen, r.armedAt = r.ended.Load(), time.Now()
@@ -107,27 +136,24 @@ func (r *runners) start(c *conn, kind uint8) {
 	}
 }
 
-// next takes the first waiting start; live counts it (again) when count.
+// next takes the first waiting writer, or else the first waiting reader;
+// live counts it (again) when count.
 func (r *runners) next(count bool) (runStart, bool) {
 	if r.queued.Load() == 0 {
 		return runStart{}, false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.head == len(r.wait) {
+	var s runStart
+	switch {
+	case r.writers.len() > 0:
+		s = runStart{c: r.writers.pop(), kind: runWrite}
+	case r.readers.len() > 0:
+		s = runStart{c: r.readers.pop(), kind: runRead}
+	default:
 		return runStart{}, false
 	}
-	s := r.wait[r.head]
-	r.wait[r.head] = runStart{}
-	r.head++
 	r.queued.Add(-1)
-	if r.head == len(r.wait) {
-		// The list is empty: it keeps no room past a burst.
-		r.wait, r.head = r.wait[:0], 0
-		if cap(r.wait) > 256 {
-			r.wait = nil
-		}
-	}
 	if count {
 		r.live.Add(1)
 	}
@@ -168,7 +194,7 @@ func (r *runners) run(c *conn, kind uint8) {
 // timer that fired late (the process did not run) does not count.
 func (r *runners) stalled() {
 	r.mu.Lock()
-	if r.head == len(r.wait) {
+	if r.writers.len()+r.readers.len() == 0 {
 		r.timer = nil
 		r.mu.Unlock()
 		return

@@ -181,3 +181,24 @@ func TestReceiveOnlyQueuesTrimmed(t *testing.T) {
 		t.Fatalf("a broadcast left %.0f B per receive-only device", per)
 	}
 }
+
+// TestRunnersWritersFirst: past the bound, a waiting writer starts
+// before a reader that waited longer (a reader closing its connection
+// waits for the writer: readers first could hold every runner waiting
+// for writers still on the list).
+func TestRunnersWritersFirst(t *testing.T) {
+	var r runners
+	r.setBase(1)
+	r.live.Store(1) // the bound is reached: starts wait
+	rc, wc := &conn{}, &conn{}
+	r.start(rc, runRead)
+	r.start(wc, runWrite)
+	first, ok1 := r.next(false)
+	second, ok2 := r.next(false)
+	if !ok1 || !ok2 || first.c != wc || first.kind != runWrite || second.c != rc || second.kind != runRead {
+		t.Fatalf("waiting starts taken as %+v, %+v; want the writer, then the reader", first, second)
+	}
+	if _, ok := r.next(false); ok || r.queued.Load() != 0 {
+		t.Fatal("a start left on the list")
+	}
+}
