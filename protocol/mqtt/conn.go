@@ -71,7 +71,7 @@ type conn struct {
 	out       []outItem
 	spare     []outItem // the writer's second list, kept between writers
 	wdone     signal
-	runWriter func() // c.writeLoop, made once: go c.runWriter() allocates nothing
+	runWriter func() // c.runWriterLoop, made once: go c.runWriter() allocates nothing
 	// w is the writer's state, handed from writer to writer under outMu;
 	// nil while the connection is idle (dropIdleOutput puts it back in
 	// writerStates).
@@ -193,7 +193,7 @@ func newConn(s *Server, nc net.Conn, transport string) *conn {
 	if transport == "websocket" {
 		c.rareState().ws = true
 	}
-	c.runWriter = c.writeLoop
+	c.runWriter = c.runWriterLoop
 	return c
 }
 

@@ -77,7 +77,14 @@
 // bindings, and a slot in the event loop; filters with wildcards and their
 // binding keys are interned (subscribe.go's shareable), and a wave of
 // connections coming or going is followed by a collection that gives
-// their garbage and free pages back (giveback.go). Core deliveries (Sink.Deliver, called under the queue's
+// their garbage and free pages back (giveback.go). The readers and writers
+// a burst starts (a broadcast to a fleet, the fleet's acknowledgements)
+// run at most 512 at once (128 a processor; runners.go): the runtime
+// keeps the descriptor of every goroutine that ever ran at once for good,
+// so a burst to 18,000 devices that started one each kept ~6 MB; a start
+// past the bound waits for one to end, and the bound grows while those
+// alive all run long or wait on the network. A device that only receives
+// gives its queues' room back when its writer is done. Core deliveries (Sink.Deliver, called under the queue's
 // lock) and confirms only append to the connection's outbound list and
 // start a writer if none runs; the writer encodes them into a pooled
 // bufio.Writer, flushes when the list is empty, and returns when it stays

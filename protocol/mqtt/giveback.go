@@ -109,6 +109,13 @@ func (c *conn) dropIdleState() {
 			rd.pubTopic, rd.pubKey = "", ""
 		}
 	}
+	c.trimQueues()
+}
+
+// trimQueues gives back the room the session's queues keep for messages
+// they no longer hold (exchange.Queue.Trim). It takes consMu and the
+// queues' locks: the caller holds neither, nor outMu.
+func (c *conn) trimQueues() {
 	c.consMu.Lock()
 	for _, k := range c.consumers {
 		k.Queue().Trim()

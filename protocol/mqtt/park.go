@@ -125,7 +125,7 @@ func (c *conn) armKeepAlive(now time.Time) {
 // wake starts a reader for a parked connection.
 func (c *conn) wake() {
 	if c.parked.CompareAndSwap(true, false) {
-		go c.readOn(false)
+		c.s.run.start(c, runRead)
 	}
 }
 

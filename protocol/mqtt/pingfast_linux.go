@@ -75,24 +75,24 @@ func (l *pollLoop) serve(c *conn, ev uint32) {
 	tc, ok := c.nc.(*net.TCPConn)
 	if !ok || ev&(syscall.EPOLLERR|syscall.EPOLLHUP|syscall.EPOLLRDHUP) != 0 ||
 		c.noPark.Load() || !c.connected.Load() {
-		go c.readOn(false)
+		c.s.run.start(c, runRead)
 		return
 	}
 	rc, err := tc.SyscallConn()
 	if err != nil {
-		go c.readOn(false)
+		c.s.run.start(c, runRead)
 		return
 	}
 	l.n, l.errno = 0, nil
 	if err := rc.Read(l.readFn); err != nil {
-		go c.readOn(false) // a deadline that ran out, or closed: the reader sees it
+		c.s.run.start(c, runRead) // a deadline that ran out, or closed: the reader sees it
 		return
 	}
 	switch {
 	case l.errno == syscall.EAGAIN:
 		// Nothing after all (the loop is the only reader, so this is
 		// rare): a reader looks, as the wake always did.
-		go c.readOn(false)
+		c.s.run.start(c, runRead)
 		return
 	case l.errno != nil:
 		c.handOver(nil, l.errno, false, false)
@@ -312,7 +312,7 @@ func (c *conn) answerPings(l *pollLoop, rc syscall.RawConn, k int) bool {
 	}
 	c.outMu.Unlock()
 	if start {
-		go c.runWriter()
+		c.s.run.start(c, runWrite)
 	}
 	return true
 }
@@ -330,11 +330,11 @@ func (c *conn) repark(l *pollLoop, rc syscall.RawConn) {
 	c.parked.Store(true)
 	// As in park: wakeReader sets noPark before it looks at parked.
 	if c.noPark.Load() && c.parked.CompareAndSwap(true, false) {
-		go c.readOn(false)
+		c.s.run.start(c, runRead)
 		return
 	}
 	if err := l.p.arm(c, rc); err != nil && c.parked.CompareAndSwap(true, false) {
-		go c.readOn(false) // closed meanwhile: the reader sees it
+		c.s.run.start(c, runRead) // closed meanwhile: the reader sees it
 	}
 }
 
@@ -353,5 +353,5 @@ func (c *conn) handOver(b []byte, errno error, eof, drained bool) {
 		// As the woken reader's packetLoop does before its first read.
 		_ = c.nc.SetReadDeadline(time.Now().Add(c.keepalive() * 3 / 2))
 	}
-	go c.readOn(false)
+	c.s.run.start(c, runRead)
 }

@@ -338,7 +338,7 @@ func TestLoopPingsSocketFull(t *testing.T) {
 	}
 	defer p.close()
 	c := &conn{s: &Server{streamWindow: time.Second}, nc: srv}
-	c.runWriter = c.writeLoop
+	c.runWriter = c.runWriterLoop
 	if !c.answerPings(p.loops[0], rc, 3) {
 		t.Fatal("answerPings refused an open connection")
 	}

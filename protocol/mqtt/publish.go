@@ -402,7 +402,7 @@ func (c *conn) completeAck(tag uint64, code byte) {
 	c.ackBase += uint64(n)
 	c.ackMu.Unlock()
 	if start {
-		go c.runWriter()
+		c.s.run.start(c, runWrite)
 	}
 	if failed {
 		// MQTT 3 cannot refuse a message: close, and the client resends.

@@ -183,6 +183,7 @@ var ErrServerClosed = errors.New("mqtt: server closed")
 // Server accepts MQTT connections over TCP and WebSocket.
 type Server struct {
 	giveBack giveBackState // giveback.go
+	run      runners       // the readers' and writers' goroutines (runners.go)
 	pollOnce sync.Once
 	poll     *poller // the event loop of idle connections (park.go), nil if none
 	// parkedReaders counts the readers taken for parked connections
@@ -232,6 +233,7 @@ func NewServer(cfg Config, b *exchange.Broker, users *auth.Users, st MetaStore, 
 	s := &Server{cfg: cfg, b: b, users: users, st: st, log: log.With("proto", "mqtt"),
 		conns: frontend.NewSet[*conn](ErrServerClosed), sessions: map[string]*session{}, orphans: newOrphans(),
 		parkAfter: parkAfter, streamWindow: streamWindow, shared: st}
+	s.run.setBase(maxRunners())
 	if cfg.Replicator != nil {
 		s.shared = replicated{cfg.Replicator}
 	}

@@ -52,7 +52,7 @@ func (c *conn) push(it outItem) {
 	start := c.startWriterLocked()
 	c.outMu.Unlock()
 	if start {
-		go c.runWriter()
+		c.s.run.start(c, runWrite)
 	}
 }
 
@@ -101,7 +101,7 @@ func (w *packetWriter) drainedLocked() {
 }
 
 // startWriterLocked reports whether the caller, which has just added to
-// the outbound list, must start a writer goroutine (go c.runWriter()):
+// the outbound list, must start a writer (c.s.run.start(c, runWrite)):
 // none runs and the connection still writes. It runs under outMu.
 func (c *conn) startWriterLocked() bool {
 	if c.writing || c.wstopped {
@@ -167,7 +167,7 @@ func (c *conn) Deliver(d exchange.Delivery) bool {
 	start := c.startWriterLocked()
 	c.outMu.Unlock()
 	if start {
-		go c.runWriter()
+		c.s.run.start(c, runWrite)
 	}
 	return true
 }
@@ -293,6 +293,7 @@ func (c *conn) writeLoop() {
 	if len(c.out) == 0 && cap(c.out) > maxKeptItems && shrink {
 		c.out = nil
 	}
+	idle := false
 	if c.parked.Load() && !c.writerStreamingLocked() {
 		// The reader is idle too: the connection is, but for what the
 		// core sends it, and keeps nothing for the next writer. A
@@ -301,11 +302,20 @@ func (c *conn) writeLoop() {
 		// streamWindow) it keeps them, as a busy connection does, rather
 		// than growing them again every round.
 		c.dropIdleOutputLocked()
+		idle = !c.wstopped
 	}
 	if c.wstopped {
 		c.wdone.fire()
 	}
 	c.outMu.Unlock()
+	if idle {
+		// Nor do its queues keep the room the round's deliveries took:
+		// a device that only receives (QoS 0 commands to a fleet) never
+		// wakes its reader, and would keep it until it next does
+		// (dropIdleState). Outside outMu: Deliver takes it under the
+		// queue's lock.
+		c.trimQueues()
+	}
 }
 
 // writerStreamingLocked counts a writer round of a parked connection and
