@@ -326,25 +326,11 @@ func TestConnectionNameOnDemand(t *testing.T) {
 func TestPubrelResentAfterReconnect(t *testing.T) {
 	_, addr := testServer(t)
 	dial := func() (net.Conn, []byte) {
-		nc, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
+		nc, ack := rawConnect3(t, addr, "guest", "guest", "rel-sub", 0xC0, 0, 10*time.Second) // not clean
+		if ack[1] != 0 {
+			t.Fatalf("CONNACK %x", ack)
 		}
-		t.Cleanup(func() { nc.Close() })
 		_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
-		var body []byte
-		body = benchString(body, "MQTT")
-		body = append(body, 4, 0xC0, 0, 0) // user name, password, not clean
-		body = benchString(body, "rel-sub")
-		body = benchString(body, "guest")
-		body = benchString(body, "guest")
-		if _, err := nc.Write(benchPacket(nil, 0x10, body)); err != nil {
-			t.Fatal(err)
-		}
-		first, ack := benchReadPacket(t, nc)
-		if first>>4 != 2 || len(ack) < 2 || ack[1] != 0 {
-			t.Fatalf("CONNACK %x %x", first, ack)
-		}
 		return nc, ack
 	}
 	sub, _ := dial()
