@@ -36,13 +36,6 @@ type Delivery struct {
 	// Batch, if set, is the publisher's whose Publish is delivering this
 	// message right now (PublishOpts.Batch; see Batch).
 	Batch *Batch
-	// Record, for a stream's consumer that asked for stored records
-	// (ConsumeOpts.StoredRecords), is the message's stored record, read
-	// with ViewStoredMessage; Msg is nil then. It is never modified.
-	Record []byte
-	// Shared, if not nil, is what the stream's readers of stored records
-	// share of Record: a front end caches its encoding there.
-	Shared *SharedRecord
 }
 
 // Limit is a channel-wide prefetch limit shared by the consumers of one
@@ -160,14 +153,13 @@ type ConsumeOpts struct {
 	// each message is): the header was a table made and copied per
 	// message for nothing.
 	NoOffsetHeader bool
-	// StoredRecords (with NoOffsetHeader): a stream delivers each message
-	// it reads from this node's log as its stored record (Delivery.Record,
-	// Msg nil) rather than decoding it into a Message: a front end that
-	// only re-encodes messages reads the record in place
-	// (ViewStoredMessage). A record with a header key twice, which
-	// Trident never writes, and the deliveries of a clustered stream read
-	// from another member come as Messages still.
-	StoredRecords bool
+	// StoredRuns (with NoOffsetHeader and a Sink that is a RunSink): a
+	// stream hands what it reads from this node's log to the sink as runs
+	// of stored records (RunSink.DeliverRun, streamrun.go), neither
+	// decoded nor checked, each settled at once (Queue.SettleRun); the
+	// deliveries of a clustered stream read from another member come as
+	// Messages to Deliver still.
+	StoredRuns bool
 }
 
 // Consumer is a subscription to a queue.
@@ -195,8 +187,9 @@ type Consumer struct {
 	excl  bool
 	// noOffsetHeader is ConsumeOpts.NoOffsetHeader.
 	noOffsetHeader bool
-	// records is ConsumeOpts.StoredRecords.
-	records bool
+	// runs is the Sink as a RunSink if ConsumeOpts.StoredRuns asked for
+	// runs (streamrun.go), else nil.
+	runs RunSink
 	// Guarded by q.mu.
 	blocked   bool // the sink asked for a pause
 	cancelled bool

@@ -80,7 +80,10 @@ func (st *stream) addConsumer(o ConsumeOpts) (*Consumer, error) {
 		st.cid = 1
 	}
 	c := &Consumer{q: q, tag: o.Tag, excl: o.Exclusive, priority: clampInt32(o.Priority), prefetch: o.Prefetch, sink: o.Sink,
-		noOffsetHeader: o.NoOffsetHeader, records: o.NoOffsetHeader && o.StoredRecords}
+		noOffsetHeader: o.NoOffsetHeader}
+	if rs, ok := o.Sink.(RunSink); ok && o.NoOffsetHeader && o.StoredRuns {
+		c.runs = rs
+	}
 	cur := &cursor{id: st.cid, c: c, name: name, next: start, bufNext: start, acked: -1, epoch: epoch, wake: make(chan struct{}, 1), up: up, spec: spec}
 	st.cursors[cur.id] = cur
 	if c.noOffsetHeader && up == nil {
@@ -184,40 +187,17 @@ func StreamOffset(d Delivery) (uint64, bool) {
 // credit and its sink takes them.
 func (st *stream) deliverLocked(cur *cursor) {
 	q := st.q
+	if rs := cur.c.runs; rs != nil {
+		for len(cur.buf) > 0 && cur.out < cur.c.prefetch && !cur.c.blocked && !cur.stop && cur.live() {
+			st.deliverRunLocked(cur, rs)
+		}
+		return
+	}
 	for len(cur.buf) > 0 && cur.out < cur.c.prefetch && !cur.c.blocked && !cur.stop && cur.live() {
 		r := cur.buf[0]
 		cur.buf[0] = streamlog.Rec{}
 		cur.buf = cur.buf[1:]
 		cur.next = r.Off + 1
-		if cur.c.records {
-			// The record itself, read in place by the front end; while
-			// two or more read, with what they share of it (the
-			// encoding the first one makes).
-			var sr *SharedRecord
-			want := false
-			if st.share.raw >= 2 {
-				sr = st.share.record(r.Off, r.Data) // checked when put
-				if want = st.share.wantsRecord(r.Off); want {
-					st.share.note(sr != nil)
-				}
-			}
-			ok := sr != nil
-			if !ok {
-				_, sorted, err := viewMessage(r.Data)
-				if ok = err == nil && sorted; ok && want {
-					sr = st.share.putRecord(r.Off, r.Data)
-				}
-			}
-			if ok {
-				cur.out++
-				q.countDeliver(false, false, 1)
-				if !cur.c.sink.Deliver(Delivery{Queue: q, Consumer: cur.c, Record: r.Data, Shared: sr, Seq: uint64(cur.id)<<cursorShift | r.Off}) {
-					cur.c.blocked = true
-				}
-				continue
-			}
-			// Corrupt (skipped below) or a key twice: decoded.
-		}
 		m, _, err := st.share.decode(r.Off, r.Data, cur.c.noOffsetHeader)
 		if err != nil {
 			q.vh.b.log.Error("corrupt stream message skipped", "queue", q.name, "offset", r.Off, "err", err)

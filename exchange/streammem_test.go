@@ -25,7 +25,7 @@ var testKey = NewEncodingKey("test")
 func testReadersMemoryBounded(t *testing.T, records bool) {
 	v, _ := newTestVHost(t)
 	q := newStreamQ(t, v, "s", nil)
-	const n, prefetch, size = 6000, 500, 4 << 10
+	const n, prefetch, size = 6000, 512, 4 << 10
 	body := func(off uint64) string {
 		p := fmt.Sprintf("%08d", off)
 		return p + strings.Repeat("x", size-len(p))
@@ -34,18 +34,20 @@ func testReadersMemoryBounded(t *testing.T, records bool) {
 		publish(t, v, "", "s", body(uint64(i)))
 	}
 	waitFor(t, "durable", func() bool { return q.st.log.Durable() == n })
-	var sinks []*sink
+	var sinks []*runSink
 	var conss []*Consumer
 	for range 3 {
-		c, s := consume(t, v, "s", ConsumeOpts{Prefetch: prefetch, NoOffsetHeader: true, StoredRecords: records,
+		s := &runSink{}
+		c, _ := consume(t, v, "s", ConsumeOpts{Prefetch: prefetch, Sink: s, NoOffsetHeader: true, StoredRuns: records,
 			Args: Table{"x-stream-offset": "first"}})
 		sinks = append(sinks, s)
 		conss = append(conss, c)
 	}
+	got := func(s *runSink) int { return s.len() + s.records() }
 	maxHeld := 0
-	for got := prefetch; ; got = min(got+prefetch, n) {
+	for want := prefetch; ; want = min(want+prefetch, n) {
 		waitFor(t, "a round", func() bool {
-			return sinks[0].len() == got && sinks[1].len() == got && sinks[2].len() == got
+			return got(sinks[0]) == want && got(sinks[1]) == want && got(sinks[2]) == want
 		})
 		q.st.mu.Lock()
 		held := 0
@@ -53,8 +55,10 @@ func testReadersMemoryBounded(t *testing.T, records bool) {
 			if sl.m != nil {
 				held += len(sl.data) + len(sl.m.Body)
 			}
+		}
+		for _, sl := range q.st.share.runs {
 			if sl.sr != nil {
-				held += len(sl.data)
+				held += sl.bytes / 2 // the records
 				for e := sl.sr.enc.head.Load(); e != nil; e = e.next {
 					held += len(e.Bytes)
 				}
@@ -62,17 +66,26 @@ func testReadersMemoryBounded(t *testing.T, records bool) {
 		}
 		q.st.mu.Unlock()
 		maxHeld = max(maxHeld, held)
-		if got == n {
+		if want == n {
 			break
 		}
 		for _, s := range sinks {
-			var seqs []uint64
-			for _, d := range s.deliveries()[got-prefetch : got] {
-				seqs = append(seqs, d.Seq)
-				if d.Shared != nil && d.Shared.Encoding(testKey) == nil {
-					// As a front end caches its encoding: about the record's size.
-					d.Shared.AddEncoding(&Encoding{Key: testKey, Bytes: make([]byte, len(d.Record))})
+			if records {
+				for _, r := range s.taken() {
+					if r.Recs[len(r.Recs)-1].Off < uint64(want-prefetch) {
+						continue
+					}
+					if r.Shared != nil && r.Shared.Encoding(testKey) == nil {
+						// As a front end caches its encoding: about the records' size.
+						r.Shared.AddEncoding(&Encoding{Key: testKey, Bytes: make([]byte, len(r.Recs)*size)})
+					}
+					q.SettleRun(r.Seq, len(r.Recs))
 				}
+				continue
+			}
+			var seqs []uint64
+			for _, d := range s.deliveries()[want-prefetch : want] {
+				seqs = append(seqs, d.Seq)
 			}
 			q.AckMany(seqs)
 		}
@@ -81,29 +94,34 @@ func testReadersMemoryBounded(t *testing.T, records bool) {
 		t.Fatalf("the shared ring held %d MiB of records and bodies, want at most 16", maxHeld>>20)
 	}
 	shared := 0
+	check := func(off uint64, b []byte) {
+		if want := body(off); !bytes.Equal(b, []byte(want)) {
+			t.Fatalf("offset %d has body %.8q…", off, b)
+		}
+	}
 	for _, s := range sinks {
 		for _, d := range s.deliveries() {
 			off, _ := StreamOffset(d)
-			got := d.Record
-			if d.Msg != nil {
-				got = d.Msg.Body
-			} else {
-				m, err := ViewStoredMessage(d.Record)
+			check(off, d.Msg.Body)
+			if d.Msg.shared {
+				shared++
+			}
+		}
+		for _, r := range s.taken() {
+			for _, rec := range r.Recs {
+				m, err := ViewStoredMessage(rec.Data)
 				if err != nil {
 					t.Fatal(err)
 				}
-				got = m.Body
+				check(rec.Off, m.Body)
 			}
-			if want := body(off); !bytes.Equal(got, []byte(want)) {
-				t.Fatalf("offset %d has body %.8q…", off, got)
-			}
-			if d.Shared != nil || (d.Msg != nil && d.Msg.shared) {
+			if r.Shared != nil {
 				shared++
 			}
 		}
 	}
 	if shared == 0 {
-		t.Fatal("no delivery shared")
+		t.Fatal("nothing shared")
 	}
 	if b := q.st.log.CacheBytes(); b == 0 || b > 8<<20 {
 		t.Fatalf("read cache %d bytes while reading, want some and at most 8 MiB", b)

@@ -218,119 +218,146 @@ func FuzzViewStoredMessage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, rec []byte) { checkView(t, rec) })
 }
 
-// TestStreamStoredRecords: a consumer that asks for stored records and
-// reads alone gets each message as its record (Msg nil), the bytes the
-// log holds; a corrupt record is skipped and counted as it is for every
-// consumer; a record with a header key twice comes decoded; while two or
-// more read, each record comes with what they share of it (where a front
-// end caches its encoding), one per offset.
-func TestStreamStoredRecords(t *testing.T) {
+// runSink is a sink that takes runs of stored records (RunSink).
+type runSink struct {
+	sink
+	runs []RecordRun
+	nrec int
+}
+
+func (s *runSink) DeliverRun(r RecordRun) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.runs = append(s.runs, r)
+	s.nrec += len(r.Recs)
+	return !s.pause
+}
+
+func (s *runSink) records() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nrec
+}
+
+func (s *runSink) taken() []RecordRun {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]RecordRun(nil), s.runs...)
+}
+
+func consumeRuns(t *testing.T, v *VHost, prefetch int, from any) (*Consumer, *runSink) {
+	t.Helper()
+	s := &runSink{}
+	c, _ := consume(t, v, "s", ConsumeOpts{Prefetch: prefetch, Sink: s, NoOffsetHeader: true, StoredRuns: true,
+		Args: Table{"x-stream-offset": from}})
+	return c, s
+}
+
+// TestStreamStoredRuns: a consumer that asks for stored runs gets what the
+// cursor read as runs of the records the log holds, unchecked (a corrupt
+// record and one with a key twice come as they are: the front end reads
+// them), within its prefetch; SettleRun gives the credit back and moves a
+// named consumer's offset; a run alone is shared with nobody.
+func TestStreamStoredRuns(t *testing.T) {
 	v, _ := newTestVHost(t)
 	q := newStreamQ(t, v, "s", nil)
 	good := encodeMessage(&Message{RoutingKey: "s", Props: Properties{Headers: Table{"a": "1", "b": "2"}}, Body: []byte("m")}, 1, nil)
 	twice := bytes.Replace(good, []byte("\x01bS\x012"), []byte("\x01aS\x012"), 1)
-	for i, rec := range [][]byte{good, {9, 9}, twice, good} {
+	recs := [][]byte{good, {9, 9}, twice, good, good}
+	for i, rec := range recs {
 		q.st.enqueue(&Message{RoutingKey: "s"}, rec, nil, int64(i+1), nil)
 	}
-	waitFor(t, "durable", func() bool { return q.st.log.Durable() == 4 })
-	c, s := consume(t, v, "s", ConsumeOpts{Prefetch: 10, NoOffsetHeader: true, StoredRecords: true, Args: Table{"x-stream-offset": "first"}})
-	waitFor(t, "deliveries", func() bool { return s.len() == 3 })
-	ds := s.deliveries()
-	for i, want := range []uint64{0, 2, 3} {
-		if off, _ := StreamOffset(ds[i]); off != want {
-			t.Fatalf("delivery %d at offset %d, want %d", i, off, want)
+	waitFor(t, "durable", func() bool { return q.st.log.Durable() == uint64(len(recs)) })
+	s := &runSink{}
+	c, _ := consume(t, v, "s", ConsumeOpts{Prefetch: 3, Sink: s, NoOffsetHeader: true, StoredRuns: true,
+		Args: Table{"x-stream-offset": "first", "x-stream-consumer-name": "r"}})
+	waitFor(t, "a run", func() bool { return s.records() == 3 })
+	time.Sleep(20 * time.Millisecond)
+	runs := s.taken()
+	if len(runs) != 1 || len(runs[0].Recs) != 3 || s.len() != 0 {
+		t.Fatalf("%d runs (%d records), %d messages; want one run of 3 (the prefetch)", len(runs), s.records(), s.len())
+	}
+	r := runs[0]
+	for i, rec := range r.Recs {
+		if rec.Off != uint64(i) || !bytes.Equal(rec.Data, recs[i]) {
+			t.Fatalf("record %d: offset %d %x, want %x", i, rec.Off, rec.Data, recs[i])
 		}
 	}
-	if ds[0].Msg != nil || !bytes.Equal(ds[0].Record, good) || ds[2].Msg != nil || !bytes.Equal(ds[2].Record, good) {
-		t.Fatalf("deliveries of good records: %+v %+v", ds[0], ds[2])
+	if r.Shared != nil || r.Queue != q || r.Consumer != c {
+		t.Fatalf("run %+v", r)
 	}
-	if ds[1].Record != nil || ds[1].Msg == nil || ds[1].Msg.Props.Headers["a"] != "2" {
-		t.Fatalf("the record with a key twice: %+v", ds[1])
+	if off, _ := StreamOffset(Delivery{Queue: q, Seq: r.Seq}); off != 2 {
+		t.Fatalf("the run's handle is at offset %d, want 2", off)
 	}
+	if q.Status().Unacked != 3 {
+		t.Fatalf("unacked %d, want 3", q.Status().Unacked)
+	}
+	q.SettleRun(r.SeqOf(1), 2) // a part first
+	waitFor(t, "the rest", func() bool { return s.records() == 5 })
+	if got := s.taken()[1]; len(got.Recs) != 2 || got.Recs[0].Off != 3 {
+		t.Fatalf("second run %+v", got)
+	}
+	if no, ok := q.StreamOffset("r"); !ok || no != 1 {
+		t.Fatalf("named offset %d %v after settling to offset 1", no, ok)
+	}
+	q.SettleRun(r.Seq, 1)
+	q.SettleRun(s.taken()[1].Seq, 2)
+	if q.Status().Unacked != 0 {
+		t.Fatalf("unacked %d after settling everything", q.Status().Unacked)
+	}
+	if no, _ := q.StreamOffset("r"); no != 4 {
+		t.Fatalf("named offset %d, want 4", no)
+	}
+	q.NoteUnreadable(1)
 	if bad := v.b.UnreadableMessages(); bad["//s"] != 1 {
 		t.Fatalf("unreadable %v", bad)
-	}
-	// Two more readers (three read): they get the records with what they
-	// share of each, one per offset; the record with a key twice decoded.
-	q.AckMany([]uint64{ds[0].Seq, ds[1].Seq, ds[2].Seq})
-	_, s2 := consume(t, v, "s", ConsumeOpts{Prefetch: 10, NoOffsetHeader: true, StoredRecords: true, Args: Table{"x-stream-offset": "first"}})
-	_, s3 := consume(t, v, "s", ConsumeOpts{Prefetch: 10, NoOffsetHeader: true, StoredRecords: true, Args: Table{"x-stream-offset": "first"}})
-	waitFor(t, "the other readers", func() bool { return s2.len() == 3 && s3.len() == 3 })
-	d2, d3 := s2.deliveries(), s3.deliveries()
-	for _, i := range []int{0, 2} {
-		if d2[i].Shared == nil || d2[i].Shared != d3[i].Shared || !bytes.Equal(d2[i].Record, good) || d2[i].Msg != nil {
-			t.Fatalf("delivery %d: %+v and %+v, want one shared record", i, d2[i], d3[i])
-		}
-	}
-	if d2[0].Shared == d2[2].Shared {
-		t.Fatal("two offsets share one record")
-	}
-	if d2[1].Msg == nil || d2[1].Record != nil || d2[1].Shared != nil {
-		t.Fatalf("the record with a key twice: %+v", d2[1])
 	}
 	c.Cancel()
 }
 
-// TestStreamRecordsShareOnlyWhenFound: two readers of stored records, one
-// of them stalled: what the other puts in the ring is never found again,
-// so after a window it shares only one record in shareSample (each
-// encoded in place, not made to be kept); once the stalled one reads the
-// same stretch again with it, sharing pays and resumes for every record.
-func TestStreamRecordsShareOnlyWhenFound(t *testing.T) {
+// TestStreamRunsShared: readers of runs reading the same stretch share one
+// SharedRun per run (the same for each reader, another for each run);
+// nothing is shared while one reads alone.
+func TestStreamRunsShared(t *testing.T) {
 	v, _ := newTestVHost(t)
 	q := newStreamQ(t, v, "s", nil)
-	const n = 3 * shareWindow
+	const n = 3*runRecs + 10
 	for i := range n {
 		publish(t, v, "", "s", fmt.Sprint(i))
 	}
 	waitFor(t, "durable", func() bool { return q.st.log.Durable() == n })
-	stalled := &sink{pause: true}
-	consume(t, v, "s", ConsumeOpts{Prefetch: 1, Sink: stalled, NoOffsetHeader: true, StoredRecords: true,
-		Args: Table{"x-stream-offset": "next"}})
-	_, s := consume(t, v, "s", ConsumeOpts{Prefetch: n, NoOffsetHeader: true, StoredRecords: true, Args: Table{"x-stream-offset": "first"}})
-	waitFor(t, "deliveries", func() bool { return s.len() == n })
-	shared := 0
-	for _, d := range s.deliveries()[2*shareWindow:] {
-		if d.Shared != nil {
-			shared++
-			if off, _ := StreamOffset(d); off%shareSample != 0 {
-				t.Fatalf("offset %d shared while sharing does not pay", off)
-			}
+	_, alone := consumeRuns(t, v, n, "first")
+	waitFor(t, "the reader alone", func() bool { return alone.records() == n })
+	for _, r := range alone.taken() {
+		if r.Shared != nil {
+			t.Fatal("a run shared by one reader")
 		}
 	}
-	if shared == 0 || shared > shareWindow/shareSample {
-		t.Fatalf("%d of the last %d records shared, want 1 in %d", shared, shareWindow, shareSample)
-	}
-	// Two readers in step: what one puts the other finds, and every
-	// record is shared again.
-	const prefetch = 512
-	var ss []*sink
-	for range 2 {
-		_, x := consume(t, v, "s", ConsumeOpts{Prefetch: prefetch, NoOffsetHeader: true, StoredRecords: true,
-			Args: Table{"x-stream-offset": "first"}})
-		ss = append(ss, x)
-	}
-	for got := prefetch; ; got += prefetch {
-		waitFor(t, "a round", func() bool { return ss[0].len() == got && ss[1].len() == got })
-		if got == n {
-			break
+	_, a := consumeRuns(t, v, n, "first")
+	_, b := consumeRuns(t, v, n, "first")
+	waitFor(t, "two readers", func() bool { return a.records() == n && b.records() == n })
+	byFirst := func(s *runSink) map[uint64]RecordRun {
+		m := map[uint64]RecordRun{}
+		for _, r := range s.taken() {
+			m[r.Recs[0].Off] = r
 		}
-		for _, x := range ss {
-			var seqs []uint64
-			for _, d := range x.deliveries()[got-prefetch : got] {
-				seqs = append(seqs, d.Seq)
-			}
-			q.AckMany(seqs)
-		}
+		return m
 	}
-	found := 0
-	d0, d1 := ss[0].deliveries(), ss[1].deliveries()
-	for i := n - shareWindow; i < n; i++ {
-		if d0[i].Shared != nil && d0[i].Shared == d1[i].Shared {
-			found++
+	ra, rb := byFirst(a), byFirst(b)
+	shared := map[*SharedRun]bool{}
+	for first, r := range ra {
+		if r.Shared == nil {
+			t.Fatalf("run at %d of %d records not shared", first, len(r.Recs))
 		}
+		if rb[first].Shared != r.Shared {
+			t.Fatalf("the run at %d is shared by one reader and not the other", first)
+		}
+		if shared[r.Shared] {
+			t.Fatal("two stretches share one SharedRun")
+		}
+		shared[r.Shared] = true
 	}
-	if found < shareWindow/2 {
-		t.Fatalf("%d of the last %d records shared by the readers in step", found, shareWindow)
+	if len(shared) != 4 {
+		t.Fatalf("%d runs shared, want 4", len(shared))
 	}
 }

@@ -1,6 +1,10 @@
 package exchange
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/trident-broker/trident/exchange/streamlog"
+)
 
 // Raw readers of a stream share what they read. Each cursor decodes the
 // records it reads into messages; with the header a cursor adds
@@ -16,11 +20,10 @@ import "bytes"
 // when the log's read cache handed both cursors the same chunk, else
 // compared), never for another record at the offset.
 //
-// Readers of stored records (ConsumeOpts.StoredRecords: the stream
-// protocol's subscriptions) decode nothing: while two or more read, a
-// slot holds a SharedRecord instead of a message, on which the first
-// front end to encode the record caches its encoding (Delivery.Shared),
-// so that ten subscribers encode each record once and write those bytes.
+// Readers of runs (ConsumeOpts.StoredRuns: the stream protocol's
+// subscriptions) decode nothing: while two or more read, they share a
+// SharedRun per stretch of runRecs offsets, on which the first front end
+// to encode the run caches its encoding (streamrun.go).
 
 // shareRingSize is how many decoded messages a stream shares: readers
 // further apart than this decode for themselves. Ten stream-protocol
@@ -53,30 +56,16 @@ type shareSlot struct {
 	off   uint64
 	data  []byte // the record's bytes the message was decoded from
 	m     *Message
-	sr    *SharedRecord // or, for readers of stored records, the record's
-	bytes int           // shareSlotBytes, shareRecordBytes
+	bytes int // shareSlotBytes
 }
 
 // sharing is a stream's ring (guarded by stream.mu).
 type sharing struct {
 	raw   int // cursors with noOffsetHeader reading this node's log
 	ring  []shareSlot
-	bytes int // the slots' shareSlotBytes, at most shareMaxBytes
-	// Records to share seen and found in the ring in the current window
-	// (of shareWindow records), and the last window's verdict: readers
-	// further apart than the ring never find what the others put, and a
-	// record shared for nobody costs its reader more (an encoding made
-	// to be kept, then copied) than one it encodes in place; meanwhile
-	// only one record in shareSample is shared, to see whether they
-	// came together again.
-	seen, found int
-	useless     bool
+	runs  []runSlot // the runs readers of runs share (run)
+	bytes int       // what the slots hold, at most shareMaxBytes
 }
-
-const (
-	shareWindow = 4096
-	shareSample = 16
-)
 
 // addRaw and dropRaw count a raw cursor coming and going; the ring goes
 // once fewer than two remain.
@@ -84,8 +73,7 @@ func (s *sharing) addRaw() { s.raw++ }
 
 func (s *sharing) dropRaw() {
 	if s.raw--; s.raw < 2 {
-		s.ring, s.bytes = nil, 0
-		s.seen, s.found, s.useless = 0, 0, false
+		s.ring, s.runs, s.bytes = nil, nil, 0
 	}
 }
 
@@ -119,76 +107,40 @@ func (s *sharing) decode(off uint64, data []byte, raw bool) (*Message, bool, err
 	return m, true, nil
 }
 
-// SharedRecord is what the readers of a stream's stored records
-// (ConsumeOpts.StoredRecords) share of one record while two or more read
-// (Delivery.Shared): the first front end to encode it caches its encoding
-// here (AddEncoding) and the others write those bytes, so that each
-// record is encoded once, and decoded never.
-type SharedRecord struct{ enc encodings }
+// runSlots is how many shared runs a stream keeps: the ring's stretch of
+// offsets (readers further apart encode for themselves).
+const runSlots = shareRingSize / runRecs
 
-// Encoding returns the bytes cached for k, or nil (safe for concurrent
-// use, as Message.Encoding).
-func (r *SharedRecord) Encoding(k *EncodingKey) []byte { return r.enc.get(k) }
+type runSlot struct {
+	first uint64
+	n     int
+	sr    *SharedRun
+	bytes int
+}
 
-// AddEncoding caches e, or returns the bytes of the one another writer
-// cached first (as Message.AddEncoding).
-func (r *SharedRecord) AddEncoding(e *Encoding) []byte { return r.enc.add(e) }
-
-// shareRecordBytes is what a shared record's slot is counted for: the
-// record, an encoding of about its size, shareSlotOverhead.
-func shareRecordBytes(data []byte) int { return 2*len(data) + shareSlotOverhead }
-
-// record is the shared record at off for a reader of stored records
-// (two or more read), nil if the ring has none for these bytes.
-func (s *sharing) record(off uint64, data []byte) *SharedRecord {
-	if s.ring == nil {
-		return nil
+// run is what the readers of runs share of recs (consecutive offsets),
+// put there by the first to come; nil once the runs shared hold
+// shareMaxBytes (each counted for its records twice: them and an encoding
+// of about their size).
+func (s *sharing) run(recs []streamlog.Rec) *SharedRun {
+	if s.runs == nil {
+		s.runs = make([]runSlot, runSlots)
 	}
-	sl := &s.ring[off%shareRingSize]
-	if sl.sr != nil && sl.off == off && bytes.Equal(sl.data, data) {
+	first := recs[0].Off
+	sl := &s.runs[(first/runRecs)%runSlots]
+	if sl.sr != nil && sl.first == first && sl.n == len(recs) {
 		return sl.sr
 	}
-	return nil
-}
-
-// note counts a record a reader wanted to share (wantsRecord), found in
-// the ring or not, and at the end of a window says whether sharing pays:
-// a record put once and found by k other readers is k+1 records seen, k
-// found; it pays while they are found by one other reader in two or more
-// (3 found >= seen).
-func (s *sharing) note(found bool) {
-	s.seen++
-	if found {
-		s.found++
-	}
-	window := shareWindow
-	if s.useless {
-		window /= shareSample // as many records read
-	}
-	if s.seen >= window {
-		s.useless = 3*s.found < s.seen
-		s.seen, s.found = 0, 0
-	}
-}
-
-// wantsRecord reports whether the record at off is to be shared: while
-// sharing pays, every one; else one in shareSample.
-func (s *sharing) wantsRecord(off uint64) bool { return !s.useless || off%shareSample == 0 }
-
-// putRecord shares the record at off (checked: it reads in place), nil
-// if the ring is full in bytes.
-func (s *sharing) putRecord(off uint64, data []byte) *SharedRecord {
-	if s.ring == nil {
-		s.ring = make([]shareSlot, shareRingSize)
-	}
-	sl := &s.ring[off%shareRingSize]
 	s.bytes -= sl.bytes
-	*sl = shareSlot{}
-	n := shareRecordBytes(data)
+	*sl = runSlot{}
+	n := shareSlotOverhead
+	for _, r := range recs {
+		n += 2 * len(r.Data)
+	}
 	if s.bytes+n > shareMaxBytes {
 		return nil
 	}
-	*sl = shareSlot{off: off, data: data, sr: &SharedRecord{}, bytes: n}
+	*sl = runSlot{first: first, n: len(recs), sr: &SharedRun{}, bytes: n}
 	s.bytes += n
 	return sl.sr
 }

@@ -92,6 +92,9 @@ type conn struct {
 type ackRef struct {
 	q   *exchange.Queue
 	seq uint64
+	// n > 0: a run's n records up to seq (Queue.SettleRun), else the
+	// delivery seq alone.
+	n int
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -334,7 +337,7 @@ func (c *conn) hasOutputLocked() bool {
 		return true
 	}
 	for _, s := range c.wsubs {
-		if s.credit > 0 && len(s.pending) > 0 {
+		if s.credit > 0 && s.hasPending() {
 			return true
 		}
 	}
@@ -360,7 +363,7 @@ func (c *conn) prepareLocked() {
 		delete(c.perrs, id)
 	}
 	for _, s := range c.wsubs {
-		for s.credit > 0 && len(s.pending) > 0 && len(c.w.Buf) < frontend.High {
+		for s.credit > 0 && s.hasPending() && len(c.w.Buf) < frontend.High {
 			c.chunkLocked(s)
 		}
 	}
@@ -382,13 +385,19 @@ func (c *conn) ackWritten() {
 	seqs := c.ackSeqs[:0]
 	q := acks[0].q
 	for _, a := range acks {
+		if a.n > 0 {
+			a.q.SettleRun(a.seq, a.n)
+			continue
+		}
 		if a.q != q {
 			q.AckMany(seqs)
 			q, seqs = a.q, seqs[:0]
 		}
 		seqs = append(seqs, a.seq)
 	}
-	q.AckMany(seqs) // AckMany keeps no reference to seqs
+	if len(seqs) > 0 {
+		q.AckMany(seqs) // AckMany keeps no reference to seqs
+	}
 	clear(acks)
 	if cap(acks) <= maxAckKeep {
 		c.ackSpare, c.ackSeqs = acks[:0], seqs[:0]

@@ -38,7 +38,15 @@ func (s *subscription) Activation(_ *exchange.Consumer, active bool) {
 		for _, d := range s.pending {
 			c.toAck = append(c.toAck, ackRef{q: d.Queue, seq: d.Seq})
 		}
-		s.pending, s.pendingBytes = nil, 0
+		if len(s.runs) > 0 {
+			last := s.runs[len(s.runs)-1]
+			n := -s.runAt
+			for _, r := range s.runs {
+				n += len(r.Recs)
+			}
+			c.toAck = append(c.toAck, ackRef{q: last.Queue, seq: last.Seq, n: n})
+		}
+		s.dropPending()
 	}
 	corr := c.corr.Add(1)
 	if s.askT != nil {

@@ -135,7 +135,7 @@ func storedOn(t testing.TB, st exchange.Store, seed int64, n int) (*testServer, 
 			t.Fatal(err)
 		}
 	}
-	read := func(o exchange.ConsumeOpts) []exchange.Delivery {
+	read := func(o exchange.ConsumeOpts) *collect {
 		sink := &collect{}
 		o.Tag, o.Prefetch, o.Sink, o.Owner, o.Args = "t", n, sink, t, exchange.Table{"x-stream-offset": "first"}
 		cons, err := vh.Consume("s", o)
@@ -148,19 +148,23 @@ func storedOn(t testing.TB, st exchange.Store, seed int64, n int) (*testServer, 
 				t.Fatalf("%d of %d delivered", sink.len(), n)
 			}
 		}
-		sink.mu.Lock()
-		defer sink.mu.Unlock()
-		return sink.ds
+		return sink
 	}
 	var recs [][]byte
-	for i, d := range read(exchange.ConsumeOpts{NoOffsetHeader: true, StoredRecords: true}) {
-		if d.Record == nil || d.Msg != nil {
-			t.Fatalf("delivery %d: not a record", i)
+	runs := read(exchange.ConsumeOpts{NoOffsetHeader: true, StoredRuns: true})
+	if len(runs.ds) != 0 {
+		t.Fatalf("%d deliveries of messages to a reader of runs", len(runs.ds))
+	}
+	for _, r := range runs.runs {
+		for _, rec := range r.Recs {
+			if rec.Off != uint64(len(recs)) {
+				t.Fatalf("record at offset %d, want %d", rec.Off, len(recs))
+			}
+			recs = append(recs, rec.Data)
 		}
-		recs = append(recs, d.Record)
 	}
 	var msgs []*exchange.Message
-	for _, d := range read(exchange.ConsumeOpts{}) {
+	for _, d := range read(exchange.ConsumeOpts{}).ds {
 		msgs = append(msgs, d.Msg)
 	}
 	return s, recs, msgs
@@ -297,7 +301,7 @@ func TestHeldRecordsStayIntact(t *testing.T) {
 	// A reader of the new messages turns the read cache over meanwhile.
 	sink := &collect{}
 	cons, err := vh.Consume("s", exchange.ConsumeOpts{Tag: "other", Prefetch: 30000, Sink: sink, Owner: t,
-		Args: exchange.Table{"x-stream-offset": int64(held)}, NoOffsetHeader: true, StoredRecords: true})
+		Args: exchange.Table{"x-stream-offset": int64(held)}, NoOffsetHeader: true, StoredRuns: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +377,7 @@ func benchRecord(b *testing.B) []byte {
 	}
 	sink := &collect{}
 	cons, err := vh.Consume("s", exchange.ConsumeOpts{Tag: "t", Prefetch: 1, Sink: sink, Owner: b,
-		Args: exchange.Table{"x-stream-offset": "first"}, NoOffsetHeader: true, StoredRecords: true})
+		Args: exchange.Table{"x-stream-offset": "first"}, NoOffsetHeader: true, StoredRuns: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -383,5 +387,5 @@ func benchRecord(b *testing.B) []byte {
 			b.Fatal("no delivery")
 		}
 	}
-	return sink.ds[0].Record
+	return sink.runs[0].Recs[0].Data
 }

@@ -11,8 +11,18 @@ import (
 
 // collect is a core consumer's sink that keeps what it is given.
 type collect struct {
-	mu sync.Mutex
-	ds []exchange.Delivery
+	mu   sync.Mutex
+	ds   []exchange.Delivery
+	runs []exchange.RecordRun
+	nrec int
+}
+
+func (s *collect) DeliverRun(r exchange.RecordRun) bool {
+	s.mu.Lock()
+	s.runs = append(s.runs, r)
+	s.nrec += len(r.Recs)
+	s.mu.Unlock()
+	return true
 }
 
 func (s *collect) Deliver(d exchange.Delivery) bool {
@@ -27,7 +37,7 @@ func (s *collect) Cancelled(*exchange.Consumer) {}
 func (s *collect) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.ds)
+	return len(s.ds) + s.nrec
 }
 
 // TestSubscriptionPendingKeepsArray: the deliveries a subscription holds

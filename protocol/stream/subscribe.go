@@ -1,22 +1,27 @@
 package stream
 
 import (
+	"encoding/binary"
+	"hash/crc32"
 	"math"
 	"strconv"
 	"time"
 
 	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/exchange/streamlog"
 	"github.com/trident-broker/trident/protocol/stream/wire"
 )
 
 // A subscription is a core consumer of the stream (the stream's cursor
-// reads ahead and delivers as the consumer's prefetch allows); its sink
-// keeps the deliveries until the client's credit lets the writer turn them
-// into chunks: one chunk per credit, consecutive offsets, at most
-// maxChunkMsgs messages and maxChunkBytes (and the frame max). The writer
-// acks what it wrote, which gives the core its credit back, so a
-// subscription holds at most Config.Prefetch messages in memory whatever
-// the client's pace.
+// reads ahead and hands over what it read as runs of stored records, as
+// the consumer's prefetch allows: exchange's streamrun.go); its sink keeps
+// them until the client's credit lets the writer turn them into chunks:
+// one chunk per credit, consecutive offsets, at most maxChunkMsgs messages
+// and maxChunkBytes (and the frame max). The writer settles what it wrote,
+// which gives the core its credit back, so a subscription holds at most
+// Config.Prefetch messages in memory whatever the client's pace. A
+// clustered stream read from another member delivers Messages one by one
+// (pending), which the writer chunks the same way.
 
 const (
 	maxChunkMsgs  = 1000
@@ -31,7 +36,11 @@ type subscription struct {
 	cons   *exchange.Consumer
 
 	// Guarded by c.w.Mu.
-	credit       int
+	credit int
+	// runs are the runs of records to write, runs[0] from its record
+	// runAt on; pending the messages (from another member).
+	runs         []exchange.RecordRun
+	runAt        int
 	pending      []exchange.Delivery
 	pendingBytes int
 	gone         bool
@@ -48,19 +57,37 @@ type subscription struct {
 // writer resumes it once it has written (frontend.Output.Paused).
 const maxPendingBytes = 4 << 20
 
-// Deliver takes a delivery from the stream's cursor (stream.mu held).
+// Deliver takes a message from the stream's cursor (stream.mu held): a
+// clustered stream's, read from another member.
 func (s *subscription) Deliver(d exchange.Delivery) bool {
+	return s.take(d.Consumer, func() int {
+		s.pending = append(s.pending, d)
+		return len(d.Msg.Body)
+	})
+}
+
+// DeliverRun takes a run of records from the stream's cursor (stream.mu
+// held).
+func (s *subscription) DeliverRun(r exchange.RecordRun) bool {
+	return s.take(r.Consumer, func() int {
+		s.runs = append(s.runs, r)
+		return runBytes(r.Recs)
+	})
+}
+
+// take keeps what add appends (its size) unless the subscription is gone;
+// false pauses the consumer.
+func (s *subscription) take(cons *exchange.Consumer, add func() int) bool {
 	c := s.c
 	more := true
 	c.w.Mu.Lock()
 	if !s.gone && !c.w.Closed {
-		s.pending = append(s.pending, d)
-		s.pendingBytes += sizeOf(d)
+		s.pendingBytes += add()
 		if s.credit > 0 {
 			c.w.Signal()
 		}
 		if s.pendingBytes >= maxPendingBytes {
-			c.w.Paused = append(c.w.Paused, d.Consumer)
+			c.w.Paused = append(c.w.Paused, cons)
 			more = false
 		}
 	}
@@ -68,12 +95,28 @@ func (s *subscription) Deliver(d exchange.Delivery) bool {
 	return more
 }
 
+func runBytes(recs []streamlog.Rec) int {
+	n := 0
+	for _, r := range recs {
+		n += len(r.Data)
+	}
+	return n
+}
+
+// hasPending reports whether s has something to write (w.Mu held).
+func (s *subscription) hasPending() bool { return len(s.runs) > 0 || len(s.pending) > 0 }
+
+// dropPending forgets what s had to write (w.Mu held).
+func (s *subscription) dropPending() {
+	s.runs, s.runAt, s.pending, s.pendingBytes = nil, 0, nil, 0
+}
+
 // Cancelled: the stream was deleted.
 func (s *subscription) Cancelled(*exchange.Consumer) {
 	c := s.c
 	c.w.Mu.Lock()
 	s.gone = true
-	s.pending, s.pendingBytes = nil, 0
+	s.dropPending()
 	if !c.w.Closed {
 		c.w.Buf = wire.AppendMetadataUpdate(c.w.Buf, wire.StreamNotAvailable, s.stream)
 		c.w.Signal()
@@ -81,107 +124,205 @@ func (s *subscription) Cancelled(*exchange.Consumer) {
 	c.w.Mu.Unlock()
 }
 
-// sizeOf is what a pending delivery counts for (maxPendingBytes): its
-// body, or its stored record.
-func sizeOf(d exchange.Delivery) int {
-	if d.Msg != nil {
-		return len(d.Msg.Body)
-	}
-	return len(d.Record)
-}
-
 // offsetOf is a delivery's offset in its stream.
 func offsetOf(d exchange.Delivery) (uint64, bool) { return exchange.StreamOffset(d) }
 
-// chunkLocked writes one chunk of s's pending deliveries (w.Mu held,
-// s.credit > 0, pending not empty).
+// chunkLocked writes one chunk of what s has to write (w.Mu held,
+// s.credit > 0, s.hasPending()).
 func (c *conn) chunkLocked(s *subscription) {
+	if len(s.runs) > 0 {
+		c.runChunkLocked(s)
+	} else {
+		c.messageChunkLocked(s)
+	}
+	s.credit--
+	if cap(c.scratch) > 1<<20 {
+		c.scratch = nil
+	}
+}
+
+// limit is what a chunk's messages may take: within the negotiated frame
+// max, unless one message alone is over it.
+func (c *conn) limit() int { return min(maxChunkBytes, int(c.frameMax)-128) }
+
+// runChunkLocked writes a chunk of s.runs[0] from s.runAt: the run's
+// shared encoding if other subscriptions read it too (encoded by the
+// first), else its records encoded in place.
+func (c *conn) runChunkLocked(s *subscription) {
+	r := &s.runs[0]
+	if s.runAt == 0 && r.Shared != nil {
+		if enc := c.sharedRun(r); len(enc) > 0 {
+			c.w.Buf = wire.AppendChunk(c.w.Buf, s.id, r.Recs[0].Off, time.Now().UnixMilli(), len(r.Recs),
+				binary.BigEndian.Uint32(enc), enc[4:])
+			c.wroteRun(s, len(r.Recs), len(r.Recs), runBytes(r.Recs))
+			return
+		}
+	}
+	recs := r.Recs[s.runAt:]
+	first := recs[0].Off
+	b, ch := wire.BeginDeliver(c.w.Buf, s.id, first, time.Now().UnixMilli())
+	start, limit := len(b), c.limit()
+	n, size := 0, 0
+	for n < len(recs) && ch.Len() < maxChunkMsgs {
+		rec := recs[n]
+		if rec.Off != first+uint64(ch.Len()) {
+			break // a gap (retention, a crash): the next chunk starts there
+		}
+		mark := len(b)
+		var at int
+		b, at = ch.BeginEntry(b)
+		var ok bool
+		if b, ok = c.appendRecord(b, s, rec); !ok {
+			// Unreadable (logged, counted): skipped, which makes a gap.
+			b = b[:mark]
+			n++
+			size += len(rec.Data)
+			break
+		}
+		if ch.Len() > 0 && len(b)-start > limit {
+			b = b[:mark]
+			break
+		}
+		b = ch.EndEntry(b, at)
+		n++
+		size += len(rec.Data)
+	}
+	if ch.Len() > 0 {
+		c.w.Buf = ch.End(b)
+	} else {
+		c.w.Buf = b[:len(c.w.Buf)] // nothing but a skipped record: no chunk, credit kept
+		s.credit++
+	}
+	c.wroteRun(s, s.runAt+n, n, size)
+}
+
+// wroteRun settles the first upto records of s.runs[0] (n of them written
+// or skipped now, size bytes) once written, and moves on.
+func (c *conn) wroteRun(s *subscription, upto, n, size int) {
+	r := &s.runs[0]
+	c.toAck = append(c.toAck, ackRef{q: s.q, seq: r.SeqOf(upto - 1), n: n})
+	s.pendingBytes -= size
+	c.delivered.Add(uint64(n))
+	if upto < len(r.Recs) {
+		s.runAt = upto
+		return
+	}
+	s.runAt = 0
+	rest := copy(s.runs, s.runs[1:])
+	clear(s.runs[rest:])
+	s.runs = s.runs[:rest]
+}
+
+// appendRecord appends a stored record's message in AMQP 1.0, read in
+// place; ok false (nothing appended) for a record that cannot be read,
+// which is logged and counted.
+func (c *conn) appendRecord(b []byte, s *subscription, rec streamlog.Rec) ([]byte, bool) {
+	m, err := exchange.ViewStoredMessage(rec.Data)
+	if err == nil {
+		return appendStored(b, &m, &c.mapScratch), true
+	}
+	// A header key twice (never written by Trident): decoded, as the core
+	// would keep it.
+	msg, derr := exchange.DecodeStoredMessage(rec.Data)
+	if derr == nil {
+		return appendFromCore(b, msg), true
+	}
+	c.log.Error("corrupt stream message skipped", "stream", s.stream, "offset", rec.Off, "err", err)
+	s.q.NoteUnreadable(1)
+	return b, false
+}
+
+// amqp10run is the key of a shared run's encoding: its chunk's CRC (4
+// bytes, big-endian) and the entries; empty if the run cannot be sent as
+// one chunk (a record unreadable, or over the frame max).
+var amqp10run = exchange.NewEncodingKey("stream-amqp10-run")
+
+// sharedRun is r's shared encoding, made and cached if nobody made it yet.
+func (c *conn) sharedRun(r *exchange.RecordRun) []byte {
+	if enc := r.Shared.Encoding(amqp10run); enc != nil {
+		return enc
+	}
+	size := 4
+	for _, rec := range r.Recs {
+		size += len(rec.Data) + 64
+	}
+	b := make([]byte, 4, size)
+	var ch wire.Chunk // only its entries are used
+	limit := c.limit()
+	for _, rec := range r.Recs {
+		var at int
+		var ok bool
+		b, at = ch.BeginEntry(b)
+		if b, ok = c.appendRecordQuiet(b, rec); !ok || len(b)-4 > limit {
+			b = b[:0]
+			break
+		}
+		b = ch.EndEntry(b, at)
+	}
+	if len(b) > 0 {
+		binary.BigEndian.PutUint32(b, crc32.ChecksumIEEE(b[4:]))
+	}
+	return r.Shared.AddEncoding(&exchange.Encoding{Key: amqp10run, Bytes: b})
+}
+
+// appendRecordQuiet is appendRecord without the log and count: the run's
+// records are then written one by one, which logs and counts.
+func (c *conn) appendRecordQuiet(b []byte, rec streamlog.Rec) ([]byte, bool) {
+	if m, err := exchange.ViewStoredMessage(rec.Data); err == nil {
+		return appendStored(b, &m, &c.mapScratch), true
+	}
+	if msg, err := exchange.DecodeStoredMessage(rec.Data); err == nil {
+		return appendFromCore(b, msg), true
+	}
+	return b, false
+}
+
+// messageChunkLocked writes one chunk of s's pending messages.
+func (c *conn) messageChunkLocked(s *subscription) {
 	first, ok := offsetOf(s.pending[0])
 	if !ok {
 		c.log.Error("stream delivery without an offset dropped", "stream", s.stream)
 		c.toAck = append(c.toAck, ackRef{q: s.q, seq: s.pending[0].Seq})
-		s.pendingBytes -= sizeOf(s.pending[0])
+		s.pendingBytes -= len(s.pending[0].Msg.Body)
 		s.pending = s.pending[1:]
+		s.credit++
 		return
 	}
 	b, ch := wire.BeginDeliver(c.w.Buf, s.id, first, time.Now().UnixMilli())
-	start := len(b)
-	// Within the negotiated frame max, unless one message alone is over it.
-	limit := min(maxChunkBytes, int(c.frameMax)-128)
+	start, limit := len(b), c.limit()
 	n := 0
 	for n < len(s.pending) && n < maxChunkMsgs {
 		d := s.pending[n]
 		if off, ok := offsetOf(d); !ok || off != first+uint64(n) {
 			break // a gap (retention, a crash): the next chunk starts there
 		}
-		if d.Msg != nil || d.Shared != nil {
-			enc := c.encode(d)
-			if n > 0 && len(b)-start+4+len(enc) > limit {
-				break
-			}
-			b = ch.Add(b, enc)
-		} else {
-			// A stored record read alone, encoded into the frame in place.
-			m := c.view(s, d)
-			mark := len(b)
-			var at int
-			b, at = ch.BeginEntry(b)
-			b = appendStored(b, &m, &c.mapScratch)
-			if n > 0 && len(b)-start > limit {
-				b = b[:mark]
-				break
-			}
-			b = ch.EndEntry(b, at)
+		enc := c.encode(d)
+		if n > 0 && len(b)-start+4+len(enc) > limit {
+			break
 		}
+		b = ch.Add(b, enc)
 		c.toAck = append(c.toAck, ackRef{q: s.q, seq: d.Seq})
-		s.pendingBytes -= sizeOf(d)
+		s.pendingBytes -= len(d.Msg.Body)
 		n++
 	}
 	c.w.Buf = ch.End(b)
 	// What is left moves to the front: the slice keeps its array (at
 	// most Config.Prefetch deliveries) rather than reslicing past it and
-	// growing a new one from nothing after each chunk (~160 bytes
-	// allocated per delivery, the largest churn of a read from first).
+	// growing a new one from nothing after each chunk.
 	rest := copy(s.pending, s.pending[n:])
 	clear(s.pending[rest:])
 	s.pending = s.pending[:rest]
-	s.credit--
 	c.delivered.Add(uint64(n))
-	if cap(c.scratch) > 1<<20 {
-		c.scratch = nil
-	}
 }
 
 // amqp10 is the key of a message's AMQP 1.0 encoding, cached on messages
 // the stream's raw readers share.
 var amqp10 = exchange.NewEncodingKey("stream-amqp10")
 
-// view reads d's stored record in place.
-func (c *conn) view(s *subscription, d exchange.Delivery) exchange.StoredMessage {
-	m, err := exchange.ViewStoredMessage(d.Record)
-	if err != nil { // the core checked it: never
-		off, _ := offsetOf(d)
-		c.log.Error("stream delivery unreadable", "stream", s.stream, "offset", off, "err", err)
-	}
-	return m
-}
-
-// encode is d's message in AMQP 1.0: a stored record that other
-// subscriptions read too (Delivery.Shared) encoded once and cached on what
-// they share; a message cached on it when other subscriptions deliver the
-// same message (exchange.SharedDelivery), else in c.scratch.
+// encode is d's message in AMQP 1.0: cached on it when other
+// subscriptions deliver the same message (exchange.SharedDelivery), else
+// in c.scratch.
 func (c *conn) encode(d exchange.Delivery) []byte {
-	if d.Shared != nil {
-		if b := d.Shared.Encoding(amqp10); b != nil {
-			return b
-		}
-		m, err := exchange.ViewStoredMessage(d.Record)
-		if err != nil { // the core checked it: never
-			c.log.Error("stream delivery unreadable", "err", err)
-		}
-		b := appendStored(make([]byte, 0, len(d.Record)+64), &m, &c.mapScratch)
-		return d.Shared.AddEncoding(&exchange.Encoding{Key: amqp10, Bytes: b})
-	}
 	if exchange.SharedDelivery(d) {
 		if b := d.Msg.Encoding(amqp10); b != nil {
 			return b
@@ -227,7 +368,7 @@ func (c *conn) subscribe(f wire.Subscribe) {
 	cons, err := c.vh.Consume(f.Stream, exchange.ConsumeOpts{Tag: "stream.sub-" + strconv.Itoa(int(f.ID)),
 		Prefetch: c.s.cfg.Prefetch, Sink: s, Owner: c, Args: exchange.Table{"x-stream-offset": spec},
 		SingleActive: sac, GroupName: name, PartitionIndex: c.partitionIndex(f.Stream, super), NoOffsetHeader: true,
-		StoredRecords: true})
+		StoredRuns: true})
 	if err != nil {
 		reply(codeOf(err))
 		return
@@ -274,7 +415,7 @@ func (c *conn) unsubscribe(id uint8) wire.Code {
 	s.cons.Cancel() // no Deliver after it returns
 	c.w.Mu.Lock()
 	s.gone = true
-	s.pending, s.pendingBytes = nil, 0
+	s.dropPending()
 	if s.askT != nil {
 		s.askT.Stop()
 	}
@@ -296,7 +437,7 @@ func (c *conn) credit(f wire.Credit) {
 	}
 	c.w.Mu.Lock()
 	s.credit += int(f.Credit)
-	if s.credit > 0 && len(s.pending) > 0 {
+	if s.credit > 0 && s.hasPending() {
 		c.w.Signal()
 	}
 	c.w.Mu.Unlock()

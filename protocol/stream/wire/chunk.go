@@ -123,3 +123,16 @@ func ParseDeliver(p []byte) (ParsedChunk, error) {
 	}
 	return pc, nil
 }
+
+// AppendChunk appends a Deliver (version 1) of a chunk whose n messages'
+// entries (each a 4-byte size and the message, as Add appends them) are
+// already encoded: data, with its CRC crc (crc32.ChecksumIEEE(data)).
+func AppendChunk(b []byte, id uint8, first uint64, ts int64, n int, crc uint32, data []byte) []byte {
+	b, c := BeginDeliver(b, id, first, ts)
+	h := b[c.hdr:]
+	binary.BigEndian.PutUint16(h[2:], uint16(n))
+	binary.BigEndian.PutUint32(h[4:], uint32(n))
+	binary.BigEndian.PutUint32(h[32:], crc)
+	binary.BigEndian.PutUint32(h[36:], uint32(len(data)))
+	return end(append(b, data...), c.at)
+}
