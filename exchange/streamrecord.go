@@ -9,17 +9,18 @@ import (
 )
 
 // A stream's consumer that only re-encodes what it reads into its own
-// protocol (the stream protocol: ConsumeOpts.StoredRecords) takes each
-// message as its stored record and reads it in place, rather than having
-// the core decode it into a Message: no string, table or body is copied
-// per message, and nothing is allocated.
+// protocol (the stream protocol: ConsumeOpts.StoredRuns, streamrun.go)
+// takes the messages as their stored records and reads each in place
+// (ViewStoredMessage), rather than having the core decode it into a
+// Message: no string, table or body is copied per message, and nothing is
+// allocated.
 //
 // The record's bytes are immutable: they are what the stream's log read
 // (streamlog.Log.Read), either a chunk of its read cache, which its
 // readers share and nobody writes, or a copy the store made for this read
-// (Store.ReadMessages: "fn may keep data"). A delivery may hold them as
-// long as it likes; it keeps that chunk's memory alive meanwhile, as the
-// cursor's read-ahead does.
+// (Store.ReadMessages: "fn may keep data"). A run may hold them as long as
+// it likes; it keeps that chunk's memory alive meanwhile, as the cursor's
+// read-ahead does.
 
 // StoredMessage is a stored message record read in place: its byte fields
 // alias the record. The fields are those of Message and Properties, as
@@ -48,9 +49,10 @@ func (m *StoredMessage) Headers() headers.Entries {
 	return headers.NewEntries(m.headers, headers.Stored)
 }
 
-// ViewStoredMessage reads a stream delivery's record (Delivery.Record).
-// It refuses what decodeMessage refuses, and a record whose header keys
-// do not ascend (which the core delivers decoded, never as a record).
+// ViewStoredMessage reads a stream's stored record (RecordRun.Recs). It
+// refuses what decodeMessage refuses, and a record whose header keys do
+// not ascend (DecodeStoredMessage reads those: a front end tries it when
+// the view refuses).
 func ViewStoredMessage(rec []byte) (StoredMessage, error) {
 	v, sorted, err := viewMessage(rec)
 	if err == nil && !sorted {
@@ -66,8 +68,8 @@ var errUnsorted = fmt.Errorf("%w: header keys out of order", errCorrupt)
 // encodeMessage writes them: a view of a record that holds a key twice
 // would not say which value decodeMessage keeps.
 //
-// It is on every delivery's path of the stream protocol's readers (the
-// core checks each record, the front end reads it): it reads rec with a
+// It is on every message's path of the stream protocol's readers (the
+// front end reads each record once; the core does not): it reads rec with a
 // local offset and one-byte lengths inline rather than through a
 // headers.Decoder's calls; FuzzViewStoredMessage holds it to
 // decodeMessage's checks.

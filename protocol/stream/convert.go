@@ -113,7 +113,7 @@ func fromCore(m *exchange.Message) wire.Message {
 }
 
 // appendStored appends the AMQP 1.0 encoding of a stored message read in
-// place (a stream's record, exchange.StoredRecords): the bytes
+// place (a stream's record, exchange.ConsumeOpts.StoredRuns): the bytes
 // appendFromCore writes for the message the record decodes to, without
 // decoding it (no string, table or body is copied, nothing allocated but
 // for the rare header values without an AMQP 1.0 type: decimals, arrays,

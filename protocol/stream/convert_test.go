@@ -114,7 +114,7 @@ func genMessage(r *rand.Rand) *exchange.Message {
 
 // storedRecords publishes n generated messages to stream "s" of a broker
 // over st and returns their records as a lone raw reader gets them, and
-// the messages a consumer without StoredRecords gets (the old path).
+// the messages a consumer without StoredRuns gets (decoded by the core).
 func storedRecords(t testing.TB, st exchange.Store, seed int64, n int) ([][]byte, []*exchange.Message) {
 	t.Helper()
 	_, recs, msgs := storedOn(t, st, seed, n)
