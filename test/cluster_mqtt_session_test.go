@@ -1,6 +1,7 @@
 package test
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -283,4 +284,54 @@ func TestClusterMQTTSessionOwner(t *testing.T) {
 		t.Fatal("u2 resumed u1's session on node 2")
 	}
 	u2.none(t, time.Second)
+}
+
+// TestClusterMQTTSessionOfDownNodeAPI: while the node that last held a
+// persistent session is down, every live node's API lists it and finds it
+// by its id (GET), and DELETE on a live node ends it as its expiry would:
+// its queue and record go on every survivor, and a client resuming it
+// finds no session.
+func TestClusterMQTTSessionOfDownNodeAPI(t *testing.T) {
+	pc := startProtoCluster(t)
+	const id = "cl-down-api"
+	c, _ := dial5(t, pc.mqtt[0], guest5(id, true, 3600))
+	c.subscribe(t, paho.SubscribeOptions{Topic: "cl/down/api", QoS: 1})
+	waitTopicBinding(t, pc.nodes[1], "cl.down.api", "mqtt-subscription-"+id)
+	waitTopicBinding(t, pc.nodes[2], "cl.down.api", "mqtt-subscription-"+id)
+	if err := c.Disconnect(&paho.Disconnect{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the disconnect is recorded (Off) on the others
+	if err := pc.nodes[0].p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	path := "/api/mqtt/sessions/%2F/" + id
+	for _, nd := range pc.nodes[1:] {
+		eventually(t, 20*time.Second, "the session found by id on "+nd.name, func() bool {
+			var se map[string]any
+			code, err := nd.tryAPI("GET", path, nil, &se)
+			return err == nil && code == 200 && se["client_id"] == id
+		})
+	}
+	if code, err := pc.nodes[1].tryAPI("DELETE", path, nil, nil); err != nil || code != 204 {
+		t.Fatalf("DELETE on a live node: %d %v, want 204", code, err)
+	}
+	var last string
+	defer func() { t.Log(last) }()
+	for _, nd := range pc.nodes[1:] {
+		eventually(t, 20*time.Second, "the session gone on "+nd.name, func() bool {
+			code, err := nd.tryAPI("GET", path, nil, nil)
+			found, ok := queueOn(nd, "mqtt-subscription-"+id+"qos1")
+			ses := mqttSessionsOn(nd)
+			last = fmt.Sprintf("GET %d %v, queue found %v (answer %v), listed %v", code, err, found, ok, ses[id])
+			return code == 404 && ok && !found && ses != nil && ses[id] == nil
+		})
+	}
+	if code, _ := pc.nodes[2].tryAPI("DELETE", path, nil, nil); code != 404 {
+		t.Fatalf("a second DELETE: %d, want 404", code)
+	}
+	_, ack := redial5(t, pc.mqtt[2], func() *paho.Connect { return guest5(id, false, 3600) }, 30*time.Second)
+	if ack.SessionPresent {
+		t.Fatal("session present after it was deleted")
+	}
 }

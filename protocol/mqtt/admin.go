@@ -116,7 +116,8 @@ func (s *Server) Session(vhost, clientID string) (SessionInfo, bool) {
 	se := s.sessions[vhost+"\x00"+clientID]
 	s.mu.Unlock()
 	if se == nil {
-		return SessionInfo{}, false
+		// A session of a node that is down, listed by Sessions.
+		return s.orphanInfo(vhost + "\x00" + clientID)
 	}
 	i := s.sessionInfo(se)
 	return i, i.Connected || i.Persistent
@@ -173,7 +174,10 @@ func (s *Server) DeleteSession(vhost, clientID string) error {
 	s.mu.Lock()
 	se := s.sessions[key]
 	s.mu.Unlock()
-	if se == nil || !s.stillHere(se) {
+	if se == nil {
+		return s.deleteOrphan(key) // a session of a node that is down
+	}
+	if !s.stillHere(se) {
 		return ErrNoSession
 	}
 	s.mu.Lock()

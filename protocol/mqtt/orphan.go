@@ -203,24 +203,25 @@ func (s *Server) nodeDown(node string) bool {
 }
 
 // expireOrphan claims and ends the session key of a node that is down,
-// if its record (read after a barrier) is still the one indexed.
-func (s *Server) expireOrphan(key string) {
+// if its record (read after a barrier) is still the one indexed; false if
+// it did not.
+func (s *Server) expireOrphan(key string) bool {
 	o := s.orphans
 	o.mu.Lock()
 	want := o.recs[key]
 	o.mu.Unlock()
 	if want == nil {
-		return
+		return false
 	}
 	rec, err := s.loadRecord(key)
 	if err != nil || rec == nil || rec.Node != want.Node || rec.Gen != want.Gen || !s.nodeDown(rec.Node) {
-		return
+		return false
 	}
 	vh, id, _ := strings.Cut(key, "\x00")
 	s.mu.Lock()
 	if s.shutdown || s.sessions[key] != nil {
 		s.mu.Unlock()
-		return
+		return false
 	}
 	se := s.sessionFromRecord(vh, id, rec)
 	se.gen = rec.Gen + 1 // the claim supersedes the record of the node that is down
@@ -233,15 +234,62 @@ func (s *Server) expireOrphan(key string) {
 			delete(s.sessions, key)
 		}
 		s.mu.Unlock()
-		return
+		return false
 	}
-	s.log.Info("MQTT session expired for a node that is down", "client_id", id, "vhost", vh, "node", rec.Node)
+	s.log.Info("MQTT session ended for a node that is down", "client_id", id, "vhost", vh, "node", rec.Node)
 	s.expireSession(se)
+	return true
+}
+
+// orphanInfo describes the session key of a node that is down, ok false
+// if the index holds no such session (or a connection here holds it).
+func (s *Server) orphanInfo(key string) (SessionInfo, bool) {
+	for _, i := range s.orphanInfos(key) {
+		return i, true
+	}
+	return SessionInfo{}, false
+}
+
+// deleteOrphan ends the session key of a node that is down, as its expiry
+// would (claimed, queue and record deleted): the management API's delete
+// on a live node. ErrNoSession if it is not such a session.
+func (s *Server) deleteOrphan(key string) error {
+	o := s.orphans
+	o.mu.Lock()
+	rec := o.recs[key]
+	_, down := o.downSince[nodeOf(rec)]
+	busy := o.running[key]
+	if rec != nil && down && !busy {
+		o.running[key] = true
+	}
+	o.mu.Unlock()
+	if rec == nil || !down || busy {
+		return ErrNoSession
+	}
+	defer func() {
+		o.mu.Lock()
+		delete(o.running, key)
+		o.mu.Unlock()
+	}()
+	if err := s.barrier(); err != nil {
+		return err
+	}
+	if !s.expireOrphan(key) {
+		return ErrNoSession
+	}
+	return nil
+}
+
+func nodeOf(rec *sessionRecord) string {
+	if rec == nil {
+		return ""
+	}
+	return rec.Node
 }
 
 // orphanInfos describes the sessions of nodes that are down that no
-// connection here holds, for Sessions.
-func (s *Server) orphanInfos() []SessionInfo {
+// connection here holds, for Sessions (only keys, if any are given).
+func (s *Server) orphanInfos(keys ...string) []SessionInfo {
 	o := s.orphans
 	type orphan struct {
 		key  string
@@ -251,6 +299,9 @@ func (s *Server) orphanInfos() []SessionInfo {
 	var l []orphan
 	o.mu.Lock()
 	for key, rec := range o.recs {
+		if len(keys) > 0 && !slices.Contains(keys, key) {
+			continue
+		}
 		if down, ok := o.downSince[rec.Node]; ok {
 			l = append(l, orphan{key, rec, down})
 		}
