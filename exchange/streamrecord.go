@@ -54,11 +54,21 @@ func (m *StoredMessage) Headers() headers.Entries {
 // not ascend (DecodeStoredMessage reads those: a front end tries it when
 // the view refuses).
 func ViewStoredMessage(rec []byte) (StoredMessage, error) {
-	v, sorted, err := viewMessage(rec)
-	if err == nil && !sorted {
-		return StoredMessage{}, errUnsorted
-	}
+	var v StoredMessage
+	err := ViewStoredMessageTo(&v, rec)
 	return v, err
+}
+
+// ViewStoredMessageTo is ViewStoredMessage into v (every field set): a
+// reader of many records keeps one StoredMessage rather than copying one
+// out per record.
+func ViewStoredMessageTo(v *StoredMessage, rec []byte) error {
+	sorted, err := viewMessage(v, rec)
+	if err == nil && !sorted {
+		*v = StoredMessage{}
+		return errUnsorted
+	}
+	return err
 }
 
 var errUnsorted = fmt.Errorf("%w: header keys out of order", errCorrupt)
@@ -73,7 +83,8 @@ var errUnsorted = fmt.Errorf("%w: header keys out of order", errCorrupt)
 // local offset and one-byte lengths inline rather than through a
 // headers.Decoder's calls; FuzzViewStoredMessage holds it to
 // decodeMessage's checks.
-func viewMessage(rec []byte) (v StoredMessage, sorted bool, err error) {
+func viewMessage(v *StoredMessage, rec []byte) (sorted bool, err error) {
+	*v = StoredMessage{}
 	r := reader{b: rec}
 	switch r.byte() {
 	case 1:
@@ -82,7 +93,7 @@ func viewMessage(rec []byte) (v StoredMessage, sorted bool, err error) {
 		r.uvarint()
 		r.raw()
 	default:
-		return v, false, errCorrupt
+		return false, errCorrupt
 	}
 	r.raws(&v.Exchange, &v.RoutingKey)
 	v.EnqueuedAt = r.varint()
@@ -94,7 +105,8 @@ func viewMessage(rec []byte) (v StoredMessage, sorted bool, err error) {
 		d := headers.Decoder{B: r.b[r.i:], Format: headers.Stored}
 		sorted = d.SkipTable()
 		if d.Err != nil {
-			return StoredMessage{}, false, fmt.Errorf("%w: %v", errCorrupt, d.Err)
+			*v = StoredMessage{}
+			return false, fmt.Errorf("%w: %v", errCorrupt, d.Err)
 		}
 		v.headers = r.b[r.i : len(r.b)-len(d.B)]
 		r.i = len(r.b) - len(d.B)
@@ -107,9 +119,10 @@ func viewMessage(rec []byte) (v StoredMessage, sorted bool, err error) {
 	}
 	r.raws(&v.Type, &v.UserID, &v.AppID, &v.Body)
 	if r.bad {
-		return StoredMessage{}, false, errCorrupt
+		*v = StoredMessage{}
+		return false, errCorrupt
 	}
-	return v, sorted, nil
+	return sorted, nil
 }
 
 // reader reads a record as headers.Decoder does (same checks), from a

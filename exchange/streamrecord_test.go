@@ -129,7 +129,8 @@ func genMessage(r *rand.Rand) *Message {
 func checkView(t *testing.T, rec []byte) {
 	t.Helper()
 	m, ts, derr := decodeMessage(rec)
-	v, sorted, verr := viewMessage(rec)
+	var v StoredMessage
+	sorted, verr := viewMessage(&v, rec)
 	if (derr == nil) != (verr == nil) {
 		t.Fatalf("decode: %v, view: %v (record %x)", derr, verr, rec)
 	}
@@ -195,7 +196,7 @@ func TestViewStoredMessage(t *testing.T) {
 		checkView(t, rec[:i])
 	}
 	twice := bytes.Replace(rec, []byte("\x01bS\x012"), []byte("\x01aS\x012"), 1)
-	if _, sorted, err := viewMessage(twice); err != nil || sorted {
+	if sorted, err := viewMessage(new(StoredMessage), twice); err != nil || sorted {
 		t.Fatalf("a key twice: sorted %v, err %v", sorted, err)
 	}
 	if _, err := ViewStoredMessage(twice); err == nil {

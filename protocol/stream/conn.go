@@ -67,8 +67,10 @@ type conn struct {
 	toAck    []ackRef
 	scratch  []byte
 	// mapScratch holds a stored record's application properties while
-	// its encoding is written (appendStored).
+	// its encoding is written (appendStored); view is the record read in
+	// place (the writer's, under w.Mu).
 	mapScratch []byte
+	view       exchange.StoredMessage
 
 	// The writer goroutine's alone (ackWritten).
 	ackSpare []ackRef

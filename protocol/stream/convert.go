@@ -60,10 +60,14 @@ func toCore(data []byte, stream string) (*exchange.Message, error) {
 		for _, a := range wm.Annotations {
 			p.Headers[a.Key] = ownValue(a.Value)
 		}
-		for k, v := range map[string]string{hdrSubject: wm.Subject, hdrTo: wm.To, hdrGroupID: wm.GroupID} {
-			if v != "" {
-				p.Headers[k] = v
-			}
+		if wm.Subject != "" {
+			p.Headers[hdrSubject] = wm.Subject
+		}
+		if wm.To != "" {
+			p.Headers[hdrTo] = wm.To
+		}
+		if wm.GroupID != "" {
+			p.Headers[hdrGroupID] = wm.GroupID
 		}
 	}
 	return m, nil

@@ -217,9 +217,9 @@ func (c *conn) wroteRun(s *subscription, upto, n, size int) {
 // place; ok false (nothing appended) for a record that cannot be read,
 // which is logged and counted.
 func (c *conn) appendRecord(b []byte, s *subscription, rec streamlog.Rec) ([]byte, bool) {
-	m, err := exchange.ViewStoredMessage(rec.Data)
+	err := exchange.ViewStoredMessageTo(&c.view, rec.Data)
 	if err == nil {
-		return appendStored(b, &m, &c.mapScratch), true
+		return appendStored(b, &c.view, &c.mapScratch), true
 	}
 	// A header key twice (never written by Trident): decoded, as the core
 	// would keep it.
@@ -268,8 +268,8 @@ func (c *conn) sharedRun(r *exchange.RecordRun) []byte {
 // appendRecordQuiet is appendRecord without the log and count: the run's
 // records are then written one by one, which logs and counts.
 func (c *conn) appendRecordQuiet(b []byte, rec streamlog.Rec) ([]byte, bool) {
-	if m, err := exchange.ViewStoredMessage(rec.Data); err == nil {
-		return appendStored(b, &m, &c.mapScratch), true
+	if err := exchange.ViewStoredMessageTo(&c.view, rec.Data); err == nil {
+		return appendStored(b, &c.view, &c.mapScratch), true
 	}
 	if msg, err := exchange.DecodeStoredMessage(rec.Data); err == nil {
 		return appendFromCore(b, msg), true
