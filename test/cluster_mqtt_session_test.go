@@ -290,47 +290,55 @@ func TestClusterMQTTSessionOwner(t *testing.T) {
 // persistent session is down, every live node's API lists it and finds it
 // by its id (GET), and DELETE on a live node ends it as its expiry would:
 // its queue and record go on every survivor, and a client resuming it
-// finds no session.
+// finds no session. The same for an MQTT 3.1.1 session, which never
+// expires.
 func TestClusterMQTTSessionOfDownNodeAPI(t *testing.T) {
 	pc := startProtoCluster(t)
-	const id = "cl-down-api"
-	c, _ := dial5(t, pc.mqtt[0], guest5(id, true, 3600))
-	c.subscribe(t, paho.SubscribeOptions{Topic: "cl/down/api", QoS: 1})
-	waitTopicBinding(t, pc.nodes[1], "cl.down.api", "mqtt-subscription-"+id)
-	waitTopicBinding(t, pc.nodes[2], "cl.down.api", "mqtt-subscription-"+id)
+	const id5, id3 = "cl-down-api5", "cl-down-api3"
+	c, _ := dial5(t, pc.mqtt[0], guest5(id5, true, 3600))
+	c.subscribe(t, paho.SubscribeOptions{Topic: "cl/down/api5", QoS: 1})
+	c3 := dial3(t, "tcp://"+pc.mqtt[0], id3, false, func(o *mqttOpts) { o.SetUsername("guest").SetPassword("guest") })
+	c3.subscribe(t, "cl/down/api3", 1)
+	for _, id := range []string{id5, id3} {
+		waitTopicBinding(t, pc.nodes[1], "cl.down."+id[len("cl-down-"):], "mqtt-subscription-"+id)
+		waitTopicBinding(t, pc.nodes[2], "cl.down."+id[len("cl-down-"):], "mqtt-subscription-"+id)
+	}
 	if err := c.Disconnect(&paho.Disconnect{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second) // the disconnect is recorded (Off) on the others
+	c3.Disconnect(50)
+	time.Sleep(time.Second) // the disconnects are recorded (Off) on the others
 	if err := pc.nodes[0].p.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	path := "/api/mqtt/sessions/%2F/" + id
-	for _, nd := range pc.nodes[1:] {
-		eventually(t, 20*time.Second, "the session found by id on "+nd.name, func() bool {
-			var se map[string]any
-			code, err := nd.tryAPI("GET", path, nil, &se)
-			return err == nil && code == 200 && se["client_id"] == id
-		})
-	}
-	if code, err := pc.nodes[1].tryAPI("DELETE", path, nil, nil); err != nil || code != 204 {
-		t.Fatalf("DELETE on a live node: %d %v, want 204", code, err)
-	}
 	var last string
 	defer func() { t.Log(last) }()
-	for _, nd := range pc.nodes[1:] {
-		eventually(t, 20*time.Second, "the session gone on "+nd.name, func() bool {
-			code, err := nd.tryAPI("GET", path, nil, nil)
-			found, ok := queueOn(nd, "mqtt-subscription-"+id+"qos1")
-			ses := mqttSessionsOn(nd)
-			last = fmt.Sprintf("GET %d %v, queue found %v (answer %v), listed %v", code, err, found, ok, ses[id])
-			return code == 404 && ok && !found && ses != nil && ses[id] == nil
-		})
+	for _, id := range []string{id5, id3} {
+		path := "/api/mqtt/sessions/%2F/" + id
+		for _, nd := range pc.nodes[1:] {
+			eventually(t, 20*time.Second, id+" found by id on "+nd.name, func() bool {
+				var se map[string]any
+				code, err := nd.tryAPI("GET", path, nil, &se)
+				return err == nil && code == 200 && se["client_id"] == id
+			})
+		}
+		if code, err := pc.nodes[1].tryAPI("DELETE", path, nil, nil); err != nil || code != 204 {
+			t.Fatalf("DELETE %s on a live node: %d %v, want 204", id, code, err)
+		}
+		for _, nd := range pc.nodes[1:] {
+			eventually(t, 20*time.Second, id+" gone on "+nd.name, func() bool {
+				code, err := nd.tryAPI("GET", path, nil, nil)
+				found, ok := queueOn(nd, "mqtt-subscription-"+id+"qos1")
+				ses := mqttSessionsOn(nd)
+				last = fmt.Sprintf("%s: GET %d %v, queue found %v (answer %v), listed %v", id, code, err, found, ok, ses[id])
+				return code == 404 && ok && !found && ses != nil && ses[id] == nil
+			})
+		}
+		if code, _ := pc.nodes[2].tryAPI("DELETE", path, nil, nil); code != 404 {
+			t.Fatalf("a second DELETE of %s: %d, want 404", id, code)
+		}
 	}
-	if code, _ := pc.nodes[2].tryAPI("DELETE", path, nil, nil); code != 404 {
-		t.Fatalf("a second DELETE: %d, want 404", code)
-	}
-	_, ack := redial5(t, pc.mqtt[2], func() *paho.Connect { return guest5(id, false, 3600) }, 30*time.Second)
+	_, ack := redial5(t, pc.mqtt[2], func() *paho.Connect { return guest5(id5, false, 3600) }, 30*time.Second)
 	if ack.SessionPresent {
 		t.Fatal("session present after it was deleted")
 	}

@@ -20,7 +20,8 @@ import (
 //     every disconnect in a cluster) plus the expiry interval; a record
 //     whose connection was still open when its node went (Off 0) counts
 //     from the moment this node saw the node down. 3.1.1 sessions never
-//     expire (as standalone), so they are not indexed.
+//     expire (as standalone): they are indexed only to be listed, found
+//     and deleted.
 //   - How: after a barrier the record is read again and must still be the
 //     one indexed, its node still down. The node then claims the session
 //     as a connection would (its record written back naming this node,
@@ -28,7 +29,8 @@ import (
 //     ordered against it as in any takeover, cluster.go) and ends it as
 //     its own expiry timer would: queue and record deleted.
 //   - While its node is down such a session is listed by every live
-//     node's Sessions, with the time it expires.
+//     node's Sessions, with the time it expires, found by Session and
+//     ended by DeleteSession (the management API) on any of them.
 //
 // The node that comes back finds the record gone, or (if it came back
 // first) its own record and expires the session itself.
@@ -55,7 +57,7 @@ func (s *Server) indexRecord(key string, rec *sessionRecord) {
 	o := s.orphans
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if rec == nil || s.ownRecord(rec) || rec.Expiry == expiryNever {
+	if rec == nil || s.ownRecord(rec) {
 		delete(o.recs, key)
 		return
 	}
@@ -156,7 +158,7 @@ func (s *Server) sweepOrphans(now time.Time) []string {
 			down = now
 			o.downSince[rec.Node] = now
 		}
-		if expirer && !o.running[key] && !now.Before(orphanDue(rec, down)) {
+		if expirer && !o.running[key] && rec.Expiry != expiryNever && !now.Before(orphanDue(rec, down)) {
 			o.running[key] = true
 			due = append(due, key)
 		}
@@ -317,8 +319,10 @@ func (s *Server) orphanInfos(keys ...string) []SessionInfo {
 		}
 		vh, id, _ := strings.Cut(e.key, "\x00")
 		se := newSession(vh, id)
-		i := SessionInfo{VHost: vh, ClientID: id, User: e.rec.User, Persistent: true, Expiry: e.rec.Expiry,
-			ExpiresAt: orphanDue(e.rec, e.down), Queue: se.qname}
+		i := SessionInfo{VHost: vh, ClientID: id, User: e.rec.User, Persistent: true, Expiry: e.rec.Expiry, Queue: se.qname}
+		if e.rec.Expiry != expiryNever {
+			i.ExpiresAt = orphanDue(e.rec, e.down)
+		}
 		for _, sub := range e.rec.Subs {
 			i.Subscriptions = append(i.Subscriptions, SubscriptionInfo{Filter: sub.Filter, Share: sub.Share, QoS: sub.QoS,
 				NoLocal: sub.NoLocal, RetainAsPublished: sub.RAP, RetainHandling: sub.Handling, ID: sub.ID})

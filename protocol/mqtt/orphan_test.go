@@ -10,7 +10,7 @@ import (
 // Off plus their expiry, or (Off 0) from when the node was first seen
 // down; only the first live node in name order that runs MQTT expires
 // them, each once; a node that comes back is no longer down; sessions
-// that never expire are not indexed.
+// that never expire are indexed (listed, found, deleted) but never due.
 func TestSweepOrphans(t *testing.T) {
 	live := []LiveNode{{Name: "a0"}, {Name: "b", MQTT: true}, {Name: "c", MQTT: true}}
 	srv := func(name string) *Server {
@@ -24,8 +24,8 @@ func TestSweepOrphans(t *testing.T) {
 		s.indexRecord("/\x00never", &sessionRecord{Node: "a", Gen: 1, Expiry: expiryNever})
 		s.indexRecord("/\x00mine", &sessionRecord{Node: s.cfg.NodeName, Gen: 1, Expiry: 1})
 	}
-	if n := len(b.orphans.recs); n != 2 {
-		t.Fatalf("%d records indexed, want 2 (neither never-expiring nor own)", n)
+	if n := len(b.orphans.recs); n != 3 {
+		t.Fatalf("%d records indexed, want 3 (not its own)", n)
 	}
 	step := func(s *Server, at time.Duration, want ...string) {
 		t.Helper()
@@ -44,6 +44,10 @@ func TestSweepOrphans(t *testing.T) {
 	step(b, 9*time.Second)
 	step(b, 10*time.Second, "/\x00on")
 	step(c, 20*time.Second) // not the expirer
+	step(b, time.Hour)      // the one that never expires: never due
+	if b.orphans.recs["/\x00never"] == nil {
+		t.Fatal("the session that never expires is not indexed")
+	}
 
 	// Node a back: nothing due, and its down time forgotten.
 	live = append(live, LiveNode{Name: "a", MQTT: true})
