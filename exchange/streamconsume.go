@@ -128,7 +128,7 @@ func (st *stream) resolve(s offsetSpec) uint64 {
 func (st *stream) run(cur *cursor) {
 	for {
 		st.mu.Lock()
-		for !cur.stop && (cur.c.blocked || cur.out >= cur.c.prefetch || !cur.live() ||
+		for !cur.stop && (cur.c.blocked || cur.full() || !cur.live() ||
 			(len(cur.buf) == 0 && cur.bufNext >= st.log.Durable())) {
 			cur.waiting = true
 			st.nwait.Add(1)
@@ -188,7 +188,7 @@ func StreamOffset(d Delivery) (uint64, bool) {
 func (st *stream) deliverLocked(cur *cursor) {
 	q := st.q
 	if rs := cur.c.runs; rs != nil {
-		for len(cur.buf) > 0 && cur.out < cur.c.prefetch && !cur.c.blocked && !cur.stop && cur.live() {
+		for len(cur.buf) > 0 && !cur.full() && !cur.c.blocked && !cur.stop && cur.live() {
 			st.deliverRunLocked(cur, rs)
 		}
 		return

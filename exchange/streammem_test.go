@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestStreamReadersMemoryBounded: three raw readers (NoOffsetHeader, as
@@ -44,12 +45,9 @@ func testReadersMemoryBounded(t *testing.T, records bool) {
 		conss = append(conss, c)
 	}
 	got := func(s *runSink) int { return s.len() + s.records() }
-	maxHeld := 0
-	for want := prefetch; ; want = min(want+prefetch, n) {
-		waitFor(t, "a round", func() bool {
-			return got(sinks[0]) == want && got(sinks[1]) == want && got(sinks[2]) == want
-		})
+	held := func() int {
 		q.st.mu.Lock()
+		defer q.st.mu.Unlock()
 		held := 0
 		for _, sl := range q.st.share.ring {
 			if sl.m != nil {
@@ -64,31 +62,62 @@ func testReadersMemoryBounded(t *testing.T, records bool) {
 				}
 			}
 		}
-		q.st.mu.Unlock()
-		maxHeld = max(maxHeld, held)
-		if want == n {
-			break
-		}
-		for _, s := range sinks {
+		return held
+	}
+	maxHeld := 0
+	settled := make([]int, len(sinks)) // deliveries (runs: runs) settled
+	for {
+		// Each reader has what its prefetch lets out (or everything).
+		waitFor(t, "a round", func() bool {
+			for _, s := range sinks {
+				if g := got(s); g < n && g < prefetch-runRecs {
+					return false
+				}
+			}
+			return true
+		})
+		time.Sleep(10 * time.Millisecond)
+		maxHeld = max(maxHeld, held())
+		done := true
+		for i, s := range sinks {
+			if got(s) < n {
+				done = false
+			}
 			if records {
-				for _, r := range s.taken() {
-					if r.Recs[len(r.Recs)-1].Off < uint64(want-prefetch) {
-						continue
-					}
+				runs := s.taken()
+				for _, r := range runs[settled[i]:] {
 					if r.Shared != nil && r.Shared.Encoding(testKey) == nil {
 						// As a front end caches its encoding: about the records' size.
 						r.Shared.AddEncoding(&Encoding{Key: testKey, Bytes: make([]byte, len(r.Recs)*size)})
 					}
 					q.SettleRun(r.Seq, len(r.Recs))
 				}
+				settled[i] = len(runs)
 				continue
 			}
 			var seqs []uint64
-			for _, d := range s.deliveries()[want-prefetch : want] {
+			ds := s.deliveries()
+			for _, d := range ds[settled[i]:] {
 				seqs = append(seqs, d.Seq)
 			}
+			settled[i] = len(ds)
 			q.AckMany(seqs)
 		}
+		if done {
+			break
+		}
+		// The next round: wait for deliveries past what was settled.
+		waitFor(t, "more", func() bool {
+			for i, s := range sinks {
+				if records && got(s) < n && len(s.taken()) == settled[i] {
+					return false
+				}
+				if !records && got(s) < n && len(s.deliveries()) == settled[i] {
+					return false
+				}
+			}
+			return true
+		})
 	}
 	if maxHeld > 16<<20 {
 		t.Fatalf("the shared ring held %d MiB of records and bodies, want at most 16", maxHeld>>20)

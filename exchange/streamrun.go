@@ -85,13 +85,22 @@ func (q *Queue) SettleRun(seq uint64, n int) {
 // those it cannot (Broker.UnreadableMessages).
 func (q *Queue) NoteUnreadable(n int) { q.vh.b.noteUnreadable(q, n) }
 
-// deliverRunLocked hands cur's read-ahead to its RunSink as one run (as
-// much of it as the consumer's credit allows). st.mu held.
+// full reports whether cur may deliver nothing more now: its consumer has
+// prefetch deliveries out, or (a reader of runs) its read-ahead does not
+// fit in what is left. A reader of runs hands over each read-ahead whole
+// (cut only if it alone is over the prefetch), so that readers reading
+// the same stretch cut the same runs, which is what they share
+// (streamshare.go's run): cut where each one's credit ran out, ten
+// readers would share almost nothing.
+func (cur *cursor) full() bool {
+	return cur.out >= cur.c.prefetch ||
+		(cur.c.runs != nil && cur.out > 0 && cur.out+len(cur.buf) > cur.c.prefetch)
+}
+
+// deliverRunLocked hands cur's read-ahead to its RunSink as one run (or
+// what the consumer's prefetch allows of it). st.mu held, !cur.full().
 func (st *stream) deliverRunLocked(cur *cursor, rs RunSink) {
 	n := min(len(cur.buf), cur.c.prefetch-cur.out)
-	if n <= 0 {
-		return
-	}
 	recs := make([]streamlog.Rec, n)
 	copy(recs, cur.buf)
 	clear(cur.buf[:n])

@@ -107,9 +107,13 @@ func (s *sharing) decode(off uint64, data []byte, raw bool) (*Message, bool, err
 	return m, true, nil
 }
 
-// runSlots is how many shared runs a stream keeps: the ring's stretch of
-// offsets (readers further apart encode for themselves).
-const runSlots = shareRingSize / runRecs
+// runSlots is how many shared runs a stream keeps (of up to runRecs
+// offsets each; shareMaxBytes bounds what they hold): readers further
+// apart encode for themselves. Readers that subscribe one after the other
+// start apart: the first, with credit for many chunks, was 16,384 offsets
+// ahead of the last of ten subscriptions of one connection before the
+// last one read its first run.
+const runSlots = 512
 
 type runSlot struct {
 	first uint64

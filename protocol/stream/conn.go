@@ -364,9 +364,16 @@ func (c *conn) prepareLocked() {
 		}
 		delete(c.perrs, id)
 	}
-	for _, s := range c.wsubs {
-		for s.credit > 0 && s.hasPending() && len(c.w.Buf) < frontend.High {
-			c.chunkLocked(s)
+	// A chunk of each subscription in turn: subscriptions of one
+	// connection reading the same stream stay in step, so that they
+	// share the encoding of what they read (exchange's SharedRun).
+	for more := true; more && len(c.w.Buf) < frontend.High; {
+		more = false
+		for _, s := range c.wsubs {
+			if s.credit > 0 && s.hasPending() && len(c.w.Buf) < frontend.High {
+				c.chunkLocked(s)
+				more = true
+			}
 		}
 	}
 }
