@@ -145,8 +145,12 @@ func (st *stream) run(cur *cursor) {
 		if len(cur.buf) == 0 {
 			from, gen := cur.bufNext, cur.gen
 			st.mu.Unlock()
-			recs, next, err := st.log.ReadAppend(cur.arr[:0], from, readAheadMsgs, readAheadBytes)
-			if cap(recs) <= 2*readAheadMsgs {
+			ahead := readAheadMsgs
+			if cur.c.runs != nil {
+				ahead = runRecs
+			}
+			recs, next, err := st.log.ReadAppend(cur.arr[:0], from, min(ahead, cur.c.prefetch), readAheadBytes)
+			if cap(recs) <= 2*ahead {
 				cur.arr = recs[:0]
 			}
 			st.mu.Lock()

@@ -54,7 +54,7 @@ func testReadersMemoryBounded(t *testing.T, records bool) {
 				held += len(sl.data) + len(sl.m.Body)
 			}
 		}
-		for _, sl := range q.st.share.runs {
+		for _, sl := range q.st.share.runs.m {
 			if sl.sr != nil {
 				held += sl.bytes / 2 // the records
 				for e := sl.sr.enc.head.Load(); e != nil; e = e.next {
@@ -151,6 +151,22 @@ func testReadersMemoryBounded(t *testing.T, records bool) {
 	}
 	if shared == 0 {
 		t.Fatal("nothing shared")
+	}
+	if records {
+		// The runs the bound left out make room: sharing goes on to the
+		// end (8 runs of these messages fill the bound).
+		late, runs := 0, 0
+		for _, r := range sinks[0].taken() {
+			if r.Recs[0].Off >= 2*n/3 {
+				runs++
+				if r.Shared != nil {
+					late++
+				}
+			}
+		}
+		if 2*late < runs {
+			t.Fatalf("%d of the %d runs in the last third of the stream shared", late, runs)
+		}
 	}
 	if b := q.st.log.CacheBytes(); b == 0 || b > 8<<20 {
 		t.Fatalf("read cache %d bytes while reading, want some and at most 8 MiB", b)

@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"bytes"
+	"slices"
 
 	"github.com/trident-broker/trident/exchange/streamlog"
 )
@@ -63,7 +64,7 @@ type shareSlot struct {
 type sharing struct {
 	raw   int // cursors with noOffsetHeader reading this node's log
 	ring  []shareSlot
-	runs  []runSlot // the runs readers of runs share (run)
+	runs  sharedRuns // the runs readers of runs share (run)
 	bytes int       // what the slots hold, at most shareMaxBytes
 }
 
@@ -73,7 +74,7 @@ func (s *sharing) addRaw() { s.raw++ }
 
 func (s *sharing) dropRaw() {
 	if s.raw--; s.raw < 2 {
-		s.ring, s.runs, s.bytes = nil, nil, 0
+		s.ring, s.runs, s.bytes = nil, sharedRuns{}, 0
 	}
 }
 
@@ -107,46 +108,70 @@ func (s *sharing) decode(off uint64, data []byte, raw bool) (*Message, bool, err
 	return m, true, nil
 }
 
-// runSlots is how many shared runs a stream keeps (of up to runRecs
-// offsets each; shareMaxBytes bounds what they hold): readers further
+// runSlots is how many shared runs a stream keeps at most (shareMaxBytes
+// bounds what they hold), the oldest put going first: readers further
 // apart encode for themselves. Readers that subscribe one after the other
 // start apart: the first, with credit for many chunks, was 16,384 offsets
 // ahead of the last of ten subscriptions of one connection before the
-// last one read its first run.
-const runSlots = 512
+// last one read its first run; 128 runs of 1,024 cover 131,072 offsets.
+const runSlots = 128
 
 type runSlot struct {
-	first uint64
 	n     int
 	sr    *SharedRun
 	bytes int
 }
 
+// sharedRuns are the runs the readers of runs share, by first offset,
+// in the order they were put.
+type sharedRuns struct {
+	m     map[uint64]runSlot
+	order []uint64
+}
+
 // run is what the readers of runs share of recs (consecutive offsets),
-// put there by the first to come; nil once the runs shared hold
-// shareMaxBytes (each counted for its records twice: them and an encoding
-// of about their size).
+// put there by the first to come; nil if recs alone are over
+// shareMaxBytes (each run is counted for its records twice: them and an
+// encoding of about their size).
 func (s *sharing) run(recs []streamlog.Rec) *SharedRun {
-	if s.runs == nil {
-		s.runs = make([]runSlot, runSlots)
+	r := &s.runs
+	if r.m == nil {
+		r.m = make(map[uint64]runSlot, runSlots)
 	}
 	first := recs[0].Off
-	sl := &s.runs[(first/runRecs)%runSlots]
-	if sl.sr != nil && sl.first == first && sl.n == len(recs) {
+	if sl, ok := r.m[first]; ok && sl.n == len(recs) {
 		return sl.sr
 	}
-	s.bytes -= sl.bytes
-	*sl = runSlot{}
 	n := shareSlotOverhead
-	for _, r := range recs {
-		n += 2 * len(r.Data)
+	for _, rec := range recs {
+		n += 2 * len(rec.Data)
 	}
-	if s.bytes+n > shareMaxBytes {
+	if n > shareMaxBytes {
 		return nil
 	}
-	*sl = runSlot{first: first, n: len(recs), sr: &SharedRun{}, bytes: n}
+	s.dropRun(first) // another cut of the same first offset
+	for len(r.order) > 0 && (len(r.m) >= runSlots || s.bytes+n > shareMaxBytes) {
+		s.dropRun(r.order[0])
+	}
+	sl := runSlot{n: len(recs), sr: &SharedRun{}, bytes: n}
+	r.m[first] = sl
+	r.order = append(r.order, first)
 	s.bytes += n
 	return sl.sr
+}
+
+// dropRun forgets the run shared at first, if any.
+func (s *sharing) dropRun(first uint64) {
+	r := &s.runs
+	sl, ok := r.m[first]
+	if !ok {
+		return
+	}
+	delete(r.m, first)
+	s.bytes -= sl.bytes
+	if i := slices.Index(r.order, first); i >= 0 {
+		r.order = slices.Delete(r.order, i, i+1)
+	}
 }
 
 // ringBytes is what the ring holds (stream.mu held).

@@ -24,7 +24,7 @@ import (
 // (pending), which the writer chunks the same way.
 
 const (
-	maxChunkMsgs  = 1000
+	maxChunkMsgs  = 1024 // a run of records (exchange's runRecs) in one chunk
 	maxChunkBytes = 1 << 20
 )
 
