@@ -65,7 +65,7 @@ type sharing struct {
 	raw   int // cursors with noOffsetHeader reading this node's log
 	ring  []shareSlot
 	runs  sharedRuns // the runs readers of runs share (run)
-	bytes int       // what the slots hold, at most shareMaxBytes
+	bytes int        // what the slots hold, at most shareMaxBytes
 }
 
 // addRaw and dropRaw count a raw cursor coming and going; the ring goes
