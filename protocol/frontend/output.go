@@ -151,6 +151,12 @@ func (o *Output) Busy() bool {
 	return o.OutputState != nil && (o.running || o.writing || len(o.Buf) > 0 || o.pending())
 }
 
+// Active reports whether an on-demand output has a writer running or a
+// write under way (Mu held).
+func (o *Output) Active() bool {
+	return o.OutputState != nil && (o.running || o.writing)
+}
+
 // Halted reports whether an on-demand output writes no more (Mu held).
 func (o *Output) Halted() bool { return o.OutputState != nil && o.halted }
 
@@ -336,6 +342,7 @@ func (o *Output) WriteNow() {
 func (o *Output) Drain() error {
 	o.Mu.Lock()
 	yielded := false
+	took := 0 // the most one write of this Drain held
 	var err error
 	var resume []*exchange.Consumer
 	for err == nil && !o.writing && !o.halted {
@@ -357,6 +364,7 @@ func (o *Output) Drain() error {
 		buf, err = o.hooks.WriteOutput(buf)
 
 		o.Mu.Lock()
+		took = max(took, len(buf))
 		o.wroteLocked(buf, len(buf))
 		if err != nil {
 			o.halted, o.Closed = true, true
@@ -377,8 +385,18 @@ func (o *Output) Drain() error {
 		}
 	}
 	o.running = false
-	if o.halted && !o.writing {
+	switch {
+	case o.halted && !o.writing:
 		o.hooks.Stopped()
+	case len(o.Buf) == 0 && !o.writing:
+		// A burst is over: a buffer it grew past what the writes used
+		// goes (a connection that never goes idle keeps no 4 MiB).
+		if cap(o.spare) > maxKeptBuf && cap(o.spare) > 4*took {
+			o.spare = nil
+		}
+		if cap(o.Buf) > maxKeptBuf && cap(o.Buf) > 4*took {
+			o.Buf = nil
+		}
 	}
 	o.Mu.Unlock()
 	return err
