@@ -217,20 +217,26 @@ func (c *conn) WriteOutput(buf []byte) ([]byte, error) {
 	c.saveQoS2Before(w.batch)
 	w.buf = buf
 	closeAfter := false
+	var err error
 	for i := range w.batch {
 		w.write(&w.batch[i])
 		closeAfter = closeAfter || w.batch[i].closeAfter
 		w.batch[i] = outItem{}
+		if len(w.buf) >= writeChunk && err == nil {
+			// A long batch goes out as it is encoded: the client
+			// reads the first deliveries while the rest are, and the
+			// buffer stays small.
+			err = w.flush()
+		}
 	}
 	w.batch = w.batch[:0]
-	buf, w.buf = w.buf, nil
-	err := w.err
-	w.err = nil
-	if err == nil && len(buf) > 0 {
-		var n int
-		n, err = c.nc.Write(buf)
-		c.sentBytes.Add(uint64(n))
+	if err == nil {
+		err = w.flush()
 	}
+	// The length returned is the longest write's: the output gives back
+	// a buffer a burst grew past it (frontend.Output.Drain).
+	buf, w.buf = w.buf[:w.flushed], nil
+	w.flushed = 0
 	w.settle()
 	switch {
 	case err != nil:
@@ -249,6 +255,27 @@ func (c *conn) WriteOutput(buf []byte) ([]byte, error) {
 		err = errFinal
 	}
 	return buf, err
+}
+
+// writeChunk is how much encoded output the writer holds before it
+// writes it, within a batch.
+const writeChunk = 64 << 10
+
+// flush writes what w.buf holds (counted in sentBytes as it goes) and
+// empties it; an encoding error is reported instead.
+func (w *packetWriter) flush() error {
+	if err := w.err; err != nil {
+		w.err = nil
+		return err
+	}
+	if len(w.buf) == 0 {
+		return nil
+	}
+	w.c.sentBytes.Add(uint64(len(w.buf)))
+	w.flushed = max(w.flushed, len(w.buf))
+	_, err := w.c.nc.Write(w.buf)
+	w.buf = w.buf[:0]
+	return err
 }
 
 // Stopped implements frontend.OnDemand: the output is halted and no write
@@ -380,7 +407,7 @@ func (w *packetWriter) reset() {
 		w.batch = nil
 	}
 	w.out, w.batch = w.out[:0], w.batch[:0]
-	w.c, w.buf, w.err, w.took = nil, nil, nil, 0
+	w.c, w.buf, w.err, w.took, w.flushed = nil, nil, nil, 0, 0
 	w.lastKey, w.lastTopic = "", ""
 }
 
@@ -392,6 +419,7 @@ type packetWriter struct {
 	batch   []outItem // what the writer took of it (TakeOutput)
 	took    int       // the longest batch since the writer started
 	buf     []byte    // what the writer encodes into (WriteOutput)
+	flushed int       // the longest write of buf in this round
 	scratch bytes.Buffer
 	small   [8]byte
 	err     error
