@@ -85,7 +85,7 @@ type conn struct {
 	// closing of nc.
 	lingering atomic.Bool
 	// The writer rounds of a parked connection since wWindow (Unix
-	// nanoseconds; writerStreamingLocked, under outMu).
+	// nanoseconds; writerStreamingLocked, under ob.Mu).
 	wRounds uint8
 	// wakes is packetLoop's (reader), here where it takes no room.
 	wakes uint8

@@ -23,10 +23,10 @@ import (
 // nothing else it:
 //   - counts them as the reader would (recvBytes), writes one PINGRESP
 //     for each in the writer's place (answerPings: without waiting; if a
-//     writer is running they go on its list instead, and what the socket
-//     does not take at once goes first on the list of a writer started
-//     for it, so nothing is lost or reordered), counted in sentBytes as
-//     the writer would;
+//     writer is running they go in the output's buffer instead, and what
+//     the socket does not take at once goes first in it, for a writer
+//     started for it, so nothing is lost), counted in sentBytes as the
+//     writer would;
 //   - refreshes the keep-alive as the reader does before it parks (the
 //     socket's read deadline and the parked connection's timer): a
 //     connection that only pings is never timed out, and one that sends
@@ -121,8 +121,8 @@ func (l *pollLoop) serve(c *conn, ev uint32) {
 		return
 	}
 	if !c.answerPings(l, rc, int(k)) {
-		// The connection is closing, or its writer has more than
-		// maxQueuedOut to write: a reader takes them (it sees the
+		// The connection is closing, or its output is over
+		// frontend.High: a reader takes them (it sees the
 		// close, or waits for the writer) and counts what it reads.
 		// (The PUBACKs are settled: only the PINGREQs go.)
 		c.recvBytes.Add(-(2 * k))
