@@ -84,6 +84,8 @@ type conn struct {
 	// lingering: the writer sent that packet and lingerClose owns the
 	// closing of nc.
 	lingering atomic.Bool
+	// keptListed: the connection is on Server.kept (ob.Mu).
+	keptListed bool
 	// The writer rounds of a parked connection since wWindow (Unix
 	// nanoseconds; writerStreamingLocked, under ob.Mu).
 	wRounds uint8

@@ -235,3 +235,44 @@ func readPacketErr(r *bufio.Reader) (byte, []byte, error) {
 	_, err = io.ReadFull(r, body)
 	return first, body, err
 }
+
+// TestStreamEndedHoldsNoOutput: a device that only receives, to which the
+// core streamed (its writer kept its state from round to round), holds
+// no output state once the stream has ended, though nothing wakes it.
+func TestStreamEndedHoldsNoOutput(t *testing.T) {
+	s, addr := testServerSet(t, &memStore{m: map[string][]byte{}}, func(s *Server) {
+		s.streamWindow = 300 * time.Millisecond
+	})
+	dev := benchMQTTDial(t, addr, "stream-dev", 4, "stream/dev")
+	c := serverConn(t, s, "stream-dev")
+	pub := benchMQTTDial(t, addr, "stream-pub", 4, "")
+	if !waitParked(c, 10*time.Second) {
+		t.Fatal("the device did not park")
+	}
+	_ = dev.SetReadDeadline(time.Now().Add(30 * time.Second))
+	pkt := benchPacket(nil, 0x30, append(benchString(nil, "stream/dev"), "x"...))
+	streamed := false
+	for i := range 4 * streamRounds {
+		if _, err := pub.Write(pkt); err != nil {
+			t.Fatal(err)
+		}
+		if first, _ := benchReadPacket(t, dev); first>>4 != 3 {
+			t.Fatalf("message %d: packet %x", i, first)
+		}
+		waitWriterGone(t, c)
+		if _, _, kept := outputOf(c); kept && c.parked.Load() {
+			streamed = true
+		}
+	}
+	if !streamed {
+		t.Fatal("the writer never kept its state: the test measures nothing")
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, _, kept := outputOf(c); !kept {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the device keeps its output state after the stream ended")
+		}
+	}
+}

@@ -166,7 +166,7 @@ func (c *conn) Deliver(d exchange.Delivery) bool {
 	if start {
 		c.s.run.start(c, runWrite)
 	}
-	return !paused
+	return !paused || true // MUTATION
 }
 
 // SettlesWhenDone implements exchange.SettlingSink: a delivery is acked
@@ -291,7 +291,7 @@ func (c *conn) Stopped() { c.wdone.fire() }
 func (c *conn) writeLoop() {
 	_ = c.ob.Drain() // a failed write closed the connection (WriteOutput)
 	c.ob.Mu.Lock()
-	w, idle := c.w, false
+	w, idle, list := c.w, false, false
 	if w != nil && !c.ob.Busy() && !c.ob.Halted() {
 		// A list past maxKeptItems is kept while rounds still fill a
 		// quarter of it (a consumer that streams), and given back once
@@ -303,17 +303,25 @@ func (c *conn) writeLoop() {
 			w.out = nil
 		}
 		w.took = 0
-		if c.parked.Load() && !c.writerStreamingLocked() {
+		if c.parked.Load() {
 			// The reader is idle too: the connection is, but for what
 			// the core sends it, and keeps nothing for the next
 			// writer. A subscriber that only receives stays parked, so
 			// while the core streams to it (more than streamRounds
 			// rounds within streamWindow) it keeps its state, as a busy
-			// connection does, rather than growing it again every round.
-			idle = c.releaseOutputLocked()
+			// connection does, rather than growing it again every round,
+			// until the stream ends (keptOutputs).
+			if !c.writerStreamingLocked() {
+				idle = c.releaseOutputLocked()
+			} else if !c.keptListed {
+				c.keptListed, list = true, true
+			}
 		}
 	}
 	c.ob.Mu.Unlock()
+	if list {
+		c.s.kept.add(c)
+	}
 	if idle {
 		// Nor do its queues keep the room the round's deliveries took:
 		// a device that only receives (QoS 0 commands to a fleet) never
@@ -321,6 +329,60 @@ func (c *conn) writeLoop() {
 		// (dropIdleState). Outside ob.Mu: Deliver takes it under the
 		// queue's lock.
 		c.trimQueues()
+	}
+}
+
+// keptOutputs lists the parked connections whose writer kept its state
+// because the core streams to them (writeLoop): a sweep gives it back
+// once their stream has ended, so that a connection idle after a burst
+// holds no output state however its burst came. The sweep runs every
+// streamWindow while the list is not empty (a timer, no goroutine of its
+// own).
+type keptOutputs struct {
+	mu    sync.Mutex
+	cs    []*conn
+	timer *time.Timer
+}
+
+// add lists c (listed under its ob.Mu: keptListed) and arms the sweep.
+func (k *keptOutputs) add(c *conn) {
+	k.mu.Lock()
+	k.cs = append(k.cs, c)
+	if k.timer == nil {
+		k.timer = time.AfterFunc(c.s.streamWindow, func() { k.sweep(c.s) })
+	}
+	k.mu.Unlock()
+}
+
+// sweep gives back the output state of the listed connections that are
+// parked and have had no writer round for a streamWindow, and keeps the
+// others listed.
+func (k *keptOutputs) sweep(s *Server) {
+	k.mu.Lock()
+	cs := k.cs
+	k.cs, k.timer = nil, nil
+	k.mu.Unlock()
+	now := time.Now().UnixNano()
+	var again []*conn
+	for i, c := range cs {
+		cs[i] = nil
+		c.ob.Mu.Lock()
+		released := false
+		if c.parked.Load() && now-c.wWindow >= int64(s.streamWindow) {
+			released = c.releaseOutputLocked()
+		}
+		keep := !released && c.w != nil && !c.ob.Halted()
+		c.keptListed = keep
+		c.ob.Mu.Unlock()
+		switch {
+		case released:
+			c.trimQueues() // as writeLoop's idle end does
+		case keep:
+			again = append(again, c)
+		}
+	}
+	for _, c := range again {
+		k.add(c)
 	}
 }
 
