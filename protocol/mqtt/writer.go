@@ -166,7 +166,7 @@ func (c *conn) Deliver(d exchange.Delivery) bool {
 	if start {
 		c.s.run.start(c, runWrite)
 	}
-	return !paused || true // MUTATION
+	return !paused
 }
 
 // SettlesWhenDone implements exchange.SettlingSink: a delivery is acked
