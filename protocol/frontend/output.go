@@ -134,14 +134,14 @@ func (o *Output) Release() bool {
 		return false
 	}
 	o.OutputState = nil
-	buf, spare, paused := st.Buf, st.spare, st.Paused
+	buf, spare := st.Buf, st.spare
 	if cap(buf) > maxKeptBuf {
 		buf = nil
 	}
 	if cap(spare) > maxKeptBuf {
 		spare = nil
 	}
-	*st = OutputState{Buf: buf[:0], spare: spare[:0], Paused: paused[:0]}
+	*st = OutputState{Buf: buf[:0], spare: spare[:0]}
 	return true
 }
 
@@ -371,7 +371,9 @@ func (o *Output) Drain() error {
 			o.Buf = nil
 		}
 		if o.Level() < Low && len(o.Paused) > 0 {
-			resume, o.Paused = append(resume[:0], o.Paused...), o.Paused[:0]
+			resume = append(resume[:0], o.Paused...)
+			clear(o.Paused) // the state may go to a pool: it holds no consumer
+			o.Paused = o.Paused[:0]
 		}
 		o.drained.Broadcast()
 		if len(resume) > 0 {
