@@ -276,3 +276,24 @@ func TestStreamEndedHoldsNoOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestNeverParkingOutputReleased: a connection whose reader never parks
+// (TLS, WebSocket: not a *net.TCPConn) gives its output state back when
+// its writer is done, as a parked one does.
+func TestNeverParkingOutputReleased(t *testing.T) {
+	s, _ := testServer(t)
+	a, b := net.Pipe()
+	defer b.Close()
+	go func() { _, _ = io.Copy(io.Discard, b) }()
+	c := newConn(s, a, "websocket")
+	c.version = 4
+	for i := range 20 {
+		c.sendAck(0x04, uint16(i+1), 0) // PUBACKs
+	}
+	waitWriterGone(t, c)
+	if _, _, kept := outputOf(c); kept {
+		t.Fatal("the connection keeps its output state with its writer gone")
+	}
+	c.stopWriter()
+	a.Close()
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -303,8 +304,10 @@ func (c *conn) writeLoop() {
 			w.out = nil
 		}
 		w.took = 0
-		if c.parked.Load() {
-			// The reader is idle too: the connection is, but for what
+		if c.parked.Load() || c.neverParks() {
+			// The reader is idle too (or is a TLS or WebSocket one,
+			// which never parks and keeps its goroutine: its output
+			// goes as a parked one's): the connection is, but for what
 			// the core sends it, and keeps nothing for the next
 			// writer. A subscriber that only receives stays parked, so
 			// while the core streams to it (more than streamRounds
@@ -330,6 +333,13 @@ func (c *conn) writeLoop() {
 		// queue's lock.
 		c.trimQueues()
 	}
+}
+
+// neverParks reports whether the connection's reader never parks: a TLS
+// or WebSocket connection (readbuf.go).
+func (c *conn) neverParks() bool {
+	_, tcp := c.nc.(*net.TCPConn)
+	return !tcp
 }
 
 // keptOutputs lists the parked connections whose writer kept its state
@@ -368,7 +378,7 @@ func (k *keptOutputs) sweep(s *Server) {
 		cs[i] = nil
 		c.ob.Mu.Lock()
 		released := false
-		if c.parked.Load() && now-c.wWindow >= int64(s.streamWindow) {
+		if (c.parked.Load() || c.neverParks()) && now-c.wWindow >= int64(s.streamWindow) {
 			released = c.releaseOutputLocked()
 		}
 		keep := !released && c.w != nil && !c.ob.Halted()
