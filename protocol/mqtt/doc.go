@@ -93,8 +93,10 @@
 // publisher's goroutine encodes nothing of its subscribers' and writes no
 // socket of theirs), into the output's buffer, written in one write (64
 // KiB at a time for a long list); it returns when the list stays empty,
-// and a parked connection's writer then gives the output's state (its
-// buffers and lists) back to a pool. A delivery that leaves the output
+// and a parked connection's writer (or a TLS or WebSocket one's, whose
+// reader never parks) then gives the output's state (its buffers and
+// lists) back to a pool, or, while the core streams to the connection,
+// keeps it until a sweep finds the stream over (keptOutputs). A delivery that leaves the output
 // over 4 MiB pauses its consumer (the messages stay in the queue) until
 // the writer has it under 1 MiB, and the reader stops reading a client
 // whose output is over 4 MiB (one that sends PINGREQs or QoS 1 publishes
