@@ -126,7 +126,7 @@
 // runners.mu (a writer started under it). None of them is held while
 // calling into the core, except that Sink.Deliver takes conn.ob.Mu under
 // the core's queue lock (paused consumers are resumed outside it); publishSys (sys.go) takes Server.mu then
-// each session.mu, and sysState.mu alone. retainedStore.mu and
+// each session.mu, and sysState.mu alone. keptOutputs.mu, retainedStore.mu and
 // session.saveMu are never held with another; no lock but saveMu is held across a store
 // write, and ApplyMeta (which a store write waits for, in a cluster)
 // never takes saveMu.
