@@ -15,6 +15,7 @@ import (
 
 	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/frontend"
 	"github.com/trident-broker/trident/protocol/mqtt/wire"
 )
 
@@ -63,32 +64,30 @@ type conn struct {
 	consumers []*exchange.Consumer // one a queue: the session's, shared groups' (few)
 	limit     exchange.Limit
 
-	// The outbound list and its writer (writer.go). A writer goroutine
-	// runs only while the list has something (writing); once wstopped
-	// (cleanup, a write error, a final packet written) none starts again,
-	// and wdone is closed when the last one has returned.
-	outMu     sync.Mutex
-	out       []outItem
-	spare     []outItem // the writer's second list, kept between writers
+	// The connection's output and its writers on demand (writer.go): a
+	// writer goroutine runs only while there is output; once halted
+	// (cleanup, a write error, a final packet written) none starts
+	// again, and wdone is closed when the last write has ended.
+	ob        frontend.Output
 	wdone     signal
 	runWriter func() // c.runWriterLoop, made once: go c.runWriter() allocates nothing
-	// w is the writer's state, handed from writer to writer under outMu;
-	// nil while the connection is idle (dropIdleOutput puts it back in
+	// w is the writer's state, the output's while attached (ob.Mu); nil
+	// while the connection is idle (dropIdleOutput puts it back in
 	// writerStates).
 	w       *packetWriter
 	closing atomic.Bool
-	// outFull: the outbound list reached maxQueuedOut; the reader waits
-	// (waitOutput) until a writer takes it.
+	// outFull: the output reached frontend.High; the reader waits
+	// (waitOutput) until the writer has it under.
 	outFull atomic.Bool
 	// finalQueued: a packet after which the writer closes is queued.
 	finalQueued atomic.Bool
 	// lingering: the writer sent that packet and lingerClose owns the
 	// closing of nc.
 	lingering atomic.Bool
-	writing   bool // under outMu, with wstopped
-	wstopped  bool
+	// keptListed: the connection is on Server.kept (ob.Mu).
+	keptListed bool
 	// The writer rounds of a parked connection since wWindow (Unix
-	// nanoseconds; writerStreamingLocked, under outMu).
+	// nanoseconds; writerStreamingLocked, under ob.Mu).
 	wRounds uint8
 	// wakes is packetLoop's (reader), here where it takes no room.
 	wakes uint8
@@ -574,9 +573,14 @@ func (c *conn) cleanup() {
 	// redelivered.
 	back := map[*exchange.Queue][]uint64{}
 	var relAcks map[*exchange.Queue][]uint64 // unwritten PUBRELs' messages
-	c.outMu.Lock()
-	for i := range c.out {
-		switch it := &c.out[i]; {
+	c.ob.Mu.Lock()
+	var queued []outItem
+	if c.w != nil {
+		queued, c.w.out = c.w.out, nil
+		c.ob.Queued = 0
+	}
+	for i := range queued {
+		switch it := &queued[i]; {
 		case it.kind == itemDelivery:
 			back[it.d.Queue] = append(back[it.d.Queue], it.d.Seq)
 		case it.kind == itemAck && it.d.Queue != nil:
@@ -586,8 +590,7 @@ func (c *conn) cleanup() {
 			relAcks[it.d.Queue] = append(relAcks[it.d.Queue], it.d.Seq)
 		}
 	}
-	c.out = nil
-	c.outMu.Unlock()
+	c.ob.Mu.Unlock()
 	var released []uint16
 	c.infMu.Lock()
 	c.inflight.each(func(pid uint16, f inflight) {

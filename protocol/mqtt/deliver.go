@@ -251,10 +251,10 @@ func (w *packetWriter) writeShared(b []byte, qos byte, dup bool, pid uint16) {
 			w.hdr[0] |= 0x08
 		}
 		w.hdr[off], w.hdr[off+1] = byte(pid>>8), byte(pid)
-		w.out(w.hdr)
+		w.emit(w.hdr)
 		b = b[off+2:]
 	}
-	w.out(b)
+	w.emit(b)
 	w.c.sentPublish.Add(1)
 }
 
@@ -296,7 +296,7 @@ func (w *packetWriter) encodePublish(pk *packets.Packet) bool {
 		}
 		w.c.rare.outAliases[pk.TopicName] = newAlias
 	}
-	w.out(w.scratch.Bytes())
+	w.emit(w.scratch.Bytes())
 	w.c.sentPublish.Add(1)
 	return true
 }

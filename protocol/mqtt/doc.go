@@ -84,12 +84,26 @@
 // so a burst to 18,000 devices that started one each kept ~6 MB; a start
 // past the bound waits for one to end, and the bound grows while those
 // alive all run long or wait on the network. A device that only receives
-// gives its queues' room back when its writer is done. Core deliveries (Sink.Deliver, called under the queue's
-// lock) and confirms only append to the connection's outbound list and
-// start a writer if none runs; the writer encodes them into a pooled
-// bufio.Writer, flushes when the list is empty, and returns when it stays
-// empty. A PUBLISH is encoded once per message, protocol version (3.1 and
-// 3.1.1 alike), QoS and retain flag and cached on the message
+// gives its queues' room back when its writer is done. The connection's
+// output is a frontend.Output with writers on demand (writer.go): core
+// deliveries (Sink.Deliver, called under the queue's lock) and confirms
+// only append an item to its outbound list, counted against the output's
+// watermarks, and start a writer if none runs; the writer takes the whole
+// list and encodes it on its own goroutine, outside the lock (a
+// publisher's goroutine encodes nothing of its subscribers' and writes no
+// socket of theirs), into the output's buffer, written in one write (64
+// KiB at a time for a long list); it returns when the list stays empty,
+// and a parked connection's writer (or a TLS or WebSocket one's, whose
+// reader never parks) then gives the output's state (its buffers and
+// lists) back to a pool, or, while the core streams to the connection,
+// keeps it until a sweep finds the stream over (keptOutputs). A delivery that leaves the output
+// over 4 MiB pauses its consumer (the messages stay in the queue) until
+// the writer has it under 1 MiB, and the reader stops reading a client
+// whose output is over 4 MiB (one that sends PINGREQs or QoS 1 publishes
+// without reading the answers). The event loop writes its PINGRESPs in
+// the writer's place when no writer runs (Output.WriteAround); what the
+// socket does not take goes first in the output's buffer. A PUBLISH is
+// encoded once per message, protocol version (3.1 and 3.1.1 alike), QoS and retain flag and cached on the message
 // (exchange.Message.AddEncoding), so that a fan-out to many sessions, whose
 // queues all deliver the same *Message, writes the same bytes: as they are
 // at QoS 0, with each delivery's packet id and DUP flag patched into a copy
@@ -108,10 +122,11 @@
 // writes them as one chunk; the run ends before any read that may wait
 // (connReader.flushBatch).
 //
-// Lock order: Server.mu → session.mu → conn.outMu. None of them is held
-// while calling into the core, except that Sink.Deliver takes conn.outMu
-// under the core's queue lock; publishSys (sys.go) takes Server.mu then
-// each session.mu, and sysState.mu alone. retainedStore.mu and
+// Lock order: Server.mu → session.mu → conn.ob.Mu (the output's) →
+// runners.mu (a writer started under it). None of them is held while
+// calling into the core, except that Sink.Deliver takes conn.ob.Mu under
+// the core's queue lock (paused consumers are resumed outside it); publishSys (sys.go) takes Server.mu then
+// each session.mu, and sysState.mu alone. keptOutputs.mu, retainedStore.mu and
 // session.saveMu are never held with another; no lock but saveMu is held across a store
 // write, and ApplyMeta (which a store write waits for, in a cluster)
 // never takes saveMu.

@@ -114,7 +114,7 @@ func (c *conn) dropIdleState() {
 
 // trimQueues gives back the room the session's queues keep for messages
 // they no longer hold (exchange.Queue.Trim). It takes consMu and the
-// queues' locks: the caller holds neither, nor outMu.
+// queues' locks: the caller holds neither, nor ob.Mu.
 func (c *conn) trimQueues() {
 	c.consMu.Lock()
 	for _, k := range c.consumers {

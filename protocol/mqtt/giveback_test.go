@@ -126,10 +126,7 @@ func TestParkGivesBackBurstState(t *testing.T) {
 			t.Fatalf("round %d: parked with the reader's state (settled acknowledgements)", round)
 		}
 		waitWriterGone(t, c)
-		c.outMu.Lock()
-		kept := c.w != nil || c.out != nil || c.spare != nil
-		c.outMu.Unlock()
-		if kept {
+		if _, _, kept := outputOf(c); kept {
 			t.Fatalf("round %d: parked with the writer's state or lists", round)
 		}
 	}

@@ -7,11 +7,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/trident-broker/trident/protocol/frontend"
 )
 
 // TestOutboundBoundedForClientThatDoesNotRead: a client that floods
-// PINGREQs and reads none of the answers cannot grow its outbound list
-// past maxQueuedOut: the reader stops reading it (TCP's back-pressure
+// PINGREQs and reads none of the answers cannot grow its output (the
+// outbound list's items counted by their size) past frontend.High: the reader stops reading it (TCP's back-pressure
 // reaches the client, whose writes stall), and once the client reads
 // again every PINGREQ gets its PINGRESP.
 func TestOutboundBoundedForClientThatDoesNotRead(t *testing.T) {
@@ -33,9 +35,12 @@ func TestOutboundBoundedForClientThatDoesNotRead(t *testing.T) {
 				return
 			case <-time.After(time.Millisecond):
 			}
-			c.outMu.Lock()
-			n := int64(len(c.out))
-			c.outMu.Unlock()
+			c.ob.Mu.Lock()
+			n := int64(0)
+			if c.ob.OutputState != nil {
+				n = int64(c.ob.Level())
+			}
+			c.ob.Mu.Unlock()
 			if n > maxLen.Load() {
 				maxLen.Store(n)
 			}
@@ -73,10 +78,10 @@ func TestOutboundBoundedForClientThatDoesNotRead(t *testing.T) {
 	if !stalled {
 		t.Fatalf("the client wrote all %d PINGREQs without reading: nothing held it back", total)
 	}
-	if got := maxLen.Load(); got > maxQueuedOut+pingReadSize {
-		t.Fatalf("outbound list grew to %d items (bound %d)", got, maxQueuedOut)
+	if got, bound := maxLen.Load(), int64(frontend.High+itemCost+pingReadSize); got > bound {
+		t.Fatalf("output grew to %d bytes (bound %d)", got, bound)
 	}
-	t.Logf("stalled after %d PINGREQs, outbound list at most %d items", sent, maxLen.Load())
+	t.Logf("stalled after %d PINGREQs, output at most %d bytes", sent, maxLen.Load())
 
 	// Reading again, every PINGREQ is answered.
 	_ = nc.SetWriteDeadline(time.Time{})

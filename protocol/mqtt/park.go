@@ -77,7 +77,6 @@ func (c *conn) park() bool {
 	if c.pollID == 0 {
 		c.pollID = p.add(c)
 	}
-	c.dropIdleOutput()
 	c.dropIdleState()
 	c.armKeepAlive(time.Now())
 	// The reader goes back to the pool before the connection is parked:
@@ -97,6 +96,11 @@ func (c *conn) park() bool {
 		c.br = newConnReader(c.nc)
 		return false // closed meanwhile: the reader sees it
 	}
+	// The output's state goes once parked is set: a writer that ends
+	// meanwhile sees it set and gives the state back itself, or has ended
+	// (its state is idle) by the time this looks (dropIdleOutput only
+	// takes ob.Mu: another reader may have c already).
+	c.dropIdleOutput()
 	// A burst that woke a fleet ends in as many parks: its garbage, and
 	// the stacks of the goroutines that served it, are given back once
 	// the parking has been quiet for a while (giveback.go). c is not

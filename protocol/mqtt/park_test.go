@@ -102,9 +102,8 @@ func TestParkedWriterState(t *testing.T) {
 	_ = sub.SetReadDeadline(time.Now().Add(30 * time.Second))
 	kept := func() bool {
 		waitWriterGone(t, c)
-		c.outMu.Lock()
-		defer c.outMu.Unlock()
-		return c.w != nil
+		_, _, kept := outputOf(c)
+		return kept
 	}
 	for round := range streamRounds + 4 {
 		if _, err := pub.Write(benchPacket(nil, 0x30, append(benchString(nil, "stream/t"), 'm'))); err != nil {

@@ -23,10 +23,10 @@ import (
 // nothing else it:
 //   - counts them as the reader would (recvBytes), writes one PINGRESP
 //     for each in the writer's place (answerPings: without waiting; if a
-//     writer is running they go on its list instead, and what the socket
-//     does not take at once goes first on the list of a writer started
-//     for it, so nothing is lost or reordered), counted in sentBytes as
-//     the writer would;
+//     writer is running they go in the output's buffer instead, and what
+//     the socket does not take at once goes first in it, for a writer
+//     started for it, so nothing is lost), counted in sentBytes as the
+//     writer would;
 //   - refreshes the keep-alive as the reader does before it parks (the
 //     socket's read deadline and the parked connection's timer): a
 //     connection that only pings is never timed out, and one that sends
@@ -121,8 +121,8 @@ func (l *pollLoop) serve(c *conn, ev uint32) {
 		return
 	}
 	if !c.answerPings(l, rc, int(k)) {
-		// The connection is closing, or its writer has more than
-		// maxQueuedOut to write: a reader takes them (it sees the
+		// The connection is closing, or its output is over
+		// frontend.High: a reader takes them (it sees the
 		// close, or waits for the writer) and counts what it reads.
 		// (The PUBACKs are settled: only the PINGREQs go.)
 		c.recvBytes.Add(-(2 * k))
@@ -252,69 +252,37 @@ func (l *pollLoop) write(fd uintptr) bool {
 	}
 }
 
-// answerPings writes k PINGRESPs in the writer's place. A running writer
-// gets them on its list (it writes them after what it has, as push would
-// have it, and none is started). Otherwise the loop takes the writer's
-// turn (writing, under outMu, so that no writer starts meanwhile and
-// nothing is interleaved), writes without waiting and outside the lock,
-// and what the socket did not take goes at the head of the list of a
-// writer started with that turn. False if the connection writes no more
-// (it is closing), or a running writer's list is full (maxQueuedOut).
+// direct writes p, which is wbuf[:len(p)], to l.rc: as much as the
+// socket takes without waiting (Output.WriteAround's write).
+func (l *pollLoop) direct(p []byte) (int, error) {
+	l.wlen, l.n, l.errno = len(p), 0, nil
+	if err := l.rc.Write(l.writeFn); err != nil {
+		return 0, err // a write deadline, or closed: the writer sees it
+	}
+	return l.n, l.errno
+}
+
+// answerPings writes k PINGRESPs in the writer's place
+// (frontend.Output.WriteAround): without waiting, outside ob.Mu, when no
+// writer runs and nothing is queued; what the socket does not take (half
+// a PINGRESP, maybe) goes first in the output's buffer, for a writer
+// started for it, so nothing is lost or reordered. A running writer gets
+// them in its buffer instead. An idle connection's output is idle again
+// after it. False if the connection writes no more (it is closing), or
+// its output is over frontend.High.
 func (c *conn) answerPings(l *pollLoop, rc syscall.RawConn, k int) bool {
-	c.outMu.Lock()
-	if c.wstopped {
-		c.outMu.Unlock()
-		return false
+	c.ob.Mu.Lock()
+	wasIdle := c.w == nil
+	c.outLocked()
+	l.rc = rc
+	n, ok := c.ob.WriteAround(l.wbuf[:2*k], l.directFn)
+	l.rc = nil
+	c.sentBytes.Add(uint64(n))
+	if wasIdle {
+		c.releaseOutputLocked()
 	}
-	if c.writing {
-		if len(c.out)+k > maxQueuedOut {
-			// The client does not read its answers: a reader takes
-			// the PINGREQs, and waits (waitOutput).
-			c.outMu.Unlock()
-			return false
-		}
-		for range k {
-			c.out = append(c.out, outItem{kind: itemPingresp})
-		}
-		c.outMu.Unlock()
-		return true
-	}
-	c.writing = true
-	c.outMu.Unlock()
-
-	l.wlen, l.n, l.errno = 2*k, 0, nil
-	if err := rc.Write(l.writeFn); err != nil {
-		l.n = 0 // a write deadline, or closed: the writer sees it
-	}
-	written := l.n
-	c.sentBytes.Add(uint64(written))
-
-	start := false
-	c.outMu.Lock()
-	if rest := 2*k - written; rest > 0 {
-		head := make([]outItem, 0, rest/2+1+len(c.out))
-		if rest%2 == 1 {
-			head = append(head, outItem{kind: itemByte}) // the second byte of one PINGRESP
-		}
-		for range rest / 2 {
-			head = append(head, outItem{kind: itemPingresp})
-		}
-		c.out = append(head, c.out...)
-		start = true // the turn goes to the writer
-	} else {
-		c.writing = false
-		switch {
-		case c.wstopped:
-			c.wdone.fire() // stopWriter waited for this turn
-		case len(c.out) > 0:
-			c.writing, start = true, true // deliveries came meanwhile
-		}
-	}
-	c.outMu.Unlock()
-	if start {
-		c.s.run.start(c, runWrite)
-	}
-	return true
+	c.ob.Mu.Unlock()
+	return ok
 }
 
 // repark parks c again after the loop answered its PINGREQs (as the

@@ -51,7 +51,9 @@ type pollLoop struct {
 	wbuf            [pingReadSize]byte
 	wlen            int // wbuf[:wlen] is to be written
 	readFn, writeFn func(fd uintptr) bool
-	n               int // bytes read or written
+	directFn        func(p []byte) (int, error) // l.direct, for Output.WriteAround
+	rc              syscall.RawConn             // the socket directFn writes to
+	n               int                         // bytes read or written
 	errno           error
 	acks            []loopAck // loopAcks' scratch
 	seqs            []uint64
@@ -79,7 +81,7 @@ func newPoller() (*poller, error) {
 		}
 		l := &pollLoop{p: p, epfd: epfd}
 		p.loops = append(p.loops, l)
-		l.readFn, l.writeFn = l.read, l.write
+		l.readFn, l.writeFn, l.directFn = l.read, l.write, l.direct
 		for i := 0; i < len(l.wbuf); i += 2 {
 			l.wbuf[i] = packets.Pingresp << 4
 		}

@@ -75,7 +75,7 @@ func settledEventually(t *testing.T, c *conn) {
 func TestLoopSettlesPubacks(t *testing.T) {
 	s, addr := testServerSet(t, &memStore{m: map[string][]byte{}}, func(s *Server) {
 		s.parkAfter = time.Minute
-		s.streamWindow = time.Millisecond // every wake a window of its own: none is a stream
+		s.streamWindow = time.Nanosecond // every wake a window of its own: none is a stream (a command takes ~150 µs: five fitted in a millisecond)
 	})
 	pub := benchMQTTDial(t, addr, "ack-pub", 4, "")
 	// The publisher's reader stays in the runtime: the readers counted

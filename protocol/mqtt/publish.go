@@ -372,9 +372,9 @@ func (c *conn) completeAck(tag uint64, code byte) {
 		c.ackMu.Unlock()
 		return
 	}
-	failed := false
+	failed, start := false, false
 	var credit int32
-	c.outMu.Lock()
+	c.ob.Mu.Lock()
 	for _, a := range c.acks[:n] {
 		if a.code >= codeUnspecified && c.version != 5 {
 			failed = true
@@ -383,10 +383,9 @@ func (c *conn) completeAck(tag uint64, code byte) {
 		if a.typ == packets.Puback || a.code >= codeUnspecified {
 			credit++ // a successful PUBREC's credit returns with PUBCOMP
 		}
-		c.out = append(c.out, outItem{kind: itemAck, typ: a.typ, pid: a.pid, code: a.code})
+		start = c.queueLocked(outItem{kind: itemAck, typ: a.typ, pid: a.pid, code: a.code}, itemCost) || start
 	}
-	start := c.startWriterLocked()
-	c.outMu.Unlock()
+	c.ob.Mu.Unlock()
 	if c.version == 5 && credit > 0 {
 		c.inQuota.Add(-credit)
 	}

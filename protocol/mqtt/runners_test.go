@@ -95,16 +95,14 @@ func TestRunnersStuckDoNotHoldOthers(t *testing.T) {
 	sc := serverConn(t, s, "stuck")
 	pub := benchMQTTDial(t, addr, "stuck-pub", 4, "")
 	// Fill the stuck device's socket until its writer waits on it: it
-	// still writes, with the same backlog, a while later.
+	// still writes, its consumer paused (the output over High), a while
+	// later.
 	payload := strings.Repeat("x", 32<<10)
 	pkt := benchPacket(nil, 0x30, append(benchString(nil, "stuck/t"), payload...))
-	backlog := func() int {
-		sc.outMu.Lock()
-		defer sc.outMu.Unlock()
-		if !sc.writing {
-			return 0
-		}
-		return len(sc.out)
+	waiting := func() bool {
+		sc.ob.Mu.Lock()
+		defer sc.ob.Mu.Unlock()
+		return sc.ob.Active() && len(sc.ob.Paused) > 0
 	}
 	_ = pub.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	for i := 0; ; i++ {
@@ -117,9 +115,9 @@ func TestRunnersStuckDoNotHoldOthers(t *testing.T) {
 		if i%16 != 15 {
 			continue
 		}
-		if b := backlog(); b > 0 {
+		if waiting() {
 			time.Sleep(100 * time.Millisecond)
-			if backlog() >= b {
+			if waiting() {
 				break
 			}
 		}

@@ -183,6 +183,7 @@ var ErrServerClosed = errors.New("mqtt: server closed")
 // Server accepts MQTT connections over TCP and WebSocket.
 type Server struct {
 	giveBack giveBackState // giveback.go
+	kept     keptOutputs   // streaming connections' output states (writer.go)
 	run      runners       // the readers' and writers' goroutines (runners.go)
 	pollOnce sync.Once
 	poll     *poller // the event loop of idle connections (park.go), nil if none

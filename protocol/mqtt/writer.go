@@ -1,18 +1,20 @@
 package mqtt
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
-	"runtime"
+	"errors"
+	"net"
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/trident-broker/trident/exchange"
+	"github.com/trident-broker/trident/protocol/frontend"
 	"github.com/trident-broker/trident/protocol/mqtt/wire"
 )
 
@@ -24,10 +26,10 @@ const (
 	itemRetained            // a retained message for a new subscription
 	itemPingresp            // PINGRESP (two bytes: no packets.Packet for each PINGREQ)
 	itemSys                 // a $SYS value for an established subscription (sys.go)
-	itemByte                // the zero byte that ends a PINGRESP the event loop half wrote (pingfast_linux.go)
 )
 
-// outItem is one entry of a connection's outbound list.
+// outItem is one entry of a connection's outbound list: what the writer
+// encodes, on its own goroutine, when it takes the list.
 type outItem struct {
 	kind       uint8
 	typ        byte // itemAck: packet type
@@ -36,92 +38,87 @@ type outItem struct {
 	closeAfter bool
 	pooled     bool              // pk is from controlPackets (sendPooled)
 	pk         *packets.Packet   // itemPacket
-	d          exchange.Delivery // itemDelivery; itemAck: a PUBREL's core message, acked after the flush
+	d          exchange.Delivery // itemDelivery; itemAck: a PUBREL's core message, acked after the write
 	ret        *retainedMsg      // itemRetained
 	sub        *subscription     // itemRetained
 }
 
-var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 16<<10) }}
+// The connection's output is a frontend.Output with writers on demand
+// (c.ob): the outbound list (packetWriter.out) is the work its writer
+// encodes (conn.WriteOutput), and the list's size counts against the
+// output's watermarks (Output.Queued): an item counts itemCost bytes, a
+// delivery its body and topic too. A delivery that leaves the output
+// over frontend.High pauses its consumer (Deliver returns false; the
+// queue keeps the messages) until the writer has it under frontend.Low;
+// a reader that meets it stops reading the client (waitOutput,
+// Output.WaitBelowHigh), so that a client that sends PINGREQs or QoS 1
+// and 2 publishes without reading what it is answered cannot grow it
+// without bound. An item counts the memory it takes on the list.
+const itemCost = int(unsafe.Sizeof(outItem{}))
 
-func (c *conn) push(it outItem) {
-	c.outMu.Lock()
-	c.out = append(c.out, it)
-	if len(c.out) >= maxQueuedOut {
+// deliveryCost is what a delivery counts against the watermarks.
+func deliveryCost(d *exchange.Delivery) int {
+	if d.Msg == nil {
+		return itemCost
+	}
+	return itemCost + len(d.Msg.Body) + len(d.Msg.RoutingKey)
+}
+
+// outLocked returns the connection's writer state, attaching one (from
+// writerStates) to its output if it is idle (ob.Mu held).
+func (c *conn) outLocked() *packetWriter {
+	if c.w == nil {
+		w := writerStates.Get().(*packetWriter)
+		w.c = c
+		c.w = w
+		c.ob.Attach(&w.st, c)
+	}
+	return c.w
+}
+
+// queueLocked adds it (counting cost) to the outbound list and reports
+// whether the caller must start a writer once ob.Mu is released
+// (c.s.run.start(c, runWrite)): none runs and the connection still
+// writes. ob.Mu held.
+func (c *conn) queueLocked(it outItem, cost int) bool {
+	w := c.outLocked()
+	w.out = append(w.out, it)
+	c.ob.Queued += cost
+	if c.ob.Level() >= frontend.High {
 		c.outFull.Store(true)
 	}
-	start := c.startWriterLocked()
-	c.outMu.Unlock()
+	return c.ob.StartLocked()
+}
+
+func (c *conn) push(it outItem) {
+	c.ob.Mu.Lock()
+	start := c.queueLocked(it, itemCost)
+	c.ob.Mu.Unlock()
 	if start {
 		c.s.run.start(c, runWrite)
 	}
 }
 
-// maxQueuedOut is how long the outbound list may grow while the writer
-// cannot write (the client does not read what it is answered) before
-// the reader stops reading the client (waitOutput): a client that sends
-// PINGREQs or QoS 1 and 2 publishes without reading their answers would
-// otherwise grow it without bound. The core's deliveries are bounded
-// apart, by the Receive Maximum (exchange.Limit), and are not held back.
-const maxQueuedOut = 16 << 10
-
-// waitOutput holds the reader while the outbound list is at maxQueuedOut
-// and a writer is at work on it: the client then meets TCP's
-// back-pressure, as on AMQP (frontend.Output.WaitBelowHigh). A writer
-// that takes the list, or stops, lets it go on.
+// waitOutput holds the reader while the output is over frontend.High
+// (outFull): the client then meets TCP's back-pressure, as on AMQP. The
+// writer's writes, or its end, let it go on.
 func (c *conn) waitOutput() {
-	c.outMu.Lock()
-	for len(c.out) >= maxQueuedOut && c.writing && !c.wstopped && c.w != nil {
-		w := c.w
-		if w.drained == nil {
-			w.drained = make(chan struct{})
-		}
-		ch := w.drained
-		c.outMu.Unlock()
-		select {
-		case <-ch:
-		case <-c.abort.C():
-			return
-		}
-		c.outMu.Lock()
-	}
-	if len(c.out) < maxQueuedOut {
+	c.ob.WaitBelowHigh()
+	c.ob.Mu.Lock()
+	if c.ob.OutputState == nil || c.ob.Level() < frontend.High || c.ob.Halted() {
 		c.outFull.Store(false)
 	}
-	c.outMu.Unlock()
-}
-
-// drainedLocked lets a reader waiting in waitOutput go on: the writer
-// took the list, or stops (under outMu).
-func (w *packetWriter) drainedLocked() {
-	w.c.outFull.Store(false)
-	if w.drained != nil {
-		close(w.drained)
-		w.drained = nil
-	}
-}
-
-// startWriterLocked reports whether the caller, which has just added to
-// the outbound list, must start a writer (c.s.run.start(c, runWrite)):
-// none runs and the connection still writes. It runs under outMu.
-func (c *conn) startWriterLocked() bool {
-	if c.writing || c.wstopped {
-		return false
-	}
-	c.writing = true
-	return true
+	c.ob.Mu.Unlock()
 }
 
 // stopWriter keeps any writer from starting again and waits for the one
-// running, if any, to finish its round (it does not start another).
+// running, if any, to finish its write (it does not start another), or
+// for the event loop's write in its place.
 func (c *conn) stopWriter() {
-	c.outMu.Lock()
-	if !c.wstopped {
-		c.wstopped = true
-		if !c.writing {
-			c.wdone.fire()
-		}
-	}
-	c.outMu.Unlock()
+	c.ob.Mu.Lock()
+	c.outLocked()
+	c.ob.Halt()
+	c.ob.Mu.Unlock()
 	<-c.wdone.C()
 }
 
@@ -160,24 +157,25 @@ func (c *conn) sendAck(typ byte, pid uint16, code byte) {
 }
 
 // Deliver implements exchange.Sink. It runs under the queue's lock and
-// only appends to the outbound list.
+// only appends to the outbound list (the writer encodes it) and wakes
+// or starts the writer; over frontend.High it pauses the consumer.
 func (c *conn) Deliver(d exchange.Delivery) bool {
-	c.outMu.Lock()
-	c.out = append(c.out, outItem{kind: itemDelivery, d: d})
-	start := c.startWriterLocked()
-	c.outMu.Unlock()
+	c.ob.Mu.Lock()
+	start := c.queueLocked(outItem{kind: itemDelivery, d: d}, deliveryCost(&d))
+	paused := c.ob.PauseLocked(d.Consumer)
+	c.ob.Mu.Unlock()
 	if start {
 		c.s.run.start(c, runWrite)
 	}
-	return true
+	return !paused
 }
 
 // SettlesWhenDone implements exchange.SettlingSink: a delivery is acked
-// after the flush that wrote it (QoS 0, settleLater) or on the client's
+// after the write that wrote it (QoS 0, settleLater) or on the client's
 // acknowledgement of a PUBLISH already written (QoS 1 and 2); what is
 // queued but unwritten when the connection closes is rejected, after the
 // writer stopped (conn.close). The writer copies every PUBLISH into its
-// buffered writer.
+// buffer.
 func (c *conn) SettlesWhenDone() {}
 
 // Cancelled implements exchange.Sink: a queue consumed from was deleted.
@@ -191,135 +189,215 @@ func (c *conn) Cancelled(k *exchange.Consumer) {
 	}()
 }
 
-// writeLoop is the connection's writer: it drains the outbound list into
-// a pooled buffered writer, flushes when the list is empty, and returns
-// when the list is still empty after the flush. It runs on a goroutine
-// that exists only while there is output (push and Deliver start it), so
-// that an idle connection keeps no writer stack. One writer runs at a
-// time (conn.writing); the next one starts after it has cleared the flag
-// under outMu, so their writes do not interleave and c.w passes from one
-// to the next.
-func (c *conn) writeLoop() {
-	c.outMu.Lock()
+// StartWriter implements frontend.OnDemand: a writer on a runner.
+func (c *conn) StartWriter() { c.s.run.start(c, runWrite) }
+
+// PendingOutput implements frontend.OnDemand (ob.Mu held).
+func (c *conn) PendingOutput() bool { return c.w != nil && len(c.w.out) > 0 }
+
+// TakeOutput implements frontend.OnDemand: the writer takes the whole
+// outbound list (ob.Mu held).
+func (c *conn) TakeOutput() {
 	w := c.w
-	if w == nil {
-		w = writerStates.Get().(*packetWriter)
-		w.c = c
-		c.w = w
+	w.batch, w.out = w.out, w.batch[:0]
+	w.took = max(w.took, len(w.batch))
+	c.ob.Queued = 0
+}
+
+// errFinal ends the output after a packet that closes the connection.
+var errFinal = errors.New("mqtt: final packet written")
+
+// WriteOutput implements frontend.OnDemand: on the writer's goroutine,
+// outside ob.Mu, it encodes the items TakeOutput took after buf's bytes
+// (the event loop's PINGRESPs the socket did not take), writes the whole
+// in one write, then acks what settles on being written. A write that
+// fails closes the connection; a final packet written (a refusing
+// CONNACK, a DISCONNECT) lets it linger closed (errFinal).
+func (c *conn) WriteOutput(buf []byte) ([]byte, error) {
+	w := c.w
+	c.saveQoS2Before(w.batch)
+	w.buf = buf
+	closeAfter := false
+	var err error
+	for i := range w.batch {
+		w.write(&w.batch[i])
+		closeAfter = closeAfter || w.batch[i].closeAfter
+		w.batch[i] = outItem{}
+		if len(w.buf) >= writeChunk && err == nil {
+			// A long batch goes out as it is encoded: the client
+			// reads the first deliveries while the rest are, and the
+			// buffer stays small.
+			err = w.flush()
+		}
 	}
-	batch := c.spare
-	c.spare = nil
-	stop, yielded := false, false
-	for !stop && !c.wstopped {
-		if len(c.out) == 0 {
-			// Before returning, let the goroutines that are ready run
-			// once: a stream's next deliveries are often among what they
-			// do, and this writer then goes on instead of another
-			// starting (with a new stack, grown again).
-			if yielded {
-				break
+	w.batch = w.batch[:0]
+	if err == nil {
+		err = w.flush()
+	}
+	// The length returned is the longest write's: the output gives back
+	// a buffer a burst grew past it (frontend.Output.Drain).
+	buf, w.buf = w.buf[:w.flushed], nil
+	w.flushed = 0
+	w.settle()
+	switch {
+	case err != nil:
+		c.nc.Close()
+		c.wakeReader()
+	case closeAfter:
+		// The last packet is out: close gently so that it reaches the
+		// client.
+		c.lingering.Store(true)
+		// The reader stops now (it may be waiting for a client that
+		// has gone: a session takeover must not wait for it);
+		// lingerClose drains after it.
+		_ = c.nc.SetReadDeadline(time.Now())
+		c.wakeReader()
+		go lingerClose(c.nc, c.readDone.C())
+		err = errFinal
+	}
+	return buf, err
+}
+
+// writeChunk is how much encoded output the writer holds before it
+// writes it, within a batch.
+const writeChunk = 64 << 10
+
+// flush writes what w.buf holds (counted in sentBytes as it goes) and
+// empties it; an encoding error is reported instead.
+func (w *packetWriter) flush() error {
+	if err := w.err; err != nil {
+		w.err = nil
+		return err
+	}
+	if len(w.buf) == 0 {
+		return nil
+	}
+	w.c.sentBytes.Add(uint64(len(w.buf)))
+	w.flushed = max(w.flushed, len(w.buf))
+	_, err := w.c.nc.Write(w.buf)
+	w.buf = w.buf[:0]
+	return err
+}
+
+// Stopped implements frontend.OnDemand: the output is halted and no write
+// is under way (stopWriter waits for it).
+func (c *conn) Stopped() { c.wdone.fire() }
+
+// writeLoop is the connection's writer: it writes what is queued until
+// nothing is (frontend.Output.Drain), on a goroutine that exists only
+// while there is output (a runner, started by whoever queued it), so that
+// an idle connection keeps no writer stack. After a burst it gives back
+// what the burst grew, and a parked connection's writer gives back its
+// whole state.
+func (c *conn) writeLoop() {
+	_ = c.ob.Drain() // a failed write closed the connection (WriteOutput)
+	c.ob.Mu.Lock()
+	w, idle, list := c.w, false, false
+	if w != nil && !c.ob.Busy() && !c.ob.Halted() {
+		// A list past maxKeptItems is kept while rounds still fill a
+		// quarter of it (a consumer that streams), and given back once
+		// they do not (the burst is over).
+		if cap(w.batch) > maxKeptItems && w.took*4 < cap(w.batch) {
+			w.batch = nil
+		}
+		if len(w.out) == 0 && cap(w.out) > maxKeptItems && w.took*4 < cap(w.out) {
+			w.out = nil
+		}
+		w.took = 0
+		if c.parked.Load() || c.neverParks() {
+			// The reader is idle too (or is a TLS or WebSocket one,
+			// which never parks and keeps its goroutine: its output
+			// goes as a parked one's): the connection is, but for what
+			// the core sends it, and keeps nothing for the next
+			// writer. A subscriber that only receives stays parked, so
+			// while the core streams to it (more than streamRounds
+			// rounds within streamWindow) it keeps its state, as a busy
+			// connection does, rather than growing it again every round,
+			// until the stream ends (keptOutputs).
+			if !c.writerStreamingLocked() {
+				idle = c.releaseOutputLocked()
+			} else if !c.keptListed {
+				c.keptListed, list = true, true
 			}
-			yielded = true
-			c.outMu.Unlock()
-			runtime.Gosched()
-			c.outMu.Lock()
-			continue
 		}
-		yielded = false
-		c.outMu.Unlock()
-		bw := writerPool.Get().(*bufio.Writer)
-		bw.Reset(c.nc)
-		w.bw = bw
-		closeAfter := false
-		for !closeAfter {
-			c.outMu.Lock()
-			batch, c.out = c.out, batch[:0]
-			w.drainedLocked()
-			c.outMu.Unlock()
-			if len(batch) == 0 {
-				break
-			}
-			c.saveQoS2Before(batch)
-			for i := range batch {
-				w.write(&batch[i])
-				closeAfter = closeAfter || batch[i].closeAfter
-				batch[i] = outItem{}
-			}
-		}
-		err := bw.Flush()
-		if err == nil {
-			err = w.err
-		}
-		bw.Reset(nil)
-		writerPool.Put(bw)
-		w.bw = nil
-		w.settle()
-		switch {
-		case err != nil:
-			c.nc.Close()
-			c.wakeReader()
-			stop = true
-		case closeAfter:
-			// The last packet (a refusing CONNACK, a DISCONNECT) is
-			// out: close gently so that it reaches the client.
-			c.lingering.Store(true)
-			// The reader stops now (it may be waiting for a client
-			// that has gone: a session takeover must not wait for it);
-			// lingerClose drains after it.
-			_ = c.nc.SetReadDeadline(time.Now())
-			c.wakeReader()
-			go lingerClose(c.nc, c.readDone.C())
-			stop = true
-		}
-		c.outMu.Lock()
 	}
-	if stop {
-		c.wstopped = true
+	c.ob.Mu.Unlock()
+	if list {
+		c.s.kept.add(c)
 	}
-	c.writing = false
-	w.drainedLocked()
-	// Both lists keep their capacity for the next writer, as a writer
-	// that waited kept them: a consumer that streams fills them again.
-	// After a burst they are given back (an idle connection's are given
-	// back when it parks, dropIdleOutput).
-	// A list past maxKeptItems is kept while rounds still fill a quarter
-	// of it (a consumer that streams), and given back once they do not
-	// (the burst is over).
-	c.spare = batch[:0]
-	shrink := len(batch)*4 < cap(batch)
-	if cap(batch) > maxKeptItems && shrink {
-		c.spare = nil
-	}
-	if len(c.out) == 0 && cap(c.out) > maxKeptItems && shrink {
-		c.out = nil
-	}
-	idle := false
-	if c.parked.Load() && !c.writerStreamingLocked() {
-		// The reader is idle too: the connection is, but for what the
-		// core sends it, and keeps nothing for the next writer. A
-		// subscriber that only receives stays parked, so while the core
-		// streams to it (more than streamRounds rounds within
-		// streamWindow) it keeps them, as a busy connection does, rather
-		// than growing them again every round.
-		c.dropIdleOutputLocked()
-		idle = !c.wstopped
-	}
-	if c.wstopped {
-		c.wdone.fire()
-	}
-	c.outMu.Unlock()
 	if idle {
 		// Nor do its queues keep the room the round's deliveries took:
 		// a device that only receives (QoS 0 commands to a fleet) never
 		// wakes its reader, and would keep it until it next does
-		// (dropIdleState). Outside outMu: Deliver takes it under the
+		// (dropIdleState). Outside ob.Mu: Deliver takes it under the
 		// queue's lock.
 		c.trimQueues()
 	}
 }
 
+// neverParks reports whether the connection's reader never parks: a TLS
+// or WebSocket connection (readbuf.go).
+func (c *conn) neverParks() bool {
+	_, tcp := c.nc.(*net.TCPConn)
+	return !tcp
+}
+
+// keptOutputs lists the parked connections whose writer kept its state
+// because the core streams to them (writeLoop): a sweep gives it back
+// once their stream has ended, so that a connection idle after a burst
+// holds no output state however its burst came. The sweep runs every
+// streamWindow while the list is not empty (a timer, no goroutine of its
+// own).
+type keptOutputs struct {
+	mu    sync.Mutex
+	cs    []*conn
+	timer *time.Timer
+}
+
+// add lists c (listed under its ob.Mu: keptListed) and arms the sweep.
+func (k *keptOutputs) add(c *conn) {
+	k.mu.Lock()
+	k.cs = append(k.cs, c)
+	if k.timer == nil {
+		k.timer = time.AfterFunc(c.s.streamWindow, func() { k.sweep(c.s) })
+	}
+	k.mu.Unlock()
+}
+
+// sweep gives back the output state of the listed connections that are
+// parked and have had no writer round for a streamWindow, and keeps the
+// others listed.
+func (k *keptOutputs) sweep(s *Server) {
+	k.mu.Lock()
+	cs := k.cs
+	k.cs, k.timer = nil, nil
+	k.mu.Unlock()
+	now := time.Now().UnixNano()
+	var again []*conn
+	for i, c := range cs {
+		cs[i] = nil
+		c.ob.Mu.Lock()
+		released := false
+		if (c.parked.Load() || c.neverParks()) && now-c.wWindow >= int64(s.streamWindow) {
+			released = c.releaseOutputLocked()
+		}
+		keep := !released && c.w != nil && !c.ob.Halted()
+		c.keptListed = keep
+		c.ob.Mu.Unlock()
+		switch {
+		case released:
+			c.trimQueues() // as writeLoop's idle end does
+		case keep:
+			again = append(again, c)
+		}
+	}
+	for _, c := range again {
+		k.add(c)
+	}
+}
+
 // writerStreamingLocked counts a writer round of a parked connection and
-// reports whether the rounds come as a stream (under outMu).
+// reports whether the rounds come as a stream (under ob.Mu).
 func (c *conn) writerStreamingLocked() bool {
 	now := time.Now().UnixNano()
 	if now-c.wWindow >= int64(c.s.streamWindow) {
@@ -345,32 +423,31 @@ const streamRounds = 16
 // maxKeptItems bounds the outbound lists a writer keeps after a burst.
 const maxKeptItems = 64
 
-// dropIdleOutput gives back what the writer keeps between rounds (lists,
-// encoding scratch, settle runs) while none runs: the connection is idle
-// (park.go), and the next writer grows them again.
+// dropIdleOutput gives back what the output keeps between writes (its
+// buffers, lists, encoding scratch, settle runs) while no writer runs and
+// nothing is queued: the connection is idle (park.go), and the next
+// writer takes a state again.
 func (c *conn) dropIdleOutput() {
-	c.outMu.Lock()
-	if !c.writing {
-		c.dropIdleOutputLocked()
-	}
-	c.outMu.Unlock()
+	c.ob.Mu.Lock()
+	c.releaseOutputLocked()
+	c.ob.Mu.Unlock()
 }
 
-// dropIdleOutputLocked is dropIdleOutput under outMu, with no writer
-// running or by the one returning.
-func (c *conn) dropIdleOutputLocked() {
-	if len(c.out) == 0 {
-		c.out = nil
+// releaseOutputLocked detaches the writer state from the connection's
+// output and pools it, if the output is idle (ob.Mu held), and reports
+// whether it did.
+func (c *conn) releaseOutputLocked() bool {
+	w := c.w
+	if w == nil || !c.ob.Release() {
+		return false
 	}
-	c.spare = nil
-	if w := c.w; w != nil {
-		c.w = nil
-		w.reset()
-		writerStates.Put(w)
-	}
+	c.w = nil
+	w.reset()
+	writerStates.Put(w)
+	return true
 }
 
-// writerStates holds the writer state of idle connections' writers, so
+// writerStates holds the writer state of idle connections' outputs, so
 // that an idle connection keeps none and a busy one reuses another's
 // buffers.
 var writerStates = sync.Pool{New: func() any { return new(packetWriter) }}
@@ -378,35 +455,48 @@ var writerStates = sync.Pool{New: func() any { return new(packetWriter) }}
 // maxKeptScratch bounds the encoding buffers a pooled writer state keeps.
 const maxKeptScratch = 4 << 10
 
-// reset makes w ready for writerStates: it forgets its connection and
-// caches, and buffers a burst grew.
+// reset makes w ready for writerStates (its output state released): it
+// forgets its connection and caches, and buffers a burst grew.
 func (w *packetWriter) reset() {
-	scratch, hdr, settled := w.scratch, w.hdr, w.settled
-	if scratch.Cap() > maxKeptScratch {
-		scratch = bytes.Buffer{}
+	if w.scratch.Cap() > maxKeptScratch {
+		w.scratch = bytes.Buffer{}
 	}
-	scratch.Reset()
-	if cap(hdr) > maxKeptScratch {
-		hdr = nil
+	w.scratch.Reset()
+	if cap(w.hdr) > maxKeptScratch {
+		w.hdr = nil
 	}
-	for i := range settled {
-		if cap(settled[i].seqs) > maxKeptSeqs/16 {
-			settled[i].seqs = nil
+	w.hdr = w.hdr[:0]
+	for i := range w.settled {
+		if cap(w.settled[i].seqs) > maxKeptSeqs/16 {
+			w.settled[i].seqs = nil
 		}
 	}
-	*w = packetWriter{scratch: scratch, hdr: hdr[:0], settled: settled[:0]}
+	w.settled = w.settled[:0]
+	if cap(w.out) > maxKeptItems {
+		w.out = nil
+	}
+	if cap(w.batch) > maxKeptItems {
+		w.batch = nil
+	}
+	w.out, w.batch = w.out[:0], w.batch[:0]
+	w.c, w.buf, w.err, w.took, w.flushed = nil, nil, nil, 0, 0
+	w.lastKey, w.lastTopic = "", ""
 }
 
 // packetWriter encodes outbound items for one connection.
 type packetWriter struct {
+	st      frontend.OutputState // the connection's output's, while attached
 	c       *conn
-	bw      *bufio.Writer
+	out     []outItem // the outbound list (ob.Mu)
+	batch   []outItem // what the writer took of it (TakeOutput)
+	took    int       // the longest batch since the writer started
+	buf     []byte    // what the writer encodes into (WriteOutput)
+	flushed int       // the longest write of buf in this round
 	scratch bytes.Buffer
 	small   [8]byte
 	err     error
-	drained chan struct{} // a waiting reader's (waitOutput), under outMu
-	settled []settleRun   // deliveries to ack after the flush
-	hdr     []byte        // an MQTT 3 PUBLISH header (deliver.go)
+	settled []settleRun // deliveries to ack after the write
+	hdr     []byte      // an MQTT 3 PUBLISH header (deliver.go)
 
 	lastKey, lastTopic string // topicOf's cache
 }
@@ -416,7 +506,7 @@ func (w *packetWriter) write(it *outItem) {
 	switch it.kind {
 	case itemAck:
 		b := wire.AppendAck(w.small[:0], it.typ, it.pid, it.code, c.version == 5)
-		w.out(b)
+		w.emit(b)
 		if it.d.Queue != nil {
 			w.settleLater(it.d)
 		}
@@ -431,7 +521,7 @@ func (w *packetWriter) write(it *outItem) {
 			c.s.log.Warn("encode", "client_id", c.clientID, "err", err)
 			return
 		}
-		w.out(w.scratch.Bytes())
+		w.emit(w.scratch.Bytes())
 	case itemDelivery:
 		w.delivery(it.d)
 	case itemRetained:
@@ -439,18 +529,12 @@ func (w *packetWriter) write(it *outItem) {
 	case itemSys:
 		w.retained(it.ret, it.sub, false)
 	case itemPingresp:
-		w.out(append(w.small[:0], packets.Pingresp<<4, 0))
-	case itemByte:
-		w.out(append(w.small[:0], 0))
+		w.emit(append(w.small[:0], packets.Pingresp<<4, 0))
 	}
 }
 
-func (w *packetWriter) out(b []byte) {
-	if w.err != nil {
-		return
-	}
-	_, w.err = w.bw.Write(b)
-	w.c.sentBytes.Add(uint64(len(b)))
+func (w *packetWriter) emit(b []byte) {
+	w.buf = append(w.buf, b...)
 }
 
 // settleRun is the deliveries of one queue to ack after a flush.

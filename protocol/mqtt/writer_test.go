@@ -25,14 +25,23 @@ func serverConn(t *testing.T, s *Server, id string) *conn {
 	return nil
 }
 
+// outputOf reports c's output under its lock: whether a writer runs (or
+// a write is under way), how many items its outbound list holds, and
+// whether the connection keeps a writer state.
+func outputOf(c *conn) (active bool, queued int, kept bool) {
+	c.ob.Mu.Lock()
+	defer c.ob.Mu.Unlock()
+	if c.w != nil {
+		queued = len(c.w.out)
+	}
+	return c.ob.Active(), queued, c.w != nil
+}
+
 // waitWriterGone waits until c has no writer goroutine.
 func waitWriterGone(t *testing.T, c *conn) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		c.outMu.Lock()
-		idle := !c.writing && len(c.out) == 0
-		c.outMu.Unlock()
-		if idle {
+		if active, queued, _ := outputOf(c); !active && queued == 0 {
 			return
 		}
 	}
@@ -105,17 +114,15 @@ func TestStopWriterWhileStarting(t *testing.T) {
 			time.Sleep(time.Duration(i%7) * 10 * time.Microsecond)
 		}
 		c.stopWriter()
-		c.outMu.Lock()
-		if c.writing || !c.wstopped {
-			t.Fatalf("after stopWriter: writing %v, stopped %v", c.writing, c.wstopped)
+		c.ob.Mu.Lock()
+		if c.ob.Active() || !c.ob.Halted() {
+			t.Fatalf("after stopWriter: writing %v, stopped %v", c.ob.Active(), c.ob.Halted())
 		}
-		c.outMu.Unlock()
+		c.ob.Mu.Unlock()
 		pushers.Wait()
-		c.outMu.Lock()
-		if c.writing {
+		if active, _, _ := outputOf(c); active {
 			t.Fatal("a writer started after stopWriter")
 		}
-		c.outMu.Unlock()
 		c.stopWriter() // again: returns at once
 		a.Close()
 		b.Close()
@@ -136,9 +143,7 @@ func TestWriterStopsOnError(t *testing.T) {
 		t.Fatal("the writer did not stop after a write error")
 	}
 	c.sendPacket(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pingresp}}, false)
-	c.outMu.Lock()
-	defer c.outMu.Unlock()
-	if c.writing || len(c.out) != 1 {
-		t.Fatalf("after the error: writing %v, %d queued", c.writing, len(c.out))
+	if active, queued, _ := outputOf(c); active || queued != 1 {
+		t.Fatalf("after the error: writing %v, %d queued", active, queued)
 	}
 }
