@@ -187,9 +187,6 @@ type Consumer struct {
 	excl  bool
 	// noOffsetHeader is ConsumeOpts.NoOffsetHeader.
 	noOffsetHeader bool
-	// runs is the Sink as a RunSink if ConsumeOpts.StoredRuns asked for
-	// runs (streamrun.go), else nil.
-	runs RunSink
 	// Guarded by q.mu.
 	blocked   bool // the sink asked for a pause
 	cancelled bool

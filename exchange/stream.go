@@ -108,6 +108,9 @@ type cursor struct {
 	// gen changes when the cursor is moved (activated, stepped down): a
 	// read made before is dropped.
 	gen uint64
+	// runs is the consumer's Sink as a RunSink if ConsumeOpts.StoredRuns
+	// asked for runs (streamrun.go), else nil.
+	runs RunSink
 }
 
 func newStream(q *Queue, a streamArgs) *stream {

@@ -81,10 +81,10 @@ func (st *stream) addConsumer(o ConsumeOpts) (*Consumer, error) {
 	}
 	c := &Consumer{q: q, tag: o.Tag, excl: o.Exclusive, priority: clampInt32(o.Priority), prefetch: o.Prefetch, sink: o.Sink,
 		noOffsetHeader: o.NoOffsetHeader}
-	if rs, ok := o.Sink.(RunSink); ok && o.NoOffsetHeader && o.StoredRuns {
-		c.runs = rs
-	}
 	cur := &cursor{id: st.cid, c: c, name: name, next: start, bufNext: start, acked: -1, epoch: epoch, wake: make(chan struct{}, 1), up: up, spec: spec}
+	if rs, ok := o.Sink.(RunSink); ok && o.NoOffsetHeader && o.StoredRuns {
+		cur.runs = rs
+	}
 	st.cursors[cur.id] = cur
 	if c.noOffsetHeader && up == nil {
 		st.share.addRaw()
@@ -146,7 +146,7 @@ func (st *stream) run(cur *cursor) {
 			from, gen := cur.bufNext, cur.gen
 			st.mu.Unlock()
 			ahead := readAheadMsgs
-			if cur.c.runs != nil {
+			if cur.runs != nil {
 				ahead = runRecs
 			}
 			recs, next, err := st.log.ReadAppend(cur.arr[:0], from, min(ahead, cur.c.prefetch), readAheadBytes)
@@ -191,7 +191,7 @@ func StreamOffset(d Delivery) (uint64, bool) {
 // credit and its sink takes them.
 func (st *stream) deliverLocked(cur *cursor) {
 	q := st.q
-	if rs := cur.c.runs; rs != nil {
+	if rs := cur.runs; rs != nil {
 		for len(cur.buf) > 0 && !cur.full() && !cur.c.blocked && !cur.stop && cur.live() {
 			st.deliverRunLocked(cur, rs)
 		}

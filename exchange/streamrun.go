@@ -98,7 +98,7 @@ func (q *Queue) NoteUnreadable(n int) { q.vh.b.noteUnreadable(q, n) }
 // readers would share almost nothing.
 func (cur *cursor) full() bool {
 	return cur.out >= cur.c.prefetch ||
-		(cur.c.runs != nil && cur.out > 0 && cur.out+len(cur.buf) > cur.c.prefetch)
+		(cur.runs != nil && cur.out > 0 && cur.out+len(cur.buf) > cur.c.prefetch)
 }
 
 // deliverRunLocked hands cur's read-ahead to its RunSink as one run (or
