@@ -93,25 +93,18 @@ func benchAckingSubscriber(nc net.Conn, got chan<- int, fail chan<- error) {
 		off, cnt := 0, 0
 		acks = acks[:0]
 		for have-off >= 2 {
-			l, mul, i := 0, 1, off+1
-			for ; i < have && i < off+5; i++ {
-				l += int(rb[i]&0x7f) * mul
-				mul *= 128
-				if rb[i]&0x80 == 0 {
-					break
-				}
-			}
-			if i >= have || off+1+(i-off)+l > have {
+			body, end, ok := packetAt(rb, off, have)
+			if !ok {
 				break
 			}
 			if rb[off]>>4 == 3 {
 				cnt++
 				if (rb[off]>>1)&3 == 1 {
-					tl := int(binary.BigEndian.Uint16(rb[i+1:]))
-					acks = append(acks, 0x40, 2, rb[i+3+tl], rb[i+4+tl])
+					tl := int(binary.BigEndian.Uint16(rb[body:]))
+					acks = append(acks, 0x40, 2, rb[body+2+tl], rb[body+3+tl])
 				}
 			}
-			off = i + 1 + l
+			off = end
 		}
 		copy(rb, rb[off:have])
 		have -= off

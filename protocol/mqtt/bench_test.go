@@ -167,6 +167,24 @@ func benchMQTTDial(b testing.TB, addr, id string, version byte, filter string) n
 
 // benchSubscriber counts the PUBLISH packets nc receives into got as
 // {id, count} (one send per read).
+// packetAt finds the whole MQTT packet at rb[off:have]: where its
+// variable header starts and where it ends; ok false if it is not all
+// there yet.
+func packetAt(rb []byte, off, have int) (body, end int, ok bool) {
+	l, mul, i := 0, 1, off+1
+	for ; i < have && i < off+5; i++ {
+		l += int(rb[i]&0x7f) * mul
+		mul *= 128
+		if rb[i]&0x80 == 0 {
+			break
+		}
+	}
+	if i >= have || i+1+l > have {
+		return 0, 0, false
+	}
+	return i + 1, i + 1 + l, true
+}
+
 func benchSubscriber(nc net.Conn, id int, got chan<- [2]int, fail chan<- error) {
 	rb := make([]byte, 256<<10)
 	have := 0
@@ -175,21 +193,14 @@ func benchSubscriber(nc net.Conn, id int, got chan<- [2]int, fail chan<- error) 
 		have += n
 		off, cnt := 0, 0
 		for have-off >= 2 {
-			l, mul, i := 0, 1, off+1
-			for ; i < have && i < off+5; i++ {
-				l += int(rb[i]&0x7f) * mul
-				mul *= 128
-				if rb[i]&0x80 == 0 {
-					break
-				}
-			}
-			if i >= have || off+1+(i-off)+l > have {
+			_, end, ok := packetAt(rb, off, have)
+			if !ok {
 				break
 			}
 			if rb[off]>>4 == 3 {
 				cnt++
 			}
-			off = i + 1 + l
+			off = end
 		}
 		copy(rb, rb[off:have])
 		have -= off
