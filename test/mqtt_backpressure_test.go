@@ -43,9 +43,11 @@ func TestMQTTStalledSubscriberBackPressure(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub := dial3(t, url, "stalled-pub", true)
-	payload := make([]byte, size)
 	want1 := 0
 	for i := range n {
+		// A payload of its own: the client writes a QoS 0 publish on
+		// its own goroutine after Publish returns.
+		payload := make([]byte, size)
 		binary.BigEndian.PutUint32(payload, uint32(i))
 		qos := byte(1)
 		if i%10 == 9 {
