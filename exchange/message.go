@@ -66,8 +66,6 @@ type Message struct {
 	holds   atomic.Int32
 	held    uint8
 	prepaid uint8
-	// shared: a stream's raw readers share m (streamshare.go).
-	shared bool
 
 	// writer is the named stream producer and publishing id the message
 	// carries (SetStreamWriter, streamwriter.go), nil for every other.

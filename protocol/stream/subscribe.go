@@ -315,22 +315,8 @@ func (c *conn) messageChunkLocked(s *subscription) {
 	c.delivered.Add(uint64(n))
 }
 
-// amqp10 is the key of a message's AMQP 1.0 encoding, cached on messages
-// the stream's raw readers share.
-var amqp10 = exchange.NewEncodingKey("stream-amqp10")
-
-// encode is d's message in AMQP 1.0: cached on it when other
-// subscriptions deliver the same message (exchange.SharedDelivery), else
-// in c.scratch.
+// encode is d's message in AMQP 1.0, in c.scratch.
 func (c *conn) encode(d exchange.Delivery) []byte {
-	if exchange.SharedDelivery(d) {
-		if b := d.Msg.Encoding(amqp10); b != nil {
-			return b
-		}
-		// Room for the body and the usual properties: one allocation.
-		b := appendFromCore(make([]byte, 0, len(d.Msg.Body)+128), d.Msg)
-		return d.Msg.AddEncoding(&exchange.Encoding{Key: amqp10, Bytes: b})
-	}
 	c.scratch = appendFromCore(c.scratch[:0], d.Msg)
 	return c.scratch
 }
