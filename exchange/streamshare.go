@@ -103,4 +103,3 @@ func (s *sharing) dropRun(first uint64) {
 		r.order = slices.Delete(r.order, i, i+1)
 	}
 }
-
