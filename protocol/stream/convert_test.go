@@ -136,18 +136,8 @@ func storedOn(t testing.TB, st exchange.Store, seed int64, n int) (*testServer, 
 		}
 	}
 	read := func(o exchange.ConsumeOpts) *collect {
-		sink := &collect{}
-		o.Tag, o.Prefetch, o.Sink, o.Owner, o.Args = "t", n, sink, t, exchange.Table{"x-stream-offset": "first"}
-		cons, err := vh.Consume("s", o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cons.Cancel()
-		for deadline := time.Now().Add(10 * time.Second); sink.len() < n; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d delivered", sink.len(), n)
-			}
-		}
+		sink, cons := consumeAll(t, vh, o, n)
+		cons.Cancel()
 		return sink
 	}
 	var recs [][]byte
@@ -379,18 +369,8 @@ func benchRecordOf(b *testing.B, m *exchange.Message) []byte {
 	if _, err := vh.Publish(m, exchange.PublishOpts{}); err != nil {
 		b.Fatal(err)
 	}
-	sink := &collect{}
-	cons, err := vh.Consume("s", exchange.ConsumeOpts{Tag: "t", Prefetch: 1, Sink: sink, Owner: b,
-		Args: exchange.Table{"x-stream-offset": "first"}, NoOffsetHeader: true, StoredRuns: true})
-	if err != nil {
-		b.Fatal(err)
-	}
+	sink, cons := consumeAll(b, vh, exchange.ConsumeOpts{Prefetch: 1, NoOffsetHeader: true, StoredRuns: true}, 1)
 	defer cons.Cancel()
-	for deadline := time.Now().Add(5 * time.Second); sink.len() < 1; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			b.Fatal("no delivery")
-		}
-	}
 	return sink.runs[0].Recs[0].Data
 }
 

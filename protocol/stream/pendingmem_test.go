@@ -34,6 +34,32 @@ func (s *collect) Deliver(d exchange.Delivery) bool {
 
 func (s *collect) Cancelled(*exchange.Consumer) {}
 
+// consumeAll consumes stream "s" of vh with o (its Tag, Sink, Owner set
+// here; Prefetch n and the first offset unless o says otherwise) until n
+// messages or records came.
+func consumeAll(t testing.TB, vh *exchange.VHost, o exchange.ConsumeOpts, n int) (*collect, *exchange.Consumer) {
+	t.Helper()
+	sink := &collect{}
+	o.Tag, o.Sink, o.Owner = "t", sink, t
+	if o.Prefetch == 0 {
+		o.Prefetch = n
+	}
+	if o.Args == nil {
+		o.Args = exchange.Table{"x-stream-offset": "first"}
+	}
+	cons, err := vh.Consume("s", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); sink.len() < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			cons.Cancel()
+			t.Fatalf("%d of %d delivered", sink.len(), n)
+		}
+	}
+	return sink, cons
+}
+
 func (s *collect) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -65,18 +91,8 @@ func TestSubscriptionPendingKeepsArray(t *testing.T) {
 		c.confirms(1, 500)
 	}
 	vh, _ := s.b.VHost("/")
-	sink := &collect{}
-	cons, err := vh.Consume("s", exchange.ConsumeOpts{Tag: "t", Prefetch: n, Sink: sink, Owner: t,
-		Args: exchange.Table{"x-stream-offset": "first"}, NoOffsetHeader: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sink, cons := consumeAll(t, vh, exchange.ConsumeOpts{NoOffsetHeader: true}, n)
 	defer cons.Cancel()
-	for deadline := time.Now().Add(10 * time.Second); sink.len() < n; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d delivered", sink.len(), n)
-		}
-	}
 	cn := &conn{frameMax: 1 << 20}
 	cn.w.Init()
 	sub := &subscription{c: cn, q: cons.Queue(), credit: 1 << 20}

@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"testing"
-	"time"
 
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/exchange/streamlog"
@@ -29,17 +28,7 @@ func TestRunChunksSkipUnreadable(t *testing.T) {
 	if _, err := vh.Publish(m, exchange.PublishOpts{}); err != nil {
 		t.Fatal(err)
 	}
-	sink := &collect{}
-	cons, err := vh.Consume("s", exchange.ConsumeOpts{Tag: "t", Prefetch: 1, Sink: sink, Owner: t, NoOffsetHeader: true,
-		StoredRuns: true, Args: exchange.Table{"x-stream-offset": "first"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(5 * time.Second); sink.len() < 1; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no run")
-		}
-	}
+	sink, cons := consumeAll(t, vh, exchange.ConsumeOpts{Prefetch: 1, NoOffsetHeader: true, StoredRuns: true}, 1)
 	sink.mu.Lock()
 	run := sink.runs[0]
 	sink.mu.Unlock()
