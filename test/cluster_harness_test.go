@@ -255,6 +255,11 @@ func (c *cnode) api(t testing.TB, method, path string, body any, out any) int {
 }
 
 func (c *cnode) tryAPI(method, path string, body any, out any) (int, error) {
+	return c.tryAPIAs("guest", "guest", method, path, body, out)
+}
+
+// tryAPIAs is tryAPI as user (password pass).
+func (c *cnode) tryAPIAs(user, pass, method, path string, body any, out any) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -264,7 +269,7 @@ func (c *cnode) tryAPI(method, path string, body any, out any) (int, error) {
 		rd = bytes.NewReader(b)
 	}
 	req, _ := http.NewRequest(method, "http://"+c.web+path, rd)
-	req.SetBasicAuth("guest", "guest")
+	req.SetBasicAuth(user, pass)
 	req.Header.Set("Content-Type", "application/json")
 	hc := http.Client{Timeout: 10 * time.Second}
 	resp, err := hc.Do(req)

@@ -291,9 +291,15 @@ func TestClusterMQTTSessionOwner(t *testing.T) {
 // by its id (GET), and DELETE on a live node ends it as its expiry would:
 // its queue and record go on every survivor, and a client resuming it
 // finds no session. The same for an MQTT 3.1.1 session, which never
-// expires.
+// expires. Another user is refused as for a session of a live node: a
+// monitoring user may see it but not delete it (401), a management user
+// sees nothing (404).
 func TestClusterMQTTSessionOfDownNodeAPI(t *testing.T) {
 	pc := startProtoCluster(t)
+	for user, tags := range map[string]string{"mon": "monitoring", "mgmt": "management"} {
+		pc.nodes[1].api(t, "PUT", "/api/users/"+user, map[string]any{"password": "pw", "tags": tags}, nil)
+		pc.nodes[1].api(t, "PUT", "/api/permissions/%2F/"+user, map[string]any{"configure": ".*", "write": ".*", "read": ".*"}, nil)
+	}
 	const id5, id3 = "cl-down-api5", "cl-down-api3"
 	c, _ := dial5(t, pc.mqtt[0], guest5(id5, true, 3600))
 	c.subscribe(t, paho.SubscribeOptions{Topic: "cl/down/api5", QoS: 1})
@@ -321,6 +327,18 @@ func TestClusterMQTTSessionOfDownNodeAPI(t *testing.T) {
 				code, err := nd.tryAPI("GET", path, nil, &se)
 				return err == nil && code == 200 && se["client_id"] == id
 			})
+		}
+		if code, _ := pc.nodes[1].tryAPIAs("mon", "pw", "DELETE", path, nil, nil); code != 401 {
+			t.Fatalf("DELETE %s by a monitoring user: %d, want 401", id, code)
+		}
+		if code, _ := pc.nodes[2].tryAPIAs("mgmt", "pw", "GET", path, nil, nil); code != 404 {
+			t.Fatalf("GET %s by a management user who does not own it: %d, want 404", id, code)
+		}
+		if code, _ := pc.nodes[2].tryAPIAs("mgmt", "pw", "DELETE", path, nil, nil); code != 404 {
+			t.Fatalf("DELETE %s by a management user who does not own it: %d, want 404", id, code)
+		}
+		if code, err := pc.nodes[1].tryAPI("GET", path, nil, nil); err != nil || code != 200 {
+			t.Fatalf("%s after the refused DELETEs: %d %v, want it still there", id, code, err)
 		}
 		if code, err := pc.nodes[1].tryAPI("DELETE", path, nil, nil); err != nil || code != 204 {
 			t.Fatalf("DELETE %s on a live node: %d %v, want 204", id, code, err)
