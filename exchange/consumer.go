@@ -153,7 +153,7 @@ type ConsumeOpts struct {
 	// each message is): the header was a table made and copied per
 	// message for nothing.
 	NoOffsetHeader bool
-	// StoredRuns (with NoOffsetHeader and a Sink that is a RunSink): a
+	// StoredRuns (implies NoOffsetHeader; the Sink must be a RunSink): a
 	// stream hands what it reads from this node's log to the sink as runs
 	// of stored records (RunSink.DeliverRun, streamrun.go), neither
 	// decoded nor checked, each settled at once (Queue.SettleRun); the

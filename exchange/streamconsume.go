@@ -80,9 +80,9 @@ func (st *stream) addConsumer(o ConsumeOpts) (*Consumer, error) {
 		st.cid = 1
 	}
 	c := &Consumer{q: q, tag: o.Tag, excl: o.Exclusive, priority: clampInt32(o.Priority), prefetch: o.Prefetch, sink: o.Sink,
-		noOffsetHeader: o.NoOffsetHeader}
+		noOffsetHeader: o.NoOffsetHeader || o.StoredRuns}
 	cur := &cursor{id: st.cid, c: c, name: name, next: start, bufNext: start, acked: -1, epoch: epoch, wake: make(chan struct{}, 1), up: up, spec: spec}
-	if rs, ok := o.Sink.(RunSink); ok && o.NoOffsetHeader && o.StoredRuns {
+	if rs, ok := o.Sink.(RunSink); ok && o.StoredRuns {
 		cur.runs = rs
 	}
 	st.cursors[cur.id] = cur

@@ -249,7 +249,7 @@ func (s *runSink) taken() []RecordRun {
 func consumeRuns(t *testing.T, v *VHost, prefetch int, from any) (*Consumer, *runSink) {
 	t.Helper()
 	s := &runSink{}
-	c, _ := consume(t, v, "s", ConsumeOpts{Prefetch: prefetch, Sink: s, NoOffsetHeader: true, StoredRuns: true,
+	c, _ := consume(t, v, "s", ConsumeOpts{Prefetch: prefetch, Sink: s, StoredRuns: true,
 		Args: Table{"x-stream-offset": from}})
 	return c, s
 }
@@ -270,7 +270,7 @@ func TestStreamStoredRuns(t *testing.T) {
 	}
 	waitFor(t, "durable", func() bool { return q.st.log.Durable() == uint64(len(recs)) })
 	s := &runSink{}
-	c, _ := consume(t, v, "s", ConsumeOpts{Prefetch: 3, Sink: s, NoOffsetHeader: true, StoredRuns: true,
+	c, _ := consume(t, v, "s", ConsumeOpts{Prefetch: 3, Sink: s, StoredRuns: true,
 		Args: Table{"x-stream-offset": "first", "x-stream-consumer-name": "r"}})
 	waitFor(t, "a run", func() bool { return s.records() == 3 })
 	time.Sleep(20 * time.Millisecond)

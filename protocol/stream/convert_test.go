@@ -141,7 +141,7 @@ func storedOn(t testing.TB, st exchange.Store, seed int64, n int) (*testServer, 
 		return sink
 	}
 	var recs [][]byte
-	runs := read(exchange.ConsumeOpts{NoOffsetHeader: true, StoredRuns: true})
+	runs := read(exchange.ConsumeOpts{StoredRuns: true})
 	if len(runs.ds) != 0 {
 		t.Fatalf("%d deliveries of messages to a reader of runs", len(runs.ds))
 	}
@@ -291,7 +291,7 @@ func TestHeldRecordsStayIntact(t *testing.T) {
 	// A reader of the new messages turns the read cache over meanwhile.
 	sink := &collect{}
 	cons, err := vh.Consume("s", exchange.ConsumeOpts{Tag: "other", Prefetch: 30000, Sink: sink, Owner: t,
-		Args: exchange.Table{"x-stream-offset": int64(held)}, NoOffsetHeader: true, StoredRuns: true})
+		Args: exchange.Table{"x-stream-offset": int64(held)}, StoredRuns: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +369,7 @@ func benchRecordOf(b *testing.B, m *exchange.Message) []byte {
 	if _, err := vh.Publish(m, exchange.PublishOpts{}); err != nil {
 		b.Fatal(err)
 	}
-	sink, cons := consumeAll(b, vh, exchange.ConsumeOpts{Prefetch: 1, NoOffsetHeader: true, StoredRuns: true}, 1)
+	sink, cons := consumeAll(b, vh, exchange.ConsumeOpts{Prefetch: 1, StoredRuns: true}, 1)
 	defer cons.Cancel()
 	return sink.runs[0].Recs[0].Data
 }

@@ -28,7 +28,7 @@ func TestRunChunksSkipUnreadable(t *testing.T) {
 	if _, err := vh.Publish(m, exchange.PublishOpts{}); err != nil {
 		t.Fatal(err)
 	}
-	sink, cons := consumeAll(t, vh, exchange.ConsumeOpts{Prefetch: 1, NoOffsetHeader: true, StoredRuns: true}, 1)
+	sink, cons := consumeAll(t, vh, exchange.ConsumeOpts{Prefetch: 1, StoredRuns: true}, 1)
 	sink.mu.Lock()
 	run := sink.runs[0]
 	sink.mu.Unlock()

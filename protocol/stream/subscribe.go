@@ -353,7 +353,7 @@ func (c *conn) subscribe(f wire.Subscribe) {
 	// index: a single-active group spreads the partitions (streamsac.go).
 	cons, err := c.vh.Consume(f.Stream, exchange.ConsumeOpts{Tag: "stream.sub-" + strconv.Itoa(int(f.ID)),
 		Prefetch: c.s.cfg.Prefetch, Sink: s, Owner: c, Args: exchange.Table{"x-stream-offset": spec},
-		SingleActive: sac, GroupName: name, PartitionIndex: c.partitionIndex(f.Stream, super), NoOffsetHeader: true,
+		SingleActive: sac, GroupName: name, PartitionIndex: c.partitionIndex(f.Stream, super),
 		StoredRuns: true})
 	if err != nil {
 		reply(codeOf(err))
