@@ -257,15 +257,8 @@ func (st *stream) settle(seqs []uint64, ack bool) {
 			st.q.counters.ack.Add(1)
 			st.q.vh.counters.ack.Add(1)
 		}
-		if off := int64(s & offsetMask); cur.name != "" && ack && off > cur.acked && st.mayStoreLocked(cur, off) {
-			// The consumer's own position: a consumer that went back
-			// (an explicit x-stream-offset) moves its name's offset back.
-			cur.acked = off
-			if no := (namedOffset{off: uint64(off), epoch: cur.epoch}); st.offsets[cur.name] != no {
-				st.offsets[cur.name] = no
-				st.dirty[cur.name] = true
-				flush = true
-			}
+		if ack && st.ackedLocked(cur, int64(s&offsetMask)) {
+			flush = true
 		}
 		if cur.waiting {
 			cur.signal()

@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -430,5 +431,49 @@ func TestStreamRemoteSACGoesHome(t *testing.T) {
 	c.r.mu2.Unlock()
 	if home != 1 || other != 0 {
 		t.Fatalf("a member's upstream consumers: %d to the home, %d to the first other member; want 1 and 0", home, other)
+	}
+}
+
+// TestStreamNamedOffsetOfOneEpochOnlyRises: two upstream consumers of one
+// non-member's named consumer (the one before a failover and the one
+// after, with the consumer's epoch) on a member: the first one's late ack
+// of an earlier offset does not take the name back behind what the second
+// stored, while a later consumer of the name (a later epoch) going back
+// does.
+func TestStreamNamedOffsetOfOneEpochOnlyRises(t *testing.T) {
+	v, _ := newTestVHost(t)
+	q := newStreamQ(t, v, "s", nil)
+	for i := 0; i < 10; i++ {
+		publish(t, v, "", "s", fmt.Sprint(i))
+	}
+	waitFor(t, "durable", func() bool { return q.st.log.Durable() == 10 })
+	args := func(spec any, epoch int64) Table {
+		a := Table{"x-stream-offset": spec, "x-stream-consumer-name": "n"}
+		if epoch != 0 {
+			a[consumerEpochArg] = epoch
+		}
+		return a
+	}
+	const epoch = 1 << 60 // above the stream's clock: the node's own would be later
+	_, before := consume(t, v, "s", ConsumeOpts{Prefetch: 10, Args: args("first", epoch)})
+	_, after := consume(t, v, "s", ConsumeOpts{Prefetch: 10, Args: args(int64(5), epoch)})
+	waitFor(t, "deliveries", func() bool { return before.len() == 10 && after.len() == 5 })
+	q.Ack(after.deliveries()[2].Seq) // offset 7
+	if off, _ := q.StreamOffset("n"); off != 7 {
+		t.Fatalf("stored offset %d after the second consumer acked 7", off)
+	}
+	q.Ack(before.deliveries()[3].Seq) // offset 3, late
+	if off, _ := q.StreamOffset("n"); off != 7 {
+		t.Fatalf("stored offset %d after the first consumer's late ack of 3, want 7 still", off)
+	}
+	q.Ack(before.deliveries()[8].Seq) // offset 8: one consumer's offset rises
+	if off, _ := q.StreamOffset("n"); off != 8 {
+		t.Fatalf("stored offset %d after an ack of 8, want 8", off)
+	}
+	_, later := consume(t, v, "s", ConsumeOpts{Prefetch: 10, Args: Table{"x-stream-offset": "first", "x-stream-consumer-name": "n", consumerEpochArg: int64(epoch + 1)}})
+	waitFor(t, "the later consumer's deliveries", func() bool { return later.len() == 10 })
+	q.Ack(later.deliveries()[1].Seq)
+	if off, _ := q.StreamOffset("n"); off != 1 {
+		t.Fatalf("stored offset %d after a later consumer that went back acked 1, want 1", off)
 	}
 }

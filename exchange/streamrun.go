@@ -137,15 +137,8 @@ func (st *stream) settleRun(seq uint64, n int) {
 	cur.out = max(cur.out-n, 0)
 	st.q.counters.ack.Add(uint64(n))
 	st.q.vh.counters.ack.Add(uint64(n))
-	if off := int64(seq & offsetMask); cur.name != "" && off > cur.acked && st.mayStoreLocked(cur, off) {
-		cur.acked = off
-		if no := (namedOffset{off: uint64(off), epoch: cur.epoch}); st.offsets[cur.name] != no {
-			st.offsets[cur.name] = no
-			st.dirty[cur.name] = true
-			if st.flushT == nil {
-				st.flushT = time.AfterFunc(offsetFlushEvery, st.flushOffsets)
-			}
-		}
+	if st.ackedLocked(cur, int64(seq&offsetMask)) && st.flushT == nil {
+		st.flushT = time.AfterFunc(offsetFlushEvery, st.flushOffsets)
 	}
 	if cur.waiting {
 		cur.signal()

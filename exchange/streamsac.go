@@ -326,6 +326,31 @@ func (st *stream) sacArgs(o ConsumeOpts, name string) (string, error) {
 	return name, nil
 }
 
+// ackedLocked follows cur's ack of off: a named consumer's highest ack is
+// its name's offset (dirty, for the next flush), and whether it moved it.
+// A consumer that went back (an explicit x-stream-offset) moves its name's
+// offset back: it is a later consumer, with a later epoch. One consumer's
+// offset only rises, though, whichever cursor acked it: a non-member's
+// consumer reads through one member, then another after a failover, each
+// with a cursor of the consumer's epoch, and the late acks of what the
+// first one delivered must not take the name back behind what the second
+// stored (the metadata group would leave such a record out: this node
+// would keep an offset no other node has).
+func (st *stream) ackedLocked(cur *cursor, off int64) bool {
+	if cur.name == "" || off <= cur.acked || !st.mayStoreLocked(cur, off) {
+		return false
+	}
+	cur.acked = off
+	no := namedOffset{off: uint64(off), epoch: cur.epoch}
+	have, ok := st.offsets[cur.name]
+	if ok && (have == no || have.epoch == no.epoch && have.off > no.off) {
+		return false
+	}
+	st.offsets[cur.name] = no
+	st.dirty[cur.name] = true
+	return true
+}
+
 // mayStoreLocked reports whether an ack of off by cur moves its name's
 // stored offset: a group member that is not active (it stepped down, its
 // acks of what it had were late) only moves it forward, so that it never
