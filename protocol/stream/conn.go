@@ -52,6 +52,10 @@ type conn struct {
 	batch exchange.Batch
 	rbuf  []byte
 	tags  []uint64 // a Publish frame's tags (publish)
+	// A Publish frame's messages taken whole (publishRun), reused.
+	run    []exchange.Message
+	runPtr []*exchange.Message
+	runIDs []uint64
 
 	// Publishes waiting for the store (Confirm), by tag (pendingRing).
 	pmu     sync.Mutex

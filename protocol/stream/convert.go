@@ -38,11 +38,25 @@ const (
 
 // toCore converts a published message, copying what it keeps of data.
 func toCore(data []byte, stream string) (*exchange.Message, error) {
-	wm, err := wire.DecodeMessage(data)
-	if err != nil {
+	m := new(exchange.Message)
+	if err := toCoreInto(m, data, stream, true); err != nil {
 		return nil, err
 	}
-	m := &exchange.Message{RoutingKey: stream, Body: append([]byte(nil), wm.Body...)}
+	return m, nil
+}
+
+// toCoreInto converts a published message into m (a zero Message); its
+// body is a copy of data's if own, else it points into data (a run's
+// message, encoded before data is read again: exchange.PublishRun).
+func toCoreInto(m *exchange.Message, data []byte, stream string, own bool) error {
+	wm, err := wire.DecodeMessage(data)
+	if err != nil {
+		return err
+	}
+	m.RoutingKey, m.Body = stream, wm.Body
+	if own {
+		m.Body = append([]byte(nil), wm.Body...)
+	}
 	p := &m.Props
 	p.DeliveryMode = 2
 	p.Priority = wm.Priority
@@ -70,7 +84,7 @@ func toCore(data []byte, stream string) (*exchange.Message, error) {
 			p.Headers[hdrGroupID] = wm.GroupID
 		}
 	}
-	return m, nil
+	return nil
 }
 
 // appendFromCore appends the AMQP 1.0 encoding of a core message: the

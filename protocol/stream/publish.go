@@ -3,6 +3,7 @@ package stream
 import (
 	"errors"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/trident-broker/trident/exchange"
@@ -92,6 +93,9 @@ func (c *conn) publish(f wire.Publish) error {
 		return err
 	}
 	writers := c.vh.StreamWritersEnabled() // else filter values are dropped: the client post-filters
+	if c.publishRun(p, f, writers) {
+		return nil
+	}
 	// One lock for the frame's tags rather than one per message: a
 	// client's frame is its batch (100 to 256 messages, or more).
 	tags := c.tags[:0]
@@ -145,6 +149,67 @@ func (c *conn) publish(f wire.Publish) error {
 		c.pmu.Unlock()
 	}
 	return nil
+}
+
+// publishRun hands a frame's messages to the stream as one run
+// (exchange.PublishRun), answered once; false if the stream cannot take
+// it whole (then nothing was published and the frame goes one by one).
+// A message that does not decode is answered at once and left out.
+func (c *conn) publishRun(p *publisher, f wire.Publish, writers bool) bool {
+	if cap(c.run) < len(f.Messages) {
+		c.run = make([]exchange.Message, len(f.Messages))
+	}
+	run, ptrs, ids := c.run[:len(f.Messages)], c.runPtr[:0], c.runIDs[:0]
+	var bad []wire.PublishingError
+	for i, pm := range f.Messages {
+		m := &run[i]
+		if err := toCoreInto(m, pm.Data, p.stream, false); err != nil {
+			bad = append(bad, wire.PublishingError{ID: pm.ID, Code: wire.PreconditionFailed})
+			continue
+		}
+		if p.reference != "" {
+			m.SetStreamWriter(p.reference, pm.ID) // deduplicated by the stream
+		}
+		if pm.Filter != "" && writers {
+			m.SetStreamFilter(pm.Filter) // publish version 2
+		}
+		ptrs = append(ptrs, m)
+		ids = append(ids, pm.ID)
+	}
+	ok := true
+	if len(ptrs) > 0 {
+		// The confirm's ids outlive the frame: a slice of their own.
+		mine := slices.Clone(ids)
+		pub := p.id
+		var n int
+		n, ok = c.vh.PublishRun(p.stream, ptrs, &c.batch, func(err error) { c.confirmRun(pub, mine, err) })
+		c.published.Add(uint64(n))
+	}
+	clear(run) // no header, string or body of this frame kept
+	clear(ptrs)
+	c.runPtr, c.runIDs = ptrs[:0], ids[:0]
+	if !ok {
+		return false
+	}
+	if len(bad) > 0 {
+		c.publishErrors(p.id, bad)
+	}
+	return true
+}
+
+// confirmRun answers a run (publishRun): every id confirmed, or each an
+// error.
+func (c *conn) confirmRun(pub uint8, ids []uint64, err error) {
+	c.w.Mu.Lock()
+	if err == nil {
+		c.confirms[pub] = append(c.confirms[pub], ids...)
+	} else {
+		for _, id := range ids {
+			c.perrs[pub] = append(c.perrs[pub], wire.PublishingError{ID: id, Code: wire.InternalError})
+		}
+	}
+	c.w.Signal()
+	c.w.Mu.Unlock()
 }
 
 // Confirm is the core's answer to a pending publish (exchange.Confirmer),
