@@ -3,6 +3,8 @@ package streamlog
 import (
 	"encoding/binary"
 	"errors"
+	"sync"
+	"sync/atomic"
 )
 
 // Chunk records. A standalone stream's segment written by this release
@@ -105,6 +107,8 @@ type pendChunk struct {
 	dones []pendDone
 	// batches that will flush the log (Flush) when their run ends.
 	batches []Batch
+	// holds, once written: AppendMessage's return and its done (release).
+	holds atomic.Int32
 }
 
 type pendDone struct {
@@ -122,8 +126,13 @@ func (l *Log) appendChunkLocked(cur *Segment, off uint64, data []byte, dw *Write
 		p = nil
 	}
 	if p == nil {
+		p = chunkPool.Get().(*pendChunk)
+		p.seg, p.first = cur, off
 		// Room for the record's head before the body (chunkRecord).
-		p = &pendChunk{seg: cur, first: off, body: make([]byte, chunkHead, chunkHead+min(64*(len(data)+2), chunkMaxBytes))}
+		if want := chunkHead + len(data) + binary.MaxVarintLen64; cap(p.body) < want {
+			p.body = make([]byte, 0, max(want, chunkHead+min(64*(len(data)+2), chunkMaxBytes)))
+		}
+		p.body = p.body[:chunkHead]
 		l.pend = p
 	}
 	p.body = binary.AppendUvarint(p.body, uint64(len(data)))
@@ -167,7 +176,13 @@ func (l *Log) FlushLocked() {
 	rec := chunkRecord(p.n, p.body)
 	end := p.first + uint64(p.n)
 	dones := p.dones
-	l.st.AppendMessage(p.seg.id, p.first, rec, func(err error) {
+	seg, first := p.seg, p.first
+	// Its body is the store's copy once AppendMessage returns; its dones
+	// are called once the store answers: after both the chunk is reused.
+	p.seg, p.n = nil, 0
+	p.holds.Store(2)
+	l.st.AppendMessage(seg.id, first, rec, func(err error) {
+		defer p.release()
 		if err == nil {
 			for _, d := range dones {
 				if d.w != nil {
@@ -186,6 +201,24 @@ func (l *Log) FlushLocked() {
 			}
 		}
 	})
+	p.release()
+}
+
+// chunkPool holds pending chunks to reuse: a stream's publishers fill
+// one after another, each of up to chunkMaxBytes.
+var chunkPool = sync.Pool{New: func() any { return new(pendChunk) }}
+
+// release drops a hold on a written chunk; the last puts it back in
+// chunkPool, unless it grew past what a chunk needs (a run of big
+// messages): the collector takes that.
+func (p *pendChunk) release() {
+	if p.holds.Add(-1) != 0 || cap(p.body) > 2*chunkMaxBytes {
+		return
+	}
+	clear(p.dones)
+	clear(p.batches)
+	p.dones, p.batches = p.dones[:0], p.batches[:0]
+	chunkPool.Put(p)
 }
 
 // discardPendLocked fails the pending chunk's messages without writing
