@@ -27,6 +27,9 @@ type Broker struct {
 	limits *Limiter
 
 	cluster Cluster // nil when standalone
+	// amqp10 decodes a stream's records of version 4 (streamamqp10.go);
+	// nil: none are written.
+	amqp10 AMQP10Decoder
 	// repl writes the records a cluster shares that are not topology
 	// commands (replicate.go); nil standalone.
 	repl Replicator

@@ -107,7 +107,7 @@ func (st *stream) browse(o BrowseOpts) (BrowsePage, error) {
 		for _, r := range recs {
 			p.Scanned++
 			p.Next = r.Off + 1
-			m, ts, err := decodeMessage(r.Data)
+			m, ts, err := st.q.vh.b.decodeRecord(r.Data)
 			if err != nil {
 				continue
 			}

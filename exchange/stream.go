@@ -207,6 +207,9 @@ func (st *stream) enqueue(m *Message, data []byte, done func(error), now int64, 
 // recordTime is the enqueue time a stream's message record holds (the
 // log's TimeOf).
 func recordTime(data []byte) (int64, bool) {
+	if _, _, ts, _, ok := amqp10Record(data); ok {
+		return ts, true
+	}
 	_, ts, err := decodeMessage(data)
 	return ts, err == nil
 }

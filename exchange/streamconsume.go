@@ -202,7 +202,7 @@ func (st *stream) deliverLocked(cur *cursor) {
 		cur.buf[0] = streamlog.Rec{}
 		cur.buf = cur.buf[1:]
 		cur.next = r.Off + 1
-		m, _, err := decodeMessage(r.Data)
+		m, _, err := q.vh.b.decodeRecord(r.Data)
 		if err != nil {
 			q.vh.b.log.Error("corrupt stream message skipped", "queue", q.name, "offset", r.Off, "err", err)
 			q.vh.b.noteUnreadable(q, 1)

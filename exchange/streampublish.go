@@ -28,8 +28,12 @@ import (
 // its leader); the caller publishes one by one then, which answers each
 // message as Publish does. n is how many messages the stream appended or
 // found duplicates of (a failed append ends the run; done reports it).
-func (v *VHost) PublishRun(queue string, ms []*Message, b *Batch, done func(error)) (n int, ok bool) {
-	if len(ms) == 0 {
+//
+// amqp10, if not nil, holds each message's AMQP 1.0 encoding, which the
+// stream stores as it is (streamamqp10.go), ms[i] giving only its
+// producer, exchange and routing key; only while StreamAMQP10Enabled.
+func (v *VHost) PublishRun(queue string, ms []*Message, amqp10 [][]byte, b *Batch, done func(error)) (n int, ok bool) {
+	if len(ms) == 0 || (amqp10 != nil && (len(amqp10) != len(ms) || !v.StreamAMQP10Enabled())) {
 		return 0, false
 	}
 	rv := v.routes()
@@ -54,8 +58,14 @@ func (v *VHost) PublishRun(queue string, ms []*Message, b *Batch, done func(erro
 	rb := runBufPool.Get().(*runBuf)
 	defer rb.put()
 	named := false
-	for _, m := range ms {
+	for i, m := range ms {
 		m.ts = now
+		if amqp10 != nil {
+			rb.data = appendAMQP10Record(rb.data, m, now, amqp10[i])
+			rb.ends = append(rb.ends, len(rb.data))
+			named = named || m.writer.Named()
+			continue
+		}
 		if exp, ok := parseExpiration(m.Props.Expiration); ok {
 			m.expiresAt = now + exp*int64(time.Millisecond)
 		}

@@ -29,7 +29,7 @@ func TestRegistryNamesUnique(t *testing.T) {
 
 func TestSupportGossip(t *testing.T) {
 	v := EncodeSupport(Supported())
-	if v != FeatureFlags+","+ShovelOwnerMixed+","+HashExchanges+","+StreamWriters+","+TopologyCommands+","+StreamChunks {
+	if v != FeatureFlags+","+ShovelOwnerMixed+","+HashExchanges+","+StreamWriters+","+TopologyCommands+","+StreamChunks+","+StreamAMQP10 {
 		t.Fatalf("gossiped support = %q, want only the non-required flags", v)
 	}
 	got := DecodeSupport(map[string]string{GossipKey: v})
@@ -84,6 +84,7 @@ func TestSetAndReport(t *testing.T) {
 	s.Enable(StreamWriters)
 	s.Enable(TopologyCommands)
 	s.Enable(StreamChunks)
+	s.Enable(StreamAMQP10)
 	st = Report(s, nil)
 	for _, x := range st {
 		if x.State != StateEnabled {

@@ -71,6 +71,12 @@ const (
 	// an older release refuses to start with such a segment, so none is
 	// written in a cluster until every member reads them.
 	StreamChunks = "stream_chunks"
+	// StreamAMQP10: stream records of version 4 (a message the stream
+	// protocol published, kept as its AMQP 1.0 encoding:
+	// exchange/streamamqp10.go). A node of an older release skips such a
+	// record as corrupt, so none is written in a cluster until every
+	// member reads them.
+	StreamAMQP10 = "stream_amqp10_records"
 )
 
 // Errors.
@@ -111,6 +117,8 @@ var registry = []Flag{
 	{Name: TopologyCommands, Desc: "Topology changes (vhosts, exchanges, queues, bindings, policies, operator policies, users and permissions, shovels and MQTT bridges) replicated as typed commands that every member applies, rather than as the records they write",
 		Stability: Stable, Release: "0.2.0"},
 	{Name: StreamChunks, Desc: "Stream segments of chunk records: the messages of one publish batch stored as one record (records a node of an older release cannot read)",
+		Stability: Stable, Release: "0.2.0"},
+	{Name: StreamAMQP10, Desc: "Stream records that keep a message published over the stream protocol as its AMQP 1.0 encoding, sent to stream readers as it is (records a node of an older release cannot read)",
 		Stability: Stable, Release: "0.2.0"},
 }
 

@@ -57,13 +57,13 @@ type Writer struct {
 func (w *Writer) Named() bool { return w != nil && w.Ref != "" }
 
 // DecodeWriter reads what a stream record carries besides the message
-// (version 2 of the core's message record, exchange/codec.go: the
-// version byte 2, then the reference and the filter value each as a
-// uvarint length and its bytes, the publishing id as a uvarint between
-// them), ok false for a record without it (version 1) or one that
-// does not decode.
+// (versions 2 and 4 of the core's message record, exchange/codec.go and
+// streamamqp10.go: the version byte, then the reference and the filter
+// value each as a uvarint length and its bytes, the publishing id as a
+// uvarint between them), ok false for a record without it (version 1)
+// or one that does not decode.
 func DecodeWriter(data []byte) (w Writer, ok bool) {
-	if len(data) == 0 || data[0] != 2 {
+	if len(data) == 0 || (data[0] != 2 && data[0] != 4) {
 		return w, false
 	}
 	d := headers.Decoder{B: data[1:], Format: headers.Stored}

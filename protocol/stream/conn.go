@@ -56,6 +56,7 @@ type conn struct {
 	run    []exchange.Message
 	runPtr []*exchange.Message
 	runIDs []uint64
+	runRaw [][]byte
 
 	// Publishes waiting for the store (Confirm), by tag (pendingRing).
 	pmu     sync.Mutex

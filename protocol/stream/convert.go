@@ -45,6 +45,13 @@ func toCore(data []byte, stream string) (*exchange.Message, error) {
 	return m, nil
 }
 
+// DecodeAMQP10 is the core's decoder of the messages a stream keeps as the
+// stream protocol published them (exchange.WithAMQP10Codec): the
+// conversion a publish makes, for a reader of another protocol.
+func DecodeAMQP10(data []byte, m *exchange.Message) error {
+	return toCoreInto(m, data, "", true)
+}
+
 // toCoreInto converts a published message into m (a zero Message); its
 // body is a copy of data's if own, else it points into data (a run's
 // message, encoded before data is read again: exchange.PublishRun).

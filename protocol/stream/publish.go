@@ -160,10 +160,27 @@ func (c *conn) publishRun(p *publisher, f wire.Publish, writers bool) bool {
 		c.run = make([]exchange.Message, len(f.Messages))
 	}
 	run, ptrs, ids := c.run[:len(f.Messages)], c.runPtr[:0], c.runIDs[:0]
+	// Kept as published where the stream may (exchange/streamamqp10.go):
+	// checked as a conversion would, not converted.
+	var raw [][]byte
+	if c.vh.StreamAMQP10Enabled() {
+		if raw = c.runRaw[:0]; raw == nil {
+			raw = make([][]byte, 0, len(f.Messages))
+		}
+	}
 	var bad []wire.PublishingError
 	for i, pm := range f.Messages {
 		m := &run[i]
-		if err := toCoreInto(m, pm.Data, p.stream, false); err != nil {
+		var err error
+		if raw != nil {
+			if _, err = wire.DecodeMessage(pm.Data); err == nil {
+				m.RoutingKey = p.stream
+				raw = append(raw, pm.Data)
+			}
+		} else {
+			err = toCoreInto(m, pm.Data, p.stream, false)
+		}
+		if err != nil {
 			bad = append(bad, wire.PublishingError{ID: pm.ID, Code: wire.PreconditionFailed})
 			continue
 		}
@@ -182,12 +199,16 @@ func (c *conn) publishRun(p *publisher, f wire.Publish, writers bool) bool {
 		mine := slices.Clone(ids)
 		pub := p.id
 		var n int
-		n, ok = c.vh.PublishRun(p.stream, ptrs, &c.batch, func(err error) { c.confirmRun(pub, mine, err) })
+		n, ok = c.vh.PublishRun(p.stream, ptrs, raw, &c.batch, func(err error) { c.confirmRun(pub, mine, err) })
 		c.published.Add(uint64(n))
 	}
 	clear(run) // no header, string or body of this frame kept
 	clear(ptrs)
+	clear(raw)
 	c.runPtr, c.runIDs = ptrs[:0], ids[:0]
+	if raw != nil {
+		c.runRaw = raw[:0]
+	}
 	if !ok {
 		return false
 	}

@@ -30,7 +30,7 @@ func newTestServer(t testing.TB) *testServer {
 // newTestServerOn is newTestServer over st.
 func newTestServerOn(t testing.TB, st exchange.Store) *testServer {
 	t.Helper()
-	br, err := exchange.New(st, nil)
+	br, err := exchange.New(st, nil, exchange.WithAMQP10Codec(DecodeAMQP10))
 	if err != nil {
 		t.Fatal(err)
 	}

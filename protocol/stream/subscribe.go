@@ -217,6 +217,9 @@ func (c *conn) wroteRun(s *subscription, upto, n, size int) {
 // place; ok false (nothing appended) for a record that cannot be read,
 // which is logged and counted.
 func (c *conn) appendRecord(b []byte, s *subscription, rec streamlog.Rec) ([]byte, bool) {
+	if raw, ok := exchange.StoredAMQP10(rec.Data); ok {
+		return append(b, raw...), true // as it was published
+	}
 	err := exchange.ViewStoredMessageTo(&c.view, rec.Data)
 	if err == nil {
 		return appendStored(b, &c.view, &c.mapScratch), true
@@ -268,6 +271,9 @@ func (c *conn) sharedRun(r *exchange.RecordRun) []byte {
 // appendRecordQuiet is appendRecord without the log and count: the run's
 // records are then written one by one, which logs and counts.
 func (c *conn) appendRecordQuiet(b []byte, rec streamlog.Rec) ([]byte, bool) {
+	if raw, ok := exchange.StoredAMQP10(rec.Data); ok {
+		return append(b, raw...), true
+	}
 	if err := exchange.ViewStoredMessageTo(&c.view, rec.Data); err == nil {
 		return appendStored(b, &c.view, &c.mapScratch), true
 	}

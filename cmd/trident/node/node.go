@@ -26,6 +26,7 @@ import (
 	"github.com/trident-broker/trident/exchange/alarm"
 	"github.com/trident-broker/trident/protocol/amqp"
 	"github.com/trident-broker/trident/protocol/frontend/tracing"
+	"github.com/trident-broker/trident/protocol/stream"
 	"github.com/trident-broker/trident/shovel"
 	"github.com/trident-broker/trident/store"
 	"github.com/trident-broker/trident/web"
@@ -144,7 +145,7 @@ func Start(cfg conf.Config, log *slog.Logger) (_ *Node, err error) {
 	}
 	log.Info("store open", "dir", dir, "took", time.Since(opened).Round(time.Millisecond))
 	n.local = localStore(n.store)
-	opts := []exchange.Option{exchange.WithEventVHost(cfg.EventExchange.VHost)}
+	opts := []exchange.Option{exchange.WithEventVHost(cfg.EventExchange.VHost), exchange.WithAMQP10Codec(stream.DecodeAMQP10)}
 	if cfg.Cluster.Enabled() {
 		n.repl = meta.NewReplicator(n.store)
 		opts = append(opts, exchange.WithReplicator(n.repl))
