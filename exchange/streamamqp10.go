@@ -77,17 +77,19 @@ func amqp10Record(rec []byte) (exchange, key []byte, enqueuedAt int64, amqp10 []
 	if len(rec) == 0 || rec[0] != amqp10Version {
 		return nil, nil, 0, nil, false
 	}
-	d := headers.Decoder{B: rec[1:], Format: headers.Stored}
-	d.Raw(d.Uvarint())
-	d.Uvarint()
-	d.Raw(d.Uvarint())
-	exchange = d.Raw(d.Uvarint())
-	key = d.Raw(d.Uvarint())
-	enqueuedAt = d.Varint()
-	if d.Err != nil {
+	// On every message's path of a stream-protocol reader: the local
+	// reader's inline one-byte lengths (viewMessage's), not a Decoder's
+	// calls.
+	r := reader{b: rec, i: 1}
+	var ref, filter []byte
+	r.raws(&ref)
+	r.uvarint()
+	r.raws(&filter, &exchange, &key)
+	enqueuedAt = r.varint()
+	if r.bad {
 		return nil, nil, 0, nil, false
 	}
-	return exchange, key, enqueuedAt, d.B, true
+	return exchange, key, enqueuedAt, rec[r.i:], true
 }
 
 // StoredAMQP10 returns the AMQP 1.0 encoding a stream's record holds as it
