@@ -2,13 +2,10 @@ package stream
 
 import (
 	"bytes"
-	"context"
-	"net"
 	"reflect"
 	"testing"
 	"time"
 
-	"github.com/trident-broker/trident/auth"
 	"github.com/trident-broker/trident/exchange"
 	"github.com/trident-broker/trident/protocol/stream/wire"
 	"github.com/trident-broker/trident/store"
@@ -121,31 +118,7 @@ func TestStreamKeepsPublishedBytes(t *testing.T) {
 // encoding (annotations sorted, the creation time in seconds: what kept
 // bytes do better).
 func TestStreamWithoutCodecDecodes(t *testing.T) {
-	st := store.NewMemory()
-	br, err := exchange.New(st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := br.EnsureVHost("/"); err != nil {
-		t.Fatal(err)
-	}
-	users, err := auth.New(st, auth.Options{DefaultUser: "guest", DefaultPass: "guest"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := NewServer(Config{FrameMax: 64 << 10}, br, users, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		_ = br.Close()
-	})
-	s := &testServer{addr: ln.Addr().String(), b: br}
+	s := newTestServerWith(t, store.NewMemory())
 	msgs := publishKept(t, s)
 	got := subscribedMessages(t, s, len(msgs))
 	for i := range msgs {

@@ -30,7 +30,14 @@ func newTestServer(t testing.TB) *testServer {
 // newTestServerOn is newTestServer over st.
 func newTestServerOn(t testing.TB, st exchange.Store) *testServer {
 	t.Helper()
-	br, err := exchange.New(st, nil, exchange.WithAMQP10Codec(DecodeAMQP10))
+	return newTestServerWith(t, st, exchange.WithAMQP10Codec(DecodeAMQP10))
+}
+
+// newTestServerWith is a server over st whose core has opts alone (the
+// node wires the AMQP 1.0 codec: newTestServerOn).
+func newTestServerWith(t testing.TB, st exchange.Store, opts ...exchange.Option) *testServer {
+	t.Helper()
+	br, err := exchange.New(st, nil, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
