@@ -252,12 +252,7 @@ func TestHeldRecordsStayIntact(t *testing.T) {
 	s := newTestServerOn(t, st)
 	c := dial(t, s)
 	c.open()
-	if _, code := c.call(wire.KeyCreate, str("s"), uint32(0)); code != wire.OK {
-		t.Fatalf("create: %v", code)
-	}
-	if _, code := c.call(wire.KeyDeclarePublisher, uint8(1), str(""), str("s")); code != wire.OK {
-		t.Fatalf("declare publisher: %v", code)
-	}
+	c.createWithPublisher("")
 	body := func(i int) string { return fmt.Sprintf("%06d-%s", i, strings.Repeat("b", i%300)) }
 	var id uint64
 	pub := func(from, to int) {

@@ -32,12 +32,7 @@ func publishKept(t *testing.T, s *testServer) [][]byte {
 	t.Helper()
 	c := dial(t, s)
 	c.open()
-	if _, code := c.call(wire.KeyCreate, str("s"), uint32(0)); code != wire.OK {
-		t.Fatalf("create: %v", code)
-	}
-	if _, code := c.call(wire.KeyDeclarePublisher, uint8(1), str("p"), str("s")); code != wire.OK {
-		t.Fatalf("declare publisher: %v", code)
-	}
+	c.createWithPublisher("p")
 	msgs := keptMessages()
 	fields := []any{uint8(1), uint32(len(msgs))}
 	for i, m := range msgs {

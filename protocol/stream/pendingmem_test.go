@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/trident-broker/trident/exchange"
-	"github.com/trident-broker/trident/protocol/stream/wire"
 )
 
 // collect is a core consumer's sink that keeps what it is given.
@@ -75,12 +74,7 @@ func TestSubscriptionPendingKeepsArray(t *testing.T) {
 	s := newTestServer(t)
 	c := dial(t, s)
 	c.open()
-	if _, code := c.call(wire.KeyCreate, str("s"), uint32(0)); code != wire.OK {
-		t.Fatalf("create: %v", code)
-	}
-	if _, code := c.call(wire.KeyDeclarePublisher, uint8(1), str(""), str("s")); code != wire.OK {
-		t.Fatalf("declare publisher: %v", code)
-	}
+	c.createWithPublisher("")
 	const n = 2500
 	ids := make([]uint64, n)
 	for i := range ids {

@@ -205,6 +205,18 @@ func (c *client) expectClose(code wire.Code) {
 	}
 }
 
+// createWithPublisher creates stream "s" and declares publisher 1 on it
+// with reference ref ("": none).
+func (c *client) createWithPublisher(ref string) {
+	c.t.Helper()
+	if _, code := c.call(wire.KeyCreate, str("s"), uint32(0)); code != wire.OK {
+		c.t.Fatalf("create: %v", code)
+	}
+	if _, code := c.call(wire.KeyDeclarePublisher, uint8(1), str(ref), str("s")); code != wire.OK {
+		c.t.Fatalf("declare publisher: %v", code)
+	}
+}
+
 // amqpBody is a minimal AMQP 1.0 message: one data section.
 func amqpBody(s string) []byte {
 	return wire.AppendMessage(nil, &wire.Message{Body: []byte(s)})
@@ -256,12 +268,7 @@ func TestPublishDedup(t *testing.T) {
 	s := newTestServer(t)
 	c := dial(t, s)
 	c.open()
-	if _, code := c.call(wire.KeyCreate, str("s"), uint32(0)); code != wire.OK {
-		t.Fatalf("create: %v", code)
-	}
-	if _, code := c.call(wire.KeyDeclarePublisher, uint8(1), str("p"), str("s")); code != wire.OK {
-		t.Fatalf("declare publisher: %v", code)
-	}
+	c.createWithPublisher("p")
 	if seq, code := c.sequence("p", "s"); code != wire.OK || seq != 0 {
 		t.Fatalf("sequence before any publish: %d %v", seq, code)
 	}
