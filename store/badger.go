@@ -27,9 +27,9 @@ type BadgerOptions struct {
 	GCInterval     time.Duration // value-log GC period (default 30s; negative disables)
 	GCDiscardRatio float64       // RunValueLogGC ratio (default 0.5)
 	// TrimInterval is how often the process's resident file-backed pages
-	// are looked at; past TrimAbove bytes the value log's mapped pages are
-	// paged out of the process (residency_linux.go; default every 1s past
-	// 256 MiB; a negative interval never).
+	// are looked at; past TrimAbove bytes the value log's and memtables'
+	// mapped pages are dropped from the process (residency_linux.go;
+	// default every 1s past 32 MiB; a negative interval never).
 	TrimInterval time.Duration
 	TrimAbove    int64
 	// MaxPendingBytes is a soft bound on appends and deletes queued for the
@@ -63,7 +63,7 @@ func DefaultBadgerOptions() BadgerOptions {
 		GCInterval:       30 * time.Second,
 		GCDiscardRatio:   0.5,
 		TrimInterval:     time.Second,
-		TrimAbove:        256 << 20,
+		TrimAbove:        32 << 20,
 		MaxPendingBytes:  64 << 20,
 		CommitLinger:     3 * time.Millisecond,
 	}

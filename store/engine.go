@@ -22,9 +22,9 @@ import (
 //     KeyError), then the caller's own recovery (EngineOptions.AfterOpen);
 //   - running: one goroutine that every GCInterval runs the caller's
 //     policy (BeforeGC: compacting to reclaim space) and value-log GC until
-//     it finds nothing worth rewriting; one that every TrimInterval pages
-//     the value log's mappings out past TrimAbove resident bytes
-//     (TrimValueLogs);
+//     it finds nothing worth rewriting; one that every TrimInterval drops
+//     the value log's and memtables' mapped pages from the process past
+//     TrimAbove resident bytes (TrimValueLogs);
 //   - closing: both stopped and waited for, Badger closed, the lock
 //     released.
 //
@@ -60,8 +60,8 @@ type EngineOptions struct {
 	GCInterval     time.Duration
 	GCDiscardRatio float64
 	BeforeGC       func()
-	// TrimInterval is how often the mapped value log is paged out past
-	// TrimAbove resident bytes (negative: never).
+	// TrimInterval is how often the mapped value log's pages are dropped
+	// from the process past TrimAbove resident bytes (negative: never).
 	TrimInterval time.Duration
 	TrimAbove    int64
 }

@@ -2,7 +2,7 @@
 
 package store
 
-// trimMapped does nothing where MADV_PAGEOUT is not available.
+// trimMapped does nothing where /proc/self/maps and MADV_DONTNEED are not.
 func trimMapped(string) {}
 
 // residentFileBytes is unknown here.
