@@ -124,8 +124,8 @@ func (g *idleGiveBack) due(now time.Time, objects, live int64) bool {
 	return true
 }
 
-// StoreTrim is how the store pages its value log's mapped files out of
-// the process under a memory limit: once they hold more than an eighth of
+// StoreTrim is how the store drops its value log's mapped pages from the
+// process under a memory limit: once they hold more than an eighth of
 // limit (at least 32 MiB, at most maxAbove, the store's default), looked
 // at ten times a second (a flood of persistent messages maps ~100 MB/s of
 // value log; at 64 MiB and four times a second a 400 MB watermark's
