@@ -209,6 +209,10 @@ func (c *conn) publishRun(p *publisher, f wire.Publish, writers bool) bool {
 	if raw != nil {
 		c.runRaw = raw[:0]
 	}
+	if cap(c.run) > keptRun {
+		// A frame of many small messages: not kept for the next.
+		c.run, c.runPtr, c.runIDs, c.runRaw = nil, nil, nil, nil
+	}
 	if !ok {
 		return false
 	}
@@ -217,6 +221,11 @@ func (c *conn) publishRun(p *publisher, f wire.Publish, writers bool) bool {
 	}
 	return true
 }
+
+// keptRun is how many messages' room publishRun keeps between frames
+// (a Message is ~300 bytes): a client's usual frame (100 to 256
+// messages, rabbitmq-stream-go-client's up to 1,000).
+const keptRun = 1024
 
 // confirmRun answers a run (publishRun): every id confirmed, or each an
 // error.
