@@ -270,7 +270,7 @@ func main() {
 	fs.IntVar(&o.streamProtoSockBuf, "stream-protocol-sockbuf", 1<<20, "the stream-protocol clients' socket read and write buffers in `bytes` (0: the client's default)")
 	fs.IntVar(&o.streamProtoWindow, "stream-protocol-window", 10_000, "the stream-protocol benchmark's unconfirmed messages per publisher")
 	fs.BoolVar(&o.streamProtoCluster, "stream-protocol-cluster3", false, "the stream-protocol benchmark also against three local Trident nodes (target trident-3node; broker CPU and RSS summed over the three)")
-	fs.IntVar(&o.streamProtoSuper, "stream-protocol-super", 3, "the stream-protocol benchmark's super stream phase: `N` partitions, the go client's super stream producer (0: no such phase)")
+	fs.IntVar(&o.streamProtoSuper, "stream-protocol-super", 3, "the stream-protocol benchmark's super stream phases: `N` partitions, the go client's super stream producer and raw publishers to N streams at once (0: no such phases)")
 	fs.Var(o.pids, "pid", "the broker process of a --target, `name=PID`, for its CPU and memory (default: whoever listens on the URL's port)")
 	nullAddr := fs.String("null-amqp", "", "serve a null AMQP relay (no broker: the generator's and machine's ceiling, see nullamqp.go) on `host:port` and do nothing else")
 	_ = fs.Parse(os.Args[1:])

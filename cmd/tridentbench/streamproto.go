@@ -25,6 +25,10 @@ package main
 //	                   all N: msgs/s each (the slowest and fastest) and total
 //	raw publish 16 B   pre-encoded publish frames of rawSPBatch messages,
 //	                   pipelined within the window, confirms counted
+//	raw partitions xK  the N messages over --stream-protocol-super plain
+//	publish 16 B       streams at once, a raw publisher and connection
+//	                   each (a super stream's partitions, as its clients
+//	                   publish to them; any broker), msgs/s over the wall time
 //	raw consume x1     a reader that counts each chunk's records from its
 //	raw consume x10    header without decoding the messages
 //

@@ -355,6 +355,15 @@ func spRawTarget(ctx context.Context, o *options, t spTarget, n int) ([]spPhase,
 		return out, err
 	}
 	out = append(out, p)
+	if k := o.streamProtoSuper; k > 0 {
+		p, err := spRunPhase(t, fmt.Sprintf("raw partitions x%d publish 16 B", k), func() (spPhase, error) {
+			return spRawPartitions(ctx, o, u, ctl, name, k, n)
+		})
+		if err != nil {
+			return out, err
+		}
+		out = append(out, p)
+	}
 	for _, k := range []int{1, 10} {
 		p, err := spRunPhase(t, fmt.Sprintf("raw consume x%d", k), func() (spPhase, error) {
 			return spReadAll(ctx, k, n, func(ctx context.Context, n int) (float64, error) {
@@ -367,6 +376,47 @@ func spRawTarget(ctx context.Context, o *options, t spTarget, n int) ([]spPhase,
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// spRawPartitions publishes n messages of 16 B spread over k streams
+// (name-0 … name-(k-1): a super stream's partitions, as its clients
+// publish to them, one producer and connection each, the client having
+// routed each message), all k at once; the rate is n over the wall time
+// from the first connection to the last confirm, the latencies the
+// slowest partition's. Plain streams, so that a broker without super
+// streams over the protocol (RabbitMQ 3.10) is measured alike.
+func spRawPartitions(ctx context.Context, o *options, u spURL, ctl *spConn, name string, k, n int) (spPhase, error) {
+	p := spPhase{Messages: n}
+	for i := range k {
+		part := fmt.Sprintf("%s-%d", name, i)
+		if _, err := ctl.call(spCreate(nil, ctl.next(), part)); err != nil {
+			return p, fmt.Errorf("create %s: %w", part, err)
+		}
+		defer ctl.call(spDelete(nil, ctl.next(), part))
+	}
+	parts := make([]spPhase, k)
+	errs := make([]error, k)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range k {
+		each := n / k
+		if i == k-1 {
+			each = n - each*(k-1)
+		}
+		wg.Go(func() {
+			parts[i], errs[i] = spRawPublish(ctx, o, u, fmt.Sprintf("%s-%d", name, i), each, 16)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return p, err
+	}
+	p.Rate = float64(n) / time.Since(start).Seconds()
+	for _, q := range parts {
+		p.P50us, p.P99us = max(p.P50us, q.P50us), max(p.P99us, q.P99us)
+		p.ConfirmFrm += q.ConfirmFrm
+	}
+	return p, nil
 }
 
 // spRawPublish publishes n messages of size bytes into stream with
