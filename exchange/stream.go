@@ -174,34 +174,50 @@ func (st *stream) enqueue(m *Message, data []byte, done func(error), now int64, 
 		st.log.PreloadWriters() // once after a start, with no lock held
 	}
 	st.log.Lock()
-	if w := m.writer; w != nil && st.log.DuplicateLocked(w) {
-		// A named producer's resend (streamlog/writers.go): not appended,
-		// confirmed once its first copy is surely durable.
-		if done != nil {
-			st.log.FlushLocked() // the tail it waits for is written
-			st.log.AfterTailLocked(done)
-		}
-		st.log.Unlock()
+	segs := st.log.SegmentsLocked()
+	dup, err := st.appendLocked(data, m.writer, done, now, batch)
+	rolled := st.log.SegmentsLocked() != segs
+	st.log.Unlock()
+	if dup {
 		st.log.FireWaiters(nil)
 		return true, done != nil, false
 	}
-	segs := st.log.SegmentsLocked()
-	_, err := st.log.AppendBatchLocked(data, now, st.a.segBytes, m.writer, done, logBatchOf(batch))
-	if err == nil {
-		st.log.NoteWriterLocked(m.writer)
-	}
-	rolled := st.log.SegmentsLocked() != segs
-	st.log.Unlock()
 	if err != nil {
 		q.vh.b.log.Error("stream append failed", "queue", q.name, "err", err)
 		return false, false, true
 	}
 	q.counters.publish.Add(1)
+	st.appended(rolled, segs)
+	return true, true, false
+}
+
+// appendLocked appends the record of one routed message (st.log
+// locked; enqueue's and PublishRun's one path): a named producer's resend
+// (streamlog/writers.go) is not appended but answered, through done, once
+// its first copy is surely durable; dup reports it, and the caller then
+// fires the log's waiters once unlocked.
+func (st *stream) appendLocked(data []byte, w *streamlog.Writer, done func(error), now int64, batch *Batch) (dup bool, err error) {
+	if w != nil && st.log.DuplicateLocked(w) {
+		if done != nil {
+			st.log.FlushLocked() // the tail it waits for is written
+			st.log.AfterTailLocked(done)
+		}
+		return true, nil
+	}
+	if _, err = st.log.AppendBatchLocked(data, now, st.a.segBytes, w, done, logBatchOf(batch)); err == nil {
+		st.log.NoteWriterLocked(w)
+	}
+	return false, err
+}
+
+// appended follows appends made under one lock of the log: the stream's
+// loops run, and a roll past the first segment (segs, before the appends)
+// lets retention look.
+func (st *stream) appended(rolled bool, segs int) {
 	st.start()
 	if rolled && segs > 0 {
 		go st.applyRetention()
 	}
-	return true, true, false
 }
 
 // recordTime is the enqueue time a stream's message record holds (the

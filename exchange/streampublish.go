@@ -87,17 +87,13 @@ func (v *VHost) PublishRun(queue string, ms []*Message, amqp10 [][]byte, b *Batc
 	for i, m := range ms {
 		data := rb.data[start:rb.ends[i]]
 		start = rb.ends[i]
-		if wr := m.writer; wr != nil && st.log.DuplicateLocked(wr) {
-			st.log.FlushLocked() // the tail it waits for is written
-			st.log.AfterTailLocked(one)
-			dups++
-			n++
-			continue
-		}
-		if _, err = st.log.AppendBatchLocked(data, now, st.a.segBytes, m.writer, one, logBatchOf(b)); err != nil {
+		var dup bool
+		if dup, err = st.appendLocked(data, m.writer, one, now, b); err != nil {
 			break
 		}
-		st.log.NoteWriterLocked(m.writer)
+		if dup {
+			dups++
+		}
 		n++
 	}
 	rolled := st.log.SegmentsLocked() != segs
@@ -117,10 +113,7 @@ func (v *VHost) PublishRun(queue string, ms []*Message, amqp10 [][]byte, b *Batc
 	xr.x.counters.publishIn.Add(uint64(len(ms)))
 	xr.x.counters.publishOut.Add(uint64(n))
 	if n > 0 {
-		st.start()
-	}
-	if rolled && segs > 0 {
-		go st.applyRetention()
+		st.appended(rolled, segs)
 	}
 	return n, true
 }

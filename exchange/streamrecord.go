@@ -206,9 +206,11 @@ func (r *reader) raw() []byte {
 	return p
 }
 
-// DecodeStoredMessage decodes a stream delivery's record into the Message
-// a consumer without StoredRecords gets (a front end that needs one; the
-// equivalence tests of a front end's in-place reading).
+// DecodeStoredMessage decodes a stream delivery's record the core encoded
+// into the Message a consumer without StoredRuns gets (a front end that
+// needs one; the equivalence tests of a front end's in-place reading). It
+// refuses a record kept as published (version 4): StoredAMQP10 gives
+// those, and only the node's codec decodes them.
 func DecodeStoredMessage(rec []byte) (*Message, error) {
 	m, _, err := decodeMessage(rec)
 	return m, err
